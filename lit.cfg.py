@@ -1,0 +1,20 @@
+# lit configuration for Partita's FileCheck tests (tests/filecheck).
+import os
+import shutil
+
+import lit.formats
+
+config.name = "Partita"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.join(os.path.dirname(__file__), "tests", "filecheck")
+config.excludes = ["lit.cfg.py", "Inputs"]
+
+# The tools come from the environment lit runs in (the project's virtual environment).
+config.environment["PATH"] = os.environ.get("PATH", "")
+for name in ("HOME", "PARTITA_CACHE_DIR", "PYTHONPATH"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
+for tool in ("partita-opt", "filecheck"):
+    if shutil.which(tool, path=config.environment["PATH"]) is None:
+        lit_config.fatal(f"'{tool}' is not on PATH: install Partita with its test extra first")

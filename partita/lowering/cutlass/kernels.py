@@ -1,0 +1,368 @@
+"""CUTLASS kernel specifications and configuration choice.
+
+A :class:`KernelSpec` says *what* a partition computes (operation, data type,
+epilogue and problem shape, with ``None`` for a dimension that is only known at
+run time).  :func:`choose_config` decides *how* CUTLASS computes it
+(:class:`KernelConfig`: opcode class, tile shapes, stages, alignments, split-k).
+Both are plain frozen dataclasses, independent of any IR, so a pass can build
+them from whatever it matches.
+
+Every kernel here is a CUTLASS 2.x device kernel (``DefaultGemm``,
+``GemmBatched``, ``DefaultConv2dFprop``) tuned for ``Sm80`` (or ``Sm50`` for the
+SIMT fallback); such kernels run unchanged on sm_80 .. sm_90.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cutlass_library.conv2d_operation import Conv2dOperation
+from cutlass_library.gemm_operation import GemmOperation
+from cutlass_library.library import (
+    ConvKind,
+    DataType,
+    EpilogueFunctor,
+    GemmKind,
+    IteratorAlgorithm,
+    LayoutType,
+    MathInstruction,
+    MathOperation,
+    OpcodeClass,
+    StrideSupport,
+    TensorDescription,
+    TileDescription,
+)
+
+OPS = ("dense", "batch_matmul", "conv2d")
+DTYPES = ("float16", "float32")
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
+#: epilogues each op supports
+SUPPORTED_EPILOGUES = {
+    "dense": ("none", "bias", "bias_relu", "bias_gelu"),
+    "batch_matmul": ("none", "bias"),
+    "conv2d": ("none", "bias", "bias_relu"),
+}
+#: size in bytes of one element
+DTYPE_BYTES = {"float16": 2, "float32": 4}
+_CUTLASS_DTYPE = {"float16": DataType.f16, "float32": DataType.f32}
+
+
+class UnsupportedKernel(ValueError):
+    """The spec cannot be lowered to a CUTLASS kernel."""
+
+
+def _pair(v, what: str) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    t = tuple(int(x) for x in v)
+    if len(t) != 2:
+        raise UnsupportedKernel(f"{what} must have 2 entries, got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What one CUTLASS partition computes.
+
+    * ``dense``: ``out[M,N] = x[M,K] @ w[N,K]^T (+ bias[N])``; A row-major, B
+      column-major (CUTLASS "tn"), output row-major.  ``M`` may be ``None``.
+    * ``batch_matmul``: ``out[b,M,N] = a[b,M,K] @ b[b,N,K]^T (+ bias[N])``;
+      ``batch`` and ``M`` may be ``None``.
+    * ``conv2d``: NHWC input ``[N,H,W,C]``, OHWI filter ``[K,R,S,C]``, output
+      NHWC ``[N,P,Q,K]`` (+ bias[K]); ``N`` may be ``None``.  ``padding`` is
+      ``(top, left, bottom, right)``.
+
+    float16 accumulates in float32; the output has the input's dtype.  Use the
+    ``dense`` / ``batch_matmul`` / ``conv2d`` class methods to build one.
+    """
+
+    op: str
+    dtype: str
+    epilogue: str = "none"
+    M: int | None = None
+    N: int | None = None
+    K: int | None = None
+    batch: int | None = None
+    #: conv2d only: (N, H, W, C) input, (K, R, S, C) filter
+    input_shape: tuple[int | None, int, int, int] | None = None
+    filter_shape: tuple[int, int, int, int] | None = None
+    strides: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+
+    # -- constructors ------------------------------------------------------
+    @classmethod
+    def dense(cls, M: int | None, N: int, K: int, dtype: str = "float16",
+              epilogue: str = "none") -> "KernelSpec":
+        return cls(op="dense", dtype=dtype, epilogue=epilogue, M=M, N=N, K=K)
+
+    @classmethod
+    def batch_matmul(cls, batch: int | None, M: int | None, N: int, K: int,
+                     dtype: str = "float16", epilogue: str = "none") -> "KernelSpec":
+        return cls(op="batch_matmul", dtype=dtype, epilogue=epilogue, batch=batch,
+                   M=M, N=N, K=K)
+
+    @classmethod
+    def conv2d(cls, input_shape, filter_shape, strides=(1, 1), padding=(0, 0),
+               dilation=(1, 1), dtype: str = "float16",
+               epilogue: str = "none") -> "KernelSpec":
+        pad = tuple(int(p) for p in ((padding,) if isinstance(padding, int) else padding))
+        if len(pad) == 1:
+            pad = pad * 4
+        elif len(pad) == 2:
+            pad = (pad[0], pad[1], pad[0], pad[1])
+        elif len(pad) != 4:
+            raise UnsupportedKernel(f"padding must have 1, 2 or 4 entries: {padding!r}")
+        n, h, w, c = input_shape
+        return cls(op="conv2d", dtype=dtype, epilogue=epilogue,
+                   input_shape=(None if n is None else int(n), int(h), int(w), int(c)),
+                   filter_shape=tuple(int(x) for x in filter_shape),
+                   strides=_pair(strides, "strides"), padding=pad,  # type: ignore[arg-type]
+                   dilation=_pair(dilation, "dilation"))
+
+    # -- validation and derived shapes ------------------------------------
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise UnsupportedKernel(f"unknown op {self.op!r}")
+        if self.dtype not in DTYPES:
+            raise UnsupportedKernel(f"unsupported dtype {self.dtype!r}")
+        if self.epilogue not in SUPPORTED_EPILOGUES[self.op]:
+            raise UnsupportedKernel(f"{self.op} does not support epilogue {self.epilogue!r}")
+        if self.op == "conv2d":
+            if self.input_shape is None or self.filter_shape is None:
+                raise UnsupportedKernel("conv2d needs input_shape and filter_shape")
+            if self.input_shape[3] != self.filter_shape[3]:
+                raise UnsupportedKernel("conv2d input channels != filter channels (groups unsupported)")
+            p, q = self.output_hw
+            if p <= 0 or q <= 0:
+                raise UnsupportedKernel("conv2d output is empty")
+            if self.padding[0] < 0 or self.padding[1] < 0:
+                raise UnsupportedKernel("negative padding")
+        else:
+            if self.N is None or self.K is None:
+                raise UnsupportedKernel(f"{self.op}: N and K must be static")
+
+    @property
+    def output_hw(self) -> tuple[int, int]:
+        """(P, Q) of a conv2d."""
+        assert self.input_shape and self.filter_shape
+        _, h, w, _ = self.input_shape
+        _, r, s, _ = self.filter_shape
+        top, left, bottom, right = self.padding
+        p = (h + top + bottom - self.dilation[0] * (r - 1) - 1) // self.strides[0] + 1
+        q = (w + left + right - self.dilation[1] * (s - 1) - 1) // self.strides[1] + 1
+        return p, q
+
+    @property
+    def dynamic_dims(self) -> tuple[str, ...]:
+        """Names of the run-time dimensions, in entry-argument order."""
+        if self.op == "dense":
+            return ("M",) if self.M is None else ()
+        if self.op == "batch_matmul":
+            return tuple(n for n, v in (("batch", self.batch), ("M", self.M)) if v is None)
+        return ("N",) if self.input_shape[0] is None else ()  # type: ignore[index]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Names of the tensor inputs, in entry-argument order."""
+        base = {"dense": ("x", "w"), "batch_matmul": ("a", "b"), "conv2d": ("x", "w")}[self.op]
+        return base + (("bias",) if self.has_bias else ())
+
+    @property
+    def has_bias(self) -> bool:
+        return self.epilogue != "none"
+
+    def gemm_problem(self, dims: dict[str, int] | None = None) -> tuple[int, int, int]:
+        """The (implicit) GEMM problem (M, N, K) with run-time dims filled in."""
+        d = dict(dims or {})
+        if self.op == "conv2d":
+            n = self.input_shape[0] if self.input_shape[0] is not None else d["N"]  # type: ignore[index]
+            k, r, s, c = self.filter_shape  # type: ignore[misc]
+            p, q = self.output_hw
+            return n * p * q, k, r * s * c
+        m = self.M if self.M is not None else d["M"]
+        return m, self.N, self.K  # type: ignore[return-value]
+
+    def batch_count(self, dims: dict[str, int] | None = None) -> int:
+        if self.op != "batch_matmul":
+            return 1
+        return self.batch if self.batch is not None else dict(dims or {})["batch"]
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """How CUTLASS computes a :class:`KernelSpec`."""
+
+    opcode_class: str               # "tensorop" | "simt"
+    arch_tag: int                   # 80 -> cutlass::arch::Sm80, 50 -> Sm50
+    instruction_shape: tuple[int, int, int]
+    threadblock: tuple[int, int, int]
+    warp_count: tuple[int, int, int]
+    stages: int
+    alignment_a: int
+    alignment_b: int
+    alignment_c: int
+    split_k: int = 1
+    swizzle: int = 8                # GemmIdentityThreadblockSwizzle<swizzle>
+    iterator_algorithm: str = "optimized"   # conv2d only
+    #: CUTLASS procedural name (set by choose_config)
+    name: str = field(default="", compare=True)
+
+    @property
+    def warp_shape(self) -> tuple[int, int, int]:
+        return tuple(t // w for t, w in zip(self.threadblock, self.warp_count))  # type: ignore[return-value]
+
+    @property
+    def threads(self) -> int:
+        return 32 * math.prod(self.warp_count)
+
+
+# -- configuration choice ----------------------------------------------------
+
+def _largest_alignment(dtype: str, *extents: int) -> int:
+    cands = (8, 4, 2, 1) if dtype == "float16" else (4, 2, 1)
+    for a in cands:
+        if all(e % a == 0 for e in extents):
+            return a
+    return 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << (max(1, x).bit_length() - 1)
+
+
+def _split_k(spec: KernelSpec, tb: tuple[int, int, int]) -> int:
+    """Serial split-k slices: only for static, K-heavy problems with few output tiles."""
+    if spec.op != "dense" or spec.M is None:
+        return 1
+    M, N, K = spec.gemm_problem()
+    tiles = _ceil_div(M, tb[0]) * _ceil_div(N, tb[1])
+    if K < 4 * max(M, N) or tiles >= 32:
+        return 1
+    slices = min(16, _pow2_floor(64 // tiles), _pow2_floor(K // (4 * tb[2])))
+    return slices if slices >= 2 else 1
+
+
+def choose_config(spec: KernelSpec, sm: int = 80) -> KernelConfig:
+    """Pick a CUTLASS 2.x configuration for ``spec`` on compute capability ``sm``.
+
+    * alignment: the largest of 8/4/2/1 (f16) or 4/2/1 (f32) elements dividing
+      the contiguous extents (K for A and B of a GEMM, C for the conv operands,
+      N (GEMM) or K (conv) for the output and bias);
+    * f16 on sm >= 80 with A/B alignment >= 2: tensor cores, mma 16x8x16, f32
+      accumulation, multistage (cp.async) main loop;
+    * f32 on sm >= 80: exact SIMT FFMA, multistage main loop, alignment 1;
+    * anything else (sm < 80, or f16 with odd K / C): SIMT, 2-stage ``Sm50``
+      pipeline, alignment 1;
+    * tile: 128x128 for big problems, 128x64 for medium or run-time M, 64x64
+      for small ones or for f16 alignment < 8;
+    * serial split-k for static dense problems where K >= 4*max(M,N) and the
+      output covers fewer than 32 tiles.
+    """
+    if sm < 50:
+        raise UnsupportedKernel(f"sm_{sm} is not supported")
+    dt = spec.dtype
+    if spec.op == "conv2d":
+        k_out, _, _, c_in = spec.filter_shape  # type: ignore[misc]
+        align_ab = _largest_alignment(dt, c_in)
+        align_c = _largest_alignment(dt, k_out)
+    else:
+        align_ab = _largest_alignment(dt, spec.K)  # type: ignore[arg-type]
+        align_c = _largest_alignment(dt, spec.N)  # type: ignore[arg-type]
+
+    dyn = bool(spec.dynamic_dims)
+    M, N, K = spec.gemm_problem({d: 0 for d in ("M", "N", "batch")}) if not dyn else (None, None, None)
+    if dyn:
+        N = spec.N if spec.op != "conv2d" else spec.filter_shape[0]  # type: ignore[index]
+
+    def size_class() -> str:
+        if M is None:
+            return "medium"
+        if M >= 128 and N >= 128 and M * N >= 128 * 128 * 16:
+            return "big"
+        if M >= 64 and N >= 64 and M * N >= 64 * 64 * 16:
+            return "medium"
+        return "small"
+
+    cls = size_class()
+    if dt == "float16" and sm >= 80 and align_ab >= 2:
+        opclass, arch_tag, inst = "tensorop", 80, (16, 8, 16)
+        if align_ab < 8:
+            cls = "small"
+        tb = {"big": (128, 128, 32), "medium": (128, 64, 32), "small": (64, 64, 32)}[cls]
+        warps = (2, 2, 1)
+        stages = 3
+        if spec.op == "conv2d":
+            # operand alignments must divide the per-thread access; keep the
+            # output access no wider than the operand one for simplicity
+            align_c = min(align_c, 8)
+    elif sm >= 80:
+        opclass, arch_tag, inst = "simt", 80, (1, 1, 1)
+        tb = {"big": (128, 128, 8), "medium": (128, 64, 8), "small": (64, 64, 8)}[cls]
+        warps = {"big": (4, 2, 1), "medium": (4, 2, 1), "small": (2, 2, 1)}[cls]
+        stages = 4 if dt == "float32" else 2
+        if dt == "float16":
+            arch_tag = 50  # cp.async cannot move a single 2-byte element
+        align_ab = align_c = 1
+    else:
+        opclass, arch_tag, inst = "simt", 50, (1, 1, 1)
+        tb = {"big": (128, 128, 8), "medium": (128, 64, 8), "small": (64, 64, 8)}[cls]
+        warps = {"big": (4, 2, 1), "medium": (4, 2, 1), "small": (2, 2, 1)}[cls]
+        stages = 2
+        align_ab = align_c = 1
+
+    split = _split_k(spec, tb)
+    cfg = KernelConfig(
+        opcode_class=opclass, arch_tag=arch_tag, instruction_shape=inst,
+        threadblock=tb, warp_count=warps, stages=stages,
+        alignment_a=align_ab, alignment_b=align_ab, alignment_c=align_c,
+        split_k=split, swizzle=4 if spec.op == "conv2d" else 8,
+        iterator_algorithm="optimized" if spec.op == "conv2d" else "",
+    )
+    return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
+
+
+# -- naming --------------------------------------------------------------------
+
+def _operation(spec: KernelSpec, cfg: KernelConfig):
+    """The cutlass_library operation object describing (spec, cfg)."""
+    elt = _CUTLASS_DTYPE[spec.dtype]
+    opclass = OpcodeClass.TensorOp if cfg.opcode_class == "tensorop" else OpcodeClass.Simt
+    mi = MathInstruction(list(cfg.instruction_shape), elt, elt, DataType.f32, opclass,
+                         MathOperation.multiply_add)
+    td = TileDescription(list(cfg.threadblock), cfg.stages, list(cfg.warp_count), mi,
+                         cfg.arch_tag, 1024)
+    if spec.op == "conv2d":
+        A = TensorDescription(elt, LayoutType.TensorNHWC, cfg.alignment_a)
+        B = TensorDescription(elt, LayoutType.TensorNHWC, cfg.alignment_b)
+        C = TensorDescription(elt, LayoutType.TensorNHWC, cfg.alignment_c)
+        algo = {"optimized": IteratorAlgorithm.Optimized,
+                "analytic": IteratorAlgorithm.Analytic}[cfg.iterator_algorithm]
+        return Conv2dOperation(ConvKind.Fprop, algo, cfg.arch_tag, td, A, B, C, DataType.f32,
+                               StrideSupport.Strided, EpilogueFunctor.LinearCombination)
+    A = TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_a)
+    B = TensorDescription(elt, LayoutType.ColumnMajor, cfg.alignment_b)
+    C = TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_c)
+    # 2.x naming is produced for arch < 90; the tag we tune for is Sm80/Sm50.
+    return GemmOperation(GemmKind.Gemm, cfg.arch_tag, td, A, B, C, DataType.f32)
+
+
+def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
+    """CUTLASS-convention name, e.g. ``cutlass_tensorop_f16_s16816gemm_f16_128x128_32x3_tn_align8``.
+
+    The library's own ``procedural_name()`` gives the base; the epilogue,
+    batching and split-k are appended because they change the kernel type.
+    """
+    name = _operation(spec, cfg).procedural_name()
+    if spec.op == "batch_matmul":
+        name = name.replace("gemm_", "gemm_batched_", 1)
+    if spec.epilogue != "none":
+        name += "_" + spec.epilogue
+    if cfg.split_k > 1:
+        name += "_splitk"
+    return name
