@@ -53,8 +53,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from partita.target.kind import TargetError, get_target_kind, is_registered
-from partita.target.target import Target
+from partita.target import Target, TargetError, get_target_kind, is_registered
 
 # Discardable attribute names: the public interface shared with TVM's vocabulary.
 COMPILER = "byoc.compiler"
@@ -152,7 +151,7 @@ class TargetAttr(ParametrizedAttribute):
         """The Python ``Target`` this attribute spells; raises ``TargetError`` if invalid."""
         options = {k: _attr_to_option(v) for k, v in self.options.data.items()}
         host = self.host_target.to_target() if self.host_target is not None else None
-        return Target(self.kind.data, options, host=host)
+        return Target.from_dict(self.kind.data, options, host)
 
     def without_host(self) -> TargetAttr:
         return TargetAttr(self.kind, self.options)

@@ -87,9 +87,10 @@ def split_target_list(spec: str | Sequence[str]) -> list[str]:
     """Split ``"cuda -arch=sm_90,cutlass,llvm"`` into one string per target.
 
     Also accepts a sequence of strings (a pass option containing commas may arrive
-    already split).  A comma inside quotes, or continuing an unquoted ``list[str]``
-    option value (``"x -libs=a,b,llvm"`` where ``b`` is no target kind), does not
-    start a new target.
+    already split).  A comma inside quotes does not start a new target, nor does one
+    continuing an unquoted ``list[str]`` option value: in ``"x -libs=a,b -o=1,llvm"``
+    the piece ``b -o=1`` does not start with a registered kind name, so it is joined
+    back.  (A list element that is itself a kind name must be quoted: ``-libs='a,cublas'``.)
     """
     text = spec if isinstance(spec, str) else ",".join(spec)
     result: list[str] = []
@@ -98,8 +99,7 @@ def split_target_list(spec: str | Sequence[str]) -> list[str]:
         if (
             result
             and piece
-            and not any(c.isspace() for c in piece)
-            and not is_registered(piece)
+            and not is_registered(piece.split(None, 1)[0])
             and _ends_with_list_option(result[-1])
         ):
             result[-1] = f"{result[-1]},{piece}"
