@@ -7,8 +7,9 @@ import lit.formats
 config.name = "Partita"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
-config.test_source_root = os.path.join(os.path.dirname(__file__), "tests", "filecheck")
-config.excludes = ["lit.cfg.py", "Inputs"]
+# Run as `lit tests/filecheck`; the suite root is this directory.
+config.test_source_root = os.path.dirname(__file__)
+config.excludes = ["Inputs", "examples", "benchmarks", "build"]
 
 # The tools come from the environment lit runs in (the project's virtual environment).
 config.environment["PATH"] = os.environ.get("PATH", "")

@@ -14,9 +14,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import ParseError
+from xdsl.utils.exceptions import ParseError, VerifyException
 
-from partita.ir.diagnostics import PartitaError
+from partita.ir.diagnostics import PartitaError, format_location
 
 
 class LocatingParser(Parser):
@@ -32,13 +32,21 @@ class LocatingParser(Parser):
             pos = find("\n", pos + 1)
         self._line_starts = starts
 
+    def _location(self, offset: int) -> FileLineColLoc:
+        line = bisect_right(self._line_starts, offset)
+        column = offset - self._line_starts[line - 1] + 1
+        return FileLineColLoc(self._file, IntAttr(line + self._line_offset), IntAttr(column))
+
     def parse_operation(self) -> Operation:
         start = self._current_token.span.start
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as err:
+            # An attribute failed its own verifier while being built (e.g. an unknown
+            # target option): report it at the operation that spells it.
+            raise PartitaError(str(err), format_location(self._location(start))) from None
         if isinstance(op.location, UnknownLoc):
-            line = bisect_right(self._line_starts, start)
-            column = start - self._line_starts[line - 1] + 1
-            op.location = FileLineColLoc(self._file, IntAttr(line + self._line_offset), IntAttr(column))
+            op.location = self._location(start)
         return op
 
 

@@ -109,8 +109,8 @@ class PartitaOptMain(xDSLOptMain):
         # Verification happens before the first pass, in ``_between_passes``.
         return LocatingParser(self.ctx, text, self.get_input_name(), line_offset).parse_module()
 
-    def run(self) -> None:
-        """Runs every chunk; exits 1 after printing located errors when any chunk failed."""
+    def run(self) -> int:  # type: ignore[override]
+        """Runs every chunk; returns 1 after printing located errors when any chunk failed."""
         chunks, _ = self.prepare_input()
         output = StringIO()
         failed = False
@@ -125,6 +125,8 @@ class PartitaOptMain(xDSLOptMain):
                 self.apply_passes(module)
                 output.write(self.output_resulting_program(module))
             except (DiagnosticException, ParseError) as err:
+                if isinstance(err, ParseError):
+                    err.span = dataclasses.replace(err.span, line_offset=offset)
                 diagnostic = _diagnostic(err)
                 if self.args.verify_diagnostics:
                     failed |= not self._check_expected(diagnostic, expected)
@@ -135,9 +137,9 @@ class PartitaOptMain(xDSLOptMain):
                 for line, message in expected:
                     print(f"{self.get_input_name()}:{line}: error: expected error \"{message}\" was not produced", file=sys.stderr)
                     failed = True
-        self._write_output(output.getvalue())
-        if failed:
-            sys.exit(1)
+        if not failed or self.args.verify_diagnostics:
+            self._write_output(output.getvalue())
+        return 1 if failed else 0
 
     def _check_expected(self, diagnostic: PartitaError, expected: list[tuple[int, str]]) -> bool:
         located = _LOCATED.match(diagnostic.location or "")
@@ -191,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver = PartitaOptMain(args=args)
         if driver.args.input_file and driver.args.output_file and _same_file(driver.args.input_file, driver.args.output_file):
             raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
-        driver.run()
+        return driver.run()
     except ArgSpecParseError as err:  # a BaseException in xDSL: a bad -p pipeline string
         print(f"error: invalid pass pipeline: {err}", file=sys.stderr)
         return 1
@@ -202,7 +204,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Missing input files, unknown passes or targets: user errors raised by xDSL's driver.
         print(f"error: {err}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":
