@@ -129,9 +129,15 @@ def to_mask(nodes: Iterable[int] | int) -> int:
 
 def bits(mask: int) -> Iterator[int]:
     """The node ids of a bitmask, in increasing order."""
+    if not mask:
+        return
+    # Shift the set down to its lowest node so that the loop works on a small
+    # int even when the graph (and so the mask) is large.
+    base = (mask & -mask).bit_length() - 1
+    mask >>= base
     while mask:
         low = mask & -mask
-        yield low.bit_length() - 1
+        yield base + low.bit_length() - 1
         mask ^= low
 
 

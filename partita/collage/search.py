@@ -234,7 +234,8 @@ def combine_candidates(
                     seen.add(u)
                     if max_nodes is not None and u.bit_count() > max_nodes:
                         continue
-                    if graph.depth(u) > max_depth:  # depth only grows with the set
+                    # depth <= node count, and depth only grows with the set
+                    if u.bit_count() > max_depth and graph.depth(u) > max_depth:
                         continue
                     p = parts + (j,)
                     work.append((u, p))

@@ -1,0 +1,449 @@
+"""Cost estimation for Collage candidates.
+
+* :class:`RooflineEstimator` -- analytical, deterministic, needs no GPU.
+* :class:`MeasuringEstimator` -- times candidates on a real device through a
+  callback supplied by the lowering layer.
+* :class:`CostCache` -- persistent JSON cache keyed by :func:`structural_key`.
+* :class:`MockEstimator` -- fixed costs for tests.
+
+All estimators return seconds and have a ``name`` used in cache keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo, bits
+from partita.collage.search import ELEMENTWISE_OPS, Candidate
+
+__all__ = [
+    "CostCache",
+    "CostEstimator",
+    "MeasuringEstimator",
+    "MockEstimator",
+    "RooflineEstimator",
+    "load_devices",
+    "node_flops",
+    "op_class",
+    "structural_key",
+]
+
+
+@runtime_checkable
+class CostEstimator(Protocol):
+    """Estimates the run time in seconds of a candidate on its target."""
+
+    name: str
+
+    def estimate(self, graph: DataflowGraph, candidate: Candidate) -> float: ...
+
+
+# ------------------------------------------------------------------ devices
+@cache
+def _load_default_devices() -> dict[str, Any]:
+    text = resources.files("partita.collage").joinpath("devices.json").read_text()
+    return json.loads(text)
+
+
+def load_devices(path: str | Path | None = None) -> dict[str, Any]:
+    """The device/host/backend specs (``devices.json`` shipped with the package)."""
+    if path is None:
+        return _load_default_devices()
+    return json.loads(Path(path).read_text())
+
+
+# ------------------------------------------------------------------- FLOPs
+GEMM_OPS = frozenset({"nn.dense", "nn.matmul", "nn.batch_matmul"})
+NORM_OPS = frozenset(
+    {
+        "nn.softmax",
+        "nn.log_softmax",
+        "nn.layer_norm",
+        "nn.batch_norm",
+        "nn.group_norm",
+        "nn.instance_norm",
+        "nn.rms_norm",
+    }
+)
+POOL_OPS = frozenset({"nn.max_pool2d", "nn.avg_pool2d", "nn.max_pool1d", "nn.avg_pool1d"})
+GLOBAL_POOL_OPS = frozenset({"nn.global_avg_pool2d", "nn.global_max_pool2d"})
+REDUCE_OPS = frozenset({"nn.sum", "nn.mean", "nn.max", "nn.min", "nn.prod", "nn.argmax"})
+DATA_OPS = frozenset(
+    {
+        "nn.reshape",
+        "nn.transpose",
+        "nn.concatenate",
+        "nn.split",
+        "nn.slice",
+        "nn.strided_slice",
+        "nn.squeeze",
+        "nn.expand_dims",
+        "nn.flatten",
+        "nn.batch_flatten",
+        "nn.cast",
+        "nn.copy",
+        "nn.pad",
+        "nn.broadcast_to",
+        "nn.take",
+        "nn.gather",
+    }
+)
+
+
+def op_class(op: str) -> str:
+    """``gemm``, ``conv``, ``elementwise``, ``reduction``, ``data`` or ``other``."""
+    if op in GEMM_OPS:
+        return "gemm"
+    if op.startswith("nn.conv"):
+        return "conv"
+    if op in ELEMENTWISE_OPS:
+        return "elementwise"
+    if op in NORM_OPS or op in POOL_OPS or op in GLOBAL_POOL_OPS or op in REDUCE_OPS:
+        return "reduction"
+    if op in DATA_OPS:
+        return "data"
+    return "other"
+
+
+def _kernel_out_channels_axis(node: NodeInfo) -> int:
+    layout = str(node.attrs.get("kernel_layout", "OIHW"))
+    return layout.index("O") if "O" in layout else 0
+
+
+def node_flops(node: NodeInfo, dynamic_dim_hint: int = 1) -> float:
+    """Approximate floating-point operations of one node."""
+    h = dynamic_dim_hint
+    out = node.out_type.numel(h)
+    op = node.op
+    cls = op_class(op)
+    if cls == "gemm":
+        k = node.in_types[0].concrete_shape(h)[-1] if node.in_types and node.in_types[0].shape else 1
+        return 2.0 * out * k
+    if cls == "conv":
+        # 2*N*P*Q*K*R*S*C/groups = 2 * numel(out) * numel(weight) / K, weight = (K, C/g, R, S)
+        if len(node.in_types) >= 2 and node.in_types[1].shape:
+            w = node.in_types[1]
+            ws = w.concrete_shape(h)
+            k = ws[_kernel_out_channels_axis(node) % len(ws)] or 1
+            return 2.0 * out * (w.numel(h) / k)
+        return 2.0 * out
+    if op in NORM_OPS:
+        return 5.0 * out
+    if op in POOL_OPS:
+        ps = node.attrs.get("pool_size", node.attrs.get("window", (1,)))
+        win = 1
+        for d in (ps if isinstance(ps, (list, tuple)) else (ps,)):
+            win *= int(d)
+        return float(out * win)
+    if op in GLOBAL_POOL_OPS or op in REDUCE_OPS:
+        return float(node.in_types[0].numel(h)) if node.in_types else float(out)
+    if cls == "data":
+        return 0.0
+    return float(out)  # element-wise and unknown ops: one op per output element
+
+
+def _candidate_bytes(graph: DataflowGraph, mask: int, h: int) -> float:
+    """Bytes read from outside the candidate plus bytes of results leaving it.
+
+    Internal edges are free (that is what fusion saves).  Values produced by a
+    node outside the candidate are counted once even if used several times.
+    """
+    total = 0.0
+    ext: set[int] = set()
+    for v in bits(mask):
+        node = graph.nodes[v]
+        total += sum(t.nbytes(h) for t in node.in_types)
+        for p in node.inputs:  # one entry per operand produced by a node
+            total -= graph.nodes[p].out_type.nbytes(h)
+            if not (mask >> p & 1):
+                ext.add(p)
+    total += sum(graph.nodes[p].out_type.nbytes(h) for p in ext)
+    for v in graph.output_nodes(mask):
+        total += graph.nodes[v].out_type.nbytes(h)
+    return max(total, 0.0)
+
+
+# ---------------------------------------------------------------- roofline
+class RooflineEstimator:
+    """Analytical roofline model: ``max(compute, memory) + launch overhead``.
+
+    Compute time sums, per node, ``flops / (peak(dtype) * efficiency(backend,
+    op class))``; GEMM-like ops (dense/matmul/conv) of a dtype with tensor-core
+    support on a backend with ``tensor_cores`` use the tensor-core peak, every
+    other op the CUDA-core peak.  Memory time is the candidate's external
+    traffic over ``bandwidth * bandwidth_efficiency``.  Each GPU candidate is one
+    kernel launch; host (``kind: host``, e.g. ``llvm``) candidates use the
+    device's host CPU spec and no launch overhead.  The target of a candidate is
+    the backend name (``candidate.target``).
+    """
+
+    def __init__(
+        self,
+        device: str = "h100",
+        *,
+        dynamic_dim_hint: int = 1,
+        specs: Mapping[str, Any] | None = None,
+        specs_path: str | Path | None = None,
+    ) -> None:
+        self.specs = dict(specs) if specs is not None else load_devices(specs_path)
+        devices = self.specs["devices"]
+        if device not in devices:
+            raise ValueError(f"unknown device {device!r}; known: {sorted(devices)}")
+        self.device = device
+        self.dev = devices[device]
+        self.host = self.specs["hosts"][self.dev["host"]]
+        self.backends = self.specs["backends"]
+        self.dynamic_dim_hint = dynamic_dim_hint
+        self.name = f"roofline:{device}:h{dynamic_dim_hint}"
+
+    def _backend(self, target: str) -> Mapping[str, Any]:
+        be = self.backends.get(target)
+        if be is None:
+            raise ValueError(f"unknown backend {target!r}; known: {sorted(self.backends)}")
+        return be
+
+    def _peak(self, be: Mapping[str, Any], node: NodeInfo, cls: str) -> float:
+        dtype = (node.in_types[0].dtype if node.in_types else node.out_type.dtype)
+        if be.get("kind") == "host":
+            table = self.host["flops"]
+            return table.get(dtype, table["f32"])
+        if be.get("tensor_cores") and cls in ("gemm", "conv"):
+            peak = self.dev["tensor_flops"].get(dtype)
+            if peak is not None:
+                return peak
+        table = self.dev["cuda_core_flops"]
+        return table.get(dtype, table["f32"])
+
+    def breakdown(self, graph: DataflowGraph, candidate: Candidate) -> dict[str, float]:
+        """flops, bytes, compute/memory/launch times and the total time."""
+        be = self._backend(candidate.target)
+        h = self.dynamic_dim_hint
+        eff = be["efficiency"]
+        flops = compute = 0.0
+        for v in sorted(candidate.nodes):
+            node = graph.nodes[v]
+            f = node_flops(node, h)
+            if f:
+                cls = op_class(node.op)
+                flops += f
+                compute += f / (self._peak(be, node, cls) * eff.get(cls, eff["other"]))
+        nbytes = _candidate_bytes(graph, candidate.mask, h)
+        host = be.get("kind") == "host"
+        bw = (self.host if host else self.dev)["mem_bandwidth"] * be.get("bandwidth_efficiency", 1.0)
+        memory = nbytes / bw
+        launch = be.get("launch_overhead", 0.0 if host else self.dev["launch_overhead"])
+        return {
+            "flops": flops,
+            "bytes": nbytes,
+            "compute_time": compute,
+            "memory_time": memory,
+            "launch_overhead": launch,
+            "time": max(compute, memory) + launch,
+        }
+
+    def estimate(self, graph: DataflowGraph, candidate: Candidate) -> float:
+        return self.breakdown(graph, candidate)["time"]
+
+
+# --------------------------------------------------------------- measuring
+class MeasuringEstimator:
+    """Times candidates on a real device.
+
+    ``build_and_time(graph, candidate)`` is provided by the lowering layer: it
+    compiles the candidate, runs it N times with CUDA events and returns the
+    median in seconds (or the list of timings, whose median is taken here).
+    This estimator is only meant to be used when a device exists: the
+    ``available()`` check is injected (e.g. "a CUDA device is present").  When
+    it is false, ``fallback`` (e.g. a :class:`RooflineEstimator`) is used if
+    given, otherwise :meth:`estimate` raises ``RuntimeError``.  Wrap it in a
+    :class:`CostCache` so that a second compilation measures nothing.
+    """
+
+    def __init__(
+        self,
+        build_and_time: Callable[[DataflowGraph, Candidate], float | Sequence[float]],
+        *,
+        available: Callable[[], bool] | None = None,
+        fallback: CostEstimator | None = None,
+        name: str = "measured",
+    ) -> None:
+        self.build_and_time = build_and_time
+        self._available = available
+        self.fallback = fallback
+        self.name = name
+        self.calls = 0
+
+    def available(self) -> bool:
+        return True if self._available is None else bool(self._available())
+
+    def estimate(self, graph: DataflowGraph, candidate: Candidate) -> float:
+        if not self.available():
+            if self.fallback is not None:
+                return self.fallback.estimate(graph, candidate)
+            raise RuntimeError("MeasuringEstimator: no device available to time candidates on")
+        self.calls += 1
+        r = self.build_and_time(graph, candidate)
+        if isinstance(r, (int, float)):
+            return float(r)
+        return float(statistics.median(r))
+
+
+# -------------------------------------------------------------------- mock
+class MockEstimator:
+    """Fixed costs for tests.
+
+    ``costs`` maps a label or a target to a cost (the label wins), or is a
+    callable ``(graph, candidate) -> float``.  ``calls`` counts estimates.
+    """
+
+    def __init__(
+        self,
+        costs: Mapping[str, float] | Callable[[DataflowGraph, Candidate], float],
+        default: float | None = None,
+        name: str = "mock",
+    ) -> None:
+        self.costs = costs
+        self.default = default
+        self.name = name
+        self.calls = 0
+
+    def estimate(self, graph: DataflowGraph, candidate: Candidate) -> float:
+        self.calls += 1
+        if callable(self.costs):
+            return float(self.costs(graph, candidate))
+        if candidate.label in self.costs:
+            return float(self.costs[candidate.label])
+        if candidate.target in self.costs:
+            return float(self.costs[candidate.target])
+        if self.default is not None:
+            return float(self.default)
+        raise KeyError(f"MockEstimator has no cost for {candidate!r}")
+
+
+# ------------------------------------------------------------------- cache
+def _type_key(t: TensorInfo) -> list[Any]:
+    return [list(t.shape), t.dtype]
+
+
+def structural_key(graph: DataflowGraph, candidate: Candidate) -> str:
+    """Hash of the candidate's structure, independent of absolute node ids.
+
+    Covers, per node in topological order: op name, attrs, operand and result
+    types, internal edges (as indices relative to the candidate), which
+    external producer (numbered by first use) feeds it, and whether its result
+    leaves the candidate.  Equal sub-graphs at different places share a key.
+    (Isomorphic sub-graphs whose nodes are ordered differently may get
+    different keys; that only costs a cache miss.)
+    """
+    nodes = sorted(candidate.nodes)
+    rel = {v: i for i, v in enumerate(nodes)}
+    ext: dict[int, int] = {}
+    mask = candidate.mask
+    leaving = set(graph.output_nodes(mask))
+    desc = []
+    for v in nodes:
+        n = graph.nodes[v]
+        ins = []
+        for p in n.inputs:
+            if p in rel:
+                ins.append(rel[p])
+            else:
+                ins.append(f"x{ext.setdefault(p, len(ext))}")
+        desc.append(
+            [
+                n.op,
+                dict(sorted((str(k), repr(a)) for k, a in n.attrs.items())),
+                [_type_key(t) for t in n.in_types],
+                _type_key(n.out_type),
+                ins,
+                v in leaving,
+            ]
+        )
+    text = json.dumps(desc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class CostCache:
+    """Persistent cost cache wrapping another estimator.
+
+    Entries are keyed by ``inner.name``, the candidate's target and label, and
+    :func:`structural_key`.  With a ``path``, the cache is loaded from that
+    JSON file and rewritten atomically (temporary file + ``os.replace``) after
+    every miss (``autosave``) or on :meth:`save`.  ``hits``/``misses`` count
+    look-ups; a miss calls ``inner.estimate``.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: str | Path | None, inner: CostEstimator, *, autosave: bool = True) -> None:
+        self.path = Path(path) if path is not None else None
+        self.inner = inner
+        self.autosave = autosave
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.hits = 0
+        self.misses = 0
+        self.entries: dict[str, float] = {}
+        self._dirty = False
+        if self.path is not None and self.path.exists():
+            try:
+                data = json.loads(self.path.read_text())
+                if data.get("version") == self.VERSION:
+                    self.entries = {str(k): float(x) for k, x in data["entries"].items()}
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                self.entries = {}  # unreadable cache: start afresh, overwrite on save
+
+    def key(self, graph: DataflowGraph, candidate: Candidate) -> str:
+        return f"{self.name}|{candidate.target}|{candidate.label}|{structural_key(graph, candidate)}"
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def estimate(self, graph: DataflowGraph, candidate: Candidate) -> float:
+        k = self.key(graph, candidate)
+        x = self.entries.get(k)
+        if x is not None:
+            self.hits += 1
+            return x
+        self.misses += 1
+        x = float(self.inner.estimate(graph, candidate))
+        self.entries[k] = x
+        self._dirty = True
+        if self.autosave:
+            self.save()
+        return x
+
+    def save(self) -> None:
+        """Write the cache file atomically (no-op without a path or changes)."""
+        if self.path is None or not self._dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps({"version": self.VERSION, "entries": self.entries}, sort_keys=True, indent=0)
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self._dirty = False
+
+    def __enter__(self) -> CostCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.save()
