@@ -8,20 +8,30 @@ Line numbers come from a table of line starts (bisect), keeping the parse linear
 from __future__ import annotations
 
 import dataclasses
+import re
 from bisect import bisect_right
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from partita.ir.diagnostics import PartitaError, format_location
 
 
+# Builtin tensor types without encoding: their meaning depends only on their spelling.
+_SIMPLE_TENSOR_TYPE = re.compile(r"tensor<(?:(?:\d+|\?)x)*(?:bf16|f16|f32|f64|i1|i8|i16|i32|i64|index)>")
+
+
 class LocatingParser(Parser):
     def __init__(self, ctx: Context, text: str, name: str = "<stdin>", line_offset: int = 0):
         super().__init__(ctx, text, name)
+        self._text = text
+        # Graph IR repeats a handful of tensor types thousands of times and xDSL spends
+        # ~0.1 ms parsing each; attributes are immutable, so a parsed type is reused.
+        self._tensor_types: dict[str, TypeAttribute] = {}
         self._file = StringAttr(name)
         self._line_offset = line_offset
         starts = [0]
@@ -31,6 +41,20 @@ class LocatingParser(Parser):
             starts.append(pos + 1)
             pos = find("\n", pos + 1)
         self._line_starts = starts
+
+    def parse_optional_type(self) -> TypeAttribute | None:
+        token = self._current_token
+        if token.kind is not MLIRTokenKind.BARE_IDENT or token.text != "tensor":
+            return super().parse_optional_type()
+        match = _SIMPLE_TENSOR_TYPE.match(self._text, token.span.start)
+        if match is None:
+            return super().parse_optional_type()
+        cached = self._tensor_types.get(match.group())
+        if cached is None:
+            cached = self._tensor_types[match.group()] = super().parse_optional_type()
+        else:
+            self._resume_from(match.end())
+        return cached
 
     def _location(self, offset: int) -> FileLineColLoc:
         line = bisect_right(self._line_starts, offset)
