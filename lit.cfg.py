@@ -1,6 +1,7 @@
 # lit configuration for Partita's FileCheck tests (tests/filecheck).
 import os
 import shutil
+import sys
 
 import lit.formats
 
@@ -11,8 +12,9 @@ config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.excludes = ["Inputs", "examples", "benchmarks", "build"]
 
-# The tools come from the environment lit runs in (the project's virtual environment).
-config.environment["PATH"] = os.environ.get("PATH", "")
+# The tools come from the environment lit runs in (the project's virtual environment),
+# found beside the Python running lit even when that environment is not activated.
+config.environment["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 for name in ("HOME", "PARTITA_CACHE_DIR", "PYTHONPATH"):
     if name in os.environ:
         config.environment[name] = os.environ[name]
