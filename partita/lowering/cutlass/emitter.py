@@ -1,0 +1,375 @@
+"""CUDA C++ emission for CUTLASS partitions.
+
+:func:`emit_module` turns ``[(entry_name, KernelSpec, KernelConfig), ...]``
+into ONE translation unit.  Each distinct CUTLASS kernel type is declared once
+(``using <name> = ...;``) and every partition gets an ``extern "C" __global__``
+entry that builds the kernel's ``Params`` on the device from plain pointers and
+sizes, so no host compiler is needed.
+
+Entry ABI (C calling convention, all parameters by value)::
+
+    entry(const T* in_0, ..., const T* in_k,   // partition inputs, in order:
+                                               //   dense: x, w[, bias]
+                                               //   batch_matmul: a, b[, bias]
+                                               //   conv2d: x, w[, bias]
+          T* out,                              // the output tensor
+          int* workspace,                      // ONLY when split_k > 1
+          int dyn_0, ...)                      // run-time dims, in the order of
+                                               //   KernelSpec.dynamic_dims:
+                                               //   dense: M; batch_matmul: batch, M;
+                                               //   conv2d: N
+
+The split-k workspace holds ``grid_m * grid_n`` ints that must be zero before
+the first launch; the kernel leaves it zeroed again.  Launch geometry (grid,
+block, dynamic shared memory) is computed in Python by :class:`EntryInfo`.
+Static dimensions are compile-time constants of the entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec
+
+_CTYPE = {"float16": "cutlass::half_t", "float32": "float"}
+_EPILOGUE = {
+    "none": "cutlass::epilogue::thread::LinearCombination",
+    "bias": "cutlass::epilogue::thread::LinearCombination",
+    "bias_relu": "cutlass::epilogue::thread::LinearCombinationRelu",
+    "bias_gelu": "cutlass::epilogue::thread::LinearCombinationGELU",
+}
+_HEADERS = (
+    "cutlass/cutlass.h",
+    "cutlass/numeric_types.h",
+    "cutlass/gemm/gemm.h",
+    "cutlass/gemm/kernel/default_gemm.h",
+    "cutlass/gemm/kernel/gemm_batched.h",
+    "cutlass/gemm/threadblock/threadblock_swizzle.h",
+    "cutlass/conv/conv2d_problem_size.h",
+    "cutlass/conv/kernel/default_conv2d_fprop.h",
+    "cutlass/epilogue/thread/linear_combination.h",
+    "cutlass/epilogue/thread/linear_combination_relu.h",
+    "cutlass/epilogue/thread/linear_combination_gelu.h",
+)
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ParamDesc:
+    """One entry parameter."""
+
+    name: str
+    kind: str     # "ptr" (device pointer) | "int" (32-bit)
+    size: int     # bytes in the argument buffer
+    role: str     # "input" | "output" | "workspace" | "dim"
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _log_tile(swizzle: int, tiles_n: int) -> int:
+    # GemmIdentityThreadblockSwizzle<N>::get_log_tile
+    if swizzle >= 8 and tiles_n >= 6:
+        return 3
+    if swizzle >= 4 and tiles_n >= 3:
+        return 2
+    if swizzle >= 2 and tiles_n >= 2:
+        return 1
+    return 0
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """Everything a launcher needs to know about one entry."""
+
+    name: str
+    spec: KernelSpec
+    config: KernelConfig
+    kernel_type: str                 # C++ alias of the CUTLASS kernel
+    params: tuple[ParamDesc, ...]
+    smem_symbol: str                 # __device__ int holding sizeof(SharedStorage)
+    lines: tuple[int, int]           # 1-based inclusive line range of the entry
+
+    @property
+    def dynamic_dims(self) -> tuple[str, ...]:
+        return self.spec.dynamic_dims
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (self.config.threads, 1, 1)
+
+    def tiled_shape(self, dims: dict[str, int] | None = None) -> tuple[int, int, int]:
+        M, N, _ = self.spec.gemm_problem(dims)
+        tb = self.config.threadblock
+        if self.spec.op == "batch_matmul":
+            k = min(self.spec.batch_count(dims), 65535)
+        else:
+            k = self.config.split_k
+        return _ceil_div(M, tb[0]), _ceil_div(N, tb[1]), k
+
+    def grid(self, dims: dict[str, int] | None = None) -> tuple[int, int, int]:
+        """Launch grid for the given run-time dims (mirrors CUTLASS's swizzles)."""
+        self._check_dims(dims)
+        tm, tn, tk = self.tiled_shape(dims)
+        if self.spec.op == "batch_matmul":   # GemmBatchedIdentityThreadblockSwizzle
+            return (tm, tn, tk)
+        tile = 1 << _log_tile(self.config.swizzle, tn)
+        return (tm * tile, _ceil_div(tn, tile), tk)
+
+    def workspace_bytes(self, dims: dict[str, int] | None = None) -> int:
+        """Bytes of zero-initialised int workspace (serial split-k semaphores)."""
+        if self.config.split_k <= 1:
+            return 0
+        tm, tn, _ = self.tiled_shape(dims)
+        return 4 * tm * tn
+
+    def _check_dims(self, dims) -> None:
+        missing = [d for d in self.dynamic_dims if d not in (dims or {})]
+        if missing:
+            raise ValueError(f"{self.name}: missing run-time dims {missing}")
+
+    def output_shape(self, dims: dict[str, int] | None = None) -> tuple[int, ...]:
+        s, d = self.spec, dict(dims or {})
+        if s.op == "dense":
+            return (s.M if s.M is not None else d["M"], s.N)
+        if s.op == "batch_matmul":
+            return (s.batch_count(d), s.M if s.M is not None else d["M"], s.N)
+        n = s.input_shape[0] if s.input_shape[0] is not None else d["N"]
+        p, q = s.output_hw
+        return (n, p, q, s.filter_shape[0])
+
+    def args(self, pointers: dict[str, int], dims: dict[str, int] | None = None
+             ) -> list[tuple[str, int]]:
+        """``[(kind, value)]`` for :func:`partita.runtime.cuda.pack_kernel_args`.
+
+        ``pointers`` maps input names, ``"out"`` and (with split-k)
+        ``"workspace"`` to device addresses; ``dims`` gives the run-time dims.
+        """
+        self._check_dims(dims)
+        out = []
+        for p in self.params:
+            if p.kind == "ptr":
+                out.append(("ptr", int(pointers[p.name])))
+            else:
+                out.append(("int", int(dims[p.name])))  # type: ignore[index]
+        return out
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """One CUDA translation unit and its per-entry metadata."""
+
+    code: str
+    entries: dict[str, EntryInfo]
+    #: C++ alias -> 1-based inclusive line range of its declaration
+    kernel_lines: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def entries_at_line(self, line: int) -> list[str]:
+        """Entries whose own code, or whose kernel type declaration, spans ``line``."""
+        hits = []
+        for e in self.entries.values():
+            lo, hi = e.lines
+            klo, khi = self.kernel_lines.get(e.kernel_type, (0, -1))
+            if lo <= line <= hi or klo <= line <= khi:
+                hits.append(e.name)
+        return hits
+
+
+# -- C++ fragments ------------------------------------------------------------
+
+def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
+    return (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
+            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
+            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k > 1,
+            cfg.swizzle, cfg.iterator_algorithm)
+
+
+def _shape(t) -> str:
+    return "cutlass::gemm::GemmShape<%d, %d, %d>" % tuple(t)
+
+
+def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    T = _CTYPE[spec.dtype]
+    opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
+        else "cutlass::arch::OpClassSimt"
+    arch = f"cutlass::arch::Sm{cfg.arch_tag}"
+    epi = f"{_EPILOGUE[spec.epilogue]}<{T}, {cfg.alignment_c}, float, float>"
+    swz = f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>"
+    common = (f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, "
+              f"{_shape(cfg.instruction_shape)},\n")
+    if spec.op == "conv2d":
+        algo = {"optimized": "kOptimized", "analytic": "kAnalytic"}[cfg.iterator_algorithm]
+        return (
+            f"using {alias} = typename cutlass::conv::kernel::DefaultConv2dFprop<\n"
+            f"    {T}, cutlass::layout::TensorNHWC, {T}, cutlass::layout::TensorNHWC,\n"
+            f"    {T}, cutlass::layout::TensorNHWC, float, {opclass}, {arch},\n"
+            f"{common}"
+            f"    {epi},\n    {swz}, {cfg.stages}, cutlass::arch::OpMultiplyAdd,\n"
+            f"    cutlass::conv::IteratorAlgorithm::{algo}, cutlass::conv::StrideSupport::kStrided,\n"
+            f"    {cfg.alignment_a}, {cfg.alignment_b}>::Kernel;\n")
+    split = "true" if cfg.split_k > 1 else "false"
+    base = (
+        f"typename cutlass::gemm::kernel::DefaultGemm<\n"
+        f"    {T}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
+        f"    {T}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    {T}, cutlass::layout::RowMajor, float, {opclass}, {arch},\n"
+        f"{common}"
+        f"    {epi},\n    {swz}, {cfg.stages}, {split}, cutlass::arch::OpMultiplyAdd>::GemmKernel")
+    if spec.op == "dense":
+        return f"using {alias} = {base};\n"
+    return (
+        f"using {alias}_base = {base};\n"
+        f"using {alias} = cutlass::gemm::kernel::GemmBatched<\n"
+        f"    typename {alias}_base::Mma, typename {alias}_base::Epilogue,\n"
+        f"    cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle>;\n")
+
+
+def _dim(spec_value, name: str) -> str:
+    return name if spec_value is None else str(int(spec_value))
+
+
+def _entry(info: EntryInfo) -> str:
+    spec, cfg, Kt = info.spec, info.config, info.kernel_type
+    T = _CTYPE[spec.dtype]
+    sig = []
+    for p in info.params:
+        if p.kind == "int":
+            sig.append(f"int {p.name}")
+        elif p.role == "input":
+            sig.append(f"const {T}* __restrict__ {p.name}")
+        elif p.role == "workspace":
+            sig.append(f"int* {p.name}")
+        else:
+            sig.append(f"{T}* {p.name}")
+    beta = "1.0f" if spec.has_bias else "0.0f"
+    src = "bias" if spec.has_bias else "out"
+    lines = [f'extern "C" __global__ void __launch_bounds__({cfg.threads})',
+             f"{info.name}({', '.join(sig)}) {{",
+             f"  using Kernel = {Kt};"]
+    tb = cfg.threadblock
+    if spec.op in ("dense", "batch_matmul"):
+        M, N, K = _dim(spec.M, "M"), int(spec.N), int(spec.K)  # type: ignore[arg-type]
+        lines += [
+            f"  cutlass::gemm::GemmCoord problem({M}, {N}, {K});",
+            f"  {T}* A = const_cast<{T}*>(x_or_a);".replace("x_or_a", info.params[0].name),
+            f"  {T}* B = const_cast<{T}*>(w_or_b);".replace("w_or_b", info.params[1].name),
+            f"  {T}* C = const_cast<{T}*>({src});",
+            f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
+        ]
+        ldc = "0" if spec.has_bias else str(N)
+        if spec.op == "dense":
+            ws = "workspace" if cfg.split_k > 1 else "nullptr"
+            lines += [
+                f"  cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle()"
+                f".get_tiled_shape(problem, {{{tb[0]}, {tb[1]}, {tb[2]}}}, {cfg.split_k});",
+                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, {{B, {K}}}, "
+                f"{{C, {ldc}}}, {{out, {N}}}, epi, {ws});",
+            ]
+        else:
+            batch = _dim(spec.batch, "batch")
+            strc = "0" if spec.has_bias else f"(int64_t){M} * {N}"
+            lines += [
+                f"  cutlass::gemm::GemmCoord tiled(({M} + {tb[0] - 1}) / {tb[0]}, "
+                f"{_ceil_div(N, tb[1])}, gridDim.z);",
+                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, (int64_t){M} * {K}, "
+                f"{{B, {K}}}, (int64_t){N} * {K}, {{C, {ldc}}}, {strc}, {{out, {N}}}, "
+                f"(int64_t){M} * {N}, epi, {batch});",
+            ]
+    else:
+        n, h, w, c = spec.input_shape  # type: ignore[misc]
+        k, r, s, _ = spec.filter_shape  # type: ignore[misc]
+        p, q = spec.output_hw
+        top, left, _, _ = spec.padding
+        N = _dim(n, "N")
+        bias_layout = ("cutlass::layout::TensorNHWC(cutlass::layout::TensorNHWC::Stride(0))"
+                       if spec.has_bias else f"cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})")
+        lines += [
+            f"  cutlass::conv::Conv2dProblemSize problem({N}, {h}, {w}, {c}, {k}, {r}, {s}, {p}, {q},",
+            f"      {top}, {left}, {spec.strides[0]}, {spec.strides[1]}, {spec.dilation[0]}, "
+            f"{spec.dilation[1]}, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
+            f"  typename Kernel::Arguments args(problem,",
+            f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{{N}, {h}, {w}, {c}}})}},",
+            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{{k}, {r}, {s}, {c}}})}},",
+            f"      {{const_cast<{T}*>({src}), {bias_layout}}},",
+            f"      {{out, cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})}},",
+            f"      typename Kernel::EpilogueOutputOp::Params(1.0f, {beta}));",
+            f"  typename Kernel::Params params(args, nullptr);",
+        ]
+    lines += [
+        "  extern __shared__ int partita_smem[];",
+        "  Kernel op;",
+        "  op(params, *reinterpret_cast<typename Kernel::SharedStorage*>(partita_smem));",
+        "}",
+        f'extern "C" __device__ int {info.smem_symbol} = (int)sizeof(typename {Kt}::SharedStorage);',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
+    ps = [ParamDesc(n, "ptr", 8, "input") for n in spec.input_names]
+    ps.append(ParamDesc("out", "ptr", 8, "output"))
+    if cfg.split_k > 1:
+        ps.append(ParamDesc("workspace", "ptr", 8, "workspace"))
+    ps += [ParamDesc(d, "int", 4, "dim") for d in spec.dynamic_dims]
+    return tuple(ps)
+
+
+def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSource:
+    """Emit one CUDA C++ translation unit with an entry per ``(name, spec, config)``."""
+    seen_names: set[str] = set()
+    types: dict[tuple, str] = {}
+    decls: list[tuple[str, KernelSpec, KernelConfig]] = []
+    plan: list[tuple[str, KernelSpec, KernelConfig, str]] = []
+    used_aliases: set[str] = set()
+    for name, spec, cfg in kernels:
+        if not _IDENT.match(name):
+            raise ValueError(f"entry name {name!r} is not a C identifier")
+        if name in seen_names:
+            raise ValueError(f"duplicate entry name {name!r}")
+        seen_names.add(name)
+        key = _type_key(spec, cfg)
+        alias = types.get(key)
+        if alias is None:
+            base = re.sub(r"\W", "_", cfg.name or "cutlass_kernel")
+            alias, i = base, 1
+            while alias in used_aliases:
+                i += 1
+                alias = f"{base}_v{i}"
+            used_aliases.add(alias)
+            types[key] = alias
+            decls.append((alias, spec, cfg))
+        plan.append((name, spec, cfg, alias))
+
+    out: list[str] = ["// Generated by partita.lowering.cutlass -- one TU per module.\n"]
+    out += [f"#include <{h}>\n" for h in _HEADERS]
+    out.append("\n")
+
+    def cur_line() -> int:
+        return "".join(out).count("\n") + 1
+
+    kernel_lines: dict[str, tuple[int, int]] = {}
+    for alias, spec, cfg in decls:
+        text = _kernel_decl(alias, spec, cfg)
+        lo = cur_line()
+        out.append(text)
+        kernel_lines[alias] = (lo, lo + text.count("\n") - 1)
+    out.append("\n")
+
+    entries: dict[str, EntryInfo] = {}
+    for name, spec, cfg, alias in plan:
+        info = EntryInfo(name=name, spec=spec, config=cfg, kernel_type=alias,
+                         params=_params(spec, cfg), smem_symbol=f"{name}_smem_bytes",
+                         lines=(0, 0))
+        text = _entry(info)
+        lo = cur_line()
+        out.append(text)
+        info = EntryInfo(**{**info.__dict__, "lines": (lo, lo + text.count("\n") - 1)})
+        entries[name] = info
+    return CudaSource(code="".join(out), entries=entries, kernel_lines=kernel_lines)
+
+
+def element_bytes(spec: KernelSpec) -> int:
+    return DTYPE_BYTES[spec.dtype]

@@ -1,0 +1,317 @@
+"""NVRTC compilation (through ``cuda.bindings.nvrtc``) with an on-disk cache.
+
+``compile_cuda`` turns CUDA C++ into a cubin.  Results are content-addressed:
+the key is the sha256 of the source, the options, the target arch, the NVRTC
+version and the versions of the header wheels; cubins live in
+``$PARTITA_CACHE_DIR`` (default ``~/.cache/partita/cubins``) as ``<key>.cubin``.
+Writes are atomic (temporary file in the same directory, then ``os.replace``),
+so concurrent compilers of the same key are harmless.  A warm compile does no NVRTC work; ``stats.compiles``
+counts the NVRTC programs actually compiled in this process (``compile_many``
+adds the ones its workers compiled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC failed; ``log`` is the program log, ``entries`` the failing entries."""
+
+    def __init__(self, message: str, log: str = "", entries: Sequence[str] = ()):
+        super().__init__(message)
+        self.log = log
+        self.entries = list(entries)
+
+
+@dataclass
+class CompileStats:
+    compiles: int = 0        # NVRTC programs compiled (cache misses)
+    cache_hits: int = 0
+
+    def reset(self) -> None:
+        self.compiles = 0
+        self.cache_hits = 0
+
+
+stats = CompileStats()
+_stats_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class CompiledBinary:
+    cubin: bytes
+    log: str
+    key: str
+    cache_hit: bool
+    path: Path | None
+
+
+@lru_cache(maxsize=1)
+def cuda_include_paths() -> tuple[str, ...]:
+    """Header directories from the installed wheels (CUTLASS, CCCL, CUDA crt)."""
+    import cutlass_library
+
+    paths = [Path(cutlass_library.__file__).parent / "source" / "include"]
+    try:
+        import nvidia  # namespace package from the nvidia-* wheels
+
+        roots = [Path(p) for p in nvidia.__path__]
+    except ImportError:  # pragma: no cover
+        roots = []
+    for root in roots:
+        inc = root / "cu13" / "include"
+        if inc.is_dir():
+            paths.append(inc)
+            if (inc / "cccl").is_dir():
+                paths.append(inc / "cccl")
+    missing = [p for p in paths if not p.is_dir()]
+    have = lambda rel: any((p / rel).is_file() for p in paths)  # noqa: E731
+    if missing or len(paths) < 3 or not have("cuda_fp16.h") or not have("crt/mma.h"):
+        raise NvrtcError(f"CUDA headers not found (searched {[str(p) for p in paths]}); install "
+                         "nvidia-cutlass, nvidia-cuda-cccl==13.0.*, nvidia-cuda-crt==13.0.* and "
+                         "nvidia-cuda-runtime==13.0.* (cuda_fp16.h, cuda_runtime_api.h)")
+    return tuple(str(p) for p in paths)
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(err, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@lru_cache(maxsize=1)
+def _header_versions() -> str:
+    """Versions of the wheels whose headers go into every program."""
+    from importlib import metadata
+
+    out = []
+    for dist in ("nvidia-cutlass", "nvidia-cuda-cccl", "nvidia-cuda-crt", "nvidia-cuda-runtime"):
+        try:
+            out.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{dist}=?")
+    return ",".join(out)
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("PARTITA_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "partita" / "cubins"
+
+
+def _normalize_arch(arch: str | int) -> str:
+    s = str(arch)
+    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", s)
+    if not m:
+        raise ValueError(f"bad arch {arch!r} (expected e.g. 'sm_90')")
+    return f"sm_{m.group(1)}{m.group(2)}"
+
+
+def build_options(arch: str, options: Iterable[str] = (), *, fast_math: bool = False,
+                  ndebug: bool = True) -> list[str]:
+    opts = ["--std=c++17", f"-arch={_normalize_arch(arch)}", "-default-device",
+            "-diag-suppress=20044"]
+    if ndebug:
+        opts.append("-DNDEBUG")
+    if fast_math:
+        opts.append("--use_fast_math")
+    opts += list(options)
+    opts += [f"-I{p}" for p in cuda_include_paths()]
+    return opts
+
+
+def cache_key(source: str, options: Sequence[str], arch: str) -> str:
+    h = hashlib.sha256()
+    major, minor = nvrtc_version()
+    # include paths are machine-specific and not part of the key
+    opts = [o for o in options if not o.startswith("-I")]
+    for part in ("partita-nvrtc-v1", source, "\0".join(opts), _normalize_arch(arch),
+                 f"{major}.{minor}", _header_versions()):
+        h.update(part.encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+def _check(err, what: str) -> None:
+    from cuda.bindings import nvrtc
+
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        raise NvrtcError(f"{what} failed: {msg.decode() if isinstance(msg, bytes) else msg}")
+
+
+def _nvrtc_compile(source: str, name: str, options: Sequence[str]) -> tuple[bytes | None, str]:
+    """Run NVRTC; returns (cubin or None on failure, log)."""
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _check(err, "nvrtcCreateProgram")
+    try:
+        opts = [o.encode() for o in options]
+        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        _check(err, "nvrtcGetProgramLogSize")
+        buf = b" " * size
+        (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.rstrip(b"\0 ").decode(errors="replace")
+        if res != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return None, log
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+        _check(err, "nvrtcGetCUBIN")
+        return bytes(cubin), log
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+_LINE_RES = (r"{name}\((\d+)\)", r"at line (\d+) of \"?{name}\"?")
+
+
+def failing_entries(log: str, name: str, source) -> list[str]:
+    """Entry names whose lines in ``source`` (a CudaSource) the log mentions."""
+    if source is None or not hasattr(source, "entries_at_line"):
+        return []
+    lines: list[int] = []
+    for pat in _LINE_RES:
+        lines += [int(m) for m in re.findall(pat.format(name=re.escape(name)), log)]
+    found: list[str] = []
+    for ln in lines:
+        for e in source.entries_at_line(ln):
+            if e not in found:
+                found.append(e)
+    return found
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
+                 options: Sequence[str] = (), cache_dir: Path | str | None = None,
+                 fast_math: bool = False, ndebug: bool = True,
+                 use_cache: bool = True) -> CompiledBinary:
+    """Compile CUDA C++ (a ``str`` or a ``CudaSource``) to a cubin for ``arch``.
+
+    Raises :class:`NvrtcError` with the program log (and the names of the
+    partition entries the errors point at, when ``source`` is a CudaSource).
+    """
+    code = source if isinstance(source, str) else source.code
+    opts = build_options(arch, options, fast_math=fast_math, ndebug=ndebug)
+    key = cache_key(code, opts, arch)
+    cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = cdir / f"{key}.cubin"
+    if use_cache:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None
+        if data:
+            with _stats_lock:
+                stats.cache_hits += 1
+            return CompiledBinary(cubin=data, log="", key=key, cache_hit=True, path=path)
+    cubin, log = _nvrtc_compile(code, name, opts)
+    with _stats_lock:
+        stats.compiles += 1
+    if cubin is None:
+        entries = failing_entries(log, name, None if isinstance(source, str) else source)
+        where = f" in {', '.join(entries)}" if entries else ""
+        raise NvrtcError(f"NVRTC compilation of {name} for {_normalize_arch(arch)} failed"
+                         f"{where}:\n{log}", log=log, entries=entries)
+    if use_cache:
+        try:
+            _atomic_write(path, cubin)
+        except OSError:
+            path = None  # read-only cache: still return the binary
+    else:
+        path = None
+    return CompiledBinary(cubin=cubin, log=log, key=key, cache_hit=False, path=path)
+
+
+def _worker(args) -> tuple[CompiledBinary | None, tuple | None, int]:
+    source, kw = args
+    before = stats.compiles
+    try:
+        return compile_cuda(source, **kw), None, stats.compiles - before
+    except NvrtcError as e:
+        return None, (str(e), e.log, e.entries), stats.compiles - before
+
+
+def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[CompiledBinary]:
+    """Compile independent sources in parallel worker processes.
+
+    ``kwargs`` are passed to :func:`compile_cuda` (arch, options, cache_dir...),
+    or give a ``(source, kwargs)`` pair per source.  Cache hits are served in
+    this process; only misses go to the workers.  Processes, not threads: the
+    ``cuda.bindings`` NVRTC call holds the GIL (measured: two 4-kernel programs
+    took 6.5 s on two threads, 3.4 s on two processes, 3.4 s for one alone).
+    Errors are re-raised here as one :class:`NvrtcError`.
+    """
+    items = []
+    for s in sources:
+        if isinstance(s, tuple):
+            src, kw = s
+            items.append((src, {**kwargs, **kw}))
+        else:
+            items.append((s, dict(kwargs)))
+    results: list[CompiledBinary | None] = [None] * len(items)
+    todo = []
+    for i, (src, kw) in enumerate(items):
+        if kw.get("use_cache", True):
+            code = src if isinstance(src, str) else src.code
+            opts = build_options(kw.get("arch", "sm_90"), kw.get("options", ()),
+                                 fast_math=kw.get("fast_math", False),
+                                 ndebug=kw.get("ndebug", True))
+            key = cache_key(code, opts, kw.get("arch", "sm_90"))
+            cdir = Path(kw["cache_dir"]) if kw.get("cache_dir") is not None else default_cache_dir()
+            if (cdir / f"{key}.cubin").is_file():
+                results[i] = compile_cuda(src, **kw)
+                continue
+        todo.append(i)
+    if len(todo) == 1 or jobs <= 1:
+        for i in todo:
+            results[i] = compile_cuda(items[i][0], **items[i][1])
+    elif todo:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn" if mp.get_start_method(allow_none=True) == "spawn" else "fork")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as ex:
+            outs = list(ex.map(_worker, [items[i] for i in todo]))
+        errors = []
+        for i, (res, err, n) in zip(todo, outs):
+            with _stats_lock:
+                stats.compiles += n
+            if err is not None:
+                errors.append(err)
+            results[i] = res
+        if errors:
+            raise NvrtcError("\n\n".join(e[0] for e in errors),
+                             log="\n".join(e[1] for e in errors),
+                             entries=[x for e in errors for x in e[2]])
+    return results  # type: ignore[return-value]
