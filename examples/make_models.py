@@ -1,0 +1,149 @@
+"""Build the small example ONNX models with ``onnx.helper`` and save them next to this file.
+
+- ``encoder.onnx``: one BERT-style encoder layer (hidden 64, 4 heads, sequence 16, dynamic
+  batch ``batch``), in the form PyTorch exports: MatMul + Add projections, Reshape /
+  Transpose to heads (one Reshape through a ``Shape -> Gather -> Unsqueeze -> Concat``
+  subgraph), scaled-dot-product attention with Softmax, residual Adds, LayerNormalization
+  (opset 17) and an MLP with the Erf form of GELU.
+- ``cnn.onnx``: Conv + BatchNormalization + Relu, MaxPool, Conv + Add(bias) + Relu,
+  GlobalAveragePool, Flatten, Gemm (NCHW, dynamic batch).
+
+Run: ``python examples/make_models.py`` (deterministic: fixed seed).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+HERE = Path(__file__).resolve().parent
+
+
+class _Graph:
+    """Accumulates nodes and initializers with generated names."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def weight(self, name: str, shape: tuple[int, ...], scale: float | None = None) -> str:
+        scale = scale if scale is not None else 1 / math.sqrt(shape[0])
+        return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def op(self, op_type: str, *inputs: str, name: str | None = None, **attrs) -> str:
+        self.count += 1
+        node_name = name or f"{op_type}_{self.count}"
+        out = f"{node_name}_out"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=node_name,
+                                           **attrs))
+        return out
+
+    def model(self, name: str, inputs, outputs) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                  producer_name="partita-examples")
+        onnx.checker.check_model(model, full_check=True)
+        return model
+
+
+def make_encoder(hidden: int = 64, heads: int = 4, seq: int = 16, ffn: int = 256,
+                 seed: int = 0) -> onnx.ModelProto:
+    g = _Graph(seed)
+    head_dim = hidden // heads
+    x = "input"
+
+    def linear(inp: str, n_in: int, n_out: int, prefix: str) -> str:
+        w = g.weight(f"{prefix}.weight", (n_in, n_out))
+        b = g.weight(f"{prefix}.bias", (n_out,), 0.1)
+        return g.op("Add", g.op("MatMul", inp, w, name=f"{prefix}/MatMul"), b,
+                    name=f"{prefix}/Add")
+
+    heads_shape = g.const("heads_shape", np.array([0, 0, heads, head_dim], np.int64))
+    q = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "query"), heads_shape),
+             perm=[0, 2, 1, 3])
+    v = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "value"), heads_shape),
+             perm=[0, 2, 1, 3])
+    # Key: reshaped through the shape subgraph PyTorch emits for x.view(x.size(0), ...).
+    shape_x = g.op("Shape", x)
+    batch = g.op("Unsqueeze", g.op("Gather", shape_x, g.const("zero", np.array(0, np.int64)),
+                                   axis=0), g.const("axes0", np.array([0], np.int64)))
+    rest = g.const("key_rest", np.array([seq, heads, head_dim], np.int64))
+    key_shape = g.op("Concat", batch, rest, axis=0)
+    k_t = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "key"), key_shape),
+               perm=[0, 2, 3, 1])
+    scores = g.op("Div", g.op("MatMul", q, k_t),
+                  g.const("scale", np.array(math.sqrt(head_dim), np.float32)))
+    probs = g.op("Softmax", scores, axis=-1)
+    ctx = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
+    seq_dim = g.op("Unsqueeze", g.op("Gather", shape_x, g.const("one", np.array(1, np.int64)),
+                                     axis=0), "axes0")
+    merged_shape = g.op("Concat", batch, seq_dim,
+                        g.const("hidden_dim", np.array([hidden], np.int64)), axis=0)
+    ctx = g.op("Reshape", ctx, merged_shape)
+    attn = linear(ctx, hidden, hidden, "attention.output")
+
+    def layer_norm(inp: str, prefix: str) -> str:
+        gamma = g.const(f"{prefix}.weight", 1 + 0.1 * g.rng.standard_normal(hidden)
+                        .astype(np.float32))
+        beta = g.weight(f"{prefix}.bias", (hidden,), 0.1)
+        return g.op("LayerNormalization", inp, gamma, beta, axis=-1, epsilon=1e-5,
+                    name=f"{prefix}/LayerNormalization")
+
+    h1 = layer_norm(g.op("Add", x, attn), "attention.norm")
+    # MLP with GELU as PyTorch exports it: x * 0.5 * (1 + erf(x / sqrt(2))).
+    up = linear(h1, hidden, ffn, "intermediate")
+    erf = g.op("Erf", g.op("Div", up, g.const("sqrt2", np.array(math.sqrt(2), np.float32))))
+    one_plus = g.op("Add", erf, g.const("one_f", np.array(1.0, np.float32)))
+    gelu = g.op("Mul", g.op("Mul", up, one_plus), g.const("half", np.array(0.5, np.float32)))
+    down = linear(gelu, ffn, hidden, "output")
+    out = layer_norm(g.op("Add", h1, down), "output.norm")
+    g.nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
+    io = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT,  # noqa: E731
+                                                     ["batch", seq, hidden])
+    return g.model("encoder", [io("input")], [io("output")])
+
+
+def make_cnn(seed: int = 1) -> onnx.ModelProto:
+    g = _Graph(seed)
+    x = "input"
+    w1 = g.weight("conv1.weight", (8, 3, 3, 3), 0.3)
+    c1 = g.op("Conv", x, w1, name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    bn = g.op("BatchNormalization", c1,
+              g.const("bn.scale", (1 + 0.1 * g.rng.standard_normal(8)).astype(np.float32)),
+              g.weight("bn.bias", (8,), 0.1), g.weight("bn.mean", (8,), 0.1),
+              g.const("bn.var", (1 + 0.2 * g.rng.random(8)).astype(np.float32)),
+              name="bn1", epsilon=1e-5)
+    p = g.op("MaxPool", g.op("Relu", bn), name="pool1", kernel_shape=[2, 2], strides=[2, 2])
+    w2 = g.weight("conv2.weight", (16, 8, 3, 3), 0.2)
+    c2 = g.op("Conv", p, w2, name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    r2 = g.op("Relu", g.op("Add", c2, g.weight("conv2.bias", (16, 1, 1), 0.1)))
+    flat = g.op("Flatten", g.op("GlobalAveragePool", r2), axis=1)
+    logits = g.op("Gemm", flat, g.weight("fc.weight", (10, 16), 0.3),
+                  g.weight("fc.bias", (10,), 0.1), name="fc", transB=1)
+    g.nodes.append(helper.make_node("Identity", [logits], ["output"], name="output"))
+    return g.model("cnn",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", 3, 16, 16])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                                  ["batch", 10])])
+
+
+def main() -> None:
+    for name, model in (("encoder", make_encoder()), ("cnn", make_cnn())):
+        path = HERE / f"{name}.onnx"
+        onnx.save(model, str(path))
+        print(f"wrote {path} ({path.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""``partita-import``: ONNX model -> textual IR (``func.func @main`` of nn ops).
+
+``partita-import model.onnx -o model.mlir`` writes atomically (temp file + rename in the
+output's directory) and refuses to overwrite the input; without ``-o`` the IR goes to
+stdout. Bad input is reported as ``error: ...`` with exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from io import StringIO
+from pathlib import Path
+
+from xdsl.printer import Printer
+
+from partita.ir import PartitaError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="partita-import",
+                                     description="Import an ONNX model as Partita nn IR.")
+    parser.add_argument("model", help="the .onnx file")
+    parser.add_argument("-o", "--output", help="output .mlir file (default: stdout)")
+    parser.add_argument("--entry", default="main", help="name of the function (default: main)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.output and Path(args.output).exists() and os.path.samefile(args.model,
+                                                                           args.output):
+            raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
+        from partita.frontends.onnx import import_onnx
+        from partita.tools.opt import write_atomically
+
+        module = import_onnx(args.model, name=args.entry)
+        out = StringIO()
+        Printer(stream=out).print_op(module)
+        out.write("\n")
+        if args.output:
+            write_atomically(Path(args.output), out.getvalue())
+        else:
+            sys.stdout.write(out.getvalue())
+    except PartitaError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
