@@ -1,0 +1,131 @@
+"""The built-in backends, registered in priority order: cutlass, cublas, cudnn.
+
+Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
+GEMMs (``nn.dense``, ``nn.batch_matmul`` with ``transpose_b`` and not ``transpose_a``)
+with bias and activation epilogues, NHWC/OHWI non-grouped conv2d, on f16 or f32 only.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from partita.backends import register_backend
+from partita.backends.pattern import (
+    Match,
+    Pattern,
+    element_type_name,
+    is_op,
+    op_attr,
+    shape_of,
+    wildcard,
+)
+
+GEMM_DTYPES = ("f16", "f32")
+"""Element types CUTLASS (and our cuBLAS/cuDNN wrappers) accept."""
+
+
+def _dtypes_ok(match: Match, allowed: tuple[str, ...] = GEMM_DTYPES) -> bool:
+    values = [*match.inputs, *match.outputs]
+    return all(element_type_name(v) in allowed for v in values)
+
+
+def _bias_ok(match: Match, anchor: Operation, channel_axis: int) -> bool:
+    """The bias of a ``bias_add``/``add`` epilogue is a per-channel vector along
+    ``channel_axis`` of the anchor's result (broadcast over every other dim)."""
+    bias_op = match.find("nn.bias_add") or match.find("nn.add")
+    if bias_op is None:
+        return True
+    out = shape_of(anchor.results[0])
+    bias_shape = shape_of(bias_op.operands[1])
+    if out is None or bias_shape is None or bias_op.operands[0] is not anchor.results[0]:
+        return False
+    axis = channel_axis % len(out)
+    channels = out[axis]
+    if bias_op.name == "nn.bias_add":
+        return op_attr(bias_op, "axis") % len(out) == axis and bias_shape == (channels,)
+    # nn.add: a vector, or a tensor of ones but the channel dim, of rank <= the output.
+    if len(bias_shape) > len(out) or channels < 0:
+        return False
+    padded = (1,) * (len(out) - len(bias_shape)) + bias_shape
+    return all(d == (channels if i == axis else 1) for i, d in enumerate(padded))
+
+
+def check_dense(match: Match) -> bool:
+    dense = match.find("nn.dense")
+    if dense is None or not _dtypes_ok(match):
+        return False
+    weight = shape_of(dense.operands[1])
+    return weight is not None and len(weight) == 2 and _bias_ok(match, dense, -1)
+
+
+def check_batch_matmul(match: Match) -> bool:
+    bmm = match.find("nn.batch_matmul")
+    if bmm is None or not _dtypes_ok(match):
+        return False
+    return not op_attr(bmm, "transpose_a") and bool(op_attr(bmm, "transpose_b"))
+
+
+def check_conv2d(match: Match) -> bool:
+    """NHWC data, OHWI kernel, not grouped/depthwise (TVM's ``check_conv2d``)."""
+    conv = match.find("nn.conv2d")
+    if conv is None or not _dtypes_ok(match):
+        return False
+    if op_attr(conv, "data_layout") != "NHWC" or op_attr(conv, "kernel_layout") != "OHWI":
+        return False
+    return op_attr(conv, "groups") == 1 and _bias_ok(match, conv, 3)
+
+
+def check_cudnn_conv2d(match: Match) -> bool:
+    conv = match.find("nn.conv2d")
+    return conv is not None and _dtypes_ok(match) and op_attr(conv, "groups") == 1
+
+
+def check_softmax(match: Match) -> bool:
+    return _dtypes_ok(match)
+
+
+def _with_bias(anchor: Pattern) -> Pattern:
+    return (is_op("nn.bias_add") | is_op("nn.add"))(anchor, wildcard())
+
+
+def _dense() -> Pattern:
+    return is_op("nn.dense")(wildcard(), wildcard())
+
+
+def _conv2d() -> Pattern:
+    return is_op("nn.conv2d")(wildcard(), wildcard())
+
+
+def _batch_matmul() -> Pattern:
+    return is_op("nn.batch_matmul")(wildcard(), wildcard())
+
+
+def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
+    return [
+        ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_dense),
+        ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
+        ("dense_bias", _with_bias(_dense()), check_dense),
+        ("dense", _dense(), check_dense),
+        ("batch_matmul", _batch_matmul(), check_batch_matmul),
+        ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_conv2d),
+        ("conv2d_bias", _with_bias(_conv2d()), check_conv2d),
+        ("conv2d", _conv2d(), check_conv2d),
+    ]
+
+
+def register_builtin_backends() -> None:
+    register_backend("cutlass", patterns=cutlass_patterns())
+    register_backend(
+        "cublas",
+        patterns=[("dense", _dense(), check_dense), ("batch_matmul", _batch_matmul(), check_batch_matmul)],
+    )
+    register_backend(
+        "cudnn",
+        patterns=[
+            ("conv2d", _conv2d(), check_cudnn_conv2d),
+            ("softmax", is_op("nn.softmax")(wildcard()), check_softmax),
+        ],
+    )
+
+
+register_builtin_backends()

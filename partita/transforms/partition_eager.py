@@ -1,0 +1,46 @@
+"""``partition-eager``: TVM's BYOC flow, one backend after another.
+
+For each selected backend in registration (priority) order: ``merge-composite``,
+``annotate-target``, ``merge-compiler-regions``, ``partition-graph``. The backends'
+"before partitioning" passes run first and their "after partitioning" passes last
+(registration order). Ops already inside a partition are never re-partitioned, so an
+earlier backend keeps what it took (cutlass before cublas for ``nn.dense``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from partita.backends import resolve_backends, run_phase
+from partita.transforms.annotate_target import AnnotateTarget, backend_option
+from partita.transforms.merge_compiler_regions import MergeCompilerRegions
+from partita.transforms.merge_composite import MergeComposite
+from partita.transforms.partition_graph import PartitionGraph
+
+
+@dataclass(frozen=True)
+class PartitionEager(ModulePass):
+    name = "partition-eager"
+
+    backends: str | tuple[str, ...] | None = None
+    """Backends to partition for (default: every registered backend)."""
+
+    bind_constants: bool = False
+    """Clone constants into the partitions instead of passing them as operands."""
+
+    merge: bool = False
+    """Merge adjacent composites of one backend into a single partition."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        names = [b.name for b in resolve_backends(backend_option(self.backends))]
+        run_phase(op, "before_partitioning", names, ctx)
+        for name in names:
+            MergeComposite(backend=name, bind_constants=self.bind_constants).apply(ctx, op)
+            AnnotateTarget(backends=name).apply(ctx, op)
+            MergeCompilerRegions(merge=self.merge, bind_constants=self.bind_constants).apply(ctx, op)
+            PartitionGraph(bind_constants=self.bind_constants).apply(ctx, op)
+        run_phase(op, "after_partitioning", names, ctx)

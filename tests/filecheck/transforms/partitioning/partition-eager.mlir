@@ -1,0 +1,93 @@
+// RUN: partita-opt %s -p 'partition-eager{backends=cutlass,cublas}' --split-input-file | filecheck %s
+// RUN: partita-opt %s -p 'partition-eager{backends=cutlass,cublas,cudnn}' --split-input-file | filecheck %s --check-prefix=DNN
+// RUN: partita-opt %s -p 'partition-eager{backends=cublas bind-constants=true}' --split-input-file | filecheck %s --check-prefix=BIND
+
+// f16 dense + bias + gelu: one cutlass partition keeping its composite name; the
+// second dense (f32 weights by constant) goes to cutlass too: cutlass has priority
+// over cublas. The constant stays outside as an operand.
+// CHECK-LABEL: func.func @mlp
+// CHECK-NEXT:    %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline, byoc.composite = "cutlass.dense_bias_gelu"} ({
+// CHECK:           nn.dense
+// CHECK-NEXT:      nn.bias_add
+// CHECK-NEXT:      nn.gelu
+// CHECK:         %c = nn.constant
+// CHECK-NEXT:    byoc.partition(%0, %c) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_1", byoc.primitive, byoc.inline, byoc.composite = "cutlass.dense"}
+// BIND-LABEL:  func.func @mlp
+// BIND:          byoc.partition(%x, %w) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.dense"}
+// BIND:          nn.bias_add
+// BIND-NEXT:     nn.gelu
+// BIND-NEXT:     byoc.partition(%{{.*}}) {byoc.compiler = "cublas", byoc.global_symbol = "tvmgen_default_cublas_main_1", {{.*}}} ({
+// BIND-NEXT:     ^bb0(%{{.*}}: tensor<16x4xf16>):
+// BIND-NEXT:       %c = nn.constant
+func.func @mlp(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<4xf16>) -> tensor<16x4xf16> {
+  %0 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<4x8xf16>) -> tensor<16x4xf16>
+  %1 = nn.bias_add %0, %b : (tensor<16x4xf16>, tensor<4xf16>) -> tensor<16x4xf16>
+  %2 = nn.gelu %1 : (tensor<16x4xf16>) -> tensor<16x4xf16>
+  %c = nn.constant dense<1.0> : tensor<4x4xf16>
+  %3 = nn.dense %2, %c : (tensor<16x4xf16>, tensor<4x4xf16>) -> tensor<16x4xf16>
+  func.return %3 : tensor<16x4xf16>
+}
+
+// -----
+
+// bf16 is rejected by every selected backend: nothing is partitioned.
+// CHECK-LABEL: func.func @bf16
+// CHECK-NOT:     byoc.partition
+// CHECK:         func.return
+func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16> {
+  %0 = nn.dense %x, %w : (tensor<16x8xbf16>, tensor<4x8xbf16>) -> tensor<16x4xbf16>
+  %1 = nn.relu %0 : (tensor<16x4xbf16>) -> tensor<16x4xbf16>
+  func.return %1 : tensor<16x4xbf16>
+}
+
+// -----
+
+// batch_matmul with transpose_b goes to cutlass; without, cutlass and cublas reject it.
+// CHECK-LABEL: func.func @bmm
+// CHECK:         byoc.partition(%a, %b) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.batch_matmul"}
+// CHECK:         nn.batch_matmul %0, %c {transpose_b = false}
+// CHECK-NOT:     byoc.partition
+func.func @bmm(%a: tensor<2x16x8xf32>, %b: tensor<2x4x8xf32>, %c: tensor<2x4x4xf32>) -> tensor<2x16x4xf32> {
+  %0 = nn.batch_matmul %a, %b : (tensor<2x16x8xf32>, tensor<2x4x8xf32>) -> tensor<2x16x4xf32>
+  %1 = nn.batch_matmul %0, %c {transpose_b = false} : (tensor<2x16x4xf32>, tensor<2x4x4xf32>) -> tensor<2x16x4xf32>
+  func.return %1 : tensor<2x16x4xf32>
+}
+
+// -----
+
+// conv2d NHWC -> cutlass; NCHW only when cudnn is selected; softmax -> cudnn.
+// CHECK-LABEL: func.func @conv_softmax
+// CHECK:         byoc.partition(%x, %w) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.conv2d"}
+// CHECK-NOT:     byoc.partition
+// CHECK:         func.return
+// DNN-LABEL:   func.func @conv_softmax
+// DNN:           byoc.partition(%x, %w) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.conv2d"}
+// DNN:           byoc.partition(%y, %v) {byoc.compiler = "cudnn", byoc.global_symbol = "tvmgen_default_cudnn_main_0", {{.*}}, byoc.composite = "cudnn.conv2d"}
+// DNN:           byoc.partition(%{{.*}}) {byoc.compiler = "cudnn", byoc.global_symbol = "tvmgen_default_cudnn_main_1", {{.*}}, byoc.composite = "cudnn.softmax"}
+func.func @conv_softmax(%x: tensor<1x8x8x16xf16>, %w: tensor<32x3x3x16xf16>,
+                        %y: tensor<1x16x8x8xf16>, %v: tensor<32x16x3x3xf16>) -> (tensor<1x6x6x32xf16>, tensor<1x32x6x6xf16>) {
+  %0 = nn.conv2d %x, %w {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<1x8x8x16xf16>, tensor<32x3x3x16xf16>) -> tensor<1x6x6x32xf16>
+  %1 = nn.conv2d %y, %v : (tensor<1x16x8x8xf16>, tensor<32x16x3x3xf16>) -> tensor<1x32x6x6xf16>
+  %2 = nn.softmax %1 {axis = 1 : i64} : (tensor<1x32x6x6xf16>) -> tensor<1x32x6x6xf16>
+  func.return %0, %2 : tensor<1x6x6x32xf16>, tensor<1x32x6x6xf16>
+}
+
+// -----
+
+// An existing partition is respected: its dense is not re-partitioned, its symbol is
+// kept, and new symbols do not collide with it.
+// CHECK-LABEL: func.func @existing
+// CHECK-NEXT:    byoc.partition(%x, %w) {byoc.compiler = "cublas", byoc.global_symbol = "tvmgen_default_cutlass_main_0"} ({
+// CHECK-NEXT:    ^bb0(%a: tensor<2x4xf32>, %b: tensor<4x4xf32>):
+// CHECK-NEXT:      %r = nn.dense %a, %b
+// CHECK-NEXT:      byoc.yield %r
+// CHECK:         byoc.partition(%0, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_1"
+func.func @existing(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) -> tensor<2x4xf32> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cublas", byoc.global_symbol = "tvmgen_default_cutlass_main_0"} ({
+  ^bb0(%a: tensor<2x4xf32>, %b: tensor<4x4xf32>):
+    %r = nn.dense %a, %b : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    byoc.yield %r : tensor<2x4xf32>
+  }) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = nn.dense %0, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  func.return %1 : tensor<2x4xf32>
+}
