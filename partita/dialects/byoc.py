@@ -71,10 +71,12 @@ COMPOSITE = "byoc.composite"
 TARGET = "byoc.target"
 """Where the function runs: the single source of truth (a ``#byoc.target``)."""
 SHAPE_FUNC = "byoc.shape_func"
-"""On an extern declaration: the function computing its dynamic result dimensions."""
+"""On a ``byoc.call_extern``: the function (``@<name>_shape_func``, by convention) that
+computed its dynamic output dimensions (the declaration itself keeps only ``byoc.extern``)."""
 REFERENCE_IMPL = "byoc.reference_impl"
-"""On an extern declaration: a private function keeping the partition's semantics, used to
-emulate the external code on the CPU when no device is present."""
+"""On the private sibling ``@<name>_reference`` that keeps an extern function's body: the
+extern function it implements (``= @<name>``). Used to emulate the external code on the
+CPU when no device is present, and to derive shape functions."""
 
 PARTITION_ATTRS = (COMPILER, GLOBAL_SYMBOL, PRIMITIVE, INLINE, COMPOSITE, TARGET)
 

@@ -1,0 +1,139 @@
+"""``lower-extern-calls``: calls of extern functions become explicit runtime calls.
+
+The TECompiler step of TVM's BYOC flow, in destination-passing style: each ``func.call``
+of a ``byoc.extern`` declaration becomes ``byoc.alloc_tensor`` for every result, then
+``byoc.call_extern @f(ins) outs(allocs)``.
+
+Dynamic results (``?`` dims) are sized at run time by a shape function
+``@<f>_shape_func(index...) -> index...`` (see ``shape_functions``), derived once per
+extern function from its ``@<f>_reference`` sibling (left by
+``mark-compiler-functions-as-extern``) and inserted after it. At the call site::
+
+    %c0 = arith.constant 0 : index
+    %n = tensor.dim %x, %c0 : tensor<?x768xf16>
+    %d = func.call @f_shape_func(%n) : (index) -> index
+    %out = byoc.alloc_tensor(%d) : tensor<?x2304xf16>
+    %r = byoc.call_extern @f(%x, ...) outs(%out) {byoc.shape_func = @f_shape_func} : ...
+
+The declaration may carry only ``byoc.extern``, so the link to the shape function is the
+name convention plus ``byoc.shape_func`` on each ``byoc.call_extern`` that used it. An
+existing ``@<f>_shape_func`` (e.g. written by hand) is used as is if its type fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, SymbolRefAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from partita.dialects.byoc import EXTERN, REFERENCE_IMPL, SHAPE_FUNC, AllocTensorOp, CallExternOp
+from partita.ir import op_error
+from partita.transforms.global_symbol_cache import symbol_name
+from partita.transforms.mark_compiler_functions_as_extern import reference_name
+from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
+
+__all__ = ["LowerExternCalls", "SHAPE_FUNC_SUFFIX", "shape_func_name"]
+
+SHAPE_FUNC_SUFFIX = "_shape_func"
+
+
+def shape_func_name(extern_name: str) -> str:
+    return extern_name + SHAPE_FUNC_SUFFIX
+
+
+def is_extern(op: Operation | None) -> bool:
+    return isinstance(op, func.FuncOp) and EXTERN in op.attributes and not op.body.blocks
+
+
+@dataclass(frozen=True)
+class LowerExternCalls(ModulePass):
+    """Lowers ``func.call``s of ``byoc.extern`` functions to ``byoc.alloc_tensor`` +
+    ``byoc.call_extern``, with shape functions for dynamic results."""
+
+    name = "lower-extern-calls"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        symbols = {name: sym for sym in op.ops if (name := symbol_name(sym)) is not None}
+        calls = [
+            c for c in op.walk()
+            if isinstance(c, func.CallOp) and is_extern(symbols.get(c.callee.string_value()))
+        ]
+        for call in calls:
+            callee = symbols[call.callee.string_value()]
+            assert isinstance(callee, func.FuncOp)
+            self._lower(call, callee, symbols)
+
+    def _shape_function(self, call: func.CallOp, callee: func.FuncOp, symbols: dict) -> func.FuncOp:
+        name = callee.sym_name.data
+        n_in = len(dynamic_dims(callee.function_type.inputs.data))
+        n_out = len(dynamic_dims(callee.function_type.outputs.data))
+        expected = ((IndexType(),) * n_in, (IndexType(),) * n_out)
+        existing = symbols.get(shape_func_name(name))
+        if existing is not None:
+            if not isinstance(existing, func.FuncOp) or (
+                existing.function_type.inputs.data, existing.function_type.outputs.data
+            ) != expected:
+                raise op_error(
+                    existing,
+                    f"is not a shape function of @{name}: expected {n_in} index argument(s) "
+                    f"and {n_out} index result(s)",
+                )
+            return existing
+        reference = symbols.get(reference_name(name))
+        if not isinstance(reference, func.FuncOp) or reference.attributes.get(REFERENCE_IMPL) != SymbolRefAttr(name):
+            raise op_error(
+                call,
+                f"has dynamic result shapes, but @{reference_name(name)}, the body of @{name} needed "
+                f"to derive its shape function, is missing (was it dropped by "
+                f"mark-compiler-functions-as-extern{{keep-reference=false}}?)",
+            )
+        shape_func = derive_shape_function(reference, shape_func_name(name))
+        Rewriter.insert_op(shape_func, InsertPoint.after(reference))
+        symbols[shape_func.sym_name.data] = shape_func
+        return shape_func
+
+    def _lower(self, call: func.CallOp, callee: func.FuncOp, symbols: dict) -> None:
+        new_ops: list[Operation] = []
+        result_types = list(call.result_types)
+        for typ in result_types:
+            if not isinstance(typ, TensorType):
+                raise op_error(call, f"returns {typ}: extern calls can only return tensors")
+        out_dyn = dynamic_dims(result_types)
+        out_dims: list[SSAValue] = []
+        shape_func = None
+        if out_dyn:
+            shape_func = self._shape_function(call, callee, symbols)
+            constants: dict[int, SSAValue] = {}
+            in_dims: list[SSAValue] = []
+            for i, axis in dynamic_dims(call.arguments.types):
+                if axis not in constants:
+                    c = arith.ConstantOp(IntegerAttr(axis, IndexType()))
+                    new_ops.append(c)
+                    constants[axis] = c.result
+                dim = tensor.DimOp(call.arguments[i], constants[axis])
+                new_ops.append(dim)
+                in_dims.append(dim.result)
+            shape_call = func.CallOp(shape_func.sym_name.data, in_dims, [IndexType()] * len(out_dyn))
+            new_ops.append(shape_call)
+            out_dims = list(shape_call.results)
+        outs: list[SSAValue] = []
+        position = 0
+        for typ in result_types:
+            assert isinstance(typ, TensorType)
+            n = sum(1 for d in typ.get_shape() if d < 0)
+            alloc = AllocTensorOp(typ, out_dims[position:position + n])
+            position += n
+            new_ops.append(alloc)
+            outs.append(alloc.result)
+        extern_call = CallExternOp(callee.sym_name.data, list(call.arguments), outs)
+        if shape_func is not None:
+            extern_call.attributes[SHAPE_FUNC] = SymbolRefAttr(shape_func.sym_name.data)
+        new_ops.append(extern_call)
+        for new in new_ops:
+            new.location = call.location
+        Rewriter.replace_op(call, new_ops, list(extern_call.res))
