@@ -86,8 +86,10 @@ def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, cha
         candidate = op.operands[1]
         if isinstance(op, nn.BiasAddOp) and op.axis not in (channel_axis, -1):
             raise op_error(op, "the CUTLASS epilogue adds the bias along the output channels only")
-        if _shape(candidate) != (out_channels,):
-            raise op_error(op, f"the CUTLASS epilogue takes a bias of shape [{out_channels}]")
+        # [N] or [1, ..., 1, N]: the same N contiguous values, broadcast over the rows.
+        shape = _shape(candidate)
+        if not shape or shape[-1] != out_channels or any(d != 1 for d in shape[:-1]):
+            raise op_error(op, f"the CUTLASS epilogue takes a bias of shape [{out_channels}] (or [1, ..., {out_channels}])")
         bias = candidate
     activation = ""
     if rest and isinstance(rest[0], nn.ReluOp | nn.GeluOp):
@@ -259,3 +261,20 @@ class CutlassCppTarget(Target):
         output.write(source.code)
         if not source.code.endswith("\n"):
             output.write("\n")
+
+
+def cpp_from_binaries(module: ModuleOp) -> str:
+    """The C++ each ``byoc.binary`` was compiled from, rebuilt from its kernel records
+    (the records keep spec and configuration, so the source comes out the same)."""
+    from partita.lowering.cutlass.records import entry_from_record
+
+    units = []
+    for op in module.ops:
+        if not isinstance(op, byoc.BinaryOp):
+            continue
+        kernels = op.attributes["kernels"]
+        assert isinstance(kernels, DictionaryAttr)
+        entries = [entry_from_record(record)[0] for record in kernels.data.values()]  # type: ignore[arg-type]
+        source = emit_module([(e.name, e.spec, e.config) for e in entries])
+        units.append(f"// byoc.binary @{op.sym_name.data}\n{source.code}")
+    return "\n".join(units) if units else "// no compiled CUTLASS kernels in this module"

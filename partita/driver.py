@@ -1,0 +1,262 @@
+"""``partita.compile``: Partita as a lowering stage, from a model to a runnable program.
+
+The compile is nothing but Partita's passes in order; ``Executable.pipeline`` is that
+pipeline as one string, which ``partita-opt -p`` reproduces step by step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+
+from partita.dialects import byoc
+from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.report import PartitionRow, Report
+from partita.target import CompilationConfig, Target, TargetError
+from partita.transforms import get_all_passes
+
+PARTITIONERS = ("collage", "eager", "none")
+
+
+def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
+    """A fresh module from an xDSL module (cloned: the caller's is never changed),
+    textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
+    if isinstance(model, ModuleOp):
+        return model.clone()
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".mlir", ".onnx"))):
+        path = Path(model)
+        if path.suffix == ".onnx":
+            from partita.frontends.onnx import import_onnx
+
+            return import_onnx(path)
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise PartitaError(f"cannot read '{path}': {err.strerror}") from None
+        return parse_module(text, make_context(), str(path))
+    if isinstance(model, str):
+        return parse_module(model, make_context(), "<string>")
+    if type(model).__name__ == "ModelProto":
+        from partita.frontends.onnx import import_onnx
+
+        return import_onnx(model)
+    raise PartitaError(f"cannot compile a {type(model).__name__}: pass a module, IR text, a path or an ONNX model")
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def cutlass_sm(config: CompilationConfig) -> int:
+    """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
+    cutlass = config.find_target_for_kind("cutlass")
+    if cutlass is not None and "sm" in cutlass.options:
+        return int(cutlass.options["sm"])
+    cuda = config.find_target_for_kind("cuda")
+    if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
+        return int(str(cuda.get("arch"))[3:])
+    return int(Target("cutlass").get("sm"))
+
+
+def has_nchw_conv(module: ModuleOp) -> bool:
+    from partita.dialects.nn import Conv2DOp
+
+    return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
+
+
+def build_pipeline(
+    module: ModuleOp,
+    config: CompilationConfig,
+    *,
+    partitioner: str,
+    cost: str,
+    device: str,
+    max_depth: int,
+    cache_dir: str | None,
+    layout: str,
+) -> list[str]:
+    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+    if partitioner not in PARTITIONERS:
+        raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
+    external = [t.kind_name for t in config.external_targets]
+    targets = ",".join(str(t) for t in config)
+    steps: list[str] = []
+    wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
+    if wants_nhwc and has_nchw_conv(module):
+        steps.append("convert-layout{conv2d=NHWC}")
+    if partitioner == "eager" and external:
+        steps.append(f"partition-eager{{backends={','.join(external)}}}")
+        steps.append("outline-compiler-functions")
+    elif partitioner == "collage":
+        steps.append(f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth}}}")
+    steps.append(f"bind-target{{targets={_quote(targets)}}}")
+    steps.append("verify-targets")
+    if "cutlass" in external:
+        cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
+        steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
+    steps.append("mark-compiler-functions-as-extern")
+    steps.append("lower-extern-calls")
+    return steps
+
+
+@dataclass
+class Executable:
+    """A partitioned, lowered module and the way to run it."""
+
+    module: ModuleOp
+    pipeline: str
+    config: CompilationConfig
+    partitions: list[PartitionRow]
+    pass_times: list[tuple[str, float]]
+    cache_hits: int = 0
+    compiles: int = 0
+    entry: str = "main"
+    _runner: Any = field(default=None, repr=False)
+
+    @property
+    def runner(self):
+        if self._runner is None:
+            from partita.runtime.extern import ModuleRunner
+
+            self._runner = ModuleRunner(self.module)
+        return self._runner
+
+    def run(self, *args: Any, **named: Any) -> tuple[np.ndarray, ...]:
+        """Runs the entry function on NumPy arrays (positional, a dict, or by name)."""
+        try:
+            return self.runner.run(*args, entry=self.entry, **named)
+        except ValueError as err:  # argument count, shape or dtype
+            raise PartitaError(str(err)) from None
+
+    def report(self) -> Report:
+        runtime = self.runner.runtime
+        rows = []
+        for row in self.partitions:
+            kernel = runtime.handles.get(row.symbol)
+            rows.append(row.with_kernel(kernel.entry.config.name if kernel else None))
+        return Report(
+            rows,
+            pipeline=self.pipeline,
+            execution=runtime.describe(),
+            cache_hits=self.cache_hits,
+            compiles=self.compiles,
+            pass_times=self.pass_times,
+        )
+
+    def __str__(self) -> str:
+        out = StringIO()
+        Printer(stream=out).print_op(self.module)
+        return out.getvalue()
+
+
+def _partition_rows(module: ModuleOp, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
+    rows = []
+    for op in module.ops:
+        if not isinstance(op, FuncOp) or not op.body.blocks:
+            continue
+        compiler = op.attributes.get(byoc.COMPILER)
+        if not isinstance(compiler, StringAttr):
+            continue
+        composite = op.attributes.get(byoc.COMPOSITE)
+        ops = [o.name for o in op.body.walk() if o is not op and o.name.startswith("nn.")]
+        rows.append(
+            PartitionRow(
+                symbol=op.sym_name.data,
+                target=compiler.data,
+                ops=tuple(ops),
+                composite=composite.data if isinstance(composite, StringAttr) else None,
+                cost=estimate(op, compiler.data),
+            )
+        )
+    return rows
+
+
+def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.compile
+    model: ModuleOp | str | Path | Any,
+    targets: Sequence[Target | str] | str = ("cuda -arch=sm_90", "cutlass", "llvm"),
+    *,
+    partitioner: str = "collage",
+    cost: str = "roofline",
+    device: str = "h100",
+    max_depth: int = 3,
+    cache_dir: str | Path | None = None,
+    layout: str = "auto",
+    entry: str = "main",
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Executable:
+    """Partitions and lowers ``model`` for ``targets``; see the module docstring.
+
+    ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
+    since a cold CUTLASS compile takes a while).
+    """
+    from partita.lowering import nvrtc
+
+    module = load_module(model)
+    try:
+        config = targets if isinstance(targets, CompilationConfig) else CompilationConfig(targets)
+    except TargetError as err:
+        raise PartitaError(str(err)) from None
+    steps = build_pipeline(
+        module,
+        config,
+        partitioner=partitioner,
+        cost=cost,
+        device=device,
+        max_depth=max_depth,
+        cache_dir=str(cache_dir) if cache_dir is not None else None,
+        layout=layout,
+    )
+    pipeline = ",".join(steps)
+    passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(get_all_passes(), pipeline).passes
+    ctx = make_context()
+    estimate = _cost_estimator(device)
+    times: list[tuple[str, float]] = []
+    rows: list[PartitionRow] = []
+    compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
+    for index, pass_ in enumerate(passes):
+        if progress is not None:
+            progress(pass_.name, index, len(passes))
+        start = time.perf_counter()
+        pass_.apply(ctx, module)
+        verify_module(module)
+        times.append((pass_.name, time.perf_counter() - start))
+        if pass_.name == "verify-targets":
+            # Partitions are outlined and bound: capture them before codegen drops bodies.
+            rows = _partition_rows(module, estimate)
+    return Executable(
+        module,
+        pipeline,
+        config,
+        rows,
+        times,
+        cache_hits=nvrtc.stats.cache_hits - hits,
+        compiles=nvrtc.stats.compiles - compiles,
+        entry=entry,
+    )
+
+
+def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
+    """Roofline cost of a partition function on its target (None where it cannot say)."""
+    from partita.collage.cost import RooflineEstimator
+    from partita.collage.ir_graph import function_candidate
+
+    estimator = RooflineEstimator(device)
+
+    def estimate(function: FuncOp, target: str) -> float | None:
+        graph, candidate = function_candidate(function, target)
+        return estimator.estimate(graph, candidate)
+
+    return estimate
+
+
+__all__ = ["Executable", "compile", "load_module", "build_pipeline"]

@@ -1,0 +1,148 @@
+"""``partita-run``: compile a model (ONNX or textual IR) for a list of targets and run it.
+
+    partita-run examples/encoder.onnx --targets "cuda -arch=sm_90,cutlass,llvm" \\
+        --partitioner collage --report
+
+Inputs come from ``--inputs in.npz`` (keys are argument names, e.g. ``x`` for ``%x``, or
+``arg0``, ``arg1``...) or are random of the declared shapes (``?`` dims take
+``--dynamic-size``). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from partita.ir import PartitaError
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="an .onnx model or a .mlir module")
+    parser.add_argument("--targets", default="cuda -arch=sm_90,cutlass,llvm", help="comma-separated targets (default: %(default)s)")
+    parser.add_argument("--partitioner", choices=("collage", "eager", "none"), default="collage")
+    parser.add_argument("--cost", default="roofline", help="collage cost estimator (default: %(default)s)")
+    parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
+    parser.add_argument("--entry", default="main", help="entry function (default: %(default)s)")
+    parser.add_argument("--inputs", type=Path, help=".npz file with the inputs")
+    parser.add_argument("--output", type=Path, help=".npz file to write the outputs to (written atomically)")
+    parser.add_argument("--dynamic-size", type=int, default=1, help="size of each '?' dimension of random inputs")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--cache-dir", type=Path, help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+    parser.add_argument("--report", action="store_true", help="print the partition report")
+    parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    return parser.parse_args(argv)
+
+
+def _progress(quiet: bool):
+    start = time.perf_counter()
+
+    def show(name: str, index: int, count: int) -> None:
+        if quiet:
+            return
+        note = " (cold CUTLASS compiles can take minutes; the cache makes the next run fast)" if name == "cutlass-codegen" else ""
+        print(f"[{index + 1}/{count}] {name}{note}  +{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+
+    return show
+
+
+def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
+    """The entry's inputs: from the .npz file, else random of the declared types."""
+    from xdsl.dialects.builtin import TensorType
+
+    from partita.dialects.nn import numpy_dtype
+
+    function = exe.runner.entry_function(args.entry)
+    names = [arg.name_hint or f"arg{arg.index}" for arg in function.body.block.args]
+    types = function.function_type.inputs.data
+    if args.inputs is not None:
+        try:
+            with np.load(args.inputs) as data:
+                stored = dict(data)
+        except (OSError, ValueError) as err:
+            raise PartitaError(f"cannot read inputs from '{args.inputs}': {err}") from None
+        arrays = []
+        for index, name in enumerate(names):
+            key = name if name in stored else f"arg{index}"
+            if key not in stored:
+                raise PartitaError(f"'{args.inputs}' has no array '{name}' (or 'arg{index}'); it has {', '.join(sorted(stored)) or 'none'}")
+            arrays.append(stored[key])
+        return arrays
+    rng = np.random.default_rng(args.seed)
+    arrays = []
+    for typ in types:
+        if not isinstance(typ, TensorType):
+            raise PartitaError(f"cannot make a random input of type {typ}")
+        shape = tuple(args.dynamic_size if d < 0 else d for d in typ.get_shape())
+        arrays.append(rng.standard_normal(shape).astype(numpy_dtype(typ.element_type)))
+    return arrays
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_outputs(path: Path, outputs: Sequence[np.ndarray], protected: Sequence[Path]) -> None:
+    from partita.tools.opt import write_atomically
+
+    if any(_same_file(path, p) for p in protected if p is not None):
+        raise PartitaError(f"refusing to write the outputs over an input file '{path}'")
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"output{i}": out for i, out in enumerate(outputs)})
+    write_atomically(path, buffer.getvalue())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import partita
+        from partita.lowering.cutlass_codegen import cpp_from_binaries
+
+        exe = partita.compile(
+            args.model,
+            args.targets,
+            partitioner=args.partitioner,
+            cost=args.cost,
+            device=args.device,
+            cache_dir=args.cache_dir,
+            entry=args.entry,
+            progress=_progress(args.quiet),
+        )
+        if args.emit == "ir":
+            print(exe)
+        elif args.emit == "cpp":
+            print(cpp_from_binaries(exe.module))
+        arrays = input_arrays(exe, args)
+        start = time.perf_counter()
+        outputs = exe.run(*arrays)
+        elapsed = time.perf_counter() - start
+        if args.output is not None:
+            write_outputs(args.output, outputs, [Path(args.model), args.inputs])
+        report = exe.report()
+        if args.report:
+            print(report)
+        for index, out in enumerate(outputs):
+            print(f"output{index}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+        if not args.quiet:
+            print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
+    except PartitaError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
