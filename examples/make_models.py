@@ -27,8 +27,9 @@ HERE = Path(__file__).resolve().parent
 class _Graph:
     """Accumulates nodes and initializers with generated names."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, dtype: type = np.float32):
         self.rng = np.random.default_rng(seed)
+        self.dtype = dtype
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
@@ -39,7 +40,7 @@ class _Graph:
 
     def weight(self, name: str, shape: tuple[int, ...], scale: float | None = None) -> str:
         scale = scale if scale is not None else 1 / math.sqrt(shape[0])
-        return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
+        return self.const(name, (self.rng.standard_normal(shape) * scale).astype(self.dtype))
 
     def op(self, op_type: str, *inputs: str, name: str | None = None, **attrs) -> str:
         self.count += 1
@@ -58,10 +59,11 @@ class _Graph:
 
 
 def make_encoder(hidden: int = 64, heads: int = 4, seq: int = 16, ffn: int = 256,
-                 seed: int = 0) -> onnx.ModelProto:
-    g = _Graph(seed)
+                 layers: int = 1, dtype: type = np.float32, seed: int = 0) -> onnx.ModelProto:
+    """``layers`` stacked encoder layers; ``dtype`` np.float32 or np.float16."""
+    g = _Graph(seed, dtype)
     head_dim = hidden // heads
-    x = "input"
+    scalar = lambda name, value: g.const(name, np.array(value, dtype))  # noqa: E731
 
     def linear(inp: str, n_in: int, n_out: int, prefix: str) -> str:
         w = g.weight(f"{prefix}.weight", (n_in, n_out))
@@ -69,48 +71,51 @@ def make_encoder(hidden: int = 64, heads: int = 4, seq: int = 16, ffn: int = 256
         return g.op("Add", g.op("MatMul", inp, w, name=f"{prefix}/MatMul"), b,
                     name=f"{prefix}/Add")
 
-    heads_shape = g.const("heads_shape", np.array([0, 0, heads, head_dim], np.int64))
-    q = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "query"), heads_shape),
-             perm=[0, 2, 1, 3])
-    v = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "value"), heads_shape),
-             perm=[0, 2, 1, 3])
-    # Key: reshaped through the shape subgraph PyTorch emits for x.view(x.size(0), ...).
-    shape_x = g.op("Shape", x)
-    batch = g.op("Unsqueeze", g.op("Gather", shape_x, g.const("zero", np.array(0, np.int64)),
-                                   axis=0), g.const("axes0", np.array([0], np.int64)))
-    rest = g.const("key_rest", np.array([seq, heads, head_dim], np.int64))
-    key_shape = g.op("Concat", batch, rest, axis=0)
-    k_t = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, "key"), key_shape),
-               perm=[0, 2, 3, 1])
-    scores = g.op("Div", g.op("MatMul", q, k_t),
-                  g.const("scale", np.array(math.sqrt(head_dim), np.float32)))
-    probs = g.op("Softmax", scores, axis=-1)
-    ctx = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
-    seq_dim = g.op("Unsqueeze", g.op("Gather", shape_x, g.const("one", np.array(1, np.int64)),
-                                     axis=0), "axes0")
-    merged_shape = g.op("Concat", batch, seq_dim,
-                        g.const("hidden_dim", np.array([hidden], np.int64)), axis=0)
-    ctx = g.op("Reshape", ctx, merged_shape)
-    attn = linear(ctx, hidden, hidden, "attention.output")
-
     def layer_norm(inp: str, prefix: str) -> str:
-        gamma = g.const(f"{prefix}.weight", 1 + 0.1 * g.rng.standard_normal(hidden)
-                        .astype(np.float32))
+        gamma = g.const(f"{prefix}.weight", (1 + 0.1 * g.rng.standard_normal(hidden)).astype(dtype))
         beta = g.weight(f"{prefix}.bias", (hidden,), 0.1)
         return g.op("LayerNormalization", inp, gamma, beta, axis=-1, epsilon=1e-5,
                     name=f"{prefix}/LayerNormalization")
 
-    h1 = layer_norm(g.op("Add", x, attn), "attention.norm")
-    # MLP with GELU as PyTorch exports it: x * 0.5 * (1 + erf(x / sqrt(2))).
-    up = linear(h1, hidden, ffn, "intermediate")
-    erf = g.op("Erf", g.op("Div", up, g.const("sqrt2", np.array(math.sqrt(2), np.float32))))
-    one_plus = g.op("Add", erf, g.const("one_f", np.array(1.0, np.float32)))
-    gelu = g.op("Mul", g.op("Mul", up, one_plus), g.const("half", np.array(0.5, np.float32)))
-    down = linear(gelu, ffn, hidden, "output")
-    out = layer_norm(g.op("Add", h1, down), "output.norm")
+    heads_shape = g.const("heads_shape", np.array([0, 0, heads, head_dim], np.int64))
+    scale, sqrt2 = scalar("scale", math.sqrt(head_dim)), scalar("sqrt2", math.sqrt(2))
+    one, half = scalar("one_f", 1.0), scalar("half", 0.5)
+    zero_i, one_i = g.const("zero", np.array(0, np.int64)), g.const("one", np.array(1, np.int64))
+    axes0 = g.const("axes0", np.array([0], np.int64))
+    key_rest = g.const("key_rest", np.array([seq, heads, head_dim], np.int64))
+    hidden_dim = g.const("hidden_dim", np.array([hidden], np.int64))
+
+    def layer(x: str, p: str) -> str:
+        q = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, p + "query"), heads_shape),
+                 perm=[0, 2, 1, 3])
+        v = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, p + "value"), heads_shape),
+                 perm=[0, 2, 1, 3])
+        # Key: reshaped through the shape subgraph PyTorch emits for x.view(x.size(0), ...).
+        shape_x = g.op("Shape", x)
+        batch = g.op("Unsqueeze", g.op("Gather", shape_x, zero_i, axis=0), axes0)
+        key_shape = g.op("Concat", batch, key_rest, axis=0)
+        k_t = g.op("Transpose", g.op("Reshape", linear(x, hidden, hidden, p + "key"), key_shape),
+                   perm=[0, 2, 3, 1])
+        scores = g.op("Div", g.op("MatMul", q, k_t), scale)
+        probs = g.op("Softmax", scores, axis=-1)
+        ctx = g.op("Transpose", g.op("MatMul", probs, v), perm=[0, 2, 1, 3])
+        seq_dim = g.op("Unsqueeze", g.op("Gather", shape_x, one_i, axis=0), axes0)
+        merged_shape = g.op("Concat", batch, seq_dim, hidden_dim, axis=0)
+        attn = linear(g.op("Reshape", ctx, merged_shape), hidden, hidden, p + "attention.output")
+        h1 = layer_norm(g.op("Add", x, attn), p + "attention.norm")
+        # MLP with GELU as PyTorch exports it: x * 0.5 * (1 + erf(x / sqrt(2))).
+        up = linear(h1, hidden, ffn, p + "intermediate")
+        erf = g.op("Erf", g.op("Div", up, sqrt2))
+        gelu = g.op("Mul", g.op("Mul", up, g.op("Add", erf, one)), half)
+        down = linear(gelu, ffn, hidden, p + "output")
+        return layer_norm(g.op("Add", h1, down), p + "output.norm")
+
+    out = "input"
+    for index in range(layers):
+        out = layer(out, f"layer{index}." if layers > 1 else "")
     g.nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
-    io = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT,  # noqa: E731
-                                                     ["batch", seq, hidden])
+    elem = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
+    io = lambda name: helper.make_tensor_value_info(name, elem, ["batch", seq, hidden])  # noqa: E731
     return g.model("encoder", [io("input")], [io("output")])
 
 

@@ -425,7 +425,10 @@ def _match_gelu(cx: _Importer) -> None:
 
     def const_is(name: str, value: float) -> bool:
         v = consts.get(name)
-        return v is not None and v.size == 1 and abs(float(v.reshape(-1)[0]) - value) < 1e-4
+        if v is None or v.size != 1 or not np.issubdtype(v.dtype, np.floating):
+            return False
+        # Equal up to the rounding of the constant's own type (sqrt 2 in f16 is 1.414).
+        return math.isclose(float(v.reshape(-1)[0]), value, rel_tol=2 * float(np.finfo(v.dtype).eps))
 
     def single_user(name: str) -> int | None:
         u = users.get(name, [])
