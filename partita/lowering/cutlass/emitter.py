@@ -231,11 +231,10 @@ def _dim(spec_value, name: str) -> str:
     return name if spec_value is None else str(int(spec_value))
 
 
-def _entry(info: EntryInfo) -> str:
-    spec, cfg, Kt = info.spec, info.config, info.kernel_type
+def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
     T = _CTYPE[spec.dtype]
     sig = []
-    for p in info.params:
+    for p in params:
         if p.kind == "int":
             sig.append(f"int {p.name}")
         elif p.role == "input":
@@ -244,18 +243,43 @@ def _entry(info: EntryInfo) -> str:
             sig.append(f"int* {p.name}")
         else:
             sig.append(f"{T}* {p.name}")
+    return ", ".join(sig)
+
+
+def _runner_name(alias: str) -> str:
+    return f"{alias}_run"
+
+
+def _entry(info: EntryInfo) -> str:
+    """The partition's ``extern "C"`` entry: a thin wrapper around its kernel's runner,
+    so partitions with the same kernel share one compiled body."""
+    args = ", ".join(p.name for p in info.params)
+    return (
+        f'extern "C" __global__ void __launch_bounds__({info.config.threads})\n'
+        f"{info.name}({_signature(info.spec, info.params)}) {{\n"
+        f"  {_runner_name(info.kernel_type)}({args});\n"
+        "}\n"
+        f'extern "C" __device__ int {info.smem_symbol} = (int)sizeof(typename {info.kernel_type}::SharedStorage);\n'
+    )
+
+
+def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    """One ``__noinline__`` device function per distinct kernel: it builds the CUTLASS
+    params on the device and runs the kernel (NVRTC compiles its body once)."""
+    Kt = alias
+    T = _CTYPE[spec.dtype]
+    params = _params(spec, cfg)
     beta = "1.0f" if spec.has_bias else "0.0f"
     src = "bias" if spec.has_bias else "out"
-    lines = [f'extern "C" __global__ void __launch_bounds__({cfg.threads})',
-             f"{info.name}({', '.join(sig)}) {{",
+    lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
     if spec.op in ("dense", "batch_matmul"):
         M, N, K = _dim(spec.M, "M"), int(spec.N), int(spec.K)  # type: ignore[arg-type]
         lines += [
             f"  cutlass::gemm::GemmCoord problem({M}, {N}, {K});",
-            f"  {T}* A = const_cast<{T}*>(x_or_a);".replace("x_or_a", info.params[0].name),
-            f"  {T}* B = const_cast<{T}*>(w_or_b);".replace("w_or_b", info.params[1].name),
+            f"  {T}* A = const_cast<{T}*>({params[0].name});",
+            f"  {T}* B = const_cast<{T}*>({params[1].name});",
             f"  {T}* C = const_cast<{T}*>({src});",
             f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
         ]
@@ -303,7 +327,6 @@ def _entry(info: EntryInfo) -> str:
         "  Kernel op;",
         "  op(params, *reinterpret_cast<typename Kernel::SharedStorage*>(partita_smem));",
         "}",
-        f'extern "C" __device__ int {info.smem_symbol} = (int)sizeof(typename {Kt}::SharedStorage);',
     ]
     return "\n".join(lines) + "\n"
 
@@ -352,7 +375,7 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
 
     kernel_lines: dict[str, tuple[int, int]] = {}
     for alias, spec, cfg in decls:
-        text = _kernel_decl(alias, spec, cfg)
+        text = _kernel_decl(alias, spec, cfg) + _runner(alias, spec, cfg)
         lo = cur_line()
         out.append(text)
         kernel_lines[alias] = (lo, lo + text.count("\n") - 1)

@@ -17,9 +17,11 @@
 // CPP:      // CUTLASS kernels for sm_80, one translation unit
 // CPP-NEXT: // @tvmgen_default_cutlass_main_0: cutlass_tensorop_f16_s16816gemm_f16_128x128_32x3_tn_align8_bias (dense, float16, epilogue bias; threadblock 128x128x32, 3 stages, warps 2x2x1, align 8/8/8, split-k 1; args (x, w, bias))
 // CPP:      using [[KERNEL:cutlass_tensorop_f16_s16816gemm_f16_128x128_32x3_tn_align8_bias]] = typename cutlass::gemm::kernel::DefaultGemm<
+// CPP:      __device__ __noinline__ void [[KERNEL]]_run(
+// CPP-NEXT:   using Kernel = [[KERNEL]];
 // CPP:      extern "C" __global__ void __launch_bounds__(128)
 // CPP-NEXT: tvmgen_default_cutlass_main_0(
-// CPP:        using Kernel = [[KERNEL]];
+// CPP-NEXT:   [[KERNEL]]_run(x, w, bias, out);
 
 func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304xf16>) -> tensor<1600x2304xf16> {
   %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
@@ -43,10 +45,12 @@ func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2
 
 // CPP:      // @tvmgen_default_cutlass_main_1: cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu
 // CPP-NEXT: // @tvmgen_default_cutlass_main_2: cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu
-// CPP:      using {{.*}} = typename cutlass::gemm::kernel::DefaultGemm<
+// CPP:      using [[K2:.*]] = typename cutlass::gemm::kernel::DefaultGemm<
 // CPP-NOT:  using {{.*}} = typename cutlass::gemm::kernel::DefaultGemm<
 // CPP:      tvmgen_default_cutlass_main_1(
+// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M);
 // CPP:      tvmgen_default_cutlass_main_2(
+// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M);
 
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16>) -> tensor<?x128xf16> {
   %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_1"} ({
