@@ -63,8 +63,8 @@ def test_matches_the_onnx_reference_evaluator(name: str, partitioner: str, cache
         # ... and equals Partita's reference on the model before partitioning.
         for g, r in zip(got, run(unpartitioned, *inputs.values())):
             np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
-    if partitioner != "none":
-        assert any(row.target == "cutlass" for row in exe.report().rows)
+    if partitioner != "none":  # the dense layers leave the host for a library backend
+        assert {row.target for row in exe.report().rows} & {"cutlass", "cublas", "cudnn"}
 
 
 def test_f16_encoder_within_f16_tolerance(cache: Path) -> None:

@@ -90,16 +90,31 @@ def create_partition(
     return partition
 
 
+def _first_member(ops: Sequence[Operation], members: set[Operation]) -> Operation:
+    """The member that comes first in block order, found by walking both ways from
+    ``ops[0]`` until every member was seen: O(span of the set), not O(block)."""
+    first = ops[0]
+    seen = 1
+    back, ahead = first.prev_op, first.next_op
+    while seen < len(members):
+        if back is not None:
+            if back in members:
+                first = back
+                seen += 1
+            back = back.prev_op
+        if ahead is not None:
+            if ahead in members:
+                seen += 1
+            ahead = ahead.next_op
+        assert back is not None or ahead is not None or seen == len(members)
+    return first
+
+
 def _hoist_dependencies(block: Block, ops: Sequence[Operation], members: set[Operation]) -> Operation:
     """Move every non-member op that lies between the first and last member (in block
     order) and that some member depends on to just before the first member; returns
     the first member. Convexity guarantees those ops do not depend on the set."""
-    first = None
-    for op in block.ops:  # find the span [first, last] of the set
-        if op in members:
-            first = op
-            break
-    assert first is not None
+    first = _first_member(ops, members)
     remaining = len(members)
     span: list[Operation] = []
     op = first

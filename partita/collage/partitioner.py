@@ -1,0 +1,451 @@
+"""The IR-level Collage driver: candidates from a function body, costs, search, rewrite.
+
+``collage_partition(module, config, estimator, max_depth)`` partitions every function
+with a body (but the partition functions, ``byoc.compiler`` set):
+
+1. The top-level ops of the body become a :class:`~partita.collage.graph.DataflowGraph`
+   (``ir_graph.graph_from_ops``; constants are not nodes).
+2. Candidates: every match of every pattern of the config's external targets
+   (``match_patterns``: predicates applied; label = pattern name, target = backend,
+   ``data`` = the match); for the backends in ``combine`` (TensorRT-like backends that
+   compile whole sub-graphs) their valid unions up to ``max_depth``
+   (``combine_candidates``); and native fused groups (FuseOps-style, ``max_depth``
+   nodes at most) for the config's non-external targets (``cuda``, ``llvm``), restricted
+   by ``native_supports``; by default the only native target is the one the caller runs
+   on (:func:`main_target`), since native groups stay in the caller. Existing ``byoc.partition`` ops are fixed nodes costed through
+   their body; other non-``nn`` ops (calls...) are fixed nodes of cost 0.
+3. ``search`` picks the cheapest cover; an op no candidate covers is a located error.
+4. Chosen BYOC candidates become ``byoc.partition`` regions (``byoc.compiler``,
+   ``byoc.primitive``, ``byoc.inline``, and ``byoc.composite`` for a single pattern
+   match), then are outlined with structural deduplication, so equal partitions share
+   one function named ``collage_<backend>_<k>``. Native groups stay in the caller (TVM's
+   Collage leaves them to native fusion); their placement is only in the report.
+
+Why cutlass/cublas/cudnn candidates are not combined: each of their patterns is one
+kernel (a GEMM/conv with its epilogue); a union of two patterns is not something their
+codegen can compile as one unit, so a combined candidate would be a lie about cost and
+would not lower. Backends that compile arbitrary sub-graphs (``tensorrt``) are combined.
+
+The report (:class:`CollageReport`) lists each chosen group with its ops, target and
+estimated cost, the total, and (``baseline=True``) the eager partitioner's total on the
+same functions costed with the same estimator (see :func:`eager_total`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, Block, Operation
+
+from partita.backends import match_patterns, native_supports, resolve_backends, run_phase
+from partita.collage.cost import CostEstimator
+from partita.collage.graph import DataflowGraph
+from partita.collage.ir_graph import graph_from_block, graph_from_ops
+from partita.collage.search import (
+    Candidate,
+    PartitionError,
+    Plan,
+    combine_candidates,
+    enumerate_native_candidates,
+    search,
+)
+from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
+from partita.ir import PartitaError, op_error
+from partita.target import CompilationConfig, TargetError
+from partita.target import as_target, split_target_list
+
+__all__ = [
+    "COMBINED_BACKENDS",
+    "CollageReport",
+    "FunctionReport",
+    "PlacedGroup",
+    "collage_partition",
+    "eager_total",
+    "function_candidates",
+    "main_target",
+    "parse_config",
+    "partition_function",
+]
+
+COMBINED_BACKENDS: frozenset[str] = frozenset({"tensorrt"})
+"""Backends whose pattern matches are combined into larger candidates by default."""
+
+FIXED = "collage.fixed"
+"""Label of a node Collage does not place (an existing partition, a call...)."""
+
+
+# -------------------------------------------------------------------------- report
+@dataclass
+class PlacedGroup:
+    """One chosen candidate: ``kind`` is ``byoc`` (a partition), ``native`` (stays in
+    the caller, runs on ``target``) or ``fixed`` (was already placed)."""
+
+    kind: str
+    target: str
+    label: str
+    ops: tuple[str, ...]
+    cost: float
+    nodes: tuple[int, ...] = ()
+    symbol: str | None = None
+    """The function a ``byoc`` partition was outlined to."""
+
+    def describe(self) -> str:
+        where = f" @{self.symbol}" if self.symbol else ""
+        return f"{self.kind} {self.target}{where} [{self.label}] cost={self.cost:.6g}s ops={', '.join(self.ops)}"
+
+
+@dataclass
+class FunctionReport:
+    name: str
+    groups: list[PlacedGroup]
+    total: float
+    candidates: int
+    eager_total: float | None = None
+
+
+@dataclass
+class CollageReport:
+    """What Collage chose, per function, with estimated costs (seconds)."""
+
+    functions: list[FunctionReport] = field(default_factory=list)
+    estimator: str = ""
+    targets: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return sum(f.total for f in self.functions)
+
+    @property
+    def eager_total(self) -> float | None:
+        totals = [f.eager_total for f in self.functions]
+        return None if any(t is None for t in totals) else sum(totals)  # type: ignore[misc]
+
+    @property
+    def partitions(self) -> list[PlacedGroup]:
+        return [g for f in self.functions for g in f.groups if g.kind == "byoc"]
+
+    @property
+    def native(self) -> list[PlacedGroup]:
+        return [g for f in self.functions for g in f.groups if g.kind == "native"]
+
+    def format(self) -> str:
+        lines = [f"collage: targets={','.join(self.targets)} estimator={self.estimator}"]
+        for f in self.functions:
+            lines.append(f"collage: @{f.name}: {f.candidates} candidates, {len(f.groups)} groups")
+            for g in f.groups:
+                lines.append(f"collage:   {g.describe()}")
+            eager = "n/a" if f.eager_total is None else f"{f.eager_total:.6g}s"
+            lines.append(f"collage: @{f.name}: total={f.total:.6g}s eager={eager}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- config
+def parse_config(targets: CompilationConfig | str | Sequence[str]) -> CompilationConfig:
+    """A compilation config from a target list. The order is free (Collage searches):
+    primary targets are moved before the external codegens of their device."""
+    if isinstance(targets, CompilationConfig):
+        return targets
+    try:
+        pieces = split_target_list(targets if isinstance(targets, str) else list(targets))
+        parsed = [as_target(p) for p in pieces]
+        ordered = [t for t in parsed if not t.is_external_codegen] + [t for t in parsed if t.is_external_codegen]
+        return CompilationConfig(ordered)
+    except TargetError as err:
+        raise PartitaError(f"collage-partition: {err}") from None
+
+
+NativeOption = str | Sequence[str] | None
+
+
+def main_target(config: CompilationConfig) -> str:
+    """Where the ops left in the caller run: the default device's primary target, or the
+    host when that device has only external codegens (``"cudnn,llvm"``)."""
+    primary = config.default_primary_target
+    return config.host_target.kind_name if primary.is_external_codegen else primary.kind_name
+
+
+def _split_targets(config: CompilationConfig, native: NativeOption = None) -> tuple[list[str], list[str]]:
+    """External targets of the config, and the native targets ops may be placed on:
+    by default (``None``/``"auto"``) only :func:`main_target` -- native groups stay in the
+    caller, so they run where it runs; offering ``llvm`` to ops of a function running on
+    ``cuda`` would cost a placement that never happens. ``"none"``/``()``: none (every
+    op must go to a backend); or an explicit list of non-external kinds."""
+    external = [t.kind_name for t in config.external_targets]
+    if external:
+        resolve_backends(external)  # an external target without a registered backend: error
+    if native is None or native == "auto":
+        return external, [main_target(config)]
+    if native == "none":
+        return external, []
+    names = [n.strip() for n in (native.split(",") if isinstance(native, str) else native) if n.strip()]
+    for n in names:
+        if n == "none" or n == "auto" or config.find_target_for_kind(n) is None or n in external:
+            raise PartitaError(
+                f"collage-partition: native target '{n}' is not a non-external target of the config ({config})"
+            )
+    return external, names
+
+
+# ---------------------------------------------------------------------------- costs
+class _PlanCost:
+    """The estimator, plus the fixed cost of nodes Collage does not place."""
+
+    def __init__(self, estimator: CostEstimator):
+        self.estimator = estimator
+
+    def __call__(self, graph: DataflowGraph, cand: Candidate) -> float:
+        if cand.label == FIXED:
+            return float(cand.data)
+        try:
+            return float(self.estimator.estimate(graph, cand))
+        except (ValueError, KeyError, RuntimeError) as err:
+            msg = err.args[0] if err.args else str(err)
+            raise PartitaError(f"collage-partition: cannot cost {cand.label} on '{cand.target}': {msg}") from None
+
+
+def _fixed_cost(op: Operation, estimator: CostEstimator) -> float:
+    """An existing partition costs its body as one candidate of its compiler."""
+    if isinstance(op, PartitionOp) and op.body.blocks:
+        built = graph_from_block(op.body.block)
+        if not len(built.graph):
+            return 0.0
+        compiler = op.compiler or "llvm"
+        composite = op.attributes.get(COMPOSITE)
+        label = composite.data if isinstance(composite, StringAttr) else f"{compiler}.combined"
+        cand = Candidate(frozenset(range(len(built.graph))), compiler, label)
+        return _PlanCost(estimator)(built.graph, cand)
+    return 0.0
+
+
+# ------------------------------------------------------------------------ candidates
+def _candidates(
+    graph: DataflowGraph,
+    ops: Sequence[Operation],
+    block: Block,
+    external: Sequence[str],
+    native: Sequence[str],
+    estimator: CostEstimator,
+    max_depth: int,
+    combine: Iterable[str],
+) -> list[Candidate]:
+    index = {op: i for i, op in enumerate(ops)}
+    cands: list[Candidate] = []
+    # Nodes Collage leaves where they are.
+    for i, op in enumerate(ops):
+        if not op.name.startswith("nn."):
+            cands.append(Candidate(frozenset((i,)), "fixed", FIXED, data=_fixed_cost(op, estimator)))
+    by_backend: dict[str, list[Candidate]] = {}
+    seen: set[tuple[frozenset[int], str]] = set()
+    if external:
+        for m in match_patterns(block, external):
+            nodes = [index.get(op) for op in m.ops]
+            if any(v is None for v in nodes):
+                continue
+            c = Candidate(frozenset(nodes), m.backend, m.name, data=m)  # type: ignore[arg-type]
+            key = (c.nodes, c.label)
+            if key in seen:
+                continue
+            seen.add(key)
+            by_backend.setdefault(m.backend, []).append(c)
+    combine = set(combine)
+    for backend, group in by_backend.items():
+        if backend in combine and max_depth > 1:
+            cands.extend(combine_candidates(group, graph, max_depth))
+        else:
+            cands.extend(group)
+    if native:
+        cands.extend(
+            enumerate_native_candidates(graph, native, max_depth, supports=native_supports)
+        )
+    return cands
+
+
+def function_candidates(
+    function: FuncOp,
+    config: CompilationConfig | str | Sequence[str],
+    estimator: CostEstimator,
+    max_depth: int = 3,
+    combine: Iterable[str] = COMBINED_BACKENDS,
+    native: NativeOption = None,
+) -> tuple[DataflowGraph, tuple[Operation, ...], list[Candidate]]:
+    """The graph of ``function``'s body, its ops (one per node) and every candidate
+    Collage searches over (for tests and tools; ``estimator`` costs fixed partitions)."""
+    external, native = _split_targets(parse_config(config), native)
+    block = function.body.block
+    built = graph_from_ops(block.ops)
+    cands = _candidates(built.graph, built.ops, block, external, native, estimator, max_depth, combine)
+    return built.graph, built.ops, cands
+
+
+def _uncovered_error(graph: DataflowGraph, ops: Sequence[Operation], cands: Sequence[Candidate],
+                     targets: Sequence[str]) -> None:
+    covered = 0
+    for c in cands:
+        covered |= c.mask
+    missing = graph.full_mask & ~covered
+    if missing:
+        v = (missing & -missing).bit_length() - 1
+        raise op_error(
+            ops[v],
+            f"cannot be placed by collage-partition: no candidate covers it "
+            f"(no pattern of {', '.join(targets) or '(no targets)'} matches it and no native target runs it)",
+        )
+
+
+# --------------------------------------------------------------------------- rewrite
+def _partition_attributes(cand: Candidate) -> dict[str, Attribute]:
+    attrs: dict[str, Attribute] = {
+        COMPILER: StringAttr(cand.target),
+        PRIMITIVE: UnitAttr(),
+        INLINE: UnitAttr(),
+    }
+    if not cand.label.endswith(".combined"):
+        attrs[COMPOSITE] = StringAttr(cand.label)
+    return attrs
+
+
+def _group(kind: str, cand: Candidate, ops: Sequence[Operation], cost: float) -> PlacedGroup:
+    nodes = tuple(sorted(cand.nodes))
+    return PlacedGroup(kind, cand.target, cand.label, tuple(ops[v].name for v in nodes), cost, nodes)
+
+
+def partition_function(
+    function: FuncOp,
+    external: Sequence[str],
+    native: Sequence[str],
+    estimator: CostEstimator,
+    max_depth: int = 3,
+    combine: Iterable[str] = COMBINED_BACKENDS,
+) -> tuple[FunctionReport, dict[PartitionOp, PlacedGroup]]:
+    """Search and rewrite one function body (no outlining); returns its report and the
+    partitions created, with their report entries."""
+    from partita.transforms.partition_utils import create_partition
+
+    block = function.body.block
+    built = graph_from_ops(block.ops)
+    graph, ops = built.graph, built.ops
+    cands = _candidates(graph, ops, block, external, native, estimator, max_depth, combine)
+    _uncovered_error(graph, ops, cands, [*external, *native])
+    try:
+        plan: Plan = search(graph, cands, _PlanCost(estimator))
+    except PartitionError as err:
+        raise op_error(function, f"collage-partition: {err}") from None
+    groups: list[PlacedGroup] = []
+    created: dict[PartitionOp, PlacedGroup] = {}
+    external_set = set(external)
+    for cand, cost in zip(plan.candidates, plan.costs):
+        if cand.label == FIXED:
+            groups.append(_group("fixed", cand, ops, cost))
+        elif cand.target in external_set:
+            group = _group("byoc", cand, ops, cost)
+            groups.append(group)
+            members = [ops[v] for v in sorted(cand.nodes)]  # block order
+            created[create_partition(members, _partition_attributes(cand))] = group
+        else:
+            groups.append(_group("native", cand, ops, cost))
+    report = FunctionReport(function.sym_name.data, groups, plan.total_cost, len(cands))
+    return report, created
+
+
+# ----------------------------------------------------------------- eager baseline
+def eager_total(
+    module: ModuleOp,
+    external: Sequence[str],
+    native: Sequence[str],
+    estimator: CostEstimator,
+    max_depth: int = 3,
+    ctx: Context | None = None,
+) -> dict[str, float]:
+    """The eager partitioner's estimated total per function, costed like Collage.
+
+    ``partition-eager`` runs on a clone; each partition it makes is a fixed node costed
+    as one candidate of its backend (its body, the composite name as label: the same
+    key as the Collage candidate of that match), and the remaining ops are covered by
+    the same native fused groups Collage uses, at least cost. So the two totals differ
+    only in which BYOC kernels were picked, and Collage's is never higher when its
+    candidates include eager's (eager's partitions are pattern matches).
+    """
+    from partita.transforms.partition_eager import PartitionEager
+
+    clone = module.clone()
+    if ctx is None:
+        from partita.ir import make_context
+
+        ctx = make_context()
+    if external:
+        PartitionEager(backends=tuple(external)).apply(ctx, clone)
+    totals: dict[str, float] = {}
+    cost = _PlanCost(estimator)
+    for op in clone.ops:
+        if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
+            continue
+        built = graph_from_ops(op.body.block.ops)
+        graph, ops = built.graph, built.ops
+        cands = [
+            Candidate(frozenset((i,)), "fixed", FIXED, data=_fixed_cost(o, estimator))
+            for i, o in enumerate(ops)
+            if not o.name.startswith("nn.")
+        ]
+        if native:
+            cands += enumerate_native_candidates(graph, native, max_depth, supports=native_supports)
+        try:
+            _uncovered_error(graph, ops, cands, list(native))
+            totals[op.sym_name.data] = search(graph, cands, cost).total_cost
+        except (PartitaError, PartitionError):
+            totals[op.sym_name.data] = float("inf")  # eager leaves ops no target can run
+    return totals
+
+
+# --------------------------------------------------------------------------- driver
+def collage_partition(
+    module: ModuleOp,
+    config: CompilationConfig | str | Sequence[str],
+    estimator: CostEstimator,
+    max_depth: int = 3,
+    *,
+    combine: Iterable[str] = COMBINED_BACKENDS,
+    native: NativeOption = None,
+    baseline: bool = True,
+    outline: bool = True,
+    ctx: Context | None = None,
+) -> CollageReport:
+    """Collage-partition ``module`` in place for the targets of ``config``; see the module
+    docstring. Returns the report. Raises ``PartitaError``."""
+    from partita.transforms.global_symbol_cache import FreshSymbolNames, StructuralDedupCache
+    from partita.transforms.outline_compiler_functions import outline_partitions
+
+    if max_depth < 1:
+        raise PartitaError(f"collage-partition: max-depth must be >= 1, got {max_depth}")
+    config = parse_config(config)
+    external, native_targets = _split_targets(config, native)
+    combine = tuple(combine)
+    report = CollageReport(estimator=getattr(estimator, "name", type(estimator).__name__),
+                           targets=tuple(t.kind_name for t in config.primitive_targets))
+    if ctx is None:
+        from partita.ir import make_context
+
+        ctx = make_context()
+    if external:
+        run_phase(module, "before_partitioning", external, ctx)
+    eager = eager_total(module, external, native_targets, estimator, max_depth, ctx) if baseline else {}
+    created: dict[PartitionOp, PlacedGroup] = {}
+    for op in list(module.ops):
+        if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
+            continue
+        fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine)
+        fn_report.eager_total = eager.get(fn_report.name)
+        report.functions.append(fn_report)
+        created.update(made)
+    if outline:
+        cache = StructuralDedupCache(module, names=FreshSymbolNames(template="collage_{compiler}_{k}"))
+        for partition, name in outline_partitions(module, cache).items():
+            if partition in created:
+                created[partition].symbol = name
+    if external:
+        run_phase(module, "after_partitioning", external, ctx)
+    return report
+

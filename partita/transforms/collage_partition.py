@@ -1,0 +1,140 @@
+"""``collage-partition``: cost-driven partitioning across backends (TVM's Collage).
+
+A thin wrapper over :func:`partita.collage.partitioner.collage_partition`: candidates
+from the backends' pattern tables and native fusion, the cheapest cover under a cost
+model, chosen BYOC candidates outlined (equal ones share ``collage_<backend>_<k>``).
+
+Options:
+
+* ``targets``: the target list (any order), e.g. ``"cutlass,cublas,cudnn,cuda,llvm"``.
+* ``cost``: ``roofline`` (device spec, deterministic), ``measure`` (times candidates on
+  a CUDA device; without one it is an error, never a silent change of cost model), or
+  ``mock`` with ``costs="llvm=1,cutlass=2"`` (cost per candidate by label, else by target;
+  for tests).
+* ``device``: the roofline device (``h100``, ``a100``, ``h200``).
+* ``max-depth``: native fusion group size and combined-candidate depth.
+* ``cache``: a JSON file of costs keyed by structural hash and target (a second run
+  estimates nothing).
+* ``native``: where ops no backend takes may run: ``auto`` (where the function runs:
+  the default device's primary target, else the host), ``none`` (every op must go to a
+  backend; an op none can run is an error at the op), or a list of native kinds.
+* ``combine``: backends whose matches are combined (default ``tensorrt``).
+* ``report``: print the report (and the eager partitioner's total) to stderr.
+
+The last report is kept in ``LAST_REPORT`` for tools; the compile driver calls the
+Python function directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from partita.collage.cost import CostCache, CostEstimator, MeasuringEstimator, MockEstimator, RooflineEstimator
+from partita.collage.partitioner import COMBINED_BACKENDS, CollageReport, collage_partition
+from partita.ir import PartitaError
+
+__all__ = ["CollagePartition", "LAST_REPORT", "make_estimator", "MEASURE_HOOK"]
+
+LAST_REPORT: CollageReport | None = None
+"""The report of the last ``collage-partition`` run in this process."""
+
+MEASURE_HOOK: Callable | None = None
+"""``build_and_time(graph, candidate) -> seconds`` for ``cost=measure``, installed by
+the lowering layer (none exists yet)."""
+
+
+def _items(value: str | tuple[str, ...] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = tuple(value.split(","))
+    return [v.strip() for v in value if v.strip()]
+
+
+def parse_costs(value: str | tuple[str, ...] | None) -> dict[str, float]:
+    """``"llvm=1,cutlass=2"`` (or its tuple form) -> ``{"llvm": 1.0, "cutlass": 2.0}``."""
+    costs: dict[str, float] = {}
+    for item in _items(value):
+        key, sep, number = item.partition("=")
+        try:
+            if not sep or not key.strip():
+                raise ValueError
+            costs[key.strip()] = float(number)
+        except ValueError:
+            raise PartitaError(f"collage-partition: invalid mock cost '{item}' (expected name=number)") from None
+    return costs
+
+
+def make_estimator(
+    cost: str = "roofline",
+    device: str = "h100",
+    costs: str | tuple[str, ...] | None = None,
+    cache: str | None = None,
+) -> CostEstimator:
+    """The estimator named by the pass options, wrapped in a persistent cache if asked."""
+    estimator: CostEstimator
+    if cost == "roofline":
+        try:
+            estimator = RooflineEstimator(device)
+        except ValueError as err:
+            raise PartitaError(f"collage-partition: {err}") from None
+    elif cost == "mock":
+        table = parse_costs(costs)
+        if not table:
+            raise PartitaError("collage-partition: cost=mock needs costs=\"target=cost,...\"")
+        estimator = MockEstimator(table)
+    elif cost == "measure":
+        from partita.runtime.cuda import cuda_available
+
+        if not cuda_available():
+            raise PartitaError(
+                "collage-partition: cost=measure needs a CUDA device and none is available; use cost=roofline"
+            )
+        if MEASURE_HOOK is None:
+            raise PartitaError("collage-partition: cost=measure: no candidate timer is installed (MEASURE_HOOK)")
+        estimator = MeasuringEstimator(MEASURE_HOOK, available=cuda_available)
+    else:
+        raise PartitaError(f"collage-partition: unknown cost model '{cost}'; expected roofline, measure or mock")
+    if cache:
+        estimator = CostCache(cache, estimator)
+    return estimator
+
+
+@dataclass(frozen=True)
+class CollagePartition(ModulePass):
+    """Partitions ``@main`` (every function with a body) by least estimated cost."""
+
+    name = "collage-partition"
+
+    targets: str | tuple[str, ...] = "cutlass,cublas,cudnn,cuda,llvm"
+    cost: str = "roofline"
+    device: str = "h100"
+    max_depth: int = 3
+    cache: str = ""
+    costs: str | tuple[str, ...] = ""
+    native: str | tuple[str, ...] = "auto"
+    combine: str | tuple[str, ...] = tuple(sorted(COMBINED_BACKENDS))
+    report: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        global LAST_REPORT
+        estimator = make_estimator(self.cost, self.device, self.costs, self.cache or None)
+        result = collage_partition(
+            op,
+            _items(self.targets),
+            estimator,
+            self.max_depth,
+            combine=_items(self.combine),
+            native=self.native,
+            baseline=self.report,
+            ctx=ctx,
+        )
+        LAST_REPORT = result
+        if self.report:
+            print(result.format(), file=sys.stderr)
