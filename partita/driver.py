@@ -98,7 +98,9 @@ def build_pipeline(
         steps.append(f"partition-eager{{backends={','.join(external)}}}")
         steps.append("outline-compiler-functions")
     elif partitioner == "collage":
-        steps.append(f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth}}}")
+        steps.append(
+            f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth} baseline=true}}"
+        )
     steps.append(f"bind-target{{targets={_quote(targets)}}}")
     steps.append("verify-targets")
     if "cutlass" in external:
@@ -118,6 +120,8 @@ class Executable:
     config: CompilationConfig
     partitions: list[PartitionRow]
     pass_times: list[tuple[str, float]]
+    collage: Any = None
+    """The ``CollageReport`` when the collage partitioner ran."""
     cache_hits: int = 0
     compiles: int = 0
     entry: str = "main"
@@ -144,8 +148,17 @@ class Executable:
         for row in self.partitions:
             kernel = runtime.handles.get(row.symbol)
             rows.append(row.with_kernel(kernel.entry.config.name if kernel else None))
+        native = []
+        if self.collage is not None:
+            native = [
+                PartitionRow(symbol=f"(in @{self.entry})", target=f"{g.target} (native)", ops=g.ops, cost=g.cost)
+                for g in self.collage.native
+            ]
         return Report(
             rows,
+            native=native,
+            collage_total=self.collage.total if self.collage is not None else None,
+            eager_total=self.collage.eager_total if self.collage is not None else None,
             pipeline=self.pipeline,
             execution=runtime.describe(),
             cache_hits=self.cache_hits,
@@ -200,6 +213,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     since a cold CUTLASS compile takes a while).
     """
     from partita.lowering import nvrtc
+    from partita.transforms import collage_partition
 
     module = load_module(model)
     try:
@@ -223,6 +237,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     times: list[tuple[str, float]] = []
     rows: list[PartitionRow] = []
     compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
+    collage_partition.LAST_REPORT = None
     for index, pass_ in enumerate(passes):
         if progress is not None:
             progress(pass_.name, index, len(passes))
@@ -239,6 +254,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         config,
         rows,
         times,
+        collage=collage_partition.LAST_REPORT if partitioner == "collage" else None,
         cache_hits=nvrtc.stats.cache_hits - hits,
         compiles=nvrtc.stats.compiles - compiles,
         entry=entry,

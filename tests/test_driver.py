@@ -107,3 +107,14 @@ def test_executable_prints_its_module(cache: Path) -> None:
     assert isinstance(exe.module, ModuleOp)
     text = str(exe)
     assert "byoc.call_extern @tvmgen_default_cutlass_main_0" in text and "byoc.binary @cutlass_sm80" in text
+
+
+def test_collage_report_places_every_op_and_beats_or_ties_eager(cache: Path) -> None:
+    exe = partita.compile(MLP, TARGETS, partitioner="collage", cache_dir=cache)
+    report = exe.report()
+    placed = [op for row in [*report.rows, *report.native] for op in row.ops]
+    assert sorted(placed) == sorted(["nn.dense", "nn.bias_add", "nn.gelu", "nn.dense", "nn.bias_add", "nn.add"])
+    assert all(row.target.endswith("(native)") for row in report.native)
+    assert report.collage_total is not None and report.eager_total is not None
+    assert report.collage_total <= report.eager_total
+    assert "collage estimate for the whole graph" in str(report)

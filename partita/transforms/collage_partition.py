@@ -20,6 +20,7 @@ Options:
   backend; an op none can run is an error at the op), or a list of native kinds.
 * ``combine``: backends whose matches are combined (default ``tensorrt``).
 * ``report``: print the report (and the eager partitioner's total) to stderr.
+* ``baseline``: also cost the eager partitioner's plan (implied by ``report``).
 
 The last report is kept in ``LAST_REPORT`` for tools; the compile driver calls the
 Python function directly.
@@ -121,6 +122,7 @@ class CollagePartition(ModulePass):
     native: str | tuple[str, ...] = "auto"
     combine: str | tuple[str, ...] = tuple(sorted(COMBINED_BACKENDS))
     report: bool = False
+    baseline: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
@@ -132,7 +134,7 @@ class CollagePartition(ModulePass):
             self.max_depth,
             combine=_items(self.combine),
             native=self.native,
-            baseline=self.report,
+            baseline=self.report or self.baseline,
             ctx=ctx,
         )
         LAST_REPORT = result
