@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,12 @@ def test_output_file_written_whole(tmp_path: Path) -> None:
     assert main([str(src), "-o", str(dst)]) == 0
     assert "nn.relu" in dst.read_text()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert dst.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() would have made it
+    dst.chmod(0o640)
+    assert main([str(src), "-o", str(dst)]) == 0
+    assert dst.stat().st_mode & 0o777 == 0o640  # an existing file keeps its mode
 
 
 def test_failed_output_keeps_previous_file(tmp_path: Path) -> None:

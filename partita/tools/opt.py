@@ -172,6 +172,14 @@ def write_atomically(path: Path, text: str | bytes) -> None:
     path = path.resolve()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private; give it the mode a plain open() would have.
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode() if isinstance(text, str) else text)
         os.replace(tmp, path)

@@ -1,0 +1,16 @@
+builtin.module {
+  func.func private @collage_cutlass_0(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>) -> tensor<?x256xf16> attributes {byoc.compiler = "cutlass", byoc.primitive, byoc.inline, byoc.composite = "cutlass.dense_bias_gelu", byoc.global_symbol = "collage_cutlass_0"} {
+    %0 = nn.dense %x, %w1 : (tensor<?x64xf16>, tensor<256x64xf16>) -> tensor<?x256xf16>
+    %1 = nn.bias_add %0, %b1 : (tensor<?x256xf16>, tensor<256xf16>) -> tensor<?x256xf16>
+    %2 = nn.gelu %1 : (tensor<?x256xf16>) -> tensor<?x256xf16>
+    func.return %2 : tensor<?x256xf16>
+  }
+  func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>, %w2: tensor<64x256xf16>, %b2: tensor<64xf16>) -> tensor<?x64xf16> {
+    %0 = func.call @collage_cutlass_0(%x, %w1, %b1) : (tensor<?x64xf16>, tensor<256x64xf16>, tensor<256xf16>) -> tensor<?x256xf16>
+    %1 = nn.dense %0, %w2 : (tensor<?x256xf16>, tensor<64x256xf16>) -> tensor<?x64xf16>
+    %2 = nn.bias_add %1, %b2 : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+    %3 = nn.add %2, %x : (tensor<?x64xf16>, tensor<?x64xf16>) -> tensor<?x64xf16>
+    func.return %3 : tensor<?x64xf16>
+  }
+}
+
