@@ -165,13 +165,7 @@ def register_backend(
                 raise PartitaError(
                     f"cannot register backend '{name}': target kind '{name}' exists and is not an external codegen"
                 )
-            for opt, spec in (target_options or {}).items():
-                if isinstance(spec, TargetOption):
-                    kind.add_option(opt, spec.type, spec.default)
-                elif isinstance(spec, tuple):
-                    kind.add_option(opt, *spec)
-                else:
-                    kind.add_option(opt, spec)
+            kind.add_options(target_options or {})
         else:
             register_target_kind(name, device_type, target_options, is_external_codegen=True)
     except TargetError as err:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -24,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo, bits
 from partita.collage.search import ELEMENTWISE_OPS, Candidate
+from partita.files import write_atomically
 
 __all__ = [
     "CostCache",
@@ -425,21 +424,8 @@ class CostCache:
         """Write the cache file atomically (no-op without a path or changes)."""
         if self.path is None or not self._dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = json.dumps({"version": self.VERSION, "entries": self.entries}, sort_keys=True, indent=0)
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomically(self.path, payload, durable=True)
         self._dirty = False
 
     def __enter__(self) -> CostCache:

@@ -22,7 +22,8 @@ from partita.ir.diagnostics import op_error
 _original_lookup = SymbolTable.lookup_symbol
 
 
-def _symbol_name(op: Operation) -> str | None:
+def symbol_name(op: Operation) -> str | None:
+    """The symbol an op defines (its ``sym_name``), if any."""
     interface = op.get_trait(SymbolOpInterface)
     if interface is None:
         return None
@@ -42,7 +43,7 @@ def indexed_symbol_lookup() -> Iterator[None]:
     def build(table: Operation) -> dict[str, Operation]:
         names = {}
         for op in table.regions[0].block.ops:
-            if (name := _symbol_name(op)) is not None:
+            if (name := symbol_name(op)) is not None:
                 names.setdefault(name, op)
         index[id(table)] = (table, names)
         return names
@@ -60,7 +61,7 @@ def indexed_symbol_lookup() -> Iterator[None]:
         entry = index.get(id(table))
         names = entry[1] if entry is not None and entry[0] is table else build(table)
         found = names.get(root)
-        if found is not None and found.parent_op() is table and _symbol_name(found) == root:
+        if found is not None and found.parent_op() is table and symbol_name(found) == root:
             return found
         return build(table).get(root)
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from partita.files import write_atomically
 
 
 class NvrtcError(RuntimeError):
@@ -196,23 +197,6 @@ def failing_entries(log: str, name: str, source) -> list[str]:
     return found
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
                  options: Sequence[str] = (), cache_dir: Path | str | None = None,
                  fast_math: bool = False, ndebug: bool = True,
@@ -246,7 +230,7 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
                          f"{where}:\n{log}", log=log, entries=entries)
     if use_cache:
         try:
-            _atomic_write(path, cubin)
+            write_atomically(path, cubin, durable=True)
         except OSError:
             path = None  # read-only cache: still return the binary
     else:

@@ -209,6 +209,17 @@ class TargetKind:
             self.options[name] = option
             return option
 
+    def add_options(self, options: Mapping[str, Any]) -> None:
+        """Adds each option, given as a ``TargetOption``, a ``(type, default)`` pair or a
+        bare type (default unset)."""
+        for name, spec in options.items():
+            if isinstance(spec, TargetOption):
+                self.add_option(name, spec.type, spec.default)
+            elif isinstance(spec, tuple):
+                self.add_option(name, *spec)
+            else:
+                self.add_option(name, spec)
+
     def option(self, name: str) -> TargetOption:
         """The schema of option ``name``; error naming the valid options if unknown."""
         try:
@@ -257,13 +268,7 @@ def register_target_kind(
         host_capable=host_capable,
         can_call_subroutines=can_call_subroutines,
     )
-    for opt_name, spec in (options or {}).items():
-        if isinstance(spec, TargetOption):
-            kind.add_option(opt_name, spec.type, spec.default)
-        elif isinstance(spec, tuple):
-            kind.add_option(opt_name, *spec)
-        else:
-            kind.add_option(opt_name, spec)
+    kind.add_options(options or {})
     with _LOCK:
         if name in _REGISTRY:
             raise TargetError(f"target kind '{name}' is already registered")

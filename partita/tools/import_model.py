@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                            args.output):
             raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
         from partita.frontends.onnx import import_onnx
-        from partita.tools.opt import write_atomically
+        from partita.files import write_atomically
 
         module = import_onnx(args.model, name=args.entry)
         out = StringIO()

@@ -15,7 +15,6 @@ import dataclasses
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from io import StringIO
@@ -29,6 +28,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from partita.dialects import get_all_dialects
+from partita.files import write_atomically
 from partita.ir.diagnostics import PartitaError
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic
 from partita.ir.verifier import verify_module
@@ -164,28 +164,6 @@ class PartitaOptMain(xDSLOptMain):
             sys.stdout.flush()
             return
         write_atomically(Path(path), text)
-
-
-def write_atomically(path: Path, text: str | bytes) -> None:
-    """Writes through a temporary file in the same directory, so a reader never sees a
-    half-written file and a failure leaves the old content in place."""
-    path = path.resolve()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes the file private; give it the mode a plain open() would have.
-        try:
-            mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode() if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -94,7 +94,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def write_outputs(path: Path, outputs: Sequence[np.ndarray], protected: Sequence[Path]) -> None:
-    from partita.tools.opt import write_atomically
+    from partita.files import write_atomically
 
     if any(_same_file(path, p) for p in protected if p is not None):
         raise PartitaError(f"refusing to write the outputs over an input file '{path}'")

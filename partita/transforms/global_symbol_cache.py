@@ -21,10 +21,9 @@ from typing import Protocol
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Operation, Region
-from xdsl.traits import SymbolOpInterface
 
 from partita.dialects.byoc import GLOBAL_SYMBOL, PartitionOp
-from partita.ir import op_error
+from partita.ir import op_error, symbol_name
 from partita.ir.structural import attributes_digest, structural_hash, structurally_equal
 
 __all__ = [
@@ -37,15 +36,6 @@ __all__ = [
     "symbol_name",
     "taken_symbols",
 ]
-
-
-def symbol_name(op: Operation) -> str | None:
-    """The symbol an op defines (``sym_name``), if any."""
-    interface = op.get_trait(SymbolOpInterface)
-    if interface is None:
-        return None
-    attr = interface.get_sym_attr_name(op)
-    return attr.data if attr is not None else None
 
 
 class GlobalSymbolCache(Protocol):

@@ -32,8 +32,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.dialects.byoc import EXTERN, REFERENCE_IMPL, SHAPE_FUNC, AllocTensorOp, CallExternOp
-from partita.ir import op_error
-from partita.transforms.global_symbol_cache import symbol_name
+from partita.ir import op_error, symbol_name
 from partita.transforms.mark_compiler_functions_as_extern import reference_name
 from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
 

@@ -24,8 +24,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.dialects.byoc import EXTERN, REFERENCE_IMPL
-from partita.ir import format_location, op_error
-from partita.transforms.global_symbol_cache import symbol_name
+from partita.ir import format_location, op_error, symbol_name
 from partita.transforms.inline_compiler_functions import is_partition_function
 
 __all__ = ["MarkCompilerFunctionsAsExtern", "REFERENCE_SUFFIX", "reference_name"]
