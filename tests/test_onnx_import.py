@@ -417,3 +417,19 @@ def test_tool_console_script_exit_code(tmp_path):
                           text=True)
     assert proc.returncode == 1 and proc.stderr.startswith("error:")
     assert "Traceback" not in proc.stderr
+
+
+def test_imported_ops_are_located_at_their_onnx_node(tmp_path: Path) -> None:
+    from partita.ir import op_error
+
+    path = tmp_path / "relu.onnx"
+    node = helper.make_node("Relu", ["x"], ["y"], name="the_relu")
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    module = import_onnx(path)
+    relu = next(op for op in module.walk() if op.name == "nn.relu")
+    assert str(op_error(relu, "example")) == f"{path}: node 0 'the_relu' (Relu): error: 'nn.relu' op example"

@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -96,8 +96,10 @@ def _scalar(v: Value, what: str) -> float:
 
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>"):
         self.model = model
+        self.source = source
+        self.location: NameLoc | None = None
         self.graph = model.graph
         self.opset = _default_opset(model)
         self.values: dict[str, Value] = {}
@@ -110,6 +112,9 @@ class _Importer:
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
+        # Like MLIR's importers: each op is located at the ONNX node it came from.
+        if self.location is not None:
+            op.location = self.location
         self.block.add_op(op)
         return op.results[0]
 
@@ -153,6 +158,7 @@ class _Importer:
         _match_gelu(self)
         for index, node in enumerate(self.graph.node):
             self.node = node
+            self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
             try:
                 self.convert(index, node)
             except (_Unsupported, VerifyException, ValueError) as err:
@@ -943,7 +949,8 @@ def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
 def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> ModuleOp:
     """Import an ONNX model as a module with one public ``func.func @name`` of nn ops."""
     proto = load_model(model)
-    module = _Importer(proto).run(name)
+    source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
+    module = _Importer(proto, source).run(name)
     from partita.ir import verify_module
 
     verify_module(module)

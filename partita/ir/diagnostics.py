@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import FileLineColLoc, LocationAttr
+from xdsl.dialects.builtin import FileLineColLoc, LocationAttr, NameLoc
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -10,6 +10,8 @@ from xdsl.utils.exceptions import DiagnosticException
 def format_location(location: LocationAttr | None) -> str | None:
     if isinstance(location, FileLineColLoc):
         return f"{location.filename.data}:{location.line.data}:{location.column.data}"
+    if isinstance(location, NameLoc):  # e.g. an op imported from an ONNX node
+        return location.desc.data
     return None
 
 
