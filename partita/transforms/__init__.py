@@ -33,6 +33,8 @@ _PASSES: dict[str, tuple[str, str]] = {
     # Layout.
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     # Lowering.
+    "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
+    "cuda-codegen": ("partita.lowering.cuda_codegen", "CudaCodegen"),
     "cutlass-codegen": ("partita.lowering.cutlass_codegen", "CutlassCodegen"),
 }
 
