@@ -23,7 +23,7 @@ from partita.collage import (
 )
 from partita.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.dialects import nn
-from partita.dialects.byoc import COMPILER, COMPOSITE, PartitionOp
+from partita.dialects.byoc import COMPILER, COMPOSITE
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.collage_partition import CollagePartition

@@ -314,13 +314,13 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"  cutlass::conv::Conv2dProblemSize problem({N}, {h}, {w}, {c}, {k}, {r}, {s}, {p}, {q},",
             f"      {top}, {left}, {spec.strides[0]}, {spec.strides[1]}, {spec.dilation[0]}, "
             f"{spec.dilation[1]}, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
-            f"  typename Kernel::Arguments args(problem,",
+            "  typename Kernel::Arguments args(problem,",
             f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{{N}, {h}, {w}, {c}}})}},",
             f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{{k}, {r}, {s}, {c}}})}},",
             f"      {{const_cast<{T}*>({src}), {bias_layout}}},",
             f"      {{out, cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})}},",
             f"      typename Kernel::EpilogueOutputOp::Params(1.0f, {beta}));",
-            f"  typename Kernel::Params params(args, nullptr);",
+            "  typename Kernel::Params params(args, nullptr);",
         ]
     lines += [
         "  extern __shared__ int partita_smem[];",
