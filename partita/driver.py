@@ -102,6 +102,10 @@ def build_pipeline(
             f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth} baseline=true}}"
         )
     steps.append(f"bind-target{{targets={_quote(targets)}}}")
+    # Delegated regions become kernels of their own; callees of targets that cannot call
+    # subroutines are inlined (both no-ops for models without them).
+    steps.append("split-host-device")
+    steps.append("inline-private-functions")
     steps.append("verify-targets")
     if "cutlass" in external:
         cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
