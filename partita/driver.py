@@ -26,6 +26,7 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 
 PARTITIONERS = ("collage", "eager", "none")
+_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern"})
 
 
 def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
@@ -107,9 +108,15 @@ def build_pipeline(
     steps.append("split-host-device")
     steps.append("inline-private-functions")
     steps.append("verify-targets")
+    cuda = config.find_target_for_kind("cuda")
+    if cuda is not None:
+        # What no backend took and runs on the cuda target: fused injective kernels.
+        steps.append("fuse-native-kernels{target=cuda}")
+    cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
-        cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
+    if cuda is not None:
+        steps.append(f"cuda-codegen{{arch={cuda.get('arch')}{cache}}}")
     steps.append("mark-compiler-functions-as-extern")
     steps.append("lower-extern-calls")
     return steps
@@ -151,16 +158,9 @@ class Executable:
         rows = []
         for row in self.partitions:
             kernel = runtime.handles.get(row.symbol)
-            rows.append(row.with_kernel(kernel.entry.config.name if kernel else None))
-        native = []
-        if self.collage is not None:
-            native = [
-                PartitionRow(symbol=f"(in @{self.entry})", target=f"{g.target} (native)", ops=g.ops, cost=g.cost)
-                for g in self.collage.native
-            ]
+            rows.append(row.with_kernel(kernel.kernel_name if kernel else None))
         return Report(
             rows,
-            native=native,
             collage_total=self.collage.total if self.collage is not None else None,
             eager_total=self.collage.eager_total if self.collage is not None else None,
             pipeline=self.pipeline,
@@ -176,25 +176,33 @@ class Executable:
         return out.getvalue()
 
 
-def _partition_rows(module: ModuleOp, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
+def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
+    """Where every op went: partition functions (by compiler), fused native kernels, and
+    what is left in the entry function, which runs in the host program."""
     rows = []
     for op in module.ops:
         if not isinstance(op, FuncOp) or not op.body.blocks:
             continue
         compiler = op.attributes.get(byoc.COMPILER)
-        if not isinstance(compiler, StringAttr):
-            continue
-        composite = op.attributes.get(byoc.COMPOSITE)
-        ops = [o.name for o in op.body.walk() if o is not op and o.name.startswith("nn.")]
-        rows.append(
-            PartitionRow(
-                symbol=op.sym_name.data,
-                target=compiler.data,
-                ops=tuple(ops),
-                composite=composite.data if isinstance(composite, StringAttr) else None,
-                cost=estimate(op, compiler.data),
+        target = op.attributes.get(byoc.TARGET)
+        ops = tuple(o.name for o in op.body.walk() if o.name.startswith("nn.") and o.name != "nn.constant")
+        if isinstance(compiler, StringAttr):
+            composite = op.attributes.get(byoc.COMPOSITE)
+            rows.append(
+                PartitionRow(
+                    symbol=op.sym_name.data,
+                    target=compiler.data,
+                    ops=ops,
+                    composite=composite.data if isinstance(composite, StringAttr) else None,
+                    cost=estimate(op, compiler.data),
+                )
             )
-        )
+        elif byoc.PRIMITIVE in op.attributes and isinstance(target, byoc.TargetAttr):
+            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data)))
+        elif op.sym_name.data == entry and ops:
+            host = target.host_target if isinstance(target, byoc.TargetAttr) else None
+            where = host.kind.data if host is not None else "host"
+            rows.append(PartitionRow(f"(in @{entry})", f"{where} (NumPy)", ops))
     return rows
 
 
@@ -240,18 +248,19 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     estimate = _cost_estimator(device)
     times: list[tuple[str, float]] = []
     rows: list[PartitionRow] = []
+    captured = False
     compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
     collage_partition.LAST_REPORT = None
     for index, pass_ in enumerate(passes):
+        if pass_.name in _CODEGEN_PASSES and not captured:
+            # Everything is placed and outlined: capture it before codegen drops bodies.
+            rows, captured = _partition_rows(module, entry, estimate), True
         if progress is not None:
             progress(pass_.name, index, len(passes))
         start = time.perf_counter()
         pass_.apply(ctx, module)
         verify_module(module)
         times.append((pass_.name, time.perf_counter() - start))
-        if pass_.name == "verify-targets":
-            # Partitions are outlined and bound: capture them before codegen drops bodies.
-            rows = _partition_rows(module, estimate)
     return Executable(
         module,
         pipeline,

@@ -46,8 +46,6 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 @dataclass(frozen=True)
 class Report:
     rows: list[PartitionRow]
-    native: list[PartitionRow] = dataclasses.field(default_factory=list)
-    """Ops Collage left in the caller, with the native target it costed them on."""
     collage_total: float | None = None
     eager_total: float | None = None
     """Estimated cost of the eager partitioner's plan on the same graph."""
@@ -58,6 +56,11 @@ class Report:
     pass_times: list[tuple[str, float]] = dataclasses.field(default_factory=list)
 
     @property
+    def partitions(self) -> list[PartitionRow]:
+        """Rows of compiled functions (not what is left in the host program)."""
+        return [row for row in self.rows if not row.symbol.startswith("(")]
+
+    @property
     def total_cost(self) -> float:
         return sum(row.cost or 0.0 for row in self.rows)
 
@@ -65,18 +68,16 @@ class Report:
         header = ["partition", "target", "ops", "est. cost", "kernel"]
         rows = [
             [r.symbol, r.target, r.op_summary, format_seconds(r.cost), r.kernel or "-"]
-            for r in [*self.rows, *self.native]
+            for r in self.rows
         ]
         return format_table(header, rows) if rows else "(no partitions: everything runs on the host)"
 
     def __str__(self) -> str:
         lines = [self.table(), ""]
-        lines.append(f"partitions: {len(self.rows)}, estimated total {format_seconds(self.total_cost)}")
+        lines.append(f"partitions: {len(self.partitions)}, estimated total {format_seconds(self.total_cost)}")
         if self.collage_total is not None:
             eager = format_seconds(self.eager_total) if self.eager_total is not None else "n/a"
             lines.append(f"collage estimate for the whole graph: {format_seconds(self.collage_total)} (eager partitioner: {eager})")
-        if self.native:
-            lines.append("native groups stay in the caller; with no native CUDA codegen in this build they run on the host")
         lines.append(f"kernel compiles: {self.compiles} (cache hits: {self.cache_hits})")
         if self.execution:
             lines.append(f"execution: {self.execution}")

@@ -272,6 +272,9 @@ def cpp_from_binaries(module: ModuleOp) -> str:
     for op in module.ops:
         if not isinstance(op, byoc.BinaryOp):
             continue
+        target = op.attributes.get("target")
+        if not isinstance(target, byoc.TargetAttr) or target.kind.data != COMPILER:
+            continue  # another codegen's artifact
         kernels = op.attributes["kernels"]
         assert isinstance(kernels, DictionaryAttr)
         entries = [entry_from_record(record)[0] for record in kernels.data.values()]  # type: ignore[arg-type]

@@ -4,6 +4,11 @@ the partition's reference semantics on the CPU (kept beside the declaration).
 ``ModuleRunner`` is the reference executor with ``byoc.call_extern`` routed through an
 ``ExternRuntime``, so the host program runs on NumPy and each extern call goes to the
 device (or is emulated), and the runtime counts which path every call took.
+
+Kernel records come in kinds (``kind`` in the record; none means ``cutlass``), each read
+into a handle class of ``HANDLE_KINDS`` that knows how to launch its kernel:
+``KernelHandle`` (CUTLASS entries) and ``FusedKernelHandle`` (``cuda-codegen``'s fused
+injective kernels). The runtime only loads cubins and dispatches.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
@@ -21,6 +26,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
+from partita.lowering.cuda.records import FusedRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
@@ -30,7 +36,7 @@ from partita.runtime.reference.byoc_impls import ByocFunctions
 
 @dataclass(frozen=True)
 class KernelHandle:
-    """One extern function's compiled kernel, as recorded in a ``byoc.binary``."""
+    """One extern function's compiled CUTLASS kernel, as recorded in a ``byoc.binary``."""
 
     function: str
     binary: str
@@ -39,9 +45,104 @@ class KernelHandle:
     entry: EntryInfo
     roles: tuple[str, ...]
     smem: int | None
+    kind: ClassVar[str] = "cutlass"
+
+    @property
+    def kernel_name(self) -> str:
+        return self.entry.config.name
+
+    @classmethod
+    def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> KernelHandle:
+        entry, roles = entry_from_record(record)
+        smem = record.data.get("smem")
+        return cls(
+            function,
+            binary.sym_name.data,
+            Path(_string(binary, "path")),
+            _string(binary, "arch"),
+            entry,
+            roles,
+            smem.value.data if isinstance(smem, IntegerAttr) else None,
+        )
+
+    def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """Runs the kernel on ``device`` (``module`` is the loaded cubin) into ``out``."""
+        from partita.runtime.cuda import launch_entry
+
+        arrays = {role: np.ascontiguousarray(array) for role, array in zip(self.roles, inputs, strict=True)}
+        dims = runtime_dims(self.entry.spec, arrays)
+        if prod(self.entry.output_shape(dims)) != out.size:
+            raise PartitaError(f"@{self.function}: output of {out.shape} does not fit the kernel's {self.entry.output_shape(dims)}")
+        buffers = {role: device.to_device(array) for role, array in arrays.items()}
+        buffers["out"] = device.alloc(out.nbytes)
+        if (workspace := self.entry.workspace_bytes(dims)) > 0:
+            buffers["workspace"] = device.alloc(workspace)
+            device.memset0(buffers["workspace"])
+        try:
+            launch_entry(module, self.entry, {k: int(v) for k, v in buffers.items()}, dims, smem=self.smem)
+            _copy_back(device, buffers["out"], out)
+        finally:
+            for buffer in buffers.values():
+                device.free(buffer)
 
 
-def kernel_handles(module: ModuleOp) -> dict[str, KernelHandle]:
+@dataclass(frozen=True)
+class FusedKernelHandle:
+    """One extern function's fused injective kernel (``cuda-codegen``): one thread per
+    output element, grid-stride; arguments are the input pointers, the output pointer
+    and the run-time dims as ``int``."""
+
+    function: str
+    binary: str
+    path: Path
+    arch: str
+    record: FusedRecord
+    kind: ClassVar[str] = "fused"
+
+    @property
+    def kernel_name(self) -> str:
+        return f"{self.record.entry} (fused, {self.record.block} threads/block)"
+
+    @classmethod
+    def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> FusedKernelHandle:
+        return cls(function, binary.sym_name.data, Path(_string(binary, "path")), _string(binary, "arch"),
+                   FusedRecord.from_attr(record))
+
+    def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+        rec = self.record
+        shapes = [np.shape(x) for x in inputs]
+        why = rec.check_inputs(shapes, [np.asarray(x).dtype for x in inputs]) or rec.check_output(out.shape, out.dtype)
+        if why is not None:
+            raise PartitaError(f"@{self.function}: {why}")
+        if out.size == 0:
+            return
+        buffers = [device.to_device(np.ascontiguousarray(x)) for x in inputs]
+        buffers.append(device.alloc(out.nbytes))
+        try:
+            args = rec.args([int(b) for b in buffers[:-1]], int(buffers[-1]), rec.runtime_dims(shapes))
+            module.launch(rec.entry, rec.grid(out.size), (rec.block, 1, 1), args, 0)
+            _copy_back(device, buffers[-1], out)
+        finally:
+            for buffer in buffers:
+                device.free(buffer)
+
+
+Handle = KernelHandle | FusedKernelHandle
+"""A compiled kernel: ``function``, ``binary``, ``path``, ``arch``, ``kind`` and
+``launch(device, module, inputs, out)``."""
+
+#: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
+HANDLE_KINDS: dict[str, Any] = {KernelHandle.kind: KernelHandle, FusedKernelHandle.kind: FusedKernelHandle}
+
+
+def _copy_back(device: Any, buffer: Any, out: np.ndarray) -> None:
+    device.synchronize()
+    result = np.empty(out.shape, out.dtype)
+    device.copy_dtoh(result, buffer)
+    np.copyto(out, result)
+
+
+def kernel_handles(module: ModuleOp) -> dict[str, Handle]:
     """Every extern function that has a compiled kernel, keyed by function name."""
     handles = {}
     for op in module.ops:
@@ -51,17 +152,11 @@ def kernel_handles(module: ModuleOp) -> dict[str, KernelHandle]:
         assert isinstance(kernels, DictionaryAttr)
         for function, record in kernels.data.items():
             assert isinstance(record, DictionaryAttr)
-            entry, roles = entry_from_record(record)
-            smem = record.data.get("smem")
-            handles[function] = KernelHandle(
-                function,
-                op.sym_name.data,
-                Path(_string(op, "path")),
-                _string(op, "arch"),
-                entry,
-                roles,
-                smem.value.data if isinstance(smem, IntegerAttr) else None,
-            )
+            kind = record.data.get("kind")
+            kind_name = kind.data if isinstance(kind, StringAttr) else KernelHandle.kind
+            if kind_name not in HANDLE_KINDS:
+                raise PartitaError(f"byoc.binary @{op.sym_name.data}: @{function} has a kernel of unknown kind '{kind_name}'")
+            handles[function] = HANDLE_KINDS[kind_name].from_record(function, op, record)
     return handles
 
 
@@ -89,7 +184,7 @@ class ExternRuntime:
     """Dispatches extern calls; ``device`` is a ``partita.runtime.cuda.CudaDevice`` (or
     anything with its interface) or ``None`` for CPU emulation."""
 
-    handles: dict[str, KernelHandle]
+    handles: dict[str, Handle]
     device: Any = None
     launches: Counter[str] = field(default_factory=Counter)
     emulated: Counter[str] = field(default_factory=Counter)
@@ -113,7 +208,7 @@ class ExternRuntime:
         self.launches[name] += 1
         return self._launch(handle, inputs, outs)
 
-    def _module(self, handle: KernelHandle) -> Any:
+    def _module(self, handle: Handle) -> Any:
         module = self._modules.get(handle.path)
         if module is None:
             try:
@@ -125,30 +220,9 @@ class ExternRuntime:
             module = self._modules[handle.path] = self.device.load_module(cubin)
         return module
 
-    def _launch(self, handle: KernelHandle, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
-        from partita.runtime.cuda import launch_entry
-
+    def _launch(self, handle: Handle, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
         (out,) = outs
-        arrays = {role: np.ascontiguousarray(array) for role, array in zip(handle.roles, inputs, strict=True)}
-        dims = runtime_dims(handle.entry.spec, arrays)
-        if prod(handle.entry.output_shape(dims)) != out.size:
-            raise PartitaError(f"@{handle.function}: output of {out.shape} does not fit the kernel's {handle.entry.output_shape(dims)}")
-        buffers = {role: self.device.to_device(array) for role, array in arrays.items()}
-        buffers["out"] = self.device.alloc(out.nbytes)
-        if (workspace := handle.entry.workspace_bytes(dims)) > 0:
-            buffers["workspace"] = self.device.alloc(workspace)
-            self.device.memset0(buffers["workspace"])
-        try:
-            launch_entry(
-                self._module(handle), handle.entry, {k: int(v) for k, v in buffers.items()}, dims, smem=handle.smem
-            )
-            self.device.synchronize()
-            result = np.empty(out.shape, out.dtype)
-            self.device.copy_dtoh(result, buffers["out"])
-        finally:
-            for buffer in buffers.values():
-                self.device.free(buffer)
-        np.copyto(out, result)
+        handle.launch(self.device, self._module(handle), inputs, out)
         return (out,)
 
     def describe(self) -> str:

@@ -84,6 +84,13 @@ class PartitaOptMain(xDSLOptMain):
 
         self.available_targets["cutlass-cpp"] = get_cutlass_cpp
 
+        def get_cuda_c():
+            from partita.lowering.cuda_codegen import CudaCTarget
+
+            return CudaCTarget
+
+        self.available_targets["cuda-c"] = get_cuda_c
+
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.description = "Partita's modular optimizer driver (xDSL opt with nn, byoc and Partita's passes)."

@@ -107,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         import partita
+        from partita.lowering.cuda_codegen import cuda_from_binaries
         from partita.lowering.cutlass_codegen import cpp_from_binaries
 
         exe = partita.compile(
@@ -123,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exe)
         elif args.emit == "cpp":
             print(cpp_from_binaries(exe.module))
+            print(cuda_from_binaries(exe.module))
         arrays = input_arrays(exe, args)
         start = time.perf_counter()
         outputs = exe.run(*arrays)

@@ -14,6 +14,7 @@ The link lives on the sibling because the declaration may only carry ``byoc.exte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -27,7 +28,7 @@ from partita.dialects.byoc import EXTERN, REFERENCE_IMPL
 from partita.ir import format_location, op_error, symbol_name
 from partita.transforms.inline_compiler_functions import is_partition_function
 
-__all__ = ["MarkCompilerFunctionsAsExtern", "REFERENCE_SUFFIX", "reference_name"]
+__all__ = ["REFERENCE_SUFFIX", "MarkCompilerFunctionsAsExtern", "mark_extern", "reference_name"]
 
 REFERENCE_SUFFIX = "_reference"
 
@@ -49,29 +50,35 @@ class MarkCompilerFunctionsAsExtern(ModulePass):
     keep_reference: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        symbols = {name: sym for sym in op.ops if (name := symbol_name(sym)) is not None}
-        for function in [f for f in op.ops if is_partition_function(f, self.compiler)]:
-            assert isinstance(function, func.FuncOp)
-            name = function.sym_name.data
-            body = Region()
-            function.body.move_blocks(body)
-            if self.keep_reference:
-                sibling_name = reference_name(name)
-                if (clash := symbols.get(sibling_name)) is not None:
-                    where = format_location(clash.location)
-                    raise op_error(
-                        function,
-                        f"cannot keep the body of @{name} as @{sibling_name}: that symbol already "
-                        f"exists" + (f" (defined at {where})" if where else ""),
-                    )
-                sibling = func.FuncOp(sibling_name, function.function_type, body, "private",
-                                      arg_attrs=function.arg_attrs, res_attrs=function.res_attrs)
-                sibling.attributes[REFERENCE_IMPL] = SymbolRefAttr(name)
-                sibling.location = function.location
-                Rewriter.insert_op(sibling, InsertPoint.after(function))
-                symbols[sibling_name] = sibling
-            function.attributes.clear()
-            function.attributes[EXTERN] = UnitAttr()
-            function.sym_visibility = StringAttr("private")
-            # Argument names belong to the body; a declaration has none.
-            function.arg_attrs = None
+        mark_extern(op, [f for f in op.ops if is_partition_function(f, self.compiler)], self.keep_reference)
+
+
+def mark_extern(module: ModuleOp, functions: Sequence[func.FuncOp], keep_reference: bool = True) -> None:
+    """Turns ``functions`` (top-level functions with a body) into ``byoc.extern``
+    declarations, each body kept in a ``@<name>_reference`` sibling when
+    ``keep_reference``; shared with codegens that select functions otherwise."""
+    symbols = {name: sym for sym in module.ops if (name := symbol_name(sym)) is not None}
+    for function in functions:
+        name = function.sym_name.data
+        body = Region()
+        function.body.move_blocks(body)
+        if keep_reference:
+            sibling_name = reference_name(name)
+            if (clash := symbols.get(sibling_name)) is not None:
+                where = format_location(clash.location)
+                raise op_error(
+                    function,
+                    f"cannot keep the body of @{name} as @{sibling_name}: that symbol already "
+                    f"exists" + (f" (defined at {where})" if where else ""),
+                )
+            sibling = func.FuncOp(sibling_name, function.function_type, body, "private",
+                                  arg_attrs=function.arg_attrs, res_attrs=function.res_attrs)
+            sibling.attributes[REFERENCE_IMPL] = SymbolRefAttr(name)
+            sibling.location = function.location
+            Rewriter.insert_op(sibling, InsertPoint.after(function))
+            symbols[sibling_name] = sibling
+        function.attributes.clear()
+        function.attributes[EXTERN] = UnitAttr()
+        function.sym_visibility = StringAttr("private")
+        # Argument names belong to the body; a declaration has none.
+        function.arg_attrs = None

@@ -1,0 +1,136 @@
+"""``fuse-native-kernels``: group the injective ops left on a native target into kernels.
+
+TVM's ``FuseOps`` for what Collage leaves on the native ``cuda`` target, simplified to
+injective ops: element-wise ``nn.add/subtract/multiply/divide`` (broadcasting),
+``nn.relu/sigmoid/tanh/gelu/clip``, ``nn.bias_add``, ``nn.transpose`` and ``nn.reshape``.
+In program order, an injective op joins the groups of the injective ops producing its
+operands when every value of those groups is used only inside the merged group, so a
+group has exactly one result leaving it (its last op's) and is convex: nothing can leave
+it and come back. A value also used outside (by a ``nn.dense``, a ``func.return``, an op
+that did not join) ends its group. Non-injective ops (dense, matmul, conv2d, softmax,
+layer_norm, pools, ...) stay where they are and run on the host in this build.
+
+Each group becomes a private ``func.func @<caller>_fused_<k>`` (``k`` counts in program
+order; taken names are skipped) with the caller's target without its host and
+``byoc.primitive``, called with ``func.call``; values from outside (arguments,
+``nn.constant``s, results of other ops) become its arguments. Every group becomes a kernel,
+single ops included (each would otherwise be a NumPy op on the host), except groups of
+``nn.reshape`` only: a reshape is a change of metadata, not worth a launch (TVM's graph
+executor makes such functions ``__nop``).
+
+Functions in scope: those with a body whose ``byoc.target`` kind is ``target``, and public
+functions without a target; partition (``byoc.compiler``), primitive and reference
+functions are left alone, so running the pass twice changes nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from partita.dialects import nn
+from partita.dialects.byoc import (
+    COMPILER,
+    PRIMITIVE,
+    REFERENCE_IMPL,
+    TARGET,
+    TargetAttr,
+)
+from partita.ir import symbol_name
+from partita.lowering.cuda.emitter import is_fusable
+from partita.transforms.target_utils import func_target_attr, is_entry
+
+__all__ = ["FuseNativeKernels", "fuse_groups"]
+
+
+def fuse_groups(block: Block) -> list[list[Operation]]:
+    """The fused groups of ``block``'s injective ops, each in program order, groups in
+    the order of their last op."""
+    group_of: dict[Operation, list[Operation]] = {}
+    position = {op: k for k, op in enumerate(block.ops)}
+    for op in block.ops:
+        if not is_fusable(op):
+            continue
+        candidates: list[list[Operation]] = []
+        for operand in op.operands:
+            group = group_of.get(operand.op) if isinstance(operand, OpResult) else None
+            if group is not None and not any(group is c for c in candidates):
+                candidates.append(group)
+        # Drop producer groups with a value used outside the merge, until none is left.
+        while True:
+            members = {op, *(o for g in candidates for o in g)}
+            keep = [g for g in candidates if all(use.operation in members for o in g for r in o.results for use in r.uses)]
+            if len(keep) == len(candidates):
+                break
+            candidates = keep
+        group = sorted({op, *(o for g in candidates for o in g)}, key=position.__getitem__)
+        for member in group:
+            group_of[member] = group
+    groups: dict[int, list[Operation]] = {id(g): g for g in group_of.values()}
+    return sorted(groups.values(), key=lambda g: position[g[-1]])
+
+
+def _outline(group: list[Operation], name: str, target: TargetAttr) -> tuple[FuncOp, CallOp]:
+    members = set(group)
+    inputs: list[SSAValue] = []
+    for op in group:
+        for operand in op.operands:
+            if (not isinstance(operand, OpResult) or operand.op not in members) and operand not in inputs:
+                inputs.append(operand)
+    output = group[-1].results[0]
+    body = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args))
+    for op in group:
+        body.add_op(op.clone(value_mapper=mapping))
+    body.add_op(ReturnOp(mapping[output]))
+    function = FuncOp(name, ([v.type for v in inputs], [output.type]), Region(body), "private")
+    function.attributes[TARGET] = target
+    function.attributes[PRIMITIVE] = UnitAttr()
+    function.location = group[-1].location
+    call = CallOp(name, inputs, [output.type])
+    call.location = group[-1].location
+    return function, call
+
+
+def _in_scope(function: FuncOp, kind: str) -> bool:
+    if not function.body.blocks or any(a in function.attributes for a in (COMPILER, PRIMITIVE, REFERENCE_IMPL)):
+        return False
+    target = func_target_attr(function)
+    return target.kind.data == kind if target is not None else is_entry(function)
+
+
+@dataclass(frozen=True)
+class FuseNativeKernels(ModulePass):
+    """Outline maximal convex groups of injective ops on ``target`` into primitive
+    functions, one future kernel each."""
+
+    name = "fuse-native-kernels"
+
+    target: str = "cuda"
+    """Kind name of the native target whose functions are fused."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        taken = {name for o in op.ops if (name := symbol_name(o)) is not None}
+        for function in [f for f in op.ops if isinstance(f, FuncOp) and _in_scope(f, self.target)]:
+            attr = func_target_attr(function)
+            target = attr.without_host() if attr is not None else TargetAttr(self.target)
+            k = 0
+            for block in function.body.blocks:
+                for group in fuse_groups(block):
+                    if all(isinstance(o, nn.ReshapeOp) for o in group):
+                        continue
+                    while (name := f"{function.sym_name.data}_fused_{k}") in taken:
+                        k += 1
+                    taken.add(name)
+                    outlined, call = _outline(group, name, target)
+                    Rewriter.insert_op(outlined, InsertPoint.before(function))
+                    Rewriter.insert_op(call, InsertPoint.before(group[-1]))
+                    group[-1].results[0].replace_all_uses_with(call.res[0])
+                    for member in reversed(group):
+                        Rewriter.erase_op(member)

@@ -1,0 +1,78 @@
+// RUN: partita-opt %s -p 'cuda-codegen{arch=sm_90 cache-dir="%t"}' | filecheck %s
+// RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
+
+// Fused functions become extern declarations (bodies kept as references) implemented by
+// one cubin; a primitive cuda function that is not injective is left alone.
+
+// CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @main_fused_0_reference(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.reference_impl = @main_fused_0}
+// CHECK-NEXT:    nn.relu
+// CHECK-LABEL: func.func private @main_fused_1(tensor<2x3x4xbf16>, tensor<4xbf16>) -> tensor<4x6xbf16> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @main_fused_1_reference
+// CHECK-LABEL: func.func private @not_injective
+// CHECK-SAME:    byoc.primitive
+// CHECK-NEXT:    nn.softmax
+// CHECK-LABEL: func.func @main
+// CHECK:         func.call @main_fused_0(%x, %b)
+// CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", path = "{{.*}}.cubin",
+// CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
+// CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]}}}
+
+// CUDA:      #include <cuda_fp16.h>
+// CUDA-NEXT: #include <cuda_bf16.h>
+// CUDA:      // @main_fused_0: nn.relu, nn.add, nn.gelu
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
+// CUDA-NEXT: main_fused_0(const __half* __restrict__ in0, const __half* __restrict__ in1, __half* __restrict__ out, int dim0) {
+// CUDA-NEXT:   const long long d0 = dim0;
+// CUDA-NEXT:   const long long n = d0 * 64;
+// CUDA-NEXT:   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:     const long long o1 = i % 64;
+// CUDA-NEXT:     const float v0 = ld_f16(in0[i]);
+// CUDA-NEXT:     const float v1 = rn_f16(fmaxf(v0, 0.0f));
+// CUDA-NEXT:     const float v2 = ld_f16(in1[o1]);
+// CUDA-NEXT:     const float v3 = rn_f16(v1 + v2);
+// CUDA-NEXT:     const float v4 = rn_f16(0.5f * v3 * (1.0f + erff(v3 * 0.70710678f)));
+// CUDA-NEXT:     out[i] = st_f16(v4);
+// CUDA-NEXT:   }
+// CUDA-NEXT: }
+
+// The transpose permutes the output index, the reshape re-reads the same linear index in
+// the input's shape, the bias broadcasts along the last axis; static shapes use int.
+
+// CUDA:      // @main_fused_1: nn.reshape, nn.add, nn.transpose, nn.clip
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
+// CUDA-NEXT: main_fused_1(const __nv_bfloat16* __restrict__ in0, const __nv_bfloat16* __restrict__ in1, __nv_bfloat16* __restrict__ out) {
+// CUDA-NEXT:   const int n = 24;
+// CUDA-NEXT:   for (int i = (int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * blockDim.x) {
+// CUDA-NEXT:     const int o0 = i / 6;
+// CUDA-NEXT:     const int o1 = i % 6;
+// CUDA-NEXT:     const int t0 = o1 * 4 + o0;
+// CUDA-NEXT:     const float v0 = ld_bf16(in0[t0]);
+// CUDA-NEXT:     const float v1 = ld_bf16(in1[o0]);
+// CUDA-NEXT:     const float v2 = rn_bf16(v0 + v1);
+// CUDA-NEXT:     const float v3 = rn_bf16(fminf(fmaxf(v2, -1.5f), 1e+30f));
+// CUDA-NEXT:     out[i] = st_bf16(v3);
+// CUDA-NOT:  not_injective
+
+func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %2 = nn.relu %0 : (tensor<?x64xf16>) -> tensor<?x64xf16>
+  %3 = nn.add %2, %1 : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+  %4 = nn.gelu %3 : (tensor<?x64xf16>) -> tensor<?x64xf16>
+  func.return %4 : tensor<?x64xf16>
+}
+func.func private @main_fused_1(%0: tensor<2x3x4xbf16>, %1: tensor<4xbf16>) -> tensor<4x6xbf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %2 = nn.reshape %0 : (tensor<2x3x4xbf16>) -> tensor<6x4xbf16>
+  %3 = nn.add %2, %1 : (tensor<6x4xbf16>, tensor<4xbf16>) -> tensor<6x4xbf16>
+  %4 = nn.transpose %3 {perm = array<i64: 1, 0>} : (tensor<6x4xbf16>) -> tensor<4x6xbf16>
+  %5 = nn.clip %4 {min = -1.5 : f64, max = 1.0e30 : f64} : (tensor<4x6xbf16>) -> tensor<4x6xbf16>
+  func.return %5 : tensor<4x6xbf16>
+}
+func.func private @not_injective(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %1 = nn.softmax %0 : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  func.return %1 : tensor<4x6xf32>
+}
+func.func @main(%x: tensor<?x64xf16>, %b: tensor<64xf16>, %y: tensor<2x3x4xbf16>, %c: tensor<4xbf16>) -> (tensor<?x64xf16>, tensor<4x6xbf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
+  %0 = func.call @main_fused_0(%x, %b) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+  %1 = func.call @main_fused_1(%y, %c) : (tensor<2x3x4xbf16>, tensor<4xbf16>) -> tensor<4x6xbf16>
+  func.return %0, %1 : tensor<?x64xf16>, tensor<4x6xbf16>
+}
