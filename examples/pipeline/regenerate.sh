@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the IR of each pipeline stage from 0-input.mlir, one partita-opt run per stage,
 # exactly as partita.compile(..., partitioner="eager") runs them. The byoc.binary in
-# 4-codegen.mlir names the cubin in the cache of the machine that generated it.
+# 5-codegen.mlir names the cubins in the cache of the machine that generated it.
 set -euo pipefail
 cd "$(dirname "$0")"
 targets='"cuda -arch=sm_90,cutlass,llvm"'
@@ -11,10 +11,13 @@ stage() { # stage OUT IN PIPELINE
 }
 stage 1-partitioned.mlir 0-input.mlir 'partition-eager{backends=cutlass}'
 stage 2-outlined.mlir 1-partitioned.mlir 'outline-compiler-functions'
-stage 3-bound.mlir 2-outlined.mlir "bind-target{targets=$targets},verify-targets"
-stage 4-codegen.mlir 3-bound.mlir 'cutlass-codegen{sm=90}'
-stage 5-lowered.mlir 4-codegen.mlir 'mark-compiler-functions-as-extern,lower-extern-calls'
-partita-opt 3-bound.mlir -t 'cutlass-cpp{sm=90}' -o 4-codegen.cu
-echo "4-codegen.cu: the CUDA C++ cutlass-codegen compiled"
+stage 3-bound.mlir 2-outlined.mlir "bind-target{targets=$targets},split-host-device,inline-private-functions,verify-targets"
+stage 4-fused.mlir 3-bound.mlir 'fuse-native-kernels{target=cuda}'
+stage 5-codegen.mlir 4-fused.mlir 'cutlass-codegen{sm=90},cuda-codegen{arch=sm_90}'
+stage 6-lowered.mlir 5-codegen.mlir 'mark-compiler-functions-as-extern,lower-extern-calls'
+partita-opt 4-fused.mlir -t 'cutlass-cpp{sm=90}' -o 5-cutlass.cu
+echo "5-cutlass.cu: the CUDA C++ cutlass-codegen compiled"
+partita-opt 4-fused.mlir -t cuda-c -o 5-native.cu
+echo "5-native.cu: the CUDA C cuda-codegen compiled"
 # The collage alternative to stage 1.
 stage 1-collage.mlir 0-input.mlir "collage-partition{targets=$targets}"

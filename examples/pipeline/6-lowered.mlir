@@ -6,18 +6,49 @@ builtin.module {
     %2 = nn.gelu %1 : (tensor<?x256xf16>) -> tensor<?x256xf16>
     func.return %2 : tensor<?x256xf16>
   }
+  func.func private @tvmgen_default_cutlass_main_0_shape_func(%0: index) -> index {
+    func.return %0 : index
+  }
   func.func private @tvmgen_default_cutlass_main_1(tensor<?x256xf16>, tensor<64x256xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
   func.func private @tvmgen_default_cutlass_main_1_reference(%0: tensor<?x256xf16>, %w2: tensor<64x256xf16>, %b2: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.reference_impl = @tvmgen_default_cutlass_main_1} {
     %1 = nn.dense %0, %w2 : (tensor<?x256xf16>, tensor<64x256xf16>) -> tensor<?x64xf16>
     %2 = nn.bias_add %1, %b2 : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
     func.return %2 : tensor<?x64xf16>
   }
-  func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>, %w2: tensor<64x256xf16>, %b2: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
-    %0 = func.call @tvmgen_default_cutlass_main_0(%x, %w1, %b1) : (tensor<?x64xf16>, tensor<256x64xf16>, tensor<256xf16>) -> tensor<?x256xf16>
-    %1 = func.call @tvmgen_default_cutlass_main_1(%0, %w2, %b2) : (tensor<?x256xf16>, tensor<64x256xf16>, tensor<64xf16>) -> tensor<?x64xf16>
-    %2 = nn.add %1, %x : (tensor<?x64xf16>, tensor<?x64xf16>) -> tensor<?x64xf16>
+  func.func private @tvmgen_default_cutlass_main_1_shape_func(%0: index) -> index {
+    func.return %0 : index
+  }
+  func.func private @main_fused_0(tensor<?x64xf16>, tensor<?x64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
+  func.func private @main_fused_0_reference(%0: tensor<?x64xf16>, %1: tensor<?x64xf16>) -> tensor<?x64xf16> attributes {byoc.reference_impl = @main_fused_0} {
+    %2 = nn.add %0, %1 : (tensor<?x64xf16>, tensor<?x64xf16>) -> tensor<?x64xf16>
     func.return %2 : tensor<?x64xf16>
   }
+  func.func private @main_fused_0_shape_func(%0: index, %1: index) -> index {
+    %2 = arith.constant 1 : index
+    %3 = arith.cmpi eq, %0, %2 : index
+    %4 = arith.select %3, %1, %0 : index
+    func.return %4 : index
+  }
+  func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>, %w2: tensor<64x256xf16>, %b2: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
+    %0 = arith.constant 0 : index
+    %1 = tensor.dim %x, %0 : tensor<?x64xf16>
+    %2 = func.call @tvmgen_default_cutlass_main_0_shape_func(%1) : (index) -> index
+    %3 = byoc.alloc_tensor(%2) : tensor<?x256xf16>
+    %4 = byoc.call_extern @tvmgen_default_cutlass_main_0(%x, %w1, %b1) outs(%3) {byoc.shape_func = @tvmgen_default_cutlass_main_0_shape_func} : (tensor<?x64xf16>, tensor<256x64xf16>, tensor<256xf16>) -> tensor<?x256xf16>, tensor<?x256xf16>
+    %5 = arith.constant 0 : index
+    %6 = tensor.dim %4, %5 : tensor<?x256xf16>
+    %7 = func.call @tvmgen_default_cutlass_main_1_shape_func(%6) : (index) -> index
+    %8 = byoc.alloc_tensor(%7) : tensor<?x64xf16>
+    %9 = byoc.call_extern @tvmgen_default_cutlass_main_1(%4, %w2, %b2) outs(%8) {byoc.shape_func = @tvmgen_default_cutlass_main_1_shape_func} : (tensor<?x256xf16>, tensor<64x256xf16>, tensor<64xf16>) -> tensor<?x64xf16>, tensor<?x64xf16>
+    %10 = arith.constant 0 : index
+    %11 = tensor.dim %9, %10 : tensor<?x64xf16>
+    %12 = tensor.dim %x, %10 : tensor<?x64xf16>
+    %13 = func.call @main_fused_0_shape_func(%11, %12) : (index, index) -> index
+    %14 = byoc.alloc_tensor(%13) : tensor<?x64xf16>
+    %15 = byoc.call_extern @main_fused_0(%9, %x) outs(%14) {byoc.shape_func = @main_fused_0_shape_func} : (tensor<?x64xf16>, tensor<?x64xf16>) -> tensor<?x64xf16>, tensor<?x64xf16>
+    func.return %15 : tensor<?x64xf16>
+  }
   byoc.binary @cutlass_sm90 attributes {format = "cubin", target = #byoc.target<"cutlass", {sm = 90 : i64}>, arch = "sm_90", key = "1c8d9b1b1a6cd16326095fbd581d23817a39795f887d8ea5983ef96525a6d147", path = "/tmp/pcache/1c8d9b1b1a6cd16326095fbd581d23817a39795f887d8ea5983ef96525a6d147.cubin", kernels = {tvmgen_default_cutlass_main_0 = {entry = "tvmgen_default_cutlass_main_0", kernel = "cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu", inputs = ["x", "w", "bias"], block = [128 : i64, 1 : i64, 1 : i64], params = ["x:ptr:8", "w:ptr:8", "bias:ptr:8", "out:ptr:8", "M:int:4"], spec = {op = "dense", dtype = "float16", epilogue = "bias_gelu", M = none, N = 256 : i64, K = 64 : i64, batch = none, input_shape = none, filter_shape = none, strides = [1 : i64, 1 : i64], padding = [0 : i64, 0 : i64, 0 : i64, 0 : i64], dilation = [1 : i64, 1 : i64]}, config = {opcode_class = "tensorop", arch_tag = 80 : i64, instruction_shape = [16 : i64, 8 : i64, 16 : i64], threadblock = [128 : i64, 64 : i64, 32 : i64], warp_count = [2 : i64, 2 : i64, 1 : i64], stages = 3 : i64, alignment_a = 8 : i64, alignment_b = 8 : i64, alignment_c = 8 : i64, split_k = 1 : i64, swizzle = 8 : i64, iterator_algorithm = "", name = "cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu"}, smem = 36864 : i64}, tvmgen_default_cutlass_main_1 = {entry = "tvmgen_default_cutlass_main_1", kernel = "cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias", inputs = ["x", "w", "bias"], block = [128 : i64, 1 : i64, 1 : i64], params = ["x:ptr:8", "w:ptr:8", "bias:ptr:8", "out:ptr:8", "M:int:4"], spec = {op = "dense", dtype = "float16", epilogue = "bias", M = none, N = 64 : i64, K = 256 : i64, batch = none, input_shape = none, filter_shape = none, strides = [1 : i64, 1 : i64], padding = [0 : i64, 0 : i64, 0 : i64, 0 : i64], dilation = [1 : i64, 1 : i64]}, config = {opcode_class = "tensorop", arch_tag = 80 : i64, instruction_shape = [16 : i64, 8 : i64, 16 : i64], threadblock = [128 : i64, 64 : i64, 32 : i64], warp_count = [2 : i64, 2 : i64, 1 : i64], stages = 3 : i64, alignment_a = 8 : i64, alignment_b = 8 : i64, alignment_c = 8 : i64, split_k = 1 : i64, swizzle = 8 : i64, iterator_algorithm = "", name = "cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias"}, smem = 36864 : i64}}}
+  byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "a15f160e579c5646a7b90fd929633ff67013cb9818b49d3d091d092b203119e8", path = "/tmp/pcache/a15f160e579c5646a7b90fd929633ff67013cb9818b49d3d091d092b203119e8.cubin", kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = [[-1 : i64, 64 : i64], [-1 : i64, 64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = [[0 : i64, 0 : i64], [1 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4", "dim1:int:4"], ops = ["nn.add"]}}}
 }
 
