@@ -27,6 +27,8 @@ from partita.runtime.extern import (
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
+
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 # Every fusable op, dynamic batch; the softmax splits @main into two kernels; @perm has a
@@ -185,49 +187,6 @@ def _run_function(function, args):
 
 
 # -- the device path, with a fake device ----------------------------------------------------
-
-
-class FakeModule:
-    def __init__(self, device: FakeDevice, cubin: bytes):
-        self.device, self.cubin, self.launched = device, cubin, []
-
-    def launch(self, name, grid, block, args, smem):
-        self.launched.append((name, tuple(grid), tuple(block), list(args), smem))
-        out = args[-1 - sum(kind == "int" for kind, _ in args)][1]
-        self.device.memory[out][:] = 7  # stands in for the kernel
-
-
-class FakeDevice:
-    name = "fake"
-
-    def __init__(self):
-        self.memory: dict[int, np.ndarray] = {}
-        self.modules: list[FakeModule] = []
-        self.freed = 0
-
-    def alloc(self, nbytes: int) -> int:
-        ptr = 0x1000 * (len(self.memory) + 1)
-        self.memory[ptr] = np.zeros(nbytes, np.uint8)
-        return ptr
-
-    def to_device(self, array: np.ndarray) -> int:
-        ptr = self.alloc(array.nbytes)
-        self.memory[ptr][:] = np.frombuffer(np.ascontiguousarray(array).tobytes(), np.uint8)
-        return ptr
-
-    def load_module(self, cubin: bytes) -> FakeModule:
-        self.modules.append(FakeModule(self, cubin))
-        return self.modules[-1]
-
-    def synchronize(self) -> None:
-        pass
-
-    def copy_dtoh(self, array: np.ndarray, ptr: int) -> np.ndarray:
-        array.view(np.uint8).reshape(-1)[:] = self.memory[ptr][: array.nbytes]
-        return array
-
-    def free(self, ptr: int) -> None:
-        self.freed += 1
 
 
 def test_device_path_launches_what_the_cubin_declares(lowered) -> None:

@@ -14,6 +14,8 @@ from partita.runtime.cuda import cuda_available
 from partita.runtime.extern import ExternRuntime, ModuleRunner, kernel_handles, runtime_dims
 from partita.runtime.reference import run
 
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
+
 MLP = """
 func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>) -> tensor<?x256xf16> {
   %0 = nn.dense %x, %w1 : (tensor<?x64xf16>, tensor<256x64xf16>) -> tensor<?x256xf16>
@@ -50,64 +52,11 @@ def test_without_a_device_extern_calls_are_emulated(lowered) -> None:
     assert runner.runtime.describe() == "kernels compiled for sm_80 but emulated on the CPU (no CUDA device)"
 
 
-class FakeModule:
-    def __init__(self, device: FakeDevice, cubin: bytes):
-        self.device, self.cubin, self.launched = device, cubin, []
-
-    def global_int(self, name: str) -> int:  # pragma: no cover - the record has the size
-        raise AssertionError("the shared-memory size comes from the kernel record")
-
-    def launch(self, name, grid, block, args, smem):
-        self.launched.append((name, tuple(grid), tuple(block), list(args), smem))
-        # Stand in for the kernel: write a recognisable value into the output buffer.
-        out = dict(zip(self.device.roles, args))["out"]
-        self.device.memory[out[1]][:] = 7
-
-
-class FakeDevice:
-    """The subset of ``CudaDevice`` the runtime uses, keeping buffers in host memory."""
-
-    name = "fake"
-
-    def __init__(self, roles):
-        self.memory: dict[int, np.ndarray] = {}
-        self.roles = roles
-        self.modules: list[FakeModule] = []
-        self.freed = 0
-
-    def alloc(self, nbytes: int) -> int:
-        ptr = 0x1000 * (len(self.memory) + 1)
-        self.memory[ptr] = np.zeros(nbytes, np.uint8)
-        return ptr
-
-    def to_device(self, array: np.ndarray) -> int:
-        ptr = self.alloc(array.nbytes)
-        self.memory[ptr][:] = np.frombuffer(np.ascontiguousarray(array).tobytes(), np.uint8)
-        return ptr
-
-    def memset0(self, ptr: int) -> None:
-        self.memory[ptr][:] = 0
-
-    def load_module(self, cubin: bytes) -> FakeModule:
-        self.modules.append(FakeModule(self, cubin))
-        return self.modules[-1]
-
-    def synchronize(self) -> None:
-        pass
-
-    def copy_dtoh(self, array: np.ndarray, ptr: int) -> np.ndarray:
-        array.view(np.uint8).reshape(-1)[:] = self.memory[ptr][: array.nbytes]
-        return array
-
-    def free(self, ptr: int) -> None:
-        self.freed += 1
-
-
 def test_device_path_launches_with_the_recorded_geometry(lowered) -> None:
     handles = kernel_handles(lowered.module)
     (handle,) = handles.values()
     entry = handle.entry
-    device = FakeDevice([p.name for p in entry.params])
+    device = FakeDevice()
     runner = ModuleRunner(lowered.module, ExternRuntime(handles, device=device))
     args = _inputs(5)
     (out,) = runner.run(*args)
@@ -121,7 +70,7 @@ def test_device_path_launches_with_the_recorded_geometry(lowered) -> None:
     assert [kind for kind, _ in kernel_args] == ["ptr", "ptr", "ptr", "ptr", "int"]
     assert kernel_args[-1] == ("int", 5)
     # Inputs reached the device byte for byte, in the kernel's role order.
-    pointers = dict(zip(device.roles, (value for _, value in kernel_args)))
+    pointers = dict(zip([p.name for p in entry.params], (value for _, value in kernel_args)))
     for role, array in zip(handle.roles, args):
         assert device.memory[pointers[role]].tobytes() == array.tobytes()
     # The result is what the "kernel" wrote, not an emulation.
@@ -140,7 +89,7 @@ def test_missing_cubin_is_a_clear_error(lowered, tmp_path: Path) -> None:
     import dataclasses
 
     handles = {k: dataclasses.replace(h, path=tmp_path / "gone.cubin") for k, h in kernel_handles(lowered.module).items()}
-    runner = ModuleRunner(lowered.module, ExternRuntime(handles, device=FakeDevice(["x", "w", "bias", "out", "M"])))
+    runner = ModuleRunner(lowered.module, ExternRuntime(handles, device=FakeDevice()))
     with pytest.raises(PartitaError, match="the cubin of @cutlass_sm80 is gone"):
         runner.run(*_inputs(2))
 

@@ -8,18 +8,13 @@ list (``name:kind:size``) like the CUTLASS records. The runtime reads it without
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
-    IntegerAttr,
-    StringAttr,
-    i64,
-)
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.lowering.cuda.emitter import FusedKernel
+from partita.lowering.records import dataclass_from, fields_attr
 
 __all__ = ["KIND", "MAX_GRID", "FusedRecord", "fused_record"]
 
@@ -29,37 +24,8 @@ MAX_GRID = 65535
 NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
-def _ints(values) -> ArrayAttr:
-    return ArrayAttr([IntegerAttr(v, i64) for v in values])
-
-
-def _strs(values) -> ArrayAttr:
-    return ArrayAttr([StringAttr(v) for v in values])
-
-
 def fused_record(kernel: FusedKernel) -> DictionaryAttr:
-    return DictionaryAttr({
-        "kind": StringAttr(KIND),
-        "entry": StringAttr(kernel.entry),
-        "block": IntegerAttr(kernel.block, i64),
-        "inputs": ArrayAttr([_ints(s) for s in kernel.inputs]),
-        "dtypes": _strs(kernel.dtypes),
-        "output": _ints(kernel.output),
-        "output_dtype": StringAttr(kernel.output_dtype),
-        "dims": ArrayAttr([_ints(d) for d in kernel.dims]),
-        "params": _strs(kernel.params),
-        "ops": _strs(kernel.ops),
-    })
-
-
-def _value(attr: Attribute):
-    if isinstance(attr, IntegerAttr):
-        return attr.value.data
-    if isinstance(attr, StringAttr):
-        return attr.data
-    if isinstance(attr, ArrayAttr):
-        return tuple(_value(a) for a in attr.data)
-    raise ValueError(f"unexpected attribute {attr} in a fused kernel record")
+    return fields_attr(kernel, [f.name for f in dataclasses.fields(FusedRecord)], kind=KIND)
 
 
 @dataclass(frozen=True)
@@ -78,8 +44,7 @@ class FusedRecord:
 
     @staticmethod
     def from_attr(record: DictionaryAttr) -> FusedRecord:
-        data = {k: _value(v) for k, v in record.data.items() if k != "kind"}
-        return FusedRecord(**data)
+        return dataclass_from(FusedRecord, record, ignore=("kind",))
 
     def check_inputs(self, shapes, dtypes) -> str | None:
         """Why these input arrays do not fit the kernel (``None`` when they do)."""
