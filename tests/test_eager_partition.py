@@ -133,3 +133,22 @@ def test_unknown_backend_is_a_located_user_error(tmp_path, capsys):
     assert opt_main([str(path), "-p", "partition-eager{backends=nope}"]) != 0
     err = capsys.readouterr().err
     assert "unknown backend 'nope'" in err and "Traceback" not in err
+
+
+def test_tanh_gelu_is_not_fused_into_the_cutlass_epilogue():
+    # CUTLASS's GELU epilogue is the erf form: with the tanh approximation the dense and
+    # its bias still go to CUTLASS, the GELU stays outside.
+    text = """
+    func.func @main(%x: tensor<16x32xf16>, %w: tensor<64x32xf16>, %b: tensor<64xf16>) -> tensor<16x64xf16> {
+      %0 = nn.dense %x, %w : (tensor<16x32xf16>, tensor<64x32xf16>) -> tensor<16x64xf16>
+      %1 = nn.bias_add %0, %b : (tensor<16x64xf16>, tensor<64xf16>) -> tensor<16x64xf16>
+      %2 = nn.gelu %1 {approximate = "APPROX"} : (tensor<16x64xf16>) -> tensor<16x64xf16>
+      func.return %2 : tensor<16x64xf16>
+    }
+    """
+    composites = {}
+    for approximate in ("none", "tanh"):
+        module = parse_module(text.replace("APPROX", approximate), make_context(), "gelu.mlir")
+        PartitionEager(backends="cutlass").apply(make_context(), module)
+        composites[approximate] = [p.attributes[COMPOSITE].data for p in _partitions(module)]
+    assert composites == {"none": ["cutlass.dense_bias_gelu"], "tanh": ["cutlass.dense_bias"]}

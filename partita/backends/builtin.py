@@ -58,6 +58,12 @@ def check_dense(match: Match) -> bool:
     return weight is not None and len(weight) == 2 and _bias_ok(match, dense, -1)
 
 
+def check_dense_gelu(match: Match) -> bool:
+    """CUTLASS's GELU epilogue is the erf form; the tanh approximation stays outside."""
+    gelu = match.find("nn.gelu")
+    return check_dense(match) and gelu is not None and op_attr(gelu, "approximate") == "none"
+
+
 def check_batch_matmul(match: Match) -> bool:
     bmm = match.find("nn.batch_matmul")
     if bmm is None or not _dtypes_ok(match):
@@ -102,7 +108,7 @@ def _batch_matmul() -> Pattern:
 
 def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
     return [
-        ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_dense),
+        ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_dense_gelu),
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
         ("dense_bias", _with_bias(_dense()), check_dense),
         ("dense", _dense(), check_dense),
