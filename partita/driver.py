@@ -99,8 +99,10 @@ def build_pipeline(
         steps.append(f"partition-eager{{backends={','.join(external)}}}")
         steps.append("outline-compiler-functions")
     elif partitioner == "collage":
+        measure_cache = f" cache-dir={_quote(cache_dir)}" if cache_dir and cost == "measure" else ""
         steps.append(
-            f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth} baseline=true}}"
+            f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth}"
+            f" baseline=true{measure_cache}}}"
         )
     steps.append(f"bind-target{{targets={_quote(targets)}}}")
     # Delegated regions become kernels of their own; callees of targets that cannot call

@@ -8,7 +8,7 @@ import numpy as np
 
 class FakeModule:
     def __init__(self, device: FakeDevice, cubin: bytes):
-        self.device, self.cubin, self.launched = device, cubin, []
+        self.device, self.cubin, self.launched, self.timed = device, cubin, [], []
 
     def global_int(self, name: str) -> int:  # pragma: no cover - records carry the size
         raise AssertionError("the shared-memory size comes from the kernel record")
@@ -21,17 +21,36 @@ class FakeModule:
             if kind == "ptr" and value not in self.device.uploaded:
                 self.device.memory[value][:] = 7
 
+    def time_launch(self, name, grid, block, args, smem=0, repeat=10, warmup=2):
+        """Launches like ``CudaModule.time_launch`` and reports the device's fixed time
+        for ``name`` (milliseconds per launch)."""
+        for _ in range(warmup + repeat):
+            self.launch(name, grid, block, args, smem)
+        self.timed.append(name)
+        return self.device.kernel_ms(name)
+
 
 class FakeDevice:
     """The subset of ``CudaDevice`` the extern runtime uses."""
 
     name = "fake"
+    arch = "sm_90"
 
-    def __init__(self) -> None:
+    def __init__(self, times=None) -> None:
         self.memory: dict[int, np.ndarray] = {}
         self.uploaded: set[int] = set()
         self.modules: list[FakeModule] = []
         self.freed = 0
+        self.times = times  # kernel name -> ms per launch (a callable or a dict); default 1.0
+
+    def kernel_ms(self, name: str) -> float:
+        if callable(self.times):
+            return float(self.times(name))
+        return float((self.times or {}).get(name, 1.0))
+
+    @property
+    def launches(self) -> int:
+        return sum(len(m.launched) for m in self.modules)
 
     def alloc(self, nbytes: int) -> int:
         ptr = 0x1000 * (len(self.memory) + 1)

@@ -7,7 +7,7 @@ graph inputs they are values entering a candidate, so they never decide a placem
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType
@@ -37,6 +37,16 @@ def _attr_value(attr: Attribute) -> object:
     if hasattr(attr, "get_values"):
         return tuple(attr.get_values())  # DenseArrayBase
     return attr
+
+
+class OpGraph(DataflowGraph):
+    """A ``DataflowGraph`` built from IR that remembers the op behind each node, so a
+    cost estimator handed only ``(graph, candidate)`` can reach the candidate's ops
+    (the measuring estimator compiles them)."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], outputs: Iterable[int], ops: Sequence[Operation]) -> None:
+        super().__init__(nodes, outputs)
+        self.ops: tuple[Operation, ...] = tuple(ops)
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ def graph_from_ops(ops: Iterable[Operation], outputs: Iterable[SSAValue] = ()) -
     for op, i in index.items():
         if any(use.operation not in index for result in op.results for use in result.uses):
             escaping.add(i)
-    return BlockGraph(DataflowGraph(nodes, sorted(escaping)), tuple(kept))
+    return BlockGraph(OpGraph(nodes, sorted(escaping), kept), tuple(kept))
 
 
 def graph_from_block(block: Block) -> BlockGraph:

@@ -7,14 +7,20 @@ model, chosen BYOC candidates outlined (equal ones share ``collage_<backend>_<k>
 Options:
 
 * ``targets``: the target list (any order), e.g. ``"cutlass,cublas,cudnn,cuda,llvm"``.
-* ``cost``: ``roofline`` (device spec, deterministic), ``measure`` (times candidates on
-  a CUDA device; without one it is an error, never a silent change of cost model), or
-  ``mock`` with ``costs="llvm=1,cutlass=2"`` (cost per candidate by label, else by target;
-  for tests).
-* ``device``: the roofline device (``h100``, ``a100``, ``h200``).
+* ``cost``: ``roofline`` (device spec, deterministic), ``measure`` (compiles ``cutlass``
+  and native ``cuda`` candidates and times them on the CUDA device, see
+  ``partita.collage.measure``; candidates of other targets get the roofline cost; without
+  a device it is an error, never a silent change of cost model), or ``mock`` with
+  ``costs="llvm=1,cutlass=2"`` (cost per candidate by label, else by target; for tests).
+* ``device``: the roofline device (``h100``, ``a100``, ``h200``); with ``cost=measure``,
+  the model for the candidates that are not measured.
+* ``dynamic-dim``: the size assumed for dynamic dimensions (roofline and measured inputs).
+* ``cache-dir``: the cubin cache of ``cost=measure`` (default ``$PARTITA_CACHE_DIR``).
 * ``max-depth``: native fusion group size and combined-candidate depth.
 * ``cache``: a JSON file of costs keyed by structural hash and target (a second run
-  estimates nothing).
+  estimates nothing, so with ``cost=measure`` it compiles and launches nothing). Without
+  it, ``cost=measure`` still keeps its costs in memory for the run, so equal candidates
+  (the same layer repeated) are measured once.
 * ``native``: where ops no backend takes may run: ``auto`` (where the function runs:
   the default device's primary target, else the host), ``none`` (every op must go to a
   backend; an op none can run is an error at the op), or a list of native kinds.
@@ -29,25 +35,45 @@ Python function directly.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.collage.cost import CostCache, CostEstimator, MeasuringEstimator, MockEstimator, RooflineEstimator
+from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
 from partita.collage.partitioner import COMBINED_BACKENDS, CollageReport, collage_partition
 from partita.ir import PartitaError
 
-__all__ = ["CollagePartition", "LAST_REPORT", "make_estimator", "MEASURE_HOOK"]
+__all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
 
 LAST_REPORT: CollageReport | None = None
 """The report of the last ``collage-partition`` run in this process."""
 
-MEASURE_HOOK: Callable | None = None
-"""``build_and_time(graph, candidate) -> seconds`` for ``cost=measure``, installed by
-the lowering layer (none exists yet)."""
+MEASURE_DEVICE: Any = None
+"""The device ``cost=measure`` times candidates on: ``None`` opens the first CUDA device
+(``partita.runtime.cuda.CudaDevice``) when one is present; tests put a fake one here."""
+
+_OPENED_DEVICE: Any = None
+
+
+def _measure_device() -> Any:
+    global _OPENED_DEVICE
+    if MEASURE_DEVICE is not None:
+        return MEASURE_DEVICE
+    from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
+
+    if not cuda_available():
+        raise PartitaError(
+            "collage-partition: cost=measure needs a CUDA device and none is available; use cost=roofline"
+        )
+    if _OPENED_DEVICE is None:
+        try:
+            _OPENED_DEVICE = CudaDevice()
+        except CudaError as err:
+            raise PartitaError(f"collage-partition: cost=measure cannot open the CUDA device: {err}") from None
+    return _OPENED_DEVICE
 
 
 def _items(value: str | tuple[str, ...] | None) -> list[str]:
@@ -72,34 +98,41 @@ def parse_costs(value: str | tuple[str, ...] | None) -> dict[str, float]:
     return costs
 
 
+def _roofline(device: str, dynamic_dim: int) -> RooflineEstimator:
+    if dynamic_dim < 1:
+        raise PartitaError(f"collage-partition: dynamic-dim must be >= 1, got {dynamic_dim}")
+    try:
+        return RooflineEstimator(device, dynamic_dim_hint=dynamic_dim)
+    except ValueError as err:
+        raise PartitaError(f"collage-partition: {err}") from None
+
+
 def make_estimator(
     cost: str = "roofline",
     device: str = "h100",
     costs: str | tuple[str, ...] | None = None,
     cache: str | None = None,
+    *,
+    dynamic_dim: int = 1,
+    cache_dir: str | None = None,
 ) -> CostEstimator:
     """The estimator named by the pass options, wrapped in a persistent cache if asked."""
     estimator: CostEstimator
     if cost == "roofline":
-        try:
-            estimator = RooflineEstimator(device)
-        except ValueError as err:
-            raise PartitaError(f"collage-partition: {err}") from None
+        estimator = _roofline(device, dynamic_dim)
     elif cost == "mock":
         table = parse_costs(costs)
         if not table:
             raise PartitaError("collage-partition: cost=mock needs costs=\"target=cost,...\"")
         estimator = MockEstimator(table)
     elif cost == "measure":
-        from partita.runtime.cuda import cuda_available
+        from partita.collage.measure import CandidateTimer, measuring_estimator
 
-        if not cuda_available():
-            raise PartitaError(
-                "collage-partition: cost=measure needs a CUDA device and none is available; use cost=roofline"
-            )
-        if MEASURE_HOOK is None:
-            raise PartitaError("collage-partition: cost=measure: no candidate timer is installed (MEASURE_HOOK)")
-        estimator = MeasuringEstimator(MEASURE_HOOK, available=cuda_available)
+        fallback = _roofline(device, dynamic_dim)  # the options are checked before the device is opened
+        timer = CandidateTimer(_measure_device(), cache_dir=cache_dir or None, dynamic_dim=dynamic_dim)
+        estimator = measuring_estimator(timer, fallback)
+        if not cache:
+            estimator = CostCache(None, estimator)  # measure each distinct candidate once per run
     else:
         raise PartitaError(f"collage-partition: unknown cost model '{cost}'; expected roofline, measure or mock")
     if cache:
@@ -123,10 +156,15 @@ class CollagePartition(ModulePass):
     combine: str | tuple[str, ...] = tuple(sorted(COMBINED_BACKENDS))
     report: bool = False
     baseline: bool = False
+    dynamic_dim: int = 1
+    cache_dir: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
-        estimator = make_estimator(self.cost, self.device, self.costs, self.cache or None)
+        estimator = make_estimator(
+            self.cost, self.device, self.costs, self.cache or None,
+            dynamic_dim=self.dynamic_dim, cache_dir=self.cache_dir or None,
+        )
         result = collage_partition(
             op,
             _items(self.targets),
