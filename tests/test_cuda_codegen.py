@@ -1,13 +1,10 @@
 """Native CUDA codegen for fused injective groups: NVRTC compiles every op and dtype,
 the lowered module runs like the original (emulated without a GPU), the kernels' index
-math matches NumPy (the same CUDA C built for the host), and the device path launches
-with arguments the cubin's KPARAM table agrees with."""
+math matches NumPy (the same CUDA C built for the host, tests/cuda_host.py), and the
+device path launches with arguments the cubin's KPARAM table agrees with. (Reductions and
+GEMMs: tests/test_cuda_codegen_reductions.py.)"""
 
 from __future__ import annotations
-
-import ctypes
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -22,16 +19,19 @@ from partita.runtime.extern import (
     ExternRuntime,
     FusedKernelHandle,
     ModuleRunner,
+    RowwiseKernelHandle,
     kernel_handles,
 )
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 from fake_cuda import FakeDevice  # tests/fake_cuda.py
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
-# Every fusable op, dynamic batch; the softmax splits @main into two kernels; @perm has a
+# Every fusable op, dynamic batch; the softmax (a rowwise kernel of its own: a transpose
+# cannot be its epilogue) splits the injective ops of @main into two kernels; @perm has a
 # transpose that is not its own inverse.
 TEMPLATE = """
 func.func @main_T(%x: tensor<?x8x16xT>, %y: tensor<16xT>, %z: tensor<8x1xT>, %b: tensor<8xT>) -> tensor<?x16x8xT> {
@@ -72,7 +72,7 @@ def _inputs(dtype: str, batch: int) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory: pytest.TempPathFactory):
     """The model through fuse-native-kernels, cuda-codegen and lower-extern-calls: one
-    NVRTC program with nine kernels (three per dtype); the fused, not yet compiled module
+    NVRTC program with twelve kernels (four per dtype); the fused, not yet compiled module
     too."""
     cache = tmp_path_factory.mktemp("cubins")
     ctx = make_context()
@@ -88,7 +88,7 @@ def lowered(tmp_path_factory: pytest.TempPathFactory):
 def test_every_op_and_dtype_compiles_into_one_cubin(lowered) -> None:
     module, fused, cache = lowered
     handles = kernel_handles(module)
-    assert sorted(handles) == sorted([f"main_{t}_fused_{k}" for t in DTYPES for k in (0, 1)] + [f"perm_{t}_fused_0" for t in DTYPES])
+    assert sorted(handles) == sorted([f"main_{t}_fused_{k}" for t in DTYPES for k in (0, 1, 2)] + [f"perm_{t}_fused_0" for t in DTYPES])
     (path,) = {h.path for h in handles.values()}
     cubin = path.read_bytes()
     assert kernel_symbols(cubin) == {h.record.entry for h in handles.values()}
@@ -113,68 +113,40 @@ def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
         (expected,) = run(original, *args, entry=f"main_{dtype}")
         assert out.shape == (batch, 16, 8) and out.dtype == DTYPES[dtype]
         np.testing.assert_array_equal(out, expected)
-    assert dict(runner.runtime.emulated) == {f"main_{dtype}_fused_0": 2, f"main_{dtype}_fused_1": 2}
+    assert dict(runner.runtime.emulated) == {f"main_{dtype}_fused_{k}": 2 for k in (0, 1, 2)}
 
 
 # -- the kernels' semantics, built for the host -------------------------------------------
 
-_HOST_SHIM = r"""
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-#include <immintrin.h>
-struct partita_dim3 { unsigned x, y, z; };
-static const partita_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-struct __half { uint16_t x; };
-struct __nv_bfloat16 { uint16_t x; };
-static inline float __half2float(__half h) { return _cvtsh_ss(h.x); }
-static inline __half __float2half_rn(float f) { __half h; h.x = _cvtss_sh(f, 0); return h; }
-static inline float __bfloat162float(__nv_bfloat16 b) { uint32_t u = (uint32_t)b.x << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
-  uint32_t u; memcpy(&u, &f, 4); u += 0x7fffu + ((u >> 16) & 1u); __nv_bfloat16 b; b.x = (uint16_t)(u >> 16); return b;
-}
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-"""
-
-
 @pytest.fixture(scope="module")
-def host_kernels(lowered, tmp_path_factory: pytest.TempPathFactory):
-    """The emitted CUDA C compiled as host C++ (one thread, one block: the grid-stride
-    loop then visits every element), to check the index math and the arithmetic."""
-    if shutil.which("g++") is None:
+def host_kernels(lowered, tmp_path_factory: pytest.TempPathFactory) -> HostKernels:
+    """The emitted CUDA C compiled as host C++, to check the index math and the arithmetic."""
+    if not have_gxx():
         pytest.skip("needs g++ to build the kernels for the host")
-    _, fused, _ = lowered
-    code = program_of(fused).code
-    code = "\n".join(line for line in code.splitlines() if not line.startswith("#include"))
-    directory = tmp_path_factory.mktemp("host")
-    (directory / "kernels.cpp").write_text(_HOST_SHIM + code)
-    subprocess.run(["g++", "-O1", "-mf16c", "-shared", "-fPIC", "-o", str(directory / "kernels.so"),
-                    str(directory / "kernels.cpp")], check=True, capture_output=True)
-    return ctypes.CDLL(str(directory / "kernels.so"))
+    module, fused, _ = lowered
+    records = [h.record for h in kernel_handles(module).values()]
+    return HostKernels(program_of(fused).code, records, tmp_path_factory.mktemp("host"))
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
-def test_kernels_compute_the_reference_semantics(lowered, host_kernels, dtype: str) -> None:
+def test_kernels_compute_the_reference_semantics(lowered, host_kernels: HostKernels, dtype: str) -> None:
+    """Each kernel with its recorded block and a grid of at most two blocks (the kernels
+    stride over the rest), against the reference executor."""
     module, fused, _ = lowered
     handles = kernel_handles(module)
     functions = {f.sym_name.data: f for f in fused.ops if hasattr(f, "sym_name")}
-    for k, name in enumerate([f"main_{dtype}_fused_0", f"main_{dtype}_fused_1", f"perm_{dtype}_fused_0"]):
-        handle = handles[name]
-        rec = handle.record
+    names = [f"main_{dtype}_fused_{k}" for k in (0, 1, 2)] + [f"perm_{dtype}_fused_0"]
+    for k, name in enumerate(names):
+        rec = handles[name].record
         rng = np.random.default_rng(k)
         shapes = [tuple(3 if d < 0 else d for d in s) for s in rec.inputs]
         args = [rng.standard_normal(s).astype(np.float32).astype(DTYPES[dtype]) for s in shapes]
         (expected,) = _run_function(functions[name], args)
         out = np.zeros(expected.shape, DTYPES[dtype])
-        dims = rec.runtime_dims([a.shape for a in args])
-        getattr(host_kernels, rec.entry)(*[a.ctypes.data_as(ctypes.c_void_p) for a in args],
-                                         out.ctypes.data_as(ctypes.c_void_p), *[ctypes.c_int(d) for d in dims])
+        grid, block = rec.geometry(out.shape)
+        host_kernels.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
         tol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}[dtype]
-        np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol)
+        np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol, err_msg=name)
 
 
 def _run_function(function, args):
@@ -200,15 +172,18 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
     args = _inputs("f16", batch)
     (out,) = runner.run(*args, entry="main_f16")
 
-    (loaded,) = device.modules  # one cubin, loaded once for both kernels
+    (loaded,) = device.modules  # one cubin, loaded once for the three kernels
     launches = {name: rest for name, *rest in loaded.launched}
-    assert sorted(launches) == ["main_f16_fused_0", "main_f16_fused_1"]
+    assert sorted(launches) == ["main_f16_fused_0", "main_f16_fused_1", "main_f16_fused_2"]
     numel = batch * 8 * 16
     for name, (grid, block, kernel_args, smem) in launches.items():
         handle = handles[name]
-        assert isinstance(handle, FusedKernelHandle) and handle.kind == "fused"
         assert block == (256, 1, 1) and smem == 0
-        assert grid == (-(-numel // 256), 1, 1)
+        if name == "main_f16_fused_1":  # the softmax: one block per row
+            assert isinstance(handle, RowwiseKernelHandle) and grid == (batch * 8, 1, 1)
+        else:
+            assert isinstance(handle, FusedKernelHandle) and handle.kind == "fused"
+            assert grid == (-(-numel // 256), 1, 1)
         assert [kind for kind, _ in kernel_args][-1] == "int" and kernel_args[-1][1] == batch
         # The packed buffer matches the kernel's parameter table in the cubin.
         _, offsets = pack_kernel_args(kernel_args)
@@ -217,14 +192,15 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
             (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
         ]
         assert len(params) == len(handle.record.params)
-    # The first kernel read x and the two broadcast operands byte for byte; the second
-    # kernel's output is what the host got back (the first's feeds the host softmax).
+    # The first kernel read x and the two broadcast operands byte for byte; the softmax
+    # read what the first wrote; the last kernel's output is what the host got back.
     first = launches["main_f16_fused_0"][2]
     assert device.memory[first[0][1]].tobytes() == args[0].tobytes()
     assert device.memory[first[2][1]].tobytes() == args[2].tobytes()
+    assert np.all(device.memory[launches["main_f16_fused_1"][2][0][1]] == 7)
     assert out.shape == (batch, 16, 8) and np.all(out.view(np.uint16) == 0x0707)
-    assert dict(runner.runtime.launches) == {"main_f16_fused_0": 1, "main_f16_fused_1": 1}
-    assert not runner.runtime.emulated and device.freed == (3 + 1) + (2 + 1)
+    assert dict(runner.runtime.launches) == {f"main_f16_fused_{k}": 1 for k in (0, 1, 2)}
+    assert not runner.runtime.emulated and device.freed == (3 + 1) + (1 + 1) + (2 + 1)
 
 
 def test_launch_rejects_arrays_that_do_not_fit(lowered) -> None:

@@ -1,14 +1,16 @@
-"""``cuda-codegen``: native CUDA kernels for the fused injective functions of a module.
+"""``cuda-codegen``: native CUDA kernels for the fused functions of a module.
 
 TVM's lowering of primitive functions for the ``cuda`` target, for the groups
 ``fuse-native-kernels`` outlined:
 
 1. selects every function with a body, ``byoc.primitive`` and a ``cuda`` target whose body
-   is injective ops only (others are left as they are and run on the host);
+   is injective ops, or one row reduction (softmax on the last axis, layer_norm) or GEMM
+   (dense, matmul, batch_matmul) with an element-wise epilogue (others are left as they
+   are and run on the host);
 2. emits one CUDA C kernel per function (``partita.lowering.cuda.emitter``), all of them
    in ONE translation unit, and compiles it with NVRTC (content-addressed cache);
-3. records the cubin as ``byoc.binary @cuda_sm90`` with one ``kind = "fused"`` kernel
-   record per function (``partita.lowering.cuda.records``);
+3. records the cubin as ``byoc.binary @cuda_sm90`` with one kernel record per function,
+   of kind ``fused``, ``rowwise`` or ``gemm`` (``partita.lowering.cuda.records``);
 4. marks the functions extern, their bodies kept in ``@<name>_reference`` siblings, so
    ``lower-extern-calls`` turns the calls into ``byoc.call_extern`` (with shape functions
    derived from the siblings for dynamic dims) and the runtime launches or emulates them.
@@ -37,7 +39,7 @@ from partita.lowering.cuda.emitter import (
     emit_program,
     kernel_function_error,
 )
-from partita.lowering.cuda.records import KIND, fused_record
+from partita.lowering.cuda.records import KINDS, fused_record
 from partita.target import Target as PartitaTarget
 
 __all__ = ["CudaCTarget", "CudaCodegen", "cuda_from_binaries", "fused_functions", "target_arch"]
@@ -46,7 +48,7 @@ TARGET_KIND = "cuda"
 
 
 def fused_functions(module: ModuleOp) -> list[FuncOp]:
-    """Primitive ``cuda`` functions with an injective body, in module order."""
+    """Primitive ``cuda`` functions with a body a kernel can compute, in module order."""
     out = []
     for op in module.ops:
         if not isinstance(op, FuncOp) or not op.body.blocks or byoc.PRIMITIVE not in op.attributes:
@@ -73,7 +75,7 @@ def target_arch(functions: list[FuncOp], override: str = "") -> str:
 
 @dataclass(frozen=True)
 class CudaCodegen(ModulePass):
-    """Compile every fused injective ``cuda`` function of the module into one cubin."""
+    """Compile every fused ``cuda`` function of the module into one cubin."""
 
     name = "cuda-codegen"
 
@@ -138,7 +140,7 @@ def cuda_from_binaries(module: ModuleOp) -> str:
             continue
         kernels = op.attributes["kernels"]
         assert isinstance(kernels, DictionaryAttr)
-        names = [n for n, r in kernels.data.items() if isinstance(r, DictionaryAttr) and r.data.get("kind") == StringAttr(KIND)]
+        names = [n for n, r in kernels.data.items() if isinstance(r, DictionaryAttr) and r.data.get("kind") in [StringAttr(k) for k in KINDS]]
         if not names:
             continue
         bodies = []

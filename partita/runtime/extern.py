@@ -8,7 +8,9 @@ device (or is emulated), and the runtime counts which path every call took.
 Kernel records come in kinds (``kind`` in the record; none means ``cutlass``), each read
 into a handle class of ``HANDLE_KINDS`` that knows how to launch its kernel:
 ``KernelHandle`` (CUTLASS entries) and ``FusedKernelHandle`` (``cuda-codegen``'s fused
-injective kernels). The runtime only loads cubins and dispatches.
+injective kernels), with ``RowwiseKernelHandle`` (a block per row: softmax, layer_norm) and
+``GemmKernelHandle`` (16x16 tiles on a 2-D grid, batch on z) for its anchored kernels.
+The runtime only loads cubins and dispatches.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.lowering.cuda.records import FusedRecord
+from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
@@ -98,15 +100,16 @@ class FusedKernelHandle:
     arch: str
     record: FusedRecord
     kind: ClassVar[str] = "fused"
+    record_type: ClassVar[type[FusedRecord]] = FusedRecord
 
     @property
     def kernel_name(self) -> str:
-        return f"{self.record.entry} (fused, {self.record.block} threads/block)"
+        return f"{self.record.entry} ({self.kind}, {self.record.block} threads/block)"
 
     @classmethod
     def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> FusedKernelHandle:
         return cls(function, binary.sym_name.data, Path(_string(binary, "path")), _string(binary, "arch"),
-                   FusedRecord.from_attr(record))
+                   cls.record_type.from_attr(record))
 
     def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
         rec = self.record
@@ -120,11 +123,30 @@ class FusedKernelHandle:
         buffers.append(device.alloc(out.nbytes))
         try:
             args = rec.args([int(b) for b in buffers[:-1]], int(buffers[-1]), rec.runtime_dims(shapes))
-            module.launch(rec.entry, rec.grid(out.size), (rec.block, 1, 1), args, 0)
+            grid, block = rec.geometry(out.shape)
+            module.launch(rec.entry, grid, block, args, 0)
             _copy_back(device, buffers[-1], out)
         finally:
             for buffer in buffers:
                 device.free(buffer)
+
+
+@dataclass(frozen=True)
+class RowwiseKernelHandle(FusedKernelHandle):
+    """A ``rowwise`` kernel (softmax / layer_norm with its epilogue): one block of
+    ``block`` threads per row, static shared memory only."""
+
+    kind: ClassVar[str] = "rowwise"
+    record_type: ClassVar[type[FusedRecord]] = RowwiseRecord
+
+
+@dataclass(frozen=True)
+class GemmKernelHandle(FusedKernelHandle):
+    """A ``gemm`` kernel (dense / matmul / batch_matmul with its epilogue): ``tile x
+    tile`` threads per output tile, grid ``(N tiles, M tiles, batch)``."""
+
+    kind: ClassVar[str] = "gemm"
+    record_type: ClassVar[type[FusedRecord]] = GemmRecord
 
 
 Handle = KernelHandle | FusedKernelHandle
@@ -132,7 +154,9 @@ Handle = KernelHandle | FusedKernelHandle
 ``launch(device, module, inputs, out)``."""
 
 #: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
-HANDLE_KINDS: dict[str, Any] = {KernelHandle.kind: KernelHandle, FusedKernelHandle.kind: FusedKernelHandle}
+HANDLE_KINDS: dict[str, Any] = {
+    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle)
+}
 
 
 def _copy_back(device: Any, buffer: Any, out: np.ndarray) -> None:

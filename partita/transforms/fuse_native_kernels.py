@@ -6,9 +6,17 @@ injective ops: element-wise ``nn.add/subtract/multiply/divide`` (broadcasting),
 In program order, an injective op joins the groups of the injective ops producing its
 operands when every value of those groups is used only inside the merged group, so a
 group has exactly one result leaving it (its last op's) and is convex: nothing can leave
-it and come back. A value also used outside (by a ``nn.dense``, a ``func.return``, an op
-that did not join) ends its group. Non-injective ops (dense, matmul, conv2d, softmax,
-layer_norm, pools, ...) stay where they are and run on the host in this build.
+it and come back. A value also used outside (by a ``nn.conv2d``, a ``func.return``, an op
+that did not join) ends its group.
+
+Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``) and GEMMs
+(``nn.dense``, ``nn.matmul``, ``nn.batch_matmul``) anchor a group of their own (TVM's
+``kCommReduce`` / ``kOutEWiseFusable``): they never join their producers, so their
+operands stay kernel arguments, and their injective consumers join them as an epilogue
+under the same single-output rule, when the consumer is element-wise (or ``bias_add``) on
+the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
+injective group computing an operand of the anchor never joins it. Other non-injective
+ops (conv2d, softmax on another axis, pools, ...) stay where they are and run on the host.
 
 Each group becomes a private ``func.func @<caller>_fused_<k>`` (``k`` counts in program
 order; taken names are skipped) with the caller's target without its host and
@@ -43,18 +51,49 @@ from partita.dialects.byoc import (
     TargetAttr,
 )
 from partita.ir import symbol_name
-from partita.lowering.cuda.emitter import is_fusable
+from partita.lowering.cuda.emitter import epilogue_error, is_anchor, is_fusable
 from partita.transforms.target_utils import func_target_attr, is_entry
 
 __all__ = ["FuseNativeKernels", "fuse_groups"]
 
 
+def _anchor_of(group: list[Operation]) -> Operation | None:
+    return next((o for o in group if is_anchor(o)), None)
+
+
+def _derived(group: list[Operation], anchor: Operation) -> set[SSAValue]:
+    """The values of ``group`` computed from ``anchor``'s result (its epilogue's)."""
+    derived: set[SSAValue] = {anchor.results[0]}
+    for o in group:
+        if o is not anchor and any(v in derived for v in o.operands):
+            derived.add(o.results[0])
+    return derived
+
+
+def _admissible(op: Operation, candidates: list[list[Operation]]) -> list[list[Operation]]:
+    """``candidates`` minus the groups ``op`` cannot join: anchored groups after the first,
+    an anchored group ``op`` is no epilogue of, injective groups feeding the anchor."""
+    anchored = [g for g in candidates if _anchor_of(g) is not None]
+    if not anchored:
+        return candidates
+    first = anchored[0]
+    anchor = _anchor_of(first)
+    assert anchor is not None
+    if epilogue_error(op, anchor, _derived(first, anchor)) is not None:
+        return [g for g in candidates if _anchor_of(g) is None]
+    feeding = {v.op for v in anchor.operands if isinstance(v, OpResult)}
+    return [g for g in candidates if g is first or (_anchor_of(g) is None and not feeding.intersection(g))]
+
+
 def fuse_groups(block: Block) -> list[list[Operation]]:
-    """The fused groups of ``block``'s injective ops, each in program order, groups in
-    the order of their last op."""
+    """The fused groups of ``block``'s injective ops, reductions and GEMMs, each in
+    program order, groups in the order of their last op."""
     group_of: dict[Operation, list[Operation]] = {}
     position = {op: k for k, op in enumerate(block.ops)}
     for op in block.ops:
+        if is_anchor(op):
+            group_of[op] = [op]
+            continue
         if not is_fusable(op):
             continue
         candidates: list[list[Operation]] = []
@@ -62,10 +101,12 @@ def fuse_groups(block: Block) -> list[list[Operation]]:
             group = group_of.get(operand.op) if isinstance(operand, OpResult) else None
             if group is not None and not any(group is c for c in candidates):
                 candidates.append(group)
-        # Drop producer groups with a value used outside the merge, until none is left.
+        # Drop groups op cannot join and producer groups with a value used outside the
+        # merge, until none is left.
         while True:
-            members = {op, *(o for g in candidates for o in g)}
-            keep = [g for g in candidates if all(use.operation in members for o in g for r in o.results for use in r.uses)]
+            keep = _admissible(op, candidates)
+            members = {op, *(o for g in keep for o in g)}
+            keep = [g for g in keep if all(use.operation in members for o in g for r in o.results for use in r.uses)]
             if len(keep) == len(candidates):
                 break
             candidates = keep
@@ -107,8 +148,8 @@ def _in_scope(function: FuncOp, kind: str) -> bool:
 
 @dataclass(frozen=True)
 class FuseNativeKernels(ModulePass):
-    """Outline maximal convex groups of injective ops on ``target`` into primitive
-    functions, one future kernel each."""
+    """Outline maximal convex groups of injective ops, alone or as the epilogue of one
+    reduction or GEMM, on ``target`` into primitive functions, one future kernel each."""
 
     name = "fuse-native-kernels"
 

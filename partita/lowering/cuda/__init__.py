@@ -1,4 +1,5 @@
-"""Native CUDA lowering of fused injective functions: CUDA C emission and kernel records.
+"""Native CUDA lowering of fused functions (injective, row reductions, GEMMs): CUDA C
+emission and kernel records.
 
 Typical use (``cuda-codegen`` does this for a whole module)::
 
@@ -8,18 +9,21 @@ Typical use (``cuda-codegen`` does this for a whole module)::
 """
 
 from .emitter import (
+    ANCHOR_OPS,
     BLOCK_SIZE,
     FUSABLE_OPS,
+    GEMM_TILE,
     CudaProgram,
     FusedKernel,
     emit_kernel,
     emit_program,
+    is_anchor,
     is_fusable,
 )
-from .records import KIND, MAX_GRID, FusedRecord, fused_record
+from .records import KIND, KINDS, MAX_GRID, FusedRecord, GemmRecord, RowwiseRecord, fused_record
 
 __all__ = [
-    "BLOCK_SIZE", "FUSABLE_OPS", "KIND", "MAX_GRID",
-    "CudaProgram", "FusedKernel", "FusedRecord",
-    "emit_kernel", "emit_program", "fused_record", "is_fusable",
+    "ANCHOR_OPS", "BLOCK_SIZE", "FUSABLE_OPS", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID",
+    "CudaProgram", "FusedKernel", "FusedRecord", "GemmRecord", "RowwiseRecord",
+    "emit_kernel", "emit_program", "fused_record", "is_anchor", "is_fusable",
 ]

@@ -18,6 +18,20 @@ and the CPU emulation agree to the ulp of the math functions.
 Static dims are literals; each ``?`` dim of an argument is an ``int`` parameter of the
 kernel (argument order, then axis order), and the dims of inner values and of the output
 are derived from those in the kernel, as the shape function derives them on the host.
+
+A function may also hold one *anchor* op (TVM's ``kCommReduce`` / ``kOutEWiseFusable``)
+whose operands are arguments, followed by an element-wise epilogue on its result (every
+op depending on the anchor has the anchor's shape and is element-wise or ``bias_add``):
+
+* ``kind = "rowwise"`` (``nn.softmax`` on the last axis, ``nn.layer_norm``): one thread
+  block per row (grid-stride over rows); block-wide max / sum reductions with warp
+  shuffles and a 32-float shared array; float accumulation; the epilogue runs per
+  element of the row before the store;
+* ``kind = "gemm"`` (``nn.dense``, ``nn.matmul`` with NumPy batch broadcasting,
+  ``nn.batch_matmul`` with its transpose flags): 16x16 output tiles, one thread per
+  output element, K in steps of 16 through two shared-memory tiles (loads coalesced
+  along each operand's contiguous axis), float accumulation, the epilogue per output
+  element before the store; grid ``(N tiles, M tiles, batch)``, grid-stride on y and z.
 """
 
 from __future__ import annotations
@@ -41,12 +55,16 @@ from partita.dialects import nn
 from partita.ir import op_error
 
 __all__ = [
+    "ANCHOR_OPS",
     "BLOCK_SIZE",
     "FUSABLE_OPS",
+    "GEMM_TILE",
     "CudaProgram",
     "FusedKernel",
     "emit_kernel",
     "emit_program",
+    "epilogue_error",
+    "is_anchor",
     "is_fusable",
     "kernel_function_error",
 ]
@@ -61,6 +79,18 @@ FUSABLE_OPS: tuple[type[Operation], ...] = (
 )
 """The injective ops (TVM's ``kElemWise``/``kBroadcast``/``kInjective``) a kernel can compute."""
 
+ANCHOR_OPS: tuple[type[Operation], ...] = (
+    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp,
+)
+"""Reductions (``rowwise`` kernels) and GEMMs (``gemm`` kernels) that anchor a kernel."""
+EPILOGUE_OPS: tuple[type[Operation], ...] = (
+    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
+    nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp, nn.BiasAddOp,
+)
+"""The element-wise ops that may follow an anchor in its kernel (no index remapping)."""
+GEMM_TILE = 16
+"""Output tile edge (and K step) of the GEMM kernels: 16x16 threads per block."""
+
 DTYPES = {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}
 _C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
 _HEADERS = {"f16": "cuda_fp16.h", "bf16": "cuda_bf16.h"}
@@ -72,6 +102,42 @@ Dim = int | str
 
 def is_fusable(op: Operation) -> bool:
     return isinstance(op, FUSABLE_OPS)
+
+
+def _typed(op: Operation) -> bool:
+    return all(isinstance(v.type, TensorType) and type(v.type.element_type) in DTYPES
+               for v in (*op.operands, *op.results))
+
+
+def is_anchor(op: Operation) -> bool:
+    """Whether ``op`` can anchor a ``rowwise`` or ``gemm`` kernel (softmax only along its
+    last axis: other axes run on the host)."""
+    if not isinstance(op, ANCHOR_OPS) or not _typed(op):
+        return False
+    if isinstance(op, nn.SoftmaxOp):
+        rank = len(_shape(op.result))
+        return rank >= 1 and op.axis % rank == rank - 1
+    return True
+
+
+def kernel_kind(op: Operation) -> str:
+    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
+
+
+def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> str | None:
+    """Why ``op``, reading values ``derived`` from ``anchor``'s result, cannot be part of
+    its epilogue (``None`` if it can): element-wise only, on and to the anchor's shape."""
+    shape = _shape(anchor.results[0])
+    if not isinstance(op, EPILOGUE_OPS):
+        return f"'{op.name}' remaps indices"
+    if _shape(op.results[0]) != shape:
+        return f"'{op.name}' does not keep the shape of the '{anchor.name}' result"
+    for operand in op.operands:
+        if operand in derived and _shape(operand) != shape:
+            return f"'{op.name}' broadcasts the '{anchor.name}' result"
+    if isinstance(op, nn.BiasAddOp) and op.bias in derived:
+        return "a bias derived from the anchor"
+    return None
 
 
 def _dtype(typ: Attribute) -> str:
@@ -150,12 +216,28 @@ def kernel_function_error(function: FuncOp) -> str | None:
     for arg in block.args:
         if not isinstance(arg.type, TensorType) or type(arg.type.element_type) not in DTYPES:
             return f"takes a {arg.type}, not a tensor of f32, f16 or bf16"
+    anchors = [op for op in block.ops if is_anchor(op)]
     for op in block.ops:
-        if op is not block.last_op and not is_fusable(op):
-            return f"contains '{op.name}', which is not an injective op"
+        if op is not block.last_op and not is_fusable(op) and not is_anchor(op):
+            return f"contains '{op.name}', which is not an injective op, a row reduction or a GEMM"
     result = block.last_op.arguments[0]
     if isinstance(result, BlockArgument):
         return "returns an argument: there is nothing to compute"
+    if len(anchors) > 1:
+        return f"contains several reductions or GEMMs ('{anchors[0].name}', '{anchors[1].name}')"
+    if anchors:
+        (anchor,) = anchors
+        if not all(isinstance(v, BlockArgument) for v in anchor.operands):
+            return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
+        derived: set[SSAValue] = {anchor.results[0]}
+        for op in block.ops:
+            if op is block.last_op or op is anchor or not any(v in derived for v in op.operands):
+                continue
+            if (why := epilogue_error(op, anchor, derived)) is not None:
+                return f"has an epilogue it cannot fuse: {why}"
+            derived.add(op.results[0])
+        if result not in derived:
+            return f"does not return a value computed from '{anchor.name}'"
     return None
 
 
@@ -175,6 +257,16 @@ class FusedKernel:
     ops: tuple[str, ...]
     code: str = field(repr=False)
     block: int = BLOCK_SIZE
+    """Threads per block."""
+    kind: str = "fused"
+    """``fused`` (injective), ``rowwise`` (reduction per row) or ``gemm``."""
+    anchor: str = ""
+    """The reduction or GEMM op of a ``rowwise`` / ``gemm`` kernel."""
+    split: int = 0
+    """Leading output axes that index the blocks: the rows of a ``rowwise`` kernel (the
+    rest is one row), the batch of a ``gemm`` kernel (then M axes, then N)."""
+    tile: int = 0
+    """Output tile edge of a ``gemm`` kernel (threads ``tile x tile`` per block)."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -195,6 +287,14 @@ class _KernelEmitter:
         self.dims: dict[SSAValue, list[Dim]] = {}
         self.runtime_dims: list[tuple[int, int]] = []
         self.uses_dtypes: set[str] = set()
+        anchors = [op for op in self.block.ops if is_anchor(op)]
+        self.anchor: Operation | None = anchors[0] if anchors else None
+        self.derived: set[SSAValue] = set()
+        if self.anchor is not None:
+            self.derived.add(self.anchor.results[0])
+            for op in self.block.ops:
+                if op is not self.block.last_op and any(v in self.derived for v in op.operands):
+                    self.derived.add(op.results[0])
 
     # -- shapes --------------------------------------------------------------------------
     def _derive_dims(self) -> None:
@@ -211,16 +311,22 @@ class _KernelEmitter:
             if op is self.block.last_op:
                 break
             static = _shape(op.results[0])
+            if op is not self.anchor and op.results[0] in self.derived:
+                # The epilogue keeps the anchor's shape (kernel_function_error checked it).
+                self.dims[op.results[0]] = list(self.dims[self.anchor.results[0]])  # type: ignore[union-attr]
+                continue
             derived = self._rule(op) if DYNAMIC_INDEX in static else list(static)
             self.dims[op.results[0]] = [s if s != DYNAMIC_INDEX else d for s, d in zip(static, derived)]
 
     def _rule(self, op: Operation) -> list[Dim]:
+        if isinstance(op, nn.DenseOp):
+            return self.dims[op.input][:-1] + [self.dims[op.weight][0]]
+        if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp):
+            a, b = self.dims[op.lhs], self.dims[op.rhs]
+            (m, _), (_, n) = self._gemm_axes(op)
+            return self._broadcast_dims(a[:-2], b[:-2]) + [a[m], b[n]]
         if isinstance(op, nn.ElementwiseBinaryOp):
-            x, y = self.dims[op.lhs], self.dims[op.rhs]
-            rank = max(len(x), len(y))
-            x = [1] * (rank - len(x)) + x
-            y = [1] * (rank - len(y)) + y
-            return [_broadcast(a, b) for a, b in zip(x, y)]
+            return self._broadcast_dims(self.dims[op.lhs], self.dims[op.rhs])
         if isinstance(op, nn.TransposeOp):
             x = self.dims[op.input]
             return [x[p] for p in op.perm]
@@ -230,6 +336,22 @@ class _KernelEmitter:
             count = _product(self.dims[op.input])
             return [f"{_paren(count)} / {known}" if d == DYNAMIC_INDEX else d for d in shape]
         return list(self.dims[op.operands[0]])
+
+    @staticmethod
+    def _broadcast_dims(x: list[Dim], y: list[Dim]) -> list[Dim]:
+        rank = max(len(x), len(y))
+        x = [1] * (rank - len(x)) + x
+        y = [1] * (rank - len(y)) + y
+        return [_broadcast(a, b) for a, b in zip(x, y)]
+
+    @staticmethod
+    def _gemm_axes(op: Operation) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The (M, K) axes of the lhs and the (K, N) axes of the rhs, from the end."""
+        if isinstance(op, nn.DenseOp):
+            return (-2, -1), (-1, -2)
+        if isinstance(op, nn.BatchMatmulOp):
+            return ((-1, -2) if op.transpose_a else (-2, -1)), ((-1, -2) if op.transpose_b else (-2, -1))
+        return (-2, -1), (-2, -1)
 
     # -- code ----------------------------------------------------------------------------
     def _var(self, prefix: str) -> str:
@@ -271,10 +393,14 @@ class _KernelEmitter:
         return index
 
     def _broadcast_index(self, operand: SSAValue, result: SSAValue, index: Sequence[str]) -> list[str]:
-        dims = self.dims[operand]
+        return self._broadcast_dims_index(self.dims[operand], self.dims[result], index)
+
+    @staticmethod
+    def _broadcast_dims_index(dims: Sequence[Dim], result: Sequence[Dim], index: Sequence[str]) -> list[str]:
+        """The index into a tensor of ``dims`` broadcast to ``result`` at ``index``."""
         lead = len(index) - len(dims)
         out = []
-        for d, r, ix in zip(dims, self.dims[result][lead:], index[lead:]):
+        for d, r, ix in zip(dims, result[lead:], index[lead:]):
             if d == 1:
                 out.append("0")
             elif isinstance(d, str) and d != r and ix != "0":
@@ -292,6 +418,8 @@ class _KernelEmitter:
         if key in self.memo:
             return self.memo[key]
         dtype = _dtype(v.type)
+        if self.anchor is not None and v is self.anchor.results[0]:
+            raise AssertionError("the anchor's result is read at the output index only")
         if isinstance(v.owner, nn.TransposeOp | nn.ReshapeOp):
             # Index remapping only: the value is the input's, at another index.
             self.memo[key] = self._compute(v.owner, index)
@@ -344,6 +472,28 @@ class _KernelEmitter:
             return f"fminf(fmaxf({x}, {_c_float(op.min)}), {_c_float(op.max)})"
         raise op_error(op, "has no CUDA lowering")  # pragma: no cover - checked by kernel_function_error
 
+    def _axis_lines(self, var: str, axes: Sequence[int], used: str, indent: str) -> list[str]:
+        """Declarations of the output index axes ``axes`` (consecutive) that ``used``
+        reads, from ``var``, their row-major linear index."""
+        lines = []
+        stride: Dim = 1
+        for pos in range(len(axes) - 1, -1, -1):
+            axis = axes[pos]
+            d = self.out_dims[axis]
+            if d != 1 and re.search(rf"\bo{axis}\b", used):
+                quotient = var if stride == 1 else f"{var} / {_paren(stride)}"
+                expr = quotient if pos == 0 else f"{_paren(quotient)} % {_paren(d)}"
+                lines.append(f"{indent}const {self.index_type} o{axis} = {expr};")
+            stride = _mul(stride, d)
+        return list(reversed(lines))
+
+    def _load(self, pointer: str, dtype: str) -> str:
+        return pointer if dtype == "f32" else f"ld_{dtype}({pointer})"
+
+    def _arg(self, value: SSAValue) -> BlockArgument:
+        assert isinstance(value, BlockArgument)
+        return value
+
     def emit(self) -> FusedKernel:
         self._derive_dims()
         result = self.block.last_op.operands[0]  # type: ignore[union-attr]
@@ -354,40 +504,47 @@ class _KernelEmitter:
         )
         self.index_type = "long long" if dynamic or numel > _INT_MAX else "int"  # type: ignore[operator]
         self.out_index = ["0" if d == 1 else f"o{axis}" for axis, d in enumerate(self.out_dims)]
+        if self.anchor is not None:
+            # The anchor's value at the output index is "y", computed by the schedule.
+            self.memo[(self.anchor.results[0], tuple(self.out_index))] = "y"
         out = self.value(result, self.out_index)
         out_dtype = _dtype(result.type)
-        # The output index from the linear thread index, for the axes the body reads.
         used = "\n".join(self.lines)
-        index_lines = []
-        stride: Dim = 1
-        for axis in range(len(self.out_dims) - 1, -1, -1):
-            d = self.out_dims[axis]
-            if d != 1 and re.search(rf"\bo{axis}\b", used):
-                quotient = "i" if stride == 1 else f"i / {_paren(stride)}"
-                expr = quotient if axis == 0 else f"{_paren(quotient)} % {_paren(d)}"
-                index_lines.append(f"    const {self.index_type} o{axis} = {expr};")
-            stride = _mul(stride, d)
-        body = list(reversed(index_lines)) + self.lines
         arg_types = [_dtype(a.type) for a in self.block.args]
         self.uses_dtypes |= {*arg_types, out_dtype}
         params = [f"const {_C_TYPES[t]}* __restrict__ in{k}" for k, t in enumerate(arg_types)]
         params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
         params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
-        store = out if out_dtype == "f32" else f"st_{out_dtype}({out})"
+        store = f"    out[i] = {out if out_dtype == 'f32' else f'st_{out_dtype}({out})'};"
         ops = [op.name for op in self.block.ops if op is not self.block.last_op]
-        lines = [
+        T = self.index_type
+        head = [
             f"// @{self.function.sym_name.data}: {', '.join(ops)}",
             f'extern "C" __global__ void __launch_bounds__({BLOCK_SIZE})',
             f"{self.entry}({', '.join(params)}) {{",
-            *(f"  const {self.index_type} d{k} = dim{k};" for k in range(len(self.runtime_dims))),
-            f"  const {self.index_type} n = {numel};",
-            (f"  for ({self.index_type} i = ({self.index_type})blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-             f" i += ({self.index_type})gridDim.x * blockDim.x) {{"),
-            *body,
-            f"    out[i] = {store};",
-            "  }",
-            "}",
+            *(f"  const {T} d{k} = dim{k};" for k in range(len(self.runtime_dims))),
         ]
+        extra: dict = {}
+        rank = len(self.out_dims)
+        if self.anchor is None:
+            body = [
+                f"  const {T} n = {numel};",
+                f"  for ({T} i = ({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
+                *self._axis_lines("i", range(rank), used, "    "),
+                *self.lines,
+                store,
+                "  }",
+            ]
+        elif kernel_kind(self.anchor) == "rowwise":
+            split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp) else rank - 1
+            body = self._rowwise(split, used, store)
+            extra = {"kind": "rowwise", "split": split}
+        else:
+            split = 0 if isinstance(self.anchor, nn.DenseOp) else rank - 2
+            body = self._gemm(split, used, store)
+            extra = {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
+        if self.anchor is not None:
+            extra["anchor"] = self.anchor.name
         return FusedKernel(
             function=self.function.sym_name.data,
             entry=self.entry,
@@ -397,8 +554,129 @@ class _KernelEmitter:
             output_dtype=out_dtype,
             dims=tuple(self.runtime_dims),
             ops=tuple(ops),
-            code="\n".join(lines) + "\n",
+            code="\n".join([*head, *body, "}"]) + "\n",
+            **extra,
         )
+
+    def _epilogue(self, indent: str, store: str) -> list[str]:
+        return [indent + line[4:] for line in [*self.lines, store]]
+
+    def _rowwise(self, split: int, used: str, store: str) -> list[str]:
+        """One block per row (grid-stride over rows), threads stride along the row."""
+        anchor = self.anchor
+        assert anchor is not None
+        T = self.index_type
+        x = self._arg(anchor.operands[0])
+        xt = _dtype(x.type)
+        rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
+        row_loop = f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x)"
+        xj = self._load("xr[j]", xt)
+        lines = [
+            f"  const {T} rows = {rows};",
+            f"  const {T} cols = {cols};",
+            "  __shared__ float red[32];",
+            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+        ]
+        if isinstance(anchor, nn.SoftmaxOp):
+            lines += [
+                "    float mx = __int_as_float(0xff800000);",
+                f"{row_loop} mx = fmaxf(mx, {xj});",
+                "    mx = partita_block_max(mx, red);",
+                "    float sum = 0.0f;",
+                f"{row_loop} sum += expf({xj} - mx);",
+                "    sum = partita_block_sum(sum, red);",
+            ]
+            y = f"expf({xj} - mx) / sum"
+        else:
+            assert isinstance(anchor, nn.LayerNormOp)
+            g, b = self._arg(anchor.gamma), self._arg(anchor.beta)
+            lines += [
+                "    float mean = 0.0f;",
+                f"{row_loop} mean += {xj};",
+                "    mean = partita_block_sum(mean, red) / (float)cols;",
+                "    float var = 0.0f;",
+                f"{row_loop} {{ const float t = {xj} - mean; var += t * t; }}",
+                "    var = partita_block_sum(var, red) / (float)cols;",
+                f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});",
+            ]
+            gj = self._load(f"in{g.index}[j]", _dtype(g.type))
+            bj = self._load(f"in{b.index}[j]", _dtype(b.type))
+            y = f"({xj} - mean) / sd * {gj} + {bj}"
+        lines += [
+            f"{row_loop} {{",
+            f"      const {T} i = r * cols + j;",
+            *self._axis_lines("r", range(split), used, "      "),
+            *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
+            f"      const float y = {self._round(y, _dtype(anchor.results[0].type))};",
+            *self._epilogue("      ", store),
+            "    }",
+            "  }",
+        ]
+        return lines
+
+    def _gemm(self, split: int, used: str, store: str) -> list[str]:
+        """16x16 output tiles, K in steps of 16 through shared memory."""
+        anchor = self.anchor
+        assert anchor is not None
+        T, tile = self.index_type, GEMM_TILE
+        a, b = self._arg(anchor.operands[0]), self._arg(anchor.operands[1])
+        ad, bd = self.dims[a], self.dims[b]
+        (am, ak), (bk, bn) = self._gemm_axes(anchor)
+        if isinstance(anchor, nn.DenseOp):
+            m: Dim = _product(ad[:-1])
+            a_batch: list[Dim] = []
+            b_batch: list[Dim] = []
+        else:
+            m, a_batch, b_batch = ad[am], ad[:-2], bd[:-2]
+        n, k = bd[bn], ad[ak]
+        batch_dims = self.out_dims[:split]
+        batch_index = self._decompose("bz", batch_dims)
+
+        def offset(dims: list[Dim], size: Dim) -> str:
+            linear = self._linear(dims, self._broadcast_dims_index(dims, batch_dims, batch_index))
+            return "" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}"
+
+        a_at = "a[mm * K + kk]" if (am, ak) == (-2, -1) else "a[kk * M + mm]"
+        b_at = "b[kk * N + nn]" if (bk, bn) == (-2, -1) else "b[nn * K + kk]"
+        # Each load walks the operand's contiguous axis with threadIdx.x.
+        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if (am, ak) == (-2, -1) else ("m0 + tx", "k0 + ty", "As[tx][ty]")
+        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if (bk, bn) == (-2, -1) else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
+        at, bt = _dtype(a.type), _dtype(b.type)
+        return [
+            f"  const {T} M = {m};",
+            f"  const {T} N = {n};",
+            f"  const {T} K = {k};",
+            f"  const {T} batch = {_product(batch_dims)};",
+            f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
+            f"  __shared__ float As[{tile}][{tile + 1}];",
+            f"  __shared__ float Bs[{tile}][{tile + 1}];",
+            "  const int tx = threadIdx.x, ty = threadIdx.y;",
+            f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
+            f"    const {_C_TYPES[at]}* a = in{a.index}{offset(a_batch, _mul(m, k))};",
+            f"    const {_C_TYPES[bt]}* b = in{b.index}{offset(b_batch, _mul(k, n))};",
+            f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
+            f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
+            "      float acc = 0.0f;",
+            f"      for ({T} k0 = 0; k0 < K; k0 += {tile}) {{",
+            f"        {{ const {T} mm = {a_load[0]}, kk = {a_load[1]}; {a_load[2]} = mm < M && kk < K ? {self._load(a_at, at)} : 0.0f; }}",
+            f"        {{ const {T} kk = {b_load[0]}, nn = {b_load[1]}; {b_load[2]} = kk < K && nn < N ? {self._load(b_at, bt)} : 0.0f; }}",
+            "        __syncthreads();",
+            f"        for (int q = 0; q < {tile}; ++q) acc += As[ty][q] * Bs[q][tx];",
+            "        __syncthreads();",
+            "      }",
+            f"      const {T} m = m0 + ty, n = n0 + tx;",
+            "      if (m < M && n < N) {",
+            "        const {0} i = (bz * M + m) * N + n;".format(T),
+            *self._axis_lines("bz", range(split), used, "        "),
+            *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "        "),
+            *self._axis_lines("n", [len(self.out_dims) - 1], used, "        "),
+            f"        const float y = {self._round('acc', _dtype(anchor.results[0].type))};",
+            *self._epilogue("        ", store),
+            "      }",
+            "    }",
+            "  }",
+        ]
 
 
 def _entry_name(name: str, taken: set[str]) -> str:
@@ -434,6 +712,38 @@ _HELPERS = {
 }
 
 
+_REDUCE_HELPERS = (
+    "// Block-wide reductions: warp shuffles, then one value per warp through red[32];\n"
+    "// every thread gets the result (blockDim.x a multiple of 32, at most 1024).\n"
+    "static __device__ __forceinline__ float partita_warp_sum(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_warp_max(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_block_sum(float v, float* red) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  v = partita_warp_sum(v);\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = partita_warp_sum(lane < warps ? red[lane] : 0.0f);\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_block_max(float v, float* red) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  v = partita_warp_max(v);\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = partita_warp_max(lane < warps ? red[lane] : __int_as_float(0xff800000));\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+)
+
+
 @dataclass(frozen=True)
 class CudaProgram:
     """The CUDA C of several kernels, in one NVRTC program."""
@@ -454,9 +764,11 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     taken: set[str] = set()
     kernels = {f.sym_name.data: emit_kernel(f, _entry_name(f.sym_name.data, taken)) for f in functions}
     dtypes = {k.output_dtype for k in kernels.values()} | {t for k in kernels.values() for t in k.dtypes}
-    head = "// Fused injective kernels generated by Partita (cuda-codegen)\n"
+    head = "// Fused kernels generated by Partita (cuda-codegen)\n"
     head += "".join(f"#include <{_HEADERS[t]}>\n" for t in ("f16", "bf16") if t in dtypes)
     head += "".join(_HELPERS[t] for t in ("f16", "bf16") if t in dtypes)
+    if any(k.kind == "rowwise" for k in kernels.values()):
+        head += _REDUCE_HELPERS
     parts = [head]
     lines: dict[str, tuple[int, int]] = {}
     line = head.count("\n") + 1

@@ -4,28 +4,47 @@ A record is a dictionary ``{kind = "fused", entry, block, inputs, dtypes, output
 output_dtype, dims, params, ops}``: shapes use ``-1`` for ``?``, ``dims`` lists the
 ``[argument, axis]`` of each run-time ``int`` parameter, ``params`` spells the parameter
 list (``name:kind:size``) like the CUTLASS records. The runtime reads it without the IR.
+
+Anchored kernels add their schedule's launch geometry, computed from the output shape:
+
+* ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm``) and ``rows``,
+  the number of leading output axes that are rows: one block of ``block`` threads per row,
+  ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
+* ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
+  axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
+  threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from math import prod
 
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.lowering.cuda.emitter import FusedKernel
-from partita.lowering.records import dataclass_from, fields_attr
+from partita.lowering.records import dataclass_from, to_attr
 
-__all__ = ["KIND", "MAX_GRID", "FusedRecord", "fused_record"]
+__all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "fused_record"]
 
 KIND = "fused"
+KINDS = ("fused", "rowwise", "gemm")
+"""Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
 NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
 def fused_record(kernel: FusedKernel) -> DictionaryAttr:
-    return fields_attr(kernel, [f.name for f in dataclasses.fields(FusedRecord)], kind=KIND)
+    """The record of ``kernel``: ``kind``, then the fields of its kind's record class."""
+    names = [f.name for f in dataclasses.fields(RECORDS[kernel.kind])]
+    return DictionaryAttr({"kind": to_attr(kernel.kind),
+                           **{n: to_attr(getattr(kernel, _KERNEL_FIELD.get(n, n))) for n in names}})
+
+
+#: Record field -> ``FusedKernel`` field where they differ.
+_KERNEL_FIELD = {"rows": "split", "batch": "split"}
 
 
 @dataclass(frozen=True)
@@ -42,9 +61,9 @@ class FusedRecord:
     params: tuple[str, ...]
     ops: tuple[str, ...]
 
-    @staticmethod
-    def from_attr(record: DictionaryAttr) -> FusedRecord:
-        return dataclass_from(FusedRecord, record, ignore=("kind",))
+    @classmethod
+    def from_attr(cls, record: DictionaryAttr) -> FusedRecord:
+        return dataclass_from(cls, record, ignore=("kind",))
 
     def check_inputs(self, shapes, dtypes) -> str | None:
         """Why these input arrays do not fit the kernel (``None`` when they do)."""
@@ -63,6 +82,10 @@ class FusedRecord:
     def grid(self, numel: int) -> tuple[int, int, int]:
         return (max(1, min(MAX_GRID, -(-numel // self.block))), 1, 1)
 
+    def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` of a launch writing an output of ``out_shape``."""
+        return self.grid(prod(out_shape)), (self.block, 1, 1)
+
     def args(self, inputs: list[int], out: int, dims: list[int]) -> list[tuple[str, int]]:
         """Kernel arguments for ``CudaModule.launch``: input pointers, output, int dims."""
         return [("ptr", p) for p in inputs] + [("ptr", out)] + [("int", d) for d in dims]
@@ -74,3 +97,32 @@ class FusedRecord:
         if str(dtype) != NUMPY_DTYPES[self.output_dtype]:
             return f"output is {dtype}, the kernel writes {NUMPY_DTYPES[self.output_dtype]}"
         return None
+
+
+@dataclass(frozen=True)
+class RowwiseRecord(FusedRecord):
+    """A ``rowwise`` kernel: one block per row of the output's trailing axes."""
+
+    anchor: str
+    rows: int
+
+    def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        return (max(1, min(MAX_GRID, prod(out_shape[: self.rows]))), 1, 1), (self.block, 1, 1)
+
+
+@dataclass(frozen=True)
+class GemmRecord(FusedRecord):
+    """A ``gemm`` kernel: ``tile x tile`` output tiles, batch on grid z."""
+
+    anchor: str
+    batch: int
+    tile: int
+
+    def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+        tiles = (max(1, -(-n // self.tile)), max(1, min(MAX_GRID, -(-m // self.tile))), max(1, min(MAX_GRID, batch)))
+        return tiles, (self.tile, self.tile, 1)
+
+
+RECORDS: dict[str, type[FusedRecord]] = {"fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord}
+"""Record class of each kind."""

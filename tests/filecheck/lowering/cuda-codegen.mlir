@@ -2,21 +2,26 @@
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
 // Fused functions become extern declarations (bodies kept as references) implemented by
-// one cubin; a primitive cuda function that is not injective is left alone.
+// one cubin; a primitive cuda function no kernel computes (a softmax along axis 0) is left
+// alone.
 
 // CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @main_fused_0_reference(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.reference_impl = @main_fused_0}
 // CHECK-NEXT:    nn.relu
 // CHECK-LABEL: func.func private @main_fused_1(tensor<2x3x4xbf16>, tensor<4xbf16>) -> tensor<4x6xbf16> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @main_fused_1_reference
-// CHECK-LABEL: func.func private @not_injective
+// CHECK-LABEL: func.func private @main_gemm(tensor<?x32xf16>, tensor<48x32xf16>, tensor<48xf16>) -> tensor<?x48xf16> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @main_rows(tensor<?x8x20xf32>, tensor<20xf32>, tensor<20xf32>) -> tensor<?x8x20xf32> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @not_a_kernel
 // CHECK-SAME:    byoc.primitive
 // CHECK-NEXT:    nn.softmax
 // CHECK-LABEL: func.func @main
 // CHECK:         func.call @main_fused_0(%x, %b)
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", path = "{{.*}}.cubin",
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
-// CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]}}}
+// CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
+// CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 16 : i64},
+// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64}}}
 
 // CUDA:      #include <cuda_fp16.h>
 // CUDA-NEXT: #include <cuda_bf16.h>
@@ -52,7 +57,46 @@
 // CUDA-NEXT:     const float v2 = rn_bf16(v0 + v1);
 // CUDA-NEXT:     const float v3 = rn_bf16(fminf(fmaxf(v2, -1.5f), 1e+30f));
 // CUDA-NEXT:     out[i] = st_bf16(v3);
-// CUDA-NOT:  not_injective
+
+// A GEMM: 16x16 tiles through shared memory, the weight [N, K] loaded along K, the
+// epilogue (bias, relu) per output element before the store.
+
+// CUDA:      // @main_gemm: nn.dense, nn.bias_add, nn.relu
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
+// CUDA-NEXT: main_gemm(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out, int dim0) {
+// CUDA-NEXT:   const long long d0 = dim0;
+// CUDA-NEXT:   const long long M = d0;
+// CUDA-NEXT:   const long long N = 48;
+// CUDA-NEXT:   const long long K = 32;
+// CUDA:        __shared__ float As[16][17];
+// CUDA-NEXT:   __shared__ float Bs[16][17];
+// CUDA:          { const long long mm = m0 + ty, kk = k0 + tx; As[ty][tx] = mm < M && kk < K ? ld_f16(a[mm * K + kk]) : 0.0f; }
+// CUDA-NEXT:     { const long long kk = k0 + tx, nn = n0 + ty; Bs[tx][ty] = kk < K && nn < N ? ld_f16(b[nn * K + kk]) : 0.0f; }
+// CUDA-NEXT:     __syncthreads();
+// CUDA-NEXT:     for (int q = 0; q < 16; ++q) acc += As[ty][q] * Bs[q][tx];
+// CUDA:          const float y = rn_f16(acc);
+// CUDA-NEXT:     const float v0 = ld_f16(in2[o1]);
+// CUDA-NEXT:     const float v1 = rn_f16(y + v0);
+// CUDA-NEXT:     const float v2 = rn_f16(fmaxf(v1, 0.0f));
+// CUDA-NEXT:     out[i] = st_f16(v2);
+
+// A row reduction: one block per row (grid-stride), block-wide sums, the normalized
+// value and its epilogue per element of the row.
+
+// CUDA:      // @main_rows: nn.layer_norm, nn.sigmoid
+// CUDA:        const long long rows = d0 * 8;
+// CUDA-NEXT:   const long long cols = 20;
+// CUDA-NEXT:   __shared__ float red[32];
+// CUDA-NEXT:   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+// CUDA:          mean = partita_block_sum(mean, red) / (float)cols;
+// CUDA:          var = partita_block_sum(var, red) / (float)cols;
+// CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
+// CUDA-NEXT:     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+// CUDA-NEXT:       const long long i = r * cols + j;
+// CUDA-NEXT:       const float y = (xr[j] - mean) / sd * in1[j] + in2[j];
+// CUDA-NEXT:       const float v0 = 1.0f / (1.0f + expf(-y));
+// CUDA-NEXT:       out[i] = v0;
+// CUDA-NOT:  not_a_kernel
 
 func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
   %2 = nn.relu %0 : (tensor<?x64xf16>) -> tensor<?x64xf16>
@@ -67,8 +111,19 @@ func.func private @main_fused_1(%0: tensor<2x3x4xbf16>, %1: tensor<4xbf16>) -> t
   %5 = nn.clip %4 {min = -1.5 : f64, max = 1.0e30 : f64} : (tensor<4x6xbf16>) -> tensor<4x6xbf16>
   func.return %5 : tensor<4x6xbf16>
 }
-func.func private @not_injective(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
-  %1 = nn.softmax %0 : (tensor<4x6xf32>) -> tensor<4x6xf32>
+func.func private @main_gemm(%0: tensor<?x32xf16>, %1: tensor<48x32xf16>, %2: tensor<48xf16>) -> tensor<?x48xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %3 = nn.dense %0, %1 : (tensor<?x32xf16>, tensor<48x32xf16>) -> tensor<?x48xf16>
+  %4 = nn.bias_add %3, %2 : (tensor<?x48xf16>, tensor<48xf16>) -> tensor<?x48xf16>
+  %5 = nn.relu %4 : (tensor<?x48xf16>) -> tensor<?x48xf16>
+  func.return %5 : tensor<?x48xf16>
+}
+func.func private @main_rows(%0: tensor<?x8x20xf32>, %1: tensor<20xf32>, %2: tensor<20xf32>) -> tensor<?x8x20xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %3 = nn.layer_norm %0, %1, %2 : (tensor<?x8x20xf32>, tensor<20xf32>, tensor<20xf32>) -> tensor<?x8x20xf32>
+  %4 = nn.sigmoid %3 : (tensor<?x8x20xf32>) -> tensor<?x8x20xf32>
+  func.return %4 : tensor<?x8x20xf32>
+}
+func.func private @not_a_kernel(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %1 = nn.softmax %0 {axis = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
   func.return %1 : tensor<4x6xf32>
 }
 func.func @main(%x: tensor<?x64xf16>, %b: tensor<64xf16>, %y: tensor<2x3x4xbf16>, %c: tensor<4xbf16>) -> (tensor<?x64xf16>, tensor<4x6xbf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {

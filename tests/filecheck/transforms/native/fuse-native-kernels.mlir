@@ -1,9 +1,10 @@
 // RUN: partita-opt %s --split-input-file -p fuse-native-kernels | filecheck %s
 // RUN: partita-opt %s --split-input-file -p fuse-native-kernels,fuse-native-kernels | filecheck %s
 
-// A relu -> add(bias) -> gelu chain is one group; dense and softmax stay in @main, and
-// the sigmoid -> multiply after the softmax is a second group taking the softmax's
-// result and the sigmoid's input. Names count groups in program order.
+// A relu -> add(bias) -> gelu chain is one group; the dense anchors a group of its own
+// (its producers never join it, and its result is used twice); the softmax anchors a
+// third, with the sigmoid of its input and the multiply as its epilogue. Names count
+// groups in program order.
 
 // CHECK-LABEL: func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16>
 // CHECK-SAME:    attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive}
@@ -11,16 +12,19 @@
 // CHECK-NEXT:    %3 = nn.add %2, %1
 // CHECK-NEXT:    %4 = nn.gelu %3
 // CHECK-NEXT:    func.return %4 : tensor<?x64xf16>
-// CHECK-LABEL: func.func private @main_fused_1(%0: tensor<?x32xf16>, %1: tensor<?x32xf16>) -> tensor<?x32xf16>
+// CHECK-LABEL: func.func private @main_fused_1(%0: tensor<?x64xf16>, %1: tensor<32x64xf16>) -> tensor<?x32xf16>
+// CHECK-NEXT:    %2 = nn.dense %0, %1
+// CHECK-NEXT:    func.return %2
+// CHECK-LABEL: func.func private @main_fused_2(%0: tensor<?x32xf16>) -> tensor<?x32xf16>
+// CHECK-NEXT:    %1 = nn.softmax %0
 // CHECK-NEXT:    %2 = nn.sigmoid %0
 // CHECK-NEXT:    %3 = nn.multiply %2, %1
 // CHECK-NEXT:    func.return %3
 // CHECK-LABEL: func.func @main
 // CHECK-NEXT:    %0 = func.call @main_fused_0(%x, %b) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
-// CHECK-NEXT:    %1 = nn.dense %0, %w
-// CHECK-NEXT:    %2 = nn.softmax %1
-// CHECK-NEXT:    %3 = func.call @main_fused_1(%1, %2)
-// CHECK-NEXT:    func.return %3
+// CHECK-NEXT:    %1 = func.call @main_fused_1(%0, %w)
+// CHECK-NEXT:    %2 = func.call @main_fused_2(%1)
+// CHECK-NEXT:    func.return %2
 // CHECK-NOT:   func.func
 
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<32x64xf16>, %b: tensor<64xf16>) -> tensor<?x32xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
@@ -36,16 +40,17 @@ func.func @main(%x: tensor<?x64xf16>, %w: tensor<32x64xf16>, %b: tensor<64xf16>)
 
 // -----
 
-// Convexity: fusing the relu with the add would put the softmax between two parts of
-// one kernel (relu -> softmax -> add is a path out of the group and back), so the relu's
-// result, used outside, ends its group. An injective diamond (tanh feeding both the
-// sigmoid and the multiply) has every use inside and is fused whole.
+// Convexity: the relu computes the softmax's operand, so it never joins the softmax's
+// group (an anchor's producers stay outside) and, used by the add too, ends its own.
+// The add and the injective diamond after it (tanh feeding both the sigmoid and the
+// multiply) are the softmax's epilogue.
 
 // CHECK-LABEL: func.func private @f_fused_0(%0: tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK-SAME:    attributes {byoc.target = #byoc.target<"cuda">, byoc.primitive}
 // CHECK-NEXT:    %1 = nn.relu %0
 // CHECK-NEXT:    func.return %1
-// CHECK-LABEL: func.func private @f_fused_1(%0: tensor<8x16xf32>, %1: tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-LABEL: func.func private @f_fused_1(%0: tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT:    %1 = nn.softmax %0
 // CHECK-NEXT:    %2 = nn.add %0, %1
 // CHECK-NEXT:    %3 = nn.tanh %2
 // CHECK-NEXT:    %4 = nn.sigmoid %3
@@ -53,9 +58,8 @@ func.func @main(%x: tensor<?x64xf16>, %w: tensor<32x64xf16>, %b: tensor<64xf16>)
 // CHECK-NEXT:    func.return %5
 // CHECK-LABEL: func.func @f
 // CHECK-NEXT:    %0 = func.call @f_fused_0(%x)
-// CHECK-NEXT:    %1 = nn.softmax %0
-// CHECK-NEXT:    %2 = func.call @f_fused_1(%0, %1)
-// CHECK-NEXT:    func.return %2
+// CHECK-NEXT:    %1 = func.call @f_fused_1(%0)
+// CHECK-NEXT:    func.return %1
 
 func.func @f(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %0 = nn.relu %x : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -103,7 +107,8 @@ func.func private @g_fused_0() -> ()
 // -----
 
 // Partition functions and functions on other targets are not fused; a group of
-// reshapes only is a change of metadata and stays where it is.
+// reshapes only is a change of metadata and stays where it is; a softmax along another
+// axis than the last runs on the host.
 
 // CHECK-LABEL: func.func private @part
 // CHECK-NEXT:    nn.relu
@@ -112,7 +117,7 @@ func.func private @g_fused_0() -> ()
 // CHECK-LABEL: func.func @k
 // CHECK-NEXT:    nn.reshape
 // CHECK-NEXT:    nn.reshape
-// CHECK-NEXT:    nn.dense
+// CHECK-NEXT:    nn.softmax
 // CHECK-NOT:   func.call
 
 func.func private @part(%x: tensor<4xf32>) -> tensor<4xf32> attributes {byoc.compiler = "cutlass", byoc.target = #byoc.target<"cutlass">} {
@@ -123,9 +128,71 @@ func.func @h(%x: tensor<4xf32>) -> tensor<4xf32> attributes {byoc.target = #byoc
   %0 = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>
   func.return %0 : tensor<4xf32>
 }
-func.func @k(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<6x5xf32> {
+func.func @k(%x: tensor<2x3x4xf32>) -> tensor<6x4xf32> {
   %0 = nn.reshape %x : (tensor<2x3x4xf32>) -> tensor<24xf32>
   %1 = nn.reshape %0 : (tensor<24xf32>) -> tensor<6x4xf32>
-  %2 = nn.dense %1, %w : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
-  func.return %2 : tensor<6x5xf32>
+  %2 = nn.softmax %1 {axis = 0 : i64} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  func.return %2 : tensor<6x4xf32>
+}
+
+// -----
+
+// GEMM epilogues (TVM's out-elemwise-fusable): bias_add, the residual add and the relu
+// join the dense; the relu producing the dense's input stays a kernel of its own even
+// though the residual add reads it too (it would feed the anchor from inside). A
+// transpose after a batch_matmul remaps indices: it starts a new group. Of two softmaxes
+// under one add, the earlier keeps the add (the later's result is a side input). The
+// last add broadcasts the matmul's result: it is no epilogue of the matmul, and joins
+// the softmax's group instead, the matmul's result a side input.
+
+// CHECK-LABEL: func.func private @e_fused_0(%0: tensor<?x8xf32>) -> tensor<?x8xf32>
+// CHECK-NEXT:    nn.relu
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @e_fused_1(%0: tensor<?x8xf32>, %1: tensor<8x8xf32>, %2: tensor<8xf32>) -> tensor<?x8xf32>
+// CHECK-NEXT:    %3 = nn.dense %0, %1
+// CHECK-NEXT:    %4 = nn.bias_add %3, %2
+// CHECK-NEXT:    %5 = nn.add %4, %0
+// CHECK-NEXT:    %6 = nn.relu %5
+// CHECK-NEXT:    func.return %6
+// CHECK-LABEL: func.func private @e_fused_2(%0: tensor<2x4x8xf32>, %1: tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT:    nn.batch_matmul
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @e_fused_3(%0: tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT:    nn.transpose
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @e_fused_4(%0: tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT:    nn.softmax
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @e_fused_5(%0: tensor<4x8xf32>, %1: tensor<8x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT:    nn.matmul
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @e_fused_6(%0: tensor<2x4x4xf32>, %1: tensor<2x4x4xf32>, %2: tensor<4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT:    %3 = nn.softmax %0
+// CHECK-NEXT:    %4 = nn.add %3, %1
+// CHECK-NEXT:    %5 = nn.add %4, %2
+// CHECK-NEXT:    func.return %5
+// CHECK-LABEL: func.func @e
+// CHECK-NEXT:    %0 = func.call @e_fused_0(%x)
+// CHECK-NEXT:    %1 = func.call @e_fused_1(%0, %w, %b)
+// CHECK-NEXT:    %2 = func.call @e_fused_2(%p, %q)
+// CHECK-NEXT:    %3 = func.call @e_fused_3(%2)
+// CHECK-NEXT:    %4 = func.call @e_fused_4(%2)
+// CHECK-NEXT:    %5 = func.call @e_fused_5(%u, %v)
+// CHECK-NEXT:    %6 = func.call @e_fused_6(%3, %4, %5)
+// CHECK-NEXT:    func.return %1, %6
+
+func.func @e(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %p: tensor<2x4x8xf32>, %q: tensor<2x8x4xf32>, %u: tensor<4x8xf32>, %v: tensor<8x4xf32>) -> (tensor<?x8xf32>, tensor<2x4x4xf32>) {
+  %0 = nn.relu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %1 = nn.dense %0, %w : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
+  %2 = nn.bias_add %1, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %3 = nn.add %2, %0 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %4 = nn.relu %3 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %5 = nn.batch_matmul %p, %q {transpose_b = false} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %6 = nn.transpose %5 {perm = array<i64: 0, 2, 1>} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %7 = nn.softmax %6 : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %8 = nn.softmax %5 : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %9 = nn.add %7, %8 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %10 = nn.matmul %u, %v : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %11 = nn.add %9, %10 : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  func.return %4, %11 : tensor<?x8xf32>, tensor<2x4x4xf32>
 }

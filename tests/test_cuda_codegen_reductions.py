@@ -1,0 +1,224 @@
+"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm) and GEMMs
+(dense, matmul, batch_matmul), each with its fused element-wise epilogue. NVRTC compiles
+every kernel and dtype in one program; the lowered module runs like the original; the
+kernels, built for the host with a block emulation, compute the reference semantics; the
+device path launches the recorded geometry with arguments the cubin agrees with."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import PassPipeline
+
+from partita.ir import make_context, parse_module
+from partita.lowering import nvrtc
+from partita.lowering.cubin import kernel_params, kernel_symbols
+from partita.lowering.cuda_codegen import program_of
+from partita.runtime.extern import (
+    ExternRuntime,
+    GemmKernelHandle,
+    ModuleRunner,
+    RowwiseKernelHandle,
+    kernel_handles,
+)
+from partita.runtime.reference import run
+from partita.transforms import get_all_passes
+
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
+
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+# Attention (matmul + scale epilogue, softmax, matmul), an MLP block (dense + bias + gelu,
+# layer_norm + residual), batch_matmul both ways (a broadcast batch, transposes), a
+# matmul broadcasting a rank-2 rhs over a dynamic batch with sizes off the 16x16 tiles,
+# a softmax with an epilogue and a layer_norm over two axes.
+TEMPLATE = """
+func.func @attn_T(%q: tensor<?x4x16x8xT>, %k: tensor<?x4x8x16xT>, %s: tensor<T>, %v: tensor<?x4x16x8xT>) -> tensor<?x4x16x8xT> {
+  %0 = nn.matmul %q, %k : (tensor<?x4x16x8xT>, tensor<?x4x8x16xT>) -> tensor<?x4x16x16xT>
+  %1 = nn.divide %0, %s : (tensor<?x4x16x16xT>, tensor<T>) -> tensor<?x4x16x16xT>
+  %2 = nn.softmax %1 : (tensor<?x4x16x16xT>) -> tensor<?x4x16x16xT>
+  %3 = nn.matmul %2, %v : (tensor<?x4x16x16xT>, tensor<?x4x16x8xT>) -> tensor<?x4x16x8xT>
+  func.return %3 : tensor<?x4x16x8xT>
+}
+func.func @mlp_T(%x: tensor<?x8x32xT>, %w: tensor<24x32xT>, %b: tensor<24xT>, %g: tensor<24xT>, %be: tensor<24xT>, %r: tensor<?x8x24xT>) -> tensor<?x8x24xT> {
+  %0 = nn.dense %x, %w : (tensor<?x8x32xT>, tensor<24x32xT>) -> tensor<?x8x24xT>
+  %1 = nn.bias_add %0, %b : (tensor<?x8x24xT>, tensor<24xT>) -> tensor<?x8x24xT>
+  %2 = nn.gelu %1 : (tensor<?x8x24xT>) -> tensor<?x8x24xT>
+  %3 = nn.layer_norm %2, %g, %be : (tensor<?x8x24xT>, tensor<24xT>, tensor<24xT>) -> tensor<?x8x24xT>
+  %4 = nn.add %3, %r : (tensor<?x8x24xT>, tensor<?x8x24xT>) -> tensor<?x8x24xT>
+  func.return %4 : tensor<?x8x24xT>
+}
+func.func @bmm_T(%a: tensor<3x40x20xT>, %b: tensor<1x40x12xT>, %c: tensor<2x20x40xT>, %d: tensor<2x12x40xT>) -> (tensor<3x20x12xT>, tensor<2x20x12xT>) {
+  %0 = nn.batch_matmul %a, %b {transpose_a = true, transpose_b = false} : (tensor<3x40x20xT>, tensor<1x40x12xT>) -> tensor<3x20x12xT>
+  %1 = nn.relu %0 : (tensor<3x20x12xT>) -> tensor<3x20x12xT>
+  %2 = nn.batch_matmul %c, %d : (tensor<2x20x40xT>, tensor<2x12x40xT>) -> tensor<2x20x12xT>
+  func.return %1, %2 : tensor<3x20x12xT>, tensor<2x20x12xT>
+}
+func.func @misc_T(%a: tensor<?x3x17x9xT>, %b: tensor<9x33xT>, %x: tensor<?x6x50xT>, %y: tensor<50xT>, %g: tensor<6x50xT>, %be: tensor<6x50xT>) -> (tensor<?x3x17x33xT>, tensor<?x6x50xT>, tensor<?x6x50xT>) {
+  %0 = nn.matmul %a, %b : (tensor<?x3x17x9xT>, tensor<9x33xT>) -> tensor<?x3x17x33xT>
+  %1 = nn.softmax %x {axis = 2 : i64} : (tensor<?x6x50xT>) -> tensor<?x6x50xT>
+  %2 = nn.multiply %1, %y : (tensor<?x6x50xT>, tensor<50xT>) -> tensor<?x6x50xT>
+  %3 = nn.layer_norm %x, %g, %be {axis = 1 : i64, epsilon = 1.0e-3 : f64} : (tensor<?x6x50xT>, tensor<6x50xT>, tensor<6x50xT>) -> tensor<?x6x50xT>
+  func.return %0, %2, %3 : tensor<?x3x17x33xT>, tensor<?x6x50xT>, tensor<?x6x50xT>
+}
+"""
+MODEL = "".join(TEMPLATE.replace("T", t) for t in DTYPES)  # T only spells the dtype
+PIPELINE = "fuse-native-kernels,cuda-codegen{{arch=sm_90 cache-dir=\"{cache}\"}},lower-extern-calls"
+# Per dtype: (kernel, kind, ops).
+KERNELS = [
+    ("attn_{}_fused_0", "gemm", ("nn.matmul", "nn.divide")),
+    ("attn_{}_fused_1", "rowwise", ("nn.softmax",)),
+    ("attn_{}_fused_2", "gemm", ("nn.matmul",)),
+    ("mlp_{}_fused_0", "gemm", ("nn.dense", "nn.bias_add", "nn.gelu")),
+    ("mlp_{}_fused_1", "rowwise", ("nn.layer_norm", "nn.add")),
+    ("bmm_{}_fused_0", "gemm", ("nn.batch_matmul", "nn.relu")),
+    ("bmm_{}_fused_1", "gemm", ("nn.batch_matmul",)),
+    ("misc_{}_fused_0", "gemm", ("nn.matmul",)),
+    ("misc_{}_fused_1", "rowwise", ("nn.softmax", "nn.multiply")),
+    ("misc_{}_fused_2", "rowwise", ("nn.layer_norm",)),
+]
+TOLERANCE = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
+
+
+def _args(function: str, dtype: str, batch: int) -> list[np.ndarray]:
+    shapes = {
+        "attn": [(batch, 4, 16, 8), (batch, 4, 8, 16), (), (batch, 4, 16, 8)],
+        "mlp": [(batch, 8, 32), (24, 32), (24,), (24,), (24,), (batch, 8, 24)],
+        "bmm": [(3, 40, 20), (1, 40, 12), (2, 20, 40), (2, 12, 40)],
+        "misc": [(batch, 3, 17, 9), (9, 33), (batch, 6, 50), (50,), (6, 50), (6, 50)],
+    }[function]
+    rng = np.random.default_rng(batch)
+    out = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if function == "attn":
+        out[2] = np.array(2.5, np.float32)
+    return [a.astype(DTYPES[dtype]) for a in out]
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory: pytest.TempPathFactory):
+    """The model through fuse-native-kernels, cuda-codegen and lower-extern-calls (one
+    NVRTC program, 30 kernels), and the fused module before codegen."""
+    cache = tmp_path_factory.mktemp("cubins")
+    ctx = make_context()
+    fused = parse_module(MODEL, ctx, "model.mlir")
+    PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
+    module = parse_module(MODEL, ctx, "model.mlir")
+    before = nvrtc.stats.compiles
+    PassPipeline.parse_spec(get_all_passes(), PIPELINE.format(cache=cache)).apply(ctx, module)
+    assert nvrtc.stats.compiles - before == 1
+    return module, fused
+
+
+def test_every_kernel_and_dtype_compiles_into_one_cubin(lowered) -> None:
+    module, fused = lowered
+    handles = kernel_handles(module)
+    want = {name.format(t): (kind, ops) for t in DTYPES for name, kind, ops in KERNELS}
+    assert {n: (h.kind, h.record.ops) for n, h in handles.items()} == want
+    assert all(isinstance(h, RowwiseKernelHandle if h.kind == "rowwise" else GemmKernelHandle) for h in handles.values())
+    (path,) = {h.path for h in handles.values()}
+    assert kernel_symbols(path.read_bytes()) == {h.record.entry for h in handles.values()}
+    # Nothing is left on the host: every nn op of the entries went into a kernel.
+    for op in module.ops:
+        if op.name == "func.func" and not op.sym_name.data.endswith(("_reference", "_shape_func")) and op.body.blocks:
+            assert not [o.name for o in op.body.walk() if o.name.startswith("nn.")], op.sym_name.data
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
+    module, _ = lowered
+    runner = ModuleRunner(module, ExternRuntime(kernel_handles(module), device=None))
+    original = parse_module(MODEL, make_context(), "model.mlir")
+    for function in ("attn", "mlp", "bmm", "misc"):
+        for batch in (1, 3):
+            args = _args(function, dtype, batch)
+            got = runner.run(*args, entry=f"{function}_{dtype}")
+            want = run(original, *args, entry=f"{function}_{dtype}")
+            for g, w in zip(got, want, strict=True):
+                assert g.shape == w.shape and g.dtype == DTYPES[dtype]
+                np.testing.assert_array_equal(g, w)
+    assert sum(runner.runtime.emulated.values()) == 2 * 10 and not runner.runtime.launches
+
+
+# -- the kernels' semantics, built for the host -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def host_kernels(lowered, tmp_path_factory: pytest.TempPathFactory) -> HostKernels:
+    if not have_gxx():
+        pytest.skip("needs g++ to build the kernels for the host")
+    module, fused = lowered
+    records = [h.record for h in kernel_handles(module).values()]
+    return HostKernels(program_of(fused).code, records, tmp_path_factory.mktemp("host"))
+
+
+def _run_function(function, args):
+    """The reference executor on one private function (wrapped as a module's entry)."""
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    return run(ModuleOp([clone]), *args, entry=clone.sym_name.data)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_kernels_compute_the_reference_semantics(lowered, host_kernels: HostKernels, dtype: str) -> None:
+    """Each kernel, launched with its recorded block and a grid of at most two blocks on
+    the axes the kernels stride over (rows, M tiles, batch), against the reference."""
+    module, fused = lowered
+    handles = kernel_handles(module)
+    functions = {f.sym_name.data: f for f in fused.ops if hasattr(f, "sym_name")}
+    for k, (pattern, _, _) in enumerate(KERNELS):
+        name = pattern.format(dtype)
+        rec = handles[name].record
+        rng = np.random.default_rng(k)
+        args = [rng.standard_normal(tuple(3 if d < 0 else d for d in s)).astype(np.float32).astype(DTYPES[dtype])
+                for s in rec.inputs]
+        (expected,) = _run_function(functions[name], args)
+        out = np.zeros(expected.shape, DTYPES[dtype])
+        grid, block = rec.geometry(out.shape)
+        grid = (grid[0], min(grid[1], 2), min(grid[2], 2)) if handles[name].kind == "gemm" else (min(grid[0], 2), 1, 1)
+        host_kernels.launch(rec, grid, block, args, out)
+        tol = TOLERANCE[dtype]
+        np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=tol, atol=tol, err_msg=name)
+
+
+# -- the device path, with a fake device ----------------------------------------------------
+
+
+def test_device_path_launches_the_recorded_geometry(lowered) -> None:
+    from partita.runtime.cuda import pack_kernel_args
+
+    module, _ = lowered
+    handles = kernel_handles(module)
+    device = FakeDevice()
+    runner = ModuleRunner(module, ExternRuntime(handles, device=device))
+    batch = 5
+    args = _args("mlp", "f16", batch)
+    (out,) = runner.run(*args, entry="mlp_f16")
+
+    (loaded,) = device.modules
+    launches = {name: rest for name, *rest in loaded.launched}
+    assert sorted(launches) == ["mlp_f16_fused_0", "mlp_f16_fused_1"]
+    # The GEMM: 16x16 threads, N = 24 -> 2 tiles, M = 5 * 8 = 40 -> 3 tiles, no batch.
+    grid, block, gemm_args, smem = launches["mlp_f16_fused_0"]
+    assert (grid, block, smem) == ((2, 3, 1), (16, 16, 1), 0)
+    # The layer_norm: one block of 256 threads per row (5 * 8 rows).
+    grid, block, row_args, smem = launches["mlp_f16_fused_1"]
+    assert (grid, block, smem) == ((40, 1, 1), (256, 1, 1), 0)
+    for name, kernel_args in (("mlp_f16_fused_0", gemm_args), ("mlp_f16_fused_1", row_args)):
+        handle = handles[name]
+        assert kernel_args[-1] == ("int", batch)
+        _, offsets = pack_kernel_args(kernel_args)
+        params = kernel_params(loaded.cubin, handle.record.entry)
+        assert [(p.offset, p.size) for p in params] == [
+            (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
+        ]
+        assert len(params) == len(handle.record.params)
+    # The GEMM read x, w and the bias byte for byte; the layer_norm read the GEMM's output
+    # (what the fake kernel wrote) and the residual.
+    assert [device.memory[p].tobytes() for _, p in gemm_args[:3]] == [a.tobytes() for a in args[:3]]
+    assert np.all(device.memory[row_args[0][1]] == 7)
+    assert device.memory[row_args[3][1]].tobytes() == args[5].tobytes()
+    assert out.shape == (batch, 8, 24) and np.all(out.view(np.uint16) == 0x0707)
+    assert not runner.runtime.emulated
