@@ -44,8 +44,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as cache:
             cold, exe = compile_once(model, args.partitioner, cache)
             warm, warm_exe = compile_once(model, args.partitioner, cache)
-        kernels = sum(1 for row in exe.report().rows if row.kernel)
-        print(f"\n{layers} layer(s): {len(exe.partitions)} partitions, {kernels} CUTLASS kernels")
+        rows = exe.report().rows
+        cutlass = sum(1 for row in rows if row.kernel and row.target == "cutlass")
+        native = sum(1 for row in rows if row.kernel and row.target == "cuda")
+        print(f"\n{layers} layer(s): {cutlass} CUTLASS partition function(s), {native} native CUDA kernel function(s)")
         print(f"  cold {cold:7.2f} s  ({exe.compiles} NVRTC compile(s))")
         print(f"  warm {warm:7.2f} s  ({warm_exe.compiles} NVRTC compile(s), {warm_exe.cache_hits} cache hit(s))")
         cold_times, warm_times = dict(exe.pass_times), dict(warm_exe.pass_times)

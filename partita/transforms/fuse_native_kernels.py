@@ -18,6 +18,8 @@ the anchor's shape. A group holds one anchor at most (of two, the earlier is kep
 injective group computing an operand of the anchor never joins it. Other non-injective
 ops (conv2d, softmax on another axis, pools, ...) stay where they are and run on the host.
 
+Structurally equal groups (same body, types and target) share one function, as TVM's
+compiler cache shares lowered functions, so N equal layers compile each kernel once.
 Each group becomes a private ``func.func @<caller>_fused_<k>`` (``k`` counts in program
 order; taken names are skipped) with the caller's target without its host and
 ``byoc.primitive``, called with ``func.call``; values from outside (arguments,
@@ -36,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -51,6 +53,7 @@ from partita.dialects.byoc import (
     TargetAttr,
 )
 from partita.ir import symbol_name
+from partita.ir.structural import structural_hash, structurally_equal
 from partita.lowering.cuda.emitter import epilogue_error, is_anchor, is_fusable
 from partita.transforms.target_utils import func_target_attr, is_entry
 
@@ -117,7 +120,8 @@ def fuse_groups(block: Block) -> list[list[Operation]]:
     return sorted(groups.values(), key=lambda g: position[g[-1]])
 
 
-def _outline(group: list[Operation], name: str, target: TargetAttr) -> tuple[FuncOp, CallOp]:
+def _outline(group: list[Operation], target: TargetAttr) -> tuple[FuncOp, list[SSAValue]]:
+    """The group as a (not yet named or inserted) primitive function, and its operands."""
     members = set(group)
     inputs: list[SSAValue] = []
     for op in group:
@@ -130,13 +134,32 @@ def _outline(group: list[Operation], name: str, target: TargetAttr) -> tuple[Fun
     for op in group:
         body.add_op(op.clone(value_mapper=mapping))
     body.add_op(ReturnOp(mapping[output]))
-    function = FuncOp(name, ([v.type for v in inputs], [output.type]), Region(body), "private")
+    function = FuncOp("fused", ([v.type for v in inputs], [output.type]), Region(body), "private")
     function.attributes[TARGET] = target
     function.attributes[PRIMITIVE] = UnitAttr()
     function.location = group[-1].location
-    call = CallOp(name, inputs, [output.type])
-    call.location = group[-1].location
-    return function, call
+    return function, inputs
+
+
+class _LoweredFunctions:
+    """TVM's TE compiler cache: structurally equal primitive functions (same body, type
+    and target) are one function, so a model of N equal layers compiles each kernel once."""
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[FuncOp]] = {}
+
+    def find(self, function: FuncOp) -> FuncOp | None:
+        for other in self.buckets.get(structural_hash(function.body), []):
+            if (
+                other.function_type == function.function_type
+                and other.attributes[TARGET] == function.attributes[TARGET]
+                and structurally_equal(other.body, function.body)
+            ):
+                return other
+        return None
+
+    def add(self, function: FuncOp) -> None:
+        self.buckets.setdefault(structural_hash(function.body), []).append(function)
 
 
 def _in_scope(function: FuncOp, kind: str) -> bool:
@@ -158,6 +181,7 @@ class FuseNativeKernels(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}
+        lowered = _LoweredFunctions()
         for function in [f for f in op.ops if isinstance(f, FuncOp) and _in_scope(f, self.target)]:
             attr = func_target_attr(function)
             target = attr.without_host() if attr is not None else TargetAttr(self.target)
@@ -166,12 +190,20 @@ class FuseNativeKernels(ModulePass):
                 for group in fuse_groups(block):
                     if all(isinstance(o, nn.ReshapeOp) for o in group):
                         continue
-                    while (name := f"{function.sym_name.data}_fused_{k}") in taken:
-                        k += 1
-                    taken.add(name)
-                    outlined, call = _outline(group, name, target)
-                    Rewriter.insert_op(outlined, InsertPoint.before(function))
+                    outlined, inputs = _outline(group, target)
+                    shared = lowered.find(outlined)
+                    if shared is None:
+                        while (name := f"{function.sym_name.data}_fused_{k}") in taken:
+                            k += 1
+                        taken.add(name)
+                        outlined.sym_name = StringAttr(name)
+                        Rewriter.insert_op(outlined, InsertPoint.before(function))
+                        lowered.add(outlined)
+                        shared = outlined
+                    result = group[-1].results[0]
+                    call = CallOp(shared.sym_name.data, inputs, [result.type])
+                    call.location = group[-1].location
                     Rewriter.insert_op(call, InsertPoint.before(group[-1]))
-                    group[-1].results[0].replace_all_uses_with(call.res[0])
+                    result.replace_all_uses_with(call.res[0])
                     for member in reversed(group):
                         Rewriter.erase_op(member)

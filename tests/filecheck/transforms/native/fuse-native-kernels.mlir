@@ -196,3 +196,27 @@ func.func @e(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %p: te
   %11 = nn.add %9, %10 : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
   func.return %4, %11 : tensor<?x8xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// Two equal layers: structurally equal groups share one function (TVM's compiler cache),
+// so the kernel is compiled once; a group with another shape gets its own.
+
+// CHECK-LABEL: func.func private @layers_fused_0(%{{.*}}: tensor<4x8xf32>, %{{.*}}: tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NOT:   func.func private @layers_fused_
+// CHECK-LABEL: func.func private @layers_fused_1(%{{.*}}: tensor<2x8xf32>, %{{.*}}: tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK-LABEL: func.func @layers(
+// CHECK:         %[[A:.*]] = func.call @layers_fused_0(%x, %b)
+// CHECK:         %[[P:.*]] = nn.pad %[[A]]
+// CHECK:         %[[B:.*]] = func.call @layers_fused_0(%[[P]], %c)
+// CHECK:         func.call @layers_fused_1(%y, %b)
+func.func @layers(%x: tensor<4x8xf32>, %y: tensor<2x8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<2x8xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %0 = nn.bias_add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = nn.relu %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = nn.pad %1 {pad_before = array<i64: 0, 0>, pad_after = array<i64: 0, 0>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = nn.bias_add %2, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %4 = nn.relu %3 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = nn.bias_add %y, %b : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %6 = nn.relu %5 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return %4, %6 : tensor<4x8xf32>, tensor<2x8xf32>
+}
