@@ -30,7 +30,8 @@ _PASSES: dict[str, tuple[str, str]] = {
     "partition-graph": ("partita.transforms.partition_graph", "PartitionGraph"),
     "partition-eager": ("partita.transforms.partition_eager", "PartitionEager"),
     "collage-partition": ("partita.transforms.collage_partition", "CollagePartition"),
-    # Layout.
+    # Graph simplification and layout.
+    "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
