@@ -20,6 +20,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
+from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
@@ -70,8 +71,6 @@ def cutlass_sm(config: CompilationConfig) -> int:
 
 
 def has_nchw_conv(module: ModuleOp) -> bool:
-    from partita.dialects.nn import Conv2DOp
-
     return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
 
 
@@ -92,6 +91,10 @@ def build_pipeline(
     external = [t.kind_name for t in config.external_targets]
     targets = ",".join(str(t) for t in config)
     steps: list[str] = []
+    if any(isinstance(op, BatchNormOp) for op in module.walk()):
+        # Fold inference batch norms into convolutions (or plain arithmetic) first, so
+        # conv + bias + relu reaches CUTLASS whole.
+        steps.append("simplify-inference")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")

@@ -1,5 +1,6 @@
-"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm) and GEMMs
-(dense, matmul, batch_matmul), each with its fused element-wise epilogue. NVRTC compiles
+"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm), GEMMs
+(dense, matmul, batch_matmul) and pools (max / avg / global avg, both layouts), each with
+its fused element-wise epilogue, and the index-remapping injective ops (pad, concatenate). NVRTC compiles
 every kernel and dtype in one program; the lowered module runs like the original; the
 kernels, built for the host with a block emulation, compute the reference semantics; the
 device path launches the recorded geometry with arguments the cubin agrees with."""
@@ -18,9 +19,11 @@ from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cuda_codegen import program_of
 from partita.runtime.extern import (
     ExternRuntime,
+    FusedKernelHandle,
     GemmKernelHandle,
     ModuleRunner,
     RowwiseKernelHandle,
+    WindowKernelHandle,
     kernel_handles,
 )
 from partita.runtime.reference import run
@@ -64,6 +67,24 @@ func.func @misc_T(%a: tensor<?x3x17x9xT>, %b: tensor<9x33xT>, %x: tensor<?x6x50x
   %3 = nn.layer_norm %x, %g, %be {axis = 1 : i64, epsilon = 1.0e-3 : f64} : (tensor<?x6x50xT>, tensor<6x50xT>, tensor<6x50xT>) -> tensor<?x6x50xT>
   func.return %0, %2, %3 : tensor<?x3x17x33xT>, tensor<?x6x50xT>, tensor<?x6x50xT>
 }
+func.func @pool_T(%x: tensor<?x4x9x9xT>, %b: tensor<4xT>, %y: tensor<2x7x7x3xT>, %z: tensor<?x6x5x3xT>) -> (tensor<?x4x5x5xT>, tensor<2x4x4x3xT>, tensor<?x1x1x3xT>) {
+  %0 = nn.max_pool2d %x {pool_size = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 0, 0>, ceil_mode = true} : (tensor<?x4x9x9xT>) -> tensor<?x4x5x5xT>
+  %1 = nn.bias_add %0, %b {axis = 1 : i64} : (tensor<?x4x5x5xT>, tensor<4xT>) -> tensor<?x4x5x5xT>
+  %2 = nn.relu %1 : (tensor<?x4x5x5xT>) -> tensor<?x4x5x5xT>
+  %3 = nn.avg_pool2d %y {layout = "NHWC", pool_size = array<i64: 3, 2>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 2>, count_include_pad = true} : (tensor<2x7x7x3xT>) -> tensor<2x4x4x3xT>
+  %4 = nn.avg_pool2d %x {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = true} : (tensor<?x4x9x9xT>) -> tensor<?x4x5x5xT>
+  %5 = nn.add %2, %4 : (tensor<?x4x5x5xT>, tensor<?x4x5x5xT>) -> tensor<?x4x5x5xT>
+  %6 = nn.global_avg_pool2d %z {layout = "NHWC"} : (tensor<?x6x5x3xT>) -> tensor<?x1x1x3xT>
+  %7 = nn.sigmoid %6 : (tensor<?x1x1x3xT>) -> tensor<?x1x1x3xT>
+  func.return %5, %3, %7 : tensor<?x4x5x5xT>, tensor<2x4x4x3xT>, tensor<?x1x1x3xT>
+}
+func.func @padcat_T(%x: tensor<?x3x4x5xT>, %w: tensor<?x3x2x7xT>) -> tensor<?x3x8x7xT> {
+  %0 = nn.relu %x : (tensor<?x3x4x5xT>) -> tensor<?x3x4x5xT>
+  %1 = nn.pad %0 {pad_before = array<i64: 0, 0, 1, 2>, pad_after = array<i64: 0, 0, 1, 0>, pad_value = -1.5 : f64} : (tensor<?x3x4x5xT>) -> tensor<?x3x6x7xT>
+  %2 = nn.concatenate %1, %w {axis = 2 : i64} : (tensor<?x3x6x7xT>, tensor<?x3x2x7xT>) -> tensor<?x3x8x7xT>
+  %3 = nn.tanh %2 : (tensor<?x3x8x7xT>) -> tensor<?x3x8x7xT>
+  func.return %3 : tensor<?x3x8x7xT>
+}
 """
 MODEL = "".join(TEMPLATE.replace("T", t) for t in DTYPES)  # T only spells the dtype
 PIPELINE = "fuse-native-kernels,cuda-codegen{{arch=sm_90 cache-dir=\"{cache}\"}},lower-extern-calls"
@@ -79,7 +100,13 @@ KERNELS = [
     ("misc_{}_fused_0", "gemm", ("nn.matmul",)),
     ("misc_{}_fused_1", "rowwise", ("nn.softmax", "nn.multiply")),
     ("misc_{}_fused_2", "rowwise", ("nn.layer_norm",)),
+    ("pool_{}_fused_0", "window", ("nn.avg_pool2d",)),
+    ("pool_{}_fused_1", "window", ("nn.avg_pool2d",)),
+    ("pool_{}_fused_2", "window", ("nn.max_pool2d", "nn.bias_add", "nn.relu", "nn.add")),
+    ("pool_{}_fused_3", "window", ("nn.global_avg_pool2d", "nn.sigmoid")),
+    ("padcat_{}_fused_0", "fused", ("nn.relu", "nn.pad", "nn.concatenate", "nn.tanh")),
 ]
+HANDLES = {"rowwise": RowwiseKernelHandle, "gemm": GemmKernelHandle, "window": WindowKernelHandle, "fused": FusedKernelHandle}
 TOLERANCE = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
 
 
@@ -89,6 +116,8 @@ def _args(function: str, dtype: str, batch: int) -> list[np.ndarray]:
         "mlp": [(batch, 8, 32), (24, 32), (24,), (24,), (24,), (batch, 8, 24)],
         "bmm": [(3, 40, 20), (1, 40, 12), (2, 20, 40), (2, 12, 40)],
         "misc": [(batch, 3, 17, 9), (9, 33), (batch, 6, 50), (50,), (6, 50), (6, 50)],
+        "pool": [(batch, 4, 9, 9), (4,), (2, 7, 7, 3), (batch, 6, 5, 3)],
+        "padcat": [(batch, 3, 4, 5), (batch, 3, 2, 7)],
     }[function]
     rng = np.random.default_rng(batch)
     out = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -100,7 +129,7 @@ def _args(function: str, dtype: str, batch: int) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory: pytest.TempPathFactory):
     """The model through fuse-native-kernels, cuda-codegen and lower-extern-calls (one
-    NVRTC program, 30 kernels), and the fused module before codegen."""
+    NVRTC program, 45 kernels), and the fused module before codegen."""
     cache = tmp_path_factory.mktemp("cubins")
     ctx = make_context()
     fused = parse_module(MODEL, ctx, "model.mlir")
@@ -117,7 +146,7 @@ def test_every_kernel_and_dtype_compiles_into_one_cubin(lowered) -> None:
     handles = kernel_handles(module)
     want = {name.format(t): (kind, ops) for t in DTYPES for name, kind, ops in KERNELS}
     assert {n: (h.kind, h.record.ops) for n, h in handles.items()} == want
-    assert all(isinstance(h, RowwiseKernelHandle if h.kind == "rowwise" else GemmKernelHandle) for h in handles.values())
+    assert all(type(h) is HANDLES[h.kind] for h in handles.values())
     (path,) = {h.path for h in handles.values()}
     assert kernel_symbols(path.read_bytes()) == {h.record.entry for h in handles.values()}
     # Nothing is left on the host: every nn op of the entries went into a kernel.
@@ -131,7 +160,7 @@ def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
     module, _ = lowered
     runner = ModuleRunner(module, ExternRuntime(kernel_handles(module), device=None))
     original = parse_module(MODEL, make_context(), "model.mlir")
-    for function in ("attn", "mlp", "bmm", "misc"):
+    for function in ("attn", "mlp", "bmm", "misc", "pool", "padcat"):
         for batch in (1, 3):
             args = _args(function, dtype, batch)
             got = runner.run(*args, entry=f"{function}_{dtype}")
@@ -139,7 +168,7 @@ def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
             for g, w in zip(got, want, strict=True):
                 assert g.shape == w.shape and g.dtype == DTYPES[dtype]
                 np.testing.assert_array_equal(g, w)
-    assert sum(runner.runtime.emulated.values()) == 2 * 10 and not runner.runtime.launches
+    assert sum(runner.runtime.emulated.values()) == 2 * len(KERNELS) and not runner.runtime.launches
 
 
 # -- the kernels' semantics, built for the host -------------------------------------------
@@ -222,3 +251,42 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
     assert device.memory[row_args[3][1]].tobytes() == args[5].tobytes()
     assert out.shape == (batch, 8, 24) and np.all(out.view(np.uint16) == 0x0707)
     assert not runner.runtime.emulated
+
+
+def test_device_path_launches_window_kernels(lowered) -> None:
+    """The pools launch one thread per output element; the packed arguments match the
+    cubin's parameter table; the epilogue's inputs (the bias, the other pool's result)
+    are arguments of the max pool's kernel."""
+    from partita.runtime.cuda import pack_kernel_args
+
+    module, _ = lowered
+    handles = kernel_handles(module)
+    device = FakeDevice()
+    runner = ModuleRunner(module, ExternRuntime(handles, device=device))
+    batch = 70
+    args = _args("pool", "f32", batch)
+    outs = runner.run(*args, entry="pool_f32")
+
+    (loaded,) = device.modules
+    launches = {name: rest for name, *rest in loaded.launched}
+    assert sorted(launches) == [f"pool_f32_fused_{k}" for k in range(4)]
+    numel = {0: 2 * 4 * 4 * 3, 1: batch * 4 * 5 * 5, 2: batch * 4 * 5 * 5, 3: batch * 3}
+    for k, (grid, block, kernel_args, smem) in enumerate(launches[f"pool_f32_fused_{k}"] for k in range(4)):
+        handle = handles[f"pool_f32_fused_{k}"]
+        assert isinstance(handle, WindowKernelHandle)
+        assert (grid, block, smem) == ((-(-numel[k] // 256), 1, 1), (256, 1, 1), 0)
+        _, offsets = pack_kernel_args(kernel_args)
+        params = kernel_params(loaded.cubin, handle.record.entry)
+        assert [(p.offset, p.size) for p in params] == [
+            (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
+        ]
+        assert len(params) == len(handle.record.params)
+    # The max pool's kernel: x, the bias, the avg pool's output (what the fake wrote),
+    # out, then the batch of x and of the avg pool's output.
+    fused = launches["pool_f32_fused_2"][2]
+    assert fused[4:] == [("int", batch), ("int", batch)] and [kind for kind, _ in fused[:4]] == ["ptr"] * 4
+    assert device.memory[fused[0][1]].tobytes() == args[0].tobytes()
+    assert device.memory[fused[1][1]].tobytes() == args[1].tobytes()
+    assert np.all(device.memory[fused[2][1]] == 7)
+    assert [o.shape for o in outs] == [(batch, 4, 5, 5), (2, 4, 4, 3), (batch, 1, 1, 3)]
+    assert not runner.runtime.emulated and dict(runner.runtime.launches) == {f"pool_f32_fused_{k}": 1 for k in range(4)}

@@ -4,13 +4,13 @@ TVM's lowering of primitive functions for the ``cuda`` target, for the groups
 ``fuse-native-kernels`` outlined:
 
 1. selects every function with a body, ``byoc.primitive`` and a ``cuda`` target whose body
-   is injective ops, or one row reduction (softmax on the last axis, layer_norm) or GEMM
-   (dense, matmul, batch_matmul) with an element-wise epilogue (others are left as they
-   are and run on the host);
+   is injective ops, or one row reduction (softmax on the last axis, layer_norm), GEMM
+   (dense, matmul, batch_matmul) or pool (max / avg / global avg) with an element-wise
+   epilogue (others are left as they are and run on the host);
 2. emits one CUDA C kernel per function (``partita.lowering.cuda.emitter``), all of them
    in ONE translation unit, and compiles it with NVRTC (content-addressed cache);
 3. records the cubin as ``byoc.binary @cuda_sm90`` with one kernel record per function,
-   of kind ``fused``, ``rowwise`` or ``gemm`` (``partita.lowering.cuda.records``);
+   of kind ``fused``, ``rowwise``, ``gemm`` or ``window`` (``partita.lowering.cuda.records``);
 4. marks the functions extern, their bodies kept in ``@<name>_reference`` siblings, so
    ``lower-extern-calls`` turns the calls into ``byoc.call_extern`` (with shape functions
    derived from the siblings for dynamic dims) and the runtime launches or emulates them.

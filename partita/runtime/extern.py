@@ -9,7 +9,8 @@ Kernel records come in kinds (``kind`` in the record; none means ``cutlass``), e
 into a handle class of ``HANDLE_KINDS`` that knows how to launch its kernel:
 ``KernelHandle`` (CUTLASS entries) and ``FusedKernelHandle`` (``cuda-codegen``'s fused
 injective kernels), with ``RowwiseKernelHandle`` (a block per row: softmax, layer_norm) and
-``GemmKernelHandle`` (16x16 tiles on a 2-D grid, batch on z) for its anchored kernels.
+``GemmKernelHandle`` (16x16 tiles on a 2-D grid, batch on z) and ``WindowKernelHandle`` (a
+thread per output element looping over its pooling window) for its anchored kernels.
 The runtime only loads cubins and dispatches.
 """
 
@@ -28,7 +29,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord
+from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord, WindowRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
@@ -149,13 +150,22 @@ class GemmKernelHandle(FusedKernelHandle):
     record_type: ClassVar[type[FusedRecord]] = GemmRecord
 
 
+@dataclass(frozen=True)
+class WindowKernelHandle(FusedKernelHandle):
+    """A ``window`` kernel (max / avg / global-avg pool with its epilogue): one thread per
+    output element, grid-stride, like a fused injective kernel."""
+
+    kind: ClassVar[str] = "window"
+    record_type: ClassVar[type[FusedRecord]] = WindowRecord
+
+
 Handle = KernelHandle | FusedKernelHandle
 """A compiled kernel: ``function``, ``binary``, ``path``, ``arch``, ``kind`` and
 ``launch(device, module, inputs, out)``."""
 
 #: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
 HANDLE_KINDS: dict[str, Any] = {
-    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle)
+    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle)
 }
 
 

@@ -2,21 +2,23 @@
 
 TVM's ``FuseOps`` for what Collage leaves on the native ``cuda`` target, simplified to
 injective ops: element-wise ``nn.add/subtract/multiply/divide`` (broadcasting),
-``nn.relu/sigmoid/tanh/gelu/clip``, ``nn.bias_add``, ``nn.transpose`` and ``nn.reshape``.
+``nn.relu/sigmoid/tanh/gelu/clip``, ``nn.bias_add``, ``nn.transpose``, ``nn.reshape``,
+``nn.pad`` and ``nn.concatenate``.
 In program order, an injective op joins the groups of the injective ops producing its
 operands when every value of those groups is used only inside the merged group, so a
 group has exactly one result leaving it (its last op's) and is convex: nothing can leave
 it and come back. A value also used outside (by a ``nn.conv2d``, a ``func.return``, an op
 that did not join) ends its group.
 
-Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``) and GEMMs
-(``nn.dense``, ``nn.matmul``, ``nn.batch_matmul``) anchor a group of their own (TVM's
+Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``), GEMMs (``nn.dense``,
+``nn.matmul``, ``nn.batch_matmul``) and pools (``nn.max_pool2d``, ``nn.avg_pool2d`` with
+static spatial dims, ``nn.global_avg_pool2d``) anchor a group of their own (TVM's
 ``kCommReduce`` / ``kOutEWiseFusable``): they never join their producers, so their
 operands stay kernel arguments, and their injective consumers join them as an epilogue
 under the same single-output rule, when the consumer is element-wise (or ``bias_add``) on
 the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
 injective group computing an operand of the anchor never joins it. Other non-injective
-ops (conv2d, softmax on another axis, pools, ...) stay where they are and run on the host.
+ops (conv2d, softmax on another axis, lrn, ...) stay where they are and run on the host.
 
 Structurally equal groups (same body, types and target) share one function, as TVM's
 compiler cache shares lowered functions, so N equal layers compile each kernel once.
@@ -172,7 +174,7 @@ def _in_scope(function: FuncOp, kind: str) -> bool:
 @dataclass(frozen=True)
 class FuseNativeKernels(ModulePass):
     """Outline maximal convex groups of injective ops, alone or as the epilogue of one
-    reduction or GEMM, on ``target`` into primitive functions, one future kernel each."""
+    reduction, GEMM or pool, on ``target`` into primitive functions, one future kernel each."""
 
     name = "fuse-native-kernels"
 

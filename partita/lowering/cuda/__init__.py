@@ -1,4 +1,4 @@
-"""Native CUDA lowering of fused functions (injective, row reductions, GEMMs): CUDA C
+"""Native CUDA lowering of fused functions (injective, row reductions, GEMMs, pools): CUDA C
 emission and kernel records.
 
 Typical use (``cuda-codegen`` does this for a whole module)::
@@ -13,6 +13,7 @@ from .emitter import (
     BLOCK_SIZE,
     FUSABLE_OPS,
     GEMM_TILE,
+    WINDOW_OPS,
     CudaProgram,
     FusedKernel,
     emit_kernel,
@@ -20,10 +21,10 @@ from .emitter import (
     is_anchor,
     is_fusable,
 )
-from .records import KIND, KINDS, MAX_GRID, FusedRecord, GemmRecord, RowwiseRecord, fused_record
+from .records import KIND, KINDS, MAX_GRID, FusedRecord, GemmRecord, RowwiseRecord, WindowRecord, fused_record
 
 __all__ = [
-    "ANCHOR_OPS", "BLOCK_SIZE", "FUSABLE_OPS", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID",
-    "CudaProgram", "FusedKernel", "FusedRecord", "GemmRecord", "RowwiseRecord",
+    "ANCHOR_OPS", "BLOCK_SIZE", "FUSABLE_OPS", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID", "WINDOW_OPS",
+    "CudaProgram", "FusedKernel", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord",
     "emit_kernel", "emit_program", "fused_record", "is_anchor", "is_fusable",
 ]

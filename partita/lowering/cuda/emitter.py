@@ -9,6 +9,10 @@ index, walking back through the ops (TVM's ``compute_inline`` of injective stage
   (``0`` on a broadcast axis; a run-time dim of 1 broadcasts too);
 * ``nn.bias_add`` reads the bias at the index along its axis;
 * ``nn.transpose`` permutes the index, ``nn.reshape`` keeps the linear index;
+* ``nn.pad`` (constant) shifts the index and selects the pad value outside the input,
+  ``nn.concatenate`` selects the input whose range along the axis holds the index; the
+  inputs are read at the index clamped into their bounds (every load stays in bounds;
+  the value read for a cell that is not selected is discarded);
 * a function argument is a load at the row-major offset of its index.
 
 Values are computed in ``float``; every op's result is rounded to the storage type
@@ -31,7 +35,16 @@ op depending on the anchor has the anchor's shape and is element-wise or ``bias_
   ``nn.batch_matmul`` with its transpose flags): 16x16 output tiles, one thread per
   output element, K in steps of 16 through two shared-memory tiles (loads coalesced
   along each operand's contiguous axis), float accumulation, the epilogue per output
-  element before the store; grid ``(N tiles, M tiles, batch)``, grid-stride on y and z.
+  element before the store; grid ``(N tiles, M tiles, batch)``, grid-stride on y and z;
+* ``kind = "window"`` (``nn.max_pool2d``, ``nn.avg_pool2d``, ``nn.global_avg_pool2d``,
+  NCHW or NHWC, static spatial dims for the windowed pools): one thread per output
+  element (grid-stride, like injective kernels) loops over its window, skipping cells
+  in the padding, with float accumulation; ``max`` starts at ``-inf`` (cells of the
+  padding are ``-inf`` in the reference, so skipping them is the same), ``avg`` divides by
+  the cells in the input, or in input and declared padding with ``count_include_pad``
+  (never the extra cells ``ceil_mode`` reads past the padding), as the reference does;
+  the epilogue runs per output element before the store. (``fmaxf`` ignores a NaN where
+  NumPy's max propagates it.)
 """
 
 from __future__ import annotations
@@ -75,14 +88,17 @@ BLOCK_SIZE = 256
 FUSABLE_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
     nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp,
-    nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
+    nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp, nn.PadOp, nn.ConcatenateOp,
 )
 """The injective ops (TVM's ``kElemWise``/``kBroadcast``/``kInjective``) a kernel can compute."""
 
+WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
+"""Pools (``window`` kernels: one thread per output element loops over its window)."""
 ANCHOR_OPS: tuple[type[Operation], ...] = (
-    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp,
+    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
 )
-"""Reductions (``rowwise`` kernels) and GEMMs (``gemm`` kernels) that anchor a kernel."""
+"""Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
+kernel."""
 EPILOGUE_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
     nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp, nn.BiasAddOp,
@@ -110,10 +126,15 @@ def _typed(op: Operation) -> bool:
 
 
 def is_anchor(op: Operation) -> bool:
-    """Whether ``op`` can anchor a ``rowwise`` or ``gemm`` kernel (softmax only along its
-    last axis: other axes run on the host)."""
+    """Whether ``op`` can anchor a ``rowwise``, ``gemm`` or ``window`` kernel (softmax only
+    along its last axis, windowed pools only with static spatial dims: others run on the
+    host)."""
     if not isinstance(op, ANCHOR_OPS) or not _typed(op):
         return False
+    if isinstance(op, nn.Pool2DOp):
+        _, h, w = _SPATIAL[op.layout]
+        shape = _shape(op.operands[0])
+        return DYNAMIC_INDEX not in (shape[h], shape[w])
     if isinstance(op, nn.SoftmaxOp):
         rank = len(_shape(op.result))
         return rank >= 1 and op.axis % rank == rank - 1
@@ -121,7 +142,13 @@ def is_anchor(op: Operation) -> bool:
 
 
 def kernel_kind(op: Operation) -> str:
+    if isinstance(op, WINDOW_OPS):
+        return "window"
     return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
+
+
+_SPATIAL = {"NCHW": (1, 2, 3), "NHWC": (3, 1, 2)}
+"""(channel, height, width) axes of each activation layout."""
 
 
 def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> str | None:
@@ -194,6 +221,16 @@ def _paren(d: Dim) -> str:
     return f"({d})"
 
 
+def _add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return f"{_paren(a)} + {_paren(b)}"
+
+
 def _broadcast(a: Dim, b: Dim) -> Dim:
     if a == 1:
         return b
@@ -219,12 +256,12 @@ def kernel_function_error(function: FuncOp) -> str | None:
     anchors = [op for op in block.ops if is_anchor(op)]
     for op in block.ops:
         if op is not block.last_op and not is_fusable(op) and not is_anchor(op):
-            return f"contains '{op.name}', which is not an injective op, a row reduction or a GEMM"
+            return f"contains '{op.name}', which is not an injective op, a row reduction, a GEMM or a pool"
     result = block.last_op.arguments[0]
     if isinstance(result, BlockArgument):
         return "returns an argument: there is nothing to compute"
     if len(anchors) > 1:
-        return f"contains several reductions or GEMMs ('{anchors[0].name}', '{anchors[1].name}')"
+        return f"contains several reductions, GEMMs or pools ('{anchors[0].name}', '{anchors[1].name}')"
     if anchors:
         (anchor,) = anchors
         if not all(isinstance(v, BlockArgument) for v in anchor.operands):
@@ -259,9 +296,9 @@ class FusedKernel:
     block: int = BLOCK_SIZE
     """Threads per block."""
     kind: str = "fused"
-    """``fused`` (injective), ``rowwise`` (reduction per row) or ``gemm``."""
+    """``fused`` (injective), ``rowwise`` (reduction per row), ``gemm`` or ``window`` (pool)."""
     anchor: str = ""
-    """The reduction or GEMM op of a ``rowwise`` / ``gemm`` kernel."""
+    """The reduction, GEMM or pool op of a ``rowwise`` / ``gemm`` / ``window`` kernel."""
     split: int = 0
     """Leading output axes that index the blocks: the rows of a ``rowwise`` kernel (the
     rest is one row), the batch of a ``gemm`` kernel (then M axes, then N)."""
@@ -330,6 +367,14 @@ class _KernelEmitter:
         if isinstance(op, nn.TransposeOp):
             x = self.dims[op.input]
             return [x[p] for p in op.perm]
+        if isinstance(op, nn.PadOp):
+            return [d if (b, a) == (0, 0) else f"{_paren(d)} + {b + a}"
+                    for d, b, a in zip(self.dims[op.input], op.pad_before, op.pad_after)]
+        if isinstance(op, nn.ConcatenateOp):
+            axis = op.axis % len(_shape(op.result))
+            out = list(self.dims[op.inputs[0]])
+            out[axis] = " + ".join(_paren(self.dims[v][axis]) for v in op.inputs)
+            return out
         if isinstance(op, nn.ReshapeOp):
             shape = _shape(op.result)
             known = math.prod(d for d in shape if d != DYNAMIC_INDEX)
@@ -450,6 +495,30 @@ class _KernelEmitter:
             for k, p in enumerate(op.perm):
                 inner[p] = index[k]
             return self.value(op.input, inner)
+        if isinstance(op, nn.PadOp):
+            inner, inside = list(index), []
+            for axis, (b, a) in enumerate(zip(op.pad_before, op.pad_after)):
+                if (b, a) != (0, 0):
+                    inner[axis], cond = self._clamped(index[axis], b, self.dims[op.input][axis])
+                    inside.append(cond)
+            x = self.value(op.input, inner)
+            return f"({' && '.join(inside)}) ? {x} : {_c_float(op.pad_value)}" if inside else x
+        if isinstance(op, nn.ConcatenateOp):
+            axis = op.axis % len(index)
+            parts: list[tuple[str, str]] = []
+            offset: Dim = 0
+            for v in op.inputs:
+                d = self.dims[v][axis]
+                if d == 0:
+                    continue
+                inner = list(index)
+                inner[axis], _ = self._clamped(index[axis], offset, d)
+                parts.append((f"{index[axis]} < {_paren(_add(offset, d))}", self.value(v, inner)))
+                offset = _add(offset, d)
+            expr = parts[-1][1]
+            for cond, x in reversed(parts[:-1]):
+                expr = f"{cond} ? {x} : ({expr})"
+            return expr
         if isinstance(op, nn.ReshapeOp):
             linear = self._linear(self.dims[op.result], index)
             if linear not in ("i", "0") and not re.fullmatch(r"\w+", linear):
@@ -471,6 +540,16 @@ class _KernelEmitter:
         if isinstance(op, nn.ClipOp):
             return f"fminf(fmaxf({x}, {_c_float(op.min)}), {_c_float(op.max)})"
         raise op_error(op, "has no CUDA lowering")  # pragma: no cover - checked by kernel_function_error
+
+    def _clamped(self, ix: str, shift: Dim, size: Dim) -> tuple[str, str]:
+        """The index ``ix - shift`` clamped into ``[0, size)``, and the C condition that it
+        needed no clamping (declares both as variables)."""
+        T = self.index_type
+        s = self._var("s")
+        self.lines.append(f"    const {T} {s} = {ix if shift == 0 else f'{ix} - {_paren(shift)}'};")
+        c = self._var("c")
+        self.lines.append(f"    const {T} {c} = {s} < 0 ? 0 : ({s} < {_paren(size)} ? {s} : {_paren(size)} - 1);")
+        return c, f"{s} == {c}"
 
     def _axis_lines(self, var: str, axes: Sequence[int], used: str, indent: str) -> list[str]:
         """Declarations of the output index axes ``axes`` (consecutive) that ``used``
@@ -535,6 +614,18 @@ class _KernelEmitter:
                 store,
                 "  }",
             ]
+        elif kernel_kind(self.anchor) == "window":
+            window = self._window()
+            body = [
+                f"  const {T} n = {numel};",
+                f"  for ({T} i = ({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
+                *self._axis_lines("i", range(rank), used + "\n".join(window), "    "),
+                *window,
+                *self.lines,
+                store,
+                "  }",
+            ]
+            extra = {"kind": "window"}
         elif kernel_kind(self.anchor) == "rowwise":
             split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp) else rank - 1
             body = self._rowwise(split, used, store)
@@ -612,6 +703,57 @@ class _KernelEmitter:
             *self._epilogue("      ", store),
             "    }",
             "  }",
+        ]
+        return lines
+
+    def _window(self) -> list[str]:
+        """The pool's value ``y`` at the output index: a loop over its window."""
+        anchor = self.anchor
+        assert anchor is not None
+        T = self.index_type
+        x = self._arg(anchor.operands[0])
+        xt, xd = _dtype(x.type), self.dims[x]
+        c_ax, h_ax, w_ax = _SPATIAL[anchor.layout]
+        o = self.out_index
+        lines = []
+        at = ["0"] * 4
+        at[0], at[c_ax], at[h_ax], at[w_ax] = o[0], o[c_ax], "ih", "iw"
+        load = self._load(f"in{x.index}[{self._linear(xd, at)}]", xt)
+        if isinstance(anchor, nn.GlobalAvgPool2DOp):
+            lines += [
+                "    float acc = 0.0f;",
+                f"    for ({T} ih = 0; ih < {xd[h_ax]}; ++ih)",
+                f"      for ({T} iw = 0; iw < {xd[w_ax]}; ++iw) acc += {load};",
+                f"    const float y = {self._round(f'acc / (float)({_product([xd[h_ax], xd[w_ax]])})', _dtype(anchor.result.type))};",
+            ]
+            return lines
+        assert isinstance(anchor, nn.Pool2DOp)
+        (kh, kw), (sh, sw), (dh, dw) = anchor.pool_size, anchor.strides, anchor.dilation
+        pt, pl, pb, pr = anchor.padding
+        is_max = isinstance(anchor, nn.MaxPool2DOp)
+        include_pad = isinstance(anchor, nn.AvgPool2DOp) and anchor.count_include_pad
+        lo_h, hi_h = (-pt, xd[h_ax] + pb) if include_pad else (0, xd[h_ax])
+        lo_w, hi_w = (-pl, xd[w_ax] + pr) if include_pad else (0, xd[w_ax])
+
+        def start(ix: str, s: int, p: int) -> str:
+            scaled = ix if s == 1 else f"{ix} * {s}"
+            return scaled if p == 0 else f"{scaled} - {p}"
+
+        lines += [
+            f"    float acc = {'__int_as_float(0xff800000)' if is_max else '0.0f'};",
+            *([] if is_max else ["    int count = 0;"]),
+            f"    for (int kh = 0; kh < {kh}; ++kh) {{",
+            f"      const {T} ih = {start(o[h_ax], sh, pt)} + kh{'' if dh == 1 else f' * {dh}'};",
+            *([] if is_max or not include_pad else [f"      const bool ch = ih >= {lo_h} && ih < {hi_h};"]),
+            f"      for (int kw = 0; kw < {kw}; ++kw) {{",
+            f"        const {T} iw = {start(o[w_ax], sw, pl)} + kw{'' if dw == 1 else f' * {dw}'};",
+            *([] if is_max or not include_pad else [f"        count += ch && iw >= {lo_w} && iw < {hi_w};"]),
+            f"        if (ih < 0 || ih >= {xd[h_ax]} || iw < 0 || iw >= {xd[w_ax]}) continue;",
+            f"        acc = fmaxf(acc, {load});" if is_max else f"        acc += {load};",
+            *([] if is_max or include_pad else ["        ++count;"]),
+            "      }",
+            "    }",
+            f"    const float y = {self._round('acc' if is_max else 'acc / (float)count', _dtype(anchor.result.type))};",
         ]
         return lines
 

@@ -12,7 +12,10 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
-  threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``.
+  threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``;
+* ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
+  ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
+  over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from xdsl.dialects.builtin import DictionaryAttr
 from partita.lowering.cuda.emitter import FusedKernel
 from partita.lowering.records import dataclass_from, to_attr
 
-__all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "fused_record"]
+__all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
 
 KIND = "fused"
-KINDS = ("fused", "rowwise", "gemm")
+KINDS = ("fused", "rowwise", "gemm", "window")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
@@ -124,5 +127,15 @@ class GemmRecord(FusedRecord):
         return tiles, (self.tile, self.tile, 1)
 
 
-RECORDS: dict[str, type[FusedRecord]] = {"fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord}
+@dataclass(frozen=True)
+class WindowRecord(FusedRecord):
+    """A ``window`` kernel (a pool and its epilogue): one thread per output element, the
+    launch geometry of a ``fused`` kernel."""
+
+    anchor: str
+
+
+RECORDS: dict[str, type[FusedRecord]] = {
+    "fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord, "window": WindowRecord,
+}
 """Record class of each kind."""

@@ -2,7 +2,7 @@
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
 // Fused functions become extern declarations (bodies kept as references) implemented by
-// one cubin; a primitive cuda function no kernel computes (a softmax along axis 0) is left
+// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (a softmax along axis 0) is left
 // alone.
 
 // CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
@@ -12,6 +12,8 @@
 // CHECK-LABEL: func.func private @main_fused_1_reference
 // CHECK-LABEL: func.func private @main_gemm(tensor<?x32xf16>, tensor<48x32xf16>, tensor<48xf16>) -> tensor<?x48xf16> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @main_rows(tensor<?x8x20xf32>, tensor<20xf32>, tensor<20xf32>) -> tensor<?x8x20xf32> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @main_pool(tensor<?x4x9x9xf32>, tensor<4xf32>) -> tensor<?x4x5x5xf32> attributes {byoc.extern}
+// CHECK-LABEL: func.func private @main_pad(tensor<2x3xf32>) -> tensor<3x6xf32> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @not_a_kernel
 // CHECK-SAME:    byoc.primitive
 // CHECK-NEXT:    nn.softmax
@@ -21,7 +23,9 @@
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
 // CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 16 : i64},
-// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64}}}
+// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64},
+// CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d"},
+// CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
 
 // CUDA:      #include <cuda_fp16.h>
 // CUDA-NEXT: #include <cuda_bf16.h>
@@ -96,6 +100,44 @@
 // CUDA-NEXT:       const float y = (xr[j] - mean) / sd * in1[j] + in2[j];
 // CUDA-NEXT:       const float v0 = 1.0f / (1.0f + expf(-y));
 // CUDA-NEXT:       out[i] = v0;
+
+// A pool: one thread per output element loops over its window, skipping the padding
+// (ceil_mode reads past it); the divisor counts the cells in the input.
+
+// CUDA:      // @main_pool: nn.avg_pool2d, nn.bias_add
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
+// CUDA-NEXT: main_pool(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out, int dim0) {
+// CUDA:        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:     const long long o0 = i / 100;
+// CUDA-NEXT:     const long long o1 = (i / 25) % 4;
+// CUDA-NEXT:     const long long o2 = (i / 5) % 5;
+// CUDA-NEXT:     const long long o3 = i % 5;
+// CUDA-NEXT:     float acc = 0.0f;
+// CUDA-NEXT:     int count = 0;
+// CUDA-NEXT:     for (int kh = 0; kh < 3; ++kh) {
+// CUDA-NEXT:       const long long ih = o2 * 2 - 1 + kh;
+// CUDA-NEXT:       for (int kw = 0; kw < 3; ++kw) {
+// CUDA-NEXT:         const long long iw = o3 * 2 - 1 + kw;
+// CUDA-NEXT:         if (ih < 0 || ih >= 9 || iw < 0 || iw >= 9) continue;
+// CUDA-NEXT:         acc += in0[o0 * 324 + o1 * 81 + ih * 9 + iw];
+// CUDA-NEXT:         ++count;
+// CUDA-NEXT:       }
+// CUDA-NEXT:     }
+// CUDA-NEXT:     const float y = acc / (float)count;
+// CUDA-NEXT:     const float v0 = in1[o1];
+// CUDA-NEXT:     const float v1 = y + v0;
+// CUDA-NEXT:     out[i] = v1;
+
+// A pad: the index shifted and clamped into the input, the pad value outside it.
+
+// CUDA:      // @main_pad: nn.pad
+// CUDA:          const int s0 = o0 - 1;
+// CUDA-NEXT:     const int c0 = s0 < 0 ? 0 : (s0 < 2 ? s0 : 2 - 1);
+// CUDA-NEXT:     const int s1 = o1 - 2;
+// CUDA-NEXT:     const int c1 = s1 < 0 ? 0 : (s1 < 3 ? s1 : 3 - 1);
+// CUDA-NEXT:     const float v0 = in0[c0 * 3 + c1];
+// CUDA-NEXT:     const float v1 = (s0 == c0 && s1 == c1) ? v0 : 0.5f;
+// CUDA-NEXT:     out[i] = v1;
 // CUDA-NOT:  not_a_kernel
 
 func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
@@ -121,6 +163,15 @@ func.func private @main_rows(%0: tensor<?x8x20xf32>, %1: tensor<20xf32>, %2: ten
   %3 = nn.layer_norm %0, %1, %2 : (tensor<?x8x20xf32>, tensor<20xf32>, tensor<20xf32>) -> tensor<?x8x20xf32>
   %4 = nn.sigmoid %3 : (tensor<?x8x20xf32>) -> tensor<?x8x20xf32>
   func.return %4 : tensor<?x8x20xf32>
+}
+func.func private @main_pool(%0: tensor<?x4x9x9xf32>, %1: tensor<4xf32>) -> tensor<?x4x5x5xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %2 = nn.avg_pool2d %0 {pool_size = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 0, 0>, ceil_mode = true} : (tensor<?x4x9x9xf32>) -> tensor<?x4x5x5xf32>
+  %3 = nn.bias_add %2, %1 {axis = 1 : i64} : (tensor<?x4x5x5xf32>, tensor<4xf32>) -> tensor<?x4x5x5xf32>
+  func.return %3 : tensor<?x4x5x5xf32>
+}
+func.func private @main_pad(%0: tensor<2x3xf32>) -> tensor<3x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %1 = nn.pad %0 {pad_before = array<i64: 1, 2>, pad_after = array<i64: 0, 1>, pad_value = 0.5 : f64} : (tensor<2x3xf32>) -> tensor<3x6xf32>
+  func.return %1 : tensor<3x6xf32>
 }
 func.func private @not_a_kernel(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
   %1 = nn.softmax %0 {axis = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>

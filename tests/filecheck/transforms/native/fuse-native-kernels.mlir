@@ -207,16 +207,59 @@ func.func @e(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %p: te
 // CHECK-LABEL: func.func private @layers_fused_1(%{{.*}}: tensor<2x8xf32>, %{{.*}}: tensor<8xf32>) -> tensor<2x8xf32>
 // CHECK-LABEL: func.func @layers(
 // CHECK:         %[[A:.*]] = func.call @layers_fused_0(%x, %b)
-// CHECK:         %[[P:.*]] = nn.pad %[[A]]
+// CHECK:         %[[P:.*]] = nn.softmax %[[A]]
 // CHECK:         %[[B:.*]] = func.call @layers_fused_0(%[[P]], %c)
 // CHECK:         func.call @layers_fused_1(%y, %b)
 func.func @layers(%x: tensor<4x8xf32>, %y: tensor<2x8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<2x8xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
   %0 = nn.bias_add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %1 = nn.relu %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %2 = nn.pad %1 {pad_before = array<i64: 0, 0>, pad_after = array<i64: 0, 0>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = nn.softmax %1 {axis = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %3 = nn.bias_add %2, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %4 = nn.relu %3 : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %5 = nn.bias_add %y, %b : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   %6 = nn.relu %5 : (tensor<2x8xf32>) -> tensor<2x8xf32>
   func.return %4, %6 : tensor<4x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Pools anchor window kernels: the relu computing the max pool's operand stays outside,
+// the bias_add and relu after it are its epilogue; a pad and a concatenate are injective
+// and fuse with the element-wise ops around them; a pool over dynamic spatial dims
+// stays on the host.
+
+// CHECK-LABEL: func.func private @cnn_fused_0(%0: tensor<?x8x16x16xf32>) -> tensor<?x8x16x16xf32>
+// CHECK-NEXT:    nn.relu
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @cnn_fused_1(%0: tensor<?x8x16x16xf32>, %1: tensor<8xf32>) -> tensor<?x8x8x8xf32>
+// CHECK-NEXT:    %2 = nn.max_pool2d %0
+// CHECK-NEXT:    %3 = nn.bias_add %2, %1
+// CHECK-NEXT:    %4 = nn.relu %3
+// CHECK-NEXT:    func.return %4
+// CHECK-LABEL: func.func private @cnn_fused_2(%0: tensor<?x8x8x8xf32>, %1: tensor<?x2x10x10xf32>) -> tensor<?x10x10x10xf32>
+// CHECK-NEXT:    %2 = nn.pad %0
+// CHECK-NEXT:    %3 = nn.concatenate %2, %1 {axis = 1 : i64}
+// CHECK-NEXT:    %4 = nn.tanh %3
+// CHECK-NEXT:    func.return %4
+// CHECK-LABEL: func.func private @cnn_fused_3(%0: tensor<?x10x10x10xf32>) -> tensor<?x10x1x1xf32>
+// CHECK-NEXT:    nn.global_avg_pool2d
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func @cnn
+// CHECK-NEXT:    %0 = func.call @cnn_fused_0(%x)
+// CHECK-NEXT:    %1 = func.call @cnn_fused_1(%0, %b)
+// CHECK-NEXT:    %2 = func.call @cnn_fused_2(%1, %y)
+// CHECK-NEXT:    %3 = func.call @cnn_fused_3(%2)
+// CHECK-NEXT:    %4 = nn.avg_pool2d %z
+// CHECK-NEXT:    func.return %3, %4
+func.func @cnn(%x: tensor<?x8x16x16xf32>, %b: tensor<8xf32>, %y: tensor<?x2x10x10xf32>, %z: tensor<1x1x?x?xf32>) -> (tensor<?x10x1x1xf32>, tensor<1x1x?x?xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %0 = nn.relu %x : (tensor<?x8x16x16xf32>) -> tensor<?x8x16x16xf32>
+  %1 = nn.max_pool2d %0 {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<?x8x16x16xf32>) -> tensor<?x8x8x8xf32>
+  %2 = nn.bias_add %1, %b {axis = 1 : i64} : (tensor<?x8x8x8xf32>, tensor<8xf32>) -> tensor<?x8x8x8xf32>
+  %3 = nn.relu %2 : (tensor<?x8x8x8xf32>) -> tensor<?x8x8x8xf32>
+  %4 = nn.pad %3 {pad_before = array<i64: 0, 0, 1, 1>, pad_after = array<i64: 0, 0, 1, 1>} : (tensor<?x8x8x8xf32>) -> tensor<?x8x10x10xf32>
+  %5 = nn.concatenate %4, %y {axis = 1 : i64} : (tensor<?x8x10x10xf32>, tensor<?x2x10x10xf32>) -> tensor<?x10x10x10xf32>
+  %6 = nn.tanh %5 : (tensor<?x10x10x10xf32>) -> tensor<?x10x10x10xf32>
+  %7 = nn.global_avg_pool2d %6 : (tensor<?x10x10x10xf32>) -> tensor<?x10x1x1xf32>
+  %8 = nn.avg_pool2d %z {pool_size = array<i64: 2, 2>} : (tensor<1x1x?x?xf32>) -> tensor<1x1x?x?xf32>
+  func.return %7, %8 : tensor<?x10x1x1xf32>, tensor<1x1x?x?xf32>
 }
