@@ -222,6 +222,11 @@ def verify_function_attributes(func: FuncOp) -> None:
     verify_partition_attributes(attributes)
 
 
+def is_extern(op: Operation | None) -> bool:
+    """A ``byoc.extern`` declaration: its body was compiled elsewhere."""
+    return isinstance(op, FuncOp) and EXTERN in op.attributes and not op.body.blocks
+
+
 def partition_attributes(op: Operation) -> dict[str, Attribute]:
     """The ``byoc.*`` attributes of a partition function or region, in a fresh dict."""
     return {k: v for k, v in op.attributes.items() if k.startswith("byoc.")}
@@ -495,6 +500,7 @@ __all__ = [
     "PartitionOp",
     "TargetAttr",
     "YieldOp",
+    "is_extern",
     "partition_attributes",
     "verify_function_attributes",
     "verify_partition_attributes",

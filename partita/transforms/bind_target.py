@@ -23,6 +23,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from partita.dialects.byoc import is_extern
 from partita.ir import op_error
 from partita.transforms.target_utils import (
     TargetOption,
@@ -31,7 +32,6 @@ from partita.transforms.target_utils import (
     func_index,
     func_target,
     is_entry,
-    is_extern,
     set_func_target,
 )
 

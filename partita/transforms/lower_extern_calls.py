@@ -31,7 +31,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from partita.dialects.byoc import EXTERN, REFERENCE_IMPL, SHAPE_FUNC, AllocTensorOp, CallExternOp
+from partita.dialects.byoc import REFERENCE_IMPL, SHAPE_FUNC, AllocTensorOp, CallExternOp, is_extern
 from partita.ir import op_error, symbol_name
 from partita.transforms.mark_compiler_functions_as_extern import reference_name
 from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
@@ -43,10 +43,6 @@ SHAPE_FUNC_SUFFIX = "_shape_func"
 
 def shape_func_name(extern_name: str) -> str:
     return extern_name + SHAPE_FUNC_SUFFIX
-
-
-def is_extern(op: Operation | None) -> bool:
-    return isinstance(op, func.FuncOp) and EXTERN in op.attributes and not op.body.blocks
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from partita.dialects.byoc import COMPILER, EXTERN, TARGET, OnTargetOp, TargetAttr
+from partita.dialects.byoc import COMPILER, TARGET, OnTargetOp, TargetAttr
 from partita.ir import PartitaError, op_error
 from partita.target import CompilationConfig, Target, TargetError, as_target, split_target_list
 
@@ -26,7 +26,6 @@ __all__ = [
     "func_target",
     "func_target_attr",
     "is_entry",
-    "is_extern",
     "set_func_target",
     "target_of",
 ]
@@ -88,11 +87,6 @@ def func_index(module: ModuleOp) -> dict[str, FuncOp]:
 def is_entry(func: FuncOp) -> bool:
     """Public functions are entry points (host code); private ones are internal."""
     return func.sym_visibility is None or func.sym_visibility.data == "public"
-
-
-def is_extern(func: FuncOp) -> bool:
-    """A ``byoc.extern`` declaration: its body was compiled elsewhere."""
-    return EXTERN in func.attributes and not func.body.blocks
 
 
 def func_compiler(func: FuncOp) -> str | None:

@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import CallOp
 from xdsl.passes import ModulePass
 
-from partita.dialects.byoc import TARGET
+from partita.dialects.byoc import TARGET, is_extern
 from partita.ir import op_error
 from partita.target import DeviceType, Target, is_external_codegen_for
 from partita.transforms.target_utils import (
@@ -27,7 +27,6 @@ from partita.transforms.target_utils import (
     func_compiler,
     func_index,
     func_target,
-    is_extern,
 )
 
 
