@@ -7,6 +7,14 @@ import tempfile
 from pathlib import Path
 
 
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """Whether two paths name one existing file (so an output would overwrite an input)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = False) -> None:
     """Writes through a temporary file in the same directory and renames it into place,
     so a reader (or a concurrent writer of the same content) sees the old file or the

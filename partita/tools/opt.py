@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import sys
 import time
@@ -28,7 +27,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from partita.dialects import get_all_dialects
-from partita.files import write_atomically
+from partita.files import same_file, write_atomically
 from partita.ir.diagnostics import PartitaError
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic
 from partita.ir.verifier import verify_module
@@ -173,18 +172,11 @@ class PartitaOptMain(xDSLOptMain):
         write_atomically(Path(path), text)
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         driver = PartitaOptMain(args=args)
-        if driver.args.input_file and driver.args.output_file and _same_file(driver.args.input_file, driver.args.output_file):
+        if driver.args.input_file and driver.args.output_file and same_file(driver.args.input_file, driver.args.output_file):
             raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
         return driver.run()
     except ArgSpecParseError as err:  # a BaseException in xDSL: a bad -p pipeline string

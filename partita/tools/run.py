@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from partita.files import same_file, write_atomically
 from partita.ir import PartitaError
 
 
@@ -86,17 +87,8 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     return arrays
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def write_outputs(path: Path, outputs: Sequence[np.ndarray], protected: Sequence[Path]) -> None:
-    from partita.files import write_atomically
-
-    if any(_same_file(path, p) for p in protected if p is not None):
+    if any(same_file(path, p) for p in protected if p is not None):
         raise PartitaError(f"refusing to write the outputs over an input file '{path}'")
     buffer = io.BytesIO()
     np.savez(buffer, **{f"output{i}": out for i, out in enumerate(outputs)})
