@@ -16,6 +16,7 @@ symbol of the module or a global symbol some partition already asks for.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,6 +70,18 @@ class FreshSymbolNames:
     prefix: str = "tvmgen_default"
     template: str = "{prefix}_{compiler}_main_{k}"
     _next: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def continuing(cls, module: ModuleOp, prefix: str = "tvmgen_default") -> FreshSymbolNames:
+        """Names for ``module`` whose ``k`` continues, per compiler, one past the largest
+        ``<prefix>_<compiler>_main_<k>`` already there (as TVM keeps counting)."""
+        names = cls(taken_symbols(module), prefix=prefix)
+        pattern = re.compile(re.escape(prefix) + r"_(?P<compiler>\w+?)_main_(?P<k>\d+)\Z")
+        for name in names.taken:
+            if (m := pattern.match(name)) is not None:
+                compiler = m.group("compiler")
+                names._next[compiler] = max(names._next.get(compiler, 0), int(m.group("k")) + 1)
+        return names
 
     def fresh(self, compiler: str | None) -> str:
         key = compiler or "default"

@@ -19,8 +19,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 from partita.dialects.byoc import COMPILER, COMPOSITE, GLOBAL_SYMBOL, PartitionOp
+from partita.transforms.global_symbol_cache import FreshSymbolNames
 from partita.transforms.partition_utils import (
-    GlobalSymbolNamer,
     create_partition,
     dissolve_partition,
     func_bodies,
@@ -36,7 +36,7 @@ class PartitionGraph(ModulePass):
     """Clone constant inputs into partitions made from single annotated ops."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        namer = GlobalSymbolNamer(op)
+        namer = FreshSymbolNames.continuing(op)
         for block in func_bodies(op):
             for unit in list(block.ops):
                 compiler = unit.attributes.get(COMPILER)
@@ -53,7 +53,7 @@ class PartitionGraph(ModulePass):
                     self._finish(region, compiler.data, namer)
 
     @staticmethod
-    def _finish(partition: PartitionOp, compiler: str, namer: GlobalSymbolNamer) -> None:
+    def _finish(partition: PartitionOp, compiler: str, namer: FreshSymbolNames) -> None:
         extra = {k: v for k, v in partition.attributes.items() if k != COMPILER}
         partition.attributes.clear()
         partition.attributes.update(partition_attributes_for(compiler, namer.fresh(compiler), extra))

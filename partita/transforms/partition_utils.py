@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
@@ -15,7 +14,6 @@ from partita.backends.pattern import CONSTANT_OPS
 from partita.dialects.byoc import COMPILER, GLOBAL_SYMBOL, INLINE, PRIMITIVE, PartitionOp, YieldOp
 
 __all__ = [
-    "GlobalSymbolNamer",
     "create_partition",
     "dissolve_partition",
     "func_bodies",
@@ -158,33 +156,6 @@ def dissolve_partition(partition: PartitionOp) -> None:
         op.detach()
         block.insert_op_before(op, partition)
     block.erase_op(partition)
-
-
-_SYMBOL = re.compile(r"tvmgen_default_(?P<compiler>\w+?)_main_(?P<k>\d+)\Z")
-
-
-class GlobalSymbolNamer:
-    """Fresh ``tvmgen_default_<compiler>_main_<k>`` names, ``k`` counting per compiler
-    from one past the largest already used in the module (partitions and functions),
-    so names are deterministic and never collide with existing ones."""
-
-    def __init__(self, module: ModuleOp):
-        self._next: dict[str, int] = {}
-        for op in module.walk():
-            names = []
-            if isinstance(sym := op.attributes.get(GLOBAL_SYMBOL), StringAttr):
-                names.append(sym.data)
-            if isinstance(op, FuncOp):
-                names.append(op.sym_name.data)
-            for name in names:
-                if (m := _SYMBOL.match(name)) is not None:
-                    c = m.group("compiler")
-                    self._next[c] = max(self._next.get(c, 0), int(m.group("k")) + 1)
-
-    def fresh(self, compiler: str) -> str:
-        k = self._next.get(compiler, 0)
-        self._next[compiler] = k + 1
-        return f"tvmgen_default_{compiler}_main_{k}"
 
 
 def partition_attributes_for(compiler: str, symbol: str, extra: Mapping[str, Attribute] | None = None) -> dict[str, Attribute]:
