@@ -9,8 +9,8 @@ func.func @mixed_element_types(%a: tensor<4xf32>, %b: tensor<4xf16>) {
 // -----
 
 func.func @integer_tensor(%a: tensor<4xi32>) {
-  // expected-error@+1 {{expected a tensor of f16, bf16 or f32, got tensor<4xi32>}}
-  %0 = nn.relu %a : (tensor<4xi32>) -> tensor<4xi32>
+  // expected-error@+1 {{element type must be one of f16, bf16, f32, got i32}}
+  %0 = nn.softmax %a : (tensor<4xi32>) -> tensor<4xi32>
   func.return
 }
 

@@ -1,0 +1,387 @@
+"""Shared core of the ``nn`` dialect: element types, shape helpers, property helpers and the
+``NNOp`` base class. The operators live in one module per family beside this one.
+
+Shape rules are plain functions over ``tuple[int, ...]`` with ``-1`` (``DYN``) for a dynamic
+dimension, so importers and shape functions can reuse them without building IR. They raise
+``VerifyException`` on invalid input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    BFloat16Type,
+    BoolAttr,
+    BytesAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    I64,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+
+DYN = DYNAMIC_INDEX
+Shape = tuple[int, ...]
+FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
+"""Floating-point element types (f64 computes in double; the others in float)."""
+
+# ---------------------------------------------------------------------------------------
+# Element types <-> NumPy dtypes
+# ---------------------------------------------------------------------------------------
+
+_UNSIGNED = Signedness.UNSIGNED
+_DTYPES: tuple[tuple[Attribute, np.dtype], ...] = (
+    (Float16Type(), np.dtype(np.float16)),
+    (BFloat16Type(), np.dtype(ml_dtypes.bfloat16)),
+    (Float32Type(), np.dtype(np.float32)),
+    (Float64Type(), np.dtype(np.float64)),
+    (IntegerType(1), np.dtype(np.bool_)),
+    (IntegerType(8), np.dtype(np.int8)),
+    (IntegerType(16), np.dtype(np.int16)),
+    (IntegerType(32), np.dtype(np.int32)),
+    (IntegerType(64), np.dtype(np.int64)),
+    (IntegerType(8, _UNSIGNED), np.dtype(np.uint8)),
+    (IntegerType(16, _UNSIGNED), np.dtype(np.uint16)),
+    (IntegerType(32, _UNSIGNED), np.dtype(np.uint32)),
+    (IntegerType(64, _UNSIGNED), np.dtype(np.uint64)),
+)
+"""Every nn element type with its NumPy storage dtype. Signless integers are signed (as in
+MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool."""
+_TO_DTYPE = {t: d for t, d in _DTYPES}
+_TO_TYPE = {d: t for t, d in _DTYPES}
+ELEMENT_TYPES = tuple(t for t, _ in _DTYPES)
+FLOATS = ELEMENT_TYPES[:4]
+"""f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
+INTEGERS = ELEMENT_TYPES[5:]
+"""Signed and unsigned integer types (not ``i1``)."""
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """NumPy storage dtype of an nn element type (bf16 uses ``ml_dtypes.bfloat16``)."""
+    try:
+        return _TO_DTYPE[element_type]
+    except KeyError:
+        raise ValueError(f"nn does not support element type {element_type}") from None
+
+
+def element_type_of(dtype: np.dtype | type) -> Attribute:
+    """The nn element type storing NumPy ``dtype``."""
+    dtype = np.dtype(dtype)
+    try:
+        return _TO_TYPE[dtype]
+    except KeyError:
+        raise ValueError(f"nn has no element type for dtype {dtype}") from None
+
+
+def is_float(element_type: Attribute) -> bool:
+    return isinstance(element_type, FLOAT_TYPES)
+
+
+def is_bool(element_type: Attribute) -> bool:
+    return element_type == IntegerType(1)
+
+
+def is_integer(element_type: Attribute) -> bool:
+    """Integer types other than ``i1`` (bool)."""
+    return isinstance(element_type, IntegerType) and not is_bool(element_type)
+
+
+# ---------------------------------------------------------------------------------------
+# Shape rules
+# ---------------------------------------------------------------------------------------
+
+
+def merge_dims(a: int, b: int, what: str) -> int:
+    """Unify two dimensions that must be equal; ``?`` is compatible with anything."""
+    if a == DYN:
+        return b
+    if b == DYN or a == b:
+        return a
+    raise VerifyException(f"{what}: {a} vs {b}")
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    """``axis`` in ``[-rank, rank)`` mapped to ``[0, rank)``."""
+    if not -rank <= axis < rank:
+        raise VerifyException(f"{what} {axis} out of range for rank {rank}")
+    return axis % rank
+
+
+def _static_product(shape: Sequence[int]) -> int:
+    return math.prod(d for d in shape if d != DYN)
+
+
+def broadcast_shapes(lhs: Shape, rhs: Shape) -> Shape:
+    """NumPy broadcasting; ``?`` against 1 gives ``?``, ``?`` against n != 1 gives n."""
+    rank = max(len(lhs), len(rhs))
+    lhs = (1,) * (rank - len(lhs)) + tuple(lhs)
+    rhs = (1,) * (rank - len(rhs)) + tuple(rhs)
+    out: list[int] = []
+    for a, b in zip(lhs, rhs):
+        if a == 1:
+            out.append(b)
+        elif b == 1:
+            out.append(a)
+        elif a == DYN or b == DYN:
+            out.append(b if a == DYN else a)
+        elif a == b:
+            out.append(a)
+        else:
+            raise VerifyException(f"shapes {lhs} and {rhs} are not broadcastable")
+    return tuple(out)
+
+def check_channel_vector(x: Shape, vec: Shape, axis: int, what: str) -> None:
+    """``vec`` must be rank 1 with the size of ``x[axis]``."""
+    if len(vec) != 1:
+        raise VerifyException(f"{what} must have rank 1, got rank {len(vec)}")
+    merge_dims(x[axis], vec[0], f"{what} size does not match input dimension {axis}")
+
+
+
+def _check_ints(values: Sequence[int], length: int, what: str, minimum: int) -> None:
+    if len(values) != length:
+        raise VerifyException(f"{what} must have {length} values, got {len(values)}")
+    if any(v < minimum for v in values):
+        raise VerifyException(f"{what} values must be >= {minimum}, got {list(values)}")
+
+
+
+def check_compatible_shapes(declared: Shape, inferred: Shape) -> None:
+    """Declared result shape must have the inferred rank and agree on static dims."""
+    if len(declared) != len(inferred) or any(
+        a != b and DYN not in (a, b) for a, b in zip(declared, inferred)
+    ):
+        raise VerifyException(
+            f"result shape {_fmt(declared)} is incompatible with inferred shape {_fmt(inferred)}"
+        )
+
+
+def _fmt(shape: Shape) -> str:
+    return "[" + ", ".join("?" if d == DYN else str(d) for d in shape) + "]"
+
+
+# ---------------------------------------------------------------------------------------
+# Property helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _i64(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+def _f64(value: float) -> FloatAttr:
+    return FloatAttr(value, Float64Type())
+
+
+def _ints(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+def _int_prop(name: str, default: int | None = None):
+    return prop_def(IntegerAttr[I64], prop_name=name,
+                    default_value=None if default is None else _i64(default))
+
+
+def _float_prop(name: str, default: float | None = None):
+    return prop_def(FloatAttr[Float64Type], prop_name=name,
+                    default_value=None if default is None else _f64(default))
+
+
+def _ints_prop(name: str, default: Sequence[int] | None = None):
+    return prop_def(DenseArrayBase.constr(i64), prop_name=name,
+                    default_value=None if default is None else _ints(default))
+
+
+def _str_prop(name: str, default: str):
+    return prop_def(StringAttr, prop_name=name, default_value=StringAttr(default))
+
+
+def _bool_prop(name: str, default: bool):
+    return prop_def(BoolAttr, prop_name=name, default_value=IntegerAttr.from_bool(default))
+
+
+def _value(name: str) -> property:
+    """Python accessor unwrapping property ``name`` to int / float / str / bool / tuple."""
+
+    def get(op: Operation):
+        attr = op.properties[name]
+        if isinstance(attr, DenseArrayBase):
+            return tuple(attr.get_values())
+        if isinstance(attr, StringAttr):
+            return attr.data
+        if isinstance(attr, IntegerAttr) and attr.type.width.data == 1:
+            return bool(attr.value.data)
+        return attr.value.data
+
+    return property(get, doc=f"Value of the ``{name}`` property.")
+
+
+def _props(**values: object) -> dict[str, Attribute]:
+    """Wrap builder keyword values into property attributes (``None`` = use default)."""
+    out: dict[str, Attribute] = {}
+    for name, v in values.items():
+        if v is None:
+            continue
+        if isinstance(v, Attribute):
+            out[name] = v
+        elif isinstance(v, bool):
+            out[name] = IntegerAttr.from_bool(v)
+        elif isinstance(v, int):
+            out[name] = _i64(v)
+        elif isinstance(v, float):
+            out[name] = _f64(v)
+        elif isinstance(v, str):
+            out[name] = StringAttr(v)
+        else:
+            out[name] = _ints(v)  # type: ignore[arg-type]
+    return out
+
+
+def _tensor(value: SSAValue | Operation) -> TensorType:
+    typ = SSAValue.get(value).type
+    if not isinstance(typ, TensorType):
+        raise ValueError(f"expected a tensor value, got {typ}")
+    return typ
+
+
+def _shape(value: SSAValue) -> Shape:
+    return tuple(_tensor(value).get_shape())
+
+
+# ---------------------------------------------------------------------------------------
+# Operations
+# ---------------------------------------------------------------------------------------
+
+FORMAT_UNARY = "$input attr-dict `:` functional-type(operands, results)"
+FORMAT_BINARY = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+_FORMAT_1, _FORMAT_2 = FORMAT_UNARY, FORMAT_BINARY
+
+NUMERIC_TYPES = tuple(t for t in ELEMENT_TYPES if not is_bool(t))
+"""Floats and integers (no bool)."""
+
+
+def _type_names(types: Sequence[Attribute]) -> str:
+    return ", ".join(str(t) for t in types)
+
+
+class NNOp(IRDLOperation):
+    """Base of all nn ops: ranked tensors, a checked element type and result shape.
+
+    By default every operand and the result share one element type from
+    ``ALLOWED_TYPES``; ops mixing types (comparisons, ``cast``, index operands) override
+    ``verify_element_types`` and ``infer_element_type``."""
+
+    irdl_options = (ParsePropInAttrDict(),)
+    ALLOWED_TYPES: ClassVar[tuple[Attribute, ...]] = FLOATS[:3]
+    """Element types the op accepts (f16, bf16 and f32 unless an op says more)."""
+
+    def infer_shape(self) -> Shape:
+        """Result shape implied by operands and properties; raises VerifyException."""
+        raise NotImplementedError
+
+    def infer_element_type(self) -> Attribute:
+        """Result element type implied by the operands (default: the first operand's)."""
+        return _tensor(self.operands[0]).element_type
+
+    def verify_element_types(self) -> None:
+        element_types = {v.type.element_type for v in (*self.operands, *self.results)}
+        if len(element_types) > 1:
+            raise VerifyException(
+                "operands and results must share one element type, got "
+                + ", ".join(sorted(str(t) for t in element_types))
+            )
+        self.check_element_type(next(iter(element_types)), "element type")
+
+    def check_element_type(self, element_type: Attribute, what: str,
+                           allowed: Sequence[Attribute] | None = None) -> None:
+        allowed = self.ALLOWED_TYPES if allowed is None else allowed
+        if element_type not in allowed:
+            raise VerifyException(f"{what} must be one of {_type_names(allowed)}, "
+                                  f"got {element_type}")
+
+    def verify_(self) -> None:
+        for v in (*self.operands, *self.results):
+            if not isinstance(v.type, TensorType) or v.type.element_type not in ELEMENT_TYPES:
+                raise VerifyException(f"expected a ranked tensor of an nn element type, got "
+                                      f"{v.type}")
+        self.verify_element_types()
+        check_compatible_shapes(_shape(self.results[0]), self.infer_shape())
+
+
+def _init(op: NNOp, operands: Sequence, result_type: Attribute | None, **props: object) -> None:
+    """Shared builder: wrap properties; without ``result_type``, infer it from a scratch
+    op carrying the same operands and properties (``infer_shape`` and
+    ``infer_element_type`` read both)."""
+    properties = _props(**props)
+    if result_type is None:
+        first = operands[0][0] if isinstance(operands[0], list | tuple) else operands[0]
+        scratch = type(op).__new__(type(op))
+        IRDLOperation.__init__(scratch, operands=operands, result_types=[_tensor(first)],
+                               properties=properties)
+        result_type = TensorType(scratch.infer_element_type(), scratch.infer_shape())
+        scratch.drop_all_references()
+    IRDLOperation.__init__(op, operands=operands, result_types=[result_type],
+                           properties=properties)
+
+
+class UnaryOp(NNOp):
+    """Single-input op whose result has the input's shape."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = FORMAT_UNARY
+
+    def __init__(self, input: SSAValue | Operation, result_type: Attribute | None = None,
+                 **props: object):
+        _init(self, [input], result_type, **props)
+
+    def infer_shape(self) -> Shape:
+        return _shape(self.input)
+
+
+def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """Dense attribute holding ``array`` in its own element type (bool as i1)."""
+    typ = TensorType(element_type_of(array.dtype), array.shape)
+    array = np.ascontiguousarray(array)
+    if array.dtype == np.bool_:
+        array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
+    data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    return DenseIntOrFPElementsAttr(typ, BytesAttr(data))
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """NumPy copy of a dense float attribute (payload is little-endian, full length)."""
+    dtype = numpy_dtype(attr.get_element_type()).newbyteorder("<")
+    if dtype == np.bool_:
+        return (np.frombuffer(attr.data.data, dtype=np.int8) != 0).reshape(attr.get_shape())
+    flat = np.frombuffer(attr.data.data, dtype=dtype)
+    return flat.astype(dtype.newbyteorder("=")).reshape(attr.get_shape())
+

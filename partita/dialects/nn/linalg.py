@@ -1,0 +1,163 @@
+"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul and bias_add."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from partita.dialects.nn.base import (
+    DYN,
+    FORMAT_BINARY,
+    FORMAT_UNARY,
+    NNOp,
+    Shape,
+    UnaryOp,
+    _bool_prop,
+    _check_ints,
+    _float_prop,
+    _fmt,
+    _init,
+    _int_prop,
+    _ints_prop,
+    _shape,
+    _static_product,
+    _str_prop,
+    _tensor,
+    _value,
+    broadcast_shapes,
+    check_channel_vector,
+    dense_from_numpy,
+    dense_to_numpy,
+    merge_dims,
+    normalize_axis,
+)
+
+
+def infer_dense_shape(x: Shape, w: Shape) -> Shape:
+    """``x[..., K] @ w[N, K]^T -> [..., N]`` (Relay ``nn.dense``)."""
+    if len(x) < 2 or len(w) != 2:
+        raise VerifyException(
+            f"dense expects input rank >= 2 and weight rank 2, got {len(x)} and {len(w)}"
+        )
+    merge_dims(x[-1], w[1], "dense reduction dimension mismatch")
+    return (*x[:-1], w[0])
+
+
+def infer_matmul_shape(a: Shape, b: Shape) -> Shape:
+    """NumPy ``matmul`` for rank >= 2 operands with broadcast batch dimensions."""
+    if len(a) < 2 or len(b) < 2:
+        raise VerifyException(f"matmul expects rank >= 2 operands, got {len(a)} and {len(b)}")
+    merge_dims(a[-1], b[-2], "matmul reduction dimension mismatch")
+    return (*broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+
+
+def infer_batch_matmul_shape(a: Shape, b: Shape, transpose_a: bool, transpose_b: bool) -> Shape:
+    """Rank-3 batched matmul; ``transpose_b`` means ``b`` is ``[B, N, K]`` (Relay default)."""
+    if len(a) != 3 or len(b) != 3:
+        raise VerifyException(f"batch_matmul expects rank 3 operands, got {len(a)} and {len(b)}")
+    m, ka = (a[2], a[1]) if transpose_a else (a[1], a[2])
+    kb, n = (b[2], b[1]) if transpose_b else (b[1], b[2])
+    merge_dims(ka, kb, "batch_matmul reduction dimension mismatch")
+    (batch,) = broadcast_shapes(a[:1], b[:1])
+    return (batch, m, n)
+
+
+
+@irdl_op_definition
+class DenseOp(NNOp):
+    """``input[..., K] x weight[N, K] -> [..., N]``."""
+
+    name = "nn.dense"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation,
+                 result_type: Attribute | None = None):
+        _init(self, [input, weight], result_type)
+
+    def infer_shape(self) -> Shape:
+        return infer_dense_shape(_shape(self.input), _shape(self.weight))
+
+
+@irdl_op_definition
+class MatmulOp(NNOp):
+    """NumPy ``matmul`` with batch broadcasting (ranks >= 2)."""
+
+    name = "nn.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = FORMAT_BINARY
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation,
+                 result_type: Attribute | None = None):
+        _init(self, [lhs, rhs], result_type)
+
+    def infer_shape(self) -> Shape:
+        return infer_matmul_shape(_shape(self.lhs), _shape(self.rhs))
+
+
+@irdl_op_definition
+class BatchMatmulOp(NNOp):
+    """Rank-3 batched matmul; by default ``rhs`` is ``[B, N, K]`` (``transpose_b``)."""
+
+    name = "nn.batch_matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    transpose_a_attr = _bool_prop("transpose_a", False)
+    transpose_b_attr = _bool_prop("transpose_b", True)
+    transpose_a = _value("transpose_a")
+    transpose_b = _value("transpose_b")
+    assembly_format = FORMAT_BINARY
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation,
+                 transpose_a: bool | None = None, transpose_b: bool | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [lhs, rhs], result_type, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    def infer_shape(self) -> Shape:
+        return infer_batch_matmul_shape(_shape(self.lhs), _shape(self.rhs),
+                                        self.transpose_a, self.transpose_b)
+
+
+@irdl_op_definition
+class BiasAddOp(NNOp):
+    """Add a rank-1 ``bias`` along ``axis``."""
+
+    name = "nn.bias_add"
+    input = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis_attr = _int_prop("axis", -1)
+    axis = _value("axis")
+    assembly_format = "$input `,` $bias attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, bias: SSAValue | Operation,
+                 axis: int | None = None, result_type: Attribute | None = None):
+        _init(self, [input, bias], result_type, axis=axis)
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        check_channel_vector(x, _shape(self.bias), normalize_axis(self.axis, len(x)), "bias")
+        return x
+
+

@@ -1,0 +1,212 @@
+"""Data-movement ``nn`` ops (Relay's "transform" family): pad, reshape, transpose,
+concatenate, and constants."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from partita.dialects.nn.base import (
+    DYN,
+    ELEMENT_TYPES,
+    NUMERIC_TYPES,
+    FORMAT_BINARY,
+    FORMAT_UNARY,
+    NNOp,
+    Shape,
+    UnaryOp,
+    _bool_prop,
+    _check_ints,
+    _float_prop,
+    _fmt,
+    _init,
+    _int_prop,
+    _ints_prop,
+    _shape,
+    _static_product,
+    _str_prop,
+    _tensor,
+    _value,
+    broadcast_shapes,
+    check_channel_vector,
+    dense_from_numpy,
+    dense_to_numpy,
+    merge_dims,
+    normalize_axis,
+)
+
+
+def infer_pad_shape(x: Shape, before: Sequence[int], after: Sequence[int]) -> Shape:
+    """Constant padding: one non-negative ``before``/``after`` amount per dimension."""
+    _check_ints(before, len(x), "pad_before", 0)
+    _check_ints(after, len(x), "pad_after", 0)
+    return tuple(DYN if d == DYN else d + b + a for d, b, a in zip(x, before, after))
+
+
+def infer_transpose_shape(x: Shape, perm: Sequence[int]) -> Shape:
+    """``out[i] = x[perm[i]]``."""
+    if sorted(perm) != list(range(len(x))):
+        raise VerifyException(f"perm {list(perm)} is not a permutation of rank {len(x)}")
+    return tuple(x[p] for p in perm)
+
+
+def infer_concatenate_shape(shapes: Sequence[Shape], axis: int) -> Shape:
+    """Concatenation along ``axis``; the other dimensions must agree."""
+    if not shapes:
+        raise VerifyException("concatenate expects at least one input")
+    rank = len(shapes[0])
+    if any(len(s) != rank for s in shapes):
+        raise VerifyException("concatenate inputs must have the same rank")
+    axis = normalize_axis(axis, rank)
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        for i in range(rank):
+            if i == axis:
+                out[i] = DYN if DYN in (out[i], s[i]) else out[i] + s[i]
+            else:
+                out[i] = merge_dims(out[i], s[i], f"concatenate dimension {i} mismatch")
+    return tuple(out)
+
+
+def check_reshape(x: Shape, out: Shape) -> None:
+    """At most one ``?`` in ``out`` (inferred at run time); element counts must agree."""
+    if out.count(DYN) > 1:
+        raise VerifyException("reshape result may have at most one dynamic dimension")
+    if DYN in x:
+        return
+    count, out_static = math.prod(x), _static_product(out)
+    if DYN in out:
+        if out_static == 0 or count % out_static:
+            raise VerifyException(f"cannot reshape {count} elements into {out}")
+    elif count != out_static:
+        raise VerifyException(f"reshape changes the element count: {count} vs {out_static}")
+
+
+
+@irdl_op_definition
+class PadOp(UnaryOp):
+    """Constant-mode padding."""
+
+    name = "nn.pad"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    pad_before_attr = _ints_prop("pad_before")
+    pad_after_attr = _ints_prop("pad_after")
+    pad_value_attr = _float_prop("pad_value", 0.0)
+    pad_before = _value("pad_before")
+    pad_after = _value("pad_after")
+    pad_value = _value("pad_value")
+
+    def __init__(self, input: SSAValue | Operation, pad_before: Sequence[int],
+                 pad_after: Sequence[int], pad_value: float | None = None,
+                 result_type: Attribute | None = None):
+        super().__init__(input, result_type, pad_before=pad_before, pad_after=pad_after,
+                         pad_value=None if pad_value is None else float(pad_value))
+
+    def infer_shape(self) -> Shape:
+        return infer_pad_shape(_shape(self.input), self.pad_before, self.pad_after)
+
+
+@irdl_op_definition
+class ReshapeOp(UnaryOp):
+    """Reshape to the result type's shape (one ``?`` allowed, inferred like -1)."""
+
+    name = "nn.reshape"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
+        super().__init__(input, TensorType(_tensor(input).element_type, tuple(shape)))
+
+    def infer_shape(self) -> Shape:
+        out = _shape(self.result)
+        check_reshape(_shape(self.input), out)
+        return out
+
+
+@irdl_op_definition
+class TransposeOp(UnaryOp):
+    name = "nn.transpose"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    perm_attr = _ints_prop("perm")
+    perm = _value("perm")
+
+    def __init__(self, input: SSAValue | Operation, perm: Sequence[int],
+                 result_type: Attribute | None = None):
+        super().__init__(input, result_type, perm=perm)
+
+    def infer_shape(self) -> Shape:
+        return infer_transpose_shape(_shape(self.input), self.perm)
+
+
+@irdl_op_definition
+class ConcatenateOp(NNOp):
+    name = "nn.concatenate"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis_attr = _int_prop("axis")
+    axis = _value("axis")
+    assembly_format = "$inputs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, inputs: Sequence[SSAValue | Operation], axis: int,
+                 result_type: Attribute | None = None):
+        _init(self, [list(inputs)], result_type, axis=axis)
+
+    def infer_shape(self) -> Shape:
+        return infer_concatenate_shape([_shape(v) for v in self.inputs], self.axis)
+
+
+@irdl_op_definition
+class ConstantOp(NNOp):
+    """A constant tensor; ``nn.constant dense<...> : tensor<...>``."""
+
+    name = "nn.constant"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+
+    def __init__(self, value: DenseIntOrFPElementsAttr | np.ndarray):
+        if isinstance(value, np.ndarray):
+            value = dense_from_numpy(value)
+        super(NNOp, self).__init__(result_types=[value.type], properties={"value": value})
+
+    def infer_shape(self) -> Shape:
+        if self.value.type != self.result.type:
+            raise VerifyException(
+                f"value type {self.value.type} does not match result type {self.result.type}")
+        return tuple(self.value.get_shape())
+
+    def to_numpy(self) -> np.ndarray:
+        """The payload as a NumPy array of the storage dtype."""
+        return dense_to_numpy(self.value)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error(f"expected a dense elements attribute, got {value}")
+        op = cls(value)
+        op.attributes.update(parser.parse_optional_attr_dict())
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        printer.print_op_attributes(self.attributes)
+
+
