@@ -2,7 +2,7 @@
 
 ``run(module, *args)`` evaluates the entry ``func.func``. Implementations come from the
 xDSL interpreter framework: ``func`` and ``arith`` from xDSL, ``nn`` and ``tensor.dim`` from
-``nn_impls``, plus every class in ``EXTRA_IMPLS`` (``byoc_impls`` adds itself there on
+``partita.runtime.reference.nn``, plus every class in ``EXTRA_IMPLS`` (``byoc_impls`` adds itself there on
 import, with the ``extra_impls`` decorator).
 """
 
@@ -20,7 +20,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.func import FuncFunctions
 
 from partita.dialects.nn import numpy_dtype
-from partita.runtime.reference.nn_impls import NNFunctions, TensorDimFunctions
+from partita.runtime.reference.nn import NN_FUNCTIONS
 
 EXTRA_IMPLS: list[type[InterpreterFunctions]] = []
 """Additional ``InterpreterFunctions`` classes registered by every ReferenceExecutor."""
@@ -51,7 +51,7 @@ class ReferenceExecutor:
         _load_optional_impls()
         self.module = module
         self.interpreter = Interpreter(module)
-        for cls in (FuncFunctions, ArithFunctions, NNFunctions, TensorDimFunctions,
+        for cls in (FuncFunctions, ArithFunctions, *NN_FUNCTIONS,
                     *EXTRA_IMPLS):
             self.interpreter.register_implementations(cls())
 

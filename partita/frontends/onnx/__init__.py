@@ -1,0 +1,56 @@
+"""ONNX frontend: an ``onnx.ModelProto`` becomes one public ``func.func @main`` of nn ops.
+
+Decisions worth knowing:
+- ``MatMul`` by a 2-D constant becomes ``nn.dense`` with the weight transposed at import
+  (``w[N, K]``), the form CUTLASS/cuBLAS dense patterns match; other MatMuls are
+  ``nn.matmul``. ``Gemm`` is always ``nn.dense`` (+ ``nn.add`` for ``C``).
+- The Erf form of GELU, ``x * 0.5 * (1 + Erf(x / sqrt(2)))`` and its usual reorderings, is
+  matched on the ONNX graph before conversion and becomes one ``nn.gelu``.
+- Unsupported ops, opsets, attributes or element types raise ``PartitaError`` naming the
+  node (``node 3 'attn/Erf' (Erf)``); nothing is skipped silently.
+
+Converters live in one module per operator family, mirroring ``partita.dialects.nn``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from xdsl.dialects.builtin import ModuleOp
+
+# The family modules register their converters on import.
+from partita.frontends.onnx import conv, elementwise, linalg, normalization, transform  # noqa: F401
+from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
+from partita.ir import PartitaError
+
+SUPPORTED_OPS = tuple(sorted(CONVERTERS))
+
+def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+    """An ONNX model from a proto or a file; errors are ``PartitaError``s."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.is_file():
+        raise PartitaError(f"cannot read '{path}': no such file")
+    try:
+        proto = onnx.load(str(path))
+    except Exception as err:
+        raise PartitaError(f"'{path}' is not an ONNX model ({type(err).__name__})") from None
+    if not proto.HasField("graph") or not proto.opset_import:
+        raise PartitaError(f"'{path}' is not an ONNX model (no graph or opset)")
+    return proto
+
+
+def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> ModuleOp:
+    """Import an ONNX model as a module with one public ``func.func @name`` of nn ops."""
+    proto = load_model(model)
+    source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
+    module = Importer(proto, source).run(name)
+    from partita.ir import verify_module
+
+    verify_module(module)
+    return module
+
+
+__all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "import_onnx", "load_model"]

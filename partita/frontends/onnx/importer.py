@@ -1,0 +1,480 @@
+"""The ONNX importer's core: values, the node loop, constant folding and the converter table.
+
+The importer walks the graph in order and dispatches each node to a converter registered in
+``CONVERTERS`` (one function per op type, in the family modules beside this one). Values are
+either IR values (``SSAValue``) or compile-time constants (NumPy arrays): initializers,
+``Constant`` nodes and everything computed from constants only stay NumPy until an nn op
+needs them, then become one ``nn.constant``. A node whose inputs are all constants is folded
+by converting it as usual and evaluating the ops it produced with the project's own NumPy
+references (``partita.runtime.reference``), so folding and execution share one semantics.
+Shape-computing subgraphs (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` as PyTorch
+exports them) fold this way too; a dynamic dimension inside such a shape is a ``SymDim``
+(object arrays), which a ``Reshape`` turns into a ``?`` result dimension.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from partita.dialects import nn
+from partita.ir import PartitaError
+from partita.ir.abi import name_attrs
+
+MIN_OPSET = 9
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+ONNX_DTYPES = {
+    onnx.TensorProto.FLOAT: np.dtype(np.float32),
+    onnx.TensorProto.FLOAT16: np.dtype(np.float16),
+    onnx.TensorProto.BFLOAT16: nn.numpy_dtype(nn.BFloat16Type()),
+    onnx.TensorProto.DOUBLE: np.dtype(np.float64),
+    onnx.TensorProto.BOOL: np.dtype(np.bool_),
+    onnx.TensorProto.INT8: np.dtype(np.int8),
+    onnx.TensorProto.INT16: np.dtype(np.int16),
+    onnx.TensorProto.INT32: np.dtype(np.int32),
+    onnx.TensorProto.INT64: np.dtype(np.int64),
+    onnx.TensorProto.UINT8: np.dtype(np.uint8),
+    onnx.TensorProto.UINT16: np.dtype(np.uint16),
+    onnx.TensorProto.UINT32: np.dtype(np.uint32),
+    onnx.TensorProto.UINT64: np.dtype(np.uint64),
+}
+
+
+@dataclass(frozen=True)
+class SymDim:
+    """A dimension known only at run time inside a folded shape computation; ``label``
+    is the ONNX symbolic name (``dim_param``) when shape inference knows one."""
+
+    label: object
+
+    def __repr__(self) -> str:
+        return f"?{self.label}"
+
+
+Value = SSAValue | np.ndarray | None
+
+
+class Unsupported(Exception):
+    """Raised by converters; the importer adds the node's name."""
+
+
+def fail(message: str) -> None:
+    raise Unsupported(message)
+
+
+def is_const(v: Value) -> bool:
+    return isinstance(v, np.ndarray)
+
+
+def is_symbolic(v: Value) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == object
+
+
+def shape_of(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+def const_ints(v: Value, what: str) -> list[int]:
+    if not is_const(v) or is_symbolic(v):
+        fail(f"{what} must be a constant")
+    return [int(i) for i in np.asarray(v).reshape(-1)]
+
+
+def const_scalar(v: Value, what: str) -> float:
+    if not is_const(v) or is_symbolic(v) or np.asarray(v).size != 1:
+        fail(f"{what} must be a constant scalar")
+    return float(np.asarray(v).reshape(-1)[0])
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>"):
+        self.model = model
+        self.source = source
+        self.location: NameLoc | None = None
+        self.graph = model.graph
+        self.opset = _default_opset(model)
+        self.values: dict[str, Value] = {}
+        self.block = Block()
+        self.node: onnx.NodeProto | None = None
+        self.dim_labels = _dim_labels(model)
+        self.gelu: dict[int, str] = {}  # final node index -> input name of x
+        self.absorbed: set[int] = set()
+        self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
+        self._folder = None
+
+    # -- values ------------------------------------------------------------------------
+    def emit(self, op: nn.NNOp) -> SSAValue:
+        # Like MLIR's importers: each op is located at the ONNX node it came from.
+        if self.location is not None:
+            op.location = self.location
+        self.block.add_op(op)
+        return op.results[0]
+
+    def tensor(self, v: Value, like: SSAValue | None = None) -> SSAValue:
+        """An IR value for ``v``; constants become ``nn.constant`` (in ``like``'s dtype)."""
+        if isinstance(v, SSAValue):
+            return v
+        if v is None:
+            fail("a required input is missing")
+        if is_symbolic(v):
+            fail("a shape computation depending on a dynamic dimension is used as data")
+        array = np.asarray(v)
+        if like is not None:
+            array = array.astype(nn.numpy_dtype(like.type.element_type))
+        elif array.dtype not in ONNX_DTYPES.values():
+            fail(f"constant of element type {array.dtype} used as tensor data")
+        return self.emit(nn.ConstantOp(array))
+
+    def operands(self, *vals: Value) -> list[SSAValue]:
+        like = next((v for v in vals if isinstance(v, SSAValue)), None)
+        return [self.tensor(v, like) for v in vals]
+
+    # -- driver ------------------------------------------------------------------------
+    def run(self, name: str) -> ModuleOp:
+        for init in self.graph.initializer:
+            self.values[init.name] = numpy_helper.to_array(init)
+        if self.graph.sparse_initializer:
+            raise PartitaError("sparse initializers are not supported")
+        arg_types, arg_names = [], []
+        for inp in self.graph.input:
+            if inp.name in self.values:  # pre-IR-v4 models list initializers as inputs
+                continue
+            typ = _value_type(inp, "graph input")
+            arg = self.block.insert_arg(typ, len(self.block.args))
+            _set_name(arg, inp.name)
+            self.values[inp.name] = arg
+            self.names[id(arg)] = inp.name
+            arg_types.append(typ)
+            arg_names.append(inp.name)
+        from partita.frontends.onnx.gelu import match_gelu
+
+        match_gelu(self)
+        for index, node in enumerate(self.graph.node):
+            self.node = node
+            self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
+            try:
+                self.convert(index, node)
+            except (Unsupported, VerifyException, ValueError) as err:
+                raise PartitaError(f"{_describe(index, node)}: {err}") from None
+        results = []
+        for out in self.graph.output:
+            if out.name not in self.values:
+                raise PartitaError(f"graph output '{out.name}' is never computed")
+            try:
+                results.append(self.tensor(self.values[out.name]))
+            except Unsupported as err:
+                raise PartitaError(f"graph output '{out.name}': {err}") from None
+        self.block.add_op(func.ReturnOp(*results))
+        fn = func.FuncOp(name, (arg_types, [r.type for r in results]), Region(self.block),
+                         arg_attrs=name_attrs(arg_names),
+                         res_attrs=name_attrs([o.name for o in self.graph.output]))
+        return ModuleOp([fn])
+
+    def convert(self, index: int, node: onnx.NodeProto) -> None:
+        if node.domain not in ("", "ai.onnx"):
+            fail(f"unsupported op domain '{node.domain}'")
+        if index in self.absorbed:
+            return
+        if index in self.gelu:
+            x = self.tensor(self.values[self.gelu[index]])
+            self.values[node.output[0]] = self.emit(nn.GeluOp(x))
+            return
+        ins = [self.values.get(n) if n else None for n in node.input]
+        for n, v in zip(node.input, ins):
+            if n and n not in self.values:
+                fail(f"input '{n}' is not defined before use")
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        present = [v for v in ins if v is not None]
+        foldable = bool(present) and all(is_const(v) for v in present) and \
+            node.op_type not in _NO_FOLD
+        converter = CONVERTERS.get(node.op_type)
+        if foldable and (converter is None or any(is_symbolic(v) for v in present)):
+            outs = _fold(self, node, ins, attrs)
+        elif converter is None:
+            fail(f"unsupported op type '{node.op_type}'")
+        elif foldable:
+            try:
+                outs = self.fold_converted(converter, ins, attrs)
+            except Unsupported:  # TODO(issue 10): drop once every converter folds
+                outs = _fold(self, node, ins, attrs)
+        else:
+            outs = converter(self, ins, attrs)
+        if not isinstance(outs, list | tuple):
+            outs = [outs]
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            if i >= len(outs):
+                if self._used(name):
+                    fail(f"output {i} ('{name}') is not supported")
+                continue
+            self.values[name] = outs[i]
+            if isinstance(outs[i], SSAValue):
+                self.names.setdefault(id(outs[i]), name)
+
+    def fold_converted(self, converter: Converter, ins: list[Value], attrs: dict) -> list:
+        """Convert a node whose inputs are all constants, then evaluate the ops it emitted
+        with the NumPy references and drop them: the node's outputs become constants."""
+        before = self.block.last_op
+        emitted = []
+        try:
+            outs = converter(self, ins, attrs)
+            outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+            op = self.block.first_op if before is None else before.next_op
+            while op is not None:
+                emitted.append(op)
+                op = op.next_op
+            values: dict[SSAValue, np.ndarray] = {}
+            for op in emitted:
+                args = tuple(values[v] for v in op.operands)
+                values.update(zip(op.results, self.folder.run_op(op, args)))
+            return [values[v] if isinstance(v, SSAValue) else v for v in outs]
+        finally:
+            op = self.block.last_op
+            while op is not None and op is not before:
+                prev = op.prev_op
+                op.detach()
+                op.erase(safe_erase=False)
+                op = prev
+
+    @property
+    def folder(self):
+        """An interpreter with the nn references, for constant folding."""
+        if self._folder is None:
+            from xdsl.interpreter import Interpreter
+
+            from partita.runtime.reference.nn import NN_FUNCTIONS
+
+            self._folder = Interpreter(ModuleOp([]))
+            for cls in NN_FUNCTIONS:
+                self._folder.register_implementations(cls())
+        return self._folder
+
+    def _used(self, name: str) -> bool:
+        return any(name in n.input for n in self.graph.node) or any(
+            o.name == name for o in self.graph.output)
+
+    def _used_output(self, index: int) -> bool:
+        """Whether output ``index`` of the current node is consumed anywhere."""
+        outs = self.node.output
+        return index < len(outs) and bool(outs[index]) and self._used(outs[index])
+
+    def labels(self, v: Value) -> list[object]:
+        """Per-dimension labels of an IR value: the static size, or a symbol."""
+        known = self.dim_labels.get(self.names.get(id(v), ""), [])
+        out: list[object] = []
+        for i, d in enumerate(shape_of(v)):
+            if d != nn.DYN:
+                out.append(d)
+            elif i < len(known) and isinstance(known[i], str):
+                out.append(SymDim(known[i]))
+            else:
+                out.append(SymDim((id(v), i)))
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# Model-level helpers
+# ---------------------------------------------------------------------------------------
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            version = entry.version
+            if not MIN_OPSET <= version <= MAX_OPSET:
+                raise PartitaError(f"unsupported ONNX opset {version} (supported: "
+                                   f"{MIN_OPSET} to {MAX_OPSET})")
+            return version
+    raise PartitaError("the model imports no default-domain (ai.onnx) opset")
+
+
+def _describe(index: int, node: onnx.NodeProto) -> str:
+    label = node.name or (node.output[0] if node.output else "")
+    return f"node {index} '{label}' ({node.op_type})"
+
+
+def _set_name(value: SSAValue, name: str) -> None:
+    hint = re.sub(r"[^A-Za-z0-9_$.]", "_", name)
+    if hint and not hint[0].isalpha() and hint[0] != "_":
+        hint = "v" + hint
+    try:
+        value.name_hint = hint or None
+    except Exception:  # an invalid hint only costs readability
+        pass
+
+
+def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
+    t = info.type
+    if not t.HasField("tensor_type"):
+        raise PartitaError(f"{what} '{info.name}' is not a tensor")
+    elem = t.tensor_type.elem_type
+    if elem not in ONNX_DTYPES:
+        supported = ", ".join(onnx.TensorProto.DataType.Name(t) for t in ONNX_DTYPES)
+        raise PartitaError(f"{what} '{info.name}' has unsupported element type "
+                           f"{onnx.TensorProto.DataType.Name(elem)} (supported: {supported})")
+    if not t.tensor_type.HasField("shape"):
+        raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
+    dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
+            for d in t.tensor_type.shape.dim]
+    return TensorType(nn.element_type_of(ONNX_DTYPES[elem]), dims)
+
+
+def _dim_labels(model: onnx.ModelProto) -> dict[str, list[object]]:
+    """Symbolic dimension names per value, from ONNX shape inference (best effort)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    labels: dict[str, list[object]] = {}
+    g = inferred.graph
+    for info in [*g.input, *g.value_info, *g.output]:
+        tt = info.type.tensor_type
+        if tt.HasField("shape"):
+            labels[info.name] = [
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
+            ]
+    return labels
+
+
+# ---------------------------------------------------------------------------------------
+# Constant folding
+# ---------------------------------------------------------------------------------------
+
+# Ops converted even when all their inputs are constant (they produce or pass data).
+_NO_FOLD = {"Constant", "Identity", "Dropout"}
+
+
+def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> list[Value]:
+    """Evaluate a node whose inputs are all constants at import time."""
+    if any(is_symbolic(v) for v in ins if v is not None):
+        folder = _SYMBOLIC_FOLDERS.get(node.op_type)
+        if folder is None:
+            fail("cannot fold this shape computation over a dynamic dimension")
+        out = np.empty((), dtype=object)
+        result = folder(cx, ins, attrs)
+        if isinstance(result, np.ndarray):
+            return [result.astype(object)]
+        out[()] = result
+        return [out]
+    from onnx.reference import ReferenceEvaluator
+
+    names = [n if n else "" for n in node.input]
+    inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+              for n in names if n]
+    outputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+               for n in node.output if n]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", cx.opset)])
+    try:
+        results = ReferenceEvaluator(model).run(
+            None, {n: np.asarray(v) for n, v in zip(names, ins) if n})
+    except Exception as err:
+        fail(f"constant folding failed: {err}")
+    it = iter(results)
+    return [np.asarray(next(it)) if n else None for n in node.output]
+
+
+def _sym_gather(cx, ins, attrs):
+    data, idx = ins
+    return np.take(data, np.asarray(idx, dtype=np.int64), axis=attrs.get("axis", 0))
+
+
+def _sym_concat(cx, ins, attrs):
+    return np.concatenate([np.asarray(v, dtype=object) for v in ins], axis=attrs["axis"])
+
+
+def _sym_unsqueeze(cx, ins, attrs):
+    axes = attrs["axes"] if cx.opset < 13 else const_ints(ins[1], "axes")
+    out = np.asarray(ins[0], dtype=object)
+    rank = out.ndim + len(axes)
+    for a in sorted(a % rank for a in axes):
+        out = np.expand_dims(out, a)
+    return out
+
+
+def _sym_squeeze(cx, ins, attrs):
+    axes = attrs.get("axes") if cx.opset < 13 else (
+        const_ints(ins[1], "axes") if len(ins) > 1 and ins[1] is not None else None)
+    data = np.asarray(ins[0], dtype=object)
+    if axes is None:
+        return data.squeeze()
+    return data.squeeze(axis=tuple(a % data.ndim for a in axes))
+
+
+def _sym_slice(cx, ins, attrs):
+    if cx.opset < 10:
+        starts, ends, axes = attrs["starts"], attrs["ends"], attrs.get("axes")
+        steps = None
+    else:
+        starts, ends = const_ints(ins[1], "starts"), const_ints(ins[2], "ends")
+        axes = const_ints(ins[3], "axes") if len(ins) > 3 and ins[3] is not None else None
+        steps = const_ints(ins[4], "steps") if len(ins) > 4 and ins[4] is not None else None
+    data = np.asarray(ins[0], dtype=object)
+    axes = axes or list(range(len(starts)))
+    steps = steps or [1] * len(starts)
+    index = [slice(None)] * data.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(s, e, st)
+    return data[tuple(index)]
+
+
+def _sym_binary(fn):
+    def fold(cx, ins, attrs):
+        a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object),
+                                   np.asarray(ins[1], dtype=object))
+        out = np.empty(a.shape, dtype=object)
+        for i in np.ndindex(a.shape):
+            x, y = a[i], b[i]
+            out[i] = SymDim(("expr", id(out), i)) if isinstance(x, SymDim) or isinstance(
+                y, SymDim) else fn(int(x), int(y))
+        return out
+
+    return fold
+
+
+_SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
+    "Gather": _sym_gather,
+    "Concat": _sym_concat,
+    "Unsqueeze": _sym_unsqueeze,
+    "Squeeze": _sym_squeeze,
+    "Slice": _sym_slice,
+    "Cast": lambda cx, ins, attrs: ins[0],
+    "Identity": lambda cx, ins, attrs: ins[0],
+    "Mul": _sym_binary(lambda x, y: x * y),
+    "Add": _sym_binary(lambda x, y: x + y),
+    "Sub": _sym_binary(lambda x, y: x - y),
+    "Div": _sym_binary(lambda x, y: x // y),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Converters: (importer, inputs, attributes) -> output value(s)
+
+Converter = Callable[[Importer, list[Value], dict[str, Any]], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*op_types: str):
+    def register(fn: Converter) -> Converter:
+        for t in op_types:
+            CONVERTERS[t] = fn
+        return fn
+
+    return register
+
+

@@ -1,0 +1,225 @@
+"""ONNX converters of data movement and shape ops (Reshape, Transpose, Concat, Pad, Cast,
+Constant, Shape, ...)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from xdsl.ir import SSAValue
+
+from partita.dialects import nn
+from partita.frontends.onnx.importer import (
+    CONVERTERS,
+    ONNX_DTYPES,
+    Importer,
+    SymDim,
+    Value,
+    const_ints,
+    const_scalar,
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
+
+
+@converter("Identity")
+def _identity(cx, ins, attrs):
+    return ins[0]
+
+
+@converter("Dropout")
+def _dropout(cx, ins, attrs):
+    if len(ins) > 2 and ins[2] is not None:
+        if not is_const(ins[2]) or bool(np.asarray(ins[2]).reshape(-1)[0]):
+            fail("training_mode must be a constant false")
+    if cx._used_output(1):
+        fail("the mask output is not supported (inference only)")
+    return [ins[0]]
+
+
+@converter("Constant")
+def _constant(cx, ins, attrs):
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    fail(f"unsupported Constant attribute(s) {sorted(attrs)}")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(cx, ins, attrs):
+    fail("the shape input must be a constant")  # constant shapes are folded
+
+
+@converter("Cast")
+def _cast(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    to = attrs["to"]
+    if ONNX_DTYPES.get(to) != nn.numpy_dtype(x.type.element_type):
+        fail(f"cast of a non-constant tensor to "
+              f"{onnx.TensorProto.DataType.Name(to)} is not supported (only identity casts)")
+    return x
+
+
+
+@converter("Pad")
+def _pad(cx, ins, attrs):
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode != "constant":
+        fail(f"pad mode '{mode}' is not supported (only constant)")
+    x = cx.tensor(ins[0])
+    rank = len(shape_of(x))
+    if cx.opset < 11:
+        pads, value = list(attrs["pads"]), attrs.get("value", 0.0)
+    else:
+        pads = const_ints(ins[1], "pads")
+        value = const_scalar(ins[2], "constant_value") if len(ins) > 2 and ins[2] is not None \
+            else 0.0
+        if len(ins) > 3 and ins[3] is not None:
+            axes = [a % rank for a in const_ints(ins[3], "axes")]
+            full = [0] * (2 * rank)
+            for j, a in enumerate(axes):
+                full[a], full[rank + a] = pads[j], pads[len(axes) + j]
+            pads = full
+    if len(pads) != 2 * rank:
+        fail(f"expected {2 * rank} pads, got {len(pads)}")
+    if any(p < 0 for p in pads):
+        fail("negative pads are not supported")
+    return cx.emit(nn.PadOp(x, pads[:rank], pads[rank:], pad_value=value))
+
+
+
+def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
+    """``nn.reshape`` to entries that are ints (``0`` copy, ``-1`` infer) or ``SymDim``s."""
+    in_labels = cx.labels(x)
+    out: list[object] = []
+    for i, t in enumerate(target):
+        if isinstance(t, SymDim):
+            out.append(t)
+        elif int(t) == 0:
+            if i >= len(in_labels):
+                fail(f"shape entry {i} is 0 but the input has rank {len(in_labels)}")
+            out.append(in_labels[i])
+        else:
+            out.append(int(t))
+    if out.count(-1) > 1:
+        fail("more than one -1 in the target shape")
+    if -1 in out:
+        # Cancel symbols common to input and output, then infer -1 from the static rest.
+        remaining = [d for d in in_labels]
+        static_out = 1
+        for d in out:
+            if isinstance(d, SymDim):
+                if d in remaining:
+                    remaining.remove(d)
+                else:
+                    fail("cannot infer -1: the target shape has a dynamic dimension that "
+                          "does not match the input")
+            elif d != -1:
+                static_out *= d
+        if any(isinstance(d, SymDim) for d in remaining):
+            out[out.index(-1)] = SymDim("inferred")
+        else:
+            total = math.prod(remaining)
+            if static_out == 0 or total % static_out:
+                fail(f"cannot reshape {total} elements into {target}")
+            out[out.index(-1)] = total // static_out
+    shape = [nn.DYN if isinstance(d, SymDim) else d for d in out]
+    if shape.count(nn.DYN) > 1:
+        fail(f"the target shape has {shape.count(nn.DYN)} dynamic dimensions; nn.reshape "
+              "allows one")
+    if shape == list(shape_of(x)):
+        return x
+    return cx.emit(nn.ReshapeOp(x, shape))
+
+
+@converter("Reshape")
+def _reshape(cx, ins, attrs):
+    if not is_const(ins[1]):
+        fail("the shape input must be a constant (or a foldable shape computation)")
+    target = list(np.asarray(ins[1]).reshape(-1))
+    if attrs.get("allowzero", 0) and any(not isinstance(t, SymDim) and t == 0 for t in target):
+        fail("allowzero with a 0 in the shape is not supported")
+    return reshape_to(cx, cx.tensor(ins[0]), target)
+
+
+@converter("Flatten")
+def _flatten(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    labels = cx.labels(x)
+    axis = attrs.get("axis", 1) % (len(labels) + 1) if labels else 0
+
+    def prod(dims):
+        syms = [d for d in dims if isinstance(d, SymDim)]
+        if len(syms) == 1 and all(d == 1 for d in dims if not isinstance(d, SymDim)):
+            return syms[0]
+        return SymDim(("flat", id(x))) if syms else math.prod(dims)
+
+    return reshape_to(cx, x, [prod(labels[:axis]), prod(labels[axis:])])
+
+
+@converter("Transpose")
+def _transpose(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    perm = attrs.get("perm", list(range(len(shape_of(x))))[::-1])
+    return cx.emit(nn.TransposeOp(x, perm))
+
+
+@converter("Concat")
+def _concat(cx, ins, attrs):
+    vals = cx.operands(*ins)
+    return cx.emit(nn.ConcatenateOp(vals, axis=attrs["axis"]))
+
+
+@converter("Unsqueeze")
+def _unsqueeze(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    axes = attrs.get("axes") if cx.opset < 13 else const_ints(ins[1], "axes")
+    labels: list[object] = cx.labels(x)
+    rank = len(labels) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        labels.insert(a, 1)
+    return reshape_to(cx, x, labels)
+
+
+@converter("Squeeze")
+def _squeeze(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    if cx.opset < 13:
+        axes = attrs.get("axes")
+    else:
+        axes = const_ints(ins[1], "axes") if len(ins) > 1 and ins[1] is not None else None
+    labels = cx.labels(x)
+    if axes is None:
+        if any(isinstance(d, SymDim) for d in labels):
+            fail("Squeeze without axes on a tensor with dynamic dimensions")
+        axes = [i for i, d in enumerate(labels) if d == 1]
+    axes = {a % len(labels) for a in axes}
+    for a in axes:
+        if labels[a] != 1 and not isinstance(labels[a], SymDim):
+            fail(f"cannot squeeze axis {a} of size {labels[a]}")
+    return reshape_to(cx, x, [d for i, d in enumerate(labels) if i not in axes])
+
+
+@converter("Shape")
+def _shape_op(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    labels = cx.labels(x)
+    start, end = attrs.get("start", 0), attrs.get("end", len(labels))
+    dims = labels[start:end]
+    if any(isinstance(d, SymDim) for d in dims):
+        return np.asarray(dims, dtype=object)
+    return np.asarray(dims, dtype=np.int64)
+
+
+SUPPORTED_OPS = tuple(sorted(CONVERTERS))
+
+

@@ -1,0 +1,47 @@
+"""NumPy references of the ``nn`` linear-algebra ops."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+
+from partita.dialects import nn
+from partita.runtime.reference.nn.base import (
+    channel,
+    compute_type,
+    erf,
+    from_nchw,
+    in_compute_type,
+    layer_norm,
+    pool_pads,
+    sliding_window_view,
+    store,
+    to_nchw,
+    windows,
+)
+
+
+@register_impls
+class LinalgFunctions(InterpreterFunctions):
+    """Reference semantics of the ``nn`` linear-algebra ops."""
+
+    # -- linear algebra ----------------------------------------------------------------
+    run_dense = impl(nn.DenseOp)(in_compute_type(lambda op, x, w: x @ w.T))
+    run_matmul = impl(nn.MatmulOp)(in_compute_type(lambda op, a, b: a @ b))
+
+    @impl(nn.BatchMatmulOp)
+    @in_compute_type
+    def run_batch_matmul(op: nn.BatchMatmulOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if op.transpose_a:
+            a = a.transpose(0, 2, 1)
+        if op.transpose_b:
+            b = b.transpose(0, 2, 1)
+        return a @ b
+
+    @impl(nn.BiasAddOp)
+    @in_compute_type
+    def run_bias_add(op: nn.BiasAddOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        return x + channel(bias, x.ndim, op.axis % x.ndim)

@@ -1,0 +1,61 @@
+"""NumPy references of the ``nn`` normalizations."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+
+from partita.dialects import nn
+from partita.runtime.reference.nn.base import (
+    channel,
+    compute_type,
+    erf,
+    from_nchw,
+    in_compute_type,
+    layer_norm,
+    pool_pads,
+    sliding_window_view,
+    store,
+    to_nchw,
+    windows,
+)
+
+
+@register_impls
+class NormalizationFunctions(InterpreterFunctions):
+    """Reference semantics of the ``nn`` normalizations."""
+
+    # -- normalization -----------------------------------------------------------------
+    @impl(nn.SoftmaxOp)
+    @in_compute_type
+    def run_softmax(op: nn.SoftmaxOp, x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - x.max(axis=op.axis, keepdims=True))
+        return e / e.sum(axis=op.axis, keepdims=True)
+
+    @impl(nn.LayerNormOp)
+    @in_compute_type
+    def run_layer_norm(op: nn.LayerNormOp, x, gamma, beta) -> np.ndarray:
+        axes = tuple(range(op.axis % x.ndim, x.ndim))
+        return layer_norm(x, axes, op.epsilon) * gamma + beta
+
+    @impl(nn.BatchNormOp)
+    @in_compute_type
+    def run_batch_norm(op: nn.BatchNormOp, x, gamma, beta, mean, var) -> np.ndarray:
+        axis = op.axis % x.ndim
+        scale = gamma / np.sqrt(var + np.float32(op.epsilon))
+        return (x - channel(mean, x.ndim, axis)) * channel(scale, x.ndim, axis) + channel(
+            beta, x.ndim, axis
+        )
+
+    @impl(nn.LRNOp)
+    @in_compute_type
+    def run_lrn(op: nn.LRNOp, x: np.ndarray) -> np.ndarray:
+        axis = op.axis % x.ndim
+        lo, hi = (op.size - 1) // 2, op.size // 2
+        sq = np.moveaxis(x * x, axis, -1)
+        padded = np.pad(sq, [(0, 0)] * (sq.ndim - 1) + [(lo, hi)])
+        window_sum = np.moveaxis(sliding_window_view(padded, op.size, axis=-1).sum(-1), -1, axis)
+        return x / (op.bias + op.alpha / op.size * window_sum) ** op.beta

@@ -1,0 +1,51 @@
+"""NumPy references of the ``nn`` data movement and constants."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+
+from partita.dialects import nn
+from partita.runtime.reference.nn.base import (
+    channel,
+    compute_type,
+    erf,
+    from_nchw,
+    in_compute_type,
+    layer_norm,
+    pool_pads,
+    sliding_window_view,
+    store,
+    to_nchw,
+    windows,
+)
+
+
+@register_impls
+class TransformFunctions(InterpreterFunctions):
+    """Reference semantics of the ``nn`` data movement and constants."""
+
+    # -- data movement (exact: no f32 round trip needed) -------------------------------
+    @impl(nn.PadOp)
+    def run_pad(self, interpreter: Interpreter, op: nn.PadOp, args: tuple[Any, ...]):
+        widths = list(zip(op.pad_before, op.pad_after))
+        return store(op, np.pad(args[0], widths, constant_values=op.pad_value))
+
+    @impl(nn.ReshapeOp)
+    def run_reshape(self, interpreter: Interpreter, op: nn.ReshapeOp, args: tuple[Any, ...]):
+        return store(op, args[0].reshape(op.result.type.get_shape()))
+
+    @impl(nn.TransposeOp)
+    def run_transpose(self, interpreter: Interpreter, op: nn.TransposeOp, args):
+        return store(op, args[0].transpose(op.perm))
+
+    @impl(nn.ConcatenateOp)
+    def run_concatenate(self, interpreter: Interpreter, op: nn.ConcatenateOp, args):
+        return store(op, np.concatenate(args, axis=op.axis))
+
+    @impl(nn.ConstantOp)
+    def run_constant(self, interpreter: Interpreter, op: nn.ConstantOp, args):
+        return (op.to_numpy(),)
