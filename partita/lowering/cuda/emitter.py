@@ -66,6 +66,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
 from partita.ir import op_error
+from partita.lowering.cuda.rules import INJECTIVE, WINDOW, Rule
 
 __all__ = [
     "ANCHOR_OPS",
@@ -107,8 +108,25 @@ EPILOGUE_OPS: tuple[type[Operation], ...] = (
 GEMM_TILE = 16
 """Output tile edge (and K step) of the GEMM kernels: 16x16 threads per block."""
 
-DTYPES = {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}
-_C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+_C_TYPES = {
+    "f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "double", "i1": "bool",
+    "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+    "ui8": "unsigned char", "ui16": "unsigned short", "ui32": "unsigned int",
+    "ui64": "unsigned long long",
+}
+"""Storage type of each element type (its MLIR spelling) in kernel memory."""
+_C_COMPUTE = {
+    "f32": "float", "f16": "float", "bf16": "float", "f64": "double", "i1": "bool",
+    "i8": "int", "i16": "int", "i32": "int", "i64": "long long",
+    "ui8": "unsigned int", "ui16": "unsigned int", "ui32": "unsigned int",
+    "ui64": "unsigned long long",
+}
+"""Type a kernel computes each element type in (f16/bf16 in float, rounded per op, as the
+reference executor does; narrow integers promoted as C does and wrapped on store)."""
+DTYPES = tuple(_C_TYPES)
+"""Element types a kernel reads and writes."""
+FLOAT_DTYPES = ("f32", "f16", "bf16")
+"""Element types of the float-only schedules (row reductions, GEMMs, pools)."""
 _HEADERS = {"f16": "cuda_fp16.h", "bf16": "cuda_bf16.h"}
 _INT_MAX = 2**31 - 1
 
@@ -116,12 +134,33 @@ Dim = int | str
 """A dimension in a kernel: a literal, or a C expression over the ``int`` dim parameters."""
 
 
+def _rules():
+    """The registered lowering rules (importing the family modules registers them)."""
+    import partita.lowering.cuda.ops  # noqa: F401
+
+    return INJECTIVE, WINDOW
+
+
+def _rule_for(op: Operation, table: dict) -> Rule | None:
+    """``op``'s rule in ``table`` if it applies: types, ``supports``, and dims (a dynamic
+    result needs a ``dims`` rule)."""
+    rule = table.get(type(op))
+    if rule is None or not _typed(op) or not rule.accepts(op):
+        return None
+    if rule.dims is None and any(DYNAMIC_INDEX in _shape(r) for r in op.results):
+        return None
+    return rule
+
+
 def is_fusable(op: Operation) -> bool:
-    return isinstance(op, FUSABLE_OPS)
+    """Whether ``op`` is injective and a kernel can compute it."""
+    if isinstance(op, FUSABLE_OPS):
+        return _typed(op)
+    return len(op.results) == 1 and _rule_for(op, _rules()[0]) is not None
 
 
-def _typed(op: Operation) -> bool:
-    return all(isinstance(v.type, TensorType) and type(v.type.element_type) in DTYPES
+def _typed(op: Operation, dtypes: Sequence[str] = DTYPES) -> bool:
+    return all(isinstance(v.type, TensorType) and str(v.type.element_type) in dtypes
                for v in (*op.operands, *op.results))
 
 
@@ -129,7 +168,9 @@ def is_anchor(op: Operation) -> bool:
     """Whether ``op`` can anchor a ``rowwise``, ``gemm`` or ``window`` kernel (softmax only
     along its last axis, windowed pools only with static spatial dims: others run on the
     host)."""
-    if not isinstance(op, ANCHOR_OPS) or not _typed(op):
+    if len(op.results) == 1 and _rule_for(op, _rules()[1]) is not None:
+        return True
+    if not isinstance(op, ANCHOR_OPS) or not _typed(op, FLOAT_DTYPES):
         return False
     if isinstance(op, nn.Pool2DOp):
         _, h, w = _SPATIAL[op.layout]
@@ -142,7 +183,7 @@ def is_anchor(op: Operation) -> bool:
 
 
 def kernel_kind(op: Operation) -> str:
-    if isinstance(op, WINDOW_OPS):
+    if isinstance(op, WINDOW_OPS) or type(op) in _rules()[1]:
         return "window"
     return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
 
@@ -155,7 +196,8 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
     """Why ``op``, reading values ``derived`` from ``anchor``'s result, cannot be part of
     its epilogue (``None`` if it can): element-wise only, on and to the anchor's shape."""
     shape = _shape(anchor.results[0])
-    if not isinstance(op, EPILOGUE_OPS):
+    rule = _rules()[0].get(type(op))
+    if not isinstance(op, EPILOGUE_OPS) and not (rule is not None and rule.elementwise):
         return f"'{op.name}' remaps indices"
     if _shape(op.results[0]) != shape:
         return f"'{op.name}' does not keep the shape of the '{anchor.name}' result"
@@ -168,8 +210,8 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
 
 
 def _dtype(typ: Attribute) -> str:
-    assert isinstance(typ, TensorType)
-    return DTYPES[type(typ.element_type)]
+    assert isinstance(typ, TensorType) and str(typ.element_type) in _C_TYPES
+    return str(typ.element_type)
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -251,8 +293,8 @@ def kernel_function_error(function: FuncOp) -> str | None:
     if not isinstance(block.last_op, ReturnOp) or len(block.last_op.arguments) != 1:
         return "must return exactly one tensor"
     for arg in block.args:
-        if not isinstance(arg.type, TensorType) or type(arg.type.element_type) not in DTYPES:
-            return f"takes a {arg.type}, not a tensor of f32, f16 or bf16"
+        if not isinstance(arg.type, TensorType) or str(arg.type.element_type) not in DTYPES:
+            return f"takes a {arg.type}, not a tensor of {', '.join(DTYPES)}"
     anchors = [op for op in block.ops if is_anchor(op)]
     for op in block.ops:
         if op is not block.last_op and not is_fusable(op) and not is_anchor(op):
@@ -312,7 +354,11 @@ class FusedKernel:
         return tuple(ptrs + [f"dim{k}:int:4" for k in range(len(self.dims))])
 
 
-class _KernelEmitter:
+class KernelEmitter:
+    """Builds one fused function's kernel. Lowering rules (``rules.py``) use its public
+    methods: ``value`` (an operand at an index, inlined), ``load`` (a kernel argument at an
+    index), ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
+
     def __init__(self, function: FuncOp, entry: str):
         self.function = function
         self.entry = entry
@@ -356,6 +402,9 @@ class _KernelEmitter:
             self.dims[op.results[0]] = [s if s != DYNAMIC_INDEX else d for s, d in zip(static, derived)]
 
     def _rule(self, op: Operation) -> list[Dim]:
+        rule = _rules()[0].get(type(op)) or _rules()[1].get(type(op))
+        if rule is not None and rule.dims is not None:
+            return rule.dims(self, op)
         if isinstance(op, nn.DenseOp):
             return self.dims[op.input][:-1] + [self.dims[op.weight][0]]
         if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp):
@@ -455,7 +504,26 @@ class _KernelEmitter:
         return out
 
     def _round(self, expr: str, dtype: str) -> str:
-        return expr if dtype == "f32" else f"rn_{dtype}({expr})"
+        return f"rn_{dtype}({expr})" if dtype in ("f16", "bf16") else expr
+
+    # -- the interface of lowering rules --------------------------------------------------
+    @staticmethod
+    def ctype(v: SSAValue) -> str:
+        """The C type ``v`` is computed in (``float`` for f16/bf16/f32)."""
+        return _C_COMPUTE[_dtype(v.type)]
+
+    def var(self, prefix: str) -> str:
+        """A fresh C variable name."""
+        return self._var(prefix)
+
+    def load(self, arg: SSAValue, index: Sequence[str]) -> str:
+        """The C expression loading kernel argument ``arg`` at ``index`` (compute type)."""
+        assert isinstance(arg, BlockArgument)
+        return self._load(f"in{arg.index}[{self._linear(self.dims[arg], index)}]", _dtype(arg.type))
+
+    def broadcast_index(self, operand: SSAValue, result: SSAValue, index: Sequence[str]) -> list[str]:
+        """The index into ``operand`` broadcast (NumPy rules) to ``result`` at ``index``."""
+        return self._broadcast_index(operand, result, index)
 
     def value(self, v: SSAValue, index: Sequence[str]) -> str:
         """A float variable holding ``v`` at ``index`` (emitted once per distinct index)."""
@@ -470,16 +538,17 @@ class _KernelEmitter:
             self.memo[key] = self._compute(v.owner, index)
             return self.memo[key]
         if isinstance(v, BlockArgument):
-            load = f"in{v.index}[{self._linear(self.dims[v], index)}]"
-            expr = load if dtype == "f32" else f"ld_{dtype}({load})"
+            expr = self.load(v, index)
         else:
             expr = self._round(self._compute(v.owner, index), dtype)  # type: ignore[arg-type]
         name = self._var("v")
-        self.lines.append(f"    const float {name} = {expr};")
+        self.lines.append(f"    const {self.ctype(v)} {name} = {expr};")
         self.memo[key] = name
         return name
 
     def _compute(self, op: Operation, index: Sequence[str]) -> str:
+        if (rule := _rules()[0].get(type(op))) is not None:
+            return rule.emit(self, op, list(index))
         if isinstance(op, nn.ElementwiseBinaryOp):
             a = self.value(op.lhs, self._broadcast_index(op.lhs, op.result, index))
             b = self.value(op.rhs, self._broadcast_index(op.rhs, op.result, index))
@@ -567,7 +636,7 @@ class _KernelEmitter:
         return list(reversed(lines))
 
     def _load(self, pointer: str, dtype: str) -> str:
-        return pointer if dtype == "f32" else f"ld_{dtype}({pointer})"
+        return f"ld_{dtype}({pointer})" if dtype in ("f16", "bf16") else pointer
 
     def _arg(self, value: SSAValue) -> BlockArgument:
         assert isinstance(value, BlockArgument)
@@ -594,7 +663,7 @@ class _KernelEmitter:
         params = [f"const {_C_TYPES[t]}* __restrict__ in{k}" for k, t in enumerate(arg_types)]
         params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
         params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
-        store = f"    out[i] = {out if out_dtype == 'f32' else f'st_{out_dtype}({out})'};"
+        store = f"    out[i] = {f'st_{out_dtype}({out})' if out_dtype in ('f16', 'bf16') else out};"
         ops = [op.name for op in self.block.ops if op is not self.block.last_op]
         T = self.index_type
         head = [
@@ -707,9 +776,11 @@ class _KernelEmitter:
         return lines
 
     def _window(self) -> list[str]:
-        """The pool's value ``y`` at the output index: a loop over its window."""
+        """The anchor's value ``y`` at the output index: a loop over its window."""
         anchor = self.anchor
         assert anchor is not None
+        if (rule := _rules()[1].get(type(anchor))) is not None:
+            return rule.emit(self, anchor)
         T = self.index_type
         x = self._arg(anchor.operands[0])
         xt, xd = _dtype(x.type), self.dims[x]
@@ -837,7 +908,7 @@ def emit_kernel(function: FuncOp, entry: str | None = None) -> FusedKernel:
     """The kernel of one fused function (located error if its body cannot be one)."""
     if (why := kernel_function_error(function)) is not None:
         raise op_error(function, f"cannot become a CUDA kernel: it {why}")
-    return _KernelEmitter(function, entry or _entry_name(function.sym_name.data, set())).emit()
+    return KernelEmitter(function, entry or _entry_name(function.sym_name.data, set())).emit()
 
 
 _HELPERS = {

@@ -27,6 +27,7 @@ from math import prod
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.lowering.cuda.emitter import FusedKernel
+from partita.dialects import nn
 from partita.lowering.records import dataclass_from, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
@@ -36,7 +37,8 @@ KINDS = ("fused", "rowwise", "gemm", "window")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
-NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+NUMPY_DTYPES = {str(t): str(nn.numpy_dtype(t)) for t in nn.ELEMENT_TYPES}
+"""NumPy dtype name of each element type, by its MLIR spelling (``i1`` is ``bool``)."""
 
 
 def fused_record(kernel: FusedKernel) -> DictionaryAttr:

@@ -1,0 +1,4 @@
+"""CUDA lowering rules of nn ops, one module per operator family (as in
+``partita.dialects.nn``); importing this package registers them all."""
+
+from partita.lowering.cuda.ops import elementwise  # noqa: F401
