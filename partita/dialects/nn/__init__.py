@@ -16,15 +16,27 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
-from partita.dialects.nn import conv, elementwise, linalg, normalization, transform
+from partita.dialects.nn import (
+    conv,
+    elementwise,
+    image,
+    indexing,
+    linalg,
+    normalization,
+    reduction,
+    transform,
+)
 from partita.dialects.nn.base import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
 from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
+from partita.dialects.nn.indexing import *  # noqa: F403
+from partita.dialects.nn.reduction import *  # noqa: F403
+from partita.dialects.nn.image import *  # noqa: F403
 
-FAMILIES = (elementwise, linalg, normalization, conv, transform)
+FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
 """The operator families, in the order the dialect lists their ops."""
 
 

@@ -20,7 +20,16 @@ import onnx
 from xdsl.dialects.builtin import ModuleOp
 
 # The family modules register their converters on import.
-from partita.frontends.onnx import conv, elementwise, linalg, normalization, transform  # noqa: F401
+from partita.frontends.onnx import (  # noqa: F401
+    conv,
+    elementwise,
+    image,
+    indexing,
+    linalg,
+    normalization,
+    reduction,
+    transform,
+)
 from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
 from partita.ir import PartitaError
 

@@ -1,4 +1,13 @@
 """CUDA lowering rules of nn ops, one module per operator family (as in
 ``partita.dialects.nn``); importing this package registers them all."""
 
-from partita.lowering.cuda.ops import elementwise  # noqa: F401
+from partita.lowering.cuda.ops import (  # noqa: F401
+    conv,
+    elementwise,
+    image,
+    indexing,
+    linalg,
+    normalization,
+    reduction,
+    transform,
+)

@@ -8,11 +8,16 @@ from typing import Any
 from xdsl.dialects import tensor
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
-from partita.runtime.reference.nn.conv import ConvFunctions
-from partita.runtime.reference.nn.elementwise import ElementwiseFunctions
-from partita.runtime.reference.nn.linalg import LinalgFunctions
-from partita.runtime.reference.nn.normalization import NormalizationFunctions
-from partita.runtime.reference.nn.transform import TransformFunctions
+from partita.runtime.reference.nn import (
+    conv,
+    elementwise,
+    image,
+    indexing,
+    linalg,
+    normalization,
+    reduction,
+    transform,
+)
 
 
 @register_impls
@@ -24,8 +29,14 @@ class TensorDimFunctions(InterpreterFunctions):
         return (int(args[0].shape[args[1]]),)
 
 
-NN_FUNCTIONS: tuple[type[InterpreterFunctions], ...] = (
-    ElementwiseFunctions, LinalgFunctions, NormalizationFunctions, ConvFunctions,
-    TransformFunctions, TensorDimFunctions,
-)
-"""The implementation classes the reference executor registers for nn (and tensor.dim)."""
+def _families() -> tuple[type[InterpreterFunctions], ...]:
+    """Every ``InterpreterFunctions`` class defined by a family module of this package."""
+    modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
+    return tuple(cls for m in modules for cls in vars(m).values()
+                 if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
+                 and cls.__module__ == m.__name__)
+
+
+NN_FUNCTIONS: tuple[type[InterpreterFunctions], ...] = (*_families(), TensorDimFunctions)
+"""The implementation classes the reference executor registers for nn (and tensor.dim):
+each family module defines one (or more) ``@register_impls`` classes."""

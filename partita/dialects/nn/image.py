@@ -1,0 +1,3 @@
+"""``nn`` ops: resize, depth/space rearrangement and other image ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""``nn`` ops: gather/scatter, slice, split, expand, tile, trilu, range, shape arithmetic."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""ONNX converters: reductions over axes, arg-reductions, top-k, cumulative sums."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""CUDA lowering rules of the ``nn.conv`` family ops beyond the built-in emitter."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""NumPy references of the ``nn`` ops: gather/scatter, slice, split, expand, tile, trilu, range, shape arithmetic."""
+
+from __future__ import annotations
