@@ -140,6 +140,17 @@ CASES: dict[str, tuple[str, dict[str, np.ndarray], dict, int]] = {
     "clip_min_above_max": ("Clip", {"x": floats((6,)), "lo": np.float32(1.0), "hi": np.float32(-1.0)},
                            {}, 13),
     "clip_i32": ("Clip", {"x": ints((8,)), "lo": np.int32(-5), "hi": np.int32(7)}, {}, 13),
+    "quantize_u8": ("QuantizeLinear", {"x": floats((2, 3, 4)), "s": np.float32(0.02),
+                                       "z": np.uint8(128)}, {}, 19),
+    "quantize_i8_per_axis": ("QuantizeLinear", {"x": floats((2, 3, 4)),
+                                                "s": np.array([0.01, 0.05, 0.1], np.float32),
+                                                "z": np.array([-3, 0, 5], np.int8)}, {"axis": 1}, 19),
+    "dequantize_u8": ("DequantizeLinear", {"x": ints((2, 3), np.uint8, 0, 255),
+                                           "s": np.float32(0.1), "z": np.uint8(100)}, {}, 19),
+    "dequantize_i8_per_axis": ("DequantizeLinear", {"x": ints((2, 3), np.int8, -128, 127),
+                                                    "s": np.array([0.5, 0.25], np.float32),
+                                                    "z": np.array([1, -2], np.int8)},
+                               {"axis": 0}, 19),
 }
 if "Swish" in {s.name for s in onnx.defs.get_all_schemas()}:
     CASES["swish"] = ("Swish", {"x": floats((3, 4))}, {"alpha": 1.5}, 24)
@@ -307,6 +318,31 @@ HOST_FUNCTIONS = [
     ("gelu_tanh_f64", "nn.gelu %a {approximate = \"tanh\"}", ("f64",), "f64"),
     ("sigmoid_f64", "nn.sigmoid %a", ("f64",), "f64"),
 ]
+QUANTIZATION_FUNCTIONS = """
+func.func @quantize_i8(%x: tensor<4x6xf32>, %s: tensor<6xf32>, %z: tensor<6xi8>) -> tensor<4x6xi8> {
+  %0 = nn.quantize %x, %s, %z {axis = 1 : i64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xi8>) -> tensor<4x6xi8>
+  func.return %0 : tensor<4x6xi8>
+}
+func.func @quantize_u8(%x: tensor<4x6xf16>, %s: tensor<f16>, %z: tensor<ui8>) -> tensor<4x6xui8> {
+  %0 = nn.quantize %x, %s, %z : (tensor<4x6xf16>, tensor<f16>, tensor<ui8>) -> tensor<4x6xui8>
+  func.return %0 : tensor<4x6xui8>
+}
+func.func @dequantize_i8(%x: tensor<4x6xi8>, %s: tensor<4xf32>, %z: tensor<4xi8>) -> tensor<4x6xf32> {
+  %0 = nn.dequantize %x, %s, %z {axis = 0 : i64} : (tensor<4x6xi8>, tensor<4xf32>, tensor<4xi8>) -> tensor<4x6xf32>
+  func.return %0 : tensor<4x6xf32>
+}
+"""
+QUANTIZATION_ARGS = {
+    # Halves of the scale (round half to even), saturation at both ends.
+    "quantize_i8": [np.array([[0.5, 1.5, 2.5, -0.5, -1.5, 1000.0]] * 4, np.float32),
+                    np.array([1, 1, 1, 1, 0.5, 0.25], np.float32),
+                    np.array([0, 1, -1, 0, 127, -128], np.int8)],
+    "quantize_u8": [np.linspace(-3, 3, 24).reshape(4, 6).astype(np.float16),
+                    np.array(0.0234, np.float16), np.array(128, np.uint8)],
+    "dequantize_i8": [np.arange(-128, 128, 11)[:24].reshape(4, 6).astype(np.int8),
+                      np.array([0.5, 0.25, 1.0, 2.0], np.float32),
+                      np.array([0, -128, 127, 3], np.int8)],
+}
 N = 24
 _NP = {t: nn.numpy_dtype(nn.element_type_of(np.dtype(d))) for t, d in (
     ("f32", np.float32), ("f16", np.float16), ("bf16", BF16), ("f64", np.float64),
@@ -331,7 +367,7 @@ def _edge_values(t: str, k: int) -> np.ndarray:
 
 
 def _host_module() -> str:
-    funcs = []
+    funcs = [QUANTIZATION_FUNCTIONS]
     for name, text, operands, result in HOST_FUNCTIONS:
         args = ", ".join(f"%{a}: tensor<{N}x{t}>" for a, t in zip("ab", operands))
         types = ", ".join(f"tensor<{N}x{t}>" for t in operands)
@@ -361,10 +397,15 @@ def test_kernels_built_for_the_host_match_the_references(tmp_path) -> None:
     handles = kernel_handles(lowered)
     host = HostKernels(program_of(fused).code, [h.record for h in handles.values()], tmp_path)
     reference = parse_module(text, make_context(), "host.mlir")
-    assert len(handles) == len(HOST_FUNCTIONS)
-    for k, (name, _, operands, result) in enumerate(HOST_FUNCTIONS):
+    assert len(handles) == len(HOST_FUNCTIONS) + len(QUANTIZATION_ARGS)
+    cases = [(name, None, None, result) for name, result in (
+        ("quantize_i8", "i8"), ("quantize_u8", "ui8"), ("dequantize_i8", "f32"))]
+    for k, (name, _, operands, result) in enumerate(cases + HOST_FUNCTIONS):
         (handle,) = [h for key, h in handles.items() if key.startswith(f"{name}_")]
-        args = [_edge_values(t, k + j) for j, t in enumerate(operands)]
+        if name in QUANTIZATION_ARGS:
+            args = QUANTIZATION_ARGS[name]
+        else:
+            args = [_edge_values(t, k + j) for j, t in enumerate(operands)]
         if name.startswith("cast_f") and _NP[result].kind in "iu":
             args = [np.nan_to_num(x, posinf=100, neginf=-100) for x in args]  # out of range is undefined in C
         with np.errstate(all="ignore"), warnings.catch_warnings():

@@ -606,3 +606,92 @@ class CastOp(UnaryOp):
     def verify_element_types(self) -> None:
         self.check_element_type(_tensor(self.input).element_type, "operand element type")
         self.check_element_type(_tensor(self.result).element_type, "result element type")
+
+
+# ---------------------------------------------------------------------------------------
+# Linear quantization
+# ---------------------------------------------------------------------------------------
+
+QUANTIZED_TYPES = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED), IntegerType(16),
+                   IntegerType(16, Signedness.UNSIGNED))
+"""Integer types of quantized tensors (int8/uint8, int16/uint16)."""
+
+
+class QuantizationOp(NNOp):
+    """Linear (de)quantization with a scale and a zero point that are scalars (per
+    tensor) or vectors along ``axis`` (per channel)."""
+
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    zero_point = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis_attr = _int_prop("axis", 1)
+    axis = _value("axis")
+    assembly_format = ("$input `,` $scale `,` $zero_point attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, input: SSAValue | Operation, scale: SSAValue | Operation,
+                 zero_point: SSAValue | Operation, axis: int | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [input, scale, zero_point], result_type, axis=axis)
+
+    def channel_axis(self) -> int | None:
+        """The axis the scale runs along, or ``None`` for one scale per tensor."""
+        scale = _shape(self.scale)
+        return None if math.prod(scale) == 1 else normalize_axis(self.axis, len(_shape(self.input)))
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        scale, zero_point = _shape(self.scale), _shape(self.zero_point)
+        if scale != zero_point:
+            raise VerifyException(f"zero point shape {_fmt(zero_point)} differs from scale "
+                                  f"shape {_fmt(scale)}")
+        if len(scale) > 1:
+            raise VerifyException(f"scale must be a scalar or a vector, got {_fmt(scale)}")
+        if DYN in scale:
+            raise VerifyException("scale must have a static shape")
+        if scale and scale[0] != 1:
+            axis = normalize_axis(self.axis, len(x))
+            merge_dims(x[axis], scale[0], f"scale size does not match input dimension {axis}")
+        return x
+
+    def _check_types(self, x_types: Sequence[Attribute]) -> None:
+        self.check_element_type(_tensor(self.input).element_type, "input element type", x_types)
+        self.check_element_type(_tensor(self.scale).element_type, "scale element type", FLOATS[:3])
+        self.check_element_type(_tensor(self.zero_point).element_type,
+                                "zero point element type", QUANTIZED_TYPES + (IntegerType(32),))
+
+
+@irdl_op_definition
+class QuantizeOp(QuantizationOp):
+    """``saturate(round_half_even(input / scale) + zero_point)`` in the zero point's type."""
+
+    name = "nn.quantize"
+
+    def infer_element_type(self) -> Attribute:
+        return _tensor(self.zero_point).element_type
+
+    def verify_element_types(self) -> None:
+        result = _tensor(self.result).element_type
+        self._check_types((*FLOATS[:3], IntegerType(32)))
+        self.check_element_type(result, "result element type", QUANTIZED_TYPES)
+        if _tensor(self.zero_point).element_type != result:
+            raise VerifyException("zero point and result must share one element type")
+
+
+@irdl_op_definition
+class DequantizeOp(QuantizationOp):
+    """``(input - zero_point) * scale`` in the scale's type."""
+
+    name = "nn.dequantize"
+
+    def infer_element_type(self) -> Attribute:
+        return _tensor(self.scale).element_type
+
+    def verify_element_types(self) -> None:
+        x = _tensor(self.input).element_type
+        self._check_types(QUANTIZED_TYPES + (IntegerType(32),))
+        if _tensor(self.zero_point).element_type != x:
+            raise VerifyException("zero point and input must share one element type")
+        if _tensor(self.result).element_type != _tensor(self.scale).element_type:
+            raise VerifyException("result and scale must share one element type")

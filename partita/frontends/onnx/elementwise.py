@@ -203,3 +203,37 @@ def _clip(cx, ins, attrs):
     for op_cls, bound in tensors:
         out = cx.emit(op_cls(out, bound))
     return out
+
+
+_QUANTIZED = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+              onnx.TensorProto.UINT16}
+
+
+def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
+    if attrs.get("block_size", 0):
+        fail("blocked quantization (block_size) is not supported")
+    x, scale = cx.tensor(ins[0]), cx.tensor(ins[1])
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else \
+        np.zeros(np.shape(ins[1]) if is_const(ins[1]) else scale.type.get_shape(), default_zero)
+    return x, scale, cx.tensor(zp)
+
+
+@converter("QuantizeLinear")
+def _quantize_linear(cx, ins, attrs):
+    # ``saturate`` only concerns float8 outputs, which nn does not have.
+    out = attrs.get("output_dtype", 0) or onnx.TensorProto.UINT8
+    if out not in _QUANTIZED:
+        fail(f"quantization to {onnx.TensorProto.DataType.Name(out)} is not supported")
+    if attrs.get("precision", 0):
+        fail("the precision attribute is not supported")
+    x, scale, zp = _quantization_operands(cx, ins, attrs, ONNX_DTYPES[out])
+    return cx.emit(nn.QuantizeOp(x, scale, zp, axis=attrs.get("axis", 1)))
+
+
+@converter("DequantizeLinear")
+def _dequantize_linear(cx, ins, attrs):
+    if attrs.get("output_dtype", 0):
+        fail("the output_dtype attribute is not supported")
+    x = cx.tensor(ins[0])
+    x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
+    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1)))

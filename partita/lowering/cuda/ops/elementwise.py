@@ -368,3 +368,40 @@ def _mish(e, op, x):
 @unary(nn.SwishOp)
 def _swish(e, op, x):
     return f"{x} * ({_sigmoid(e, op.result, f'{_lit(e, op.result, op.alpha)} * {x}')})"
+
+
+# -- linear quantization ------------------------------------------------------------------------
+
+
+def _channel(e: KernelEmitter, op: nn.QuantizationOp, v: SSAValue, index: list[str]) -> str:
+    """The scale or zero point for the element at ``index`` (per tensor or per channel)."""
+    axis = op.channel_axis()
+    rank = v.type.get_num_dims()
+    return e.value(v, [index[axis]] if axis is not None else ["0"] * rank)
+
+
+def _quantize(e: KernelEmitter, op: nn.QuantizeOp, index: list[str]) -> str:
+    x = e.value(op.input, index)
+    scale, zp = _channel(e, op, op.scale, index), _channel(e, op, op.zero_point, index)
+    info = {8: (-128, 127), 16: (-32768, 32767)}[op.result.type.element_type.width.data]
+    if _is_unsigned(op.result):
+        info = (0, 2 * info[1] + 1)
+    q = _temp_typed(e, "float", f"rintf((float){x} / {scale}) + (float){zp}")
+    lo, hi = (_c_float(float(b)) for b in info)
+    return f"({e.ctype(op.result)})({q} < {lo} ? {lo} : ({q} > {hi} ? {hi} : {q}))"
+
+
+def _dequantize(e: KernelEmitter, op: nn.DequantizeOp, index: list[str]) -> str:
+    x = e.value(op.input, index)
+    scale, zp = _channel(e, op, op.scale, index), _channel(e, op, op.zero_point, index)
+    return f"((float){x} - (float){zp}) * {scale}"
+
+
+def _temp_typed(e: KernelEmitter, ctype: str, expr: str) -> str:
+    t = e.var("t")
+    e.lines.append(f"    const {ctype} {t} = {expr};")
+    return t
+
+
+injective(nn.QuantizeOp, dims=_same_dims, elementwise=True)(_quantize)
+injective(nn.DequantizeOp, dims=_same_dims, elementwise=True)(_dequantize)

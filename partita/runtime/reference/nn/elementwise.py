@@ -90,6 +90,29 @@ def _is_inf(op: nn.IsInfOp, x: np.ndarray) -> np.ndarray:
     return (np.isposinf(x) & op.detect_positive) | (np.isneginf(x) & op.detect_negative)
 
 
+def _per_channel(op: nn.QuantizationOp, v: np.ndarray) -> np.ndarray:
+    """Scale or zero point shaped to broadcast against the input."""
+    axis = op.channel_axis()
+    if axis is None:
+        return v.reshape(())
+    shape = [1] * op.input.type.get_num_dims()
+    shape[axis] = -1
+    return v.reshape(shape)
+
+
+def _quantize(op: nn.QuantizeOp, x: np.ndarray, scale: np.ndarray, zp: np.ndarray) -> np.ndarray:
+    info = np.iinfo(nn.numpy_dtype(op.result.type.element_type))
+    q = np.rint(x.astype(np.float32) / _per_channel(op, scale)) \
+        + _per_channel(op, zp).astype(np.float32)
+    return np.clip(q, info.min, info.max)
+
+
+def _dequantize(op: nn.DequantizeOp, x: np.ndarray, scale: np.ndarray,
+                zp: np.ndarray) -> np.ndarray:
+    return (x.astype(np.float32) - _per_channel(op, zp).astype(np.float32)) \
+        * _per_channel(op, scale)
+
+
 @register_impls
 class ElementwiseFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` element-wise ops."""
@@ -169,3 +192,5 @@ class ElementwiseFunctions(InterpreterFunctions):
     run_is_inf = impl(nn.IsInfOp)(in_compute_type(_is_inf))
     run_where = impl(nn.WhereOp)(in_compute_type(lambda op, c, a, b: np.where(c, a, b)))
     run_cast = impl(nn.CastOp)(in_compute_type(_cast))
+    run_quantize = impl(nn.QuantizeOp)(in_compute_type(_quantize))
+    run_dequantize = impl(nn.DequantizeOp)(in_compute_type(_dequantize))

@@ -85,3 +85,27 @@ func.func @cast_shape(%x: tensor<3xf32>) {
   %0 = nn.cast %x : (tensor<3xf32>) -> tensor<4xi32>
   func.return
 }
+
+// -----
+
+func.func @quantize_scale_size(%x: tensor<2x3xf32>, %s: tensor<2xf32>, %z: tensor<2xui8>) {
+  // expected-error@+1 {{scale size does not match input dimension 1: 3 vs 2}}
+  %0 = nn.quantize %x, %s, %z : (tensor<2x3xf32>, tensor<2xf32>, tensor<2xui8>) -> tensor<2x3xui8>
+  func.return
+}
+
+// -----
+
+func.func @quantize_to_float(%x: tensor<3xf32>, %s: tensor<f32>, %z: tensor<f32>) {
+  // expected-error@+1 {{zero point element type must be one of i8, ui8, i16, ui16, i32, got f32}}
+  %0 = nn.quantize %x, %s, %z : (tensor<3xf32>, tensor<f32>, tensor<f32>) -> tensor<3xf32>
+  func.return
+}
+
+// -----
+
+func.func @dequantize_result_type(%x: tensor<3xi8>, %s: tensor<f32>, %z: tensor<i8>) {
+  // expected-error@+1 {{result and scale must share one element type}}
+  %0 = nn.dequantize %x, %s, %z : (tensor<3xi8>, tensor<f32>, tensor<i8>) -> tensor<3xf16>
+  func.return
+}

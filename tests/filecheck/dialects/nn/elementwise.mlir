@@ -58,3 +58,14 @@ func.func @masks(%a: tensor<?x8xi64>, %b: tensor<8xi64>, %x: tensor<?x8xf32>) ->
   func.return %5 : tensor<?x8xf32>
 }
 
+
+// -----
+
+// CHECK-LABEL: func.func @quantization
+func.func @quantization(%x: tensor<?x3xf32>, %s: tensor<3xf32>, %z: tensor<3xi8>) -> tensor<?x3xf32> {
+  // CHECK-NEXT: %0 = nn.quantize %x, %s, %z : (tensor<?x3xf32>, tensor<3xf32>, tensor<3xi8>) -> tensor<?x3xi8>
+  %0 = nn.quantize %x, %s, %z {axis = 1 : i64} : (tensor<?x3xf32>, tensor<3xf32>, tensor<3xi8>) -> tensor<?x3xi8>
+  // CHECK-NEXT: %1 = nn.dequantize %0, %s, %z {axis = -1 : i64} : (tensor<?x3xi8>, tensor<3xf32>, tensor<3xi8>) -> tensor<?x3xf32>
+  %1 = nn.dequantize %0, %s, %z {axis = -1 : i64} : (tensor<?x3xi8>, tensor<3xf32>, tensor<3xi8>) -> tensor<?x3xf32>
+  func.return %1 : tensor<?x3xf32>
+}
