@@ -105,27 +105,32 @@ class DivideOp(ElementwiseBinaryOp):
 
 
 
+class ElementwiseUnaryOp(UnaryOp):
+    """One-input op computing each element from the input's element at the same index;
+    its properties are scalars, so it commutes with any layout change."""
+
+
 @irdl_op_definition
-class ReluOp(UnaryOp):
+class ReluOp(ElementwiseUnaryOp):
     name = "nn.relu"
     ALLOWED_TYPES: ClassVar = (*FLOATS, *(t for t in INTEGERS
                                           if t.signedness.data != Signedness.UNSIGNED))
 
 
 @irdl_op_definition
-class SigmoidOp(UnaryOp):
+class SigmoidOp(ElementwiseUnaryOp):
     name = "nn.sigmoid"
     ALLOWED_TYPES: ClassVar = FLOATS
 
 
 @irdl_op_definition
-class TanhOp(UnaryOp):
+class TanhOp(ElementwiseUnaryOp):
     name = "nn.tanh"
     ALLOWED_TYPES: ClassVar = FLOATS
 
 
 @irdl_op_definition
-class GeluOp(UnaryOp):
+class GeluOp(ElementwiseUnaryOp):
     """GELU; ``approximate`` is "none" (erf form) or "tanh"."""
 
     name = "nn.gelu"
@@ -145,7 +150,7 @@ class GeluOp(UnaryOp):
 
 
 @irdl_op_definition
-class ClipOp(UnaryOp):
+class ClipOp(ElementwiseUnaryOp):
     """``min(max(x, min), max)``: a bound that is absent does not clamp; with
     ``min > max`` every element is ``max`` (ONNX). Integer inputs clamp to the bounds
     converted to their type."""
@@ -187,7 +192,7 @@ BOOL = (IntegerType(1),)
 # ---------------------------------------------------------------------------------------
 
 
-class FloatUnaryOp(UnaryOp):
+class FloatUnaryOp(ElementwiseUnaryOp):
     """Element-wise math function on floats (f64 computes in double)."""
 
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -236,19 +241,19 @@ class RoundOp(FloatUnaryOp):
 
 
 @irdl_op_definition
-class NegOp(UnaryOp):
+class NegOp(ElementwiseUnaryOp):
     name = "nn.neg"
     ALLOWED_TYPES: ClassVar = SIGNED_NUMERIC
 
 
 @irdl_op_definition
-class AbsOp(UnaryOp):
+class AbsOp(ElementwiseUnaryOp):
     name = "nn.abs"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
 
 
 @irdl_op_definition
-class SignOp(UnaryOp):
+class SignOp(ElementwiseUnaryOp):
     """-1, 0 or 1 in the input's type (NaN stays NaN)."""
 
     name = "nn.sign"
@@ -518,12 +523,12 @@ class XorOp(LogicalBinaryOp):
 
 
 @irdl_op_definition
-class NotOp(UnaryOp):
+class NotOp(ElementwiseUnaryOp):
     name = "nn.not"
     ALLOWED_TYPES: ClassVar = BOOL
 
 
-class FloatClassOp(UnaryOp):
+class FloatClassOp(ElementwiseUnaryOp):
     """Float classification; the result is ``i1``."""
 
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -593,7 +598,7 @@ class WhereOp(NNOp):
 
 
 @irdl_op_definition
-class CastOp(UnaryOp):
+class CastOp(ElementwiseUnaryOp):
     """Element type conversion (C semantics: floats truncate toward zero into integers,
     anything non-zero is true); the result type says the target."""
 
