@@ -255,6 +255,34 @@ def test_activation_chain_fuses_into_one_kernel() -> None:
     assert "(in @main)" not in report and report.count("fused") >= 1, report
 
 
+@pytest.mark.parametrize("partitioner", ["collage", "eager"])
+def test_gemm_epilogue_with_new_activation_and_quantization(partitioner: str) -> None:
+    """MatMul -> LeakyRelu -> QuantizeLinear over a dynamic batch: Collage fuses the
+    activation and the quantization into the GEMM kernel's epilogue."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["c"]),
+             helper.make_node("LeakyRelu", ["c"], ["l"], alpha=0.1),
+             helper.make_node("QuantizeLinear", ["l", "s", "z"], ["y"])]
+    inits = [onnx.numpy_helper.from_array(floats((64, 32)), "w"),
+             onnx.numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             onnx.numpy_helper.from_array(np.array(3, np.int8), "z")]
+    graph = helper.make_graph(nodes, "qdense", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, ["n", 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    exe = partita.compile(model, partitioner=partitioner)
+    for n in (1, 7):
+        x = floats((n, 64))
+        (got,) = exe.run(x)
+        want = expected(model, {"x": x})
+        # The GEMM accumulates in another order than NumPy: a value on a rounding
+        # boundary may land one step away.
+        assert got.dtype == np.int8 and np.abs(got.astype(int) - want).max() <= 1
+    report = str(exe.report())
+    assert "(in @main)" not in report, report
+    if partitioner == "collage":
+        assert "dense, leaky_relu, quantize" in report, report
+
+
 def test_unsupported_cast_target_is_a_located_error() -> None:
     model = make_model("Cast", {"x": floats((3,))}, {"to": TensorProto.STRING}, 13)
     with pytest.raises(PartitaError, match=r"node 0 .*\(Cast\): cast to STRING is not supported"):
