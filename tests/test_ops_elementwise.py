@@ -6,7 +6,6 @@ NumPy references."""
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import ml_dtypes

@@ -10,9 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
 from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
     Float64Type,
     FloatAttr,
     IntegerType,
@@ -21,16 +19,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
-    prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
@@ -40,30 +33,32 @@ from partita.dialects.nn.base import (
     INTEGERS,
     NUMERIC_TYPES,
     FORMAT_BINARY,
-    FORMAT_UNARY,
     NNOp,
     Shape,
     UnaryOp,
     _bool_prop,
-    _check_ints,
     _float_prop,
     _fmt,
     _init,
     _int_prop,
-    _ints_prop,
     _shape,
-    _static_product,
     _str_prop,
     _tensor,
     _value,
     broadcast_shapes,
-    check_channel_vector,
-    dense_from_numpy,
-    dense_to_numpy,
-    is_float,
     merge_dims,
     normalize_axis,
 )
+
+
+# ---------------------------------------------------------------------------------------
+# Element types of the ONNX operator definitions
+# ---------------------------------------------------------------------------------------
+
+SIGNED_INTEGERS = tuple(t for t in INTEGERS if t.signedness.data != Signedness.UNSIGNED)
+SIGNED_NUMERIC = (*FLOATS, *SIGNED_INTEGERS)
+"""Floats and signed integers (Neg, Relu, ...)."""
+BOOL = (IntegerType(1),)
 
 
 class ElementwiseBinaryOp(NNOp):
@@ -113,8 +108,7 @@ class ElementwiseUnaryOp(UnaryOp):
 @irdl_op_definition
 class ReluOp(ElementwiseUnaryOp):
     name = "nn.relu"
-    ALLOWED_TYPES: ClassVar = (*FLOATS, *(t for t in INTEGERS
-                                          if t.signedness.data != Signedness.UNSIGNED))
+    ALLOWED_TYPES: ClassVar = SIGNED_NUMERIC
 
 
 @irdl_op_definition
@@ -174,17 +168,6 @@ class ClipOp(ElementwiseUnaryOp):
     def max(self) -> float | None:
         """The upper bound, or ``None``."""
         return None if self.max_attr is None else self.max_attr.value.data
-
-
-# ---------------------------------------------------------------------------------------
-# Element types of the ONNX operator definitions
-# ---------------------------------------------------------------------------------------
-
-SIGNED_INTEGERS = tuple(t for t in INTEGERS if t.signedness.data != Signedness.UNSIGNED)
-UNSIGNED_INTEGERS = tuple(t for t in INTEGERS if t.signedness.data == Signedness.UNSIGNED)
-SIGNED_NUMERIC = (*FLOATS, *SIGNED_INTEGERS)
-"""Floats and signed integers (Neg, Relu, ...)."""
-BOOL = (IntegerType(1),)
 
 
 # ---------------------------------------------------------------------------------------
