@@ -139,6 +139,14 @@ CASES: dict[str, tuple[str, dict[str, np.ndarray], dict, int]] = {
     "clip_min_above_max": ("Clip", {"x": floats((6,)), "lo": np.float32(1.0), "hi": np.float32(-1.0)},
                            {}, 13),
     "clip_i32": ("Clip", {"x": ints((8,)), "lo": np.int32(-5), "hi": np.int32(7)}, {}, 13),
+    "asinh_f64": ("Asinh", {"x": floats((5,), np.float64)}, {}, 9),
+    "cos_f16": ("Cos", {"x": floats((5,), np.float16)}, {}, 7 + 2),
+    "bitwise_and_i16": ("BitwiseAnd", {"a": ints((6,), np.int16, -300, 300),
+                                       "b": ints((2, 1), np.int16, -300, 300)}, {}, 18),
+    "bitwise_xor_u64": ("BitwiseXor", {"a": ints((6,), np.uint64, 0, 2**40),
+                                       "b": ints((6,), np.uint64, 0, 2**40)}, {}, 18),
+    "bitwise_not_i8": ("BitwiseNot", {"x": ints((6,), np.int8, -128, 127)}, {}, 18),
+    "shrink": ("Shrink", {"x": floats((3, 4))}, {"lambd": 0.7, "bias": 0.2}, 9),
     "quantize_u8": ("QuantizeLinear", {"x": floats((2, 3, 4)), "s": np.float32(0.02),
                                        "z": np.uint8(128)}, {}, 19),
     "quantize_i8_per_axis": ("QuantizeLinear", {"x": floats((2, 3, 4)),
@@ -151,8 +159,11 @@ CASES: dict[str, tuple[str, dict[str, np.ndarray], dict, int]] = {
                                                     "z": np.array([1, -2], np.int8)},
                                {"axis": 0}, 19),
 }
-if "Swish" in {s.name for s in onnx.defs.get_all_schemas()}:
+_SCHEMAS = {s.name for s in onnx.defs.get_all_schemas()}
+if "Swish" in _SCHEMAS:
     CASES["swish"] = ("Swish", {"x": floats((3, 4))}, {"alpha": 1.5}, 24)
+if "SwiGLU" in _SCHEMAS:
+    CASES["swiglu"] = ("SwiGLU", {"a": floats((3, 4)), "b": floats((3, 4))}, {"alpha": 1.2}, 28)
 ONNX_OPS = {op for op, *_ in CASES.values()}
 """The ONNX op types these cases cover (tests/test_onnx_import.py counts them)."""
 
@@ -344,6 +355,10 @@ HOST_FUNCTIONS = [
     ("erf_f64", "nn.erf %a", ("f64",), "f64"),
     ("gelu_tanh_f64", "nn.gelu %a {approximate = \"tanh\"}", ("f64",), "f64"),
     ("sigmoid_f64", "nn.sigmoid %a", ("f64",), "f64"),
+    ("atanh_f32", "nn.atanh %a", ("f32",), "f32"),
+    ("bitwise_not_u16", "nn.bitwise_not %a", ("ui16",), "ui16"),
+    ("bitwise_or_i64", "nn.bitwise_or %a, %b", ("i64", "i64"), "i64"),
+    ("shrink_i32", "nn.shrink %a {lambd = 2.0 : f64, bias = 1.0 : f64}", ("i32",), "i32"),
 ]
 QUANTIZATION_FUNCTIONS = """
 func.func @quantize_i8(%x: tensor<4x6xf32>, %s: tensor<6xf32>, %z: tensor<6xi8>) -> tensor<4x6xi8> {

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     Float64Type,
     FloatAttr,
     IntegerType,
@@ -224,6 +225,61 @@ class RoundOp(FloatUnaryOp):
 
 
 @irdl_op_definition
+class SinOp(FloatUnaryOp):
+    name = "nn.sin"
+
+
+@irdl_op_definition
+class CosOp(FloatUnaryOp):
+    name = "nn.cos"
+
+
+@irdl_op_definition
+class TanOp(FloatUnaryOp):
+    name = "nn.tan"
+
+
+@irdl_op_definition
+class AsinOp(FloatUnaryOp):
+    name = "nn.asin"
+
+
+@irdl_op_definition
+class AcosOp(FloatUnaryOp):
+    name = "nn.acos"
+
+
+@irdl_op_definition
+class AtanOp(FloatUnaryOp):
+    name = "nn.atan"
+
+
+@irdl_op_definition
+class SinhOp(FloatUnaryOp):
+    name = "nn.sinh"
+
+
+@irdl_op_definition
+class CoshOp(FloatUnaryOp):
+    name = "nn.cosh"
+
+
+@irdl_op_definition
+class AsinhOp(FloatUnaryOp):
+    name = "nn.asinh"
+
+
+@irdl_op_definition
+class AcoshOp(FloatUnaryOp):
+    name = "nn.acosh"
+
+
+@irdl_op_definition
+class AtanhOp(FloatUnaryOp):
+    name = "nn.atanh"
+
+
+@irdl_op_definition
 class NegOp(ElementwiseUnaryOp):
     name = "nn.neg"
     ALLOWED_TYPES: ClassVar = SIGNED_NUMERIC
@@ -427,6 +483,45 @@ class BitShiftOp(ElementwiseBinaryOp):
             raise VerifyException(
                 f"direction must be \"left\" or \"right\", got {self.direction!r}")
         return super().infer_shape()
+
+
+@irdl_op_definition
+class ShrinkOp(ElementwiseUnaryOp):
+    """``x < -lambd ? x + bias : (x > lambd ? x - bias : 0)``."""
+
+    name = "nn.shrink"
+    ALLOWED_TYPES: ClassVar = (*(t for t in NUMERIC_TYPES if not isinstance(t, BFloat16Type)),)
+    bias_attr = _float_prop("bias", 0.0)
+    lambd_attr = _float_prop("lambd", 0.5)
+    bias = _value("bias")
+    lambd = _value("lambd")
+
+
+class BitwiseBinaryOp(ElementwiseBinaryOp):
+    """Element-wise bitwise connective on integers."""
+
+    ALLOWED_TYPES: ClassVar = INTEGERS
+
+
+@irdl_op_definition
+class BitwiseAndOp(BitwiseBinaryOp):
+    name = "nn.bitwise_and"
+
+
+@irdl_op_definition
+class BitwiseOrOp(BitwiseBinaryOp):
+    name = "nn.bitwise_or"
+
+
+@irdl_op_definition
+class BitwiseXorOp(BitwiseBinaryOp):
+    name = "nn.bitwise_xor"
+
+
+@irdl_op_definition
+class BitwiseNotOp(ElementwiseUnaryOp):
+    name = "nn.bitwise_not"
+    ALLOWED_TYPES: ClassVar = INTEGERS
 
 
 # ---------------------------------------------------------------------------------------

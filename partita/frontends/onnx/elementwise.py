@@ -32,7 +32,8 @@ for _t, _cls in (("Add", nn.AddOp), ("Sub", nn.SubtractOp), ("Mul", nn.MultiplyO
                  ("Div", nn.DivideOp), ("Equal", nn.EqualOp), ("Less", nn.LessOp),
                  ("LessOrEqual", nn.LessEqualOp), ("Greater", nn.GreaterOp),
                  ("GreaterOrEqual", nn.GreaterEqualOp), ("And", nn.AndOp), ("Or", nn.OrOp),
-                 ("Xor", nn.XorOp), ("PRelu", nn.PReluOp)):
+                 ("Xor", nn.XorOp), ("PRelu", nn.PReluOp), ("BitwiseAnd", nn.BitwiseAndOp),
+                 ("BitwiseOr", nn.BitwiseOrOp), ("BitwiseXor", nn.BitwiseXorOp)):
     CONVERTERS[_t] = _binary(_cls)
 
 
@@ -110,7 +111,11 @@ for _t, _cls in (("Relu", nn.ReluOp), ("Tanh", nn.TanhOp), ("Sigmoid", nn.Sigmoi
                  ("Ceil", nn.CeilOp), ("Round", nn.RoundOp), ("Neg", nn.NegOp),
                  ("Abs", nn.AbsOp), ("Sign", nn.SignOp), ("Not", nn.NotOp),
                  ("IsNaN", nn.IsNaNOp), ("HardSwish", nn.HardSwishOp),
-                 ("Softplus", nn.SoftplusOp), ("Softsign", nn.SoftsignOp), ("Mish", nn.MishOp)):
+                 ("Softplus", nn.SoftplusOp), ("Softsign", nn.SoftsignOp), ("Mish", nn.MishOp),
+                 ("Sin", nn.SinOp), ("Cos", nn.CosOp), ("Tan", nn.TanOp), ("Asin", nn.AsinOp),
+                 ("Acos", nn.AcosOp), ("Atan", nn.AtanOp), ("Sinh", nn.SinhOp),
+                 ("Cosh", nn.CoshOp), ("Asinh", nn.AsinhOp), ("Acosh", nn.AcoshOp),
+                 ("Atanh", nn.AtanhOp), ("BitwiseNot", nn.BitwiseNotOp)):
     CONVERTERS[_t] = _unary(_cls)
 
 CONVERTERS["LeakyRelu"] = _unary(nn.LeakyReluOp, alpha=0.01)
@@ -121,6 +126,17 @@ CONVERTERS["Celu"] = _unary(nn.CeluOp, alpha=1.0)
 CONVERTERS["ThresholdedRelu"] = _unary(nn.ThresholdedReluOp, alpha=1.0)
 CONVERTERS["HardSigmoid"] = _unary(nn.HardSigmoidOp, alpha=0.2, beta=0.5)
 CONVERTERS["Swish"] = _unary(nn.SwishOp, alpha=1.0)
+CONVERTERS["Shrink"] = _unary(nn.ShrinkOp, bias=0.0, lambd=0.5)
+
+
+@converter("SwiGLU")
+def _swiglu(cx, ins, attrs):
+    """``Swish_alpha(a) * b`` (same shapes)."""
+    a, b = cx.operands(ins[0], ins[1])
+    if a.type.get_shape() != b.type.get_shape():
+        fail("gate and linear inputs must have the same shape")
+    gate = cx.emit(nn.SwishOp(a, alpha=float(attrs.get("alpha", 1.0))))
+    return cx.emit(nn.MultiplyOp(gate, b))
 
 
 @converter("IsInf")

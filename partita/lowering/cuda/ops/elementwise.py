@@ -189,6 +189,17 @@ def _where(e, op, c, a, b):
     return f"{c} ? {a} : {b}"
 
 
+@broadcasting(nn.BitwiseAndOp, nn.BitwiseOrOp, nn.BitwiseXorOp)
+def _bitwise(e, op, a, b):
+    symbol = {nn.BitwiseAndOp: "&", nn.BitwiseOrOp: "|", nn.BitwiseXorOp: "^"}[type(op)]
+    return f"{a} {symbol} {b}"
+
+
+@unary(nn.BitwiseNotOp)
+def _bitwise_not(e, op, x):
+    return f"~{x}"
+
+
 @unary(nn.NotOp)
 def _not(e, op, x):
     return f"!{x}"
@@ -239,7 +250,10 @@ def _sign(e, op, x):
 
 
 _MATH = {nn.SqrtOp: "sqrt", nn.ExpOp: "exp", nn.LogOp: "log", nn.ErfOp: "erf",
-         nn.FloorOp: "floor", nn.CeilOp: "ceil", nn.RoundOp: "rint", nn.TanhOp: "tanh"}
+         nn.FloorOp: "floor", nn.CeilOp: "ceil", nn.RoundOp: "rint", nn.TanhOp: "tanh",
+         nn.SinOp: "sin", nn.CosOp: "cos", nn.TanOp: "tan", nn.AsinOp: "asin",
+         nn.AcosOp: "acos", nn.AtanOp: "atan", nn.SinhOp: "sinh", nn.CoshOp: "cosh",
+         nn.AsinhOp: "asinh", nn.AcoshOp: "acosh", nn.AtanhOp: "atanh"}
 
 
 @unary(*_MATH)
@@ -265,6 +279,13 @@ def _clip(e, op, x):
 
 
 # -- activations -------------------------------------------------------------------------------
+
+
+@unary(nn.ShrinkOp)
+def _shrink(e, op, x):
+    r = op.result
+    lambd, bias, zero = _lit(e, r, op.lambd), _lit(e, r, op.bias), _lit(e, r, 0)
+    return f"{x} < -{lambd} ? {x} + {bias} : ({x} > {lambd} ? {x} - {bias} : {zero})"
 
 
 @unary(nn.ReluOp)

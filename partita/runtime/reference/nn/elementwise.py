@@ -86,6 +86,11 @@ def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
         return x.astype(to)
 
 
+def _shrink(op: nn.ShrinkOp, x: np.ndarray) -> np.ndarray:
+    lambd, bias = x.dtype.type(op.lambd), x.dtype.type(op.bias)
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+
 def _is_inf(op: nn.IsInfOp, x: np.ndarray) -> np.ndarray:
     return (np.isposinf(x) & op.detect_positive) | (np.isneginf(x) & op.detect_negative)
 
@@ -142,6 +147,18 @@ class ElementwiseFunctions(InterpreterFunctions):
     run_ceil = impl(nn.CeilOp)(in_compute_type(lambda op, x: np.ceil(x)))
     run_round = impl(nn.RoundOp)(in_compute_type(lambda op, x: np.round(x)))
 
+    run_sin = impl(nn.SinOp)(in_compute_type(lambda op, x: np.sin(x)))
+    run_cos = impl(nn.CosOp)(in_compute_type(lambda op, x: np.cos(x)))
+    run_tan = impl(nn.TanOp)(in_compute_type(lambda op, x: np.tan(x)))
+    run_asin = impl(nn.AsinOp)(in_compute_type(lambda op, x: np.arcsin(x)))
+    run_acos = impl(nn.AcosOp)(in_compute_type(lambda op, x: np.arccos(x)))
+    run_atan = impl(nn.AtanOp)(in_compute_type(lambda op, x: np.arctan(x)))
+    run_sinh = impl(nn.SinhOp)(in_compute_type(lambda op, x: np.sinh(x)))
+    run_cosh = impl(nn.CoshOp)(in_compute_type(lambda op, x: np.cosh(x)))
+    run_asinh = impl(nn.AsinhOp)(in_compute_type(lambda op, x: np.arcsinh(x)))
+    run_acosh = impl(nn.AcoshOp)(in_compute_type(lambda op, x: np.arccosh(x)))
+    run_atanh = impl(nn.AtanhOp)(in_compute_type(lambda op, x: np.arctanh(x)))
+
     # -- activations -------------------------------------------------------------------
     run_relu = impl(nn.ReluOp)(in_compute_type(lambda op, x: np.where(x < 0, 0, x)))
     run_sigmoid = impl(nn.SigmoidOp)(in_compute_type(lambda op, x: _sigmoid(x)))
@@ -188,6 +205,11 @@ class ElementwiseFunctions(InterpreterFunctions):
     run_or = impl(nn.OrOp)(in_compute_type(lambda op, a, b: a | b))
     run_xor = impl(nn.XorOp)(in_compute_type(lambda op, a, b: a ^ b))
     run_not = impl(nn.NotOp)(in_compute_type(lambda op, x: ~x))
+    run_bitwise_and = impl(nn.BitwiseAndOp)(in_compute_type(lambda op, a, b: a & b))
+    run_bitwise_or = impl(nn.BitwiseOrOp)(in_compute_type(lambda op, a, b: a | b))
+    run_bitwise_xor = impl(nn.BitwiseXorOp)(in_compute_type(lambda op, a, b: a ^ b))
+    run_bitwise_not = impl(nn.BitwiseNotOp)(in_compute_type(lambda op, x: ~x))
+    run_shrink = impl(nn.ShrinkOp)(in_compute_type(_shrink))
     run_is_nan = impl(nn.IsNaNOp)(in_compute_type(lambda op, x: np.isnan(x)))
     run_is_inf = impl(nn.IsInfOp)(in_compute_type(_is_inf))
     run_where = impl(nn.WhereOp)(in_compute_type(lambda op, c, a, b: np.where(c, a, b)))

@@ -109,3 +109,11 @@ func.func @dequantize_result_type(%x: tensor<3xi8>, %s: tensor<f32>, %z: tensor<
   %0 = nn.dequantize %x, %s, %z : (tensor<3xi8>, tensor<f32>, tensor<i8>) -> tensor<3xf16>
   func.return
 }
+
+// -----
+
+func.func @bitwise_on_floats(%x: tensor<3xf32>) {
+  // expected-error@+1 {{element type must be one of i8, i16, i32, i64, ui8, ui16, ui32, ui64, got f32}}
+  %0 = nn.bitwise_and %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return
+}

@@ -69,3 +69,18 @@ func.func @quantization(%x: tensor<?x3xf32>, %s: tensor<3xf32>, %z: tensor<3xi8>
   %1 = nn.dequantize %0, %s, %z {axis = -1 : i64} : (tensor<?x3xi8>, tensor<3xf32>, tensor<3xi8>) -> tensor<?x3xf32>
   func.return %1 : tensor<?x3xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @trig_and_bits
+func.func @trig_and_bits(%x: tensor<4xf32>, %i: tensor<4xui16>) -> (tensor<4xf32>, tensor<4xui16>) {
+  // CHECK-NEXT: %0 = nn.atanh %x : (tensor<4xf32>) -> tensor<4xf32>
+  %0 = nn.atanh %x : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %1 = nn.shrink %0 {lambd = 2.500000e-01 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = nn.shrink %0 {lambd = 0.25 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %2 = nn.bitwise_not %i : (tensor<4xui16>) -> tensor<4xui16>
+  %2 = nn.bitwise_not %i : (tensor<4xui16>) -> tensor<4xui16>
+  // CHECK-NEXT: %3 = nn.bitwise_xor %2, %i : (tensor<4xui16>, tensor<4xui16>) -> tensor<4xui16>
+  %3 = nn.bitwise_xor %2, %i : (tensor<4xui16>, tensor<4xui16>) -> tensor<4xui16>
+  func.return %1, %3 : tensor<4xf32>, tensor<4xui16>
+}
