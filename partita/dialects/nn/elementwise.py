@@ -49,6 +49,7 @@ from partita.dialects.nn.base import (
     broadcast_shapes,
     merge_dims,
     normalize_axis,
+    numpy_dtype,
 )
 
 
@@ -689,6 +690,25 @@ class CastOp(ElementwiseUnaryOp):
     def verify_element_types(self) -> None:
         self.check_element_type(_tensor(self.input).element_type, "operand element type")
         self.check_element_type(_tensor(self.result).element_type, "result element type")
+
+
+@irdl_op_definition
+class BitcastOp(ElementwiseUnaryOp):
+    """The bits of each element reinterpreted as the result's element type, of the same
+    storage width (little endian; ``i1`` is one byte)."""
+
+    name = "nn.bitcast"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+
+    def __init__(self, input: SSAValue | Operation, to: Attribute):
+        super().__init__(input, TensorType(to, _shape(SSAValue.get(input))))
+
+    def verify_element_types(self) -> None:
+        source, target = _tensor(self.input).element_type, _tensor(self.result).element_type
+        self.check_element_type(source, "operand element type")
+        self.check_element_type(target, "result element type")
+        if numpy_dtype(source).itemsize != numpy_dtype(target).itemsize:
+            raise VerifyException(f"{source} and {target} differ in storage width")
 
 
 # ---------------------------------------------------------------------------------------

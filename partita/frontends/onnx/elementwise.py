@@ -174,6 +174,16 @@ def _cast(cx, ins, attrs):
     return _cast_to(cx, ins[0], ONNX_DTYPES[to])
 
 
+@converter("BitCast")
+def _bitcast(cx, ins, attrs):
+    to = attrs.get("to")
+    if to not in ONNX_DTYPES:
+        name = onnx.TensorProto.DataType.Name(to) if to is not None else "nothing"
+        fail(f"bitcast to {name} is not supported")
+    x = cx.tensor(ins[0])
+    return cx.emit(nn.BitcastOp(x, nn.element_type_of(ONNX_DTYPES[to])))
+
+
 @converter("CastLike")
 def _cast_like(cx, ins, attrs):
     target = ins[1]

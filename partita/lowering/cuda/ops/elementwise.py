@@ -20,7 +20,7 @@ import re
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import KernelEmitter, _c_float
+from partita.lowering.cuda.emitter import _C_TYPES, KernelEmitter, _c_float
 from partita.lowering.cuda.rules import injective
 
 _INT_SUFFIX = {"int": "", "long long": "LL", "unsigned int": "U", "unsigned long long": "ULL"}
@@ -223,6 +223,22 @@ def _cast(e, op, x):
     if e.ctype(op.result) == "bool":
         return f"{x} != 0"
     return f"({e.ctype(op.result)}){x}"
+
+
+_TO_STORAGE = {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}
+_FROM_STORAGE = {"f16": "__half2float", "bf16": "__bfloat162float"}
+
+
+@unary(nn.BitcastOp)
+def _bitcast(e, op, x):
+    source, target = str(op.input.type.element_type), str(op.result.type.element_type)
+    s, d = e.var("bits"), e.var("bits")
+    e.lines += [
+        f"    const {_C_TYPES[source]} {s} = {_TO_STORAGE.get(source, f'({_C_TYPES[source]})')}({x});",
+        f"    {_C_TYPES[target]} {d};",
+        f"    memcpy(&{d}, &{s}, sizeof {d});",
+    ]
+    return f"{_FROM_STORAGE[target]}({d})" if target in _FROM_STORAGE else f"({e.ctype(op.result)}){d}"
 
 
 # -- unary arithmetic and math ----------------------------------------------------------------

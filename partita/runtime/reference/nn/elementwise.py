@@ -214,5 +214,10 @@ class ElementwiseFunctions(InterpreterFunctions):
     run_is_inf = impl(nn.IsInfOp)(in_compute_type(_is_inf))
     run_where = impl(nn.WhereOp)(in_compute_type(lambda op, c, a, b: np.where(c, a, b)))
     run_cast = impl(nn.CastOp)(in_compute_type(_cast))
+
+    @impl(nn.BitcastOp)
+    def run_bitcast(self, interpreter, op: nn.BitcastOp, args):
+        # On the stored bits, not the compute type.
+        return (np.array(args[0], order="C").view(nn.numpy_dtype(op.result.type.element_type)),)
     run_quantize = impl(nn.QuantizeOp)(in_compute_type(_quantize))
     run_dequantize = impl(nn.DequantizeOp)(in_compute_type(_dequantize))

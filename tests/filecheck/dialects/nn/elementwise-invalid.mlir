@@ -117,3 +117,11 @@ func.func @bitwise_on_floats(%x: tensor<3xf32>) {
   %0 = nn.bitwise_and %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   func.return
 }
+
+// -----
+
+func.func @bitcast_width(%x: tensor<3xf32>) {
+  // expected-error@+1 {{f32 and i16 differ in storage width}}
+  %0 = nn.bitcast %x : (tensor<3xf32>) -> tensor<3xi16>
+  func.return
+}

@@ -82,5 +82,7 @@ func.func @trig_and_bits(%x: tensor<4xf32>, %i: tensor<4xui16>) -> (tensor<4xf32
   %2 = nn.bitwise_not %i : (tensor<4xui16>) -> tensor<4xui16>
   // CHECK-NEXT: %3 = nn.bitwise_xor %2, %i : (tensor<4xui16>, tensor<4xui16>) -> tensor<4xui16>
   %3 = nn.bitwise_xor %2, %i : (tensor<4xui16>, tensor<4xui16>) -> tensor<4xui16>
+  // CHECK-NEXT: %4 = nn.bitcast %1 : (tensor<4xf32>) -> tensor<4xi32>
+  %4 = nn.bitcast %1 : (tensor<4xf32>) -> tensor<4xi32>
   func.return %1, %3 : tensor<4xf32>, tensor<4xui16>
 }
