@@ -155,6 +155,10 @@ CASES: dict[str, tuple[str, dict[str, np.ndarray], dict, int]] = {
     "quantize_i8_per_axis": ("QuantizeLinear", {"x": floats((2, 3, 4)),
                                                 "s": np.array([0.01, 0.05, 0.1], np.float32),
                                                 "z": np.array([-3, 0, 5], np.int8)}, {"axis": 1}, 19),
+    "quantize_blocked": ("QuantizeLinear", {"x": floats((2, 5)),
+                                            "s": positive((2, 3)) / 50,
+                                            "z": ints((2, 3), np.int8, -5, 5)},
+                         {"axis": 1, "block_size": 2}, 21),
     "dequantize_u8": ("DequantizeLinear", {"x": ints((2, 3), np.uint8, 0, 255),
                                            "s": np.float32(0.1), "z": np.uint8(100)}, {}, 19),
     "dequantize_i8_per_axis": ("DequantizeLinear", {"x": ints((2, 3), np.int8, -128, 127),
@@ -375,6 +379,10 @@ func.func @quantize_u8(%x: tensor<4x6xf16>, %s: tensor<f16>, %z: tensor<ui8>) ->
   %0 = nn.quantize %x, %s, %z : (tensor<4x6xf16>, tensor<f16>, tensor<ui8>) -> tensor<4x6xui8>
   func.return %0 : tensor<4x6xui8>
 }
+func.func @dequantize_blocked(%x: tensor<4x6xui8>, %s: tensor<2x6xf16>, %z: tensor<2x6xui8>) -> tensor<4x6xf16> {
+  %0 = nn.dequantize %x, %s, %z {axis = 0 : i64, block_size = 3 : i64} : (tensor<4x6xui8>, tensor<2x6xf16>, tensor<2x6xui8>) -> tensor<4x6xf16>
+  func.return %0 : tensor<4x6xf16>
+}
 func.func @dequantize_i8(%x: tensor<4x6xi8>, %s: tensor<4xf32>, %z: tensor<4xi8>) -> tensor<4x6xf32> {
   %0 = nn.dequantize %x, %s, %z {axis = 0 : i64} : (tensor<4x6xi8>, tensor<4xf32>, tensor<4xi8>) -> tensor<4x6xf32>
   func.return %0 : tensor<4x6xf32>
@@ -387,6 +395,9 @@ QUANTIZATION_ARGS = {
                     np.array([0, 1, -1, 0, 127, -128], np.int8)],
     "quantize_u8": [np.linspace(-3, 3, 24).reshape(4, 6).astype(np.float16),
                     np.array(0.0234, np.float16), np.array(128, np.uint8)],
+    "dequantize_blocked": [np.arange(0, 240, 10).reshape(4, 6).astype(np.uint8),
+                           np.linspace(0.1, 2, 12).reshape(2, 6).astype(np.float16),
+                           np.arange(0, 120, 10).reshape(2, 6).astype(np.uint8)],
     "dequantize_i8": [np.arange(-128, 128, 11)[:24].reshape(4, 6).astype(np.int8),
                       np.array([0.5, 0.25, 1.0, 2.0], np.float32),
                       np.array([0, -128, 127, 3], np.int8)],
@@ -447,7 +458,8 @@ def test_kernels_built_for_the_host_match_the_references(tmp_path) -> None:
     reference = parse_module(text, make_context(), "host.mlir")
     assert len(handles) == len(HOST_FUNCTIONS) + len(QUANTIZATION_ARGS)
     cases = [(name, None, None, result) for name, result in (
-        ("quantize_i8", "i8"), ("quantize_u8", "ui8"), ("dequantize_i8", "f32"))]
+        ("quantize_i8", "i8"), ("quantize_u8", "ui8"), ("dequantize_i8", "f32"),
+        ("dequantize_blocked", "f16"))]
     for k, (name, _, operands, result) in enumerate(cases + HOST_FUNCTIONS):
         (handle,) = [h for key, h in handles.items() if key.startswith(f"{name}_")]
         if name in QUANTIZATION_ARGS:

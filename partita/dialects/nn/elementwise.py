@@ -722,26 +722,31 @@ QUANTIZED_TYPES = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED), IntegerT
 
 class QuantizationOp(NNOp):
     """Linear (de)quantization with a scale and a zero point that are scalars (per
-    tensor) or vectors along ``axis`` (per channel)."""
+    tensor), vectors along ``axis`` (per channel), or, with ``block_size``, tensors of the
+    input's rank holding one value per block of ``block_size`` elements along ``axis``."""
 
     input = operand_def(TensorType)
     scale = operand_def(TensorType)
     zero_point = operand_def(TensorType)
     result = result_def(TensorType)
     axis_attr = _int_prop("axis", 1)
+    block_size_attr = _int_prop("block_size", 0)
     axis = _value("axis")
+    block_size = _value("block_size")
     assembly_format = ("$input `,` $scale `,` $zero_point attr-dict `:` "
                        "functional-type(operands, results)")
 
     def __init__(self, input: SSAValue | Operation, scale: SSAValue | Operation,
                  zero_point: SSAValue | Operation, axis: int | None = None,
-                 result_type: Attribute | None = None):
-        _init(self, [input, scale, zero_point], result_type, axis=axis)
+                 block_size: int | None = None, result_type: Attribute | None = None):
+        _init(self, [input, scale, zero_point], result_type, axis=axis,
+              block_size=block_size or None)
 
     def channel_axis(self) -> int | None:
         """The axis the scale runs along, or ``None`` for one scale per tensor."""
-        scale = _shape(self.scale)
-        return None if math.prod(scale) == 1 else normalize_axis(self.axis, len(_shape(self.input)))
+        if not self.block_size and math.prod(_shape(self.scale)) == 1:
+            return None
+        return normalize_axis(self.axis, len(_shape(self.input)))
 
     def infer_shape(self) -> Shape:
         x = _shape(self.input)
@@ -749,10 +754,21 @@ class QuantizationOp(NNOp):
         if scale != zero_point:
             raise VerifyException(f"zero point shape {_fmt(zero_point)} differs from scale "
                                   f"shape {_fmt(scale)}")
-        if len(scale) > 1:
-            raise VerifyException(f"scale must be a scalar or a vector, got {_fmt(scale)}")
         if DYN in scale:
             raise VerifyException("scale must have a static shape")
+        if self.block_size < 0:
+            raise VerifyException(f"block_size must be >= 0, got {self.block_size}")
+        if self.block_size:
+            axis = normalize_axis(self.axis, len(x))
+            blocks = DYN if x[axis] == DYN else -(-x[axis] // self.block_size)
+            expected = tuple(blocks if k == axis else d for k, d in enumerate(x))
+            if len(scale) != len(x) or any(DYN not in (a, b) and a != b
+                                           for a, b in zip(scale, expected)):
+                raise VerifyException(f"scale shape {_fmt(scale)} does not hold one value per "
+                                      f"block of {self.block_size} of input {_fmt(x)}")
+            return x
+        if len(scale) > 1:
+            raise VerifyException(f"scale must be a scalar or a vector, got {_fmt(scale)}")
         if scale and scale[0] != 1:
             axis = normalize_axis(self.axis, len(x))
             merge_dims(x[axis], scale[0], f"scale size does not match input dimension {axis}")

@@ -236,8 +236,6 @@ _QUANTIZED = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.IN
 
 
 def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
-    if attrs.get("block_size", 0):
-        fail("blocked quantization (block_size) is not supported")
     x, scale = cx.tensor(ins[0]), cx.tensor(ins[1])
     zp = ins[2] if len(ins) > 2 and ins[2] is not None else \
         np.zeros(np.shape(ins[1]) if is_const(ins[1]) else scale.type.get_shape(), default_zero)
@@ -253,7 +251,8 @@ def _quantize_linear(cx, ins, attrs):
     if attrs.get("precision", 0):
         fail("the precision attribute is not supported")
     x, scale, zp = _quantization_operands(cx, ins, attrs, ONNX_DTYPES[out])
-    return cx.emit(nn.QuantizeOp(x, scale, zp, axis=attrs.get("axis", 1)))
+    return cx.emit(nn.QuantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
+                                 block_size=attrs.get("block_size", 0)))
 
 
 @converter("DequantizeLinear")
@@ -262,4 +261,5 @@ def _dequantize_linear(cx, ins, attrs):
         fail("the output_dtype attribute is not supported")
     x = cx.tensor(ins[0])
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
-    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1)))
+    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
+                                   block_size=attrs.get("block_size", 0)))

@@ -413,8 +413,13 @@ def _swish(e, op, x):
 def _channel(e: KernelEmitter, op: nn.QuantizationOp, v: SSAValue, index: list[str]) -> str:
     """The scale or zero point for the element at ``index`` (per tensor or per channel)."""
     axis = op.channel_axis()
-    rank = v.type.get_num_dims()
-    return e.value(v, [index[axis]] if axis is not None else ["0"] * rank)
+    if axis is None:
+        return e.value(v, ["0"] * v.type.get_num_dims())
+    if not op.block_size:
+        return e.value(v, [index[axis]])
+    blocked = list(e.broadcast_index(v, op.input, index))
+    blocked[axis] = f"{index[axis]} / {op.block_size}"
+    return e.value(v, blocked)
 
 
 def _quantize(e: KernelEmitter, op: nn.QuantizeOp, index: list[str]) -> str:

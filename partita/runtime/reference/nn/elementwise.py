@@ -100,6 +100,9 @@ def _per_channel(op: nn.QuantizationOp, v: np.ndarray) -> np.ndarray:
     axis = op.channel_axis()
     if axis is None:
         return v.reshape(())
+    if op.block_size:
+        extent = op.input.type.get_shape()[axis]
+        return np.repeat(v, op.block_size, axis=axis).take(range(extent), axis=axis)
     shape = [1] * op.input.type.get_num_dims()
     shape[axis] = -1
     return v.reshape(shape)
