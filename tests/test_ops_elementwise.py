@@ -166,6 +166,13 @@ CASES: dict[str, tuple[str, dict[str, np.ndarray], dict, int]] = {
                                                     "z": np.array([1, -2], np.int8)},
                                {"axis": 0}, 19),
 }
+for _op, _x in (("Sin", floats((5,))), ("Tan", floats((5,), scale=0.7)),
+                ("Asin", floats((5,), scale=0.3)), ("Acos", floats((5,), scale=0.3)),
+                ("Atan", floats((5,))), ("Sinh", floats((5,))), ("Cosh", floats((5,))),
+                ("Acosh", positive((5,)) + 1), ("Atanh", floats((5,), scale=0.3))):
+    CASES[_op.lower()] = (_op, {"x": _x}, {}, 9)
+CASES["bitwise_or_u8"] = ("BitwiseOr", {"a": ints((6,), np.uint8, 0, 255),
+                                        "b": ints((6,), np.uint8, 0, 255)}, {}, 18)
 _SCHEMAS = {s.name for s in onnx.defs.get_all_schemas()}
 if "Swish" in _SCHEMAS:
     CASES["swish"] = ("Swish", {"x": floats((3, 4))}, {"alpha": 1.5}, 24)
