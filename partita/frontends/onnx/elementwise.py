@@ -164,24 +164,24 @@ def _cast_to(cx: Importer, x: Value, dtype: np.dtype) -> Value:
     return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to))
 
 
-@converter("Cast")
-def _cast(cx, ins, attrs):
-    # ``saturate`` only concerns float8 targets, which nn does not have.
+def _to(attrs: dict, what: str) -> np.dtype:
+    """The dtype named by the ``to`` attribute (an ONNX TensorProto data type)."""
     to = attrs.get("to")
     if to not in ONNX_DTYPES:
         name = onnx.TensorProto.DataType.Name(to) if to is not None else "nothing"
-        fail(f"cast to {name} is not supported")
-    return _cast_to(cx, ins[0], ONNX_DTYPES[to])
+        fail(f"{what} to {name} is not supported")
+    return ONNX_DTYPES[to]
+
+
+@converter("Cast")
+def _cast(cx, ins, attrs):
+    # ``saturate`` only concerns float8 targets, which nn does not have.
+    return _cast_to(cx, ins[0], _to(attrs, "cast"))
 
 
 @converter("BitCast")
 def _bitcast(cx, ins, attrs):
-    to = attrs.get("to")
-    if to not in ONNX_DTYPES:
-        name = onnx.TensorProto.DataType.Name(to) if to is not None else "nothing"
-        fail(f"bitcast to {name} is not supported")
-    x = cx.tensor(ins[0])
-    return cx.emit(nn.BitcastOp(x, nn.element_type_of(ONNX_DTYPES[to])))
+    return cx.emit(nn.BitcastOp(cx.tensor(ins[0]), nn.element_type_of(_to(attrs, "bitcast"))))
 
 
 @converter("CastLike")
