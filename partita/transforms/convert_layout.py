@@ -85,7 +85,7 @@ def _relayout_properties(op: Operation) -> dict | None:
     props = dict(op.properties)
     if isinstance(op, nn.UnaryOp) and not op.properties:
         return props  # relu, sigmoid, tanh
-    if isinstance(op, nn.GeluOp | nn.ClipOp):
+    if isinstance(op, nn.ElementwiseUnaryOp):  # scalar properties (alpha, min, ...)
         return props
     if isinstance(op, nn.Pool2DOp | nn.GlobalAvgPool2DOp):
         if op.layout != "NCHW":

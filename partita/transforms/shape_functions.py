@@ -140,6 +140,11 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
     """Symbolic result dims of a single-result nn op."""
     if isinstance(op, nn.ElementwiseBinaryOp):
         return b.broadcast_shapes(dims(op.lhs), dims(op.rhs))
+    if isinstance(op, nn.WhereOp):
+        return b.broadcast_shapes(b.broadcast_shapes(dims(op.condition), dims(op.on_true)),
+                                  dims(op.on_false))
+    if isinstance(op, nn.QuantizationOp):
+        return list(dims(op.input))
     if isinstance(op, nn.DenseOp):
         return [*dims(op.input)[:-1], dims(op.weight)[0]]
     if isinstance(op, nn.MatmulOp):

@@ -1,12 +1,10 @@
-"""ONNX converters of element-wise ops (arithmetic, activations, Clip)."""
+"""ONNX converters of element-wise ops: arithmetic, math functions, activations,
+comparisons and logic, Where, Cast / CastLike, Clip."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx
-from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
@@ -14,73 +12,254 @@ from partita.frontends.onnx.importer import (
     CONVERTERS,
     ONNX_DTYPES,
     Importer,
-    SymDim,
     Value,
-    const_ints,
-    const_scalar,
     converter,
     fail,
     is_const,
     is_symbolic,
-    shape_of,
 )
 
 
-def _binary(op_cls):
+def _binary(op_cls, **fixed):
     def convert(cx: Importer, ins, attrs):
-        if cx.opset < 7 and attrs.get("broadcast"):
-            fail("legacy broadcast attribute")
         a, b = cx.operands(ins[0], ins[1])
-        return cx.emit(op_cls(a, b))
+        return cx.emit(op_cls(a, b, **fixed))
 
     return convert
 
 
 for _t, _cls in (("Add", nn.AddOp), ("Sub", nn.SubtractOp), ("Mul", nn.MultiplyOp),
-                 ("Div", nn.DivideOp)):
+                 ("Div", nn.DivideOp), ("Equal", nn.EqualOp), ("Less", nn.LessOp),
+                 ("LessOrEqual", nn.LessEqualOp), ("Greater", nn.GreaterOp),
+                 ("GreaterOrEqual", nn.GreaterEqualOp), ("And", nn.AndOp), ("Or", nn.OrOp),
+                 ("Xor", nn.XorOp), ("PRelu", nn.PReluOp), ("BitwiseAnd", nn.BitwiseAndOp),
+                 ("BitwiseOr", nn.BitwiseOrOp), ("BitwiseXor", nn.BitwiseXorOp)):
     CONVERTERS[_t] = _binary(_cls)
 
 
-@converter("Sum")
-def _sum(cx, ins, attrs):
-    vals = cx.operands(*ins)
-    out = vals[0]
-    for v in vals[1:]:
-        out = cx.emit(nn.AddOp(out, v))
-    return out
+def _variadic(op_cls):
+    """Sum / Min / Max over any number of broadcasting inputs: a chain of binary ops."""
+
+    def convert(cx: Importer, ins, attrs):
+        vals = [v for v in ins if v is not None]
+        if not vals:
+            fail("needs at least one input")
+        if len(vals) == 1:
+            return cx.tensor(vals[0])
+        vals = cx.operands(*vals)
+        out = vals[0]
+        for v in vals[1:]:
+            out = cx.emit(op_cls(out, v))
+        return out
+
+    return convert
 
 
-def _unary(op_cls):
-    return lambda cx, ins, attrs: cx.emit(op_cls(cx.tensor(ins[0])))
+CONVERTERS["Sum"] = _variadic(nn.AddOp)
+CONVERTERS["Min"] = _variadic(nn.MinimumOp)
+CONVERTERS["Max"] = _variadic(nn.MaximumOp)
 
 
-for _t, _cls in (("Relu", nn.ReluOp), ("Tanh", nn.TanhOp), ("Sigmoid", nn.SigmoidOp)):
+@converter("Mean")
+def _mean(cx, ins, attrs):
+    total = CONVERTERS["Sum"](cx, ins, attrs)
+    count = sum(v is not None for v in ins)
+    if count == 1:
+        return total
+    return cx.emit(nn.DivideOp(total, cx.tensor(np.asarray(count), like=total)))
+
+
+@converter("Mod")
+def _mod(cx, ins, attrs):
+    a, b = cx.operands(ins[0], ins[1])
+    return cx.emit(nn.ModOp(a, b, fmod=bool(attrs.get("fmod", 0))))
+
+
+@converter("Pow")
+def _pow(cx, ins, attrs):
+    base = cx.tensor(ins[0])
+    return cx.emit(nn.PowOp(base, cx.tensor(ins[1])))
+
+
+@converter("BitShift")
+def _bit_shift(cx, ins, attrs):
+    direction = _text(attrs.get("direction", b"")).lower()
+    if direction not in ("left", "right"):
+        fail(f"direction must be LEFT or RIGHT, got {direction.upper()!r}")
+    a, b = cx.operands(ins[0], ins[1])
+    return cx.emit(nn.BitShiftOp(a, b, direction=direction))
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _unary(op_cls, **defaults):
+    """A one-input op; ``defaults`` maps ONNX attribute names to their default values
+    (the nn properties have the same names)."""
+
+    def convert(cx: Importer, ins, attrs):
+        props = {k: float(attrs.get(k, d)) for k, d in defaults.items()}
+        return cx.emit(op_cls(cx.tensor(ins[0]), **props))
+
+    return convert
+
+
+for _t, _cls in (("Relu", nn.ReluOp), ("Tanh", nn.TanhOp), ("Sigmoid", nn.SigmoidOp),
+                 ("Sqrt", nn.SqrtOp), ("Reciprocal", nn.ReciprocalOp), ("Exp", nn.ExpOp),
+                 ("Log", nn.LogOp), ("Erf", nn.ErfOp), ("Floor", nn.FloorOp),
+                 ("Ceil", nn.CeilOp), ("Round", nn.RoundOp), ("Neg", nn.NegOp),
+                 ("Abs", nn.AbsOp), ("Sign", nn.SignOp), ("Not", nn.NotOp),
+                 ("IsNaN", nn.IsNaNOp), ("HardSwish", nn.HardSwishOp),
+                 ("Softplus", nn.SoftplusOp), ("Softsign", nn.SoftsignOp), ("Mish", nn.MishOp),
+                 ("Sin", nn.SinOp), ("Cos", nn.CosOp), ("Tan", nn.TanOp), ("Asin", nn.AsinOp),
+                 ("Acos", nn.AcosOp), ("Atan", nn.AtanOp), ("Sinh", nn.SinhOp),
+                 ("Cosh", nn.CoshOp), ("Asinh", nn.AsinhOp), ("Acosh", nn.AcoshOp),
+                 ("Atanh", nn.AtanhOp), ("BitwiseNot", nn.BitwiseNotOp)):
     CONVERTERS[_t] = _unary(_cls)
+
+CONVERTERS["LeakyRelu"] = _unary(nn.LeakyReluOp, alpha=0.01)
+CONVERTERS["Elu"] = _unary(nn.EluOp, alpha=1.0)
+CONVERTERS["Selu"] = _unary(nn.SeluOp, alpha=1.67326319217681884765625,
+                            gamma=1.05070102214813232421875)
+CONVERTERS["Celu"] = _unary(nn.CeluOp, alpha=1.0)
+CONVERTERS["ThresholdedRelu"] = _unary(nn.ThresholdedReluOp, alpha=1.0)
+CONVERTERS["HardSigmoid"] = _unary(nn.HardSigmoidOp, alpha=0.2, beta=0.5)
+CONVERTERS["Swish"] = _unary(nn.SwishOp, alpha=1.0)
+CONVERTERS["Shrink"] = _unary(nn.ShrinkOp, bias=0.0, lambd=0.5)
+
+
+@converter("SwiGLU")
+def _swiglu(cx, ins, attrs):
+    """``Swish_alpha(a) * b`` (same shapes)."""
+    a, b = cx.operands(ins[0], ins[1])
+    if a.type.get_shape() != b.type.get_shape():
+        fail("gate and linear inputs must have the same shape")
+    gate = cx.emit(nn.SwishOp(a, alpha=float(attrs.get("alpha", 1.0))))
+    return cx.emit(nn.MultiplyOp(gate, b))
+
+
+@converter("IsInf")
+def _is_inf(cx, ins, attrs):
+    return cx.emit(nn.IsInfOp(cx.tensor(ins[0]),
+                              detect_positive=bool(attrs.get("detect_positive", 1)),
+                              detect_negative=bool(attrs.get("detect_negative", 1))))
 
 
 @converter("Gelu")
 def _gelu(cx, ins, attrs):
-    approximate = attrs.get("approximate", b"none")
-    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
-    return cx.emit(nn.GeluOp(cx.tensor(ins[0]), approximate=approximate))
+    return cx.emit(nn.GeluOp(cx.tensor(ins[0]),
+                             approximate=_text(attrs.get("approximate", b"none"))))
 
 
-@converter("Erf")
-def _erf(cx, ins, attrs):
-    fail("Erf is only supported inside a GELU subgraph x * 0.5 * (1 + Erf(x / sqrt(2)))")
+@converter("Where")
+def _where(cx, ins, attrs):
+    on_true, on_false = cx.operands(ins[1], ins[2])
+    return cx.emit(nn.WhereOp(cx.tensor(ins[0]), on_true, on_false))
 
+
+def _cast_to(cx: Importer, x: Value, dtype: np.dtype) -> Value:
+    x = cx.tensor(x)
+    to = nn.element_type_of(dtype)
+    return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to))
+
+
+def _to(attrs: dict, what: str) -> np.dtype:
+    """The dtype named by the ``to`` attribute (an ONNX TensorProto data type)."""
+    to = attrs.get("to")
+    if to not in ONNX_DTYPES:
+        name = onnx.TensorProto.DataType.Name(to) if to is not None else "nothing"
+        fail(f"{what} to {name} is not supported")
+    return ONNX_DTYPES[to]
+
+
+@converter("Cast")
+def _cast(cx, ins, attrs):
+    # ``saturate`` only concerns float8 targets, which nn does not have.
+    return _cast_to(cx, ins[0], _to(attrs, "cast"))
+
+
+@converter("BitCast")
+def _bitcast(cx, ins, attrs):
+    return cx.emit(nn.BitcastOp(cx.tensor(ins[0]), nn.element_type_of(_to(attrs, "bitcast"))))
+
+
+@converter("CastLike")
+def _cast_like(cx, ins, attrs):
+    target = ins[1]
+    if isinstance(target, SSAValue):
+        dtype = nn.numpy_dtype(target.type.element_type)
+    elif is_const(target) and not is_symbolic(target):
+        dtype = np.asarray(target).dtype
+    else:
+        fail("the target of CastLike is missing or symbolic")
+    if dtype not in ONNX_DTYPES.values():
+        fail(f"cast to {dtype} is not supported")
+    return _cast_to(cx, ins[0], dtype)
+
+
+_EXACT = 2.0**53
 
 
 @converter("Clip")
 def _clip(cx, ins, attrs):
+    """Constant bounds become properties; run-time bounds (or integers too large for an f64
+    property) become ``maximum`` / ``minimum`` with the bound tensors."""
     x = cx.tensor(ins[0])
-    big = float(np.finfo(np.float32).max)
     if cx.opset < 11:
-        lo, hi = attrs.get("min", -big), attrs.get("max", big)
+        lo, hi = attrs.get("min"), attrs.get("max")
+        bounds: list[Value] = [None if lo is None else np.asarray(lo, np.float32),
+                               None if hi is None else np.asarray(hi, np.float32)]
     else:
-        lo = const_scalar(ins[1], "min") if len(ins) > 1 and ins[1] is not None else -big
-        hi = const_scalar(ins[2], "max") if len(ins) > 2 and ins[2] is not None else big
-    lo, hi = max(lo, -big), min(hi, big)
-    return cx.emit(nn.ClipOp(x, lo, hi))
+        bounds = [ins[k] if len(ins) > k else None for k in (1, 2)]
+    props: dict[str, float] = {}
+    tensors: list[tuple[type, SSAValue]] = []
+    for name, v, op_cls in zip(("min", "max"), bounds, (nn.MaximumOp, nn.MinimumOp)):
+        if v is None:
+            continue
+        if is_const(v) and not is_symbolic(v) and np.asarray(v).size == 1 \
+                and abs(float(np.asarray(v).reshape(-1)[0])) < _EXACT:
+            props[name] = float(np.asarray(v).reshape(-1)[0])
+        else:
+            bound = cx.tensor(v, like=x)
+            if bound.type.get_shape():
+                fail(f"{name} must be a scalar")
+            tensors.append((op_cls, bound))
+    out = cx.emit(nn.ClipOp(x, **props)) if props or not tensors else x
+    for op_cls, bound in tensors:
+        out = cx.emit(op_cls(out, bound))
+    return out
 
 
+_QUANTIZED = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+              onnx.TensorProto.UINT16}
+
+
+def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
+    x, scale = cx.tensor(ins[0]), cx.tensor(ins[1])
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else \
+        np.zeros(np.shape(ins[1]) if is_const(ins[1]) else scale.type.get_shape(), default_zero)
+    return x, scale, cx.tensor(zp)
+
+
+@converter("QuantizeLinear")
+def _quantize_linear(cx, ins, attrs):
+    # ``saturate`` only concerns float8 outputs, which nn does not have.
+    out = attrs.get("output_dtype", 0) or onnx.TensorProto.UINT8
+    if out not in _QUANTIZED:
+        fail(f"quantization to {onnx.TensorProto.DataType.Name(out)} is not supported")
+    if attrs.get("precision", 0):
+        fail("the precision attribute is not supported")
+    x, scale, zp = _quantization_operands(cx, ins, attrs, ONNX_DTYPES[out])
+    return cx.emit(nn.QuantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
+                                 block_size=attrs.get("block_size", 0)))
+
+
+@converter("DequantizeLinear")
+def _dequantize_linear(cx, ins, attrs):
+    if attrs.get("output_dtype", 0):
+        fail("the output_dtype attribute is not supported")
+    x = cx.tensor(ins[0])
+    x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
+    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
+                                   block_size=attrs.get("block_size", 0)))

@@ -58,17 +58,6 @@ def _constant_of_shape(cx, ins, attrs):
     fail("the shape input must be a constant")  # constant shapes are folded
 
 
-@converter("Cast")
-def _cast(cx, ins, attrs):
-    x = cx.tensor(ins[0])
-    to = attrs["to"]
-    if ONNX_DTYPES.get(to) != nn.numpy_dtype(x.type.element_type):
-        fail(f"cast of a non-constant tensor to "
-              f"{onnx.TensorProto.DataType.Name(to)} is not supported (only identity casts)")
-    return x
-
-
-
 @converter("Pad")
 def _pad(cx, ins, attrs):
     mode = attrs.get("mode", b"constant")

@@ -37,10 +37,10 @@
 // CUDA-NEXT:   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 // CUDA-NEXT:     const long long o1 = i % 64;
 // CUDA-NEXT:     const float v0 = ld_f16(in0[i]);
-// CUDA-NEXT:     const float v1 = rn_f16(fmaxf(v0, 0.0f));
+// CUDA-NEXT:     const float v1 = rn_f16(v0 < 0.0f ? 0.0f : v0);
 // CUDA-NEXT:     const float v2 = ld_f16(in1[o1]);
 // CUDA-NEXT:     const float v3 = rn_f16(v1 + v2);
-// CUDA-NEXT:     const float v4 = rn_f16(0.5f * v3 * (1.0f + erff(v3 * 0.70710678f)));
+// CUDA-NEXT:     const float v4 = rn_f16(0.5f * v3 * (1.0f + erff(v3 * 0.7071067811865476f)));
 // CUDA-NEXT:     out[i] = st_f16(v4);
 // CUDA-NEXT:   }
 // CUDA-NEXT: }
@@ -59,7 +59,8 @@
 // CUDA-NEXT:     const float v0 = ld_bf16(in0[t0]);
 // CUDA-NEXT:     const float v1 = ld_bf16(in1[o0]);
 // CUDA-NEXT:     const float v2 = rn_bf16(v0 + v1);
-// CUDA-NEXT:     const float v3 = rn_bf16(fminf(fmaxf(v2, -1.5f), 1e+30f));
+// CUDA-NEXT:     const float t1 = v2 < -1.5f ? -1.5f : v2;
+// CUDA-NEXT:     const float v3 = rn_bf16(t1 > 1e+30f ? 1e+30f : t1);
 // CUDA-NEXT:     out[i] = st_bf16(v3);
 
 // A GEMM: 16x16 tiles through shared memory, the weight [N, K] loaded along K, the
@@ -81,7 +82,7 @@
 // CUDA:          const float y = rn_f16(acc);
 // CUDA-NEXT:     const float v0 = ld_f16(in2[o1]);
 // CUDA-NEXT:     const float v1 = rn_f16(y + v0);
-// CUDA-NEXT:     const float v2 = rn_f16(fmaxf(v1, 0.0f));
+// CUDA-NEXT:     const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
 // CUDA-NEXT:     out[i] = st_f16(v2);
 
 // A row reduction: one block per row (grid-stride), block-wide sums, the normalized
