@@ -101,25 +101,41 @@ def check_reshape(x: Shape, out: Shape) -> None:
 
 @irdl_op_definition
 class PadOp(UnaryOp):
-    """Constant-mode padding."""
+    """Padding in one of ONNX's modes: ``constant`` (``pad_value``), ``reflect`` (mirror
+    without the edge), ``edge`` (repeat the edge) or ``wrap`` (periodic)."""
 
     name = "nn.pad"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    MODES: ClassVar = ("constant", "reflect", "edge", "wrap")
     pad_before_attr = _ints_prop("pad_before")
     pad_after_attr = _ints_prop("pad_after")
     pad_value_attr = _float_prop("pad_value", 0.0)
+    mode_attr = _str_prop("mode", "constant")
     pad_before = _value("pad_before")
     pad_after = _value("pad_after")
     pad_value = _value("pad_value")
+    mode = _value("mode")
 
     def __init__(self, input: SSAValue | Operation, pad_before: Sequence[int],
                  pad_after: Sequence[int], pad_value: float | None = None,
-                 result_type: Attribute | None = None):
+                 result_type: Attribute | None = None, mode: str | None = None):
         super().__init__(input, result_type, pad_before=pad_before, pad_after=pad_after,
-                         pad_value=None if pad_value is None else float(pad_value))
+                         pad_value=None if pad_value is None else float(pad_value),
+                         mode=None if mode in (None, "constant") else mode)
 
     def infer_shape(self) -> Shape:
-        return infer_pad_shape(_shape(self.input), self.pad_before, self.pad_after)
+        x = _shape(self.input)
+        if self.mode not in self.MODES:
+            raise VerifyException(f"mode must be one of {', '.join(self.MODES)}, got "
+                                  f"'{self.mode}'")
+        if self.mode != "constant":
+            for d, b, a in zip(x, self.pad_before, self.pad_after):
+                if (b or a) and d == DYN:
+                    raise VerifyException(f"{self.mode} padding of a dynamic dimension")
+                if (b or a) and (d == 0 or (self.mode == "reflect" and max(b, a) >= d)):
+                    raise VerifyException(f"{self.mode} padding of {max(b, a)} does not fit a "
+                                          f"dimension of size {d}")
+        return infer_pad_shape(x, self.pad_before, self.pad_after)
 
 
 @irdl_op_definition

@@ -32,7 +32,9 @@ class TransformFunctions(InterpreterFunctions):
     @impl(nn.PadOp)
     def run_pad(self, interpreter: Interpreter, op: nn.PadOp, args: tuple[Any, ...]):
         widths = list(zip(op.pad_before, op.pad_after))
-        return store(op, np.pad(args[0], widths, constant_values=op.pad_value))
+        if op.mode == "constant":
+            return store(op, np.pad(args[0], widths, constant_values=op.pad_value))
+        return (np.pad(args[0], widths, mode=op.mode),)
 
     @impl(nn.ReshapeOp)
     def run_reshape(self, interpreter: Interpreter, op: nn.ReshapeOp, args: tuple[Any, ...]):
