@@ -70,6 +70,8 @@ class ShapeArith:
 
     def add(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
 
+    def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
 
 def slice_length(dim: int, begin: int, end: int, step: int) -> int:
     """Elements ``range(dim)[begin:end:step]`` has (ONNX Slice clamping)."""

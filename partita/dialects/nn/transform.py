@@ -139,18 +139,59 @@ class PadOp(UnaryOp):
 
 
 @irdl_op_definition
-class ReshapeOp(UnaryOp):
-    """Reshape to the result type's shape (one ``?`` allowed, inferred like -1)."""
+class ReshapeOp(NNOp):
+    """Reshape to the result type's shape. A ``?`` is the size of a dim of a shape
+    reference (result axis ``targets[k]`` has the size of dim ``ref_axes[k]`` of
+    ``refs[k]``, as in ``nn.broadcast_to``); at most one other ``?``, inferred like -1."""
 
     name = "nn.reshape"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    input = operand_def(TensorType)
+    refs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    ref_axes_attr = _ints_prop("ref_axes", ())
+    targets_attr = _ints_prop("targets", ())
+    ref_axes = _value("ref_axes")
+    targets = _value("targets")
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
-        super().__init__(input, TensorType(_tensor(input).element_type, tuple(shape)))
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int],
+                 refs: Sequence[tuple[SSAValue, int, int]] = ()):
+        _init(self, [input, [r for r, _, _ in refs]],
+              TensorType(_tensor(input).element_type, tuple(shape)),
+              ref_axes=[a for _, a, _ in refs] or None, targets=[t for _, _, t in refs] or None)
+
+    def verify_element_types(self) -> None:
+        if self.input.type.element_type != self.result.type.element_type:
+            raise VerifyException("input and result must have the same element type")
+        self.check_element_type(self.result.type.element_type, "element type")
 
     def infer_shape(self) -> Shape:
         out = _shape(self.result)
-        check_reshape(_shape(self.input), out)
+        if not len(self.refs) == len(self.ref_axes) == len(self.targets):
+            raise VerifyException("refs, ref_axes and targets must have the same length")
+        for t in self.targets:
+            if not 0 <= t < len(out) or out[t] != DYN:
+                raise VerifyException(f"target {t} is not a dynamic result axis")
+        if not self.targets:
+            check_reshape(_shape(self.input), out)
+        elif [d for k, d in enumerate(out) if k not in self.targets].count(DYN) > 1:
+            raise VerifyException("reshape result may have at most one inferred dimension")
+        return out
+
+    def result_dims(self, dims, arith) -> list:
+        """The ``?`` dims: refs, then the inferred one (element count / the others)."""
+        out = list(_shape(self.result))
+        for ref, axis, target in zip(self.refs, self.ref_axes, self.targets):
+            out[target] = dims(ref)[axis]
+        if DYN in out:
+            count, known = 1, 1
+            for d in dims(self.input):
+                count = arith.mul(count, d)
+            for d in out:
+                if d != DYN:
+                    known = arith.mul(known, d)
+            out[out.index(DYN)] = arith.floordiv(count, known)
         return out
 
 

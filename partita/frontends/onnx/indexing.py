@@ -92,8 +92,13 @@ def _scatter_elements(cx, ins, attrs):
                                         _reduction(attrs)))
 
 
-@converter("Slice")
+@converter("Slice", symbolic=True)
 def _slice(cx, ins, attrs):
+    if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
+        from partita.frontends.onnx.importer import _sym_slice
+
+        out = _sym_slice(cx, ins, attrs)
+        return out.astype(object)
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
     if cx.opset < 10:

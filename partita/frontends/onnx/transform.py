@@ -133,12 +133,17 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
                 fail(f"cannot reshape {total} elements into {target}")
             out[out.index(-1)] = total // static_out
     shape = [nn.DYN if isinstance(d, SymDim) else d for d in out]
+    refs = []
     if shape.count(nn.DYN) > 1:
-        fail(f"the target shape has {shape.count(nn.DYN)} dynamic dimensions; nn.reshape "
-              "allows one")
-    if shape == list(shape_of(x)):
+        # Several run-time dims: each one read from a tensor is a shape reference.
+        refs = [(*cx.sym_sources[d], k) for k, d in enumerate(out)
+                if isinstance(d, SymDim) and d in cx.sym_sources]
+        if shape.count(nn.DYN) - len(refs) > 1:
+            fail(f"the target shape has {shape.count(nn.DYN) - len(refs)} dynamic dimensions "
+                 "that are not dimensions of a tensor; nn.reshape infers one")
+    if shape == list(shape_of(x)) and out == in_labels:
         return x
-    return cx.emit(nn.ReshapeOp(x, shape))
+    return cx.emit(nn.ReshapeOp(x, shape, refs))
 
 
 @converter("Reshape")

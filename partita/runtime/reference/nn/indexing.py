@@ -55,9 +55,7 @@ class IndexingFunctions(InterpreterFunctions):
                         for j in range(k)], axis=-1)
         out = np.stack([flat_d[n][tuple(idx[n].T)] for n in range(batch)]) if batch else \
             np.zeros((0,) + flat_i.shape[1:2] + data.shape[b + k:], data.dtype)
-        return store(op, out.reshape(op.result.type.get_shape() if -1 not in
-                                     op.result.type.get_shape() else
-                                     indices.shape[:-1] + data.shape[b + k:]))
+        return store(op, out.reshape(indices.shape[:-1] + data.shape[b + k:]))
 
     @impl(nn.ScatterNDOp)
     def run_scatter_nd(self, interpreter: Interpreter, op, args):
@@ -110,7 +108,7 @@ class IndexingFunctions(InterpreterFunctions):
         shape = list(op.result.type.get_shape())
         lead = len(shape) - x.ndim
         for k, s in enumerate(shape):
-            if s == -1 and k >= lead:
+            if s == nn.DYN and k >= lead:
                 shape[k] = x.shape[k - lead]
         for size, target in zip(ref_dims(op, refs), op.targets):
             shape[target] = size
