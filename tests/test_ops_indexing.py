@@ -283,3 +283,12 @@ def test_bert_style_compiles_and_runs_every_op_in_a_kernel(tmp_path) -> None:
         emb, causal = exe.run(ids, mask)
         np.testing.assert_allclose(emb, tok[ids] + pos[:seq], rtol=1e-6)
         np.testing.assert_array_equal(causal, np.tril(mask[:, None, None, :], 1))
+
+
+def test_trilu_with_a_run_time_diagonal(tmp_path) -> None:
+    m = make([h.make_node("Trilu", ["x", "k"], ["y"], upper=1)],
+             [("x", np.int8, [2, 3, 5]), ("k", np.int64, [])], ["y"], opset=14)
+    x = data((2, 3, 5), np.int8)
+    for k in (-1, 2):
+        (tmp_path / str(k)).mkdir()
+        check(m, [x, np.array(k)], tmp_path / str(k), [np.triu(x, k)])

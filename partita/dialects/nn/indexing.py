@@ -26,6 +26,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     result_def,
     var_operand_def,
 )
@@ -89,6 +90,8 @@ class IndexingOp(NNOp):
         data = []
         for name, _ in self.get_irdl_definition().operands:
             value = getattr(self, name)
+            if value is None:  # an absent optional operand
+                continue
             if name in self.INDEX_OPERANDS:
                 self.check_element_type(value.type.element_type, name, INDEX_TYPES)
             elif name != "refs":
@@ -422,20 +425,31 @@ class TileOp(IndexingOp):
 
 
 @irdl_op_definition
-class TriluOp(UnaryOp):
+class TriluOp(IndexingOp):
     """The upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the last two axes;
-    other elements are zero."""
+    other elements are zero. ``k`` is the property, or the run-time scalar ``diagonal``
+    when given (ONNX passes it as an input)."""
 
     name = "nn.trilu"
-    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    INDEX_OPERANDS: ClassVar = ("diagonal",)
+    input = operand_def(TensorType)
+    diagonal = opt_operand_def(TensorType)
+    result = result_def(TensorType)
     k_attr = _int_prop("k", 0)
     upper_attr = _int_prop("upper", 1)
     k = _value("k")
     upper = _value("upper")
+    assembly_format = FORMAT_OPERANDS
 
     def __init__(self, input, k: int = 0, upper: bool = True,
-                 result_type: Attribute | None = None):
-        super().__init__(input, result_type, k=k, upper=int(upper))
+                 result_type: Attribute | None = None, diagonal: SSAValue | None = None):
+        _init(self, [input, [] if diagonal is None else [diagonal]], result_type, k=k,
+              upper=int(upper))
+
+    def verify_element_types(self) -> None:
+        if self.diagonal is not None and _shape(self.diagonal) not in ((), (1,)):
+            raise VerifyException("diagonal must be a scalar")
+        super().verify_element_types()
 
     def infer_shape(self) -> Shape:
         x = _shape(self.input)

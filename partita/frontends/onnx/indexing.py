@@ -228,8 +228,11 @@ def _tile(cx, ins, attrs):
 
 @converter("Trilu")
 def _trilu(cx, ins, attrs):
+    upper = bool(attrs.get("upper", 1))
+    if _present(ins, 1) and not is_const(ins[1]):  # a run-time diagonal
+        return cx.emit(nn.TriluOp(cx.tensor(ins[0]), 0, upper, diagonal=_indices(cx, ins[1])))
     k = int(const_scalar(ins[1], "k")) if _present(ins, 1) else 0
-    return cx.emit(nn.TriluOp(cx.tensor(ins[0]), k, bool(attrs.get("upper", 1))))
+    return cx.emit(nn.TriluOp(cx.tensor(ins[0]), k, upper))
 
 
 @converter("Range", symbolic=True)

@@ -125,12 +125,14 @@ def _tile(emitter, op: nn.TileOp, index: list[str]) -> str:
     return emitter.value(op.input, inner)
 
 
-@injective(nn.TriluOp, dims=derived_dims, elementwise=True)
+@injective(nn.TriluOp, dims=derived_dims)
 def _trilu(emitter, op: nn.TriluOp, index: list[str]) -> str:
     x = emitter.value(op.input, index)
+    k = op.k if op.diagonal is None else \
+        emitter.value(op.diagonal, ["0"] * len(op.diagonal.type.get_shape()))
     i, j = index[-2], index[-1]
     diff = f"{j} - {i}" if i != "0" else j
-    cond = f"{_paren(diff)} >= {op.k}" if op.upper else f"{_paren(diff)} <= {op.k}"
+    cond = f"{_paren(diff)} >= {k}" if op.upper else f"{_paren(diff)} <= {k}"
     return f"({cond}) ? {x} : {literal(0, emitter.ctype(op.result))}"
 
 

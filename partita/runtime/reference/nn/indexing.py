@@ -121,8 +121,9 @@ class IndexingFunctions(InterpreterFunctions):
     @impl(nn.TriluOp)
     def run_trilu(self, interpreter: Interpreter, op, args):
         x = args[0]
+        k = int(np.asarray(args[1]).reshape(-1)[0]) if len(args) > 1 else op.k
         fn = np.triu if op.upper else np.tril
-        return (fn(x, op.k).astype(x.dtype),)
+        return (fn(x, k).astype(x.dtype),)
 
     @impl(nn.ArangeOp)
     def run_arange(self, interpreter: Interpreter, op, args):
