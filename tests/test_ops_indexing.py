@@ -292,3 +292,16 @@ def test_trilu_with_a_run_time_diagonal(tmp_path) -> None:
     for k in (-1, 2):
         (tmp_path / str(k)).mkdir()
         check(m, [x, np.array(k)], tmp_path / str(k), [np.triu(x, k)])
+
+
+def test_expand_shape_from_a_torch_style_where_equal(tmp_path) -> None:
+    """torch.onnx exports expand(-1, ...) as Where(Equal(shape, -1), ones, shape)."""
+    nodes = [h.make_node("Shape", ["x"], ["s"]),
+             h.make_node("Concat", ["one", "s"], ["s3"], axis=0),
+             h.make_node("Equal", ["s3", "m1"], ["eq"]),
+             h.make_node("Where", ["eq", "ones", "s3"], ["target"]),
+             h.make_node("Expand", ["b", "target"], ["y"])]
+    m = make(nodes, [("x", np.float32, ["n", 4]), ("b", np.float32, [3, 1, 1])], ["y"],
+             [("one", np.array([3])), ("m1", np.array(-1)), ("ones", np.array([1, 1, 1]))])
+    x, b = data((5, 4), np.float32), data((3, 1, 1), np.float32, 1)
+    check(m, [x, b], tmp_path, [np.broadcast_to(b, (3, 5, 4))])

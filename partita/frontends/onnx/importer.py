@@ -460,7 +460,36 @@ def _sym_binary(fn):
     return fold
 
 
+def _sym_equal(cx, ins, attrs):
+    """``Equal`` on shape vectors: a dim is never negative (``Where(Equal(s, -1), ...)``
+    in PyTorch's Expand exports), and equals itself; other comparisons are unknown."""
+    a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object), np.asarray(ins[1], dtype=object))
+    out = np.empty(a.shape, dtype=np.bool_)
+    for i in np.ndindex(a.shape):
+        x, y = a[i], b[i]
+        if isinstance(x, SymDim) and isinstance(y, SymDim) and x == y:
+            out[i] = True
+        elif isinstance(x, SymDim) or isinstance(y, SymDim):
+            other = y if isinstance(x, SymDim) else x
+            if isinstance(other, SymDim) or int(other) >= 0:
+                fail("cannot compare a dynamic dimension at import")
+            out[i] = False
+        else:
+            out[i] = int(x) == int(y)
+    return out
+
+
+def _sym_where(cx, ins, attrs):
+    cond = np.asarray(ins[0])
+    if any(isinstance(c, SymDim) for c in cond.reshape(-1)):
+        fail("a Where condition depending on a dynamic dimension")
+    return np.where(cond.astype(bool), np.asarray(ins[1], dtype=object),
+                    np.asarray(ins[2], dtype=object))
+
+
 _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
+    "Equal": _sym_equal,
+    "Where": _sym_where,
     "Gather": _sym_gather,
     "Concat": _sym_concat,
     "Unsqueeze": _sym_unsqueeze,
