@@ -305,3 +305,22 @@ def test_expand_shape_from_a_torch_style_where_equal(tmp_path) -> None:
              [("one", np.array([3])), ("m1", np.array(-1)), ("ones", np.array([1, 1, 1]))])
     x, b = data((5, 4), np.float32), data((3, 1, 1), np.float32, 1)
     check(m, [x, b], tmp_path, [np.broadcast_to(b, (3, 5, 4))])
+
+
+def test_slices_of_a_dynamic_axis(tmp_path) -> None:
+    """x[:, 1:] (size seq - 1), x[:, -1:] (the last token) and x[:, -3:-1] on a dynamic
+    sequence axis; other slices of it are clear errors."""
+    inits = [("one", np.array([1])), ("big", np.array([2**63 - 1])), ("m1", np.array([-1])),
+             ("m3", np.array([-3])), ("ax", np.array([1]))]
+    m = make([h.make_node("Slice", ["x", "one", "big", "ax"], ["tail"]),
+              h.make_node("Slice", ["x", "m1", "big", "ax"], ["last"]),
+              h.make_node("Slice", ["x", "m3", "m1", "ax"], ["mid"])],
+             [("x", np.float32, [2, "seq", 3])], ["tail", "last", "mid"], inits)
+    for seq in (3, 6):
+        x = data((2, seq, 3), np.float32, seq)
+        (tmp_path / str(seq)).mkdir()
+        check(m, [x], tmp_path / str(seq), [x[:, 1:], x[:, -1:], x[:, -3:-1]])
+    bad = make([h.make_node("Slice", ["x", "one", "m1", "ax"], ["y"])],
+               [("x", np.float32, [2, "seq", 3])], ["y"], inits)
+    with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end -1"):
+        import_onnx(bad)

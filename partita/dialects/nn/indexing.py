@@ -74,6 +74,19 @@ class ShapeArith:
     def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
 
 
+def dynamic_slice(begin: int, end: int, step: int) -> str | None:
+    """The slices of an axis of unknown size that need no clamping: ``tail``
+    (``[begin:]``, ``begin >= 0``: size ``dim - begin``) and ``last`` (``[-k:]`` or
+    ``[-k:-j]``: a static size, assuming the axis holds ``k`` elements)."""
+    if step != 1:
+        return None
+    if begin >= 0 and end >= 2**62:
+        return "tail"
+    if begin < 0 and (end >= 2**62 or begin < end < 0):
+        return "last"
+    return None
+
+
 def slice_length(dim: int, begin: int, end: int, step: int) -> int:
     """Elements ``range(dim)[begin:end:step]`` has (ONNX Slice clamping)."""
     return len(range(*slice(begin, end, step).indices(dim)))
@@ -342,10 +355,13 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         for axis, (d, b, e, s) in enumerate(zip(x, self.begin, self.end, self.strides)):
             if d != DYN:
                 out.append(slice_length(d, b, e, s))
-            elif (b, s) == (0, 1) and e >= 2**62 or axis in self.targets:
+            elif axis in self.targets or dynamic_slice(b, e, s) == "tail":
                 out.append(DYN)
+            elif dynamic_slice(b, e, s) == "last":
+                out.append((e if e < 0 else 0) - b)
             else:
-                raise VerifyException(f"dynamic axis {axis} must be kept whole")
+                raise VerifyException(f"dynamic axis {axis} must be sliced with stride 1 from "
+                                      "a start to the end, or between two negative bounds")
         for t in self.targets:
             if (self.begin[t], self.strides[t]) != (0, 1):
                 raise VerifyException(f"axis {t} ends at a ref dim: it must start at 0 "
@@ -353,8 +369,9 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         return self.ref_shape(tuple(out))
 
     def result_dims(self, dims, arith):
-        # A '?' that no ref sizes is a dynamic input axis kept whole.
-        out = [s if s != DYN else d for s, d in zip(_shape(self.result), dims(self.input))]
+        # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end.
+        out = [s if s != DYN else arith.add(d, -b)
+               for s, d, b in zip(_shape(self.result), dims(self.input), self.begin)]
         return self.apply_refs(out, dims)
 
 

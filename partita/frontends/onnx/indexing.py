@@ -129,14 +129,12 @@ def _slice(cx, ins, attrs):
             end[a] = INT64_MAX
         else:
             end[a] = e
-    dims = shape_of(x)
-    for a, d in enumerate(dims):
+    for a, d in enumerate(shape_of(x)):
         if d == nn.DYN and not any(t == a for _, _, t in refs) and \
-                (begin[a], strides[a], end[a]) != (0, 1, INT64_MAX):
-            if begin[a] >= 0 and strides[a] == 1 and end[a] >= INT64_MAX // 2:
-                fail("slicing a dynamic dimension from a non-zero start is not supported")
-            fail(f"slicing dynamic dimension {a} is not supported (only whole or to a "
-                 "dynamic size)")
+                nn.dynamic_slice(begin[a], end[a], strides[a]) is None:
+            fail(f"slicing dynamic dimension {a} with start {begin[a]}, end {end[a]}, step "
+                 f"{strides[a]} is not supported (supported: [b:] with b >= 0, [-k:], "
+                 "[-k:-j], or up to a dynamic size)")
     if not refs and all((b, e, s) == (0, INT64_MAX, 1) for b, e, s in zip(begin, end, strides)):
         return x
     return cx.emit(nn.StridedSliceOp(x, begin, end, strides, refs))

@@ -239,7 +239,7 @@ def _mul(a: Dim, b: Dim) -> Dim:
         return b
     if b == 1:
         return a
-    return f"{a} * {b}"
+    return f"{_paren(a)} * {_paren(b)}"  # operands may be sums (dynamic pads, slices)
 
 
 def _product(dims: Sequence[Dim]) -> Dim:

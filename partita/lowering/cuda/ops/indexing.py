@@ -101,8 +101,13 @@ def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
     shape = tuple(op.input.type.get_shape())
     inner = []
     for axis, (d, b, e, s) in enumerate(zip(shape, op.begin, op.end, op.strides)):
-        if d == DYNAMIC_INDEX or axis in op.targets:
-            inner.append(index[axis])  # kept whole, or [0, ref dim)
+        if axis in op.targets:
+            inner.append(index[axis])  # [0, ref dim)
+            continue
+        if d == DYNAMIC_INDEX:  # [b:] or [-k:...]: no clamping (nn.dynamic_slice)
+            dim = emitter.dims[op.input][axis]
+            start = b if b >= 0 else f"{_paren(dim)} - {-b}"
+            inner.append(_paren(_add(start, index[axis])) if start != 0 else index[axis])
             continue
         start = range(d)[slice(b, e, s)].start if len(range(d)[slice(b, e, s)]) else 0
         step = index[axis] if s == 1 else f"{index[axis]} * {s}" if s > 0 else \
