@@ -252,7 +252,8 @@ def test_data_dependent_shapes_are_clear_errors() -> None:
         import_onnx(m)
 
 
-def test_bert_style_compiles_and_runs_every_op_in_a_kernel(tmp_path) -> None:
+@pytest.mark.parametrize("partitioner", ["collage", "eager"])
+def test_bert_style_compiles_and_runs_every_op_in_a_kernel(tmp_path, partitioner) -> None:
     """partita.compile with the default targets: the run-time dims flow through the shape
     functions; the report shows no op left in @main."""
     import partita
@@ -273,7 +274,7 @@ def test_bert_style_compiles_and_runs_every_op_in_a_kernel(tmp_path) -> None:
     ]
     m = make(nodes, [("ids", np.int64, ["batch", "seq"]), ("mask", np.int64, ["batch", "seq"])],
              ["emb", "causal"], inits)
-    exe = partita.compile(m, cache_dir=tmp_path)
+    exe = partita.compile(m, partitioner=partitioner, cache_dir=tmp_path)
     report = str(exe.report())
     assert "(in @main)" not in report, report
     tok, pos = inits[0][1], inits[5][1]
@@ -324,3 +325,31 @@ def test_slices_of_a_dynamic_axis(tmp_path) -> None:
                [("x", np.float32, [2, "seq", 3])], ["y"], inits)
     with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end -1"):
         import_onnx(bad)
+
+
+@pytest.mark.parametrize("partitioner", ["collage", "eager"])
+def test_gpt_style_causal_mask_and_last_token_compile(tmp_path, partitioner) -> None:
+    """The causal bias sliced from a [1, 1, max, max] buffer to [seq, seq] (two shape
+    references), added to scores, and the last position gathered; every op in a kernel."""
+    import partita
+
+    max_len = 8
+    buf = np.tril(np.ones((max_len, max_len), np.float32))[None, None]
+    inits = [("buf", buf), ("z2", np.array([0, 0])), ("ax", np.array([2, 3])),
+             ("one", np.array(1)), ("neg", np.array(-10000.0, np.float32)),
+             ("onef", np.array(1.0, np.float32)), ("last", np.array(-1))]
+    nodes = [h.make_node("Shape", ["s"], ["shp"]),
+             h.make_node("Gather", ["shp", "ax"], ["ends"]),
+             h.make_node("Slice", ["buf", "z2", "ends", "ax"], ["causal"]),
+             h.make_node("Sub", ["onef", "causal"], ["inv"]),
+             h.make_node("Mul", ["inv", "neg"], ["bias"]),
+             h.make_node("Add", ["s", "bias"], ["masked"]),
+             h.make_node("Gather", ["masked", "last"], ["y"], axis=2)]
+    m = make(nodes, [("s", np.float32, ["b", 2, "seq", "seq"])], ["y"], inits)
+    exe = partita.compile(m, partitioner=partitioner, cache_dir=tmp_path)
+    assert "(in @main)" not in str(exe.report()), str(exe.report())
+    for seq in (3, 5):
+        s = data((1, 2, seq, seq), np.float32, seq)
+        (y,) = exe.run(s)
+        want = (s + (1 - buf[:, :, :seq, :seq]) * -10000.0)[:, :, -1]
+        np.testing.assert_allclose(y, want, rtol=1e-6)
