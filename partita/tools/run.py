@@ -61,8 +61,11 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
 
     from partita.dialects.nn import numpy_dtype
 
+    from partita.ir.abi import argument_names
+
     function = exe.runner.entry_function(args.entry)
-    names = [arg.name_hint or f"arg{arg.index}" for arg in function.body.block.args]
+    hints = [arg.name_hint for arg in function.body.block.args]
+    names = [n or f"arg{k}" for k, n in enumerate(argument_names(function))]
     types = function.function_type.inputs.data
     if args.inputs is not None:
         try:
@@ -72,8 +75,9 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
             raise PartitaError(f"cannot read inputs from '{args.inputs}': {err}") from None
         arrays = []
         for index, name in enumerate(names):
-            key = name if name in stored else f"arg{index}"
-            if key not in stored:
+            # The model's own input name, else the SSA name, else the position.
+            key = next((k for k in (name, hints[index], f"arg{index}") if k in stored), None)
+            if key is None:
                 raise PartitaError(f"'{args.inputs}' has no array '{name}' (or 'arg{index}'); it has {', '.join(sorted(stored)) or 'none'}")
             arrays.append(stored[key])
         return arrays
@@ -87,11 +91,13 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     return arrays
 
 
-def write_outputs(path: Path, outputs: Sequence[np.ndarray], protected: Sequence[Path]) -> None:
+def write_outputs(path: Path, outputs: Sequence[np.ndarray], names: Sequence[str],
+                  protected: Sequence[Path]) -> None:
+    """The outputs as an ``.npz`` keyed by the model's output names."""
     if any(same_file(path, p) for p in protected if p is not None):
         raise PartitaError(f"refusing to write the outputs over an input file '{path}'")
     buffer = io.BytesIO()
-    np.savez(buffer, **{f"output{i}": out for i, out in enumerate(outputs)})
+    np.savez(buffer, **dict(zip(names, outputs)))
     write_atomically(path, buffer.getvalue())
 
 
@@ -121,13 +127,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         outputs = exe.run(*arrays)
         elapsed = time.perf_counter() - start
+        from partita.ir.abi import result_names
+
+        output_names = result_names(exe.runner.entry_function(args.entry))
         if args.output is not None:
-            write_outputs(args.output, outputs, [Path(args.model), args.inputs])
+            write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
         report = exe.report()
         if args.report:
             print(report)
-        for index, out in enumerate(outputs):
-            print(f"output{index}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+        for name, out in zip(output_names, outputs):
+            print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
         if not args.quiet:
             print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
     except PartitaError as err:

@@ -20,6 +20,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.func import FuncFunctions
 
 from partita.dialects.nn import numpy_dtype
+from partita.ir.abi import argument_names
 from partita.runtime.reference.nn import NN_FUNCTIONS
 
 EXTRA_IMPLS: list[type[InterpreterFunctions]] = []
@@ -74,10 +75,15 @@ class ReferenceExecutor:
     @staticmethod
     def _bind(fn: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list[Any]:
         inputs = fn.function_type.inputs.data
-        names = [a.name_hint for a in fn.body.block.args] if fn.body.blocks else []
+        names = argument_names(fn) if fn.body.blocks else []
+        hints = [a.name_hint for a in fn.body.block.args] if fn.body.blocks else []
         if named:
             for i in range(len(args), len(inputs)):
-                label = names[i] if i < len(names) else None
+                # The model's own name (``onnx.name``), or the SSA name hint.
+                label = next((n for n in (names[i] if i < len(names) else None,
+                                          hints[i] if i < len(hints) else None)
+                              if n is not None and n in named),
+                             names[i] if i < len(names) else None)
                 if label not in named:
                     raise ValueError(f"@{fn.sym_name.data}: missing argument "
                                      f"{_label(i, label)}")
