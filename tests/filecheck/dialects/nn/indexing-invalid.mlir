@@ -49,8 +49,8 @@ func.func @slice_zero_stride(%x: tensor<4xf32>) {
 // -----
 
 func.func @slice_dynamic_axis(%x: tensor<?xf32>) {
-  // expected-error@+1 {{dynamic axis 0 must be kept whole}}
-  %0 = nn.strided_slice %x {begin = array<i64: 1>, end = array<i64: 4>, strides = array<i64: 1>} : (tensor<?xf32>) -> tensor<?xf32>
+  // expected-error@+1 {{dynamic axis 0 must be sliced with stride 1 from a start to the end}}
+  %0 = nn.strided_slice %x {begin = array<i64: 1>, end = array<i64: 4>, strides = array<i64: 1>} : (tensor<?xf32>) -> tensor<3xf32>
   func.return
 }
 
