@@ -196,6 +196,8 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
                 elif not isinstance(out[i], int):
                     out[i] = d if isinstance(d, int) else out[i]
         return out
+    if isinstance(op, nn.ReshapeOp) and op.refs:
+        return op.result_dims(dims, b)
     if isinstance(op, nn.ReshapeOp):
         shape = op.result.type.get_shape()
         if DYNAMIC_INDEX not in shape:
@@ -211,6 +213,8 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
         return [b.floordiv(count, known) if d == DYNAMIC_INDEX else d for d in shape]
     if isinstance(op, nn.BiasAddOp | nn.LayerNormOp | nn.BatchNormOp | nn.UnaryOp):
         return list(dims(op.operands[0]))
+    if isinstance(op, nn.IndexingOp | nn.ArangeOp):  # ops that carry their own rule
+        return op.result_dims(dims, b)
     raise op_error(op, "has dynamic result dimensions and no shape rule: cannot derive a shape function")
 
 

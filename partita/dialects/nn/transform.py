@@ -101,40 +101,97 @@ def check_reshape(x: Shape, out: Shape) -> None:
 
 @irdl_op_definition
 class PadOp(UnaryOp):
-    """Constant-mode padding."""
+    """Padding in one of ONNX's modes: ``constant`` (``pad_value``), ``reflect`` (mirror
+    without the edge), ``edge`` (repeat the edge) or ``wrap`` (periodic)."""
 
     name = "nn.pad"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    MODES: ClassVar = ("constant", "reflect", "edge", "wrap")
     pad_before_attr = _ints_prop("pad_before")
     pad_after_attr = _ints_prop("pad_after")
     pad_value_attr = _float_prop("pad_value", 0.0)
+    mode_attr = _str_prop("mode", "constant")
     pad_before = _value("pad_before")
     pad_after = _value("pad_after")
     pad_value = _value("pad_value")
+    mode = _value("mode")
 
     def __init__(self, input: SSAValue | Operation, pad_before: Sequence[int],
                  pad_after: Sequence[int], pad_value: float | None = None,
-                 result_type: Attribute | None = None):
+                 result_type: Attribute | None = None, mode: str | None = None):
         super().__init__(input, result_type, pad_before=pad_before, pad_after=pad_after,
-                         pad_value=None if pad_value is None else float(pad_value))
+                         pad_value=None if pad_value is None else float(pad_value),
+                         mode=None if mode in (None, "constant") else mode)
 
     def infer_shape(self) -> Shape:
-        return infer_pad_shape(_shape(self.input), self.pad_before, self.pad_after)
+        x = _shape(self.input)
+        if self.mode not in self.MODES:
+            raise VerifyException(f"mode must be one of {', '.join(self.MODES)}, got "
+                                  f"'{self.mode}'")
+        if self.mode != "constant":
+            for d, b, a in zip(x, self.pad_before, self.pad_after):
+                if (b or a) and d == DYN:
+                    raise VerifyException(f"{self.mode} padding of a dynamic dimension")
+                if (b or a) and (d == 0 or (self.mode == "reflect" and max(b, a) >= d)):
+                    raise VerifyException(f"{self.mode} padding of {max(b, a)} does not fit a "
+                                          f"dimension of size {d}")
+        return infer_pad_shape(x, self.pad_before, self.pad_after)
 
 
 @irdl_op_definition
-class ReshapeOp(UnaryOp):
-    """Reshape to the result type's shape (one ``?`` allowed, inferred like -1)."""
+class ReshapeOp(NNOp):
+    """Reshape to the result type's shape. A ``?`` is the size of a dim of a shape
+    reference (result axis ``targets[k]`` has the size of dim ``ref_axes[k]`` of
+    ``refs[k]``, as in ``nn.broadcast_to``); at most one other ``?``, inferred like -1."""
 
     name = "nn.reshape"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    input = operand_def(TensorType)
+    refs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    ref_axes_attr = _ints_prop("ref_axes", ())
+    targets_attr = _ints_prop("targets", ())
+    ref_axes = _value("ref_axes")
+    targets = _value("targets")
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
-        super().__init__(input, TensorType(_tensor(input).element_type, tuple(shape)))
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int],
+                 refs: Sequence[tuple[SSAValue, int, int]] = ()):
+        _init(self, [input, [r for r, _, _ in refs]],
+              TensorType(_tensor(input).element_type, tuple(shape)),
+              ref_axes=[a for _, a, _ in refs] or None, targets=[t for _, _, t in refs] or None)
+
+    def verify_element_types(self) -> None:
+        if self.input.type.element_type != self.result.type.element_type:
+            raise VerifyException("input and result must have the same element type")
+        self.check_element_type(self.result.type.element_type, "element type")
 
     def infer_shape(self) -> Shape:
         out = _shape(self.result)
-        check_reshape(_shape(self.input), out)
+        if not len(self.refs) == len(self.ref_axes) == len(self.targets):
+            raise VerifyException("refs, ref_axes and targets must have the same length")
+        for t in self.targets:
+            if not 0 <= t < len(out) or out[t] != DYN:
+                raise VerifyException(f"target {t} is not a dynamic result axis")
+        if not self.targets:
+            check_reshape(_shape(self.input), out)
+        elif [d for k, d in enumerate(out) if k not in self.targets].count(DYN) > 1:
+            raise VerifyException("reshape result may have at most one inferred dimension")
+        return out
+
+    def result_dims(self, dims, arith) -> list:
+        """The ``?`` dims: refs, then the inferred one (element count / the others)."""
+        out = list(_shape(self.result))
+        for ref, axis, target in zip(self.refs, self.ref_axes, self.targets):
+            out[target] = dims(ref)[axis]
+        if DYN in out:
+            count, known = 1, 1
+            for d in dims(self.input):
+                count = arith.mul(count, d)
+            for d in out:
+                if d != DYN:
+                    known = arith.mul(known, d)
+            out[out.index(DYN)] = arith.floordiv(count, known)
         return out
 
 

@@ -113,6 +113,7 @@ class Importer:
         self.gelu: dict[int, str] = {}  # final node index -> input name of x
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
+        self.sym_sources: dict[SymDim, tuple[SSAValue, int]] = {}  # a tensor dim it sizes
         self._folder = None
 
     # -- values ------------------------------------------------------------------------
@@ -201,7 +202,10 @@ class Importer:
         foldable = bool(present) and all(is_const(v) for v in present) and \
             node.op_type not in _NO_FOLD
         converter = CONVERTERS.get(node.op_type)
-        if foldable and (converter is None or any(is_symbolic(v) for v in present)):
+        symbolic = any(is_symbolic(v) for v in present)
+        if foldable and symbolic and node.op_type in SYMBOLIC_CONVERTERS:
+            outs = converter(self, ins, attrs)  # shapes over dynamic dims: real ops
+        elif foldable and (converter is None or symbolic):
             outs = _fold(self, node, ins, attrs)
         elif converter is None:
             fail(f"unsupported op type '{node.op_type}'")
@@ -279,11 +283,20 @@ class Importer:
         for i, d in enumerate(shape_of(v)):
             if d != nn.DYN:
                 out.append(d)
-            elif i < len(known) and isinstance(known[i], str):
-                out.append(SymDim(known[i]))
-            else:
-                out.append(SymDim((id(v), i)))
+                continue
+            sym = SymDim(known[i]) if i < len(known) and isinstance(known[i], str) \
+                else SymDim((id(v), i))
+            self.sym_sources.setdefault(sym, (v, i))
+            out.append(sym)
         return out
+
+    def dim_source(self, sym: SymDim, what: str) -> tuple[SSAValue, int]:
+        """A tensor and axis whose run-time size is ``sym`` (ops take it as a shape
+        reference, ``nn.indexing``)."""
+        if sym not in self.sym_sources:
+            fail(f"{what} depends on a dynamic dimension computed from other dimensions; "
+                 "only dimensions of tensors are supported")
+        return self.sym_sources[sym]
 
 
 # ---------------------------------------------------------------------------------------
@@ -447,7 +460,36 @@ def _sym_binary(fn):
     return fold
 
 
+def _sym_equal(cx, ins, attrs):
+    """``Equal`` on shape vectors: a dim is never negative (``Where(Equal(s, -1), ...)``
+    in PyTorch's Expand exports), and equals itself; other comparisons are unknown."""
+    a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object), np.asarray(ins[1], dtype=object))
+    out = np.empty(a.shape, dtype=np.bool_)
+    for i in np.ndindex(a.shape):
+        x, y = a[i], b[i]
+        if isinstance(x, SymDim) and isinstance(y, SymDim) and x == y:
+            out[i] = True
+        elif isinstance(x, SymDim) or isinstance(y, SymDim):
+            other = y if isinstance(x, SymDim) else x
+            if isinstance(other, SymDim) or int(other) >= 0:
+                fail("cannot compare a dynamic dimension at import")
+            out[i] = False
+        else:
+            out[i] = int(x) == int(y)
+    return out
+
+
+def _sym_where(cx, ins, attrs):
+    cond = np.asarray(ins[0])
+    if any(isinstance(c, SymDim) for c in cond.reshape(-1)):
+        fail("a Where condition depending on a dynamic dimension")
+    return np.where(cond.astype(bool), np.asarray(ins[1], dtype=object),
+                    np.asarray(ins[2], dtype=object))
+
+
 _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
+    "Equal": _sym_equal,
+    "Where": _sym_where,
     "Gather": _sym_gather,
     "Concat": _sym_concat,
     "Unsqueeze": _sym_unsqueeze,
@@ -467,12 +509,17 @@ _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
 
 Converter = Callable[[Importer, list[Value], dict[str, Any]], Any]
 CONVERTERS: dict[str, Converter] = {}
+SYMBOLIC_CONVERTERS: set[str] = set()
+"""Op types whose converters take shape inputs holding ``SymDim``s (they emit ops with
+dynamic dims instead of folding)."""
 
 
-def converter(*op_types: str):
+def converter(*op_types: str, symbolic: bool = False):
     def register(fn: Converter) -> Converter:
         for t in op_types:
             CONVERTERS[t] = fn
+            if symbolic:
+                SYMBOLIC_CONVERTERS.add(t)
         return fn
 
     return register

@@ -1,3 +1,298 @@
-"""ONNX converters: gather/scatter, slice, split, expand, tile, trilu, range, shape arithmetic."""
+"""ONNX converters: gather/scatter, slice, split, expand, tile, trilu, range, one-hot and
+the shape-producing ops (ConstantOfShape, Size, EyeLike, NonZero).
+
+Sizes that ONNX computes at run time from ``Shape`` (``Range(0, Shape(x)[1])``,
+``Expand(m, Shape(x))``) reach these converters as ``SymDim``s; each becomes a shape
+reference to the tensor dim it was read from (``Importer.dim_source``), so the ops stay
+data-independent (see ``partita.dialects.nn.indexing``).
+"""
 
 from __future__ import annotations
+
+import numpy as np
+from onnx import numpy_helper
+from xdsl.ir import SSAValue
+
+from partita.dialects import nn
+from partita.frontends.onnx.importer import (
+    ONNX_DTYPES,
+    Importer,
+    SymDim,
+    Value,
+    const_ints,
+    const_scalar,
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
+
+INT64_MAX = 2**63 - 1
+
+
+def _present(ins: list[Value], k: int) -> bool:
+    return len(ins) > k and ins[k] is not None
+
+
+def _indices(cx: Importer, v: Value) -> SSAValue:
+    """An index operand: constants become i64 tensors."""
+    if is_const(v):
+        if is_symbolic(v):
+            fail("indices depending on a dynamic dimension are not supported")
+        return cx.tensor(np.asarray(v, dtype=np.int64))
+    if str(v.type.element_type) not in ("i32", "i64"):
+        fail(f"indices must be int32 or int64, got {v.type.element_type}")
+    return v
+
+
+def _shape_entries(v: Value, what: str) -> list[object]:
+    """A shape input: ints and ``SymDim``s."""
+    if not is_const(v):
+        fail(f"{what} must be a constant or a shape computation the importer can fold")
+    return [d if isinstance(d, SymDim) else int(d) for d in np.asarray(v).reshape(-1)]
+
+
+@converter("Gather")
+def _gather(cx, ins, attrs):
+    data = cx.tensor(ins[0])
+    axis = attrs.get("axis", 0)
+    return cx.emit(nn.TakeOp(data, _indices(cx, ins[1]), axis))
+
+
+@converter("GatherElements")
+def _gather_elements(cx, ins, attrs):
+    return cx.emit(nn.GatherElementsOp(cx.tensor(ins[0]), _indices(cx, ins[1]),
+                                       attrs.get("axis", 0)))
+
+
+@converter("GatherND")
+def _gather_nd(cx, ins, attrs):
+    return cx.emit(nn.GatherNDOp(cx.tensor(ins[0]), _indices(cx, ins[1]),
+                                 attrs.get("batch_dims", 0)))
+
+
+def _reduction(attrs) -> str:
+    r = attrs.get("reduction", b"none")
+    return r.decode() if isinstance(r, bytes) else r
+
+
+@converter("ScatterND")
+def _scatter_nd(cx, ins, attrs):
+    data = cx.tensor(ins[0])
+    return cx.emit(nn.ScatterNDOp(data, _indices(cx, ins[1]), cx.tensor(ins[2], like=data),
+                                  _reduction(attrs)))
+
+
+@converter("ScatterElements", "Scatter")
+def _scatter_elements(cx, ins, attrs):
+    data = cx.tensor(ins[0])
+    return cx.emit(nn.ScatterElementsOp(data, _indices(cx, ins[1]),
+                                        cx.tensor(ins[2], like=data), attrs.get("axis", 0),
+                                        _reduction(attrs)))
+
+
+@converter("Slice", symbolic=True)
+def _slice(cx, ins, attrs):
+    if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
+        from partita.frontends.onnx.importer import _sym_slice
+
+        out = _sym_slice(cx, ins, attrs)
+        return out.astype(object)
+    x = cx.tensor(ins[0])
+    rank = len(shape_of(x))
+    if cx.opset < 10:
+        starts, ends = list(attrs["starts"]), list(attrs["ends"])
+        axes = list(attrs.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = const_ints(ins[1], "starts")
+        ends = _shape_entries(ins[2], "ends")
+        axes = const_ints(ins[3], "axes") if _present(ins, 3) else list(range(len(starts)))
+        steps = const_ints(ins[4], "steps") if _present(ins, 4) else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        fail("starts, ends, axes and steps must have the same length")
+    begin, end, strides = [0] * rank, [INT64_MAX] * rank, [1] * rank
+    refs = []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        if not -rank <= a < rank:
+            fail(f"axis {a} out of range for rank {rank}")
+        a %= rank
+        if st == 0:
+            fail("slice steps must be non-zero")
+        begin[a], strides[a] = s, st
+        if isinstance(e, SymDim):
+            if (s, st) != (0, 1):
+                fail("a slice ending at a dynamic size must start at 0 with step 1")
+            ref, axis = cx.dim_source(e, "the slice end")
+            refs.append((ref, axis, a))
+            end[a] = INT64_MAX
+        else:
+            end[a] = e
+    for a, d in enumerate(shape_of(x)):
+        if d == nn.DYN and not any(t == a for _, _, t in refs) and \
+                nn.dynamic_slice(begin[a], end[a], strides[a]) is None:
+            fail(f"slicing dynamic dimension {a} with start {begin[a]}, end {end[a]}, step "
+                 f"{strides[a]} is not supported (supported: [b:] with b >= 0, [-k:], "
+                 "[-k:-j], or up to a dynamic size)")
+    if not refs and all((b, e, s) == (0, INT64_MAX, 1) for b, e, s in zip(begin, end, strides)):
+        return x
+    return cx.emit(nn.StridedSliceOp(x, begin, end, strides, refs))
+
+
+@converter("Split")
+def _split(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    dims = shape_of(x)
+    axis = attrs.get("axis", 0)
+    if not -len(dims) <= axis < len(dims):
+        fail(f"axis {axis} out of range for rank {len(dims)}")
+    axis %= len(dims)
+    if dims[axis] == nn.DYN:
+        fail("splitting a dynamic dimension is not supported")
+    size = dims[axis]
+    if cx.opset < 13 and "split" in attrs:
+        split = list(attrs["split"])
+    elif cx.opset >= 13 and _present(ins, 1):
+        split = const_ints(ins[1], "split")
+    else:
+        count = attrs.get("num_outputs", len(cx.node.output))
+        chunk = -(-size // count)
+        split = [min(chunk, size - k * chunk) for k in range(count)]
+    if sum(split) != size or any(s < 0 for s in split):
+        fail(f"split sizes {split} do not add up to the size {size} of axis {axis}")
+    outs, offset = [], 0
+    for s in split:
+        begin, end, strides = [0] * len(dims), [INT64_MAX] * len(dims), [1] * len(dims)
+        begin[axis], end[axis] = offset, offset + s
+        outs.append(cx.emit(nn.StridedSliceOp(x, begin, end, strides)))
+        offset += s
+    return outs
+
+
+def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> SSAValue:
+    """``x`` broadcast to ``target`` (ints and ``SymDim``s; NumPy rules both ways)."""
+    labels = cx.labels(x)
+    rank = max(len(labels), len(target))
+    labels = [1] * (rank - len(labels)) + labels
+    target = [1] * (rank - len(target)) + target
+    shape, refs = [], []
+    for k, (a, b) in enumerate(zip(labels, target)):
+        if isinstance(b, SymDim):
+            if a == b or isinstance(a, SymDim):
+                shape.append(nn.DYN)  # the input's own dim (equal, or it must be)
+            elif a == 1:
+                ref, axis = cx.dim_source(b, what)
+                refs.append((ref, axis, k))
+                shape.append(nn.DYN)
+            else:
+                shape.append(a)
+        elif b == 1:
+            shape.append(nn.DYN if isinstance(a, SymDim) else a)
+        elif isinstance(a, SymDim) or a in (1, b):
+            shape.append(b)
+        else:
+            fail(f"{what}: cannot broadcast {labels} to {target}")
+    if shape == list(shape_of(x)) and not refs:
+        return x
+    return cx.emit(nn.BroadcastToOp(x, shape, refs))
+
+
+@converter("Expand", symbolic=True)
+def _expand(cx, ins, attrs):
+    target = _shape_entries(ins[1], "the shape")
+    return broadcast_to(cx, cx.tensor(ins[0]), target, "the expanded shape")
+
+
+@converter("ConstantOfShape", symbolic=True)
+def _constant_of_shape(cx, ins, attrs):
+    value = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs else \
+        np.zeros(1, np.float32)
+    target = _shape_entries(ins[0], "the shape")
+    if not any(isinstance(d, SymDim) for d in target):
+        return np.full(target, value[0], dtype=value.dtype)
+    scalar = cx.tensor(value.reshape([1] * len(target)))
+    return broadcast_to(cx, scalar, target, "the shape")
+
+
+@converter("Tile")
+def _tile(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    repeats = const_ints(ins[1], "repeats")
+    if len(repeats) != len(shape_of(x)):
+        fail(f"repeats must have {len(shape_of(x))} values")
+    return cx.emit(nn.TileOp(x, repeats))
+
+
+@converter("Trilu")
+def _trilu(cx, ins, attrs):
+    upper = bool(attrs.get("upper", 1))
+    if _present(ins, 1) and not is_const(ins[1]):  # a run-time diagonal
+        return cx.emit(nn.TriluOp(cx.tensor(ins[0]), 0, upper, diagonal=_indices(cx, ins[1])))
+    k = int(const_scalar(ins[1], "k")) if _present(ins, 1) else 0
+    return cx.emit(nn.TriluOp(cx.tensor(ins[0]), k, upper))
+
+
+@converter("Range", symbolic=True)
+def _range(cx, ins, attrs):
+    if any(not is_const(v) for v in ins):
+        fail("start, limit and delta must be constants or shape computations")
+    start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in ins)
+    dtype = next((np.asarray(v).dtype for v in ins if not is_symbolic(v)), np.dtype(np.int64))
+    if isinstance(start, SymDim) or isinstance(delta, SymDim):
+        fail("only the limit of a Range may be a dynamic dimension")
+    element = nn.element_type_of(dtype)
+    if isinstance(limit, SymDim):
+        if (start, delta) != (0, 1):
+            fail("a Range up to a dynamic dimension must start at 0 with delta 1")
+        ref, axis = cx.dim_source(limit, "the range limit")
+        return cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
+    if delta == 0:
+        fail("delta must be non-zero")
+    size = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    return np.asarray(start + delta * np.arange(size), dtype=dtype) if not \
+        np.issubdtype(dtype, np.integer) else \
+        np.asarray(int(start) + int(delta) * np.arange(size, dtype=np.int64), dtype=dtype)
+
+
+@converter("Size")
+def _size(cx, ins, attrs):
+    v = ins[0]
+    dims = np.asarray(v).shape if is_const(v) else shape_of(v)
+    if nn.DYN in dims:
+        fail("Size of a tensor with dynamic dimensions is not supported")
+    return np.asarray(int(np.prod(dims)), dtype=np.int64)
+
+
+@converter("EyeLike")
+def _eye_like(cx, ins, attrs):
+    v = ins[0]
+    dims = np.asarray(v).shape if is_const(v) else shape_of(v)
+    if len(dims) != 2 or nn.DYN in dims:
+        fail("EyeLike needs a rank-2 input with static dimensions")
+    dtype = ONNX_DTYPES.get(attrs["dtype"]) if "dtype" in attrs else (
+        np.asarray(v).dtype if is_const(v) else nn.numpy_dtype(v.type.element_type))
+    if dtype is None:
+        fail("unsupported dtype")
+    return np.eye(dims[0], dims[1], k=attrs.get("k", 0), dtype=dtype)
+
+
+@converter("OneHot")
+def _one_hot(cx, ins, attrs):
+    depth = const_scalar(ins[1], "depth")
+    if not is_const(ins[2]) or is_symbolic(ins[2]) or np.asarray(ins[2]).size != 2:
+        fail("values must be a constant [off_value, on_value]")
+    values = np.asarray(ins[2])
+    indices = ins[0]
+    if is_const(indices):
+        indices = cx.tensor(np.asarray(indices).astype(np.int64))
+    return cx.emit(nn.OneHotOp(indices, int(depth), attrs.get("axis", -1), float(values[1]),
+                               float(values[0]), nn.element_type_of(values.dtype)))
+
+
+@converter("NonZero")
+def _non_zero(cx, ins, attrs):
+    # Constants fold; a run-time NonZero has a data-dependent shape.
+    if is_const(ins[0]) and not is_symbolic(ins[0]):
+        return np.asarray(np.nonzero(np.asarray(ins[0])), dtype=np.int64)
+    fail("NonZero of a run-time tensor has a data-dependent result shape (not supported)")

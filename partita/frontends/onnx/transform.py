@@ -37,9 +37,14 @@ def _dropout(cx, ins, attrs):
     if len(ins) > 2 and ins[2] is not None:
         if not is_const(ins[2]) or bool(np.asarray(ins[2]).reshape(-1)[0]):
             fail("training_mode must be a constant false")
-    if cx._used_output(1):
-        fail("the mask output is not supported (inference only)")
-    return [ins[0]]
+    if not cx._used_output(1):
+        return [ins[0]]
+    # Inference: nothing is dropped, the mask is all true.
+    from partita.frontends.onnx.indexing import broadcast_to
+
+    x = cx.tensor(ins[0])
+    ones = cx.tensor(np.ones([1] * len(shape_of(x)), dtype=np.bool_))
+    return [x, broadcast_to(cx, ones, cx.labels(x), "the mask")]
 
 
 @converter("Constant")
@@ -53,17 +58,14 @@ def _constant(cx, ins, attrs):
     fail(f"unsupported Constant attribute(s) {sorted(attrs)}")
 
 
-@converter("ConstantOfShape")
-def _constant_of_shape(cx, ins, attrs):
-    fail("the shape input must be a constant")  # constant shapes are folded
 
 
 @converter("Pad")
 def _pad(cx, ins, attrs):
     mode = attrs.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode != "constant":
-        fail(f"pad mode '{mode}' is not supported (only constant)")
+    if mode not in nn.PadOp.MODES:
+        fail(f"pad mode '{mode}' is not supported ({', '.join(nn.PadOp.MODES)})")
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
     if cx.opset < 11:
@@ -71,7 +73,7 @@ def _pad(cx, ins, attrs):
     else:
         pads = const_ints(ins[1], "pads")
         value = const_scalar(ins[2], "constant_value") if len(ins) > 2 and ins[2] is not None \
-            else 0.0
+            and np.asarray(ins[2]).size else 0.0
         if len(ins) > 3 and ins[3] is not None:
             axes = [a % rank for a in const_ints(ins[3], "axes")]
             full = [0] * (2 * rank)
@@ -82,7 +84,7 @@ def _pad(cx, ins, attrs):
         fail(f"expected {2 * rank} pads, got {len(pads)}")
     if any(p < 0 for p in pads):
         fail("negative pads are not supported")
-    return cx.emit(nn.PadOp(x, pads[:rank], pads[rank:], pad_value=value))
+    return cx.emit(nn.PadOp(x, pads[:rank], pads[rank:], pad_value=value, mode=mode))
 
 
 
@@ -122,12 +124,17 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
                 fail(f"cannot reshape {total} elements into {target}")
             out[out.index(-1)] = total // static_out
     shape = [nn.DYN if isinstance(d, SymDim) else d for d in out]
+    refs = []
     if shape.count(nn.DYN) > 1:
-        fail(f"the target shape has {shape.count(nn.DYN)} dynamic dimensions; nn.reshape "
-              "allows one")
-    if shape == list(shape_of(x)):
+        # Several run-time dims: each one read from a tensor is a shape reference.
+        refs = [(*cx.sym_sources[d], k) for k, d in enumerate(out)
+                if isinstance(d, SymDim) and d in cx.sym_sources]
+        if shape.count(nn.DYN) - len(refs) > 1:
+            fail(f"the target shape has {shape.count(nn.DYN) - len(refs)} dynamic dimensions "
+                 "that are not dimensions of a tensor; nn.reshape infers one")
+    if shape == list(shape_of(x)) and out == in_labels:
         return x
-    return cx.emit(nn.ReshapeOp(x, shape))
+    return cx.emit(nn.ReshapeOp(x, shape, refs))
 
 
 @converter("Reshape")
@@ -135,16 +142,25 @@ def _reshape(cx, ins, attrs):
     if not is_const(ins[1]):
         fail("the shape input must be a constant (or a foldable shape computation)")
     target = list(np.asarray(ins[1]).reshape(-1))
+    x = cx.tensor(ins[0])
     if attrs.get("allowzero", 0) and any(not isinstance(t, SymDim) and t == 0 for t in target):
-        fail("allowzero with a 0 in the shape is not supported")
-    return reshape_to(cx, cx.tensor(ins[0]), target)
+        # A 0 is a literal empty dimension, not "copy the input's".
+        if any(isinstance(t, SymDim) or t == -1 for t in target) or nn.DYN in shape_of(x):
+            fail("allowzero with a 0 and a dynamic or inferred dimension is not supported")
+        if math.prod(shape_of(x)) != 0:
+            fail(f"cannot reshape {math.prod(shape_of(x))} elements into {target}")
+        return cx.emit(nn.ReshapeOp(x, [int(t) for t in target]))
+    return reshape_to(cx, x, target)
 
 
 @converter("Flatten")
 def _flatten(cx, ins, attrs):
     x = cx.tensor(ins[0])
     labels = cx.labels(x)
-    axis = attrs.get("axis", 1) % (len(labels) + 1) if labels else 0
+    axis = attrs.get("axis", 1)
+    if not -len(labels) <= axis <= len(labels):
+        fail(f"axis {axis} out of range for rank {len(labels)}")
+    axis = axis + len(labels) if axis < 0 else axis
 
     def prod(dims):
         syms = [d for d in dims if isinstance(d, SymDim)]
@@ -202,8 +218,9 @@ def _squeeze(cx, ins, attrs):
 def _shape_op(cx, ins, attrs):
     x = cx.tensor(ins[0])
     labels = cx.labels(x)
+    # Negative bounds count from the end; out-of-range bounds clamp (opset 15).
     start, end = attrs.get("start", 0), attrs.get("end", len(labels))
-    dims = labels[start:end]
+    dims = labels[slice(start, end)]
     if any(isinstance(d, SymDim) for d in dims):
         return np.asarray(dims, dtype=object)
     return np.asarray(dims, dtype=np.int64)

@@ -239,7 +239,7 @@ def _mul(a: Dim, b: Dim) -> Dim:
         return b
     if b == 1:
         return a
-    return f"{a} * {b}"
+    return f"{_paren(a)} * {_paren(b)}"  # operands may be sums (dynamic pads, slices)
 
 
 def _product(dims: Sequence[Dim]) -> Dim:
@@ -425,10 +425,12 @@ class KernelEmitter:
             out[axis] = " + ".join(_paren(self.dims[v][axis]) for v in op.inputs)
             return out
         if isinstance(op, nn.ReshapeOp):
-            shape = _shape(op.result)
-            known = math.prod(d for d in shape if d != DYNAMIC_INDEX)
+            shape: list[Dim] = list(_shape(op.result))
+            for ref, axis, target in zip(op.refs, op.ref_axes, op.targets):
+                shape[target] = self.dims[ref][axis]  # a shape reference's dim
+            known = _product([d for d in shape if d != DYNAMIC_INDEX])
             count = _product(self.dims[op.input])
-            return [f"{_paren(count)} / {known}" if d == DYNAMIC_INDEX else d for d in shape]
+            return [f"{_paren(count)} / {_paren(known)}" if d == DYNAMIC_INDEX else d for d in shape]
         return list(self.dims[op.operands[0]])
 
     @staticmethod

@@ -1,3 +1,216 @@
-"""CUDA lowering rules of the ``nn.indexing`` family ops beyond the built-in emitter."""
+"""CUDA lowering rules of the ``nn.indexing`` family: one thread per output element.
+
+Gathers read the index value first (``emitter.value(indices, ...)``), wrap a negative one
+by the axis size and clamp it into the axis (an out-of-range index is an error the
+reference reports; the kernel must still not read out of bounds), then read the data.
+Scatters anchor a ``window`` kernel: each output element starts from ``data`` and walks
+the updates that may land on it, in order (so the last write wins, as in ONNX), combining
+them with the reduction. Result dims, when dynamic, come from ``op.result_dims`` (the
+same rule shape functions use), with C expressions for the arithmetic.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+
+from partita.dialects import nn
+from partita.lowering.cuda.emitter import _add, _c_float, _mul, _paren, _product
+from partita.lowering.cuda.rules import injective, window
+
+
+class CArith:
+    """Dim arithmetic on kernel dims (ints or C expressions)."""
+
+    mul = staticmethod(_mul)
+    add = staticmethod(_add)
+
+    @staticmethod
+    def floordiv(a, b):
+        return a // b if isinstance(a, int) and isinstance(b, int) else \
+            f"{_paren(a)} / {_paren(b)}"
+
+
+def derived_dims(emitter, op) -> list:
+    """``dims=`` of the rules: the op's own result-dims rule over the kernel's dims."""
+    return op.result_dims(lambda v: emitter.dims[v], CArith())
+
+
+def literal(value: float, ctype: str) -> str:
+    """``value`` as a C literal of the compute type ``ctype``."""
+    if ctype == "bool":
+        return "true" if value else "false"
+    if ctype in ("float",):
+        return _c_float(value)
+    if ctype == "double":
+        return repr(float(value)) if math.isfinite(value) else f"(double){_c_float(value)}"
+    return f"({ctype}){int(value)}"
+
+
+def wrapped_index(emitter, raw: str, size, clamp: bool = True) -> str:
+    """A C variable: index ``raw`` (any integer or float type) with a negative one
+    counted from the end of an axis of ``size``, clamped into ``[0, size)``."""
+    T = emitter.index_type
+    k = emitter.var("k")
+    emitter.lines.append(f"    {T} {k} = ({T}){raw};")
+    emitter.lines.append(f"    if ({k} < 0) {k} += {_paren(size)};")
+    if clamp:
+        emitter.lines.append(f"    {k} = {k} < 0 ? 0 : ({k} < {_paren(size)} ? {k} : "
+                             f"{_paren(size)} - 1);")
+    return k
+
+
+def _dynamic_ok(op) -> bool:
+    return True
+
+
+@injective(nn.TakeOp, dims=derived_dims)
+def _take(emitter, op: nn.TakeOp, index: list[str]) -> str:
+    data = emitter.dims[op.data]
+    axis = op.axis % len(data)
+    rank_i = len(emitter.dims[op.indices])
+    k = emitter.value(op.indices, index[axis:axis + rank_i])
+    kk = wrapped_index(emitter, k, data[axis])
+    return emitter.value(op.data, [*index[:axis], kk, *index[axis + rank_i:]])
+
+
+@injective(nn.GatherElementsOp, dims=derived_dims)
+def _gather_elements(emitter, op: nn.GatherElementsOp, index: list[str]) -> str:
+    data = emitter.dims[op.data]
+    axis = op.axis % len(data)
+    kk = wrapped_index(emitter, emitter.value(op.indices, index), data[axis])
+    return emitter.value(op.data, [*index[:axis], kk, *index[axis + 1:]])
+
+
+@injective(nn.GatherNDOp, dims=derived_dims)
+def _gather_nd(emitter, op: nn.GatherNDOp, index: list[str]) -> str:
+    data, ind = emitter.dims[op.data], emitter.dims[op.indices]
+    b, depth = op.batch_dims, tuple(op.indices.type.get_shape())[-1]
+    lead = index[:len(ind) - 1]
+    at = list(index[:b])
+    for j in range(depth):
+        k = emitter.value(op.indices, [*lead, str(j)])
+        at.append(wrapped_index(emitter, k, data[b + j]))
+    return emitter.value(op.data, [*at, *index[len(ind) - 1:]])
+
+
+@injective(nn.StridedSliceOp, dims=derived_dims)
+def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
+    shape = tuple(op.input.type.get_shape())
+    inner = []
+    for axis, (d, b, e, s) in enumerate(zip(shape, op.begin, op.end, op.strides)):
+        if axis in op.targets:
+            inner.append(index[axis])  # [0, ref dim)
+            continue
+        if d == DYNAMIC_INDEX:  # [b:] or [-k:...]: no clamping (nn.dynamic_slice)
+            dim = emitter.dims[op.input][axis]
+            start = b if b >= 0 else f"{_paren(dim)} - {-b}"
+            inner.append(_paren(_add(start, index[axis])) if start != 0 else index[axis])
+            continue
+        start = range(d)[slice(b, e, s)].start if len(range(d)[slice(b, e, s)]) else 0
+        step = index[axis] if s == 1 else f"{index[axis]} * {s}" if s > 0 else \
+            f"{index[axis]} * ({s})"
+        # Parenthesized: the emitter multiplies index expressions by strides.
+        inner.append(_paren(step if start == 0 else f"{start} + {_paren(step)}"))
+    return emitter.value(op.input, inner)
+
+
+@injective(nn.BroadcastToOp, dims=derived_dims)
+def _broadcast_to(emitter, op: nn.BroadcastToOp, index: list[str]) -> str:
+    return emitter.value(op.input, emitter.broadcast_index(op.input, op.result, index))
+
+
+@injective(nn.TileOp, dims=derived_dims)
+def _tile(emitter, op: nn.TileOp, index: list[str]) -> str:
+    dims = emitter.dims[op.input]
+    inner = [ix if r == 1 else f"({_paren(ix)} % {_paren(d)})"
+             for ix, d, r in zip(index, dims, op.repeats)]
+    return emitter.value(op.input, inner)
+
+
+@injective(nn.TriluOp, dims=derived_dims)
+def _trilu(emitter, op: nn.TriluOp, index: list[str]) -> str:
+    x = emitter.value(op.input, index)
+    k = op.k if op.diagonal is None else \
+        emitter.value(op.diagonal, ["0"] * len(op.diagonal.type.get_shape()))
+    i, j = index[-2], index[-1]
+    diff = f"{j} - {i}" if i != "0" else j
+    cond = f"{_paren(diff)} >= {k}" if op.upper else f"{_paren(diff)} <= {k}"
+    return f"({cond}) ? {x} : {literal(0, emitter.ctype(op.result))}"
+
+
+@injective(nn.ArangeOp, dims=derived_dims)
+def _arange(emitter, op: nn.ArangeOp, index: list[str]) -> str:
+    ctype = emitter.ctype(op.result)
+    if ctype in ("float", "double"):
+        return f"({ctype})({float(op.start)!r} + {float(op.delta)!r} * (double){index[0]})"
+    return f"({ctype})({int(op.start)}LL + {int(op.delta)}LL * (long long){index[0]})"
+
+
+@injective(nn.OneHotOp, dims=derived_dims)
+def _one_hot(emitter, op: nn.OneHotOp, index: list[str]) -> str:
+    axis = op.axis % len(index)
+    k = emitter.value(op.indices, index[:axis] + index[axis + 1:])
+    kk = wrapped_index(emitter, k, op.depth, clamp=False)
+    ctype = emitter.ctype(op.result)
+    return f"({kk} == {index[axis]}) ? {literal(op.on_value, ctype)} : " \
+           f"{literal(op.off_value, ctype)}"
+
+
+def _combine(emitter, op, y: str, u: str) -> str:
+    dtype = str(op.result.type.element_type)
+    expr = {"none": u, "add": f"{y} + {u}", "mul": f"{y} * {u}",
+            "max": f"({u} > {y} ? {u} : {y})", "min": f"({u} < {y} ? {u} : {y})"}[op.reduction]
+    return emitter._round(expr, dtype)
+
+
+def _decompose(linear: str, dims: Sequence) -> list[str]:
+    """Row-major index of element ``linear`` of a tensor of ``dims``."""
+    out, stride = [], 1
+    for axis in range(len(dims) - 1, -1, -1):
+        q = linear if stride == 1 else f"{linear} / {_paren(stride)}"
+        out.append(q if axis == 0 else f"{_paren(q)} % {_paren(dims[axis])}")
+        stride = _mul(stride, dims[axis])
+    return out[::-1]
+
+
+@window(nn.ScatterElementsOp, dims=derived_dims)
+def _scatter_elements(emitter, op: nn.ScatterElementsOp) -> list[str]:
+    T, o = emitter.index_type, emitter.out_index
+    ind, data = emitter.dims[op.indices], emitter.dims[op.data]
+    axis = op.axis % len(data)
+    at = [*o[:axis], "t", *o[axis + 1:]]
+    inside = [f"{o[d]} < {_paren(ind[d])}" for d in range(len(ind)) if d != axis]
+    k = f"({T}){emitter.load(op.indices, at)}"
+    lines = [f"    {emitter.ctype(op.result)} y = {emitter.load(op.data, o)};",
+             f"    if ({' && '.join(inside) or 'true'}) {{",
+             f"      for ({T} t = 0; t < {ind[axis]}; ++t) {{",
+             f"        {T} k = {k};",
+             f"        if (k < 0) k += {_paren(data[axis])};",
+             f"        if (k == {o[axis]}) y = {_combine(emitter, op, 'y', emitter.load(op.updates, at))};",
+             "      }",
+             "    }"]
+    return lines
+
+
+@window(nn.ScatterNDOp, dims=derived_dims)
+def _scatter_nd(emitter, op: nn.ScatterNDOp) -> list[str]:
+    T, o = emitter.index_type, emitter.out_index
+    ind, data = emitter.dims[op.indices], emitter.dims[op.data]
+    depth = tuple(op.indices.type.get_shape())[-1]
+    rows = _product(ind[:-1])
+    lead = _decompose("t", ind[:-1])
+    match = []
+    lines = [f"    {emitter.ctype(op.result)} y = {emitter.load(op.data, o)};",
+             f"    for ({T} t = 0; t < {rows}; ++t) {{",
+             "      bool hit = true;"]
+    for j in range(depth):
+        lines += [f"      {{ {T} k = ({T}){emitter.load(op.indices, [*lead, str(j)])};",
+                  f"        if (k < 0) k += {_paren(data[j])};",
+                  f"        hit = hit && k == {o[j]}; }}"]
+    update = emitter.load(op.updates, [*lead, *o[depth:]])
+    lines += [f"      if (hit) y = {_combine(emitter, op, 'y', update)};", "    }"]
+    del match
+    return lines

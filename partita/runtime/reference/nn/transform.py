@@ -32,11 +32,16 @@ class TransformFunctions(InterpreterFunctions):
     @impl(nn.PadOp)
     def run_pad(self, interpreter: Interpreter, op: nn.PadOp, args: tuple[Any, ...]):
         widths = list(zip(op.pad_before, op.pad_after))
-        return store(op, np.pad(args[0], widths, constant_values=op.pad_value))
+        if op.mode == "constant":
+            return store(op, np.pad(args[0], widths, constant_values=op.pad_value))
+        return (np.pad(args[0], widths, mode=op.mode),)
 
     @impl(nn.ReshapeOp)
     def run_reshape(self, interpreter: Interpreter, op: nn.ReshapeOp, args: tuple[Any, ...]):
-        return store(op, args[0].reshape(op.result.type.get_shape()))
+        shape = [-1 if d == nn.DYN else d for d in op.result.type.get_shape()]
+        for ref, axis, target in zip(args[1:], op.ref_axes, op.targets):
+            shape[target] = ref.shape[axis]
+        return store(op, args[0].reshape(shape))
 
     @impl(nn.TransposeOp)
     def run_transpose(self, interpreter: Interpreter, op: nn.TransposeOp, args):
