@@ -277,6 +277,25 @@ def test_kernels_compute_the_reference_semantics(tmp_path):
         "argmax", "argmin", "topk_values", "topk_indices", "cumsum"}
 
 
+EDGES = """
+func.func @edges(%x: tensor<3x4xf32>, %z: tensor<2x0x3xf32>, %n: tensor<2x3xf32>, %c: tensor<0x2xi32>) -> (tensor<f32>, tensor<2x1x3xf32>, tensor<2x3xf32>, tensor<2xf32>, tensor<1x2xi32>) {
+  %0 = nn.reduce_sum %x {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x4xf32>) -> tensor<f32>
+  %1 = nn.reduce_sum %z {axes = array<i64: 1>} : (tensor<2x0x3xf32>) -> tensor<2x1x3xf32>
+  %2 = nn.reduce_max %z {axes = array<i64: 1>, keepdims = false} : (tensor<2x0x3xf32>) -> tensor<2x3xf32>
+  %3 = nn.reduce_max %n {axes = array<i64: 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %4 = nn.reduce_prod %c {axes = array<i64: 0>} : (tensor<0x2xi32>) -> tensor<1x2xi32>
+  func.return %0, %1, %2, %3, %4 : tensor<f32>, tensor<2x1x3xf32>, tensor<2x3xf32>, tensor<2xf32>, tensor<1x2xi32>
+}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_reductions_to_a_scalar_and_over_empty_axes(tmp_path):
+    """A rank-0 result; sums, max and product over no elements are 0, -inf and 1."""
+    assert check_kernels(fuse(EDGES), tmp_path) == [
+        "nn.reduce_sum", "nn.reduce_sum", "nn.reduce_max", "nn.reduce_max", "nn.reduce_prod"]
+
+
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
 def test_log_sum_kernel_and_epilogue(tmp_path):
     text = """

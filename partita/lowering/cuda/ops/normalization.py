@@ -22,8 +22,9 @@ def _rowwise_softmax(op) -> bool:
     return op.axis % rank == rank - 1 and str(op.result.type.element_type) in _ROWWISE_DTYPES
 
 
-def _stats(emitter, x, axes: list[int], A: str, lines_for) -> list[str]:
-    return group_loop(emitter, emitter.dims[x], axes, list(emitter.out_index), lines_for)
+def _stats(emitter, x, axes: list[int], body: list[str]) -> list[str]:
+    """A loop over the ``axes`` of ``x`` at the output element's other coordinates."""
+    return group_loop(emitter, emitter.dims[x], axes, list(emitter.out_index), body)
 
 
 @window(nn.SoftmaxOp, nn.LogSoftmaxOp, nn.HardmaxOp,
@@ -43,16 +44,16 @@ def _softmax(emitter, op: nn.AxisNormOp) -> list[str]:
         o = emitter.out_index[axis]
         lines = [
             "    bool first = true;",
-            f"    const {A} self = {here};",
-            *_stats(emitter, x, [axis], A, [
-                f"{{ const {A} u = {v}; if (u > self || (u == self && @{axis}@ < {o})) first = false; }}",
+            f"    const {A} mine = {here};",
+            *_stats(emitter, x, [axis], [
+                f"{{ const {A} u = {v}; if (u > mine || (u == mine && @{axis}@ < {o})) first = false; }}",
             ]),
         ]
         return [*lines, y_decl(emitter, op, f"first ? ({A})1 : ({A})0")]
     lines += [
-        *_stats(emitter, x, [axis], A, [f"{{ const {A} u = {v}; if (u > mx) mx = u; }}"]),
+        *_stats(emitter, x, [axis], [f"{{ const {A} u = {v}; if (u > mx) mx = u; }}"]),
         f"    {A} sum = 0;",
-        *_stats(emitter, x, [axis], A, [f"sum += {exp}({v} - mx);"]),
+        *_stats(emitter, x, [axis], [f"sum += {exp}({v} - mx);"]),
     ]
     y = (f"{exp}({here} - mx) / sum" if isinstance(op, nn.SoftmaxOp)
          else f"{here} - mx - {log}(sum)")
@@ -61,13 +62,13 @@ def _softmax(emitter, op: nn.AxisNormOp) -> list[str]:
 
 def _mean_var(emitter, x, axes: list[int], A: str, count: str, centered: bool = True) -> list[str]:
     v = at(emitter, x, _rank(x))
-    lines = [f"    {A} mean = 0;", *_stats(emitter, x, axes, A, [f"mean += {v};"]),
+    lines = [f"    {A} mean = 0;", *_stats(emitter, x, axes, [f"mean += {v};"]),
              f"    mean /= ({A})({count});", f"    {A} var = 0;"]
     if centered:
-        lines += _stats(emitter, x, axes, A, [f"{{ const {A} t = {v} - mean; var += t * t; }}"])
+        lines += _stats(emitter, x, axes, [f"{{ const {A} t = {v} - mean; var += t * t; }}"])
         lines.append(f"    var /= ({A})({count});")
     else:  # E[x^2] - E[x]^2, as ONNX's MeanVarianceNormalization defines it
-        lines += _stats(emitter, x, axes, A, [f"{{ const {A} t = {v}; var += t * t; }}"])
+        lines += _stats(emitter, x, axes, [f"{{ const {A} t = {v}; var += t * t; }}"])
         lines.append(f"    var = var / ({A})({count}) - mean * mean;")
     return lines
 
@@ -102,7 +103,7 @@ def _rms_norm(emitter, op: nn.RMSNormOp) -> list[str]:
     scale = emitter.load(op.scale, emitter.broadcast_index(op.scale, op.result, emitter.out_index))
     return [
         f"    {A} ms = 0;",
-        *_stats(emitter, x, axes, A, [f"{{ const {A} t = {v}; ms += t * t; }}"]),
+        *_stats(emitter, x, axes, [f"{{ const {A} t = {v}; ms += t * t; }}"]),
         f"    ms /= ({A})({_count(emitter, x, axes)});",
         y_decl(emitter, op, f"{emitter.load(x, emitter.out_index)} / "
                             f"{fmath(A, 'sqrt')}(ms + ({A}){op.epsilon!r}) * {scale}"),
@@ -131,8 +132,7 @@ def _group_norm(emitter, op: nn.GroupNormOp) -> list[str]:
     count = " * ".join([str(per_group), *(f"({dims[a]})" for a in sp)])
 
     def loop(body):
-        lines = group_loop(emitter, dims, [1, *sp], fixed, body)
-        return lines
+        return group_loop(emitter, dims, [1, *sp], fixed, body)
 
     lines = [
         f"    const {T} {g0} = ({c}) / {per_group} * {per_group};",
@@ -155,7 +155,7 @@ def _lp_norm(emitter, op: nn.LpNormOp) -> list[str]:
     norm = "acc" if op.p == 1 else f"{fmath(A, 'sqrt')}(acc)"
     return [
         f"    {A} acc = 0;",
-        *_stats(emitter, x, [op.axis % rank], A, [f"{{ const {A} t = {v}; acc += {term}; }}"]),
+        *_stats(emitter, x, [op.axis % rank], [f"{{ const {A} t = {v}; acc += {term}; }}"]),
         f"    const {A} norm = {norm};",
         y_decl(emitter, op, f"norm == 0 ? ({A})0 : {emitter.load(x, emitter.out_index)} / norm"),
     ]

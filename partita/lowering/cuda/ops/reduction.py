@@ -16,7 +16,9 @@ from xdsl.ir import Operation, SSAValue
 from partita.dialects import nn
 from partita.lowering.cuda.rules import window
 
-__all__ = ["Dims", "fmath", "group_loop", "input_index", "lowest", "highest", "y_decl"]
+__all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "own_dims",
+           "same_dims", "y_decl"]
+"""Helpers the other families' window rules share."""
 
 Dims = list  # of int | str (C expressions of the kernel's run-time dims)
 
@@ -61,9 +63,9 @@ def y_decl(emitter, op: Operation, expr: str) -> str:
 
 def group_loop(emitter, dims: Sequence, axes: Sequence[int], fixed: Sequence[str],
                body: Sequence[str], indent: str = "    ") -> list[str]:
-    """A loop over every index of ``dims`` whose ``axes`` run and whose other axes are
-    ``fixed`` (one C expression per axis); ``body`` reads the index as ``ix[axis]``
-    placeholders ``@0``, ``@1``, ... (the C expression of each axis). Returns the lines."""
+    """The lines of one flat loop over the ``axes`` of a tensor of ``dims``, the other
+    axes ``fixed`` (one C expression per axis). ``body`` spells the index of axis ``k`` as
+    the placeholder ``@k@`` (see ``at``), replaced by the loop's or the fixed expression."""
     T = emitter.index_type
     r = emitter.var("r")
     count = " * ".join(f"({d})" if isinstance(d, str) else str(d) for d in (dims[a] for a in axes)) or "1"
