@@ -79,10 +79,29 @@ def test_matmul_integer():
     ("ijk->ki", [(2, 3, 4)]),
     ("ij->", [(3, 4)]),
     ("->", [()]),
+    ("bsd,fd->bsf", [(2, 3, 4), (6, 4)]),
+    ("bij,bkj->bki", [(2, 3, 4), (2, 5, 4)]),
 ])
 def test_einsum_contractions(equation, shapes):
     inputs = {f"x{k}": rand_like(s, np.float32, seed=k) for k, s in enumerate(shapes)}
     check_against_onnx(model("Einsum", inputs, 1, 12, equation=equation), inputs, rtol=1e-5)
+
+
+@pytest.mark.parametrize("equation, ops", [
+    ("bsd,fd->bsf", ["nn.dense"]),
+    ("bij,bkj->bik", ["nn.batch_matmul"]),
+    ("bij,bkj->bki", ["nn.batch_matmul", "nn.transpose"]),
+    ("bhid,bhjd->bhij", ["nn.transpose", "nn.matmul"]),
+    ("ij,j->i", ["nn.reshape", "nn.matmul", "nn.reshape"]),
+])
+def test_einsum_emits_the_gemm_forms_backends_take(equation, ops):
+    """x . w^T becomes nn.dense and [B, M, K] . [B, N, K] a batch_matmul with transpose_b
+    (what CUTLASS matches); other contractions transpose into one nn.matmul."""
+    terms = equation.split("->")[0].split(",")
+    size = {c: 2 + ord(c) % 5 for c in "".join(terms)}  # one size per subscript
+    inputs = {f"x{k}": rand_like([size[c] for c in t], np.float32) for k, t in enumerate(terms)}
+    module = import_onnx(model("Einsum", inputs, 1, 12, equation=equation))
+    assert [o.name for o in module.walk() if o.name.startswith("nn.")] == ops
 
 
 @pytest.mark.parametrize("equation, shapes, message", [

@@ -171,14 +171,26 @@ def _einsum(cx, ins, attrs):
     contracted = "".join(c for c in ta if c in tb and c not in out)
     m = "".join(c for c in out if c in ta and c not in tb)
     n = "".join(c for c in out if c in tb and c not in ta)
-    a = _einsum_prepare(cx, a, ta, out + contracted, batch + m + contracted)
-    b = _einsum_prepare(cx, b, tb, out + contracted, batch + contracted + n)
+    keep = out + contracted
+    kept_b = "".join(c for c in tb if c in keep)
+    order = batch + m + n
+    single = len(n) == len(contracted) == 1
+    if single and kept_b == batch + n + contracted and (not batch and m or len(batch) == len(m) == 1):
+        # The forms the GEMM backends take as they are: x[..., K] . w[N, K] (nn.dense) and
+        # [B, M, K] . [B, N, K] (batch_matmul with transpose_b).
+        a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
+        b = _einsum_prepare(cx, b, tb, keep, kept_b)
+        y = cx.emit(nn.BatchMatmulOp(a, b, transpose_a=False, transpose_b=True) if batch
+                    else nn.DenseOp(a, b))
+        perm = [order.index(c) for c in out]
+        return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
+    a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
+    b = _einsum_prepare(cx, b, tb, keep, batch + contracted + n)
     bs = [sizes[c] for c in batch]
     flat_m, flat_n, flat_k = (_product([sizes[c] for c in g]) for g in (m, n, contracted))
     a = _reshape(cx, a, [*bs, flat_m, flat_k])
     b = _reshape(cx, b, [*bs, flat_k, flat_n])
     y = cx.emit(nn.MatmulOp(a, b))
     y = _reshape(cx, y, [*bs, *(sizes[c] for c in m + n)])
-    order = batch + m + n
     perm = [order.index(c) for c in out]
     return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
