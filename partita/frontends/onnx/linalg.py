@@ -4,6 +4,7 @@ Einsum (the contractions of transformers, as transposes, sums and one matmul).""
 from __future__ import annotations
 
 import math
+import string
 
 import numpy as np
 import onnx
@@ -116,13 +117,20 @@ def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:
     equation = equation.replace(" ", "")
     lhs, arrow, out = equation.partition("->")
     terms = lhs.split(",")
-    if "." in equation:
-        fail(f"Einsum '{equation}': ellipsis ('...') is not supported")
     if len(terms) != len(ranks):
         fail(f"Einsum '{equation}' names {len(terms)} operands, the node has {len(ranks)}")
+    # An ellipsis stands for the leading dims an operand's letters leave out, aligned from
+    # the right across operands: spell them with letters the equation does not use.
+    spare = [c for c in string.ascii_letters if c not in equation]
+    counts = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    if any(c < 0 for c in counts) or equation.replace("...", "").count("."):
+        fail(f"Einsum '{equation}': malformed ellipsis")
+    dots = "".join(spare[:max(counts, default=0)])
+    terms = [t.replace("...", dots[len(dots) - c:]) for t, c in zip(terms, counts)]
     if not arrow:
         letters = "".join(terms)
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        out = dots + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in dots))
+    out = out.replace("...", dots)
     for term, rank in zip([*terms, out], [*ranks, None]):
         if not term.isalpha() and term:
             fail(f"Einsum '{equation}': subscripts must be letters")
