@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from partita.lowering.cuda.emitter import _C_TYPES  # the storage type of every dtype
+
 SHIM = r"""
 #include <math.h>
 #include <stdint.h>
@@ -102,9 +104,6 @@ static void partita_launch(const unsigned* geo, std::function<void()> body) {
       }
 }
 """
-
-from partita.lowering.cuda.emitter import _C_TYPES  # storage type of each element type
-
 
 def _wrapper(record) -> str:
     """``host_<entry>(geo, pointers, dims)``: the kernel launched through the shim."""

@@ -124,7 +124,7 @@ def test_verifier_rejections():
                                         TensorType(builtin.i32, [2, 4]), t(3))
     h = block_args(t(2, 4, elt=F16))[0]
     _bad(lambda: nn.AddOp(x, h, result_type=t(2, 4)), "share one element type")
-    _bad(lambda: nn.SoftmaxOp(i32t), "element type must be one of f16, bf16, f32, got i32")
+    _bad(lambda: nn.SoftmaxOp(i32t), "element type must be one of f16, bf16, f32, f64, got i32")
     _bad(lambda: nn.AddOp(x, w), "not broadcastable")
     _bad(lambda: nn.ReluOp(x, result_type=t(2, 5)), r"result shape \[2, 5\] is incompatible")
     _bad(lambda: nn.ReluOp(x, result_type=t(2, 4, 1)), "incompatible with inferred shape")

@@ -138,6 +138,8 @@ def _layout_axes(layout: str) -> tuple[int, int, int]:
 
 def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
     """Symbolic result dims of a single-result nn op."""
+    if (rule := getattr(op, "result_dims", None)) is not None:  # the op's own dim selection
+        return rule([dims(v) for v in op.operands])
     if isinstance(op, nn.ElementwiseBinaryOp):
         return b.broadcast_shapes(dims(op.lhs), dims(op.rhs))
     if isinstance(op, nn.WhereOp):

@@ -1,4 +1,8 @@
-"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul and bias_add."""
+"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul, matmul_integer and bias_add.
+
+GEMMs take every numeric type (CUTLASS and the tiled native kernels take f16 / bf16 /
+f32; f64 and integers, which multiply and accumulate in their own type, get a simple
+native kernel)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, Signedness, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -24,6 +28,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects.nn.base import (
     DYN,
     FORMAT_BINARY,
+    NUMERIC_TYPES,
     FORMAT_UNARY,
     NNOp,
     Shape,
@@ -84,6 +89,7 @@ class DenseOp(NNOp):
     """``input[..., K] x weight[N, K] -> [..., N]``."""
 
     name = "nn.dense"
+    ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     result = result_def(TensorType)
@@ -102,6 +108,7 @@ class MatmulOp(NNOp):
     """NumPy ``matmul`` with batch broadcasting (ranks >= 2)."""
 
     name = "nn.matmul"
+    ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
@@ -120,6 +127,7 @@ class BatchMatmulOp(NNOp):
     """Rank-3 batched matmul; by default ``rhs`` is ``[B, N, K]`` (``transpose_b``)."""
 
     name = "nn.batch_matmul"
+    ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
@@ -161,3 +169,52 @@ class BiasAddOp(NNOp):
         return x
 
 
+
+
+@irdl_op_definition
+class MatmulIntegerOp(NNOp):
+    """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
+    i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
+    element of its operand's type."""
+
+    name = "nn.matmul_integer"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    lhs_zero_point = operand_def(TensorType)
+    rhs_zero_point = operand_def(TensorType)
+    result = result_def(TensorType)
+    ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
+    assembly_format = ("$lhs `,` $rhs `,` $lhs_zero_point `,` $rhs_zero_point attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, lhs, rhs, lhs_zero_point, rhs_zero_point,
+                 result_type: Attribute | None = None):
+        _init(self, [lhs, rhs, lhs_zero_point, rhs_zero_point], result_type)
+
+    def infer_element_type(self) -> Attribute:
+        return IntegerType(32)
+
+    def verify_element_types(self) -> None:
+        for operand, zero_point, what in ((self.lhs, self.lhs_zero_point, "lhs"),
+                                          (self.rhs, self.rhs_zero_point, "rhs")):
+            t = _tensor(operand).element_type
+            self.check_element_type(t, f"{what} element type")
+            self.check_element_type(_tensor(zero_point).element_type,
+                                    f"{what} zero point element type", (t,))
+        self.check_element_type(_tensor(self.result).element_type, "result element type",
+                                (IntegerType(32),))
+
+    def infer_shape(self) -> Shape:
+        for what, v in (("lhs", self.lhs_zero_point), ("rhs", self.rhs_zero_point)):
+            if _static_product(_shape(v)) != 1 or DYN in _shape(v):
+                raise VerifyException(f"{what} zero point must have one element, got shape "
+                                      f"{_fmt(_shape(v))}")
+        return infer_matmul_shape(_shape(self.lhs), _shape(self.rhs))
+
+    def result_dims(self, operand_dims: Sequence[list]) -> list:
+        """Batch dims broadcast (a literal 1 gives way to the other operand's dim)."""
+        a, b = operand_dims[0], operand_dims[1]
+        rank = max(len(a), len(b)) - 2
+        pa = [1] * (rank - len(a) + 2) + list(a[:-2])
+        pb = [1] * (rank - len(b) + 2) + list(b[:-2])
+        return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], b[-1]]

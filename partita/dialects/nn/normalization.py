@@ -1,4 +1,5 @@
-"""Normalization ``nn`` ops: softmax, layer/batch norm, local response norm."""
+"""Normalization ``nn`` ops: softmax / log_softmax / hardmax on any axis, layer, RMS, group
+(and instance), batch, Lp and mean-variance norms, local response norm."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
+    FLOATS,
     FORMAT_BINARY,
     FORMAT_UNARY,
     NNOp,
@@ -47,11 +49,13 @@ from partita.dialects.nn.base import (
     merge_dims,
     normalize_axis,
 )
+from partita.dialects.nn.reduction import normalize_axes
 
 
-@irdl_op_definition
-class SoftmaxOp(UnaryOp):
-    name = "nn.softmax"
+class AxisNormOp(UnaryOp):
+    """Base of the ops normalizing along one ``axis`` (no name: not an op)."""
+
+    ALLOWED_TYPES: ClassVar = FLOATS
     axis_attr = _int_prop("axis", -1)
     axis = _value("axis")
 
@@ -62,6 +66,61 @@ class SoftmaxOp(UnaryOp):
     def infer_shape(self) -> Shape:
         shape = super().infer_shape()
         normalize_axis(self.axis, len(shape))
+        return shape
+
+
+@irdl_op_definition
+class SoftmaxOp(AxisNormOp):
+    name = "nn.softmax"
+
+
+@irdl_op_definition
+class LogSoftmaxOp(AxisNormOp):
+    name = "nn.log_softmax"
+
+
+@irdl_op_definition
+class HardmaxOp(AxisNormOp):
+    """1 at the first maximum along ``axis``, 0 elsewhere."""
+
+    name = "nn.hardmax"
+
+
+@irdl_op_definition
+class LpNormOp(AxisNormOp):
+    """``x / ||x||_p`` along ``axis`` (p = 1 or 2; a zero norm gives 0)."""
+
+    name = "nn.lp_norm"
+    p_attr = _int_prop("p", 2)
+    p = _value("p")
+
+    def __init__(self, input: SSAValue | Operation, axis: int | None = None,
+                 p: int | None = None, result_type: Attribute | None = None):
+        UnaryOp.__init__(self, input, result_type, axis=axis, p=p)
+
+    def infer_shape(self) -> Shape:
+        if self.p not in (1, 2):
+            raise VerifyException(f"lp_norm p must be 1 or 2, got {self.p}")
+        return super().infer_shape()
+
+
+@irdl_op_definition
+class MeanVarianceNormOp(UnaryOp):
+    """``(x - mean) / (std + 1e-9)`` over ``axes`` (ONNX MeanVarianceNormalization; the
+    variance is ``E[x^2] - E[x]^2``)."""
+
+    name = "nn.mean_variance_norm"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    axes_attr = _ints_prop("axes")
+    axes = _value("axes")
+
+    def __init__(self, input: SSAValue | Operation, axes: Sequence[int],
+                 result_type: Attribute | None = None):
+        super().__init__(input, result_type, axes=tuple(axes))
+
+    def infer_shape(self) -> Shape:
+        shape = super().infer_shape()
+        normalize_axes(self.axes, len(shape))
         return shape
 
 
@@ -103,6 +162,7 @@ class LayerNormOp(NNOp):
     """Normalize over dims ``axis..end``; ``gamma``/``beta`` have shape ``input[axis:]``."""
 
     name = "nn.layer_norm"
+    ALLOWED_TYPES: ClassVar = FLOATS
     input = operand_def(TensorType)
     gamma = operand_def(TensorType)
     beta = operand_def(TensorType)
@@ -129,6 +189,85 @@ class LayerNormOp(NNOp):
                 raise VerifyException(f"{name} must have shape {_fmt(norm)}, got {_fmt(s)}")
             for a, b in zip(norm, s):
                 merge_dims(a, b, f"{name} must have shape {_fmt(norm)}, got {_fmt(s)}")
+        if self.epsilon < 0:
+            raise VerifyException(f"epsilon must be >= 0, got {self.epsilon}")
+        return x
+
+
+@irdl_op_definition
+class RMSNormOp(NNOp):
+    """``x / sqrt(mean(x^2 over axis..end) + epsilon) * scale``; ``scale`` broadcasts to
+    ``input[axis:]``."""
+
+    name = "nn.rms_norm"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis_attr = _int_prop("axis", -1)
+    epsilon_attr = _float_prop("epsilon", 1e-5)
+    axis = _value("axis")
+    epsilon = _value("epsilon")
+    assembly_format = "$input `,` $scale attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, scale: SSAValue | Operation,
+                 axis: int | None = None, epsilon: float | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [input, scale], result_type, axis=axis,
+              epsilon=None if epsilon is None else float(epsilon))
+
+    def result_dims(self, operand_dims: Sequence[list]) -> list:
+        return list(operand_dims[0])  # the input's shape
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        norm = x[normalize_axis(self.axis, len(x)):]
+        s = _shape(self.scale)
+        if len(s) > len(norm) or broadcast_shapes(norm, s) != tuple(norm):
+            raise VerifyException(f"scale of shape {_fmt(s)} does not broadcast to "
+                                  f"{_fmt(norm)}")
+        if self.epsilon < 0:
+            raise VerifyException(f"epsilon must be >= 0, got {self.epsilon}")
+        return x
+
+
+@irdl_op_definition
+class GroupNormOp(NNOp):
+    """Normalize ``input[N, C, ...]`` over each of ``num_groups`` channel groups (and the
+    spatial dims), then scale and shift per channel (``scale``, ``bias``: ``[C]``).
+    Instance norm is the case ``num_groups = C``."""
+
+    name = "nn.group_norm"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    result = result_def(TensorType)
+    num_groups_attr = _int_prop("num_groups")
+    epsilon_attr = _float_prop("epsilon", 1e-5)
+    num_groups = _value("num_groups")
+    epsilon = _value("epsilon")
+    assembly_format = ("$input `,` $scale `,` $bias attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, input: SSAValue | Operation, scale: SSAValue | Operation,
+                 bias: SSAValue | Operation, num_groups: int, epsilon: float | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [input, scale, bias], result_type, num_groups=num_groups,
+              epsilon=None if epsilon is None else float(epsilon))
+
+    def result_dims(self, operand_dims: Sequence[list]) -> list:
+        return list(operand_dims[0])  # the input's shape
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        if len(x) < 2:
+            raise VerifyException(f"group_norm expects rank >= 2, got {len(x)}")
+        g = self.num_groups
+        if g < 1 or (x[1] != DYN and x[1] % g):
+            raise VerifyException(f"num_groups {g} does not divide the {x[1]} channels")
+        check_channel_vector(x, _shape(self.scale), 1, "scale")
+        check_channel_vector(x, _shape(self.bias), 1, "bias")
         if self.epsilon < 0:
             raise VerifyException(f"epsilon must be >= 0, got {self.epsilon}")
         return x

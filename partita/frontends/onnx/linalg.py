@@ -1,8 +1,10 @@
-"""ONNX converters of MatMul and Gemm."""
+"""ONNX converters of MatMul (NumPy semantics, rank-1 operands too), Gemm, MatMulInteger and
+Einsum (the contractions of transformers, as transposes, sums and one matmul)."""
 
 from __future__ import annotations
 
 import math
+import string
 
 import numpy as np
 import onnx
@@ -56,16 +58,147 @@ def _gemm(cx, ins, attrs):
     return out
 
 
+def _reshape(cx: Importer, v: SSAValue, shape) -> SSAValue:
+    """``v`` reshaped to ``shape`` (at most one dynamic dim), or ``v`` if it has it."""
+    shape = list(shape)
+    if tuple(shape) == shape_of(v):
+        return v
+    if shape.count(nn.DYN) > 1:
+        fail(f"reshaping {list(shape_of(v))} to {shape} needs more than one dynamic dimension")
+    return cx.emit(nn.ReshapeOp(v, shape))
+
+
+def _product(dims) -> int:
+    return nn.DYN if nn.DYN in dims else math.prod(dims)
+
+
 @converter("MatMul")
 def _matmul(cx, ins, attrs):
     a, b = ins
-    if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2:
-        if len(shape_of(a)) < 2:
-            fail("MatMul with a rank-1 lhs is not supported")
+    if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2 and len(shape_of(a)) >= 2:
         return cx.emit(nn.DenseOp(a, transpose_value(cx, b, a)))
     a, b = cx.operands(a, b)
+    # NumPy semantics for rank-1 operands: a vector lhs gains a leading 1, a vector rhs a
+    # trailing 1, and the product drops them again.
+    sa, sb = shape_of(a), shape_of(b)
+    if not sa or not sb:
+        fail("MatMul operands must have rank >= 1")
+    if len(sa) == 1:
+        a = _reshape(cx, a, [1, *sa])
+    if len(sb) == 1:
+        b = _reshape(cx, b, [*sb, 1])
+    out = cx.emit(nn.MatmulOp(a, b))
+    if len(sa) == 1 or len(sb) == 1:
+        shape = list(shape_of(out))
+        keep = [k for k in range(len(shape))
+                if not (len(sa) == 1 and k == len(shape) - 2) and not (len(sb) == 1 and k == len(shape) - 1)]
+        out = _reshape(cx, out, [shape[k] for k in keep])
+    return out
+
+
+@converter("MatMulInteger")
+def _matmul_integer(cx, ins, attrs):
+    a, b = cx.tensor(ins[0]), cx.tensor(ins[1])
     if len(shape_of(a)) < 2 or len(shape_of(b)) < 2:
-        fail("MatMul with rank-1 operands is not supported")
-    return cx.emit(nn.MatmulOp(a, b))
+        fail("MatMulInteger with rank-1 operands is not supported")
+    zero_points = []
+    for v, like in ((ins[2] if len(ins) > 2 else None, a), (ins[3] if len(ins) > 3 else None, b)):
+        if v is None:
+            v = np.zeros((), nn.numpy_dtype(like.type.element_type))
+        if is_const(v) and np.asarray(v).size != 1:
+            fail("MatMulInteger with per-row or per-column zero points is not supported")
+        zero_points.append(cx.tensor(v, like))
+    return cx.emit(nn.MatmulIntegerOp(a, b, *zero_points))
 
 
+def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the output (implicit output: the letters that
+    occur once, sorted), checked against the operand ranks."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        fail(f"Einsum '{equation}' names {len(terms)} operands, the node has {len(ranks)}")
+    # An ellipsis stands for the leading dims an operand's letters leave out, aligned from
+    # the right across operands: spell them with letters the equation does not use.
+    spare = [c for c in string.ascii_letters if c not in equation]
+    counts = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    if any(c < 0 for c in counts) or equation.replace("...", "").count("."):
+        fail(f"Einsum '{equation}': malformed ellipsis")
+    dots = "".join(spare[:max(counts, default=0)])
+    terms = [t.replace("...", dots[len(dots) - c:]) for t, c in zip(terms, counts)]
+    if not arrow:
+        letters = "".join(terms)
+        out = dots + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in dots))
+    out = out.replace("...", dots)
+    for term, rank in zip([*terms, out], [*ranks, None]):
+        if not term.isalpha() and term:
+            fail(f"Einsum '{equation}': subscripts must be letters")
+        if len(set(term)) != len(term):
+            fail(f"Einsum '{equation}': a repeated subscript in one term (a diagonal) is not supported")
+        if rank is not None and len(term) != rank:
+            fail(f"Einsum '{equation}': '{term}' does not match an operand of rank {rank}")
+    if set(out) - set("".join(terms)):
+        fail(f"Einsum '{equation}': output subscripts that no operand has")
+    return terms, out
+
+
+def _einsum_prepare(cx, x: SSAValue, term: str, keep: str, order: str):
+    """Sum ``x`` over its subscripts not in ``keep``, then transpose to ``order``."""
+    summed = [k for k, c in enumerate(term) if c not in keep]
+    if summed:
+        x = cx.emit(nn.ReduceSumOp(x, summed, keepdims=False))
+        term = "".join(c for c in term if c in keep)
+    perm = [term.index(c) for c in order]
+    if perm != list(range(len(perm))):
+        x = cx.emit(nn.TransposeOp(x, perm))
+    return x
+
+
+@converter("Einsum")
+def _einsum(cx, ins, attrs):
+    """Einsum as transposes, sums and one matmul (batch dims, then the free dims of each
+    operand flattened to M and N, the contracted ones to K)."""
+    xs = [cx.tensor(v) for v in ins]
+    if len(xs) > 2:
+        fail("Einsum with more than two operands is not supported")
+    equation = attrs["equation"]
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    terms, out = parse_einsum(equation, [len(shape_of(x)) for x in xs])
+    if len(xs) == 1:
+        return _einsum_prepare(cx, xs[0], terms[0], out, out)
+    (a, b), (ta, tb) = xs, terms
+    sizes: dict[str, int] = {}
+    for x, term in ((a, ta), (b, tb)):
+        for c, d in zip(term, shape_of(x)):
+            if c in sizes and d != sizes[c] and nn.DYN not in (d, sizes[c]):
+                fail(f"Einsum '{equation}': subscript '{c}' has sizes {sizes[c]} and {d} "
+                     "(broadcasting is not supported)")
+            sizes[c] = d if c not in sizes or sizes[c] == nn.DYN else sizes[c]
+    batch = "".join(c for c in out if c in ta and c in tb)
+    contracted = "".join(c for c in ta if c in tb and c not in out)
+    m = "".join(c for c in out if c in ta and c not in tb)
+    n = "".join(c for c in out if c in tb and c not in ta)
+    keep = out + contracted
+    kept_b = "".join(c for c in tb if c in keep)
+    order = batch + m + n
+    single = len(n) == len(contracted) == 1
+    if single and kept_b == batch + n + contracted and (not batch and m or len(batch) == len(m) == 1):
+        # The forms the GEMM backends take as they are: x[..., K] . w[N, K] (nn.dense) and
+        # [B, M, K] . [B, N, K] (batch_matmul with transpose_b).
+        a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
+        b = _einsum_prepare(cx, b, tb, keep, kept_b)
+        y = cx.emit(nn.BatchMatmulOp(a, b, transpose_a=False, transpose_b=True) if batch
+                    else nn.DenseOp(a, b))
+        perm = [order.index(c) for c in out]
+        return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
+    a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
+    b = _einsum_prepare(cx, b, tb, keep, batch + contracted + n)
+    bs = [sizes[c] for c in batch]
+    flat_m, flat_n, flat_k = (_product([sizes[c] for c in g]) for g in (m, n, contracted))
+    a = _reshape(cx, a, [*bs, flat_m, flat_k])
+    b = _reshape(cx, b, [*bs, flat_k, flat_n])
+    y = cx.emit(nn.MatmulOp(a, b))
+    y = _reshape(cx, y, [*bs, *(sizes[c] for c in m + n)])
+    perm = [order.index(c) for c in out]
+    return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))

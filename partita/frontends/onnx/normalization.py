@@ -1,4 +1,6 @@
-"""ONNX converters of normalizations (Softmax, LayerNormalization, BatchNormalization, LRN)."""
+"""ONNX converters of normalizations: Softmax / LogSoftmax / Hardmax, LayerNormalization
+(all outputs), RMSNormalization, GroupNormalization, InstanceNormalization, LpNormalization,
+MeanVarianceNormalization, BatchNormalization and LRN."""
 
 from __future__ import annotations
 
@@ -26,36 +28,130 @@ from partita.frontends.onnx.importer import (
 )
 
 
-@converter("Softmax")
+SOFTMAX_OPS = {"Softmax": nn.SoftmaxOp, "LogSoftmax": nn.LogSoftmaxOp, "Hardmax": nn.HardmaxOp}
+
+
+def _static_product(dims) -> int:
+    return math.prod(dims) if nn.DYN not in dims else nn.DYN
+
+
+@converter(*SOFTMAX_OPS)
 def _softmax(cx, ins, attrs):
+    op_type = SOFTMAX_OPS[cx.node.op_type]
     x = cx.tensor(ins[0])
-    rank = len(shape_of(x))
-    axis = attrs.get("axis", 1 if cx.opset < 13 else -1)
-    if cx.opset < 13 and axis % rank != rank - 1:
-        fail(f"opset {cx.opset} Softmax flattens to 2-D at axis {axis}; only the last "
-              "axis is supported")
-    return cx.emit(nn.SoftmaxOp(x, axis=axis))
+    shape = shape_of(x)
+    rank = len(shape)
+    axis = nn.normalize_axis(attrs.get("axis", 1 if cx.opset < 13 else -1), max(rank, 1))
+    if cx.opset >= 13 or axis == rank - 1:
+        return cx.emit(op_type(x, axis=axis))
+    # Before opset 13 the input is coerced to 2-D at axis: [..axis) and [axis..) flatten
+    # into one row each, and the op normalizes along the row.
+    if sum(d == nn.DYN for d in shape) > 1:
+        fail(f"opset {cx.opset} {cx.node.op_type} flattens at axis {axis}: more than one "
+             "dynamic dimension is not supported")
+    rows = cx.emit(nn.ReshapeOp(x, [_static_product(shape[:axis]),
+                                    _static_product(shape[axis:])]))
+    return cx.emit(nn.ReshapeOp(cx.emit(op_type(rows, axis=1)), shape))
+
+
+def _stash_type_matches(cx, x, attrs) -> bool:
+    """Whether the stash type (ONNX's type of the statistics) is x's element type."""
+    stash = ONNX_DTYPES.get(attrs.get("stash_type", 1))
+    return stash is not None and stash == nn.numpy_dtype(x.type.element_type)
+
+
+def _broadcast_const(cx, v, shape, like, what):
+    """A parameter of shape ``shape``: constants broadcast at import time, values must
+    already have it."""
+    if is_const(v):
+        return cx.tensor(np.broadcast_to(v, shape).copy(), like)
+    if shape_of(v) != tuple(shape):
+        fail(f"a {what} of shape {list(shape_of(v))} computed at run time must have the "
+             f"normalized shape {list(shape)}")
+    return v
 
 
 @converter("LayerNormalization")
 def _layer_norm(cx, ins, attrs):
     x = cx.tensor(ins[0])
-    axis = attrs.get("axis", -1)
-    if attrs.get("stash_type", 1) != 1:
-        fail("stash_type other than float is not supported")
-    if cx._used_output(1) or cx._used_output(2):
-        fail("the Mean / InvStdDev outputs are not supported")
-    norm_shape = shape_of(x)[axis % len(shape_of(x)):]
-    scale = ins[1]
+    shape = shape_of(x)
+    axis = nn.normalize_axis(attrs.get("axis", -1), len(shape))
+    eps = attrs.get("epsilon", 1e-5)
+    norm_shape = shape[axis:]
+    if nn.DYN in norm_shape:
+        fail("LayerNormalization over a dynamic dimension is not supported")
+    # Statistics are computed in f32 or wider whatever stash_type says (f16 / bf16 inputs
+    # compute in f32, f64 in f64); the Mean / InvStdDev outputs have the stash type.
+    stats_used = cx._used_output(1) or cx._used_output(2)
+    if stats_used and not _stash_type_matches(cx, x, attrs):
+        fail("the Mean / InvStdDev outputs in a stash_type other than the input's type "
+             "are not supported")
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros(norm_shape, np.float32)
-    if is_const(scale):
-        scale = np.broadcast_to(scale, norm_shape).copy()
-    if is_const(bias):
-        bias = np.broadcast_to(bias, norm_shape).copy()
-    gamma, beta = cx.tensor(scale, x), cx.tensor(bias, x)
-    return cx.emit(nn.LayerNormOp(x, gamma, beta, axis=axis,
+    gamma = _broadcast_const(cx, ins[1], norm_shape, x, "scale")
+    beta = _broadcast_const(cx, bias, norm_shape, x, "bias")
+    out = [cx.emit(nn.LayerNormOp(x, gamma, beta, axis=axis, epsilon=eps))]
+    axes = list(range(axis, len(shape)))
+    if cx._used_output(1):
+        out.append(cx.emit(nn.ReduceMeanOp(x, axes, keepdims=True)))
+    elif stats_used:
+        out.append(None)
+    if cx._used_output(2):
+        out.append(cx.emit(nn.ReduceInvStdDevOp(x, axes, keepdims=True, epsilon=eps)))
+    return out
+
+
+@converter("RMSNormalization")
+def _rms_norm(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    axis = nn.normalize_axis(attrs.get("axis", -1), len(shape_of(x)))
+    scale = cx.tensor(ins[1], x)
+    return cx.emit(nn.RMSNormOp(x, scale, axis=axis, epsilon=attrs.get("epsilon", 1e-5)))
+
+
+def _channels(x) -> int:
+    shape = shape_of(x)
+    if len(shape) < 2 or shape[1] == nn.DYN:
+        fail("the channel dimension (1) must be static")
+    return shape[1]
+
+
+@converter("GroupNormalization")
+def _group_norm(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    groups, channels = attrs["num_groups"], _channels(x)
+    if groups < 1 or channels % groups:
+        fail(f"num_groups {groups} does not divide the {channels} channels")
+    scale, bias = ins[1], ins[2]
+    if cx.opset < 21:  # opset 18: one scale and bias per group
+        if not (is_const(scale) and is_const(bias)):
+            fail("opset 18 GroupNormalization with per-group scale / bias computed at run "
+                 "time is not supported")
+        scale = np.repeat(np.asarray(scale), channels // groups)
+        bias = np.repeat(np.asarray(bias), channels // groups)
+    return cx.emit(nn.GroupNormOp(x, cx.tensor(scale, x), cx.tensor(bias, x), groups,
                                   epsilon=attrs.get("epsilon", 1e-5)))
 
+
+@converter("InstanceNormalization")
+def _instance_norm(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    return cx.emit(nn.GroupNormOp(x, cx.tensor(ins[1], x), cx.tensor(ins[2], x),
+                                  _channels(x), epsilon=attrs.get("epsilon", 1e-5)))
+
+
+@converter("LpNormalization")
+def _lp_norm(cx, ins, attrs):
+    p = attrs.get("p", 2)
+    if p not in (1, 2):
+        fail(f"LpNormalization p must be 1 or 2, got {p}")
+    return cx.emit(nn.LpNormOp(cx.tensor(ins[0]), axis=attrs.get("axis", -1), p=p))
+
+
+@converter("MeanVarianceNormalization")
+def _mean_variance_norm(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    axes = nn.normalize_axes(attrs.get("axes", [0, 2, 3]), len(shape_of(x)))
+    return cx.emit(nn.MeanVarianceNormOp(x, axes))
 
 
 @converter("BatchNormalization")

@@ -1,3 +1,81 @@
-"""ONNX converters: reductions over axes, arg-reductions, top-k, cumulative sums."""
+"""ONNX converters of reductions (Reduce*), ArgMax / ArgMin, TopK and CumSum."""
 
 from __future__ import annotations
+
+from partita.dialects import nn
+from partita.frontends.onnx.importer import const_ints, converter, fail, is_const, shape_of
+
+REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
+    "ReduceSum": (nn.ReduceSumOp, 13),
+    "ReduceMean": (nn.ReduceMeanOp, 18),
+    "ReduceMax": (nn.ReduceMaxOp, 18),
+    "ReduceMin": (nn.ReduceMinOp, 18),
+    "ReduceProd": (nn.ReduceProdOp, 18),
+    "ReduceL1": (nn.ReduceL1Op, 18),
+    "ReduceL2": (nn.ReduceL2Op, 18),
+    "ReduceSumSquare": (nn.ReduceSumSquareOp, 18),
+    "ReduceLogSum": (nn.ReduceLogSumOp, 18),
+    "ReduceLogSumExp": (nn.ReduceLogSumExpOp, 18),
+}
+"""Each reduction's nn op and the opset from which ``axes`` is an input (an attribute
+before)."""
+
+
+def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
+    """The reduced axes, or ``None`` for the identity (empty axes with
+    ``noop_with_empty_axes``); ONNX's default (no axes) reduces every axis."""
+    rank = len(shape_of(ins[0]))
+    if cx.opset >= axes_input_opset:
+        given = ins[1] if len(ins) > 1 else None
+        if given is not None and not is_const(given):
+            fail("reduction axes computed at run time are not supported")
+        axes = None if given is None else const_ints(given, "axes")
+    else:
+        axes = attrs.get("axes")
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return None
+        return list(range(rank))
+    return list(nn.normalize_axes(axes, rank))
+
+
+@converter(*REDUCTIONS)
+def _reduce(cx, ins, attrs):
+    op_type, axes_input_opset = REDUCTIONS[cx.node.op_type]
+    x = cx.tensor(ins[0])
+    axes = reduction_axes(cx, [x, *ins[1:]], attrs, axes_input_opset)
+    if axes is None:
+        return x
+    return cx.emit(op_type(x, axes, keepdims=bool(attrs.get("keepdims", 1))))
+
+
+@converter("ArgMax", "ArgMin")
+def _arg_reduce(cx, ins, attrs):
+    op_type = nn.ArgMaxOp if cx.node.op_type == "ArgMax" else nn.ArgMinOp
+    return cx.emit(op_type(cx.tensor(ins[0]), axis=attrs.get("axis", 0),
+                           keepdims=bool(attrs.get("keepdims", 1)),
+                           select_last_index=bool(attrs.get("select_last_index", 0))))
+
+
+@converter("TopK")
+def _topk(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    if cx.opset < 10:
+        k = attrs["k"]
+    else:
+        if not is_const(ins[1]):
+            fail("TopK with K computed at run time is not supported")
+        (k,) = const_ints(ins[1], "K")
+    axis, largest = attrs.get("axis", -1), bool(attrs.get("largest", 1))
+    # sorted = 0 leaves the order unspecified: sorted is one valid order.
+    return [cx.emit(nn.TopKValuesOp(x, k, axis=axis, largest=largest)),
+            cx.emit(nn.TopKIndicesOp(x, k, axis=axis, largest=largest))]
+
+
+@converter("CumSum")
+def _cumsum(cx, ins, attrs):
+    if not is_const(ins[1]):
+        fail("CumSum with an axis computed at run time is not supported")
+    (axis,) = const_ints(ins[1], "axis")
+    return cx.emit(nn.CumSumOp(cx.tensor(ins[0]), axis, exclusive=bool(attrs.get("exclusive", 0)),
+                               reverse=bool(attrs.get("reverse", 0))))

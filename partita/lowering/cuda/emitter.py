@@ -183,7 +183,7 @@ def is_anchor(op: Operation) -> bool:
 
 
 def kernel_kind(op: Operation) -> str:
-    if isinstance(op, WINDOW_OPS) or type(op) in _rules()[1]:
+    if isinstance(op, WINDOW_OPS) or _rule_for(op, _rules()[1]) is not None:
         return "window"
     return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
 
@@ -781,7 +781,7 @@ class KernelEmitter:
         """The anchor's value ``y`` at the output index: a loop over its window."""
         anchor = self.anchor
         assert anchor is not None
-        if (rule := _rules()[1].get(type(anchor))) is not None:
+        if (rule := _rule_for(anchor, _rules()[1])) is not None:
             return rule.emit(self, anchor)
         T = self.index_type
         x = self._arg(anchor.operands[0])

@@ -2,7 +2,7 @@
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
 // Fused functions become extern declarations (bodies kept as references) implemented by
-// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (a softmax along axis 0) is left
+// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (an nn.lrn) is left
 // alone.
 
 // CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
@@ -16,7 +16,7 @@
 // CHECK-LABEL: func.func private @main_pad(tensor<2x3xf32>) -> tensor<3x6xf32> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @not_a_kernel
 // CHECK-SAME:    byoc.primitive
-// CHECK-NEXT:    nn.softmax
+// CHECK-NEXT:    nn.lrn
 // CHECK-LABEL: func.func @main
 // CHECK:         func.call @main_fused_0(%x, %b)
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", path = "{{.*}}.cubin",
@@ -175,7 +175,7 @@ func.func private @main_pad(%0: tensor<2x3xf32>) -> tensor<3x6xf32> attributes {
   func.return %1 : tensor<3x6xf32>
 }
 func.func private @not_a_kernel(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
-  %1 = nn.softmax %0 {axis = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %1 = nn.lrn %0 {size = 3 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
   func.return %1 : tensor<4x6xf32>
 }
 func.func @main(%x: tensor<?x64xf16>, %b: tensor<64xf16>, %y: tensor<2x3x4xbf16>, %c: tensor<4xbf16>) -> (tensor<?x64xf16>, tensor<4x6xbf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {

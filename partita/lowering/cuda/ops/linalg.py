@@ -1,3 +1,76 @@
-"""CUDA lowering rules of the ``nn.linalg`` family ops beyond the built-in emitter."""
+"""CUDA lowering rules of the ``nn.linalg`` family beyond the built-in tiled GEMMs (which
+take f16 / bf16 / f32): GEMMs in f64 or integer types and ``nn.matmul_integer``, as
+``window`` rules (one thread per output element, a loop over K in the compute type)."""
 
 from __future__ import annotations
+
+from partita.dialects import nn
+from partita.lowering.cuda.ops.reduction import own_dims, y_decl
+from partita.lowering.cuda.rules import window
+
+_TILED_DTYPES = ("f16", "bf16", "f32")
+
+
+def _untiled(op) -> bool:
+    return str(op.result.type.element_type) not in _TILED_DTYPES
+
+
+def _operand_indices(emitter, op, k: str) -> tuple[list[str], list[str]]:
+    """The lhs and rhs indices of the product term at reduction index ``k``."""
+    o = list(emitter.out_index)
+    a, b = op.operands[0], op.operands[1]
+    if isinstance(op, nn.DenseOp):  # x[..., K] x w[N, K]
+        return [*o[:-1], k], [o[-1], k]
+    ai = emitter.broadcast_index(a, op.results[0], o)
+    bi = emitter.broadcast_index(b, op.results[0], o)
+    if isinstance(op, nn.BatchMatmulOp):
+        ai[1:] = [k, o[1]] if op.transpose_a else [o[1], k]
+        bi[1:] = [o[2], k] if op.transpose_b else [k, o[2]]
+        return ai, bi
+    ai[-2:] = [o[-2], k]
+    bi[-2:] = [k, o[-1]]
+    return ai, bi
+
+
+def _k_dim(emitter, op):
+    a = op.operands[0]
+    if isinstance(op, nn.BatchMatmulOp) and op.transpose_a:
+        return emitter.dims[a][-2]
+    return emitter.dims[a][-1]
+
+
+def _gemm_dims(emitter, op):
+    """Result dims of a GEMM (the built-in kernels' rule: batch dims broadcast)."""
+    a, b = emitter.dims[op.operands[0]], emitter.dims[op.operands[1]]
+    if isinstance(op, nn.DenseOp):
+        return [*a[:-1], b[0]]
+    (m, _), (_, n) = emitter._gemm_axes(op)
+    return [*emitter._broadcast_dims(a[:-2], b[:-2]), a[m], b[n]]
+
+
+@window(nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, supports=_untiled, dims=_gemm_dims)
+def _gemm(emitter, op) -> list[str]:
+    A = emitter.ctype(op.results[0])
+    k = emitter.var("k")
+    ai, bi = _operand_indices(emitter, op, k)
+    a, b = op.operands[0], op.operands[1]
+    return [
+        f"    {A} acc = 0;",
+        f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
+        f"      acc += ({A}){emitter.load(a, ai)} * ({A}){emitter.load(b, bi)};",
+        y_decl(emitter, op, "acc"),
+    ]
+
+
+@window(nn.MatmulIntegerOp, dims=own_dims)
+def _matmul_integer(emitter, op: nn.MatmulIntegerOp) -> list[str]:
+    k = emitter.var("k")
+    ai, bi = _operand_indices(emitter, op, k)
+    za = emitter.load(op.lhs_zero_point, ["0"] * len(op.lhs_zero_point.type.get_shape()))
+    zb = emitter.load(op.rhs_zero_point, ["0"] * len(op.rhs_zero_point.type.get_shape()))
+    return [
+        "    int acc = 0;",
+        f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
+        f"      acc += ((int){emitter.load(op.lhs, ai)} - (int){za}) * ((int){emitter.load(op.rhs, bi)} - (int){zb});",
+        "    const int y = acc;",
+    ]

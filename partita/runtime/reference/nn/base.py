@@ -80,7 +80,7 @@ def pool_pads(op: nn.Pool2DOp, h: int, w: int) -> tuple[tuple[int, int], tuple[i
 def layer_norm(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
     mean = x.mean(axis=axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    return (x - mean) / np.sqrt(var + np.float32(eps))
+    return (x - mean) / np.sqrt(var + x.dtype.type(eps))
 
 
 def channel(v: np.ndarray, rank: int, axis: int) -> np.ndarray:

@@ -41,6 +41,11 @@ class LinalgFunctions(InterpreterFunctions):
             b = b.transpose(0, 2, 1)
         return a @ b
 
+    @impl(nn.MatmulIntegerOp)
+    def run_matmul_integer(self, interpreter, op: nn.MatmulIntegerOp, args):
+        a, b, za, zb = (np.asarray(v).astype(np.int32) for v in args)
+        return ((a - za.reshape(())) @ (b - zb.reshape(())),)
+
     @impl(nn.BiasAddOp)
     @in_compute_type
     def run_bias_add(op: nn.BiasAddOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ func.func @mixed_element_types(%a: tensor<4xf32>, %b: tensor<4xf16>) {
 // -----
 
 func.func @integer_tensor(%a: tensor<4xi32>) {
-  // expected-error@+1 {{element type must be one of f16, bf16, f32, got i32}}
+  // expected-error@+1 {{element type must be one of f16, bf16, f32, f64, got i32}}
   %0 = nn.softmax %a : (tensor<4xi32>) -> tensor<4xi32>
   func.return
 }
