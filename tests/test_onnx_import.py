@@ -118,6 +118,18 @@ CASES = {
                         {"x": [1, 2, 7, 8]}, {"y": [1, 3, 4, 4]}, {"w": rand(3, 2, 4, 3)}, 11),
     "conv_valid": ([node("Conv", ["x", "w"], auto_pad="VALID")],
                    {"x": [2, 2, 6, 6]}, {"y": [2, 3, 4, 4]}, {"w": rand(3, 2, 3, 3)}, 9),
+    "conv1d": ([node("Conv", ["x", "w"], pads=[1, 2])], {"x": [2, 2, 7]}, {"y": [2, 3, 8]},
+               {"w": rand(3, 2, 3)}, 11),
+    "conv3d_depthwise": ([node("Conv", ["x", "w"], group=4, strides=[1, 2, 1])],
+                         {"x": [1, 4, 4, 5, 3]}, {"y": [1, 4, 3, 2, 2]},
+                         {"w": rand(4, 1, 2, 2, 2)}, 11),
+    "convtranspose": ([node("ConvTranspose", ["x", "w"], strides=[2, 2], pads=[1, 0, 0, 1],
+                            output_padding=[1, 0])],
+                      {"x": [1, 2, 3, 3]}, {"y": [1, 3, 7, 6]}, {"w": rand(2, 3, 3, 3)}, 11),
+    "lppool": ([node("LpPool", ["x"], kernel_shape=[2, 2], p=3)], {"x": [1, 2, 4, 4]},
+               {"y": [1, 2, 3, 3]}, {}, 11),
+    "global_max_pool": ([node("GlobalMaxPool", ["x"])], {"x": [2, 3, 4]}, {"y": [2, 3, 1]},
+                        {}, 13),
     "batchnorm": ([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)],
                   {"x": [2, 3, 4, 4]}, {"y": [2, 3, 4, 4]},
                   {"s": rand(3), "b": rand(3, seed=2), "m": rand(3, seed=3),
@@ -185,6 +197,7 @@ def test_single_op(name):
 def test_every_supported_op_has_a_case():
     covered = {n.op_type for nodes, *_ in CASES.values() for n in nodes}
     covered |= {"Erf", "Shape"}  # tested below (GELU pattern, shape folding)
+    covered |= {"GlobalLpPool"}  # onnx's reference has none: tests/test_ops_conv.py
     assert set(SUPPORTED_OPS) <= covered, set(SUPPORTED_OPS) - covered
 
 
