@@ -128,7 +128,7 @@ CASES = {
                       {"x": [1, 2, 3, 3]}, {"y": [1, 3, 7, 6]}, {"w": rand(2, 3, 3, 3)}, 11),
     "lppool": ([node("LpPool", ["x"], kernel_shape=[2, 2], p=3)], {"x": [1, 2, 4, 4]},
                {"y": [1, 2, 3, 3]}, {}, 11),
-    "global_max_pool": ([node("GlobalMaxPool", ["x"])], {"x": [2, 3, 4]}, {"y": [2, 3, 1]},
+    "global_max_pool": ([node("GlobalMaxPool", ["x"])], {"x": [2, 3, 4, 5]}, {"y": [2, 3, 1, 1]},
                         {}, 13),
     "batchnorm": ([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)],
                   {"x": [2, 3, 4, 4]}, {"y": [2, 3, 4, 4]},
