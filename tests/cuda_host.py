@@ -103,7 +103,7 @@ static void partita_launch(const unsigned* geo, std::function<void()> body) {
 }
 """
 
-_C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+from partita.lowering.cuda.emitter import _C_TYPES  # every element type's storage type
 
 
 def _wrapper(record) -> str:

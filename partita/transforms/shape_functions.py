@@ -138,6 +138,8 @@ def _layout_axes(layout: str) -> tuple[int, int, int]:
 
 def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
     """Symbolic result dims of a single-result nn op."""
+    if callable(getattr(op, "result_dims", None)):  # ops that carry their own rule
+        return op.result_dims(dims, b)
     if isinstance(op, nn.ElementwiseBinaryOp):
         return b.broadcast_shapes(dims(op.lhs), dims(op.rhs))
     if isinstance(op, nn.DenseOp):
@@ -150,26 +152,6 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
         m = x[2] if op.transpose_a else x[1]
         n = y[1] if op.transpose_b else y[2]
         return [b.broadcast(x[0], y[0]), m, n]
-    if isinstance(op, nn.Conv2DOp):
-        x, w = dims(op.input), dims(op.weight)
-        c_ax, h_ax, w_ax = _layout_axes(op.data_layout)
-        out_c, kh, kw = (w[0], w[2], w[3]) if op.kernel_layout == "OIHW" else (w[0], w[1], w[2])
-        out = list(x)
-        out[c_ax] = out_c
-        t, left, bottom, right = op.padding
-        out[h_ax] = b.window(x[h_ax], kh, op.strides[0], t, bottom, op.dilation[0], False, op)
-        out[w_ax] = b.window(x[w_ax], kw, op.strides[1], left, right, op.dilation[1], False, op)
-        return out
-    if isinstance(op, nn.Pool2DOp):
-        x = dims(op.input)
-        _, h_ax, w_ax = _layout_axes(op.layout)
-        out = list(x)
-        t, left, bottom, right = op.padding
-        out[h_ax] = b.window(x[h_ax], op.pool_size[0], op.strides[0], t, bottom, op.dilation[0],
-                             op.ceil_mode, op)
-        out[w_ax] = b.window(x[w_ax], op.pool_size[1], op.strides[1], left, right, op.dilation[1],
-                             op.ceil_mode, op)
-        return out
     if isinstance(op, nn.GlobalAvgPool2DOp):
         out = list(dims(op.input))
         _, h_ax, w_ax = _layout_axes(op.layout)

@@ -260,6 +260,20 @@ class ConvOp(NNOp):
                                 self.padding, self.dilation, self.groups, self.data_layout,
                                 self.kernel_layout, self.SPATIAL)
 
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions): ``dims`` maps a value to its dims,
+        ``b`` is the ``ShapeBuilder``."""
+        rank = self.SPATIAL
+        x, w = dims(self.input), dims(self.weight)
+        c_ax, spatial = layout_axes(self.data_layout, rank)
+        out = list(x)
+        out[c_ax] = w[0]
+        for k, ax in enumerate(spatial):
+            kernel = w[self.kernel_layout.index(SPATIAL_LETTERS[rank][k])]
+            out[ax] = b.window(x[ax], kernel, self.strides[k], self.padding[k],
+                               self.padding[rank + k], self.dilation[k], False, self)
+        return out
+
 
 @irdl_op_definition
 class Conv1DOp(ConvOp):
@@ -331,6 +345,19 @@ class ConvTransposeOp(NNOp):
                                           self.strides, self.padding, self.output_padding,
                                           self.dilation, self.groups, self.SPATIAL)
 
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions)."""
+        rank = self.SPATIAL
+        x, w = dims(self.input), dims(self.weight)
+        if not isinstance(w[1], int) or not all(isinstance(k, int) for k in w[2:]):
+            raise VerifyException("a transposed convolution needs a static weight shape")
+        out = [x[0], w[1] * self.groups]
+        for k in range(rank):
+            extra = (self.dilation[k] * (w[2 + k] - 1) + self.output_padding[k] + 1
+                     - self.padding[k] - self.padding[rank + k])
+            out.append(b.add(b.mul(b.sub(x[2 + k], 1), self.strides[k]), extra))
+        return out
+
 
 @irdl_op_definition
 class Conv1DTransposeOp(ConvTransposeOp):
@@ -388,6 +415,16 @@ class PoolOp(UnaryOp):
         return infer_pool_shape(_shape(self.input), self.pool_size, self.strides,
                                 self.padding, self.dilation, self.layout, self.ceil_mode,
                                 self.SPATIAL)
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions)."""
+        rank = self.SPATIAL
+        out = list(dims(self.input))
+        _, spatial = layout_axes(self.layout, rank)
+        for k, ax in enumerate(spatial):
+            out[ax] = b.window(out[ax], self.pool_size[k], self.strides[k], self.padding[k],
+                               self.padding[rank + k], self.dilation[k], self.ceil_mode, self)
+        return out
 
 
 class Pool1DOp(PoolOp):

@@ -109,7 +109,7 @@ def _conv_transpose(cx, ins, attrs):
                 output_padding[k] -= total
                 total = 0
             small, big = total // 2, total - total // 2
-            lower = auto_pad == "SAME_LOWER"
+            lower = auto_pad != "SAME_UPPER"  # the spec's split, output_shape included
             lo.append(big if lower else small)
             hi.append(small if lower else big)
         pads = lo + hi
