@@ -1,3 +1,137 @@
-"""ONNX converters: resize, depth/space rearrangement and other image ops."""
+"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from partita.dialects import nn
+from partita.frontends.onnx.importer import converter, fail, is_const, is_symbolic, shape_of
+
+
+def _text(attrs, name: str, default: str) -> str:
+    value = attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _const_floats(v, what: str) -> list[float] | None:
+    """The values of an optional constant input (``None`` when absent or empty)."""
+    if v is None:
+        return None
+    if not is_const(v) or is_symbolic(v):
+        fail(f"{what} must be a constant (an initializer): its values decide the output "
+             "shape")
+    values = [float(f) for f in np.asarray(v).reshape(-1)]
+    return values or None
+
+
+def resize_geometry(shape, axes, scales, sizes, policy: str):
+    """Full-rank ``(sizes, scales)`` of a Resize (ONNX's rules: ``floor(in * scale)``
+    from scales; ``out / in`` from sizes, or one scale for every axis and rounded sizes
+    with ``keep_aspect_ratio_policy``); ``-1`` keeps a dynamic dim that is not resized."""
+    rank = len(shape)
+    full_scales = [1.0] * rank
+    full_sizes = [d for d in shape]
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            fail(f"sizes has {len(sizes)} values for {len(axes)} axes")
+        for a, s in zip(axes, sizes):
+            if shape[a] == nn.DYN:
+                if int(s) != -1:  # -1 is not ONNX; a dynamic dim must keep its size
+                    fail("Resize with sizes needs static dimensions on the resized axes")
+                continue
+            full_sizes[a] = int(s)
+            full_scales[a] = int(s) / shape[a]
+        if policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            scale = pick(full_scales[a] for a in axes)
+            for a in axes:
+                full_scales[a] = scale
+                full_sizes[a] = int(scale * shape[a] + 0.5)
+        elif policy != "stretch":
+            fail(f"unsupported keep_aspect_ratio_policy '{policy}'")
+    else:
+        if scales is None or len(scales) != len(axes):
+            fail("Resize needs scales or sizes for every resized axis")
+        for a, s in zip(axes, scales):
+            if s <= 0:
+                fail(f"scales must be positive, got {scales}")
+            if shape[a] == nn.DYN:
+                if s != 1.0:
+                    fail("a dynamic dimension can only be resized by scale 1")
+                continue
+            full_scales[a] = s
+            full_sizes[a] = int(np.floor(shape[a] * s))
+    return [nn.DYN if d == nn.DYN else d for d in full_sizes], full_scales
+
+
+def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
+    shape = shape_of(x)
+    mode = _text(attrs, "mode", "nearest")
+    if mode == "bilinear":  # Upsample-7's spelling
+        mode = "linear"
+    if mode not in nn.RESIZE_MODES:
+        fail(f"unsupported Resize mode '{mode}'")
+    if attrs.get("antialias", 0) and mode != "nearest":
+        fail("antialias is not supported")
+    out_sizes, out_scales = resize_geometry(shape, axes, scales, sizes,
+                                            _text(attrs, "keep_aspect_ratio_policy", "stretch"))
+    coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
+    full_roi = None
+    if coordinate == "tf_crop_and_resize":
+        if roi is None:
+            fail("tf_crop_and_resize needs a constant roi")
+        rank = len(shape)
+        full_roi = [0.0] * rank + [1.0] * rank
+        if len(roi) != 2 * len(axes):
+            fail(f"roi has {len(roi)} values for {len(axes)} axes")
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[rank + a] = roi[i], roi[len(axes) + i]
+    return cx.emit(nn.ResizeOp(
+        x, out_sizes, out_scales, mode=mode, coordinate_transformation_mode=coordinate,
+        nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
+        cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+        exclude_outside=bool(attrs.get("exclude_outside", 0)),
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi))
+
+
+def _axes(attrs, rank: int) -> list[int]:
+    axes = [a % rank if -rank <= a < rank else fail(f"axis {a} out of range")
+            for a in attrs.get("axes", range(rank))]
+    if len(set(axes)) != len(axes):
+        fail(f"repeated axes {list(attrs['axes'])}")
+    return axes
+
+
+@converter("Resize")
+def _resize_node(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    axes = _axes(attrs, len(shape_of(x)))
+    if cx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
+        attrs = {**attrs, "coordinate_transformation_mode": "asymmetric",
+                 "nearest_mode": attrs.get("nearest_mode", "floor")}
+        return _resize(cx, x, axes, _const_floats(ins[1], "scales"), None, attrs)
+    roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi")
+    scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales")
+    sizes = _const_floats(ins[3] if len(ins) > 3 else None, "sizes")
+    return _resize(cx, x, axes, scales, sizes, attrs, roi)
+
+
+@converter("Upsample")
+def _upsample(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    scales = attrs.get("scales") if len(ins) < 2 else _const_floats(ins[1], "scales")
+    attrs = {**attrs, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return _resize(cx, x, list(range(len(shape_of(x)))), list(scales or []) or None, None,
+                   attrs)
+
+
+@converter("DepthToSpace")
+def _depth_to_space(cx, ins, attrs):
+    return cx.emit(nn.DepthToSpaceOp(cx.tensor(ins[0]), attrs["blocksize"],
+                                     mode=_text(attrs, "mode", "DCR")))
+
+
+@converter("SpaceToDepth")
+def _space_to_depth(cx, ins, attrs):
+    return cx.emit(nn.SpaceToDepthOp(cx.tensor(ins[0]), attrs["blocksize"],
+                                     mode=_text(attrs, "mode", "DCR")))
