@@ -120,8 +120,8 @@ class ResizeOp(UnaryOp):
     axis' ``scales`` factor, ``roi`` for ``tf_crop_and_resize``), then ``nearest`` rounds
     it (``nearest_mode``), ``linear`` and ``cubic`` (``cubic_coeff_a``) weigh 2 / 4 taps,
     clamped to the edge (``exclude_outside`` drops and renormalizes the outside taps).
-    Separable, so each axis is independent. The result shape is the output size; a
-    dynamic dim is kept as is (scale 1)."""
+    Separable, so each axis is independent. ``sizes`` is the result shape; ``-1``
+    keeps the input's dim (a dynamic batch, scale 1)."""
 
     name = "nn.resize"
     ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]
@@ -179,7 +179,7 @@ class ResizeOp(UnaryOp):
             raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")
         out = []
         for d, size, scale in zip(x, self.sizes, self.scales):
-            if size == DYN:
+            if size == -1:
                 if scale != 1.0:
                     raise VerifyException("a dynamic output size needs scale 1")
                 out.append(d)
@@ -193,10 +193,10 @@ class ResizeOp(UnaryOp):
         """Axes that resample (the others copy the input index)."""
         x = _shape(self.input)
         return [a for a, (d, size, scale) in enumerate(zip(x, self.sizes, self.scales))
-                if not (size in (d, DYN) and scale == 1.0
+                if not (size in (d, -1) and scale == 1.0
                         and self.coordinate_transformation_mode != "tf_crop_and_resize")]
 
     def result_dims(self, dims, b) -> list:
         """Symbolic result dims (shape functions): the static sizes, the input's where
         dynamic."""
-        return [d if size == DYN else size for d, size in zip(dims(self.input), self.sizes)]
+        return [d if size == -1 else size for d, size in zip(dims(self.input), self.sizes)]

@@ -61,7 +61,7 @@ def resize_geometry(shape, axes, scales, sizes, policy: str):
                 continue
             full_scales[a] = s
             full_sizes[a] = int(np.floor(shape[a] * s))
-    return [nn.DYN if d == nn.DYN else d for d in full_sizes], full_scales
+    return [-1 if d == nn.DYN else d for d in full_sizes], full_scales
 
 
 def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
