@@ -29,8 +29,9 @@ from partita.transforms import get_all_passes
 
 from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 
-NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64}
-TOL = {"f32": 1e-4, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-10}
+NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64,
+      "i8": np.int8, "ui8": np.uint8}
+TOL = {"f32": 1e-4, "f16": 4e-3, "bf16": 3e-2, "f64": 1e-10, "i8": 0, "ui8": 0}
 DYN = nn.DYN
 
 
@@ -79,34 +80,42 @@ CASES = {
 }
 
 
-def _module(dtype: str) -> ModuleOp:
+# Max pooling also takes integers (its padding is the type's lowest value).
+INT_CASES = {name: CASES[name] for name in ("max_pool1d_ceil", "max_pool3d_dilated")}
+
+
+def _module(dtype: str, cases=CASES) -> ModuleOp:
     return ModuleOp([_function(f"{name}_{dtype}", shapes, dtype, build)
-                     for name, (shapes, build) in CASES.items()])
+                     for name, (shapes, build) in cases.items()])
 
 
 def _inputs(function: FuncOp, dtype: str, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     shapes = [tuple(2 if d == DYN else d for d in t.get_shape()) for t in function.function_type.inputs]
+    if np.issubdtype(NP[dtype], np.integer):
+        info = np.iinfo(NP[dtype])
+        return [rng.integers(info.min, info.max, s, endpoint=True).astype(NP[dtype]) for s in shapes]
     return [rng.standard_normal(s).astype(NP[dtype]) for s in shapes]
 
 
-@pytest.fixture(scope="module", params=["f32", "f16", "f64"])
+@pytest.fixture(scope="module", params=["f32", "f16", "f64", "i8", "ui8"])
 def lowered(request, tmp_path_factory):
     dtype = request.param
+    cases = INT_CASES if dtype in ("i8", "ui8") else CASES
     cache = tmp_path_factory.mktemp("cubins")
     ctx = make_context()
-    fused = _module(dtype)
+    fused = _module(dtype, cases)
     PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
-    module = _module(dtype)
+    module = _module(dtype, cases)
     pipeline = f'fuse-native-kernels,cuda-codegen{{arch=sm_90 cache-dir="{cache}"}},lower-extern-calls'
     PassPipeline.parse_spec(get_all_passes(), pipeline).apply(ctx, module)
-    return dtype, module, fused
+    return dtype, module, fused, cases
 
 
 def test_every_case_becomes_one_window_kernel(lowered) -> None:
-    dtype, module, _ = lowered
+    dtype, module, _, cases = lowered
     handles = kernel_handles(module)
-    assert sorted(handles) == sorted(f"{name}_{dtype}_fused_0" for name in CASES)
+    assert sorted(handles) == sorted(f"{name}_{dtype}_fused_0" for name in cases)
     for handle in handles.values():
         assert type(handle.record).__name__ == "WindowRecord"
 
@@ -115,13 +124,12 @@ def test_kernels_compute_the_reference_semantics(lowered, tmp_path) -> None:
     """Every kernel, built for the host, against the reference executor."""
     if not have_gxx():
         pytest.skip("needs g++ to build the kernels for the host")
-    dtype, module, fused = lowered
+    dtype, module, fused, cases = lowered
     handles = kernel_handles(module)
     records = [h.record for h in handles.values()]
     host = HostKernels(program_of(fused).code, records, tmp_path)
-    functions = {f.sym_name.data: f for f in fused.ops if isinstance(f, FuncOp)}
-    originals = {f.sym_name.data: f for f in _module(dtype).ops}
-    for k, name in enumerate(CASES):
+    originals = {f.sym_name.data: f for f in _module(dtype, cases).ops}
+    for k, name in enumerate(cases):
         entry = f"{name}_{dtype}"
         args = _inputs(originals[entry], dtype, k)
         (expected,) = run(ModuleOp([originals[entry].clone()]), *args, entry=entry)

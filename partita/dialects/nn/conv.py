@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects.nn.base import (
     DYN,
     FLOATS,
+    INTEGERS,
     FORMAT_BINARY,
     FORMAT_UNARY,
     NNOp,
@@ -476,7 +477,9 @@ class LpPoolOp(PoolOp):
 
 
 class MaxPoolOp(PoolOp):
-    """Max pooling (padding cells are ``-inf``)."""
+    """Max pooling (padding cells are ``-inf``, the lowest value of an integer type)."""
+
+    ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS
 
 
 @irdl_op_definition
