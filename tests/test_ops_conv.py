@@ -278,3 +278,50 @@ def test_unsupported_nodes_are_located_errors(node, inputs, message) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(PartitaError, match=message):
         partita.compile(model)
+
+
+def _mobilenet_block(elem=TensorProto.FLOAT, dtype=np.float32) -> onnx.ModelProto:
+    """Stem conv, a depthwise-separable block (depthwise 3x3 + ReLU6, pointwise 1x1), a
+    grouped conv, global pooling and a classifier; dynamic batch."""
+    rng = np.random.default_rng(7)
+
+    def w(name, *shape):
+        return onnx.numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(dtype), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+        helper.make_node("Conv", ["c2", "w3"], ["c3"], group=4, pads=[0, 1, 2, 1]),
+        helper.make_node("GlobalAveragePool", ["c3"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "w4", "b4"], ["y"], transB=1),
+    ]
+    inits = [w("w0", 8, 3, 3, 3), w("b0", 8), w("w1", 8, 1, 3, 3), w("b1", 8), w("w2", 16, 8, 1, 1),
+             w("w3", 16, 4, 3, 3), w("w4", 5, 16), w("b4", 5),
+             onnx.numpy_helper.from_array(np.array(0, dtype), "lo"),
+             onnx.numpy_helper.from_array(np.array(6, dtype), "hi")]
+    graph = helper.make_graph(nodes, "mobilenet_block",
+                              [helper.make_tensor_value_info("x", elem, ["N", 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", elem, ["N", 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, tmp_path) -> None:
+    elem, np_dtype = {"f32": (TensorProto.FLOAT, np.float32),
+                      "f16": (TensorProto.FLOAT16, np.float16)}[dtype]
+    model = _mobilenet_block(elem, np_dtype)
+    exe = partita.compile(model, cache_dir=tmp_path)
+    rows = exe.report().rows
+    assert not [r for r in rows if r.symbol.startswith("(")], exe.report().table()
+    assert any("nn.conv2d" in r.ops and r.target == "cuda" for r in rows)  # the grouped ones
+    reference = ReferenceEvaluator(_mobilenet_block())
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype(np.float32)
+        (got,) = exe.run(x.astype(np_dtype))
+        (want,) = reference.run(None, {"x": x})
+        tol = 1e-4 if dtype == "f32" else 3e-2
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol)
