@@ -131,6 +131,19 @@ def test_node_suite_resize_with_constant_scales(case, tmp_path) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+RUNTIME_SIZES = [c for c in RESIZE_CASES if "sizes" in c.name and "antialias" not in c.name
+                 and "not_" not in c.name]
+
+
+@pytest.mark.parametrize("case", RUNTIME_SIZES, ids=[c.name for c in RUNTIME_SIZES])
+def test_node_suite_resize_with_runtime_sizes_and_a_declared_output(case, tmp_path) -> None:
+    """Sizes fed at run time are the declared output shape ("stretch" policy)."""
+    exe = partita.compile(case.model, cache_dir=tmp_path)
+    (ins, outs), *_ = case.data_sets
+    (got,) = exe.run(*ins)
+    np.testing.assert_allclose(got, outs[0], rtol=1e-4, atol=1e-5)
+
+
 def test_runtime_scales_are_a_located_error() -> None:
     (case,) = _node_cases(r"test_resize_upsample_scales_linear$")
     with pytest.raises(PartitaError, match=r"'Y' \(Resize\): scales must be a constant"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from partita.dialects import nn
+from xdsl.ir import SSAValue
+
 from partita.frontends.onnx.importer import converter, fail, is_const, is_symbolic, shape_of
 
 
@@ -112,7 +114,22 @@ def _resize_node(cx, ins, attrs):
         return _resize(cx, x, axes, _const_floats(ins[1], "scales"), None, attrs)
     roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi")
     scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales")
-    sizes = _const_floats(ins[3] if len(ins) > 3 else None, "sizes")
+    given = ins[3] if len(ins) > 3 else None
+    if isinstance(given, SSAValue):
+        # Sizes known only at run time: with the default "stretch" policy they are the
+        # output shape, which the model declares (ONNX shape inference or value_info).
+        declared = cx.dim_labels.get(cx.node.output[0], [])
+        shape = shape_of(x)
+        if _text(attrs, "keep_aspect_ratio_policy", "stretch") != "stretch":
+            fail("sizes must be a constant (an initializer) with keep_aspect_ratio_policy: "
+                 "its values decide the output shape")
+        if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
+                                              for d, s in zip(declared, shape)):
+            fail("sizes must be a constant (an initializer), or the output shape must be "
+                 "declared: its values decide the output shape")
+        sizes = [float(d) if isinstance(d, int) else -1.0 for d in (declared[a] for a in axes)]
+    else:
+        sizes = _const_floats(given, "sizes")
     return _resize(cx, x, axes, scales, sizes, attrs, roi)
 
 
