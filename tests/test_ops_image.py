@@ -59,9 +59,43 @@ CASES = {
 }
 
 
+# Scales read at run time (a second, f32 argument): (input shape, sizes, scales, mode,
+# coordinate mode).
+RUNTIME_SCALES = {
+    "linear_runtime_scales": ((DYN, 2, 3, 4), (-1, 2, 5, 6), (1, 1, 5 / 3, 1.5), "linear",
+                              "align_corners"),
+    "cubic_runtime_scales": ((1, 2, 4, 4), (1, 2, 7, 3), (1, 1, 1.75, 0.8), "cubic",
+                             "half_pixel_symmetric"),
+    "nearest_runtime_scales": ((2, 1, 5, 4), (2, 1, 3, 9), (1, 1, 0.6, 2.3), "nearest",
+                               "pytorch_half_pixel"),
+}
+
+
+def _runtime_scales_function(name: str, dtype: str) -> FuncOp:
+    from xdsl.dialects.builtin import Float32Type, TensorType
+    from xdsl.dialects.func import ReturnOp
+    from xdsl.ir import Block, Region
+
+    shape, sizes, _, mode, coordinate = RUNTIME_SCALES[name]
+    block = Block(arg_types=[TensorType(nn.element_type_of(NP[dtype]), shape),
+                             TensorType(Float32Type(), (4,))])
+    op = nn.ResizeOp(block.args[0], sizes, block.args[1], mode=mode,
+                     coordinate_transformation_mode=coordinate)
+    block.add_ops([op, ReturnOp(op.result)])
+    return FuncOp(f"{name}_{dtype}", (block.arg_types, [op.result.type]), Region(block))
+
+
 def _module(dtype: str) -> ModuleOp:
     return ModuleOp([_function(f"{name}_{dtype}", shapes, dtype, build)
-                     for name, (shapes, build) in CASES.items()])
+                     for name, (shapes, build) in CASES.items()]
+                    + [_runtime_scales_function(name, dtype) for name in RUNTIME_SCALES])
+
+
+def _case_inputs(function: FuncOp, name: str, dtype: str, seed: int) -> list[np.ndarray]:
+    if name in RUNTIME_SCALES:
+        (x, _), scales = _inputs(function, dtype, seed), RUNTIME_SCALES[name][2]
+        return [x, np.array(scales, np.float32)]
+    return _inputs(function, dtype, seed)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
@@ -75,12 +109,13 @@ def test_kernels_compute_the_reference_semantics(dtype: str, tmp_path) -> None:
     pipeline = f'fuse-native-kernels,cuda-codegen{{arch=sm_90 cache-dir="{tmp_path}"}},lower-extern-calls'
     PassPipeline.parse_spec(get_all_passes(), pipeline).apply(ctx, module)
     handles = kernel_handles(module)
-    assert sorted(handles) == sorted(f"{name}_{dtype}_fused_0" for name in CASES)
+    names = [*CASES, *RUNTIME_SCALES]
+    assert sorted(handles) == sorted(f"{name}_{dtype}_fused_0" for name in names)
     host = HostKernels(program_of(fused).code, [h.record for h in handles.values()], tmp_path)
     originals = {f.sym_name.data: f for f in _module(dtype).ops}
-    for k, name in enumerate(CASES):
+    for k, name in enumerate(names):
         entry = f"{name}_{dtype}"
-        args = _inputs(originals[entry], dtype, k)
+        args = _case_inputs(originals[entry], name, dtype, k)
         (expected,) = run(ModuleOp([originals[entry].clone()]), *args, entry=entry)
         rec = handles[f"{entry}_fused_0"].record
         out = np.zeros(expected.shape, NP[dtype])
@@ -131,22 +166,31 @@ def test_node_suite_resize_with_constant_scales(case, tmp_path) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-RUNTIME_SIZES = [c for c in RESIZE_CASES if "sizes" in c.name and "antialias" not in c.name
-                 and "not_" not in c.name]
+# Not as the suite feeds them: antialias, a run-time roi, run-time scales of some axes
+# only, run-time sizes with keep_aspect_ratio_policy.
+REFUSED = re.compile(r".*(antialias|tf_crop|scales_nearest_axes|not_larger|not_smaller)")
+RUNTIME = [c for c in RESIZE_CASES if not REFUSED.match(c.name)]
 
 
-@pytest.mark.parametrize("case", RUNTIME_SIZES, ids=[c.name for c in RUNTIME_SIZES])
-def test_node_suite_resize_with_runtime_sizes_and_a_declared_output(case, tmp_path) -> None:
-    """Sizes fed at run time are the declared output shape ("stretch" policy)."""
+@pytest.mark.parametrize("case", RUNTIME, ids=[c.name for c in RUNTIME])
+def test_node_suite_resize_as_given(case, tmp_path) -> None:
+    """Scales or sizes fed at run time, as the node suite does: sizes are the declared
+    output shape ("stretch" policy); the kernel reads run-time scales."""
     exe = partita.compile(case.model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
     (ins, outs), *_ = case.data_sets
     (got,) = exe.run(*ins)
     np.testing.assert_allclose(got, outs[0], rtol=1e-4, atol=1e-5)
 
 
-def test_runtime_scales_are_a_located_error() -> None:
-    (case,) = _node_cases(r"test_resize_upsample_scales_linear$")
-    with pytest.raises(PartitaError, match=r"'Y' \(Resize\): scales must be a constant"):
+@pytest.mark.parametrize("name, message", [
+    ("test_resize_tf_crop_and_resize", r"'Y' \(Resize\): roi must be a constant"),
+    ("test_resize_upsample_sizes_nearest_not_larger", "with keep_aspect_ratio_policy"),
+    ("test_resize_upsample_scales_nearest_axes_2_3", "scales given at run time need every axis"),
+])
+def test_refused_run_time_parameters_are_located_errors(name, message) -> None:
+    (case,) = _node_cases(f"{name}$")
+    with pytest.raises(PartitaError, match=message):
         partita.compile(case.model)
 
 

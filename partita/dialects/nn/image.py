@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import DenseArrayBase, TensorType, f64
+from xdsl.dialects.builtin import DenseArrayBase, Float32Type, TensorType, f64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import irdl_op_definition, prop_def
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
@@ -17,10 +17,12 @@ from partita.dialects.nn.base import (
     ELEMENT_TYPES,
     FLOATS,
     INTEGERS,
+    NNOp,
     Shape,
     UnaryOp,
     _bool_prop,
     _float_prop,
+    _init,
     _int_prop,
     _ints_prop,
     _shape,
@@ -114,17 +116,23 @@ def _floats(values: Sequence[float]) -> DenseArrayBase:
 
 
 @irdl_op_definition
-class ResizeOp(UnaryOp):
+class ResizeOp(NNOp):
     """Resize every axis (ONNX Resize without antialias): output cell ``i`` of axis ``a``
     samples input coordinate ``x = f(i)`` (``coordinate_transformation_mode``, with the
     axis' ``scales`` factor, ``roi`` for ``tf_crop_and_resize``), then ``nearest`` rounds
     it (``nearest_mode``), ``linear`` and ``cubic`` (``cubic_coeff_a``) weigh 2 / 4 taps,
     clamped to the edge (``exclude_outside`` drops and renormalizes the outside taps).
     Separable, so each axis is independent. ``sizes`` is the result shape; ``-1``
-    keeps the input's dim (a dynamic batch, scale 1)."""
+    keeps the input's dim (a dynamic batch, scale 1). The scales are a property, or an
+    optional rank-1 f32 operand read at run time (then ``scales`` is empty)."""
 
     name = "nn.resize"
     ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]
+    input = operand_def(TensorType)
+    scales_input = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = ("$input (`scales` `(` $scales_input^ `)`)? attr-dict `:` "
+                       "functional-type(operands, results)")
     scales_attr = prop_def(DenseArrayBase.constr(f64), prop_name="scales")
     roi_attr = prop_def(DenseArrayBase.constr(f64), prop_name="roi",
                         default_value=_floats(()))
@@ -147,13 +155,15 @@ class ResizeOp(UnaryOp):
     extrapolation_value = _value("extrapolation_value")
 
     def __init__(self, input: SSAValue | Operation, sizes: Sequence[int],
-                 scales: Sequence[float], mode: str | None = None,
+                 scales: Sequence[float] | SSAValue, mode: str | None = None,
                  coordinate_transformation_mode: str | None = None,
                  nearest_mode: str | None = None, cubic_coeff_a: float | None = None,
                  exclude_outside: bool | None = None, extrapolation_value: float | None = None,
                  roi: Sequence[float] | None = None, result_type: Attribute | None = None):
-        super().__init__(
-            input, result_type, sizes=sizes, scales=_floats(scales), mode=mode,
+        dynamic = isinstance(scales, SSAValue | Operation)
+        _init(
+            self, [input, [scales] if dynamic else []], result_type, sizes=sizes,
+            scales=_floats(() if dynamic else scales), mode=mode,
             coordinate_transformation_mode=coordinate_transformation_mode,
             nearest_mode=nearest_mode,
             cubic_coeff_a=None if cubic_coeff_a is None else float(cubic_coeff_a),
@@ -161,11 +171,34 @@ class ResizeOp(UnaryOp):
             extrapolation_value=None if extrapolation_value is None else float(extrapolation_value),
             roi=None if roi is None else _floats(roi))
 
+    @property
+    def dynamic_scales(self) -> SSAValue | None:
+        return self.scales_input[0] if self.scales_input else None
+
+    def verify_element_types(self) -> None:
+        if self.input.type.element_type != self.result.type.element_type:
+            raise VerifyException("input and result must share one element type")
+        self.check_element_type(self.input.type.element_type, "element type")
+        if self.dynamic_scales is not None:
+            t = self.dynamic_scales.type
+            if t.element_type != Float32Type() or t.get_shape() != (len(_shape(self.input)),):
+                raise VerifyException(f"the scales operand must be a tensor<{len(_shape(self.input))}xf32>, got {t}")
+
+    def scale(self, axis: int) -> float:
+        """The static scale of ``axis`` (the output / input ratio when the scales come at
+        run time)."""
+        if self.dynamic_scales is None:
+            return self.scales[axis]
+        return self.sizes[axis] / _shape(self.input)[axis]
+
     def infer_shape(self) -> Shape:
         x = _shape(self.input)
         rank = len(x)
-        if len(self.sizes) != rank or len(self.scales) != rank:
-            raise VerifyException(f"sizes and scales must have {rank} values, got "
+        if len(self.scales_input) > 1:
+            raise VerifyException("expected at most one scales operand")
+        expected = 0 if self.dynamic_scales is not None else rank
+        if len(self.sizes) != rank or len(self.scales) != expected:
+            raise VerifyException(f"sizes and scales must have {rank} and {expected} values, got "
                                   f"{len(self.sizes)} and {len(self.scales)}")
         if any(s <= 0 for s in self.scales):
             raise VerifyException(f"scales must be positive, got {list(self.scales)}")
@@ -178,9 +211,9 @@ class ResizeOp(UnaryOp):
         if self.coordinate_transformation_mode == "tf_crop_and_resize" and len(self.roi) != 2 * rank:
             raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")
         out = []
-        for d, size, scale in zip(x, self.sizes, self.scales):
+        for a, (d, size) in enumerate(zip(x, self.sizes)):
             if size == -1:
-                if scale != 1.0:
+                if self.dynamic_scales is None and self.scales[a] != 1.0:
                     raise VerifyException("a dynamic output size needs scale 1")
                 out.append(d)
             elif size < 1:
@@ -192,6 +225,8 @@ class ResizeOp(UnaryOp):
     def resized_axes(self) -> list[int]:
         """Axes that resample (the others copy the input index)."""
         x = _shape(self.input)
+        if self.dynamic_scales is not None:  # any axis may resample
+            return [a for a, size in enumerate(self.sizes) if size != -1]
         return [a for a, (d, size, scale) in enumerate(zip(x, self.sizes, self.scales))
                 if not (size in (d, -1) and scale == 1.0
                         and self.coordinate_transformation_mode != "tf_crop_and_resize")]

@@ -15,10 +15,13 @@ def _text(attrs, name: str, default: str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _const_floats(v, what: str) -> list[float] | None:
-    """The values of an optional constant input (``None`` when absent or empty)."""
+def _const_floats(v, what: str, runtime: bool = False):
+    """The values of an optional constant input (``None`` when absent or empty); with
+    ``runtime``, a run-time tensor is returned as is."""
     if v is None:
         return None
+    if runtime and isinstance(v, SSAValue):
+        return v
     if not is_const(v) or is_symbolic(v):
         fail(f"{what} must be a constant (an initializer): its values decide the output "
              "shape")
@@ -66,8 +69,22 @@ def resize_geometry(shape, axes, scales, sizes, policy: str):
     return [-1 if d == nn.DYN else d for d in full_sizes], full_scales
 
 
+def _declared_sizes(cx, x, what: str) -> list[float]:
+    """The node's output shape as Resize sizes, when the model declares it (ONNX shape
+    inference or value_info): the shape run-time scales / sizes must produce."""
+    declared = cx.dim_labels.get(cx.node.output[0], [])
+    shape = shape_of(x)
+    if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
+                                          for d, s in zip(declared, shape)):
+        fail(f"{what} must be a constant (an initializer), or the output shape must be "
+             "declared: its values decide the output shape")
+    return [float(d) if isinstance(d, int) else -1.0 for d in declared]
+
+
 def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
     shape = shape_of(x)
+    if isinstance(scales, SSAValue):
+        return _resize_runtime_scales(cx, x, axes, scales, attrs, roi)
     mode = _text(attrs, "mode", "nearest")
     if mode == "bilinear":  # Upsample-7's spelling
         mode = "linear"
@@ -96,6 +113,29 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
         extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi))
 
 
+def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
+    """Scales known only at run time: the kernel reads them; the output shape is the
+    declared one."""
+    rank = len(shape_of(x))
+    if axes != list(range(rank)):
+        fail("scales given at run time need every axis (no axes attribute)")
+    if attrs.get("antialias", 0) and _text(attrs, "mode", "nearest") != "nearest":
+        fail("antialias is not supported")
+    if _text(attrs, "coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+        fail("tf_crop_and_resize needs constant scales")
+    sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
+    if shape_of(scales) != (rank,) or str(scales.type.element_type) != "f32":
+        fail(f"scales must be a tensor of {rank} f32 values")
+    mode = _text(attrs, "mode", "nearest")
+    return cx.emit(nn.ResizeOp(
+        x, sizes, scales, mode="linear" if mode == "bilinear" else mode,
+        coordinate_transformation_mode=_text(attrs, "coordinate_transformation_mode",
+                                             "half_pixel"),
+        nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
+        cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+        exclude_outside=bool(attrs.get("exclude_outside", 0))))
+
+
 def _axes(attrs, rank: int) -> list[int]:
     axes = [a % rank if -rank <= a < rank else fail(f"axis {a} out of range")
             for a in attrs.get("axes", range(rank))]
@@ -111,23 +151,18 @@ def _resize_node(cx, ins, attrs):
     if cx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
         attrs = {**attrs, "coordinate_transformation_mode": "asymmetric",
                  "nearest_mode": attrs.get("nearest_mode", "floor")}
-        return _resize(cx, x, axes, _const_floats(ins[1], "scales"), None, attrs)
+        return _resize(cx, x, axes, _const_floats(ins[1], "scales", runtime=True), None, attrs)
     roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi")
-    scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales")
+    scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales", runtime=True)
     given = ins[3] if len(ins) > 3 else None
     if isinstance(given, SSAValue):
         # Sizes known only at run time: with the default "stretch" policy they are the
         # output shape, which the model declares (ONNX shape inference or value_info).
-        declared = cx.dim_labels.get(cx.node.output[0], [])
-        shape = shape_of(x)
         if _text(attrs, "keep_aspect_ratio_policy", "stretch") != "stretch":
             fail("sizes must be a constant (an initializer) with keep_aspect_ratio_policy: "
                  "its values decide the output shape")
-        if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
-                                              for d, s in zip(declared, shape)):
-            fail("sizes must be a constant (an initializer), or the output shape must be "
-                 "declared: its values decide the output shape")
-        sizes = [float(d) if isinstance(d, int) else -1.0 for d in (declared[a] for a in axes)]
+        declared = _declared_sizes(cx, x, "sizes")
+        sizes = [declared[a] for a in axes]
     else:
         sizes = _const_floats(given, "sizes")
     return _resize(cx, x, axes, scales, sizes, attrs, roi)
@@ -136,10 +171,11 @@ def _resize_node(cx, ins, attrs):
 @converter("Upsample")
 def _upsample(cx, ins, attrs):
     x = cx.tensor(ins[0])
-    scales = attrs.get("scales") if len(ins) < 2 else _const_floats(ins[1], "scales")
+    scales = attrs.get("scales") if len(ins) < 2 else _const_floats(ins[1], "scales", runtime=True)
     attrs = {**attrs, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-    return _resize(cx, x, list(range(len(shape_of(x)))), list(scales or []) or None, None,
-                   attrs)
+    if not isinstance(scales, SSAValue):
+        scales = list(scales or []) or None
+    return _resize(cx, x, list(range(len(shape_of(x)))), scales, None, attrs)
 
 
 @converter("DepthToSpace")

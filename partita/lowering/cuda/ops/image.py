@@ -50,26 +50,44 @@ def _resize_supported(op: nn.ResizeOp) -> bool:
     return static_but_batch(op) and (floating or op.mode == "nearest")
 
 
-def _coordinate(op: nn.ResizeOp, axis: int, o: str, size: int, out: int) -> str:
-    """The input coordinate (C double expression) output index ``o`` samples."""
-    scale = op.scales[axis]
-    length = scale * size
+def _coordinate(op: nn.ResizeOp, axis: int, o: str, size: int, out: int,
+                scale: str | None) -> str:
+    """The input coordinate (C double expression) output index ``o`` samples; ``scale``
+    is the C variable of a run-time scale (``None``: the static one)."""
     y = f"(double){o}"
     mode = op.coordinate_transformation_mode
+    if scale is None:  # fold what is static
+        s = op.scales[axis]
+        length = s * size
+        if mode == "align_corners":
+            return "0.0" if length == 1 else f"{y} * {_c(size - 1)} / {_c(length - 1)}"
+        if mode == "asymmetric":
+            return f"{y} / {_c(s)}"
+        if mode == "tf_crop_and_resize":
+            lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
+            if length == 1:
+                return _c((hi - lo) * (size - 1) / 2 + lo * (size - 1))
+            return f"{y} * {_c(hi - lo)} * {_c(size - 1)} / {_c(length - 1)} + {_c(lo * (size - 1))}"
+        if mode == "pytorch_half_pixel" and length == 1:
+            return "-0.5"
+        half = f"({y} + 0.5) / {_c(s)} - 0.5"
+        if mode == "half_pixel_symmetric":
+            return f"{_c(size / 2 * (1 - out / length))} + {half}"
+        return half
+    length = f"({scale} * {_c(size)})"
     if mode == "align_corners":
-        return "0.0" if length == 1 else f"{y} * {_c(size - 1)} / {_c(length - 1)}"
+        return f"({length} == 1.0 ? 0.0 : {y} * {_c(size - 1)} / ({length} - 1.0))"
     if mode == "asymmetric":
-        return f"{y} / {_c(scale)}"
+        return f"{y} / {scale}"
     if mode == "tf_crop_and_resize":
-        lo, hi = op.roi[axis], op.roi[len(op.scales) + axis]
-        if length == 1:
-            return _c((hi - lo) * (size - 1) / 2 + lo * (size - 1))
-        return f"{y} * {_c(hi - lo)} * {_c(size - 1)} / {_c(length - 1)} + {_c(lo * (size - 1))}"
-    if mode == "pytorch_half_pixel" and length == 1:
-        return "-0.5"
-    half = f"({y} + 0.5) / {_c(scale)} - 0.5"
+        lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
+        return (f"({length} == 1.0 ? {_c((hi - lo) * (size - 1) / 2)} : {y} * {_c(hi - lo)} * "
+                f"{_c(size - 1)} / ({length} - 1.0)) + {_c(lo * (size - 1))}")
+    half = f"({y} + 0.5) / {scale} - 0.5"
+    if mode == "pytorch_half_pixel":
+        return f"({length} == 1.0 ? -0.5 : {half})"
     if mode == "half_pixel_symmetric":
-        return f"{_c(size / 2 * (1 - out / length))} + {half}"
+        return f"{_c(size / 2)} * (1.0 - {_c(out)} / {length}) + {half}"
     return half
 
 
@@ -93,7 +111,11 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
         size, out = in_shape[axis], out_shape[axis]
         assert size != DYNAMIC_INDEX
         xa, ia, wa = f"x{axis}", f"i{axis}", f"w{axis}"
-        lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out)};",
+        scale = None
+        if op.dynamic_scales is not None:
+            scale = f"s{axis}"
+            lines.append(f"    const double {scale} = (double){emitter.load(op.dynamic_scales, [str(axis)])};")
+        lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out, scale)};",
                   f"    const {T} b{axis} = ({T})floor({xa});",
                   f"    const double r{axis} = {xa} - (double)b{axis};"]
         if op.coordinate_transformation_mode == "tf_crop_and_resize":

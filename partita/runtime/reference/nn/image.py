@@ -32,9 +32,9 @@ def space_to_depth(op: nn.SpaceToDepthOp, x: np.ndarray) -> np.ndarray:
     return t.reshape(n, c * b * b, h // b, w // b)
 
 
-def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int) -> np.ndarray:
+def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int,
+                       scale: float) -> np.ndarray:
     """Input coordinate sampled by each output cell of ``axis`` (float64)."""
-    scale = op.scales[axis]
     y = np.arange(out, dtype=np.float64)
     mode = op.coordinate_transformation_mode
     length = scale * size  # ONNX uses the unrounded output length
@@ -43,7 +43,7 @@ def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int) -> np.nd
     if mode == "asymmetric":
         return y / scale
     if mode == "tf_crop_and_resize":
-        lo, hi = op.roi[axis], op.roi[len(op.scales) + axis]
+        lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
         if length == 1:
             return np.full(out, (hi - lo) * (size - 1) / 2 + lo * (size - 1))
         return y * (hi - lo) * (size - 1) / (length - 1) + lo * (size - 1)
@@ -87,13 +87,15 @@ def taps(op: nn.ResizeOp, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndar
     return np.clip(index, 0, size - 1), weight
 
 
-def resize(op: nn.ResizeOp, x: np.ndarray) -> np.ndarray:
+def resize(op: nn.ResizeOp, x: np.ndarray, *scales_input: np.ndarray) -> np.ndarray:
     out_shape = op.result.type.get_shape()
+    scales = ([float(s) for s in np.asarray(scales_input[0], np.float32)] if scales_input
+              else op.scales)
     result = x.astype(np.float64)
     outside = np.zeros(x.ndim * [1], dtype=bool)
     for axis in op.resized_axes():
         size, out = result.shape[axis], out_shape[axis]
-        coords = source_coordinates(op, axis, size, out)
+        coords = source_coordinates(op, axis, size, out, scales[axis])
         index, weight = taps(op, coords, size)
         gathered = np.take(result, index, axis=axis)  # [..., out, taps, ...]
         shape = [1] * gathered.ndim
