@@ -68,6 +68,10 @@ CASES = {
     "max_pool3d_dilated": ([(1, 2, 6, 5, 7)], lambda x: [
         nn.MaxPool3DOp(x, (2, 2, 3), strides=(2, 1, 2), dilation=(2, 1, 1),
                        padding=(1, 0, 1, 0, 1, 1))]),
+    "max_pool2d_indices_nhwc": ([(DYN, 5, 6, 3)], lambda x: [
+        nn.MaxPool2DIndicesOp(x, (2, 3), strides=(2, 2), padding=(1, 1, 0, 1), layout="NHWC")]),
+    "max_pool3d_indices_column_major": ([(1, 2, 4, 5, 3)], lambda x: [
+        nn.MaxPool3DIndicesOp(x, (2, 2, 2), dilation=(1, 2, 1), column_major=True)]),
     "avg_pool3d_include_pad_ceil": ([(1, 2, 5, 6, 5)], lambda x: [
         nn.AvgPool3DOp(x, (3, 2, 3), strides=(2, 2, 2), padding=(1, 1, 1, 1, 0, 1),
                        ceil_mode=True, count_include_pad=True)]),
@@ -81,7 +85,8 @@ CASES = {
 
 
 # Max pooling also takes integers (its padding is the type's lowest value).
-INT_CASES = {name: CASES[name] for name in ("max_pool1d_ceil", "max_pool3d_dilated")}
+INT_CASES = {name: CASES[name] for name in ("max_pool1d_ceil", "max_pool3d_dilated",
+                                            "max_pool2d_indices_nhwc")}
 
 
 def _module(dtype: str, cases=CASES) -> ModuleOp:
@@ -134,7 +139,7 @@ def test_kernels_compute_the_reference_semantics(lowered, tmp_path) -> None:
         args = _inputs(originals[entry], dtype, k)
         (expected,) = run(ModuleOp([originals[entry].clone()]), *args, entry=entry)
         rec = handles[f"{entry}_fused_0"].record
-        out = np.zeros(expected.shape, NP[dtype])
+        out = np.zeros(expected.shape, expected.dtype)
         grid, block = rec.geometry(out.shape)
         host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
         np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64),
@@ -263,8 +268,8 @@ def test_shape_rules() -> None:
 
 
 @pytest.mark.parametrize("node, inputs, message", [
-    (helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2]), [("x", [1, 1, 4, 4])],
-     "Indices output of MaxPool is not supported"),
+    (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], auto_pad="SAME"),
+     [("x", [1, 1, 4, 4])], "unsupported auto_pad 'SAME'"),
     (helper.make_node("Conv", ["x", "w"], ["y"]), [("x", [1, 1, 4, 4, 4, 4]), ("w", [1, 1, 2, 2, 2, 2])],
      "Conv over 4 spatial dimensions is not supported"),
     (helper.make_node("GlobalMaxPool", ["x"], ["y"]), [("x", [1, 2, "H", 3])],
@@ -325,3 +330,21 @@ def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, tmp_path)
         (want,) = reference.run(None, {"x": x})
         tol = 1e-4 if dtype == "f32" else 3e-2
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices_output(storage_order: int, tmp_path) -> None:
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 1],
+                            pads=[1, 0, 1, 1], storage_order=storage_order)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 5, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    exe = partita.compile(model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
+    x = np.random.default_rng(1).standard_normal((2, 2, 5, 4)).astype(np.float32)
+    got = exe.run(x)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

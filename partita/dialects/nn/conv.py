@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -495,6 +495,40 @@ class MaxPool2DOp(MaxPoolOp, Pool2DOp):
 @irdl_op_definition
 class MaxPool3DOp(MaxPoolOp, Pool3DOp):
     name = "nn.max_pool3d"
+
+
+class MaxPoolIndicesOp(MaxPoolOp):
+    """Where each window's maximum is (ONNX MaxPool's ``Indices``): its row-major offset
+    in the whole input in channels-first order (``((n * C + c) * H + h) * W + w``, in any
+    layout; ``column_major``: the spatial offset with the first spatial axis fastest, ONNX's
+    ``storage_order = 1``), the first of equal maxima in window order; i64."""
+
+    column_major_attr = _bool_prop("column_major", False)
+    column_major = _value("column_major")
+
+    def infer_element_type(self) -> Attribute:
+        return IntegerType(64)
+
+    def verify_element_types(self) -> None:
+        self.check_element_type(self.input.type.element_type, "input element type")
+        if self.result.type.element_type != IntegerType(64):
+            raise VerifyException(f"result element type must be i64, got "
+                                  f"{self.result.type.element_type}")
+
+
+@irdl_op_definition
+class MaxPool1DIndicesOp(MaxPoolIndicesOp, Pool1DOp):
+    name = "nn.max_pool1d_indices"
+
+
+@irdl_op_definition
+class MaxPool2DIndicesOp(MaxPoolIndicesOp, Pool2DOp):
+    name = "nn.max_pool2d_indices"
+
+
+@irdl_op_definition
+class MaxPool3DIndicesOp(MaxPoolIndicesOp, Pool3DOp):
+    name = "nn.max_pool3d_indices"
 
 
 @irdl_op_definition

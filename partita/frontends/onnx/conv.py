@@ -8,6 +8,8 @@ from partita.frontends.onnx.importer import converter, fail, shape_of
 CONV_OPS = {1: nn.Conv1DOp, 2: nn.Conv2DOp, 3: nn.Conv3DOp}
 CONV_TRANSPOSE_OPS = {1: nn.Conv1DTransposeOp, 2: nn.Conv2DTransposeOp,
                       3: nn.Conv3DTransposeOp}
+MAX_POOL_INDICES_OPS = {1: nn.MaxPool1DIndicesOp, 2: nn.MaxPool2DIndicesOp,
+                        3: nn.MaxPool3DIndicesOp}
 POOL_OPS = {
     "MaxPool": {1: nn.MaxPool1DOp, 2: nn.MaxPool2DOp, 3: nn.MaxPool3DOp},
     "AveragePool": {1: nn.AvgPool1DOp, 2: nn.AvgPool2DOp, 3: nn.AvgPool3DOp},
@@ -125,10 +127,7 @@ def _conv_transpose(cx, ins, attrs):
 
 def _pool(kind: str):
     def convert(cx, ins, attrs):
-        if cx._used_output(1):
-            fail("the Indices output of MaxPool is not supported")
-        if attrs.get("storage_order", 0):
-            fail("storage_order 1 is not supported")
+        indices = kind == "MaxPool" and cx._used_output(1)
         x = cx.tensor(ins[0])
         rank = _spatial_rank(shape_of(x), kind)
         kernel = list(attrs["kernel_shape"])
@@ -140,10 +139,13 @@ def _pool(kind: str):
             extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
         if kind == "LpPool":
             extra["p"] = float(attrs.get("p", 2))
-        return [cx.emit(POOL_OPS[kind][rank](x, kernel, strides=strides, padding=pads,
-                                             dilation=dilations,
-                                             ceil_mode=bool(attrs.get("ceil_mode", 0)),
-                                             **extra))]
+        window = dict(strides=strides, padding=pads, dilation=dilations,
+                      ceil_mode=bool(attrs.get("ceil_mode", 0)))
+        outs = [cx.emit(POOL_OPS[kind][rank](x, kernel, **window, **extra))]
+        if indices:
+            outs.append(cx.emit(MAX_POOL_INDICES_OPS[rank](
+                x, kernel, column_major=bool(attrs.get("storage_order", 0)), **window)))
+        return outs
 
     return convert
 

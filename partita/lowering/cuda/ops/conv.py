@@ -240,6 +240,35 @@ def pool(emitter, op: nn.PoolOp) -> list[str]:
     return lines
 
 
+@window(nn.MaxPool1DIndicesOp, nn.MaxPool2DIndicesOp, nn.MaxPool3DIndicesOp,
+        supports=_pool_static, dims=batch_dims)
+def max_pool_indices(emitter, op: nn.MaxPoolIndicesOp) -> list[str]:
+    """The channels-first row-major (or column-major spatial) offset of the window's
+    first maximum."""
+    rank, o = op.SPATIAL, emitter.out_index
+    x = op.input
+    v_t = emitter.ctype(x)
+    c_ax, spatial = _axes(op.layout, rank)
+    xd = emitter.dims[x]
+    at = ["0"] * (rank + 2)
+    at[0], at[c_ax] = o[0], o[c_ax]
+    for k, ax in enumerate(spatial):
+        at[ax] = f"i{k}"
+    sizes = [xd[ax] for ax in spatial]
+    order = range(rank) if op.column_major else range(rank - 1, -1, -1)
+    terms, stride = [], 1
+    for k in order:
+        terms.append(f"i{k}" if stride == 1 else f"i{k} * {stride}")
+        stride *= sizes[k]
+    offset = f"({o[0]} * {xd[c_ax]} + {o[c_ax]}) * {stride} + " + " + ".join(terms)
+    starts = [_start(o[ax], op.strides[k], op.padding[k]) for k, ax in enumerate(spatial)]
+    update = [f"const {v_t} v = {emitter.load(x, at)};",
+              f"if (!found || v > best) {{ best = v; index = {offset}; found = true; }}"]
+    return [f"    {v_t} best = 0;", "    bool found = false;", "    long long index = 0;",
+            *_spatial_loops(emitter, op.pool_size, starts, op.dilation, sizes, update),
+            y_decl(emitter, op, "index")]
+
+
 # -- local response normalization -------------------------------------------------------
 
 @window(nn.LRNOp, supports=static_but_batch, dims=batch_dims)

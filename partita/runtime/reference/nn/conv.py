@@ -94,6 +94,36 @@ def max_pool(op: nn.MaxPoolOp, x: np.ndarray) -> np.ndarray:
     return from_channels_first(out, op.layout)
 
 
+def max_pool_indices(op: nn.MaxPoolIndicesOp, x: np.ndarray) -> np.ndarray:
+    rank = op.SPATIAL
+    x = to_channels_first(x, op.layout)
+    n, c, *sizes = x.shape
+    out_sizes = [nn.conv_output_dim(size, op.pool_size[k], op.strides[k], op.padding[k],
+                                    op.padding[rank + k], op.dilation[k], op.ceil_mode)
+                 for k, size in enumerate(sizes)]
+    grids = np.meshgrid(*(np.arange(o) for o in out_sizes), indexing="ij")
+    best = np.full((n, c, *out_sizes), _lowest(x.dtype), dtype=x.dtype)
+    found = np.zeros((n, c, *out_sizes), dtype=bool)
+    index = np.zeros((n, c, *out_sizes), dtype=np.int64)
+    base = (np.arange(n)[:, None] * c + np.arange(c)[None, :]).reshape(n, c, *[1] * rank)
+    for taps in itertools.product(*(range(k) for k in op.pool_size)):
+        coords = [g * op.strides[k] - op.padding[k] + taps[k] * op.dilation[k]
+                  for k, g in enumerate(grids)]
+        inside = np.logical_and.reduce([(i >= 0) & (i < s) for i, s in zip(coords, sizes)])
+        clamped = [np.clip(i, 0, s - 1) for i, s in zip(coords, sizes)]
+        value = x[(slice(None), slice(None), *clamped)]
+        better = inside & (~found | (value > best))
+        best = np.where(better, value, best)
+        found |= better
+        spatial, stride = 0, 1
+        order = range(rank) if op.column_major else range(rank - 1, -1, -1)
+        for k in order:  # the fastest axis first
+            spatial, stride = spatial + clamped[k] * stride, stride * sizes[k]
+        offset = base * stride + spatial
+        index = np.where(better, offset, index)
+    return from_channels_first(index, op.layout)
+
+
 def avg_pool(op: nn.AvgPoolOp, x: np.ndarray) -> np.ndarray:
     rank = op.SPATIAL
     x = to_channels_first(x, op.layout)
@@ -143,6 +173,9 @@ class ConvFunctions(InterpreterFunctions):
     run_max_pool1d = impl(nn.MaxPool1DOp)(in_compute_type(max_pool))
     run_max_pool2d = impl(nn.MaxPool2DOp)(in_compute_type(max_pool))
     run_max_pool3d = impl(nn.MaxPool3DOp)(in_compute_type(max_pool))
+    run_max_pool1d_indices = impl(nn.MaxPool1DIndicesOp)(in_compute_type(max_pool_indices))
+    run_max_pool2d_indices = impl(nn.MaxPool2DIndicesOp)(in_compute_type(max_pool_indices))
+    run_max_pool3d_indices = impl(nn.MaxPool3DIndicesOp)(in_compute_type(max_pool_indices))
     run_avg_pool1d = impl(nn.AvgPool1DOp)(in_compute_type(avg_pool))
     run_avg_pool2d = impl(nn.AvgPool2DOp)(in_compute_type(avg_pool))
     run_avg_pool3d = impl(nn.AvgPool3DOp)(in_compute_type(avg_pool))
