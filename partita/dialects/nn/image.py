@@ -9,7 +9,13 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import DenseArrayBase, Float32Type, TensorType, f64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (

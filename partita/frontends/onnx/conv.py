@@ -139,8 +139,8 @@ def _pool(kind: str):
             extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
         if kind == "LpPool":
             extra["p"] = float(attrs.get("p", 2))
-        window = dict(strides=strides, padding=pads, dilation=dilations,
-                      ceil_mode=bool(attrs.get("ceil_mode", 0)))
+        window = {"strides": strides, "padding": pads, "dilation": dilations,
+                  "ceil_mode": bool(attrs.get("ceil_mode", 0))}
         outs = [cx.emit(POOL_OPS[kind][rank](x, kernel, **window, **extra))]
         if indices:
             outs.append(cx.emit(MAX_POOL_INDICES_OPS[rank](

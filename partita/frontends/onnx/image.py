@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-
-from partita.dialects import nn
 from xdsl.ir import SSAValue
 
-from partita.frontends.onnx.importer import converter, fail, is_const, is_symbolic, shape_of
+from partita.dialects import nn
+from partita.frontends.onnx.importer import (
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
 
 
 def _text(attrs, name: str, default: str) -> str:

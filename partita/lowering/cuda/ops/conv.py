@@ -232,9 +232,9 @@ def pool(emitter, op: nn.PoolOp) -> list[str]:
         lo, hi = op.padding[k], op.padding[rank + k]
         d = op.dilation[k]
         step = f"q * {d}" if d != 1 else "q"
-        lines += [f"    {{ int n = 0; for (int q = 0; q < {op.pool_size[k]}; ++q) {{ "
-                  f"const {T} j = {starts[k]} + {step}; n += j >= -{lo} && j < {bounds[k]} + {hi}; }}"
-                  " count *= n; }"]
+        lines.append(f"    {{ int n = 0; for (int q = 0; q < {op.pool_size[k]}; ++q) {{ "
+                     f"const {T} j = {starts[k]} + {step}; "
+                     f"n += j >= -{lo} && j < {bounds[k]} + {hi}; }} count *= n; }}")
     lines += _spatial_loops(emitter, op.pool_size, starts, op.dilation, bounds, [f"acc += {v};"])
     lines.append(y_decl(emitter, op, f"acc / ({acc_t})count"))
     return lines

@@ -67,7 +67,7 @@ def conv(op: nn.ConvOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def conv_transpose(op: nn.ConvTransposeOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     rank, g = op.SPATIAL, op.groups
-    n, cin, *sizes = x.shape
+    n, _, *sizes = x.shape
     cin_g, cout_g, *kernel = w.shape[0] // g, w.shape[1], *w.shape[2:]
     full = [(s - 1) * st + d * (k - 1) + 1 + p for s, st, d, k, p in
             zip(sizes, op.strides, op.dilation, kernel, op.output_padding)]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 
