@@ -10,6 +10,8 @@ from typing import ClassVar
 from xdsl.dialects.builtin import DenseArrayBase, Float32Type, TensorType, f64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -34,6 +36,7 @@ from partita.dialects.nn.base import (
     _shape,
     _str_prop,
     _value,
+    is_float,
 )
 
 DEPTH_SPACE_MODES = ("DCR", "CRD")
@@ -130,15 +133,19 @@ class ResizeOp(NNOp):
     clamped to the edge (``exclude_outside`` drops and renormalizes the outside taps).
     Separable, so each axis is independent. ``sizes`` is the result shape; ``-1``
     keeps the input's dim (a dynamic batch, scale 1). The scales are a property, or an
-    optional rank-1 f32 operand read at run time (then ``scales`` is empty)."""
+    optional rank-1 f32 operand read at run time (then ``scales`` is empty); so is the
+    ``roi`` (a rank-1 operand of ``2 * rank`` values, then the property is empty)."""
 
     name = "nn.resize"
     ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     input = operand_def(TensorType)
     scales_input = var_operand_def(TensorType)
+    roi_input = var_operand_def(TensorType)
     result = result_def(TensorType)
-    assembly_format = ("$input (`scales` `(` $scales_input^ `)`)? attr-dict `:` "
-                       "functional-type(operands, results)")
+    assembly_format = ("$input (`scales` `(` $scales_input^ `:` type($scales_input) `)`)? "
+                       "(`roi` `(` $roi_input^ `:` type($roi_input) `)`)? "
+                       "attr-dict `:` type($input) `->` type($result)")
     scales_attr = prop_def(DenseArrayBase.constr(f64), prop_name="scales")
     roi_attr = prop_def(DenseArrayBase.constr(f64), prop_name="roi",
                         default_value=_floats(()))
@@ -165,21 +172,28 @@ class ResizeOp(NNOp):
                  coordinate_transformation_mode: str | None = None,
                  nearest_mode: str | None = None, cubic_coeff_a: float | None = None,
                  exclude_outside: bool | None = None, extrapolation_value: float | None = None,
-                 roi: Sequence[float] | None = None, result_type: Attribute | None = None):
+                 roi: Sequence[float] | SSAValue | None = None,
+                 result_type: Attribute | None = None):
         dynamic = isinstance(scales, SSAValue | Operation)
+        dynamic_roi = isinstance(roi, SSAValue | Operation)
         _init(
-            self, [input, [scales] if dynamic else []], result_type, sizes=sizes,
+            self, [input, [scales] if dynamic else [], [roi] if dynamic_roi else []],
+            result_type, sizes=sizes,
             scales=_floats(() if dynamic else scales), mode=mode,
             coordinate_transformation_mode=coordinate_transformation_mode,
             nearest_mode=nearest_mode,
             cubic_coeff_a=None if cubic_coeff_a is None else float(cubic_coeff_a),
             exclude_outside=exclude_outside,
             extrapolation_value=None if extrapolation_value is None else float(extrapolation_value),
-            roi=None if roi is None else _floats(roi))
+            roi=None if roi is None or dynamic_roi else _floats(roi))
 
     @property
     def dynamic_scales(self) -> SSAValue | None:
         return self.scales_input[0] if self.scales_input else None
+
+    @property
+    def dynamic_roi(self) -> SSAValue | None:
+        return self.roi_input[0] if self.roi_input else None
 
     def verify_element_types(self) -> None:
         if self.input.type.element_type != self.result.type.element_type:
@@ -189,6 +203,11 @@ class ResizeOp(NNOp):
             t = self.dynamic_scales.type
             if t.element_type != Float32Type() or t.get_shape() != (len(_shape(self.input)),):
                 raise VerifyException(f"the scales operand must be a tensor<{len(_shape(self.input))}xf32>, got {t}")
+        if self.dynamic_roi is not None:
+            t = self.dynamic_roi.type
+            if not is_float(t.element_type) or t.get_shape() != (2 * len(_shape(self.input)),):
+                raise VerifyException(f"the roi operand must be a rank-1 float tensor of "
+                                      f"{2 * len(_shape(self.input))} values, got {t}")
 
     def scale(self, axis: int) -> float:
         """The static scale of ``axis`` (the output / input ratio when the scales come at
@@ -200,8 +219,8 @@ class ResizeOp(NNOp):
     def infer_shape(self) -> Shape:
         x = _shape(self.input)
         rank = len(x)
-        if len(self.scales_input) > 1:
-            raise VerifyException("expected at most one scales operand")
+        if len(self.scales_input) > 1 or len(self.roi_input) > 1:
+            raise VerifyException("expected at most one scales and one roi operand")
         expected = 0 if self.dynamic_scales is not None else rank
         if len(self.sizes) != rank or len(self.scales) != expected:
             raise VerifyException(f"sizes and scales must have {rank} and {expected} values, got "
@@ -214,7 +233,8 @@ class ResizeOp(NNOp):
                                      ("nearest_mode", self.nearest_mode, NEAREST_MODES)):
             if value not in allowed:
                 raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
-        if self.coordinate_transformation_mode == "tf_crop_and_resize" and len(self.roi) != 2 * rank:
+        if (self.coordinate_transformation_mode == "tf_crop_and_resize" and self.dynamic_roi is None
+                and len(self.roi) != 2 * rank):
             raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")
         out = []
         for a, (d, size) in enumerate(zip(x, self.sizes)):
@@ -234,8 +254,8 @@ class ResizeOp(NNOp):
         if self.dynamic_scales is not None:  # any axis may resample
             return [a for a, size in enumerate(self.sizes) if size != -1]
         return [a for a, (d, size, scale) in enumerate(zip(x, self.sizes, self.scales))
-                if not (size in (d, -1) and scale == 1.0
-                        and self.coordinate_transformation_mode != "tf_crop_and_resize")]
+                if size != -1 and not (size == d and scale == 1.0
+                                       and self.coordinate_transformation_mode != "tf_crop_and_resize")]
 
     def result_dims(self, dims, b) -> list:
         """Symbolic result dims (shape functions): the static sizes, the input's where

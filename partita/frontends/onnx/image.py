@@ -101,9 +101,11 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
                                             _text(attrs, "keep_aspect_ratio_policy", "stretch"))
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
     full_roi = None
-    if coordinate == "tf_crop_and_resize":
+    if coordinate == "tf_crop_and_resize" and isinstance(roi, SSAValue):
+        full_roi = _runtime_roi(x, axes, roi)
+    elif coordinate == "tf_crop_and_resize":
         if roi is None:
-            fail("tf_crop_and_resize needs a constant roi")
+            fail("tf_crop_and_resize needs a roi")
         rank = len(shape)
         full_roi = [0.0] * rank + [1.0] * rank
         if len(roi) != 2 * len(axes):
@@ -118,6 +120,16 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
         extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi))
 
 
+def _runtime_roi(x, axes, roi: SSAValue) -> SSAValue:
+    """A roi known only at run time: the kernel reads it (every axis, starts then ends)."""
+    rank = len(shape_of(x))
+    if axes != list(range(rank)):
+        fail("a roi given at run time needs every axis (no axes attribute)")
+    if shape_of(roi) != (2 * rank,):
+        fail(f"roi must have {2 * rank} values")
+    return roi
+
+
 def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
     """Scales known only at run time: the kernel reads them; the output shape is the
     declared one."""
@@ -126,8 +138,18 @@ def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
         fail("scales given at run time need every axis (no axes attribute)")
     if attrs.get("antialias", 0) and _text(attrs, "mode", "nearest") != "nearest":
         fail("antialias is not supported")
-    if _text(attrs, "coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
-        fail("tf_crop_and_resize needs constant scales")
+    coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
+    if coordinate == "tf_crop_and_resize":
+        if roi is None:
+            fail("tf_crop_and_resize needs a roi")
+        if isinstance(roi, SSAValue):
+            rank_roi = _runtime_roi(x, axes, roi)
+        elif len(roi) == 2 * rank:
+            rank_roi = roi
+        else:
+            fail(f"roi must have {2 * rank} values")
+    else:
+        rank_roi = None
     sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
     if shape_of(scales) != (rank,) or str(scales.type.element_type) != "f32":
         fail(f"scales must be a tensor of {rank} f32 values")
@@ -138,7 +160,8 @@ def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
                                              "half_pixel"),
         nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
         cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
-        exclude_outside=bool(attrs.get("exclude_outside", 0))))
+        exclude_outside=bool(attrs.get("exclude_outside", 0)),
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=rank_roi))
 
 
 def _axes(attrs, rank: int) -> list[int]:
@@ -157,7 +180,7 @@ def _resize_node(cx, ins, attrs):
         attrs = {**attrs, "coordinate_transformation_mode": "asymmetric",
                  "nearest_mode": attrs.get("nearest_mode", "floor")}
         return _resize(cx, x, axes, _const_floats(ins[1], "scales", runtime=True), None, attrs)
-    roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi")
+    roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi", runtime=True)
     scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales", runtime=True)
     given = ins[3] if len(ins) > 3 else None
     if isinstance(given, SSAValue):

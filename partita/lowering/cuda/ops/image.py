@@ -51,11 +51,17 @@ def _resize_supported(op: nn.ResizeOp) -> bool:
 
 
 def _coordinate(op: nn.ResizeOp, axis: int, o: str, size: int, out: int,
-                scale: str | None) -> str:
+                scale: str | None, roi: tuple[str, str] | None) -> str:
     """The input coordinate (C double expression) output index ``o`` samples; ``scale``
-    is the C variable of a run-time scale (``None``: the static one)."""
+    is the C variable of a run-time scale, ``roi`` those of the run-time roi start and
+    end (``None``: the static ones)."""
     y = f"(double){o}"
     mode = op.coordinate_transformation_mode
+    if mode == "tf_crop_and_resize" and roi is not None:
+        lo, hi = roi
+        length = f"({scale} * {_c(size)})" if scale is not None else _c(op.scales[axis] * size)
+        return (f"({length} == 1.0 ? ({hi} - {lo}) * {_c((size - 1) / 2)} : {y} * ({hi} - {lo}) * "
+                f"{_c(size - 1)} / ({length} - 1.0)) + {lo} * {_c(size - 1)}")
     if scale is None:  # fold what is static
         s = op.scales[axis]
         length = s * size
@@ -111,11 +117,16 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
         size, out = in_shape[axis], out_shape[axis]
         assert size != DYNAMIC_INDEX
         xa, ia, wa = f"x{axis}", f"i{axis}", f"w{axis}"
-        scale = None
+        scale = roi = None
         if op.dynamic_scales is not None:
             scale = f"s{axis}"
             lines.append(f"    const double {scale} = (double){emitter.load(op.dynamic_scales, [str(axis)])};")
-        lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out, scale)};",
+        if op.dynamic_roi is not None:
+            roi = (f"lo{axis}", f"hi{axis}")
+            rank = len(in_shape)
+            lines += [f"    const double lo{axis} = (double){emitter.load(op.dynamic_roi, [str(axis)])};",
+                      f"    const double hi{axis} = (double){emitter.load(op.dynamic_roi, [str(rank + axis)])};"]
+        lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out, scale, roi)};",
                   f"    const {T} b{axis} = ({T})floor({xa});",
                   f"    const double r{axis} = {xa} - (double)b{axis};"]
         if op.coordinate_transformation_mode == "tf_crop_and_resize":

@@ -31,7 +31,7 @@ def space_to_depth(op: nn.SpaceToDepthOp, x: np.ndarray) -> np.ndarray:
 
 
 def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int,
-                       scale: float) -> np.ndarray:
+                       scale: float, roi) -> np.ndarray:
     """Input coordinate sampled by each output cell of ``axis`` (float64)."""
     y = np.arange(out, dtype=np.float64)
     mode = op.coordinate_transformation_mode
@@ -41,7 +41,7 @@ def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int,
     if mode == "asymmetric":
         return y / scale
     if mode == "tf_crop_and_resize":
-        lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
+        lo, hi = roi[axis], roi[len(op.sizes) + axis]
         if length == 1:
             return np.full(out, (hi - lo) * (size - 1) / 2 + lo * (size - 1))
         return y * (hi - lo) * (size - 1) / (length - 1) + lo * (size - 1)
@@ -85,15 +85,18 @@ def taps(op: nn.ResizeOp, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndar
     return np.clip(index, 0, size - 1), weight
 
 
-def resize(op: nn.ResizeOp, x: np.ndarray, *scales_input: np.ndarray) -> np.ndarray:
+def resize(op: nn.ResizeOp, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
     out_shape = op.result.type.get_shape()
-    scales = ([float(s) for s in np.asarray(scales_input[0], np.float32)] if scales_input
-              else op.scales)
+    params = list(params)
+    scales = ([float(s) for s in np.asarray(params.pop(0), np.float32)]
+              if op.dynamic_scales is not None else op.scales)
+    roi = ([float(r) for r in np.asarray(params.pop(0), np.float64)]
+           if op.dynamic_roi is not None else op.roi)
     result = x.astype(np.float64)
     outside = np.zeros(x.ndim * [1], dtype=bool)
     for axis in op.resized_axes():
         size, out = result.shape[axis], out_shape[axis]
-        coords = source_coordinates(op, axis, size, out, scales[axis])
+        coords = source_coordinates(op, axis, size, out, scales[axis], roi)
         index, weight = taps(op, coords, size)
         gathered = np.take(result, index, axis=axis)  # [..., out, taps, ...]
         shape = [1] * gathered.ndim

@@ -66,7 +66,7 @@ func.func @float_lp_pool_only(%x: tensor<1x3x4xi32>) {
 
 func.func @resize_dynamic_needs_scale_one(%x: tensor<?x3x4xf32>) {
   // expected-error@+1 {{a dynamic output size needs scale 1}}
-  %0 = nn.resize %x {scales = array<f64: 2.0, 1.0, 1.0>, sizes = array<i64: -1, 3, 4>} : (tensor<?x3x4xf32>) -> tensor<?x3x4xf32>
+  %0 = nn.resize %x {scales = array<f64: 2.0, 1.0, 1.0>, sizes = array<i64: -1, 3, 4>} : tensor<?x3x4xf32> -> tensor<?x3x4xf32>
   func.return
 }
 
@@ -74,7 +74,7 @@ func.func @resize_dynamic_needs_scale_one(%x: tensor<?x3x4xf32>) {
 
 func.func @resize_scales_operand(%x: tensor<2x3x4xf32>, %s: tensor<2xf32>) {
   // expected-error@+1 {{the scales operand must be a tensor<3xf32>}}
-  %0 = nn.resize %x scales(%s) {scales = array<f64>, sizes = array<i64: 2, 3, 8>} : (tensor<2x3x4xf32>, tensor<2xf32>) -> tensor<2x3x8xf32>
+  %0 = nn.resize %x scales(%s : tensor<2xf32>) {scales = array<f64>, sizes = array<i64: 2, 3, 8>} : tensor<2x3x4xf32> -> tensor<2x3x8xf32>
   func.return
 }
 
