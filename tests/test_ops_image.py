@@ -60,7 +60,7 @@ CASES = {
 
 
 # Scales (and a roi) read at run time (f32 arguments): (input shape, sizes, scales, mode,
-# coordinate mode[, roi]).
+# coordinate mode[, roi[, axes the operands describe]]).
 RUNTIME_SCALES = {
     "linear_runtime_scales": ((DYN, 2, 3, 4), (-1, 2, 5, 6), (1, 1, 5 / 3, 1.5), "linear",
                               "align_corners"),
@@ -70,6 +70,8 @@ RUNTIME_SCALES = {
                                "pytorch_half_pixel"),
     "crop_runtime_scales_and_roi": ((1, 2, 4, 5), (1, 2, 3, 3), (1, 1, 0.75, 0.6), "linear",
                                     "tf_crop_and_resize", (0, 0, 0.4, -0.2, 1, 1, 1.2, 0.7)),
+    "crop_runtime_axes_3_2": ((1, 2, 4, 5), (1, 2, 3, 3), (0.6, 0.75), "cubic",
+                              "tf_crop_and_resize", (-0.2, 0.4, 0.7, 1.2), (3, 2)),
 }
 
 
@@ -78,13 +80,14 @@ def _runtime_scales_function(name: str, dtype: str) -> FuncOp:
     from xdsl.dialects.func import ReturnOp
     from xdsl.ir import Block, Region
 
-    shape, sizes, _, mode, coordinate, *roi = RUNTIME_SCALES[name]
+    shape, sizes, scales, mode, coordinate, *rest = RUNTIME_SCALES[name]
+    roi, axes = (rest + [None, None])[:2]
     block = Block(arg_types=[TensorType(nn.element_type_of(NP[dtype]), shape),
-                             TensorType(Float32Type(), (4,)),
-                             *([TensorType(Float32Type(), (8,))] if roi else [])])
+                             TensorType(Float32Type(), (len(scales),)),
+                             *([TensorType(Float32Type(), (len(roi),))] if roi else [])])
     op = nn.ResizeOp(block.args[0], sizes, block.args[1], mode=mode,
                      coordinate_transformation_mode=coordinate, extrapolation_value=-3.0,
-                     roi=block.args[2] if roi else None)
+                     roi=block.args[2] if roi else None, axes=axes)
     block.add_ops([op, ReturnOp(op.result)])
     return FuncOp(f"{name}_{dtype}", (block.arg_types, [op.result.type]), Region(block))
 
@@ -98,6 +101,7 @@ def _module(dtype: str) -> ModuleOp:
 def _case_inputs(function: FuncOp, name: str, dtype: str, seed: int) -> list[np.ndarray]:
     if name in RUNTIME_SCALES:
         _, _, scales, _, _, *roi = RUNTIME_SCALES[name]
+        roi = roi[:1]
         x = _inputs(function, dtype, seed)[0]
         return [x, np.array(scales, np.float32), *(np.array(r, np.float32) for r in roi)]
     return _inputs(function, dtype, seed)
@@ -171,9 +175,8 @@ def test_node_suite_resize_with_constant_scales(case, tmp_path) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-# Not as the suite feeds them: antialias, a run-time roi, run-time scales of some axes
-# only, run-time sizes with keep_aspect_ratio_policy.
-REFUSED = re.compile(r".*(antialias|tf_crop_and_resize_axes|scales_nearest_axes|not_larger|not_smaller)")
+# Refused: antialias, run-time sizes with keep_aspect_ratio_policy.
+REFUSED = re.compile(r".*(antialias|not_larger|not_smaller)")
 RUNTIME = [c for c in RESIZE_CASES if not REFUSED.match(c.name)]
 
 
@@ -189,9 +192,8 @@ def test_node_suite_resize_as_given(case, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name, message", [
-    ("test_resize_tf_crop_and_resize_axes_2_3", r"'Y' \(Resize\): a roi given at run time needs every axis"),
+    ("test_resize_downsample_scales_linear_antialias", r"'Y' \(Resize\): antialias is not supported"),
     ("test_resize_upsample_sizes_nearest_not_larger", "with keep_aspect_ratio_policy"),
-    ("test_resize_upsample_scales_nearest_axes_2_3", "scales given at run time need every axis"),
 ])
 def test_refused_run_time_parameters_are_located_errors(name, message) -> None:
     (case,) = _node_cases(f"{name}$")

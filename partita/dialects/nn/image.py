@@ -134,7 +134,9 @@ class ResizeOp(NNOp):
     Separable, so each axis is independent. ``sizes`` is the result shape; ``-1``
     keeps the input's dim (a dynamic batch, scale 1). The scales are a property, or an
     optional rank-1 f32 operand read at run time (then ``scales`` is empty); so is the
-    ``roi`` (a rank-1 operand of ``2 * rank`` values, then the property is empty)."""
+    ``roi`` (a rank-1 operand of the starts then the ends, then the property is empty).
+    The operands hold one value per axis of ``axes`` (default: every axis; the others
+    have scale 1 and roi ``[0, 1]``)."""
 
     name = "nn.resize"
     ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]
@@ -157,6 +159,8 @@ class ResizeOp(NNOp):
     exclude_outside_attr = _bool_prop("exclude_outside", False)
     extrapolation_value_attr = _float_prop("extrapolation_value", 0.0)
     sizes_attr = _ints_prop("sizes")
+    axes_attr = _ints_prop("axes", ())
+    axes = _value("axes")
     scales = _value("scales")
     roi = _value("roi")
     sizes = _value("sizes")
@@ -173,7 +177,7 @@ class ResizeOp(NNOp):
                  nearest_mode: str | None = None, cubic_coeff_a: float | None = None,
                  exclude_outside: bool | None = None, extrapolation_value: float | None = None,
                  roi: Sequence[float] | SSAValue | None = None,
-                 result_type: Attribute | None = None):
+                 axes: Sequence[int] | None = None, result_type: Attribute | None = None):
         dynamic = isinstance(scales, SSAValue | Operation)
         dynamic_roi = isinstance(roi, SSAValue | Operation)
         _init(
@@ -185,7 +189,7 @@ class ResizeOp(NNOp):
             cubic_coeff_a=None if cubic_coeff_a is None else float(cubic_coeff_a),
             exclude_outside=exclude_outside,
             extrapolation_value=None if extrapolation_value is None else float(extrapolation_value),
-            roi=None if roi is None or dynamic_roi else _floats(roi))
+            roi=None if roi is None or dynamic_roi else _floats(roi), axes=axes)
 
     @property
     def dynamic_scales(self) -> SSAValue | None:
@@ -195,19 +199,27 @@ class ResizeOp(NNOp):
     def dynamic_roi(self) -> SSAValue | None:
         return self.roi_input[0] if self.roi_input else None
 
+    def operand_axes(self) -> list[int]:
+        """The axis of each value of the scales operand (and of each roi start / end)."""
+        return list(self.axes) or list(range(len(_shape(self.input))))
+
     def verify_element_types(self) -> None:
         if self.input.type.element_type != self.result.type.element_type:
             raise VerifyException("input and result must share one element type")
         self.check_element_type(self.input.type.element_type, "element type")
+        rank, n = len(_shape(self.input)), len(self.operand_axes())
+        if sorted(self.operand_axes()) != sorted(set(self.operand_axes())) or any(
+                not 0 <= a < rank for a in self.operand_axes()):
+            raise VerifyException(f"axes {list(self.axes)} must be distinct axes of rank {rank}")
         if self.dynamic_scales is not None:
             t = self.dynamic_scales.type
-            if t.element_type != Float32Type() or t.get_shape() != (len(_shape(self.input)),):
-                raise VerifyException(f"the scales operand must be a tensor<{len(_shape(self.input))}xf32>, got {t}")
+            if t.element_type != Float32Type() or t.get_shape() != (n,):
+                raise VerifyException(f"the scales operand must be a tensor<{n}xf32>, got {t}")
         if self.dynamic_roi is not None:
             t = self.dynamic_roi.type
-            if not is_float(t.element_type) or t.get_shape() != (2 * len(_shape(self.input)),):
+            if not is_float(t.element_type) or t.get_shape() != (2 * n,):
                 raise VerifyException(f"the roi operand must be a rank-1 float tensor of "
-                                      f"{2 * len(_shape(self.input))} values, got {t}")
+                                      f"{2 * n} values, got {t}")
 
     def scale(self, axis: int) -> float:
         """The static scale of ``axis`` (the output / input ratio when the scales come at
@@ -251,8 +263,8 @@ class ResizeOp(NNOp):
     def resized_axes(self) -> list[int]:
         """Axes that resample (the others copy the input index)."""
         x = _shape(self.input)
-        if self.dynamic_scales is not None:  # any axis may resample
-            return [a for a, size in enumerate(self.sizes) if size != -1]
+        if self.dynamic_scales is not None:  # any axis of the operand may resample
+            return [a for a in sorted(self.operand_axes()) if self.sizes[a] != -1]
         return [a for a, (d, size, scale) in enumerate(zip(x, self.sizes, self.scales))
                 if size != -1 and not (size == d and scale == 1.0
                                        and self.coordinate_transformation_mode != "tf_crop_and_resize")]

@@ -117,16 +117,14 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
         nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
         cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
         exclude_outside=bool(attrs.get("exclude_outside", 0)),
-        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi))
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi,
+        axes=axes if isinstance(full_roi, SSAValue) and axes != list(range(len(shape))) else None))
 
 
 def _runtime_roi(x, axes, roi: SSAValue) -> SSAValue:
-    """A roi known only at run time: the kernel reads it (every axis, starts then ends)."""
-    rank = len(shape_of(x))
-    if axes != list(range(rank)):
-        fail("a roi given at run time needs every axis (no axes attribute)")
-    if shape_of(roi) != (2 * rank,):
-        fail(f"roi must have {2 * rank} values")
+    """A roi known only at run time: the kernel reads it (starts then ends of ``axes``)."""
+    if shape_of(roi) != (2 * len(axes),):
+        fail(f"roi must have {2 * len(axes)} values")
     return roi
 
 
@@ -134,8 +132,6 @@ def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
     """Scales known only at run time: the kernel reads them; the output shape is the
     declared one."""
     rank = len(shape_of(x))
-    if axes != list(range(rank)):
-        fail("scales given at run time need every axis (no axes attribute)")
     if attrs.get("antialias", 0) and _text(attrs, "mode", "nearest") != "nearest":
         fail("antialias is not supported")
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
@@ -144,15 +140,17 @@ def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
             fail("tf_crop_and_resize needs a roi")
         if isinstance(roi, SSAValue):
             rank_roi = _runtime_roi(x, axes, roi)
-        elif len(roi) == 2 * rank:
-            rank_roi = roi
+        elif len(roi) == 2 * len(axes):
+            rank_roi = [0.0] * rank + [1.0] * rank
+            for i, a in enumerate(axes):
+                rank_roi[a], rank_roi[rank + a] = roi[i], roi[len(axes) + i]
         else:
-            fail(f"roi must have {2 * rank} values")
+            fail(f"roi must have {2 * len(axes)} values")
     else:
         rank_roi = None
     sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
-    if shape_of(scales) != (rank,) or str(scales.type.element_type) != "f32":
-        fail(f"scales must be a tensor of {rank} f32 values")
+    if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
+        fail(f"scales must be a tensor of {len(axes)} f32 values")
     mode = _text(attrs, "mode", "nearest")
     return cx.emit(nn.ResizeOp(
         x, sizes, scales, mode="linear" if mode == "bilinear" else mode,
@@ -161,7 +159,8 @@ def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
         nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
         cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
         exclude_outside=bool(attrs.get("exclude_outside", 0)),
-        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=rank_roi))
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=rank_roi,
+        axes=None if axes == list(range(rank)) else axes))
 
 
 def _axes(attrs, rank: int) -> list[int]:

@@ -118,14 +118,18 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
         assert size != DYNAMIC_INDEX
         xa, ia, wa = f"x{axis}", f"i{axis}", f"w{axis}"
         scale = roi = None
+        axes = op.operand_axes()
+        k = axes.index(axis) if axis in axes else None
         if op.dynamic_scales is not None:
             scale = f"s{axis}"
-            lines.append(f"    const double {scale} = (double){emitter.load(op.dynamic_scales, [str(axis)])};")
+            lines.append(f"    const double {scale} = (double){emitter.load(op.dynamic_scales, [str(k)])};")
         if op.dynamic_roi is not None:
             roi = (f"lo{axis}", f"hi{axis}")
-            rank = len(in_shape)
-            lines += [f"    const double lo{axis} = (double){emitter.load(op.dynamic_roi, [str(axis)])};",
-                      f"    const double hi{axis} = (double){emitter.load(op.dynamic_roi, [str(rank + axis)])};"]
+            if k is None:  # an axis the roi does not name: the whole extent
+                lines += [f"    const double lo{axis} = 0.0;", f"    const double hi{axis} = 1.0;"]
+            else:
+                lines += [f"    const double lo{axis} = (double){emitter.load(op.dynamic_roi, [str(k)])};",
+                          f"    const double hi{axis} = (double){emitter.load(op.dynamic_roi, [str(len(axes) + k)])};"]
         lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out, scale, roi)};",
                   f"    const {T} b{axis} = ({T})floor({xa});",
                   f"    const double r{axis} = {xa} - (double)b{axis};"]

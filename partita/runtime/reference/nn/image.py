@@ -87,11 +87,17 @@ def taps(op: nn.ResizeOp, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndar
 
 def resize(op: nn.ResizeOp, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
     out_shape = op.result.type.get_shape()
-    params = list(params)
-    scales = ([float(s) for s in np.asarray(params.pop(0), np.float32)]
-              if op.dynamic_scales is not None else op.scales)
-    roi = ([float(r) for r in np.asarray(params.pop(0), np.float64)]
-           if op.dynamic_roi is not None else op.roi)
+    params, rank, axes = list(params), x.ndim, op.operand_axes()
+    scales, roi = list(op.scales), list(op.roi)
+    if op.dynamic_scales is not None:
+        scales = [1.0] * rank
+        for a, s in zip(axes, np.asarray(params.pop(0), np.float32)):
+            scales[a] = float(s)
+    if op.dynamic_roi is not None:
+        given = [float(r) for r in np.asarray(params.pop(0), np.float64)]
+        roi = [0.0] * rank + [1.0] * rank
+        for i, a in enumerate(axes):
+            roi[a], roi[rank + a] = given[i], given[len(axes) + i]
     result = x.astype(np.float64)
     outside = np.zeros(x.ndim * [1], dtype=bool)
     for axis in op.resized_axes():
