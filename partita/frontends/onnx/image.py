@@ -86,10 +86,28 @@ def _declared_sizes(cx, x, what: str) -> list[float]:
     return [float(d) if isinstance(d, int) else -1.0 for d in declared]
 
 
+def _roi(x, axes, roi):
+    """The roi of a tf_crop_and_resize: a run-time tensor (starts then ends of ``axes``)
+    as is, constants expanded to every axis (``[0, 1]`` for the others)."""
+    if roi is None:
+        fail("tf_crop_and_resize needs a roi")
+    if isinstance(roi, SSAValue):
+        if shape_of(roi) != (2 * len(axes),):
+            fail(f"roi must have {2 * len(axes)} values")
+        return roi
+    if len(roi) != 2 * len(axes):
+        fail(f"roi has {len(roi)} values for {len(axes)} axes")
+    rank = len(shape_of(x))
+    full = [0.0] * rank + [1.0] * rank
+    for i, a in enumerate(axes):
+        full[a], full[rank + a] = roi[i], roi[len(axes) + i]
+    return full
+
+
 def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
+    """A Resize / Upsample node; run-time scales (and roi) become operands the kernel
+    reads, with the declared output shape."""
     shape = shape_of(x)
-    if isinstance(scales, SSAValue):
-        return _resize_runtime_scales(cx, x, axes, scales, attrs, roi)
     mode = _text(attrs, "mode", "nearest")
     if mode == "bilinear":  # Upsample-7's spelling
         mode = "linear"
@@ -97,70 +115,24 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
         fail(f"unsupported Resize mode '{mode}'")
     if attrs.get("antialias", 0) and mode != "nearest":
         fail("antialias is not supported")
-    out_sizes, out_scales = resize_geometry(shape, axes, scales, sizes,
-                                            _text(attrs, "keep_aspect_ratio_policy", "stretch"))
+    if isinstance(scales, SSAValue):
+        if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
+            fail(f"scales must be a tensor of {len(axes)} f32 values")
+        out_sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
+        out_scales = scales
+    else:
+        out_sizes, out_scales = resize_geometry(
+            shape, axes, scales, sizes, _text(attrs, "keep_aspect_ratio_policy", "stretch"))
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
-    full_roi = None
-    if coordinate == "tf_crop_and_resize" and isinstance(roi, SSAValue):
-        full_roi = _runtime_roi(x, axes, roi)
-    elif coordinate == "tf_crop_and_resize":
-        if roi is None:
-            fail("tf_crop_and_resize needs a roi")
-        rank = len(shape)
-        full_roi = [0.0] * rank + [1.0] * rank
-        if len(roi) != 2 * len(axes):
-            fail(f"roi has {len(roi)} values for {len(axes)} axes")
-        for i, a in enumerate(axes):
-            full_roi[a], full_roi[rank + a] = roi[i], roi[len(axes) + i]
+    full_roi = _roi(x, axes, roi) if coordinate == "tf_crop_and_resize" else None
+    runtime = isinstance(out_scales, SSAValue) or isinstance(full_roi, SSAValue)
     return cx.emit(nn.ResizeOp(
         x, out_sizes, out_scales, mode=mode, coordinate_transformation_mode=coordinate,
         nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
         cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
         exclude_outside=bool(attrs.get("exclude_outside", 0)),
         extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi,
-        axes=axes if isinstance(full_roi, SSAValue) and axes != list(range(len(shape))) else None))
-
-
-def _runtime_roi(x, axes, roi: SSAValue) -> SSAValue:
-    """A roi known only at run time: the kernel reads it (starts then ends of ``axes``)."""
-    if shape_of(roi) != (2 * len(axes),):
-        fail(f"roi must have {2 * len(axes)} values")
-    return roi
-
-
-def _resize_runtime_scales(cx, x, axes, scales, attrs, roi):
-    """Scales known only at run time: the kernel reads them; the output shape is the
-    declared one."""
-    rank = len(shape_of(x))
-    if attrs.get("antialias", 0) and _text(attrs, "mode", "nearest") != "nearest":
-        fail("antialias is not supported")
-    coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
-    if coordinate == "tf_crop_and_resize":
-        if roi is None:
-            fail("tf_crop_and_resize needs a roi")
-        if isinstance(roi, SSAValue):
-            rank_roi = _runtime_roi(x, axes, roi)
-        elif len(roi) == 2 * len(axes):
-            rank_roi = [0.0] * rank + [1.0] * rank
-            for i, a in enumerate(axes):
-                rank_roi[a], rank_roi[rank + a] = roi[i], roi[len(axes) + i]
-        else:
-            fail(f"roi must have {2 * len(axes)} values")
-    else:
-        rank_roi = None
-    sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
-    if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
-        fail(f"scales must be a tensor of {len(axes)} f32 values")
-    mode = _text(attrs, "mode", "nearest")
-    return cx.emit(nn.ResizeOp(
-        x, sizes, scales, mode="linear" if mode == "bilinear" else mode,
-        coordinate_transformation_mode=_text(attrs, "coordinate_transformation_mode",
-                                             "half_pixel"),
-        nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
-        cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
-        exclude_outside=bool(attrs.get("exclude_outside", 0)),
-        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=rank_roi,
-        axes=None if axes == list(range(rank)) else axes))
+        axes=axes if runtime and axes != list(range(len(shape))) else None))
 
 
 def _axes(attrs, rank: int) -> list[int]:
