@@ -118,6 +118,26 @@ CASES = {
                         {"x": [1, 2, 7, 8]}, {"y": [1, 3, 4, 4]}, {"w": rand(3, 2, 4, 3)}, 11),
     "conv_valid": ([node("Conv", ["x", "w"], auto_pad="VALID")],
                    {"x": [2, 2, 6, 6]}, {"y": [2, 3, 4, 4]}, {"w": rand(3, 2, 3, 3)}, 9),
+    "conv1d": ([node("Conv", ["x", "w"], pads=[1, 2])], {"x": [2, 2, 7]}, {"y": [2, 3, 8]},
+               {"w": rand(3, 2, 3)}, 11),
+    "conv3d_depthwise": ([node("Conv", ["x", "w"], group=4, strides=[1, 2, 1])],
+                         {"x": [1, 4, 4, 5, 3]}, {"y": [1, 4, 3, 2, 2]},
+                         {"w": rand(4, 1, 2, 2, 2)}, 11),
+    "convtranspose": ([node("ConvTranspose", ["x", "w"], strides=[2, 2], pads=[1, 0, 0, 1],
+                            output_padding=[1, 0])],
+                      {"x": [1, 2, 3, 3]}, {"y": [1, 3, 7, 6]}, {"w": rand(2, 3, 3, 3)}, 11),
+    "lppool": ([node("LpPool", ["x"], kernel_shape=[2, 2], p=3)], {"x": [1, 2, 4, 4]},
+               {"y": [1, 2, 3, 3]}, {}, 11),
+    "global_max_pool": ([node("GlobalMaxPool", ["x"])], {"x": [2, 3, 4, 5]}, {"y": [2, 3, 1, 1]},
+                        {}, 13),
+    "resize_linear": ([node("Resize", ["x", "", "s"], mode="linear")], {"x": [1, 2, 3, 4]},
+                      {"y": [1, 2, 6, 6]}, {"s": np.array([1, 1, 2, 1.5], np.float32)}, 13),
+    "upsample_nearest": ([node("Upsample", ["x", "s"])], {"x": [1, 2, 3, 4]},
+                         {"y": [1, 2, 6, 8]}, {"s": np.array([1, 1, 2, 2], np.float32)}, 9),
+    "depth_to_space_crd": ([node("DepthToSpace", ["x"], blocksize=2, mode="CRD")],
+                           {"x": [1, 8, 2, 3]}, {"y": [1, 2, 4, 6]}, {}, 13),
+    "space_to_depth": ([node("SpaceToDepth", ["x"], blocksize=2)], {"x": [1, 2, 4, 6]},
+                       {"y": [1, 8, 2, 3]}, {}, 13),
     "batchnorm": ([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)],
                   {"x": [2, 3, 4, 4]}, {"y": [2, 3, 4, 4]},
                   {"s": rand(3), "b": rand(3, seed=2), "m": rand(3, seed=3),
@@ -203,6 +223,7 @@ def test_every_supported_op_has_a_case():
         "Slice", "Split", "Expand", "Tile", "Trilu", "Range", "Size", "EyeLike", "OneHot",
         "NonZero"}
     covered |= _family_test_ops()
+    covered |= {"GlobalLpPool"}  # onnx's reference has none: tests/test_ops_conv.py
     assert set(SUPPORTED_OPS) <= covered, set(SUPPORTED_OPS) - covered
 
 

@@ -11,14 +11,15 @@ it and come back. A value also used outside (by a ``nn.conv2d``, a ``func.return
 that did not join) ends its group.
 
 Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``), GEMMs (``nn.dense``,
-``nn.matmul``, ``nn.batch_matmul``) and pools (``nn.max_pool2d``, ``nn.avg_pool2d`` with
-static spatial dims, ``nn.global_avg_pool2d``) anchor a group of their own (TVM's
+``nn.matmul``, ``nn.batch_matmul``) and ops with a ``window`` lowering rule (convolutions,
+pools, LRN, resize, reductions, ...; ``partita.lowering.cuda.ops``) anchor a group of their own (TVM's
 ``kCommReduce`` / ``kOutEWiseFusable``): they never join their producers, so their
 operands stay kernel arguments, and their injective consumers join them as an epilogue
 under the same single-output rule, when the consumer is element-wise (or ``bias_add``) on
 the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
 injective group computing an operand of the anchor never joins it. Other non-injective
-ops (conv2d, softmax on another axis, lrn, ...) stay where they are and run on the host.
+ops (those without a lowering rule, or whose rule does not accept them, e.g. a windowed
+op with dynamic spatial dims) stay where they are and run on the host.
 
 Structurally equal groups (same body, types and target) share one function, as TVM's
 compiler cache shares lowered functions, so N equal layers compile each kernel once.

@@ -18,6 +18,8 @@ shape without ``?`` is fine, but an unknown op with a ``?`` result is not).
 
 from __future__ import annotations
 
+import inspect
+
 import math
 from collections.abc import Callable, Sequence
 
@@ -138,7 +140,11 @@ def _layout_axes(layout: str) -> tuple[int, int, int]:
 
 def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
     """Symbolic result dims of a single-result nn op."""
-    if (rule := getattr(op, "result_dims", None)) is not None:  # the op's own dim selection
+    if callable(rule := getattr(op, "result_dims", None)):  # ops that carry their own rule
+        # Two spellings: ``result_dims(dims, builder)`` (dims of any value, arithmetic) or
+        # ``result_dims(operand_dims)`` (dim selection only).
+        if len(inspect.signature(rule).parameters) == 2:
+            return rule(dims, b)
         return rule([dims(v) for v in op.operands])
     if isinstance(op, nn.ElementwiseBinaryOp):
         return b.broadcast_shapes(dims(op.lhs), dims(op.rhs))
@@ -157,26 +163,6 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
         m = x[2] if op.transpose_a else x[1]
         n = y[1] if op.transpose_b else y[2]
         return [b.broadcast(x[0], y[0]), m, n]
-    if isinstance(op, nn.Conv2DOp):
-        x, w = dims(op.input), dims(op.weight)
-        c_ax, h_ax, w_ax = _layout_axes(op.data_layout)
-        out_c, kh, kw = (w[0], w[2], w[3]) if op.kernel_layout == "OIHW" else (w[0], w[1], w[2])
-        out = list(x)
-        out[c_ax] = out_c
-        t, left, bottom, right = op.padding
-        out[h_ax] = b.window(x[h_ax], kh, op.strides[0], t, bottom, op.dilation[0], False, op)
-        out[w_ax] = b.window(x[w_ax], kw, op.strides[1], left, right, op.dilation[1], False, op)
-        return out
-    if isinstance(op, nn.Pool2DOp):
-        x = dims(op.input)
-        _, h_ax, w_ax = _layout_axes(op.layout)
-        out = list(x)
-        t, left, bottom, right = op.padding
-        out[h_ax] = b.window(x[h_ax], op.pool_size[0], op.strides[0], t, bottom, op.dilation[0],
-                             op.ceil_mode, op)
-        out[w_ax] = b.window(x[w_ax], op.pool_size[1], op.strides[1], left, right, op.dilation[1],
-                             op.ceil_mode, op)
-        return out
     if isinstance(op, nn.GlobalAvgPool2DOp):
         out = list(dims(op.input))
         _, h_ax, w_ax = _layout_axes(op.layout)

@@ -2,50 +2,35 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
-    prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
-    FORMAT_BINARY,
-    FORMAT_UNARY,
+    FLOATS,
+    INTEGERS,
     NNOp,
     Shape,
     UnaryOp,
     _bool_prop,
     _check_ints,
     _float_prop,
-    _fmt,
     _init,
     _int_prop,
     _ints_prop,
     _shape,
-    _static_product,
     _str_prop,
-    _tensor,
     _value,
-    broadcast_shapes,
-    check_channel_vector,
-    dense_from_numpy,
-    dense_to_numpy,
     merge_dims,
-    normalize_axis,
 )
 
 
@@ -66,38 +51,62 @@ def conv_output_dim(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: in
 
 
 
+SPATIAL_LETTERS = {1: "W", 2: "HW", 3: "DHW"}
+
+
+def channels_first(rank: int) -> str:
+    """``NCW`` / ``NCHW`` / ``NCDHW`` for ``rank`` spatial dims."""
+    return "NC" + SPATIAL_LETTERS[rank]
+
+
+def channels_last(rank: int) -> str:
+    """``NWC`` / ``NHWC`` / ``NDHWC`` for ``rank`` spatial dims."""
+    return "N" + SPATIAL_LETTERS[rank] + "C"
+
+
+def layout_axes(layout: str, rank: int) -> tuple[int, tuple[int, ...]]:
+    """(channel axis, spatial axes) of an activation layout with ``rank`` spatial dims."""
+    if layout not in (channels_first(rank), channels_last(rank)):
+        raise VerifyException(f"unsupported layout {layout!r} (expected "
+                              f"{channels_first(rank)} or {channels_last(rank)})")
+    spatial = tuple(i for i, c in enumerate(layout) if c not in "NC")
+    return layout.index("C"), spatial
+
+
 def _spatial_axes(layout: str) -> tuple[int, int, int]:
     """(channel, height, width) axes of a 4-d activation layout."""
-    if layout == "NCHW":
-        return 1, 2, 3
-    if layout == "NHWC":
-        return 3, 1, 2
-    raise VerifyException(f"unsupported layout {layout!r} (expected NCHW or NHWC)")
+    c, (h, w) = layout_axes(layout, 2)
+    return c, h, w
+
+
+def kernel_layout_for(data_layout: str) -> str:
+    """OIHW for NCHW, OHWI for NHWC (and the 1-d / 3-d analogues)."""
+    spatial = data_layout.replace("N", "").replace("C", "")
+    return "OI" + spatial if data_layout.index("C") == 1 else "O" + spatial + "I"
 
 
 KERNEL_LAYOUT_FOR = {"NCHW": "OIHW", "NHWC": "OHWI"}
 
 
-def infer_conv2d_shape(x: Shape, w: Shape, strides: Sequence[int], padding: Sequence[int],
-                       dilation: Sequence[int], groups: int, data_layout: str = "NCHW",
-                       kernel_layout: str = "OIHW") -> Shape:
-    """2-d convolution; ``padding`` is ``[top, left, bottom, right]``; NCHW pairs with OIHW
-    and NHWC with OHWI."""
-    c_ax, h_ax, w_ax = _spatial_axes(data_layout)
-    if KERNEL_LAYOUT_FOR[data_layout] != kernel_layout:
+def infer_conv_shape(x: Shape, w: Shape, strides: Sequence[int], padding: Sequence[int],
+                     dilation: Sequence[int], groups: int, data_layout: str,
+                     kernel_layout: str, rank: int) -> Shape:
+    """Convolution over ``rank`` spatial dims; ``padding`` is all leading pads, then all
+    trailing pads (ONNX ``pads``, Relay's ``(top, left, bottom, right)``)."""
+    c_ax, spatial = layout_axes(data_layout, rank)
+    if kernel_layout_for(data_layout) != kernel_layout:
         raise VerifyException(f"kernel_layout {kernel_layout!r} does not match data_layout "
-                              f"{data_layout!r} (expected {KERNEL_LAYOUT_FOR[data_layout]!r})")
-    if len(x) != 4 or len(w) != 4:
-        raise VerifyException(f"conv2d expects rank 4 input and weight, got {len(x)} and {len(w)}")
-    _check_ints(strides, 2, "strides", 1)
-    _check_ints(dilation, 2, "dilation", 1)
-    _check_ints(padding, 4, "padding", 0)
+                              f"{data_layout!r} (expected {kernel_layout_for(data_layout)!r})")
+    if len(x) != rank + 2 or len(w) != rank + 2:
+        raise VerifyException(f"conv{rank}d expects rank {rank + 2} input and weight, got "
+                              f"{len(x)} and {len(w)}")
+    _check_ints(strides, rank, "strides", 1)
+    _check_ints(dilation, rank, "dilation", 1)
+    _check_ints(padding, 2 * rank, "padding", 0)
     if groups < 1:
         raise VerifyException(f"groups must be >= 1, got {groups}")
-    if kernel_layout == "OIHW":
-        out_c, in_c, kh, kw = w
-    else:
-        out_c, kh, kw, in_c = w
+    out_c, in_c = w[0], w[kernel_layout.index("I")]
+    kernel = [w[kernel_layout.index(c)] for c in SPATIAL_LETTERS[rank]]
     if x[c_ax] != DYN and x[c_ax] % groups:
         raise VerifyException(f"groups {groups} does not divide input channels {x[c_ax]}")
     if out_c != DYN and out_c % groups:
@@ -107,8 +116,78 @@ def infer_conv2d_shape(x: Shape, w: Shape, strides: Sequence[int], padding: Sequ
                               f"* groups {groups}")
     out = list(x)
     out[c_ax] = out_c
-    out[h_ax] = conv_output_dim(x[h_ax], kh, strides[0], padding[0], padding[2], dilation[0])
-    out[w_ax] = conv_output_dim(x[w_ax], kw, strides[1], padding[1], padding[3], dilation[1])
+    for k, ax in enumerate(spatial):
+        out[ax] = conv_output_dim(x[ax], kernel[k], strides[k], padding[k], padding[rank + k],
+                                  dilation[k])
+    return tuple(out)
+
+
+def infer_conv2d_shape(x: Shape, w: Shape, strides: Sequence[int], padding: Sequence[int],
+                       dilation: Sequence[int], groups: int, data_layout: str = "NCHW",
+                       kernel_layout: str = "OIHW") -> Shape:
+    """2-d convolution; ``padding`` is ``[top, left, bottom, right]``; NCHW pairs with OIHW
+    and NHWC with OHWI."""
+    return infer_conv_shape(x, w, strides, padding, dilation, groups, data_layout,
+                            kernel_layout, 2)
+
+
+def conv_transpose_output_dim(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int,
+                              dilation: int, output_padding: int) -> int:
+    """Output extent of a transposed convolution (the input extent of the convolution it
+    is the gradient of, plus ``output_padding``)."""
+    if size == DYN or kernel == DYN:
+        return DYN
+    out = (size - 1) * stride - pad_lo - pad_hi + dilation * (kernel - 1) + output_padding + 1
+    if out < 1:
+        raise VerifyException(f"transposed convolution output extent {out} is not positive")
+    return out
+
+
+def infer_conv_transpose_shape(x: Shape, w: Shape, strides: Sequence[int],
+                               padding: Sequence[int], output_padding: Sequence[int],
+                               dilation: Sequence[int], groups: int, rank: int) -> Shape:
+    """Transposed convolution, NC+spatial data and IO+spatial weight
+    ``[C_in, C_out / groups, k...]`` (ONNX ConvTranspose)."""
+    if len(x) != rank + 2 or len(w) != rank + 2:
+        raise VerifyException(f"conv{rank}d_transpose expects rank {rank + 2} input and "
+                              f"weight, got {len(x)} and {len(w)}")
+    _check_ints(strides, rank, "strides", 1)
+    _check_ints(dilation, rank, "dilation", 1)
+    _check_ints(padding, 2 * rank, "padding", 0)
+    _check_ints(output_padding, rank, "output_padding", 0)
+    if groups < 1:
+        raise VerifyException(f"groups must be >= 1, got {groups}")
+    merge_dims(x[1], w[0], "input channels must match the weight's first dimension")
+    if w[0] != DYN and w[0] % groups:
+        raise VerifyException(f"groups {groups} does not divide input channels {w[0]}")
+    out = [x[0], w[1] * groups if w[1] != DYN else DYN]
+    for k in range(rank):
+        out.append(conv_transpose_output_dim(x[2 + k], w[2 + k], strides[k], padding[k],
+                                             padding[rank + k], dilation[k],
+                                             output_padding[k]))
+    return tuple(out)
+
+
+def infer_pool_shape(x: Shape, pool_size: Sequence[int], strides: Sequence[int],
+                     padding: Sequence[int], dilation: Sequence[int], layout: str,
+                     ceil_mode: bool, rank: int) -> Shape:
+    """Max / avg / Lp pooling over ``rank`` spatial dims; padding must be smaller than the
+    window."""
+    _, spatial = layout_axes(layout, rank)
+    if len(x) != rank + 2:
+        raise VerifyException(f"pool{rank}d expects a rank {rank + 2} input, got rank {len(x)}")
+    _check_ints(pool_size, rank, "pool_size", 1)
+    _check_ints(strides, rank, "strides", 1)
+    _check_ints(dilation, rank, "dilation", 1)
+    _check_ints(padding, 2 * rank, "padding", 0)
+    for i, p in enumerate(padding):
+        extent = dilation[i % rank] * (pool_size[i % rank] - 1) + 1
+        if p >= extent:
+            raise VerifyException(f"padding {list(padding)} must be smaller than the window")
+    out = list(x)
+    for k, ax in enumerate(spatial):
+        out[ax] = conv_output_dim(x[ax], pool_size[k], strides[k], padding[k],
+                                  padding[rank + k], dilation[k], ceil_mode)
     return tuple(out)
 
 
@@ -116,23 +195,7 @@ def infer_pool2d_shape(x: Shape, pool_size: Sequence[int], strides: Sequence[int
                        padding: Sequence[int], dilation: Sequence[int], layout: str = "NCHW",
                        ceil_mode: bool = False) -> Shape:
     """2-d max/avg pooling output shape; padding must be smaller than the window."""
-    _, h_ax, w_ax = _spatial_axes(layout)
-    if len(x) != 4:
-        raise VerifyException(f"pool2d expects a rank 4 input, got rank {len(x)}")
-    _check_ints(pool_size, 2, "pool_size", 1)
-    _check_ints(strides, 2, "strides", 1)
-    _check_ints(dilation, 2, "dilation", 1)
-    _check_ints(padding, 4, "padding", 0)
-    for i, p in enumerate(padding):
-        extent = dilation[i % 2] * (pool_size[i % 2] - 1) + 1
-        if p >= extent:
-            raise VerifyException(f"padding {list(padding)} must be smaller than the window")
-    out = list(x)
-    out[h_ax] = conv_output_dim(x[h_ax], pool_size[0], strides[0], padding[0], padding[2],
-                                dilation[0], ceil_mode)
-    out[w_ax] = conv_output_dim(x[w_ax], pool_size[1], strides[1], padding[1], padding[3],
-                                dilation[1], ceil_mode)
-    return tuple(out)
+    return infer_pool_shape(x, pool_size, strides, padding, dilation, layout, ceil_mode, 2)
 
 
 def infer_global_pool_shape(x: Shape, layout: str = "NCHW") -> Shape:
@@ -145,21 +208,18 @@ def infer_global_pool_shape(x: Shape, layout: str = "NCHW") -> Shape:
     return tuple(out)
 
 
+class ConvOp(NNOp):
+    """Convolution (no bias) over ``SPATIAL`` dims, grouped when ``groups > 1`` (depthwise
+    when ``groups`` is the channel count); ``padding`` is the leading pad of each spatial
+    dim, then the trailing ones. Data ``NC<spatial>`` pairs with weight ``OI<spatial>``, and
+    channels-last data with ``O<spatial>I``."""
 
-@irdl_op_definition
-class Conv2DOp(NNOp):
-    """2-d convolution (no bias); ``padding`` is ``[top, left, bottom, right]``."""
-
-    name = "nn.conv2d"
+    SPATIAL: ClassVar[int] = 2
+    ALLOWED_TYPES: ClassVar = FLOATS
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     result = result_def(TensorType)
-    strides_attr = _ints_prop("strides", (1, 1))
-    padding_attr = _ints_prop("padding", (0, 0, 0, 0))
-    dilation_attr = _ints_prop("dilation", (1, 1))
     groups_attr = _int_prop("groups", 1)
-    data_layout_attr = _str_prop("data_layout", "NCHW")
-    kernel_layout_attr = _str_prop("kernel_layout", "OIHW")
     strides = _value("strides")
     padding = _value("padding")
     dilation = _value("dilation")
@@ -174,25 +234,150 @@ class Conv2DOp(NNOp):
                  data_layout: str | None = None, kernel_layout: str | None = None,
                  result_type: Attribute | None = None):
         if kernel_layout is None and data_layout is not None:
-            kernel_layout = KERNEL_LAYOUT_FOR.get(data_layout)
+            kernel_layout = kernel_layout_for(data_layout)
         _init(self, [input, weight], result_type, strides=strides, padding=padding,
               dilation=dilation, groups=groups, data_layout=data_layout,
               kernel_layout=kernel_layout)
 
     def infer_shape(self) -> Shape:
-        return infer_conv2d_shape(_shape(self.input), _shape(self.weight), self.strides,
-                                  self.padding, self.dilation, self.groups, self.data_layout,
-                                  self.kernel_layout)
+        return infer_conv_shape(_shape(self.input), _shape(self.weight), self.strides,
+                                self.padding, self.dilation, self.groups, self.data_layout,
+                                self.kernel_layout, self.SPATIAL)
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions): ``dims`` maps a value to its dims,
+        ``b`` is the ``ShapeBuilder``."""
+        rank = self.SPATIAL
+        x, w = dims(self.input), dims(self.weight)
+        c_ax, spatial = layout_axes(self.data_layout, rank)
+        out = list(x)
+        out[c_ax] = w[0]
+        for k, ax in enumerate(spatial):
+            kernel = w[self.kernel_layout.index(SPATIAL_LETTERS[rank][k])]
+            out[ax] = b.window(x[ax], kernel, self.strides[k], self.padding[k],
+                               self.padding[rank + k], self.dilation[k], False, self)
+        return out
 
 
-class Pool2DOp(UnaryOp):
-    """Shared properties and shape rule of max/avg 2-d pooling."""
+@irdl_op_definition
+class Conv1DOp(ConvOp):
+    """1-d convolution (``NCW`` / ``OIW`` or ``NWC`` / ``OWI``)."""
 
-    pool_size_attr = _ints_prop("pool_size")
+    name = "nn.conv1d"
+    SPATIAL: ClassVar[int] = 1
+    strides_attr = _ints_prop("strides", (1,))
+    padding_attr = _ints_prop("padding", (0, 0))
+    dilation_attr = _ints_prop("dilation", (1,))
+    data_layout_attr = _str_prop("data_layout", "NCW")
+    kernel_layout_attr = _str_prop("kernel_layout", "OIW")
+
+
+@irdl_op_definition
+class Conv2DOp(ConvOp):
+    """2-d convolution (no bias); ``padding`` is ``[top, left, bottom, right]``."""
+
+    name = "nn.conv2d"
     strides_attr = _ints_prop("strides", (1, 1))
     padding_attr = _ints_prop("padding", (0, 0, 0, 0))
     dilation_attr = _ints_prop("dilation", (1, 1))
-    layout_attr = _str_prop("layout", "NCHW")
+    data_layout_attr = _str_prop("data_layout", "NCHW")
+    kernel_layout_attr = _str_prop("kernel_layout", "OIHW")
+
+
+@irdl_op_definition
+class Conv3DOp(ConvOp):
+    """3-d convolution (``NCDHW`` / ``OIDHW`` or ``NDHWC`` / ``ODHWI``)."""
+
+    name = "nn.conv3d"
+    SPATIAL: ClassVar[int] = 3
+    strides_attr = _ints_prop("strides", (1, 1, 1))
+    padding_attr = _ints_prop("padding", (0, 0, 0, 0, 0, 0))
+    dilation_attr = _ints_prop("dilation", (1, 1, 1))
+    data_layout_attr = _str_prop("data_layout", "NCDHW")
+    kernel_layout_attr = _str_prop("kernel_layout", "OIDHW")
+
+
+class ConvTransposeOp(NNOp):
+    """Transposed convolution (the gradient of ``conv<n>d`` with respect to its input;
+    ONNX ConvTranspose): ``NC<spatial>`` data, weight ``[C_in, C_out / groups, k...]``;
+    ``padding`` crops the full output (leading pads, then trailing ones) and
+    ``output_padding`` extends it at the end."""
+
+    SPATIAL: ClassVar[int] = 2
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    groups_attr = _int_prop("groups", 1)
+    strides = _value("strides")
+    padding = _value("padding")
+    output_padding = _value("output_padding")
+    dilation = _value("dilation")
+    groups = _value("groups")
+    assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation,
+                 strides: Sequence[int] | None = None, padding: Sequence[int] | None = None,
+                 output_padding: Sequence[int] | None = None,
+                 dilation: Sequence[int] | None = None, groups: int | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [input, weight], result_type, strides=strides, padding=padding,
+              output_padding=output_padding, dilation=dilation, groups=groups)
+
+    def infer_shape(self) -> Shape:
+        return infer_conv_transpose_shape(_shape(self.input), _shape(self.weight),
+                                          self.strides, self.padding, self.output_padding,
+                                          self.dilation, self.groups, self.SPATIAL)
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions)."""
+        rank = self.SPATIAL
+        x, w = dims(self.input), dims(self.weight)
+        if not isinstance(w[1], int) or not all(isinstance(k, int) for k in w[2:]):
+            raise VerifyException("a transposed convolution needs a static weight shape")
+        out = [x[0], w[1] * self.groups]
+        for k in range(rank):
+            extra = (self.dilation[k] * (w[2 + k] - 1) + self.output_padding[k] + 1
+                     - self.padding[k] - self.padding[rank + k])
+            out.append(b.add(b.mul(b.sub(x[2 + k], 1), self.strides[k]), extra))
+        return out
+
+
+@irdl_op_definition
+class Conv1DTransposeOp(ConvTransposeOp):
+    name = "nn.conv1d_transpose"
+    SPATIAL: ClassVar[int] = 1
+    strides_attr = _ints_prop("strides", (1,))
+    padding_attr = _ints_prop("padding", (0, 0))
+    output_padding_attr = _ints_prop("output_padding", (0,))
+    dilation_attr = _ints_prop("dilation", (1,))
+
+
+@irdl_op_definition
+class Conv2DTransposeOp(ConvTransposeOp):
+    name = "nn.conv2d_transpose"
+    strides_attr = _ints_prop("strides", (1, 1))
+    padding_attr = _ints_prop("padding", (0, 0, 0, 0))
+    output_padding_attr = _ints_prop("output_padding", (0, 0))
+    dilation_attr = _ints_prop("dilation", (1, 1))
+
+
+@irdl_op_definition
+class Conv3DTransposeOp(ConvTransposeOp):
+    name = "nn.conv3d_transpose"
+    SPATIAL: ClassVar[int] = 3
+    strides_attr = _ints_prop("strides", (1, 1, 1))
+    padding_attr = _ints_prop("padding", (0, 0, 0, 0, 0, 0))
+    output_padding_attr = _ints_prop("output_padding", (0, 0, 0))
+    dilation_attr = _ints_prop("dilation", (1, 1, 1))
+
+
+class PoolOp(UnaryOp):
+    """Shared properties and shape rule of windowed pooling over ``SPATIAL`` dims."""
+
+    SPATIAL: ClassVar[int] = 2
+    ALLOWED_TYPES: ClassVar = FLOATS
+    pool_size_attr = _ints_prop("pool_size")
     ceil_mode_attr = _bool_prop("ceil_mode", False)
     pool_size = _value("pool_size")
     strides = _value("strides")
@@ -211,20 +396,50 @@ class Pool2DOp(UnaryOp):
                          ceil_mode=ceil_mode, **extra)
 
     def infer_shape(self) -> Shape:
-        return infer_pool2d_shape(_shape(self.input), self.pool_size, self.strides,
-                                  self.padding, self.dilation, self.layout, self.ceil_mode)
+        return infer_pool_shape(_shape(self.input), self.pool_size, self.strides,
+                                self.padding, self.dilation, self.layout, self.ceil_mode,
+                                self.SPATIAL)
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions)."""
+        rank = self.SPATIAL
+        out = list(dims(self.input))
+        _, spatial = layout_axes(self.layout, rank)
+        for k, ax in enumerate(spatial):
+            out[ax] = b.window(out[ax], self.pool_size[k], self.strides[k], self.padding[k],
+                               self.padding[rank + k], self.dilation[k], self.ceil_mode, self)
+        return out
 
 
-@irdl_op_definition
-class MaxPool2DOp(Pool2DOp):
-    name = "nn.max_pool2d"
+class Pool1DOp(PoolOp):
+    SPATIAL: ClassVar[int] = 1
+    strides_attr = _ints_prop("strides", (1,))
+    padding_attr = _ints_prop("padding", (0, 0))
+    dilation_attr = _ints_prop("dilation", (1,))
+    layout_attr = _str_prop("layout", "NCW")
 
 
-@irdl_op_definition
-class AvgPool2DOp(Pool2DOp):
-    """Average pooling; ``count_include_pad`` counts padding cells in the divisor."""
+class Pool2DOp(PoolOp):
+    """Shared properties and shape rule of 2-d pooling."""
 
-    name = "nn.avg_pool2d"
+    strides_attr = _ints_prop("strides", (1, 1))
+    padding_attr = _ints_prop("padding", (0, 0, 0, 0))
+    dilation_attr = _ints_prop("dilation", (1, 1))
+    layout_attr = _str_prop("layout", "NCHW")
+
+
+class Pool3DOp(PoolOp):
+    SPATIAL: ClassVar[int] = 3
+    strides_attr = _ints_prop("strides", (1, 1, 1))
+    padding_attr = _ints_prop("padding", (0, 0, 0, 0, 0, 0))
+    dilation_attr = _ints_prop("dilation", (1, 1, 1))
+    layout_attr = _str_prop("layout", "NCDHW")
+
+
+class AvgPoolOp(PoolOp):
+    """Average pooling; ``count_include_pad`` counts the declared padding cells in the
+    divisor (never the extra cells ``ceil_mode`` reads past it)."""
+
     count_include_pad_attr = _bool_prop("count_include_pad", False)
     count_include_pad = _value("count_include_pad")
 
@@ -233,9 +448,106 @@ class AvgPool2DOp(Pool2DOp):
         super().__init__(input, pool_size, count_include_pad=count_include_pad, **kwargs)
 
 
+class LpPoolOp(PoolOp):
+    """Lp pooling: ``(sum |x|^p) ^ (1/p)`` over the window (padding cells are 0)."""
+
+    p_attr = _float_prop("p", 2.0)
+    p = _value("p")
+
+    def __init__(self, input: SSAValue | Operation, pool_size: Sequence[int],
+                 p: float | None = None, **kwargs):
+        super().__init__(input, pool_size, p=None if p is None else float(p), **kwargs)
+
+
+class MaxPoolOp(PoolOp):
+    """Max pooling (padding cells are ``-inf``, the lowest value of an integer type)."""
+
+    ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS
+
+
+@irdl_op_definition
+class MaxPool1DOp(MaxPoolOp, Pool1DOp):
+    name = "nn.max_pool1d"
+
+
+@irdl_op_definition
+class MaxPool2DOp(MaxPoolOp, Pool2DOp):
+    name = "nn.max_pool2d"
+
+
+@irdl_op_definition
+class MaxPool3DOp(MaxPoolOp, Pool3DOp):
+    name = "nn.max_pool3d"
+
+
+class MaxPoolIndicesOp(MaxPoolOp):
+    """Where each window's maximum is (ONNX MaxPool's ``Indices``): its row-major offset
+    in the whole input in channels-first order (``((n * C + c) * H + h) * W + w``, in any
+    layout; ``column_major``: the spatial offset with the first spatial axis fastest, ONNX's
+    ``storage_order = 1``), the first of equal maxima in window order; i64."""
+
+    column_major_attr = _bool_prop("column_major", False)
+    column_major = _value("column_major")
+
+    def infer_element_type(self) -> Attribute:
+        return IntegerType(64)
+
+    def verify_element_types(self) -> None:
+        self.check_element_type(self.input.type.element_type, "input element type")
+        if self.result.type.element_type != IntegerType(64):
+            raise VerifyException(f"result element type must be i64, got "
+                                  f"{self.result.type.element_type}")
+
+
+@irdl_op_definition
+class MaxPool1DIndicesOp(MaxPoolIndicesOp, Pool1DOp):
+    name = "nn.max_pool1d_indices"
+
+
+@irdl_op_definition
+class MaxPool2DIndicesOp(MaxPoolIndicesOp, Pool2DOp):
+    name = "nn.max_pool2d_indices"
+
+
+@irdl_op_definition
+class MaxPool3DIndicesOp(MaxPoolIndicesOp, Pool3DOp):
+    name = "nn.max_pool3d_indices"
+
+
+@irdl_op_definition
+class AvgPool1DOp(AvgPoolOp, Pool1DOp):
+    name = "nn.avg_pool1d"
+
+
+@irdl_op_definition
+class AvgPool2DOp(AvgPoolOp, Pool2DOp):
+    name = "nn.avg_pool2d"
+
+
+@irdl_op_definition
+class AvgPool3DOp(AvgPoolOp, Pool3DOp):
+    name = "nn.avg_pool3d"
+
+
+@irdl_op_definition
+class LpPool1DOp(LpPoolOp, Pool1DOp):
+    name = "nn.lp_pool1d"
+
+
+@irdl_op_definition
+class LpPool2DOp(LpPoolOp, Pool2DOp):
+    name = "nn.lp_pool2d"
+
+
+@irdl_op_definition
+class LpPool3DOp(LpPoolOp, Pool3DOp):
+    name = "nn.lp_pool3d"
+
+
 @irdl_op_definition
 class GlobalAvgPool2DOp(UnaryOp):
     name = "nn.global_avg_pool2d"
+    ALLOWED_TYPES: ClassVar = FLOATS
     layout_attr = _str_prop("layout", "NCHW")
     layout = _value("layout")
 
@@ -245,5 +557,3 @@ class GlobalAvgPool2DOp(UnaryOp):
 
     def infer_shape(self) -> Shape:
         return infer_global_pool_shape(_shape(self.input), self.layout)
-
-

@@ -1,3 +1,275 @@
-"""``nn`` ops: resize, depth/space rearrangement and other image ops."""
+"""``nn`` image ops: resize (nearest / linear / cubic, ONNX's coordinate modes) and the
+depth / space rearrangements (Relay's ``image.resize<n>d``, ``nn.depth_to_space``,
+``nn.space_to_depth``)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import DenseArrayBase, Float32Type, TensorType, f64
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from partita.dialects.nn.base import (
+    DYN,
+    ELEMENT_TYPES,
+    FLOATS,
+    INTEGERS,
+    NNOp,
+    Shape,
+    UnaryOp,
+    _bool_prop,
+    _float_prop,
+    _init,
+    _int_prop,
+    _ints_prop,
+    _shape,
+    _str_prop,
+    _value,
+    is_float,
+)
+
+DEPTH_SPACE_MODES = ("DCR", "CRD")
+
+
+def infer_depth_to_space_shape(x: Shape, block: int, mode: str) -> Shape:
+    """``[N, C, H, W] -> [N, C / b^2, H * b, W * b]``."""
+    if len(x) != 4:
+        raise VerifyException(f"depth_to_space expects a rank 4 input, got rank {len(x)}")
+    if block < 1:
+        raise VerifyException(f"block_size must be >= 1, got {block}")
+    if mode not in DEPTH_SPACE_MODES:
+        raise VerifyException(f"mode must be DCR or CRD, got {mode!r}")
+    n, c, h, w = x
+    if c != DYN and c % (block * block):
+        raise VerifyException(f"channels {c} are not a multiple of block_size^2 = {block * block}")
+    return (n, DYN if c == DYN else c // (block * block), DYN if h == DYN else h * block,
+            DYN if w == DYN else w * block)
+
+
+def infer_space_to_depth_shape(x: Shape, block: int, mode: str) -> Shape:
+    """``[N, C, H, W] -> [N, C * b^2, H / b, W / b]``."""
+    if len(x) != 4:
+        raise VerifyException(f"space_to_depth expects a rank 4 input, got rank {len(x)}")
+    if block < 1:
+        raise VerifyException(f"block_size must be >= 1, got {block}")
+    if mode not in DEPTH_SPACE_MODES:
+        raise VerifyException(f"mode must be DCR or CRD, got {mode!r}")
+    n, c, h, w = x
+    for d, what in ((h, "height"), (w, "width")):
+        if d != DYN and d % block:
+            raise VerifyException(f"{what} {d} is not a multiple of block_size {block}")
+    return (n, DYN if c == DYN else c * block * block, DYN if h == DYN else h // block,
+            DYN if w == DYN else w // block)
+
+
+class DepthSpaceOp(UnaryOp):
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    block_size_attr = _int_prop("block_size")
+    mode_attr = _str_prop("mode", "DCR")
+    block_size = _value("block_size")
+    mode = _value("mode")
+
+    def __init__(self, input: SSAValue | Operation, block_size: int, mode: str | None = None,
+                 result_type: Attribute | None = None):
+        super().__init__(input, result_type, block_size=block_size, mode=mode)
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions): the batch may be dynamic."""
+        shape = self.result.type.get_shape()
+        if DYN in shape[1:]:
+            raise VerifyException(f"{self.name} with dynamic channel or spatial dims has no "
+                                  "shape function")
+        return [dims(self.input)[0], *shape[1:]]
+
+
+@irdl_op_definition
+class DepthToSpaceOp(DepthSpaceOp):
+    """Moves ``b x b`` blocks of channels into space; ``DCR`` takes the block index from
+    the leading channel bits (depth, column, row), ``CRD`` from the trailing ones."""
+
+    name = "nn.depth_to_space"
+
+    def infer_shape(self) -> Shape:
+        return infer_depth_to_space_shape(_shape(self.input), self.block_size, self.mode)
+
+
+@irdl_op_definition
+class SpaceToDepthOp(DepthSpaceOp):
+    """The inverse of ``depth_to_space`` (same ``mode``)."""
+
+    name = "nn.space_to_depth"
+
+    def infer_shape(self) -> Shape:
+        return infer_space_to_depth_shape(_shape(self.input), self.block_size, self.mode)
+
+
+RESIZE_MODES = ("nearest", "linear", "cubic")
+COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                    "asymmetric", "tf_crop_and_resize")
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _floats(values: Sequence[float]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(f64, [float(v) for v in values])
+
+
+@irdl_op_definition
+class ResizeOp(NNOp):
+    """Resize every axis (ONNX Resize without antialias): output cell ``i`` of axis ``a``
+    samples input coordinate ``x = f(i)`` (``coordinate_transformation_mode``, with the
+    axis' ``scales`` factor, ``roi`` for ``tf_crop_and_resize``), then ``nearest`` rounds
+    it (``nearest_mode``), ``linear`` and ``cubic`` (``cubic_coeff_a``) weigh 2 / 4 taps,
+    clamped to the edge (``exclude_outside`` drops and renormalizes the outside taps).
+    Separable, so each axis is independent. ``sizes`` is the result shape; ``-1``
+    keeps the input's dim (a dynamic batch, scale 1). The scales are a property, or an
+    optional rank-1 f32 operand read at run time (then ``scales`` is empty); so is the
+    ``roi`` (a rank-1 operand of the starts then the ends, then the property is empty).
+    The operands hold one value per axis of ``axes`` (default: every axis; the others
+    have scale 1 and roi ``[0, 1]``)."""
+
+    name = "nn.resize"
+    ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+    input = operand_def(TensorType)
+    scales_input = var_operand_def(TensorType)
+    roi_input = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = ("$input (`scales` `(` $scales_input^ `:` type($scales_input) `)`)? "
+                       "(`roi` `(` $roi_input^ `:` type($roi_input) `)`)? "
+                       "attr-dict `:` type($input) `->` type($result)")
+    scales_attr = prop_def(DenseArrayBase.constr(f64), prop_name="scales")
+    roi_attr = prop_def(DenseArrayBase.constr(f64), prop_name="roi",
+                        default_value=_floats(()))
+    mode_attr = _str_prop("mode", "nearest")
+    coordinate_transformation_mode_attr = _str_prop("coordinate_transformation_mode",
+                                                    "half_pixel")
+    nearest_mode_attr = _str_prop("nearest_mode", "round_prefer_floor")
+    cubic_coeff_a_attr = _float_prop("cubic_coeff_a", -0.75)
+    exclude_outside_attr = _bool_prop("exclude_outside", False)
+    extrapolation_value_attr = _float_prop("extrapolation_value", 0.0)
+    sizes_attr = _ints_prop("sizes")
+    axes_attr = _ints_prop("axes", ())
+    axes = _value("axes")
+    scales = _value("scales")
+    roi = _value("roi")
+    sizes = _value("sizes")
+    mode = _value("mode")
+    coordinate_transformation_mode = _value("coordinate_transformation_mode")
+    nearest_mode = _value("nearest_mode")
+    cubic_coeff_a = _value("cubic_coeff_a")
+    exclude_outside = _value("exclude_outside")
+    extrapolation_value = _value("extrapolation_value")
+
+    def __init__(self, input: SSAValue | Operation, sizes: Sequence[int],
+                 scales: Sequence[float] | SSAValue, mode: str | None = None,
+                 coordinate_transformation_mode: str | None = None,
+                 nearest_mode: str | None = None, cubic_coeff_a: float | None = None,
+                 exclude_outside: bool | None = None, extrapolation_value: float | None = None,
+                 roi: Sequence[float] | SSAValue | None = None,
+                 axes: Sequence[int] | None = None, result_type: Attribute | None = None):
+        dynamic = isinstance(scales, SSAValue | Operation)
+        dynamic_roi = isinstance(roi, SSAValue | Operation)
+        _init(
+            self, [input, [scales] if dynamic else [], [roi] if dynamic_roi else []],
+            result_type, sizes=sizes,
+            scales=_floats(() if dynamic else scales), mode=mode,
+            coordinate_transformation_mode=coordinate_transformation_mode,
+            nearest_mode=nearest_mode,
+            cubic_coeff_a=None if cubic_coeff_a is None else float(cubic_coeff_a),
+            exclude_outside=exclude_outside,
+            extrapolation_value=None if extrapolation_value is None else float(extrapolation_value),
+            roi=None if roi is None or dynamic_roi else _floats(roi), axes=axes)
+
+    @property
+    def dynamic_scales(self) -> SSAValue | None:
+        return self.scales_input[0] if self.scales_input else None
+
+    @property
+    def dynamic_roi(self) -> SSAValue | None:
+        return self.roi_input[0] if self.roi_input else None
+
+    def operand_axes(self) -> list[int]:
+        """The axis of each value of the scales operand (and of each roi start / end)."""
+        return list(self.axes) or list(range(len(_shape(self.input))))
+
+    def verify_element_types(self) -> None:
+        if self.input.type.element_type != self.result.type.element_type:
+            raise VerifyException("input and result must share one element type")
+        self.check_element_type(self.input.type.element_type, "element type")
+        rank, n = len(_shape(self.input)), len(self.operand_axes())
+        if sorted(self.operand_axes()) != sorted(set(self.operand_axes())) or any(
+                not 0 <= a < rank for a in self.operand_axes()):
+            raise VerifyException(f"axes {list(self.axes)} must be distinct axes of rank {rank}")
+        if self.dynamic_scales is not None:
+            t = self.dynamic_scales.type
+            if t.element_type != Float32Type() or t.get_shape() != (n,):
+                raise VerifyException(f"the scales operand must be a tensor<{n}xf32>, got {t}")
+        if self.dynamic_roi is not None:
+            t = self.dynamic_roi.type
+            if not is_float(t.element_type) or t.get_shape() != (2 * n,):
+                raise VerifyException(f"the roi operand must be a rank-1 float tensor of "
+                                      f"{2 * n} values, got {t}")
+
+    def scale(self, axis: int) -> float:
+        """The static scale of ``axis`` (the output / input ratio when the scales come at
+        run time)."""
+        if self.dynamic_scales is None:
+            return self.scales[axis]
+        return self.sizes[axis] / _shape(self.input)[axis]
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        rank = len(x)
+        if len(self.scales_input) > 1 or len(self.roi_input) > 1:
+            raise VerifyException("expected at most one scales and one roi operand")
+        expected = 0 if self.dynamic_scales is not None else rank
+        if len(self.sizes) != rank or len(self.scales) != expected:
+            raise VerifyException(f"sizes and scales must have {rank} and {expected} values, got "
+                                  f"{len(self.sizes)} and {len(self.scales)}")
+        if any(s <= 0 for s in self.scales):
+            raise VerifyException(f"scales must be positive, got {list(self.scales)}")
+        for what, value, allowed in (("mode", self.mode, RESIZE_MODES),
+                                     ("coordinate_transformation_mode",
+                                      self.coordinate_transformation_mode, COORDINATE_MODES),
+                                     ("nearest_mode", self.nearest_mode, NEAREST_MODES)):
+            if value not in allowed:
+                raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        if (self.coordinate_transformation_mode == "tf_crop_and_resize" and self.dynamic_roi is None
+                and len(self.roi) != 2 * rank):
+            raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")
+        out = []
+        for a, (d, size) in enumerate(zip(x, self.sizes)):
+            if size == -1:
+                if self.dynamic_scales is None and self.scales[a] != 1.0:
+                    raise VerifyException("a dynamic output size needs scale 1")
+                out.append(d)
+            elif size < 1:
+                raise VerifyException(f"sizes must be positive, got {list(self.sizes)}")
+            else:
+                out.append(size)
+        return tuple(out)
+
+    def resized_axes(self) -> list[int]:
+        """Axes that resample (the others copy the input index)."""
+        x = _shape(self.input)
+        if self.dynamic_scales is not None:  # any axis of the operand may resample
+            return [a for a in sorted(self.operand_axes()) if self.sizes[a] != -1]
+        return [a for a, (d, size, scale) in enumerate(zip(x, self.sizes, self.scales))
+                if size != -1 and not (size == d and scale == 1.0
+                                       and self.coordinate_transformation_mode != "tf_crop_and_resize")]
+
+    def result_dims(self, dims, b) -> list:
+        """Symbolic result dims (shape functions): the static sizes, the input's where
+        dynamic."""
+        return [d if size == -1 else size for d, size in zip(dims(self.input), self.sizes)]

@@ -1,43 +1,47 @@
-"""ONNX converters of convolutions and pools."""
+"""ONNX converters of convolutions and pools (1-d, 2-d and 3-d)."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-import onnx
-from onnx import numpy_helper
-from xdsl.ir import SSAValue
-
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    CONVERTERS,
-    ONNX_DTYPES,
-    Importer,
-    SymDim,
-    Value,
-    const_ints,
-    const_scalar,
-    converter,
-    fail,
-    is_const,
-    is_symbolic,
-    shape_of,
-)
+from partita.frontends.onnx.importer import converter, fail, shape_of
+
+CONV_OPS = {1: nn.Conv1DOp, 2: nn.Conv2DOp, 3: nn.Conv3DOp}
+CONV_TRANSPOSE_OPS = {1: nn.Conv1DTransposeOp, 2: nn.Conv2DTransposeOp,
+                      3: nn.Conv3DTransposeOp}
+MAX_POOL_INDICES_OPS = {1: nn.MaxPool1DIndicesOp, 2: nn.MaxPool2DIndicesOp,
+                        3: nn.MaxPool3DIndicesOp}
+POOL_OPS = {
+    "MaxPool": {1: nn.MaxPool1DOp, 2: nn.MaxPool2DOp, 3: nn.MaxPool3DOp},
+    "AveragePool": {1: nn.AvgPool1DOp, 2: nn.AvgPool2DOp, 3: nn.AvgPool3DOp},
+    "LpPool": {1: nn.LpPool1DOp, 2: nn.LpPool2DOp, 3: nn.LpPool3DOp},
+}
 
 
-def spatial_attrs(cx, attrs, x_shape, kernel):
-    """(strides, [t, l, b, r] padding, dilations) of a 2-d Conv/Pool node."""
-    if len(x_shape) != 4 or len(kernel) != 2:
-        fail(f"only 2-d spatial ops are supported (input rank {len(x_shape)})")
-    strides = list(attrs.get("strides", [1, 1]))
-    dilations = list(attrs.get("dilations", [1, 1]))
+def _auto_pad(attrs) -> str:
     auto_pad = attrs.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    return auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+
+
+def _spatial_rank(x_shape, what: str) -> int:
+    rank = len(x_shape) - 2
+    if rank not in (1, 2, 3):
+        fail(f"{what} over {rank} spatial dimensions is not supported (1, 2 or 3)")
+    return rank
+
+
+def spatial_attrs(attrs, x_shape, kernel, ceil_mode: bool = False):
+    """(strides, padding, dilations) of a Conv/Pool node: ``padding`` holds the leading
+    pads of every spatial dim, then the trailing ones (ONNX ``pads``)."""
+    rank = len(kernel)
+    strides = list(attrs.get("strides", [1] * rank))
+    dilations = list(attrs.get("dilations", [1] * rank))
+    if len(strides) != rank or len(dilations) != rank:
+        fail(f"strides {strides} and dilations {dilations} must have {rank} values")
+    auto_pad = _auto_pad(attrs)
     if auto_pad == "NOTSET":
-        pads = list(attrs.get("pads", [0, 0, 0, 0]))
+        pads = list(attrs.get("pads", [0] * (2 * rank)))
     elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
+        pads = [0] * (2 * rank)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         lo, hi = [], []
         for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
@@ -50,47 +54,123 @@ def spatial_attrs(cx, attrs, x_shape, kernel):
         pads = lo + hi
     else:
         fail(f"unsupported auto_pad '{auto_pad}'")
+    if len(pads) != 2 * rank:
+        fail(f"pads {pads} must have {2 * rank} values")
     return strides, pads, dilations
+
+
+def _kernel_shape(attrs, w_shape):
+    kernel = list(attrs.get("kernel_shape", w_shape[2:]))
+    if list(kernel) != list(w_shape[2:]) and nn.DYN not in w_shape[2:]:
+        fail(f"kernel_shape {kernel} does not match the weight's {list(w_shape[2:])}")
+    return kernel
+
+
+def _bias(cx, out, ins, x):
+    if len(ins) > 2 and ins[2] is not None:
+        out = cx.emit(nn.BiasAddOp(out, cx.tensor(ins[2], x), axis=1))
+    return out
 
 
 @converter("Conv")
 def _conv(cx, ins, attrs):
     x = cx.tensor(ins[0])
     w = cx.tensor(ins[1], x)
-    kernel = attrs.get("kernel_shape", list(shape_of(w)[2:]))
-    strides, pads, dilations = spatial_attrs(cx, attrs, shape_of(x), kernel)
-    out = cx.emit(nn.Conv2DOp(x, w, strides=strides, padding=pads, dilation=dilations,
-                              groups=attrs.get("group", 1)))
-    if len(ins) > 2 and ins[2] is not None:
-        out = cx.emit(nn.BiasAddOp(out, cx.tensor(ins[2], x), axis=1))
-    return out
+    rank = _spatial_rank(shape_of(x), "Conv")
+    kernel = _kernel_shape(attrs, shape_of(w))
+    strides, pads, dilations = spatial_attrs(attrs, shape_of(x), kernel)
+    out = cx.emit(CONV_OPS[rank](x, w, strides=strides, padding=pads, dilation=dilations,
+                                 groups=attrs.get("group", 1)))
+    return _bias(cx, out, ins, x)
 
 
+@converter("ConvTranspose")
+def _conv_transpose(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    w = cx.tensor(ins[1], x)
+    rank = _spatial_rank(shape_of(x), "ConvTranspose")
+    kernel = _kernel_shape(attrs, shape_of(w))
+    strides = list(attrs.get("strides", [1] * rank))
+    dilations = list(attrs.get("dilations", [1] * rank))
+    output_padding = list(attrs.get("output_padding", [0] * rank))
+    pads = list(attrs.get("pads", [0] * (2 * rank)))
+    auto_pad = _auto_pad(attrs)
+    output_shape = attrs.get("output_shape")
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        sizes = shape_of(x)[2:]
+        if nn.DYN in sizes:
+            fail("output_shape and auto_pad need static spatial dimensions")
+        if output_shape is None:
+            output_shape = [s * st for s, st in zip(sizes, strides)]
+        output_shape = list(output_shape)[-rank:]
+        lo, hi = [], []
+        for k in range(rank):
+            total = (strides[k] * (sizes[k] - 1) + output_padding[k]
+                     + (kernel[k] - 1) * dilations[k] + 1 - output_shape[k])
+            if total < 0:  # the requested output is larger: extend it at the end
+                output_padding[k] -= total
+                total = 0
+            small, big = total // 2, total - total // 2
+            lower = auto_pad != "SAME_UPPER"  # the spec's split, output_shape included
+            lo.append(big if lower else small)
+            hi.append(small if lower else big)
+        pads = lo + hi
+    elif auto_pad not in ("NOTSET", "VALID"):
+        fail(f"unsupported auto_pad '{auto_pad}'")
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * rank)
+    out = cx.emit(CONV_TRANSPOSE_OPS[rank](x, w, strides=strides, padding=pads,
+                                           output_padding=output_padding,
+                                           dilation=dilations, groups=attrs.get("group", 1)))
+    return _bias(cx, out, ins, x)
 
-def _pool(op_cls):
+
+def _pool(kind: str):
     def convert(cx, ins, attrs):
-        if cx._used_output(1):
-            fail("the Indices output is not supported")
-        if attrs.get("storage_order", 0):
-            fail("storage_order 1 is not supported")
+        indices = kind == "MaxPool" and cx._used_output(1)
         x = cx.tensor(ins[0])
+        rank = _spatial_rank(shape_of(x), kind)
         kernel = list(attrs["kernel_shape"])
-        strides, pads, dilations = spatial_attrs(cx, attrs, shape_of(x), kernel)
+        if len(kernel) != rank:
+            fail(f"kernel_shape {kernel} must have {rank} values")
+        strides, pads, dilations = spatial_attrs(attrs, shape_of(x), kernel)
         extra = {}
-        if op_cls is nn.AvgPool2DOp:
+        if kind == "AveragePool":
             extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
-        return [cx.emit(op_cls(x, kernel, strides=strides, padding=pads, dilation=dilations,
-                               ceil_mode=bool(attrs.get("ceil_mode", 0)), **extra))]
+        if kind == "LpPool":
+            extra["p"] = float(attrs.get("p", 2))
+        window = {"strides": strides, "padding": pads, "dilation": dilations,
+                  "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+        outs = [cx.emit(POOL_OPS[kind][rank](x, kernel, **window, **extra))]
+        if indices:
+            outs.append(cx.emit(MAX_POOL_INDICES_OPS[rank](
+                x, kernel, column_major=bool(attrs.get("storage_order", 0)), **window)))
+        return outs
 
     return convert
 
 
-CONVERTERS["MaxPool"] = _pool(nn.MaxPool2DOp)
-CONVERTERS["AveragePool"] = _pool(nn.AvgPool2DOp)
+for _kind in POOL_OPS:
+    converter(_kind)(_pool(_kind))
 
 
-@converter("GlobalAveragePool")
-def _global_avg_pool(cx, ins, attrs):
-    return cx.emit(nn.GlobalAvgPool2DOp(cx.tensor(ins[0])))
+def _global_pool(kind: str):
+    """A window covering the whole spatial extent (global average pooling of rank 4
+    keeps its own op, which also takes dynamic spatial dims)."""
+
+    def convert(cx, ins, attrs):
+        x = cx.tensor(ins[0])
+        shape = shape_of(x)
+        rank = _spatial_rank(shape, f"Global{kind}")
+        if kind == "AveragePool" and rank == 2:
+            return cx.emit(nn.GlobalAvgPool2DOp(x))
+        if nn.DYN in shape[2:]:
+            fail(f"Global{kind} needs static spatial dimensions")
+        extra = {"p": float(attrs.get("p", 2))} if kind == "LpPool" else {}
+        return cx.emit(POOL_OPS[kind][rank](x, list(shape[2:]), **extra))
+
+    return convert
 
 
+for _kind in POOL_OPS:
+    converter(f"Global{_kind}")(_global_pool(_kind))

@@ -1,3 +1,189 @@
-"""ONNX converters: resize, depth/space rearrangement and other image ops."""
+"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth."""
 
 from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from partita.dialects import nn
+from partita.frontends.onnx.importer import (
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
+
+
+def _text(attrs, name: str, default: str) -> str:
+    value = attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _const_floats(v, what: str, runtime: bool = False):
+    """The values of an optional constant input (``None`` when absent or empty); with
+    ``runtime``, a run-time tensor is returned as is."""
+    if v is None:
+        return None
+    if runtime and isinstance(v, SSAValue):
+        return v
+    if not is_const(v) or is_symbolic(v):
+        fail(f"{what} must be a constant (an initializer): its values decide the output "
+             "shape")
+    values = [float(f) for f in np.asarray(v).reshape(-1)]
+    return values or None
+
+
+def resize_geometry(shape, axes, scales, sizes, policy: str):
+    """Full-rank ``(sizes, scales)`` of a Resize (ONNX's rules: ``floor(in * scale)``
+    from scales; ``out / in`` from sizes, or one scale for every axis and rounded sizes
+    with ``keep_aspect_ratio_policy``); ``-1`` keeps a dynamic dim that is not resized."""
+    rank = len(shape)
+    full_scales = [1.0] * rank
+    full_sizes = [d for d in shape]
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            fail(f"sizes has {len(sizes)} values for {len(axes)} axes")
+        for a, s in zip(axes, sizes):
+            if shape[a] == nn.DYN:
+                if int(s) != -1:  # -1 is not ONNX; a dynamic dim must keep its size
+                    fail("Resize with sizes needs static dimensions on the resized axes")
+                continue
+            full_sizes[a] = int(s)
+            full_scales[a] = int(s) / shape[a]
+        if policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            scale = pick(full_scales[a] for a in axes)
+            for a in axes:
+                full_scales[a] = scale
+                full_sizes[a] = int(scale * shape[a] + 0.5)
+        elif policy != "stretch":
+            fail(f"unsupported keep_aspect_ratio_policy '{policy}'")
+    else:
+        if scales is None or len(scales) != len(axes):
+            fail("Resize needs scales or sizes for every resized axis")
+        for a, s in zip(axes, scales):
+            if s <= 0:
+                fail(f"scales must be positive, got {scales}")
+            if shape[a] == nn.DYN:
+                if s != 1.0:
+                    fail("a dynamic dimension can only be resized by scale 1")
+                continue
+            full_scales[a] = s
+            full_sizes[a] = int(np.floor(shape[a] * s))
+    return [-1 if d == nn.DYN else d for d in full_sizes], full_scales
+
+
+def _declared_sizes(cx, x, what: str) -> list[float]:
+    """The node's output shape as Resize sizes, when the model declares it (ONNX shape
+    inference or value_info): the shape run-time scales / sizes must produce."""
+    declared = cx.dim_labels.get(cx.node.output[0], [])
+    shape = shape_of(x)
+    if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
+                                          for d, s in zip(declared, shape)):
+        fail(f"{what} must be a constant (an initializer), or the output shape must be "
+             "declared: its values decide the output shape")
+    return [float(d) if isinstance(d, int) else -1.0 for d in declared]
+
+
+def _roi(x, axes, roi):
+    """The roi of a tf_crop_and_resize: a run-time tensor (starts then ends of ``axes``)
+    as is, constants expanded to every axis (``[0, 1]`` for the others)."""
+    if roi is None:
+        fail("tf_crop_and_resize needs a roi")
+    if isinstance(roi, SSAValue):
+        if shape_of(roi) != (2 * len(axes),):
+            fail(f"roi must have {2 * len(axes)} values")
+        return roi
+    if len(roi) != 2 * len(axes):
+        fail(f"roi has {len(roi)} values for {len(axes)} axes")
+    rank = len(shape_of(x))
+    full = [0.0] * rank + [1.0] * rank
+    for i, a in enumerate(axes):
+        full[a], full[rank + a] = roi[i], roi[len(axes) + i]
+    return full
+
+
+def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
+    """A Resize / Upsample node; run-time scales (and roi) become operands the kernel
+    reads, with the declared output shape."""
+    shape = shape_of(x)
+    mode = _text(attrs, "mode", "nearest")
+    if mode == "bilinear":  # Upsample-7's spelling
+        mode = "linear"
+    if mode not in nn.RESIZE_MODES:
+        fail(f"unsupported Resize mode '{mode}'")
+    if attrs.get("antialias", 0) and mode != "nearest":
+        fail("antialias is not supported")
+    if isinstance(scales, SSAValue):
+        if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
+            fail(f"scales must be a tensor of {len(axes)} f32 values")
+        out_sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
+        out_scales = scales
+    else:
+        out_sizes, out_scales = resize_geometry(
+            shape, axes, scales, sizes, _text(attrs, "keep_aspect_ratio_policy", "stretch"))
+    coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
+    full_roi = _roi(x, axes, roi) if coordinate == "tf_crop_and_resize" else None
+    runtime = isinstance(out_scales, SSAValue) or isinstance(full_roi, SSAValue)
+    return cx.emit(nn.ResizeOp(
+        x, out_sizes, out_scales, mode=mode, coordinate_transformation_mode=coordinate,
+        nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
+        cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+        exclude_outside=bool(attrs.get("exclude_outside", 0)),
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi,
+        axes=axes if runtime and axes != list(range(len(shape))) else None))
+
+
+def _axes(attrs, rank: int) -> list[int]:
+    axes = [a % rank if -rank <= a < rank else fail(f"axis {a} out of range")
+            for a in attrs.get("axes", range(rank))]
+    if len(set(axes)) != len(axes):
+        fail(f"repeated axes {list(attrs['axes'])}")
+    return axes
+
+
+@converter("Resize")
+def _resize_node(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    axes = _axes(attrs, len(shape_of(x)))
+    if cx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
+        attrs = {**attrs, "coordinate_transformation_mode": "asymmetric",
+                 "nearest_mode": attrs.get("nearest_mode", "floor")}
+        return _resize(cx, x, axes, _const_floats(ins[1], "scales", runtime=True), None, attrs)
+    roi = _const_floats(ins[1] if len(ins) > 1 else None, "roi", runtime=True)
+    scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales", runtime=True)
+    given = ins[3] if len(ins) > 3 else None
+    if isinstance(given, SSAValue):
+        # Sizes known only at run time: with the default "stretch" policy they are the
+        # output shape, which the model declares (ONNX shape inference or value_info).
+        if _text(attrs, "keep_aspect_ratio_policy", "stretch") != "stretch":
+            fail("sizes must be a constant (an initializer) with keep_aspect_ratio_policy: "
+                 "its values decide the output shape")
+        declared = _declared_sizes(cx, x, "sizes")
+        sizes = [declared[a] for a in axes]
+    else:
+        sizes = _const_floats(given, "sizes")
+    return _resize(cx, x, axes, scales, sizes, attrs, roi)
+
+
+@converter("Upsample")
+def _upsample(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    scales = attrs.get("scales") if len(ins) < 2 else _const_floats(ins[1], "scales", runtime=True)
+    attrs = {**attrs, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    if not isinstance(scales, SSAValue):
+        scales = list(scales or []) or None
+    return _resize(cx, x, list(range(len(shape_of(x)))), scales, None, attrs)
+
+
+@converter("DepthToSpace")
+def _depth_to_space(cx, ins, attrs):
+    return cx.emit(nn.DepthToSpaceOp(cx.tensor(ins[0]), attrs["blocksize"],
+                                     mode=_text(attrs, "mode", "DCR")))
+
+
+@converter("SpaceToDepth")
+def _space_to_depth(cx, ins, attrs):
+    return cx.emit(nn.SpaceToDepthOp(cx.tensor(ins[0]), attrs["blocksize"],
+                                     mode=_text(attrs, "mode", "DCR")))

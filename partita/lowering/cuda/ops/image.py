@@ -1,3 +1,176 @@
-"""CUDA lowering rules of the ``nn.image`` family ops beyond the built-in emitter."""
+"""CUDA lowering rules of the ``nn.image`` ops: depth / space rearrangements are
+injective (an index remapping), ``nn.resize`` is a ``window`` rule (each output element
+weighs the 1 / 2 / 4 taps of every resized axis, in double precision like the reference,
+so nearest-mode ties and cubic weights agree with it exactly)."""
 
 from __future__ import annotations
+
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+
+from partita.dialects import nn
+from partita.lowering.cuda.ops.conv import batch_dims, static_but_batch, y_decl
+from partita.lowering.cuda.rules import injective, window
+
+
+def _c(value: float) -> str:
+    """A double literal."""
+    text = repr(float(value))
+    return text if any(c in text for c in ".e") else text + ".0"
+
+
+@injective(nn.DepthToSpaceOp, supports=static_but_batch, dims=batch_dims)
+def depth_to_space(emitter, op: nn.DepthToSpaceOp, index: list[str]) -> str:
+    """``out[n, c, h, w] = x[n, channel(c, h % b, w % b), h / b, w / b]``."""
+    n, c, h, w = index
+    b = op.block_size
+    channels = op.result.type.get_shape()[1]
+    bh, bw = f"({h} % {b})", f"({w} % {b})"
+    if op.mode == "DCR":
+        ch = f"(({bh} * {b} + {bw}) * {channels} + {c})"
+    else:
+        ch = f"({c} * {b * b} + {bh} * {b} + {bw})"
+    return emitter.value(op.input, [n, ch, f"({h} / {b})", f"({w} / {b})"])
+
+
+@injective(nn.SpaceToDepthOp, supports=static_but_batch, dims=batch_dims)
+def space_to_depth(emitter, op: nn.SpaceToDepthOp, index: list[str]) -> str:
+    """``out[n, channel(c, bh, bw), h, w] = x[n, c, h * b + bh, w * b + bw]``."""
+    n, c, h, w = index
+    b = op.block_size
+    channels = op.input.type.get_shape()[1]
+    if op.mode == "DCR":
+        bh, bw, ch = f"({c} / {b * channels})", f"(({c} / {channels}) % {b})", f"({c} % {channels})"
+    else:
+        bh, bw, ch = f"(({c} / {b}) % {b})", f"({c} % {b})", f"({c} / {b * b})"
+    return emitter.value(op.input, [n, ch, f"({h} * {b} + {bh})", f"({w} * {b} + {bw})"])
+
+
+def _resize_supported(op: nn.ResizeOp) -> bool:
+    floating = nn.is_float(op.result.type.element_type)
+    return static_but_batch(op) and (floating or op.mode == "nearest")
+
+
+def _coordinate(op: nn.ResizeOp, axis: int, o: str, size: int, out: int,
+                scale: str | None, roi: tuple[str, str] | None) -> str:
+    """The input coordinate (C double expression) output index ``o`` samples; ``scale``
+    is the C variable of a run-time scale, ``roi`` those of the run-time roi start and
+    end (``None``: the static ones)."""
+    y = f"(double){o}"
+    mode = op.coordinate_transformation_mode
+    if mode == "tf_crop_and_resize" and roi is not None:
+        lo, hi = roi
+        length = f"({scale} * {_c(size)})" if scale is not None else _c(op.scales[axis] * size)
+        return (f"({length} == 1.0 ? ({hi} - {lo}) * {_c((size - 1) / 2)} : {y} * ({hi} - {lo}) * "
+                f"{_c(size - 1)} / ({length} - 1.0)) + {lo} * {_c(size - 1)}")
+    if scale is None:  # fold what is static
+        s = op.scales[axis]
+        length = s * size
+        if mode == "align_corners":
+            return "0.0" if length == 1 else f"{y} * {_c(size - 1)} / {_c(length - 1)}"
+        if mode == "asymmetric":
+            return f"{y} / {_c(s)}"
+        if mode == "tf_crop_and_resize":
+            lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
+            if length == 1:
+                return _c((hi - lo) * (size - 1) / 2 + lo * (size - 1))
+            return f"{y} * {_c(hi - lo)} * {_c(size - 1)} / {_c(length - 1)} + {_c(lo * (size - 1))}"
+        if mode == "pytorch_half_pixel" and length == 1:
+            return "-0.5"
+        half = f"({y} + 0.5) / {_c(s)} - 0.5"
+        if mode == "half_pixel_symmetric":
+            return f"{_c(size / 2 * (1 - out / length))} + {half}"
+        return half
+    length = f"({scale} * {_c(size)})"
+    if mode == "align_corners":
+        return f"({length} == 1.0 ? 0.0 : {y} * {_c(size - 1)} / ({length} - 1.0))"
+    if mode == "asymmetric":
+        return f"{y} / {scale}"
+    if mode == "tf_crop_and_resize":
+        lo, hi = op.roi[axis], op.roi[len(op.sizes) + axis]
+        return (f"({length} == 1.0 ? {_c((hi - lo) * (size - 1) / 2)} : {y} * {_c(hi - lo)} * "
+                f"{_c(size - 1)} / ({length} - 1.0)) + {_c(lo * (size - 1))}")
+    half = f"({y} + 0.5) / {scale} - 0.5"
+    if mode == "pytorch_half_pixel":
+        return f"({length} == 1.0 ? -0.5 : {half})"
+    if mode == "half_pixel_symmetric":
+        return f"{_c(size / 2)} * (1.0 - {_c(out)} / {length}) + {half}"
+    return half
+
+
+def _cubic(t: str, a: float) -> str:
+    """Keys' kernel at ``|t|`` (a C double expression of a variable)."""
+    return (f"({t} <= 1.0 ? (({_c(a + 2)} * {t} - {_c(a + 3)}) * {t} * {t} + 1.0) : "
+            f"({t} < 2.0 ? ((({_c(a)} * {t} - {_c(5 * a)}) * {t} + {_c(8 * a)}) * {t} - {_c(4 * a)}) : 0.0))")
+
+
+@window(nn.ResizeOp, supports=_resize_supported, dims=batch_dims)
+def resize(emitter, op: nn.ResizeOp) -> list[str]:
+    o, T = emitter.out_index, emitter.index_type
+    x = op.input
+    in_shape, out_shape = op.input.type.get_shape(), op.result.type.get_shape()
+    acc_t = "double" if nn.is_float(op.result.type.element_type) else emitter.ctype(op.result)
+    lines: list[str] = []
+    at = list(o)
+    loops: list[tuple[str, int]] = []
+    outside: list[str] = []
+    for axis in op.resized_axes():
+        size, out = in_shape[axis], out_shape[axis]
+        assert size != DYNAMIC_INDEX
+        xa, ia, wa = f"x{axis}", f"i{axis}", f"w{axis}"
+        scale = roi = None
+        axes = op.operand_axes()
+        k = axes.index(axis) if axis in axes else None
+        if op.dynamic_scales is not None:
+            scale = f"s{axis}"
+            lines.append(f"    const double {scale} = (double){emitter.load(op.dynamic_scales, [str(k)])};")
+        if op.dynamic_roi is not None:
+            roi = (f"lo{axis}", f"hi{axis}")
+            if k is None:  # an axis the roi does not name: the whole extent
+                lines += [f"    const double lo{axis} = 0.0;", f"    const double hi{axis} = 1.0;"]
+            else:
+                lines += [f"    const double lo{axis} = (double){emitter.load(op.dynamic_roi, [str(k)])};",
+                          f"    const double hi{axis} = (double){emitter.load(op.dynamic_roi, [str(len(axes) + k)])};"]
+        lines += [f"    const double {xa} = {_coordinate(op, axis, o[axis], size, out, scale, roi)};",
+                  f"    const {T} b{axis} = ({T})floor({xa});",
+                  f"    const double r{axis} = {xa} - (double)b{axis};"]
+        if op.coordinate_transformation_mode == "tf_crop_and_resize":
+            outside.append(f"{xa} < 0.0 || {xa} > {_c(size - 1)}")
+        if op.mode == "nearest":
+            up = {"round_prefer_floor": f"r{axis} > 0.5", "round_prefer_ceil": f"r{axis} >= 0.5",
+                  "floor": "false", "ceil": f"r{axis} > 0.0"}[op.nearest_mode]
+            lines += [f"    {T} {ia} = b{axis} + (({up}) ? 1 : 0);",
+                      f"    {ia} = {ia} < 0 ? 0 : ({ia} > {size - 1} ? {size - 1} : {ia});"]
+            at[axis] = ia
+            continue
+        taps, first = (2, 0) if op.mode == "linear" else (4, -1)
+        lines += [f"    {T} {ia}[{taps}];", f"    double {wa}[{taps}];"]
+        if op.mode == "linear":
+            lines += [f"    {wa}[0] = 1.0 - r{axis}; {wa}[1] = r{axis};"]
+        else:
+            for t, arg in enumerate(("r{0} + 1.0", "r{0}", "1.0 - r{0}", "2.0 - r{0}")):
+                lines.append(f"    {{ const double t = {arg.format(axis)}; "
+                             f"{wa}[{t}] = {_cubic('t', op.cubic_coeff_a)}; }}")
+        lines += [f"    for (int t = 0; t < {taps}; ++t) {{",
+                  f"      const {T} j = b{axis} + ({first}) + t;"]
+        if op.exclude_outside:
+            lines.append(f"      if (j < 0 || j >= {size}) {wa}[t] = 0.0;")
+        lines += [f"      {ia}[t] = j < 0 ? 0 : (j > {size - 1} ? {size - 1} : j);", "    }"]
+        if op.exclude_outside:
+            lines += [f"    {{ double s = 0.0; for (int t = 0; t < {taps}; ++t) s += {wa}[t];",
+                      f"      for (int t = 0; t < {taps}; ++t) {wa}[t] /= s; }}"]
+        loops.append((f"t{axis}", taps))
+        at[axis] = f"{ia}[t{axis}]"
+    value = emitter.load(x, at)
+    if not loops:
+        lines.append(f"    {acc_t} acc = {value};")
+    else:
+        weight = " * ".join(f"w{name[1:]}[{name}]" for name, _ in loops)
+        lines.append(f"    {acc_t} acc = 0;")
+        for k, (name, taps) in enumerate(loops):
+            lines.append("    " + "  " * k + f"for (int {name} = 0; {name} < {taps}; ++{name})")
+        lines.append("    " + "  " * len(loops) + f"acc += {weight} * (double){value};")
+    if outside:
+        lines.append(f"    if ({' || '.join(outside)}) acc = {_c(op.extrapolation_value)};")
+    y_type = emitter.ctype(op.result)
+    lines.append(y_decl(emitter, op, f"({y_type})acc"))
+    return lines

@@ -1,3 +1,127 @@
-"""NumPy references of the ``nn`` ops: resize, depth/space rearrangement and other image ops."""
+"""NumPy references of the ``nn`` image ops (resize, depth / space rearrangement)."""
 
 from __future__ import annotations
+
+import numpy as np
+from xdsl.interpreter import InterpreterFunctions, impl, register_impls
+
+from partita.dialects import nn
+from partita.runtime.reference.nn.base import in_compute_type
+
+
+def depth_to_space(op: nn.DepthToSpaceOp, x: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    b = op.block_size
+    if op.mode == "DCR":
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth(op: nn.SpaceToDepthOp, x: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    b = op.block_size
+    t = x.reshape(n, c, h // b, b, w // b, b)
+    if op.mode == "DCR":
+        t = t.transpose(0, 3, 5, 1, 2, 4)
+    else:
+        t = t.transpose(0, 1, 3, 5, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int,
+                       scale: float, roi) -> np.ndarray:
+    """Input coordinate sampled by each output cell of ``axis`` (float64)."""
+    y = np.arange(out, dtype=np.float64)
+    mode = op.coordinate_transformation_mode
+    length = scale * size  # ONNX uses the unrounded output length
+    if mode == "align_corners":
+        return np.zeros(out) if length == 1 else y * (size - 1) / (length - 1)
+    if mode == "asymmetric":
+        return y / scale
+    if mode == "tf_crop_and_resize":
+        lo, hi = roi[axis], roi[len(op.sizes) + axis]
+        if length == 1:
+            return np.full(out, (hi - lo) * (size - 1) / 2 + lo * (size - 1))
+        return y * (hi - lo) * (size - 1) / (length - 1) + lo * (size - 1)
+    if mode == "pytorch_half_pixel":
+        return np.full(out, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        offset = size / 2 * (1 - out / length)
+        return offset + (y + 0.5) / scale - 0.5
+    return (y + 0.5) / scale - 0.5  # half_pixel
+
+
+def cubic_weights(r: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution weights of the taps at -1, 0, 1, 2 around ``floor(x)``."""
+    def k(t):
+        t = np.abs(t)
+        return np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1,
+                        np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
+    return np.stack([k(r + 1), k(r), k(1 - r), k(2 - r)], axis=-1)
+
+
+def taps(op: nn.ResizeOp, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, weights)``, each ``[out, taps]``, of the input cells an axis reads."""
+    base = np.floor(x)
+    r = x - base
+    base = base.astype(np.int64)
+    if op.mode == "nearest":
+        integral = r == 0
+        up = {"round_prefer_floor": r > 0.5, "round_prefer_ceil": r >= 0.5,
+              "floor": np.zeros_like(integral), "ceil": ~integral}[op.nearest_mode]
+        index = base + (up & ~integral)
+        return np.clip(index, 0, size - 1)[:, None], np.ones((len(x), 1))
+    if op.mode == "linear":
+        index = base[:, None] + np.arange(2)
+        weight = np.stack([1 - r, r], axis=-1)
+    else:
+        index = base[:, None] + np.arange(-1, 3)
+        weight = cubic_weights(r, op.cubic_coeff_a)
+    if op.exclude_outside:
+        weight = np.where((index < 0) | (index >= size), 0.0, weight)
+        weight = weight / weight.sum(axis=-1, keepdims=True)
+    return np.clip(index, 0, size - 1), weight
+
+
+def resize(op: nn.ResizeOp, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
+    out_shape = op.result.type.get_shape()
+    params, rank, axes = list(params), x.ndim, op.operand_axes()
+    scales, roi = list(op.scales), list(op.roi)
+    if op.dynamic_scales is not None:
+        scales = [1.0] * rank
+        for a, s in zip(axes, np.asarray(params.pop(0), np.float32)):
+            scales[a] = float(s)
+    if op.dynamic_roi is not None:
+        given = [float(r) for r in np.asarray(params.pop(0), np.float64)]
+        roi = [0.0] * rank + [1.0] * rank
+        for i, a in enumerate(axes):
+            roi[a], roi[rank + a] = given[i], given[len(axes) + i]
+    result = x.astype(np.float64)
+    outside = np.zeros(x.ndim * [1], dtype=bool)
+    for axis in op.resized_axes():
+        size, out = result.shape[axis], out_shape[axis]
+        coords = source_coordinates(op, axis, size, out, scales[axis], roi)
+        index, weight = taps(op, coords, size)
+        gathered = np.take(result, index, axis=axis)  # [..., out, taps, ...]
+        shape = [1] * gathered.ndim
+        shape[axis], shape[axis + 1] = weight.shape
+        result = (gathered * weight.reshape(shape)).sum(axis=axis + 1)
+        if op.coordinate_transformation_mode == "tf_crop_and_resize":
+            mask_shape = [1] * x.ndim
+            mask_shape[axis] = out
+            outside = outside | ((coords < 0) | (coords > size - 1)).reshape(mask_shape)
+    result = np.where(outside, op.extrapolation_value, result)
+    if np.issubdtype(x.dtype, np.integer):
+        return np.rint(result).astype(x.dtype)
+    return result.astype(x.dtype)
+
+
+@register_impls
+class ImageFunctions(InterpreterFunctions):
+    """Reference semantics of the ``nn`` image ops."""
+
+    run_depth_to_space = impl(nn.DepthToSpaceOp)(in_compute_type(depth_to_space))
+    run_space_to_depth = impl(nn.SpaceToDepthOp)(in_compute_type(space_to_depth))
+    run_resize = impl(nn.ResizeOp)(in_compute_type(resize))

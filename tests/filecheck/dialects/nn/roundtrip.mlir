@@ -54,7 +54,7 @@ func.func @linear(%x: tensor<2x3x4xf16>, %w: tensor<5x4xf16>, %m: tensor<4x6xf16
 // CHECK-LABEL: func.func @cnn
 func.func @cnn(%img: tensor<?x3x8x8xbf16>, %k: tensor<6x3x3x3xbf16>, %c: tensor<6xbf16>, %nhwc: tensor<1x8x8x3xbf16>, %ko: tensor<4x3x3x3xbf16>) -> tensor<?x6x1x1xbf16> {
   // CHECK-NEXT: %0 = nn.conv2d %img, %k {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<?x3x8x8xbf16>, tensor<6x3x3x3xbf16>) -> tensor<?x6x4x4xbf16>
-  // GENERIC: "nn.conv2d"(%img, %k) <{strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, data_layout = "NCHW", kernel_layout = "OIHW"}>
+  // GENERIC: "nn.conv2d"(%img, %k) <{strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, data_layout = "NCHW", kernel_layout = "OIHW", groups = 1 : i64}>
   %0 = nn.conv2d %img, %k {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>} : (tensor<?x3x8x8xbf16>, tensor<6x3x3x3xbf16>) -> tensor<?x6x4x4xbf16>
   // CHECK-NEXT: %1 = nn.conv2d %nhwc, %ko {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<1x8x8x3xbf16>, tensor<4x3x3x3xbf16>) -> tensor<1x6x6x4xbf16>
   %1 = nn.conv2d %nhwc, %ko {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<1x8x8x3xbf16>, tensor<4x3x3x3xbf16>) -> tensor<1x6x6x4xbf16>
