@@ -23,7 +23,7 @@ from partita.collage import (
 )
 from partita.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.dialects import nn
-from partita.dialects.byoc import COMPILER, COMPOSITE
+from partita.dialects.byoc import COMPILER, COMPOSITE, PRIMITIVE
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.collage_partition import CollagePartition
@@ -258,11 +258,35 @@ def test_diamond_combined_by_depth(graph_backend, depth, expected):
     np.testing.assert_array_equal(before[0], run(module, x)[0])
 
 
-def test_not_combined_unless_asked(graph_backend):
+def test_undeclared_backend_fuses_arbitrarily(graph_backend):
+    # A backend that declares no partition rule gets TVM's default for its name:
+    # arbitrary fusion (one exit, no taps), without being named in combine=.
     module = parse_module(DIAMOND, make_context(), "diamond")
     estimator = MockEstimator({graph_backend: 1.0, "llvm": 2.0, "llvm.fused": 10.0})
-    report = collage_partition(module, f"llvm,{graph_backend}", estimator, 4, combine=(), baseline=False)
-    assert [len(g.ops) for g in report.partitions] == [1, 1, 1, 1]
+    report = collage_partition(module, f"llvm,{graph_backend}", estimator, 4, baseline=False)
+    assert [len(g.ops) for g in report.partitions] == [4]
+
+
+def test_pattern_only_backend_is_not_combined():
+    register_backend("collagepat", patterns=[
+        ("relu", is_op("nn.relu")(wildcard())),
+        ("tanh", is_op("nn.tanh")(wildcard())),
+        ("add", is_op("nn.add")(wildcard(), wildcard())),
+    ], partition_rule="pattern")
+    try:
+        module = parse_module(DIAMOND, make_context(), "diamond")
+        estimator = MockEstimator({"collagepat": 1.0, "llvm": 2.0, "llvm.fused": 10.0})
+        report = collage_partition(module, "llvm,collagepat", estimator, 4, baseline=False)
+        assert [len(g.ops) for g in report.partitions] == [1, 1, 1, 1]
+        functions = outlined(module)
+        assert all(COMPOSITE in f.attributes and PRIMITIVE in f.attributes for f in functions.values())
+    finally:
+        unregister_backend("collagepat")
+
+
+def test_unknown_fusion_style_is_an_error():
+    with pytest.raises(PartitaError, match="unknown fusion style 'fused'"):
+        register_backend("collagebad", patterns=[], partition_rule="fused")
 
 
 # ------------------------------------------------------------------ the pass

@@ -72,12 +72,17 @@ class Candidate:
     ``label`` names the kernel/group (e.g. ``"cutlass.dense_bias_gelu"``,
     ``"cuda.fused"``, ``"llvm"``); ``data`` is opaque to the partitioner (the IR
     layer stores its pattern match there) and takes no part in equality.
+    ``composite`` is the pattern name a ``Composite`` rule gave the candidate and
+    ``primitive`` whether a ``Primitive`` rule made it a unit of compilation (see
+    :mod:`partita.collage.rules`); neither takes part in equality.
     """
 
     nodes: frozenset[int]
     target: str
     label: str
     data: Any = field(default=None, compare=False, hash=False)
+    composite: str | None = field(default=None, compare=False, hash=False)
+    primitive: bool = field(default=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, frozenset):

@@ -24,7 +24,8 @@ Options:
 * ``native``: where ops no backend takes may run: ``auto`` (where the function runs:
   the default device's primary target, else the host), ``none`` (every op must go to a
   backend; an op none can run is an error at the op), or a list of native kinds.
-* ``combine``: backends whose matches are combined (default ``tensorrt``).
+* ``combine``: backends whose matches are combined arbitrarily, whatever partition rule
+  they declared (default: none; each backend's own rule, see ``partita.backends``).
 * ``report``: print the report (and the eager partitioner's total) to stderr.
 * ``baseline``: also cost the eager partitioner's plan (implied by ``report``).
 
@@ -43,7 +44,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.collage.partitioner import COMBINED_BACKENDS, CollageReport, collage_partition
+from partita.collage.partitioner import CollageReport, collage_partition
 from partita.ir import PartitaError
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
@@ -153,7 +154,7 @@ class CollagePartition(ModulePass):
     cache: str = ""
     costs: str | tuple[str, ...] = ""
     native: str | tuple[str, ...] = "auto"
-    combine: str | tuple[str, ...] = tuple(sorted(COMBINED_BACKENDS))
+    combine: str | tuple[str, ...] = ""
     report: bool = False
     baseline: bool = False
     dynamic_dim: int = 1
@@ -170,7 +171,7 @@ class CollagePartition(ModulePass):
             _items(self.targets),
             estimator,
             self.max_depth,
-            combine=_items(self.combine),
+            combine=_items(self.combine) or None,
             native=self.native,
             baseline=self.report or self.baseline,
             ctx=ctx,
