@@ -10,7 +10,8 @@ move values, so they do not make a set less fusable):
   ``ByKind(INJECTIVE, INJECTIVE)`` chains transposes and reshapes);
 * ``AllSimple(*combiners)``: fires when any of its combiners does (TVM's grouping of simple
   rules under one name);
-* ``TupleArg()``: a ``TUPLE`` node takes an argument computed by an at most injective set;
+* ``TupleArg()``: a set that only feeds ``TUPLE`` nodes of the other set joins it when it
+  is at most injective (the tuple's fields are computed where the tuple is);
 * ``TupleProj()``: a ``PROJECTION`` node joins the set producing the value it projects.
 
 TVM also has a constant combiner; in Partita constants are not graph nodes but values
@@ -84,8 +85,8 @@ def _single(mask: int) -> int | None:
 class TupleArg(Combiner):
     def fires(self, graph: DataflowGraph, a: int, b: int, kind_of: KindFn) -> bool:
         for arg, tup in ((a, b), (b, a)):
-            v = _single(tup)
-            if (v is not None and kind_of(graph, v) == OpKind.TUPLE and _feeds(graph, arg, tup)
+            fed = graph.successors(arg) & tup
+            if (fed and all(kind_of(graph, v) == OpKind.TUPLE for v in bits(fed))
                     and set_kind(graph, arg, kind_of) <= OpKind.INJECTIVE):
                 return True
         return False
