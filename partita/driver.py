@@ -7,6 +7,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
@@ -181,13 +182,38 @@ class Executable:
         return out.getvalue()
 
 
+def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
+    """How many times one run of ``entry`` calls each function, through every caller: a
+    kernel called once by a layer function that ``entry`` calls twelve times runs twelve
+    times."""
+    callees: dict[str, Counter[str]] = {}
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.body.blocks:
+            callees[op.sym_name.data] = Counter(
+                o.callee.string_value() for o in op.body.walk() if isinstance(o, CallOp)
+            )
+    total: Counter[str] = Counter()
+
+    def visit(name: str, times: int, path: frozenset[str]) -> None:
+        for callee, n in callees.get(name, Counter()).items():
+            if callee in path:  # recursion: count the call once, do not unroll
+                continue
+            total[callee] += times * n
+            visit(callee, times * n, path | {callee})
+
+    visit(entry, 1, frozenset({entry}))
+    return total
+
+
 def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
     """Where every op went: partition functions (by compiler), fused native kernels, and
     what is left in the entry function, which runs in the host program."""
     rows = []
+    calls = call_counts(module, entry)
     for op in module.ops:
         if not isinstance(op, FuncOp) or not op.body.blocks:
             continue
+        n_calls = max(calls[op.sym_name.data], 1)
         compiler = op.attributes.get(byoc.COMPILER)
         target = op.attributes.get(byoc.TARGET)
         ops = tuple(o.name for o in op.body.walk() if o.name.startswith("nn.") and o.name != "nn.constant")
@@ -200,10 +226,12 @@ def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, st
                     ops=ops,
                     composite=composite.data if isinstance(composite, StringAttr) else None,
                     cost=estimate(op, compiler.data),
+                    calls=n_calls,
                 )
             )
         elif byoc.PRIMITIVE in op.attributes and isinstance(target, byoc.TargetAttr):
-            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data)))
+            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data),
+                                     calls=n_calls))
         elif op.sym_name.data == entry and ops:
             host = target.host_target if isinstance(target, byoc.TargetAttr) else None
             where = host.kind.data if host is not None else "host"
