@@ -91,6 +91,9 @@ def build_pipeline(
         raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
     external = [t.kind_name for t in config.external_targets]
     targets = ",".join(str(t) for t in config)
+    # Only a default device other than the one the list implies needs saying.
+    implied = CompilationConfig(list(config)).default_device
+    fallback = f" fallback-device={config.default_device.value}" if config.default_device is not implied else ""
     steps: list[str] = []
     if any(isinstance(op, BatchNormOp) for op in module.walk()):
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
@@ -106,9 +109,9 @@ def build_pipeline(
         measure_cache = f" cache-dir={_quote(cache_dir)}" if cache_dir and cost == "measure" else ""
         steps.append(
             f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth}"
-            f" baseline=true{measure_cache}}}"
+            f" baseline=true{measure_cache}{fallback}}}"
         )
-    steps.append(f"bind-target{{targets={_quote(targets)}}}")
+    steps.append(f"bind-target{{targets={_quote(targets)}{fallback}}}")
     # Delegated regions become kernels of their own; callees of targets that cannot call
     # subroutines are inlined (both no-ops for models without them).
     steps.append("split-host-device")
@@ -244,6 +247,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     targets: Sequence[Target | str] | str = ("cuda -arch=sm_90", "cutlass", "llvm"),
     *,
     partitioner: str = "collage",
+    fallback_device: str | None = None,
     cost: str = "roofline",
     device: str = "h100",
     max_depth: int = 3,
@@ -255,14 +259,19 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
-    since a cold CUTLASS compile takes a while).
+    since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
+    of ops no target claims (default: the only device type besides the host; ``"cpu"``
+    is TVM's rule, see ``CompilationConfig``).
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
 
     module = load_module(model)
     try:
-        config = targets if isinstance(targets, CompilationConfig) else CompilationConfig(targets)
+        if isinstance(targets, CompilationConfig):
+            config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)
+        else:
+            config = CompilationConfig(targets, fallback_device)
     except TargetError as err:
         raise PartitaError(str(err)) from None
     steps = build_pipeline(

@@ -130,7 +130,8 @@ class CollageReport:
 
 
 # --------------------------------------------------------------------------- config
-def parse_config(targets: CompilationConfig | str | Sequence[str]) -> CompilationConfig:
+def parse_config(targets: CompilationConfig | str | Sequence[str],
+                 fallback_device: str | None = None) -> CompilationConfig:
     """A compilation config from a target list. The order is free (Collage searches):
     primary targets are moved before the external codegens of their device."""
     if isinstance(targets, CompilationConfig):
@@ -139,7 +140,7 @@ def parse_config(targets: CompilationConfig | str | Sequence[str]) -> Compilatio
         pieces = split_target_list(targets if isinstance(targets, str) else list(targets))
         parsed = [as_target(p) for p in pieces]
         ordered = [t for t in parsed if not t.is_external_codegen] + [t for t in parsed if t.is_external_codegen]
-        return CompilationConfig(ordered)
+        return CompilationConfig(ordered, fallback_device)
     except TargetError as err:
         raise PartitaError(f"collage-partition: {err}") from None
 

@@ -24,6 +24,8 @@ Options:
 * ``native``: where ops no backend takes may run: ``auto`` (where the function runs:
   the default device's primary target, else the host), ``none`` (every op must go to a
   backend; an op none can run is an error at the op), or a list of native kinds.
+* ``fallback-device``: device type of ops no backend takes (``cpu`` is TVM's default;
+  by default the only device type besides the host, see ``CompilationConfig``).
 * ``combine``: backends whose matches are combined arbitrarily, whatever partition rule
   they declared (default: none; each backend's own rule, see ``partita.backends``).
 * ``report``: print the report (and the eager partitioner's total) to stderr.
@@ -44,7 +46,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.collage.partitioner import CollageReport, collage_partition
+from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
@@ -159,6 +161,7 @@ class CollagePartition(ModulePass):
     baseline: bool = False
     dynamic_dim: int = 1
     cache_dir: str = ""
+    fallback_device: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
@@ -168,7 +171,7 @@ class CollagePartition(ModulePass):
         )
         result = collage_partition(
             op,
-            _items(self.targets),
+            parse_config(_items(self.targets), self.fallback_device or None),
             estimator,
             self.max_depth,
             combine=_items(self.combine) or None,
