@@ -382,10 +382,11 @@ def _pipeline(spec: str) -> PassPipeline:
     from xdsl.transforms import get_all_passes as xdsl_passes
 
     from partita.transforms import get_all_passes
+    from partita.transforms.pass_options import quote_option_values
 
     available = {**xdsl_passes(), **get_all_passes()}
     try:
-        return PassPipeline.parse_spec(available, spec)
+        return PassPipeline.parse_spec(available, quote_option_values(spec))
     except (Exception, BaseException) as err:  # ArgSpecParseError is a BaseException
         if isinstance(err, KeyboardInterrupt | SystemExit):
             raise
