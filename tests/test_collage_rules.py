@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from partita.collage import DataflowGraph, MockEstimator, NodeInfo, RooflineEstimator, TensorInfo
+from partita.collage import (
+    DataflowGraph,
+    MockEstimator,
+    NodeInfo,
+    RooflineEstimator,
+    TensorInfo,
+)
 from partita.collage.cost import host_copy_time
 from partita.collage.ir_graph import graph_from_block
 from partita.collage.partitioner import collage_partition, function_candidates
@@ -173,7 +179,7 @@ def test_native_cuda_rule_rejects_a_tapped_group():
 
 
 def test_cuda_kind_follows_the_fusers_predicates(monkeypatch):
-    import partita.lowering.cuda.emitter as emitter
+    from partita.lowering.cuda import emitter
 
     text = """
 func.func @main(%x: tensor<1x8x8x8xf32>, %w: tensor<8x8x1x1xf32>) -> tensor<1x8x8x8xf32> {

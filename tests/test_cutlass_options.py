@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
 
 from partita.dialects import byoc
 from partita.ir import PartitaError, make_context, parse_module

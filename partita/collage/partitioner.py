@@ -40,12 +40,17 @@ from partita.backends import resolve_backends, run_phase
 from partita.collage.cost import CostEstimator, device_spec, host_copy_time
 from partita.collage.graph import DataflowGraph
 from partita.collage.ir_graph import graph_from_block, graph_from_ops
-from partita.collage.rules import HOST_LABEL, PartitionRule, RuleContext, arbitrary_fusion_rule, native_rule
+from partita.collage.rules import (
+    HOST_LABEL,
+    PartitionRule,
+    RuleContext,
+    arbitrary_fusion_rule,
+    native_rule,
+)
 from partita.collage.search import Candidate, PartitionError, Plan, search
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
-from partita.target import CompilationConfig, TargetError
-from partita.target import as_target, split_target_list
+from partita.target import CompilationConfig, TargetError, as_target, split_target_list
 
 __all__ = [
     "CollageReport",
@@ -55,9 +60,9 @@ __all__ = [
     "eager_total",
     "function_candidates",
     "main_target",
-    "partition_rules",
     "parse_config",
     "partition_function",
+    "partition_rules",
 ]
 
 FIXED = "collage.fixed"
@@ -415,7 +420,10 @@ def collage_partition(
 ) -> CollageReport:
     """Collage-partition ``module`` in place for the targets of ``config``; see the module
     docstring. Returns the report. Raises ``PartitaError``."""
-    from partita.transforms.global_symbol_cache import FreshSymbolNames, StructuralDedupCache
+    from partita.transforms.global_symbol_cache import (
+        FreshSymbolNames,
+        StructuralDedupCache,
+    )
     from partita.transforms.outline_compiler_functions import outline_partitions
 
     if max_depth < 1:

@@ -27,7 +27,13 @@ from xdsl.utils.target import Target
 
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
-from partita.lowering.cutlass import CudaSource, KernelSpec, UnsupportedKernel, choose_config, emit_module
+from partita.lowering.cutlass import (
+    CudaSource,
+    KernelSpec,
+    UnsupportedKernel,
+    choose_config,
+    emit_module,
+)
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
 from partita.target import Target as PartitaTarget
@@ -194,8 +200,12 @@ class CutlassCodegen(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from partita.lowering import nvrtc
         from partita.lowering.cubin import read_int_global
-        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
-        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
+        from partita.transforms.mark_compiler_functions_as_extern import (
+            MarkCompilerFunctionsAsExtern,
+        )
+        from partita.transforms.outline_compiler_functions import (
+            OutlineCompilerFunctions,
+        )
 
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
         options = function_options(cutlass_functions(op), self.sm)

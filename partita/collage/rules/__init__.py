@@ -17,7 +17,13 @@ native ``cuda`` target and of the host::
 
 from partita.collage.rules.base import PartitionRule, RuleContext
 from partita.collage.rules.combine import Combine
-from partita.collage.rules.combiners import AllSimple, ByKind, Combiner, TupleArg, TupleProj
+from partita.collage.rules.combiners import (
+    AllSimple,
+    ByKind,
+    Combiner,
+    TupleArg,
+    TupleProj,
+)
 from partita.collage.rules.composite import Composite
 from partita.collage.rules.host import HOST_LABEL, Host
 from partita.collage.rules.kind import OpKind, default_op_kind

@@ -17,8 +17,8 @@ from partita.collage.rules.base import PartitionRule, RuleContext
 from partita.collage.rules.combine import Combine
 from partita.collage.rules.host import Host
 from partita.collage.rules.kind import OpKind, default_op_kind
-from partita.collage.rules.op_call_by_kind import OpCallByKind
 from partita.collage.rules.only_valid import OnlyValid, SubGraphConfig
+from partita.collage.rules.op_call_by_kind import OpCallByKind
 from partita.collage.rules.styles import tvm_combiners
 from partita.collage.rules.union import Union
 

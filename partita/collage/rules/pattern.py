@@ -24,7 +24,9 @@ class DFPattern(PartitionRule):
         return f"DFPattern(backend={self.backend})"
 
     def candidates(self, ctx: RuleContext) -> list[Candidate]:
-        from partita.backends import match_patterns  # the backends register rules: import late
+        from partita.backends import (
+            match_patterns,  # the backends register rules: import late
+        )
 
         if ctx.block is None:
             raise ValueError("DFPattern needs the IR block of the graph (RuleContext.block)")

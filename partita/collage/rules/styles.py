@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from partita.collage.rules.base import PartitionRule
 from partita.collage.rules.combine import Combine
-from partita.collage.rules.combiners import AllSimple, ByKind, Combiner, TupleArg, TupleProj
+from partita.collage.rules.combiners import (
+    AllSimple,
+    ByKind,
+    Combiner,
+    TupleArg,
+    TupleProj,
+)
 from partita.collage.rules.composite import Composite
 from partita.collage.rules.kind import KindFn, OpKind, default_op_kind
 from partita.collage.rules.only_valid import OnlyValid, SubGraphConfig
