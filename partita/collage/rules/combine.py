@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from partita.collage.graph import bits
+from partita.collage.graph import DataflowGraph, bits
 from partita.collage.rules.base import PartitionRule, RuleContext, unique
 from partita.collage.rules.combiners import Combiner
-from partita.collage.rules.kind import KindFn, default_op_kind
+from partita.collage.rules.kind import KindFn, OpKind, default_op_kind
 from partita.collage.search import Candidate
 
 __all__ = ["Combine"]
@@ -62,6 +62,14 @@ class Combine(PartitionRule):
 
     def _unions(self, ctx: RuleContext, target: str, group: list[Candidate]) -> list[Candidate]:
         graph = ctx.graph
+        kinds: dict[int, OpKind] = {}
+
+        def kind_of(g: DataflowGraph, v: int) -> OpKind:  # asked again and again: once a node
+            k = kinds.get(v)
+            if k is None:
+                k = kinds[v] = self.kind_of(g, v)
+            return k
+
         parts: list[Candidate] = []
         seen: set[int] = set()
         for c in group:
@@ -93,7 +101,7 @@ class Combine(PartitionRule):
                         continue
                     if u.bit_count() > self.max_depth and graph.depth(u) > self.max_depth:
                         continue
-                    if not any(c.fires(graph, m & ~bm, bm, self.kind_of) for c in self.combiners):
+                    if not any(c.fires(graph, m & ~bm, bm, kind_of) for c in self.combiners):
                         continue
                     seen.add(u)
                     p = used + (j,)

@@ -1,7 +1,8 @@
 """Operator pattern kinds (TVM's ``OpPatternKind``) and the kind of a sub-graph.
 
-The kinds are ordered: a sub-graph's kind is the largest kind of its nodes, and the
-``ByKind`` combiner compares kinds with ``<=``, as TVM's fusion rules do.
+The kinds are ordered: a sub-graph's kind is the largest kind of its nodes
+(:func:`partita.collage.rules.combiners.set_kind`), and the ``ByKind`` combiner compares
+kinds with ``<=``, as TVM's fusion rules do.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import IntEnum
 
-from partita.collage.graph import DataflowGraph, NodeInfo, bits
+from partita.collage.graph import DataflowGraph, NodeInfo
 
-__all__ = ["KindFn", "OpKind", "default_op_kind", "subgraph_kind"]
+__all__ = ["KindFn", "OpKind", "default_op_kind"]
 
 
 class OpKind(IntEnum):
@@ -67,8 +68,3 @@ def default_op_kind(graph: DataflowGraph, v: int) -> OpKind:
     if op == "get_item":
         return OpKind.PROJECTION
     return OpKind.OPAQUE
-
-
-def subgraph_kind(graph: DataflowGraph, mask: int, kind_of: KindFn) -> OpKind:
-    """The largest kind of the nodes of ``mask``."""
-    return max((kind_of(graph, v) for v in bits(mask)), default=OpKind.ELEMWISE)
