@@ -250,3 +250,45 @@ def test_host_caller_pays_no_copies():
     report = collage_partition(module, "llvm,cutlass", estimator, baseline=False)
     assert [g.target for g in report.functions[0].groups] == ["llvm"]
     assert report.total == 1.0
+
+
+# ------------------------------------------------------------- MaxCoalesce
+CHAIN = """
+func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %0 = nn.relu %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %1 = nn.tanh %0 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %2 = nn.sigmoid %1 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %3 = nn.relu %2 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %4 = nn.tanh %3 : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  func.return %4 : tensor<64x64xf32>
+}
+"""
+
+
+def test_max_coalesce_merges_adjacent_groups_beyond_max_depth():
+    # max-depth=2 caps the native groups at two ops; one kernel is cheaper (one launch, no
+    # round trip through memory), so the chosen groups are merged into one.
+    module = parse_module(CHAIN, make_context(), "chain")
+    report = collage_partition(module, "cuda,llvm", RooflineEstimator("h100"), 2, baseline=True)
+    (fn,) = report.functions
+    assert [(g.target, g.nodes) for g in fn.groups] == [("cuda", (0, 1, 2, 3, 4))]
+    assert fn.groups[0].label == "cuda.fused"
+    assert fn.total < fn.eager_total  # the search alone needs three launches
+
+
+def test_max_coalesce_keeps_what_the_rule_cannot_build():
+    from partita.collage.coalesce import max_coalesce
+    from partita.collage.search import Plan
+
+    ctx = ir_context(DENSE_CHAIN)  # dense, bias_add, relu (returned), tanh
+    g = ctx.graph
+    cost = MockEstimator(lambda graph, cand: 1.0)  # any kernel costs 1: merging always pays
+    seeds = [c for c in cuda_rule(1).candidates(ctx) if c.target == "cuda"]
+    plan = Plan(tuple(seeds), 4.0, (1.0,) * 4)
+    merged = max_coalesce(g, plan, {"cuda": cuda_rule(1).coalesce_config()}, cost.estimate)
+    # The epilogue joins the dense; tanh cannot (relu would be tapped).
+    assert [tuple(sorted(c.nodes)) for c in merged.candidates] == [(0, 1, 2), (3,)]
+    assert merged.total_cost == 2.0
+    # A pattern-only rule never merges.
+    assert pattern_rule("cutlass").coalesce_config() is None
+    assert max_coalesce(g, plan, {}, cost.estimate) == plan

@@ -30,10 +30,10 @@ __all__ = [
     "MeasuringEstimator",
     "MockEstimator",
     "RooflineEstimator",
-    "load_devices",
-    "node_flops",
     "device_spec",
     "host_copy_time",
+    "load_devices",
+    "node_flops",
     "op_class",
     "structural_key",
 ]

@@ -15,6 +15,9 @@ with a body (but the partition functions, ``byoc.compiler`` set):
    ``byoc.partition`` ops are fixed nodes costed through their body; other non-``nn``
    ops (calls...) are fixed nodes of cost 0.
 3. ``search`` picks the cheapest cover; an op no candidate covers is a located error.
+   Then MaxCoalesce (:mod:`partita.collage.coalesce`) merges adjacent chosen groups of
+   one target when the target's rule allows it and the merge is cheaper. The eager
+   baseline is not coalesced, so the Collage total never exceeds it.
 4. Chosen BYOC candidates become ``byoc.partition`` regions (``byoc.compiler``,
    ``byoc.primitive``, ``byoc.inline``, and ``byoc.composite`` for a single pattern
    match), then are outlined with structural deduplication, so equal partitions share
@@ -37,6 +40,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation
 
 from partita.backends import resolve_backends, run_phase
+from partita.collage.coalesce import max_coalesce
 from partita.collage.cost import CostEstimator, device_spec, host_copy_time
 from partita.collage.graph import DataflowGraph
 from partita.collage.ir_graph import graph_from_block, graph_from_ops
@@ -229,17 +233,18 @@ def partition_rules(
     native: Sequence[str],
     max_depth: int,
     combine: Iterable[str] | None = None,
-) -> list[PartitionRule]:
+) -> dict[str, PartitionRule]:
     """The rule of each target: each backend's declared rule (``combine`` names backends
     to fuse arbitrarily instead), and each native target's own rule."""
     forced = set(combine or ())
-    rules: list[PartitionRule] = []
+    rules: dict[str, PartitionRule] = {}
     for backend in resolve_backends(external) if external else []:
         if backend.name in forced:
-            rules.append(arbitrary_fusion_rule(backend.name, max_depth))
+            rules[backend.name] = arbitrary_fusion_rule(backend.name, max_depth)
         else:
-            rules.append(backend.rule(max_depth))
-    rules += [native_rule(t, max_depth) for t in native]
+            rules[backend.name] = backend.rule(max_depth)
+    for t in native:
+        rules[t] = native_rule(t, max_depth)
     return rules
 
 
@@ -259,7 +264,7 @@ def _candidates(
         if not op.name.startswith("nn."):
             cands.append(Candidate(frozenset((i,)), "fixed", FIXED, data=_fixed_cost(op, estimator)))
     ctx = RuleContext(graph, tuple(ops), block)
-    for rule in partition_rules(external, native, max_depth, combine):
+    for rule in partition_rules(external, native, max_depth, combine).values():
         cands.extend(rule.candidates(ctx))
     return cands
 
@@ -334,9 +339,14 @@ def partition_function(
     cands = _candidates(graph, ops, block, external, native, estimator, max_depth, combine)
     _uncovered_error(graph, ops, cands, [*external, *native])
     try:
-        plan: Plan = search(graph, cands, _PlanCost(estimator, on_device))
+        cost = _PlanCost(estimator, on_device)
+        plan: Plan = search(graph, cands, cost)
     except PartitionError as err:
         raise op_error(function, f"collage-partition: {err}") from None
+    configs = {t: r.coalesce_config() for t, r in partition_rules(external, native, max_depth, combine).items()}
+    natives = set(native)
+    plan = max_coalesce(graph, plan, configs, cost,
+                        label=lambda t: f"{t}.fused" if t in natives else f"{t}.combined")
     groups: list[PlacedGroup] = []
     created: dict[PartitionOp, PlacedGroup] = {}
     external_set = set(external)
@@ -395,7 +405,7 @@ def eager_total(
             if not o.name.startswith("nn.")
         ]
         rule_ctx = RuleContext(graph, tuple(ops), op.body.block)
-        for rule in partition_rules((), native, max_depth):
+        for rule in partition_rules((), native, max_depth).values():
             cands += rule.candidates(rule_ctx)
         try:
             _uncovered_error(graph, ops, cands, list(native))

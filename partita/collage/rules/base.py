@@ -47,6 +47,17 @@ class PartitionRule(ABC):
     def children(self) -> tuple[PartitionRule, ...]:
         return ()
 
+    def coalesce_config(self) -> Any:
+        """When chosen candidates of this rule's target may be merged after the search
+        (MaxCoalesce, a ``Coalescing``): the first ``OnlyValid``'s config without its depth
+        bound, and the combiners of the ``Combine`` below it; ``None`` (never merge) for
+        rules that validate nothing, such as pattern-only ones."""
+        for child in self.children():
+            config = child.coalesce_config()
+            if config is not None:
+                return config
+        return None
+
     def summary(self) -> str:
         """One line: the rule's class and parameters (children excluded)."""
         return type(self).__name__

@@ -10,7 +10,7 @@ and outside: the kernel would have to export an intermediate value).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from partita.collage.graph import DataflowGraph
 from partita.collage.rules.base import PartitionRule, RuleContext
@@ -40,6 +40,25 @@ class SubGraphConfig:
         return None
 
 
+@dataclass(frozen=True)
+class Coalescing:
+    """When two chosen candidates of a rule may merge after the search (MaxCoalesce):
+    the union is valid under ``config`` and, if the rule combines, one of its combiners
+    fires for the pair (so a merge is one the rule could have built)."""
+
+    config: SubGraphConfig
+    combiners: tuple = ()
+    kind_of: object = None
+
+    def why_not(self, graph: DataflowGraph, a: int, b: int) -> str | None:
+        why = self.config.why_invalid(graph, a | b)
+        if why is not None:
+            return why
+        if self.combiners and not any(c.fires(graph, a, b, self.kind_of) for c in self.combiners):
+            return "no combiner fires"
+        return None
+
+
 class OnlyValid(PartitionRule):
     def __init__(self, sub: PartitionRule, config: SubGraphConfig) -> None:
         self.sub = sub
@@ -47,6 +66,18 @@ class OnlyValid(PartitionRule):
 
     def children(self) -> tuple[PartitionRule, ...]:
         return (self.sub,)
+
+    def coalesce_config(self) -> Coalescing:
+        from partita.collage.rules.combine import Combine
+
+        config = replace(self.config, max_depth=None)
+        stack = [self.sub]
+        while stack:
+            rule = stack.pop()
+            if isinstance(rule, Combine):
+                return Coalescing(config, rule.combiners, rule.kind_of)
+            stack.extend(rule.children())
+        return Coalescing(config)
 
     def summary(self) -> str:
         c = self.config
