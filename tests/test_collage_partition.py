@@ -90,9 +90,11 @@ def test_pass_cost_equals_brute_force_over_same_candidates(ops, depth, seed):
     estimator = MockEstimator(hashed_costs(seed))
     graph, _, cands = function_candidates(main_of(module.clone()), ALL, estimator, depth)
     best = brute_force_search(graph, cands, estimator)
-    report = collage_partition(module, ALL, estimator, depth, baseline=False)
+    coalesced = collage_partition(module.clone(), ALL, estimator, depth, baseline=False)
+    report = collage_partition(module, ALL, estimator, depth, baseline=False, coalesce=False)
     verify_module(module)
     assert report.total == pytest.approx(best.total_cost)
+    assert coalesced.total <= report.total + 1e-12  # MaxCoalesce only merges when cheaper
     # The rewrite made exactly the chosen BYOC candidates.
     byoc = [g for g in report.functions[0].groups if g.kind == "byoc"]
     calls = [op for op in main_of(module).body.block.ops if isinstance(op, func.CallOp)]
@@ -248,7 +250,7 @@ def test_diamond_combined_by_depth(graph_backend, depth, expected):
     # One kernel of the backend costs 1 whatever it holds; the host costs 2 per op.
     estimator = MockEstimator({graph_backend: 1.0, "llvm": 2.0})
     report = collage_partition(module, f"llvm,{graph_backend}", estimator, depth,
-                               combine=[graph_backend], baseline=False)
+                               combine=[graph_backend], baseline=False, coalesce=False)
     assert sorted(len(g.ops) for g in report.partitions) == sorted(expected)
     assert report.total == len(expected)
     functions = outlined(module)

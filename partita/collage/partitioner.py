@@ -328,6 +328,7 @@ def partition_function(
     max_depth: int = 3,
     combine: Iterable[str] | None = None,
     on_device: bool = False,
+    coalesce: bool = True,
 ) -> tuple[FunctionReport, dict[PartitionOp, PlacedGroup]]:
     """Search and rewrite one function body (no outlining); returns its report and the
     partitions created, with their report entries."""
@@ -343,10 +344,11 @@ def partition_function(
         plan: Plan = search(graph, cands, cost)
     except PartitionError as err:
         raise op_error(function, f"collage-partition: {err}") from None
-    configs = {t: r.coalesce_config() for t, r in partition_rules(external, native, max_depth, combine).items()}
-    natives = set(native)
-    plan = max_coalesce(graph, plan, configs, cost,
-                        label=lambda t: f"{t}.fused" if t in natives else f"{t}.combined")
+    if coalesce:
+        configs = {t: r.coalesce_config() for t, r in partition_rules(external, native, max_depth, combine).items()}
+        natives = set(native)
+        plan = max_coalesce(graph, plan, configs, cost,
+                            label=lambda t: f"{t}.fused" if t in natives else f"{t}.combined")
     groups: list[PlacedGroup] = []
     created: dict[PartitionOp, PlacedGroup] = {}
     external_set = set(external)
@@ -426,10 +428,12 @@ def collage_partition(
     native: NativeOption = None,
     baseline: bool = True,
     outline: bool = True,
+    coalesce: bool = True,
     ctx: Context | None = None,
 ) -> CollageReport:
     """Collage-partition ``module`` in place for the targets of ``config``; see the module
-    docstring. Returns the report. Raises ``PartitaError``."""
+    docstring (``coalesce=False``: no MaxCoalesce, the plan is exactly the search's).
+    Returns the report. Raises ``PartitaError``."""
     from partita.transforms.global_symbol_cache import (
         FreshSymbolNames,
         StructuralDedupCache,
@@ -455,7 +459,8 @@ def collage_partition(
     for op in list(module.ops):
         if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
             continue
-        fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine, on_device)
+        fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine, on_device,
+                                             coalesce)
         fn_report.eager_total = eager.get(fn_report.name)
         report.functions.append(fn_report)
         created.update(made)

@@ -26,6 +26,8 @@ Options:
   backend; an op none can run is an error at the op), or a list of native kinds.
 * ``fallback-device``: device type of ops no backend takes (``cpu`` is TVM's default;
   by default the only device type besides the host, see ``CompilationConfig``).
+* ``coalesce``: MaxCoalesce after the search (default true): adjacent chosen groups of
+  one target merge when the target's rule allows it and the merge is cheaper.
 * ``combine``: backends whose matches are combined arbitrarily, whatever partition rule
   they declared (default: none; each backend's own rule, see ``partita.backends``).
 * ``report``: print the report (and the eager partitioner's total) to stderr.
@@ -162,6 +164,7 @@ class CollagePartition(ModulePass):
     dynamic_dim: int = 1
     cache_dir: str = ""
     fallback_device: str = ""
+    coalesce: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
@@ -177,6 +180,7 @@ class CollagePartition(ModulePass):
             combine=_items(self.combine) or None,
             native=self.native,
             baseline=self.report or self.baseline,
+            coalesce=self.coalesce,
             ctx=ctx,
         )
         LAST_REPORT = result
