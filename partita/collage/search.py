@@ -11,6 +11,10 @@ with the least total cost, as a shortest path over "covered node sets":
   minimum node: candidates are indexed by their minimum node;
 * Dijkstra (costs are non-negative) from the empty set to the full set.
 
+``enumerate_native_candidates`` and ``combine_candidates`` are simple IR-free generators
+(for tests, benchmarks and the brute-force property tests); the IR partitioner builds its
+candidates with the rule algebra of :mod:`partita.collage.rules`.
+
 Depth
 -----
 Two notions are used, both documented on the functions:
