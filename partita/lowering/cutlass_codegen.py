@@ -229,7 +229,7 @@ class CutlassCodegen(ModulePass):
         attributes: dict[str, Attribute] = {
             "format": StringAttr("cubin"),
             # every option it was compiled with (those left at their defaults are implied)
-            "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.as_dict())),
+            "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),

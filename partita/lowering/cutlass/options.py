@@ -78,6 +78,12 @@ class CutlassOptions:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def explicit(self) -> dict[str, object]:
+        """``sm`` and the options that differ from the kind's defaults (what a target
+        attribute spells)."""
+        defaults = CutlassOptions()
+        return {k: v for k, v in self.as_dict().items() if k == "sm" or v != getattr(defaults, k)}
+
 
 def function_options(functions: Sequence[FuncOp], sm_override: int = 0) -> CutlassOptions:
     """The options of the cutlass functions' target (all must agree), the kind's
