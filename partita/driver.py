@@ -7,6 +7,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
@@ -90,6 +91,9 @@ def build_pipeline(
         raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
     external = [t.kind_name for t in config.external_targets]
     targets = ",".join(str(t) for t in config)
+    # Only a default device other than the one the list implies needs saying.
+    implied = CompilationConfig(list(config)).default_device
+    fallback = f" fallback-device={config.default_device.value}" if config.default_device is not implied else ""
     steps: list[str] = []
     if any(isinstance(op, BatchNormOp) for op in module.walk()):
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
@@ -105,9 +109,9 @@ def build_pipeline(
         measure_cache = f" cache-dir={_quote(cache_dir)}" if cache_dir and cost == "measure" else ""
         steps.append(
             f"collage-partition{{targets={_quote(targets)} cost={cost} device={device} max-depth={max_depth}"
-            f" baseline=true{measure_cache}}}"
+            f" baseline=true{measure_cache}{fallback}}}"
         )
-    steps.append(f"bind-target{{targets={_quote(targets)}}}")
+    steps.append(f"bind-target{{targets={_quote(targets)}{fallback}}}")
     # Delegated regions become kernels of their own; callees of targets that cannot call
     # subroutines are inlined (both no-ops for models without them).
     steps.append("split-host-device")
@@ -181,13 +185,38 @@ class Executable:
         return out.getvalue()
 
 
+def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
+    """How many times one run of ``entry`` calls each function, through every caller: a
+    kernel called once by a layer function that ``entry`` calls twelve times runs twelve
+    times."""
+    callees: dict[str, Counter[str]] = {}
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.body.blocks:
+            callees[op.sym_name.data] = Counter(
+                o.callee.string_value() for o in op.body.walk() if isinstance(o, CallOp)
+            )
+    total: Counter[str] = Counter()
+
+    def visit(name: str, times: int, path: frozenset[str]) -> None:
+        for callee, n in callees.get(name, Counter()).items():
+            if callee in path:  # recursion: count the call once, do not unroll
+                continue
+            total[callee] += times * n
+            visit(callee, times * n, path | {callee})
+
+    visit(entry, 1, frozenset({entry}))
+    return total
+
+
 def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
     """Where every op went: partition functions (by compiler), fused native kernels, and
     what is left in the entry function, which runs in the host program."""
     rows = []
+    calls = call_counts(module, entry)
     for op in module.ops:
         if not isinstance(op, FuncOp) or not op.body.blocks:
             continue
+        n_calls = max(calls[op.sym_name.data], 1)
         compiler = op.attributes.get(byoc.COMPILER)
         target = op.attributes.get(byoc.TARGET)
         ops = tuple(o.name for o in op.body.walk() if o.name.startswith("nn.") and o.name != "nn.constant")
@@ -200,10 +229,12 @@ def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, st
                     ops=ops,
                     composite=composite.data if isinstance(composite, StringAttr) else None,
                     cost=estimate(op, compiler.data),
+                    calls=n_calls,
                 )
             )
         elif byoc.PRIMITIVE in op.attributes and isinstance(target, byoc.TargetAttr):
-            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data)))
+            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data),
+                                     calls=n_calls))
         elif op.sym_name.data == entry and ops:
             host = target.host_target if isinstance(target, byoc.TargetAttr) else None
             where = host.kind.data if host is not None else "host"
@@ -216,6 +247,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     targets: Sequence[Target | str] | str = ("cuda -arch=sm_90", "cutlass", "llvm"),
     *,
     partitioner: str = "collage",
+    fallback_device: str | None = None,
     cost: str = "roofline",
     device: str = "h100",
     max_depth: int = 3,
@@ -227,14 +259,19 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
-    since a cold CUTLASS compile takes a while).
+    since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
+    of ops no target claims (default: the only device type besides the host; ``"cpu"``
+    is TVM's rule, see ``CompilationConfig``).
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
 
     module = load_module(model)
     try:
-        config = targets if isinstance(targets, CompilationConfig) else CompilationConfig(targets)
+        if isinstance(targets, CompilationConfig):
+            config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)
+        else:
+            config = CompilationConfig(targets, fallback_device)
     except TargetError as err:
         raise PartitaError(str(err)) from None
     steps = build_pipeline(

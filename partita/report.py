@@ -19,6 +19,8 @@ class PartitionRow:
     """Estimated seconds (roofline) on the target."""
     kernel: str | None = None
     """Name of the compiled kernel implementing the partition, when there is one."""
+    calls: int = 1
+    """Call sites of the function: equal layers share one function, each call runs it."""
 
     def with_kernel(self, kernel: str | None) -> PartitionRow:
         return dataclasses.replace(self, kernel=kernel)
@@ -62,12 +64,13 @@ class Report:
 
     @property
     def total_cost(self) -> float:
-        return sum(row.cost or 0.0 for row in self.rows)
+        """Every call site counted: a function called by twelve layers costs twelve times."""
+        return sum((row.cost or 0.0) * row.calls for row in self.rows)
 
     def table(self) -> str:
-        header = ["partition", "target", "ops", "est. cost", "kernel"]
+        header = ["partition", "target", "ops", "est. cost", "calls", "kernel"]
         rows = [
-            [r.symbol, r.target, r.op_summary, format_seconds(r.cost), r.kernel or "-"]
+            [r.symbol, r.target, r.op_summary, format_seconds(r.cost), str(r.calls), r.kernel or "-"]
             for r in self.rows
         ]
         return format_table(header, rows) if rows else "(no partitions: everything runs on the host)"

@@ -23,7 +23,7 @@ from partita.collage import (
 )
 from partita.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.dialects import nn
-from partita.dialects.byoc import COMPILER, COMPOSITE
+from partita.dialects.byoc import COMPILER, COMPOSITE, PRIMITIVE
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.collage_partition import CollagePartition
@@ -90,9 +90,11 @@ def test_pass_cost_equals_brute_force_over_same_candidates(ops, depth, seed):
     estimator = MockEstimator(hashed_costs(seed))
     graph, _, cands = function_candidates(main_of(module.clone()), ALL, estimator, depth)
     best = brute_force_search(graph, cands, estimator)
-    report = collage_partition(module, ALL, estimator, depth, baseline=False)
+    coalesced = collage_partition(module.clone(), ALL, estimator, depth, baseline=False)
+    report = collage_partition(module, ALL, estimator, depth, baseline=False, coalesce=False)
     verify_module(module)
     assert report.total == pytest.approx(best.total_cost)
+    assert coalesced.total <= report.total + 1e-12  # MaxCoalesce only merges when cheaper
     # The rewrite made exactly the chosen BYOC candidates.
     byoc = [g for g in report.functions[0].groups if g.kind == "byoc"]
     calls = [op for op in main_of(module).body.block.ops if isinstance(op, func.CallOp)]
@@ -248,7 +250,7 @@ def test_diamond_combined_by_depth(graph_backend, depth, expected):
     # One kernel of the backend costs 1 whatever it holds; the host costs 2 per op.
     estimator = MockEstimator({graph_backend: 1.0, "llvm": 2.0})
     report = collage_partition(module, f"llvm,{graph_backend}", estimator, depth,
-                               combine=[graph_backend], baseline=False)
+                               combine=[graph_backend], baseline=False, coalesce=False)
     assert sorted(len(g.ops) for g in report.partitions) == sorted(expected)
     assert report.total == len(expected)
     functions = outlined(module)
@@ -258,11 +260,35 @@ def test_diamond_combined_by_depth(graph_backend, depth, expected):
     np.testing.assert_array_equal(before[0], run(module, x)[0])
 
 
-def test_not_combined_unless_asked(graph_backend):
+def test_undeclared_backend_fuses_arbitrarily(graph_backend):
+    # A backend that declares no partition rule gets TVM's default for its name:
+    # arbitrary fusion (one exit, no taps), without being named in combine=.
     module = parse_module(DIAMOND, make_context(), "diamond")
     estimator = MockEstimator({graph_backend: 1.0, "llvm": 2.0, "llvm.fused": 10.0})
-    report = collage_partition(module, f"llvm,{graph_backend}", estimator, 4, combine=(), baseline=False)
-    assert [len(g.ops) for g in report.partitions] == [1, 1, 1, 1]
+    report = collage_partition(module, f"llvm,{graph_backend}", estimator, 4, baseline=False)
+    assert [len(g.ops) for g in report.partitions] == [4]
+
+
+def test_pattern_only_backend_is_not_combined():
+    register_backend("collagepat", patterns=[
+        ("relu", is_op("nn.relu")(wildcard())),
+        ("tanh", is_op("nn.tanh")(wildcard())),
+        ("add", is_op("nn.add")(wildcard(), wildcard())),
+    ], partition_rule="pattern")
+    try:
+        module = parse_module(DIAMOND, make_context(), "diamond")
+        estimator = MockEstimator({"collagepat": 1.0, "llvm": 2.0, "llvm.fused": 10.0})
+        report = collage_partition(module, "llvm,collagepat", estimator, 4, baseline=False)
+        assert [len(g.ops) for g in report.partitions] == [1, 1, 1, 1]
+        functions = outlined(module)
+        assert all(COMPOSITE in f.attributes and PRIMITIVE in f.attributes for f in functions.values())
+    finally:
+        unregister_backend("collagepat")
+
+
+def test_unknown_fusion_style_is_an_error():
+    with pytest.raises(PartitaError, match="unknown fusion style 'fused'"):
+        register_backend("collagebad", patterns=[], partition_rule="fused")
 
 
 # ------------------------------------------------------------------ the pass

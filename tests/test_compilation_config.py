@@ -18,6 +18,8 @@ from partita.target import (
 )
 
 LLVM = Target("llvm")
+HOST_LLVM = Target("llvm", host=LLVM)
+"""A listed target that is the host gets the host too (TVM's CompilationConfig)."""
 
 
 def fresh_name() -> str:
@@ -33,12 +35,12 @@ def test_cuda_cutlass_llvm() -> None:
     assert config.primitive_targets == (
         Target("cuda -arch=sm_90", host=LLVM),
         Target("cutlass", host=LLVM),
-        LLVM,  # the host is also the cpu primitive target, without a host of its own
+        HOST_LLVM,  # the host is also the cpu primitive target, and gets the host as TVM's does
     )
     assert config.default_device is DeviceType.CUDA  # the only non-host device type
     assert config.default_primary_target == Target("cuda -arch=sm_90", host=LLVM)
     assert config.primary_target(DeviceType.CUDA) == Target("cuda -arch=sm_90", host=LLVM)
-    assert config.primary_target("cpu") == LLVM
+    assert config.primary_target("cpu") == HOST_LLVM
     assert config.external_targets == (Target("cutlass", host=LLVM),)
     assert config.device_types == (DeviceType.CUDA, DeviceType.CPU)
     assert list(config) == list(config.primitive_targets) and len(config) == 3
@@ -48,9 +50,9 @@ def test_cuda_cutlass_llvm() -> None:
 def test_llvm_only() -> None:
     config = CompilationConfig(["llvm"])
     assert config.host_target == LLVM
-    assert config.primitive_targets == (LLVM,)
+    assert config.primitive_targets == (HOST_LLVM,)
     assert config.default_device is DeviceType.CPU
-    assert config.default_primary_target == LLVM
+    assert config.default_primary_target == HOST_LLVM
     assert config.external_targets == ()
 
 
@@ -63,9 +65,16 @@ def test_lone_external_target_is_its_devices_primary() -> None:
     assert config.primary_target("cuda") == cutlass
     assert config.default_primary_target == cutlass
     assert config.external_targets == (cutlass,)
-    # Several externals without a native target are fine too.
-    config = CompilationConfig(["cutlass", "cublas"])
-    assert config.primary_target("cuda") == cutlass
+    # A lone external with the host is fine too.
+    assert CompilationConfig(["cutlass", "llvm"]).primary_target("cuda") == cutlass
+
+
+@pytest.mark.parametrize("targets", [["cutlass", "cublas"], ["llvm", "cudnn", "cublas"]])
+def test_several_externals_need_the_primary_target(targets) -> None:
+    # TVM rejects a device with external codegens only; Partita accepts one alone.
+    with pytest.raises(TargetError, match=r"device type 'cuda' has only external targets \('cu.*'\): "
+                                          r"add its primary target 'cuda' before them"):
+        CompilationConfig(targets)
 
 
 def test_several_external_codegens_for_one_device() -> None:
@@ -77,14 +86,14 @@ def test_several_external_codegens_for_one_device() -> None:
         Target("cutlass", host=LLVM),
         Target("cublas", host=LLVM),
     )
-    assert config.targets_for_device(DeviceType.CPU) == (LLVM,)
+    assert config.targets_for_device(DeviceType.CPU) == (HOST_LLVM,)
 
 
 def test_cpu_external_codegen_after_llvm() -> None:
     dnnl = register_target_kind(fresh_name(), "cpu", is_external_codegen=True)
     config = CompilationConfig(["llvm", Target(dnnl)])
     assert config.host_target == LLVM
-    assert config.primitive_targets == (LLVM, Target(dnnl, host=LLVM))
+    assert config.primitive_targets == (HOST_LLVM, Target(dnnl, host=LLVM))
     assert config.default_device is DeviceType.CPU
 
 
@@ -131,14 +140,15 @@ def test_first_cpu_target_is_the_host() -> None:
     config = CompilationConfig(["cuda", "llvm -mcpu=skylake"])
     host = Target("llvm -mcpu=skylake")
     assert config.host_target == host
-    assert config.primitive_targets == (Target("cuda", host=host), host)
+    assert config.primitive_targets == (Target("cuda", host=host), host.with_host(host))
     config = CompilationConfig(["cuda", "c"])
     assert config.host_target == Target("c")
 
 
-def test_listed_target_equal_to_explicit_host_has_no_host() -> None:
+def test_listed_target_equal_to_the_host_gets_the_host() -> None:
     config = CompilationConfig([Target("cuda", host="llvm"), "llvm"])
-    assert config.primitive_targets == (Target("cuda", host="llvm"), LLVM)
+    assert config.primitive_targets == (Target("cuda", host="llvm"), HOST_LLVM)
+    assert config.primary_target("cpu").host == config.host_target
 
 
 def test_default_llvm_host() -> None:

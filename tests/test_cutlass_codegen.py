@@ -89,7 +89,7 @@ def test_records_rebuild_the_emitted_entries(tmp_path: Path) -> None:
 
     OutlineCompilerFunctions(compiler="cutlass").apply(make_context(), module)
     kernels = [partition_kernel(f) for f in cutlass_functions(module)]
-    emitted = emit_module([(k.name, k.spec, choose_config(k.spec, 80)) for k in kernels]).entries
+    emitted = emit_module([(k.name, k.spec, choose_config(k.spec, 80, f32_math="tf32")) for k in kernels]).entries
 
     CutlassCodegen(sm=80, cache_dir=str(tmp_path)).apply(make_context(), module)
     (binary,) = _binaries(module)

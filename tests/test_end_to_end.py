@@ -65,6 +65,11 @@ def test_matches_the_onnx_reference_evaluator(name: str, partitioner: str, cache
             np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
     if partitioner != "none":  # the dense layers leave the host for a library backend
         assert {row.target for row in exe.report().rows} & {"cutlass", "cublas", "cudnn"}
+    if partitioner == "collage":  # compiled completely, and never worse than eager
+        report = exe.report()
+        assert not [row for row in report.rows if row.symbol.startswith("(in @")]
+        assert report.collage_total is not None and report.eager_total is not None
+        assert report.collage_total <= report.eager_total
 
 
 def test_f16_encoder_within_f16_tolerance(cache: Path) -> None:

@@ -63,9 +63,14 @@ def test_builtin_option_schemas() -> None:
     cutlass = get_target_kind("cutlass")
     assert cutlass.defaults() == {
         "sm": 80,
+        "use_tf32": True,
+        "use_3xtf32": False,
         "split_k_slices": 1,
-        "use_fast_math": False,
+        "profile_all_alignments": False,
         "find_first_valid": True,
+        "use_multiprocessing": False,
+        "tmp_dir": "",
+        "use_fast_math": False,
     }
     llvm = get_target_kind("llvm")
     assert set(llvm.options) == {"mcpu", "mtriple", "num_cores"}
@@ -175,7 +180,17 @@ def test_explicit_options_are_separate_from_defaults() -> None:
     t = Target("cutlass")
     assert t.options == {}
     assert t.get("sm") == 80
-    assert t.attrs == {"find_first_valid": True, "sm": 80, "split_k_slices": 1, "use_fast_math": False}
+    assert t.attrs == {
+        "sm": 80,
+        "use_tf32": True,
+        "use_3xtf32": False,
+        "split_k_slices": 1,
+        "profile_all_alignments": False,
+        "find_first_valid": True,
+        "use_multiprocessing": False,
+        "tmp_dir": "",
+        "use_fast_math": False,
+    }
     t90 = Target("cutlass", {"sm": 90})
     assert t90.options == {"sm": 90} and t90.attrs["sm"] == 90
     assert Target("llvm").get("mcpu") is None
@@ -245,7 +260,8 @@ def test_unknown_option_error_names_option_and_valid_options() -> None:
     with pytest.raises(
         TargetError,
         match=r"unknown option 'smm' for target kind 'cutlass'; valid options: "
-        r"find_first_valid, sm, split_k_slices, use_fast_math",
+        r"find_first_valid, profile_all_alignments, sm, split_k_slices, tmp_dir, use_3xtf32, "
+        r"use_fast_math, use_multiprocessing, use_tf32",
     ):
         Target("cutlass -smm=90")
     with pytest.raises(TargetError, match="unknown option 'arch' for target kind 'llvm'"):

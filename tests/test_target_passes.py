@@ -179,3 +179,23 @@ def test_pipeline_through_partita_opt_passes() -> None:
         VerifyTargets().apply(CTX, module)
     PassPipeline(tuple(from_spec('bind-target{targets="cuda -arch=sm_90,cutlass,llvm"},verify-targets'))).apply(CTX, module)
     assert set(targets_of(module)) == {"main", "dev", "part"}
+
+
+DYNAMIC_MLP = """
+func.func @main(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32> {
+  %0 = nn.dense %x, %w : (tensor<?x64xf32>, tensor<32x64xf32>) -> tensor<?x32xf32>
+  %1 = nn.bias_add %0, %b : (tensor<?x32xf32>, tensor<32xf32>) -> tensor<?x32xf32>
+  func.return %1 : tensor<?x32xf32>
+}
+"""
+
+
+def test_shape_functions_run_on_the_host_and_pass_verify_targets() -> None:
+    module = parse(DYNAMIC_MLP)
+    spec = ('partition-eager{backends=cutlass},outline-compiler-functions,'
+            'bind-target{targets="cuda,cutlass,llvm"},mark-compiler-functions-as-extern,lower-extern-calls,'
+            'verify-targets,bind-target{targets="cuda,cutlass,llvm"}')
+    PassPipeline(tuple(from_spec(spec))).apply(CTX, module)
+    targets = targets_of(module)
+    shape_funcs = [name for name in targets if name.endswith("_shape_func")]
+    assert shape_funcs and all(targets[name] == Target("llvm") for name in shape_funcs)

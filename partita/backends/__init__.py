@@ -21,6 +21,12 @@ Two ways to register::
             self._register_pass("before_partitioning", "canonicalize")
     MyBackend().register()
 
+A backend declares how Collage builds its candidates with ``partition_rule``: a fusion
+style (``"pattern"``: each match one kernel, like CUTLASS; ``"tvm"``: FuseOps-like fusion of
+matches; ``"arbitrary"``: any touching matches combine, like TensorRT) or a function
+``(backend, max_depth) -> PartitionRule`` of :mod:`partita.collage.rules`. A backend that
+declares nothing gets TVM's default for its name (``default_style``).
+
 The native ``cuda`` target and the host (``llvm``/``c``) are not BYOC backends: they run
 every nn op, see ``native_supports``.
 """
@@ -69,6 +75,8 @@ __all__ = [
 ]
 
 Predicate = Callable[[Match], bool]
+RuleSpec = str | Callable[[str, int], Any]
+"""A fusion style name, or ``(backend, max_depth) -> PartitionRule``."""
 PhasePass = ModulePass | str
 PHASES = ("before_partitioning", "after_partitioning")
 
@@ -103,6 +111,17 @@ class Backend:
     before_partitioning: tuple[PhasePass, ...] = ()
     after_partitioning: tuple[PhasePass, ...] = ()
     ops: frozenset[str] = field(default_factory=frozenset)
+    partition_rule: RuleSpec | None = None
+    """What the backend declared (``None``: TVM's default for its name)."""
+
+    def rule(self, max_depth: int) -> Any:
+        """The Collage partition rule of this backend for ``max_depth``."""
+        from partita.collage.rules import default_style, style_rule
+
+        spec = self.partition_rule if self.partition_rule is not None else default_style(self.name)
+        if isinstance(spec, str):
+            return style_rule(self.name, spec, max_depth)
+        return spec(self.name, max_depth)
 
     @property
     def compiler(self) -> str:
@@ -127,16 +146,27 @@ def register_backend(
     after_partitioning: Sequence[PhasePass] = (),
     ops: Iterable[str] = (),
     device_type: str = "cuda",
+    partition_rule: RuleSpec | None = None,
 ) -> Backend:
     """Register backend ``name`` (once) and its target kind as an external codegen.
 
     If the kind already exists (cutlass, cublas, cudnn, tensorrt are built in) it must be
     an external codegen; ``target_options`` are added to it (a duplicate option is an
     error). ``patterns`` are ``(name, pattern, predicate)`` rows, stored as
-    ``<backend>.<name>`` in the given order.
+    ``<backend>.<name>`` in the given order. ``partition_rule`` is the backend's Collage
+    rule (see the module docstring).
     """
     if name in _BACKENDS:
         raise PartitaError(f"backend '{name}' is already registered")
+    if isinstance(partition_rule, str):
+        from partita.collage.rules import FUSION_STYLES
+
+        if partition_rule not in FUSION_STYLES:
+            raise PartitaError(
+                f"backend '{name}': unknown fusion style '{partition_rule}' (choose from {', '.join(FUSION_STYLES)})"
+            )
+    elif partition_rule is not None and not callable(partition_rule):
+        raise PartitaError(f"backend '{name}': partition_rule must be a style name or a function, got {partition_rule!r}")
     entries: list[PatternEntry] = []
     seen: set[str] = set()
     for row in patterns:
@@ -170,7 +200,8 @@ def register_backend(
             register_target_kind(name, device_type, target_options, is_external_codegen=True)
     except TargetError as err:
         raise PartitaError(str(err)) from None
-    backend = Backend(name, tuple(entries), tuple(before_partitioning), tuple(after_partitioning), frozenset(ops))
+    backend = Backend(name, tuple(entries), tuple(before_partitioning), tuple(after_partitioning), frozenset(ops),
+                      partition_rule)
     _BACKENDS[name] = backend
     return backend
 
@@ -186,6 +217,7 @@ class UMABackend:
         self._target_attrs: dict[str, tuple[Any, Any]] = {}
         self._passes: dict[str, list[PhasePass]] = {phase: [] for phase in PHASES}
         self._ops: list[str] = []
+        self._partition_rule: RuleSpec | None = None
 
     def _register_pattern(self, name: str, pattern: Pattern, predicate: Predicate | None = None) -> None:
         self._patterns.append((name, pattern, predicate))
@@ -197,6 +229,9 @@ class UMABackend:
         if phase not in PHASES:
             raise PartitaError(f"unknown backend phase '{phase}'; phases: {', '.join(PHASES)}")
         self._passes[phase].append(pass_)
+
+    def _register_partition_rule(self, rule: RuleSpec) -> None:
+        self._partition_rule = rule
 
     def _register_op(self, name: str) -> None:
         self._ops.append(name)
@@ -211,6 +246,7 @@ class UMABackend:
             before_partitioning=self._passes["before_partitioning"],
             after_partitioning=self._passes["after_partitioning"],
             ops=self._ops,
+            partition_rule=self._partition_rule,
         )
 
 
@@ -346,10 +382,11 @@ def _pipeline(spec: str) -> PassPipeline:
     from xdsl.transforms import get_all_passes as xdsl_passes
 
     from partita.transforms import get_all_passes
+    from partita.transforms.pass_options import quote_option_values
 
     available = {**xdsl_passes(), **get_all_passes()}
     try:
-        return PassPipeline.parse_spec(available, spec)
+        return PassPipeline.parse_spec(available, quote_option_values(spec))
     except (Exception, BaseException) as err:  # ArgSpecParseError is a BaseException
         if isinstance(err, KeyboardInterrupt | SystemExit):
             raise

@@ -120,10 +120,12 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
 
 
 def register_builtin_backends() -> None:
-    register_backend("cutlass", patterns=cutlass_patterns())
+    # Each pattern is one library kernel: never combined (TVM's no-fusion BYOC style).
+    register_backend("cutlass", patterns=cutlass_patterns(), partition_rule="pattern")
     register_backend(
         "cublas",
         patterns=[("dense", _dense(), check_dense), ("batch_matmul", _batch_matmul(), check_batch_matmul)],
+        partition_rule="pattern",
     )
     register_backend(
         "cudnn",
@@ -131,6 +133,7 @@ def register_builtin_backends() -> None:
             ("conv2d", _conv2d(), check_cudnn_conv2d),
             ("softmax", is_op("nn.softmax")(wildcard()), check_softmax),
         ],
+        partition_rule="pattern",
     )
 
 

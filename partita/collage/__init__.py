@@ -1,8 +1,13 @@
 """IR-independent core of the Collage partitioner.
 
 * :mod:`partita.collage.graph` -- the data-flow graph abstraction and reachability.
-* :mod:`partita.collage.search` -- candidates, native fusion, combining, optimal cover search.
-* :mod:`partita.collage.cost` -- roofline / measuring / cached / mock cost estimators.
+* :mod:`partita.collage.search` -- candidates and the optimal cover search (plus simple
+  IR-free candidate generators for tests and benchmarks).
+* :mod:`partita.collage.rules` -- the partition-rule algebra the partitioner builds its
+  candidates with (TVM's ``partition_rule.h``), one rule a module.
+* :mod:`partita.collage.coalesce` -- MaxCoalesce after the search.
+* :mod:`partita.collage.cost` -- roofline / measuring / cached / mock cost estimators, and
+  the host-copy charge of host placements.
 """
 
 from partita.collage.cost import (

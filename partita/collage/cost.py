@@ -30,6 +30,8 @@ __all__ = [
     "MeasuringEstimator",
     "MockEstimator",
     "RooflineEstimator",
+    "device_spec",
+    "host_copy_time",
     "load_devices",
     "node_flops",
     "op_class",
@@ -169,6 +171,40 @@ def _candidate_bytes(graph: DataflowGraph, mask: int, h: int) -> float:
     for v in graph.output_nodes(mask):
         total += graph.nodes[v].out_type.nbytes(h)
     return max(total, 0.0)
+
+
+# ------------------------------------------------------------ host copies
+def host_copy_time(graph: DataflowGraph, candidate: Candidate, device: Mapping[str, Any]) -> float:
+    """Seconds to copy a host placement's operands from the device and its results back,
+    when the caller runs on the device: every operand read from outside the candidate
+    (weights included: the runtime keeps constants on the device) and every result leaving
+    it crosses the host link, each copy paying the link's latency."""
+    link = device["host_link"]
+    mask = candidate.mask
+    nbytes = 0.0
+    copies = 0
+    for v in bits(mask):
+        node = graph.nodes[v]
+        inside = [p for p in node.inputs if mask >> p & 1]
+        nbytes += sum(t.nbytes() for t in node.in_types) - sum(graph.nodes[p].out_type.nbytes() for p in inside)
+        copies += len(node.in_types) - len(inside)
+    for v in graph.output_nodes(mask):
+        nbytes += graph.nodes[v].out_type.nbytes()
+        copies += 1
+    return max(nbytes, 0.0) / link["bandwidth"] + copies * link["latency"]
+
+
+def device_spec(estimator: Any, default: str = "h100") -> Mapping[str, Any]:
+    """The device spec an estimator models (a roofline, possibly inside a cache or as a
+    measuring estimator's fallback); the default device's spec otherwise."""
+    seen = 0
+    while estimator is not None and seen < 8:
+        dev = getattr(estimator, "dev", None)
+        if isinstance(dev, Mapping):
+            return dev
+        estimator = getattr(estimator, "inner", None) or getattr(estimator, "fallback", None)
+        seen += 1
+    return load_devices()["devices"][default]
 
 
 # ---------------------------------------------------------------- roofline

@@ -186,6 +186,7 @@ class DataflowGraph:
         self._nbr = [
             to_mask(self.producers[v]) | to_mask(self.consumers[v]) for v in range(n)
         ]
+        self._cons = [to_mask(self.consumers[v]) for v in range(n)]
         self.full_mask: int = (1 << n) - 1
 
     # ------------------------------------------------------------------ basics
@@ -217,6 +218,25 @@ class DataflowGraph:
         for v in bits(m):
             r |= self._nbr[v]
         return r & ~m
+
+    def successors(self, nodes: Iterable[int] | int) -> int:
+        """Bitmask of the consumers of ``nodes`` outside ``nodes``."""
+        m = to_mask(nodes)
+        r = 0
+        for v in bits(m):
+            r |= self._cons[v]
+        return r & ~m
+
+    def taps(self, nodes: Iterable[int] | int) -> list[int]:
+        """Nodes of the set whose result is used both inside the set and outside it (or
+        returned): an intermediate value the sub-graph would also have to export."""
+        s = to_mask(nodes)
+        out = []
+        for v in bits(s):
+            inside = self._cons[v] & s
+            if inside and (v in self.outputs or self._cons[v] & ~s):
+                out.append(v)
+        return out
 
     def is_convex(self, nodes: Iterable[int] | int) -> bool:
         """True iff no path leaves the set and re-enters it.

@@ -5,26 +5,24 @@ with a body (but the partition functions, ``byoc.compiler`` set):
 
 1. The top-level ops of the body become a :class:`~partita.collage.graph.DataflowGraph`
    (``ir_graph.graph_from_ops``; constants are not nodes).
-2. Candidates: every match of every pattern of the config's external targets
-   (``match_patterns``: predicates applied; label = pattern name, target = backend,
-   ``data`` = the match); for the backends in ``combine`` (TensorRT-like backends that
-   compile whole sub-graphs) their valid unions up to ``max_depth``
-   (``combine_candidates``); and native fused groups (FuseOps-style, ``max_depth``
-   nodes at most) for the config's non-external targets (``cuda``, ``llvm``), restricted
-   by ``native_supports``; by default the only native target is the one the caller runs
-   on (:func:`main_target`), since native groups stay in the caller. Existing ``byoc.partition`` ops are fixed nodes costed through
-   their body; other non-``nn`` ops (calls...) are fixed nodes of cost 0.
+2. Candidates come from partition rules (:mod:`partita.collage.rules`): each external
+   target's backend rule as declared at registration (pattern-only for CUTLASS, cuBLAS,
+   cuDNN; TVM's default for a backend that declares none; ``combine`` forces arbitrary
+   fusion on the backends it names), and the rule of each native target
+   (:func:`~partita.collage.rules.native_rule`; by default only :func:`main_target`,
+   since native groups stay in the caller). On a device, ops the native fuser cannot put
+   in a kernel get host candidates, charged their device-host copies. Existing
+   ``byoc.partition`` ops are fixed nodes costed through their body; other non-``nn``
+   ops (calls...) are fixed nodes of cost 0.
 3. ``search`` picks the cheapest cover; an op no candidate covers is a located error.
+   Then MaxCoalesce (:mod:`partita.collage.coalesce`) merges adjacent chosen groups of
+   one target when the target's rule allows it and the merge is cheaper. The eager
+   baseline is not coalesced, so the Collage total never exceeds it.
 4. Chosen BYOC candidates become ``byoc.partition`` regions (``byoc.compiler``,
    ``byoc.primitive``, ``byoc.inline``, and ``byoc.composite`` for a single pattern
    match), then are outlined with structural deduplication, so equal partitions share
    one function named ``collage_<backend>_<k>``. Native groups stay in the caller (TVM's
    Collage leaves them to native fusion); their placement is only in the report.
-
-Why cutlass/cublas/cudnn candidates are not combined: each of their patterns is one
-kernel (a GEMM/conv with its epilogue); a union of two patterns is not something their
-codegen can compile as one unit, so a combined candidate would be a lie about cost and
-would not lower. Backends that compile arbitrary sub-graphs (``tensorrt``) are combined.
 
 The report (:class:`CollageReport`) lists each chosen group with its ops, target and
 estimated cost, the total, and (``baseline=True``) the eager partitioner's total on the
@@ -41,25 +39,24 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation
 
-from partita.backends import match_patterns, native_supports, resolve_backends, run_phase
-from partita.collage.cost import CostEstimator
+from partita.backends import resolve_backends, run_phase
+from partita.collage.coalesce import max_coalesce
+from partita.collage.cost import CostEstimator, device_spec, host_copy_time
 from partita.collage.graph import DataflowGraph
 from partita.collage.ir_graph import graph_from_block, graph_from_ops
-from partita.collage.search import (
-    Candidate,
-    PartitionError,
-    Plan,
-    combine_candidates,
-    enumerate_native_candidates,
-    search,
+from partita.collage.rules import (
+    HOST_LABEL,
+    PartitionRule,
+    RuleContext,
+    arbitrary_fusion_rule,
+    native_rule,
 )
+from partita.collage.search import Candidate, PartitionError, Plan, search
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
-from partita.target import CompilationConfig, TargetError
-from partita.target import as_target, split_target_list
+from partita.target import CompilationConfig, TargetError, as_target, split_target_list
 
 __all__ = [
-    "COMBINED_BACKENDS",
     "CollageReport",
     "FunctionReport",
     "PlacedGroup",
@@ -69,10 +66,8 @@ __all__ = [
     "main_target",
     "parse_config",
     "partition_function",
+    "partition_rules",
 ]
-
-COMBINED_BACKENDS: frozenset[str] = frozenset({"tensorrt"})
-"""Backends whose pattern matches are combined into larger candidates by default."""
 
 FIXED = "collage.fixed"
 """Label of a node Collage does not place (an existing partition, a call...)."""
@@ -144,7 +139,8 @@ class CollageReport:
 
 
 # --------------------------------------------------------------------------- config
-def parse_config(targets: CompilationConfig | str | Sequence[str]) -> CompilationConfig:
+def parse_config(targets: CompilationConfig | str | Sequence[str],
+                 fallback_device: str | None = None) -> CompilationConfig:
     """A compilation config from a target list. The order is free (Collage searches):
     primary targets are moved before the external codegens of their device."""
     if isinstance(targets, CompilationConfig):
@@ -153,12 +149,18 @@ def parse_config(targets: CompilationConfig | str | Sequence[str]) -> Compilatio
         pieces = split_target_list(targets if isinstance(targets, str) else list(targets))
         parsed = [as_target(p) for p in pieces]
         ordered = [t for t in parsed if not t.is_external_codegen] + [t for t in parsed if t.is_external_codegen]
-        return CompilationConfig(ordered)
+        return CompilationConfig(ordered, fallback_device)
     except TargetError as err:
         raise PartitaError(f"collage-partition: {err}") from None
 
 
 NativeOption = str | Sequence[str] | None
+
+
+def is_device(config: CompilationConfig) -> bool:
+    """Whether the ops left in the caller run on a device (so host placements cost copies)."""
+    main = config.find_target_for_kind(main_target(config))
+    return main is not None and main.device_type != config.host_target.device_type
 
 
 def main_target(config: CompilationConfig) -> str:
@@ -192,16 +194,20 @@ def _split_targets(config: CompilationConfig, native: NativeOption = None) -> tu
 
 # ---------------------------------------------------------------------------- costs
 class _PlanCost:
-    """The estimator, plus the fixed cost of nodes Collage does not place."""
+    """The estimator, plus the fixed cost of nodes Collage does not place, plus (when the
+    caller runs on a device) the copies a host placement costs."""
 
-    def __init__(self, estimator: CostEstimator):
+    def __init__(self, estimator: CostEstimator, on_device: bool = False):
         self.estimator = estimator
+        self.on_device = on_device
+        self.device = device_spec(estimator)
 
     def __call__(self, graph: DataflowGraph, cand: Candidate) -> float:
         if cand.label == FIXED:
             return float(cand.data)
         try:
-            return float(self.estimator.estimate(graph, cand))
+            copies = host_copy_time(graph, cand, self.device) if self.on_device and cand.label == HOST_LABEL else 0.0
+            return float(self.estimator.estimate(graph, cand)) + copies
         except (ValueError, KeyError, RuntimeError) as err:
             msg = err.args[0] if err.args else str(err)
             raise PartitaError(f"collage-partition: cannot cost {cand.label} on '{cand.target}': {msg}") from None
@@ -222,6 +228,26 @@ def _fixed_cost(op: Operation, estimator: CostEstimator) -> float:
 
 
 # ------------------------------------------------------------------------ candidates
+def partition_rules(
+    external: Sequence[str],
+    native: Sequence[str],
+    max_depth: int,
+    combine: Iterable[str] | None = None,
+) -> dict[str, PartitionRule]:
+    """The rule of each target: each backend's declared rule (``combine`` names backends
+    to fuse arbitrarily instead), and each native target's own rule."""
+    forced = set(combine or ())
+    rules: dict[str, PartitionRule] = {}
+    for backend in resolve_backends(external) if external else []:
+        if backend.name in forced:
+            rules[backend.name] = arbitrary_fusion_rule(backend.name, max_depth)
+        else:
+            rules[backend.name] = backend.rule(max_depth)
+    for t in native:
+        rules[t] = native_rule(t, max_depth)
+    return rules
+
+
 def _candidates(
     graph: DataflowGraph,
     ops: Sequence[Operation],
@@ -230,37 +256,16 @@ def _candidates(
     native: Sequence[str],
     estimator: CostEstimator,
     max_depth: int,
-    combine: Iterable[str],
+    combine: Iterable[str] | None,
 ) -> list[Candidate]:
-    index = {op: i for i, op in enumerate(ops)}
     cands: list[Candidate] = []
     # Nodes Collage leaves where they are.
     for i, op in enumerate(ops):
         if not op.name.startswith("nn."):
             cands.append(Candidate(frozenset((i,)), "fixed", FIXED, data=_fixed_cost(op, estimator)))
-    by_backend: dict[str, list[Candidate]] = {}
-    seen: set[tuple[frozenset[int], str]] = set()
-    if external:
-        for m in match_patterns(block, external):
-            nodes = [index.get(op) for op in m.ops]
-            if any(v is None for v in nodes):
-                continue
-            c = Candidate(frozenset(nodes), m.backend, m.name, data=m)  # type: ignore[arg-type]
-            key = (c.nodes, c.label)
-            if key in seen:
-                continue
-            seen.add(key)
-            by_backend.setdefault(m.backend, []).append(c)
-    combine = set(combine)
-    for backend, group in by_backend.items():
-        if backend in combine and max_depth > 1:
-            cands.extend(combine_candidates(group, graph, max_depth))
-        else:
-            cands.extend(group)
-    if native:
-        cands.extend(
-            enumerate_native_candidates(graph, native, max_depth, supports=native_supports)
-        )
+    ctx = RuleContext(graph, tuple(ops), block)
+    for rule in partition_rules(external, native, max_depth, combine).values():
+        cands.extend(rule.candidates(ctx))
     return cands
 
 
@@ -269,7 +274,7 @@ def function_candidates(
     config: CompilationConfig | str | Sequence[str],
     estimator: CostEstimator,
     max_depth: int = 3,
-    combine: Iterable[str] = COMBINED_BACKENDS,
+    combine: Iterable[str] | None = None,
     native: NativeOption = None,
 ) -> tuple[DataflowGraph, tuple[Operation, ...], list[Candidate]]:
     """The graph of ``function``'s body, its ops (one per node) and every candidate
@@ -303,8 +308,10 @@ def _partition_attributes(cand: Candidate) -> dict[str, Attribute]:
         PRIMITIVE: UnitAttr(),
         INLINE: UnitAttr(),
     }
-    if not cand.label.endswith(".combined"):
-        attrs[COMPOSITE] = StringAttr(cand.label)
+    if not cand.primitive:
+        del attrs[PRIMITIVE]
+    if cand.composite is not None:
+        attrs[COMPOSITE] = StringAttr(cand.composite)
     return attrs
 
 
@@ -319,7 +326,9 @@ def partition_function(
     native: Sequence[str],
     estimator: CostEstimator,
     max_depth: int = 3,
-    combine: Iterable[str] = COMBINED_BACKENDS,
+    combine: Iterable[str] | None = None,
+    on_device: bool = False,
+    coalesce: bool = True,
 ) -> tuple[FunctionReport, dict[PartitionOp, PlacedGroup]]:
     """Search and rewrite one function body (no outlining); returns its report and the
     partitions created, with their report entries."""
@@ -331,9 +340,15 @@ def partition_function(
     cands = _candidates(graph, ops, block, external, native, estimator, max_depth, combine)
     _uncovered_error(graph, ops, cands, [*external, *native])
     try:
-        plan: Plan = search(graph, cands, _PlanCost(estimator))
+        cost = _PlanCost(estimator, on_device)
+        plan: Plan = search(graph, cands, cost)
     except PartitionError as err:
         raise op_error(function, f"collage-partition: {err}") from None
+    if coalesce:
+        configs = {t: r.coalesce_config() for t, r in partition_rules(external, native, max_depth, combine).items()}
+        natives = set(native)
+        plan = max_coalesce(graph, plan, configs, cost,
+                            label=lambda t: f"{t}.fused" if t in natives else f"{t}.combined")
     groups: list[PlacedGroup] = []
     created: dict[PartitionOp, PlacedGroup] = {}
     external_set = set(external)
@@ -359,6 +374,7 @@ def eager_total(
     estimator: CostEstimator,
     max_depth: int = 3,
     ctx: Context | None = None,
+    on_device: bool = False,
 ) -> dict[str, float]:
     """The eager partitioner's estimated total per function, costed like Collage.
 
@@ -379,7 +395,7 @@ def eager_total(
     if external:
         PartitionEager(backends=tuple(external)).apply(ctx, clone)
     totals: dict[str, float] = {}
-    cost = _PlanCost(estimator)
+    cost = _PlanCost(estimator, on_device)
     for op in clone.ops:
         if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
             continue
@@ -390,8 +406,9 @@ def eager_total(
             for i, o in enumerate(ops)
             if not o.name.startswith("nn.")
         ]
-        if native:
-            cands += enumerate_native_candidates(graph, native, max_depth, supports=native_supports)
+        rule_ctx = RuleContext(graph, tuple(ops), op.body.block)
+        for rule in partition_rules((), native, max_depth).values():
+            cands += rule.candidates(rule_ctx)
         try:
             _uncovered_error(graph, ops, cands, list(native))
             totals[op.sym_name.data] = search(graph, cands, cost).total_cost
@@ -407,22 +424,28 @@ def collage_partition(
     estimator: CostEstimator,
     max_depth: int = 3,
     *,
-    combine: Iterable[str] = COMBINED_BACKENDS,
+    combine: Iterable[str] | None = None,
     native: NativeOption = None,
     baseline: bool = True,
     outline: bool = True,
+    coalesce: bool = True,
     ctx: Context | None = None,
 ) -> CollageReport:
     """Collage-partition ``module`` in place for the targets of ``config``; see the module
-    docstring. Returns the report. Raises ``PartitaError``."""
-    from partita.transforms.global_symbol_cache import FreshSymbolNames, StructuralDedupCache
+    docstring (``coalesce=False``: no MaxCoalesce, the plan is exactly the search's).
+    Returns the report. Raises ``PartitaError``."""
+    from partita.transforms.global_symbol_cache import (
+        FreshSymbolNames,
+        StructuralDedupCache,
+    )
     from partita.transforms.outline_compiler_functions import outline_partitions
 
     if max_depth < 1:
         raise PartitaError(f"collage-partition: max-depth must be >= 1, got {max_depth}")
     config = parse_config(config)
     external, native_targets = _split_targets(config, native)
-    combine = tuple(combine)
+    combine = tuple(combine) if combine is not None else None
+    on_device = is_device(config)
     report = CollageReport(estimator=getattr(estimator, "name", type(estimator).__name__),
                            targets=tuple(t.kind_name for t in config.primitive_targets))
     if ctx is None:
@@ -431,12 +454,13 @@ def collage_partition(
         ctx = make_context()
     if external:
         run_phase(module, "before_partitioning", external, ctx)
-    eager = eager_total(module, external, native_targets, estimator, max_depth, ctx) if baseline else {}
+    eager = eager_total(module, external, native_targets, estimator, max_depth, ctx, on_device) if baseline else {}
     created: dict[PartitionOp, PlacedGroup] = {}
     for op in list(module.ops):
         if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
             continue
-        fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine)
+        fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine, on_device,
+                                             coalesce)
         fn_report.eager_total = eager.get(fn_report.name)
         report.functions.append(fn_report)
         created.update(made)

@@ -11,6 +11,10 @@ with the least total cost, as a shortest path over "covered node sets":
   minimum node: candidates are indexed by their minimum node;
 * Dijkstra (costs are non-negative) from the empty set to the full set.
 
+``enumerate_native_candidates`` and ``combine_candidates`` are simple IR-free generators
+(for tests, benchmarks and the brute-force property tests); the IR partitioner builds its
+candidates with the rule algebra of :mod:`partita.collage.rules`.
+
 Depth
 -----
 Two notions are used, both documented on the functions:
@@ -118,12 +122,17 @@ class Candidate:
     ``label`` names the kernel/group (e.g. ``"cutlass.dense_bias_gelu"``,
     ``"cuda.fused"``, ``"llvm"``); ``data`` is opaque to the partitioner (the IR
     layer stores its pattern match there) and takes no part in equality.
+    ``composite`` is the pattern name a ``Composite`` rule gave the candidate and
+    ``primitive`` whether a ``Primitive`` rule made it a unit of compilation (see
+    :mod:`partita.collage.rules`); neither takes part in equality.
     """
 
     nodes: frozenset[int]
     target: str
     label: str
     data: Any = field(default=None, compare=False, hash=False)
+    composite: str | None = field(default=None, compare=False, hash=False)
+    primitive: bool = field(default=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, frozenset):

@@ -27,7 +27,14 @@ from xdsl.utils.target import Target
 
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
-from partita.lowering.cutlass import CudaSource, KernelSpec, UnsupportedKernel, choose_config, emit_module
+from partita.lowering.cutlass import (
+    CudaSource,
+    KernelSpec,
+    UnsupportedKernel,
+    choose_config,
+    emit_module,
+)
+from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
 from partita.target import Target as PartitaTarget
 
@@ -161,25 +168,22 @@ def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
     ]
 
 
-def target_sm(functions: Sequence[FuncOp], override: int) -> int:
-    """The sm to compile for: the pass option, else the functions' cutlass target."""
-    if override:
-        return override
-    found: set[int] = set()
-    for function in functions:
-        attr = function.attributes.get(byoc.TARGET)
-        if isinstance(attr, byoc.TargetAttr) and attr.kind.data == COMPILER:
-            found.add(attr.to_target().get("sm"))
-    if len(found) > 1:
-        raise PartitaError(f"cutlass functions disagree on the target sm ({', '.join(map(str, sorted(found)))})")
-    return found.pop() if found else PartitaTarget(COMPILER).get("sm")
-
-
-def emit_cutlass(module: ModuleOp, sm: int) -> tuple[list[PartitionKernel], CudaSource | None]:
+def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[PartitionKernel], CudaSource | None]:
+    """The kernels of the module's cutlass functions and their source, configured by the
+    target ``options`` (an ``int`` is an sm with the kind's other defaults)."""
+    if isinstance(options, int):
+        options = CutlassOptions(sm=options)
     kernels = [partition_kernel(f) for f in cutlass_functions(module)]
     if not kernels:
         return kernels, None
-    return kernels, emit_module([(k.name, k.spec, choose_config(k.spec, sm)) for k in kernels])
+    configs = []
+    for k in kernels:
+        try:
+            cfg = choose_config(k.spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
+        except UnsupportedKernel as err:
+            raise op_error(k.function, str(err)) from None
+        configs.append((k.name, k.spec, cfg))
+    return kernels, emit_module(configs)
 
 
 @dataclass(frozen=True)
@@ -196,16 +200,23 @@ class CutlassCodegen(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from partita.lowering import nvrtc
         from partita.lowering.cubin import read_int_global
-        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
-        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
+        from partita.transforms.mark_compiler_functions_as_extern import (
+            MarkCompilerFunctionsAsExtern,
+        )
+        from partita.transforms.outline_compiler_functions import (
+            OutlineCompilerFunctions,
+        )
 
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
-        sm = target_sm(cutlass_functions(op), self.sm)
-        kernels, source = emit_cutlass(op, sm)
+        options = function_options(cutlass_functions(op), self.sm)
+        sm = options.sm
+        kernels, source = emit_cutlass(op, options)
         if source is None:
             return
+        cache_dir = self.cache_dir or options.tmp_dir or None
         try:
-            binary = nvrtc.compile_cuda(source, arch=f"sm_{sm}", cache_dir=self.cache_dir)
+            binary = nvrtc.compile_cuda(source, arch=f"sm_{sm}", cache_dir=cache_dir,
+                                        fast_math=options.use_fast_math)
         except nvrtc.NvrtcError as err:
             names = ", ".join(f"@{e}" for e in err.entries) or "the module"
             raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
@@ -217,7 +228,8 @@ class CutlassCodegen(ModulePass):
         }
         attributes: dict[str, Attribute] = {
             "format": StringAttr("cubin"),
-            "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, {"sm": sm})),
+            # every option it was compiled with (those left at their defaults are implied)
+            "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),
@@ -243,8 +255,9 @@ class CutlassCppTarget(Target):
     sm: int = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        sm = target_sm(cutlass_functions(module), self.sm)
-        kernels, source = emit_cutlass(module, sm)
+        options = function_options(cutlass_functions(module), self.sm)
+        sm = options.sm
+        kernels, source = emit_cutlass(module, options)
         if source is None:
             output.write("// no cutlass partition functions in this module\n")
             return

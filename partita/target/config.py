@@ -5,17 +5,24 @@ for every pass:
 
 * **host** (rules A-C): the host of the first target that has one; else the first
   host-capable (cpu) target in the list; else a default ``Target("llvm")``.
-* **primitive targets**: the listed targets, each given that host.  A listed target
-  that *is* the host (same kind and options) stays host-less: it is both the host and
-  the primary cpu target.  If the host is not listed, ``primary_target(cpu)`` still
-  returns it, since host code can always run there (TVM would fail instead).
+* **primitive targets**: the listed targets, each given that host, the listed target
+  that *is* the host included (``llvm -host=llvm``, as TVM does).  If the host is not
+  listed, ``primary_target(cpu)`` still returns it, since host code can always run
+  there (TVM would fail instead).
 * **ordering**: kind names are unique; per device type the first listed target is the
   primary (non-external) one and every later one must be an external codegen for it.
-  Unlike TVM, a device may have *only* external codegens (``["cutlass"]``): the first
-  of them then acts as that device's primary target, so ``primary_target(cuda)`` is
-  ``cutlass``.  A native target after such an external one is an error.
+  Unlike TVM, a device may have *one* external codegen and no primary target
+  (``["cutlass"]``): it then acts as that device's primary target, so
+  ``primary_target(cuda)`` is ``cutlass``.  Several external codegens without the
+  primary target (``["cutlass", "cublas"]``) are rejected, as TVM rejects them, with a
+  message naming the target to add.  A native target after an external one is an error.
 * **default device** (rules D-F): ``fallback_device`` if given; else the only device
-  type among the targets other than the host; else cpu.
+  type among the targets other than the host; else cpu.  **This differs from TVM**,
+  which counts the cpu target too, so that ``["cuda", "llvm"]`` defaults to cpu there
+  (TVM's ``RuleA_RuleF_ReplaceHost``) and to cuda here: unannotated ops go to the GPU,
+  which is what a user listing a GPU target wants.  ``fallback_device="cpu"`` (exposed
+  by ``partita.compile``, ``partita-run --fallback-device`` and every pass taking
+  ``targets=``) gives TVM's behaviour.
 """
 
 from __future__ import annotations
@@ -110,6 +117,13 @@ def split_target_list(spec: str | Sequence[str]) -> list[str]:
     return result
 
 
+def _primary_kind_name(device: DeviceType) -> str:
+    """The native kind of a device type (``cuda`` for cuda), for error messages."""
+    if is_registered(device.value) and not get_target_kind(device.value).is_external_codegen:
+        return device.value
+    return "llvm" if device is DeviceType.CPU else f"<a {device.value} target>"
+
+
 class CompilationConfig:
     """The targets of one compilation, with TVM's host / ordering / default-device rules.
 
@@ -142,7 +156,7 @@ class CompilationConfig:
         self._host: Target = host
 
         self._targets: tuple[Target, ...] = tuple(
-            t.without_host() if t.same_as(host) else t.with_host(host) for t in raw
+            t.with_host(host) for t in raw
         )
         self._check_order()
 
@@ -187,6 +201,10 @@ class CompilationConfig:
 
     def _check_order(self) -> None:
         first_for: dict[DeviceType, Target] = {}
+        externals: dict[DeviceType, list[str]] = {}
+        for t in self._targets:
+            if t.is_external_codegen:
+                externals.setdefault(t.device_type, []).append(t.kind_name)
         for t in self._targets:
             first = first_for.get(t.device_type)
             if first is None:
@@ -203,6 +221,13 @@ class CompilationConfig:
                     f"second primary target '{t.kind_name}' for device type '{dev}' "
                     f"(primary target is '{first.kind_name}'); only external codegens may "
                     "follow a device's primary target"
+                )
+        for device, names in externals.items():
+            if len(names) > 1 and first_for[device].is_external_codegen:
+                raise TargetError(
+                    f"device type '{device.value}' has only external targets ({', '.join(repr(n) for n in names)}): "
+                    f"add its primary target '{_primary_kind_name(device)}' before them "
+                    f"(e.g. '{_primary_kind_name(device)},{','.join(names)}')"
                 )
 
     # -- look-ups --------------------------------------------------------------------

@@ -335,10 +335,17 @@ def _register_builtin_kinds() -> None:
         "cutlass",
         DeviceType.CUDA,
         {
+            # TVM's cutlass kind, plus use_tf32; every option reaches cutlass-codegen
+            # (partita.lowering.cutlass.options).
             "sm": (int, 80),
+            "use_tf32": (bool, True),
+            "use_3xtf32": (bool, False),
             "split_k_slices": (int, 1),
-            "use_fast_math": (bool, False),
+            "profile_all_alignments": (bool, False),
             "find_first_valid": (bool, True),
+            "use_multiprocessing": (bool, False),
+            "tmp_dir": (str, ""),
+            "use_fast_math": (bool, False),
         },
         is_external_codegen=True,
     )

@@ -32,6 +32,7 @@ from partita.ir.diagnostics import PartitaError
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic
 from partita.ir.verifier import verify_module
 from partita.transforms import get_all_passes
+from partita.transforms.pass_options import quote_option_values
 
 _EXPECTED = re.compile(r"//\s*expected-error(?:@(?P<rel>[+-]\d+|above|below))?\s*\{\{(?P<msg>.*?)\}\}")
 _LOCATED = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+)$")
@@ -95,6 +96,8 @@ class PartitaOptMain(xDSLOptMain):
         arg_parser.description = "Partita's modular optimizer driver (xDSL opt with nn, byoc and Partita's passes)."
 
     def setup_pipeline(self) -> None:
+        # Unquoted values such as paths, as mlir-opt takes them (cache-dir=/tmp/x).
+        self.args.passes = quote_option_values(self.args.passes)
         super().setup_pipeline()
         self.pipeline = dataclasses.replace(self.pipeline, callback=self._between_passes)
         self._pass_start = time.perf_counter()

@@ -28,6 +28,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="an .onnx model or a .mlir module")
     parser.add_argument("--targets", default="cuda -arch=sm_90,cutlass,llvm", help="comma-separated targets (default: %(default)s)")
+    parser.add_argument("--fallback-device", choices=("cpu", "cuda"),
+                        help="device type of ops no target claims (default: the only device besides the host; "
+                             "'cpu' is TVM's default)")
     parser.add_argument("--partitioner", choices=("collage", "eager", "none"), default="collage")
     parser.add_argument("--cost", default="roofline", help="collage cost estimator (default: %(default)s)")
     parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
@@ -112,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.model,
             args.targets,
             partitioner=args.partitioner,
+            fallback_device=args.fallback_device,
             cost=args.cost,
             device=args.device,
             cache_dir=args.cache_dir,

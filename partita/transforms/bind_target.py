@@ -1,8 +1,11 @@
 """bind-target: give every function without a ``byoc.target`` one from the config.
 
 TVM's ``BindTarget``: the compilation config (``targets``, or ``target`` + ``host``)
-only fills in what is missing; a target already on a function is never overwritten,
-but it must be one of the config's targets (kind and explicit options).
+only fills in what is missing. A target already on a function is the single source of
+truth, even when the config does not name it (that is how a function is delegated to
+another device): it is never replaced nor rejected here; the stage that has no code
+generator for it reports it. Only its host is filled in: an entry function whose
+explicit target has no host gets the config's host, as TVM's ``BindTarget`` does.
 
 * an entry (public) function gets the default target with its host;
 * a partition function (``byoc.compiler = "X"``) gets the config's ``X`` target;
@@ -49,17 +52,18 @@ class BindTarget(ModulePass):
     host: TargetOption = None
     """The host target (default: TVM's rules on the target list)."""
 
+    fallback_device: str | None = None
+    """Device type of the default target (``cpu`` gives TVM's default; see
+    ``CompilationConfig``)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        config, default = config_from_options(self.name, self.targets, self.target, self.host)
+        config, default = config_from_options(self.name, self.targets, self.target, self.host,
+                                              self.fallback_device)
         for func in func_index(op).values():
             existing = func_target(func)
             if existing is not None:
-                if existing not in config:
-                    raise op_error(
-                        func,
-                        f"explicit target '{existing}' is not in the compilation config "
-                        f"({config}; host {config.host_target})",
-                    )
+                if is_entry(func) and existing.host is None and not existing.same_as(config.host_target):
+                    set_func_target(func, existing.with_host(config.host_target))
                 continue
             if is_extern(func):
                 continue

@@ -24,7 +24,12 @@ Options:
 * ``native``: where ops no backend takes may run: ``auto`` (where the function runs:
   the default device's primary target, else the host), ``none`` (every op must go to a
   backend; an op none can run is an error at the op), or a list of native kinds.
-* ``combine``: backends whose matches are combined (default ``tensorrt``).
+* ``fallback-device``: device type of ops no backend takes (``cpu`` is TVM's default;
+  by default the only device type besides the host, see ``CompilationConfig``).
+* ``coalesce``: MaxCoalesce after the search (default true): adjacent chosen groups of
+  one target merge when the target's rule allows it and the merge is cheaper.
+* ``combine``: backends whose matches are combined arbitrarily, whatever partition rule
+  they declared (default: none; each backend's own rule, see ``partita.backends``).
 * ``report``: print the report (and the eager partitioner's total) to stderr.
 * ``baseline``: also cost the eager partitioner's plan (implied by ``report``).
 
@@ -43,7 +48,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.collage.partitioner import COMBINED_BACKENDS, CollageReport, collage_partition
+from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
@@ -153,11 +158,13 @@ class CollagePartition(ModulePass):
     cache: str = ""
     costs: str | tuple[str, ...] = ""
     native: str | tuple[str, ...] = "auto"
-    combine: str | tuple[str, ...] = tuple(sorted(COMBINED_BACKENDS))
+    combine: str | tuple[str, ...] = ""
     report: bool = False
     baseline: bool = False
     dynamic_dim: int = 1
     cache_dir: str = ""
+    fallback_device: str = ""
+    coalesce: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
@@ -167,12 +174,13 @@ class CollagePartition(ModulePass):
         )
         result = collage_partition(
             op,
-            _items(self.targets),
+            parse_config(_items(self.targets), self.fallback_device or None),
             estimator,
             self.max_depth,
-            combine=_items(self.combine),
+            combine=_items(self.combine) or None,
             native=self.native,
             baseline=self.report or self.baseline,
+            coalesce=self.coalesce,
             ctx=ctx,
         )
         LAST_REPORT = result

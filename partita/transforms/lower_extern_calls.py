@@ -18,6 +18,12 @@ extern function from its ``@<f>_reference`` sibling (left by
 The declaration may carry only ``byoc.extern``, so the link to the shape function is the
 name convention plus ``byoc.shape_func`` on each ``byoc.call_extern`` that used it. An
 existing ``@<f>_shape_func`` (e.g. written by hand) is used as is if its type fits.
+
+A shape function runs on the host, between kernel launches: it gets the host of its
+first caller's target (the caller's target itself when that is a cpu target; ``llvm``
+when the caller has no target), so ``verify-targets`` accepts it and a later
+``bind-target`` does not put it on the device. A shape function that already has a
+target keeps it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,16 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from partita.dialects.byoc import REFERENCE_IMPL, SHAPE_FUNC, AllocTensorOp, CallExternOp, is_extern
+from partita.dialects.byoc import (
+    REFERENCE_IMPL,
+    SHAPE_FUNC,
+    TARGET,
+    AllocTensorOp,
+    CallExternOp,
+    TargetAttr,
+    is_extern,
+)
+from partita.target import DeviceType, TargetError
 from partita.ir import op_error, symbol_name
 from partita.transforms.mark_compiler_functions_as_extern import reference_name
 from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
@@ -43,6 +58,23 @@ SHAPE_FUNC_SUFFIX = "_shape_func"
 
 def shape_func_name(extern_name: str) -> str:
     return extern_name + SHAPE_FUNC_SUFFIX
+
+
+def host_of_caller(call: Operation) -> TargetAttr:
+    """The host target of the function holding ``call`` (see the module docstring)."""
+    caller = call.parent_op()
+    while caller is not None and not isinstance(caller, func.FuncOp):
+        caller = caller.parent_op()
+    attr = caller.attributes.get(TARGET) if caller is not None else None
+    if not isinstance(attr, TargetAttr):
+        return TargetAttr("llvm")
+    if attr.host_target is not None:
+        return attr.host_target
+    try:
+        on_cpu = attr.to_target().device_type is DeviceType.CPU
+    except TargetError:
+        on_cpu = False
+    return attr if on_cpu else TargetAttr("llvm")
 
 
 @dataclass(frozen=True)
@@ -69,6 +101,8 @@ class LowerExternCalls(ModulePass):
         n_out = len(dynamic_dims(callee.function_type.outputs.data))
         expected = ((IndexType(),) * n_in, (IndexType(),) * n_out)
         existing = symbols.get(shape_func_name(name))
+        if isinstance(existing, func.FuncOp) and TARGET not in existing.attributes:
+            existing.attributes[TARGET] = host_of_caller(call)
         if existing is not None:
             if not isinstance(existing, func.FuncOp) or (
                 existing.function_type.inputs.data, existing.function_type.outputs.data
@@ -88,6 +122,7 @@ class LowerExternCalls(ModulePass):
                 f"mark-compiler-functions-as-extern{{keep-reference=false}}?)",
             )
         shape_func = derive_shape_function(reference, shape_func_name(name))
+        shape_func.attributes[TARGET] = host_of_caller(call)
         Rewriter.insert_op(shape_func, InsertPoint.after(reference))
         symbols[shape_func.sym_name.data] = shape_func
         return shape_func

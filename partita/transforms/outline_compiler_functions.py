@@ -1,4 +1,10 @@
-"""``outline-compiler-functions``: every ``byoc.partition`` becomes a private function.
+"""``outline-compiler-functions``: every ``byoc.partition`` with a compiler becomes a
+private function.
+
+Only partitions with a ``byoc.compiler`` are outlined (of ``compiler``, when given), as
+TVM outlines only functions with a ``Compiler`` attribute: composite regions inside them
+(``partition-eager{merge=true}``) have no compiler and stay in their partition's body,
+where the backend's codegen dispatches on their ``byoc.composite``.
 
 TVM's ``OutlineCompilerFunctionsWithExistingGlobalSymbols``: the region is moved (not
 copied) into a module-level ``func.func private`` named by a global symbol cache (see
@@ -87,8 +93,8 @@ def _make_function(partition: PartitionOp, name: str) -> func.FuncOp:
 def outline_partitions(
     module: ModuleOp, cache: GlobalSymbolCache, compiler: str | None = None
 ) -> dict[PartitionOp, str]:
-    """Outlines every partition (of ``compiler``, or all) into the function ``cache``
-    names; returns the name chosen for each partition, in outlining order.
+    """Outlines every partition with a compiler (``compiler``, or any) into the function
+    ``cache`` names; returns the name chosen for each partition, in outlining order.
 
     Inner partitions are outlined before the partitions containing them, so an outer
     partition's identity already reflects its inner calls. Raises ``PartitaError``.
@@ -97,7 +103,7 @@ def outline_partitions(
     partitions = [
         op
         for op in module.walk(region_first=True)
-        if isinstance(op, PartitionOp) and (compiler is None or op.compiler == compiler)
+        if isinstance(op, PartitionOp) and op.compiler is not None and (compiler is None or op.compiler == compiler)
     ]
     names: dict[PartitionOp, str] = {}
     trusted = getattr(cache, "confirms_equality", False)

@@ -44,6 +44,7 @@ def config_from_options(
     targets: str | Sequence[str] | None = None,
     target: str | Sequence[str] | None = None,
     host: str | Sequence[str] | None = None,
+    fallback_device: str | None = None,
 ) -> tuple[CompilationConfig, Target]:
     """The compilation config and the default target named by a pass's options.
 
@@ -51,7 +52,8 @@ def config_from_options(
     without it, ``target`` (and optionally ``host``) make a one-target config.  ``host``
     with ``targets`` becomes the explicit host of the first target (TVM's rule A).  The
     default target is ``target`` when given (it must be in the config), else the
-    config's default primary target.  Bad options raise an unlocated ``PartitaError``.
+    config's default primary target.  ``fallback_device`` is the config's default device
+    type (TVM's rule D).  Bad options raise an unlocated ``PartitaError``.
     """
     try:
         if targets is not None:
@@ -69,7 +71,7 @@ def config_from_options(
             host_target = as_target(_option_text(host))
             if not items[0].same_as(host_target):
                 items[0] = items[0].with_host(host_target)
-        config = CompilationConfig(items)
+        config = CompilationConfig(items, fallback_device or None)
         if target is not None:
             default = config.canonical(_option_text(target))
         else:

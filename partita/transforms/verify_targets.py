@@ -4,7 +4,8 @@ TVM's ``VerifyTargets`` checks, each violation an error located at the function 
 call (the first one, in module order):
 
 * every function has a ``byoc.target`` (a ``#byoc.target``), except ``byoc.extern``
-  declarations, whose code was compiled elsewhere;
+  declarations, whose code was compiled elsewhere, and their ``byoc.reference_impl``
+  bodies, which only the reference executor runs (to emulate the external code);
 * a partition function's (``byoc.compiler = "X"``) target kind is ``X``;
 * a ``func.call`` crosses targets only from host to device (see ``call_allowed``).
   A call inside a ``byoc.on_target`` region runs on that region's target.
@@ -19,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import CallOp
 from xdsl.passes import ModulePass
 
-from partita.dialects.byoc import TARGET, is_extern
+from partita.dialects.byoc import REFERENCE_IMPL, TARGET, is_extern
 from partita.ir import op_error
 from partita.target import DeviceType, Target, is_external_codegen_for
 from partita.transforms.target_utils import (
@@ -55,7 +56,7 @@ class VerifyTargets(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = func_index(op)
         for func in funcs.values():
-            if is_extern(func):
+            if is_extern(func) or REFERENCE_IMPL in func.attributes:
                 continue
             if TARGET not in func.attributes:
                 raise op_error(func, "has no target (a 'byoc.target' attribute)")

@@ -184,7 +184,7 @@ def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
     return (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
             cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
             cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k > 1,
-            cfg.swizzle, cfg.iterator_algorithm)
+            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
 
 
 def _shape(t) -> str:
@@ -198,6 +198,9 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     arch = f"cutlass::arch::Sm{cfg.arch_tag}"
     epi = f"{_EPILOGUE[spec.epilogue]}<{T}, {cfg.alignment_c}, float, float>"
     swz = f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>"
+    # 3xTF32 splits each f32 operand into two TF32 parts (three MMAs); plain f32 operands
+    # on a tensor-op kernel are TF32.
+    mma = "cutlass::arch::OpMultiplyAddFastF32" if cfg.math == "3xtf32" else "cutlass::arch::OpMultiplyAdd"
     common = (f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, "
               f"{_shape(cfg.instruction_shape)},\n")
     if spec.op == "conv2d":
@@ -207,7 +210,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"    {T}, cutlass::layout::TensorNHWC, {T}, cutlass::layout::TensorNHWC,\n"
             f"    {T}, cutlass::layout::TensorNHWC, float, {opclass}, {arch},\n"
             f"{common}"
-            f"    {epi},\n    {swz}, {cfg.stages}, cutlass::arch::OpMultiplyAdd,\n"
+            f"    {epi},\n    {swz}, {cfg.stages}, {mma},\n"
             f"    cutlass::conv::IteratorAlgorithm::{algo}, cutlass::conv::StrideSupport::kStrided,\n"
             f"    {cfg.alignment_a}, {cfg.alignment_b}>::Kernel;\n")
     split = "true" if cfg.split_k > 1 else "false"
@@ -217,7 +220,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"    {T}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
         f"    {T}, cutlass::layout::RowMajor, float, {opclass}, {arch},\n"
         f"{common}"
-        f"    {epi},\n    {swz}, {cfg.stages}, {split}, cutlass::arch::OpMultiplyAdd>::GemmKernel")
+        f"    {epi},\n    {swz}, {cfg.stages}, {split}, {mma}>::GemmKernel")
     if spec.op == "dense":
         return f"using {alias} = {base};\n"
     return (

@@ -206,6 +206,9 @@ class KernelConfig:
     split_k: int = 1
     swizzle: int = 8                # GemmIdentityThreadblockSwizzle<swizzle>
     iterator_algorithm: str = "optimized"   # conv2d only
+    #: How the kernel multiplies: "f16" (HMMA, f32 accumulation), "tf32" / "3xtf32"
+    #: (f32 operands on tensor cores), "ffma" (exact f32 SIMT), "hfma" (f16 SIMT).
+    math: str = ""
     #: CUTLASS procedural name (set by choose_config)
     name: str = field(default="", compare=True)
 
@@ -248,15 +251,26 @@ def _split_k(spec: KernelSpec, tb: tuple[int, int, int]) -> int:
     return slices if slices >= 2 else 1
 
 
-def choose_config(spec: KernelSpec, sm: int = 80) -> KernelConfig:
+F32_MATH = ("tf32", "3xtf32", "ffma")
+
+
+def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
+                  split_k_slices: int = 1) -> KernelConfig:
     """Pick a CUTLASS 2.x configuration for ``spec`` on compute capability ``sm``.
+
+    ``f32_math`` says how f32 problems multiply (the ``cutlass`` target's ``use_tf32`` /
+    ``use_3xtf32``): ``tf32`` and ``3xtf32`` use tensor cores (mma 16x8x8, f32
+    accumulation; 3xTF32 is ``OpMultiplyAddFastF32``) when sm >= 80 and the A/B
+    alignment is 4, ``ffma`` the exact SIMT kernels. ``split_k_slices`` above 1 fixes
+    the serial split-k of static dense problems (the target's option).
 
     * alignment: the largest of 8/4/2/1 (f16) or 4/2/1 (f32) elements dividing
       the contiguous extents (K for A and B of a GEMM, C for the conv operands,
       N (GEMM) or K (conv) for the output and bias);
     * f16 on sm >= 80 with A/B alignment >= 2: tensor cores, mma 16x8x16, f32
       accumulation, multistage (cp.async) main loop;
-    * f32 on sm >= 80: exact SIMT FFMA, multistage main loop, alignment 1;
+    * f32 on sm >= 80 with ``f32_math`` tf32/3xtf32 and A/B alignment 4: tensor cores as
+      above, K tile 16; otherwise exact SIMT FFMA, multistage main loop, alignment 1;
     * anything else (sm < 80, or f16 with odd K / C): SIMT, 2-stage ``Sm50``
       pipeline, alignment 1;
     * tile: 128x128 for big problems, 128x64 for medium or run-time M, 64x64
@@ -266,6 +280,8 @@ def choose_config(spec: KernelSpec, sm: int = 80) -> KernelConfig:
     """
     if sm < 50:
         raise UnsupportedKernel(f"sm_{sm} is not supported")
+    if f32_math not in F32_MATH:
+        raise UnsupportedKernel(f"unknown f32 math '{f32_math}' (one of {', '.join(F32_MATH)})")
     dt = spec.dtype
     if spec.op == "conv2d":
         k_out, _, _, c_in = spec.filter_shape  # type: ignore[misc]
@@ -290,8 +306,15 @@ def choose_config(spec: KernelSpec, sm: int = 80) -> KernelConfig:
         return "small"
 
     cls = size_class()
-    if dt == "float16" and sm >= 80 and align_ab >= 2:
-        opclass, arch_tag, inst = "tensorop", 80, (16, 8, 16)
+    math_kind = "hfma" if dt == "float16" else "ffma"
+    if dt == "float32" and f32_math != "ffma" and sm >= 80 and align_ab == 4:
+        opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 8), f32_math
+        tb = {"big": (128, 128, 16), "medium": (128, 64, 16), "small": (64, 64, 16)}[cls]
+        warps = (2, 2, 1)
+        stages = 3
+        align_c = min(align_c, 4)
+    elif dt == "float16" and sm >= 80 and align_ab >= 2:
+        opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 16), "f16"
         if align_ab < 8:
             cls = "small"
         tb = {"big": (128, 128, 32), "medium": (128, 64, 32), "small": (64, 64, 32)}[cls]
@@ -317,12 +340,15 @@ def choose_config(spec: KernelSpec, sm: int = 80) -> KernelConfig:
         align_ab = align_c = 1
 
     split = _split_k(spec, tb)
+    if split_k_slices > 1 and spec.op == "dense" and spec.M is not None:
+        split = split_k_slices
     cfg = KernelConfig(
         opcode_class=opclass, arch_tag=arch_tag, instruction_shape=inst,
         threadblock=tb, warp_count=warps, stages=stages,
         alignment_a=align_ab, alignment_b=align_ab, alignment_c=align_c,
         split_k=split, swizzle=4 if spec.op == "conv2d" else 8,
         iterator_algorithm="optimized" if spec.op == "conv2d" else "",
+        math=math_kind,
     )
     return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
 
@@ -333,8 +359,12 @@ def _operation(spec: KernelSpec, cfg: KernelConfig):
     """The cutlass_library operation object describing (spec, cfg)."""
     elt = _CUTLASS_DTYPE[spec.dtype]
     opclass = OpcodeClass.TensorOp if cfg.opcode_class == "tensorop" else OpcodeClass.Simt
-    mi = MathInstruction(list(cfg.instruction_shape), elt, elt, DataType.f32, opclass,
-                         MathOperation.multiply_add)
+    operand, op = elt, MathOperation.multiply_add
+    if cfg.math == "tf32":
+        operand = DataType.tf32
+    elif cfg.math == "3xtf32":
+        op = MathOperation.multiply_add_fast_f32
+    mi = MathInstruction(list(cfg.instruction_shape), operand, operand, DataType.f32, opclass, op)
     td = TileDescription(list(cfg.threadblock), cfg.stages, list(cfg.warp_count), mi,
                          cfg.arch_tag, 1024)
     if spec.op == "conv2d":
@@ -365,4 +395,6 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
         name += "_" + spec.epilogue
     if cfg.split_k > 1:
         name += "_splitk"
+    if cfg.math == "3xtf32":
+        name += "_3xtf32"
     return name

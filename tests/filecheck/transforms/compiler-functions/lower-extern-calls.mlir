@@ -26,7 +26,7 @@ func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2
 // caller reads the dim, calls it, and allocates with the result. Called twice, the
 // shape function is generated once.
 
-// CHECK-LABEL: func.func private @tvmgen_default_cutlass_main_0_shape_func(%{{.*}}: index) -> index {
+// CHECK-LABEL: func.func private @tvmgen_default_cutlass_main_0_shape_func(%{{.*}}: index) -> index attributes {byoc.target = #byoc.target<"llvm">} {
 // CHECK-NEXT:    func.return %{{.*}} : index
 // CHECK-NEXT:  }
 // CHECK-LABEL: func.func @main(%x: tensor<?x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304xf16>) -> tensor<?x2304xf16> {
@@ -57,13 +57,13 @@ func.func @main(%x: tensor<?x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304
 // (H + 2 - 3) floordiv 2 + 1; a reshape with one '?' divides the element count.
 
 // CHECK-LABEL: func.func private @bcast_shape_func(
-// CHECK-SAME:      %[[A:.*]]: index, %[[B:.*]]: index) -> index {
+// CHECK-SAME:      %[[A:.*]]: index, %[[B:.*]]: index) -> index attributes {byoc.target = #byoc.target<"llvm">} {
 // CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : index
 // CHECK-NEXT:    %[[IS1:.*]] = arith.cmpi eq, %[[A]], %[[ONE]] : index
 // CHECK-NEXT:    %[[D:.*]] = arith.select %[[IS1]], %[[B]], %[[A]] : index
 // CHECK-NEXT:    func.return %[[D]] : index
 // CHECK-LABEL: func.func private @conv_shape_func(
-// CHECK-SAME:      %[[N:.*]]: index, %[[H:.*]]: index, %[[W:.*]]: index) -> (index, index, index, index) {
+// CHECK-SAME:      %[[N:.*]]: index, %[[H:.*]]: index, %[[W:.*]]: index) -> (index, index, index, index) attributes {byoc.target = #byoc.target<"llvm">} {
 // CHECK-NEXT:    %[[M1:.*]] = arith.constant -1 : index
 // CHECK-NEXT:    %[[H1:.*]] = arith.addi %[[H]], %[[M1]] : index
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2 : index
@@ -113,4 +113,20 @@ func.func @main(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>, %img: tensor<?x3x?x?xf
   %0 = func.call @bcast(%x, %y) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   %1, %2 = func.call @conv(%img, %k) : (tensor<?x3x?x?xf32>, tensor<4x3x3x3xf32>) -> (tensor<?x4x?x?xf32>, tensor<?x16xf32>)
   func.return %0, %1, %2 : tensor<?x8xf32>, tensor<?x4x?x?xf32>, tensor<?x16xf32>
+}
+
+// -----
+
+// A shape function runs on the host: it gets the host of its caller's target (here `c`),
+// so verify-targets accepts the lowered module (tests/test_target_passes.py runs it).
+
+// CHECK-LABEL: func.func private @k_shape_func(%{{.*}}: index) -> index attributes {byoc.target = #byoc.target<"c">} {
+func.func private @k(tensor<?x4xf32>) -> tensor<?x4xf32> attributes {byoc.extern, byoc.target = #byoc.target<"cutlass">}
+func.func private @k_reference(%a: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {byoc.reference_impl = @k, byoc.target = #byoc.target<"cutlass">} {
+  %0 = nn.relu %a : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  func.return %0 : tensor<?x4xf32>
+}
+func.func @host_main(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {byoc.target = #byoc.target<"cuda", {}, host = #byoc.target<"c">>} {
+  %0 = func.call @k(%x) : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  func.return %0 : tensor<?x4xf32>
 }

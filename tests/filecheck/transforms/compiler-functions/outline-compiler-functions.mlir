@@ -129,3 +129,39 @@ func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
   }) : (tensor<8xf32>) -> tensor<8xf32>
   func.return %1 : tensor<8xf32>
 }
+
+// -----
+
+// Only partitions with a compiler are outlined (TVM outlines functions with a Compiler
+// attribute): the composites `partition-eager{merge=true}` nests in a compiler partition
+// stay in its body, with or without dedup.
+
+// CHECK-LABEL: func.func private @tvmgen_default_cutlass_main_0(%x: tensor<16x32xf32>
+// CHECK-NEXT:    %{{.*}} = byoc.partition(%{{.*}}) {byoc.composite = "cutlass.dense_bias_relu"}
+// CHECK:         byoc.partition(%{{.*}}) {byoc.composite = "cutlass.dense"}
+// CHECK-NOT:   func.func private
+// CHECK-LABEL: func.func @main(
+// CHECK-NEXT:    func.call @tvmgen_default_cutlass_main_0(
+// DEDUP-LABEL: func.func private @tvmgen_default_cutlass_main_0(%x: tensor<16x32xf32>
+// DEDUP-NEXT:    byoc.partition(%{{.*}}) {byoc.composite = "cutlass.dense_bias_relu"}
+// DEDUP-NOT:   func.func private
+// DEDUP-LABEL: func.func @main(
+func.func @main(%x: tensor<16x32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>, %w2: tensor<64x64xf32>) -> tensor<16x64xf32> {
+  %0 = byoc.partition(%x, %w, %b, %w2) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%x_1: tensor<16x32xf32>, %w_1: tensor<64x32xf32>, %b_1: tensor<64xf32>, %w2_1: tensor<64x64xf32>):
+    %1 = byoc.partition(%x_1, %w_1, %b_1) {byoc.composite = "cutlass.dense_bias_relu"} ({
+    ^bb0(%x_2: tensor<16x32xf32>, %w_2: tensor<64x32xf32>, %b_2: tensor<64xf32>):
+      %2 = nn.dense %x_2, %w_2 : (tensor<16x32xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
+      %3 = nn.bias_add %2, %b_2 {axis = 1 : i64} : (tensor<16x64xf32>, tensor<64xf32>) -> tensor<16x64xf32>
+      %4 = nn.relu %3 : (tensor<16x64xf32>) -> tensor<16x64xf32>
+      byoc.yield %4 : tensor<16x64xf32>
+    }) : (tensor<16x32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<16x64xf32>
+    %2 = byoc.partition(%1, %w2_1) {byoc.composite = "cutlass.dense"} ({
+    ^bb0(%3: tensor<16x64xf32>, %w2_2: tensor<64x64xf32>):
+      %4 = nn.dense %3, %w2_2 : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+      byoc.yield %4 : tensor<16x64xf32>
+    }) : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+    byoc.yield %2 : tensor<16x64xf32>
+  }) : (tensor<16x32xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+  func.return %0 : tensor<16x64xf32>
+}

@@ -1,6 +1,7 @@
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cutlass,cublas,cudnn,cuda,llvm"}' | filecheck %s
-// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=1 report=true}' 2>&1 | filecheck %s --check-prefix=D1
-// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=3 report=true}' 2>&1 | filecheck %s --check-prefix=D3
+// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=1 report=true coalesce=false}' 2>&1 | filecheck %s --check-prefix=D1
+// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=3 report=true coalesce=false}' 2>&1 | filecheck %s --check-prefix=D3
+// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=1 report=true}' 2>&1 | filecheck %s --check-prefix=MAXC
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cudnn,llvm" cost=mock costs="llvm=1,cudnn=2"}' | filecheck %s --check-prefix=HOST
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cudnn,llvm" cost=mock costs="llvm=2,cudnn=1"}' | filecheck %s --check-prefix=BYOC
 
@@ -20,6 +21,11 @@
 // D3-NEXT: collage:   native cuda [cuda] cost=1s ops=nn.relu
 // D3-NEXT: collage:   native cuda [cuda.fused] cost=1.5s ops=nn.tanh, nn.relu, nn.add
 // D3-NEXT: collage: @diamond: total=2.5s
+// With MaxCoalesce (the default), the chosen groups merge after the search whenever the
+// cuda rule allows it and it is cheaper: one group of the four ops, beyond max-depth=1.
+// MAXC:      collage: @diamond: {{[0-9]+}} candidates, 1 groups
+// MAXC-NEXT: collage:   native cuda [cuda.fused] cost=1.5s ops=nn.relu, nn.tanh, nn.relu, nn.add
+// MAXC-NEXT: collage: @diamond: total=1.5s
 // CHECK-LABEL: func.func @diamond
 // CHECK-NOT:     byoc
 // CHECK:         func.return

@@ -1,6 +1,7 @@
 // RUN: partita-opt %s -p 'partition-eager{backends=cutlass,cublas}' --split-input-file | filecheck %s
 // RUN: partita-opt %s -p 'partition-eager{backends=cutlass,cublas,cudnn}' --split-input-file | filecheck %s --check-prefix=DNN
 // RUN: partita-opt %s -p 'partition-eager{backends=cublas bind-constants=true}' --split-input-file | filecheck %s --check-prefix=BIND
+// RUN: partita-opt %s -p 'partition-eager{backends=cutlass merge=true},outline-compiler-functions' --split-input-file | filecheck %s --check-prefix=OUTLINE
 
 // f16 dense + bias + gelu: one cutlass partition keeping its composite name; the
 // second dense (f32 weights by constant) goes to cutlass too: cutlass has priority
@@ -19,6 +20,13 @@
 // BIND-NEXT:     byoc.partition(%{{.*}}) {byoc.compiler = "cublas", byoc.global_symbol = "tvmgen_default_cublas_main_1", {{.*}}} ({
 // BIND-NEXT:     ^bb0(%{{.*}}: tensor<16x4xf16>):
 // BIND-NEXT:       %c = nn.constant
+// Merged, then outlined with no compiler filter: only the compiler partition becomes a
+// function; its composites stay inside.
+// OUTLINE-LABEL: func.func private @tvmgen_default_cutlass_main_0(%x: tensor<16x8xf16>
+// OUTLINE-NEXT:    byoc.partition(%x, %w, %b) {byoc.composite = "cutlass.dense_bias_gelu"}
+// OUTLINE:         byoc.partition(%{{.*}}, %c) {byoc.composite = "cutlass.dense"}
+// OUTLINE-LABEL: func.func @mlp(
+// OUTLINE:         func.call @tvmgen_default_cutlass_main_0(
 func.func @mlp(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<4xf16>) -> tensor<16x4xf16> {
   %0 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<4x8xf16>) -> tensor<16x4xf16>
   %1 = nn.bias_add %0, %b : (tensor<16x4xf16>, tensor<4xf16>) -> tensor<16x4xf16>

@@ -1,6 +1,7 @@
 // RUN: partita-opt %s -p 'bind-target{targets="cuda -arch=sm_90,cutlass,llvm"}' --split-input-file --verify-diagnostics | filecheck %s
 // RUN: partita-opt %s -p 'bind-target{targets="cuda -arch=sm_90,cutlass,llvm"},bind-target{targets="cuda -arch=sm_90,cutlass,llvm"}' --split-input-file --verify-diagnostics | filecheck %s
 // RUN: partita-opt %s -p 'bind-target{targets="cuda -arch=sm_90",cutlass,llvm}' --split-input-file --verify-diagnostics | filecheck %s
+// RUN: partita-opt %s -p 'bind-target{targets="cuda -arch=sm_90,cutlass,llvm" fallback-device=cpu}' --split-input-file --verify-diagnostics | filecheck %s --check-prefix=CPU
 
 // The entry function gets the full target with its host, an internal function the
 // target without host, a partition function its compiler's target; a target that is
@@ -8,6 +9,12 @@
 
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>
+// With fallback-device=cpu (TVM's default device for this list), the host target, which
+// gets the host as every listed target does.
+// CPU-LABEL: func.func @main
+// CPU-SAME: byoc.target = #byoc.target<"llvm", host = #byoc.target<"llvm">>
+// CPU-LABEL: func.func private @device
+// CPU-SAME: byoc.target = #byoc.target<"llvm">}
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = func.call @device(%x) : (tensor<4xf32>) -> tensor<4xf32>
   %1 = func.call @tvmgen_default_cutlass_main_0(%0) : (tensor<4xf32>) -> tensor<4xf32>
@@ -59,16 +66,36 @@ func.func @cuda_main() {
 
 // -----
 
-// A target set explicitly must be one of the config's targets (kind and options).
+// An exposed function whose explicit target has no host gets the config's host (TVM's
+// BindTarget); the target itself is never changed.
 
-// expected-error@+1 {{explicit target 'cuda -arch=sm_80' is not in the compilation config}}
-func.func private @wrong_arch() attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_80"}>} {
+// CHECK-LABEL: func.func @exposed_kernel
+// CHECK-SAME: byoc.target = #byoc.target<"cuda", {arch = "sm_80"}, host = #byoc.target<"llvm">>}
+func.func @exposed_kernel() attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_80"}>} {
+  func.return
+}
+
+// An explicit host is kept.
+// CHECK-LABEL: func.func @own_host
+// CHECK-SAME: byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"c">>}
+func.func @own_host() attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"c">>} {
   func.return
 }
 
 // -----
 
-func.func private @metal_kernel() attributes {byoc.target = #byoc.target<"metal">} { // expected-error {{explicit target 'metal' is not in the compilation config}}
+// An explicit target the config does not name is the single source of truth (that is
+// how a function is delegated to another device): kept, and private functions get no host.
+
+// CHECK-LABEL: func.func private @wrong_arch
+// CHECK-SAME: byoc.target = #byoc.target<"cuda", {arch = "sm_80"}>}
+func.func private @wrong_arch() attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_80"}>} {
+  func.return
+}
+
+// CHECK-LABEL: func.func private @metal_kernel
+// CHECK-SAME: byoc.target = #byoc.target<"metal">}
+func.func private @metal_kernel() attributes {byoc.target = #byoc.target<"metal">} {
   func.return
 }
 
