@@ -61,7 +61,7 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
 
     from partita.dialects.nn import numpy_dtype
 
-    function = exe.runner.entry_function(args.entry)
+    function = exe.entry_function()
     names = [arg.name_hint or f"arg{arg.index}" for arg in function.body.block.args]
     types = function.function_type.inputs.data
     if args.inputs is not None:
