@@ -61,6 +61,10 @@ class RecordingDriver:
             return (self.fail[name], *([None] * len(values))) if values else (self.fail[name],)
         return (SUCCESS, *values)
 
+    def read(self, ptr: int, nbytes: int) -> bytes:
+        """The bytes at a device pointer."""
+        return ctypes.string_at(int(ptr), int(nbytes))
+
     def reset(self) -> None:
         self.calls.clear()
         self.launches.clear()

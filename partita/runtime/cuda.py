@@ -289,7 +289,9 @@ class CudaDevice:
 
     def prepare_launch(self, function: "CudaFunction", grid, block, smem: int, args, operands=()) -> "CudaLaunch":
         """A launch packed once (``operands`` is for simulated devices and unused here)."""
-        return CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
+        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
+        launch.args = tuple(args)
+        return launch
 
     # -- CUDA graphs ------------------------------------------------------------
     def capture(self, stream, record) -> "CudaGraph":
@@ -354,7 +356,7 @@ class CudaLaunch:
     """One kernel launch with its arguments packed once: calling it is one
     ``cuLaunchKernel`` on the given stream."""
 
-    __slots__ = ("device", "function", "grid", "block", "smem", "buffer", "kparams", "offsets", "_address", "_launch")
+    __slots__ = ("device", "function", "grid", "block", "smem", "buffer", "kparams", "offsets", "args", "_address", "_launch")
 
     def __init__(self, device: CudaDevice, function: CudaFunction, grid, block, smem, buffer, kparams, offsets):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem

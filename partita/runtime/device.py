@@ -71,7 +71,7 @@ class SimulatedModule:
 class SimulatedLaunch:
     """A launch packed once; calling it runs the emulation at the packed pointers."""
 
-    __slots__ = ("device", "function", "grid", "block", "smem", "params", "offsets", "operands")
+    __slots__ = ("device", "function", "grid", "block", "smem", "params", "offsets", "operands", "args")
 
     def __init__(self, device, function, grid, block, smem, params, offsets, operands):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
@@ -198,7 +198,9 @@ class SimulatedDevice:
 
     def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = ()):
         params, offsets = pack_kernel_args(args)
-        return SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), params, tuple(offsets), tuple(operands))
+        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), params, tuple(offsets), tuple(operands))
+        launch.args = tuple(args)  # what was packed, for reports and tests
+        return launch
 
     def capture(self, stream, record) -> SimulatedGraph:
         launches: list = []
