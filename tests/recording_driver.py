@@ -225,3 +225,19 @@ class RecordingDriver:
 
     def cuEventDestroy(self, event):
         return self._call("cuEventDestroy")
+
+
+def recorded_run(module, entry: str, args, arch: tuple[int, int] = (9, 0)):
+    """Runs ``entry`` once through the launch plan on a recording CUDA device (eager
+    launches). Returns the driver, ``{kernel: (grid, block, packed args, smem)}`` of the
+    launches in plan order, and the outputs."""
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    drv = RecordingDriver(arch=arch)
+    runtime = Runtime(module, CudaDevice(driver=drv), entry=entry, graphs=False)
+    outs = runtime.run(*args)
+    (bound,) = runtime._bound.values()
+    launched = {s.function.name: (s.grid, s.block, list(s.args), s.smem) for s in bound.steps}
+    drv.runtime = runtime  # its memory stays allocated (readable with drv.read) while drv lives
+    return drv, launched, outs
