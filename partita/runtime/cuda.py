@@ -1,9 +1,16 @@
-"""CUDA driver-API runtime (``cuda.bindings.driver``) for NVRTC cubins.
+"""CUDA driver-API device (``cuda.bindings.driver``) for NVRTC cubins.
 
-* :func:`cuda_available` -- never raises; False without a driver or a device.
-* :class:`CudaDevice` -- primary context of one device, memory, events.
-* :class:`CudaModule` -- a loaded cubin; :meth:`CudaModule.launch` launches an
-  entry from a C-ABI packed argument buffer (``kernelParams`` points into it).
+* :func:`cuda_status` / :func:`cuda_available` -- never raise: no driver, a driver older
+  than the 13.0 these bindings need, or no device, each said plainly.
+* :func:`parse_arch` / :func:`arch_runs_on` -- ``sm_90a``-style arch strings, and whether
+  a cubin's SASS runs on a device (checked before a cubin is loaded).
+* :class:`CudaDevice` -- the primary context of one device (made current by the thread
+  that runs), memory, one stream with asynchronous copies, pre-packed launches
+  (:class:`CudaLaunch`: one ``cuLaunchKernel`` per call) and graph capture
+  (:class:`CudaGraph`: one ``cuGraphLaunch`` per replay). ``driver`` can be a stand-in
+  with the same calls (tests use a recording one).
+* :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
+  at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
 * :func:`pack_kernel_args` -- pure C-ABI packing of ``[(kind, value)]``,
   testable without a GPU against ``partita.lowering.cubin.kernel_params``.
 """

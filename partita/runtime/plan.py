@@ -84,8 +84,7 @@ class HostStep:
 
     def __call__(self, stream) -> None:
         device = self.device
-        device.synchronize(stream)
-        host = []
+        host = []  # downloads follow the kernels before them on the stream
         for t in self.inputs:
             array = np.empty(t.shape, t.dtype)
             if array.nbytes:
@@ -266,9 +265,9 @@ class LaunchPlan:
         out = []
         for op in self.block.ops:
             if isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
-                out.append(op.name)
+                out.append(f"{op.name}{_where(op)}")
             elif isinstance(op, byoc.CallExternOp) and self.calls[op].prepared is None:
-                out.append(f"@{op.callee.string_value()} (no compiled kernel: reference body)")
+                out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
         return out
 
     def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]) -> BoundPlan:
@@ -444,6 +443,13 @@ class BoundPlan:
             self.arena = None
 
 
+def _where(op: Operation) -> str:
+    loc = getattr(op, "location", None)
+    if loc is not None and hasattr(loc, "filename"):
+        return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return ""
+
+
 def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, ...]:
     """Concrete result shape of a host op, by the shape rules shape functions use (every
     input dim known, so they fold to integers)."""
@@ -505,13 +511,16 @@ class Runtime:
             self._bound.move_to_end(signature)
         device, stream = self.device, self.stream
         device.make_current()
+        staged = []  # host arrays the stream reads from, alive until the synchronization
         for value, slot in zip(values, bound.inputs):
             if slot.nbytes == 0:
                 continue
             if isinstance(value, DeviceTensor):
                 device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
             else:
-                device.upload(slot.ptr, np.ascontiguousarray(value), stream)
+                array = np.ascontiguousarray(value)
+                staged.append(array)
+                device.upload(slot.ptr, array, stream)
         if bound.graph is not None:
             bound.graph.launch(stream)
         elif self.debug:
@@ -531,6 +540,7 @@ class Runtime:
         except Exception as err:
             raise PartitaError(f"{err}: a kernel of this run failed; run with debug=True (or "
                                "PARTITA_CUDA_DEBUG=1) to name it") from None
+        del staged
         self.stats["runs"] += 1
         return results
 
@@ -575,11 +585,16 @@ class Runtime:
         archs = sorted({h.arch for h in handles.values()})
         kernels = f"{len(handles)} kernel(s) compiled for {', '.join(archs)}" if handles else "no compiled kernels"
         where = f"running on {self.device.name}"
-        mode = "CUDA graphs per shape signature" if self.graphs else "eager launches"
+        host = self.plan.host_ops
+        if not self.graphs:
+            mode = "eager launches"
+        elif host:
+            mode = "eager launches: host steps keep CUDA graphs off"
+        else:
+            mode = "a CUDA graph per shape signature"
         lines = [f"{kernels}, {where} ({mode}, one stream)"]
         if self.device_note:
             lines.append(self.device_note)
-        host = self.plan.host_ops
         if host:
             lines.append(f"{len(host)} host step(s), each: synchronize, download its inputs, run on NumPy, upload its results:")
             lines.extend(f"  {label}" for label in host)
