@@ -432,3 +432,43 @@ def test_time_launch_launches_one_prepacked_buffer() -> None:
     assert ms == pytest.approx(1.0 / 5)
     assert len(drv.launches) == 7 and len({launch["params"] for launch in drv.launches}) == 1
     assert drv.calls["cuEventDestroy"] == 2
+
+
+STATIC = """
+func.func @main(%x: tensor<8x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>, %w2: tensor<64x256xf16>, %b2: tensor<64xf16>) -> tensor<8x64xf16> {
+  %0 = nn.dense %x, %w1 : (tensor<8x64xf16>, tensor<256x64xf16>) -> tensor<8x256xf16>
+  %1 = nn.bias_add %0, %b1 : (tensor<8x256xf16>, tensor<256xf16>) -> tensor<8x256xf16>
+  %2 = nn.relu %1 : (tensor<8x256xf16>) -> tensor<8x256xf16>
+  %3 = nn.dense %2, %w2 : (tensor<8x256xf16>, tensor<64x256xf16>) -> tensor<8x64xf16>
+  %4 = nn.bias_add %3, %b2 : (tensor<8x64xf16>, tensor<64xf16>) -> tensor<8x64xf16>
+  %5 = nn.add %4, %x : (tensor<8x64xf16>, tensor<8x64xf16>) -> tensor<8x64xf16>
+  %6 = nn.tanh %5 : (tensor<8x64xf16>) -> tensor<8x64xf16>
+  func.return %6 : tensor<8x64xf16>
+}
+"""
+
+
+def test_static_shapes_run_in_the_arena_plan_memory_sized(cache: Path) -> None:
+    from partita.transforms.plan_memory import ARENA_SIZE, OFFSET
+
+    exe = partita.compile(STATIC, partitioner="eager", cache_dir=cache)
+    function = exe.entry_function()
+    allocs = [op for op in function.body.block.ops if op.name == "byoc.alloc_tensor"]
+    assert len(allocs) >= 3 and all(OFFSET in op.attributes for op in allocs)
+    arena = function.attributes[ARENA_SIZE].value.data
+    # The first kernel's output is dead once the second kernel ran: a later buffer reuses it.
+    assert arena < sum(op.result.type.get_shape()[0] * op.result.type.get_shape()[1] * 2 for op in allocs)
+    reference = parse_module(STATIC, make_context(), "static.mlir")
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal(t.get_shape()) * 0.2).astype(np.float16) for t in function.function_type.inputs.data]
+    device = SimulatedDevice()
+    runtime = Runtime(exe.module, device)
+    assert device.counts["alloc"] == 1  # the static arena, at load (no constants)
+    for _ in range(2):
+        (got,) = runtime.run(*args)
+        _close(got, run(reference, *args)[0], np.float16)
+    (bound,) = runtime._bound.values()
+    base = runtime.plan.arena
+    for op in allocs:  # kernels write at the offsets in the IR
+        assert bound.tensor(op.result).ptr == base + op.attributes[OFFSET].value.data
+    runtime.close()
