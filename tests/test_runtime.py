@@ -287,6 +287,40 @@ def test_cuda_array_inputs_are_read_in_place_and_outputs_can_stay_on_the_device(
     runtime.close()
 
 
+def test_in_eager_mode_cuda_array_inputs_are_passed_to_the_kernels_in_place(models) -> None:
+    exe, _, inputs = models["mlp"]
+    drv, runtime = _recording_runtime(exe, graphs=False)
+    x, w, b = inputs(4)
+    buffer = runtime.device.to_device(w)
+    runtime.run(x, _CudaArray(buffer.ptr, w.shape, w.dtype), b)
+    (step,) = next(iter(runtime._bound.values())).steps
+    drv.reset()
+    runtime.run(x, _CudaArray(buffer.ptr, w.shape, w.dtype), b)
+    assert drv.calls["cuMemcpyDtoDAsync"] == 0 and drv.calls["cuMemcpyHtoDAsync:bytes"] == x.nbytes + b.nbytes
+    arg = step.operands[1].arg
+    assert step.args[arg][1] != buffer.ptr  # packed at bind with the planned slot ...
+    assert int.from_bytes(step.params[step.offsets[arg]:step.offsets[arg] + 8], "little") == buffer.ptr  # ... now w
+    runtime.run(x, w, b)  # a host array again: back to its slot, uploaded there
+    assert int.from_bytes(step.params[step.offsets[arg]:step.offsets[arg] + 8], "little") == step.args[arg][1]
+    buffer.free()
+    runtime.close()
+
+
+def test_zero_copy_inputs_on_the_simulated_device_compute_the_same(models) -> None:
+    exe, _, inputs = models["mlp"]
+    device = SimulatedDevice()
+    runtime = Runtime(exe.module, device, graphs=False)
+    x, w, b = inputs(3)
+    (want,) = runtime.run(x, w, b)
+    ptr = device.alloc(w.nbytes)
+    device.view(ptr, w.shape, w.dtype)[...] = w
+    cai = {"data": (ptr, False), "shape": w.shape, "typestr": w.dtype.str, "strides": None, "version": 3}
+    (got,) = runtime.run(x, type("A", (), {"__cuda_array_interface__": cai})(), b)
+    np.testing.assert_array_equal(got, want)
+    assert device.counts["copy"] == 0
+    runtime.close()
+
+
 def test_device_outputs_on_the_simulated_device(models) -> None:
     exe, _, inputs = models["mlp"]
     runtime = Runtime(exe.module, "simulated")

@@ -297,7 +297,7 @@ class CudaDevice:
     def prepare_launch(self, function: "CudaFunction", grid, block, smem: int, args, operands=()) -> "CudaLaunch":
         """A launch packed once (``operands`` is for simulated devices and unused here)."""
         launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
-        launch.args = tuple(args)
+        launch.args, launch.operands = tuple(args), tuple(operands)
         return launch
 
     # -- CUDA graphs ------------------------------------------------------------
@@ -363,7 +363,8 @@ class CudaLaunch:
     """One kernel launch with its arguments packed once: calling it is one
     ``cuLaunchKernel`` on the given stream."""
 
-    __slots__ = ("device", "function", "grid", "block", "smem", "buffer", "kparams", "offsets", "args", "_address", "_launch")
+    __slots__ = ("device", "function", "grid", "block", "smem", "buffer", "kparams", "offsets", "args", "operands",
+                 "_address", "_launch")
 
     def __init__(self, device: CudaDevice, function: CudaFunction, grid, block, smem, buffer, kparams, offsets):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
@@ -374,6 +375,10 @@ class CudaLaunch:
     @property
     def params(self) -> bytes:
         return self.buffer.raw
+
+    def set_pointer(self, arg: int, ptr: int) -> None:
+        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input)."""
+        struct.pack_into("<Q", self.buffer, self.offsets[arg], ptr)
 
     def __call__(self, stream) -> None:
         g, b = self.grid, self.block

@@ -80,6 +80,9 @@ class SimulatedLaunch:
     def pointer(self, arg: int) -> int:
         return struct.unpack_from("<Q", self.params, self.offsets[arg])[0]
 
+    def set_pointer(self, arg: int, ptr: int) -> None:
+        struct.pack_into("<Q", self.params, self.offsets[arg], ptr)
+
     def __call__(self, stream) -> None:
         if type(stream) is _Recorder:  # being captured into a graph
             stream.launches.append(self)
@@ -198,7 +201,8 @@ class SimulatedDevice:
 
     def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = ()):
         params, offsets = pack_kernel_args(args)
-        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), params, tuple(offsets), tuple(operands))
+        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), bytearray(params), tuple(offsets),
+                                 tuple(operands))
         launch.args = tuple(args)  # what was packed, for reports and tests
         return launch
 

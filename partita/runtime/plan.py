@@ -15,7 +15,9 @@ IREE's HAL and TVM's VM shape this module: nothing on the hot path interprets IR
   results, split-k workspaces) is placed in a per-signature arena by the same
   liveness-based planner as ``plan-memory`` (``assign_offsets``), and every launch is
   packed with its final pointers. Static shapes can then be captured as a CUDA graph.
-* **Run**: inputs uploaded once each (a device input is copied device-to-device), the
+* **Run**: inputs uploaded once each (a device input only kernels read is passed to
+  them in place, its pointer patched into their packed arguments; under a CUDA graph, or
+  when the host or the output reads it, it is copied device-to-device once), the
   bound launches enqueued on the runtime's one stream (or one graph launch), outputs
   downloaded once each, one synchronization. A host step is the only exception, and it
   is explicit: its downloads, synchronization and uploads are counted per run and listed
@@ -391,13 +393,26 @@ class BoundPlan:
 
     def _build(self, workspaces: dict[Operation, int]) -> None:
         plan = self.plan
+        arguments = {arg: i for i, arg in enumerate(plan.block.args)}
+        patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
+        readers: set[int] = set()  # arguments something other than a kernel argument reads
         for op in plan.block.ops:
             if isinstance(op, byoc.CallExternOp):
                 call = plan.calls[op]
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
-                    self.steps.extend(call.prepared.bind(self.device, ins, outs, self.pointers.get(op)))
+                    launches = call.prepared.bind(self.device, ins, outs, self.pointers.get(op))
+                    self.steps.extend(launches)
+                    for j, value in enumerate(op.inputs):
+                        if value in arguments:
+                            uses = patches[arguments[value]]
+                            for launch in launches:
+                                operands = getattr(launch, "operands", ())
+                                if j < len(operands) and operands[j].arg is not None and hasattr(launch, "set_pointer"):
+                                    uses.append((launch, operands[j].arg))
+                                else:
+                                    readers.add(arguments[value])
                 else:
                     emulate = plan.emulation(op)
 
@@ -409,10 +424,18 @@ class BoundPlan:
                     self._host(f"@{op.callee.string_value()}", compute, ins, outs)
             elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
                 tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
+                readers.update(arguments[v] for v in tensors if v in arguments)
                 self._host(op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
                            [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
         self.inputs = [self.tensor(arg) for arg in plan.block.args]
         self.outputs = [self.tensor(v) for v in plan.outputs]
+        readers.update(arguments[v] for v in plan.outputs if v in arguments)
+        readers.update(i for op, call in plan.calls.items() if call.prepared is None
+                       for i in (arguments[v] for v in op.inputs if v in arguments))
+        # A device input only kernels read is passed to them in place (its pointer patched
+        # into their packed arguments); any other is copied device-to-device into its slot.
+        self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
+        self.bound_inputs = [t.ptr for t in self.inputs]
 
     def _host(self, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
         step = HostStep(label, compute, ins, outs, self.stats)
@@ -424,6 +447,18 @@ class BoundPlan:
     def capturable(self) -> bool:
         """A graph can replay this signature: no step needs the host in between."""
         return not self.host_steps
+
+    def point_input(self, index: int, ptr: int) -> bool:
+        """Makes the kernels read input ``index`` at ``ptr``; False when they cannot
+        (a captured graph, or a reader other than kernel arguments)."""
+        uses = self.patches[index]
+        if uses is None or self.graph is not None:
+            return False
+        if self.bound_inputs[index] != ptr:
+            for launch, arg in uses:
+                launch.set_pointer(arg, ptr)
+            self.bound_inputs[index] = ptr
+        return True
 
     def capture(self, stream) -> None:
         steps = self.steps
@@ -512,12 +547,15 @@ class Runtime:
         device, stream = self.device, self.stream
         device.make_current()
         staged = []  # host arrays the stream reads from, alive until the synchronization
-        for value, slot in zip(values, bound.inputs):
+        for index, (value, slot) in enumerate(zip(values, bound.inputs)):
             if slot.nbytes == 0:
                 continue
             if isinstance(value, DeviceTensor):
-                device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
+                if not bound.point_input(index, value.ptr):
+                    device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
             else:
+                if bound.bound_inputs[index] != slot.ptr:
+                    bound.point_input(index, slot.ptr)
                 array = np.ascontiguousarray(value)
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
