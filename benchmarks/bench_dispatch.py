@@ -106,6 +106,18 @@ def main() -> None:
               f"{calls} driver calls per run ({drv.calls['cuLaunchKernel']} cuLaunchKernel, {drv.calls['cuGraphLaunch']} cuGraphLaunch)")
         runtime.close()
 
+    class NullLaunchDriver(RecordingDriver):
+        """Launches that return at once: the runtime's own cost per cuLaunchKernel."""
+
+        def cuLaunchKernel(self, *args):
+            return (0,)
+
+    drv = NullLaunchDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False)
+    runtime.run(*x)
+    print(f"  CUDA device, driver launches as no-ops, eager: {step_loop(runtime, args.runs) * 1e6:5.2f} us/kernel (launch loop alone)")
+    runtime.close()
+
 
 if __name__ == "__main__":
     main()
