@@ -506,3 +506,12 @@ def test_static_shapes_run_in_the_arena_plan_memory_sized(cache: Path) -> None:
     for op in allocs:  # kernels write at the offsets in the IR
         assert bound.tensor(op.result).ptr == base + op.attributes[OFFSET].value.data
     runtime.close()
+
+
+def test_an_sm_90a_target_compiles_and_runs(cache: Path) -> None:
+    exe = partita.compile(MLP, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager", cache_dir=cache)
+    assert "cutlass-codegen{sm=90 " in exe.pipeline
+    runtime = Runtime(exe.module, CudaDevice(driver=RecordingDriver(arch=(9, 0))))
+    (out,) = runtime.run(*_mlp_inputs(2))
+    assert out.shape == (2, 256)
+    runtime.close()
