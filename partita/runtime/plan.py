@@ -321,7 +321,7 @@ class BoundPlan:
                 for out, res in zip(op.outs, op.res):
                     values[res] = values[out]
                 call = plan.calls[op]
-                if call.prepared is not None:
+                if call.prepared is not None and op.outs:
                     size = call.prepared.workspace_bytes([values[v] for v in op.inputs])
                     if size:
                         workspaces[op] = size
@@ -399,6 +399,8 @@ class BoundPlan:
         for op in plan.block.ops:
             if isinstance(op, byoc.CallExternOp):
                 call = plan.calls[op]
+                if not op.outs:
+                    continue  # extern functions are pure: a call with no result does nothing
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
