@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 from partita.ir import PartitaError, make_context, parse_module
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles, runtime_dims
 from partita.runtime.plan import LaunchPlan, Runtime
 from partita.runtime.reference import run
-
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 MLP = """
 func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>) -> tensor<?x256xf16> {

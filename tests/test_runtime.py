@@ -9,18 +9,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 import partita
 from partita.driver import load_module
 from partita.ir import PartitaError, make_context, parse_module
-from partita.runtime.cuda import CudaDevice, CudaError, arch_runs_on, cuda_status, parse_arch
+from partita.runtime.cuda import (
+    CudaDevice,
+    CudaError,
+    arch_runs_on,
+    cuda_status,
+    parse_arch,
+)
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.interop import DeviceArray, dlpack_tensor
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 from partita.transforms.plan_memory import assign_offsets
-
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -132,7 +137,7 @@ def test_simulated_device_matches_the_reference_executor(models, name: str) -> N
 def test_an_aliasing_mistake_gives_wrong_results_on_the_simulated_device(models, monkeypatch) -> None:
     """What the simulated device is for: a memory plan that overlaps live tensors must
     fail in CI, not only on a GPU."""
-    import partita.runtime.plan as plan
+    from partita.runtime import plan
 
     exe, reference, inputs = models["encoder"]
     args = inputs(2)
@@ -147,7 +152,7 @@ def test_an_aliasing_mistake_gives_wrong_results_on_the_simulated_device(models,
 def test_kernels_run_at_the_pointers_packed_in_their_arguments(models) -> None:
     """A launch reads the pointers from its packed argument buffer: corrupting a pointer
     in the bytes (not in any Python-side table) changes what the kernel reads."""
-    exe, reference, inputs = models["mlp"]
+    exe, _, inputs = models["mlp"]
     runtime = Runtime(exe.module, "simulated", graphs=False)
     args = inputs(4)
     (good,) = runtime.run(*args)

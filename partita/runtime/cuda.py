@@ -20,8 +20,8 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def _check(result, what: str = "CUDA call", drv=None):
     if err != drv.CUresult.CUDA_SUCCESS:
         _, name = drv.cuGetErrorName(err)
         _, msg = drv.cuGetErrorString(err)
-        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
+        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)
         raise CudaError(f"{what} failed: {dec(name)}: {dec(msg)}")
     if not rest:
         return None
@@ -162,7 +162,7 @@ def arch_runs_on(cubin_arch: str, device_arch: str) -> bool:
 class DeviceBuffer:
     ptr: int
     nbytes: int
-    device: "CudaDevice"
+    device: CudaDevice
 
     def __int__(self) -> int:
         return self.ptr
@@ -205,7 +205,7 @@ class CudaDevice:
             self._released = True
             self._call(self.drv.cuDevicePrimaryCtxRelease(self.device), "cuDevicePrimaryCtxRelease")
 
-    def __enter__(self) -> "CudaDevice":
+    def __enter__(self) -> CudaDevice:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -294,14 +294,15 @@ class CudaDevice:
     def memset(self, ptr: int, nbytes: int, stream) -> None:
         self._call(self.drv.cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
 
-    def prepare_launch(self, function: "CudaFunction", grid, block, smem: int, args, operands=()) -> "CudaLaunch":
-        """A launch packed once (``operands`` is for simulated devices and unused here)."""
+    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
+        """A launch packed once; ``operands`` (which argument is which tensor) let the plan
+        patch a zero-copy input's pointer into it."""
         launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
         launch.args, launch.operands = tuple(args), tuple(operands)
         return launch
 
     # -- CUDA graphs ------------------------------------------------------------
-    def capture(self, stream, record) -> "CudaGraph":
+    def capture(self, stream, record) -> CudaGraph:
         """Captures what ``record(stream)`` enqueues on ``stream`` into an instantiated graph."""
         drv = self.drv
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
@@ -320,7 +321,7 @@ class CudaDevice:
         return CudaGraph(self, graph, executable)
 
     # -- modules and events ------------------------------------------------
-    def load_module(self, cubin: bytes) -> "CudaModule":
+    def load_module(self, cubin: bytes) -> CudaModule:
         return CudaModule(self, cubin)
 
     def event(self) -> int:
@@ -354,7 +355,7 @@ def _packed(args: Sequence[tuple[str, object]]):
 class CudaFunction:
     """A kernel of a loaded module, with its shared-memory opt-in done."""
 
-    module: "CudaModule"
+    module: CudaModule
     name: str
     handle: object
 
@@ -363,8 +364,20 @@ class CudaLaunch:
     """One kernel launch with its arguments packed once: calling it is one
     ``cuLaunchKernel`` on the given stream."""
 
-    __slots__ = ("device", "function", "grid", "block", "smem", "buffer", "kparams", "offsets", "args", "operands",
-                 "_address", "_launch")
+    __slots__ = (
+        "_address",
+        "_launch",
+        "args",
+        "block",
+        "buffer",
+        "device",
+        "function",
+        "grid",
+        "kparams",
+        "offsets",
+        "operands",
+        "smem",
+    )
 
     def __init__(self, device: CudaDevice, function: CudaFunction, grid, block, smem, buffer, kparams, offsets):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem

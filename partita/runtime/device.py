@@ -71,7 +71,7 @@ class SimulatedModule:
 class SimulatedLaunch:
     """A launch packed once; calling it runs the emulation at the packed pointers."""
 
-    __slots__ = ("device", "function", "grid", "block", "smem", "params", "offsets", "operands", "args")
+    __slots__ = ("args", "block", "device", "function", "grid", "offsets", "operands", "params", "smem")
 
     def __init__(self, device, function, grid, block, smem, params, offsets, operands):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem

@@ -34,7 +34,7 @@ Collage's measurement uses (upload, launch, download, free); runs never take it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +44,12 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord, WindowRecord
+from partita.lowering.cuda.records import (
+    FusedRecord,
+    GemmRecord,
+    RowwiseRecord,
+    WindowRecord,
+)
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
@@ -282,7 +287,7 @@ def _free_all(device: Any, buffers) -> None:
     for buffer in buffers:
         try:
             device.free(buffer)
-        except Exception as err:  # noqa: PERF203 - every buffer gets its free
+        except Exception as err:
             failure = failure or err
     if failure is not None and sys.exc_info()[0] is None:
         raise failure

@@ -40,13 +40,25 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, ModuleOp, SymbolRefAttr, TensorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    IntegerAttr,
+    ModuleOp,
+    SymbolRefAttr,
+    TensorType,
+)
 from xdsl.ir import Block, Operation, SSAValue
 
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
-from partita.transforms.plan_memory import ARENA_SIZE, OFFSET, assign_offsets, buffer_of, live_ranges
+from partita.transforms.plan_memory import (
+    ARENA_SIZE,
+    OFFSET,
+    assign_offsets,
+    buffer_of,
+    live_ranges,
+)
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 

@@ -29,9 +29,14 @@ from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
 from xdsl.ir import Block, SSAValue
-
 from xdsl.passes import ModulePass
 
 from partita.dialects.byoc import AllocTensorOp, CallExternOp
