@@ -62,12 +62,18 @@ def _quote(value: str) -> str:
 
 def cutlass_sm(config: CompilationConfig) -> int:
     """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
+    from partita.runtime.cuda import parse_arch
+
     cutlass = config.find_target_for_kind("cutlass")
-    if cutlass is not None and "sm" in cutlass.options:
-        return int(cutlass.options["sm"])
-    cuda = config.find_target_for_kind("cuda")
-    if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
-        return int(str(cuda.get("arch"))[3:])
+    try:
+        if cutlass is not None and "sm" in cutlass.options:
+            return parse_arch(str(cutlass.options["sm"]))[0]
+        cuda = config.find_target_for_kind("cuda")
+        if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
+            # sm_90a and the like: CUTLASS's sm80-style kernels take the numeric part.
+            return parse_arch(str(cuda.get("arch")))[0]
+    except ValueError as err:
+        raise PartitaError(str(err)) from None
     return int(Target("cutlass").get("sm"))
 
 
@@ -128,6 +134,7 @@ def build_pipeline(
         steps.append(f"cuda-codegen{{arch={cuda.get('arch')}{cache}}}")
     steps.append("mark-compiler-functions-as-extern")
     steps.append("lower-extern-calls")
+    steps.append("plan-memory")
     return steps
 
 
@@ -145,25 +152,40 @@ class Executable:
     cache_hits: int = 0
     compiles: int = 0
     entry: str = "main"
-    _runner: Any = field(default=None, repr=False)
+    _runtime: Any = field(default=None, repr=False)
+
+    def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None):
+        """Makes the launch plan on ``device`` (``"auto"``, ``"cuda"``, ``"simulated"`` or a
+        device object): cubins loaded, weights uploaded once. ``run`` loads on first use."""
+        from partita.runtime.plan import Runtime
+
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+        self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug)
+        return self._runtime
 
     @property
-    def runner(self):
-        if self._runner is None:
-            from partita.runtime.extern import ModuleRunner
+    def runtime(self):
+        """The ``partita.runtime.plan.Runtime`` running this executable."""
+        if self._runtime is None:
+            self.load()
+        return self._runtime
 
-            self._runner = ModuleRunner(self.module)
-        return self._runner
+    def entry_function(self) -> FuncOp:
+        for op in self.module.ops:
+            if isinstance(op, FuncOp) and op.sym_name.data == self.entry:
+                return op
+        raise PartitaError(f"no func.func @{self.entry} in the module")
 
-    def run(self, *args: Any, **named: Any) -> tuple[np.ndarray, ...]:
-        """Runs the entry function on NumPy arrays (positional, a dict, or by name)."""
-        try:
-            return self.runner.run(*args, entry=self.entry, **named)
-        except ValueError as err:  # argument count, shape or dtype
-            raise PartitaError(str(err)) from None
+    def run(self, *args: Any, outputs: str = "host", **named: Any) -> tuple[Any, ...]:
+        """Runs the entry function on NumPy arrays, CUDA arrays or DLPack tensors
+        (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
+        device (see ``partita.runtime.interop.DeviceArray``)."""
+        return self.runtime.run(*args, outputs=outputs, **named)
 
     def report(self) -> Report:
-        runtime = self.runner.runtime
+        runtime = self.runtime
         rows = []
         for row in self.partitions:
             kernel = runtime.handles.get(row.symbol)

@@ -15,18 +15,14 @@ from partita.ir import make_context, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cuda_codegen import cuda_from_binaries, program_of
-from partita.runtime.extern import (
-    ExternRuntime,
-    FusedKernelHandle,
-    ModuleRunner,
-    RowwiseKernelHandle,
-    kernel_handles,
-)
+from partita.runtime.extern import FusedKernelHandle, RowwiseKernelHandle, kernel_handles
+from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
 from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from recording_driver import recorded_run  # tests/recording_driver.py
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -105,15 +101,16 @@ def test_every_op_and_dtype_compiles_into_one_cubin(lowered) -> None:
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
     module, _, _ = lowered
-    runner = ModuleRunner(module, ExternRuntime(kernel_handles(module), device=None))
+    runtime = Runtime(module, "simulated", entry=f"main_{dtype}")
     original = parse_module(MODEL, make_context(), "model.mlir")
     for batch in (1, 5):
         args = _inputs(dtype, batch)
-        (out,) = runner.run(*args, entry=f"main_{dtype}")
+        (out,) = runtime.run(*args)
         (expected,) = run(original, *args, entry=f"main_{dtype}")
         assert out.shape == (batch, 16, 8) and out.dtype == DTYPES[dtype]
         np.testing.assert_array_equal(out, expected)
-    assert dict(runner.runtime.emulated) == {f"main_{dtype}_fused_{k}": 2 for k in (0, 1, 2)}
+    # Three kernels a run, each emulated at its packed pointers; nothing left to the host.
+    assert runtime.device.counts["launch"] == 2 * 3 and not runtime.stats["host_steps"]
 
 
 # -- the kernels' semantics, built for the host -------------------------------------------
@@ -166,14 +163,11 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
 
     module, _, _ = lowered
     handles = kernel_handles(module)
-    device = FakeDevice()
-    runner = ModuleRunner(module, ExternRuntime(handles, device=device))
     batch = 700
     args = _inputs("f16", batch)
-    (out,) = runner.run(*args, entry="main_f16")
-
-    (loaded,) = device.modules  # one cubin, loaded once for the three kernels
-    launches = {name: rest for name, *rest in loaded.launched}
+    drv, launches, (out,) = recorded_run(module, "main_f16", args)
+    assert drv.calls["cuModuleLoadData"] == 1  # one cubin, loaded once for the three kernels
+    cubin = handles["main_f16_fused_0"].path.read_bytes()
     assert sorted(launches) == ["main_f16_fused_0", "main_f16_fused_1", "main_f16_fused_2"]
     numel = batch * 8 * 16
     for name, (grid, block, kernel_args, smem) in launches.items():
@@ -187,20 +181,20 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
         assert [kind for kind, _ in kernel_args][-1] == "int" and kernel_args[-1][1] == batch
         # The packed buffer matches the kernel's parameter table in the cubin.
         _, offsets = pack_kernel_args(kernel_args)
-        params = kernel_params(loaded.cubin, handle.record.entry)
+        params = kernel_params(cubin, handle.record.entry)
         assert [(p.offset, p.size) for p in params] == [
             (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
         ]
         assert len(params) == len(handle.record.params)
     # The first kernel read x and the two broadcast operands byte for byte; the softmax
-    # read what the first wrote; the last kernel's output is what the host got back.
+    # reads where the first wrote; the last kernel's output is what the host got back.
     first = launches["main_f16_fused_0"][2]
-    assert device.memory[first[0][1]].tobytes() == args[0].tobytes()
-    assert device.memory[first[2][1]].tobytes() == args[2].tobytes()
-    assert np.all(device.memory[launches["main_f16_fused_1"][2][0][1]] == 7)
-    assert out.shape == (batch, 16, 8) and np.all(out.view(np.uint16) == 0x0707)
-    assert dict(runner.runtime.launches) == {f"main_f16_fused_{k}": 1 for k in (0, 1, 2)}
-    assert not runner.runtime.emulated and device.freed == (3 + 1) + (1 + 1) + (2 + 1)
+    assert drv.read(first[0][1], args[0].nbytes) == args[0].tobytes()
+    assert drv.read(first[2][1], args[2].nbytes) == args[2].tobytes()
+    assert launches["main_f16_fused_1"][2][0] == first[len(handles["main_f16_fused_0"].record.inputs)]
+    last = launches["main_f16_fused_2"][2][len(handles["main_f16_fused_2"].record.inputs)]
+    assert out.shape == (batch, 16, 8) and drv.read(last[1], out.nbytes) == out.tobytes()
+    assert [launch["name"] for launch in drv.launches] == [f"main_f16_fused_{k}" for k in (0, 1, 2)]
 
 
 def test_launch_rejects_arrays_that_do_not_fit(lowered) -> None:

@@ -17,20 +17,13 @@ from partita.ir import make_context, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cuda_codegen import program_of
-from partita.runtime.extern import (
-    ExternRuntime,
-    FusedKernelHandle,
-    GemmKernelHandle,
-    ModuleRunner,
-    RowwiseKernelHandle,
-    WindowKernelHandle,
-    kernel_handles,
-)
+from partita.runtime.extern import FusedKernelHandle, GemmKernelHandle, RowwiseKernelHandle, WindowKernelHandle, kernel_handles
+from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
 from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from recording_driver import recorded_run  # tests/recording_driver.py
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -158,17 +151,20 @@ def test_every_kernel_and_dtype_compiles_into_one_cubin(lowered) -> None:
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
     module, _ = lowered
-    runner = ModuleRunner(module, ExternRuntime(kernel_handles(module), device=None))
     original = parse_module(MODEL, make_context(), "model.mlir")
+    launches = 0
     for function in ("attn", "mlp", "bmm", "misc", "pool", "padcat"):
+        runtime = Runtime(module, "simulated", entry=f"{function}_{dtype}")
         for batch in (1, 3):
             args = _args(function, dtype, batch)
-            got = runner.run(*args, entry=f"{function}_{dtype}")
+            got = runtime.run(*args)
             want = run(original, *args, entry=f"{function}_{dtype}")
             for g, w in zip(got, want, strict=True):
                 assert g.shape == w.shape and g.dtype == DTYPES[dtype]
                 np.testing.assert_array_equal(g, w)
-    assert sum(runner.runtime.emulated.values()) == 2 * len(KERNELS) and not runner.runtime.launches
+        assert not runtime.stats["host_steps"]
+        launches += runtime.device.counts["launch"]
+    assert launches == 2 * len(KERNELS)
 
 
 # -- the kernels' semantics, built for the host -------------------------------------------
@@ -220,14 +216,10 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
 
     module, _ = lowered
     handles = kernel_handles(module)
-    device = FakeDevice()
-    runner = ModuleRunner(module, ExternRuntime(handles, device=device))
     batch = 5
     args = _args("mlp", "f16", batch)
-    (out,) = runner.run(*args, entry="mlp_f16")
-
-    (loaded,) = device.modules
-    launches = {name: rest for name, *rest in loaded.launched}
+    drv, launches, (out,) = recorded_run(module, "mlp_f16", args)
+    cubin = handles["mlp_f16_fused_0"].path.read_bytes()
     assert sorted(launches) == ["mlp_f16_fused_0", "mlp_f16_fused_1"]
     # The GEMM: 16x16 threads, N = 24 -> 2 tiles, M = 5 * 8 = 40 -> 3 tiles, no batch.
     grid, block, gemm_args, smem = launches["mlp_f16_fused_0"]
@@ -239,18 +231,17 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
         handle = handles[name]
         assert kernel_args[-1] == ("int", batch)
         _, offsets = pack_kernel_args(kernel_args)
-        params = kernel_params(loaded.cubin, handle.record.entry)
+        params = kernel_params(cubin, handle.record.entry)
         assert [(p.offset, p.size) for p in params] == [
             (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
         ]
         assert len(params) == len(handle.record.params)
-    # The GEMM read x, w and the bias byte for byte; the layer_norm read the GEMM's output
-    # (what the fake kernel wrote) and the residual.
-    assert [device.memory[p].tobytes() for _, p in gemm_args[:3]] == [a.tobytes() for a in args[:3]]
-    assert np.all(device.memory[row_args[0][1]] == 7)
-    assert device.memory[row_args[3][1]].tobytes() == args[5].tobytes()
-    assert out.shape == (batch, 8, 24) and np.all(out.view(np.uint16) == 0x0707)
-    assert not runner.runtime.emulated
+    # The GEMM read x, w and the bias byte for byte; the layer_norm reads where the GEMM
+    # wrote, and the residual.
+    assert [drv.read(p, a.nbytes) for (_, p), a in zip(gemm_args[:3], args[:3])] == [a.tobytes() for a in args[:3]]
+    assert row_args[0] == gemm_args[len(handles["mlp_f16_fused_0"].record.inputs)]
+    assert drv.read(row_args[3][1], args[5].nbytes) == args[5].tobytes()
+    assert out.shape == (batch, 8, 24) and len(drv.launches) == 2
 
 
 def test_device_path_launches_window_kernels(lowered) -> None:
@@ -261,14 +252,10 @@ def test_device_path_launches_window_kernels(lowered) -> None:
 
     module, _ = lowered
     handles = kernel_handles(module)
-    device = FakeDevice()
-    runner = ModuleRunner(module, ExternRuntime(handles, device=device))
     batch = 70
     args = _args("pool", "f32", batch)
-    outs = runner.run(*args, entry="pool_f32")
-
-    (loaded,) = device.modules
-    launches = {name: rest for name, *rest in loaded.launched}
+    drv, launches, outs = recorded_run(module, "pool_f32", args)
+    cubin = handles["pool_f32_fused_0"].path.read_bytes()
     assert sorted(launches) == [f"pool_f32_fused_{k}" for k in range(4)]
     numel = {0: 2 * 4 * 4 * 3, 1: batch * 4 * 5 * 5, 2: batch * 4 * 5 * 5, 3: batch * 3}
     for k, (grid, block, kernel_args, smem) in enumerate(launches[f"pool_f32_fused_{k}"] for k in range(4)):
@@ -276,17 +263,17 @@ def test_device_path_launches_window_kernels(lowered) -> None:
         assert isinstance(handle, WindowKernelHandle)
         assert (grid, block, smem) == ((-(-numel[k] // 256), 1, 1), (256, 1, 1), 0)
         _, offsets = pack_kernel_args(kernel_args)
-        params = kernel_params(loaded.cubin, handle.record.entry)
+        params = kernel_params(cubin, handle.record.entry)
         assert [(p.offset, p.size) for p in params] == [
             (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
         ]
         assert len(params) == len(handle.record.params)
-    # The max pool's kernel: x, the bias, the avg pool's output (what the fake wrote),
-    # out, then the batch of x and of the avg pool's output.
+    # The max pool's kernel: x, the bias, the avg pool's output (where its kernel
+    # wrote), out, then the batch of x and of the avg pool's output.
     fused = launches["pool_f32_fused_2"][2]
     assert fused[4:] == [("int", batch), ("int", batch)] and [kind for kind, _ in fused[:4]] == ["ptr"] * 4
-    assert device.memory[fused[0][1]].tobytes() == args[0].tobytes()
-    assert device.memory[fused[1][1]].tobytes() == args[1].tobytes()
-    assert np.all(device.memory[fused[2][1]] == 7)
+    assert drv.read(fused[0][1], args[0].nbytes) == args[0].tobytes()
+    assert drv.read(fused[1][1], args[1].nbytes) == args[1].tobytes()
+    assert fused[2] == launches["pool_f32_fused_1"][2][len(handles["pool_f32_fused_1"].record.inputs)]
     assert [o.shape for o in outs] == [(batch, 4, 5, 5), (2, 4, 4, 3), (batch, 1, 1, 3)]
-    assert not runner.runtime.emulated and dict(runner.runtime.launches) == {f"pool_f32_fused_{k}": 1 for k in range(4)}
+    assert sorted(launch["name"] for launch in drv.launches) == [f"pool_f32_fused_{k}" for k in range(4)]

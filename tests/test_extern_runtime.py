@@ -1,20 +1,21 @@
-"""Extern calls at run time: CPU emulation without a device, and the device path driven
-through a fake device that records what a real one would be asked to do."""
+"""Extern calls as steps of the launch plan: the simulated device without a GPU, and the
+CUDA device path driven through a recording driver."""
 
 from __future__ import annotations
 
+import dataclasses
 from math import prod
 from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 from partita.ir import PartitaError, make_context, parse_module
-from partita.runtime.cuda import cuda_available
-from partita.runtime.extern import ExternRuntime, ModuleRunner, kernel_handles, runtime_dims
+from partita.runtime.cuda import CudaDevice, cuda_available
+from partita.runtime.extern import kernel_handles, runtime_dims
+from partita.runtime.plan import LaunchPlan, Runtime
 from partita.runtime.reference import run
-
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
 
 MLP = """
 func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>) -> tensor<?x256xf16> {
@@ -31,8 +32,7 @@ def lowered(tmp_path_factory: pytest.TempPathFactory):
     import partita
 
     cache = tmp_path_factory.mktemp("cubins")
-    exe = partita.compile(MLP, ["cuda -arch=sm_80", "cutlass", "llvm"], partitioner="eager", cache_dir=cache)
-    return exe
+    return partita.compile(MLP, ["cuda -arch=sm_80", "cutlass", "llvm"], partitioner="eager", cache_dir=cache)
 
 
 def _inputs(batch: int) -> list[np.ndarray]:
@@ -40,43 +40,38 @@ def _inputs(batch: int) -> list[np.ndarray]:
     return [(rng.standard_normal(s) * 0.1).astype(np.float16) for s in [(batch, 64), (256, 64), (256,)]]
 
 
-def test_without_a_device_extern_calls_are_emulated(lowered) -> None:
-    runner = ModuleRunner(lowered.module, ExternRuntime(kernel_handles(lowered.module), device=None))
+def test_without_a_device_the_plan_runs_on_the_simulated_device(lowered) -> None:
+    runtime = Runtime(lowered.module, "simulated")
     reference = parse_module(MLP, make_context(), "mlp.mlir")
     for batch in (3, 7):
         args = _inputs(batch)
-        (out,) = runner.run(*args)
+        (out,) = runtime.run(*args)
         np.testing.assert_array_equal(out, run(reference, *args)[0])
-    assert dict(runner.runtime.emulated) == {"tvmgen_default_cutlass_main_0": 2}
-    assert not runner.runtime.launches
-    assert runner.runtime.describe() == "kernels compiled for sm_80 but emulated on the CPU (no CUDA device)"
+    assert runtime.device.counts["launch"] == 2 and not runtime.stats["host_steps"]
+    assert runtime.describe().startswith("1 kernel(s) compiled for sm_80, running on simulated device (CPU)")
 
 
 def test_device_path_launches_with_the_recorded_geometry(lowered) -> None:
-    handles = kernel_handles(lowered.module)
-    (handle,) = handles.values()
+    (handle,) = kernel_handles(lowered.module).values()
     entry = handle.entry
-    device = FakeDevice()
-    runner = ModuleRunner(lowered.module, ExternRuntime(handles, device=device))
+    drv = RecordingDriver(arch=(8, 0))
+    runtime = Runtime(lowered.module, CudaDevice(driver=drv), graphs=False)
     args = _inputs(5)
-    (out,) = runner.run(*args)
+    (out,) = runtime.run(*args)
 
-    (module,) = device.modules
-    assert module.cubin == Path(handle.path).read_bytes()
-    ((name, grid, block, kernel_args, smem),) = module.launched
+    assert drv.calls["cuModuleLoadData"] == 1
+    (launch,) = drv.launches
     dims = {"M": 5}
-    assert name == "tvmgen_default_cutlass_main_0"
-    assert grid == entry.grid(dims) and block == entry.block and smem == handle.smem
-    assert [kind for kind, _ in kernel_args] == ["ptr", "ptr", "ptr", "ptr", "int"]
-    assert kernel_args[-1] == ("int", 5)
+    assert launch["name"] == "tvmgen_default_cutlass_main_0"
+    assert launch["grid"] == entry.grid(dims) and launch["block"] == entry.block and launch["smem"] == handle.smem
+    (step,) = next(iter(runtime._bound.values())).steps
+    assert [kind for kind, _ in step.args] == ["ptr", "ptr", "ptr", "ptr", "int"] and step.args[-1] == ("int", 5)
     # Inputs reached the device byte for byte, in the kernel's role order.
-    pointers = dict(zip([p.name for p in entry.params], (value for _, value in kernel_args)))
+    pointers = dict(zip([p.name for p in entry.params], (value for _, value in step.args)))
     for role, array in zip(handle.roles, args):
-        assert device.memory[pointers[role]].tobytes() == array.tobytes()
-    # The result is what the "kernel" wrote, not an emulation.
-    assert out.shape == (5, 256) and np.all(out.view(np.uint16) == 0x0707)
-    assert dict(runner.runtime.launches) == {"tvmgen_default_cutlass_main_0": 1}
-    assert device.freed == 4
+        assert drv.read(pointers[role], array.nbytes) == array.tobytes()
+    # The host got back what the device holds at the output (no kernel ran: zeros).
+    assert drv.read(pointers["out"], out.nbytes) == out.tobytes() and out.shape == (5, 256)
 
 
 def test_runtime_dims_follow_the_kernel_inputs(lowered) -> None:
@@ -86,20 +81,43 @@ def test_runtime_dims_follow_the_kernel_inputs(lowered) -> None:
 
 
 def test_missing_cubin_is_a_clear_error(lowered, tmp_path: Path) -> None:
-    import dataclasses
-
     handles = {k: dataclasses.replace(h, path=tmp_path / "gone.cubin") for k, h in kernel_handles(lowered.module).items()}
-    runner = ModuleRunner(lowered.module, ExternRuntime(handles, device=FakeDevice()))
     with pytest.raises(PartitaError, match="the cubin of @cutlass_sm80 is gone"):
-        runner.run(*_inputs(2))
+        LaunchPlan(lowered.module, CudaDevice(driver=RecordingDriver(arch=(8, 0))), handles=handles)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
-def test_on_a_gpu_the_kernel_matches_the_reference(lowered) -> None:  # pragma: no cover - no GPU in CI
-    runner = ModuleRunner(lowered.module)
+def test_on_a_gpu_the_kernel_matches_the_reference(tmp_path: Path) -> None:  # pragma: no cover - no GPU in CI
+    import partita
+
+    device = CudaDevice()
+    exe = partita.compile(MLP, [f"cuda -arch={device.arch}", "cutlass", "llvm"], partitioner="eager", cache_dir=tmp_path)
+    runtime = Runtime(exe.module, device)
     reference = parse_module(MLP, make_context(), "mlp.mlir")
-    args = _inputs(33)
-    (out,) = runner.run(*args)
-    np.testing.assert_allclose(out.astype(np.float32), run(reference, *args)[0].astype(np.float32), rtol=2e-2, atol=2e-2)
-    assert runner.runtime.launches
+    for batch in (33, 1, 0):
+        args = _inputs(batch)
+        (out,) = runtime.run(*args)
+        np.testing.assert_allclose(out.astype(np.float32), run(reference, *args)[0].astype(np.float32), rtol=2e-2, atol=2e-2)
+
+
+def test_a_failing_free_does_not_hide_the_launch_error(lowered) -> None:
+    """The one-shot launch (Collage's measurement) frees every buffer on failure, and the
+    launch's error is the one reported."""
+    from fake_cuda import FakeDevice  # tests/fake_cuda.py
+
+    class Failing(FakeDevice):
+        def free(self, ptr: int) -> None:
+            super().free(ptr)
+            raise RuntimeError("cuMemFree failed")
+
+    class BrokenModule:
+        def launch(self, *args, **kwargs):
+            raise RuntimeError("cuLaunchKernel(tvmgen_default_cutlass_main_0) failed")
+
+    (handle,) = kernel_handles(lowered.module).values()
+    device = Failing()
+    x, w, b = _inputs(3)
+    with pytest.raises(RuntimeError, match=r"cuLaunchKernel\(tvmgen_default_cutlass_main_0\) failed"):
+        handle.launch(device, BrokenModule(), [x, w, b], np.empty((3, 256), np.float16))
+    assert device.freed == 4  # x, w, b and out, each freed despite the failures

@@ -46,7 +46,7 @@ def test_runs_with_given_inputs_and_writes_outputs(model: Path, tmp_path: Path) 
     with np.load(out) as data:
         np.testing.assert_allclose(data["output0"], x @ w.T + b, rtol=1e-4, atol=1e-4)
     assert "tvmgen_default_cutlass_main_0  cutlass  dense, bias_add" in proc.stdout
-    assert "emulated on the CPU" in proc.stdout
+    assert "running on simulated device (CPU)" in proc.stdout
     # Progress, pass by pass, with a word while the kernels compile.
     assert re.search(r"^\[\d+/\d+\] cutlass-codegen \(cold CUTLASS compiles", proc.stderr, re.M)
 

@@ -1,9 +1,16 @@
-"""CUDA driver-API runtime (``cuda.bindings.driver``) for NVRTC cubins.
+"""CUDA driver-API device (``cuda.bindings.driver``) for NVRTC cubins.
 
-* :func:`cuda_available` -- never raises; False without a driver or a device.
-* :class:`CudaDevice` -- primary context of one device, memory, events.
-* :class:`CudaModule` -- a loaded cubin; :meth:`CudaModule.launch` launches an
-  entry from a C-ABI packed argument buffer (``kernelParams`` points into it).
+* :func:`cuda_status` / :func:`cuda_available` -- never raise: no driver, a driver older
+  than the 13.0 these bindings need, or no device, each said plainly.
+* :func:`parse_arch` / :func:`arch_runs_on` -- ``sm_90a``-style arch strings, and whether
+  a cubin's SASS runs on a device (checked before a cubin is loaded).
+* :class:`CudaDevice` -- the primary context of one device (made current by the thread
+  that runs), memory, one stream with asynchronous copies, pre-packed launches
+  (:class:`CudaLaunch`: one ``cuLaunchKernel`` per call) and graph capture
+  (:class:`CudaGraph`: one ``cuGraphLaunch`` per replay). ``driver`` can be a stand-in
+  with the same calls (tests use a recording one).
+* :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
+  at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
 * :func:`pack_kernel_args` -- pure C-ABI packing of ``[(kind, value)]``,
   testable without a GPU against ``partita.lowering.cubin.kernel_params``.
 """
@@ -11,9 +18,10 @@
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -67,9 +75,9 @@ def _driver():
     return driver
 
 
-def _check(result, what: str = "CUDA call"):
+def _check(result, what: str = "CUDA call", drv=None):
     """Unpack a cuda.bindings result tuple, raising CudaError on failure."""
-    drv = _driver()
+    drv = drv if drv is not None else _driver()
     if isinstance(result, tuple):
         err, rest = result[0], result[1:]
     else:
@@ -77,38 +85,84 @@ def _check(result, what: str = "CUDA call"):
     if err != drv.CUresult.CUDA_SUCCESS:
         _, name = drv.cuGetErrorName(err)
         _, msg = drv.cuGetErrorString(err)
-        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
+        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)
         raise CudaError(f"{what} failed: {dec(name)}: {dec(msg)}")
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else rest
 
 
+MIN_DRIVER_VERSION = 13000
+"""The cuda-bindings 13 wheels call driver entry points of CUDA 13.0: an older driver
+fails at the first such call, so it is refused up front with a message."""
+
+LARGE_SMEM = 48 * 1024
+"""Dynamic shared memory at or above this needs the function's opt-in attribute (CUTLASS's
+launcher uses ``>=``: the f16 128x128x32x3 configuration needs exactly 49,152 bytes)."""
+
+
+def cuda_status(drv=None) -> str | None:
+    """Why no CUDA device can be used (``None`` when one can); never raises."""
+    try:
+        drv = drv if drv is not None else _driver()
+        (err,) = drv.cuInit(0)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            return "the CUDA driver did not initialise (no GPU or no driver)"
+        err, version = drv.cuDriverGetVersion()
+        if err != drv.CUresult.CUDA_SUCCESS or int(version) < MIN_DRIVER_VERSION:
+            found = f"{int(version) // 1000}.{int(version) % 1000 // 10}" if err == drv.CUresult.CUDA_SUCCESS else "unknown"
+            return f"the CUDA driver is version {found}; these CUDA 13 bindings need a driver >= 13.0"
+        err, n = drv.cuDeviceGetCount()
+        if err != drv.CUresult.CUDA_SUCCESS or n <= 0:
+            return "the CUDA driver reports no device"
+    except Exception as err:  # no driver library, a broken install, ...
+        return f"the CUDA driver cannot be loaded ({type(err).__name__}: {err})"
+    return None
+
+
 _available: bool | None = None
 
 
 def cuda_available() -> bool:
-    """True when the CUDA driver initialises and reports at least one device."""
+    """True when the CUDA driver initialises, is recent enough and reports a device."""
     global _available
     if _available is None:
-        try:
-            drv = _driver()
-            (err,) = drv.cuInit(0)
-            if err != drv.CUresult.CUDA_SUCCESS:
-                _available = False
-            else:
-                err, n = drv.cuDeviceGetCount()
-                _available = err == drv.CUresult.CUDA_SUCCESS and n > 0
-        except Exception:  # no driver library, wrong driver version, ...
-            _available = False
+        _available = cuda_status() is None
     return _available
+
+
+_ARCH = re.compile(r"^sm_(\d+)([a-z]?)$")
+
+
+def parse_arch(arch: str | int) -> tuple[int, str]:
+    """``"sm_90a"`` -> ``(90, "a")``, ``"sm_80"`` / ``80`` -> ``(80, "")``."""
+    if isinstance(arch, int):
+        return arch, ""
+    text = str(arch).strip()
+    if text.isdigit():
+        return int(text), ""
+    m = _ARCH.match(text)
+    if m is None:
+        raise ValueError(f"'{arch}' is not a CUDA arch (sm_80, sm_90, sm_90a, ...)")
+    return int(m.group(1)), m.group(2)
+
+
+def arch_runs_on(cubin_arch: str, device_arch: str) -> bool:
+    """Whether SASS built for ``cubin_arch`` runs on a ``device_arch`` device: same major
+    version and a minor no newer than the device's; arch-specific (``a``) cubins only on
+    exactly their arch."""
+    built, suffix = parse_arch(cubin_arch)
+    device, _ = parse_arch(device_arch)
+    if suffix:
+        return built == device
+    return built // 10 == device // 10 and built % 10 <= device % 10
 
 
 @dataclass
 class DeviceBuffer:
     ptr: int
     nbytes: int
-    device: "CudaDevice"
+    device: CudaDevice
 
     def __int__(self) -> int:
         return self.ptr
@@ -119,28 +173,39 @@ class DeviceBuffer:
 
 
 class CudaDevice:
-    """One CUDA device used through its primary context."""
+    """One CUDA device through its primary context, with one stream the runtime creates.
 
-    def __init__(self, ordinal: int = 0):
-        if not cuda_available():
-            raise CudaError("no CUDA device available")
-        drv = _driver()
+    ``driver`` is the driver API (``cuda.bindings.driver``); tests pass a recording
+    stand-in with the same calls. The context is made current in whatever thread calls
+    ``make_current`` (the runtime does at the start of every run)."""
+
+    simulated = False
+
+    def __init__(self, ordinal: int = 0, driver=None):
+        self.drv = driver if driver is not None else _driver()
+        why = cuda_status(self.drv)
+        if why is not None:
+            raise CudaError(f"no usable CUDA device: {why}")
+        drv = self.drv
         self.ordinal = ordinal
-        self.device = _check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
-        self.context = _check(drv.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        self.device = self._call(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.context = self._call(drv.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
         self._released = False
         self.make_current()
 
+    def _call(self, result, what: str):
+        return _check(result, what, self.drv)
+
     # -- context -----------------------------------------------------------
     def make_current(self) -> None:
-        _check(_driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self._call(self.drv.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
     def close(self) -> None:
         if not self._released:
             self._released = True
-            _check(_driver().cuDevicePrimaryCtxRelease(self.device), "cuDevicePrimaryCtxRelease")
+            self._call(self.drv.cuDevicePrimaryCtxRelease(self.device), "cuDevicePrimaryCtxRelease")
 
-    def __enter__(self) -> "CudaDevice":
+    def __enter__(self) -> CudaDevice:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -148,10 +213,10 @@ class CudaDevice:
 
     @property
     def compute_capability(self) -> tuple[int, int]:
-        drv = _driver()
+        drv = self.drv
         a = drv.CUdevice_attribute
-        major = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device))
-        minor = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device))
+        major = self._call(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "cuDeviceGetAttribute")
+        minor = self._call(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "cuDeviceGetAttribute")
         return int(major), int(minor)
 
     @property
@@ -161,51 +226,198 @@ class CudaDevice:
 
     @property
     def name(self) -> str:
-        raw = _check(_driver().cuDeviceGetName(256, self.device), "cuDeviceGetName")
+        raw = self._call(self.drv.cuDeviceGetName(256, self.device), "cuDeviceGetName")
         return raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
 
-    def synchronize(self) -> None:
-        _check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+    def synchronize(self, stream=None) -> None:
+        if stream is None:
+            self._call(self.drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        else:
+            self._call(self.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
     # -- memory ------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
-        ptr = _check(_driver().cuMemAlloc(max(1, int(nbytes))), "cuMemAlloc")
+        ptr = self._call(self.drv.cuMemAlloc(max(1, int(nbytes))), "cuMemAlloc")
         return DeviceBuffer(int(ptr), int(nbytes), self)
 
-    def free(self, buf: DeviceBuffer) -> None:
-        _check(_driver().cuMemFree(buf.ptr), "cuMemFree")
-        buf.ptr = 0
+    def free(self, buf: DeviceBuffer | int) -> None:
+        ptr = int(buf)
+        if isinstance(buf, DeviceBuffer):
+            buf.ptr = 0
+        self._call(self.drv.cuMemFree(ptr), "cuMemFree")
 
     def memset0(self, buf: DeviceBuffer) -> None:
-        _check(_driver().cuMemsetD8(buf.ptr, 0, buf.nbytes), "cuMemsetD8")
+        self._call(self.drv.cuMemsetD8(buf.ptr, 0, buf.nbytes), "cuMemsetD8")
 
     def to_device(self, array: np.ndarray) -> DeviceBuffer:
         arr = np.ascontiguousarray(array)
         buf = self.alloc(arr.nbytes)
-        self.copy_htod(buf, arr)
+        try:
+            self.copy_htod(buf, arr)
+        except BaseException:
+            _free_quietly(buf)
+            raise
         return buf
 
     def copy_htod(self, buf: DeviceBuffer, array: np.ndarray) -> None:
         arr = np.ascontiguousarray(array)
         if arr.nbytes > buf.nbytes:
             raise ValueError("host array larger than device buffer")
-        _check(_driver().cuMemcpyHtoD(buf.ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+        self._call(self.drv.cuMemcpyHtoD(buf.ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
 
     def copy_dtoh(self, array: np.ndarray, buf: DeviceBuffer) -> np.ndarray:
         if not array.flags.c_contiguous:
             raise ValueError("destination must be C-contiguous")
-        _check(_driver().cuMemcpyDtoH(array.ctypes.data, buf.ptr, array.nbytes), "cuMemcpyDtoH")
+        self._call(self.drv.cuMemcpyDtoH(array.ctypes.data, int(buf), array.nbytes), "cuMemcpyDtoH")
         return array
 
     def from_device(self, buf: DeviceBuffer, shape, dtype) -> np.ndarray:
         return self.copy_dtoh(np.empty(shape, dtype=dtype), buf)
 
+    # -- the runtime's stream: asynchronous copies and launches --------------
+    def create_stream(self):
+        return self._call(self.drv.cuStreamCreate(1), "cuStreamCreate")  # CU_STREAM_NON_BLOCKING
+
+    def destroy_stream(self, stream) -> None:
+        self._call(self.drv.cuStreamDestroy(stream), "cuStreamDestroy")
+
+    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
+        """Host to device on ``stream``; ``array`` must stay alive until the stream syncs."""
+        self._call(self.drv.cuMemcpyHtoDAsync(ptr, array.ctypes.data, array.nbytes, stream), "cuMemcpyHtoDAsync")
+
+    def download(self, array: np.ndarray, ptr: int, stream) -> None:
+        self._call(self.drv.cuMemcpyDtoHAsync(array.ctypes.data, ptr, array.nbytes, stream), "cuMemcpyDtoHAsync")
+
+    def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self._call(self.drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+
+    def memset(self, ptr: int, nbytes: int, stream) -> None:
+        self._call(self.drv.cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
+
+    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
+        """A launch packed once; ``operands`` (which argument is which tensor) let the plan
+        patch a zero-copy input's pointer into it."""
+        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
+        launch.args, launch.operands = tuple(args), tuple(operands)
+        return launch
+
+    # -- CUDA graphs ------------------------------------------------------------
+    def capture(self, stream, record) -> CudaGraph:
+        """Captures what ``record(stream)`` enqueues on ``stream`` into an instantiated graph."""
+        drv = self.drv
+        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._call(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+        try:
+            record(stream)
+        except BaseException:
+            drv.cuStreamEndCapture(stream)  # leave the stream usable; the first error wins
+            raise
+        graph = self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        try:
+            executable = self._call(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        except BaseException:
+            drv.cuGraphDestroy(graph)
+            raise
+        return CudaGraph(self, graph, executable)
+
     # -- modules and events ------------------------------------------------
-    def load_module(self, cubin: bytes) -> "CudaModule":
+    def load_module(self, cubin: bytes) -> CudaModule:
         return CudaModule(self, cubin)
 
     def event(self) -> int:
-        return _check(_driver().cuEventCreate(0), "cuEventCreate")
+        return self._call(self.drv.cuEventCreate(0), "cuEventCreate")
+
+
+def _free_quietly(buf) -> None:
+    """Frees ``buf`` while another error propagates: that error is the one to report."""
+    try:
+        buf.free()
+    except Exception:
+        pass
+
+
+def _dim3(values: Sequence[int]) -> tuple[int, int, int]:
+    out = tuple(int(x) for x in values) + (1,) * (3 - len(values))
+    return out  # type: ignore[return-value]
+
+
+def _packed(args: Sequence[tuple[str, object]]):
+    """The C-ABI argument buffer and the ``kernelParams`` array pointing into it (both
+    ctypes objects the launch keeps alive)."""
+    payload, offsets = pack_kernel_args(args)
+    buf = ctypes.create_string_buffer(payload, max(8, len(payload)))
+    base = ctypes.addressof(buf)
+    kparams = (ctypes.c_void_p * max(1, len(offsets)))(*[base + o for o in offsets])
+    return buf, kparams, tuple(offsets)
+
+
+@dataclass
+class CudaFunction:
+    """A kernel of a loaded module, with its shared-memory opt-in done."""
+
+    module: CudaModule
+    name: str
+    handle: object
+
+
+class CudaLaunch:
+    """One kernel launch with its arguments packed once: calling it is one
+    ``cuLaunchKernel`` on the given stream."""
+
+    __slots__ = (
+        "_address",
+        "_launch",
+        "args",
+        "block",
+        "buffer",
+        "device",
+        "function",
+        "grid",
+        "kparams",
+        "offsets",
+        "operands",
+        "smem",
+    )
+
+    def __init__(self, device: CudaDevice, function: CudaFunction, grid, block, smem, buffer, kparams, offsets):
+        self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
+        self.buffer, self.kparams, self.offsets = buffer, kparams, offsets
+        self._address = ctypes.addressof(kparams)
+        self._launch = device.drv.cuLaunchKernel
+
+    @property
+    def params(self) -> bytes:
+        return self.buffer.raw
+
+    def set_pointer(self, arg: int, ptr: int) -> None:
+        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input)."""
+        struct.pack_into("<Q", self.buffer, self.offsets[arg], ptr)
+
+    def __call__(self, stream) -> None:
+        g, b = self.grid, self.block
+        result = self._launch(self.function.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem, stream, self._address, 0)
+        err = result[0] if isinstance(result, tuple) else result
+        if err != self.device.drv.CUresult.CUDA_SUCCESS:
+            self.device._call(result, f"cuLaunchKernel({self.function.name})")
+
+
+@dataclass
+class CudaGraph:
+    """An instantiated CUDA graph: ``launch(stream)`` replays it with one call."""
+
+    device: CudaDevice
+    graph: object
+    executable: object
+
+    def launch(self, stream) -> None:
+        self.device._call(self.device.drv.cuGraphLaunch(self.executable, stream), "cuGraphLaunch")
+
+    def destroy(self) -> None:
+        drv = self.device.drv
+        if self.executable is not None:
+            drv.cuGraphExecDestroy(self.executable)
+            drv.cuGraphDestroy(self.graph)
+            self.executable = None
 
 
 class CudaModule:
@@ -215,31 +427,38 @@ class CudaModule:
         self.device = device
         self._image = bytes(cubin)  # keep alive while loading
         device.make_current()
-        self.module = _check(_driver().cuModuleLoadData(self._image), "cuModuleLoadData")
+        self.module = device._call(device.drv.cuModuleLoadData(self._image), "cuModuleLoadData")
         self._functions: dict[str, object] = {}
         self._smem_opt_in: dict[str, int] = {}
 
     def function(self, name: str):
         fn = self._functions.get(name)
         if fn is None:
-            fn = _check(_driver().cuModuleGetFunction(self.module, name.encode()),
-                        f"cuModuleGetFunction({name})")
+            fn = self.device._call(self.device.drv.cuModuleGetFunction(self.module, name.encode()),
+                                   f"cuModuleGetFunction({name})")
             self._functions[name] = fn
         return fn
 
+    def kernel(self, name: str, smem: int = 0, emulation=None) -> CudaFunction:
+        """The kernel ``name``, opted in to ``smem`` bytes of dynamic shared memory
+        (``emulation`` is for simulated devices and unused here)."""
+        fn = self.function(name)
+        self._ensure_smem(name, fn, int(smem))
+        return CudaFunction(self, name, fn)
+
     def global_int(self, name: str) -> int:
         """Read a ``__device__ int`` (e.g. ``<entry>_smem_bytes``)."""
-        ptr, size = _check(_driver().cuModuleGetGlobal(self.module, name.encode()),
-                           f"cuModuleGetGlobal({name})")
+        drv = self.device.drv
+        ptr, size = self.device._call(drv.cuModuleGetGlobal(self.module, name.encode()), f"cuModuleGetGlobal({name})")
         out = np.zeros(1, dtype=np.int32)
-        _check(_driver().cuMemcpyDtoH(out.ctypes.data, ptr, 4), "cuMemcpyDtoH")
+        self.device._call(drv.cuMemcpyDtoH(out.ctypes.data, ptr, 4), "cuMemcpyDtoH")
         return int(out[0])
 
     def _ensure_smem(self, name: str, fn, smem: int) -> None:
-        if smem <= 48 * 1024 or self._smem_opt_in.get(name, 0) >= smem:
+        if smem < LARGE_SMEM or self._smem_opt_in.get(name, 0) >= smem:
             return
-        drv = _driver()
-        _check(drv.cuFuncSetAttribute(
+        drv = self.device.drv
+        self.device._call(drv.cuFuncSetAttribute(
             fn, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
             f"cuFuncSetAttribute({name}, MAX_DYNAMIC_SHARED_SIZE_BYTES={smem})")
         self._smem_opt_in[name] = smem
@@ -247,34 +466,30 @@ class CudaModule:
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[tuple[str, object]], smem: int = 0, stream=0) -> None:
         """Launch ``name`` with C-ABI-packed ``args`` (see :func:`pack_kernel_args`)."""
-        drv = _driver()
-        fn = self.function(name)
-        self._ensure_smem(name, fn, int(smem))
-        payload, offsets = pack_kernel_args(args)
-        # the packed C-ABI buffer, and kernelParams[i] pointing at argument i in it
-        buf = ctypes.create_string_buffer(payload, max(8, len(payload)))
-        base = ctypes.addressof(buf)
-        kparams = (ctypes.c_void_p * max(1, len(offsets)))(*[base + o for o in offsets])
-        g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
-        b = tuple(int(x) for x in block) + (1,) * (3 - len(block))
-        _check(drv.cuLaunchKernel(fn, *g, *b, int(smem), stream,
-                                  ctypes.addressof(kparams), 0),
-               f"cuLaunchKernel({name})")
+        self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)(stream)
 
     def time_launch(self, name: str, grid, block, args, smem: int = 0,
                     repeat: int = 10, warmup: int = 2) -> float:
-        """Mean milliseconds per launch, measured with CUDA events."""
-        drv = _driver()
+        """Mean milliseconds per launch, measured with CUDA events around ``repeat``
+        launches of one pre-packed argument buffer (no Python packing between them, so a
+        short kernel is not measured as host overhead)."""
+        drv = self.device.drv
+        launch = self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)
         for _ in range(warmup):
-            self.launch(name, grid, block, args, smem)
-        start, stop = self.device.event(), self.device.event()
+            launch(0)
+        start = self.device.event()
         try:
-            _check(drv.cuEventRecord(start, 0), "cuEventRecord")
+            stop = self.device.event()
+        except BaseException:
+            drv.cuEventDestroy(start)
+            raise
+        try:
+            self.device._call(drv.cuEventRecord(start, 0), "cuEventRecord")
             for _ in range(repeat):
-                self.launch(name, grid, block, args, smem)
-            _check(drv.cuEventRecord(stop, 0), "cuEventRecord")
-            _check(drv.cuEventSynchronize(stop), "cuEventSynchronize")
-            ms = _check(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
+                launch(0)
+            self.device._call(drv.cuEventRecord(stop, 0), "cuEventRecord")
+            self.device._call(drv.cuEventSynchronize(stop), f"cuEventSynchronize (after {name})")
+            ms = self.device._call(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
         finally:
             drv.cuEventDestroy(start)
             drv.cuEventDestroy(stop)
@@ -282,7 +497,7 @@ class CudaModule:
 
     def unload(self) -> None:
         if self.module is not None:
-            _check(_driver().cuModuleUnload(self.module), "cuModuleUnload")
+            self.device._call(self.device.drv.cuModuleUnload(self.module), "cuModuleUnload")
             self.module = None
 
 

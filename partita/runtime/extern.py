@@ -1,40 +1,59 @@
-"""Running extern functions: compiled kernels on a CUDA device when one is present, else
-the partition's reference semantics on the CPU (kept beside the declaration).
+"""Step kinds of a launch plan: how one compiled extern function runs on a device.
 
-``ModuleRunner`` is the reference executor with ``byoc.call_extern`` routed through an
-``ExternRuntime``, so the host program runs on NumPy and each extern call goes to the
-device (or is emulated), and the runtime counts which path every call took.
+Every ``byoc.call_extern`` of the entry function becomes one step of the launch plan
+(``partita.runtime.plan``). What the step does is up to its *handle*, read from the
+extern function's record in a ``byoc.binary`` (``kind`` in the record; none means
+``cutlass``; ``HANDLE_KINDS`` maps kinds to handle classes). A handle is any object with
 
-Kernel records come in kinds (``kind`` in the record; none means ``cutlass``), each read
-into a handle class of ``HANDLE_KINDS`` that knows how to launch its kernel:
-``KernelHandle`` (CUTLASS entries) and ``FusedKernelHandle`` (``cuda-codegen``'s fused
-injective kernels), with ``RowwiseKernelHandle`` (a block per row: softmax, layer_norm) and
-``GemmKernelHandle`` (16x16 tiles on a 2-D grid, batch on z) and ``WindowKernelHandle`` (a
-thread per output element looping over its pooling window) for its anchored kernels.
-The runtime only loads cubins and dispatches.
+* ``function``, ``binary``, ``path``, ``arch``, ``kind`` and ``kernel_name`` (for reports);
+* ``prepare(loader) -> prepared``, called once when the executable is loaded: load the
+  cubin (``loader.module(handle)``, cached per file and checked against the device's
+  arch), look up kernels, opt in to shared memory, create library handles or plans.
+  ``loader.emulation`` is the function's reference semantics
+  (``emulation(inputs, outputs)`` on NumPy arrays), for simulated devices;
+* ``prepared.workspace_bytes(input_shapes) -> int``: scratch memory per call (zeroed once
+  when the shape signature is first bound; kernels leave it zeroed);
+* ``prepared.bind(device, inputs, outputs, workspace) -> [launch, ...]``, called once per
+  input-shape signature with ``Tensor(ptr, shape, dtype)`` operands at their planned
+  addresses: check the operands, pack the arguments, and return callables
+  ``launch(stream)`` that only enqueue work (none for an empty output). The run loop
+  calls them, and CUDA graph capture records them.
+
+Kernel handles (``KernelHandle`` for CUTLASS entries; ``FusedKernelHandle`` and its
+``rowwise`` / ``gemm`` / ``window`` kinds for ``cuda-codegen``'s kernels) return
+``device.prepare_launch(...)`` launches. A library call (cuBLAS, cuDNN, TensorRT) is a
+handle kind of its own whose ``bind`` returns a callable making the library call on the
+stream (``device.simulated`` tells it to run ``loader.emulation`` on
+``device.view(ptr, shape, dtype)`` instead); registering its class in ``HANDLE_KINDS``
+is all the plan needs.
+
+``launch(device, module, inputs, out)`` on the kernel handles is the one-shot path
+Collage's measurement uses (upload, launch, download, free); runs never take it.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
-from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord, WindowRecord
+from partita.lowering.cuda.records import (
+    FusedRecord,
+    GemmRecord,
+    RowwiseRecord,
+    WindowRecord,
+)
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
-from partita.runtime.reference import ReferenceExecutor
-from partita.runtime.reference.byoc_impls import ByocFunctions
+from partita.runtime.device import Operand
 
 
 @dataclass(frozen=True)
@@ -68,25 +87,87 @@ class KernelHandle:
             smem.value.data if isinstance(smem, IntegerAttr) else None,
         )
 
+    def prepare(self, loader: Any) -> PreparedCutlass:
+        module = loader.module(self)
+        smem = self.smem
+        if smem is None:
+            smem = module.global_int(self.entry.smem_symbol) if hasattr(module, "global_int") else 0
+        return PreparedCutlass(self, module.kernel(self.entry.name, smem, loader.emulation), smem)
+
+    def check(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]) -> dict[str, int]:
+        """The run-time dims of a call on operands of these (shape, dtype); a located error
+        when they do not fit the kernel."""
+        want = np.dtype(self.entry.spec.dtype)
+        if len(inputs) != len(self.roles):
+            raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
+        for role, (shape, dtype) in zip(self.roles, inputs):
+            if np.dtype(dtype) != want:
+                raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
+        if np.dtype(out[1]) != want:
+            raise PartitaError(f"@{self.function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
+        dims = runtime_dims(self.entry.spec, {role: _Shaped(shape) for role, (shape, _) in zip(self.roles, inputs)})
+        expected = self.entry.output_shape(dims)
+        if prod(expected) != prod(out[0]):
+            raise PartitaError(f"@{self.function}: output of {tuple(out[0])} does not fit the kernel's {expected}")
+        spec = self.entry.spec
+        if spec.K is not None and spec.op in ("dense", "batch_matmul") and inputs[0][0][-1] != spec.K:
+            raise PartitaError(f"@{self.function}: input '{self.roles[0]}' has {inputs[0][0][-1]} columns, the kernel reduces over {spec.K}")
+        return dims
+
     def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Runs the kernel on ``device`` (``module`` is the loaded cubin) into ``out``."""
         from partita.runtime.cuda import launch_entry
 
         arrays = {role: np.ascontiguousarray(array) for role, array in zip(self.roles, inputs, strict=True)}
-        dims = runtime_dims(self.entry.spec, arrays)
-        if prod(self.entry.output_shape(dims)) != out.size:
-            raise PartitaError(f"@{self.function}: output of {out.shape} does not fit the kernel's {self.entry.output_shape(dims)}")
-        buffers = {role: device.to_device(array) for role, array in arrays.items()}
-        buffers["out"] = device.alloc(out.nbytes)
-        if (workspace := self.entry.workspace_bytes(dims)) > 0:
-            buffers["workspace"] = device.alloc(workspace)
-            device.memset0(buffers["workspace"])
+        dims = self.check([(a.shape, a.dtype) for a in arrays.values()], (out.shape, out.dtype))
+        if out.size == 0:
+            return
+        buffers: dict[str, Any] = {}
         try:
+            for role, array in arrays.items():
+                buffers[role] = device.to_device(array)
+            buffers["out"] = device.alloc(out.nbytes)
+            if (workspace := self.entry.workspace_bytes(dims)) > 0:
+                buffers["workspace"] = device.alloc(workspace)
+                device.memset0(buffers["workspace"])
             launch_entry(module, self.entry, {k: int(v) for k, v in buffers.items()}, dims, smem=self.smem)
             _copy_back(device, buffers["out"], out)
         finally:
-            for buffer in buffers.values():
-                device.free(buffer)
+            _free_all(device, buffers.values())
+
+
+class _Shaped:
+    """A stand-in array carrying only a shape (``runtime_dims`` reads shapes)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+@dataclass(frozen=True)
+class PreparedCutlass:
+    handle: KernelHandle
+    kernel: Any
+    smem: int
+
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+        dims = runtime_dims(self.handle.entry.spec, {r: _Shaped(s) for r, s in zip(self.handle.roles, shapes)})
+        return self.handle.entry.workspace_bytes(dims)
+
+    def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
+        handle, entry = self.handle, self.handle.entry
+        (out,) = outputs
+        dims = handle.check([(t.shape, t.dtype) for t in inputs], (out.shape, out.dtype))
+        if prod(out.shape) == 0:
+            return []  # M = 0: a zero grid is an invalid launch, and there is nothing to do
+        pointers = {role: t.ptr for role, t in zip(handle.roles, inputs)}
+        pointers["out"] = out.ptr
+        if workspace is not None:
+            pointers["workspace"] = workspace
+        names = [p.name for p in entry.params]
+        operands = [Operand(names.index(role), tuple(t.shape), np.dtype(t.dtype)) for role, t in zip(handle.roles, inputs)]
+        operands.append(Operand(names.index("out"), tuple(out.shape), np.dtype(out.dtype), output=True))
+        args = entry.args(pointers, dims)
+        return [device.prepare_launch(self.kernel, entry.grid(dims), entry.block, self.smem, args, operands)]
 
 
 @dataclass(frozen=True)
@@ -112,6 +193,9 @@ class FusedKernelHandle:
         return cls(function, binary.sym_name.data, Path(_string(binary, "path")), _string(binary, "arch"),
                    cls.record_type.from_attr(record))
 
+    def prepare(self, loader: Any) -> PreparedFused:
+        return PreparedFused(self, loader.module(self).kernel(self.record.entry, 0, loader.emulation))
+
     def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
         rec = self.record
         shapes = [np.shape(x) for x in inputs]
@@ -120,16 +204,41 @@ class FusedKernelHandle:
             raise PartitaError(f"@{self.function}: {why}")
         if out.size == 0:
             return
-        buffers = [device.to_device(np.ascontiguousarray(x)) for x in inputs]
-        buffers.append(device.alloc(out.nbytes))
+        buffers: list[Any] = []
         try:
+            for x in inputs:
+                buffers.append(device.to_device(np.ascontiguousarray(x)))
+            buffers.append(device.alloc(out.nbytes))
             args = rec.args([int(b) for b in buffers[:-1]], int(buffers[-1]), rec.runtime_dims(shapes))
             grid, block = rec.geometry(out.shape)
             module.launch(rec.entry, grid, block, args, 0)
             _copy_back(device, buffers[-1], out)
         finally:
-            for buffer in buffers:
-                device.free(buffer)
+            _free_all(device, buffers)
+
+
+@dataclass(frozen=True)
+class PreparedFused:
+    handle: FusedKernelHandle
+    kernel: Any
+
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+        return 0
+
+    def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
+        rec = self.handle.record
+        (out,) = outputs
+        shapes = [tuple(t.shape) for t in inputs]
+        why = rec.check_inputs(shapes, [np.dtype(t.dtype) for t in inputs]) or rec.check_output(out.shape, np.dtype(out.dtype))
+        if why is not None:
+            raise PartitaError(f"@{self.handle.function}: {why}")
+        if prod(out.shape) == 0:
+            return []
+        args = rec.args([t.ptr for t in inputs], out.ptr, rec.runtime_dims(shapes))
+        grid, block = rec.geometry(tuple(out.shape))
+        operands = [Operand(i, tuple(t.shape), np.dtype(t.dtype)) for i, t in enumerate(inputs)]
+        operands.append(Operand(len(inputs), tuple(out.shape), np.dtype(out.dtype), output=True))
+        return [device.prepare_launch(self.kernel, grid, block, 0, args, operands)]
 
 
 @dataclass(frozen=True)
@@ -167,6 +276,21 @@ Handle = KernelHandle | FusedKernelHandle
 HANDLE_KINDS: dict[str, Any] = {
     h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle)
 }
+
+
+def _free_all(device: Any, buffers) -> None:
+    """Frees every buffer; a failing free does not hide the error already propagating
+    (and the first failing free is reported when nothing else failed)."""
+    import sys
+
+    failure = None
+    for buffer in buffers:
+        try:
+            device.free(buffer)
+        except Exception as err:
+            failure = failure or err
+    if failure is not None and sys.exc_info()[0] is None:
+        raise failure
 
 
 def _copy_back(device: Any, buffer: Any, out: np.ndarray) -> None:
@@ -213,85 +337,3 @@ def runtime_dims(spec: KernelSpec, arrays: dict[str, np.ndarray]) -> dict[str, i
     return {name: dims[name] for name in spec.dynamic_dims}
 
 
-@dataclass
-class ExternRuntime:
-    """Dispatches extern calls; ``device`` is a ``partita.runtime.cuda.CudaDevice`` (or
-    anything with its interface) or ``None`` for CPU emulation."""
-
-    handles: dict[str, Handle]
-    device: Any = None
-    launches: Counter[str] = field(default_factory=Counter)
-    emulated: Counter[str] = field(default_factory=Counter)
-    _modules: dict[Path, Any] = field(default_factory=dict)
-
-    @classmethod
-    def for_module(cls, module: ModuleOp, device: Any = "auto") -> ExternRuntime:
-        if device == "auto":
-            from partita.runtime.cuda import CudaDevice, cuda_available
-
-            device = CudaDevice() if cuda_available() else None
-        return cls(kernel_handles(module), device)
-
-    def call(
-        self, name: str, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray], emulate: Callable[[], tuple]
-    ) -> tuple:
-        handle = self.handles.get(name)
-        if handle is None or self.device is None:
-            self.emulated[name] += 1
-            return emulate()
-        self.launches[name] += 1
-        return self._launch(handle, inputs, outs)
-
-    def _module(self, handle: Handle) -> Any:
-        module = self._modules.get(handle.path)
-        if module is None:
-            try:
-                cubin = handle.path.read_bytes()
-            except OSError as err:
-                raise PartitaError(
-                    f"the cubin of @{handle.binary} is gone ({err.strerror}: {handle.path}); compile the model again"
-                ) from None
-            module = self._modules[handle.path] = self.device.load_module(cubin)
-        return module
-
-    def _launch(self, handle: Handle, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
-        (out,) = outs
-        handle.launch(self.device, self._module(handle), inputs, out)
-        return (out,)
-
-    def describe(self) -> str:
-        """Where the kernels ran, said plainly."""
-        if not self.handles:
-            return "no compiled kernels"
-        archs = sorted({h.arch for h in self.handles.values()})
-        if self.device is None:
-            return f"kernels compiled for {', '.join(archs)} but emulated on the CPU (no CUDA device)"
-        return f"kernels compiled for {', '.join(archs)}, running on {self.device.name}"
-
-
-@register_impls
-class ExternFunctions(InterpreterFunctions):
-    """``byoc.call_extern`` through an ``ExternRuntime`` (emulation as the fallback)."""
-
-    def __init__(self, runtime: ExternRuntime):
-        self.runtime = runtime
-        self.emulation = ByocFunctions()
-
-    @impl(byoc.CallExternOp)
-    def run_call_extern(self, interpreter: Interpreter, op: byoc.CallExternOp, args: tuple[Any, ...]):
-        n_in = len(op.inputs)
-        return self.runtime.call(
-            op.callee.string_value(),
-            args[:n_in],
-            args[n_in:],
-            lambda: self.emulation.run_call_extern(interpreter, op, args).values,
-        )
-
-
-class ModuleRunner(ReferenceExecutor):
-    """Runs a lowered module: NumPy on the host, extern calls through ``runtime``."""
-
-    def __init__(self, module: ModuleOp, runtime: ExternRuntime | None = None):
-        super().__init__(module)
-        self.runtime = runtime if runtime is not None else ExternRuntime.for_module(module)
-        self.interpreter.register_implementations(ExternFunctions(self.runtime), override=True)

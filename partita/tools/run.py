@@ -66,7 +66,7 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
 
     from partita.ir.abi import argument_names
 
-    function = exe.runner.entry_function(args.entry)
+    function = exe.entry_function()
     hints = [arg.name_hint for arg in function.body.block.args]
     names = [n or f"arg{k}" for k, n in enumerate(argument_names(function))]
     types = function.function_type.inputs.data
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elapsed = time.perf_counter() - start
         from partita.ir.abi import result_names
 
-        output_names = result_names(exe.runner.entry_function(args.entry))
+        output_names = result_names(exe.entry_function())
         if args.output is not None:
             write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
         report = exe.report()

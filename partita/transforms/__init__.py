@@ -17,6 +17,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "outline-compiler-functions": ("partita.transforms.outline_compiler_functions", "OutlineCompilerFunctions"),
     "mark-compiler-functions-as-extern": ("partita.transforms.mark_compiler_functions_as_extern", "MarkCompilerFunctionsAsExtern"),
     "lower-extern-calls": ("partita.transforms.lower_extern_calls", "LowerExternCalls"),
+    "plan-memory": ("partita.transforms.plan_memory", "PlanMemory"),
     # Targets.
     "bind-target": ("partita.transforms.bind_target", "BindTarget"),
     "split-host-device": ("partita.transforms.split_host_device", "SplitHostDevice"),

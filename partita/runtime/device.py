@@ -1,0 +1,220 @@
+"""The simulated device: the CPU as a device the launch plan runs on unchanged.
+
+A device (this one or ``partita.runtime.cuda.CudaDevice``) offers what a launch plan
+needs, and nothing more:
+
+* memory: ``alloc(nbytes) -> buffer`` (``int(buffer)`` is its address), ``free``;
+* one stream: ``create_stream``, and on it ``upload(ptr, array, stream)``,
+  ``download(array, ptr, stream)``, ``copy(dst, src, nbytes, stream)``,
+  ``memset(ptr, nbytes, stream)`` and ``synchronize(stream)``;
+* kernels: ``load_module(cubin).kernel(entry, smem, emulation)`` at load, then
+  ``prepare_launch(kernel, grid, block, smem, args, operands)`` once per shape signature,
+  which packs the C-ABI argument buffer and returns a callable ``launch(stream)``;
+* graphs: ``capture(stream, record) -> graph`` with ``graph.launch(stream)``.
+
+Here memory is host byte arenas at made-up device addresses, and a launch decodes the
+pointers from the packed argument buffer it was given (the bytes a GPU would receive),
+takes views of the arenas at those pointers with the operand shapes, and runs the
+kernel's ``emulation`` (its reference semantics) on them. So CI runs exactly the plan a
+GPU runs: a memory-plan aliasing mistake or a mis-packed pointer gives wrong results
+here too. ``execute=False`` turns every kernel into a no-op (the dispatch benchmark).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from partita.runtime.cuda import pack_kernel_args
+
+__all__ = ["Operand", "SimulatedDevice"]
+
+_BASE = 0x7F00_0000_0000
+_SPACING = 1 << 36  # room between arenas, so an overrun is caught, not silently aliased
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor operand of a launch: its kernel argument index (``None`` when the kernel
+    takes no pointer for it), shape and dtype; ``output`` when the kernel writes it."""
+
+    arg: int | None
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    output: bool = False
+
+
+class SimulatedFunction:
+    """A kernel of a simulated module: its name and its emulation
+    (``emulation(inputs, outputs)`` on NumPy views)."""
+
+    def __init__(self, name: str, emulation: Callable[[list[np.ndarray], list[np.ndarray]], None] | None):
+        self.name, self.emulation = name, emulation
+
+
+class SimulatedModule:
+    def __init__(self, device: SimulatedDevice, cubin: bytes):
+        self.device, self.cubin = device, cubin
+
+    def kernel(self, name: str, smem: int = 0, emulation=None) -> SimulatedFunction:
+        return SimulatedFunction(name, emulation)
+
+    def unload(self) -> None:
+        pass
+
+
+class SimulatedLaunch:
+    """A launch packed once; calling it runs the emulation at the packed pointers."""
+
+    __slots__ = ("args", "block", "device", "function", "grid", "offsets", "operands", "params", "smem")
+
+    def __init__(self, device, function, grid, block, smem, params, offsets, operands):
+        self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
+        self.params, self.offsets, self.operands = params, offsets, operands
+
+    def pointer(self, arg: int) -> int:
+        return struct.unpack_from("<Q", self.params, self.offsets[arg])[0]
+
+    def set_pointer(self, arg: int, ptr: int) -> None:
+        struct.pack_into("<Q", self.params, self.offsets[arg], ptr)
+
+    def __call__(self, stream) -> None:
+        if type(stream) is _Recorder:  # being captured into a graph
+            stream.launches.append(self)
+            return
+        device = self.device
+        device.counts["launch"] += 1
+        if not device.execute:
+            return
+        if self.function.emulation is None:
+            raise RuntimeError(f"simulated kernel {self.function.name} has no emulation")
+        views = [device.view(self.pointer(o.arg), o.shape, o.dtype) for o in self.operands if o.arg is not None]
+        flags = [o.output for o in self.operands if o.arg is not None]
+        self.function.emulation(
+            [v for v, out in zip(views, flags) if not out], [v for v, out in zip(views, flags) if out]
+        )
+
+
+class SimulatedGraph:
+    """A captured launch sequence, replayed in order."""
+
+    def __init__(self, device: SimulatedDevice, launches: list):
+        self.device, self.launches = device, launches
+
+    def launch(self, stream) -> None:
+        self.device.counts["graph_launch"] += 1
+        for launch in self.launches:
+            launch(stream)
+
+    def destroy(self) -> None:
+        self.launches = []
+
+
+class _Stream:
+    """The simulated device's stream: work runs when it is enqueued."""
+
+
+@dataclass
+class SimulatedDevice:
+    """The CPU as a device: host byte arenas at device addresses, kernels emulated."""
+
+    execute: bool = True
+    name: str = "simulated device (CPU)"
+    arch: str | None = None
+    simulated: bool = True
+    counts: Counter[str] = field(default_factory=Counter)
+    _bases: list[int] = field(default_factory=list)
+    _arenas: dict[int, np.ndarray] = field(default_factory=dict)
+    _next: int = _BASE
+
+    # -- memory ----------------------------------------------------------------
+    def alloc(self, nbytes: int) -> int:
+        self.counts["alloc"] += 1
+        base = self._next
+        self._next += max(_SPACING, -(-int(nbytes) // _SPACING) * _SPACING)
+        self._arenas[base] = np.zeros(max(1, int(nbytes)), np.uint8)
+        bisect.insort(self._bases, base)
+        return base
+
+    def free(self, ptr: int) -> None:
+        self.counts["free"] += 1
+        ptr = int(ptr)
+        if ptr not in self._arenas:
+            raise RuntimeError(f"free of {ptr:#x}, which is not an allocation")
+        del self._arenas[ptr]
+        self._bases.remove(ptr)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(a.nbytes for a in self._arenas.values())
+
+    def view(self, ptr: int, shape: Sequence[int], dtype) -> np.ndarray:
+        """The tensor of ``shape`` and ``dtype`` at device address ``ptr``."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        k = bisect.bisect_right(self._bases, ptr) - 1
+        base = self._bases[k] if k >= 0 else None
+        arena = self._arenas.get(base) if base is not None else None
+        if arena is None or ptr - base + nbytes > arena.nbytes:
+            raise RuntimeError(f"simulated device: {nbytes} bytes at {ptr:#x} are outside every allocation")
+        return np.ndarray(tuple(shape), dtype, buffer=arena, offset=ptr - base)
+
+    # -- the stream ----------------------------------------------------------------
+    def create_stream(self):
+        return _Stream()
+
+    def destroy_stream(self, stream) -> None:
+        pass
+
+    def make_current(self) -> None:
+        pass
+
+    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
+        self.counts["upload"] += 1
+        self.counts["upload_bytes"] += array.nbytes
+        self.view(ptr, array.shape, array.dtype)[...] = array
+
+    def download(self, array: np.ndarray, ptr: int, stream) -> None:
+        self.counts["download"] += 1
+        self.counts["download_bytes"] += array.nbytes
+        array[...] = self.view(ptr, array.shape, array.dtype)
+
+    def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self.counts["copy"] += 1
+        self.view(dst, (nbytes,), np.uint8)[...] = self.view(src, (nbytes,), np.uint8)
+
+    def memset(self, ptr: int, nbytes: int, stream) -> None:
+        self.view(ptr, (nbytes,), np.uint8)[...] = 0
+
+    def synchronize(self, stream=None) -> None:
+        self.counts["synchronize"] += 1
+
+    # -- kernels ---------------------------------------------------------------------
+    def load_module(self, cubin: bytes) -> SimulatedModule:
+        self.counts["load_module"] += 1
+        return SimulatedModule(self, cubin)
+
+    def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = ()):
+        params, offsets = pack_kernel_args(args)
+        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), bytearray(params), tuple(offsets),
+                                 tuple(operands))
+        launch.args = tuple(args)  # what was packed, for reports and tests
+        return launch
+
+    def capture(self, stream, record) -> SimulatedGraph:
+        launches: list = []
+        record(_Recorder(launches))
+        return SimulatedGraph(self, launches)
+
+
+class _Recorder:
+    """The stream handed to ``record`` during a simulated capture: launches called with
+    it are collected instead of run (what stream capture does on a GPU)."""
+
+    def __init__(self, launches: list):
+        self.launches = launches

@@ -1,0 +1,157 @@
+"""Arrays crossing the runtime's boundary: NumPy, ``__cuda_array_interface__`` and DLPack
+inputs, and device-array outputs.
+
+* ``as_input(value)`` turns what a user passed into a NumPy array (host memory) or a
+  ``DeviceTensor`` (device memory: CuPy / PyTorch / Numba arrays through
+  ``__cuda_array_interface__`` v2/v3, or anything with ``__dlpack__`` on a CUDA device).
+  DLPack capsules are read with ctypes (``DLManagedTensor``); CPU DLPack tensors become
+  NumPy arrays without a copy.
+* ``DeviceArray`` is an output left on the device: it exposes
+  ``__cuda_array_interface__`` (CuPy's ``cupy.asarray`` and ``torch.as_tensor`` take it
+  without a copy) and ``numpy()`` for a host copy. It aliases the runtime's memory plan,
+  so it is valid until the next ``run`` of the same executable (as TensorRT's and IREE's
+  output buffers are); copy it to keep it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DeviceArray", "DeviceTensor", "as_input", "dlpack_tensor"]
+
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+
+
+@dataclass(frozen=True)
+class DeviceTensor:
+    """A dense tensor in device memory that the runtime reads in place."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    owner: Any = None
+    """What keeps the memory alive (the user's array)."""
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+def _dl_dtype(code: int, bits: int, lanes: int) -> np.dtype:
+    if lanes != 1:
+        raise TypeError(f"DLPack tensors with {lanes} lanes are not supported")
+    if code == 4 and bits == 16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    kind = {0: "i", 1: "u", 2: "f", 6: "b"}.get(code)
+    if kind is None:
+        raise TypeError(f"DLPack dtype code {code} is not supported")
+    return np.dtype(f"{kind}{bits // 8}") if kind != "b" else np.dtype(np.bool_)
+
+
+def dlpack_tensor(capsule: Any) -> tuple[int, int, DeviceTensor]:
+    """``(device_type, device_id, tensor)`` of a ``dltensor`` capsule, read in place (the
+    capsule keeps ownership, so its destructor still frees it)."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    address = get(capsule, b"dltensor")
+    t = _DLTensor.from_address(address)  # DLManagedTensor starts with its DLTensor
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    dtype = _dl_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
+    if t.strides:
+        strides = tuple(int(t.strides[i]) for i in range(t.ndim))
+        if not _contiguous(shape, strides, 1):
+            raise TypeError(f"a DLPack tensor of shape {shape} with strides {strides} is not C-contiguous")
+    return t.device.device_type, t.device.device_id, DeviceTensor(int(t.data or 0) + int(t.byte_offset), shape, dtype, capsule)
+
+
+def _contiguous(shape, strides, itemsize: int) -> bool:
+    expected = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim > 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
+
+
+def as_input(value: Any) -> np.ndarray | DeviceTensor:
+    """A host array or a device tensor for ``value``; anything else is a ``TypeError``."""
+    if isinstance(value, np.ndarray):
+        return value
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(int(d) for d in cai["shape"])
+        strides = cai.get("strides")
+        if strides is not None and not _contiguous(shape, strides, dtype.itemsize):
+            raise TypeError(f"a CUDA array of shape {shape} with strides {strides} is not C-contiguous")
+        return DeviceTensor(int(cai["data"][0] or 0), shape, dtype, value)
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        device_type, _ = value.__dlpack_device__()
+        if int(device_type) == KDL_CPU:
+            return np.from_dlpack(value)
+        if int(device_type) in (KDL_CUDA, KDL_CUDA_MANAGED):
+            _, _, tensor = dlpack_tensor(value.__dlpack__())
+            return DeviceTensor(tensor.ptr, tensor.shape, tensor.dtype, (value, tensor.owner))
+        raise TypeError(f"DLPack device type {device_type} is neither the CPU nor CUDA")
+    raise TypeError(f"expected a NumPy array, a CUDA array or a DLPack tensor, got {type(value).__name__}")
+
+
+class DeviceArray:
+    """An output on the device (see the module docstring: valid until the next run)."""
+
+    def __init__(self, device: Any, ptr: int, shape: tuple[int, ...], dtype: np.dtype):
+        self.device, self.ptr, self.shape, self.dtype = device, int(ptr), tuple(shape), np.dtype(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if getattr(self.device, "simulated", False):
+            raise AttributeError("a simulated device's array is host memory: use numpy()")
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3, "strides": None}
+
+    def numpy(self) -> np.ndarray:
+        """A host copy."""
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            stream = None
+            if getattr(self.device, "simulated", False):
+                self.device.download(out, self.ptr, stream)
+            else:
+                self.device.copy_dtoh(out, self.ptr)
+        return out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"

@@ -1,0 +1,729 @@
+"""The launch plan: a lowered entry function made into data once, run by a tight loop.
+
+IREE's HAL and TVM's VM shape this module: nothing on the hot path interprets IR.
+
+* **Load** (``LaunchPlan``): the entry function (after ``lower-extern-calls`` and
+  ``plan-memory``) is read once into steps: each ``byoc.call_extern`` becomes a kernel
+  step (its handle's ``prepare``: cubins loaded, kernels looked up; see
+  ``partita.runtime.extern`` for step kinds) or, without a compiled kernel, an explicit
+  host step; each ``nn`` op left in the function is a host step too; ``nn.constant``
+  weights are uploaded to the device once, into one parameter buffer; the static arena
+  ``plan-memory`` sized (``byoc.arena_size``) is allocated once.
+* **Bind** (``BoundPlan``, once per input-shape signature, cached): index values
+  (``tensor.dim``, shape functions, ``arith``) and host-op result shapes are evaluated,
+  every dynamically sized tensor (inputs, dynamic ``byoc.alloc_tensor``s, host-op
+  results, split-k workspaces) is placed in a per-signature arena by the same
+  liveness-based planner as ``plan-memory`` (``assign_offsets``), and every launch is
+  packed with its final pointers. Static shapes can then be captured as a CUDA graph.
+* **Run**: inputs uploaded once each (a device input only kernels read is passed to
+  them in place, its pointer patched into their packed arguments; under a CUDA graph, or
+  when the host or the output reads it, it is copied device-to-device once), the
+  bound launches enqueued on the runtime's one stream (or one graph launch), outputs
+  downloaded once each, one synchronization. A host step is the only exception, and it
+  is explicit: its downloads, synchronization and uploads are counted per run and listed
+  by ``describe()`` and ``partita-run --report``.
+
+The signature cache is the pool for dynamic sizes: a shape seen before reuses its arena
+(no allocation), a new one allocates one arena, and the least recently used signature's
+arena is freed beyond ``max_signatures``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    IntegerAttr,
+    ModuleOp,
+    SymbolRefAttr,
+    TensorType,
+)
+from xdsl.ir import Block, Operation, SSAValue
+
+from partita.ir.abi import argument_names
+from partita.dialects import byoc, nn
+from partita.ir import PartitaError, op_error
+from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.transforms.plan_memory import (
+    ARENA_SIZE,
+    OFFSET,
+    assign_offsets,
+    buffer_of,
+    live_ranges,
+)
+
+__all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
+
+ALIGNMENT = 256
+REFERENCE_SUFFIX = "_reference"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An operand at its planned device address."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.dtype.itemsize
+
+
+def _dtype(typ: TensorType) -> np.dtype:
+    return np.dtype(nn.numpy_dtype(typ.element_type))
+
+
+@dataclass
+class HostStep:
+    """An op the host runs inside the plan: its tensor operands are downloaded (after a
+    synchronization), computed on with NumPy, and the results uploaded. Counted."""
+
+    label: str
+    compute: Callable[[list[np.ndarray]], Sequence[np.ndarray]]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    stats: Counter[str]
+    device: Any = None
+    keep: list = field(default_factory=list)
+
+    def __call__(self, stream) -> None:
+        device = self.device
+        host = []  # downloads follow the kernels before them on the stream
+        for t in self.inputs:
+            array = np.empty(t.shape, t.dtype)
+            if array.nbytes:
+                device.download(array, t.ptr, stream)
+            host.append(array)
+        device.synchronize(stream)
+        results = self.compute(host)
+        self.keep = []
+        for t, value in zip(self.outputs, results, strict=True):
+            value = np.ascontiguousarray(value, dtype=t.dtype)
+            if value.shape != t.shape:
+                raise PartitaError(f"host step {self.label}: result of shape {value.shape}, but {t.shape} was planned")
+            if value.nbytes:
+                device.upload(t.ptr, value, stream)
+            self.keep.append(value)  # alive until the stream has read it
+        stats = self.stats
+        stats["host_steps"] += 1
+        stats["host_downloads"] += len(self.inputs)
+        stats["host_download_bytes"] += sum(t.nbytes for t in self.inputs)
+        stats["host_uploads"] += len(self.outputs)
+        stats["host_upload_bytes"] += sum(t.nbytes for t in self.outputs)
+
+
+class _Loader:
+    """What a handle's ``prepare`` gets: the device, cubins loaded once per file and
+    checked against the device's arch, and the function's emulation."""
+
+    def __init__(self, device: Any, modules: dict[Path, Any]):
+        self.device, self.modules = device, modules
+        self.emulation: Callable | None = None
+
+    def module(self, handle: Any) -> Any:
+        path = Path(handle.path)
+        loaded = self.modules.get(path)
+        if loaded is None:
+            arch = getattr(self.device, "arch", None)
+            if arch is not None and not getattr(self.device, "simulated", False):
+                from partita.runtime.cuda import arch_runs_on
+
+                if not arch_runs_on(handle.arch, arch):
+                    raise PartitaError(
+                        f"the cubin of @{handle.binary} is built for {handle.arch} and does not run on "
+                        f"{self.device.name} ({arch}); compile for {arch}"
+                    )
+            try:
+                cubin = path.read_bytes()
+            except OSError as err:
+                raise PartitaError(
+                    f"the cubin of @{handle.binary} is gone ({err.strerror}: {path}); compile the model again"
+                ) from None
+            loaded = self.modules[path] = self.device.load_module(cubin)
+        return loaded
+
+
+@dataclass
+class _Call:
+    op: byoc.CallExternOp
+    prepared: Any  # None: an explicit host step running the reference body
+    handle: Any
+
+
+class LaunchPlan:
+    """The entry function of a lowered module as steps, prepared on ``device``."""
+
+    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None):
+        from partita.runtime.extern import kernel_handles
+        from partita.runtime.reference import ReferenceExecutor
+
+        self.module, self.device, self.entry = module, device, entry
+        self.function = self._entry(module, entry)
+        self.block = self.function.body.block
+        self.executor = ReferenceExecutor(module)
+        self.interpreter = self.executor.interpreter
+        self.handles = kernel_handles(module) if handles is None else handles
+        self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
+        self.alias = buffer_of(self.block)
+        self.ranges = live_ranges(self.block)
+        self.modules: dict[Path, Any] = {}
+        self.calls: dict[Operation, _Call] = {}
+        self.constants: dict[SSAValue, np.ndarray] = {}
+        self.params = None
+        self.arena = None
+        self.param_ptr: dict[SSAValue, int] = {}
+        self.static_ptr: dict[SSAValue, int] = {}
+        self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
+        loader = _Loader(device, self.modules)
+        try:
+            for op in self.block.ops:
+                self._load_op(op, loader)
+            self._place_constants()
+            self._place_static()
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _entry(module: ModuleOp, entry: str) -> func.FuncOp:
+        for op in module.ops:
+            if isinstance(op, func.FuncOp) and op.sym_name.data == entry and op.body.blocks:
+                if len(op.body.blocks) != 1:
+                    raise op_error(op, "the launch plan needs a function of a single block")
+                return op
+        raise PartitaError(f"no func.func @{entry} with a body in the module")
+
+    def _load_op(self, op: Operation, loader: _Loader) -> None:
+        if isinstance(op, byoc.CallExternOp):
+            name = op.callee.string_value()
+            handle = self.handles.get(name)
+            prepared = None
+            if handle is not None:
+                loader.emulation = self.emulation(op)
+                prepared = handle.prepare(loader)
+            self.calls[op] = _Call(op, prepared, handle)
+        elif isinstance(op, nn.ConstantOp):
+            (value,) = self.interpreter.run_op(op, ())
+            self.constants[op.result] = np.ascontiguousarray(value)
+        elif not isinstance(
+            op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
+        ) and not op.name.startswith("arith."):
+            raise op_error(op, "cannot be part of a launch plan (expected byoc, nn, arith, tensor.dim or shape-function calls)")
+
+    def emulation(self, op: byoc.CallExternOp) -> Callable[[list[np.ndarray], list[np.ndarray]], None]:
+        """The reference semantics of the extern function ``op`` calls, in
+        destination-passing style."""
+        name = op.callee.string_value()
+        reference = self.symbols.get(name + REFERENCE_SUFFIX)
+        if reference is None or reference.attributes.get(byoc.REFERENCE_IMPL) != SymbolRefAttr(name):
+            def missing(inputs, outputs):
+                raise op_error(op, f"cannot emulate @{name}: no @{name}{REFERENCE_SUFFIX} reference body "
+                               "(keep it with mark-compiler-functions-as-extern{keep-reference=true})")
+            return missing
+        interpreter = self.interpreter
+
+        def emulate(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+            results = interpreter.call_op(reference, tuple(inputs))
+            for out, result in zip(outputs, results, strict=True):
+                if out.shape != np.shape(result):
+                    raise op_error(op, f"@{name} computed a result of shape {np.shape(result)}, {out.shape} was allocated")
+                np.copyto(out, result)
+
+        return emulate
+
+    def _place_constants(self) -> None:
+        """Weights to the device once: one buffer, one upload each, one sync."""
+        if not self.constants:
+            return
+        values = list(self.constants)
+        sizes = [self.constants[v].nbytes for v in values]
+        offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
+        self.params = self.device.alloc(total)
+        stream = self.device.create_stream()
+        try:
+            for value, offset in zip(values, offsets):
+                array = self.constants[value]
+                self.param_ptr[value] = int(self.params) + offset
+                if array.nbytes:
+                    self.device.upload(int(self.params) + offset, array, stream)
+            self.device.synchronize(stream)
+        finally:
+            self.device.destroy_stream(stream)
+
+    def _place_static(self) -> None:
+        size = self.function.attributes.get(ARENA_SIZE)
+        planned = [op for op in self.block.ops if isinstance(op, byoc.AllocTensorOp) and OFFSET in op.attributes]
+        if not planned:
+            return
+        if not isinstance(size, IntegerAttr):
+            raise op_error(self.function, f"has planned allocations but no '{ARENA_SIZE}'")
+        self.arena = self.device.alloc(size.value.data)
+        for op in planned:
+            offset = op.attributes[OFFSET]
+            assert isinstance(offset, IntegerAttr)
+            self.static_ptr[op.result] = int(self.arena) + offset.value.data
+
+    @property
+    def host_ops(self) -> list[str]:
+        """Every step the host runs, named by its op and location."""
+        out = []
+        for op in self.block.ops:
+            if isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+                out.append(f"{op.name}{_where(op)}")
+            elif isinstance(op, byoc.CallExternOp) and self.calls[op].prepared is None:
+                out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
+        return out
+
+    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]) -> BoundPlan:
+        return BoundPlan(self, inputs, stats)
+
+    def close(self) -> None:
+        for buffer in (self.params, self.arena):
+            if buffer is not None:
+                self.device.free(buffer)
+        self.params = self.arena = None
+        for module in self.modules.values():
+            unload = getattr(module, "unload", None)
+            if unload is not None:
+                unload()
+        self.modules.clear()
+
+
+class BoundPlan:
+    """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed."""
+
+    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]):
+        self.plan, self.device, self.stats = plan, plan.device, stats
+        self.arena = None
+        self.graph = None
+        self.steps: list[Callable[[Any], None]] = []
+        self.host_steps: list[HostStep] = []
+        try:
+            self._bind(inputs)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+        plan = self.plan
+        values: dict[SSAValue, Any] = {}  # index values -> int, tensors -> shape
+        for arg, (shape, _) in zip(plan.block.args, inputs):
+            values[arg] = tuple(shape)
+        workspaces: dict[Operation, int] = {}
+        for op in plan.block.ops:
+            if isinstance(op, func.ReturnOp):
+                break
+            args = [values.get(v) for v in op.operands]
+            if isinstance(op, byoc.AllocTensorOp):
+                sizes = iter(args)
+                values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in op.result.type.get_shape())
+                if any(d < 0 for d in values[op.result]):
+                    raise op_error(op, f"negative dimension in {values[op.result]}")
+            elif isinstance(op, byoc.CallExternOp):
+                for out, res in zip(op.outs, op.res):
+                    values[res] = values[out]
+                call = plan.calls[op]
+                if call.prepared is not None and op.outs:
+                    size = call.prepared.workspace_bytes([values[v] for v in op.inputs])
+                    if size:
+                        workspaces[op] = size
+            elif isinstance(op, nn.ConstantOp):
+                values[op.result] = tuple(op.result.type.get_shape())
+            elif isinstance(op, nn.NNOp):
+                values[op.result] = _host_result_shape(op, values)
+            elif isinstance(op, tensor.DimOp):
+                values[op.result] = int(args[0][args[1]])
+            elif isinstance(op, func.CallOp):
+                results = plan.interpreter.call_op(plan.symbols[op.callee.string_value()], tuple(args))
+                for res, value in zip(op.results, results):
+                    values[res] = int(value)
+            else:  # arith on index values
+                for res, value in zip(op.results, plan.interpreter.run_op(op, tuple(args))):
+                    values[res] = value
+        self.shapes = values
+        self._place(workspaces)
+        self._build(workspaces)
+
+    def _place(self, workspaces: dict[Operation, int]) -> None:
+        """Dynamic buffers of this signature into one arena, by liveness."""
+        plan = self.plan
+        ops = list(plan.block.ops)
+        index = {op: i for i, op in enumerate(ops)}
+        roots: list[Any] = []
+        sizes: list[int] = []
+        ranges: list[tuple[int, int]] = []
+        for value, span in plan.ranges.items():
+            if value in plan.static_ptr or value in plan.param_ptr or not isinstance(value.type, TensorType):
+                continue
+            roots.append(value)
+            sizes.append(prod(self.shapes[value]) * _dtype(value.type).itemsize)
+            ranges.append(span)
+        for op, size in workspaces.items():
+            roots.append(op)
+            sizes.append(size)
+            ranges.append((index[op], index[op]))
+        offsets, total = assign_offsets(sizes, ranges, ALIGNMENT)
+        self.arena_bytes = total
+        self.pointers: dict[Any, int] = {}
+        if total:
+            self.arena = self.device.alloc(total)
+            self.stats["allocations"] += 1
+            base = int(self.arena)
+            self.pointers = {root: base + offset for root, offset in zip(roots, offsets)}
+        else:
+            self.pointers = dict.fromkeys(roots, 0)
+        if workspaces:  # zeroed once; the kernels leave their workspace zeroed again
+            stream = self.device.create_stream()
+            try:
+                for op, size in workspaces.items():
+                    self.device.memset(self.pointers[op], size, stream)
+                self.device.synchronize(stream)
+            finally:
+                self.device.destroy_stream(stream)
+
+    def tensor(self, value: SSAValue) -> Tensor:
+        plan = self.plan
+        root = plan.alias.get(value, value)
+        if root in plan.param_ptr:
+            ptr = plan.param_ptr[root]
+        elif root in plan.static_ptr:
+            ptr = plan.static_ptr[root]
+        else:
+            ptr = self.pointers[root]
+        assert isinstance(value.type, TensorType)
+        return Tensor(ptr, tuple(self.shapes[value]), _dtype(value.type))
+
+    def _build(self, workspaces: dict[Operation, int]) -> None:
+        plan = self.plan
+        arguments = {arg: i for i, arg in enumerate(plan.block.args)}
+        patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
+        readers: set[int] = set()  # arguments something other than a kernel argument reads
+        for op in plan.block.ops:
+            if isinstance(op, byoc.CallExternOp):
+                call = plan.calls[op]
+                if not op.outs:
+                    continue  # extern functions are pure: a call with no result does nothing
+                ins = [self.tensor(v) for v in op.inputs]
+                outs = [self.tensor(v) for v in op.outs]
+                if call.prepared is not None:
+                    launches = call.prepared.bind(self.device, ins, outs, self.pointers.get(op))
+                    self.steps.extend(launches)
+                    for j, value in enumerate(op.inputs):
+                        if value in arguments:
+                            uses = patches[arguments[value]]
+                            for launch in launches:
+                                operands = getattr(launch, "operands", ())
+                                if j < len(operands) and operands[j].arg is not None and hasattr(launch, "set_pointer"):
+                                    uses.append((launch, operands[j].arg))
+                                else:
+                                    readers.add(arguments[value])
+                else:
+                    emulate = plan.emulation(op)
+
+                    def compute(arrays, emulate=emulate, outs=outs):
+                        results = [np.empty(t.shape, t.dtype) for t in outs]
+                        emulate(arrays, results)
+                        return results
+
+                    self._host(f"@{op.callee.string_value()}", compute, ins, outs)
+            elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+                tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
+                readers.update(arguments[v] for v in tensors if v in arguments)
+                self._host(op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
+                           [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
+        self.inputs = [self.tensor(arg) for arg in plan.block.args]
+        self.outputs = [self.tensor(v) for v in plan.outputs]
+        readers.update(arguments[v] for v in plan.outputs if v in arguments)
+        readers.update(i for op, call in plan.calls.items() if call.prepared is None
+                       for i in (arguments[v] for v in op.inputs if v in arguments))
+        # A device input only kernels read is passed to them in place (its pointer patched
+        # into their packed arguments); any other is copied device-to-device into its slot.
+        self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
+        self.bound_inputs = [t.ptr for t in self.inputs]
+
+    def _host(self, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
+        step = HostStep(label, compute, ins, outs, self.stats)
+        step.device = self.device
+        self.steps.append(step)
+        self.host_steps.append(step)
+
+    @property
+    def capturable(self) -> bool:
+        """A graph can replay this signature: no step needs the host in between."""
+        return not self.host_steps
+
+    def point_input(self, index: int, ptr: int) -> bool:
+        """Makes the kernels read input ``index`` at ``ptr``; False when they cannot
+        (a captured graph, or a reader other than kernel arguments)."""
+        uses = self.patches[index]
+        if uses is None or self.graph is not None:
+            return False
+        if self.bound_inputs[index] != ptr:
+            for launch, arg in uses:
+                launch.set_pointer(arg, ptr)
+            self.bound_inputs[index] = ptr
+        return True
+
+    def capture(self, stream) -> None:
+        steps = self.steps
+
+        def record(s) -> None:
+            for step in steps:
+                step(s)
+
+        self.graph = self.device.capture(stream, record)
+
+    def close(self) -> None:
+        if self.graph is not None:
+            self.graph.destroy()
+            self.graph = None
+        if self.arena is not None:
+            self.device.free(self.arena)
+            self.arena = None
+
+
+def _where(op: Operation) -> str:
+    loc = getattr(op, "location", None)
+    if loc is not None and hasattr(loc, "filename"):
+        return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return ""
+
+
+def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, ...]:
+    """Concrete result shape of a host op, by the shape rules shape functions use (every
+    input dim known, so they fold to integers)."""
+    typ = op.result.type
+    assert isinstance(typ, TensorType)
+    static = typ.get_shape()
+    if DYNAMIC_INDEX not in static:
+        return tuple(static)
+    from partita.transforms.shape_functions import ShapeBuilder, _result_dims
+
+    dims = _result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    if not all(isinstance(d, int) for d in dims):
+        raise op_error(op, "its result shape could not be computed from its input shapes")
+    return tuple(int(d) for d in dims)
+
+
+class Runtime:
+    """Runs a lowered module's entry function through its launch plan on ``device``.
+
+    ``device``: ``"auto"`` (a CUDA device when one is usable and every cubin runs on it,
+    else the simulated device, with the reason in ``describe()``), ``"cuda"``,
+    ``"simulated"``, or a device object. ``graphs``: capture static launch sequences as
+    CUDA graphs, one per shape signature. ``debug``: synchronize after every launch so a
+    kernel fault names its kernel (also ``PARTITA_CUDA_DEBUG=1``).
+    """
+
+    def __init__(
+        self,
+        module: ModuleOp,
+        device: Any = "auto",
+        *,
+        entry: str = "main",
+        graphs: bool = True,
+        debug: bool | None = None,
+        max_signatures: int = 8,
+    ):
+        self.device, self.device_note = _choose_device(module, device)
+        self.graphs = graphs
+        self.debug = bool(int(os.environ.get("PARTITA_CUDA_DEBUG", "0") or 0)) if debug is None else debug
+        self.max_signatures = max_signatures
+        self.stats: Counter[str] = Counter()
+        self.plan = LaunchPlan(module, self.device, entry=entry)
+        self.stream = self.device.create_stream()
+        self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
+
+    # -- the hot path ------------------------------------------------------------------
+    def run(self, *args: Any, outputs: str = "host", **named: Any) -> tuple:
+        """Runs the entry function. Arguments are NumPy arrays, CUDA arrays
+        (``__cuda_array_interface__``) or DLPack tensors, positional or by name.
+        ``outputs="device"`` returns ``DeviceArray``s (valid until the next run)."""
+        if outputs not in ("host", "device"):
+            raise PartitaError(f"outputs must be 'host' or 'device', not {outputs!r}")
+        values = self._arguments(args, named)
+        signature = tuple(v.shape for v in values)
+        bound = self._bound.get(signature)
+        if bound is None:
+            bound = self._bind(signature, values)
+        else:
+            self._bound.move_to_end(signature)
+        device, stream = self.device, self.stream
+        device.make_current()
+        staged = []  # host arrays the stream reads from, alive until the synchronization
+        for index, (value, slot) in enumerate(zip(values, bound.inputs)):
+            if slot.nbytes == 0:
+                continue
+            if isinstance(value, DeviceTensor):
+                if not bound.point_input(index, value.ptr):
+                    device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
+            else:
+                if bound.bound_inputs[index] != slot.ptr:
+                    bound.point_input(index, slot.ptr)
+                array = np.ascontiguousarray(value)
+                staged.append(array)
+                device.upload(slot.ptr, array, stream)
+        if bound.graph is not None:
+            bound.graph.launch(stream)
+        elif self.debug:
+            self._run_debug(bound)
+        else:
+            for step in bound.steps:
+                step(stream)
+        if outputs == "device":
+            results: tuple = tuple(DeviceArray(device, t.ptr, t.shape, t.dtype) for t in bound.outputs)
+        else:
+            results = tuple(np.empty(t.shape, t.dtype) for t in bound.outputs)
+            for array, t in zip(results, bound.outputs):
+                if array.nbytes:
+                    device.download(array, t.ptr, stream)
+        try:
+            device.synchronize(stream)
+        except Exception as err:
+            raise PartitaError(f"{err}: a kernel of this run failed; run with debug=True (or "
+                               "PARTITA_CUDA_DEBUG=1) to name it") from None
+        del staged
+        self.stats["runs"] += 1
+        return results
+
+    __call__ = run
+
+    def _run_debug(self, bound: BoundPlan) -> None:
+        for step in bound.steps:
+            step(self.stream)
+            try:
+                self.device.synchronize(self.stream)
+            except Exception as err:
+                name = getattr(getattr(step, "function", None), "name", None) or getattr(step, "label", "a step")
+                raise PartitaError(f"kernel {name} failed: {err}") from None
+
+    # -- binding -----------------------------------------------------------------------
+    def _arguments(self, args: Sequence[Any], named: dict[str, Any]) -> list[Any]:
+        try:
+            return _bind(self.plan.function, list(args), dict(named))
+        except ValueError as err:
+            raise PartitaError(str(err)) from None
+
+    def _bind(self, signature: tuple, values: list[Any]) -> BoundPlan:
+        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats)
+        self.stats["binds"] += 1
+        if self.graphs and bound.capturable:
+            bound.capture(self.stream)
+            self.stats["captures"] += 1
+        self._bound[signature] = bound
+        while len(self._bound) > self.max_signatures:
+            _, old = self._bound.popitem(last=False)
+            old.close()
+        return bound
+
+    # -- what a user sees ------------------------------------------------------------
+    @property
+    def handles(self) -> dict:
+        return self.plan.handles
+
+    def describe(self) -> str:
+        """Where the plan runs, and every host step with its per-run copies."""
+        handles = self.plan.handles
+        archs = sorted({h.arch for h in handles.values()})
+        kernels = f"{len(handles)} kernel(s) compiled for {', '.join(archs)}" if handles else "no compiled kernels"
+        where = f"running on {self.device.name}"
+        host = self.plan.host_ops
+        if not self.graphs:
+            mode = "eager launches"
+        elif host:
+            mode = "eager launches: host steps keep CUDA graphs off"
+        else:
+            mode = "a CUDA graph per shape signature"
+        lines = [f"{kernels}, {where} ({mode}, one stream)"]
+        if self.device_note:
+            lines.append(self.device_note)
+        if host:
+            lines.append(f"{len(host)} host step(s), each: synchronize, download its inputs, run on NumPy, upload its results:")
+            lines.extend(f"  {label}" for label in host)
+        if self.stats["host_steps"]:
+            s = self.stats
+            lines.append(
+                f"host copies so far: {s['host_downloads']} downloads ({s['host_download_bytes']} B), "
+                f"{s['host_uploads']} uploads ({s['host_upload_bytes']} B) over {s['runs']} run(s)"
+            )
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        for bound in self._bound.values():
+            bound.close()
+        self._bound.clear()
+        self.plan.close()
+        self.device.destroy_stream(self.stream)
+
+
+def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list[Any]:
+    """Arguments in order, each a host array or a device tensor of the declared shape
+    and dtype."""
+    inputs = function.function_type.inputs.data
+    names = argument_names(function)  # the model's own names (onnx.name), else SSA hints
+    hints = [a.name_hint for a in function.body.block.args]
+    if len(args) == 1 and isinstance(args[0], dict):
+        named, args = {**args[0], **named}, []
+    for i in range(len(args), len(inputs)):
+        key = names[i] if names[i] in named else hints[i]
+        if key not in named:
+            raise ValueError(f"@{function.sym_name.data}: missing argument #{i}" + (f" ({names[i]})" if names[i] else ""))
+        args.append(named.pop(key))
+    if named:
+        raise ValueError(f"@{function.sym_name.data}: unknown arguments {sorted(named)}")
+    if len(args) != len(inputs):
+        raise ValueError(f"@{function.sym_name.data} takes {len(inputs)} arguments, got {len(args)}")
+    out = []
+    for i, (value, typ) in enumerate(zip(args, inputs)):
+        label = f"#{i} ({names[i]})" if names[i] else f"#{i}"
+        try:
+            value = as_input(value)
+        except TypeError as err:
+            raise ValueError(f"@{function.sym_name.data} argument {label}: {err}") from None
+        assert isinstance(typ, TensorType)
+        shape = typ.get_shape()
+        if len(value.shape) != len(shape) or any(d != DYNAMIC_INDEX and d != s for d, s in zip(shape, value.shape)):
+            raise ValueError(f"@{function.sym_name.data} argument {label}: shape {tuple(value.shape)} does not match {typ}")
+        if np.dtype(value.dtype) != _dtype(typ):
+            raise ValueError(f"@{function.sym_name.data} argument {label}: dtype {value.dtype} does not match {typ} "
+                             f"(expected {_dtype(typ)})")
+        out.append(value)
+    return out
+
+
+def _choose_device(module: ModuleOp, device: Any) -> tuple[Any, str | None]:
+    from partita.runtime.cuda import CudaDevice, CudaError, arch_runs_on, cuda_status
+    from partita.runtime.device import SimulatedDevice
+
+    if device == "simulated":
+        return SimulatedDevice(), None
+    if device not in ("auto", "cuda"):
+        return device, None
+    why = cuda_status()
+    if why is None:
+        try:
+            cuda = CudaDevice()
+        except CudaError as err:
+            why = str(err)
+        else:
+            archs = sorted({op.attributes["arch"].data for op in module.ops
+                            if isinstance(op, byoc.BinaryOp) and "arch" in op.attributes})
+            wrong = [a for a in archs if not arch_runs_on(a, cuda.arch)]
+            if not wrong:
+                return cuda, None
+            why = f"kernels compiled for {', '.join(wrong)} do not run on {cuda.name} ({cuda.arch}); compile for {cuda.arch}"
+            cuda.close()
+    if device == "cuda":
+        raise PartitaError(f"no CUDA device to run on: {why}")
+    return SimulatedDevice(), f"the plan runs on the simulated device: {why}"
