@@ -45,6 +45,9 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
             text = path.read_text()
         except OSError as err:
             raise PartitaError(f"cannot read '{path}': {err.strerror}") from None
+        except UnicodeDecodeError as err:
+            line = err.object[: err.start].count(b"\n") + 1
+            raise PartitaError(f"the file is not UTF-8 text (byte {err.start})", f"{path}:{line}:1") from None
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
         return parse_module(model, make_context(), "<string>")
@@ -231,12 +234,18 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
+    from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
+    check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
+                            device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
+                            entry=entry, progress=progress)
     module = load_module(model)
+    check_entry(module, entry)
     try:
         config = targets if isinstance(targets, CompilationConfig) else CompilationConfig(targets)
     except TargetError as err:
         raise PartitaError(str(err)) from None
+    check_target_archs(config)
     steps = build_pipeline(
         module,
         config,

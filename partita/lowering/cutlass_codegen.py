@@ -201,6 +201,10 @@ class CutlassCodegen(ModulePass):
 
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
         sm = target_sm(cutlass_functions(op), self.sm)
+        try:
+            nvrtc.check_arch(f"sm_{sm}")
+        except ValueError as err:
+            raise PartitaError(f"{self.name}: sm={sm}: {err}") from None
         kernels, source = emit_cutlass(op, sm)
         if source is None:
             return

@@ -112,12 +112,32 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "partita" / "cubins"
 
 
+@lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...]:
+    """Compute capabilities this NVRTC can compile for (75, 80, ..., 120)."""
+    from cuda.bindings import nvrtc
+
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check(err, "nvrtcGetSupportedArchs")
+    return tuple(int(a) for a in archs)
+
+
 def _normalize_arch(arch: str | int) -> str:
+    """``sm_90`` from ``90``, ``sm90`` or ``sm_90``; a ValueError for anything NVRTC
+    cannot compile for (a typo such as ``sm_xx`` or ``sm_999`` is caught here, not by NVRTC)."""
     s = str(arch)
     m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", s)
     if not m:
         raise ValueError(f"bad arch {arch!r} (expected e.g. 'sm_90')")
+    if int(m.group(1)) not in supported_archs():
+        known = ", ".join(f"sm_{a}" for a in supported_archs())
+        raise ValueError(f"arch {arch!r} is not supported by this NVRTC (supported: {known})")
     return f"sm_{m.group(1)}{m.group(2)}"
+
+
+def check_arch(arch: str | int) -> str:
+    """The normalized arch, or a ValueError naming what is supported."""
+    return _normalize_arch(arch)
 
 
 def build_options(arch: str, options: Iterable[str] = (), *, fast_math: bool = False,

@@ -22,7 +22,6 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import ArgSpecParseError
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -31,6 +30,7 @@ from partita.files import same_file, write_atomically
 from partita.ir.diagnostics import PartitaError
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic
 from partita.ir.verifier import verify_module
+from partita.tools.boundary import run_tool
 from partita.transforms import get_all_passes
 
 _EXPECTED = re.compile(r"//\s*expected-error(?:@(?P<rel>[+-]\d+|above|below))?\s*\{\{(?P<msg>.*?)\}\}")
@@ -95,9 +95,26 @@ class PartitaOptMain(xDSLOptMain):
         arg_parser.description = "Partita's modular optimizer driver (xDSL opt with nn, byoc and Partita's passes)."
 
     def setup_pipeline(self) -> None:
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except ValueError as err:
+            raise PartitaError(self._pass_option_error(err)) from None
         self.pipeline = dataclasses.replace(self.pipeline, callback=self._between_passes)
         self._pass_start = time.perf_counter()
+
+    def _pass_option_error(self, err: ValueError) -> str:
+        """xDSL's message for a bad option value does not say which pass: find it."""
+        from xdsl.utils.arg_spec import parse_pipeline
+
+        for spec in parse_pipeline(self.args.passes):
+            factory = self.available_passes.get(spec.name)
+            if factory is None:
+                return str(err)
+            try:
+                factory().from_pass_spec(spec)
+            except ValueError as inner:
+                return f"invalid options for pass '{spec.name}': {inner}"
+        return str(err)
 
     def _between_passes(self, previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
         now = time.perf_counter()
@@ -174,21 +191,17 @@ class PartitaOptMain(xDSLOptMain):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    return run_tool("partita-opt", lambda: _main(args))
+
+
+def _main(args: list[str]) -> int:
     try:
         driver = PartitaOptMain(args=args)
-        if driver.args.input_file and driver.args.output_file and same_file(driver.args.input_file, driver.args.output_file):
-            raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
-        return driver.run()
-    except ArgSpecParseError as err:  # a BaseException in xDSL: a bad -p pipeline string
-        print(f"error: invalid pass pipeline: {err}", file=sys.stderr)
-        return 1
-    except PartitaError as err:
-        print(err, file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as err:
-        # Missing input files, unknown passes or targets: user errors raised by xDSL's driver.
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except ValueError as err:  # unknown passes or targets, malformed option values
+        raise PartitaError(str(err)) from None
+    if driver.args.input_file and driver.args.output_file and same_file(driver.args.input_file, driver.args.output_file):
+        raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
+    return driver.run()
 
 
 if __name__ == "__main__":
