@@ -956,7 +956,9 @@ class ConstantOp(NNOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        value = parser.parse_attribute()
+        from partita.ir.constants import parse_dense_constant
+
+        value = parse_dense_constant(parser, cls.name)
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(f"expected a dense elements attribute, got {value}")
         op = cls(value)

@@ -21,6 +21,11 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from partita.ir.diagnostics import PartitaError, format_location
 
 
+MAX_NESTING = 64
+"""Regions nested deeper than this are rejected while parsing: real models nest a few
+levels, and xDSL's recursive parser, verifier and printer would overflow the Python stack
+a few hundred levels down."""
+
 # Builtin tensor types without encoding: their meaning depends only on their spelling.
 _SIMPLE_TENSOR_TYPE = re.compile(r"tensor<(?:(?:\d+|\?)x)*(?:bf16|f16|f32|f64|i1|i8|i16|i32|i64|index)>")
 
@@ -56,6 +61,17 @@ class LocatingParser(Parser):
             self._resume_from(match.end())
         return cached
 
+    _depth = 0
+
+    def parse_optional_region(self, arguments=None):  # type: ignore[override]
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                self.raise_error(f"nesting too deep: regions nest more than {MAX_NESTING} levels")
+            return super().parse_optional_region(arguments)
+        finally:
+            self._depth -= 1
+
     def _location(self, offset: int) -> FileLineColLoc:
         line = bisect_right(self._line_starts, offset)
         column = offset - self._line_starts[line - 1] + 1
@@ -74,6 +90,16 @@ class LocatingParser(Parser):
         return op
 
 
+def parse_located(parser: LocatingParser) -> ModuleOp:
+    """``parser.parse_module()``; running out of stack (attributes or types nested a
+    thousand levels deep) is a ``ParseError`` at the token being parsed."""
+    try:
+        return parser.parse_module()
+    except RecursionError:
+        token = parser._current_token
+        raise ParseError(token.span, "nesting too deep: attributes or types nest beyond what the parser handles") from None
+
+
 def format_parse_error(err: ParseError) -> str:
     """``file:line:col: error: message`` followed by the offending line, MLIR style."""
     # print_with_context gives: location, the source line(s), carets, the message.
@@ -88,8 +114,9 @@ def parse_module(
     """Parses (and by default verifies) a module; errors are ``PartitaError``s."""
     from partita.ir.verifier import verify_module
 
+    parser = LocatingParser(ctx, text, name, line_offset)
     try:
-        module = LocatingParser(ctx, text, name, line_offset).parse_module()
+        module = parse_located(parser)
     except ParseError as err:
         err.span = dataclasses.replace(err.span, line_offset=line_offset)
         raise parse_error_diagnostic(err) from None

@@ -28,7 +28,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from partita.dialects import get_all_dialects
 from partita.files import same_file, write_atomically
 from partita.ir.diagnostics import PartitaError
-from partita.ir.parsing import LocatingParser, parse_error_diagnostic
+from partita.ir.parsing import LocatingParser, parse_error_diagnostic, parse_located
 from partita.ir.verifier import verify_module
 from partita.tools.boundary import run_tool
 from partita.transforms import get_all_passes
@@ -130,7 +130,7 @@ class PartitaOptMain(xDSLOptMain):
 
     def parse_text(self, text: str, line_offset: int) -> ModuleOp:
         # Verification happens before the first pass, in ``_between_passes``.
-        return LocatingParser(self.ctx, text, self.get_input_name(), line_offset).parse_module()
+        return parse_located(LocatingParser(self.ctx, text, self.get_input_name(), line_offset))
 
     def run(self) -> int:  # type: ignore[override]
         """Runs every chunk; returns 1 after printing located errors when any chunk failed."""
