@@ -142,7 +142,7 @@ class _Importer:
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
         for init in self.graph.initializer:
-            self.values[init.name] = numpy_helper.to_array(init)
+            self.values[init.name] = tensor_array(init, "initializer")
         if self.graph.sparse_initializer:
             raise PartitaError("sparse initializers are not supported")
         arg_types = []
@@ -277,6 +277,10 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
         raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
     dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
             for d in t.tensor_type.shape.dim]
+    negative = [d.dim_value for d in t.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
+    if negative:
+        raise PartitaError(f"{what} '{info.name}' has a negative dimension {negative[0]} (dims must be >= 0, "
+                           "or symbolic for a dynamic size)")
     return TensorType(nn.element_type_of(_ELEMENT_TYPES[elem]), dims)
 
 
@@ -427,7 +431,7 @@ def _match_gelu(cx: _Importer) -> None:
     consts = {k: v for k, v in cx.values.items() if _is_const(v)}
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            consts[n.output[0]] = tensor_array(n.attribute[0].t, f"constant '{n.output[0]}'")
 
     def const_is(name: str, value: float) -> bool:
         v = consts.get(name)
@@ -575,7 +579,7 @@ def _dropout(cx, ins, attrs):
 @_converter("Constant")
 def _constant(cx, ins, attrs):
     if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
+        return tensor_array(attrs["value"], "Constant value")
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in attrs:
@@ -930,6 +934,22 @@ SUPPORTED_OPS = tuple(sorted(_CONVERTERS))
 # ---------------------------------------------------------------------------------------
 
 
+def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+    """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
+    (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
+    if any(d < 0 for d in tensor.dims):
+        raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError
+        elements = math.prod(tensor.dims)
+        raise PartitaError(
+            f"{what} '{tensor.name}' does not hold its declared {list(tensor.dims)} "
+            f"{onnx.TensorProto.DataType.Name(tensor.data_type)} tensor ({elements} elements, "
+            f"{len(tensor.raw_data)} bytes of raw_data): {err}"
+        ) from None
+
+
 def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
     """An ONNX model from a proto or a file; errors are ``PartitaError``s."""
     if isinstance(model, onnx.ModelProto):
@@ -939,8 +959,9 @@ def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
         raise PartitaError(f"cannot read '{path}': no such file")
     try:
         proto = onnx.load(str(path))
-    except Exception as err:
-        raise PartitaError(f"'{path}' is not an ONNX model ({type(err).__name__})") from None
+    except Exception as err:  # onnx raises DecodeError, ValidationError, OSError...
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PartitaError(f"'{path}' is not a usable ONNX model: {why}") from None
     if not proto.HasField("graph") or not proto.opset_import:
         raise PartitaError(f"'{path}' is not an ONNX model (no graph or opset)")
     return proto
