@@ -144,15 +144,26 @@ class Executable:
     cache_hits: int = 0
     compiles: int = 0
     entry: str = "main"
+    binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
+    """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
+    binary's ``path`` is read."""
     _runner: Any = field(default=None, repr=False)
 
     @property
     def runner(self):
         if self._runner is None:
-            from partita.runtime.extern import ModuleRunner
+            from partita.runtime.extern import ExternRuntime, ModuleRunner
 
-            self._runner = ModuleRunner(self.module)
+            runtime = ExternRuntime.for_module(self.module, embedded=self.binaries) if self.binaries else None
+            self._runner = ModuleRunner(self.module, runtime)
         return self._runner
+
+    def save(self, path: str | Path) -> None:
+        """Writes the compiled model as one file (``partita.load`` reads it back): the
+        lowered module, its weights and every cubin, each with its digest."""
+        from partita import artifact
+
+        artifact.save(self, path)
 
     def run(self, *args: Any, **named: Any) -> tuple[np.ndarray, ...]:
         """Runs the entry function on NumPy arrays (positional, a dict, or by name)."""

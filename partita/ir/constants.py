@@ -13,6 +13,9 @@ Works for every element type of the builtin dense attribute (floats, integers, `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from math import prod
 
 import numpy as np
@@ -82,9 +85,24 @@ def materialize_splat(type_: TensorType, literal: str) -> DenseIntOrFPElementsAt
     return DenseIntOrFPElementsAttr(type_, BytesAttr(payload.tobytes()))
 
 
-def parse_dense_constant(parser: Parser, op_name: str, limit: int = MATERIALIZE_LIMIT_BYTES) -> Attribute:
+_limit: ContextVar[int | None] = ContextVar("partita_materialize_limit", default=MATERIALIZE_LIMIT_BYTES)
+
+
+@contextmanager
+def materialize_limit(limit: int | None) -> Iterator[None]:
+    """Within the block, splats are materialized up to ``limit`` bytes (None: no limit).
+    Loading a compiled model uses this: its weights are placeholders replaced at once."""
+    token = _limit.set(limit)
+    try:
+        yield
+    finally:
+        _limit.reset(token)
+
+
+def parse_dense_constant(parser: Parser, op_name: str) -> Attribute:
     """Parses a constant's value attribute; a splat of a static tensor type is built with
-    NumPy, after checking it stays within ``limit`` bytes."""
+    NumPy, after checking it stays within the materialization limit."""
+    limit = _limit.get()
     start = parser._current_token.span.start
     text = parser.lexer.input.content
     match = _SPLAT.match(text, start) if isinstance(text, str) else None
@@ -101,7 +119,7 @@ def parse_dense_constant(parser: Parser, op_name: str, limit: int = MATERIALIZE_
     except ValueError:
         parser._resume_from(state)
         return parser.parse_attribute()
-    if size > limit:
+    if limit is not None and size > limit:
         parser.raise_error(
             f"'{op_name}' op splat constant of type {type_} would take {size / 2**20:.0f} MiB, over the "
             f"materialization limit of {limit / 2**20:.0f} MiB",

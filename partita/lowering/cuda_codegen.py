@@ -106,6 +106,7 @@ class CudaCodegen(ModulePass):
             "arch": StringAttr(arch),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),
+            byoc.DIGEST: StringAttr(binary.digest),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}

@@ -225,6 +225,7 @@ class CutlassCodegen(ModulePass):
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),
+            byoc.DIGEST: StringAttr(binary.digest),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"

@@ -17,7 +17,7 @@ The runtime only loads cubins and dispatches.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -29,6 +29,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
+from partita.lowering.binaries import BinaryImage, binary_images
 from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord, WindowRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
@@ -223,14 +224,16 @@ class ExternRuntime:
     launches: Counter[str] = field(default_factory=Counter)
     emulated: Counter[str] = field(default_factory=Counter)
     _modules: dict[Path, Any] = field(default_factory=dict)
+    images: dict[str, BinaryImage] = field(default_factory=dict)
+    """Where each binary's bytes come from, with the digest they are checked against."""
 
     @classmethod
-    def for_module(cls, module: ModuleOp, device: Any = "auto") -> ExternRuntime:
+    def for_module(cls, module: ModuleOp, device: Any = "auto", embedded: Mapping[str, bytes] | None = None) -> ExternRuntime:
         if device == "auto":
             from partita.runtime.cuda import CudaDevice, cuda_available
 
             device = CudaDevice() if cuda_available() else None
-        return cls(kernel_handles(module), device)
+        return cls(kernel_handles(module), device, images=binary_images(module, embedded))
 
     def call(
         self, name: str, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray], emulate: Callable[[], tuple]
@@ -245,13 +248,8 @@ class ExternRuntime:
     def _module(self, handle: Handle) -> Any:
         module = self._modules.get(handle.path)
         if module is None:
-            try:
-                cubin = handle.path.read_bytes()
-            except OSError as err:
-                raise PartitaError(
-                    f"the cubin of @{handle.binary} is gone ({err.strerror}: {handle.path}); compile the model again"
-                ) from None
-            module = self._modules[handle.path] = self.device.load_module(cubin)
+            image = self.images.get(handle.binary) or BinaryImage(handle.binary, handle.path, None)
+            module = self._modules[handle.path] = self.device.load_module(image.read())
         return module
 
     def _launch(self, handle: Handle, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
