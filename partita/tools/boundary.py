@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 
 from partita.ir.diagnostics import PartitaError
@@ -49,7 +50,18 @@ def expected_error(err: BaseException) -> str | None:
 
 
 def run_tool(prog: str, body: Callable[[], int]) -> int:
-    """Runs ``body`` (a tool's work, returning its exit code) inside the boundary."""
+    """Runs ``body`` (a tool's work, returning its exit code) inside the boundary;
+    warnings (a damaged cache entry) are printed as ``prog: warning: ...``."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        return _run(prog, body)
+
+
+def _run(prog: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except KeyboardInterrupt:

@@ -5,7 +5,8 @@
 
 Inputs come from ``--inputs in.npz`` (keys are argument names, e.g. ``x`` for ``%x``, or
 ``arg0``, ``arg1``...) or are random of the declared shapes (``?`` dims take
-``--dynamic-size``). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
+``--dynamic-size``). A ``.partita`` file from ``partita-compile`` runs as compiled, with
+no cache, NVRTC or ONNX file needed (the compile options are then ignored). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
 """
 
 from __future__ import annotations
@@ -41,26 +42,31 @@ def _count(minimum: int):
     return parse
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="an .onnx model or a .mlir module")
+def add_compile_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``partita.compile``, shared with ``partita-compile``."""
     parser.add_argument("--targets", default="cuda -arch=sm_90,cutlass,llvm", help="comma-separated targets (default: %(default)s)")
     parser.add_argument("--partitioner", choices=("collage", "eager", "none"), default="collage")
     parser.add_argument("--cost", default="roofline", help="collage cost estimator (default: %(default)s)")
     parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
-    parser.add_argument("--entry", default="main", help="entry function (default: %(default)s)")
+    parser.add_argument("--entry", help="entry function (default: main)")
+    parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="an .onnx model, a .mlir module or a compiled .partita model")
+    add_compile_options(parser)
     parser.add_argument("--inputs", type=Path, help=".npz file with the inputs")
     parser.add_argument("--output", help=".npz file to write the outputs to (written atomically)")
     parser.add_argument("--dynamic-size", type=_count(0), default=1, help="size of each '?' dimension of random inputs")
     parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
-    parser.add_argument("--cache-dir", type=Path, help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
     parser.add_argument("--report", action="store_true", help="print the partition report")
     parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return parser.parse_args(argv)
 
 
-def _progress(quiet: bool):
+def progress_printer(quiet: bool):
     start = time.perf_counter()
 
     def show(name: str, index: int, count: int) -> None:
@@ -78,7 +84,7 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
 
     from partita.dialects.nn import numpy_dtype
 
-    function = exe.runner.entry_function(args.entry)
+    function = exe.runner.entry_function(exe.entry)
     names = [arg.name_hint or f"arg{arg.index}" for arg in function.body.block.args]
     types = function.function_type.inputs.data
     if args.inputs is not None:
@@ -151,16 +157,23 @@ def _main(args: argparse.Namespace) -> int:
     from partita.lowering.cuda_codegen import cuda_from_binaries
     from partita.lowering.cutlass_codegen import cpp_from_binaries
 
-    exe = partita.compile(
-        args.model,
-        args.targets,
-        partitioner=args.partitioner,
-        cost=args.cost,
-        device=args.device,
-        cache_dir=args.cache_dir,
-        entry=args.entry,
-        progress=_progress(args.quiet),
-    )
+    from partita.artifact import is_compiled_model
+
+    if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
+        exe = partita.load(args.model)
+        if args.entry is not None and args.entry != exe.entry:
+            raise PartitaError(f"'{args.model}' was compiled for entry @{exe.entry}, not @{args.entry}")
+    else:
+        exe = partita.compile(
+            args.model,
+            args.targets,
+            partitioner=args.partitioner,
+            cost=args.cost,
+            device=args.device,
+            cache_dir=args.cache_dir,
+            entry=args.entry or "main",
+            progress=progress_printer(args.quiet),
+        )
     if args.emit == "ir":
         print(exe)
     elif args.emit == "cpp":
