@@ -18,7 +18,7 @@ LAYOUTS = ("auto", "NCHW", "NHWC")
 
 def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
     if not isinstance(value, str) or value not in choices:
-        raise PartitaError(f"{name}={value!r} is not one of {', '.join(choices)}")
+        raise PartitaError(f"unknown {name} {value!r} (choose from {', '.join(choices)})")
 
 
 def check_compile_arguments(
