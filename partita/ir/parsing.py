@@ -15,7 +15,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from partita.ir.diagnostics import PartitaError, format_location
@@ -28,6 +28,15 @@ a few hundred levels down."""
 
 # Builtin tensor types without encoding: their meaning depends only on their spelling.
 _SIMPLE_TENSOR_TYPE = re.compile(r"tensor<(?:(?:\d+|\?)x)*(?:bf16|f16|f32|f64|i1|i8|i16|i32|i64|index)>")
+
+
+# xDSL 0.74 lexes string literals with ``"(?:[^"...]+|\\..)*"``: a nested quantifier that
+# backtracks exponentially on an unterminated string (found by tests/test_fuzz_opt.py:
+# a 1.8 KB mutant never finished). One character per repetition matches the same
+# language in linear time. Installed on the lexer class, so that every parser in the
+# process (attribute parsers, pass options) gets it, from the first token on.
+_STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+MLIRLexer._unescaped_characters_regex = _STRING_LITERAL  # type: ignore[attr-defined]
 
 
 class LocatingParser(Parser):

@@ -88,6 +88,11 @@ class CudaCodegen(ModulePass):
         from partita.lowering import nvrtc
         from partita.transforms.mark_compiler_functions_as_extern import mark_extern
 
+        if self.arch:  # a typo in the option is an error even when nothing is fused
+            try:
+                nvrtc.check_arch(self.arch)
+            except ValueError as err:
+                raise PartitaError(f"{self.name}: {err}") from None
         functions = fused_functions(op)
         if not functions:
             return

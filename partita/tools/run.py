@@ -16,6 +16,7 @@ import io
 import os
 import sys
 import time
+import zipfile
 from math import prod
 from collections.abc import Sequence
 from pathlib import Path
@@ -129,14 +130,14 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         data = np.load(path, allow_pickle=False)
     except OSError as err:
         raise PartitaError(f"cannot read inputs from '{path}': {err.strerror or err}") from None
-    except (ValueError, EOFError) as err:
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:
         raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise PartitaError(f"'{path}' holds one array, not named inputs: write them with numpy.savez")
     with data:
         try:
             return dict(data)
-        except (OSError, ValueError, EOFError) as err:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
 
 
