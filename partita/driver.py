@@ -14,7 +14,6 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -46,6 +45,9 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
             text = path.read_text()
         except OSError as err:
             raise PartitaError(f"cannot read '{path}': {err.strerror}") from None
+        except UnicodeDecodeError as err:
+            line = err.object[: err.start].count(b"\n") + 1
+            raise PartitaError(f"the file is not UTF-8 text (byte {err.start})", f"{path}:{line}:1") from None
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
         return parse_module(model, make_context(), "<string>")
@@ -152,6 +154,9 @@ class Executable:
     cache_hits: int = 0
     compiles: int = 0
     entry: str = "main"
+    binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
+    """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
+    binary's ``path`` is read (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None):
@@ -162,7 +167,8 @@ class Executable:
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
-        self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug)
+        self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug,
+                                embedded=self.binaries)
         return self._runtime
 
     @property
@@ -183,6 +189,13 @@ class Executable:
         (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
         device (see ``partita.runtime.interop.DeviceArray``)."""
         return self.runtime.run(*args, outputs=outputs, **named)
+
+    def save(self, path: str | Path) -> None:
+        """Writes the compiled model as one file (``partita.load`` reads it back): the
+        lowered module, its weights and every cubin, each with its digest."""
+        from partita import artifact
+
+        artifact.save(self, path)
 
     def report(self) -> Report:
         runtime = self.runtime
@@ -287,8 +300,13 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
+    from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
+    check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
+                            device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
+                            entry=entry, progress=progress)
     module = load_module(model)
+    check_entry(module, entry)
     try:
         if isinstance(targets, CompilationConfig):
             config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)
@@ -296,6 +314,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
             config = CompilationConfig(targets, fallback_device)
     except TargetError as err:
         raise PartitaError(str(err)) from None
+    check_target_archs(config)
     steps = build_pipeline(
         module,
         config,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,10 +21,33 @@ def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = Fal
     """Writes through a temporary file in the same directory and renames it into place,
     so a reader (or a concurrent writer of the same content) sees the old file or the
     whole new one, and a failure leaves the old content. ``durable`` also fsyncs, for
-    caches that outlive the process."""
+    caches that outlive the process.
+
+    Only regular files get that treatment: a special file (``/dev/null``, a FIFO, a
+    terminal) is written directly, never replaced by a regular file. A directory, or a
+    path spelled as one (``out/``), is an error rather than a file named ``out``.
+    """
+    spelled = os.fspath(path)
+    if spelled.endswith(os.sep) or (os.altsep and spelled.endswith(os.altsep)):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file name", spelled)
     path = Path(path).resolve()
+    try:
+        existing = path.stat().st_mode
+    except FileNotFoundError:
+        existing = None
+    except NotADirectoryError:
+        raise NotADirectoryError(errno.ENOTDIR, "a parent of the output is not a directory", spelled) from None
+    if existing is not None and stat.S_ISDIR(existing):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file name", spelled)
+    if existing is not None and not stat.S_ISREG(existing):
+        with open(path, "wb") as handle:  # a device or FIFO: write through, keep the node
+            handle.write(data.encode() if isinstance(data, str) else data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:  # name the file the user asked for, not our temporary one
+        raise type(err)(err.errno, f"cannot create a file in {path.parent}: {err.strerror}", spelled) from None
     try:
         # mkstemp makes the file private; give it the mode a plain open() would have.
         try:

@@ -76,7 +76,8 @@ def test_warm_compile_is_a_cache_hit(compiled):
     # the key depends on arch and options
     assert bins["sm_80"].key != bins["sm_90"].key
     cached = sorted(p.name for p in cache.iterdir())
-    assert cached == sorted(f"{b.key}.cubin" for b in bins.values())  # no temp files left
+    # a ref per key and a cubin named by its digest; no temporary files left
+    assert cached == sorted([f"{b.key}.ref" for b in bins.values()] + [f"{b.digest}.cubin" for b in bins.values()])
 
 
 def test_dynamic_m_dense_takes_m_as_int(compiled):
@@ -144,7 +145,8 @@ def test_two_processes_compiling_the_same_key(tmp_path):
     nvrtc.stats.reset()
     a, b = nvrtc.compile_many([src, src], jobs=2, arch="sm_80", cache_dir=tmp_path)
     assert nvrtc.stats.compiles == 2 and a.key == b.key
-    assert [p.name for p in tmp_path.iterdir()] == [f"{a.key}.cubin"]
+    assert a.digest == b.digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{a.key}.ref", f"{a.digest}.cubin"])
     assert cubin.kernel_symbols(a.cubin) == {"tiny"}
     assert [(p.offset, p.size) for p in cubin.kernel_params(a.cubin, "tiny")] == [(0, 8), (8, 4)]
     nvrtc.stats.reset()

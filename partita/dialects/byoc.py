@@ -445,14 +445,19 @@ class CallExternOp(IRDLOperation):
             raise VerifyException("the result types must equal the types of the 'outs' operands")
 
 
+DIGEST = "sha256"
+"""The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
+
+
 @irdl_op_definition
 class BinaryOp(IRDLOperation):
     """A compiled artifact of external codegen, kept in the module beside the extern
     declarations it implements (the runtime module of TVM's BYOC flow).
 
     The attribute dictionary records what the runtime needs: ``format`` (``"cubin"``),
-    ``target``, ``path`` of the cached artifact, its ``key``, and ``kernels``: per extern
-    function, a dictionary with the entry name and launch description.
+    ``target``, ``path`` of the cached artifact, its ``key``, ``sha256`` (the digest of the
+    bytes, checked before they reach the driver) and ``kernels``: per extern function, a
+    dictionary with the entry name and launch description, verified here.
     """
 
     name = "byoc.binary"
@@ -472,8 +477,26 @@ class BinaryOp(IRDLOperation):
         fmt = self.attributes.get("format")
         if not isinstance(fmt, StringAttr) or fmt.data not in self.FORMATS:
             raise VerifyException(f"'byoc.binary' needs a 'format' attribute, one of {', '.join(self.FORMATS)}")
-        if not isinstance(self.attributes.get("kernels"), DictionaryAttr):
+        kernels = self.attributes.get("kernels")
+        if not isinstance(kernels, DictionaryAttr):
             raise VerifyException("'byoc.binary' needs a 'kernels' dictionary")
+        for name in ("path", "key", "arch"):
+            if name in self.attributes and not isinstance(self.attributes[name], StringAttr):
+                raise VerifyException(f"'byoc.binary' attribute '{name}' must be a string")
+        digest = self.attributes.get(DIGEST)
+        if digest is not None and not (
+            isinstance(digest, StringAttr) and len(digest.data) == 64 and all(c in "0123456789abcdef" for c in digest.data)
+        ):
+            raise VerifyException(f"'byoc.binary' attribute '{DIGEST}' must be a sha256 hex digest")
+        # Records are decoded by the lowering that wrote them; imported lazily because
+        # dialects sit below lowering.
+        from partita.lowering.records import check_kernel_record
+
+        for function, record in kernels.data.items():
+            try:
+                check_kernel_record(record)
+            except ValueError as err:
+                raise VerifyException(f"kernel record of @{function}: {err}") from None
 
 
 BYOC = Dialect(
@@ -486,6 +509,7 @@ __all__ = [
     "BYOC",
     "COMPILER",
     "COMPOSITE",
+    "DIGEST",
     "EXTERN",
     "GLOBAL_SYMBOL",
     "INLINE",

@@ -15,14 +15,28 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from partita.ir.diagnostics import PartitaError, format_location
 
 
+MAX_NESTING = 64
+"""Regions nested deeper than this are rejected while parsing: real models nest a few
+levels, and xDSL's recursive parser, verifier and printer would overflow the Python stack
+a few hundred levels down."""
+
 # Builtin tensor types without encoding: their meaning depends only on their spelling.
 _SIMPLE_TENSOR_TYPE = re.compile(r"tensor<(?:(?:\d+|\?)x)*(?:bf16|f16|f32|f64|i1|i8|i16|i32|i64|index)>")
+
+
+# xDSL 0.74 lexes string literals with ``"(?:[^"...]+|\\..)*"``: a nested quantifier that
+# backtracks exponentially on an unterminated string (found by tests/test_fuzz_opt.py:
+# a 1.8 KB mutant never finished). One character per repetition matches the same
+# language in linear time. Installed on the lexer class, so that every parser in the
+# process (attribute parsers, pass options) gets it, from the first token on.
+_STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+MLIRLexer._unescaped_characters_regex = _STRING_LITERAL  # type: ignore[attr-defined]
 
 
 class LocatingParser(Parser):
@@ -56,6 +70,17 @@ class LocatingParser(Parser):
             self._resume_from(match.end())
         return cached
 
+    _depth = 0
+
+    def parse_optional_region(self, arguments=None):  # type: ignore[override]
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                self.raise_error(f"nesting too deep: regions nest more than {MAX_NESTING} levels")
+            return super().parse_optional_region(arguments)
+        finally:
+            self._depth -= 1
+
     def _location(self, offset: int) -> FileLineColLoc:
         line = bisect_right(self._line_starts, offset)
         column = offset - self._line_starts[line - 1] + 1
@@ -74,6 +99,16 @@ class LocatingParser(Parser):
         return op
 
 
+def parse_located(parser: LocatingParser) -> ModuleOp:
+    """``parser.parse_module()``; running out of stack (attributes or types nested a
+    thousand levels deep) is a ``ParseError`` at the token being parsed."""
+    try:
+        return parser.parse_module()
+    except RecursionError:
+        token = parser._current_token
+        raise ParseError(token.span, "nesting too deep: attributes or types nest beyond what the parser handles") from None
+
+
 def format_parse_error(err: ParseError) -> str:
     """``file:line:col: error: message`` followed by the offending line, MLIR style."""
     # print_with_context gives: location, the source line(s), carets, the message.
@@ -88,8 +123,9 @@ def parse_module(
     """Parses (and by default verifies) a module; errors are ``PartitaError``s."""
     from partita.ir.verifier import verify_module
 
+    parser = LocatingParser(ctx, text, name, line_offset)
     try:
-        module = LocatingParser(ctx, text, name, line_offset).parse_module()
+        module = parse_located(parser)
     except ParseError as err:
         err.span = dataclasses.replace(err.span, line_offset=line_offset)
         raise parse_error_diagnostic(err) from None

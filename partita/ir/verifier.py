@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.traits import SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
@@ -72,9 +72,55 @@ def indexed_symbol_lookup() -> Iterator[None]:
         SymbolTable.lookup_symbol = staticmethod(_original_lookup)  # type: ignore[method-assign]
 
 
+def _value_name(value: SSAValue) -> str:
+    return f"%{value.name_hint}" if value.name_hint else f"of type {value.type}"
+
+
+def verify_dominance(module: Operation) -> None:
+    """Every operand must be defined before its use: earlier in the same block, or in an
+    enclosing block before the op that holds the use (xDSL 0.74 does not check this,
+    and ``%0 = nn.relu %0`` would otherwise send later stages into endless recursion).
+
+    Linear in the IR. Inside a region of several blocks (a CFG) values of any block of
+    that region are accepted: only straight-line order is checked there.
+    """
+    visible: set[SSAValue] = set()
+
+    def visit_region(region: Region) -> None:
+        shared: list[SSAValue] = []
+        if len(region.blocks) > 1:
+            for block in region.blocks:
+                shared.extend(block.args)
+                for op in block.ops:
+                    shared.extend(op.results)
+            visible.update(shared)
+        for block in region.blocks:
+            visit_block(block)
+        visible.difference_update(shared)
+
+    def visit_block(block: Block) -> None:
+        added: list[SSAValue] = list(block.args)
+        visible.update(block.args)
+        for op in block.ops:
+            for index, operand in enumerate(op.operands):
+                if operand not in visible:
+                    later = isinstance(operand, OpResult) and operand.op.parent_block() is block
+                    why = "is used before it is defined" if later else "does not dominate this use"
+                    raise op_error(op, f"operand #{index} ({_value_name(operand)}) {why}")
+            for region in op.regions:
+                visit_region(region)
+            visible.update(op.results)
+            added.extend(op.results)
+        visible.difference_update(added)
+
+    for region in module.regions:
+        visit_region(region)
+
+
 def verify_module(module: ModuleOp) -> None:
-    """Verifies every op (and the ``byoc.*`` attributes of functions); the first failure
-    is raised as a ``PartitaError`` located at the failing op."""
+    """Verifies SSA dominance and every op (and the ``byoc.*`` attributes of functions);
+    the first failure is raised as a ``PartitaError`` located at the failing op."""
+    verify_dominance(module)
     with indexed_symbol_lookup():
         for op in module.walk():
             try:

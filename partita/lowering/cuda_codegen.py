@@ -88,6 +88,11 @@ class CudaCodegen(ModulePass):
         from partita.lowering import nvrtc
         from partita.transforms.mark_compiler_functions_as_extern import mark_extern
 
+        if self.arch:  # a typo in the option is an error even when nothing is fused
+            try:
+                nvrtc.check_arch(self.arch)
+            except ValueError as err:
+                raise PartitaError(f"{self.name}: {err}") from None
         functions = fused_functions(op)
         if not functions:
             return
@@ -106,6 +111,7 @@ class CudaCodegen(ModulePass):
             "arch": StringAttr(arch),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),
+            byoc.DIGEST: StringAttr(binary.digest),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}

@@ -210,6 +210,10 @@ class CutlassCodegen(ModulePass):
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
         options = function_options(cutlass_functions(op), self.sm)
         sm = options.sm
+        try:
+            nvrtc.check_arch(f"sm_{sm}")
+        except ValueError as err:
+            raise PartitaError(f"{self.name}: sm={sm}: {err}") from None
         kernels, source = emit_cutlass(op, options)
         if source is None:
             return
@@ -233,6 +237,7 @@ class CutlassCodegen(ModulePass):
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
             "path": StringAttr(str(binary.path)),
+            byoc.DIGEST: StringAttr(binary.digest),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"

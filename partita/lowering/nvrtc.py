@@ -1,11 +1,21 @@
 """NVRTC compilation (through ``cuda.bindings.nvrtc``) with an on-disk cache.
 
-``compile_cuda`` turns CUDA C++ into a cubin.  Results are content-addressed:
-the key is the sha256 of the source, the options, the target arch, the NVRTC
-version and the versions of the header wheels; cubins live in
-``$PARTITA_CACHE_DIR`` (default ``~/.cache/partita/cubins``) as ``<key>.cubin``.
-Writes are atomic (temporary file in the same directory, then ``os.replace``),
-so concurrent compilers of the same key are harmless.  A warm compile does no NVRTC work; ``stats.compiles``
+``compile_cuda`` turns CUDA C++ into a cubin.  The cache (``$PARTITA_CACHE_DIR``,
+default ``~/.cache/partita/cubins``) holds two kinds of file:
+
+* ``<digest>.cubin``: a cubin named by the sha256 of its bytes, so every hit can be
+  verified and an entry never changes once written;
+* ``<key>.ref``: the digest of the cubin compiled for ``key``, the sha256 of the source,
+  the options, the target arch, the NVRTC version and the versions of the header wheels.
+
+Nothing in the cache is trusted: a hit reads the ref, opens the cubin without following
+symlinks, requires a regular file and checks its digest; anything else (truncated,
+garbage, a symlink, a directory) is recompiled and replaced, with a ``CacheWarning``.
+Writes are atomic (temporary file in the same directory, then ``os.replace``), so
+concurrent compilers of the same key are harmless; temporary files a killed compiler
+left behind are removed once they are an hour old. A cache directory that cannot be
+used (a file, read-only, ``/proc``) is replaced by a private temporary one, with a
+warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work; ``stats.compiles``
 counts the NVRTC programs actually compiled in this process (``compile_many``
 adds the ones its workers compiled).
 """
@@ -55,6 +65,137 @@ class CompiledBinary:
     key: str
     cache_hit: bool
     path: Path | None
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the cubin, recorded on ``byoc.binary`` and checked before loading."""
+        return hashlib.sha256(self.cubin).hexdigest()
+
+
+class CacheWarning(UserWarning):
+    """A cache entry or directory was unusable and has been worked around."""
+
+
+STALE_TMP_SECONDS = 3600
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_fallback_dirs: dict[str, Path] = {}
+_swept: set[str] = set()
+_cache_lock = threading.Lock()
+
+
+def usable_cache_dir(cache_dir: Path | str | None) -> Path:
+    """The absolute cache directory to use: ``cache_dir`` (or the default) when it is,
+    or can be made, a writable directory; else a private temporary one, with a warning."""
+    import time
+
+    wanted = default_cache_dir() if cache_dir is None or str(cache_dir) == "" else Path(cache_dir)
+    wanted = wanted.expanduser().absolute()
+    why = None
+    try:
+        wanted.mkdir(parents=True, exist_ok=True)
+        if not wanted.is_dir():
+            why = "not a directory"
+        elif not os.access(wanted, os.W_OK | os.X_OK):
+            why = "not writable"
+    except OSError as err:
+        why = err.strerror or str(err)
+    if why is not None:
+        return private_cache_dir(wanted, why)
+    with _cache_lock:
+        sweep = str(wanted) not in _swept
+        _swept.add(str(wanted))
+    if sweep:  # once per directory and process: temporaries of killed compiles
+        now = time.time()
+        try:
+            for tmp in wanted.glob(".*.tmp"):
+                try:
+                    if tmp.is_file() and now - tmp.lstat().st_mtime > STALE_TMP_SECONDS:
+                        tmp.unlink()
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return wanted
+
+
+def private_cache_dir(wanted: Path, why: str) -> Path:
+    """A temporary cache for this process, standing in for the unusable ``wanted``."""
+    import tempfile
+    import warnings
+
+    with _cache_lock:
+        fallback = _fallback_dirs.get(str(wanted))
+        if fallback is None:
+            fallback = _fallback_dirs[str(wanted)] = Path(tempfile.mkdtemp(prefix="partita-cubins-"))
+            warnings.warn(f"cubin cache '{wanted}' is unusable ({why}); using {fallback} for this process",
+                          CacheWarning, stacklevel=4)
+    return fallback
+
+
+def read_verified(path: Path, digest: str) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not a symlink) whose sha256 is
+    ``digest``; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if hashlib.sha256(data).hexdigest() == digest else None
+
+
+def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
+    """A verified hit for ``key``, or None (a warning says when an entry was bad)."""
+    import warnings
+
+    ref = cdir / f"{key}.ref"
+    if not ref.exists() and not ref.is_symlink():
+        return None
+    try:
+        fd = os.open(ref, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            digest = os.read(fd, 128).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+    except OSError:
+        digest = ""
+    if _SHA256_HEX.fullmatch(digest):
+        path = cdir / f"{digest}.cubin"
+        data = read_verified(path, digest)
+        if data is not None:
+            return data, path
+    warnings.warn(f"cubin cache entry {key[:16]}... in {cdir} is damaged; recompiling it", CacheWarning, stacklevel=3)
+    return None
+
+
+def _replace_entry(path: Path, data: bytes) -> None:
+    """Writes a cache file, first clearing whatever damaged thing sits at its name."""
+    import shutil
+
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    write_atomically(path, data, durable=True)
+
+
+def _cache_store(cdir: Path, key: str, cubin: bytes) -> Path:
+    digest = hashlib.sha256(cubin).hexdigest()
+    path = cdir / f"{digest}.cubin"
+    if read_verified(path, digest) is None:
+        _replace_entry(path, cubin)
+    _replace_entry(cdir / f"{key}.ref", digest.encode())
+    return path
 
 
 @lru_cache(maxsize=1)
@@ -112,12 +253,32 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "partita" / "cubins"
 
 
+@lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...]:
+    """Compute capabilities this NVRTC can compile for (75, 80, ..., 120)."""
+    from cuda.bindings import nvrtc
+
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check(err, "nvrtcGetSupportedArchs")
+    return tuple(int(a) for a in archs)
+
+
 def _normalize_arch(arch: str | int) -> str:
+    """``sm_90`` from ``90``, ``sm90`` or ``sm_90``; a ValueError for anything NVRTC
+    cannot compile for (a typo such as ``sm_xx`` or ``sm_999`` is caught here, not by NVRTC)."""
     s = str(arch)
     m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", s)
     if not m:
         raise ValueError(f"bad arch {arch!r} (expected e.g. 'sm_90')")
+    if int(m.group(1)) not in supported_archs():
+        known = ", ".join(f"sm_{a}" for a in supported_archs())
+        raise ValueError(f"arch {arch!r} is not supported by this NVRTC (supported: {known})")
     return f"sm_{m.group(1)}{m.group(2)}"
+
+
+def check_arch(arch: str | int) -> str:
+    """The normalized arch, or a ValueError naming what is supported."""
+    return _normalize_arch(arch)
 
 
 def build_options(arch: str, options: Iterable[str] = (), *, fast_math: bool = False,
@@ -209,17 +370,13 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
     code = source if isinstance(source, str) else source.code
     opts = build_options(arch, options, fast_math=fast_math, ndebug=ndebug)
     key = cache_key(code, opts, arch)
-    cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = cdir / f"{key}.cubin"
     if use_cache:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            data = None
-        if data:
+        cdir = usable_cache_dir(cache_dir)
+        hit = _cache_lookup(cdir, key)
+        if hit is not None:
             with _stats_lock:
                 stats.cache_hits += 1
-            return CompiledBinary(cubin=data, log="", key=key, cache_hit=True, path=path)
+            return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
     cubin, log = _nvrtc_compile(code, name, opts)
     with _stats_lock:
         stats.compiles += 1
@@ -228,14 +385,14 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
         where = f" in {', '.join(entries)}" if entries else ""
         raise NvrtcError(f"NVRTC compilation of {name} for {_normalize_arch(arch)} failed"
                          f"{where}:\n{log}", log=log, entries=entries)
+    path: Path | None = None
     if use_cache:
         try:
-            write_atomically(path, cubin, durable=True)
-        except OSError:
-            path = None  # read-only cache: still return the binary
-    else:
-        path = None
+            path = _cache_store(cdir, key, cubin)
+        except OSError as err:  # the directory went away or filled up: store privately
+            path = _cache_store(private_cache_dir(cdir, err.strerror or str(err)), key, cubin)
     return CompiledBinary(cubin=cubin, log=log, key=key, cache_hit=False, path=path)
+
 
 
 def _worker(args) -> tuple[CompiledBinary | None, tuple | None, int]:
@@ -273,8 +430,8 @@ def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[Compiled
                                  fast_math=kw.get("fast_math", False),
                                  ndebug=kw.get("ndebug", True))
             key = cache_key(code, opts, kw.get("arch", "sm_90"))
-            cdir = Path(kw["cache_dir"]) if kw.get("cache_dir") is not None else default_cache_dir()
-            if (cdir / f"{key}.cubin").is_file():
+            cdir = usable_cache_dir(kw.get("cache_dir"))
+            if (cdir / f"{key}.ref").is_file():
                 results[i] = compile_cuda(src, **kw)
                 continue
         todo.append(i)

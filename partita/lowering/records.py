@@ -2,7 +2,8 @@
 
 A record must be readable without the IR that produced it (by the runtime, possibly in
 another process, from text), so it holds plain values only: int -> i64, str -> string,
-None -> ``none``, tuple/list -> array.
+None -> ``none``, tuple/list -> array. ``none`` is the builtin ``NoneType``, the attribute
+that text ``none`` parses back to, so records round-trip through printed IR.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, NoneAttr, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, NoneAttr, NoneType, StringAttr, i64
 from xdsl.ir import Attribute
 
 T = TypeVar("T")
@@ -18,7 +19,7 @@ T = TypeVar("T")
 
 def to_attr(value: Any) -> Attribute:
     if value is None:
-        return NoneAttr()
+        return NoneType()
     if isinstance(value, bool):
         raise TypeError("kernel records hold no booleans")
     if isinstance(value, int):
@@ -31,7 +32,7 @@ def to_attr(value: Any) -> Attribute:
 
 
 def from_attr(attr: Attribute) -> Any:
-    if isinstance(attr, NoneAttr):
+    if isinstance(attr, NoneAttr | NoneType):
         return None
     if isinstance(attr, IntegerAttr):
         return attr.value.data
@@ -52,4 +53,37 @@ def dataclass_from(cls: type[T], attr: Attribute, *, ignore: tuple[str, ...] = (
     """The dataclass ``cls`` rebuilt from a record (keys in ``ignore`` are skipped)."""
     if not isinstance(attr, DictionaryAttr):
         raise ValueError(f"a {cls.__name__} record must be a dictionary")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    given = {k for k in attr.data if k not in ignore}
+    if given - names or names - given:
+        unknown, missing = sorted(given - names), sorted(names - given)
+        raise ValueError(
+            f"a {cls.__name__} record" + (f" lacks {', '.join(missing)}" if missing else "")
+            + (" and" if missing and unknown else "") + (f" has unknown {', '.join(unknown)}" if unknown else "")
+        )
     return cls(**{k: from_attr(v) for k, v in attr.data.items() if k not in ignore})
+
+
+def check_kernel_record(record: Attribute) -> None:
+    """Raises ValueError saying why ``record`` (one entry of a ``byoc.binary``'s
+    ``kernels``) cannot be decoded. Kinds this module does not know (records of other
+    backends) are checked for the common ``entry`` only; their runtime decodes the rest."""
+    if not isinstance(record, DictionaryAttr):
+        raise ValueError(f"a kernel record must be a dictionary, got {record}")
+    kind = record.data.get("kind", StringAttr("cutlass"))
+    if not isinstance(kind, StringAttr):
+        raise ValueError(f"'kind' must be a string, got {kind}")
+    entry = record.data.get("entry")
+    if not isinstance(entry, StringAttr) or not entry.data:
+        raise ValueError("a kernel record needs a string 'entry' (the kernel's symbol in the binary)")
+    try:
+        if kind.data == "cutlass":
+            from partita.lowering.cutlass.records import entry_from_record
+
+            entry_from_record(record)
+        elif kind.data == "fused":
+            from partita.lowering.cuda.records import FusedRecord
+
+            FusedRecord.from_attr(record)
+    except (KeyError, TypeError, AttributeError, AssertionError) as err:
+        raise ValueError(f"malformed {kind.data} kernel record ({type(err).__name__}: {err})") from None

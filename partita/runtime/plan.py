@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -50,6 +50,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from partita.ir.abi import argument_names
+from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
@@ -127,8 +128,8 @@ class _Loader:
     """What a handle's ``prepare`` gets: the device, cubins loaded once per file and
     checked against the device's arch, and the function's emulation."""
 
-    def __init__(self, device: Any, modules: dict[Path, Any]):
-        self.device, self.modules = device, modules
+    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage]):
+        self.device, self.modules, self.images = device, modules, images
         self.emulation: Callable | None = None
 
     def module(self, handle: Any) -> Any:
@@ -144,12 +145,10 @@ class _Loader:
                         f"the cubin of @{handle.binary} is built for {handle.arch} and does not run on "
                         f"{self.device.name} ({arch}); compile for {arch}"
                     )
-            try:
-                cubin = path.read_bytes()
-            except OSError as err:
-                raise PartitaError(
-                    f"the cubin of @{handle.binary} is gone ({err.strerror}: {path}); compile the model again"
-                ) from None
+            # Embedded bytes or the cache file, checked against the binary's sha256 before
+            # the driver sees them.
+            image = self.images.get(handle.binary) or BinaryImage(handle.binary, path, None)
+            cubin = image.read()
             loaded = self.modules[path] = self.device.load_module(cubin)
         return loaded
 
@@ -164,7 +163,8 @@ class _Call:
 class LaunchPlan:
     """The entry function of a lowered module as steps, prepared on ``device``."""
 
-    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None):
+    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None,
+                 embedded: Mapping[str, bytes] | None = None):
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
 
@@ -185,7 +185,7 @@ class LaunchPlan:
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
-        loader = _Loader(device, self.modules)
+        loader = _Loader(device, self.modules, binary_images(module, embedded))
         try:
             for op in self.block.ops:
                 self._load_op(op, loader)
@@ -535,13 +535,14 @@ class Runtime:
         graphs: bool = True,
         debug: bool | None = None,
         max_signatures: int = 8,
+        embedded: Mapping[str, bytes] | None = None,
     ):
         self.device, self.device_note = _choose_device(module, device)
         self.graphs = graphs
         self.debug = bool(int(os.environ.get("PARTITA_CUDA_DEBUG", "0") or 0)) if debug is None else debug
         self.max_signatures = max_signatures
         self.stats: Counter[str] = Counter()
-        self.plan = LaunchPlan(module, self.device, entry=entry)
+        self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded)
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
 

@@ -8,15 +8,14 @@ stdout. Bad input is reported as ``error: ...`` with exit code 1, never a traceb
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from io import StringIO
-from pathlib import Path
 
 from xdsl.printer import Printer
 
 from partita.ir import PartitaError
+from partita.tools.boundary import run_tool
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,28 +28,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.output and Path(args.output).exists() and os.path.samefile(args.model,
-                                                                           args.output):
-            raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
-        from partita.frontends.onnx import import_onnx
-        from partita.files import write_atomically
+    return run_tool("partita-import", lambda: _main(_parser().parse_args(argv)))
 
-        module = import_onnx(args.model, name=args.entry)
-        out = StringIO()
-        Printer(stream=out).print_op(module)
-        out.write("\n")
-        if args.output:
-            write_atomically(Path(args.output), out.getvalue())
-        else:
-            sys.stdout.write(out.getvalue())
-    except PartitaError as err:
-        print(err, file=sys.stderr)
-        return 1
-    except OSError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+
+def _main(args: argparse.Namespace) -> int:
+    from partita.files import same_file, write_atomically
+    from partita.frontends.onnx import import_onnx
+
+    if args.output and same_file(args.model, args.output):
+        raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
+    module = import_onnx(args.model, name=args.entry)
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    out.write("\n")
+    if args.output:
+        write_atomically(args.output, out.getvalue())
+    else:
+        sys.stdout.write(out.getvalue())
     return 0
 
 

@@ -22,15 +22,15 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import ArgSpecParseError
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from partita.dialects import get_all_dialects
 from partita.files import same_file, write_atomically
 from partita.ir.diagnostics import PartitaError
-from partita.ir.parsing import LocatingParser, parse_error_diagnostic
+from partita.ir.parsing import LocatingParser, parse_error_diagnostic, parse_located
 from partita.ir.verifier import verify_module
+from partita.tools.boundary import run_tool
 from partita.transforms import get_all_passes
 from partita.transforms.pass_options import quote_option_values
 
@@ -98,9 +98,26 @@ class PartitaOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         # Unquoted values such as paths, as mlir-opt takes them (cache-dir=/tmp/x).
         self.args.passes = quote_option_values(self.args.passes)
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except ValueError as err:
+            raise PartitaError(self._pass_option_error(err)) from None
         self.pipeline = dataclasses.replace(self.pipeline, callback=self._between_passes)
         self._pass_start = time.perf_counter()
+
+    def _pass_option_error(self, err: ValueError) -> str:
+        """xDSL's message for a bad option value does not say which pass: find it."""
+        from xdsl.utils.arg_spec import parse_pipeline
+
+        for spec in parse_pipeline(self.args.passes):
+            factory = self.available_passes.get(spec.name)
+            if factory is None:
+                return str(err)
+            try:
+                factory().from_pass_spec(spec)
+            except ValueError as inner:
+                return f"invalid options for pass '{spec.name}': {inner}"
+        return str(err)
 
     def _between_passes(self, previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
         now = time.perf_counter()
@@ -116,7 +133,7 @@ class PartitaOptMain(xDSLOptMain):
 
     def parse_text(self, text: str, line_offset: int) -> ModuleOp:
         # Verification happens before the first pass, in ``_between_passes``.
-        return LocatingParser(self.ctx, text, self.get_input_name(), line_offset).parse_module()
+        return parse_located(LocatingParser(self.ctx, text, self.get_input_name(), line_offset))
 
     def run(self) -> int:  # type: ignore[override]
         """Runs every chunk; returns 1 after printing located errors when any chunk failed."""
@@ -177,21 +194,17 @@ class PartitaOptMain(xDSLOptMain):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    return run_tool("partita-opt", lambda: _main(args))
+
+
+def _main(args: list[str]) -> int:
     try:
         driver = PartitaOptMain(args=args)
-        if driver.args.input_file and driver.args.output_file and same_file(driver.args.input_file, driver.args.output_file):
-            raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
-        return driver.run()
-    except ArgSpecParseError as err:  # a BaseException in xDSL: a bad -p pipeline string
-        print(f"error: invalid pass pipeline: {err}", file=sys.stderr)
-        return 1
-    except PartitaError as err:
-        print(err, file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as err:
-        # Missing input files, unknown passes or targets: user errors raised by xDSL's driver.
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except ValueError as err:  # unknown passes or targets, malformed option values
+        raise PartitaError(str(err)) from None
+    if driver.args.input_file and driver.args.output_file and same_file(driver.args.input_file, driver.args.output_file):
+        raise PartitaError(f"refusing to overwrite the input file '{driver.args.input_file}' with the output")
+    return driver.run()
 
 
 if __name__ == "__main__":

@@ -5,16 +5,18 @@
 
 Inputs come from ``--inputs in.npz`` (keys are argument names, e.g. ``x`` for ``%x``, or
 ``arg0``, ``arg1``...) or are random of the declared shapes (``?`` dims take
-``--dynamic-size``). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
+``--dynamic-size``). A ``.partita`` file from ``partita-compile`` runs as compiled, with
+no cache, NVRTC or ONNX file needed (the compile options are then ignored). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
 import time
+import zipfile
+from math import prod
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,11 +24,26 @@ import numpy as np
 
 from partita.files import same_file, write_atomically
 from partita.ir import PartitaError
+from partita.tools.boundary import run_tool
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="an .onnx model or a .mlir module")
+def _count(minimum: int):
+    """An argparse type: an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
+        return value
+
+    return parse
+
+
+def add_compile_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``partita.compile``, shared with ``partita-compile``."""
     parser.add_argument("--targets", default="cuda -arch=sm_90,cutlass,llvm", help="comma-separated targets (default: %(default)s)")
     parser.add_argument("--fallback-device", choices=("cpu", "cuda"),
                         help="device type of ops no target claims (default: the only device besides the host; "
@@ -34,19 +51,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitioner", choices=("collage", "eager", "none"), default="collage")
     parser.add_argument("--cost", default="roofline", help="collage cost estimator (default: %(default)s)")
     parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
-    parser.add_argument("--entry", default="main", help="entry function (default: %(default)s)")
+    parser.add_argument("--entry", help="entry function (default: main)")
+    parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="partita-run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="an .onnx model, a .mlir module or a compiled .partita model")
+    add_compile_options(parser)
     parser.add_argument("--inputs", type=Path, help=".npz file with the inputs")
-    parser.add_argument("--output", type=Path, help=".npz file to write the outputs to (written atomically)")
-    parser.add_argument("--dynamic-size", type=int, default=1, help="size of each '?' dimension of random inputs")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--cache-dir", type=Path, help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+    parser.add_argument("--output", help=".npz file to write the outputs to (written atomically)")
+    parser.add_argument("--dynamic-size", type=_count(0), default=1, help="size of each '?' dimension of random inputs")
+    parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
     parser.add_argument("--report", action="store_true", help="print the partition report")
     parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return parser.parse_args(argv)
 
 
-def _progress(quiet: bool):
+def progress_printer(quiet: bool):
     start = time.perf_counter()
 
     def show(name: str, index: int, count: int) -> None:
@@ -71,11 +94,7 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     names = [n or f"arg{k}" for k, n in enumerate(argument_names(function))]
     types = function.function_type.inputs.data
     if args.inputs is not None:
-        try:
-            with np.load(args.inputs) as data:
-                stored = dict(data)
-        except (OSError, ValueError) as err:
-            raise PartitaError(f"cannot read inputs from '{args.inputs}': {err}") from None
+        stored = _read_npz(args.inputs)
         arrays = []
         for index, name in enumerate(names):
             # The model's own input name, else the SSA name, else the position.
@@ -86,15 +105,49 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
         return arrays
     rng = np.random.default_rng(args.seed)
     arrays = []
-    for typ in types:
+    for name, typ in zip(names, types):
         if not isinstance(typ, TensorType):
             raise PartitaError(f"cannot make a random input of type {typ}")
         shape = tuple(args.dynamic_size if d < 0 else d for d in typ.get_shape())
-        arrays.append(rng.standard_normal(shape).astype(numpy_dtype(typ.element_type)))
+        dtype = numpy_dtype(typ.element_type)
+        nbytes = prod(shape) * dtype.itemsize
+        if nbytes > MAX_RANDOM_INPUT_BYTES:
+            raise PartitaError(
+                f"input '{name}' of type {typ} would take {nbytes / 2**30:.1f} GiB; pass it with --inputs"
+            )
+        arrays.append(random_array(rng, shape, dtype))
     return arrays
 
 
-def write_outputs(path: Path, outputs: Sequence[np.ndarray], names: Sequence[str],
+MAX_RANDOM_INPUT_BYTES = 4 << 30
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Random values that suit ``dtype``: normal floats, small integers, random booleans."""
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 8, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except OSError as err:
+        raise PartitaError(f"cannot read inputs from '{path}': {err.strerror or err}") from None
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise PartitaError(f"'{path}' holds one array, not named inputs: write them with numpy.savez")
+    with data:
+        try:
+            return dict(data)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
+
+
+def write_outputs(path: Path | str, outputs: Sequence[np.ndarray], names: Sequence[str],
                   protected: Sequence[Path]) -> None:
     """The outputs as an ``.npz`` keyed by the model's output names."""
     if any(same_file(path, p) for p in protected if p is not None):
@@ -105,12 +158,21 @@ def write_outputs(path: Path, outputs: Sequence[np.ndarray], names: Sequence[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        import partita
-        from partita.lowering.cuda_codegen import cuda_from_binaries
-        from partita.lowering.cutlass_codegen import cpp_from_binaries
+    return run_tool("partita-run", lambda: _main(parse_args(argv)))
 
+
+def _main(args: argparse.Namespace) -> int:
+    import partita
+    from partita.lowering.cuda_codegen import cuda_from_binaries
+    from partita.lowering.cutlass_codegen import cpp_from_binaries
+
+    from partita.artifact import is_compiled_model
+
+    if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
+        exe = partita.load(args.model)
+        if args.entry is not None and args.entry != exe.entry:
+            raise PartitaError(f"'{args.model}' was compiled for entry @{exe.entry}, not @{args.entry}")
+    else:
         exe = partita.compile(
             args.model,
             args.targets,
@@ -119,35 +181,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             cost=args.cost,
             device=args.device,
             cache_dir=args.cache_dir,
-            entry=args.entry,
-            progress=_progress(args.quiet),
+            entry=args.entry or "main",
+            progress=progress_printer(args.quiet),
         )
-        if args.emit == "ir":
-            print(exe)
-        elif args.emit == "cpp":
-            print(cpp_from_binaries(exe.module))
-            print(cuda_from_binaries(exe.module))
-        arrays = input_arrays(exe, args)
-        start = time.perf_counter()
-        outputs = exe.run(*arrays)
-        elapsed = time.perf_counter() - start
-        from partita.ir.abi import result_names
+    if args.emit == "ir":
+        print(exe)
+    elif args.emit == "cpp":
+        print(cpp_from_binaries(exe.module))
+        print(cuda_from_binaries(exe.module))
+    arrays = input_arrays(exe, args)
+    start = time.perf_counter()
+    outputs = exe.run(*arrays)
+    elapsed = time.perf_counter() - start
+    from partita.ir.abi import result_names
 
-        output_names = result_names(exe.entry_function())
-        if args.output is not None:
-            write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
-        report = exe.report()
-        if args.report:
-            print(report)
-        for name, out in zip(output_names, outputs):
-            print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
-        if not args.quiet:
-            print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
-    except PartitaError as err:
-        print(err, file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    output_names = result_names(exe.entry_function())
+    if args.output is not None:
+        write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
+    report = exe.report()
+    if args.report:
+        print(report)
+    for name, out in zip(output_names, outputs):
+        print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+    if not args.quiet:
+        print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
     return 0
 
 

@@ -11,7 +11,6 @@ import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -25,16 +24,11 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
-    NUMERIC_TYPES,
-    FORMAT_BINARY,
-    FORMAT_UNARY,
     NNOp,
     Shape,
     UnaryOp,
-    _bool_prop,
     _check_ints,
     _float_prop,
-    _fmt,
     _init,
     _int_prop,
     _ints_prop,
@@ -43,8 +37,6 @@ from partita.dialects.nn.base import (
     _str_prop,
     _tensor,
     _value,
-    broadcast_shapes,
-    check_channel_vector,
     dense_from_numpy,
     dense_to_numpy,
     merge_dims,
@@ -254,7 +246,9 @@ class ConstantOp(NNOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        value = parser.parse_attribute()
+        from partita.ir.constants import parse_dense_constant
+
+        value = parse_dense_constant(parser, cls.name)
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(f"expected a dense elements attribute, got {value}")
         op = cls(value)

@@ -45,8 +45,9 @@ def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
         raise PartitaError(f"cannot read '{path}': no such file")
     try:
         proto = onnx.load(str(path))
-    except Exception as err:
-        raise PartitaError(f"'{path}' is not an ONNX model ({type(err).__name__})") from None
+    except Exception as err:  # onnx raises DecodeError, ValidationError, OSError...
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PartitaError(f"'{path}' is not an ONNX model: {why}") from None
     if not proto.HasField("graph") or not proto.opset_import:
         raise PartitaError(f"'{path}' is not an ONNX model (no graph or opset)")
     return proto

@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-from partita.frontends.onnx.importer import Importer, is_const
+from partita.frontends.onnx.importer import Importer, is_const, tensor_array
 
 
 
@@ -25,7 +24,7 @@ def match_gelu(cx: Importer) -> None:
     consts = {k: v for k, v in cx.values.items() if is_const(v)}
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            consts[n.output[0]] = tensor_array(n.attribute[0].t, f"constant '{n.output[0]}'")
 
     def const_is(name: str, value: float) -> bool:
         v = consts.get(name)

@@ -18,7 +18,6 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,7 +145,7 @@ class Importer:
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
         for init in self.graph.initializer:
-            self.values[init.name] = numpy_helper.to_array(init)
+            self.values[init.name] = tensor_array(init, "initializer")
         if self.graph.sparse_initializer:
             raise PartitaError("sparse initializers are not supported")
         arg_types, arg_names = [], []
@@ -343,6 +342,10 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
         raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
     dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
             for d in t.tensor_type.shape.dim]
+    negative = [d.dim_value for d in t.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
+    if negative:
+        raise PartitaError(f"{what} '{info.name}' has a negative dimension {negative[0]} (dims must be >= 0, "
+                           "or symbolic for a dynamic size)")
     return TensorType(nn.element_type_of(ONNX_DTYPES[elem]), dims)
 
 
@@ -525,3 +528,19 @@ def converter(*op_types: str, symbolic: bool = False):
     return register
 
 
+
+
+def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+    """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
+    (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
+    if any(d < 0 for d in tensor.dims):
+        raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError
+        elements = math.prod(tensor.dims)
+        raise PartitaError(
+            f"{what} '{tensor.name}' does not hold its declared {list(tensor.dims)} "
+            f"{onnx.TensorProto.DataType.Name(tensor.data_type)} tensor ({elements} elements, "
+            f"{len(tensor.raw_data)} bytes of raw_data): {err}"
+        ) from None

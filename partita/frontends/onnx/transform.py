@@ -6,24 +6,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import (
     CONVERTERS,
-    ONNX_DTYPES,
     Importer,
     SymDim,
-    Value,
     const_ints,
     const_scalar,
     converter,
     fail,
     is_const,
-    is_symbolic,
     shape_of,
+    tensor_array,
 )
 
 
@@ -50,7 +46,7 @@ def _dropout(cx, ins, attrs):
 @converter("Constant")
 def _constant(cx, ins, attrs):
     if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
+        return tensor_array(attrs["value"], "Constant value")
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in attrs:

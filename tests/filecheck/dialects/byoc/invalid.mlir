@@ -103,3 +103,33 @@ func.func @f(%x: tensor<4xf32>, %o: tensor<4xf32>) -> tensor<4xf32> {
 
 // expected-error@+1 {{'byoc.binary' needs a 'format' attribute, one of cubin, ptx}}
 byoc.binary @bin attributes {kernels = {}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' op kernel record of @f: 'kind' must be a string, got 7 : i64}}
+byoc.binary @b attributes {format = "cubin", path = "/x.cubin", kernels = {f = {kind = 7}}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' op kernel record of @f: a kernel record needs a string 'entry'}}
+byoc.binary @b attributes {format = "cubin", path = "/x.cubin", kernels = {f = {}}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' op kernel record of @f: a KernelSpec record lacks K, M, N}}
+byoc.binary @b attributes {format = "cubin", path = "/x.cubin", kernels = {f = {entry = "f", inputs = ["x"], spec = {}, config = {}}}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' op kernel record of @f: a FusedRecord record lacks block}}
+byoc.binary @b attributes {format = "cubin", path = "/x.cubin", kernels = {f = {kind = "fused", entry = "f"}}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' attribute 'sha256' must be a sha256 hex digest}}
+byoc.binary @b attributes {format = "cubin", path = "/x.cubin", sha256 = "abc", kernels = {}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' attribute 'path' must be a string}}
+byoc.binary @b attributes {format = "cubin", path = 3, kernels = {}}

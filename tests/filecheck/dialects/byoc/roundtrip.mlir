@@ -57,5 +57,5 @@ func.func @delegate(%x: tensor<4xf32>) -> tensor<4xf32> attributes {byoc.target 
 
 // A compiled artifact beside the declarations.
 
-// CHECK: byoc.binary @cutlass_sm90 attributes {format = "cubin", kernels = {tvmgen_default_cutlass_main_2 = {entry = "tvmgen_default_cutlass_main_2"}}}
-byoc.binary @cutlass_sm90 attributes {format = "cubin", kernels = {tvmgen_default_cutlass_main_2 = {entry = "tvmgen_default_cutlass_main_2"}}}
+// CHECK: byoc.binary @cuda_sm90 attributes {format = "cubin", kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}4 : i64]], dtypes = ["f32"], output = [4 : i64], output_dtype = "f32", dims = [], params = ["in0:ptr:8", "out:ptr:8"], ops = ["nn.relu"]}}}
+byoc.binary @cuda_sm90 attributes {format = "cubin", kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = [[4 : i64]], dtypes = ["f32"], output = [4 : i64], output_dtype = "f32", dims = [], params = ["in0:ptr:8", "out:ptr:8"], ops = ["nn.relu"]}}}

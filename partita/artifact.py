@@ -1,0 +1,208 @@
+"""A compiled model as one self-contained file (``.partita``), like TVM's exported library
+or IREE's ``.vmfb``: ``Executable.save(path)`` writes it, ``partita.load(path)`` reads it
+back, with no cubin cache, no NVRTC and no ONNX file.
+
+Layout (all integers little-endian)::
+
+    magic       16 bytes  b"PARTITA-MODEL\\0" + format version (u16)
+    header_len   8 bytes  length of the JSON header
+    header       JSON     entry, pipeline, targets, partition rows, weights table,
+                          and every part as {name, offset, size, sha256}
+    parts        bytes    module.mlir, weights.bin, one cubin per byoc.binary
+    trailer     32 bytes  sha256 of everything before it
+
+The trailer catches any changed or missing byte (a truncated copy, a flipped bit); the
+per-part digests say which part is damaged. The module is the lowered IR as text, with
+every ``nn.constant`` printed as a zero splat and its exact payload in ``weights.bin``
+(text would round small float constants to 7 digits), and every ``byoc.binary``'s
+``path`` replaced by ``embedded:@symbol``: its bytes are the part ``cubin/@symbol``,
+checked against the binary's ``sha256`` again before the driver sees them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+from io import StringIO
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
+from xdsl.printer import Printer
+
+from partita.dialects import byoc
+from partita.ir import PartitaError
+
+if TYPE_CHECKING:
+    from partita.driver import Executable
+
+FORMAT_VERSION = 1
+MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
+_PREFIX = len(MAGIC) + 8
+_TRAILER = 32
+SUFFIX = ".partita"
+
+
+def _constants(module: ModuleOp):
+    return [op for op in module.walk() if op.name == "nn.constant"]
+
+
+def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElementsAttr:
+    """One zero element of the constant's type: it prints as ``dense<0...> : tensor<...>``
+    without materializing anything."""
+    size = value.get_element_type().compile_time_size
+    return DenseIntOrFPElementsAttr(value.type, BytesAttr(bytes(size)))
+
+
+def serialize(exe: Executable) -> bytes:
+    """The bytes of the compiled-model file for ``exe``."""
+    from partita.lowering.binaries import binary_images
+
+    module = exe.module.clone()
+    weights: list[bytes] = []
+    table: list[list[int]] = []
+    offset = 0
+    for op in _constants(module):
+        data = op.properties["value"].data.data
+        table.append([offset, len(data)])
+        weights.append(data)
+        offset += len(data)
+        op.properties["value"] = _payload_placeholder(op.properties["value"])
+    cubins: dict[str, bytes] = {}
+    for symbol, image in binary_images(exe.module, exe.binaries).items():
+        cubins[symbol] = image.read()  # verified against the recorded sha256
+    for op in module.ops:
+        if isinstance(op, byoc.BinaryOp):
+            op.attributes["path"] = StringAttr(f"embedded:@{op.sym_name.data}")
+    text = StringIO()
+    Printer(stream=text).print_op(module)
+    parts = [("module.mlir", text.getvalue().encode()), ("weights.bin", b"".join(weights))]
+    parts += [(f"cubin/@{symbol}", data) for symbol, data in sorted(cubins.items())]
+    entries, at = [], 0
+    for name, data in parts:
+        entries.append({"name": name, "offset": at, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        at += len(data)
+    header = json.dumps(
+        {
+            "entry": exe.entry,
+            "pipeline": exe.pipeline,
+            "targets": str(exe.config),
+            "partitions": [dataclasses.asdict(row) for row in exe.partitions],
+            "weights": table,
+            "parts": entries,
+        },
+        sort_keys=True,
+    ).encode()
+    body = b"".join([MAGIC, struct.pack("<Q", len(header)), header, *(data for _, data in parts)])
+    return body + hashlib.sha256(body).digest()
+
+
+def save(exe: Executable, path: str | Path) -> None:
+    from partita.files import write_atomically
+
+    write_atomically(path, serialize(exe), durable=True)
+
+
+def _damaged(path: str | Path, why: str) -> PartitaError:
+    return PartitaError(f"'{path}' is not a usable compiled model: {why}")
+
+
+def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
+    """The header and the parts of a compiled-model file, every digest checked."""
+    if not data.startswith(MAGIC[:-2]):
+        raise _damaged(path, "it is not a Partita compiled model (bad magic)")
+    if data[: len(MAGIC)] != MAGIC:
+        (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
+        raise _damaged(path, f"format version {version} is not supported (this Partita reads {FORMAT_VERSION})")
+    if len(data) < _PREFIX + _TRAILER or hashlib.sha256(data[:-_TRAILER]).digest() != data[-_TRAILER:]:
+        raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
+    (header_len,) = struct.unpack("<Q", data[len(MAGIC) : _PREFIX])
+    try:
+        header = json.loads(data[_PREFIX : _PREFIX + header_len])
+        base = _PREFIX + header_len
+        parts = {}
+        for entry in header["parts"]:
+            start, size = base + int(entry["offset"]), int(entry["size"])
+            blob = data[start : start + size]
+            if len(blob) != size or start + size > len(data) - _TRAILER:
+                raise _damaged(path, f"part '{entry['name']}' lies outside the file")
+            if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+                raise _damaged(path, f"part '{entry['name']}' does not match its sha256")
+            parts[entry["name"]] = blob
+    except (ValueError, KeyError, TypeError) as err:
+        raise _damaged(path, f"its header is malformed ({err})") from None
+    return header, parts
+
+
+def load(path: str | Path) -> Executable:
+    """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
+    from partita.driver import Executable
+    from partita.ir import make_context, parse_module, verify_module
+    from partita.ir.constants import materialize_limit
+    from partita.report import PartitionRow
+    from partita.target import CompilationConfig
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise PartitaError(f"cannot read '{path}': {err.strerror or err}") from None
+    header, parts = read_parts(data, path)
+    for name in ("module.mlir", "weights.bin"):
+        if name not in parts:
+            raise _damaged(path, f"it has no part '{name}'")
+    try:
+        text = parts["module.mlir"].decode()
+    except UnicodeDecodeError:
+        raise _damaged(path, "its module is not UTF-8 text") from None
+    with materialize_limit(None):  # the zero splats are replaced by the weights at once
+        module = parse_module(text, make_context(), f"{path}:module.mlir", verify=False)
+    constants = _constants(module)
+    weights, table = parts["weights.bin"], header.get("weights", [])
+    if len(table) != len(constants):
+        raise _damaged(path, f"it has {len(table)} weights for {len(constants)} constants")
+    for op, (offset, size) in zip(constants, table):
+        value = op.properties["value"]
+        if size != _elements(value) * value.get_element_type().compile_time_size or offset + size > len(weights):
+            raise _damaged(path, f"a weight of type {value.type} has {size} bytes")
+        op.properties["value"] = DenseIntOrFPElementsAttr(value.type, BytesAttr(weights[offset : offset + size]))
+    verify_module(module)
+    binaries = {}
+    for op in module.ops:
+        if isinstance(op, byoc.BinaryOp):
+            blob = parts.get(f"cubin/@{op.sym_name.data}")
+            if blob is None:
+                raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")
+            binaries[op.sym_name.data] = blob
+    rows = [PartitionRow(**{**row, "ops": tuple(row["ops"])}) for row in header.get("partitions", [])]
+    return Executable(
+        module,
+        header.get("pipeline", ""),
+        CompilationConfig(header["targets"]),
+        rows,
+        [],
+        entry=header.get("entry", "main"),
+        binaries=binaries,
+    )
+
+
+def _elements(value: DenseIntOrFPElementsAttr) -> int:
+    count = 1
+    for dim in value.get_shape():
+        count *= dim
+    return count
+
+
+def is_compiled_model(path: str | Path) -> bool:
+    """Whether ``path`` starts like a compiled-model file (or is named like one)."""
+    if str(path).endswith(SUFFIX):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(MAGIC) - 2) == MAGIC[:-2]
+    except OSError:
+        return False
+
+
+__all__ = ["FORMAT_VERSION", "SUFFIX", "is_compiled_model", "load", "save", "serialize"]
