@@ -40,6 +40,7 @@ class RecordingDriver:
     def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None):
         self.version, self.arch, self.devices = version, arch, devices
         self.calls: Counter[str] = Counter()
+        self.images: list[bytes] = []
         self.fail = dict(fail or {})
         self.memory: dict[int, np.ndarray] = {}
         self.launches: list[dict] = []  # executed (eagerly or by a graph)
@@ -165,6 +166,7 @@ class RecordingDriver:
         return self._call("cuStreamSynchronize")
 
     def cuModuleLoadData(self, image):
+        self.images.append(bytes(image))  # what reached the driver
         return self._call("cuModuleLoadData", ("module", len(image)))
 
     def cuModuleUnload(self, module):

@@ -13,18 +13,20 @@ from xdsl.dialects.builtin import TensorType
 import partita
 from partita.dialects.nn import numpy_dtype
 from partita.ir import PartitaError
-from partita.runtime.extern import ExternRuntime, ModuleRunner
+from partita.lowering.binaries import binary_images
+from partita.runtime.cuda import CudaDevice
+from partita.runtime.plan import Runtime
 from partita.tools import compile as compile_tool
 from partita.tools import run as run_tool
 
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
 def _inputs(exe, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    function = exe.runner.entry_function(exe.entry)
+    function = exe.entry_function()
     types = [t for t in function.function_type.inputs.data if isinstance(t, TensorType)]
     return [rng.standard_normal(tuple(2 if d < 0 else d for d in t.get_shape())).astype(numpy_dtype(t.element_type)) for t in types]
 
@@ -40,7 +42,7 @@ def saved(request, tmp_path_factory: pytest.TempPathFactory):
     path = tmp / "model.partita"
     exe.save(path)
     expected = exe.run(*_inputs(exe))
-    cubins = {op: image for op, image in exe.runner.runtime.images.items()}
+    cubins = binary_images(exe.module)
     shutil.rmtree(cache)
     model.unlink()
     return exe, path, expected, cubins
@@ -62,21 +64,19 @@ def test_embedded_cubins_reach_the_device_verified(saved) -> None:
     _, path, expected, _ = saved
     loaded = partita.load(path)
     assert loaded.binaries, "both bundled models compile kernels"
-    device = FakeDevice()
-    runtime = ExternRuntime.for_module(loaded.module, device=device, embedded=loaded.binaries)
-    ModuleRunner(loaded.module, runtime).run(*_inputs(loaded))
-    assert device.modules
-    assert {m.cubin for m in device.modules} <= set(loaded.binaries.values())
+    driver = RecordingDriver()
+    Runtime(loaded.module, CudaDevice(driver=driver), embedded=loaded.binaries).run(*_inputs(loaded))
+    assert driver.images
+    assert set(driver.images) <= set(loaded.binaries.values())
     # Bytes that no longer match the recorded sha256 never reach the driver.
     symbol = next(iter(loaded.binaries))
     flipped = bytearray(loaded.binaries[symbol])
     flipped[len(flipped) // 2] ^= 0x01
     tampered = {**loaded.binaries, symbol: bytes(flipped)}
-    device = FakeDevice()
-    runtime = ExternRuntime.for_module(loaded.module, device=device, embedded=tampered)
+    driver = RecordingDriver()
     with pytest.raises(PartitaError, match="does not match the sha256 recorded at compile time"):
-        ModuleRunner(loaded.module, runtime).run(*_inputs(loaded))
-    assert not device.modules or all(m.cubin != tampered[symbol] for m in device.modules)
+        Runtime(loaded.module, CudaDevice(driver=driver), embedded=tampered).run(*_inputs(loaded))
+    assert tampered[symbol] not in driver.images
 
 
 @pytest.mark.parametrize("where", [20, 0.5, -40, -1])
@@ -105,15 +105,14 @@ def test_truncated_and_foreign_files_are_rejected(saved, tmp_path: Path) -> None
 
 def test_changed_cubin_in_the_cache_is_caught_before_the_driver(tmp_path: Path) -> None:
     exe = partita.compile(EXAMPLES / "cnn.onnx", cache_dir=tmp_path)
-    image = next(iter(exe.runner.runtime.images.values()))
+    image = next(iter(binary_images(exe.module).values()))
     image.path.chmod(0o644)
     damaged = image.path.read_bytes()[:-16]
     image.path.write_bytes(damaged)
-    device = FakeDevice()
-    runner = ModuleRunner(exe.module, ExternRuntime.for_module(exe.module, device=device))
+    driver = RecordingDriver()
     with pytest.raises(PartitaError, match="changed or damaged"):
-        runner.run(*_inputs(exe))
-    assert all(module.cubin != damaged for module in device.modules)
+        Runtime(exe.module, CudaDevice(driver=driver)).run(*_inputs(exe))
+    assert damaged not in driver.images
 
 
 def test_partita_compile_then_partita_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

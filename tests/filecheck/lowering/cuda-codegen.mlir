@@ -2,7 +2,7 @@
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
 // Fused functions become extern declarations (bodies kept as references) implemented by
-// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (an nn.lrn) is left
+// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (a standalone nn.batch_norm) is left
 // alone.
 
 // CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
@@ -16,7 +16,7 @@
 // CHECK-LABEL: func.func private @main_pad(tensor<2x3xf32>) -> tensor<3x6xf32> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @not_a_kernel
 // CHECK-SAME:    byoc.primitive
-// CHECK-NEXT:    nn.lrn
+// CHECK-NEXT:    nn.batch_norm
 // CHECK-LABEL: func.func @main
 // CHECK:         func.call @main_fused_0(%x, %b)
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", path = "{{.*}}.cubin",
@@ -113,14 +113,15 @@
 // CUDA-NEXT:     const long long o1 = (i / 25) % 4;
 // CUDA-NEXT:     const long long o2 = (i / 5) % 5;
 // CUDA-NEXT:     const long long o3 = i % 5;
-// CUDA-NEXT:     float acc = 0.0f;
+// CUDA-NEXT:     float acc = 0;
 // CUDA-NEXT:     int count = 0;
-// CUDA-NEXT:     for (int kh = 0; kh < 3; ++kh) {
-// CUDA-NEXT:       const long long ih = o2 * 2 - 1 + kh;
-// CUDA-NEXT:       for (int kw = 0; kw < 3; ++kw) {
-// CUDA-NEXT:         const long long iw = o3 * 2 - 1 + kw;
-// CUDA-NEXT:         if (ih < 0 || ih >= 9 || iw < 0 || iw >= 9) continue;
-// CUDA-NEXT:         acc += in0[o0 * 324 + o1 * 81 + ih * 9 + iw];
+// CUDA-NEXT:     for (int k0 = 0; k0 < 3; ++k0) {
+// CUDA-NEXT:       const long long i0 = o2 * 2 - 1 + k0;
+// CUDA-NEXT:       if (i0 < 0 || i0 >= 9) continue;
+// CUDA-NEXT:       for (int k1 = 0; k1 < 3; ++k1) {
+// CUDA-NEXT:         const long long i1 = o3 * 2 - 1 + k1;
+// CUDA-NEXT:         if (i1 < 0 || i1 >= 9) continue;
+// CUDA-NEXT:         acc += in0[o0 * 324 + o1 * 81 + i0 * 9 + i1];
 // CUDA-NEXT:         ++count;
 // CUDA-NEXT:       }
 // CUDA-NEXT:     }
@@ -174,8 +175,8 @@ func.func private @main_pad(%0: tensor<2x3xf32>) -> tensor<3x6xf32> attributes {
   %1 = nn.pad %0 {pad_before = array<i64: 1, 2>, pad_after = array<i64: 0, 1>, pad_value = 0.5 : f64} : (tensor<2x3xf32>) -> tensor<3x6xf32>
   func.return %1 : tensor<3x6xf32>
 }
-func.func private @not_a_kernel(%0: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
-  %1 = nn.lrn %0 {size = 3 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+func.func private @not_a_kernel(%0: tensor<4x6xf32>, %s: tensor<6xf32>) -> tensor<4x6xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %1 = nn.batch_norm %0, %s, %s, %s, %s : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
   func.return %1 : tensor<4x6xf32>
 }
 func.func @main(%x: tensor<?x64xf16>, %b: tensor<64xf16>, %y: tensor<2x3x4xbf16>, %c: tensor<4xbf16>) -> (tensor<?x64xf16>, tensor<4x6xbf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
