@@ -147,7 +147,9 @@ class _Loader:
                     )
             # Embedded bytes or the cache file, checked against the binary's sha256 before
             # the driver sees them.
-            image = self.images.get(handle.binary) or BinaryImage(handle.binary, path, None)
+            image = self.images.get(handle.binary)
+            if image is None or image.data is None:  # read the handle's file, digest checked
+                image = BinaryImage(handle.binary, path, image.digest if image is not None else None)
             cubin = image.read()
             loaded = self.modules[path] = self.device.load_module(cubin)
         return loaded
@@ -687,7 +689,7 @@ def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list
         raise ValueError(f"@{function.sym_name.data} takes {len(inputs)} arguments, got {len(args)}")
     out = []
     for i, (value, typ) in enumerate(zip(args, inputs)):
-        label = f"#{i} ({names[i]})" if names[i] else f"#{i}"
+        label = f"#{i} (%{hints[i]})" if hints[i] else (f"#{i} ({names[i]})" if names[i] else f"#{i}")
         try:
             value = as_input(value)
         except TypeError as err:
