@@ -27,7 +27,9 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 
 PARTITIONERS = ("collage", "eager", "none")
-_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern"})
+LIBRARY_CODEGENS = ("cublas", "cudnn", "tensorrt")
+_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
+                             *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
 def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
@@ -120,6 +122,9 @@ def build_pipeline(
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
+    # Library partitions: records of library calls (cuBLASLt, cuDNN) and ONNX sub-models
+    # (TensorRT), built into plans at load.
+    steps.extend(f"{lib}-codegen" for lib in LIBRARY_CODEGENS if lib in external)
     if cuda is not None:
         steps.append(f"cuda-codegen{{arch={cuda.get('arch')}{cache}}}")
     steps.append("mark-compiler-functions-as-extern")

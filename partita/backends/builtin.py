@@ -1,4 +1,4 @@
-"""The built-in backends, registered in priority order: cutlass, cublas, cudnn.
+"""The built-in backends, registered in priority order: cutlass, cublas, cudnn, tensorrt.
 
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.batch_matmul`` with ``transpose_b`` and not ``transpose_a``)
@@ -132,6 +132,22 @@ def register_builtin_backends() -> None:
             ("softmax", is_op("nn.softmax")(wildcard()), check_softmax),
         ],
     )
+    register_backend("tensorrt", patterns=tensorrt_patterns())
+
+
+def tensorrt_op_ok(match: Match) -> bool:
+    """Every op of the match converts to ONNX for TensorRT's parser."""
+    from partita.lowering.tensorrt.export import unsupported_reason
+
+    return all(unsupported_reason(op) is None for op in match.ops)
+
+
+def tensorrt_patterns() -> list[tuple[str, Pattern, object]]:
+    """One pattern per op TensorRT takes (TVM's TensorRT BYOC annotates single ops);
+    Collage combines adjacent matches into convex sub-graphs (``COMBINED_BACKENDS``)."""
+    from partita.lowering.tensorrt.export import CONVERTERS
+
+    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in CONVERTERS]
 
 
 register_builtin_backends()

@@ -33,6 +33,7 @@ from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
+from partita.lowering.library import LibraryCalls, is_library_handle
 from partita.runtime.reference import ReferenceExecutor
 from partita.runtime.reference.byoc_impls import ByocFunctions
 
@@ -168,6 +169,25 @@ HANDLE_KINDS: dict[str, Any] = {
     h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle)
 }
 
+#: Library record kinds -> (module, class) of their handle, imported on first use so a
+#: model without library partitions never imports a library's codegen.
+LIBRARY_HANDLE_KINDS: dict[str, tuple[str, str]] = {
+    "cublaslt": ("partita.lowering.cublas.handle", "CublasLtHandle"),
+    "cudnn": ("partita.lowering.cudnn.handle", "CudnnGraphHandle"),
+    "tensorrt": ("partita.lowering.tensorrt.handle", "TensorRTHandle"),
+}
+
+
+def _handle_class(kind: str) -> Any:
+    if kind in HANDLE_KINDS:
+        return HANDLE_KINDS[kind]
+    if kind in LIBRARY_HANDLE_KINDS:
+        import importlib
+
+        module, cls = LIBRARY_HANDLE_KINDS[kind]
+        return getattr(importlib.import_module(module), cls)
+    return None
+
 
 def _copy_back(device: Any, buffer: Any, out: np.ndarray) -> None:
     device.synchronize()
@@ -188,9 +208,10 @@ def kernel_handles(module: ModuleOp) -> dict[str, Handle]:
             assert isinstance(record, DictionaryAttr)
             kind = record.data.get("kind")
             kind_name = kind.data if isinstance(kind, StringAttr) else KernelHandle.kind
-            if kind_name not in HANDLE_KINDS:
+            handle_class = _handle_class(kind_name)
+            if handle_class is None:
                 raise PartitaError(f"byoc.binary @{op.sym_name.data}: @{function} has a kernel of unknown kind '{kind_name}'")
-            handles[function] = HANDLE_KINDS[kind_name].from_record(function, op, record)
+            handles[function] = handle_class.from_record(function, op, record)
     return handles
 
 
@@ -222,7 +243,10 @@ class ExternRuntime:
     device: Any = None
     launches: Counter[str] = field(default_factory=Counter)
     emulated: Counter[str] = field(default_factory=Counter)
+    libraries: dict[str, Any] = field(default_factory=dict)
+    """Library bindings by target name (``cublas``...); stand-ins go here in tests."""
     _modules: dict[Path, Any] = field(default_factory=dict)
+    _library_calls: LibraryCalls | None = None
 
     @classmethod
     def for_module(cls, module: ModuleOp, device: Any = "auto") -> ExternRuntime:
@@ -238,8 +262,20 @@ class ExternRuntime:
         handle = self.handles.get(name)
         if handle is None or self.device is None:
             self.emulated[name] += 1
+            if handle is not None and is_library_handle(handle):
+                # A library handle may emulate its own artifact (TensorRT's ONNX sub-model).
+                results = handle.emulate(inputs)
+                if results is not None:
+                    for out, result in zip(outs, results, strict=True):
+                        np.copyto(out, np.asarray(result).reshape(out.shape), casting="unsafe")
+                    return tuple(outs)
             return emulate()
         self.launches[name] += 1
+        if is_library_handle(handle):
+            if self._library_calls is None:
+                self._library_calls = LibraryCalls(self.libraries, {})
+            self._library_calls.call(self.device, handle, inputs, outs, _copy_back)
+            return tuple(outs)
         return self._launch(handle, inputs, outs)
 
     def _module(self, handle: Handle) -> Any:
@@ -263,7 +299,7 @@ class ExternRuntime:
         """Where the kernels ran, said plainly."""
         if not self.handles:
             return "no compiled kernels"
-        archs = sorted({h.arch for h in self.handles.values()})
+        archs = sorted({getattr(h, "arch", None) or h.library for h in self.handles.values()})
         if self.device is None:
             return f"kernels compiled for {', '.join(archs)} but emulated on the CPU (no CUDA device)"
         return f"kernels compiled for {', '.join(archs)}, running on {self.device.name}"

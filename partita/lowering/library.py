@@ -1,0 +1,191 @@
+"""What the library codegens (``cublas``, ``cudnn``, ``tensorrt``) share.
+
+A library partition compiles to no kernel of ours: its codegen turns each partition
+function into a *record* (the library's descriptors, as plain values), puts the records of
+one compiler on one ``byoc.binary`` (``format = "library"``, or ``"onnx"`` for TensorRT's
+embedded sub-models), then marks the functions extern. The runtime reads each record into
+a :class:`LibraryHandle`; its interface is small so that it ports to any executor:
+
+* ``prepare(lib, shapes, dtypes) -> plan``: at load, once per shape signature (the
+  runtime caches plans by ``(function, shapes)``): descriptors, heuristics, engines.
+* ``workspace_bytes(plan)``: device scratch the launch needs (the runtime owns it).
+* ``launch(lib, plan, stream, inputs, outputs, workspace)``: device pointers only, on the
+  runtime's stream; nothing is allocated or copied here.
+* ``emulate(inputs)``: the result without a device, or ``None`` to run the reference body.
+
+``lib`` is the library binding, loaded on first use by :func:`require` (a missing extra
+is a :class:`PartitaError` naming it) unless the runtime was handed a stand-in.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, SSAValue
+from xdsl.passes import ModulePass
+
+from partita.dialects import byoc
+from partita.ir import PartitaError
+from partita.target import Target as PartitaTarget
+
+#: Element type name -> NumPy dtype name, for the types libraries take.
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+          "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}
+
+
+def require(module: str, extra: str, what: str) -> Any:
+    """Imports ``module`` or says which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise PartitaError(
+            f"the '{extra}' target needs {what} (Python module '{module}': {err}); "
+            f"install it with: pip install 'partita[{extra}]'"
+        ) from None
+
+
+def element_type(value: SSAValue) -> str:
+    assert isinstance(value.type, TensorType)
+    return str(value.type.element_type)
+
+
+def static_shape(value: SSAValue) -> tuple[int, ...]:
+    """The shape, ``-1`` for dynamic dims."""
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def compiler_functions(module: ModuleOp, compiler: str) -> list[FuncOp]:
+    """Functions with a body whose ``byoc.compiler`` is ``compiler``, in module order."""
+    return [
+        op
+        for op in module.ops
+        if isinstance(op, FuncOp)
+        and op.body.blocks
+        and isinstance(attr := op.attributes.get(byoc.COMPILER), StringAttr)
+        and attr.data == compiler
+    ]
+
+
+def fresh_symbol(module: ModuleOp, base: str) -> str:
+    taken = {o.sym_name.data for o in module.ops if isinstance(o, FuncOp | byoc.BinaryOp)}
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+@dataclass(frozen=True)
+class LibraryCodegen(ModulePass):
+    """Base of the library codegens: outline, one record per function, one
+    ``byoc.binary``, mark extern. Subclasses set ``name``, ``compiler``, ``format`` and
+    implement :meth:`record`."""
+
+    compiler: ClassVar[str] = ""
+    format: ClassVar[str] = "library"
+
+    def record(self, function: FuncOp) -> DictionaryAttr:
+        raise NotImplementedError
+
+    def binary_attributes(self, module: ModuleOp) -> dict[str, Attribute]:
+        return {}
+
+    def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
+        return {f.sym_name.data: self.record(f) for f in compiler_functions(module, self.compiler)}
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
+        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
+
+        OutlineCompilerFunctions(compiler=self.compiler).apply(ctx, op)
+        records = self.records(op)
+        if not records:
+            return
+        attributes: dict[str, Attribute] = {
+            "format": StringAttr(self.format),
+            "target": byoc.TargetAttr.from_target(PartitaTarget(self.compiler)),
+            "kernels": DictionaryAttr(records),
+            **self.binary_attributes(op),
+        }
+        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, self.compiler), attributes))
+        MarkCompilerFunctionsAsExtern(compiler=self.compiler).apply(ctx, op)
+
+
+class LibraryHandle(Protocol):
+    """A library call the runtime makes for one extern function (see the module doc)."""
+
+    function: str
+    kind: ClassVar[str]
+    library: ClassVar[str]
+    """The target (and extra) name: ``cublas``, ``cudnn``, ``tensorrt``."""
+
+    @property
+    def kernel_name(self) -> str: ...
+
+    def load_library(self) -> Any: ...
+
+    def prepare(self, lib: Any, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> Any: ...
+
+    def workspace_bytes(self, plan: Any) -> int: ...
+
+    def launch(self, lib: Any, plan: Any, stream: int, inputs: Sequence[int], outputs: Sequence[int],
+               workspace: int) -> None: ...
+
+    def emulate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None: ...
+
+
+def is_library_handle(handle: Any) -> bool:
+    return callable(getattr(handle, "prepare", None)) and callable(getattr(handle, "load_library", None))
+
+
+@dataclass
+class LibraryCalls:
+    """The extern runtime's side of library handles: the bindings (or stand-ins), the
+    plans made per shape signature, and one workspace grown to the largest need."""
+
+    libraries: dict[str, Any]
+    plans: dict[tuple, Any]
+    workspace: Any = None
+    workspace_size: int = 0
+
+    def library(self, handle: Any) -> Any:
+        lib = self.libraries.get(handle.library)
+        if lib is None:
+            lib = self.libraries[handle.library] = handle.load_library()
+        return lib
+
+    def plan(self, handle: Any, shapes: tuple, dtypes: tuple) -> Any:
+        key = (handle.function, shapes, dtypes)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = handle.prepare(self.library(handle), shapes, dtypes)
+        return plan
+
+    def call(self, device: Any, handle: Any, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray],
+             copy_back: Callable[[Any, Any, np.ndarray], None]) -> None:
+        arrays = [np.ascontiguousarray(x) for x in inputs]
+        shapes = tuple(tuple(a.shape) for a in arrays)
+        plan = self.plan(handle, shapes, tuple(str(a.dtype) for a in arrays))
+        need = handle.workspace_bytes(plan)
+        if need > self.workspace_size:
+            if self.workspace is not None:
+                device.free(self.workspace)
+            self.workspace, self.workspace_size = device.alloc(need), need
+        buffers = [device.to_device(a) for a in arrays]
+        out_buffers = [device.alloc(max(o.nbytes, 1)) for o in outs]
+        try:
+            handle.launch(self.library(handle), plan, 0, [int(b) for b in buffers], [int(b) for b in out_buffers],
+                          int(self.workspace) if self.workspace is not None else 0)
+            for buffer, out in zip(out_buffers, outs, strict=True):
+                copy_back(device, buffer, out)
+        finally:
+            for buffer in (*buffers, *out_buffers):
+                device.free(buffer)

@@ -1,0 +1,54 @@
+"""``tensorrt-codegen``: every ``tensorrt`` partition function becomes an ONNX sub-model.
+
+The records sit on one ``byoc.binary`` (``format = "onnx"``), one per function:
+``{kind = "tensorrt", digest, model, inputs, input_dtypes, outputs, output_dtypes, ops}``.
+``model`` is the serialized ``onnx.ModelProto`` in base64 (the module carries it, so a
+saved module needs no side file); ``digest`` (SHA-256 of the bytes) keys the engine cache
+on disk. The runtime builds the engine with TensorRT's ONNX parser at load.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.dialects.builtin import DictionaryAttr
+from xdsl.dialects.func import FuncOp, ReturnOp
+
+from partita.lowering.library import LibraryCodegen, element_type, static_shape
+from partita.lowering.records import to_attr
+from partita.lowering.tensorrt.export import export_function
+
+KIND = "tensorrt"
+
+
+def tensorrt_record(function: FuncOp) -> DictionaryAttr:
+    data = export_function(function).SerializeToString()
+    block = function.body.block
+    ret = block.last_op
+    assert isinstance(ret, ReturnOp)
+    ops = tuple(op.name for op in block.ops if op.name.startswith("nn.") and op.name != "nn.constant")
+    return DictionaryAttr({
+        "kind": to_attr(KIND),
+        "digest": to_attr(hashlib.sha256(data).hexdigest()),
+        "inputs": to_attr([static_shape(a) for a in block.args]),
+        "input_dtypes": to_attr([element_type(a) for a in block.args]),
+        "outputs": to_attr([static_shape(v) for v in ret.operands]),
+        "output_dtypes": to_attr([element_type(v) for v in ret.operands]),
+        "ops": to_attr(ops),
+        "model": to_attr(base64.b64encode(data).decode("ascii")),
+    })
+
+
+@dataclass(frozen=True)
+class TensorRTCodegen(LibraryCodegen):
+    """Export every tensorrt partition function as an ONNX sub-model."""
+
+    name = "tensorrt-codegen"
+    compiler: ClassVar[str] = "tensorrt"
+    format: ClassVar[str] = "onnx"
+
+    def record(self, function: FuncOp) -> DictionaryAttr:
+        return tensorrt_record(function)
