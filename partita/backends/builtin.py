@@ -119,12 +119,48 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
     ]
 
 
+CUBLAS_DTYPES = ("f16", "bf16", "f32")
+"""cuBLASLt GEMM element types (TVM's cuBLAS BYOC takes the same float types)."""
+
+
+def _static_nk(gemm: Operation) -> bool:
+    shapes = [shape_of(v) for v in gemm.operands]
+    return all(s is not None and len(s) >= 2 and s[-1] >= 0 and s[-2] >= 0 for s in shapes)
+
+
+def check_cublas(match: Match) -> bool:
+    """f16/bf16/f32 operands of one type, static N and K, a bias along the output columns,
+    GELU only in cuBLASLt's tanh form; matmul with a 2-D right operand or equal batch dims."""
+    gemm = match.find("nn.dense") or match.find("nn.matmul") or match.find("nn.batch_matmul")
+    if gemm is None or not _dtypes_ok(match, CUBLAS_DTYPES) or not _static_nk(gemm):
+        return False
+    if len({element_type_name(v) for v in (*match.inputs, *match.outputs)}) != 1:
+        return False
+    if gemm.name == "nn.matmul":
+        lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+        if len(rhs) != 2 and (len(lhs) != len(rhs) or lhs[:-2] != rhs[:-2]):
+            return False
+    gelu = match.find("nn.gelu")
+    if gelu is not None and op_attr(gelu, "approximate") != "tanh":
+        return False
+    return _bias_ok(match, gemm, -1)
+
+
+def cublas_patterns() -> list[tuple[str, Pattern, object]]:
+    """TVM's cuBLAS table, with cuBLASLt's epilogues (bias, ReLU, tanh-GELU)."""
+    return [
+        ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_cublas),
+        ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_cublas),
+        ("dense_bias", _with_bias(_dense()), check_cublas),
+        ("dense", _dense(), check_cublas),
+        ("matmul", is_op("nn.matmul")(wildcard(), wildcard()), check_cublas),
+        ("batch_matmul", _batch_matmul(), check_cublas),
+    ]
+
+
 def register_builtin_backends() -> None:
     register_backend("cutlass", patterns=cutlass_patterns())
-    register_backend(
-        "cublas",
-        patterns=[("dense", _dense(), check_dense), ("batch_matmul", _batch_matmul(), check_batch_matmul)],
-    )
+    register_backend("cublas", patterns=cublas_patterns())
     register_backend(
         "cudnn",
         patterns=[
