@@ -124,8 +124,9 @@ CUBLAS_DTYPES = ("f16", "bf16", "f32")
 
 
 def _static_nk(gemm: Operation) -> bool:
-    shapes = [shape_of(v) for v in gemm.operands]
-    return all(s is not None and len(s) >= 2 and s[-1] >= 0 and s[-2] >= 0 for s in shapes)
+    """K and N are static (M and batch dims may be dynamic): the right operand's matrix."""
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    return lhs is not None and rhs is not None and len(rhs) >= 2 and len(lhs) >= 2 and min(rhs[-2:]) >= 0
 
 
 def check_cublas(match: Match) -> bool:

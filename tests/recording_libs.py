@@ -1,0 +1,196 @@
+"""Recording stand-ins for the libraries, for tests without a GPU.
+
+``RecordingCublasLt`` has the names the cuBLASLt handle uses (functions and enums of
+``nvmath.bindings.cublasLt``), records every descriptor it is given, and on ``matmul``
+computes the product with NumPy *from the descriptors* (column-major layouts, transposes,
+leading dims, batch strides, epilogue) in a ``FakeDevice``'s memory: a wrong leading dim
+or transpose gives a wrong result, not just a wrong record.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fake_cuda import FakeDevice
+
+
+class CudaDataType(enum.IntEnum):
+    CUDA_R_16F = 2
+    CUDA_R_32F = 0
+    CUDA_R_16BF = 14
+
+
+class ComputeType(enum.IntEnum):
+    COMPUTE_32F = 68
+    COMPUTE_32F_FAST_TF32 = 77
+
+
+class Operation(enum.IntEnum):
+    N = 0
+    T = 1
+
+
+class Epilogue(enum.IntEnum):
+    DEFAULT = 1
+    RELU = 2
+    BIAS = 4
+    RELU_BIAS = 6
+    GELU = 32
+    GELU_BIAS = 36
+
+
+class MatmulDescAttribute(enum.IntEnum):
+    TRANSA = 3
+    TRANSB = 4
+    EPILOGUE = 7
+    BIAS_POINTER = 8
+    BIAS_DATA_TYPE = 26
+
+
+class MatrixLayoutAttribute(enum.IntEnum):
+    BATCH_COUNT = 5
+    STRIDED_BATCH_OFFSET = 6
+
+
+class MatmulPreferenceAttribute(enum.IntEnum):
+    MAX_WORKSPACE_BYTES = 1
+
+
+_NP = {CudaDataType.CUDA_R_16F: np.float16, CudaDataType.CUDA_R_32F: np.float32}
+_ATTR_TYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "EPILOGUE": np.uint32, "BIAS_POINTER": np.uint64,
+               "BIAS_DATA_TYPE": np.int32, "BATCH_COUNT": np.int32, "STRIDED_BATCH_OFFSET": np.int64,
+               "MAX_WORKSPACE_BYTES": np.uint64}
+
+
+def _read(ptr: int, size: int, name: str) -> int:
+    raw = ctypes.string_at(ptr, size)
+    return int(np.frombuffer(raw, _ATTR_TYPES[name])[0])
+
+
+@dataclass
+class Layout:
+    type: int
+    rows: int
+    cols: int
+    ld: int
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Desc:
+    compute_type: int
+    scale_type: int
+    attrs: dict = field(default_factory=dict)
+
+
+class RecordingCublasLt:
+    """The subset of ``nvmath.bindings.cublasLt`` the handle calls, recorded."""
+
+    CudaDataType, ComputeType, Operation, Epilogue = CudaDataType, ComputeType, Operation, Epilogue
+    MatmulDescAttribute, MatrixLayoutAttribute = MatmulDescAttribute, MatrixLayoutAttribute
+    MatmulPreferenceAttribute = MatmulPreferenceAttribute
+    matmul_heuristic_result_dtype = np.dtype([("algo", [("data_", "<u8", (8,))]), ("workspace_size", "<u8"), ("state", "<i4"),
+                                              ("waves_count", "<f4"), ("reserved", "<i4", (4,))])
+
+    def __init__(self, device: FakeDevice, algo_workspace: int = 1 << 20):
+        self.device = device
+        self.objects: dict[int, object] = {}
+        self.calls: list[tuple] = []
+        self.algo_workspace = algo_workspace
+
+    def _new(self, obj: object) -> int:
+        handle = 0x100 + len(self.objects)
+        self.objects[handle] = obj
+        return handle
+
+    def create(self) -> int:
+        self.calls.append(("create",))
+        return self._new("handle")
+
+    def matmul_desc_create(self, compute_type: int, scale_type: int) -> int:
+        return self._new(Desc(ComputeType(compute_type), CudaDataType(scale_type)))
+
+    def matmul_desc_set_attribute(self, desc: int, attr: int, buf: int, size: int) -> None:
+        name = MatmulDescAttribute(attr).name
+        self.objects[desc].attrs[name] = _read(buf, size, name)
+
+    def matrix_layout_create(self, type_: int, rows: int, cols: int, ld: int) -> int:
+        return self._new(Layout(CudaDataType(type_), rows, cols, ld))
+
+    def matrix_layout_set_attribute(self, layout: int, attr: int, buf: int, size: int) -> None:
+        name = MatrixLayoutAttribute(attr).name
+        self.objects[layout].attrs[name] = _read(buf, size, name)
+
+    def matmul_preference_create(self) -> int:
+        return self._new({})
+
+    def matmul_preference_set_attribute(self, pref: int, attr: int, buf: int, size: int) -> None:
+        name = MatmulPreferenceAttribute(attr).name
+        self.objects[pref][name] = _read(buf, size, name)
+
+    def matmul_algo_get_heuristic(self, handle, desc, a, b, c, d, pref, requested, results, count) -> None:
+        self.calls.append(("heuristic", self.objects[desc], self.objects[a], self.objects[b], self.objects[d],
+                           dict(self.objects[pref])))
+        out = np.frombuffer((ctypes.c_char * self.matmul_heuristic_result_dtype.itemsize).from_address(results),
+                            self.matmul_heuristic_result_dtype)
+        out["workspace_size"][0] = min(self.algo_workspace, self.objects[pref]["MAX_WORKSPACE_BYTES"])
+        ctypes.c_int32.from_address(count).value = 1
+
+    # -- the product, from the descriptors --------------------------------------------
+    def _matrix(self, ptr: int, layout: Layout, batch_index: int) -> np.ndarray:
+        dtype = _NP[layout.type]
+        base, memory = self._buffer(ptr)
+        offset = (ptr - base) // np.dtype(dtype).itemsize + batch_index * layout.attrs.get("STRIDED_BATCH_OFFSET", 0)
+        flat = memory.view(dtype)
+        # Column-major rows x cols with leading dim ld: element (i, j) at j*ld + i.
+        idx = offset + np.arange(layout.rows)[:, None] + layout.ld * np.arange(layout.cols)[None, :]
+        return flat[idx].astype(np.float64)
+
+    def _buffer(self, ptr: int) -> tuple[int, np.ndarray]:
+        if ptr in self.device.memory:  # FakeDevice's buffers may overlap in address: exact first
+            return ptr, self.device.memory[ptr]
+        for base, memory in self.device.memory.items():
+            if base <= ptr < base + max(memory.nbytes, 1):
+                return base, memory
+        raise AssertionError(f"pointer {ptr:#x} is not device memory")
+
+    def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace, ws_size,
+               stream) -> None:
+        dsc, la, lb, ld = self.objects[desc], self.objects[adesc], self.objects[bdesc], self.objects[ddesc]
+        self.calls.append(("matmul", dsc, la, lb, ld, workspace, ws_size, stream))
+        assert c == d and cdesc == ddesc, "D is written in place of C"
+        alpha_v = ctypes.c_float.from_address(alpha).value
+        assert ctypes.c_float.from_address(beta).value == 0.0
+        if ws_size:
+            self._buffer(workspace)  # a real device buffer of the runtime
+        batch = ld.attrs.get("BATCH_COUNT", 1)
+        epilogue = Epilogue(dsc.attrs.get("EPILOGUE", Epilogue.DEFAULT))
+        for i in range(batch):
+            opa = self._matrix(a, la, i)
+            opb = self._matrix(b, lb, i)
+            if dsc.attrs.get("TRANSA", 0):
+                opa = opa.T
+            if dsc.attrs.get("TRANSB", 0):
+                opb = opb.T
+            assert opa.shape[1] == opb.shape[0], "inner dimensions disagree"
+            out = alpha_v * (opa @ opb)
+            assert out.shape == (ld.rows, ld.cols)
+            if epilogue.name.endswith("BIAS"):
+                bias_ptr = dsc.attrs["BIAS_POINTER"]
+                base, memory = self._buffer(bias_ptr)
+                bias_dtype = _NP[CudaDataType(dsc.attrs["BIAS_DATA_TYPE"])]
+                out = out + memory.view(bias_dtype)[(bias_ptr - base) // np.dtype(bias_dtype).itemsize:][: ld.rows, None]
+            if epilogue.name.startswith("RELU"):
+                out = np.maximum(out, 0)
+            if epilogue.name.startswith("GELU"):  # cuBLASLt's GELU: the tanh approximation
+                out = 0.5 * out * (1 + np.tanh(math.sqrt(2 / math.pi) * (out + 0.044715 * out**3)))
+            base, memory = self._buffer(d)
+            flat = memory.view(_NP[ld.type])
+            offset = (d - base) // flat.itemsize + i * ld.attrs.get("STRIDED_BATCH_OFFSET", 0)
+            idx = offset + np.arange(ld.rows)[:, None] + ld.ld * np.arange(ld.cols)[None, :]
+            flat[idx] = out

@@ -1,0 +1,204 @@
+"""cuBLAS partitions: cuBLASLt records from ``cublas-codegen``, the handle's descriptors
+checked through a recording cuBLASLt that computes from them, and (GPU) the real thing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import partita
+from partita.ir import PartitaError, make_context, parse_module
+from partita.lowering.cublas.handle import CublasLtHandle
+from partita.runtime.cuda import cuda_available
+from partita.runtime.extern import ExternRuntime, ModuleRunner, kernel_handles
+from partita.runtime.reference import run
+
+from fake_cuda import FakeDevice
+from recording_libs import RecordingCublasLt
+
+DT = {"f16": np.float16, "f32": np.float32}
+
+
+def _dense(dtype: str, epilogue: str) -> tuple[str, list[tuple[int, ...]]]:
+    t = lambda s: f"tensor<{s}x{dtype}>"  # noqa: E731
+    body = [f"%0 = nn.dense %x, %w : ({t('?x24')}, {t('40x24')}) -> {t('?x40')}"]
+    last = "%0"
+    args = [f"%x: {t('?x24')}", f"%w: {t('40x24')}"]
+    shapes = [(5, 24), (40, 24)]
+    if epilogue != "none":
+        args.append(f"%b: {t('40')}")
+        shapes.append((40,))
+        body.append(f"%1 = nn.bias_add %0, %b : ({t('?x40')}, {t('40')}) -> {t('?x40')}")
+        last = "%1"
+    if epilogue in ("relu", "gelu"):
+        attr = ' {approximate = "tanh"}' if epilogue == "gelu" else ""
+        body.append(f"%2 = nn.{epilogue} %1{attr} : ({t('?x40')}) -> {t('?x40')}")
+        last = "%2"
+    text = (f"func.func @main({', '.join(args)}) -> {t('?x40')} {{\n  " + "\n  ".join(body)
+            + f"\n  func.return {last} : {t('?x40')}\n}}\n")
+    return text, shapes
+
+
+BATCH_MATMUL = """
+func.func @main(%a: tensor<3x{ka}x{dt}>, %b: tensor<3x{kb}x{dt}>) -> tensor<3x6x10x{dt}> {{
+  %0 = nn.batch_matmul %a, %b {{transpose_a = {ta}, transpose_b = {tb}}} : (tensor<3x{ka}x{dt}>, tensor<3x{kb}x{dt}>) -> tensor<3x6x10x{dt}>
+  func.return %0 : tensor<3x6x10x{dt}>
+}}
+"""
+
+MATMUL_4D = """
+func.func @main(%q: tensor<?x4x16x8xf32>, %k: tensor<?x4x8x16xf32>) -> tensor<?x4x16x16xf32> {
+  %0 = nn.matmul %q, %k : (tensor<?x4x16x8xf32>, tensor<?x4x8x16xf32>) -> tensor<?x4x16x16xf32>
+  func.return %0 : tensor<?x4x16x16xf32>
+}
+"""
+
+
+def _compile(text: str):
+    return partita.compile(text, ["llvm", "cublas"], partitioner="eager")
+
+
+def _run_recorded(exe, args):
+    device = FakeDevice()
+    lib = RecordingCublasLt(device)
+    runtime = ExternRuntime(kernel_handles(exe.module), device=device, libraries={"cublas": lib})
+    out = ModuleRunner(exe.module, runtime).run(*args)
+    return out, lib, runtime
+
+
+def _args(shapes, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(s) * 0.5).astype(DT[dtype]) for s in shapes]
+
+
+def _check(out, ref, dtype):
+    tol = 2e-2 if dtype == "f16" else 1e-4
+    np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref, np.float32), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "gelu"])
+def test_dense_descriptors_and_result(dtype: str, epilogue: str) -> None:
+    text, shapes = _dense(dtype, epilogue)
+    exe = _compile(text)
+    (handle,) = [h for h in kernel_handles(exe.module).values() if isinstance(h, CublasLtHandle)]
+    r = handle.record
+    assert (r.op, r.m, r.n, r.k, r.batch) == ("dense", -1, 40, 24, 1)
+    assert r.epilogue == {"none": "DEFAULT", "bias": "BIAS", "relu": "RELU_BIAS", "gelu": "GELU_BIAS"}[epilogue]
+    assert r.compute_type == ("COMPUTE_32F_FAST_TF32" if dtype == "f32" else "COMPUTE_32F")
+    args = _args(shapes, dtype)
+    (out,), lib, runtime = _run_recorded(exe, args)
+    _check(out, run(parse_module(text, make_context()), *args)[0], dtype)
+    assert sum(runtime.launches.values()) == 1 and not runtime.emulated
+    (_, desc, a, b, d, pref) = next(c for c in lib.calls if c[0] == "heuristic")
+    # Dᵀ(40x5) = op(A = W stored [40, 24] -> col-major 24x40, T) · (B = X, col-major 24x5, N)
+    assert desc.attrs["TRANSA"] == 1 and desc.attrs["TRANSB"] == 0
+    assert (a.rows, a.cols, a.ld) == (24, 40, 24)
+    assert (b.rows, b.cols, b.ld) == (24, 5, 24)
+    assert (d.rows, d.cols, d.ld) == (40, 5, 40)
+    assert a.type == b.type == d.type == lib.CudaDataType["CUDA_R_16F" if dtype == "f16" else "CUDA_R_32F"]
+    assert desc.compute_type.name == r.compute_type and desc.scale_type.name == "CUDA_R_32F"
+    assert lib.Epilogue(desc.attrs["EPILOGUE"]).name == r.epilogue
+    assert pref["MAX_WORKSPACE_BYTES"] == 32 << 20
+    (_, *_, workspace, ws_size, stream) = next(c for c in lib.calls if c[0] == "matmul")
+    assert ws_size == lib.algo_workspace and workspace in runtime.device.memory and stream == 0
+
+
+def test_plans_are_made_once_per_shape_signature() -> None:
+    text, shapes = _dense("f32", "bias")
+    exe = _compile(text)
+    device = FakeDevice()
+    lib = RecordingCublasLt(device)
+    runner = ModuleRunner(exe.module, ExternRuntime(kernel_handles(exe.module), device=device, libraries={"cublas": lib}))
+    for m in (5, 5, 7):
+        args = _args([(m, 24), *shapes[1:]], "f32", seed=m)
+        _check(runner.run(*args)[0], run(parse_module(text, make_context()), *args)[0], "f32")
+    assert [c[0] for c in lib.calls].count("heuristic") == 2
+    assert [c[0] for c in lib.calls].count("matmul") == 3
+
+
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True), (True, False)])
+def test_batch_matmul_transposes(ta: bool, tb: bool) -> None:
+    ka = "7x6" if ta else "6x7"
+    kb = "10x7" if tb else "7x10"
+    text = BATCH_MATMUL.format(ka=ka, kb=kb, dt="f32", ta=str(ta).lower(), tb=str(tb).lower())
+    exe = _compile(text)
+    (handle,) = kernel_handles(exe.module).values()
+    assert (handle.record.transa, handle.record.transb) == ("T" if tb else "N", "T" if ta else "N")
+    args = _args([tuple(map(int, ("3x" + ka).split("x"))), tuple(map(int, ("3x" + kb).split("x")))], "f32")
+    (out,), lib, _ = _run_recorded(exe, args)
+    _check(out, run(parse_module(text, make_context()), *args)[0], "f32")
+    (_, desc, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
+    assert d.attrs == {"BATCH_COUNT": 3, "STRIDED_BATCH_OFFSET": 60}
+    assert a.attrs["STRIDED_BATCH_OFFSET"] == 70 and b.attrs["STRIDED_BATCH_OFFSET"] == 42
+    assert (a.ld, b.ld, d.ld) == ((7 if tb else 10), (6 if ta else 7), 10)
+
+
+def test_batched_matmul_with_a_dynamic_batch() -> None:
+    exe = _compile(MATMUL_4D)
+    (handle,) = kernel_handles(exe.module).values()
+    assert (handle.record.op, handle.record.batch, handle.record.m) == ("matmul", -1, 16)
+    args = _args([(2, 4, 16, 8), (2, 4, 8, 16)], "f32")
+    (out,), lib, _ = _run_recorded(exe, args)
+    _check(out, run(parse_module(MATMUL_4D, make_context()), *args)[0], "f32")
+    (_, _, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
+    assert d.attrs["BATCH_COUNT"] == 8
+
+
+def test_erf_gelu_stays_outside_the_cublas_partition() -> None:
+    text, _ = _dense("f32", "gelu")
+    exe = _compile(text.replace('{approximate = "tanh"}', ""))
+    (handle,) = kernel_handles(exe.module).values()
+    assert handle.record.epilogue == "BIAS"
+
+
+def test_without_a_device_the_reference_body_runs() -> None:
+    text, shapes = _dense("f32", "relu")
+    exe = _compile(text)
+    args = _args(shapes, "f32")
+    runtime = ExternRuntime(kernel_handles(exe.module), device=None)
+    (out,) = ModuleRunner(exe.module, runtime).run(*args)
+    _check(out, run(parse_module(text, make_context()), *args)[0], "f32")
+    assert sum(runtime.emulated.values()) == 1
+
+
+def test_the_real_binding_has_every_name_the_handle_uses() -> None:
+    pytest.importorskip("nvmath", reason="nvmath-python (the cublas extra) is not installed")
+    from partita.lowering.cublas.handle import CublasLtBinding
+
+    lib = CublasLtBinding()
+    for enum, names in (
+        ("Epilogue", ["DEFAULT", "BIAS", "RELU_BIAS", "GELU_BIAS", "RELU", "GELU"]),
+        ("MatmulDescAttribute", ["TRANSA", "TRANSB", "EPILOGUE", "BIAS_POINTER", "BIAS_DATA_TYPE"]),
+        ("MatrixLayoutAttribute", ["BATCH_COUNT", "STRIDED_BATCH_OFFSET"]),
+        ("MatmulPreferenceAttribute", ["MAX_WORKSPACE_BYTES"]),
+        ("CudaDataType", ["CUDA_R_16F", "CUDA_R_16BF", "CUDA_R_32F"]),
+        ("ComputeType", ["COMPUTE_32F", "COMPUTE_32F_FAST_TF32"]),
+        ("Operation", ["N", "T"]),
+    ):
+        for name in names:
+            assert hasattr(getattr(lib, enum), name), f"{enum}.{name}"
+    assert lib.matmul_heuristic_result_dtype == RecordingCublasLt.matmul_heuristic_result_dtype
+
+
+def test_a_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nvmath", None)  # import nvmath -> ImportError
+    from partita.lowering.cublas.handle import CublasLtBinding
+
+    with pytest.raises(PartitaError, match=r"pip install 'partita\[cublas\]'"):
+        CublasLtBinding()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "gelu"])
+def test_on_a_gpu_cublaslt_matches_numpy(dtype: str, epilogue: str) -> None:  # pragma: no cover
+    text, shapes = _dense(dtype, epilogue)
+    exe = _compile(text)
+    args = _args(shapes, dtype)
+    (out,) = exe.run(*args)
+    _check(out, run(parse_module(text, make_context()), *args)[0], dtype)
+    assert sum(exe.runner.runtime.launches.values()) == 1
