@@ -14,6 +14,7 @@ from partita.backends.pattern import (
     Match,
     Pattern,
     element_type_name,
+    is_attention,
     is_op,
     op_attr,
     shape_of,
@@ -79,15 +80,6 @@ def check_conv2d(match: Match) -> bool:
     if op_attr(conv, "data_layout") != "NHWC" or op_attr(conv, "kernel_layout") != "OHWI":
         return False
     return op_attr(conv, "groups") == 1 and _bias_ok(match, conv, 3)
-
-
-def check_cudnn_conv2d(match: Match) -> bool:
-    conv = match.find("nn.conv2d")
-    return conv is not None and _dtypes_ok(match) and op_attr(conv, "groups") == 1
-
-
-def check_softmax(match: Match) -> bool:
-    return _dtypes_ok(match)
 
 
 def _with_bias(anchor: Pattern) -> Pattern:
@@ -159,16 +151,44 @@ def cublas_patterns() -> list[tuple[str, Pattern, object]]:
     ]
 
 
+def check_cudnn_conv(match: Match) -> bool:
+    """f16/bf16/f32, NCHW/OIHW or NHWC/OHWI, any groups and dilation, static C/H/W, a
+    per-channel bias."""
+    conv = match.find("nn.conv2d")
+    if conv is None or not _dtypes_ok(match, CUBLAS_DTYPES):
+        return False
+    x = shape_of(conv.operands[0])
+    if x is None or any(d < 0 for d in x[1:]) or op_attr(conv, "data_layout") not in ("NCHW", "NHWC"):
+        return False
+    return _bias_ok(match, conv, 1 if op_attr(conv, "data_layout") == "NCHW" else 3)
+
+
+def check_attention(match: Match) -> bool:
+    """cuDNN's fused attention: f16/bf16, head dim a multiple of 8 up to 128, softmax
+    over the keys."""
+    if not _dtypes_ok(match, ("f16", "bf16")):
+        return False
+    softmax = match.find("nn.softmax")
+    q = shape_of(match.inputs[0])
+    if softmax is None or q is None or op_attr(softmax, "axis") not in (-1, len(q) - 1):
+        return False
+    return q[-1] > 0 and q[-1] % 8 == 0 and q[-1] <= 128
+
+
+def cudnn_patterns() -> list[tuple[str, Pattern, object]]:
+    return [
+        ("sdpa", is_attention(), check_attention),
+        ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_cudnn_conv),
+        ("conv2d_bias", _with_bias(_conv2d()), check_cudnn_conv),
+        ("conv2d_relu", is_op("nn.relu")(_conv2d()), check_cudnn_conv),
+        ("conv2d", _conv2d(), check_cudnn_conv),
+    ]
+
+
 def register_builtin_backends() -> None:
     register_backend("cutlass", patterns=cutlass_patterns())
     register_backend("cublas", patterns=cublas_patterns())
-    register_backend(
-        "cudnn",
-        patterns=[
-            ("conv2d", _conv2d(), check_cudnn_conv2d),
-            ("softmax", is_op("nn.softmax")(wildcard()), check_softmax),
-        ],
-    )
+    register_backend("cudnn", patterns=cudnn_patterns())
     register_backend("tensorrt", patterns=tensorrt_patterns())
 
 

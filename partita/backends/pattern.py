@@ -42,6 +42,7 @@ __all__ = [
     "OpPattern",
     "Pattern",
     "WildcardPattern",
+    "is_attention",
     "is_constant",
     "is_op",
     "wildcard",
@@ -344,6 +345,22 @@ def wildcard() -> WildcardPattern:
 
 def is_constant() -> ConstantPattern:
     return ConstantPattern()
+
+
+def is_attention(mask: bool = True) -> Pattern:
+    """Scaled dot-product attention as PyTorch and Hugging Face models export it:
+    ``softmax(scale(Q·Kᵀ) [+ mask]) · V``, where Q·Kᵀ is ``nn.matmul(q, kᵀ)`` (K stored
+    transposed, 4-D) or ``nn.batch_matmul(q, k)`` (``transpose_b``), the scale a constant
+    multiplied or divided in, and the mask (``mask=True``) an optional additive tensor.
+    Inputs of a match, in order: q, k, the scale constant, [mask], v."""
+    q, k = wildcard(), wildcard()
+    scores = is_op("nn.matmul")(q, k) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=True)(q, k)
+    scaled = (is_op("nn.multiply") | is_op("nn.divide"))(scores, is_constant())
+    if mask:
+        scaled = scaled.optional(lambda s: is_op("nn.add")(s, wildcard()))
+    probs = is_op("nn.softmax")(scaled)
+    v = wildcard()
+    return is_op("nn.matmul")(probs, v) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=False)(probs, v)
 
 
 # --------------------------------------------------------------------------------------
