@@ -194,3 +194,164 @@ class RecordingCublasLt:
             offset = (d - base) // flat.itemsize + i * ld.attrs.get("STRIDED_BATCH_OFFSET", 0)
             idx = offset + np.arange(ld.rows)[:, None] + ld.ld * np.arange(ld.cols)[None, :]
             flat[idx] = out
+
+
+# ------------------------------------------------------------------------------ cuDNN
+class CudnnDataType(enum.IntEnum):
+    FLOAT = 0
+    HALF = 2
+    BFLOAT16 = 9
+
+
+class HeurMode(enum.IntEnum):
+    A = 1
+    FALLBACK = 3
+
+
+_CUDNN_NP = {CudnnDataType.HALF: np.float16, CudnnDataType.FLOAT: np.float32}
+
+
+@dataclass(eq=False)
+class CudnnTensor:
+    name: str
+    dim: list
+    stride: list
+    data_type: object
+    is_output: bool = False
+
+    def set_output(self, flag: bool) -> CudnnTensor:
+        self.is_output = flag
+        return self
+
+    def set_dim(self, dim) -> CudnnTensor:
+        self.dim = list(dim)
+        return self
+
+    def set_stride(self, stride) -> CudnnTensor:
+        self.stride = list(stride)
+        return self
+
+    def set_data_type(self, data_type) -> CudnnTensor:
+        self.data_type = data_type
+        return self
+
+
+class RecordingCudnnGraph:
+    def __init__(self, lib: RecordingCudnn, **options):
+        self.lib, self.options = lib, options
+        self.tensors: list[CudnnTensor] = []
+        self.nodes: list[tuple] = []
+        self.built: list | None = None
+
+    def tensor(self, name, dim, stride, data_type) -> CudnnTensor:
+        assert len(dim) == len(stride)
+        self.tensors.append(CudnnTensor(name, list(dim), list(stride), data_type))
+        return self.tensors[-1]
+
+    def _virtual(self, name) -> CudnnTensor:
+        return CudnnTensor(name, [], [], None)
+
+    def conv_fprop(self, image, weight, pre_padding, post_padding, stride, dilation, compute_data_type, name):
+        out = self._virtual(name)
+        self.nodes.append(("conv_fprop", out, image, weight, dict(pre_padding=list(pre_padding),
+                           post_padding=list(post_padding), stride=list(stride), dilation=list(dilation),
+                           compute_data_type=compute_data_type)))
+        return out
+
+    def bias(self, input, bias, name):
+        out = self._virtual(name)
+        self.nodes.append(("bias", out, input, bias, {}))
+        return out
+
+    def relu(self, input, name):
+        out = self._virtual(name)
+        self.nodes.append(("relu", out, input, None, {}))
+        return out
+
+    def sdpa(self, q, k, v, attn_scale, generate_stats, name, bias=None):
+        out = self._virtual(name)
+        self.nodes.append(("sdpa", out, (q, k, v, bias), None, dict(attn_scale=attn_scale, generate_stats=generate_stats)))
+        return out, None
+
+    def build(self, modes) -> None:
+        self.built = list(modes)
+
+    def get_workspace_size(self) -> int:
+        return self.lib.workspace
+
+    # -- the graph, from its descriptors ------------------------------------------
+    def _view(self, t: CudnnTensor, ptr: int) -> np.ndarray:
+        dtype = np.dtype(_CUDNN_NP[t.data_type])
+        base, memory = self.lib.cublas._buffer(ptr)
+        flat = memory.view(dtype)[(ptr - base) // dtype.itemsize:]
+        span = 1 + sum((d - 1) * s for d, s in zip(t.dim, t.stride))
+        assert span <= flat.size, f"{t.name}: dims {t.dim} strides {t.stride} overrun its buffer"
+        return np.lib.stride_tricks.as_strided(flat, shape=t.dim, strides=[s * dtype.itemsize for s in t.stride],
+                                               writeable=True)
+
+    def execute(self, pack, workspace, handle) -> None:
+        self.lib.executed.append((self, dict(pack), workspace, handle))
+        assert self.built, "executed before build"
+        values = {t: self._view(t, ptr).astype(np.float64) for t, ptr in pack.items() if not t.is_output}
+        for kind, out, a, b, attrs in self.nodes:
+            if kind == "conv_fprop":
+                values[out] = _conv_nchw(values[a], values[b], attrs)
+            elif kind == "bias":
+                values[out] = values[a] + values[b]
+            elif kind == "relu":
+                values[out] = np.maximum(values[a], 0)
+            else:
+                q, k, v, mask = (values[t] if t is not None else None for t in a)
+                s = attrs["attn_scale"] * np.einsum("bhqd,bhkd->bhqk", q, k)
+                if mask is not None:
+                    s = s + mask
+                p = np.exp(s - s.max(-1, keepdims=True))
+                values[out] = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
+        (y,) = [t for t in pack if t.is_output]
+        assert list(values[y].shape) == y.dim, f"output dims {y.dim} disagree with the graph's {values[y].shape}"
+        self._view(y, pack[y])[...] = values[y]
+
+
+def _conv_nchw(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    (t, left), (b, r) = attrs["pre_padding"], attrs["post_padding"]
+    (sh, sw), (dh, dw) = attrs["stride"], attrs["dilation"]
+    x = np.pad(x, [(0, 0), (0, 0), (t, b), (left, r)])
+    n, c, h, wd = x.shape
+    k, cg, kr, ks = w.shape
+    groups = c // cg
+    oh = (h - dh * (kr - 1) - 1) // sh + 1
+    ow = (wd - dw * (ks - 1) - 1) // sw + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        for i in range(kr):
+            for j in range(ks):
+                patch = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * kg:(g + 1) * kg] += np.einsum("nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, i, j])
+    return out
+
+
+class RecordingCudnn:
+    """The subset of the ``cudnn`` frontend module the handle uses, recorded; ``execute``
+    evaluates the graph with NumPy from its tensors' dims and strides."""
+
+    data_type = CudnnDataType
+    heur_mode = HeurMode
+
+    def __init__(self, device: FakeDevice, workspace: int = 4096):
+        self.cublas = RecordingCublasLt(device)  # for its device-memory lookup
+        self.workspace = workspace
+        self.graphs: list[RecordingCudnnGraph] = []
+        self.executed: list[tuple] = []
+        self.streams: list[int] = []
+
+    def create_handle(self) -> str:
+        return "cudnn-handle"
+
+    def set_stream(self, handle, stream) -> None:
+        self.streams.append(stream)
+
+    def pygraph(self, **options) -> RecordingCudnnGraph:
+        self.graphs.append(RecordingCudnnGraph(self, **options))
+        return self.graphs[-1]
