@@ -355,3 +355,154 @@ class RecordingCudnn:
     def pygraph(self, **options) -> RecordingCudnnGraph:
         self.graphs.append(RecordingCudnnGraph(self, **options))
         return self.graphs[-1]
+
+
+# --------------------------------------------------------------------------- TensorRT
+class RecordingTensorRT:
+    """The subset of the ``tensorrt`` module the handle uses. The "engine" it builds is
+    the ONNX model it parsed (checked with ``onnx.checker``), serialized with the profile
+    shapes; executing it runs the model under onnxruntime on a ``FakeDevice``'s memory
+    at the addresses the context was given."""
+
+    __version__ = "stand-in"
+
+    class Logger:
+        WARNING = 2
+
+        def __init__(self, level):
+            self.level = level
+
+    class BuilderFlag(enum.IntEnum):
+        TF32 = 1
+
+    class TensorIOMode(enum.IntEnum):
+        INPUT = 1
+        OUTPUT = 2
+
+    class ExecutionContextAllocationStrategy(enum.IntEnum):
+        USER_MANAGED = 2
+
+    def __init__(self, device: FakeDevice, workspace: int = 8192):
+        self.device = device
+        self.workspace = workspace
+        self.builds: list[dict] = []
+        self.deserialized = 0
+        self.executions: list[dict] = []
+        lib = self
+
+        class Builder:
+            def __init__(self, logger):
+                self.flags: set = set()
+
+            def create_network(self, flags):
+                return {"model": None, "flags": flags}
+
+            def create_builder_config(self):
+                return Config()
+
+            def create_optimization_profile(self):
+                return _Profile()
+
+            def build_serialized_network(self, network, config):
+                import json
+
+                lib.builds.append({"flags": set(config.flags), "profiles": config.profiles})
+                (profile,) = config.profiles
+                header = json.dumps({k: list(map(list, v)) for k, v in profile.items()}).encode()
+                return len(header).to_bytes(4, "little") + header + network["model"]
+
+        class Config:
+            def __init__(self):
+                self.flags, self.profiles = set(), []
+
+            def set_flag(self, flag):
+                self.flags.add(flag)
+
+            def add_optimization_profile(self, profile):
+                self.profiles.append(profile)
+
+        class OnnxParser:
+            def __init__(self, network, logger):
+                self.network, self.num_errors = network, 0
+
+            def parse(self, data):
+                import onnx
+
+                onnx.checker.check_model(onnx.load_from_string(data))
+                self.network["model"] = bytes(data)
+                return True
+
+        self.Builder, self.OnnxParser = Builder, OnnxParser
+        self.Runtime = lambda logger: self
+
+    def deserialize_cuda_engine(self, data: bytes):
+        import json
+
+        self.deserialized += 1
+        size = int.from_bytes(data[:4], "little")
+        return RecordingEngine(self, json.loads(data[4:4 + size]), data[4 + size:])
+
+
+class _Profile(dict):
+    def set_shape(self, name, lo, opt, hi):
+        self[name] = (tuple(lo), tuple(opt), tuple(hi))
+
+
+class RecordingEngine:
+    def __init__(self, lib: RecordingTensorRT, profile: dict, model: bytes):
+        import onnx
+
+        self.lib, self.profile, self.model = lib, profile, model
+        graph = onnx.load_from_string(model).graph
+        self.inputs = [i.name for i in graph.input]
+        self.outputs = [o.name for o in graph.output]
+        self.num_io_tensors = len(self.inputs) + len(self.outputs)
+        self.device_memory_size_v2 = lib.workspace
+
+    def get_tensor_name(self, i: int) -> str:
+        return (self.inputs + self.outputs)[i]
+
+    def get_tensor_mode(self, name: str):
+        return self.lib.TensorIOMode.INPUT if name in self.inputs else self.lib.TensorIOMode.OUTPUT
+
+    def create_execution_context(self, strategy):
+        assert strategy == self.lib.ExecutionContextAllocationStrategy.USER_MANAGED
+        return RecordingContext(self)
+
+
+class RecordingContext:
+    def __init__(self, engine: RecordingEngine):
+        self.engine = engine
+        self.shapes: dict = {}
+        self.addresses: dict = {}
+        self.memory: tuple | None = None
+
+    def set_input_shape(self, name, shape) -> None:
+        lo, _, hi = self.engine.profile[name]
+        assert list(lo) == list(shape) == list(hi), "shapes outside the engine's profile"
+        self.shapes[name] = tuple(shape)
+
+    def set_device_memory(self, ptr, size) -> None:
+        self.memory = (ptr, size)
+
+    def set_tensor_address(self, name, ptr) -> None:
+        self.addresses[name] = ptr
+
+    def execute_async_v3(self, stream) -> bool:
+        import onnx
+        import onnxruntime as ort
+
+        lib = self.engine.lib
+        lib.executions.append({"stream": stream, "addresses": dict(self.addresses), "memory": self.memory})
+        model = onnx.load_from_string(self.engine.model)
+        session = ort.InferenceSession(self.engine.model, providers=["CPUExecutionProvider"])
+        feeds = {}
+        for info in model.graph.input:
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+            n = int(np.prod(self.shapes[info.name]))
+            raw = lib.device.memory[self.addresses[info.name]]
+            feeds[info.name] = raw.view(dtype)[:n].reshape(self.shapes[info.name])
+        for info, value in zip(model.graph.output, session.run(None, feeds), strict=True):
+            out = lib.device.memory[self.addresses[info.name]]
+            out[: value.nbytes] = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
+        return True

@@ -57,9 +57,9 @@ def element_type(value: SSAValue) -> str:
 
 
 def static_shape(value: SSAValue) -> tuple[int, ...]:
-    """The shape, ``-1`` for dynamic dims."""
+    """The shape, ``-1`` for dynamic dims (xDSL's own marker is a huge negative)."""
     assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
+    return tuple(d if d >= 0 else -1 for d in value.type.get_shape())
 
 
 def compiler_functions(module: ModuleOp, compiler: str) -> list[FuncOp]:
