@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import IO, Any, ClassVar, Protocol
 
 import numpy as np
 from xdsl.context import Context
@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorTy
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.utils.target import Target
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
@@ -189,3 +190,22 @@ class LibraryCalls:
         finally:
             for buffer in (*buffers, *out_buffers):
                 device.free(buffer)
+
+
+@dataclass(frozen=True)
+class LibraryRecordsTarget(Target):
+    """``partita-opt -t library-records``: what each library partition will ask of its
+    library, read back from the ``byoc.binary`` records (cuBLASLt descriptors, cuDNN
+    graphs, TensorRT ONNX sub-models as text)."""
+
+    name = "library-records"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from partita.runtime.extern import LIBRARY_HANDLE_KINDS, kernel_handles
+
+        handles = [h for h in kernel_handles(module).values() if h.kind in LIBRARY_HANDLE_KINDS]
+        if not handles:
+            output.write("// no library partitions in this module\n")
+        for handle in handles:
+            output.write(f"// @{handle.function} (byoc.binary @{handle.binary}, {handle.library})\n")
+            output.write(handle.describe() + "\n")

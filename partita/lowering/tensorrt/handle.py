@@ -77,6 +77,13 @@ class TensorRTHandle:
 
         return onnx.load_from_string(self.model)
 
+    def describe(self) -> str:
+        import onnx.printer
+
+        head = (f"tensorrt engine from ONNX sub-model (sha256 {self.digest}), inputs "
+                f"{[list(s) for s in self.inputs]}, outputs {[list(s) for s in self.outputs]}")
+        return head + "\n" + onnx.printer.to_text(self.onnx_model().graph)
+
     # -- device path ------------------------------------------------------------------
     def load_library(self) -> Any:
         return require("tensorrt", "tensorrt", "NVIDIA TensorRT")
