@@ -170,8 +170,9 @@ class LibraryCalls:
             plan = self.plans[key] = handle.prepare(self.library(handle), shapes, dtypes)
         return plan
 
-    def call(self, device: Any, handle: Any, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray],
-             copy_back: Callable[[Any, Any, np.ndarray], None]) -> None:
+    def bind(self, device: Any, handle: Any, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> BoundCall:
+        """The plan for these inputs' shapes, the inputs on the device, the outputs and
+        the workspace allocated: everything ``launch`` needs."""
         arrays = [np.ascontiguousarray(x) for x in inputs]
         shapes = tuple(tuple(a.shape) for a in arrays)
         plan = self.plan(handle, shapes, tuple(str(a.dtype) for a in arrays))
@@ -180,16 +181,41 @@ class LibraryCalls:
             if self.workspace is not None:
                 device.free(self.workspace)
             self.workspace, self.workspace_size = device.alloc(need), need
-        buffers = [device.to_device(a) for a in arrays]
-        out_buffers = [device.alloc(max(o.nbytes, 1)) for o in outs]
+        inputs_on_device = [device.to_device(a) for a in arrays]
+        outputs_on_device = [device.alloc(max(o.nbytes, 1)) for o in outs]
+        workspace = int(self.workspace) if self.workspace is not None else 0
+        return BoundCall(self.library(handle), handle, plan, inputs_on_device, outputs_on_device, workspace)
+
+    def call(self, device: Any, handle: Any, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray],
+             copy_back: Callable[[Any, Any, np.ndarray], None]) -> None:
+        bound = self.bind(device, handle, inputs, outs)
         try:
-            handle.launch(self.library(handle), plan, 0, [int(b) for b in buffers], [int(b) for b in out_buffers],
-                          int(self.workspace) if self.workspace is not None else 0)
-            for buffer, out in zip(out_buffers, outs, strict=True):
+            bound.launch()
+            for buffer, out in zip(bound.outputs, outs, strict=True):
                 copy_back(device, buffer, out)
         finally:
-            for buffer in (*buffers, *out_buffers):
-                device.free(buffer)
+            bound.free(device)
+
+
+@dataclass
+class BoundCall:
+    """A library call with its device buffers: ``launch()`` is the hot-loop step."""
+
+    lib: Any
+    handle: Any
+    plan: Any
+    inputs: list
+    outputs: list
+    workspace: int
+    stream: int = 0
+
+    def launch(self) -> None:
+        self.handle.launch(self.lib, self.plan, self.stream, [int(b) for b in self.inputs],
+                           [int(b) for b in self.outputs], self.workspace)
+
+    def free(self, device: Any) -> None:
+        for buffer in (*self.inputs, *self.outputs):
+            device.free(buffer)
 
 
 @dataclass(frozen=True)
