@@ -61,7 +61,10 @@ class MatmulPreferenceAttribute(enum.IntEnum):
     MAX_WORKSPACE_BYTES = 1
 
 
-_NP = {CudaDataType.CUDA_R_16F: np.float16, CudaDataType.CUDA_R_32F: np.float32}
+import ml_dtypes  # noqa: E402
+
+_NP = {CudaDataType.CUDA_R_16F: np.float16, CudaDataType.CUDA_R_32F: np.float32,
+       CudaDataType.CUDA_R_16BF: ml_dtypes.bfloat16}
 _ATTR_TYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "EPILOGUE": np.uint32, "BIAS_POINTER": np.uint64,
                "BIAS_DATA_TYPE": np.int32, "BATCH_COUNT": np.int32, "STRIDED_BATCH_OFFSET": np.int64,
                "MAX_WORKSPACE_BYTES": np.uint64}
@@ -208,7 +211,8 @@ class HeurMode(enum.IntEnum):
     FALLBACK = 3
 
 
-_CUDNN_NP = {CudnnDataType.HALF: np.float16, CudnnDataType.FLOAT: np.float32}
+_CUDNN_NP = {CudnnDataType.HALF: np.float16, CudnnDataType.FLOAT: np.float32,
+             CudnnDataType.BFLOAT16: ml_dtypes.bfloat16}
 
 
 @dataclass(eq=False)

@@ -16,7 +16,10 @@ from partita.runtime.reference import run
 from fake_cuda import FakeDevice
 from recording_libs import RecordingCublasLt
 
-DT = {"f16": np.float16, "f32": np.float32}
+import ml_dtypes  # noqa: E402
+
+DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+TYPES = {"f16": "CUDA_R_16F", "bf16": "CUDA_R_16BF", "f32": "CUDA_R_32F"}
 
 
 def _dense(dtype: str, epilogue: str) -> tuple[str, list[tuple[int, ...]]]:
@@ -55,7 +58,7 @@ func.func @main(%q: tensor<?x4x16x8xf32>, %k: tensor<?x4x8x16xf32>) -> tensor<?x
 
 
 def _compile(text: str):
-    return partita.compile(text, ["llvm", "cublas"], partitioner="eager")
+    return partita.compile(text, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
 
 
 def _run_recorded(exe, args):
@@ -72,11 +75,11 @@ def _args(shapes, dtype, seed=0):
 
 
 def _check(out, ref, dtype):
-    tol = 2e-2 if dtype == "f16" else 1e-4
+    tol = {"f16": 2e-2, "bf16": 8e-2}.get(dtype, 1e-4)
     np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref, np.float32), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 @pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "gelu"])
 def test_dense_descriptors_and_result(dtype: str, epilogue: str) -> None:
     text, shapes = _dense(dtype, epilogue)
@@ -96,7 +99,7 @@ def test_dense_descriptors_and_result(dtype: str, epilogue: str) -> None:
     assert (a.rows, a.cols, a.ld) == (24, 40, 24)
     assert (b.rows, b.cols, b.ld) == (24, 5, 24)
     assert (d.rows, d.cols, d.ld) == (40, 5, 40)
-    assert a.type == b.type == d.type == lib.CudaDataType["CUDA_R_16F" if dtype == "f16" else "CUDA_R_32F"]
+    assert a.type == b.type == d.type == lib.CudaDataType[TYPES[dtype]]
     assert desc.compute_type.name == r.compute_type and desc.scale_type.name == "CUDA_R_32F"
     assert lib.Epilogue(desc.attrs["EPILOGUE"]).name == r.epilogue
     assert pref["MAX_WORKSPACE_BYTES"] == 32 << 20
@@ -148,8 +151,10 @@ def test_batched_matmul_with_a_dynamic_batch() -> None:
 def test_erf_gelu_stays_outside_the_cublas_partition() -> None:
     text, _ = _dense("f32", "gelu")
     exe = _compile(text.replace('{approximate = "tanh"}', ""))
-    (handle,) = kernel_handles(exe.module).values()
+    handles = kernel_handles(exe.module).values()
+    (handle,) = [h for h in handles if isinstance(h, CublasLtHandle)]
     assert handle.record.epilogue == "BIAS"
+    assert [h.kind for h in handles if h is not handle] == ["fused"]  # the erf GELU: a native kernel
 
 
 def test_without_a_device_the_reference_body_runs() -> None:
@@ -191,12 +196,23 @@ def test_a_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
         CublasLtBinding()
 
 
+def _gpu_cases() -> list[tuple[str, list, str]]:
+    cases = [(*_dense(dtype, epilogue), dtype) for dtype in ("f16", "bf16", "f32")
+             for epilogue in ("none", "bias", "relu", "gelu")]
+    for ta, tb in ((False, True), (True, False)):
+        ka, kb = ("7x6" if ta else "6x7"), ("10x7" if tb else "7x10")
+        text = BATCH_MATMUL.format(ka=ka, kb=kb, dt="f16", ta=str(ta).lower(), tb=str(tb).lower())
+        cases.append((text, [tuple(map(int, ("3x" + ka).split("x"))), tuple(map(int, ("3x" + kb).split("x")))], "f16"))
+    cases.append((MATMUL_4D, [(2, 4, 16, 8), (2, 4, 8, 16)], "f32"))
+    return cases
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("dtype", ["f16", "f32"])
-@pytest.mark.parametrize("epilogue", ["none", "bias", "relu", "gelu"])
-def test_on_a_gpu_cublaslt_matches_numpy(dtype: str, epilogue: str) -> None:  # pragma: no cover
-    text, shapes = _dense(dtype, epilogue)
+@pytest.mark.parametrize("case", range(len(_gpu_cases())))
+def test_on_a_gpu_cublaslt_matches_numpy(case: int) -> None:  # pragma: no cover
+    pytest.importorskip("nvmath", reason="the cublas extra is not installed")
+    text, shapes, dtype = _gpu_cases()[case]
     exe = _compile(text)
     args = _args(shapes, dtype)
     (out,) = exe.run(*args)

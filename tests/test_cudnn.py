@@ -112,7 +112,7 @@ def test_packed_strides() -> None:
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("groups,dilation,epilogue", [(1, 1, "bias_relu"), (2, 2, "bias"), (1, 1, "none")])
+@pytest.mark.parametrize("groups,dilation,epilogue", [(1, 1, "bias_relu"), (2, 2, "bias"), (1, 1, "relu"), (1, 1, "none")])
 @pytest.mark.parametrize("dtype", ["f16", "f32"])
 def test_conv2d_graph_and_result(layout: str, groups: int, dilation: int, epilogue: str, dtype: str) -> None:
     text, shapes = conv_ir(layout, dtype, groups, dilation, epilogue)
@@ -199,16 +199,21 @@ def test_a_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
         ModuleRunner(exe.module, runtime).run(*_args(shapes, "f32"))
 
 
+def _gpu_cases() -> list[tuple[str, list, str]]:
+    cases = [(*conv_ir(layout, dtype, groups, dilation, epilogue), dtype)
+             for layout in ("NCHW", "NHWC") for dtype in ("f16", "f32")
+             for groups, dilation, epilogue in ((1, 1, "bias_relu"), (2, 2, "bias"), (1, 1, "relu"), (1, 1, "none"))]
+    cases += [(*attention_ir(form, mask), "f16") for form in ("matmul4d", "bmm3d") for mask in (False, True)]
+    return cases
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("case", ["conv_nchw", "conv_nhwc", "sdpa", "sdpa_mask"])
-def test_on_a_gpu_cudnn_matches_numpy(case: str) -> None:  # pragma: no cover
+@pytest.mark.parametrize("case", range(len(_gpu_cases())))
+def test_on_a_gpu_cudnn_matches_numpy(case: int) -> None:  # pragma: no cover
     pytest.importorskip("cudnn", reason="the cudnn extra is not installed")
-    if case.startswith("conv"):
-        text, shapes = conv_ir(case[-4:].upper(), "f16")
-    else:
-        text, shapes = attention_ir("matmul4d", case.endswith("mask"))
+    text, shapes, dtype = _gpu_cases()[case]
     exe = _compile(text)
-    args = _args(shapes, "f16")
-    _check(exe.run(*args)[0], run(parse_module(text, make_context()), *args)[0], "f16")
+    args = _args(shapes, dtype)
+    _check(exe.run(*args)[0], run(parse_module(text, make_context()), *args)[0], dtype)
     assert sum(exe.runner.runtime.launches.values()) == 1

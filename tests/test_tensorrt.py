@@ -198,3 +198,16 @@ def test_on_a_gpu_tensorrt_matches_numpy(mlp) -> None:  # pragma: no cover
     args = _inputs(MLP_SHAPES, np.float32)
     np.testing.assert_allclose(mlp.run(*args)[0], run(parse_module(MLP, make_context()), *args)[0], rtol=1e-3, atol=1e-3)
     assert sum(mlp.runner.runtime.launches.values()) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("key", sorted(OPS))
+def test_on_a_gpu_every_tensorrt_op_matches_numpy(key: str) -> None:  # pragma: no cover
+    pytest.importorskip("tensorrt", reason="the tensorrt extra is not installed")
+    text, shapes = _function(key, "f16")
+    exe = partita.compile(text, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
+    args = _inputs(shapes, np.float16, variance_last=key == "nn.batch_norm")
+    np.testing.assert_allclose(exe.run(*args)[0].astype(np.float32),
+                               run(parse_module(text, make_context()), *args)[0].astype(np.float32), rtol=2e-2, atol=2e-2)
+    assert sum(exe.runner.runtime.launches.values()) >= 1

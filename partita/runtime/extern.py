@@ -299,10 +299,15 @@ class ExternRuntime:
         """Where the kernels ran, said plainly."""
         if not self.handles:
             return "no compiled kernels"
-        archs = sorted({getattr(h, "arch", None) or h.library for h in self.handles.values()})
+        archs = sorted({h.arch for h in self.handles.values() if not is_library_handle(h)})
+        libraries = sorted({h.library for h in self.handles.values() if is_library_handle(h)})
+        what = " and ".join(
+            part for part in (f"kernels compiled for {', '.join(archs)}" if archs else "",
+                              f"library calls ({', '.join(libraries)})" if libraries else "") if part
+        )
         if self.device is None:
-            return f"kernels compiled for {', '.join(archs)} but emulated on the CPU (no CUDA device)"
-        return f"kernels compiled for {', '.join(archs)}, running on {self.device.name}"
+            return f"{what} but emulated on the CPU (no CUDA device)"
+        return f"{what}, running on {self.device.name}"
 
 
 @register_impls
