@@ -139,6 +139,16 @@ def test_collage_makes_one_tensorrt_sub_graph(mlp) -> None:
     assert sum(runtime.emulated.values()) == 1
 
 
+def test_eager_merges_adjacent_tensorrt_ops_into_one_sub_graph() -> None:
+    exe = partita.compile(MLP, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
+    (handle,) = kernel_handles(exe.module).values()
+    assert handle.ops == ("nn.dense", "nn.add", "nn.layer_norm", "nn.tanh")
+    assert "byoc.partition" not in str(exe)  # the single-op composites were inlined
+    args = _inputs(MLP_SHAPES, np.float32)
+    np.testing.assert_allclose(exe.run(*args)[0], run(parse_module(MLP, make_context()), *args)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_engines_are_built_once_and_cached_on_disk(mlp, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
     want = run(parse_module(MLP, make_context()), *_inputs(MLP_SHAPES, np.float32))[0]

@@ -189,7 +189,11 @@ def register_builtin_backends() -> None:
     register_backend("cutlass", patterns=cutlass_patterns())
     register_backend("cublas", patterns=cublas_patterns())
     register_backend("cudnn", patterns=cudnn_patterns())
-    register_backend("tensorrt", patterns=tensorrt_patterns())
+    from partita.lowering.tensorrt.partition import FlattenTensorRTPartitions
+
+    # Eager: adjacent TensorRT composites merge into one region (COMBINED_BACKENDS), whose
+    # nested composites are then inlined: one plain sub-graph per partition.
+    register_backend("tensorrt", patterns=tensorrt_patterns(), after_partitioning=[FlattenTensorRTPartitions()])
 
 
 def tensorrt_op_ok(match: Match) -> bool:

@@ -38,9 +38,14 @@ class PartitionEager(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         names = [b.name for b in resolve_backends(backend_option(self.backends))]
         run_phase(op, "before_partitioning", names, ctx)
+        from partita.collage.partitioner import COMBINED_BACKENDS
+
         for name in names:
             MergeComposite(backend=name, bind_constants=self.bind_constants).apply(ctx, op)
             AnnotateTarget(backends=name).apply(ctx, op)
-            MergeCompilerRegions(merge=self.merge, bind_constants=self.bind_constants).apply(ctx, op)
+            # Backends that compile whole sub-graphs (TensorRT) get adjacent composites
+            # merged, as TVM's TensorRT flow merges compiler regions.
+            merge = self.merge or name in COMBINED_BACKENDS
+            MergeCompilerRegions(merge=merge, bind_constants=self.bind_constants).apply(ctx, op)
             PartitionGraph(bind_constants=self.bind_constants).apply(ctx, op)
         run_phase(op, "after_partitioning", names, ctx)
