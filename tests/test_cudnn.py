@@ -188,6 +188,53 @@ def test_collage_takes_the_attention_whole_when_cudnn_is_fastest() -> None:
     _check(exe.run(*args)[0], run(parse_module(text, make_context()), *args)[0], "f16")
 
 
+class DeclareOnlyCudnn:
+    """The real cuDNN frontend for declaring graphs; building needs the driver, so
+    ``build`` and the workspace query are all that is stubbed."""
+
+    def __init__(self) -> None:
+        import cudnn
+
+        self.module, self.graphs = cudnn, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.module, name)
+
+    def create_handle(self) -> None:
+        return None
+
+    def pygraph(self, **options):
+        graph = self.module.pygraph(**options)
+        graph.build = lambda modes: None
+        graph.get_workspace_size = lambda: 0
+        self.graphs.append(graph)
+        return graph
+
+
+@pytest.mark.parametrize("case", ["conv_nhwc", "conv_nchw_groups", "sdpa_mask", "sdpa_bmm"])
+def test_the_real_cudnn_frontend_accepts_the_declared_graphs(case: str) -> None:
+    pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend (the cudnn extra) is not installed")
+    if case.startswith("conv"):
+        text, shapes = conv_ir("NHWC" if case == "conv_nhwc" else "NCHW", "f16", groups=2 if "groups" in case else 1)
+    else:
+        text, shapes = attention_ir("matmul4d" if case == "sdpa_mask" else "bmm3d", case == "sdpa_mask")
+    exe = _compile(text)
+    (handle,) = kernel_handles(exe.module).values()
+    lib = DeclareOnlyCudnn()
+    declaration = next(f for f in exe.module.ops if getattr(f, "sym_name", None) and f.sym_name.data == handle.function)
+    arg_shapes = [tuple(d if d >= 0 else shapes[0][0] for d in t.get_shape()) for t in declaration.function_type.inputs]
+    plan = handle.prepare(lib, arg_shapes, ["float16"] * len(arg_shapes))
+    (graph,) = lib.graphs
+    y = plan.tensors["y"]
+    want = run(parse_module(text, make_context()), *_args(shapes, "f16"))[0].shape
+    if case.startswith("conv"):
+        assert y.dim == [want[0], want[3], want[1], want[2]] if case == "conv_nhwc" else list(want)
+        assert sorted(t.name for t in graph.get_inputs()) == ["bias", "w", "x"]
+    else:
+        assert y.dim == ([*want] if case == "sdpa_mask" else [want[0], 1, want[1], want[2]])
+    assert y.data_type == lib.data_type.HALF
+
+
 def test_a_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
