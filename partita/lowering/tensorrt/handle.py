@@ -161,17 +161,32 @@ def _arg_index(name: str) -> int:
 
 def _session(model: bytes) -> Any:
     """``feeds -> outputs`` for the sub-model: onnxruntime when it has kernels for all of
-    it, else ``onnx.reference`` (which covers every op and type of the export)."""
+    it, else ``onnx.reference`` (which covers every op and type of the export). A model
+    onnxruntime rejects at load or at its first run goes to the reference evaluator."""
+
+    def reference() -> Any:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(onnx.load_from_string(model))
+        return lambda feeds: evaluator.run(None, feeds)
+
     try:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return lambda feeds: session.run(None, feeds)
-    except Exception:  # not installed, or NOT_IMPLEMENTED for a type: the reference evaluator
-        import onnx
-        from onnx.reference import ReferenceEvaluator
+    except Exception:  # noqa: BLE001 - not installed, or NOT_IMPLEMENTED for a type
+        return reference()
+    state: dict[str, Any] = {}
 
-        evaluator = ReferenceEvaluator(onnx.load_from_string(model))
-        return lambda feeds: evaluator.run(None, feeds)
+    def run(feeds: dict[str, np.ndarray]) -> Any:
+        if "reference" not in state:
+            try:
+                return session.run(None, feeds)
+            except Exception:  # noqa: BLE001 - a type onnxruntime's CPU kernels lack
+                state["reference"] = reference()
+        return state["reference"](feeds)
+
+    return run
