@@ -163,6 +163,32 @@ def test_attention_is_one_cudnn_sdpa(form: str, mask: bool) -> None:
     assert (node[2][3] is not None) == mask
 
 
+TORCH_SDPA = """
+func.func @main(%q: tensor<2x2x12x16xf16>, %k: tensor<2x2x16x12xf16>, %v: tensor<2x2x12x16xf16>) -> tensor<2x2x12x16xf16> {
+  %c = nn.constant dense<0.5> : tensor<f16>
+  %0 = nn.multiply %q, %c : (tensor<2x2x12x16xf16>, tensor<f16>) -> tensor<2x2x12x16xf16>
+  %1 = nn.multiply %k, %c : (tensor<2x2x16x12xf16>, tensor<f16>) -> tensor<2x2x16x12xf16>
+  %2 = nn.matmul %0, %1 : (tensor<2x2x12x16xf16>, tensor<2x2x16x12xf16>) -> tensor<2x2x12x12xf16>
+  %3 = nn.softmax %2 : (tensor<2x2x12x12xf16>) -> tensor<2x2x12x12xf16>
+  %4 = nn.matmul %3, %v : (tensor<2x2x12x12xf16>, tensor<2x2x12x16xf16>) -> tensor<2x2x12x16xf16>
+  func.return %4 : tensor<2x2x12x16xf16>
+}
+"""
+
+
+def test_pytorchs_split_scale_is_one_sdpa() -> None:
+    """PyTorch exports scaled_dot_product_attention with sqrt(scale) multiplied into Q and Kᵀ."""
+    exe = _compile(TORCH_SDPA)
+    (handle,) = kernel_handles(exe.module).values()
+    assert (handle.record.graph, handle.record.attn_scale) == ("sdpa", 0.25)
+    # One constant feeds both multiplies: the partition takes it once.
+    assert sorted(handle.record.roles) == ["k", "q", "scale_k", "v"]
+    args = _args([(2, 2, 12, 16), (2, 2, 16, 12), (2, 2, 12, 16)], "f16")
+    (out,), lib, _ = _run_recorded(exe, args)
+    _check(out, run(parse_module(TORCH_SDPA, make_context()), *args)[0], "f16")
+    assert [n[0] for n in lib.graphs[0].nodes] == ["sdpa"]
+
+
 def test_a_divided_scale_is_inverted() -> None:
     text, shapes = attention_ir("bmm3d", False, divide=True)
     exe = _compile(text)

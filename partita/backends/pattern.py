@@ -349,13 +349,19 @@ def is_constant() -> ConstantPattern:
 
 def is_attention(mask: bool = True) -> Pattern:
     """Scaled dot-product attention as PyTorch and Hugging Face models export it:
-    ``softmax(scale(Q·Kᵀ) [+ mask]) · V``, where Q·Kᵀ is ``nn.matmul(q, kᵀ)`` (K stored
-    transposed, 4-D) or ``nn.batch_matmul(q, k)`` (``transpose_b``), the scale a constant
-    multiplied or divided in, and the mask (``mask=True``) an optional additive tensor.
-    Inputs of a match, in order: q, k, the scale constant, [mask], v."""
-    q, k = wildcard(), wildcard()
-    scores = is_op("nn.matmul")(q, k) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=True)(q, k)
-    scaled = (is_op("nn.multiply") | is_op("nn.divide"))(scores, is_constant())
+    ``softmax(scale(Q·Kᵀ) [+ mask]) · V``. Q·Kᵀ is ``nn.matmul(q, kᵀ)`` (K stored
+    transposed, 4-D) or ``nn.batch_matmul(q, k)`` (``transpose_b``); the scale is a
+    constant multiplied or divided into the scores (Hugging Face), or split as two
+    constants multiplied into Q and Kᵀ (PyTorch's exported ``scaled_dot_product_attention``);
+    the mask (``mask=True``) is an optional additive tensor. The first input of a match
+    is Q."""
+
+    def scores(q: Pattern, k: Pattern) -> Pattern:
+        return is_op("nn.matmul")(q, k) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=True)(q, k)
+
+    scale_after = (is_op("nn.multiply") | is_op("nn.divide"))(scores(wildcard(), wildcard()), is_constant())
+    scale_before = scores(is_op("nn.multiply")(wildcard(), is_constant()), is_op("nn.multiply")(wildcard(), is_constant()))
+    scaled = scale_after | scale_before
     if mask:
         scaled = scaled.optional(lambda s: is_op("nn.add")(s, wildcard()))
     probs = is_op("nn.softmax")(scaled)

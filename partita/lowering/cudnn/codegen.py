@@ -83,7 +83,7 @@ class SdpaRecord:
     dtype: str
     io_type: str
     compute_type: str
-    roles: tuple[str, ...]  # q, k, scale, [mask], v
+    roles: tuple[str, ...]  # q, k, v, [mask], and the scale constant(s): scale or scale_q, scale_k
 
     @property
     def attn_scale(self) -> float:
@@ -162,34 +162,65 @@ def _bhsd(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape if len(shape) == 4 else (shape[0], 1, shape[1], shape[2])
 
 
+def _producer(value: SSAValue, kind: type, ops: list[Operation]) -> Operation | None:
+    op = value.op if isinstance(value, OpResult) else None
+    return op if isinstance(op, kind) and op in ops else None
+
+
 def sdpa_record(function: FuncOp, ops: list[Operation], module: ModuleOp) -> SdpaRecord:
-    qk, scale_op, *rest = ops
-    mask_op = rest.pop(0) if rest and isinstance(rest[0], nn.AddOp) else None
-    softmax, pv = rest
+    """Reads the attention back from its softmax: ``pv(softmax([mask +] scale(qk)), v)``,
+    the scale after the scores or split over Q and Kᵀ."""
+    pv = ops[-1]
+    softmax = _producer(pv.operands[0], nn.SoftmaxOp, ops)
+    if softmax is None:
+        raise op_error(pv, "is not the end of an attention (softmax · V)")
     dtype = element_type(pv.results[0])
     if dtype not in SDPA_TYPES:
         raise op_error(pv, f"cuDNN attention takes f16 or bf16, not {dtype}")
-    q_value, k_value, v_value = qk.operands[0], qk.operands[1], pv.operands[1]
+    scores = softmax.operands[0]
+    mask_op = _producer(scores, nn.AddOp, ops)
+    if mask_op is not None:
+        scores = mask_op.operands[0]
+    roles: dict[SSAValue, str] = {}
+    scale = 1.0
+    scale_op = _producer(scores, nn.MultiplyOp | nn.DivideOp, ops)
+    if scale_op is not None:
+        value = _scale_value(scale_op.operands[1], module, function)
+        scale = 1.0 / value if isinstance(scale_op, nn.DivideOp) else value
+        roles[scale_op.operands[1]] = "scale"
+        scores = scale_op.operands[0]
+    qk = _producer(scores, nn.MatmulOp | nn.BatchMatmulOp, ops)
+    if qk is None:
+        raise op_error(softmax, "is not fed by Q·Kᵀ")
+    q_value, k_value = qk.operands
+    if scale_op is None:  # PyTorch: sqrt(scale) multiplied into Q and into Kᵀ
+        for name in ("q", "k"):
+            side = _producer(q_value if name == "q" else k_value, nn.MultiplyOp, ops)
+            if side is None:
+                raise op_error(qk, "is an attention without a scale")
+            scale *= _scale_value(side.operands[1], module, function)
+            roles[side.operands[1]] = f"scale_{name}"
+            if name == "q":
+                q_value = side.operands[0]
+            else:
+                k_value = side.operands[0]
+    v_value = pv.operands[1]
     rank = len(static_shape(q_value))
     q = _bhsd(static_shape(q_value))
-    k_stored = static_shape(k_value)
     k_storage = "BHDS" if isinstance(qk, nn.MatmulOp) else "BHSD"
-    k = _bhsd(k_stored)
+    k = _bhsd(static_shape(k_value))
     if k_storage == "BHDS":
         k = (k[0], k[1], k[3], k[2])
     v = _bhsd(static_shape(v_value))
     if q[3] % 8 or q[3] > 128:
         raise op_error(qk, "cuDNN attention needs a head dim that is a multiple of 8, at most 128")
-    scale = _scale_value(scale_op.operands[1], module, function)
-    if isinstance(scale_op, nn.DivideOp):
-        scale = 1.0 / scale
-    roles: dict[SSAValue, str] = {q_value: "q", k_value: "k", scale_op.operands[1]: "scale", v_value: "v"}
+    roles.update({q_value: "q", k_value: "k", v_value: "v"})
     mask: tuple[int, ...] = ()
     if mask_op is not None:
         m = static_shape(mask_op.operands[1])
         mask = (1,) * (4 - len(m)) + m if rank == 4 else _bhsd((1,) * (3 - len(m)) + m)
         roles[mask_op.operands[1]] = "mask"
-    if isinstance(softmax, nn.SoftmaxOp) and softmax.axis % rank != rank - 1:
+    if softmax.axis % rank != rank - 1:
         raise op_error(softmax, "cuDNN attention takes the softmax over the keys (last axis)")
     return SdpaRecord(KIND, "sdpa", rank, q, k, v, k_storage, mask, repr(scale), dtype, IO_TYPES[dtype], "FLOAT",
                       _roles(function, roles, "attention", qk))
@@ -199,7 +230,7 @@ def cudnn_record(function: FuncOp, module: ModuleOp) -> ConvRecord | SdpaRecord:
     ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp)]
     if ops and isinstance(ops[0], nn.Conv2DOp):
         return conv_record(function, ops)
-    if len(ops) in (4, 5) and isinstance(ops[-2], nn.SoftmaxOp):
+    if any(isinstance(op, nn.SoftmaxOp) for op in ops):
         return sdpa_record(function, ops, module)
     raise op_error(ops[0] if ops else function, "has no cuDNN graph (conv2d and attention do)")
 
