@@ -199,6 +199,14 @@ def test_a_divided_scale_is_inverted() -> None:
     _check(out, run(parse_module(text, make_context()), *args)[0], "f16")
 
 
+def test_an_attention_with_a_run_time_scale_is_not_matched() -> None:
+    text, _ = attention_ir("bmm3d", False)
+    text = text.replace("%c = nn.constant dense<0.25> : tensor<f16>\n  ", "").replace(
+        "func.func @main(", "func.func @main(%c: tensor<f16>, ")
+    func = next(iter(parse_module(text, make_context()).ops))
+    assert not [m for m in match_patterns(func, "cudnn") if m.name == "cudnn.sdpa"]
+
+
 def test_f32_attention_is_not_offered_to_cudnn() -> None:
     text, _ = attention_ir("bmm3d", False, dtype="f32")
     func = next(iter(parse_module(text, make_context()).ops))
