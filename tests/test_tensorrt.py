@@ -191,6 +191,14 @@ def test_a_missing_extra_names_it(mlp, monkeypatch: pytest.MonkeyPatch) -> None:
         runner.run(*_inputs(MLP_SHAPES, np.float32))
 
 
+def test_an_external_target_without_a_backend_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import partita.backends as backends
+
+    monkeypatch.delitem(backends._BACKENDS, "tensorrt")  # as before this backend existed
+    with pytest.raises(PartitaError, match="unknown backend 'tensorrt'"):
+        partita.compile(MLP, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="collage")
+
+
 def test_an_unsupported_op_is_a_located_error() -> None:
     text = """func.func @main(%x: tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32> attributes {byoc.compiler = "tensorrt"} {
   %0 = nn.lrn %x {size = 3 : i64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
