@@ -191,6 +191,36 @@ def test_a_missing_extra_names_it(mlp, monkeypatch: pytest.MonkeyPatch) -> None:
         runner.run(*_inputs(MLP_SHAPES, np.float32))
 
 
+WEIGHTS = """
+func.func @main(%x: tensor<?x16xf32>) -> tensor<?x32xf32> {
+  %w = nn.constant dense<0.25> : tensor<32x16xf32>
+  %b = nn.constant dense<-1.0> : tensor<32xf32>
+  %0 = nn.dense %x, %w : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %1 = nn.add %0, %b : (tensor<?x32xf32>, tensor<32xf32>) -> tensor<?x32xf32>
+  %2 = nn.tanh %1 : (tensor<?x32xf32>) -> tensor<?x32xf32>
+  func.return %2 : tensor<?x32xf32>
+}
+"""
+
+
+def test_constant_weights_are_built_into_the_engine(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
+    exe = partita.compile(WEIGHTS, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
+    (handle,) = kernel_handles(exe.module).values()
+    assert len(handle.folded) == 2  # the weight and the bias: initializers, not inputs
+    assert [i.name for i in handle.onnx_model().graph.input] == [f"arg{i}" for i in range(3) if i not in handle.folded]
+    x = _inputs([(6, 16)], np.float32)
+    want = run(parse_module(WEIGHTS, make_context()), *x)[0]
+    runtime = ExternRuntime(kernel_handles(exe.module), device=None)
+    np.testing.assert_allclose(ModuleRunner(exe.module, runtime).run(*x)[0], want, rtol=1e-5, atol=1e-5)
+    device = FakeDevice()
+    lib = RecordingTensorRT(device)
+    runner = ModuleRunner(exe.module, ExternRuntime(kernel_handles(exe.module), device=device, libraries={"tensorrt": lib}))
+    np.testing.assert_allclose(runner.run(*x)[0], want, rtol=1e-5, atol=1e-5)
+    (build,) = lib.builds
+    assert sorted(build["profiles"][0]) == ["arg0"] and set(lib.executions[0]["addresses"]) == {"arg0", "out0"}
+
+
 def test_an_external_target_without_a_backend_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import partita.backends as backends
 

@@ -75,6 +75,35 @@ def compiler_functions(module: ModuleOp, compiler: str) -> list[FuncOp]:
     ]
 
 
+def call_site_constants(module: ModuleOp, function: FuncOp) -> dict[int, np.ndarray]:
+    """Arguments of ``function`` that every call passes the same ``nn.constant`` value
+    (weights, scales): argument index -> value. A library can fold those at build time
+    (TensorRT builds weights into its engine, cuDNN takes the attention scale as an
+    attribute). Functions shared by structurally equal partitions usually get different
+    weights per call: those arguments stay arguments."""
+    from xdsl.dialects.func import CallOp
+    from xdsl.ir import OpResult
+
+    from partita.dialects import nn
+
+    name = function.sym_name.data
+    calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name]
+    found: dict[int, np.ndarray] = {}
+    if not calls:
+        return found
+    for index in range(len(function.function_type.inputs)):
+        values = []
+        for call in calls:
+            operand = call.operands[index]
+            if not (isinstance(operand, OpResult) and isinstance(operand.op, nn.ConstantOp)):
+                break
+            values.append(operand.op.to_numpy())
+        else:
+            if all(v.dtype == values[0].dtype and np.array_equal(v, values[0]) for v in values[1:]):
+                found[index] = values[0]
+    return found
+
+
 def fresh_symbol(module: ModuleOp, base: str) -> str:
     taken = {o.sym_name.data for o in module.ops if isinstance(o, FuncOp | byoc.BinaryOp)}
     name, k = base, 0

@@ -1,7 +1,9 @@
 """``tensorrt-codegen``: every ``tensorrt`` partition function becomes an ONNX sub-model.
 
 The records sit on one ``byoc.binary`` (``format = "onnx"``), one per function:
-``{kind = "tensorrt", digest, model, inputs, input_dtypes, outputs, output_dtypes, ops}``.
+``{kind = "tensorrt", digest, model, inputs, input_dtypes, folded, outputs, output_dtypes,
+ops}``. ``folded`` lists the arguments every call passes the same constant (weights):
+they are initializers of the sub-model, built into the engine, and not bound at run time.
 ``model`` is the serialized ``onnx.ModelProto`` in base64 (the module carries it, so a
 saved module needs no side file); ``digest`` (SHA-256 of the bytes) keys the engine cache
 on disk. The runtime builds the engine with TensorRT's ONNX parser at load.
@@ -14,18 +16,19 @@ import hashlib
 from dataclasses import dataclass
 from typing import ClassVar
 
-from xdsl.dialects.builtin import DictionaryAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 
-from partita.lowering.library import LibraryCodegen, element_type, static_shape
+from partita.lowering.library import LibraryCodegen, call_site_constants, compiler_functions, element_type, static_shape
 from partita.lowering.records import to_attr
 from partita.lowering.tensorrt.export import export_function
 
 KIND = "tensorrt"
 
 
-def tensorrt_record(function: FuncOp) -> DictionaryAttr:
-    data = export_function(function).SerializeToString()
+def tensorrt_record(function: FuncOp, module: ModuleOp | None = None) -> DictionaryAttr:
+    constants = call_site_constants(module, function) if module is not None else {}
+    data = export_function(function, constants).SerializeToString()
     block = function.body.block
     ret = block.last_op
     assert isinstance(ret, ReturnOp)
@@ -35,6 +38,7 @@ def tensorrt_record(function: FuncOp) -> DictionaryAttr:
         "digest": to_attr(hashlib.sha256(data).hexdigest()),
         "inputs": to_attr([static_shape(a) for a in block.args]),
         "input_dtypes": to_attr([element_type(a) for a in block.args]),
+        "folded": to_attr(sorted(constants)),
         "outputs": to_attr([static_shape(v) for v in ret.operands]),
         "output_dtypes": to_attr([element_type(v) for v in ret.operands]),
         "ops": to_attr(ops),
@@ -50,5 +54,5 @@ class TensorRTCodegen(LibraryCodegen):
     compiler: ClassVar[str] = "tensorrt"
     format: ClassVar[str] = "onnx"
 
-    def record(self, function: FuncOp) -> DictionaryAttr:
-        return tensorrt_record(function)
+    def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
+        return {f.sym_name.data: tensorrt_record(f, module) for f in compiler_functions(module, self.compiler)}

@@ -214,16 +214,21 @@ def _value_info(name: str, value: SSAValue, dynamic: str) -> Any:
     return onnx.helper.make_tensor_value_info(name, elem, dims)
 
 
-def export_function(function: FuncOp) -> Any:
+def export_function(function: FuncOp, constants: dict[int, np.ndarray] | None = None) -> Any:
     """The ``onnx.ModelProto`` of a partition function (inputs ``arg<i>``, outputs
-    ``out<i>``); an op that does not convert is a located error."""
+    ``out<i>``); an op that does not convert is a located error. Arguments in
+    ``constants`` become initializers of the same name (weights TensorRT builds into the
+    engine) instead of inputs."""
     onnx = _onnx()
     g = _Graph()
     block = function.body.block
     inputs = []
     for i, arg in enumerate(block.args):
         g.names[arg] = f"arg{i}"
-        inputs.append(_value_info(f"arg{i}", arg, f"arg{i}_d"))
+        if constants and i in constants:
+            g.initializers.append(onnx.numpy_helper.from_array(np.asarray(constants[i], _np_dtype(arg)), f"arg{i}"))
+        else:
+            inputs.append(_value_info(f"arg{i}", arg, f"arg{i}_d"))
     outputs = []
     for op in block.ops:
         if isinstance(op, ReturnOp):

@@ -57,6 +57,8 @@ class TensorRTHandle:
     inputs: tuple[tuple[int, ...], ...]
     outputs: tuple[tuple[int, ...], ...]
     ops: tuple[str, ...]
+    folded: tuple[int, ...] = ()
+    """Arguments built into the sub-model (constant weights): not bound at run time."""
     _session: Any = field(default=None, repr=False)
     kind: ClassVar[str] = "tensorrt"
     library: ClassVar[str] = "tensorrt"
@@ -70,7 +72,12 @@ class TensorRTHandle:
     def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> TensorRTHandle:
         r = {k: from_attr(v) for k, v in record.data.items()}
         return cls(function, binary.sym_name.data, r["digest"], base64.b64decode(r["model"]),
-                   tuple(map(tuple, r["inputs"])), tuple(map(tuple, r["outputs"])), tuple(r["ops"]))
+                   tuple(map(tuple, r["inputs"])), tuple(map(tuple, r["outputs"])), tuple(r["ops"]),
+                   tuple(r.get("folded", ())))
+
+    def _bound(self, values: Sequence[Any]) -> list[tuple[int, Any]]:
+        """``(argument index, value)`` of the arguments the engine takes at run time."""
+        return [(i, v) for i, v in enumerate(values) if i not in self.folded]
 
     def onnx_model(self) -> Any:
         import onnx
@@ -80,8 +87,9 @@ class TensorRTHandle:
     def describe(self) -> str:
         import onnx.printer
 
+        folded = f", arguments {list(self.folded)} built in" if self.folded else ""
         head = (f"tensorrt engine from ONNX sub-model (sha256 {self.digest}), inputs "
-                f"{[list(s) for s in self.inputs]}, outputs {[list(s) for s in self.outputs]}")
+                f"{[list(s) for s in self.inputs]}, outputs {[list(s) for s in self.outputs]}{folded}")
         return head + "\n" + onnx.printer.to_text(self.onnx_model().graph)
 
     # -- device path ------------------------------------------------------------------
@@ -109,7 +117,7 @@ class TensorRTHandle:
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = tuple(n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT)
         outputs = tuple(n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT)
-        for name, shape in zip(sorted(inputs, key=_arg_index), shapes, strict=True):
+        for name, (_, shape) in zip(sorted(inputs, key=_arg_index), self._bound(shapes), strict=True):
             context.set_input_shape(name, tuple(shape))
         return TensorRTPlan(engine, context, tuple(sorted(inputs, key=_arg_index)), tuple(sorted(outputs, key=_arg_index)),
                             int(engine.device_memory_size_v2), path)
@@ -125,7 +133,7 @@ class TensorRTHandle:
         # Precision follows the sub-model's types: f16 layers stay f16, f32 may use TF32.
         config.set_flag(trt.BuilderFlag.TF32)
         profile = builder.create_optimization_profile()
-        for i, shape in enumerate(shapes):
+        for i, shape in self._bound(shapes):
             profile.set_shape(f"arg{i}", tuple(shape), tuple(shape), tuple(shape))
         config.add_optimization_profile(profile)
         serialized = builder.build_serialized_network(network, config)
@@ -141,14 +149,15 @@ class TensorRTHandle:
         ctx = plan.context
         if plan.workspace:
             ctx.set_device_memory(workspace, plan.workspace)
-        for name, ptr in zip((*plan.input_names, *plan.output_names), (*inputs, *outputs), strict=True):
+        bound = [ptr for _, ptr in self._bound(inputs)]
+        for name, ptr in zip((*plan.input_names, *plan.output_names), (*bound, *outputs), strict=True):
             ctx.set_tensor_address(name, ptr)
         if not ctx.execute_async_v3(stream):
             raise PartitaError(f"@{self.function}: TensorRT failed to enqueue its engine")
 
     # -- emulation --------------------------------------------------------------------
     def emulate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        feeds = {f"arg{i}": np.ascontiguousarray(x) for i, x in enumerate(inputs)}
+        feeds = {f"arg{i}": np.ascontiguousarray(x) for i, x in self._bound(inputs)}
         if self._session is None:
             self._session = _session(self.model)
         return [np.asarray(r) for r in self._session(feeds)]
