@@ -257,9 +257,9 @@ class RecordingCudnnGraph:
 
     def conv_fprop(self, image, weight, pre_padding, post_padding, stride, dilation, compute_data_type, name):
         out = self._virtual(name)
-        self.nodes.append(("conv_fprop", out, image, weight, dict(pre_padding=list(pre_padding),
-                           post_padding=list(post_padding), stride=list(stride), dilation=list(dilation),
-                           compute_data_type=compute_data_type)))
+        self.nodes.append(("conv_fprop", out, image, weight, {"pre_padding": list(pre_padding),
+                           "post_padding": list(post_padding), "stride": list(stride), "dilation": list(dilation),
+                           "compute_data_type": compute_data_type}))
         return out
 
     def bias(self, input, bias, name):
@@ -274,7 +274,7 @@ class RecordingCudnnGraph:
 
     def sdpa(self, q, k, v, attn_scale, generate_stats, name, bias=None):
         out = self._virtual(name)
-        self.nodes.append(("sdpa", out, (q, k, v, bias), None, dict(attn_scale=attn_scale, generate_stats=generate_stats)))
+        self.nodes.append(("sdpa", out, (q, k, v, bias), None, {"attn_scale": attn_scale, "generate_stats": generate_stats}))
         return out, None
 
     def build(self, modes) -> None:

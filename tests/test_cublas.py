@@ -131,7 +131,7 @@ def test_batch_matmul_transposes(ta: bool, tb: bool) -> None:
     args = _args([tuple(map(int, ("3x" + ka).split("x"))), tuple(map(int, ("3x" + kb).split("x")))], "f32")
     (out,), lib, _ = _run_recorded(exe, args)
     _check(out, run(parse_module(text, make_context()), *args)[0], "f32")
-    (_, desc, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
+    (_, _desc, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
     assert d.attrs == {"BATCH_COUNT": 3, "STRIDED_BATCH_OFFSET": 60}
     assert a.attrs["STRIDED_BATCH_OFFSET"] == 70 and b.attrs["STRIDED_BATCH_OFFSET"] == 42
     assert (a.ld, b.ld, d.ld) == ((7 if tb else 10), (6 if ta else 7), 10)
@@ -144,7 +144,7 @@ def test_batched_matmul_with_a_dynamic_batch() -> None:
     args = _args([(2, 4, 16, 8), (2, 4, 8, 16)], "f32")
     (out,), lib, _ = _run_recorded(exe, args)
     _check(out, run(parse_module(MATMUL_4D, make_context()), *args)[0], "f32")
-    (_, _, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
+    (_, _, _a, _b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
     assert d.attrs["BATCH_COUNT"] == 8
 
 

@@ -155,7 +155,7 @@ def test_attention_is_one_cudnn_sdpa(form: str, mask: bool) -> None:
     (graph,) = lib.graphs
     (node,) = graph.nodes
     assert node[0] == "sdpa" and node[4] == {"attn_scale": 0.25, "generate_stats": False}
-    q, k, v = graph.tensors[:3]
+    q, k, _v = graph.tensors[:3]
     if form == "matmul4d":
         assert k.dim == [3, 2, 12, 16] and k.stride == [384, 192, 1, 12]  # Kᵀ read in place
     else:

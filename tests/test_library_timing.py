@@ -49,7 +49,7 @@ def test_a_cublas_candidate_is_planned_once_and_its_call_timed() -> None:
     assert seconds == pytest.approx(0.25e-3)
     assert [c[0] for c in lib.calls].count("heuristic") == 1
     assert [c[0] for c in lib.calls].count("matmul") == device.timed_calls == 2 + 3 * 2
-    (_, desc, a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
+    (_, _desc, _a, b, d, _) = next(c for c in lib.calls if c[0] == "heuristic")
     assert (b.cols, d.cols) == (32, 32)  # the dynamic M took the timer's dynamic_dim
     assert timer.measured == 1 and not timer.unmeasured
 

@@ -222,7 +222,7 @@ def test_constant_weights_are_built_into_the_engine(tmp_path, monkeypatch: pytes
 
 
 def test_an_external_target_without_a_backend_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import partita.backends as backends
+    from partita import backends
 
     monkeypatch.delitem(backends._BACKENDS, "tensorrt")  # as before this backend existed
     with pytest.raises(PartitaError, match="unknown backend 'tensorrt'"):

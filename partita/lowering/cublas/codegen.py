@@ -189,7 +189,7 @@ def gemm_record(function: FuncOp) -> GemmRecord:
 
 
 def describe(record: GemmRecord) -> str:
-    a, b, d = record.layouts(record.m if record.m > 0 else 0, record.batch if record.batch > 0 else 0)
+    a, b, d = record.layouts(max(0, record.m), max(0, record.batch))
     dim = lambda v: "?" if v <= 0 else str(v)  # noqa: E731
     lay = lambda x: f"{dim(x.rows)}x{dim(x.cols)} ld={dim(x.ld)}"  # noqa: E731
     return (f"cublasLtMatmul {record.op} m={dim(record.m)} n={record.n} k={record.k} batch={dim(record.batch)} "

@@ -79,7 +79,7 @@ class CudnnGraphHandle:
                 out = graph.relu(input=out, name="relu")
             y_strides = r.strides(y)
         else:
-            b = shape_of["q"][0] if r.rank == 4 else shape_of["q"][0]
+            b = shape_of["q"][0]  # B (4-D) or B*H (3-D, read as H = 1)
             q, k, v = ((b, *d[1:]) for d in (r.q, r.k, r.v))
             tensors["q"] = graph.tensor(name="q", dim=list(q), stride=list(packed_strides(q, "BHSD", "BHSD")), data_type=io)
             tensors["k"] = graph.tensor(name="k", dim=list(k), stride=list(packed_strides(k, r.k_storage, "BHSD")),

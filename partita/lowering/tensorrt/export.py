@@ -98,8 +98,8 @@ def _conv(g: _Graph, op: nn.Conv2DOp, x: str, w: str) -> str:
 
 
 def _pool(g: _Graph, op: nn.Pool2DOp, x: str) -> str:
-    attrs = dict(kernel_shape=list(op.pool_size), strides=list(op.strides), pads=_pads(op.padding),
-                 dilations=list(op.dilation), ceil_mode=int(op.ceil_mode))
+    attrs = {"kernel_shape": list(op.pool_size), "strides": list(op.strides), "pads": _pads(op.padding),
+             "dilations": list(op.dilation), "ceil_mode": int(op.ceil_mode)}
     if isinstance(op, nn.AvgPool2DOp):
         y = g.node("AveragePool", [_nchw(g, x, op.layout)], count_include_pad=int(op.count_include_pad), **attrs)
     else:
