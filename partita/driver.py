@@ -22,12 +22,12 @@ from xdsl.printer import Printer
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 
 PARTITIONERS = ("collage", "eager", "none")
-LIBRARY_CODEGENS = ("cublas", "cudnn", "tensorrt")
 _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
                              *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 

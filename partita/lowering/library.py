@@ -36,6 +36,13 @@ from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.target import Target as PartitaTarget
 
+#: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
+LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
+    "cublas": ("partita.lowering.cublas.codegen", "CublasCodegen"),
+    "cudnn": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
+    "tensorrt": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
+}
+
 #: Element type name -> NumPy dtype name, for the types libraries take.
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
           "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}

@@ -25,13 +25,7 @@ from xdsl.dialects.func import FuncOp
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.lowering.library import LibraryCalls, is_library_handle
-
-LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
-    "cublas": ("partita.lowering.cublas.codegen", "CublasCodegen"),
-    "cudnn": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
-    "tensorrt": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
-}
+from partita.lowering.library import LIBRARY_CODEGENS, LibraryCalls, is_library_handle
 
 
 def lower_library_candidate(ctx: Context, module: ModuleOp, function: FuncOp, target: str) -> str | None:
