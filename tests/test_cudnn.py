@@ -189,6 +189,19 @@ def test_pytorchs_split_scale_is_one_sdpa() -> None:
     assert [n[0] for n in lib.graphs[0].nodes] == ["sdpa"]
 
 
+def test_static_plans_are_made_at_load() -> None:
+    text, shapes = conv_ir("NHWC", "f16")  # static shapes: planned when the runtime loads
+    exe = _compile(text)
+    device = FakeDevice()
+    lib = RecordingCudnn(device)
+    runtime = ExternRuntime.for_module(exe.module, device, libraries={"cudnn": lib})
+    (graph,) = lib.graphs
+    assert graph.built and not lib.executed
+    args = _args(shapes, "f16")
+    _check(ModuleRunner(exe.module, runtime).run(*args)[0], run(parse_module(text, make_context()), *args)[0], "f16")
+    assert len(lib.graphs) == 1 and len(lib.executed) == 1  # the call reused the plan
+
+
 def test_a_divided_scale_is_inverted() -> None:
     text, shapes = attention_ir("bmm3d", False, divide=True)
     exe = _compile(text)

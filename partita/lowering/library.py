@@ -6,8 +6,10 @@ one compiler on one ``byoc.binary`` (``format = "library"``, or ``"onnx"`` for T
 embedded sub-models), then marks the functions extern. The runtime reads each record into
 a :class:`LibraryHandle`; its interface is small so that it ports to any executor:
 
-* ``prepare(lib, shapes, dtypes) -> plan``: at load, once per shape signature (the
-  runtime caches plans by ``(function, shapes)``): descriptors, heuristics, engines.
+* ``prepare(lib, shapes, dtypes) -> plan``: once per shape signature (the runtime caches
+  plans by ``(function, shapes, dtypes)``), at load for static shapes
+  (:func:`static_signatures`), else at the first call of a new shape: descriptors,
+  heuristics, engines.
 * ``workspace_bytes(plan)``: device scratch the launch needs (the runtime owns it).
 * ``launch(lib, plan, stream, inputs, outputs, workspace)``: device pointers only, on the
   runtime's stream; nothing is allocated or copied here.
@@ -179,6 +181,23 @@ class LibraryHandle(Protocol):
     def emulate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None: ...
 
 
+def static_signatures(module: ModuleOp) -> dict[str, tuple[tuple, tuple]]:
+    """``(shapes, dtypes)`` of every extern function whose arguments are all static: what
+    a library plan is keyed by, known before the first call."""
+    from partita.dialects.byoc import EXTERN
+
+    found = {}
+    for op in module.ops:
+        if not isinstance(op, FuncOp) or EXTERN not in op.attributes:
+            continue
+        types = op.function_type.inputs.data
+        if all(isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape()) for t in types):
+            shapes = tuple(tuple(t.get_shape()) for t in types)  # type: ignore[union-attr]
+            dtypes = tuple(DTYPES.get(str(t.element_type), str(t.element_type)) for t in types)  # type: ignore[union-attr]
+            found[op.sym_name.data] = (shapes, dtypes)
+    return found
+
+
 def is_library_handle(handle: Any) -> bool:
     return callable(getattr(handle, "prepare", None)) and callable(getattr(handle, "load_library", None))
 
@@ -198,6 +217,16 @@ class LibraryCalls:
         if lib is None:
             lib = self.libraries[handle.library] = handle.load_library()
         return lib
+
+    def preload(self, handles: dict[str, Any], signatures: dict[str, tuple[tuple, tuple]]) -> int:
+        """Makes the plans of the library calls whose shapes are static now (at load),
+        so that their first call only binds pointers; returns how many were made."""
+        made = 0
+        for name, handle in handles.items():
+            if is_library_handle(handle) and name in signatures:
+                self.plan(handle, *signatures[name])
+                made += 1
+        return made
 
     def plan(self, handle: Any, shapes: tuple, dtypes: tuple) -> Any:
         key = (handle.function, shapes, dtypes)

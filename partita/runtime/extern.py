@@ -33,7 +33,7 @@ from partita.lowering.cuda.records import FusedRecord, GemmRecord, RowwiseRecord
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
-from partita.lowering.library import LibraryCalls, is_library_handle
+from partita.lowering.library import LibraryCalls, is_library_handle, static_signatures
 from partita.runtime.reference import ReferenceExecutor
 from partita.runtime.reference.byoc_impls import ByocFunctions
 
@@ -249,12 +249,23 @@ class ExternRuntime:
     _library_calls: LibraryCalls | None = None
 
     @classmethod
-    def for_module(cls, module: ModuleOp, device: Any = "auto") -> ExternRuntime:
+    def for_module(cls, module: ModuleOp, device: Any = "auto", libraries: dict[str, Any] | None = None) -> ExternRuntime:
+        """The runtime of ``module`` on ``device``; with a device, the plans of library
+        calls with static shapes are made here, at load."""
         if device == "auto":
             from partita.runtime.cuda import CudaDevice, cuda_available
 
             device = CudaDevice() if cuda_available() else None
-        return cls(kernel_handles(module), device)
+        runtime = cls(kernel_handles(module), device, libraries=dict(libraries or {}))
+        if device is not None:
+            runtime.library_calls.preload(runtime.handles, static_signatures(module))
+        return runtime
+
+    @property
+    def library_calls(self) -> LibraryCalls:
+        if self._library_calls is None:
+            self._library_calls = LibraryCalls(self.libraries, {})
+        return self._library_calls
 
     def call(
         self, name: str, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray], emulate: Callable[[], tuple]
@@ -272,9 +283,7 @@ class ExternRuntime:
             return emulate()
         self.launches[name] += 1
         if is_library_handle(handle):
-            if self._library_calls is None:
-                self._library_calls = LibraryCalls(self.libraries, {})
-            self._library_calls.call(self.device, handle, inputs, outs, _copy_back)
+            self.library_calls.call(self.device, handle, inputs, outs, _copy_back)
             return tuple(outs)
         return self._launch(handle, inputs, outs)
 
