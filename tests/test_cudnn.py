@@ -189,6 +189,21 @@ def test_pytorchs_split_scale_is_one_sdpa() -> None:
     assert [n[0] for n in lib.graphs[0].nodes] == ["sdpa"]
 
 
+@pytest.mark.parametrize("layout,bias_type", [("NCHW", "6x1x1"), ("NHWC", "6"), ("NCHW", "1x6x1x1")])
+def test_a_broadcast_add_is_the_conv_bias(layout: str, bias_type: str) -> None:
+    text, shapes = conv_ir(layout, "f32", epilogue="bias")
+    bias_shape = tuple(map(int, bias_type.split("x")))
+    text = text.replace("%b: tensor<6xf32>", f"%b: tensor<{bias_type}xf32>")
+    text = text.replace(f"nn.bias_add %0, %b {{axis = {1 if layout == 'NCHW' else 3} : i64}}", "nn.add %0, %b")
+    text = text.replace(", tensor<6xf32>) ->", f", tensor<{bias_type}xf32>) ->")
+    exe = _compile(text)
+    (handle,) = kernel_handles(exe.module).values()
+    assert handle.record.epilogue == "bias"
+    args = _args([*shapes[:2], bias_shape], "f32")
+    (out,), _, _ = _run_recorded(exe, args)
+    _check(out, run(parse_module(text, make_context()), *args)[0], "f32")
+
+
 def test_static_plans_are_made_at_load() -> None:
     text, shapes = conv_ir("NHWC", "f16")  # static shapes: planned when the runtime loads
     exe = _compile(text)

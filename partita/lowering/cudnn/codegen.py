@@ -122,9 +122,12 @@ def conv_record(function: FuncOp, ops: list[Operation]) -> ConvRecord:
         bias = rest.pop(0)
         shape = static_shape(bias.operands[1])
         axis = 1 if conv.data_layout == "NCHW" else 3
-        if isinstance(bias, nn.BiasAddOp) and bias.axis % 4 != axis or prod(shape) != w[0] or (
-            shape and shape[axis - 4 if len(shape) == 4 else -1] != w[0]
-        ):
+        if isinstance(bias, nn.BiasAddOp):
+            ok = bias.axis % 4 == axis and shape == (w[0],)
+        else:  # nn.add: ones but the channel dim, right-aligned against the output
+            padded = (1,) * (4 - len(shape)) + shape
+            ok = len(shape) <= 4 and padded[axis] == w[0] and prod(padded) == w[0]
+        if not ok:
             raise op_error(bias, "the cuDNN bias is one value per output channel")
         roles[bias.operands[1]] = "bias"
         epilogue.append("bias")
