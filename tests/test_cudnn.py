@@ -316,6 +316,20 @@ def _gpu_cases() -> list[tuple[str, list, str]]:
     return cases
 
 
+def test_bindings_without_their_library_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    def missing():
+        raise RuntimeError("Unable to find symbol cudnnGetVersion")
+
+    monkeypatch.setitem(sys.modules, "cudnn", types.SimpleNamespace(backend_version=missing))
+    text, _ = conv_ir("NCHW", "f32")
+    (handle,) = kernel_handles(_compile(text).module).values()
+    with pytest.raises(PartitaError, match=r"cudnnGetVersion\); install it with: pip install 'partita\[cudnn\]'"):
+        handle.load_library()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("case", range(len(_gpu_cases())))

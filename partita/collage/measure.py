@@ -233,7 +233,7 @@ class CandidateTimer:
         try:
             seconds = time_library_calls(module, self.device, self.libraries, lambda t: self._array(t, rng),
                                          warmup=self.warmup, repeat=self.repeat, rounds=self.rounds)
-        except Exception:  # noqa: BLE001 - no extra, or a library that cannot start: the roofline answers
+        except PartitaError:  # the extra (or its library) is missing: the roofline answers
             return self._skip(f"no {target} library")
         self.measured += 1
         return seconds

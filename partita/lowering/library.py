@@ -50,14 +50,19 @@ DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float6
           "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}
 
 
-def require(module: str, extra: str, what: str) -> Any:
-    """Imports ``module`` or says which extra installs it."""
+def require(module: str, extra: str, what: str, probe: Callable[[Any], Any] | None = None) -> Any:
+    """Imports ``module`` or says which extra installs it. ``probe(module)`` then loads
+    the shared library behind the bindings (bindings import without it): a failure
+    there is the same missing extra (or no driver), said the same way."""
     try:
-        return importlib.import_module(module)
-    except ImportError as err:
+        loaded = importlib.import_module(module)
+        if probe is not None:
+            probe(loaded)
+        return loaded
+    except Exception as err:  # noqa: BLE001 - ImportError, or the library's own load error
         raise PartitaError(
-            f"the '{extra}' target needs {what} (Python module '{module}': {err}); "
-            f"install it with: pip install 'partita[{extra}]'"
+            f"the '{extra}' target needs {what} (Python module '{module}': {type(err).__name__}: {err}); "
+            f"install it with: pip install 'partita[{extra}]' (and a CUDA driver)"
         ) from None
 
 

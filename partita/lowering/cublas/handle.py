@@ -36,7 +36,7 @@ class CublasLtBinding:
     ``nvmath.bindings.cublas``, under one namespace."""
 
     def __init__(self) -> None:
-        nvmath = require("nvmath", "cublas", "NVIDIA's nvmath-python (cuBLASLt bindings)")
+        nvmath = require("nvmath", "cublas", "NVIDIA's nvmath-python (cuBLASLt bindings) and cuBLAS")
         from nvmath.bindings import cublas, cublasLt
 
         self._lt = cublasLt
@@ -91,7 +91,10 @@ class CublasLtHandle:
         return cls(function, binary.sym_name.data, GemmRecord.from_attr(record))
 
     def load_library(self) -> Any:
-        return CublasLtBinding()
+        binding = CublasLtBinding()
+        # The bindings import without libcublasLt; loading it is what needs the extra.
+        require("nvmath.bindings.cublasLt", "cublas", "cuBLASLt (libcublasLt)", probe=lambda lt: lt.get_version())
+        return binding
 
     def prepare(self, lib: Any, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]) -> CublasLtPlan:
         r = self.record

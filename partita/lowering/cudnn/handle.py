@@ -51,7 +51,8 @@ class CudnnGraphHandle:
         return cls(function, binary.sym_name.data, record_from_attr(record))
 
     def load_library(self) -> Any:
-        return require("cudnn", "cudnn", "NVIDIA's cuDNN frontend (nvidia-cudnn-frontend)")
+        return require("cudnn", "cudnn", "NVIDIA's cuDNN frontend (nvidia-cudnn-frontend) and cuDNN",
+                       probe=lambda cudnn: cudnn.backend_version())
 
     def prepare(self, cudnn: Any, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]) -> CudnnPlan:
         r = self.record
