@@ -378,6 +378,10 @@ class RecordingTensorRT:
 
     class BuilderFlag(enum.IntEnum):
         TF32 = 1
+        FP16 = 2
+
+    class MemoryPoolType(enum.IntEnum):
+        WORKSPACE = 0
 
     class TensorIOMode(enum.IntEnum):
         INPUT = 1
@@ -410,17 +414,20 @@ class RecordingTensorRT:
             def build_serialized_network(self, network, config):
                 import json
 
-                lib.builds.append({"flags": set(config.flags), "profiles": config.profiles})
+                lib.builds.append({"flags": set(config.flags), "profiles": config.profiles, "pools": dict(config.pools)})
                 (profile,) = config.profiles
                 header = json.dumps({k: list(map(list, v)) for k, v in profile.items()}).encode()
                 return len(header).to_bytes(4, "little") + header + network["model"]
 
         class Config:
             def __init__(self):
-                self.flags, self.profiles = set(), []
+                self.flags, self.profiles, self.pools = set(), [], {}
 
             def set_flag(self, flag):
                 self.flags.add(flag)
+
+            def set_memory_pool_limit(self, pool, size):
+                self.pools[pool] = size
 
             def add_optimization_profile(self, profile):
                 self.profiles.append(profile)

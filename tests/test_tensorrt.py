@@ -221,6 +221,21 @@ def test_constant_weights_are_built_into_the_engine(tmp_path, monkeypatch: pytes
     assert sorted(build["profiles"][0]) == ["arg0"] and set(lib.executions[0]["addresses"]) == {"arg0", "out0"}
 
 
+def test_the_target_options_reach_the_builder(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
+    exe = partita.compile(WEIGHTS, ["cuda -arch=sm_90", "tensorrt -use_fp16=true -max_workspace_size=4096", "llvm"],
+                          partitioner="eager")
+    (handle,) = kernel_handles(exe.module).values()
+    assert (handle.fp16, handle.workspace_limit) == (1, 4096)
+    device = FakeDevice()
+    lib = RecordingTensorRT(device)
+    runner = ModuleRunner(exe.module, ExternRuntime(kernel_handles(exe.module), device=device, libraries={"tensorrt": lib}))
+    runner.run(*_inputs([(2, 16)], np.float32))
+    (build,) = lib.builds
+    assert build["flags"] == {lib.BuilderFlag.TF32, lib.BuilderFlag.FP16}
+    assert build["pools"] == {lib.MemoryPoolType.WORKSPACE: 4096}
+
+
 def test_an_external_target_without_a_backend_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from partita import backends
 

@@ -2,7 +2,8 @@
 
 The records sit on one ``byoc.binary`` (``format = "onnx"``), one per function:
 ``{kind = "tensorrt", digest, model, inputs, input_dtypes, folded, outputs, output_dtypes,
-ops}``. ``folded`` lists the arguments every call passes the same constant (weights):
+ops, fp16, workspace_limit}``. ``fp16`` and ``workspace_limit`` are the builder options of
+the function's target (``tensorrt -use_fp16=true -max_workspace_size=...``). ``folded`` lists the arguments every call passes the same constant (weights):
 they are initializers of the sub-model, built into the engine, and not bound at run time.
 ``model`` is the serialized ``onnx.ModelProto`` in base64 (the module carries it, so a
 saved module needs no side file); ``digest`` (SHA-256 of the bytes) keys the engine cache
@@ -19,11 +20,21 @@ from typing import ClassVar
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 
+from partita.dialects import byoc
 from partita.lowering.library import LibraryCodegen, call_site_constants, compiler_functions, element_type, static_shape
 from partita.lowering.records import to_attr
 from partita.lowering.tensorrt.export import export_function
+from partita.target import Target
 
 KIND = "tensorrt"
+
+
+def builder_options(function: FuncOp) -> tuple[int, int]:
+    """``(fp16, workspace limit)`` from the function's ``tensorrt`` target
+    (``tensorrt -use_fp16=true -max_workspace_size=...``), else the kind's defaults."""
+    attr = function.attributes.get(byoc.TARGET)
+    target = attr.to_target() if isinstance(attr, byoc.TargetAttr) and attr.kind.data == "tensorrt" else Target("tensorrt")
+    return int(bool(target.get("use_fp16"))), int(target.get("max_workspace_size"))
 
 
 def tensorrt_record(function: FuncOp, module: ModuleOp | None = None) -> DictionaryAttr:
@@ -42,6 +53,8 @@ def tensorrt_record(function: FuncOp, module: ModuleOp | None = None) -> Diction
         "outputs": to_attr([static_shape(v) for v in ret.operands]),
         "output_dtypes": to_attr([element_type(v) for v in ret.operands]),
         "ops": to_attr(ops),
+        "fp16": to_attr(builder_options(function)[0]),
+        "workspace_limit": to_attr(builder_options(function)[1]),
         "model": to_attr(base64.b64encode(data).decode("ascii")),
     })
 

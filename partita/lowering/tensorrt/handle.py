@@ -59,6 +59,10 @@ class TensorRTHandle:
     ops: tuple[str, ...]
     folded: tuple[int, ...] = ()
     """Arguments built into the sub-model (constant weights): not bound at run time."""
+    fp16: int = 0
+    """Let the builder choose f16 tactics for f32 layers (``tensorrt -use_fp16``)."""
+    workspace_limit: int = 1 << 30
+    """The builder's workspace pool limit (``tensorrt -max_workspace_size``)."""
     _session: Any = field(default=None, repr=False)
     kind: ClassVar[str] = "tensorrt"
     library: ClassVar[str] = "tensorrt"
@@ -73,7 +77,7 @@ class TensorRTHandle:
         r = {k: from_attr(v) for k, v in record.data.items()}
         return cls(function, binary.sym_name.data, r["digest"], base64.b64decode(r["model"]),
                    tuple(map(tuple, r["inputs"])), tuple(map(tuple, r["outputs"])), tuple(r["ops"]),
-                   tuple(r.get("folded", ())))
+                   tuple(r.get("folded", ())), r.get("fp16", 0), r.get("workspace_limit", 1 << 30))
 
     def _bound(self, values: Sequence[Any]) -> list[tuple[int, Any]]:
         """``(argument index, value)`` of the arguments the engine takes at run time."""
@@ -130,8 +134,12 @@ class TensorRTHandle:
             errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
             raise PartitaError(f"@{self.function}: TensorRT's ONNX parser rejected the sub-model: {errors}")
         config = builder.create_builder_config()
-        # Precision follows the sub-model's types: f16 layers stay f16, f32 may use TF32.
+        # Precision follows the sub-model's types: f16 layers stay f16, f32 may use TF32,
+        # and f16 too with use_fp16 (where this TensorRT still has weakly typed networks).
         config.set_flag(trt.BuilderFlag.TF32)
+        if self.fp16 and hasattr(trt.BuilderFlag, "FP16"):
+            config.set_flag(trt.BuilderFlag.FP16)
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_limit)
         profile = builder.create_optimization_profile()
         for i, shape in self._bound(shapes):
             profile.set_shape(f"arg{i}", tuple(shape), tuple(shape), tuple(shape))

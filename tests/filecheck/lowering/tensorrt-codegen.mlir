@@ -15,7 +15,7 @@ func.func private @block(%x: tensor<?x16xf32>, %g: tensor<16xf32>, %b: tensor<16
 
 // CHECK-LABEL: func.func private @block(tensor<?x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<?x16xf32> attributes {byoc.extern}
 // CHECK:       byoc.binary @tensorrt attributes {format = "onnx", target = #byoc.target<"tensorrt">,
-// CHECK-SAME:    kernels = {block = {kind = "tensorrt", digest = "{{[0-9a-f]+}}", inputs = {{\[\[}}-1 : i64, 16 : i64], [16 : i64], [16 : i64]], input_dtypes = ["f32", "f32", "f32"], folded = [], outputs = {{\[\[}}-1 : i64, 16 : i64]], output_dtypes = ["f32"], ops = ["nn.multiply", "nn.layer_norm", "nn.gelu"], model = "{{[A-Za-z0-9+/=]+}}"},
+// CHECK-SAME:    kernels = {block = {kind = "tensorrt", digest = "{{[0-9a-f]+}}", inputs = {{\[\[}}-1 : i64, 16 : i64], [16 : i64], [16 : i64]], input_dtypes = ["f32", "f32", "f32"], folded = [], outputs = {{\[\[}}-1 : i64, 16 : i64]], output_dtypes = ["f32"], ops = ["nn.multiply", "nn.layer_norm", "nn.gelu"], fp16 = 0 : i64, workspace_limit = 1073741824 : i64, model = "{{[A-Za-z0-9+/=]+}}"},
 
 // REC:      // @block (byoc.binary @tensorrt, tensorrt)
 // REC-NEXT: tensorrt engine from ONNX sub-model (sha256 {{[0-9a-f]+}}), inputs {{\[\[}}-1, 16], [16], [16]], outputs {{\[\[}}-1, 16]]
