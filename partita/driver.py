@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
@@ -22,12 +22,14 @@ from xdsl.printer import Printer
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 
 PARTITIONERS = ("collage", "eager", "none")
-_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern"})
+_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
+                             *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
 def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
@@ -132,6 +134,9 @@ def build_pipeline(
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
+    # Library partitions: records of library calls (cuBLASLt, cuDNN) and ONNX sub-models
+    # (TensorRT), built into plans at load.
+    steps.extend(f"{lib}-codegen" for lib in LIBRARY_CODEGENS if lib in external)
     if cuda is not None:
         steps.append(f"cuda-codegen{{arch={cuda.get('arch')}{cache}}}")
     steps.append("mark-compiler-functions-as-extern")
@@ -159,16 +164,19 @@ class Executable:
     binary's ``path`` is read (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
 
-    def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None):
+    def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
+             libraries: Mapping[str, Any] | None = None):
         """Makes the launch plan on ``device`` (``"auto"``, ``"cuda"``, ``"simulated"`` or a
-        device object): cubins loaded, weights uploaded once. ``run`` loads on first use."""
+        device object): cubins loaded, library plans made, weights uploaded once. ``run``
+        loads on first use. ``libraries``: bindings by library name (``cublas``, ``cudnn``,
+        ``tensorrt``) instead of the installed ones."""
         from partita.runtime.plan import Runtime
 
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
         self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug,
-                                embedded=self.binaries)
+                                embedded=self.binaries, libraries=libraries)
         return self._runtime
 
     @property

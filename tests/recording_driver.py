@@ -190,6 +190,16 @@ class RecordingDriver:
                 self.launches.append(record)
         return result
 
+    def enqueue(self, stream, name: str, work) -> None:
+        """Library work on ``stream`` (what cuBLASLt, cuDNN or TensorRT enqueue): done now
+        and recorded as a launch, or recorded into the capture and done at each replay."""
+        record = {"name": name, "stream": stream, "library": True, "work": work}
+        if stream in self._capturing:
+            self._capturing[stream].append(record)
+        else:
+            self.launches.append(record)
+            work()
+
     def cuStreamBeginCapture(self, stream, mode):
         self._capturing[stream] = []
         return self._call("cuStreamBeginCapture")
@@ -205,6 +215,8 @@ class RecordingDriver:
     def cuGraphLaunch(self, executable, stream):
         for record in self._graphs[executable[1]]:
             self.launches.append({**record, "stream": stream, "graph": True})
+            if "work" in record:
+                record["work"]()
         return self._call("cuGraphLaunch")
 
     def cuGraphExecDestroy(self, executable):

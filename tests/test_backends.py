@@ -38,17 +38,22 @@ def _dense():
 
 
 def test_builtin_backends_in_priority_order():
-    assert list_backends()[:3] == ["cutlass", "cublas", "cudnn"]
+    assert list_backends()[:4] == ["cutlass", "cublas", "cudnn", "tensorrt"]
     names = [e.name for e in get_pattern_table("cutlass")]
     assert names == [
         "cutlass.dense_bias_gelu", "cutlass.dense_bias_relu", "cutlass.dense_bias", "cutlass.dense",
         "cutlass.batch_matmul", "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d",
     ]
-    assert [e.name for e in get_pattern_table("cublas")] == ["cublas.dense", "cublas.batch_matmul"]
-    assert [e.name for e in get_pattern_table("cudnn")] == ["cudnn.conv2d", "cudnn.softmax"]
+    cublas = [e.name for e in get_pattern_table("cublas")]
+    assert cublas == [
+        "cublas.dense_bias_gelu", "cublas.dense_bias_relu", "cublas.dense_bias", "cublas.dense", "cublas.matmul",
+        "cublas.batch_matmul",
+    ]
+    cudnn = [e.name for e in get_pattern_table("cudnn")]
+    assert cudnn == ["cudnn.sdpa", "cudnn.conv2d_bias_relu", "cudnn.conv2d_bias", "cudnn.conv2d_relu", "cudnn.conv2d"]
     table = get_pattern_table()
     # Global table: backends in registration order, each backend's rows in its order.
-    assert [e.name for e in table[:11]] == names + ["cublas.dense", "cublas.batch_matmul", "cudnn.conv2d"]
+    assert [e.name for e in table[: len(names) + len(cublas) + len(cudnn) + 1]] == names + cublas + cudnn + ["tensorrt.add"]
     assert all(e.backend == e.name.split(".")[0] for e in table)
     assert [e.backend for e in get_pattern_table(["cudnn", "cutlass"])][-1] == "cudnn"  # registration order wins
 
@@ -185,7 +190,9 @@ def test_match_patterns_enumerates_overlapping_matches_for_collage():
         ("cutlass.dense", ["nn.dense"]),
         ("cublas.dense", ["nn.dense"]),
         ("cutlass.dense_bias", ["nn.dense", "nn.bias_add"]),
+        ("cublas.dense_bias", ["nn.dense", "nn.bias_add"]),
         ("cutlass.dense_bias_relu", ["nn.dense", "nn.bias_add", "nn.relu"]),
+        ("cublas.dense_bias_relu", ["nn.dense", "nn.bias_add", "nn.relu"]),
     ]
     first = match_patterns(func, "cutlass,cublas", first_only=True)
     assert [m.name for m in first] == ["cutlass.dense", "cutlass.dense_bias", "cutlass.dense_bias_relu"]

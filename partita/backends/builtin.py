@@ -1,4 +1,4 @@
-"""The built-in backends, registered in priority order: cutlass, cublas, cudnn.
+"""The built-in backends, registered in priority order: cutlass, cublas, cudnn, tensorrt.
 
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.batch_matmul`` with ``transpose_b`` and not ``transpose_a``)
@@ -14,6 +14,7 @@ from partita.backends.pattern import (
     Match,
     Pattern,
     element_type_name,
+    is_attention,
     is_op,
     op_attr,
     shape_of,
@@ -81,15 +82,6 @@ def check_conv2d(match: Match) -> bool:
     return op_attr(conv, "groups") == 1 and _bias_ok(match, conv, 3)
 
 
-def check_cudnn_conv2d(match: Match) -> bool:
-    conv = match.find("nn.conv2d")
-    return conv is not None and _dtypes_ok(match) and op_attr(conv, "groups") == 1
-
-
-def check_softmax(match: Match) -> bool:
-    return _dtypes_ok(match)
-
-
 def _with_bias(anchor: Pattern) -> Pattern:
     return (is_op("nn.bias_add") | is_op("nn.add"))(anchor, wildcard())
 
@@ -119,22 +111,107 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
     ]
 
 
+CUBLAS_DTYPES = ("f16", "bf16", "f32")
+"""cuBLASLt GEMM element types (TVM's cuBLAS BYOC takes the same float types)."""
+
+
+def _static_nk(gemm: Operation) -> bool:
+    """K and N are static (M and batch dims may be dynamic): the right operand's matrix."""
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    return lhs is not None and rhs is not None and len(rhs) >= 2 and len(lhs) >= 2 and min(rhs[-2:]) >= 0
+
+
+def check_cublas(match: Match) -> bool:
+    """f16/bf16/f32 operands of one type, static N and K, a bias along the output columns,
+    GELU only in cuBLASLt's tanh form; matmul with a 2-D right operand or equal batch dims."""
+    gemm = match.find("nn.dense") or match.find("nn.matmul") or match.find("nn.batch_matmul")
+    if gemm is None or not _dtypes_ok(match, CUBLAS_DTYPES) or not _static_nk(gemm):
+        return False
+    if len({element_type_name(v) for v in (*match.inputs, *match.outputs)}) != 1:
+        return False
+    if gemm.name == "nn.matmul":
+        lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+        if len(rhs) != 2 and (len(lhs) != len(rhs) or lhs[:-2] != rhs[:-2]):
+            return False
+    gelu = match.find("nn.gelu")
+    if gelu is not None and op_attr(gelu, "approximate") != "tanh":
+        return False
+    return _bias_ok(match, gemm, -1)
+
+
+def cublas_patterns() -> list[tuple[str, Pattern, object]]:
+    """TVM's cuBLAS table, with cuBLASLt's epilogues (bias, ReLU, tanh-GELU)."""
+    return [
+        ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_cublas),
+        ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_cublas),
+        ("dense_bias", _with_bias(_dense()), check_cublas),
+        ("dense", _dense(), check_cublas),
+        ("matmul", is_op("nn.matmul")(wildcard(), wildcard()), check_cublas),
+        ("batch_matmul", _batch_matmul(), check_cublas),
+    ]
+
+
+def check_cudnn_conv(match: Match) -> bool:
+    """f16/bf16/f32, NCHW/OIHW or NHWC/OHWI, any groups and dilation, static C/H/W, a
+    per-channel bias."""
+    conv = match.find("nn.conv2d")
+    if conv is None or not _dtypes_ok(match, CUBLAS_DTYPES):
+        return False
+    x = shape_of(conv.operands[0])
+    if x is None or any(d < 0 for d in x[1:]) or op_attr(conv, "data_layout") not in ("NCHW", "NHWC"):
+        return False
+    return _bias_ok(match, conv, 1 if op_attr(conv, "data_layout") == "NCHW" else 3)
+
+
+def check_attention(match: Match) -> bool:
+    """cuDNN's fused attention: f16/bf16, head dim a multiple of 8 up to 128, softmax
+    over the keys."""
+    if not _dtypes_ok(match, ("f16", "bf16")):
+        return False
+    softmax = match.find("nn.softmax")
+    q = shape_of(match.inputs[0])
+    if softmax is None or q is None or op_attr(softmax, "axis") not in (-1, len(q) - 1):
+        return False
+    return q[-1] > 0 and q[-1] % 8 == 0 and q[-1] <= 128
+
+
+def cudnn_patterns() -> list[tuple[str, Pattern, object]]:
+    return [
+        ("sdpa", is_attention(), check_attention),
+        ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_cudnn_conv),
+        ("conv2d_bias", _with_bias(_conv2d()), check_cudnn_conv),
+        ("conv2d_relu", is_op("nn.relu")(_conv2d()), check_cudnn_conv),
+        ("conv2d", _conv2d(), check_cudnn_conv),
+    ]
+
+
 def register_builtin_backends() -> None:
-    # Each pattern is one library kernel: never combined (TVM's no-fusion BYOC style).
+    # Each pattern is one library call or kernel: never combined (TVM's no-fusion BYOC style).
     register_backend("cutlass", patterns=cutlass_patterns(), partition_rule="pattern")
-    register_backend(
-        "cublas",
-        patterns=[("dense", _dense(), check_dense), ("batch_matmul", _batch_matmul(), check_batch_matmul)],
-        partition_rule="pattern",
-    )
-    register_backend(
-        "cudnn",
-        patterns=[
-            ("conv2d", _conv2d(), check_cudnn_conv2d),
-            ("softmax", is_op("nn.softmax")(wildcard()), check_softmax),
-        ],
-        partition_rule="pattern",
-    )
+    register_backend("cublas", patterns=cublas_patterns(), partition_rule="pattern")
+    register_backend("cudnn", patterns=cudnn_patterns(), partition_rule="pattern")
+    from partita.lowering.tensorrt.partition import FlattenTensorRTPartitions
+
+    # TensorRT compiles whole sub-graphs: Collage combines any touching matches (the
+    # arbitrary style); eager merges adjacent composites into one region, whose nested
+    # composites are then inlined: one plain sub-graph per partition.
+    register_backend("tensorrt", patterns=tensorrt_patterns(), partition_rule="arbitrary",
+                     after_partitioning=[FlattenTensorRTPartitions()])
+
+
+def tensorrt_op_ok(match: Match) -> bool:
+    """Every op of the match converts to ONNX for TensorRT's parser."""
+    from partita.lowering.tensorrt.export import unsupported_reason
+
+    return all(unsupported_reason(op) is None for op in match.ops)
+
+
+def tensorrt_patterns() -> list[tuple[str, Pattern, object]]:
+    """One pattern per op TensorRT takes (TVM's TensorRT BYOC annotates single ops);
+    Collage combines adjacent matches into convex sub-graphs (the arbitrary style)."""
+    from partita.lowering.tensorrt.export import CONVERTERS
+
+    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in CONVERTERS]
 
 
 register_builtin_backends()

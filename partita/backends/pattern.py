@@ -42,6 +42,7 @@ __all__ = [
     "OpPattern",
     "Pattern",
     "WildcardPattern",
+    "is_attention",
     "is_constant",
     "is_op",
     "wildcard",
@@ -344,6 +345,28 @@ def wildcard() -> WildcardPattern:
 
 def is_constant() -> ConstantPattern:
     return ConstantPattern()
+
+
+def is_attention(mask: bool = True) -> Pattern:
+    """Scaled dot-product attention as PyTorch and Hugging Face models export it:
+    ``softmax(scale(Q·Kᵀ) [+ mask]) · V``. Q·Kᵀ is ``nn.matmul(q, kᵀ)`` (K stored
+    transposed, 4-D) or ``nn.batch_matmul(q, k)`` (``transpose_b``); the scale is a
+    constant multiplied or divided into the scores (Hugging Face), or split as two
+    constants multiplied into Q and Kᵀ (PyTorch's exported ``scaled_dot_product_attention``);
+    the mask (``mask=True``) is an optional additive tensor. The first input of a match
+    is Q."""
+
+    def scores(q: Pattern, k: Pattern) -> Pattern:
+        return is_op("nn.matmul")(q, k) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=True)(q, k)
+
+    scale_after = (is_op("nn.multiply") | is_op("nn.divide"))(scores(wildcard(), wildcard()), is_constant())
+    scale_before = scores(is_op("nn.multiply")(wildcard(), is_constant()), is_op("nn.multiply")(wildcard(), is_constant()))
+    scaled = scale_after | scale_before
+    if mask:
+        scaled = scaled.optional(lambda s: is_op("nn.add")(s, wildcard()))
+    probs = is_op("nn.softmax")(scaled)
+    v = wildcard()
+    return is_op("nn.matmul")(probs, v) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=False)(probs, v)
 
 
 # --------------------------------------------------------------------------------------

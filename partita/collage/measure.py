@@ -15,7 +15,11 @@ TVM's Collage costs a candidate by building it with its backend and running it. 
    launches, then ``rounds`` CUDA-event samples of ``repeat`` launches each; a kernel's
    time is the median sample, a candidate's the sum over its kernels, in seconds.
 
-Targets without a codegen here (``cublas``, ``cudnn``, ``tensorrt``, ``llvm``), candidates
+Library targets (``cublas``, ``cudnn``, ``tensorrt``) are lowered by their codegen to a
+record and each library call is timed on the stream (``partita.collage.library_timing``);
+without the library's extra they fall back too.
+
+Targets without a codegen here (``llvm``), candidates
 the codegen would not take (a ``cuda`` group with a non-injective op, a CUTLASS match whose
 shape the kernel library rejects) and graphs not built from IR are *unmeasurable*:
 :meth:`CandidateTimer.time` returns ``None`` and :func:`measuring_estimator` asks its
@@ -51,7 +55,9 @@ from partita.ir import PartitaError
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
 
-MEASURABLE_TARGETS: frozenset[str] = frozenset({"cutlass", "cuda"})
+LIBRARY_TARGETS: frozenset[str] = frozenset({"cublas", "cudnn", "tensorrt"})
+"""Targets whose candidates are library calls (``partita.collage.library_timing``)."""
+MEASURABLE_TARGETS: frozenset[str] = frozenset({"cutlass", "cuda"}) | LIBRARY_TARGETS
 """Targets whose candidates :class:`CandidateTimer` compiles; the others fall back."""
 
 FUNCTION = "collage_measure"
@@ -126,6 +132,8 @@ class CandidateTimer:
     """Candidates timed on the device."""
     unmeasured: dict[str, int] = field(default_factory=dict)
     """Why candidates were not measured -> how many times."""
+    libraries: dict[str, Any] = field(default_factory=dict)
+    """Library bindings by target (loaded on first use; stand-ins in tests)."""
     _ctx: Context | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +168,8 @@ class CandidateTimer:
         module = candidate_module(ops)
         (function,) = module.ops
         assert isinstance(function, FuncOp)
+        if target in LIBRARY_TARGETS:
+            return self._time_library(module, function, target)
         lowered = self._lower_cutlass(module, function) if target == "cutlass" else self._lower_cuda(module, function)
         if isinstance(lowered, str):
             return self._skip(lowered)
@@ -214,6 +224,20 @@ class CandidateTimer:
         return None
 
     # ---------------------------------------------------------------------- timing
+    def _time_library(self, module: ModuleOp, function: FuncOp, target: str) -> float | None:
+        from partita.collage.library_timing import lower_library_candidate, time_library_calls
+
+        if (why := lower_library_candidate(self.ctx, module, function, target)) is not None:
+            return self._skip(why)
+        rng = np.random.default_rng(self.seed)
+        try:
+            seconds = time_library_calls(module, self.device, self.libraries, lambda t: self._array(t, rng),
+                                         warmup=self.warmup, repeat=self.repeat, rounds=self.rounds)
+        except PartitaError:  # the extra (or its library) is missing: the roofline answers
+            return self._skip(f"no {target} library")
+        self.measured += 1
+        return seconds
+
     def _time_kernels(self, module: ModuleOp) -> float:
         from partita.runtime.extern import kernel_handles
 

@@ -468,7 +468,8 @@ class BinaryOp(IRDLOperation):
 
     assembly_format = "$sym_name attr-dict-with-keyword"
 
-    FORMATS: ClassVar[tuple[str, ...]] = ("cubin", "ptx")
+    FORMATS: ClassVar[tuple[str, ...]] = ("cubin", "ptx", "library", "onnx")
+    """``library``: records of library calls (cuBLASLt, cuDNN); ``onnx``: TensorRT sub-models."""
 
     def __init__(self, sym_name: str, attributes: Mapping[str, Attribute]):
         super().__init__(properties={"sym_name": StringAttr(sym_name)}, attributes=dict(attributes))

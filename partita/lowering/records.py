@@ -9,6 +9,7 @@ that text ``none`` parses back to, so records round-trip through printed IR.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, NoneAttr, NoneType, StringAttr, i64
@@ -64,6 +65,14 @@ def dataclass_from(cls: type[T], attr: Attribute, *, ignore: tuple[str, ...] = (
     return cls(**{k: from_attr(v) for k, v in attr.data.items() if k not in ignore})
 
 
+#: Library record kinds -> (module, function) decoding one (raising on a malformed one).
+LIBRARY_RECORDS: dict[str, tuple[str, str]] = {
+    "cublaslt": ("partita.lowering.cublas.codegen", "decode_record"),
+    "cudnn": ("partita.lowering.cudnn.codegen", "record_from_attr"),
+    "tensorrt": ("partita.lowering.tensorrt.codegen", "decode_record"),
+}
+
+
 def check_kernel_record(record: Attribute) -> None:
     """Raises ValueError saying why ``record`` (one entry of a ``byoc.binary``'s
     ``kernels``) cannot be decoded. Kinds this module does not know (records of other
@@ -73,6 +82,13 @@ def check_kernel_record(record: Attribute) -> None:
     kind = record.data.get("kind", StringAttr("cutlass"))
     if not isinstance(kind, StringAttr):
         raise ValueError(f"'kind' must be a string, got {kind}")
+    if kind.data in LIBRARY_RECORDS:  # a library call's descriptors: no kernel entry
+        module, decoder = LIBRARY_RECORDS[kind.data]
+        try:
+            getattr(importlib.import_module(module), decoder)(record)
+        except (KeyError, TypeError, AttributeError, AssertionError, ValueError) as err:
+            raise ValueError(f"malformed {kind.data} record ({type(err).__name__}: {err})") from None
+        return
     entry = record.data.get("entry")
     if not isinstance(entry, StringAttr) or not entry.data:
         raise ValueError("a kernel record needs a string 'entry' (the kernel's symbol in the binary)")

@@ -22,10 +22,9 @@ extern function's record in a ``byoc.binary`` (``kind`` in the record; none mean
 Kernel handles (``KernelHandle`` for CUTLASS entries; ``FusedKernelHandle`` and its
 ``rowwise`` / ``gemm`` / ``window`` kinds for ``cuda-codegen``'s kernels) return
 ``device.prepare_launch(...)`` launches. A library call (cuBLAS, cuDNN, TensorRT) is a
-handle kind of its own whose ``bind`` returns a callable making the library call on the
-stream (``device.simulated`` tells it to run ``loader.emulation`` on
-``device.view(ptr, shape, dtype)`` instead); registering its class in ``HANDLE_KINDS``
-is all the plan needs.
+handle kind of its own (``partita.runtime.libraries``, imported when a record names it)
+whose ``bind`` returns a callable making the library call on the stream; on the simulated
+device, a simulated launch of its emulation.
 
 ``launch(device, module, inputs, out)`` on the kernel handles is the one-shot path
 Collage's measurement uses (upload, launch, download, free); runs never take it.
@@ -54,6 +53,7 @@ from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand
+from partita.runtime.libraries import handle_class as library_handle_class
 
 
 @dataclass(frozen=True)
@@ -312,9 +312,10 @@ def kernel_handles(module: ModuleOp) -> dict[str, Handle]:
             assert isinstance(record, DictionaryAttr)
             kind = record.data.get("kind")
             kind_name = kind.data if isinstance(kind, StringAttr) else KernelHandle.kind
-            if kind_name not in HANDLE_KINDS:
+            handle_class = HANDLE_KINDS.get(kind_name) or library_handle_class(kind_name)
+            if handle_class is None:
                 raise PartitaError(f"byoc.binary @{op.sym_name.data}: @{function} has a kernel of unknown kind '{kind_name}'")
-            handles[function] = HANDLE_KINDS[kind_name].from_record(function, op, record)
+            handles[function] = handle_class.from_record(function, op, record)
     return handles
 
 

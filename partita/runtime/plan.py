@@ -126,11 +126,22 @@ class HostStep:
 
 class _Loader:
     """What a handle's ``prepare`` gets: the device, cubins loaded once per file and
-    checked against the device's arch, and the function's emulation."""
+    checked against the device's arch, library bindings loaded once per library, and of
+    the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
+    for a dynamic dim)."""
 
-    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage]):
-        self.device, self.modules, self.images = device, modules, images
+    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage],
+                 libraries: dict[str, Any]):
+        self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
         self.emulation: Callable | None = None
+        self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
+
+    def library(self, handle: Any) -> Any:
+        """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
+        lib = self.libraries.get(handle.library)
+        if lib is None:
+            lib = self.libraries[handle.library] = handle.load_library()
+        return lib
 
     def module(self, handle: Any) -> Any:
         path = Path(handle.path)
@@ -166,7 +177,7 @@ class LaunchPlan:
     """The entry function of a lowered module as steps, prepared on ``device``."""
 
     def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None,
-                 embedded: Mapping[str, bytes] | None = None):
+                 embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
 
@@ -187,7 +198,10 @@ class LaunchPlan:
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
-        loader = _Loader(device, self.modules, binary_images(module, embedded))
+        # Library bindings by library name (``cublas``...): loaded on first use; tests pass
+        # recording stand-ins.
+        self.libraries: dict[str, Any] = dict(libraries or {})
+        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries)
         try:
             for op in self.block.ops:
                 self._load_op(op, loader)
@@ -213,6 +227,8 @@ class LaunchPlan:
             prepared = None
             if handle is not None:
                 loader.emulation = self.emulation(op)
+                loader.operands = [(tuple(d if d >= 0 else -1 for d in v.type.get_shape()), _dtype(v.type))
+                                   for v in op.inputs]
                 prepared = handle.prepare(loader)
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
@@ -538,13 +554,14 @@ class Runtime:
         debug: bool | None = None,
         max_signatures: int = 8,
         embedded: Mapping[str, bytes] | None = None,
+        libraries: Mapping[str, Any] | None = None,
     ):
         self.device, self.device_note = _choose_device(module, device)
         self.graphs = graphs
         self.debug = bool(int(os.environ.get("PARTITA_CUDA_DEBUG", "0") or 0)) if debug is None else debug
         self.max_signatures = max_signatures
         self.stats: Counter[str] = Counter()
-        self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded)
+        self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded, libraries=libraries)
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
 
@@ -638,8 +655,13 @@ class Runtime:
     def describe(self) -> str:
         """Where the plan runs, and every host step with its per-run copies."""
         handles = self.plan.handles
-        archs = sorted({h.arch for h in handles.values()})
-        kernels = f"{len(handles)} kernel(s) compiled for {', '.join(archs)}" if handles else "no compiled kernels"
+        archs = sorted({h.arch for h in handles.values() if h.arch is not None})
+        libraries = sorted({h.library for h in handles.values() if h.arch is None})
+        kernels = len(handles) - sum(h.arch is None for h in handles.values())
+        parts = [f"{kernels} kernel(s) compiled for {', '.join(archs)}"] if kernels else []
+        if libraries:
+            parts.append(f"{len(handles) - kernels} library call(s) ({', '.join(libraries)})")
+        kernels = " and ".join(parts) if parts else "no compiled kernels"
         where = f"running on {self.device.name}"
         host = self.plan.host_ops
         if not self.graphs:

@@ -91,6 +91,13 @@ class PartitaOptMain(xDSLOptMain):
 
         self.available_targets["cuda-c"] = get_cuda_c
 
+        def get_library_records():
+            from partita.lowering.library import LibraryRecordsTarget
+
+            return LibraryRecordsTarget
+
+        self.available_targets["library-records"] = get_library_records
+
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.description = "Partita's modular optimizer driver (xDSL opt with nn, byoc and Partita's passes)."

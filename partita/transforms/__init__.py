@@ -38,6 +38,9 @@ _PASSES: dict[str, tuple[str, str]] = {
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
     "cuda-codegen": ("partita.lowering.cuda_codegen", "CudaCodegen"),
     "cutlass-codegen": ("partita.lowering.cutlass_codegen", "CutlassCodegen"),
+    "cublas-codegen": ("partita.lowering.cublas.codegen", "CublasCodegen"),
+    "cudnn-codegen": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
+    "tensorrt-codegen": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
 }
 
 

@@ -36,11 +36,16 @@ class PartitionEager(ModulePass):
     """Merge adjacent composites of one backend into a single partition."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        names = [b.name for b in resolve_backends(backend_option(self.backends))]
+        backends = resolve_backends(backend_option(self.backends))
+        names = [b.name for b in backends]
         run_phase(op, "before_partitioning", names, ctx)
-        for name in names:
+        for backend in backends:
+            name = backend.name
             MergeComposite(backend=name, bind_constants=self.bind_constants).apply(ctx, op)
             AnnotateTarget(backends=name).apply(ctx, op)
-            MergeCompilerRegions(merge=self.merge, bind_constants=self.bind_constants).apply(ctx, op)
+            # Backends that compile whole sub-graphs (the arbitrary style: TensorRT) get
+            # adjacent composites merged, as TVM's TensorRT flow merges compiler regions.
+            merge = self.merge or backend.partition_rule == "arbitrary"
+            MergeCompilerRegions(merge=merge, bind_constants=self.bind_constants).apply(ctx, op)
             PartitionGraph(bind_constants=self.bind_constants).apply(ctx, op)
         run_phase(op, "after_partitioning", names, ctx)

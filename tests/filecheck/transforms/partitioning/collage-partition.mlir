@@ -2,8 +2,8 @@
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=1 report=true coalesce=false}' 2>&1 | filecheck %s --check-prefix=D1
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=3 report=true coalesce=false}' 2>&1 | filecheck %s --check-prefix=D3
 // RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cuda,llvm" cost=mock costs="cuda=1,cuda.fused=1.5,llvm=2,cudnn=1" max-depth=1 report=true}' 2>&1 | filecheck %s --check-prefix=MAXC
-// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cudnn,llvm" cost=mock costs="llvm=1,cudnn=2"}' | filecheck %s --check-prefix=HOST
-// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="cudnn,llvm" cost=mock costs="llvm=2,cudnn=1"}' | filecheck %s --check-prefix=BYOC
+// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="tensorrt,llvm" cost=mock costs="llvm=1,tensorrt=2,cudnn=1"}' | filecheck %s --check-prefix=HOST
+// RUN: partita-opt %s --split-input-file -p 'collage-partition{targets="tensorrt,llvm" cost=mock costs="llvm=2,tensorrt=1,cudnn=1"}' | filecheck %s --check-prefix=BYOC
 
 // The diamond relu0 -> tanh -> relu1 -> add, relu0 -> add. No built-in BYOC backend runs
 // these ops (and lit cannot register one; tests/test_collage_partition.py does), so the
@@ -39,15 +39,15 @@ func.func @diamond(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
 
 // -----
 
-// An op alone: cutlass cannot run relu, cudnn can run softmax (cudnn.softmax). With
-// llvm=1, cudnn=2 it stays on the host; with the costs swapped it moves to cudnn.
+// An op alone: cutlass cannot run relu, tensorrt can run softmax (tensorrt.softmax). With
+// llvm=1, tensorrt=2 it stays on the host; with the costs swapped it moves to tensorrt.
 // HOST-LABEL: func.func @softmax
 // HOST-NEXT:    nn.softmax
 // HOST-NEXT:    func.return
-// BYOC:       func.func private @collage_cudnn_0(%x: tensor<16x16xf16>) -> tensor<16x16xf16> attributes {byoc.compiler = "cudnn", byoc.primitive, byoc.inline, byoc.composite = "cudnn.softmax", byoc.global_symbol = "collage_cudnn_0"}
+// BYOC:       func.func private @collage_tensorrt_0(%x: tensor<16x16xf16>) -> tensor<16x16xf16> attributes {byoc.compiler = "tensorrt", byoc.primitive, byoc.inline, byoc.composite = "tensorrt.softmax", byoc.global_symbol = "collage_tensorrt_0"}
 // BYOC-NEXT:    nn.softmax
 // BYOC-LABEL: func.func @softmax
-// BYOC-NEXT:    %0 = func.call @collage_cudnn_0(%x)
+// BYOC-NEXT:    %0 = func.call @collage_tensorrt_0(%x)
 // BYOC-NEXT:    func.return %0
 func.func @softmax(%x: tensor<16x16xf16>) -> tensor<16x16xf16> {
   %0 = nn.softmax %x {axis = -1 : i64} : (tensor<16x16xf16>) -> tensor<16x16xf16>

@@ -13,10 +13,12 @@
 // CHECK-NEXT:      nn.gelu
 // CHECK:         %c = nn.constant
 // CHECK-NEXT:    byoc.partition(%0, %c) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_1", byoc.primitive, byoc.inline, byoc.composite = "cutlass.dense"}
+// With cublas alone: dense + bias is cuBLASLt's BIAS epilogue; the erf GELU stays out
+// (cuBLASLt's GELU is the tanh form).
 // BIND-LABEL:  func.func @mlp
-// BIND:          byoc.partition(%x, %w) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.dense"}
+// BIND:          byoc.partition(%x, %w, %b) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.dense_bias"}
 // BIND:          nn.bias_add
-// BIND-NEXT:     nn.gelu
+// BIND:          nn.gelu
 // BIND-NEXT:     byoc.partition(%{{.*}}) {byoc.compiler = "cublas", byoc.global_symbol = "tvmgen_default_cublas_main_1", {{.*}}} ({
 // BIND-NEXT:     ^bb0(%{{.*}}: tensor<16x4xf16>):
 // BIND-NEXT:       %c = nn.constant
@@ -38,10 +40,12 @@ func.func @mlp(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<4xf16>) -> 
 
 // -----
 
-// bf16 is rejected by every selected backend: nothing is partitioned.
+// bf16: CUTLASS rejects it, cuBLASLt takes the dense; the relu (no bias, so no
+// cublas.dense_bias_relu) stays outside.
 // CHECK-LABEL: func.func @bf16
-// CHECK-NOT:     byoc.partition
-// CHECK:         func.return
+// CHECK:         byoc.partition(%x, %w) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.dense"}
+// CHECK:         nn.relu
+// CHECK-NEXT:    func.return
 func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16> {
   %0 = nn.dense %x, %w : (tensor<16x8xbf16>, tensor<4x8xbf16>) -> tensor<16x4xbf16>
   %1 = nn.relu %0 : (tensor<16x4xbf16>) -> tensor<16x4xbf16>
@@ -50,11 +54,12 @@ func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16
 
 // -----
 
-// batch_matmul with transpose_b goes to cutlass; without, cutlass and cublas reject it.
+// batch_matmul with transpose_b goes to cutlass; without, cutlass rejects it and cuBLASLt
+// (any transposes) takes it.
 // CHECK-LABEL: func.func @bmm
 // CHECK:         byoc.partition(%a, %b) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.batch_matmul"}
-// CHECK:         nn.batch_matmul %0, %c {transpose_b = false}
-// CHECK-NOT:     byoc.partition
+// CHECK:         byoc.partition(%0, %c) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.batch_matmul"}
+// CHECK:         nn.batch_matmul %{{.*}}, %{{.*}} {transpose_b = false}
 func.func @bmm(%a: tensor<2x16x8xf32>, %b: tensor<2x4x8xf32>, %c: tensor<2x4x4xf32>) -> tensor<2x16x4xf32> {
   %0 = nn.batch_matmul %a, %b : (tensor<2x16x8xf32>, tensor<2x4x8xf32>) -> tensor<2x16x4xf32>
   %1 = nn.batch_matmul %0, %c {transpose_b = false} : (tensor<2x16x4xf32>, tensor<2x4x4xf32>) -> tensor<2x16x4xf32>
@@ -63,7 +68,8 @@ func.func @bmm(%a: tensor<2x16x8xf32>, %b: tensor<2x4x8xf32>, %c: tensor<2x4x4xf
 
 // -----
 
-// conv2d NHWC -> cutlass; NCHW only when cudnn is selected; softmax -> cudnn.
+// conv2d NHWC -> cutlass; NCHW only when cudnn is selected; the softmax stays (cuDNN here
+// runs convolutions and whole attentions).
 // CHECK-LABEL: func.func @conv_softmax
 // CHECK:         byoc.partition(%x, %w) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.conv2d"}
 // CHECK-NOT:     byoc.partition
@@ -71,7 +77,8 @@ func.func @bmm(%a: tensor<2x16x8xf32>, %b: tensor<2x4x8xf32>, %c: tensor<2x4x4xf
 // DNN-LABEL:   func.func @conv_softmax
 // DNN:           byoc.partition(%x, %w) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.conv2d"}
 // DNN:           byoc.partition(%y, %v) {byoc.compiler = "cudnn", byoc.global_symbol = "tvmgen_default_cudnn_main_0", {{.*}}, byoc.composite = "cudnn.conv2d"}
-// DNN:           byoc.partition(%{{.*}}) {byoc.compiler = "cudnn", byoc.global_symbol = "tvmgen_default_cudnn_main_1", {{.*}}, byoc.composite = "cudnn.softmax"}
+// DNN-NOT:       byoc.partition
+// DNN:           nn.softmax
 func.func @conv_softmax(%x: tensor<1x8x8x16xf16>, %w: tensor<32x3x3x16xf16>,
                         %y: tensor<1x16x8x8xf16>, %v: tensor<32x16x3x3xf16>) -> (tensor<1x6x6x32xf16>, tensor<1x32x6x6xf16>) {
   %0 = nn.conv2d %x, %w {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<1x8x8x16xf16>, tensor<32x3x3x16xf16>) -> tensor<1x6x6x32xf16>

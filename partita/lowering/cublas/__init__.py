@@ -1,0 +1,1 @@
+"""cuBLAS partitions: cuBLASLt matmul records (codegen) and their runtime handle."""

@@ -1,0 +1,1 @@
+"""cuDNN partitions: frontend graph records (codegen) and their runtime handle."""

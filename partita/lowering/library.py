@@ -1,0 +1,153 @@
+"""What the library codegens (``cublas``, ``cudnn``, ``tensorrt``) share.
+
+A library partition compiles to no kernel of ours: its codegen turns each partition
+function into a *record* (the library's descriptors, as plain values), puts the records of
+one compiler on one ``byoc.binary`` (``format = "library"``, or ``"onnx"`` for TensorRT's
+embedded sub-models), then marks the functions extern. At load, the launch plan reads each
+record into a runtime handle (``partita.runtime.libraries``) that makes the library's plan
+once per shape signature and calls the library on the plan's stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, ClassVar
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.target import Target
+
+from partita.dialects import byoc
+from partita.target import Target as PartitaTarget
+
+#: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
+LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
+    "cublas": ("partita.lowering.cublas.codegen", "CublasCodegen"),
+    "cudnn": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
+    "tensorrt": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
+}
+
+#: Element type name -> NumPy dtype name, for the types libraries take.
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+          "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}
+
+
+def element_type(value: SSAValue) -> str:
+    assert isinstance(value.type, TensorType)
+    return str(value.type.element_type)
+
+
+def static_shape(value: SSAValue) -> tuple[int, ...]:
+    """The shape, ``-1`` for dynamic dims (xDSL's own marker is a huge negative)."""
+    assert isinstance(value.type, TensorType)
+    return tuple(d if d >= 0 else -1 for d in value.type.get_shape())
+
+
+def compiler_functions(module: ModuleOp, compiler: str) -> list[FuncOp]:
+    """Functions with a body whose ``byoc.compiler`` is ``compiler``, in module order."""
+    return [
+        op
+        for op in module.ops
+        if isinstance(op, FuncOp)
+        and op.body.blocks
+        and isinstance(attr := op.attributes.get(byoc.COMPILER), StringAttr)
+        and attr.data == compiler
+    ]
+
+
+def call_site_constants(module: ModuleOp, function: FuncOp) -> dict[int, np.ndarray]:
+    """Arguments of ``function`` that every call passes the same ``nn.constant`` value
+    (weights, scales): argument index -> value. A library can fold those at build time
+    (TensorRT builds weights into its engine, cuDNN takes the attention scale as an
+    attribute). Functions shared by structurally equal partitions usually get different
+    weights per call: those arguments stay arguments."""
+    from xdsl.dialects.func import CallOp
+    from xdsl.ir import OpResult
+
+    from partita.dialects import nn
+
+    name = function.sym_name.data
+    calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name]
+    found: dict[int, np.ndarray] = {}
+    if not calls:
+        return found
+    for index in range(len(function.function_type.inputs)):
+        values = []
+        for call in calls:
+            operand = call.operands[index]
+            if not (isinstance(operand, OpResult) and isinstance(operand.op, nn.ConstantOp)):
+                break
+            values.append(operand.op.to_numpy())
+        else:
+            if all(v.dtype == values[0].dtype and np.array_equal(v, values[0]) for v in values[1:]):
+                found[index] = values[0]
+    return found
+
+
+def fresh_symbol(module: ModuleOp, base: str) -> str:
+    taken = {o.sym_name.data for o in module.ops if isinstance(o, FuncOp | byoc.BinaryOp)}
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+@dataclass(frozen=True)
+class LibraryCodegen(ModulePass):
+    """Base of the library codegens: outline, one record per function, one
+    ``byoc.binary``, mark extern. Subclasses set ``name``, ``compiler``, ``format`` and
+    implement :meth:`record`."""
+
+    compiler: ClassVar[str] = ""
+    format: ClassVar[str] = "library"
+
+    def record(self, function: FuncOp) -> DictionaryAttr:
+        raise NotImplementedError
+
+    def binary_attributes(self, module: ModuleOp) -> dict[str, Attribute]:
+        return {}
+
+    def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
+        return {f.sym_name.data: self.record(f) for f in compiler_functions(module, self.compiler)}
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
+        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
+
+        OutlineCompilerFunctions(compiler=self.compiler).apply(ctx, op)
+        records = self.records(op)
+        if not records:
+            return
+        attributes: dict[str, Attribute] = {
+            "format": StringAttr(self.format),
+            "target": byoc.TargetAttr.from_target(PartitaTarget(self.compiler)),
+            "kernels": DictionaryAttr(records),
+            **self.binary_attributes(op),
+        }
+        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, self.compiler), attributes))
+        MarkCompilerFunctionsAsExtern(compiler=self.compiler).apply(ctx, op)
+
+
+@dataclass(frozen=True)
+class LibraryRecordsTarget(Target):
+    """``partita-opt -t library-records``: what each library partition will ask of its
+    library, read back from the ``byoc.binary`` records (cuBLASLt descriptors, cuDNN
+    graphs, TensorRT ONNX sub-models as text)."""
+
+    name = "library-records"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from partita.runtime.extern import kernel_handles
+        from partita.runtime.libraries import LibraryHandle
+
+        handles = [h for h in kernel_handles(module).values() if isinstance(h, LibraryHandle)]
+        if not handles:
+            output.write("// no library partitions in this module\n")
+        for handle in handles:
+            output.write(f"// @{handle.function} (byoc.binary @{handle.binary}, {handle.library})\n")
+            output.write(handle.describe() + "\n")
