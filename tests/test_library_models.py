@@ -39,3 +39,33 @@ def test_bundled_model_with_every_library(model: str, partitioner: str, tmp_path
     assert all(not row.target.startswith("llvm") for row in exe.report().rows)
     for stage in ("cublas-codegen", "cudnn-codegen", "tensorrt-codegen"):
         assert stage in exe.pipeline
+
+
+@pytest.mark.parametrize("model", ["encoder.onnx", "cnn.onnx"])
+def test_library_calls_are_steps_of_the_captured_plan(model: str, tmp_path: Path) -> None:
+    """On a (recording) CUDA device every library call of a bundled model is enqueued on the
+    runtime's stream between the kernels, and captured with them into one CUDA graph."""
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    from recording_driver import RecordingDriver
+    from recording_libs import RecordingCublasLt, RecordingCudnn, RecordingTensorRT
+
+    path = EXAMPLES / model
+    exe = partita.compile(path, TARGETS, partitioner="collage", cache_dir=tmp_path)
+    drv = RecordingDriver()
+    libraries = {"cublas": RecordingCublasLt(drv), "cudnn": RecordingCudnn(drv), "tensorrt": RecordingTensorRT(drv)}
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), libraries=libraries)
+    calls = [h for h in runtime.handles.values() if h.arch is None]
+    assert calls and not runtime.plan.host_ops
+    x = _input(path)
+    for _ in range(2):
+        runtime.run(x)
+    assert drv.calls["cuGraphLaunch"] == 2 and drv.calls["cuStreamBeginCapture"] == 1
+    replayed = [launch for launch in drv.launches if launch.get("graph")]
+    assert {launch["stream"] for launch in replayed} == {runtime.stream}
+    # Each replay holds every kernel and every library call of the plan, in plan order.
+    names = [launch["name"] for launch in replayed]
+    per_run = len(names) // 2
+    assert names[:per_run] == names[per_run:]
+    assert sum(1 for launch in replayed[:per_run] if launch.get("library")) == len(calls)
