@@ -9,8 +9,8 @@ dimension, so importers and shape functions can reuse them without building IR. 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
@@ -292,12 +292,34 @@ def _type_names(types: Sequence[Attribute]) -> str:
     return ", ".join(str(t) for t in types)
 
 
+Dims = Callable[[SSAValue], list[Any]]
+"""The dims of a value: ints or symbolic dims of a shape function or a kernel."""
+
+
+class ShapeArith:
+    """The arithmetic a ``result_dims`` rule may use on symbolic dims, as the CUDA
+    emitter's C-expression one has it. ``ShapeBuilder`` (shape functions) has more
+    (``sub``, ``window``, ``broadcast``): a rule that uses it serves shape functions only."""
+
+    def mul(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+    def add(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+    def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+
 class NNOp(IRDLOperation):
     """Base of all nn ops: ranked tensors, a checked element type and result shape.
 
     By default every operand and the result share one element type from
     ``ALLOWED_TYPES``; ops mixing types (comparisons, ``cast``, index operands) override
-    ``verify_element_types`` and ``infer_element_type``."""
+    ``verify_element_types`` and ``infer_element_type``.
+
+    An op whose dynamic result dims no generic rule of
+    :mod:`partita.transforms.shape_functions` covers carries its own,
+    ``result_dims(self, dims: Dims, arith: ShapeArith) -> list``: the result's dims from
+    ``dims(value)`` of its operands (ints or symbolic), computed with ``arith``. Shape
+    functions and the CUDA kernels that size dynamic results both call it."""
 
     irdl_options = (ParsePropInAttrDict(),)
     ALLOWED_TYPES: ClassVar[tuple[Attribute, ...]] = FLOATS[:3]

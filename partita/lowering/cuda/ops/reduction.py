@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
+from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.rules import window
 
-__all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "own_dims",
-           "same_dims", "y_decl"]
+__all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "same_dims",
+           "y_decl"]
 """Helpers the other families' window rules share."""
 
 Dims = list  # of int | str (C expressions of the kernel's run-time dims)
@@ -103,16 +104,11 @@ def at(emitter, arg: SSAValue, rank: int) -> str:
     return emitter.load(arg, [f"@{a}@" for a in range(rank)])
 
 
-def own_dims(emitter, op) -> Dims:
-    """The result dims from the op's own rule over its operands' kernel dims."""
-    return op.result_dims([emitter.dims[v] for v in op.operands])
-
-
 def same_dims(emitter, op) -> Dims:
     return list(emitter.dims[op.operands[0]])
 
 
-@window(*nn.REDUCE_OPS, dims=own_dims)
+@window(*nn.REDUCE_OPS, dims=derived_dims)
 def _reduce(emitter, op: nn.ReduceOp) -> list[str]:
     x = op.input
     rank = len(x.type.get_shape())
@@ -168,7 +164,7 @@ def _reduce(emitter, op: nn.ReduceOp) -> list[str]:
     return [*lines, y_decl(emitter, op, y)]
 
 
-@window(nn.ArgMaxOp, nn.ArgMinOp, dims=own_dims)
+@window(nn.ArgMaxOp, nn.ArgMinOp, dims=derived_dims)
 def _arg_reduce(emitter, op: nn.ArgReduceOp) -> list[str]:
     x = op.input
     rank = len(x.type.get_shape())
@@ -189,7 +185,7 @@ def _arg_reduce(emitter, op: nn.ArgReduceOp) -> list[str]:
     ]
 
 
-@window(nn.TopKValuesOp, nn.TopKIndicesOp, dims=own_dims)
+@window(nn.TopKValuesOp, nn.TopKIndicesOp, dims=derived_dims)
 def _topk(emitter, op) -> list[str]:
     """The element of rank ``out_index[axis]`` along the axis: the one with exactly that
     many better elements (greater, or equal at a lower index)."""
