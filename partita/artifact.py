@@ -74,7 +74,7 @@ def serialize(exe: Executable) -> bytes:
     for symbol, image in binary_images(exe.module, exe.binaries).items():
         cubins[symbol] = image.read()  # verified against the recorded sha256
     for op in module.ops:
-        if isinstance(op, byoc.BinaryOp):
+        if isinstance(op, byoc.BinaryOp) and op.sym_name.data in cubins:
             op.attributes["path"] = StringAttr(f"embedded:@{op.sym_name.data}")
     text = StringIO()
     Printer(stream=text).print_op(module)
@@ -170,7 +170,7 @@ def load(path: str | Path) -> Executable:
     verify_module(module)
     binaries = {}
     for op in module.ops:
-        if isinstance(op, byoc.BinaryOp):
+        if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
             blob = parts.get(f"cubin/@{op.sym_name.data}")
             if blob is None:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")

@@ -470,6 +470,13 @@ class BinaryOp(IRDLOperation):
 
     FORMATS: ClassVar[tuple[str, ...]] = ("cubin", "ptx", "library", "onnx")
     """``library``: records of library calls (cuBLASLt, cuDNN); ``onnx``: TensorRT sub-models."""
+    INLINE_FORMATS: ClassVar[tuple[str, ...]] = ("library", "onnx")
+    """Formats held whole by the op's records (no file, no bytes beside the IR)."""
+
+    @property
+    def is_inline(self) -> bool:
+        fmt = self.attributes.get("format")
+        return isinstance(fmt, StringAttr) and fmt.data in self.INLINE_FORMATS
 
     def __init__(self, sym_name: str, attributes: Mapping[str, Attribute]):
         super().__init__(properties={"sym_name": StringAttr(sym_name)}, attributes=dict(attributes))
