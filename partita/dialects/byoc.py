@@ -227,6 +227,19 @@ def is_extern(op: Operation | None) -> bool:
     return isinstance(op, FuncOp) and EXTERN in op.attributes and not op.body.blocks
 
 
+def is_partition_function(op: Operation, compiler: str | None = None) -> bool:
+    """A ``func.func`` with a body and ``byoc.compiler`` (equal to ``compiler`` if given)."""
+    if not isinstance(op, FuncOp) or not op.body.blocks:
+        return False
+    attr = op.attributes.get(COMPILER)
+    return isinstance(attr, StringAttr) and (compiler is None or attr.data == compiler)
+
+
+def compiler_functions(module: Operation, compiler: str) -> list[FuncOp]:
+    """The partition functions of ``compiler`` among ``module``'s top-level ops, in order."""
+    return [op for op in module.regions[0].block.ops if is_partition_function(op, compiler)]  # type: ignore[misc]
+
+
 def partition_attributes(op: Operation) -> dict[str, Attribute]:
     """The ``byoc.*`` attributes of a partition function or region, in a fresh dict."""
     return {k: v for k, v in op.attributes.items() if k.startswith("byoc.")}
@@ -532,7 +545,9 @@ __all__ = [
     "PartitionOp",
     "TargetAttr",
     "YieldOp",
+    "compiler_functions",
     "is_extern",
+    "is_partition_function",
     "partition_attributes",
     "verify_function_attributes",
     "verify_partition_attributes",
