@@ -390,20 +390,23 @@ class UnaryOp(NNOp):
 
 
 def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
-    """Dense attribute holding ``array`` in its own element type (bool as i1)."""
+    """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
+    view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
+    from partita.ir.constants import splat_attr
+
     typ = TensorType(element_type_of(array.dtype), array.shape)
-    array = np.ascontiguousarray(array)
+    splat = array.size > 1 and not any(array.strides)
+    array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
     data = array.astype(array.dtype.newbyteorder("<")).tobytes()
-    return DenseIntOrFPElementsAttr(typ, BytesAttr(data))
+    return splat_attr(typ, data) if splat else DenseIntOrFPElementsAttr(typ, BytesAttr(data))
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """NumPy copy of a dense float attribute (payload is little-endian, full length)."""
-    dtype = numpy_dtype(attr.get_element_type()).newbyteorder("<")
-    if dtype == np.bool_:
-        return (np.frombuffer(attr.data.data, dtype=np.int8) != 0).reshape(attr.get_shape())
-    flat = np.frombuffer(attr.data.data, dtype=dtype)
-    return flat.astype(dtype.newbyteorder("=")).reshape(attr.get_shape())
+    """The values of a dense attribute; a splat is a read-only broadcast view (see
+    ``partita.ir.constants.dense_values``)."""
+    from partita.ir.constants import dense_values
+
+    return dense_values(attr)
 
