@@ -112,6 +112,21 @@ def test_bad_splat_literals_are_located_errors(tmp_path: Path, capsys) -> None:
         assert "Traceback" not in err and "internal error" not in err
 
 
+def test_hex_float_literals_are_bit_patterns(tmp_path: Path, capsys) -> None:
+    text = "func.func @main() -> tensor<3xT> {{\n  %0 = nn.constant dense<{}> : tensor<3xT>\n  func.return %0 : tensor<3xT>\n}}\n"
+    for dtype, literal, expected in [("f32", "[0xFF800000, 0x3F800000, 0x7FC00000]", [-np.inf, 1.0, np.nan]),
+                                     ("f16", "0x7C00", [np.inf] * 3), ("bf16", "[0xFF80, 0x3F80, 0x4000]", [-np.inf, 1, 2])]:
+        module = parse_module(text.format(literal).replace("T", dtype), make_context())
+        (op,) = [o for o in module.walk() if isinstance(o, nn.ConstantOp)]
+        np.testing.assert_array_equal(op.to_numpy().astype(np.float64), expected, err_msg=dtype)
+    for literal, why in [("0x1FF800000", "does not fit f32"), ("-0x3F800000", "cannot be negative")]:
+        path = tmp_path / "bad.mlir"
+        path.write_text(text.format(literal).replace("T", "f32"))
+        assert opt.main([str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"{path}:2:") and why in err and "Traceback" not in err, err
+
+
 def test_broadcast_arrays_and_transposes_stay_splat() -> None:
     op = nn.ConstantOp(np.broadcast_to(np.float16(3.0), (1000, 2000, 3)))
     assert is_splat(op.value) and str(op.value.type) == "tensor<1000x2000x3xf16>"

@@ -12,11 +12,16 @@ import re
 from bisect import bisect_right
 from math import prod
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     BytesAttr,
     DenseIntOrFPElementsAttr,
     FileLineColLoc,
+    Float16Type,
+    Float32Type,
+    Float64Type,
     IntAttr,
     IntegerType,
     ModuleOp,
@@ -28,7 +33,7 @@ from xdsl.parser import Parser
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from partita.ir.constants import splat_attr
+from partita.ir.constants import splat_attr, storage_dtype
 from partita.ir.diagnostics import PartitaError, format_location
 
 
@@ -51,6 +56,18 @@ _SPLAT_BODY = re.compile(r'<\s*(?:[-+]?[0-9][0-9A-Za-z.+-]*|true|false|"0x[0-9A-
 # process (attribute parsers, pass options) gets it, from the first token on.
 _STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 MLIRLexer._unescaped_characters_regex = _STRING_LITERAL  # type: ignore[attr-defined]
+
+
+class _BitPattern(Parser._TensorLiteralElement):
+    def to_type(self, parser, type):
+        if isinstance(type, Float16Type | BFloat16Type | Float32Type | Float64Type):
+            if self.is_negative:
+                parser.raise_error("a hex float literal (a bit pattern) cannot be negative", at_position=self.span)
+            width = type.compile_time_size
+            if self.value >= 1 << (8 * width):
+                parser.raise_error(f"hex float literal {self.span.text} does not fit {type}", at_position=self.span)
+            return float(np.frombuffer(self.value.to_bytes(width, "little"), storage_dtype(type))[0])
+        return super().to_type(parser, type)
 
 
 class LocatingParser(Parser):
@@ -83,6 +100,15 @@ class LocatingParser(Parser):
         else:
             self._resume_from(match.end())
         return cached
+
+    def _parse_tensor_literal_element(self):  # type: ignore[override]
+        """A hex integer literal in a float tensor is the element's bit pattern, as in MLIR
+        (the printer writes NaN and infinities that way): ``0xFF800000`` is -inf in f32."""
+        element = super()._parse_tensor_literal_element()
+        if isinstance(element.value, int) and not isinstance(element.value, bool) and \
+                element.span.text.lstrip("-").lower().startswith("0x"):
+            return _BitPattern(element.is_negative, element.value, element.span)
+        return element
 
     def parse_dense_int_or_fp_elements_attr(self, type):  # type: ignore[override]
         """``dense<v> : tensor<...>`` becomes a splat of one element of payload (see

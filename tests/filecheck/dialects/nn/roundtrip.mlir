@@ -107,3 +107,16 @@ func.func @large_splats() -> tensor<30000000x4xf32> {
   %3 = nn.constant dense<"0x00000040"> : tensor<20000000x8xf32>
   func.return %0 : tensor<30000000x4xf32>
 }
+
+// NaN and the infinities print as hex bit patterns, and a hex literal in a float tensor
+// is read back as one (MLIR's rule): an attention mask of -inf survives the round trip.
+// CHECK-LABEL: func.func @nonfinite
+func.func @nonfinite() -> tensor<4xf32> {
+  // CHECK-NEXT: %0 = nn.constant dense<0xff800000> : tensor<8x8xf32>
+  %0 = nn.constant dense<0xFF800000> : tensor<8x8xf32>
+  // CHECK-NEXT: %1 = nn.constant dense<[0x7fc00000, 0xff800000, 0x7f800000, 1.500000e+00]> : tensor<4xf32>
+  %1 = nn.constant dense<[0x7fc00000, 0xff800000, 0x7f800000, 1.5]> : tensor<4xf32>
+  // CHECK-NEXT: %2 = nn.constant dense<[0xfc00, 2.500000e-01]> : tensor<2xf16>
+  %2 = nn.constant dense<[0xfc00, 0.25]> : tensor<2xf16>
+  func.return %1 : tensor<4xf32>
+}
