@@ -7,7 +7,8 @@ runs its blocks one after the other, each block as ``blockDim`` POSIX threads;
 ``__syncthreads`` is a barrier of the block, ``__shared__`` is ``static`` (one copy, shared
 by the block's threads) and ``__shfl_xor_sync`` (of any type of up to 8 bytes, like CUDA's
 overloads) exchanges values through an array between two barriers (every thread of the
-block must take part, which the kernels' reductions do). ``threadIdx`` is thread-local; ``blockIdx``/``blockDim``/``gridDim`` are set per block.
+block must take part, which the kernels' reductions do). ``threadIdx`` is thread-local;
+``blockIdx``/``blockDim``/``gridDim`` are set per block.
 """
 
 from __future__ import annotations
