@@ -30,7 +30,13 @@ op depending on the anchor has the anchor's shape and is element-wise or ``bias_
 * ``kind = "rowwise"`` (``nn.softmax`` on the last axis, ``nn.layer_norm``): one thread
   block per row (grid-stride over rows); block-wide max / sum reductions with warp
   shuffles and a 32-float shared array; float accumulation; the epilogue runs per
-  element of the row before the store;
+  element of the row before the store. Reductions over the input's last axes
+  (``@rowwise`` rules, ``nn.reduce_*`` / ``nn.argmax`` / ``nn.argmin``) are rowwise too:
+  one block per output element, threads fold strided (coalesced) slices of its row in the
+  compute type, ``partita_block_reduce`` / ``partita_block_arg`` combine them (xor
+  shuffles, one value per warp through shared memory, every thread gets the result),
+  thread 0 computes the value and runs the epilogue; the block is the row's length
+  rounded up to a power of two, 32 to 256 threads;
 * ``kind = "gemm"`` (``nn.dense``, ``nn.matmul`` with NumPy batch broadcasting,
   ``nn.batch_matmul`` with its transpose flags): 16x16 output tiles, one thread per
   output element, K in steps of 16 through two shared-memory tiles (loads coalesced
