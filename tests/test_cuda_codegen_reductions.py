@@ -1,4 +1,5 @@
-"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm), GEMMs
+"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm, reductions
+over the last axes), GEMMs
 (dense, matmul, batch_matmul) and pools (max / avg / global avg, both layouts), each with
 its fused element-wise epilogue, and the index-remapping injective ops (pad, concatenate). NVRTC compiles
 every kernel and dtype in one program; the lowered module runs like the original; the
@@ -313,7 +314,7 @@ def test_device_path_launches_row_reductions(tmp_path) -> None:
     rng = np.random.default_rng(0)
     args = [rng.standard_normal((batch, 4, 4096)).astype(np.float16), np.array(1e-3, np.float16),
             rng.standard_normal((batch, 8, 7, 7)).astype(np.float32)]
-    drv, launches, outs = recorded_run(module, "stats", args)
+    _, launches, outs = recorded_run(module, "stats", args)
     cubin = handles["stats_fused_0"].path.read_bytes()
     geometry = {"stats_fused_0": (batch * 4, 256), "stats_fused_1": (batch * 8, 64), "stats_fused_2": (batch * 4, 256)}
     for name, (rows, threads) in geometry.items():
