@@ -1,9 +1,10 @@
 """Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm, reductions
 over the last axes), GEMMs (dense, matmul, batch_matmul) and pools (max / avg / global avg,
 both layouts), each with its fused element-wise epilogue, and the index-remapping injective
-ops (pad, concatenate). NVRTC compiles every kernel and dtype in one program; the lowered module runs like the original; the
-kernels, built for the host with a block emulation, compute the reference semantics; the
-device path launches the recorded geometry with arguments the cubin agrees with."""
+ops (pad, concatenate). NVRTC compiles every kernel and dtype in one program; the lowered
+module runs like the original; the kernels, built for the host with a block emulation,
+compute the reference semantics; the device path launches the recorded geometry with
+arguments the cubin agrees with."""
 
 from __future__ import annotations
 
