@@ -497,6 +497,10 @@ func.func @edges(%x: tensor<4x6xf32>, %e: tensor<3x0xf32>, %i: tensor<2x5xi1>) -
   %10 = nn.reduce_min %i {axes = array<i64: 1>} : (tensor<2x5xi1>) -> tensor<2x1xi1>
   func.return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10 : tensor<4x1xf32>, tensor<4xf32>, tensor<4x1xi64>, tensor<4xi64>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<3x1xf32>, tensor<3xf32>, tensor<3x1xf32>, tensor<2xi1>, tensor<2x1xi1>
 }
+func.func @dynamic_row(%d: tensor<2x?xf64>) -> tensor<2xf64> {
+  %0 = nn.reduce_sum %d {axes = array<i64: 1>, keepdims = false} : (tensor<2x?xf64>) -> tensor<2xf64>
+  func.return %0 : tensor<2xf64>
+}
 """
 
 
@@ -504,7 +508,8 @@ func.func @edges(%x: tensor<4x6xf32>, %e: tensor<3x0xf32>, %i: tensor<2x5xi1>) -
 def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     """NaN and infinities as the reference has them: max / min / sums are NaN on a row
     with a NaN, argmax / argmin pick the first NaN (the last with select_last_index),
-    ties pick the first (last) index; empty rows give 0, -inf and 1; bool any / all."""
+    ties pick the first (last) index; empty rows give 0, -inf and 1; bool any / all; a
+    row length known at run time only (the full block)."""
     nan, inf = np.nan, np.inf
     x = np.array([[1, 3, 3, 0, -2, 3],        # ties
                   [2, nan, 5, nan, -1, 2],    # two NaNs
@@ -513,15 +518,17 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     i = np.array([[0, 0, 1, 0, 0], [1, 1, 1, 1, 1]], np.bool_)
     module = fuse(ROW_EDGES)
 
+    d = np.arange(600, dtype=np.float64).reshape(2, 300) / 8  # a run-time row length
+
     def inputs_of(name, rec):
-        return [{(4, 6): x, (3, 0): np.zeros((3, 0), np.float32), (2, 5): i}[rec.inputs[0]]]
+        return [{(4, 6): x, (3, 0): np.zeros((3, 0), np.float32), (2, 5): i, (2, -1): d}[rec.inputs[0]]]
 
     built = _host_build(module, tmp_path)
     with np.errstate(invalid="ignore", over="ignore"):
         outs = _launch_all(module, built, inputs_of, lambda name, dtype: None)
     records = built[1]
     assert {type(r).__name__ for r in records.values()} == {"RowwiseRecord"}
-    got = [outs[f"edges_fused_{k}"].ravel() for k in range(len(outs))]
+    got = [outs[f"edges_fused_{k}"].ravel() for k in range(11)]
     np.testing.assert_array_equal(got[0], [3, nan, -inf, inf])
     np.testing.assert_array_equal(got[1], [-2, nan, -inf, -inf])
     np.testing.assert_array_equal(got[2], [1, 1, 0, 0])
@@ -530,6 +537,8 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     np.testing.assert_array_equal(got[5][[1, 2]], [nan, -inf])
     np.testing.assert_array_equal(got[6:9], [[0, 0, 0], [-inf] * 3, [1, 1, 1]])
     np.testing.assert_array_equal(got[9:], [[True, True], [False, True]])
+    np.testing.assert_array_equal(outs["dynamic_row_fused_0"], d.sum(1))
+    assert records["dynamic_row_fused_0"].block == 256
 
 
 def test_row_reduction_fuses_its_epilogue():
