@@ -74,7 +74,7 @@ def serialize(exe: Executable) -> bytes:
     for symbol, image in binary_images(exe.module, exe.binaries).items():
         cubins[symbol] = image.read()  # verified against the recorded sha256
     for op in module.ops:
-        if isinstance(op, byoc.BinaryOp):
+        if isinstance(op, byoc.BinaryOp) and op.sym_name.data in cubins:
             op.attributes["path"] = StringAttr(f"embedded:@{op.sym_name.data}")
     text = StringIO()
     Printer(stream=text).print_op(module)
@@ -140,7 +140,6 @@ def load(path: str | Path) -> Executable:
     """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
     from partita.driver import Executable
     from partita.ir import make_context, parse_module, verify_module
-    from partita.ir.constants import materialize_limit
     from partita.report import PartitionRow
     from partita.target import CompilationConfig
 
@@ -156,21 +155,22 @@ def load(path: str | Path) -> Executable:
         text = parts["module.mlir"].decode()
     except UnicodeDecodeError:
         raise _damaged(path, "its module is not UTF-8 text") from None
-    with materialize_limit(None):  # the zero splats are replaced by the weights at once
-        module = parse_module(text, make_context(), f"{path}:module.mlir", verify=False)
+    module = parse_module(text, make_context(), f"{path}:module.mlir", verify=False)
     constants = _constants(module)
     weights, table = parts["weights.bin"], header.get("weights", [])
     if len(table) != len(constants):
         raise _damaged(path, f"it has {len(table)} weights for {len(constants)} constants")
     for op, (offset, size) in zip(constants, table):
         value = op.properties["value"]
-        if size != _elements(value) * value.get_element_type().compile_time_size or offset + size > len(weights):
+        itemsize = value.get_element_type().compile_time_size
+        # A splat constant keeps its one element (partita.ir.constants.is_splat).
+        if size not in (_elements(value) * itemsize, itemsize) or offset + size > len(weights):
             raise _damaged(path, f"a weight of type {value.type} has {size} bytes")
         op.properties["value"] = DenseIntOrFPElementsAttr(value.type, BytesAttr(weights[offset : offset + size]))
     verify_module(module)
     binaries = {}
     for op in module.ops:
-        if isinstance(op, byoc.BinaryOp):
+        if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
             blob = parts.get(f"cubin/@{op.sym_name.data}")
             if blob is None:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")

@@ -60,6 +60,23 @@ def test_round_trip_gives_equal_outputs_without_cache_or_onnx(saved) -> None:
     assert loaded.report().execution  # the report works from a loaded model
 
 
+def test_library_partitions_travel_in_the_module(tmp_path: Path) -> None:
+    """cuBLAS and TensorRT partitions are records in the IR (TensorRT's ONNX sub-model
+    with its digest): the file carries them with no bytes of their own."""
+    targets = ["cuda -arch=sm_90", "cublas", "cudnn", "tensorrt", "cutlass", "llvm"]
+    exe = partita.compile(EXAMPLES / "encoder.onnx", targets, partitioner="eager", cache_dir=tmp_path / "cache")
+    path = tmp_path / "model.partita"
+    exe.save(path)
+    x = _inputs(exe)
+    (expected,) = exe.run(*x)
+    shutil.rmtree(tmp_path / "cache")
+    loaded = partita.load(path)
+    kinds = {h.kind for h in loaded.runtime.handles.values()}
+    assert {"cublaslt", "tensorrt"} <= kinds
+    assert set(loaded.binaries) == set(binary_images(exe.module))  # the cubins only
+    np.testing.assert_array_equal(loaded.run(*x)[0], expected)
+
+
 def test_embedded_cubins_reach_the_device_verified(saved) -> None:
     _, path, expected, _ = saved
     loaded = partita.load(path)

@@ -156,33 +156,6 @@ def test_deep_nesting_is_a_located_error(tmp_path: Path, capsys, text: str) -> N
     run_fails(capsys, str(path), "--partitioner", "none", needles=("nesting too deep",), cache=tmp_path)
 
 
-def test_splat_constants_do_not_explode(tmp_path: Path, capsys) -> None:
-    path = tmp_path / "splat.mlir"
-    path.write_text(
-        "func.func @main() -> tensor<30000000x4xf32> {\n"
-        "  %0 = nn.constant dense<1.0> : tensor<30000000x4xf32>\n"
-        "  func.return %0 : tensor<30000000x4xf32>\n}\n"
-    )
-    fails_cleanly(capsys, opt.main([str(path)]), f"{path}:2:20: error: 'nn.constant' op splat constant", "limit")
-
-
-def test_small_splats_of_any_element_type_parse(tmp_path: Path) -> None:
-    from partita.ir import make_context
-    from partita.ir.constants import parse_dense_constant
-    from partita.ir.parsing import LocatingParser
-
-    for literal, type_, expected in [
-        ("1.5", "tensor<2x3xf32>", np.full((2, 3), 1.5, np.float32)),
-        ("-2", "tensor<4xi32>", np.full(4, -2, np.int32)),
-        ("true", "tensor<3xi1>", np.ones(3, np.uint8)),
-        ("7", "tensor<2xi8>", np.full(2, 7, np.int8)),
-    ]:
-        parser = LocatingParser(make_context(), f"dense<{literal}> : {type_}")
-        attr = parse_dense_constant(parser, "nn.constant")
-        assert attr.data.data == expected.tobytes(), type_
-        assert str(attr.type) == type_
-
-
 # -- ONNX ------------------------------------------------------------------------------
 
 

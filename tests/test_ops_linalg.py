@@ -135,6 +135,10 @@ func.func @mi(%a: tensor<4x3xui8>, %b: tensor<2x3x2xui8>, %za: tensor<1xui8>, %z
   %0 = nn.matmul_integer %a, %b, %za, %zb : (tensor<4x3xui8>, tensor<2x3x2xui8>, tensor<1xui8>, tensor<ui8>) -> tensor<2x4x2xi32>
   func.return %0 : tensor<2x4x2xi32>
 }
+func.func @mi_batch(%a: tensor<4x3xi8>, %b: tensor<?x3x2xi8>, %za: tensor<i8>, %zb: tensor<i8>) -> tensor<?x4x2xi32> {
+  %0 = nn.matmul_integer %a, %b, %za, %zb : (tensor<4x3xi8>, tensor<?x3x2xi8>, tensor<i8>, tensor<i8>) -> tensor<?x4x2xi32>
+  func.return %0 : tensor<?x4x2xi32>
+}
 """
 
 
@@ -144,7 +148,7 @@ def test_untiled_gemm_kernels_compute_the_reference_semantics(tmp_path):
                   + MATMUL_INTEGER)
     assert host_ops(module) == []
     anchors = check_kernels(module, tmp_path)
-    assert anchors == ["nn.matmul", "nn.dense", "nn.batch_matmul"] * 4 + ["nn.matmul_integer"]
+    assert anchors == ["nn.matmul", "nn.dense", "nn.batch_matmul"] * 4 + ["nn.matmul_integer"] * 2
 
 
 # -- end to end ---------------------------------------------------------------------------------

@@ -157,6 +157,31 @@ def test_kernels_compute_the_reference_semantics(tmp_path):
     assert len(anchors) == 4 * 9
 
 
+BATCH_NORM = """
+func.func @batch_norm_T(%x: tensor<?x6x5xT>, %c: tensor<6xT>, %v: tensor<6xT>, %l: tensor<5xT>) -> (tensor<?x6x5xT>, tensor<?x6x5xT>) {
+  %va = nn.abs %v : (tensor<6xT>) -> tensor<6xT>
+  %la = nn.abs %l : (tensor<5xT>) -> tensor<5xT>
+  %0 = nn.batch_norm %x, %c, %c, %c, %va {epsilon = 1.0e-3 : f64} : (tensor<?x6x5xT>, tensor<6xT>, tensor<6xT>, tensor<6xT>, tensor<6xT>) -> tensor<?x6x5xT>
+  %1 = nn.relu %0 : (tensor<?x6x5xT>) -> tensor<?x6x5xT>
+  %2 = nn.batch_norm %x, %l, %l, %l, %la {axis = -1 : i64} : (tensor<?x6x5xT>, tensor<5xT>, tensor<5xT>, tensor<5xT>, tensor<5xT>) -> tensor<?x6x5xT>
+  func.return %1, %2 : tensor<?x6x5xT>, tensor<?x6x5xT>
+}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_a_standalone_batch_norm_is_an_injective_kernel(tmp_path):
+    """A batch norm that follows no convolution (channel axis 1 as in NCHW, or -1 as in
+    NHWC) is injective: it fuses with its neighbours (the variance's abs before it, a relu
+    after it) into one kernel and computes the reference semantics."""
+    module = fuse("\n".join(BATCH_NORM.replace("T", t) for t in ("f32", "f16", "bf16")))
+    assert host_ops(module) == []
+    check_kernels(module, tmp_path)
+    kernels = [f for f in module.ops if "_fused_" in getattr(getattr(f, "sym_name", None), "data", "")]
+    assert len(kernels) == 3 * 2
+    assert all(sum(op.name == "nn.batch_norm" for op in k.body.walk()) == 1 for k in kernels)
+
+
 # -- end to end ---------------------------------------------------------------------------------
 
 

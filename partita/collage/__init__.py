@@ -1,8 +1,9 @@
 """IR-independent core of the Collage partitioner.
 
 * :mod:`partita.collage.graph` -- the data-flow graph abstraction and reachability.
-* :mod:`partita.collage.search` -- candidates and the optimal cover search (plus simple
-  IR-free candidate generators for tests and benchmarks).
+* :mod:`partita.collage.search` -- candidates and the optimal cover search (plus a simple
+  IR-free candidate generator for tests and benchmarks; ``combine_candidates``, its
+  unions, is a use of the rule algebra's ``Combine``).
 * :mod:`partita.collage.rules` -- the partition-rule algebra the partitioner builds its
   candidates with (TVM's ``partition_rule.h``), one rule a module.
 * :mod:`partita.collage.coalesce` -- MaxCoalesce after the search.
@@ -20,13 +21,13 @@ from partita.collage.cost import (
     structural_key,
 )
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo
+from partita.collage.rules.combine import combine_candidates
 from partita.collage.search import (
     ELEMENTWISE_OPS,
     Candidate,
     PartitionError,
     Plan,
     brute_force_search,
-    combine_candidates,
     enumerate_native_candidates,
     search,
 )

@@ -11,9 +11,10 @@ with the least total cost, as a shortest path over "covered node sets":
   minimum node: candidates are indexed by their minimum node;
 * Dijkstra (costs are non-negative) from the empty set to the full set.
 
-``enumerate_native_candidates`` and ``combine_candidates`` are simple IR-free generators
-(for tests, benchmarks and the brute-force property tests); the IR partitioner builds its
-candidates with the rule algebra of :mod:`partita.collage.rules`.
+``enumerate_native_candidates`` is a simple IR-free generator (for tests, benchmarks and
+the brute-force property tests), as is ``combine_candidates`` of
+:mod:`partita.collage.rules.combine`, the unions of its candidates; the IR partitioner
+builds its candidates with the rule algebra of :mod:`partita.collage.rules`.
 
 Depth
 -----
@@ -22,8 +23,8 @@ Two notions are used, both documented on the functions:
 * :func:`enumerate_native_candidates`: ``max_depth`` bounds the *number of
   nodes* of a fused group (a producer plus up to ``max_depth - 1`` element-wise
   consumers), like TVM's FuseOps depth.
-* :func:`combine_candidates`: ``max_depth`` bounds the *depth of the union*,
-  the number of nodes on the longest path that stays inside the union.
+* ``Combine`` and ``combine_candidates``: ``max_depth`` bounds the *depth of the
+  union*, the number of nodes on the longest path that stays inside the union.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ __all__ = [
     "PartitionError",
     "Plan",
     "brute_force_search",
-    "combine_candidates",
     "enumerate_native_candidates",
     "search",
 ]
@@ -234,75 +234,6 @@ def enumerate_native_candidates(
                 frontier = nxt
                 if not frontier:
                     break
-    return out
-
-
-def combine_candidates(
-    cands: Sequence[Candidate],
-    graph: DataflowGraph,
-    max_depth: int,
-    max_nodes: int | None = None,
-) -> list[Candidate]:
-    """Add the valid unions of adjacent candidates of the same target.
-
-    Returns the input candidates followed by every new union (label
-    ``f"{target}.combined"``, ``data`` = the tuple of the combined input
-    candidates) built by repeatedly merging a candidate with an adjacent or
-    overlapping input candidate of the same target.  A union is kept when its
-    *depth* (number of nodes on the longest path inside the union, see
-    :meth:`DataflowGraph.depth`) is at most ``max_depth``, it has at most
-    ``max_nodes`` nodes (if given), and it is convex.  Non-convex unions are
-    dropped from the output but still explored, because a non-convex union can
-    become convex after absorbing the nodes of the path that left it.
-    """
-    out = list(cands)
-    by_target: dict[str, list[Candidate]] = {}
-    for c in cands:
-        by_target.setdefault(c.target, []).append(c)
-    for target, group in by_target.items():
-        base: list[Candidate] = []
-        seen: set[int] = set()
-        for c in group:
-            if c.mask not in seen:
-                seen.add(c.mask)
-                base.append(c)
-        at_node: dict[int, list[int]] = {}
-        for j, c in enumerate(base):
-            for v in c.nodes:
-                at_node.setdefault(v, []).append(j)
-        work: list[tuple[int, tuple[int, ...]]] = [(c.mask, (j,)) for j, c in enumerate(base)]
-        while work:
-            m, parts = work.pop()
-            touch = m | graph.neighbours(m)
-            tried: set[int] = set()
-            for v in bits(touch):
-                for j in at_node.get(v, ()):
-                    if j in tried:
-                        continue
-                    tried.add(j)
-                    bm = base[j].mask
-                    if bm & ~m == 0:
-                        continue
-                    u = m | bm
-                    if u in seen:
-                        continue
-                    seen.add(u)
-                    if max_nodes is not None and u.bit_count() > max_nodes:
-                        continue
-                    # depth <= node count, and depth only grows with the set
-                    if u.bit_count() > max_depth and graph.depth(u) > max_depth:
-                        continue
-                    p = parts + (j,)
-                    work.append((u, p))
-                    if graph.is_convex(u):
-                        out.append(
-                            Candidate(
-                                frozenset(bits(u)),
-                                target,
-                                f"{target}.combined",
-                                data=tuple(base[k] for k in p),
-                            )
-                        )
     return out
 
 

@@ -227,6 +227,19 @@ def is_extern(op: Operation | None) -> bool:
     return isinstance(op, FuncOp) and EXTERN in op.attributes and not op.body.blocks
 
 
+def is_partition_function(op: Operation, compiler: str | None = None) -> bool:
+    """A ``func.func`` with a body and ``byoc.compiler`` (equal to ``compiler`` if given)."""
+    if not isinstance(op, FuncOp) or not op.body.blocks:
+        return False
+    attr = op.attributes.get(COMPILER)
+    return isinstance(attr, StringAttr) and (compiler is None or attr.data == compiler)
+
+
+def compiler_functions(module: Operation, compiler: str) -> list[FuncOp]:
+    """The partition functions of ``compiler`` among ``module``'s top-level ops, in order."""
+    return [op for op in module.regions[0].block.ops if is_partition_function(op, compiler)]  # type: ignore[misc]
+
+
 def partition_attributes(op: Operation) -> dict[str, Attribute]:
     """The ``byoc.*`` attributes of a partition function or region, in a fresh dict."""
     return {k: v for k, v in op.attributes.items() if k.startswith("byoc.")}
@@ -470,6 +483,13 @@ class BinaryOp(IRDLOperation):
 
     FORMATS: ClassVar[tuple[str, ...]] = ("cubin", "ptx", "library", "onnx")
     """``library``: records of library calls (cuBLASLt, cuDNN); ``onnx``: TensorRT sub-models."""
+    INLINE_FORMATS: ClassVar[tuple[str, ...]] = ("library", "onnx")
+    """Formats held whole by the op's records (no file, no bytes beside the IR)."""
+
+    @property
+    def is_inline(self) -> bool:
+        fmt = self.attributes.get("format")
+        return isinstance(fmt, StringAttr) and fmt.data in self.INLINE_FORMATS
 
     def __init__(self, sym_name: str, attributes: Mapping[str, Attribute]):
         super().__init__(properties={"sym_name": StringAttr(sym_name)}, attributes=dict(attributes))
@@ -525,7 +545,9 @@ __all__ = [
     "PartitionOp",
     "TargetAttr",
     "YieldOp",
+    "compiler_functions",
     "is_extern",
+    "is_partition_function",
     "partition_attributes",
     "verify_function_attributes",
     "verify_partition_attributes",

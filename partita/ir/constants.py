@@ -1,18 +1,21 @@
-"""Dense constants without Python-sized blow-ups.
+"""Splat constants that stay splat, and the one way to read a constant's values.
 
 xDSL 0.74 parses ``dense<1.0> : tensor<30000000x4xf32>`` by building a Python list of
-120 million floats (10-19 GB) before packing it. ``parse_dense_constant`` recognises the
-splat form itself, checks the size it would take against ``MATERIALIZE_LIMIT_BYTES`` and
-then fills the payload with NumPy, which costs exactly the bytes of the tensor.
-A splat over the limit is an error that names the op, at the op's location.
+120 million floats (10-19 GB) before packing it. Partita keeps a splat as MLIR stores it:
+a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type holds many
+(xDSL prints such an attribute as ``dense<v>``, so it round-trips unchanged). The
+``LocatingParser`` builds splats that way (``splat_attr``), and so does
+``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
+Whoever needs the values asks ``constant_values``: a splat comes back as a read-only
+``np.broadcast_to`` view (no memory) unless a real buffer is needed (weights uploaded to a
+device), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op.
 Works for every element type of the builtin dense attribute (floats, integers, ``i1``,
 ``index``); the dtype comes from the element type, never a fixed list of floats.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,7 +23,6 @@ from math import prod
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    AnyFloat,
     BFloat16Type,
     BytesAttr,
     DenseIntOrFPElementsAttr,
@@ -29,18 +31,24 @@ from xdsl.dialects.builtin import (
     Float64Type,
     IndexType,
     IntegerType,
-    TensorType,
 )
-from xdsl.ir import Attribute
-from xdsl.parser import Parser
+from xdsl.ir import Attribute, Operation
 
 MATERIALIZE_LIMIT_BYTES = 256 << 20
-"""The largest constant Partita builds from a splat (256 MiB, several times the largest
+"""The largest buffer Partita builds from a splat (256 MiB, several times the largest
 weight of the bundled models); larger ones are errors."""
 
-_SPLAT = re.compile(
-    r"dense<\s*(?P<value>[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|inf|nan)|true|false)\s*>\s*:\s*",
-)
+_limit: ContextVar[int | None] = ContextVar("partita_materialize_limit", default=MATERIALIZE_LIMIT_BYTES)
+
+
+@contextmanager
+def materialize_limit(limit: int | None) -> Iterator[None]:
+    """Within the block, splats are materialized up to ``limit`` bytes (None: no limit)."""
+    token = _limit.set(limit)
+    try:
+        yield
+    finally:
+        _limit.reset(token)
 
 
 def storage_dtype(element_type: Attribute) -> np.dtype:
@@ -67,66 +75,67 @@ def storage_dtype(element_type: Attribute) -> np.dtype:
     raise ValueError(f"no dense payload for element type {element_type}")
 
 
-def splat_bytes(type_: TensorType) -> int:
-    """Bytes a splat of ``type_`` takes once materialized."""
-    return prod(type_.get_shape()) * storage_dtype(type_.element_type).itemsize
+def splat_attr(type_: Attribute, element: bytes) -> DenseIntOrFPElementsAttr:
+    """The dense attribute of shaped ``type_`` with every element equal to the packed
+    ``element``: one element of payload, whatever the shape (none for an empty shape)."""
+    count = prod(type_.get_shape())  # type: ignore[attr-defined]
+    return DenseIntOrFPElementsAttr(type_, BytesAttr(element if count > 1 else element * count))  # type: ignore[arg-type]
 
 
-def materialize_splat(type_: TensorType, literal: str) -> DenseIntOrFPElementsAttr:
-    """The dense attribute of ``type_`` with every element equal to ``literal``."""
-    dtype = storage_dtype(type_.element_type)
-    if literal in ("true", "false"):
-        scalar: int | float = int(literal == "true")
-    elif isinstance(type_.element_type, AnyFloat):
-        scalar = float.fromhex(literal) if "0x" in literal.lower() else float(literal)
+def is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
+    """Whether ``attr`` is stored as a splat (one element standing for several)."""
+    return len(attr.data.data) == attr.get_element_type().compile_time_size and prod(attr.get_shape()) > 1
+
+
+def dense_values(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The values of ``attr`` in its shape (``i1`` as bool). A splat is a read-only
+    broadcast view of its one element; anything else a fresh writable array."""
+    dtype = storage_dtype(attr.get_element_type())
+    flat = np.frombuffer(attr.data.data, dtype=dtype)
+    if dtype.itemsize > 1:
+        flat = flat.astype(dtype.newbyteorder("="))
+    elif isinstance(attr.get_element_type(), IntegerType) and attr.get_element_type().width.data == 1:
+        flat = flat != 0
     else:
-        scalar = int(literal, 0)
-    payload = np.full(prod(type_.get_shape()), scalar, dtype=dtype)
-    return DenseIntOrFPElementsAttr(type_, BytesAttr(payload.tobytes()))
+        flat = flat.copy()
+    shape = tuple(attr.get_shape())
+    if is_splat(attr):
+        return np.broadcast_to(flat.reshape(()), shape)
+    return flat.reshape(shape)
 
 
-_limit: ContextVar[int | None] = ContextVar("partita_materialize_limit", default=MATERIALIZE_LIMIT_BYTES)
+def splat_bytes(attr: DenseIntOrFPElementsAttr) -> int:
+    """Bytes ``attr`` takes once every element is stored."""
+    return prod(attr.get_shape()) * storage_dtype(attr.get_element_type()).itemsize
 
 
-@contextmanager
-def materialize_limit(limit: int | None) -> Iterator[None]:
-    """Within the block, splats are materialized up to ``limit`` bytes (None: no limit).
-    Loading a compiled model uses this: its weights are placeholders replaced at once."""
-    token = _limit.set(limit)
-    try:
-        yield
-    finally:
-        _limit.reset(token)
+def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None, *, buffer: bool = False) -> np.ndarray:
+    """The values of the constant ``op`` (its ``value`` property, or ``attr``).
 
-
-def parse_dense_constant(parser: Parser, op_name: str) -> Attribute:
-    """Parses a constant's value attribute; a splat of a static tensor type is built with
-    NumPy, after checking it stays within the materialization limit."""
-    limit = _limit.get()
-    start = parser._current_token.span.start
-    text = parser.lexer.input.content
-    match = _SPLAT.match(text, start) if isinstance(text, str) else None
-    if match is None:
-        return parser.parse_attribute()
-    state = parser._parser_state
-    parser._resume_from(match.end())
-    type_ = parser.parse_optional_type()
-    if not isinstance(type_, TensorType) or -1 in type_.get_shape():
-        parser._resume_from(state)  # not a static tensor: let xDSL parse and report it
-        return parser.parse_attribute()
-    try:
-        size = splat_bytes(type_)
-    except ValueError:
-        parser._resume_from(state)
-        return parser.parse_attribute()
+    Without ``buffer`` a splat is a read-only view that costs no memory (enough for NumPy
+    arithmetic, references and folding). With ``buffer`` the result is a writable array
+    of its own (to upload or write into); building one from a splat over the
+    materialization limit is an error naming ``op``, at its location."""
+    if attr is None:
+        attr = op.properties["value"]  # type: ignore[assignment]
+        assert isinstance(attr, DenseIntOrFPElementsAttr)
+    values = dense_values(attr)
+    if not buffer or not is_splat(attr):
+        return values
+    size, limit = splat_bytes(attr), _limit.get()
     if limit is not None and size > limit:
-        parser.raise_error(
-            f"'{op_name}' op splat constant of type {type_} would take {size / 2**20:.0f} MiB, over the "
-            f"materialization limit of {limit / 2**20:.0f} MiB",
-            start,
-            match.end(),
+        from partita.ir.diagnostics import op_error
+
+        raise op_error(
+            op,
+            f"splat constant of type {attr.type} would take {size / 2**20:.0f} MiB once materialized, over the "
+            f"limit of {limit / 2**20:.0f} MiB",
         )
-    try:
-        return materialize_splat(type_, match.group("value"))
-    except (ValueError, OverflowError) as err:
-        parser.raise_error(f"'{op_name}' op bad splat value '{match.group('value')}' for {type_}: {err}", start, match.end())
+    return np.full(values.shape, values[(0,) * values.ndim], values.dtype)
+
+
+def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """``array.astype(dtype)`` that keeps a broadcast (splat) view a view."""
+    if array.size > 1 and not any(array.strides):
+        return np.broadcast_to(np.asarray(array[(0,) * array.ndim], dtype), array.shape)
+    return array.astype(dtype)

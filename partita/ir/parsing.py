@@ -10,14 +10,25 @@ from __future__ import annotations
 import dataclasses
 import re
 from bisect import bisect_right
+from math import prod
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    FileLineColLoc,
+    IntAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    UnknownLoc,
+)
 from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
 
+from partita.ir.constants import splat_attr
 from partita.ir.diagnostics import PartitaError, format_location
 
 
@@ -28,6 +39,9 @@ a few hundred levels down."""
 
 # Builtin tensor types without encoding: their meaning depends only on their spelling.
 _SIMPLE_TENSOR_TYPE = re.compile(r"tensor<(?:(?:\d+|\?)x)*(?:bf16|f16|f32|f64|i1|i8|i16|i32|i64|index)>")
+
+# The body of a dense literal of one element (a splat): a number, a boolean or a hex string.
+_SPLAT_BODY = re.compile(r'<\s*(?:[-+]?[0-9][0-9A-Za-z.+-]*|true|false|"0x[0-9A-Fa-f]*")\s*>')
 
 
 # xDSL 0.74 lexes string literals with ``"(?:[^"...]+|\\..)*"``: a nested quantifier that
@@ -69,6 +83,44 @@ class LocatingParser(Parser):
         else:
             self._resume_from(match.end())
         return cached
+
+    def parse_dense_int_or_fp_elements_attr(self, type):  # type: ignore[override]
+        """``dense<v> : tensor<...>`` becomes a splat of one element of payload (see
+        ``partita.ir.constants``) instead of xDSL's list of every element."""
+        start = self._current_token.span.start
+        if _SPLAT_BODY.match(self._text, start) is None:
+            try:
+                return super().parse_dense_int_or_fp_elements_attr(type)
+            except ValueError as err:  # xDSL packs out-of-range integers with a ValueError
+                self.raise_error(str(err), start, self.pos)
+        self.parse_punctuation("<", " in dense attribute")
+        hex_string = self.parse_optional_str_literal()
+        element = self._parse_tensor_literal_element() if hex_string is None else None
+        self.parse_punctuation(">", " in dense attribute")
+        if type is None:
+            self.parse_punctuation(":", " in dense attribute")
+            type = self._parse_dense_literal_type()
+        element_type = type.get_element_type()
+        if hex_string is not None:
+            try:
+                payload = bytes.fromhex(hex_string[2:])
+            except ValueError:
+                self.raise_error("Hex string in denseAttr is invalid")
+            if len(payload) != element_type.compile_time_size:
+                attr = DenseIntOrFPElementsAttr(type, BytesAttr(payload))
+                if len(attr) != prod(type.get_shape()):
+                    self.raise_error(f"Shape mismatch in dense literal. Expected {prod(type.get_shape())} "
+                                     f"elements from the type, but got {len(attr)} elements.")
+                return attr
+        else:
+            value = element.to_type(self, element_type)
+            if isinstance(element_type, IntegerType):
+                try:
+                    value = element_type.get_normalized_value(value)
+                except ValueError as err:
+                    self.raise_error(str(err), element.span)
+            payload = element_type.pack([value])
+        return splat_attr(type, payload)
 
     _depth = 0
 

@@ -56,10 +56,11 @@ def _string(op: byoc.BinaryOp, name: str) -> str | None:
 
 
 def binary_images(module: ModuleOp, embedded: Mapping[str, bytes] | None = None) -> dict[str, BinaryImage]:
-    """Every ``byoc.binary`` of ``module`` by symbol; ``embedded`` supplies bytes by symbol."""
+    """Every ``byoc.binary`` of ``module`` with bytes of its own (a cubin, not library
+    records), by symbol; ``embedded`` supplies bytes by symbol."""
     images = {}
     for op in module.ops:
-        if isinstance(op, byoc.BinaryOp):
+        if isinstance(op, byoc.BinaryOp) and not op.is_inline:
             symbol = op.sym_name.data
             path = _string(op, "path")
             images[symbol] = BinaryImage(

@@ -158,14 +158,7 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
 
 def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
     """Functions with a body whose compiler is cutlass, in module order."""
-    return [
-        op
-        for op in module.ops
-        if isinstance(op, FuncOp)
-        and op.body.blocks
-        and isinstance(attr := op.attributes.get(byoc.COMPILER), StringAttr)
-        and attr.data == COMPILER
-    ]
+    return byoc.compiler_functions(module, COMPILER)
 
 
 def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[PartitionKernel], CudaSource | None]:

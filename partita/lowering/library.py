@@ -47,18 +47,6 @@ def static_shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(d if d >= 0 else -1 for d in value.type.get_shape())
 
 
-def compiler_functions(module: ModuleOp, compiler: str) -> list[FuncOp]:
-    """Functions with a body whose ``byoc.compiler`` is ``compiler``, in module order."""
-    return [
-        op
-        for op in module.ops
-        if isinstance(op, FuncOp)
-        and op.body.blocks
-        and isinstance(attr := op.attributes.get(byoc.COMPILER), StringAttr)
-        and attr.data == compiler
-    ]
-
-
 def call_site_constants(module: ModuleOp, function: FuncOp) -> dict[int, np.ndarray]:
     """Arguments of ``function`` that every call passes the same ``nn.constant`` value
     (weights, scales): argument index -> value. A library can fold those at build time
@@ -113,7 +101,7 @@ class LibraryCodegen(ModulePass):
         return {}
 
     def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
-        return {f.sym_name.data: self.record(f) for f in compiler_functions(module, self.compiler)}
+        return {f.sym_name.data: self.record(f) for f in byoc.compiler_functions(module, self.compiler)}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern

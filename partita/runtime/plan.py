@@ -232,8 +232,8 @@ class LaunchPlan:
                 prepared = handle.prepare(loader)
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
-            (value,) = self.interpreter.run_op(op, ())
-            self.constants[op.result] = np.ascontiguousarray(value)
+            # A weight on the device needs a buffer of its own, splats included.
+            self.constants[op.result] = np.ascontiguousarray(op.to_numpy(buffer=True))
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):

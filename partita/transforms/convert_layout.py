@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Operation, SSAValue
@@ -55,7 +54,7 @@ def _constant_to_nhwc(const: nn.ConstantOp) -> nn.ConstantOp | None:
     if array.ndim == 0:
         return nn.ConstantOp(array)
     array = array.reshape((1,) * (4 - array.ndim) + array.shape)
-    return nn.ConstantOp(np.ascontiguousarray(array.transpose(TO_NHWC)))
+    return nn.ConstantOp(array.transpose(TO_NHWC))  # a splat stays one (zero strides)
 
 
 class ConvToNHWC(RewritePattern):
@@ -67,7 +66,7 @@ class ConvToNHWC(RewritePattern):
         new_ops: list[Operation] = [x := nn.TransposeOp(op.input, TO_NHWC)]
         old_weight = op.weight.owner
         if isinstance(old_weight, nn.ConstantOp):
-            w = nn.ConstantOp(np.ascontiguousarray(old_weight.to_numpy().transpose(TO_NHWC)))
+            w = nn.ConstantOp(old_weight.to_numpy().transpose(TO_NHWC))
         else:
             w = nn.TransposeOp(op.weight, TO_NHWC)
         conv = nn.Conv2DOp(x, w, strides=op.strides, padding=op.padding,
@@ -172,8 +171,7 @@ class ComposeTransposes(RewritePattern):
             return
         inner = op.input.owner
         if isinstance(inner, nn.ConstantOp):
-            rewriter.replace(op, nn.ConstantOp(
-                np.ascontiguousarray(inner.to_numpy().transpose(op.perm))))
+            rewriter.replace(op, nn.ConstantOp(inner.to_numpy().transpose(op.perm)))
             _erase_if_dead(rewriter, inner)
             return
         if not isinstance(inner, nn.TransposeOp):

@@ -28,18 +28,15 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from partita.dialects.byoc import COMPILER, GLOBAL_SYMBOL, PartitionOp, YieldOp
+from partita.dialects.byoc import (
+    GLOBAL_SYMBOL,
+    PartitionOp,
+    YieldOp,
+    is_partition_function,
+)
 from partita.ir import PartitaError, op_error
 
-__all__ = ["InlineCompilerFunctions", "is_partition_function"]
-
-
-def is_partition_function(op: Operation, compiler: str | None = None) -> bool:
-    """A ``func.func`` with a body and ``byoc.compiler`` (equal to ``compiler`` if given)."""
-    if not isinstance(op, func.FuncOp) or not op.body.blocks:
-        return False
-    attr = op.attributes.get(COMPILER)
-    return isinstance(attr, StringAttr) and (compiler is None or attr.data == compiler)
+__all__ = ["InlineCompilerFunctions"]
 
 
 def _partition_for(call: func.CallOp, function: func.FuncOp) -> PartitionOp:

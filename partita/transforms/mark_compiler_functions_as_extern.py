@@ -26,7 +26,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.dialects.byoc import EXTERN, REFERENCE_IMPL
 from partita.ir import format_location, op_error, symbol_name
-from partita.transforms.inline_compiler_functions import is_partition_function
+from partita.dialects.byoc import is_partition_function
 
 __all__ = ["REFERENCE_SUFFIX", "MarkCompilerFunctionsAsExtern", "mark_extern", "reference_name"]
 

@@ -18,9 +18,6 @@ shape without ``?`` is fine, but an unknown op with a ``?`` result is not).
 
 from __future__ import annotations
 
-import inspect
-
-import math
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, func
@@ -141,11 +138,7 @@ def _layout_axes(layout: str) -> tuple[int, int, int]:
 def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
     """Symbolic result dims of a single-result nn op."""
     if callable(rule := getattr(op, "result_dims", None)):  # ops that carry their own rule
-        # Two spellings: ``result_dims(dims, builder)`` (dims of any value, arithmetic) or
-        # ``result_dims(operand_dims)`` (dim selection only).
-        if len(inspect.signature(rule).parameters) == 2:
-            return rule(dims, b)
-        return rule([dims(v) for v in op.operands])
+        return rule(dims, b)
     if isinstance(op, nn.ElementwiseBinaryOp):
         return b.broadcast_shapes(dims(op.lhs), dims(op.rhs))
     if isinstance(op, nn.WhereOp):
@@ -184,25 +177,8 @@ def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeB
                 elif not isinstance(out[i], int):
                     out[i] = d if isinstance(d, int) else out[i]
         return out
-    if isinstance(op, nn.ReshapeOp) and op.refs:
-        return op.result_dims(dims, b)
-    if isinstance(op, nn.ReshapeOp):
-        shape = op.result.type.get_shape()
-        if DYNAMIC_INDEX not in shape:
-            return list(shape)
-        # Element count: the dynamic input dims times the static ones, divided by the
-        # static output dims.
-        x = dims(op.input)
-        count: Dim = math.prod(d for d in x if isinstance(d, int))
-        for d in x:
-            if not isinstance(d, int):
-                count = b.mul(d, count) if isinstance(count, int) else b.mul(count, d)
-        known = math.prod(d for d in shape if d != DYNAMIC_INDEX)
-        return [b.floordiv(count, known) if d == DYNAMIC_INDEX else d for d in shape]
     if isinstance(op, nn.BiasAddOp | nn.LayerNormOp | nn.BatchNormOp | nn.UnaryOp):
         return list(dims(op.operands[0]))
-    if isinstance(op, nn.IndexingOp | nn.ArangeOp):  # ops that carry their own rule
-        return op.result_dims(dims, b)
     raise op_error(op, "has dynamic result dimensions and no shape rule: cannot derive a shape function")
 
 

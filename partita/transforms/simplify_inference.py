@@ -45,9 +45,10 @@ _CHANNEL_AXIS = {"NCHW": 1, "NHWC": 3}
 
 
 def _constant(value: SSAValue) -> np.ndarray | None:
-    """The payload of a ``nn.constant`` value in float64, else ``None``."""
+    """The values of a ``nn.constant`` value in float64, else ``None`` (folding makes
+    new arrays of the constant's size: a splat over the materialization limit stops it)."""
     owner = value.owner
-    return owner.to_numpy().astype(np.float64) if isinstance(owner, nn.ConstantOp) else None
+    return owner.to_numpy(buffer=True).astype(np.float64) if isinstance(owner, nn.ConstantOp) else None
 
 
 def _dtype(value: SSAValue) -> np.dtype:

@@ -19,6 +19,7 @@ from partita.collage.rules.base import PartitionRule, RuleContext
 from partita.collage.rules.combine import Combine
 from partita.collage.rules.combiners import (
     AllSimple,
+    Always,
     ByKind,
     Combiner,
     TupleArg,
@@ -46,6 +47,7 @@ __all__ = [
     "FUSION_STYLES",
     "HOST_LABEL",
     "AllSimple",
+    "Always",
     "ByKind",
     "Combine",
     "Combiner",

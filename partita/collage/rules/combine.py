@@ -1,26 +1,29 @@
 """``Combine``: the candidates of a rule plus their unions that the combiners allow (TVM's
-``CombinePartitionRule``).
+``CombinePartitionRule``), and ``combine_candidates``, the same enumeration over a plain
+list of candidates with every union allowed (IR-free; for tests, benchmarks and the
+brute-force property tests).
 
 Starting from the wrapped rule's candidates, a candidate (or a union built so far) is
 merged with a touching candidate of the same target when a combiner fires for the pair;
 the union is a new candidate (label ``<target>.<suffix>``, ``data`` = the candidates merged)
-when it is convex. Unions deeper than ``max_depth`` (nodes on the longest path inside) or
-larger than ``max_nodes`` are not explored; non-convex unions are explored but not kept,
+when it is convex. Unions deeper than ``max_depth`` (the *depth of the union*: nodes on
+the longest path that stays inside it, :meth:`DataflowGraph.depth`) or larger than
+``max_nodes`` are not explored; non-convex unions are explored but not kept,
 since absorbing the nodes of the path that leaves them can make them convex. Validity
 beyond convexity (exits, taps) is ``OnlyValid``'s job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from partita.collage.graph import DataflowGraph, bits
 from partita.collage.rules.base import PartitionRule, RuleContext, unique
-from partita.collage.rules.combiners import Combiner
+from partita.collage.rules.combiners import Always, Combiner
 from partita.collage.rules.kind import KindFn, OpKind, default_op_kind
 from partita.collage.search import Candidate
 
-__all__ = ["Combine"]
+__all__ = ["Combine", "combine_candidates"]
 
 
 class Combine(PartitionRule):
@@ -110,3 +113,30 @@ class Combine(PartitionRule):
                         made.append(Candidate(frozenset(bits(u)), target, f"{target}.{self.suffix}",
                                               data=tuple(parts[k] for k in p)))
         return made
+
+
+class _Given(PartitionRule):
+    """A leaf whose candidates are fixed up front (``combine_candidates``' input)."""
+
+    def __init__(self, cands: Iterable[Candidate]) -> None:
+        self.cands = unique(cands)
+
+    def summary(self) -> str:
+        return f"Given({len(self.cands)} candidates)"
+
+    def candidates(self, ctx: RuleContext) -> list[Candidate]:
+        return list(self.cands)
+
+
+def combine_candidates(
+    cands: Iterable[Candidate],
+    graph: DataflowGraph,
+    max_depth: int,
+    max_nodes: int | None = None,
+) -> list[Candidate]:
+    """``cands`` followed by every convex union of adjacent or overlapping candidates of
+    one target, within ``max_depth`` and ``max_nodes``: a ``Combine`` whose combiner
+    (``Always``) fires for every pair, so unions are label ``<target>.combined`` with
+    ``data`` the candidates merged. Repeats in ``cands`` are dropped."""
+    rule = Combine(_Given(cands), [Always()], max_depth=max_depth, max_nodes=max_nodes)
+    return rule.candidates(RuleContext(graph))

@@ -12,7 +12,9 @@ move values, so they do not make a set less fusable):
   rules under one name);
 * ``TupleArg()``: a set that only feeds ``TUPLE`` nodes of the other set joins it when it
   is at most injective (the tuple's fields are computed where the tuple is);
-* ``TupleProj()``: a ``PROJECTION`` node joins the set producing the value it projects.
+* ``TupleProj()``: a ``PROJECTION`` node joins the set producing the value it projects;
+* ``Always()``: fires for every pair (``Combine`` only offers touching ones), for the
+  unrestricted unions of ``combine_candidates``.
 
 TVM also has a constant combiner; in Partita constants are not graph nodes but values
 entering a candidate (:mod:`partita.collage.ir_graph`), so every candidate already holds
@@ -26,7 +28,7 @@ from abc import ABC, abstractmethod
 from partita.collage.graph import DataflowGraph, bits
 from partita.collage.rules.kind import KindFn, OpKind
 
-__all__ = ["AllSimple", "ByKind", "Combiner", "TupleArg", "TupleProj", "set_kind"]
+__all__ = ["AllSimple", "Always", "ByKind", "Combiner", "TupleArg", "TupleProj", "set_kind"]
 
 _MOVERS = (OpKind.TUPLE, OpKind.PROJECTION)
 
@@ -99,3 +101,8 @@ class TupleProj(Combiner):
             if v is not None and kind_of(graph, v) == OpKind.PROJECTION and _feeds(graph, src, proj):
                 return True
         return False
+
+
+class Always(Combiner):
+    def fires(self, graph: DataflowGraph, a: int, b: int, kind_of: KindFn) -> bool:
+        return True

@@ -9,8 +9,8 @@ dimension, so importers and shape functions can reuse them without building IR. 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
@@ -292,12 +292,34 @@ def _type_names(types: Sequence[Attribute]) -> str:
     return ", ".join(str(t) for t in types)
 
 
+Dims = Callable[[SSAValue], list[Any]]
+"""The dims of a value: ints or symbolic dims of a shape function or a kernel."""
+
+
+class ShapeArith:
+    """The arithmetic a ``result_dims`` rule may use on symbolic dims, as the CUDA
+    emitter's C-expression one has it. ``ShapeBuilder`` (shape functions) has more
+    (``sub``, ``window``, ``broadcast``): a rule that uses it serves shape functions only."""
+
+    def mul(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+    def add(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+    def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
+
+
 class NNOp(IRDLOperation):
     """Base of all nn ops: ranked tensors, a checked element type and result shape.
 
     By default every operand and the result share one element type from
     ``ALLOWED_TYPES``; ops mixing types (comparisons, ``cast``, index operands) override
-    ``verify_element_types`` and ``infer_element_type``."""
+    ``verify_element_types`` and ``infer_element_type``.
+
+    An op whose dynamic result dims no generic rule of
+    :mod:`partita.transforms.shape_functions` covers carries its own,
+    ``result_dims(self, dims: Dims, arith: ShapeArith) -> list``: the result's dims from
+    ``dims(value)`` of its operands (ints or symbolic), computed with ``arith``. Shape
+    functions and the CUDA kernels that size dynamic results both call it."""
 
     irdl_options = (ParsePropInAttrDict(),)
     ALLOWED_TYPES: ClassVar[tuple[Attribute, ...]] = FLOATS[:3]
@@ -368,20 +390,23 @@ class UnaryOp(NNOp):
 
 
 def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
-    """Dense attribute holding ``array`` in its own element type (bool as i1)."""
+    """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
+    view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
+    from partita.ir.constants import splat_attr
+
     typ = TensorType(element_type_of(array.dtype), array.shape)
-    array = np.ascontiguousarray(array)
+    splat = array.size > 1 and not any(array.strides)
+    array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
     data = array.astype(array.dtype.newbyteorder("<")).tobytes()
-    return DenseIntOrFPElementsAttr(typ, BytesAttr(data))
+    return splat_attr(typ, data) if splat else DenseIntOrFPElementsAttr(typ, BytesAttr(data))
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """NumPy copy of a dense float attribute (payload is little-endian, full length)."""
-    dtype = numpy_dtype(attr.get_element_type()).newbyteorder("<")
-    if dtype == np.bool_:
-        return (np.frombuffer(attr.data.data, dtype=np.int8) != 0).reshape(attr.get_shape())
-    flat = np.frombuffer(attr.data.data, dtype=dtype)
-    return flat.astype(dtype.newbyteorder("=")).reshape(attr.get_shape())
+    """The values of a dense attribute; a splat is a read-only broadcast view (see
+    ``partita.ir.constants.dense_values``)."""
+    from partita.ir.constants import dense_values
+
+    return dense_values(attr)
 

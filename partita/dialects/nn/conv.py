@@ -18,8 +18,10 @@ from partita.dialects.nn.base import (
     DYN,
     FLOATS,
     INTEGERS,
+    Dims,
     NNOp,
     Shape,
+    ShapeArith,
     UnaryOp,
     _bool_prop,
     _check_ints,
@@ -244,9 +246,8 @@ class ConvOp(NNOp):
                                 self.padding, self.dilation, self.groups, self.data_layout,
                                 self.kernel_layout, self.SPATIAL)
 
-    def result_dims(self, dims, b) -> list:
-        """Symbolic result dims (shape functions): ``dims`` maps a value to its dims,
-        ``b`` is the ``ShapeBuilder``."""
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        """Symbolic result dims (shape functions; ``arith`` is their ``ShapeBuilder``)."""
         rank = self.SPATIAL
         x, w = dims(self.input), dims(self.weight)
         c_ax, spatial = layout_axes(self.data_layout, rank)
@@ -254,8 +255,8 @@ class ConvOp(NNOp):
         out[c_ax] = w[0]
         for k, ax in enumerate(spatial):
             kernel = w[self.kernel_layout.index(SPATIAL_LETTERS[rank][k])]
-            out[ax] = b.window(x[ax], kernel, self.strides[k], self.padding[k],
-                               self.padding[rank + k], self.dilation[k], False, self)
+            out[ax] = arith.window(x[ax], kernel, self.strides[k], self.padding[k],
+                                   self.padding[rank + k], self.dilation[k], False, self)
         return out
 
 
@@ -329,7 +330,7 @@ class ConvTransposeOp(NNOp):
                                           self.strides, self.padding, self.output_padding,
                                           self.dilation, self.groups, self.SPATIAL)
 
-    def result_dims(self, dims, b) -> list:
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Symbolic result dims (shape functions)."""
         rank = self.SPATIAL
         x, w = dims(self.input), dims(self.weight)
@@ -339,7 +340,7 @@ class ConvTransposeOp(NNOp):
         for k in range(rank):
             extra = (self.dilation[k] * (w[2 + k] - 1) + self.output_padding[k] + 1
                      - self.padding[k] - self.padding[rank + k])
-            out.append(b.add(b.mul(b.sub(x[2 + k], 1), self.strides[k]), extra))
+            out.append(arith.add(arith.mul(arith.sub(x[2 + k], 1), self.strides[k]), extra))
         return out
 
 
@@ -400,14 +401,15 @@ class PoolOp(UnaryOp):
                                 self.padding, self.dilation, self.layout, self.ceil_mode,
                                 self.SPATIAL)
 
-    def result_dims(self, dims, b) -> list:
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Symbolic result dims (shape functions)."""
         rank = self.SPATIAL
         out = list(dims(self.input))
         _, spatial = layout_axes(self.layout, rank)
         for k, ax in enumerate(spatial):
-            out[ax] = b.window(out[ax], self.pool_size[k], self.strides[k], self.padding[k],
-                               self.padding[rank + k], self.dilation[k], self.ceil_mode, self)
+            out[ax] = arith.window(out[ax], self.pool_size[k], self.strides[k],
+                                   self.padding[k], self.padding[rank + k], self.dilation[k],
+                                   self.ceil_mode, self)
         return out
 
 

@@ -25,8 +25,10 @@ from partita.dialects.nn.base import (
     ELEMENT_TYPES,
     FLOATS,
     INTEGERS,
+    Dims,
     NNOp,
     Shape,
+    ShapeArith,
     UnaryOp,
     _bool_prop,
     _float_prop,
@@ -84,7 +86,7 @@ class DepthSpaceOp(UnaryOp):
                  result_type: Attribute | None = None):
         super().__init__(input, result_type, block_size=block_size, mode=mode)
 
-    def result_dims(self, dims, b) -> list:
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Symbolic result dims (shape functions): the batch may be dynamic."""
         shape = self.result.type.get_shape()
         if DYN in shape[1:]:
@@ -269,7 +271,7 @@ class ResizeOp(NNOp):
                 if size != -1 and not (size == d and scale == 1.0
                                        and self.coordinate_transformation_mode != "tf_crop_and_resize")]
 
-    def result_dims(self, dims, b) -> list:
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Symbolic result dims (shape functions): the static sizes, the input's where
         dynamic."""
         return [d if size == -1 else size for d, size in zip(dims(self.input), self.sizes)]

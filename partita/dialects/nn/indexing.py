@@ -17,7 +17,7 @@ derive it without reading device memory (TVM's "data-independent shape functions
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import IntegerType, TensorType
@@ -36,8 +36,10 @@ from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
     NUMERIC_TYPES,
+    Dims,
     NNOp,
     Shape,
+    ShapeArith,
     UnaryOp,
     _float_prop,
     _init,
@@ -58,21 +60,6 @@ INDEX_TYPES = (IntegerType(32), IntegerType(64))
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 """How a scatter combines an update with the value already there."""
 FORMAT_OPERANDS = "operands attr-dict `:` functional-type(operands, results)"
-
-Dims = Callable[[SSAValue], list[Any]]
-"""The dims of a value: ints or symbolic dims of a shape function or a kernel."""
-
-
-class ShapeArith:
-    """The arithmetic ``result_dims`` needs on symbolic dims (``ShapeBuilder`` has it, and
-    the CUDA emitter passes a C-expression one)."""
-
-    def mul(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
-
-    def add(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
-
-    def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
-
 
 def dynamic_slice(begin: int, end: int, step: int) -> str | None:
     """The slices of an axis of unknown size that need no clamping: ``tail``

@@ -7,7 +7,6 @@ native kernel)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -30,8 +29,10 @@ from partita.dialects.nn.base import (
     FORMAT_BINARY,
     NUMERIC_TYPES,
     FORMAT_UNARY,
+    Dims,
     NNOp,
     Shape,
+    ShapeArith,
     UnaryOp,
     _bool_prop,
     _check_ints,
@@ -211,9 +212,9 @@ class MatmulIntegerOp(NNOp):
                                       f"{_fmt(_shape(v))}")
         return infer_matmul_shape(_shape(self.lhs), _shape(self.rhs))
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Batch dims broadcast (a literal 1 gives way to the other operand's dim)."""
-        a, b = operand_dims[0], operand_dims[1]
+        a, b = dims(self.lhs), dims(self.rhs)
         rank = max(len(a), len(b)) - 2
         pa = [1] * (rank - len(a) + 2) + list(a[:-2])
         pb = [1] * (rank - len(b) + 2) + list(b[:-2])

@@ -27,8 +27,10 @@ from partita.dialects.nn.base import (
     FLOATS,
     FORMAT_BINARY,
     FORMAT_UNARY,
+    Dims,
     NNOp,
     Shape,
+    ShapeArith,
     UnaryOp,
     _bool_prop,
     _check_ints,
@@ -216,8 +218,8 @@ class RMSNormOp(NNOp):
         _init(self, [input, scale], result_type, axis=axis,
               epsilon=None if epsilon is None else float(epsilon))
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
-        return list(operand_dims[0])  # the input's shape
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return list(dims(self.input))
 
     def infer_shape(self) -> Shape:
         x = _shape(self.input)
@@ -256,8 +258,8 @@ class GroupNormOp(NNOp):
         _init(self, [input, scale, bias], result_type, num_groups=num_groups,
               epsilon=None if epsilon is None else float(epsilon))
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
-        return list(operand_dims[0])  # the input's shape
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return list(dims(self.input))
 
     def infer_shape(self) -> Shape:
         x = _shape(self.input)

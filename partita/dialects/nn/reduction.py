@@ -21,7 +21,9 @@ from partita.dialects.nn.base import (
     ELEMENT_TYPES,
     FLOATS,
     NUMERIC_TYPES,
+    Dims,
     Shape,
+    ShapeArith,
     UnaryOp,
     _bool_prop,
     _float_prop,
@@ -77,9 +79,9 @@ class ReduceOp(UnaryOp):
     def infer_shape(self) -> Shape:
         return infer_reduce_shape(_shape(self.input), self.axes, self.keepdims)
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
-        """The result dims from the input's (any dim representation: ints, symbols)."""
-        return reduce_dims(operand_dims[0], self.axes, self.keepdims)
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        """The input's dims less (or 1 at) the reduced axes."""
+        return reduce_dims(dims(self.input), self.axes, self.keepdims)
 
 
 @irdl_op_definition
@@ -207,9 +209,9 @@ class ArgReduceOp(IndexResultOp):
             raise VerifyException("arg-reduction over an empty axis")
         return infer_reduce_shape(x, [axis], self.keepdims)
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
-        (dims,) = operand_dims
-        return reduce_dims(dims, [self.axis % len(dims)], self.keepdims)
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        x = dims(self.input)
+        return reduce_dims(x, [self.axis % len(x)], self.keepdims)
 
 
 @irdl_op_definition
@@ -235,10 +237,10 @@ class _TopK:
     """Properties of the top-k ops: the ``k`` largest (or smallest) along ``axis``, in
     order (ties: the lower index first)."""
 
-    def result_dims(self, operand_dims: Sequence[list]) -> list:
-        dims = list(operand_dims[0])
-        dims[self.axis % len(dims)] = self.k
-        return dims
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        out = list(dims(self.input))
+        out[self.axis % len(out)] = self.k
+        return out
 
     k_attr = _int_prop("k")
     axis_attr = _int_prop("axis", -1)

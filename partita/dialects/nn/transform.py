@@ -38,7 +38,6 @@ from partita.dialects.nn.base import (
     _tensor,
     _value,
     dense_from_numpy,
-    dense_to_numpy,
     merge_dims,
     normalize_axis,
 )
@@ -238,17 +237,22 @@ class ConstantOp(NNOp):
         if self.value.type != self.result.type:
             raise VerifyException(
                 f"value type {self.value.type} does not match result type {self.result.type}")
-        return tuple(self.value.get_shape())
+        shape = tuple(self.value.get_shape())
+        if len(self.value) not in (1, math.prod(shape)):  # one element stands for a splat
+            raise VerifyException(f"value holds {len(self.value)} elements, its type {math.prod(shape)}")
+        return shape
 
-    def to_numpy(self) -> np.ndarray:
-        """The payload as a NumPy array of the storage dtype."""
-        return dense_to_numpy(self.value)
+    def to_numpy(self, *, buffer: bool = False) -> np.ndarray:
+        """The values as a NumPy array of the storage dtype; a splat is a read-only view
+        unless ``buffer`` asks for an array of its own (see ``constant_values``)."""
+        from partita.ir.constants import constant_values
+
+        return constant_values(self, buffer=buffer)
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        from partita.ir.constants import parse_dense_constant
-
-        value = parse_dense_constant(parser, cls.name)
+        # Partita's parser keeps ``dense<v> : tensor<...>`` a splat (partita.ir.parsing).
+        value = parser.parse_attribute()
         if not isinstance(value, DenseIntOrFPElementsAttr):
             parser.raise_error(f"expected a dense elements attribute, got {value}")
         op = cls(value)

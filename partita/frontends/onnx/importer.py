@@ -31,6 +31,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects import nn
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
+from partita.ir.constants import cast
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -133,7 +134,7 @@ class Importer:
             fail("a shape computation depending on a dynamic dimension is used as data")
         array = np.asarray(v)
         if like is not None:
-            array = array.astype(nn.numpy_dtype(like.type.element_type))
+            array = cast(array, nn.numpy_dtype(like.type.element_type))
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
         return self.emit(nn.ConstantOp(array))

@@ -210,7 +210,7 @@ def _constant_of_shape(cx, ins, attrs):
         np.zeros(1, np.float32)
     target = _shape_entries(ins[0], "the shape")
     if not any(isinstance(d, SymDim) for d in target):
-        return np.full(target, value[0], dtype=value.dtype)
+        return np.broadcast_to(value[0], target)  # stays a splat, however large
     scalar = cx.tensor(value.reshape([1] * len(target)))
     return broadcast_to(cx, scalar, target, "the shape")
 

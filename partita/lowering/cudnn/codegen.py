@@ -23,8 +23,9 @@ from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from partita.dialects import nn
+from partita.dialects.byoc import compiler_functions
 from partita.ir import op_error
-from partita.lowering.library import LibraryCodegen, compiler_functions, element_type, static_shape
+from partita.lowering.library import LibraryCodegen, element_type, static_shape
 from partita.lowering.records import dataclass_from, fields_attr
 
 KIND = "cudnn"

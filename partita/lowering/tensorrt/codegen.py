@@ -21,7 +21,13 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 
 from partita.dialects import byoc
-from partita.lowering.library import LibraryCodegen, call_site_constants, compiler_functions, element_type, static_shape
+from partita.dialects.byoc import compiler_functions
+from partita.lowering.library import (
+    LibraryCodegen,
+    call_site_constants,
+    element_type,
+    static_shape,
+)
 from partita.lowering.records import from_attr, to_attr
 from partita.lowering.tensorrt.export import export_function
 from partita.target import Target

@@ -5,7 +5,8 @@ take f16 / bf16 / f32): GEMMs in f64 or integer types and ``nn.matmul_integer``,
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.lowering.cuda.ops.reduction import own_dims, y_decl
+from partita.lowering.cuda.ops.indexing import derived_dims
+from partita.lowering.cuda.ops.reduction import y_decl
 from partita.lowering.cuda.rules import window
 
 _TILED_DTYPES = ("f16", "bf16", "f32")
@@ -62,7 +63,7 @@ def _gemm(emitter, op) -> list[str]:
     ]
 
 
-@window(nn.MatmulIntegerOp, dims=own_dims)
+@window(nn.MatmulIntegerOp, dims=derived_dims)
 def _matmul_integer(emitter, op: nn.MatmulIntegerOp) -> list[str]:
     k = emitter.var("k")
     ai, bi = _operand_indices(emitter, op, k)

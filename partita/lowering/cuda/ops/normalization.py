@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from partita.dialects import nn
 from partita.lowering.cuda.ops.reduction import at, fmath, group_loop, same_dims, y_decl
-from partita.lowering.cuda.rules import window
+from partita.lowering.cuda.rules import injective, window
 
 _ROWWISE_DTYPES = ("f16", "bf16", "f32")
 
@@ -171,3 +171,14 @@ def _mean_variance_norm(emitter, op: nn.MeanVarianceNormOp) -> list[str]:
         f"    const {A} sd = {fmath(A, 'sqrt')}(var > 0 ? var : ({A})0);",
         y_decl(emitter, op, f"({emitter.load(x, emitter.out_index)} - mean) / (sd + ({A})1e-9)"),
     ]
+
+
+@injective(nn.BatchNormOp, dims=lambda emitter, op: list(emitter.dims[op.input]))
+def _batch_norm(emitter, op: nn.BatchNormOp, index: list[str]) -> str:
+    """Inference batch norm (one not folded into a convolution): injective, each channel
+    vector read at the output's channel index, so it chains with its neighbours."""
+    channel = [index[op.axis % len(index)]]
+    x = emitter.value(op.input, index)
+    gamma, beta, mean, var = (emitter.value(v, channel) for v in (op.gamma, op.beta, op.mean, op.variance))
+    A = emitter.ctype(op.result)
+    return f"({x} - {mean}) * ({gamma} / {fmath(A, 'sqrt')}({var} + ({A}){float(op.epsilon)!r})) + {beta}"

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
+from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.rules import Fold, RowReduction, rowwise, window
 
-__all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "own_dims",
-           "same_dims", "y_decl"]
+__all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "same_dims",
+           "y_decl"]
 """Helpers the other families' window rules share."""
 
 Dims = list  # of int | str (C expressions of the kernel's run-time dims)
@@ -111,11 +112,6 @@ def at(emitter, arg: SSAValue, rank: int) -> str:
     return emitter.load(arg, [f"@{a}@" for a in range(rank)])
 
 
-def own_dims(emitter, op) -> Dims:
-    """The result dims from the op's own rule over its operands' kernel dims."""
-    return op.result_dims([emitter.dims[v] for v in op.operands])
-
-
 def same_dims(emitter, op) -> Dims:
     return list(emitter.dims[op.operands[0]])
 
@@ -182,12 +178,12 @@ def reduction(emitter, op: nn.ReduceOp | nn.ArgReduceOp) -> RowReduction:
     return RowReduction(x, tuple(axes), tuple(folds), y)
 
 
-@rowwise(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, supports=_trailing, dims=own_dims)
+@rowwise(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, supports=_trailing, dims=derived_dims)
 def _row_reduce(emitter, op) -> RowReduction:
     return reduction(emitter, op)
 
 
-@window(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, dims=own_dims)
+@window(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, dims=derived_dims)
 def _reduce(emitter, op: nn.ReduceOp | nn.ArgReduceOp) -> list[str]:
     """Each fold as a serial loop over the output element's reduced elements."""
     red = reduction(emitter, op)
@@ -206,7 +202,7 @@ def _reduce(emitter, op: nn.ReduceOp | nn.ArgReduceOp) -> list[str]:
     return [*lines, y_decl(emitter, op, red.y)]
 
 
-@window(nn.TopKValuesOp, nn.TopKIndicesOp, dims=own_dims)
+@window(nn.TopKValuesOp, nn.TopKIndicesOp, dims=derived_dims)
 def _topk(emitter, op) -> list[str]:
     """The element of rank ``out_index[axis]`` along the axis: the one with exactly that
     many better elements (greater, or equal at a lower index)."""

@@ -214,11 +214,3 @@ func.func @constant_type() {
   %0 = "nn.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
   func.return
 }
-
-// -----
-
-func.func @main() -> tensor<30000000x4xf32> {
-  // expected-error@+1 {{'nn.constant' op splat constant of type tensor<30000000x4xf32> would take 458 MiB, over the materialization limit of 256 MiB}}
-  %0 = nn.constant dense<1.0> : tensor<30000000x4xf32>
-  func.return %0 : tensor<30000000x4xf32>
-}

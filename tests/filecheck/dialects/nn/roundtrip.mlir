@@ -90,3 +90,20 @@ func.func @data_movement(%x: tensor<2x3xf32>, %y: tensor<?x3xf32>) -> tensor<?x3
   %5 = nn.constant dense<[[1.0, 2.0], [3.0, 4.5]]> : tensor<2x2xf16> {note = "weights"}
   func.return %3 : tensor<?x3xf32>
 }
+
+// Splats stay splats, in both forms: 480 MB of f32, 300 MB of i8 and 1.2 GB of i1 take
+// one element each (xDSL alone would build a Python list of every element).
+// CHECK-LABEL: func.func @large_splats
+func.func @large_splats() -> tensor<30000000x4xf32> {
+  // CHECK-NEXT: %0 = nn.constant dense<1.000000e+00> : tensor<30000000x4xf32>
+  // GENERIC: "nn.constant"() <{value = dense<1.000000e+00> : tensor<30000000x4xf32>}> : () -> tensor<30000000x4xf32>
+  %0 = nn.constant dense<1.0> : tensor<30000000x4xf32>
+  // CHECK-NEXT: %1 = nn.constant dense<-3> : tensor<300000000xi8>
+  %1 = nn.constant dense<-3> : tensor<300000000xi8>
+  // CHECK-NEXT: %2 = nn.constant dense<true> : tensor<40000x30000xi1>
+  %2 = nn.constant dense<true> : tensor<40000x30000xi1>
+  // A hex payload of one element is a splat too.
+  // CHECK-NEXT: %3 = nn.constant dense<2.000000e+00> : tensor<20000000x8xf32>
+  %3 = nn.constant dense<"0x00000040"> : tensor<20000000x8xf32>
+  func.return %0 : tensor<30000000x4xf32>
+}
