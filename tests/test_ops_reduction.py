@@ -501,6 +501,11 @@ func.func @dynamic_row(%d: tensor<2x?xf64>) -> tensor<2xf64> {
   %0 = nn.reduce_sum %d {axes = array<i64: 1>, keepdims = false} : (tensor<2x?xf64>) -> tensor<2xf64>
   func.return %0 : tensor<2xf64>
 }
+func.func @few_long_rows(%b: tensor<2x3x3000xf32>) -> (tensor<2x1x1xf32>, tensor<f32>) {
+  %0 = nn.reduce_sum %b {axes = array<i64: 1, 2>} : (tensor<2x3x3000xf32>) -> tensor<2x1x1xf32>
+  %1 = nn.reduce_max %b {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x3000xf32>) -> tensor<f32>
+  func.return %0, %1 : tensor<2x1x1xf32>, tensor<f32>
+}
 """
 
 
@@ -509,7 +514,7 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     """NaN and infinities as the reference has them: max / min / sums are NaN on a row
     with a NaN, argmax / argmin pick the first NaN (the last with select_last_index),
     ties pick the first (last) index; empty rows give 0, -inf and 1; bool any / all; a
-    row length known at run time only (the full block)."""
+    row length known at run time only (the full block); a few long rows (1024 threads)."""
     nan, inf = np.nan, np.inf
     x = np.array([[1, 3, 3, 0, -2, 3],        # ties
                   [2, nan, 5, nan, -1, 2],    # two NaNs
@@ -519,9 +524,11 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     module = fuse(ROW_EDGES)
 
     d = np.arange(600, dtype=np.float64).reshape(2, 300) / 8  # a run-time row length
+    big = (np.arange(18000, dtype=np.float32).reshape(2, 3, 3000) % 61 - 30) / 8  # exact sums
 
     def inputs_of(name, rec):
-        return [{(4, 6): x, (3, 0): np.zeros((3, 0), np.float32), (2, 5): i, (2, -1): d}[rec.inputs[0]]]
+        return [{(4, 6): x, (3, 0): np.zeros((3, 0), np.float32), (2, 5): i, (2, -1): d,
+                 (2, 3, 3000): big}[rec.inputs[0]]]
 
     built = _host_build(module, tmp_path)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -539,6 +546,10 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
     np.testing.assert_array_equal(got[9:], [[True, True], [False, True]])
     np.testing.assert_array_equal(outs["dynamic_row_fused_0"], d.sum(1))
     assert records["dynamic_row_fused_0"].block == 256
+    # Few long rows: blocks of 1024 threads (32 warps through the shared array).
+    np.testing.assert_array_equal(outs["few_long_rows_fused_0"].ravel(), big.sum((1, 2)))
+    assert outs["few_long_rows_fused_1"] == big.max()
+    assert [records[f"few_long_rows_fused_{k}"].block for k in (0, 1)] == [1024, 1024]
 
 
 def test_row_reduction_fuses_its_epilogue():

@@ -36,7 +36,7 @@ op depending on the anchor has the anchor's shape and is element-wise or ``bias_
   compute type, ``partita_block_reduce`` / ``partita_block_arg`` combine them (xor
   shuffles, one value per warp through shared memory, every thread gets the result),
   thread 0 computes the value and runs the epilogue; the block is the row's length
-  rounded up to a power of two, 32 to 256 threads;
+  rounded up to a power of two, 32 to 256 threads (1024 for a few long rows);
 * ``kind = "gemm"`` (``nn.dense``, ``nn.matmul`` with NumPy batch broadcasting,
   ``nn.batch_matmul`` with its transpose flags): 16x16 output tiles, one thread per
   output element, K in steps of 16 through two shared-memory tiles (loads coalesced
@@ -682,7 +682,7 @@ class KernelEmitter:
             reduction: RowReduction = rule.emit(self, self.anchor)
             split = len(self.dims[reduction.input]) - len(reduction.axes)
             cols = _product([self.dims[reduction.input][a] for a in reduction.axes])
-            block = BLOCK_SIZE if isinstance(cols, str) else min(BLOCK_SIZE, max(32, 1 << (cols - 1).bit_length()))
+            block = _row_block(_product(self.out_dims[:split]), cols)
             body = self._row_reduction(reduction, split, cols, used, store)
             extra = {"kind": "rowwise", "split": split, "block": block}
         elif kernel_kind(self.anchor) == "rowwise":
@@ -898,6 +898,22 @@ class KernelEmitter:
             "    }",
             "  }",
         ]
+
+
+ROW_BLOCK_FEW = 1024
+"""Threads per block of a row reduction with few long rows (a block per row cannot fill
+the device, so each block takes as many threads as it may)."""
+
+
+def _row_block(rows: Dim, cols: Dim) -> int:
+    """Threads per block of a row reduction: the row's length rounded up to a power of
+    two, 32 (a warp) to ``BLOCK_SIZE``; ``ROW_BLOCK_FEW`` for at most 16 rows of 8192
+    elements or more; ``BLOCK_SIZE`` when the length is known at run time only."""
+    if isinstance(cols, str):
+        return BLOCK_SIZE
+    if isinstance(rows, int) and rows <= 16 and cols >= 8192:
+        return ROW_BLOCK_FEW
+    return min(BLOCK_SIZE, max(32, 1 << (cols - 1).bit_length()))
 
 
 def _entry_name(name: str, taken: set[str]) -> str:

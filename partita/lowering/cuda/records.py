@@ -10,8 +10,8 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
 * ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm``, or a
   reduction / arg-reduction over the input's last axes) and ``rows``, the number of
   leading output axes that are rows: one block of ``block`` threads per row (a reduction's
-  row is the input's reduced trailing axes, its block 32 to 256 threads by the row's
-  length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
+  row is the input's reduced trailing axes, its block 32 to 1024 threads by the rows'
+  count and length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``;
