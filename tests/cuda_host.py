@@ -5,9 +5,10 @@ A small shim stands in for the CUDA runtime: ``__half``/``__nv_bfloat16`` conver
 (F16C, round-to-nearest-even), and a block emulation faithful to the barriers: a launch
 runs its blocks one after the other, each block as ``blockDim`` POSIX threads;
 ``__syncthreads`` is a barrier of the block, ``__shared__`` is ``static`` (one copy, shared
-by the block's threads) and ``__shfl_xor_sync`` exchanges values through an array between
-two barriers (every thread of the block must take part, which the kernels' reductions
-do). ``threadIdx`` is thread-local; ``blockIdx``/``blockDim``/``gridDim`` are set per block.
+by the block's threads) and ``__shfl_xor_sync`` (of any type of up to 8 bytes, like CUDA's
+overloads) exchanges values through an array between two barriers (every thread of the
+block must take part, which the kernels' reductions do). ``threadIdx`` is thread-local;
+``blockIdx``/``blockDim``/``gridDim`` are set per block.
 """
 
 from __future__ import annotations
@@ -55,13 +56,16 @@ static std::vector<ucontext_t> partita_fibers;
 static std::vector<char> partita_done;
 static unsigned partita_current;
 static std::function<void()>* partita_body;
-static float partita_lanes[1024];
+static uint64_t partita_lanes[1024];
 static inline void __syncthreads() { swapcontext(&partita_fibers[partita_current], &partita_scheduler); }
-static inline float __shfl_xor_sync(unsigned, float v, int mask) {
+// Any type of up to 8 bytes (float, double, int, long long, unsigned ...), as CUDA's overloads.
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle moves at most 8 bytes");
   const unsigned t = partita_current;
-  partita_lanes[t] = v;
+  memcpy(&partita_lanes[t], &v, sizeof(T));
   __syncthreads();
-  const float r = partita_lanes[t ^ (unsigned)mask];
+  T r;
+  memcpy(&r, &partita_lanes[t ^ (unsigned)mask], sizeof(T));
   __syncthreads();
   return r;
 }

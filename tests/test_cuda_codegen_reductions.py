@@ -1,9 +1,10 @@
-"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm), GEMMs
-(dense, matmul, batch_matmul) and pools (max / avg / global avg, both layouts), each with
-its fused element-wise epilogue, and the index-remapping injective ops (pad, concatenate). NVRTC compiles
-every kernel and dtype in one program; the lowered module runs like the original; the
-kernels, built for the host with a block emulation, compute the reference semantics; the
-device path launches the recorded geometry with arguments the cubin agrees with."""
+"""Native CUDA kernels beyond injective ops: row reductions (softmax, layer_norm, reductions
+over the last axes), GEMMs (dense, matmul, batch_matmul) and pools (max / avg / global avg,
+both layouts), each with its fused element-wise epilogue, and the index-remapping injective
+ops (pad, concatenate). NVRTC compiles every kernel and dtype in one program; the lowered
+module runs like the original; the kernels, built for the host with a block emulation,
+compute the reference semantics; the device path launches the recorded geometry with
+arguments the cubin agrees with."""
 
 from __future__ import annotations
 
@@ -277,3 +278,50 @@ def test_device_path_launches_window_kernels(lowered) -> None:
     assert fused[2] == launches["pool_f32_fused_1"][2][len(handles["pool_f32_fused_1"].record.inputs)]
     assert [o.shape for o in outs] == [(batch, 4, 5, 5), (2, 4, 4, 3), (batch, 1, 1, 3)]
     assert sorted(launch["name"] for launch in drv.launches) == [f"pool_f32_fused_{k}" for k in range(4)]
+
+
+# -- reductions over the last axes: rowwise kernels on the device path ----------------------
+
+ROW_REDUCTIONS = """
+func.func @stats(%x: tensor<?x4x4096xf16>, %e: tensor<f16>, %img: tensor<?x8x7x7xf32>) -> (tensor<?x4x1xf16>, tensor<?x8xf32>, tensor<?x4xi64>) {
+  %0 = nn.reduce_mean %x {axes = array<i64: 2>} : (tensor<?x4x4096xf16>) -> tensor<?x4x1xf16>
+  %1 = nn.add %0, %e : (tensor<?x4x1xf16>, tensor<f16>) -> tensor<?x4x1xf16>
+  %2 = nn.sqrt %1 : (tensor<?x4x1xf16>) -> tensor<?x4x1xf16>
+  %3 = nn.reduce_mean %img {axes = array<i64: 2, 3>, keepdims = false} : (tensor<?x8x7x7xf32>) -> tensor<?x8xf32>
+  %4 = nn.argmax %x {axis = 2 : i64, keepdims = false} : (tensor<?x4x4096xf16>) -> tensor<?x4xi64>
+  func.return %2, %3, %4 : tensor<?x4x1xf16>, tensor<?x8xf32>, tensor<?x4xi64>
+}
+"""
+
+
+def test_device_path_launches_row_reductions(tmp_path) -> None:
+    """RMSNorm's statistics (mean over 4096, + eps, sqrt), global average pooling and an
+    argmax over the last axes: one block per output element (grid = the rows), 256 threads
+    for rows of 4096 and 64 for rows of 49, arguments as the cubin's parameter table."""
+    from partita.runtime.cuda import pack_kernel_args
+
+    ctx = make_context()
+    module = parse_module(ROW_REDUCTIONS, ctx, "stats.mlir")
+    PassPipeline.parse_spec(get_all_passes(), PIPELINE.format(cache=tmp_path)).apply(ctx, module)
+    handles = kernel_handles(module)
+    assert {n: (h.kind, h.record.ops) for n, h in handles.items()} == {
+        "stats_fused_0": ("rowwise", ("nn.reduce_mean", "nn.add", "nn.sqrt")),
+        "stats_fused_1": ("rowwise", ("nn.reduce_mean",)),
+        "stats_fused_2": ("rowwise", ("nn.argmax",)),
+    }
+    assert all(isinstance(h, RowwiseKernelHandle) for h in handles.values())
+    batch = 3
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((batch, 4, 4096)).astype(np.float16), np.array(1e-3, np.float16),
+            rng.standard_normal((batch, 8, 7, 7)).astype(np.float32)]
+    _, launches, outs = recorded_run(module, "stats", args)
+    cubin = handles["stats_fused_0"].path.read_bytes()
+    geometry = {"stats_fused_0": (batch * 4, 256), "stats_fused_1": (batch * 8, 64), "stats_fused_2": (batch * 4, 256)}
+    for name, (rows, threads) in geometry.items():
+        grid, block, kernel_args, smem = launches[name]
+        assert (grid, block, smem) == ((rows, 1, 1), (threads, 1, 1), 0)
+        _, offsets = pack_kernel_args(kernel_args)
+        params = kernel_params(cubin, handles[name].record.entry)
+        assert [(p.offset, p.size) for p in params] == [
+            (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)]
+    assert [o.shape for o in outs] == [(batch, 4, 1), (batch, 8), (batch, 4)]

@@ -54,6 +54,18 @@ func.func @main(%x: tensor<?x8x8x16xf16>, %w: tensor<32x3x3x16xf16>) -> tensor<?
 }
 """
 
+# Reductions over the last axes (rowwise kernels): RMSNorm's statistics with an epilogue,
+# and rows past the 65535-block grid (the blocks stride over them).
+ROW_REDUCTIONS = """
+func.func @main(%x: tensor<8x4096xf16>, %e: tensor<1xf16>, %y: tensor<?x33xf32>) -> (tensor<8x1xf16>, tensor<?xi64>, tensor<?x1xf32>) {
+  %0 = nn.reduce_mean %x {axes = array<i64: 1>} : (tensor<8x4096xf16>) -> tensor<8x1xf16>
+  %1 = nn.add %0, %e : (tensor<8x1xf16>, tensor<1xf16>) -> tensor<8x1xf16>
+  %2 = nn.argmax %y {axis = 1 : i64, keepdims = false} : (tensor<?x33xf32>) -> tensor<?xi64>
+  %3 = nn.reduce_sum %y {axes = array<i64: 1>} : (tensor<?x33xf32>) -> tensor<?x1xf32>
+  func.return %1, %2, %3 : tensor<8x1xf16>, tensor<?xi64>, tensor<?x1xf32>
+}
+"""
+
 
 @pytest.fixture(scope="module")
 def device():
@@ -112,6 +124,12 @@ def test_batch_matmul(device, tmp_path) -> None:
 def test_conv_with_dynamic_n(device, tmp_path) -> None:
     exe = _compile(CONV, device, tmp_path)
     _check(exe, parse_module(CONV, make_context(), "m"), device, [1, 4, 0, 9])
+
+
+def test_row_reductions(device, tmp_path) -> None:
+    exe = _compile(ROW_REDUCTIONS, device, tmp_path)
+    runtime = _check(exe, parse_module(ROW_REDUCTIONS, make_context(), "m"), device, [1, 3, 70000])
+    assert {h.kind for h in runtime.handles.values()} == {"rowwise"}
 
 
 @pytest.mark.parametrize("name", ["encoder", "cnn"])

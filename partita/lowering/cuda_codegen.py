@@ -4,7 +4,8 @@ TVM's lowering of primitive functions for the ``cuda`` target, for the groups
 ``fuse-native-kernels`` outlined:
 
 1. selects every function with a body, ``byoc.primitive`` and a ``cuda`` target whose body
-   is injective ops, or one row reduction (softmax on the last axis, layer_norm), GEMM
+   is injective ops, or one row reduction (softmax on the last axis, layer_norm, a
+   reduction or arg-reduction over the last axes), GEMM
    (dense, matmul, batch_matmul) or pool (max / avg / global avg) with an element-wise
    epilogue (others are left as they are and run on the host);
 2. emits one CUDA C kernel per function (``partita.lowering.cuda.emitter``), all of them

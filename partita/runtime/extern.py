@@ -243,8 +243,8 @@ class PreparedFused:
 
 @dataclass(frozen=True)
 class RowwiseKernelHandle(FusedKernelHandle):
-    """A ``rowwise`` kernel (softmax / layer_norm with its epilogue): one block of
-    ``block`` threads per row, static shared memory only."""
+    """A ``rowwise`` kernel (softmax / layer_norm, or a reduction over the last axes,
+    with its epilogue): one block of ``block`` threads per row, static shared memory only."""
 
     kind: ClassVar[str] = "rowwise"
     record_type: ClassVar[type[FusedRecord]] = RowwiseRecord

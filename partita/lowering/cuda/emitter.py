@@ -30,7 +30,13 @@ op depending on the anchor has the anchor's shape and is element-wise or ``bias_
 * ``kind = "rowwise"`` (``nn.softmax`` on the last axis, ``nn.layer_norm``): one thread
   block per row (grid-stride over rows); block-wide max / sum reductions with warp
   shuffles and a 32-float shared array; float accumulation; the epilogue runs per
-  element of the row before the store;
+  element of the row before the store. Reductions over the input's last axes
+  (``@rowwise`` rules, ``nn.reduce_*`` / ``nn.argmax`` / ``nn.argmin``) are rowwise too:
+  one block per output element, threads fold strided (coalesced) slices of its row in the
+  compute type, ``partita_block_reduce`` / ``partita_block_arg`` combine them (xor
+  shuffles, one value per warp through shared memory, every thread gets the result),
+  thread 0 computes the value and runs the epilogue; the block is the row's length
+  rounded up to a power of two, 32 to 256 threads (1024 for a few long rows);
 * ``kind = "gemm"`` (``nn.dense``, ``nn.matmul`` with NumPy batch broadcasting,
   ``nn.batch_matmul`` with its transpose flags): 16x16 output tiles, one thread per
   output element, K in steps of 16 through two shared-memory tiles (loads coalesced
@@ -63,7 +69,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
 from partita.ir import op_error
-from partita.lowering.cuda.rules import INJECTIVE, WINDOW, Rule
+from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, RowReduction, Rule
 
 __all__ = [
     "ANCHOR_OPS",
@@ -135,7 +141,7 @@ def _rules():
     """The registered lowering rules (importing the family modules registers them)."""
     import partita.lowering.cuda.ops  # noqa: F401
 
-    return INJECTIVE, WINDOW
+    return INJECTIVE, WINDOW, ROWWISE
 
 
 def _rule_for(op: Operation, table: dict) -> Rule | None:
@@ -165,7 +171,7 @@ def is_anchor(op: Operation) -> bool:
     """Whether ``op`` can anchor a ``rowwise``, ``gemm`` or ``window`` kernel (softmax only
     along its last axis, windowed pools only with static spatial dims: others run on the
     host)."""
-    if len(op.results) == 1 and _rule_for(op, _rules()[1]) is not None:
+    if len(op.results) == 1 and (_rule_for(op, _rules()[2]) or _rule_for(op, _rules()[1])) is not None:
         return True
     if not isinstance(op, ANCHOR_OPS) or not _typed(op, FLOAT_DTYPES):
         return False
@@ -180,6 +186,8 @@ def is_anchor(op: Operation) -> bool:
 
 
 def kernel_kind(op: Operation) -> str:
+    if _rule_for(op, _rules()[2]) is not None:
+        return "rowwise"
     if isinstance(op, WINDOW_OPS) or _rule_for(op, _rules()[1]) is not None:
         return "window"
     return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
@@ -399,7 +407,7 @@ class KernelEmitter:
             self.dims[op.results[0]] = [s if s != DYNAMIC_INDEX else d for s, d in zip(static, derived)]
 
     def _rule(self, op: Operation) -> list[Dim]:
-        rule = _rules()[0].get(type(op)) or _rules()[1].get(type(op))
+        rule = _rules()[0].get(type(op)) or _rules()[1].get(type(op)) or _rules()[2].get(type(op))
         if rule is not None and rule.dims is not None:
             return rule.dims(self, op)
         if isinstance(op, nn.DenseOp):
@@ -670,6 +678,13 @@ class KernelEmitter:
                 "  }",
             ]
             extra = {"kind": "window"}
+        elif (rule := _rule_for(self.anchor, _rules()[2])) is not None:
+            reduction: RowReduction = rule.emit(self, self.anchor)
+            split = len(self.dims[reduction.input]) - len(reduction.axes)
+            cols = _product([self.dims[reduction.input][a] for a in reduction.axes])
+            block = _row_block(_product(self.out_dims[:split]), cols)
+            body = self._row_reduction(reduction, split, cols, used, store)
+            extra = {"kind": "rowwise", "split": split, "block": block}
         elif kernel_kind(self.anchor) == "rowwise":
             split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp) else rank - 1
             body = self._rowwise(split, used, store)
@@ -680,6 +695,7 @@ class KernelEmitter:
             extra = {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
         if self.anchor is not None:
             extra["anchor"] = self.anchor.name
+        head[1] = f'extern "C" __global__ void __launch_bounds__({extra.get("block", BLOCK_SIZE)})'
         return FusedKernel(
             function=self.function.sym_name.data,
             entry=self.entry,
@@ -744,6 +760,51 @@ class KernelEmitter:
             *self._axis_lines("r", range(split), used, "      "),
             *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
             f"      const float y = {self._round(y, _dtype(anchor.results[0].type))};",
+            *self._epilogue("      ", store),
+            "    }",
+            "  }",
+        ]
+        return lines
+
+    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str, store: str) -> list[str]:
+        """One block per row (grid-stride over rows): each fold runs over the row with the
+        threads striding along it (coalesced), then combines across the block; thread 0
+        computes ``y`` and runs the epilogue. A row is the input's trailing ``cols``
+        elements, whose output element's linear index is the row's."""
+        T = self.index_type
+        x = self._arg(red.input)
+        xt = _dtype(x.type)
+        lines = [
+            f"  const {T} rows = {_product(self.out_dims[:split])};",
+            f"  const {T} cols = {cols};",
+            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds),
+            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg),
+            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+        ]
+        for f in red.folds:
+            lines.append(f"    {f.ctype} {f.acc} = {f.init};")
+            if f.is_arg:
+                lines.append(f"    long long {f.acc}_at = -1;")
+            lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+                      f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
+                      *(f"      {line}" for line in f.step("j")),
+                      "    }"]
+            if f.is_arg:
+                better = f.better("t", "k", "b", "j")
+                lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
+                             f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
+                             f"{{ return {better}; }});")
+            else:
+                op = {"+": "add", "*": "mul", "max": "max", "min": "min"}[f.combine]
+                lines.append(f"    {f.acc} = partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, partita_{op}());")
+            lines += [f"    {line}" for line in f.then]
+        result = _dtype(self.anchor.results[0].type)  # type: ignore[union-attr]
+        lines += [
+            "    if (threadIdx.x == 0) {",
+            f"      const {T} i = r;",
+            *self._axis_lines("r", range(split), used, "      "),
+            f"      const {_C_COMPUTE[result]} y = {self._round(red.y, result)};",
             *self._epilogue("      ", store),
             "    }",
             "  }",
@@ -839,6 +900,22 @@ class KernelEmitter:
         ]
 
 
+ROW_BLOCK_FEW = 1024
+"""Threads per block of a row reduction with few long rows (a block per row cannot fill
+the device, so each block takes as many threads as it may)."""
+
+
+def _row_block(rows: Dim, cols: Dim) -> int:
+    """Threads per block of a row reduction: the row's length rounded up to a power of
+    two, 32 (a warp) to ``BLOCK_SIZE``; ``ROW_BLOCK_FEW`` for at most 16 rows of 8192
+    elements or more; ``BLOCK_SIZE`` when the length is known at run time only."""
+    if isinstance(cols, str):
+        return BLOCK_SIZE
+    if isinstance(rows, int) and rows <= 16 and cols >= 8192:
+        return ROW_BLOCK_FEW
+    return min(BLOCK_SIZE, max(32, 1 << (cols - 1).bit_length()))
+
+
 def _entry_name(name: str, taken: set[str]) -> str:
     entry = re.sub(r"\W", "_", name)
     if not re.match(r"[A-Za-z_]", entry):
@@ -900,6 +977,48 @@ _REDUCE_HELPERS = (
     "  v = partita_warp_max(lane < warps ? red[lane] : __int_as_float(0xff800000));\n"
     "  __syncthreads();\n"
     "  return v;\n"
+    "}\n"
+    "// The same for any compute type and combine (reduce_* / argmax / argmin rows).\n"
+    "template <class T> static __device__ __forceinline__ T partita_shfl_xor(T v, int o) {\n"
+    "  return __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "}\n"
+    "static __device__ __forceinline__ bool partita_shfl_xor(bool v, int o) {\n"
+    "  return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0;\n"
+    "}\n"
+    "struct partita_add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };\n"
+    "struct partita_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };\n"
+    "// max / min propagate a NaN from either side (a != a only for a float NaN).\n"
+    "struct partita_max { template <class T> __device__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; } };\n"
+    "struct partita_min { template <class T> __device__ T operator()(T a, T b) const { return (b < a || b != b) ? b : a; } };\n"
+    "template <class T, class Op>\n"
+    "static __device__ __forceinline__ T partita_block_reduce(T v, T identity, T* red, Op op) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = op(v, partita_shfl_xor(v, o));\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = lane < warps ? red[lane] : identity;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = op(v, partita_shfl_xor(v, o));\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+    "// (value, index) pairs; better(t, k, b, j): t at k beats b at j (an index < 0 is none).\n"
+    "template <class T, class Better>\n"
+    "static __device__ __forceinline__ void partita_block_arg(T& v, long long& at, T* red, long long* red_at, Better better) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const T w = partita_shfl_xor(v, o);\n"
+    "    const long long k = partita_shfl_xor(at, o);\n"
+    "    if (better(w, k, v, at)) { v = w; at = k; }\n"
+    "  }\n"
+    "  if (lane == 0) { red[threadIdx.x >> 5] = v; red_at[threadIdx.x >> 5] = at; }\n"
+    "  __syncthreads();\n"
+    "  if (lane < warps) { v = red[lane]; at = red_at[lane]; } else { at = -1; }\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const T w = partita_shfl_xor(v, o);\n"
+    "    const long long k = partita_shfl_xor(at, o);\n"
+    "    if (better(w, k, v, at)) { v = w; at = k; }\n"
+    "  }\n"
+    "  __syncthreads();\n"
     "}\n"
 )
 

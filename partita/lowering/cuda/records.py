@@ -7,9 +7,11 @@ list (``name:kind:size``) like the CUTLASS records. The runtime reads it without
 
 Anchored kernels add their schedule's launch geometry, computed from the output shape:
 
-* ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm``) and ``rows``,
-  the number of leading output axes that are rows: one block of ``block`` threads per row,
-  ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
+* ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm``, or a
+  reduction / arg-reduction over the input's last axes) and ``rows``, the number of
+  leading output axes that are rows: one block of ``block`` threads per row (a reduction's
+  row is the input's reduced trailing axes, its block 32 to 1024 threads by the rows'
+  count and length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``;

@@ -15,6 +15,12 @@ the family modules of ``partita.lowering.cuda.ops`` (mirroring ``partita.dialect
   ``kOutEWiseFusable`` scheduled naively). Its operands are kernel arguments, read with
   ``emitter.load(argument, index)``; the rule returns the C lines that declare ``y``, the
   op's value at ``emitter.out_index``. Element-wise consumers join as an epilogue.
+* ``@rowwise(OpClass)``: the op reduces the trailing axes of its one input (a contiguous
+  row per output element) and anchors a ``rowwise`` kernel: one thread block per row,
+  threads fold strided slices of the row, then a block tree reduction (warp shuffles,
+  then shared memory), thread 0 computes ``y`` and runs the epilogue. The rule returns a
+  ``RowReduction``: the folds over the row and ``y`` from their results. An op may have
+  both a ``rowwise`` rule (taken first when it ``supports`` the op) and a ``window`` one.
 
 Both take ``supports(op) -> bool`` (e.g. static dims only), and, for results with
 dynamic dims, ``dims(emitter, op) -> list[Dim]`` deriving them from the kernel's
@@ -27,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.lowering.cuda.emitter import Dim, KernelEmitter
 
-__all__ = ["INJECTIVE", "WINDOW", "Rule", "injective", "window"]
+__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "RowReduction", "Rule", "injective", "rowwise", "window"]
 
 
 @dataclass(frozen=True)
@@ -53,12 +59,83 @@ INJECTIVE: dict[type[Operation], Rule] = {}
 """Injective rules by op class (a registration table, filled at import)."""
 WINDOW: dict[type[Operation], Rule] = {}
 """Window (per-output-element loop) rules by op class."""
+ROWWISE: dict[type[Operation], Rule] = {}
+"""Row-reduction (one block per row) rules by op class."""
+
+COMBINES = ("+", "*", "max", "min", "argmax", "argmin")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One pass over the reduced elements: ``acc`` (of C type ``ctype``) starts at ``init``,
+    the identity of ``combine``, and folds in ``term``, a C expression of the element ``v``
+    (the input's compute type). ``max`` / ``min`` propagate a float NaN; ``argmax`` /
+    ``argmin`` also keep the index ``<acc>_at`` of the best element (``-1`` for none) and
+    pick it as NumPy does: the first NaN, else the first best (the last with ``last``).
+    ``then`` lines follow once ``acc`` holds the whole row's value (later folds and ``y``
+    may read what they declare)."""
+
+    acc: str
+    ctype: str
+    init: str
+    combine: str
+    term: str = "v"
+    then: tuple[str, ...] = ()
+    last: bool = False
+
+    def __post_init__(self):
+        assert self.combine in COMBINES, self.combine
+
+    @property
+    def is_arg(self) -> bool:
+        return self.combine in ("argmax", "argmin")
+
+    def better(self, t: str, k: str, b: str, j: str) -> str:
+        """C condition: element ``t`` at index ``k`` beats ``b`` at ``j`` (arg folds; an
+        index ``< 0`` is no element). A strict total order on distinct indices, so a tree
+        of these picks what the serial scan picks."""
+        cmp = ">" if self.combine == "argmax" else "<"
+        tie = ">" if self.last else "<"
+        if self.ctype in ("float", "double"):
+            ordered = (f"({t} != {t} ? ({b} == {b} || {k} {tie} {j}) : "
+                       f"({b} == {b} && ({t} {cmp} {b} || ({t} == {b} && {k} {tie} {j}))))")
+        else:
+            ordered = f"({t} {cmp} {b} || ({t} == {b} && {k} {tie} {j}))"
+        return f"{k} >= 0 && ({j} < 0 || {ordered})"
+
+    def step(self, index: str = "") -> list[str]:
+        """C lines folding the element ``v`` (at ``index`` along the row, arg folds only)
+        into ``acc``, as a serial loop body."""
+        a = self.acc
+        match self.combine:
+            case "+" | "*":
+                return [f"{a} {self.combine}= {self.term};"]
+            case "max" | "min":
+                cmp = ">" if self.combine == "max" else "<"
+                nan = " || t != t" if self.ctype in ("float", "double") else ""  # NaN propagates
+                return [f"{{ const {self.ctype} t = {self.term}; if (t {cmp} {a}{nan}) {a} = t; }}"]
+        return [f"{{ const {self.ctype} t = {self.term}; const long long k = {index};",
+                f"  if ({self.better('t', 'k', a, a + '_at')}) {{ {a} = t; {a}_at = k; }} }}"]
+
+
+@dataclass(frozen=True)
+class RowReduction:
+    """What a ``rowwise`` rule computes: ``folds`` over the trailing ``axes`` of ``input``
+    (a kernel argument), in order, then the op's value ``y`` (a C expression of their
+    results, in the result's compute type)."""
+
+    input: SSAValue
+    axes: tuple[int, ...]
+    folds: tuple[Fold, ...]
+    y: str
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False):
     def decorate(fn):
         for t in op_types:
-            if t in INJECTIVE or t in WINDOW:
+            # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
+            anchored = t in WINDOW or t in ROWWISE
+            if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
             table[t] = Rule(fn, supports, dims, elementwise)
         return fn
@@ -75,3 +152,8 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
 def window(*op_types: type[Operation], supports=None, dims=None):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types``."""
     return _register(WINDOW, op_types, supports, dims)
+
+
+def rowwise(*op_types: type[Operation], supports=None, dims=None):
+    """Register ``fn(emitter, op) -> RowReduction`` for ``op_types``."""
+    return _register(ROWWISE, op_types, supports, dims)

@@ -1,6 +1,14 @@
 """CUDA lowering rules of the ``nn.reduction`` family: reductions over any axes,
-arg-reductions, top-k and cumulative sums, as ``window`` rules (one thread per output
-element loops over the input elements it reduces; correct first, simple).
+arg-reductions, top-k and cumulative sums.
+
+Reductions and arg-reductions over the last axes of their input (LLaMA's RMSNorm mean
+over the hidden size, global pooling over H, W of NCHW, softmax decompositions) are
+``rowwise`` rules: one thread block per output element, whose threads fold strided,
+coalesced slices of its contiguous row, then combine in a block tree reduction. Over other
+axes, and top-k and cumulative sums, they are ``window`` rules: one thread per output
+element loops over the input elements it reduces (correct first, simple; consecutive
+threads read consecutive elements when the reduced axes are outer ones). Both schedules
+run the same folds (``reduction``).
 
 Accumulators are in the compute type (``float`` for f16 / bf16 / f32, ``double``,
 ``int`` / ``long long`` / unsigned for integers, wrapping like NumPy's on store); math that
@@ -15,7 +23,7 @@ from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
 from partita.lowering.cuda.ops.indexing import derived_dims
-from partita.lowering.cuda.rules import window
+from partita.lowering.cuda.rules import Fold, RowReduction, rowwise, window
 
 __all__ = ["at", "fmath", "group_loop", "highest", "input_index", "lowest", "same_dims",
            "y_decl"]
@@ -108,81 +116,90 @@ def same_dims(emitter, op) -> Dims:
     return list(emitter.dims[op.operands[0]])
 
 
-@window(*nn.REDUCE_OPS, dims=derived_dims)
-def _reduce(emitter, op: nn.ReduceOp) -> list[str]:
+def _reduced_axes(op: nn.ReduceOp | nn.ArgReduceOp) -> list[int]:
+    if isinstance(op, nn.ArgReduceOp):
+        return [op.axis % len(op.input.type.get_shape())]
+    return list(op.axes)
+
+
+def _trailing(op: nn.ReduceOp | nn.ArgReduceOp) -> bool:
+    """Whether ``op`` reduces the last axes of its input (at least one), so that each
+    output element reduces one contiguous row."""
+    rank = len(op.input.type.get_shape())
+    axes = _reduced_axes(op)
+    return bool(axes) and axes == list(range(rank - len(axes), rank))
+
+
+def reduction(emitter, op: nn.ReduceOp | nn.ArgReduceOp) -> RowReduction:
+    """The folds of ``op`` over its reduced axes and its value ``y`` from them, which the
+    ``window`` and ``rowwise`` schedules both run."""
     x = op.input
-    rank = len(x.type.get_shape())
-    axes = list(op.axes)
+    axes = _reduced_axes(op)
     dims = emitter.dims[x]
     A = emitter.ctype(x)
     real = A if is_float(x) else "double"  # sqrt / log of integer sums
-    v = at(emitter, x, rank)
     count = " * ".join(f"({dims[a]})" for a in axes) or "1"
-    fixed = input_index(emitter, op, axes, op.keepdims)
-    lines: list[str] = []
-
-    def loop(body: list[str]) -> list[str]:
-        return group_loop(emitter, dims, axes, fixed, body)
-
     match op:
+        case nn.ArgMaxOp() | nn.ArgMinOp():
+            arg_max = isinstance(op, nn.ArgMaxOp)
+            folds = [Fold("best", A, lowest(x) if arg_max else highest(x),
+                          "argmax" if arg_max else "argmin", last=bool(op.select_last_index))]
+            y = "best_at"
         case nn.ReduceMaxOp() | nn.ReduceMinOp():
-            better = ">" if isinstance(op, nn.ReduceMaxOp) else "<"
-            init = lowest(x) if isinstance(op, nn.ReduceMaxOp) else highest(x)
-            nan = " || v != v" if is_float(x) else ""  # NaN propagates, as in NumPy
-            lines += [f"    {A} acc = {init};",
-                      *loop([f"const {A} v = {v};", f"if (v {better} acc{nan}) acc = v;"])]
+            arg_max = isinstance(op, nn.ReduceMaxOp)
+            folds = [Fold("acc", A, lowest(x) if arg_max else highest(x), "max" if arg_max else "min")]
             y = "acc"
         case nn.ReduceProdOp():
-            lines += [f"    {A} acc = 1;", *loop([f"acc *= {v};"])]
-            y = "acc"
+            folds, y = [Fold("acc", A, "1", "*")], "acc"
         case nn.ReduceLogSumExpOp():
-            lines += [f"    {real} mx = {_NEG_INF};",
-                      *loop([f"const {real} v = {v};", "if (v > mx) mx = v;"]),
-                      # Shift by a finite maximum only (all -inf, +inf or NaN: no shift).
-                      f"    const {real} shift = (mx - mx == 0) ? mx : 0;",
-                      f"    {real} acc = 0;",
-                      *loop([f"acc += {fmath(real, 'exp')}(({real}){v} - shift);"])]
+            folds = [
+                # Shift by a finite maximum only (all -inf, +inf or NaN: no shift).
+                Fold("mx", real, _NEG_INF, "max", f"({real})v",
+                     then=(f"const {real} shift = (mx - mx == 0) ? mx : 0;",)),
+                Fold("acc", real, "0", "+", f"{fmath(real, 'exp')}(({real})v - shift)"),
+            ]
             y = f"{fmath(real, 'log')}(acc) + shift"
         case nn.ReduceInvStdDevOp():
-            lines += [f"    {A} mean = 0;", *loop([f"mean += {v};"]),
-                      f"    mean /= ({A})({count});",
-                      f"    {A} var = 0;", *loop([f"{{ const {A} t = {v} - mean; var += t * t; }}"]),
-                      f"    var /= ({A})({count});"]
+            folds = [Fold("mean", A, "0", "+", then=(f"mean /= ({A})({count});",)),
+                     Fold("var", A, "0", "+", "(v - mean) * (v - mean)", then=(f"var /= ({A})({count});",))]
             y = f"({A})1 / {fmath(A, 'sqrt')}(var + ({A}){op.epsilon!r})"
         case _:
             term = {
                 nn.ReduceSumOp: "v", nn.ReduceMeanOp: "v", nn.ReduceL1Op: "(v < 0 ? -v : v)",
                 nn.ReduceL2Op: "v * v", nn.ReduceSumSquareOp: "v * v", nn.ReduceLogSumOp: "v",
             }[type(op)]
-            lines += [f"    {A} acc = 0;", *loop([f"{{ const {A} v = {v}; acc += {term}; }}"])]
+            folds = [Fold("acc", A, "0", "+", term)]
             y = {
                 nn.ReduceSumOp: "acc", nn.ReduceSumSquareOp: "acc", nn.ReduceL1Op: "acc",
                 nn.ReduceMeanOp: f"({A})(({real})acc / ({real})({count}))",
                 nn.ReduceL2Op: f"({A}){fmath(real, 'sqrt')}(({real})acc)",
                 nn.ReduceLogSumOp: f"({A}){fmath(real, 'log')}(({real})acc)",
             }[type(op)]
-    return [*lines, y_decl(emitter, op, y)]
+    return RowReduction(x, tuple(axes), tuple(folds), y)
 
 
-@window(nn.ArgMaxOp, nn.ArgMinOp, dims=derived_dims)
-def _arg_reduce(emitter, op: nn.ArgReduceOp) -> list[str]:
-    x = op.input
+@rowwise(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, supports=_trailing, dims=derived_dims)
+def _row_reduce(emitter, op) -> RowReduction:
+    return reduction(emitter, op)
+
+
+@window(*nn.REDUCE_OPS, nn.ArgMaxOp, nn.ArgMinOp, dims=derived_dims)
+def _reduce(emitter, op: nn.ReduceOp | nn.ArgReduceOp) -> list[str]:
+    """Each fold as a serial loop over the output element's reduced elements."""
+    red = reduction(emitter, op)
+    x = red.input
     rank = len(x.type.get_shape())
-    axis = op.axis % rank
-    A = emitter.ctype(x)
-    better = ">" if isinstance(op, nn.ArgMaxOp) else "<"
-    if op.select_last_index:
-        better += "="
-    fixed = input_index(emitter, op, [axis], op.keepdims)
-    return [
-        f"    {A} best = {lowest(x) if isinstance(op, nn.ArgMaxOp) else highest(x)};",
-        "    long long arg = -1;",
-        *group_loop(emitter, emitter.dims[x], [axis], fixed, [
-            f"const {A} v = {at(emitter, x, rank)};",
-            f"if (arg < 0 || v {better} best) {{ best = v; arg = @{axis}@; }}",
-        ]),
-        "    const long long y = arg;",
-    ]
+    fixed = input_index(emitter, op, list(red.axes), op.keepdims)
+    lines: list[str] = []
+    for fold in red.folds:
+        lines.append(f"    {fold.ctype} {fold.acc} = {fold.init};")
+        if fold.is_arg:
+            lines.append(f"    long long {fold.acc}_at = -1;")
+        index = f"@{red.axes[-1]}@" if fold.is_arg else ""  # arg folds reduce one axis
+        body = [f"const {emitter.ctype(x)} v = {at(emitter, x, rank)};", *fold.step(index)]
+        lines += group_loop(emitter, emitter.dims[x], list(red.axes), fixed, body)
+        lines += [f"    {line}" for line in fold.then]
+    return [*lines, y_decl(emitter, op, red.y)]
 
 
 @window(nn.TopKValuesOp, nn.TopKIndicesOp, dims=derived_dims)
