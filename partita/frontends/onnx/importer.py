@@ -9,7 +9,11 @@ by converting it as usual and evaluating the ops it produced with the project's 
 references (``partita.runtime.reference``), so folding and execution share one semantics.
 Shape-computing subgraphs (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` as PyTorch
 exports them) fold this way too; a dynamic dimension inside such a shape is a ``SymDim``
-(object arrays), which a ``Reshape`` turns into a ``?`` result dimension.
+(object arrays), which a ``Reshape`` turns into a ``?`` result dimension. Arithmetic on
+dynamic dims keeps its structure (``SymDim(("mul", batch, sequence))``), so a later
+``Reshape`` can cancel it and a shape used as data (``Range`` bounds, the index arithmetic
+of attention masks) is rebuilt at run time from ``nn.shape_of`` of the tensors it was read
+from (``Importer.materialize``).
 """
 
 from __future__ import annotations
@@ -65,6 +69,36 @@ class SymDim:
 
 Value = SSAValue | np.ndarray | None
 
+_SYM_ARITH = {"add", "sub", "mul", "div"}
+
+
+def sym_arith(kind: str, x: SymDim | int, y: SymDim | int) -> SymDim | int:
+    """``x kind y`` on dims where one side may be dynamic, as a structural ``SymDim``
+    (identities simplified, so ``Shape(x)[0] * 1`` is ``Shape(x)[0]`` again)."""
+    if not isinstance(x, SymDim) and not isinstance(y, SymDim):
+        x, y = int(x), int(y)
+        return {"add": x + y, "sub": x - y, "mul": x * y, "div": x // y if y else 0}[kind]
+    if kind == "mul" and not isinstance(x, SymDim) and int(x) == 1:
+        return y
+    if (kind in ("mul", "div") and not isinstance(y, SymDim) and int(y) == 1) or \
+            (kind in ("add", "sub") and not isinstance(y, SymDim) and int(y) == 0):
+        return x
+    if kind == "add" and not isinstance(x, SymDim) and int(x) == 0:
+        return y
+    norm = lambda d: d if isinstance(d, SymDim) else int(d)  # noqa: E731
+    return SymDim((kind, norm(x), norm(y)))
+
+
+def sym_factors(dims: list[object]) -> list[object]:
+    """The factors of a product of dims: ``mul`` expressions split, ones dropped."""
+    out: list[object] = []
+    for d in dims:
+        if isinstance(d, SymDim) and isinstance(d.label, tuple) and d.label[:1] == ("mul",):
+            out += sym_factors([d.label[1], d.label[2]])
+        elif isinstance(d, SymDim) or int(d) != 1:
+            out.append(d)
+    return out
+
 
 class Unsupported(Exception):
     """Raised by converters; the importer adds the node's name."""
@@ -113,6 +147,8 @@ class Importer:
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
         self.sym_sources: dict[SymDim, tuple[SSAValue, int]] = {}  # a tensor dim it sizes
+        self.sym_labels: dict[int, list[object]] = {}  # id(SSAValue) -> dims a converter knows
+        self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
 
     # -- values ------------------------------------------------------------------------
@@ -130,13 +166,54 @@ class Importer:
         if v is None:
             fail("a required input is missing")
         if is_symbolic(v):
-            fail("a shape computation depending on a dynamic dimension is used as data")
+            return self.materialize(v, like)
         array = np.asarray(v)
         if like is not None:
             array = array.astype(nn.numpy_dtype(like.type.element_type))
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
         return self.emit(nn.ConstantOp(array))
+
+    def materialize(self, v: np.ndarray, like: SSAValue | None = None) -> SSAValue:
+        """A shape computation over dynamic dims used as data: each dim is read at run time
+        with ``nn.shape_of`` of a tensor it sizes (arithmetic on dims becomes element-wise
+        ops), the entries are joined into ``v``'s shape, as ``i64`` (or ``like``'s type)."""
+        array = np.asarray(v, dtype=object)
+        scalars = [self._dim_value(d) for d in array.reshape(-1)]
+        if len(scalars) == 1:
+            out = self.emit(nn.ReshapeOp(scalars[0], list(array.shape)))
+        else:
+            out = self.emit(nn.ConcatenateOp([self.emit(nn.ReshapeOp(d, [1])) for d in scalars], 0))
+            if array.ndim != 1:
+                out = self.emit(nn.ReshapeOp(out, list(array.shape)))
+        if like is not None and like.type.element_type != out.type.element_type:
+            out = self.emit(nn.CastOp(out, like.type.element_type))
+        return out
+
+    def _dim_value(self, d: object) -> SSAValue:
+        """A rank-0 ``i64`` tensor holding dim ``d`` (an int or a ``SymDim``) at run time."""
+        if not isinstance(d, SymDim):
+            return self.emit(nn.ConstantOp(np.asarray(int(d), dtype=np.int64)))
+        known = self._materialized.get(d)
+        if known is not None and known.owner.parent is self.block:
+            return known
+        if d in self.sym_sources:
+            source, axis = self.sym_sources[d]
+            shape = self._materialized.get(("shape_of", source))
+            if shape is None or shape.owner.parent is not self.block:
+                shape = self.emit(nn.ShapeOfOp(source))
+                self._materialized[("shape_of", source)] = shape
+            index = self.emit(nn.ConstantOp(np.asarray(axis, dtype=np.int64)))
+            value = self.emit(nn.TakeOp(shape, index, 0))
+        elif isinstance(d.label, tuple) and d.label[:1] and d.label[0] in _SYM_ARITH:
+            kind, x, y = d.label
+            op = {"add": nn.AddOp, "sub": nn.SubtractOp, "mul": nn.MultiplyOp, "div": nn.DivideOp}[kind]
+            value = self.emit(op(self._dim_value(x), self._dim_value(y)))
+        else:
+            fail("a shape computation uses a dynamic dimension that is not a dimension of a "
+                 "tensor (nor arithmetic on such dimensions) as data")
+        self._materialized[d] = value
+        return value
 
     def operands(self, *vals: Value) -> list[SSAValue]:
         like = next((v for v in vals if isinstance(v, SSAValue)), None)
@@ -278,13 +355,18 @@ class Importer:
     def labels(self, v: Value) -> list[object]:
         """Per-dimension labels of an IR value: the static size, or a symbol."""
         known = self.dim_labels.get(self.names.get(id(v), ""), [])
+        recorded = self.sym_labels.get(id(v), [])
         out: list[object] = []
         for i, d in enumerate(shape_of(v)):
             if d != nn.DYN:
                 out.append(d)
                 continue
-            sym = SymDim(known[i]) if i < len(known) and isinstance(known[i], str) \
-                else SymDim((id(v), i))
+            if i < len(recorded) and isinstance(recorded[i], SymDim):
+                sym = recorded[i]  # what the converter computed beats ONNX's unk__ names
+            elif i < len(known) and isinstance(known[i], str):
+                sym = SymDim(known[i])
+            else:
+                sym = SymDim((id(v), i))
             self.sym_sources.setdefault(sym, (v, i))
             out.append(sym)
         return out
@@ -384,9 +466,9 @@ def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> 
         out = np.empty((), dtype=object)
         result = folder(cx, ins, attrs)
         if isinstance(result, np.ndarray):
-            return [result.astype(object)]
+            return [settle(result)]
         out[()] = result
-        return [out]
+        return [settle(out)]
     from onnx.reference import ReferenceEvaluator
 
     names = [n if n else "" for n in node.input]
@@ -403,6 +485,19 @@ def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> 
         fail(f"constant folding failed: {err}")
     it = iter(results)
     return [np.asarray(next(it)) if n else None for n in node.output]
+
+
+def settle(v: np.ndarray) -> np.ndarray:
+    """A folded shape computation: object dtype while it holds a ``SymDim``, plain NumPy
+    (``int64``, ``bool``) once every entry is known (``Shape(x)[3]`` of a static dim)."""
+    flat = np.asarray(v, dtype=object).reshape(-1)
+    if any(isinstance(d, SymDim) for d in flat):
+        return np.asarray(v, dtype=object)
+    if v.dtype != object:
+        return v
+    kinds = {type(d) for d in flat}
+    dtype = np.bool_ if kinds and all(issubclass(k, bool | np.bool_) for k in kinds) else np.int64
+    return np.asarray(v.tolist() if v.ndim else v[()], dtype=dtype)
 
 
 def _sym_gather(cx, ins, attrs):
@@ -449,18 +544,24 @@ def _sym_slice(cx, ins, attrs):
     return data[tuple(index)]
 
 
-def _sym_binary(fn):
+def _sym_binary(kind: str):
     def fold(cx, ins, attrs):
         a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object),
                                    np.asarray(ins[1], dtype=object))
         out = np.empty(a.shape, dtype=object)
         for i in np.ndindex(a.shape):
-            x, y = a[i], b[i]
-            out[i] = SymDim(("expr", id(out), i)) if isinstance(x, SymDim) or isinstance(
-                y, SymDim) else fn(int(x), int(y))
+            out[i] = sym_arith(kind, a[i], b[i])
         return out
 
     return fold
+
+
+def _sym_reshape(cx, ins, attrs):
+    data = np.asarray(ins[0], dtype=object)
+    shape = const_ints(ins[1], "shape")
+    shape = [data.shape[i] if s == 0 and not attrs.get("allowzero", 0) else s
+             for i, s in enumerate(shape)]
+    return data.reshape(shape)
 
 
 def _sym_equal(cx, ins, attrs):
@@ -490,7 +591,13 @@ def _sym_where(cx, ins, attrs):
                     np.asarray(ins[2], dtype=object))
 
 
+def _sym_shape(cx, ins, attrs):
+    dims = np.asarray(ins[0], dtype=object).shape
+    return np.asarray(dims[slice(attrs.get("start", 0), attrs.get("end", len(dims)))], dtype=np.int64)
+
+
 _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
+    "Shape": _sym_shape,
     "Equal": _sym_equal,
     "Where": _sym_where,
     "Gather": _sym_gather,
@@ -500,10 +607,11 @@ _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
     "Slice": _sym_slice,
     "Cast": lambda cx, ins, attrs: ins[0],
     "Identity": lambda cx, ins, attrs: ins[0],
-    "Mul": _sym_binary(lambda x, y: x * y),
-    "Add": _sym_binary(lambda x, y: x + y),
-    "Sub": _sym_binary(lambda x, y: x - y),
-    "Div": _sym_binary(lambda x, y: x // y),
+    "Reshape": _sym_reshape,
+    "Mul": _sym_binary("mul"),
+    "Add": _sym_binary("add"),
+    "Sub": _sym_binary("sub"),
+    "Div": _sym_binary("div"),
 }
 
 
