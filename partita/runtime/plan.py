@@ -361,6 +361,9 @@ class BoundPlan:
                 values[op.result] = tuple(op.result.type.get_shape())
             elif isinstance(op, nn.NNOp):
                 values[op.result] = _host_result_shape(op, values)
+                if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
+                    raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
+                                       f"{values[op.input]} as {values[op.result]}")
             elif isinstance(op, tensor.DimOp):
                 values[op.result] = int(args[0][args[1]])
             elif isinstance(op, func.CallOp):

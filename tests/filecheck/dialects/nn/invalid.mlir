@@ -222,3 +222,19 @@ func.func @main() -> tensor<30000000x4xf32> {
   %0 = nn.constant dense<1.0> : tensor<30000000x4xf32>
   func.return %0 : tensor<30000000x4xf32>
 }
+
+// -----
+
+func.func @shape_of_rank(%x: tensor<?x3xf32>) {
+  // expected-error@+1 {{shape [3] is incompatible with inferred shape [2]}}
+  %0 = nn.shape_of %x : (tensor<?x3xf32>) -> tensor<3xi64>
+  func.return
+}
+
+// -----
+
+func.func @shape_of_i32(%x: tensor<?x3xf32>) {
+  // expected-error@+1 {{result element type must be i64, got i32}}
+  %0 = nn.shape_of %x : (tensor<?x3xf32>) -> tensor<2xi32>
+  func.return
+}
