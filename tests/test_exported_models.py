@@ -1,8 +1,8 @@
 """Models as real exporters write them: tiny Hugging Face BERT (opset 17 and 14), GPT-2,
 LLaMA (GQA, rotary, RMSNorm) and ViT, and torchvision's EfficientNet, exported by
-``torch.onnx.export`` (TorchScript exporter) with dynamic batch and sequence axes and
-random weights (``tests/models/export_models.py`` regenerates them; this test needs no
-torch). Each compiles with the default targets under both partitioners, every op lands in
+``torch.onnx.export`` with dynamic batch and sequence axes and random weights, by the
+TorchScript exporter (opset 17) and by the ``torch.export``-based one (``*_dynamo``, opset
+20) (``tests/models/export_models.py`` regenerates them; this test needs no torch). Each compiles with the default targets under both partitioners, every op lands in
 a kernel, and every output matches onnxruntime; the transformers also run at a second
 batch and sequence length through the same executable."""
 
@@ -21,16 +21,17 @@ ort = pytest.importorskip("onnxruntime")
 EXPORTED = Path(__file__).resolve().parent / "models" / "exported"
 MODELS = sorted(p.stem for p in EXPORTED.glob("*.onnx"))
 TARGETS = ["cuda -arch=sm_90", "cutlass", "llvm"]
-SEQUENCE_MODELS = {"bert_opset14", "bert_opset17", "gpt2", "llama"}
+ARCHITECTURES = ("bert", "efficientnet", "gpt2", "llama", "vit")
+SEQUENCE_MODELS = {"bert", "bert_opset14", "bert_dynamo", "gpt2", "gpt2_dynamo", "llama", "llama_dynamo"}
 
 
 def test_fixtures_are_torch_exports() -> None:
-    assert MODELS == ["bert_opset14", "bert_opset17", "efficientnet", "gpt2", "llama", "vit"]
+    assert MODELS == sorted([*ARCHITECTURES, *(f"{a}_dynamo" for a in ARCHITECTURES), "bert_opset14"])
     for name in MODELS:
         model = onnx.load(EXPORTED / f"{name}.onnx")
         assert model.producer_name == "pytorch"
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-        assert opset == (14 if name == "bert_opset14" else 17)
+        assert opset == {"bert_opset14": 14}.get(name, 20 if name.endswith("_dynamo") else 17)
         dims = [d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim]
         assert "batch" in dims and ("sequence" in dims) == (name in SEQUENCE_MODELS)
 

@@ -4,18 +4,21 @@ Tiny configurations of the Hugging Face ``BertModel``, ``GPT2LMHeadModel``,
 ``LlamaForCausalLM`` and ``ViTModel`` and of torchvision's EfficientNet, with fixed seeds and
 random weights, exported the way Hugging Face / optimum users export them: the TorchScript
 exporter (``torch.onnx.export(..., dynamo=False)``), opset 17, dynamic batch and sequence axes
-(BERT once more at opset 14). Beside each ``<name>.onnx`` sits ``<name>.npz``, one sample input
-set keyed by the model's input names. ``tests/test_exported_models.py`` compiles these files
+(BERT once more at opset 14); and each once more with the ``torch.export``-based exporter,
+the default since torch 2.9 (``<name>_dynamo.onnx``: ``dynamo=True``, its default opset, 20
+with torch 2.14; needs ``onnxscript``). Beside each ``<name>.onnx`` sits ``<name>.npz``, one
+sample input set keyed by the model's input names. ``tests/test_exported_models.py`` compiles these files
 with Partita and compares every output with onnxruntime; it needs no torch.
 
 This script needs torch, torchvision and transformers, which the project does not depend on.
 Run it from a separate environment::
 
     python3 -m venv /tmp/torchenv
-    /tmp/torchenv/bin/pip install torch torchvision transformers onnx onnxruntime
+    /tmp/torchenv/bin/pip install torch torchvision transformers onnx onnxruntime onnxscript
     /tmp/torchenv/bin/python tests/models/export_models.py
 
-Measured with torch 2.14.1, torchvision 0.29.1, transformers 5.23.0, onnx 1.23.2.
+Measured with torch 2.14.1, torchvision 0.29.1, transformers 5.23.0, onnx 1.23.2,
+onnxscript 0.7.2.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def token_inputs(vocab: int, *, token_types: bool = False, seed: int = 0) -> dic
 
 def export(name: str, model: torch.nn.Module, inputs: dict[str, np.ndarray], outputs: list[str],
            dynamic_axes: dict[str, dict[int, str]], opset: int = 17) -> None:
+    """Writes ``<name>.onnx`` (TorchScript exporter, ``opset``) and ``<name>_dynamo.onnx``
+    (``torch.export``-based exporter, its default opset), and the sample ``.npz`` of each."""
     model.eval()
     args = tuple(torch.from_numpy(v) for v in inputs.values())
     path = OUT / f"{name}.onnx"
@@ -58,10 +63,25 @@ def export(name: str, model: torch.nn.Module, inputs: dict[str, np.ndarray], out
         torch.onnx.export(model, args, str(path), input_names=list(inputs), output_names=outputs,
                           dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=True,
                           dynamo=False)
-    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
-    np.savez(OUT / f"{name}.npz", **inputs)
-    ops = sorted({n.op_type for n in onnx.load(str(path)).graph.node})
-    print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB, opset {opset}, ops {' '.join(ops)}")
+    written = [path]
+    if opset == 17:
+        # torch.export names dynamic dims by Dim objects; inputs sharing a name share one.
+        dims: dict[str, torch.export.Dim] = {}
+        shapes = tuple({axis: dims.setdefault(label, torch.export.Dim(label, min=1, max=64))
+                        for axis, label in dynamic_axes[n].items()} for n in inputs)
+        dynamo = OUT / f"{name}_dynamo.onnx"
+        with torch.no_grad():
+            torch.onnx.export(model, args, str(dynamo), input_names=list(inputs), output_names=outputs,
+                              dynamic_shapes=(shapes,) if isinstance(model, Outputs) else shapes,
+                              external_data=False, dynamo=True)
+        written.append(dynamo)
+    for file in written:
+        onnx.checker.check_model(onnx.load(str(file)), full_check=True)
+        np.savez(file.with_suffix(".npz"), **inputs)
+        model_proto = onnx.load(str(file))
+        version = next(o.version for o in model_proto.opset_import if o.domain in ("", "ai.onnx"))
+        ops = sorted({n.op_type for n in model_proto.graph.node})
+        print(f"{file.name}: {file.stat().st_size / 1024:.0f} KiB, opset {version}, ops {' '.join(ops)}")
 
 
 class Outputs(torch.nn.Module):
@@ -91,7 +111,7 @@ def bert(opset: int) -> None:
     model = transformers.BertModel(config)
     inputs = token_inputs(config.vocab_size, token_types=True)
     outputs = ["last_hidden_state", "pooler_output"]
-    export(f"bert_opset{opset}", Outputs(model, list(inputs), outputs), inputs, outputs,
+    export("bert" if opset == 17 else f"bert_opset{opset}", Outputs(model, list(inputs), outputs), inputs, outputs,
            text_axes(list(inputs), {"last_hidden_state": 3, "pooler_output": 1}), opset)
 
 
