@@ -4,7 +4,7 @@ Tiny configurations of the Hugging Face ``BertModel``, ``GPT2LMHeadModel``,
 ``LlamaForCausalLM`` and ``ViTModel`` and of torchvision's EfficientNet, with fixed seeds and
 random weights, exported the way Hugging Face / optimum users export them: the TorchScript
 exporter (``torch.onnx.export(..., dynamo=False)``), opset 17, dynamic batch and sequence axes
-(BERT once more at opset 14); and each once more with the ``torch.export``-based exporter,
+(BERT once more at opset 14, LLaMA once more in f16); and each once more with the ``torch.export``-based exporter,
 the default since torch 2.9 (``<name>_dynamo.onnx``: ``dynamo=True``, its default opset, 20
 with torch 2.14; needs ``onnxscript``). Beside each ``<name>.onnx`` sits ``<name>.npz``, one
 sample input set keyed by the model's input names. ``tests/test_exported_models.py`` compiles these files
@@ -52,9 +52,10 @@ def token_inputs(vocab: int, *, token_types: bool = False, seed: int = 0) -> dic
 
 
 def export(name: str, model: torch.nn.Module, inputs: dict[str, np.ndarray], outputs: list[str],
-           dynamic_axes: dict[str, dict[int, str]], opset: int = 17) -> None:
-    """Writes ``<name>.onnx`` (TorchScript exporter, ``opset``) and ``<name>_dynamo.onnx``
-    (``torch.export``-based exporter, its default opset), and the sample ``.npz`` of each."""
+           dynamic_axes: dict[str, dict[int, str]], opset: int = 17, dynamo: bool = True) -> None:
+    """Writes ``<name>.onnx`` (TorchScript exporter, ``opset``) and, with ``dynamo``,
+    ``<name>_dynamo.onnx`` (``torch.export``-based exporter, its default opset), and the
+    sample ``.npz`` of each."""
     model.eval()
     args = tuple(torch.from_numpy(v) for v in inputs.values())
     path = OUT / f"{name}.onnx"
@@ -64,7 +65,7 @@ def export(name: str, model: torch.nn.Module, inputs: dict[str, np.ndarray], out
                           dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=True,
                           dynamo=False)
     written = [path]
-    if opset == 17:
+    if dynamo:
         # torch.export names dynamic dims by Dim objects; inputs sharing a name share one.
         dims: dict[str, torch.export.Dim] = {}
         shapes = tuple({axis: dims.setdefault(label, torch.export.Dim(label, min=1, max=64))
@@ -112,7 +113,7 @@ def bert(opset: int) -> None:
     inputs = token_inputs(config.vocab_size, token_types=True)
     outputs = ["last_hidden_state", "pooler_output"]
     export("bert" if opset == 17 else f"bert_opset{opset}", Outputs(model, list(inputs), outputs), inputs, outputs,
-           text_axes(list(inputs), {"last_hidden_state": 3, "pooler_output": 1}), opset)
+           text_axes(list(inputs), {"last_hidden_state": 3, "pooler_output": 1}), opset, dynamo=opset == 17)
 
 
 def gpt2() -> None:
@@ -125,15 +126,17 @@ def gpt2() -> None:
            text_axes(list(inputs), {"logits": 3}))
 
 
-def llama() -> None:
+def llama(dtype: torch.dtype = torch.float32) -> None:
+    """In f32, and in f16 (``model.half()``, as deployments export it; TorchScript only)."""
     torch.manual_seed(2)
     config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                       use_cache=False)
-    model = transformers.LlamaForCausalLM(config)
+    model = transformers.LlamaForCausalLM(config).to(dtype)
     inputs = token_inputs(config.vocab_size, seed=2)
-    export("llama", Outputs(model, list(inputs), ["logits"]), inputs, ["logits"],
-           text_axes(list(inputs), {"logits": 3}))
+    half = dtype == torch.float16
+    export("llama_f16" if half else "llama", Outputs(model, list(inputs), ["logits"]), inputs, ["logits"],
+           text_axes(list(inputs), {"logits": 3}), dynamo=not half)
 
 
 def vit() -> None:
@@ -162,7 +165,8 @@ def efficientnet_tiny() -> None:
     export("efficientnet", model, inputs, ["logits"], {"input": {0: "batch"}, "logits": {0: "batch"}})
 
 
-EXPORTS: list[Callable[[], None]] = [lambda: bert(17), lambda: bert(14), gpt2, llama, vit, efficientnet_tiny]
+EXPORTS: list[Callable[[], None]] = [lambda: bert(17), lambda: bert(14), gpt2, llama, lambda: llama(torch.float16),
+                                     vit, efficientnet_tiny]
 
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
