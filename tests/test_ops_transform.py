@@ -186,3 +186,42 @@ def test_a_dim_only_reshape_infers_reads_back_from_its_result() -> None:
     sy, twice = run(module, data((3, 4), np.float32))
     np.testing.assert_array_equal(sy, [6, 2])
     np.testing.assert_array_equal(twice, [12, 4])
+
+
+def test_dims_carried_through_ops_keep_reshapes_static() -> None:
+    """The attention merge of exported transformers: ``[b, s, 32]`` split into heads,
+    transposed, scaled by a table over positions, multiplied, sliced, transposed back and reshaped to ``Shape(x)[:2] + [-1]``
+    infers ``-1 = 32`` only if the run-time dims are followed through every op (ONNX shape
+    inference names them ``unk__N``), so the projection after it has a static K."""
+    inits = [("zero", np.array(0)), ("one", np.array(1)), ("ax0", np.array([0])), ("heads", np.array([4, 8])),
+             ("m1", np.array([-1])), ("s0", np.array([0])), ("s1", np.array([2**62])), ("ax3", np.array([3])),
+             ("two", np.array([2])), ("ax013", np.array([0, 1, 3])), ("w", data((32, 16), np.float32, 3))]
+    m = make([h.make_node("Shape", ["x"], ["s"]),
+              h.make_node("Slice", ["s", "s0", "two"], ["bs"]),
+              h.make_node("Concat", ["bs", "heads"], ["split"], axis=0),
+              h.make_node("Reshape", ["x", "split"], ["q"]),
+              h.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1, 3]),
+              h.make_node("Transpose", ["q"], ["kt"], perm=[0, 2, 3, 1]),
+              h.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+              h.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+              h.make_node("Cast", ["pos"], ["posf"], to=1),
+              h.make_node("Unsqueeze", ["posf", "ax013"], ["pos4"]),
+              h.make_node("Mul", ["qt", "pos4"], ["qr"]),  # rotary-like: a table over positions
+              h.make_node("MatMul", ["qr", "kt"], ["scores"]),
+              h.make_node("Softmax", ["scores"], ["p"], axis=-1),
+              h.make_node("MatMul", ["p", "qt"], ["o"]),
+              h.make_node("Slice", ["o", "s0", "s1", "ax3"], ["o2"]),
+              h.make_node("Transpose", ["o2"], ["ot"], perm=[0, 2, 1, 3]),
+              h.make_node("Concat", ["bs", "m1"], ["merge"], axis=0),
+              h.make_node("Reshape", ["ot", "merge"], ["merged"]),
+              h.make_node("MatMul", ["merged", "w"], ["y"])],
+             [("x", np.float32, ["batch", "seq", 32])], ["y"], inits)
+    module = import_onnx(m)
+    assert "tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>" in str(module)
+    x = data((2, 5, 32), np.float32)
+    q = x.reshape(2, 5, 4, 8).transpose(0, 2, 1, 3)
+    scores = (q * np.arange(5, dtype=np.float32)[:, None]) @ q.transpose(0, 1, 3, 2)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    want = (p @ q).transpose(0, 2, 1, 3).reshape(2, 5, 32) @ dict(inits)["w"]
+    np.testing.assert_allclose(run(module, x)[0], want, rtol=1e-4, atol=1e-5)

@@ -147,7 +147,7 @@ class Importer:
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
         self.sym_sources: dict[SymDim, tuple[SSAValue, int]] = {}  # a tensor dim it sizes
-        self.sym_labels: dict[int, list[object]] = {}  # id(SSAValue) -> dims a converter knows
+        self.sym_labels: dict[SSAValue, list[object]] = {}  # dims a converter or shape rule knows
         self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
 
@@ -157,7 +157,50 @@ class Importer:
         if self.location is not None:
             op.location = self.location
         self.block.add_op(op)
-        return op.results[0]
+        result = op.results[0]
+        if nn.DYN in shape_of(result):
+            derived = self._derived_labels(op)
+            if derived is not None:
+                self.sym_labels[result] = derived
+        return result
+
+    def _derived_labels(self, op: nn.NNOp) -> list[object] | None:
+        """The dynamic dims of ``op``'s result in terms of its operands' (the shape rules of
+        the ops that carry dims through), so a shape read from it later still names the
+        dims it came from; ``None`` at a position the rule cannot tell."""
+        if isinstance(op, nn.TransposeOp):
+            labels = self.labels(op.input)
+            return [labels[p] for p in op.perm]
+        if isinstance(op, nn.DenseOp):
+            return [*self.labels(op.operands[0])[:-1], shape_of(op.results[0])[-1]]
+        if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp):
+            lhs, rhs = (self.labels(v) for v in op.operands[:2])
+            if len(lhs) < 2 or len(rhs) < 2:
+                return None
+            batch = _broadcast_labels([lhs[:-2], rhs[:-2]], shape_of(op.results[0])[:-2])
+            return [*batch, lhs[-2], rhs[-1]]
+        if isinstance(op, nn.TakeOp):
+            data, indices = self.labels(op.data), self.labels(op.indices)
+            axis = op.axis % len(data)
+            return [*data[:axis], *indices, *data[axis + 1:]]
+        if isinstance(op, nn.StridedSliceOp):  # axes sliced whole keep their dims
+            labels = self.labels(op.input)
+            whole = [(b, e, st) == (0, 2**63 - 1, 1) and a not in op.targets
+                     for a, (b, e, st) in enumerate(zip(op.begin, op.end, op.strides))]
+            return [d if keep else None for d, keep in zip(labels, whole)]
+        if isinstance(op, nn.ReduceOp):  # the axes not reduced keep their dims
+            labels = self.labels(op.input)
+            axes = {a % len(labels) for a in op.axes} if op.axes else set(range(len(labels)))
+            return [1 if k in axes else d for k, d in enumerate(labels) if op.keepdims or k not in axes]
+        if isinstance(op, nn.ConcatenateOp):  # the other axes are the inputs' (all equal)
+            axis = op.axis % len(shape_of(op.results[0]))
+            out = _broadcast_labels([self.labels(v) for v in op.inputs], shape_of(op.results[0]))
+            return [None if k == axis else d for k, d in enumerate(out)]
+        if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp | nn.WhereOp | nn.AxisNormOp
+                      | nn.LayerNormOp | nn.RMSNormOp):
+            operands = [v for v in op.operands if isinstance(v.type, TensorType)]
+            return _broadcast_labels([self.labels(v) for v in operands], shape_of(op.results[0]))
+        return None
 
     def tensor(self, v: Value, like: SSAValue | None = None) -> SSAValue:
         """An IR value for ``v``; constants become ``nn.constant`` (in ``like``'s dtype)."""
@@ -355,7 +398,7 @@ class Importer:
     def labels(self, v: Value) -> list[object]:
         """Per-dimension labels of an IR value: the static size, or a symbol."""
         known = self.dim_labels.get(self.names.get(id(v), ""), [])
-        recorded = self.sym_labels.get(id(v), [])
+        recorded = self.sym_labels.get(v, [])
         out: list[object] = []
         for i, d in enumerate(shape_of(v)):
             if d != nn.DYN:
@@ -383,6 +426,20 @@ class Importer:
 # ---------------------------------------------------------------------------------------
 # Model-level helpers
 # ---------------------------------------------------------------------------------------
+
+
+def _broadcast_labels(operands: list[list[object]], result: tuple[int, ...]) -> list[object]:
+    """NumPy broadcasting on dim labels, right-aligned: a dynamic result dim is the one
+    symbol its operands have there besides 1s (``None`` when they name several)."""
+    out: list[object] = []
+    for k, d in enumerate(result):
+        if d != nn.DYN:
+            out.append(d)
+            continue
+        at = {ls[len(ls) - len(result) + k] for ls in operands if len(ls) - len(result) + k >= 0}
+        named = {x for x in at if not (not isinstance(x, SymDim) and x == 1)}
+        out.append(next(iter(named)) if len(named) == 1 and isinstance(next(iter(named)), SymDim) else None)
+    return out
 
 
 def _default_opset(model: onnx.ModelProto) -> int:

@@ -197,7 +197,7 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
     result = cx.emit(nn.BroadcastToOp(x, shape, refs))
     # The result's dims are the target's where it names them: shapes read from it later
     # resolve to the tensors those dims came from, not to this op.
-    cx.sym_labels[id(result)] = [b if b != 1 else a for a, b in zip(labels, target)]
+    cx.sym_labels[result] = [b if b != 1 else a for a, b in zip(labels, target)]
     return result
 
 
@@ -250,7 +250,7 @@ def _range(cx, ins, attrs):
             fail("a Range up to a dynamic dimension must start at 0 with delta 1")
         ref, axis = cx.dim_source(limit, "the range limit")
         result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
-        cx.sym_labels[id(result)] = [limit]
+        cx.sym_labels[result] = [limit]
         return result
     if delta == 0:
         fail("delta must be non-zero")

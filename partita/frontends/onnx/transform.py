@@ -120,7 +120,7 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
     if shape == list(shape_of(x)) and out == in_labels:
         return x
     result = cx.emit(nn.ReshapeOp(x, shape, refs))
-    cx.sym_labels[id(result)] = out
+    cx.sym_labels[result] = out
     return result
 
 
