@@ -281,7 +281,13 @@ def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, st
         elif op.sym_name.data == entry and ops:
             host = target.host_target if isinstance(target, byoc.TargetAttr) else None
             where = host.kind.data if host is not None else "host"
-            rows.append(PartitionRow(f"(in @{entry})", f"{where} (NumPy)", ops))
+            # Reshapes left in the entry are views of their input's buffer (no step).
+            views = tuple(o for o in ops if o == "nn.reshape")
+            ops = tuple(o for o in ops if o != "nn.reshape")
+            if ops:
+                rows.append(PartitionRow(f"(in @{entry})", f"{where} (NumPy)", ops))
+            if views:
+                rows.append(PartitionRow(f"(views in @{entry})", "buffer alias", views))
     return rows
 
 

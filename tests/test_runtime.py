@@ -262,6 +262,45 @@ def test_host_steps_are_explicit_counted_and_reported(cache: Path) -> None:
     assert "1 host step(s)" in text and "nn.softmax" in text and "2 downloads (768 B), 2 uploads (768 B)" in text
 
 
+VIEWS = """
+func.func @main(%x: tensor<?x?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x?x32xf32> {
+  %0 = nn.reshape %x : (tensor<?x?x64xf32>) -> tensor<?x64xf32>
+  %1 = nn.dense %0, %w : (tensor<?x64xf32>, tensor<32x64xf32>) -> tensor<?x32xf32>
+  %2 = nn.reshape %1, %x, %x {ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 1>} : (tensor<?x32xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x32xf32>
+  func.return %2 : tensor<?x?x32xf32>
+}
+"""
+
+
+def test_reshapes_left_in_the_entry_are_views_not_host_steps(cache: Path) -> None:
+    """GPT-2's ``x.view(-1, n)`` around a CUTLASS GEMM: the reshapes stay in @main as views
+    of their input's buffer (one of a function argument, one of a kernel result), so the
+    plan has no host step and replays as a CUDA graph."""
+    exe = partita.compile(VIEWS, ["cutlass", "llvm"], partitioner="eager", cache_dir=cache)
+    rows = {row.symbol: row.ops for row in exe.report().rows}
+    assert rows["(views in @main)"] == ("nn.reshape", "nn.reshape") and "(in @main)" not in rows
+    reference = parse_module(VIEWS, make_context(), "m.mlir")
+    runtime = Runtime(exe.module, "simulated")
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((32, 64)).astype(np.float32)
+    for shape in ((2, 3, 64), (1, 5, 64), (2, 3, 64)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        (got,) = runtime.run(x, w)
+        _close(got, run(reference, x, w)[0], np.float32)
+    assert runtime.stats["host_steps"] == 0 and "host step" not in runtime.describe()
+
+
+def test_a_view_of_the_wrong_size_is_an_error_at_bind(cache: Path) -> None:
+    """A view copies nothing, so its sizes are checked once per shape signature."""
+    wrong = VIEWS.replace("%0 = nn.reshape %x : (tensor<?x?x64xf32>)",  # dim 0 said to be x's batch
+                          "%0 = nn.reshape %x, %x {ref_axes = array<i64: 0>, targets = array<i64: 0>} : "
+                          "(tensor<?x?x64xf32>, tensor<?x?x64xf32>)")
+    exe = partita.compile(wrong, ["cutlass", "llvm"], partitioner="eager", cache_dir=cache)
+    x, w = np.ones((2, 3, 64), np.float32), np.ones((32, 64), np.float32)
+    with pytest.raises(PartitaError, match=r"cannot view 384 elements of shape \(2, 3, 64\) as \(2, 64\)"):
+        Runtime(exe.module, "simulated").run(x, w)
+
+
 # -- device arrays in and out -------------------------------------------------------------
 
 

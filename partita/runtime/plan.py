@@ -6,7 +6,8 @@ IREE's HAL and TVM's VM shape this module: nothing on the hot path interprets IR
   ``plan-memory``) is read once into steps: each ``byoc.call_extern`` becomes a kernel
   step (its handle's ``prepare``: cubins loaded, kernels looked up; see
   ``partita.runtime.extern`` for step kinds) or, without a compiled kernel, an explicit
-  host step; each ``nn`` op left in the function is a host step too; ``nn.constant``
+  host step; each ``nn`` op left in the function is a host step too, but an
+  ``nn.reshape``, a view of its input's buffer (``buffer_of``), is no step; ``nn.constant``
   weights are uploaded to the device once, into one parameter buffer; the static arena
   ``plan-memory`` sized (``byoc.arena_size``) is allocated once.
 * **Bind** (``BoundPlan``, once per input-shape signature, cached): index values
@@ -297,7 +298,7 @@ class LaunchPlan:
         """Every step the host runs, named by its op and location."""
         out = []
         for op in self.block.ops:
-            if isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+            if isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp | nn.ReshapeOp):
                 out.append(f"{op.name}{_where(op)}")
             elif isinstance(op, byoc.CallExternOp) and self.calls[op].prepared is None:
                 out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
@@ -360,6 +361,9 @@ class BoundPlan:
                 values[op.result] = tuple(op.result.type.get_shape())
             elif isinstance(op, nn.NNOp):
                 values[op.result] = _host_result_shape(op, values)
+                if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
+                    raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
+                                       f"{values[op.input]} as {values[op.result]}")
             elif isinstance(op, tensor.DimOp):
                 values[op.result] = int(args[0][args[1]])
             elif isinstance(op, func.CallOp):
@@ -455,6 +459,11 @@ class BoundPlan:
                         return results
 
                     self._host(f"@{op.callee.string_value()}", compute, ins, outs)
+            elif isinstance(op, nn.ReshapeOp):
+                # A view (``buffer_of``): no step; an input it views must be in its slot.
+                root = plan.alias.get(op.input, op.input)
+                if root in arguments:
+                    readers.add(arguments[root])
             elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
                 tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
                 readers.update(arguments[v] for v in tensors if v in arguments)

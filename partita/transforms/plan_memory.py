@@ -40,7 +40,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 
 from partita.dialects.byoc import AllocTensorOp, CallExternOp
-from partita.dialects.nn import numpy_dtype
+from partita.dialects.nn import ReshapeOp, numpy_dtype
 from partita.ir import op_error
 
 __all__ = ["ARENA_SIZE", "OFFSET", "PlanMemory", "assign_offsets", "buffer_of", "live_ranges", "tensor_bytes"]
@@ -59,7 +59,8 @@ def tensor_bytes(typ: TensorType, shape: Sequence[int] | None = None) -> int:
 
 def buffer_of(block: Block) -> dict[SSAValue, SSAValue]:
     """Every value of ``block`` that names an allocation's memory, mapped to that
-    allocation's result (``byoc.call_extern`` results alias their ``outs``)."""
+    allocation's result (``byoc.call_extern`` results alias their ``outs``; an
+    ``nn.reshape`` left in the function is a view of its input, as TVM's ``__nop``)."""
     alias: dict[SSAValue, SSAValue] = {}
     for op in block.ops:
         if isinstance(op, AllocTensorOp):
@@ -67,6 +68,8 @@ def buffer_of(block: Block) -> dict[SSAValue, SSAValue]:
         elif isinstance(op, CallExternOp):
             for out, res in zip(op.outs, op.res, strict=True):
                 alias[res] = alias.get(out, out)
+        elif isinstance(op, ReshapeOp):  # a view: the input's bytes under new dims
+            alias[op.result] = alias.get(op.input, op.input)
     return alias
 
 

@@ -1,5 +1,5 @@
 """Data-movement ``nn`` ops (Relay's "transform" family): pad, reshape, transpose,
-concatenate, and constants."""
+concatenate, constants, and ``shape_of``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
+    IRDLOperation,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -217,6 +218,32 @@ class ConcatenateOp(NNOp):
 
     def infer_shape(self) -> Shape:
         return infer_concatenate_shape([_shape(v) for v in self.inputs], self.axis)
+
+
+@irdl_op_definition
+class ShapeOfOp(NNOp):
+    """The input's dims as a rank-1 ``i64`` tensor (Relay ``shape_of``, ONNX ``Shape``).
+    The importer folds shapes it knows; it emits this op only where a run-time dim is used
+    as data (``Range`` bounds, mask index arithmetic); the input's elements are not read."""
+
+    name = "nn.shape_of"
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation):
+        rank = len(_shape(SSAValue.get(input)))
+        IRDLOperation.__init__(self, operands=[input],
+                               result_types=[TensorType(IntegerType(64), (rank,))])
+
+    def infer_shape(self) -> Shape:
+        return (len(_shape(self.input)),)
+
+    def verify_element_types(self) -> None:
+        self.check_element_type(_tensor(self.input).element_type, "operand element type")
+        if _tensor(self.result).element_type != IntegerType(64):
+            raise VerifyException(f"result element type must be i64, got {_tensor(self.result).element_type}")
 
 
 @irdl_op_definition

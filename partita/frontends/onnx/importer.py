@@ -9,7 +9,11 @@ by converting it as usual and evaluating the ops it produced with the project's 
 references (``partita.runtime.reference``), so folding and execution share one semantics.
 Shape-computing subgraphs (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` as PyTorch
 exports them) fold this way too; a dynamic dimension inside such a shape is a ``SymDim``
-(object arrays), which a ``Reshape`` turns into a ``?`` result dimension.
+(object arrays), which a ``Reshape`` turns into a ``?`` result dimension. Arithmetic on
+dynamic dims keeps its structure (``SymDim(("mul", batch, sequence))``), so a later
+``Reshape`` can cancel it and a shape used as data (``Range`` bounds, the index arithmetic
+of attention masks) is rebuilt at run time from ``nn.shape_of`` of the tensors it was read
+from (``Importer.materialize``).
 """
 
 from __future__ import annotations
@@ -66,6 +70,36 @@ class SymDim:
 
 Value = SSAValue | np.ndarray | None
 
+_SYM_ARITH = {"add", "sub", "mul", "div"}
+
+
+def sym_arith(kind: str, x: SymDim | int, y: SymDim | int) -> SymDim | int:
+    """``x kind y`` on dims where one side may be dynamic, as a structural ``SymDim``
+    (identities simplified, so ``Shape(x)[0] * 1`` is ``Shape(x)[0]`` again)."""
+    if not isinstance(x, SymDim) and not isinstance(y, SymDim):
+        x, y = int(x), int(y)
+        return {"add": x + y, "sub": x - y, "mul": x * y, "div": x // y if y else 0}[kind]
+    if kind == "mul" and not isinstance(x, SymDim) and int(x) == 1:
+        return y
+    if (kind in ("mul", "div") and not isinstance(y, SymDim) and int(y) == 1) or \
+            (kind in ("add", "sub") and not isinstance(y, SymDim) and int(y) == 0):
+        return x
+    if kind == "add" and not isinstance(x, SymDim) and int(x) == 0:
+        return y
+    norm = lambda d: d if isinstance(d, SymDim) else int(d)  # noqa: E731
+    return SymDim((kind, norm(x), norm(y)))
+
+
+def sym_factors(dims: list[object]) -> list[object]:
+    """The factors of a product of dims: ``mul`` expressions split, ones dropped."""
+    out: list[object] = []
+    for d in dims:
+        if isinstance(d, SymDim) and isinstance(d.label, tuple) and d.label[:1] == ("mul",):
+            out += sym_factors([d.label[1], d.label[2]])
+        elif isinstance(d, SymDim) or int(d) != 1:
+            out.append(d)
+    return out
+
 
 class Unsupported(Exception):
     """Raised by converters; the importer adds the node's name."""
@@ -114,6 +148,8 @@ class Importer:
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
         self.sym_sources: dict[SymDim, tuple[SSAValue, int]] = {}  # a tensor dim it sizes
+        self.sym_labels: dict[SSAValue, list[object]] = {}  # dims a converter or shape rule knows
+        self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
 
     # -- values ------------------------------------------------------------------------
@@ -122,7 +158,50 @@ class Importer:
         if self.location is not None:
             op.location = self.location
         self.block.add_op(op)
-        return op.results[0]
+        result = op.results[0]
+        if nn.DYN in shape_of(result):
+            derived = self._derived_labels(op)
+            if derived is not None:
+                self.sym_labels[result] = derived
+        return result
+
+    def _derived_labels(self, op: nn.NNOp) -> list[object] | None:
+        """The dynamic dims of ``op``'s result in terms of its operands' (the shape rules of
+        the ops that carry dims through), so a shape read from it later still names the
+        dims it came from; ``None`` at a position the rule cannot tell."""
+        if isinstance(op, nn.TransposeOp):
+            labels = self.labels(op.input)
+            return [labels[p] for p in op.perm]
+        if isinstance(op, nn.DenseOp):
+            return [*self.labels(op.operands[0])[:-1], shape_of(op.results[0])[-1]]
+        if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp):
+            lhs, rhs = (self.labels(v) for v in op.operands[:2])
+            if len(lhs) < 2 or len(rhs) < 2:
+                return None
+            batch = _broadcast_labels([lhs[:-2], rhs[:-2]], shape_of(op.results[0])[:-2])
+            return [*batch, lhs[-2], rhs[-1]]
+        if isinstance(op, nn.TakeOp):
+            data, indices = self.labels(op.data), self.labels(op.indices)
+            axis = op.axis % len(data)
+            return [*data[:axis], *indices, *data[axis + 1:]]
+        if isinstance(op, nn.StridedSliceOp):  # axes sliced whole keep their dims
+            labels = self.labels(op.input)
+            whole = [(b, e, st) == (0, 2**63 - 1, 1) and a not in op.targets
+                     for a, (b, e, st) in enumerate(zip(op.begin, op.end, op.strides))]
+            return [d if keep else None for d, keep in zip(labels, whole)]
+        if isinstance(op, nn.ReduceOp):  # the axes not reduced keep their dims
+            labels = self.labels(op.input)
+            axes = {a % len(labels) for a in op.axes} if op.axes else set(range(len(labels)))
+            return [1 if k in axes else d for k, d in enumerate(labels) if op.keepdims or k not in axes]
+        if isinstance(op, nn.ConcatenateOp):  # the other axes are the inputs' (all equal)
+            axis = op.axis % len(shape_of(op.results[0]))
+            out = _broadcast_labels([self.labels(v) for v in op.inputs], shape_of(op.results[0]))
+            return [None if k == axis else d for k, d in enumerate(out)]
+        if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp | nn.WhereOp | nn.AxisNormOp
+                      | nn.LayerNormOp | nn.RMSNormOp):
+            operands = [v for v in op.operands if isinstance(v.type, TensorType)]
+            return _broadcast_labels([self.labels(v) for v in operands], shape_of(op.results[0]))
+        return None
 
     def tensor(self, v: Value, like: SSAValue | None = None) -> SSAValue:
         """An IR value for ``v``; constants become ``nn.constant`` (in ``like``'s dtype)."""
@@ -131,13 +210,54 @@ class Importer:
         if v is None:
             fail("a required input is missing")
         if is_symbolic(v):
-            fail("a shape computation depending on a dynamic dimension is used as data")
+            return self.materialize(v, like)
         array = np.asarray(v)
         if like is not None:
             array = cast(array, nn.numpy_dtype(like.type.element_type))
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
         return self.emit(nn.ConstantOp(array))
+
+    def materialize(self, v: np.ndarray, like: SSAValue | None = None) -> SSAValue:
+        """A shape computation over dynamic dims used as data: each dim is read at run time
+        with ``nn.shape_of`` of a tensor it sizes (arithmetic on dims becomes element-wise
+        ops), the entries are joined into ``v``'s shape, as ``i64`` (or ``like``'s type)."""
+        array = np.asarray(v, dtype=object)
+        scalars = [self._dim_value(d) for d in array.reshape(-1)]
+        if len(scalars) == 1:
+            out = self.emit(nn.ReshapeOp(scalars[0], list(array.shape)))
+        else:
+            out = self.emit(nn.ConcatenateOp([self.emit(nn.ReshapeOp(d, [1])) for d in scalars], 0))
+            if array.ndim != 1:
+                out = self.emit(nn.ReshapeOp(out, list(array.shape)))
+        if like is not None and like.type.element_type != out.type.element_type:
+            out = self.emit(nn.CastOp(out, like.type.element_type))
+        return out
+
+    def _dim_value(self, d: object) -> SSAValue:
+        """A rank-0 ``i64`` tensor holding dim ``d`` (an int or a ``SymDim``) at run time."""
+        if not isinstance(d, SymDim):
+            return self.emit(nn.ConstantOp(np.asarray(int(d), dtype=np.int64)))
+        known = self._materialized.get(d)
+        if known is not None and known.owner.parent is self.block:
+            return known
+        if d in self.sym_sources:
+            source, axis = self.sym_sources[d]
+            shape = self._materialized.get(("shape_of", source))
+            if shape is None or shape.owner.parent is not self.block:
+                shape = self.emit(nn.ShapeOfOp(source))
+                self._materialized[("shape_of", source)] = shape
+            index = self.emit(nn.ConstantOp(np.asarray(axis, dtype=np.int64)))
+            value = self.emit(nn.TakeOp(shape, index, 0))
+        elif isinstance(d.label, tuple) and d.label[:1] and d.label[0] in _SYM_ARITH:
+            kind, x, y = d.label
+            op = {"add": nn.AddOp, "sub": nn.SubtractOp, "mul": nn.MultiplyOp, "div": nn.DivideOp}[kind]
+            value = self.emit(op(self._dim_value(x), self._dim_value(y)))
+        else:
+            fail("a shape computation uses a dynamic dimension that is not a dimension of a "
+                 "tensor (nor arithmetic on such dimensions) as data")
+        self._materialized[d] = value
+        return value
 
     def operands(self, *vals: Value) -> list[SSAValue]:
         like = next((v for v in vals if isinstance(v, SSAValue)), None)
@@ -279,13 +399,18 @@ class Importer:
     def labels(self, v: Value) -> list[object]:
         """Per-dimension labels of an IR value: the static size, or a symbol."""
         known = self.dim_labels.get(self.names.get(id(v), ""), [])
+        recorded = self.sym_labels.get(v, [])
         out: list[object] = []
         for i, d in enumerate(shape_of(v)):
             if d != nn.DYN:
                 out.append(d)
                 continue
-            sym = SymDim(known[i]) if i < len(known) and isinstance(known[i], str) \
-                else SymDim((id(v), i))
+            if i < len(recorded) and isinstance(recorded[i], SymDim):
+                sym = recorded[i]  # what the converter computed beats ONNX's unk__ names
+            elif i < len(known) and isinstance(known[i], str):
+                sym = SymDim(known[i])
+            else:
+                sym = SymDim((id(v), i))
             self.sym_sources.setdefault(sym, (v, i))
             out.append(sym)
         return out
@@ -302,6 +427,20 @@ class Importer:
 # ---------------------------------------------------------------------------------------
 # Model-level helpers
 # ---------------------------------------------------------------------------------------
+
+
+def _broadcast_labels(operands: list[list[object]], result: tuple[int, ...]) -> list[object]:
+    """NumPy broadcasting on dim labels, right-aligned: a dynamic result dim is the one
+    symbol its operands have there besides 1s (``None`` when they name several)."""
+    out: list[object] = []
+    for k, d in enumerate(result):
+        if d != nn.DYN:
+            out.append(d)
+            continue
+        at = {ls[len(ls) - len(result) + k] for ls in operands if len(ls) - len(result) + k >= 0}
+        named = {x for x in at if not (not isinstance(x, SymDim) and x == 1)}
+        out.append(next(iter(named)) if len(named) == 1 and isinstance(next(iter(named)), SymDim) else None)
+    return out
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -385,9 +524,9 @@ def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> 
         out = np.empty((), dtype=object)
         result = folder(cx, ins, attrs)
         if isinstance(result, np.ndarray):
-            return [result.astype(object)]
+            return [settle(result)]
         out[()] = result
-        return [out]
+        return [settle(out)]
     from onnx.reference import ReferenceEvaluator
 
     names = [n if n else "" for n in node.input]
@@ -404,6 +543,19 @@ def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> 
         fail(f"constant folding failed: {err}")
     it = iter(results)
     return [np.asarray(next(it)) if n else None for n in node.output]
+
+
+def settle(v: np.ndarray) -> np.ndarray:
+    """A folded shape computation: object dtype while it holds a ``SymDim``, plain NumPy
+    (``int64``, ``bool``) once every entry is known (``Shape(x)[3]`` of a static dim)."""
+    flat = np.asarray(v, dtype=object).reshape(-1)
+    if any(isinstance(d, SymDim) for d in flat):
+        return np.asarray(v, dtype=object)
+    if v.dtype != object:
+        return v
+    kinds = {type(d) for d in flat}
+    dtype = np.bool_ if kinds and all(issubclass(k, bool | np.bool_) for k in kinds) else np.int64
+    return np.asarray(v.tolist() if v.ndim else v[()], dtype=dtype)
 
 
 def _sym_gather(cx, ins, attrs):
@@ -450,18 +602,24 @@ def _sym_slice(cx, ins, attrs):
     return data[tuple(index)]
 
 
-def _sym_binary(fn):
+def _sym_binary(kind: str):
     def fold(cx, ins, attrs):
         a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object),
                                    np.asarray(ins[1], dtype=object))
         out = np.empty(a.shape, dtype=object)
         for i in np.ndindex(a.shape):
-            x, y = a[i], b[i]
-            out[i] = SymDim(("expr", id(out), i)) if isinstance(x, SymDim) or isinstance(
-                y, SymDim) else fn(int(x), int(y))
+            out[i] = sym_arith(kind, a[i], b[i])
         return out
 
     return fold
+
+
+def _sym_reshape(cx, ins, attrs):
+    data = np.asarray(ins[0], dtype=object)
+    shape = const_ints(ins[1], "shape")
+    shape = [data.shape[i] if s == 0 and not attrs.get("allowzero", 0) else s
+             for i, s in enumerate(shape)]
+    return data.reshape(shape)
 
 
 def _sym_equal(cx, ins, attrs):
@@ -491,7 +649,13 @@ def _sym_where(cx, ins, attrs):
                     np.asarray(ins[2], dtype=object))
 
 
+def _sym_shape(cx, ins, attrs):
+    dims = np.asarray(ins[0], dtype=object).shape
+    return np.asarray(dims[slice(attrs.get("start", 0), attrs.get("end", len(dims)))], dtype=np.int64)
+
+
 _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
+    "Shape": _sym_shape,
     "Equal": _sym_equal,
     "Where": _sym_where,
     "Gather": _sym_gather,
@@ -501,10 +665,11 @@ _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
     "Slice": _sym_slice,
     "Cast": lambda cx, ins, attrs: ins[0],
     "Identity": lambda cx, ins, attrs: ins[0],
-    "Mul": _sym_binary(lambda x, y: x * y),
-    "Add": _sym_binary(lambda x, y: x + y),
-    "Sub": _sym_binary(lambda x, y: x - y),
-    "Div": _sym_binary(lambda x, y: x // y),
+    "Reshape": _sym_reshape,
+    "Mul": _sym_binary("mul"),
+    "Add": _sym_binary("add"),
+    "Sub": _sym_binary("sub"),
+    "Div": _sym_binary("div"),
 }
 
 

@@ -95,10 +95,9 @@ def _scatter_elements(cx, ins, attrs):
 @converter("Slice", symbolic=True)
 def _slice(cx, ins, attrs):
     if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
-        from partita.frontends.onnx.importer import _sym_slice
+        from partita.frontends.onnx.importer import _sym_slice, settle
 
-        out = _sym_slice(cx, ins, attrs)
-        return out.astype(object)
+        return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
     if cx.opset < 10:
@@ -195,7 +194,11 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
             fail(f"{what}: cannot broadcast {labels} to {target}")
     if shape == list(shape_of(x)) and not refs:
         return x
-    return cx.emit(nn.BroadcastToOp(x, shape, refs))
+    result = cx.emit(nn.BroadcastToOp(x, shape, refs))
+    # The result's dims are the target's where it names them: shapes read from it later
+    # resolve to the tensors those dims came from, not to this op.
+    cx.sym_labels[result] = [b if b != 1 else a for a, b in zip(labels, target)]
+    return result
 
 
 @converter("Expand", symbolic=True)
@@ -246,7 +249,9 @@ def _range(cx, ins, attrs):
         if (start, delta) != (0, 1):
             fail("a Range up to a dynamic dimension must start at 0 with delta 1")
         ref, axis = cx.dim_source(limit, "the range limit")
-        return cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
+        result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
+        cx.sym_labels[result] = [limit]
+        return result
     if delta == 0:
         fail("delta must be non-zero")
     size = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)

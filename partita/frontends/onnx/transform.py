@@ -19,6 +19,8 @@ from partita.frontends.onnx.importer import (
     fail,
     is_const,
     shape_of,
+    sym_arith,
+    sym_factors,
     tensor_array,
 )
 
@@ -85,7 +87,12 @@ def _pad(cx, ins, attrs):
 
 
 def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
-    """``nn.reshape`` to entries that are ints (``0`` copy, ``-1`` infer) or ``SymDim``s."""
+    """``nn.reshape`` to entries that are ints (``0`` copy, ``-1`` infer) or ``SymDim``s.
+
+    A ``-1`` is inferred symbolically where it can be: the input's dim factors that the
+    target does not cancel (``[batch, seq]`` to ``[-1, seq]`` gives ``batch``), so later
+    shapes read from the result still match the input's. The dims are recorded on the
+    result (``Importer.sym_labels``)."""
     in_labels = cx.labels(x)
     out: list[object] = []
     for i, t in enumerate(target):
@@ -100,25 +107,7 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
     if out.count(-1) > 1:
         fail("more than one -1 in the target shape")
     if -1 in out:
-        # Cancel symbols common to input and output, then infer -1 from the static rest.
-        remaining = [d for d in in_labels]
-        static_out = 1
-        for d in out:
-            if isinstance(d, SymDim):
-                if d in remaining:
-                    remaining.remove(d)
-                else:
-                    fail("cannot infer -1: the target shape has a dynamic dimension that "
-                          "does not match the input")
-            elif d != -1:
-                static_out *= d
-        if any(isinstance(d, SymDim) for d in remaining):
-            out[out.index(-1)] = SymDim("inferred")
-        else:
-            total = math.prod(remaining)
-            if static_out == 0 or total % static_out:
-                fail(f"cannot reshape {total} elements into {target}")
-            out[out.index(-1)] = total // static_out
+        out[out.index(-1)] = _inferred_dim(x, in_labels, [d for d in out if not _is_minus_one(d)], target)
     shape = [nn.DYN if isinstance(d, SymDim) else d for d in out]
     refs = []
     if shape.count(nn.DYN) > 1:
@@ -130,7 +119,37 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
                  "that are not dimensions of a tensor; nn.reshape infers one")
     if shape == list(shape_of(x)) and out == in_labels:
         return x
-    return cx.emit(nn.ReshapeOp(x, shape, refs))
+    result = cx.emit(nn.ReshapeOp(x, shape, refs))
+    cx.sym_labels[result] = out
+    return result
+
+
+def _is_minus_one(d: object) -> bool:
+    return not isinstance(d, SymDim) and d == -1
+
+
+def _inferred_dim(x: SSAValue, in_labels: list[object], rest: list[object], target: list[object]) -> object:
+    """The ``-1`` of a reshape of ``in_labels`` whose other entries are ``rest``."""
+    remaining = sym_factors(in_labels)
+    unmatched = []
+    for d in sym_factors(rest):
+        if isinstance(d, SymDim) and d in remaining:
+            remaining.remove(d)
+        elif isinstance(d, SymDim):
+            unmatched.append(d)
+    if unmatched:  # known only at run time (nn.reshape infers it from the element count)
+        return SymDim(("inferred", id(x), tuple(map(str, target))))
+    static_out = math.prod(d for d in sym_factors(rest) if not isinstance(d, SymDim))
+    static_in = math.prod(d for d in remaining if not isinstance(d, SymDim))
+    if static_out == 0 or static_in % static_out:
+        if not any(isinstance(d, SymDim) for d in remaining):
+            fail(f"cannot reshape {math.prod(remaining)} elements into {target}")
+        return SymDim(("inferred", id(x), tuple(map(str, target))))
+    dim: object = static_in // static_out
+    for d in remaining:
+        if isinstance(d, SymDim):
+            dim = sym_arith("mul", dim, d)
+    return dim
 
 
 @converter("Reshape")
@@ -159,10 +178,10 @@ def _flatten(cx, ins, attrs):
     axis = axis + len(labels) if axis < 0 else axis
 
     def prod(dims):
-        syms = [d for d in dims if isinstance(d, SymDim)]
-        if len(syms) == 1 and all(d == 1 for d in dims if not isinstance(d, SymDim)):
-            return syms[0]
-        return SymDim(("flat", id(x))) if syms else math.prod(dims)
+        total: object = 1
+        for d in dims:
+            total = sym_arith("mul", total, d)
+        return total
 
     return reshape_to(cx, x, [prod(labels[:axis]), prod(labels[axis:])])
 

@@ -3,7 +3,8 @@
 ``nn.pad`` in every mode: an output index maps to an input index per padded axis
 (``constant`` clamps the index, so the load stays in bounds, and selects the pad value
 outside the input; ``edge`` clamps; ``reflect`` mirrors without repeating the edge;
-``wrap`` is periodic).
+``wrap`` is periodic). ``nn.shape_of`` selects among the input's kernel dims (ints or C
+expressions of the run-time sizes); it never reads the input's elements.
 """
 
 from __future__ import annotations
@@ -43,3 +44,14 @@ def _pad(emitter, op: nn.PadOp, index: list[str]) -> str:
     if not inside:
         return x
     return f"({' && '.join(inside)}) ? {x} : {literal(op.pad_value, emitter.ctype(op.result))}"
+
+
+@injective(nn.ShapeOfOp)
+def _shape_of(emitter, op: nn.ShapeOfOp, index: list[str]) -> str:
+    dims = emitter.dims[op.input]
+    if not dims:  # a scalar's shape has no elements: nothing is ever stored
+        return "0LL"
+    expr = f"(long long){_paren(dims[-1])}"
+    for axis in range(len(dims) - 2, -1, -1):
+        expr = f"{index[0]} == {axis} ? (long long){_paren(dims[axis])} : ({expr})"
+    return expr

@@ -51,6 +51,10 @@ class TransformFunctions(InterpreterFunctions):
     def run_concatenate(self, interpreter: Interpreter, op: nn.ConcatenateOp, args):
         return store(op, np.concatenate(args, axis=op.axis))
 
+    @impl(nn.ShapeOfOp)
+    def run_shape_of(self, interpreter: Interpreter, op: nn.ShapeOfOp, args):
+        return (np.asarray(args[0].shape, dtype=np.int64),)
+
     @impl(nn.ConstantOp)
     def run_constant(self, interpreter: Interpreter, op: nn.ConstantOp, args):
         return (op.to_numpy(),)

@@ -214,3 +214,19 @@ func.func @constant_type() {
   %0 = "nn.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
   func.return
 }
+
+// -----
+
+func.func @shape_of_rank(%x: tensor<?x3xf32>) {
+  // expected-error@+1 {{shape [3] is incompatible with inferred shape [2]}}
+  %0 = nn.shape_of %x : (tensor<?x3xf32>) -> tensor<3xi64>
+  func.return
+}
+
+// -----
+
+func.func @shape_of_i32(%x: tensor<?x3xf32>) {
+  // expected-error@+1 {{result element type must be i64, got i32}}
+  %0 = nn.shape_of %x : (tensor<?x3xf32>) -> tensor<2xi32>
+  func.return
+}

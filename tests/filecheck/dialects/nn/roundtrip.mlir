@@ -88,6 +88,9 @@ func.func @data_movement(%x: tensor<2x3xf32>, %y: tensor<?x3xf32>) -> tensor<?x3
   %4 = nn.constant dense<1.5> : tensor<2x3xf32>
   // CHECK-NEXT: %5 = nn.constant dense<[[1.000000e+00, 2.000000e+00], [3.000000e+00, 4.500000e+00]]> : tensor<2x2xf16> {note = "weights"}
   %5 = nn.constant dense<[[1.0, 2.0], [3.0, 4.5]]> : tensor<2x2xf16> {note = "weights"}
+  // CHECK-NEXT: %6 = nn.shape_of %y : (tensor<?x3xf32>) -> tensor<2xi64>
+  // GENERIC: "nn.shape_of"(%y) : (tensor<?x3xf32>) -> tensor<2xi64>
+  %6 = nn.shape_of %y : (tensor<?x3xf32>) -> tensor<2xi64>
   func.return %3 : tensor<?x3xf32>
 }
 
