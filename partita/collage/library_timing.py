@@ -27,7 +27,7 @@ from xdsl.dialects.func import FuncOp
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.library import LIBRARY_CODEGENS
-from partita.runtime.libraries import LibraryHandle, LibraryLaunch
+from partita.runtime.libraries import LibraryHandle, LibraryLaunch, library_binding
 
 
 def lower_library_candidate(ctx: Context, module: ModuleOp, function: FuncOp, target: str) -> str | None:
@@ -79,9 +79,7 @@ def time_library_calls(module: ModuleOp, device: Any, libraries: dict[str, Any],
     for name, handle in kernel_handles(module).items():
         if not isinstance(handle, LibraryHandle):
             continue
-        lib = libraries.get(handle.library)
-        if lib is None:
-            lib = libraries[handle.library] = handle.load_library()
+        lib = library_binding(libraries, handle)
         signature = functions[name].function_type
         inputs = [make_array(t) for t in signature.inputs]
         outputs = [make_array(t) for t in signature.outputs]

@@ -55,6 +55,7 @@ from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.runtime.libraries import library_binding
 from partita.transforms.plan_memory import (
     ARENA_SIZE,
     OFFSET,
@@ -139,10 +140,7 @@ class _Loader:
 
     def library(self, handle: Any) -> Any:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
-        lib = self.libraries.get(handle.library)
-        if lib is None:
-            lib = self.libraries[handle.library] = handle.load_library()
-        return lib
+        return library_binding(self.libraries, handle)
 
     def module(self, handle: Any) -> Any:
         path = Path(handle.path)

@@ -34,7 +34,7 @@ import numpy as np
 from partita.ir import PartitaError
 from partita.runtime.device import Operand, SimulatedFunction
 
-__all__ = ["LIBRARY_HANDLE_KINDS", "LibraryHandle", "LibraryLaunch", "PreparedLibraryCall", "require"]
+__all__ = ["LIBRARY_HANDLE_KINDS", "LibraryHandle", "LibraryLaunch", "PreparedLibraryCall", "library_binding", "require"]
 
 #: Record kind -> (module, class) of its handle, imported on first use so that a model
 #: without library partitions never imports a library.
@@ -67,6 +67,15 @@ def require(module: str, extra: str, what: str, probe: Callable[[Any], Any] | No
             f"the '{extra}' target needs {what} (Python module '{module}': {type(err).__name__}: {err}); "
             f"install it with: pip install 'partita[{extra}]' (and a CUDA driver)"
         ) from None
+
+
+def library_binding(libraries: dict[str, Any], handle: LibraryHandle) -> Any:
+    """``handle``'s library from ``libraries`` (bindings or stand-ins by library name),
+    loaded into it on first use."""
+    lib = libraries.get(handle.library)
+    if lib is None:
+        lib = libraries[handle.library] = handle.load_library()
+    return lib
 
 
 class LibraryHandle:
