@@ -501,7 +501,7 @@ class BinaryOp(IRDLOperation):
         kernels = self.attributes.get("kernels")
         if not isinstance(kernels, DictionaryAttr):
             raise VerifyException("'byoc.binary' needs a 'kernels' dictionary")
-        for name in ("path", "key", "arch"):
+        for name in ("path", "cache_dir", "nvrtc", "key", "arch"):
             if name in self.attributes and not isinstance(self.attributes[name], StringAttr):
                 raise VerifyException(f"'byoc.binary' attribute '{name}' must be a string")
         digest = self.attributes.get(DIGEST)
