@@ -194,12 +194,13 @@ def _tiny_model(path: Path) -> Path:
 
 
 def test_models_step_compares_with_onnxruntime(tmp_path: Path) -> None:
-    """The models step end to end on the simulated device (its timings mean nothing here)."""
+    """The models step end to end on the simulated device (its timings mean nothing here),
+    the cache filled first by parallel compiles."""
     good = _tiny_model(tmp_path / "tiny.onnx")
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not onnx")
     writer = validate.RowWriter(tmp_path / "rows.json")
-    validate.models_step(None, writer, arch="sm_90", device="simulated", models=[broken, good])
+    validate.models_step(None, writer, arch="sm_90", device="simulated", models=[broken, good], jobs=2)
     rows = [validate.Row(**r) for r in json.loads((tmp_path / "rows.json").read_text())["rows"]]
     assert [(r.item, r.status) for r in rows] == [("broken", "FAIL"), ("tiny", "ok"), ("tiny", "info"), ("tiny", "ok")]
     error = rows[1]

@@ -386,9 +386,34 @@ def check_model(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda
                    note if error <= tol else f"graph replay differs from onnxruntime: {error:.3g}"))
 
 
+def _compile_only(path: str, arch: str) -> str | None:
+    """Compiles ``path`` for its cubins alone (they land in the cache); the error, if any."""
+    import partita
+
+    try:
+        partita.compile(path, [f"cuda -arch={arch}", "cutlass", "llvm"])
+    except Exception as err:  # noqa: BLE001 - reported again, with its row, when the model is checked
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def precompile(paths: Sequence[Path], arch: str, jobs: int) -> None:
+    """Fills the cubin cache for every model in parallel processes (cold NVRTC compiles are
+    most of a model's time; the checks then run one at a time, so timings do not contend)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs <= 1 or len(paths) <= 1:
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_only, [str(p) for p in paths], [arch] * len(paths)))
+
+
 def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any = "cuda",
-                models: Iterable[Path] | None = None) -> None:
-    for path in models if models is not None else model_files(repo):
+                models: Iterable[Path] | None = None, jobs: int = 1) -> None:
+    paths = list(models if models is not None else model_files(repo))
+    precompile(paths, arch, jobs)
+    for path in paths:
         try:
             check_model(path, writer, arch=arch, device=device)
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
@@ -472,8 +497,7 @@ def attention_rows(writer: RowWriter, arch: str, batch: int = 8, heads: int = 16
     q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     (out,) = exe.run(q, k, v, outputs="device")
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    got = torch.from_dlpack(out) if hasattr(out, "__dlpack__") else torch.as_tensor(out.numpy(), device="cuda")
-    error = relative_error([got.float().cpu().numpy()], [want.float().cpu().numpy()])
+    error = relative_error([np.asarray(out.numpy(), np.float32)], [want.float().cpu().numpy()])
     ours = median_seconds(lambda: exe.run(q, k, v, outputs="device"), repeat, sync=torch.cuda.synchronize)
     theirs = median_seconds(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), repeat,
                             sync=torch.cuda.synchronize)
@@ -540,7 +564,7 @@ def child_main(argv: Sequence[str] | None = None) -> int:
         arch = device.arch
     writer = RowWriter(Path(args.out))
     if args.step == "models":
-        models_step(Path(args.repo) if args.repo else None, writer, arch=arch)
+        models_step(Path(args.repo) if args.repo else None, writer, arch=arch, jobs=min(8, os.cpu_count() or 1))
     else:
         benchmarks_step(writer, arch=arch)
     return 1 if any(r.status == "FAIL" for r in writer.rows) else 0
