@@ -8,7 +8,7 @@ device (name, arch), NVRTC (and whether it is the pinned version the cubin diges
 the header wheels, which library backends import (cuBLASLt, cuDNN, TensorRT, onnxruntime)
 with their versions, the cubin cache, and what ``partita.compile`` targets by default and
 where that would run. It exits 0 whenever it could report, with a GPU or without one (then
-the line ``GPU: none (...)`` says why and that runs use the simulated device).
+the line ``GPU: none (...)`` says why, and ``runs on:`` that runs use the simulated device).
 
 ``--validate`` runs the steps of ``partita.tools.validate`` (see there); without a usable
 GPU it validates nothing and exits 1 with ``error: --validate needs a CUDA device: ...``,
@@ -101,8 +101,7 @@ def gpu_findings(driver: Any = None) -> tuple[list[Finding], Any]:
         if drv is None:
             from cuda.bindings import driver as drv
     except Exception as err:  # noqa: BLE001 - no cuda-bindings at all
-        return [Finding("GPU", f"none (cuda-bindings do not import: {err}); runs use the simulated device (CPU)",
-                        ok=False)], None
+        return [Finding("GPU", f"none (cuda-bindings do not import: {err})", ok=False)], None
     out = [Finding("cuda-bindings", _version("cuda-bindings") or "?")]
     why = cuda_status(drv)
     if why is None or "version" in why:
@@ -111,13 +110,12 @@ def gpu_findings(driver: Any = None) -> tuple[list[Finding], Any]:
             out.append(Finding("CUDA driver", f"{int(version) // 1000}.{int(version) % 1000 // 10} (API {int(version)})",
                                ok=why is None))
     if why is not None:
-        out.append(Finding("GPU", f"none ({why}); runs use the simulated device (CPU), compiles still make real cubins",
-                           ok=False))
+        out.append(Finding("GPU", f"none ({why})", ok=False))
         return out, None
     try:
         device = CudaDevice(driver=drv)
     except CudaError as err:
-        out.append(Finding("GPU", f"none ({err}); runs use the simulated device (CPU)", ok=False))
+        out.append(Finding("GPU", f"none ({err})", ok=False))
         return out, None
     try:
         name, arch = device.name, device.arch
@@ -182,7 +180,7 @@ def default_target_findings(arch: str | None) -> list[Finding]:
     out = [Finding("partita.compile", f"targets {', '.join(targets)}; partitioner "
                                       f"{parameters['partitioner'].default}; cost model device {device}")]
     if arch is None:
-        out.append(Finding("runs on", "the simulated device (CPU): no usable GPU"))
+        out.append(Finding("runs on", "the simulated device (CPU): no usable GPU (compiles still make real cubins)"))
     elif arch_runs_on(compiled, arch):
         out.append(Finding("runs on", f"the GPU ({arch}) with the default targets"))
     else:
