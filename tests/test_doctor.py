@@ -207,6 +207,19 @@ def test_models_step_compares_with_onnxruntime(tmp_path: Path) -> None:
     assert rows[2].metric == "latency eager ms" and rows[2].partita > 0
 
 
+def test_no_models_is_a_failure_not_a_pass() -> None:
+    writer = validate.RowWriter(None)
+    validate.models_step(None, writer, arch="sm_90")
+    (row,) = writer.rows
+    assert row.status == "FAIL" and "no models found" in row.note
+
+
+def test_model_files_are_the_bundled_then_the_exported() -> None:
+    names = [p.relative_to(REPO).as_posix() for p in validate.model_files(REPO)]
+    assert names[:2] == ["examples/cnn.onnx", "examples/encoder.onnx"]
+    assert "tests/models/exported/bert.onnx" in names and all(n.endswith(".onnx") for n in names)
+
+
 def test_model_inputs_come_from_the_recorded_npz() -> None:
     path = REPO / "tests" / "models" / "exported" / "bert.onnx"
     feeds = validate.model_inputs(path)

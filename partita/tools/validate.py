@@ -412,6 +412,10 @@ def precompile(paths: Sequence[Path], arch: str, jobs: int) -> None:
 def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any = "cuda",
                 models: Iterable[Path] | None = None, jobs: int = 1) -> None:
     paths = list(models if models is not None else model_files(repo))
+    if not paths:
+        writer.add(Row("models", "(none)", status="FAIL",
+                       note="no models found: run from a Partita checkout (examples/, tests/models/exported/) or pass --repo"))
+        return
     precompile(paths, arch, jobs)
     for path in paths:
         try:
