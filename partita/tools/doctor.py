@@ -213,7 +213,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(exit 1 without a GPU)")
     parser.add_argument("--json", default="partita-validation.json", help="where --validate writes its results")
     parser.add_argument("--steps", default=None,
-                        help="comma-separated subset of the validation steps (gpu-tests, models, benchmarks)")
+                        help="comma-separated subset of the validation steps (gpu-tests, benchmarks, models)")
     parser.add_argument("--repo", default=None, help="the Partita checkout whose tests/ to run (default: found "
                                                     "from the current directory or the installed package)")
     parser.add_argument("--step-timeout", type=float, default=600.0, help="seconds per step (default 600)")
@@ -222,17 +222,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from partita.ir import PartitaError
+    from partita.tools import validate
+
+    steps = validate.select_steps(args.steps) if args.validate else []
     rows, arch = findings()
     print(render(rows))
     if not args.validate:
         return 0
-    from partita.ir import PartitaError
-    from partita.tools import validate
-
     if arch is None:
         why = next((r.value for r in rows if r.name == "GPU"), "no GPU")
         raise PartitaError(f"--validate needs a CUDA device: {why}; nothing was validated")
-    steps = validate.select_steps(args.steps)
     return validate.run_validation(steps, validate.find_repo(args.repo), Path(args.json),
                                    environment={r.name: r.value for r in rows},
                                    step_timeout=args.step_timeout, total_timeout=args.total_timeout)

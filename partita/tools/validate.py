@@ -9,13 +9,13 @@ time still reports what it finished.
 * ``gpu-tests``: ``pytest -m gpu tests`` of the checkout (``--repo``), read back from its
   JUnit XML. The suite's guard (``tests/gpu_guard.py``) fails a ``gpu`` test that ran on
   the simulated device instead.
+* ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt) against ``torch.matmul``, a row
+  reduction's GB/s against ``torch.sum``, and attention against
+  ``torch.nn.functional.scaled_dot_product_attention``, on the same device.
 * ``models``: the bundled models (``examples/*.onnx``) and the exported ones
   (``tests/models/exported/*.onnx``, with their recorded inputs), compiled for this GPU's
   arch, run, and compared with onnxruntime on the CPU; their latency run eagerly, replayed
   as CUDA graphs, and under onnxruntime's CUDA provider where it is installed.
-* ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt) against ``torch.matmul``, a row
-  reduction's GB/s against ``torch.sum``, and attention against
-  ``torch.nn.functional.scaled_dot_product_attention``, on the same device.
 
 The parent prints one table (step, item, metric, Partita, reference, status) and writes
 the JSON (environment, steps, rows). It exits 0 when every step ran and nothing failed,
@@ -43,7 +43,9 @@ import numpy as np
 
 from partita.ir import PartitaError
 
-STEP_NAMES = ("gpu-tests", "models", "benchmarks")
+STEP_NAMES = ("gpu-tests", "benchmarks", "models")
+"""In the order they run: the models (cold compiles of a dozen models) last, so that a step
+running out of the total budget costs the fewest results."""
 MIN_STEP_SECONDS = 60.0
 """A step is not started with less time than this left in the total budget."""
 
