@@ -253,6 +253,11 @@ def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> N
     assert (reduction.partita, reduction.reference) == (pytest.approx(1.0), None)
 
 
+def test_models_are_compiled_for_the_gpus_arch() -> None:
+    assert validate.model_targets("sm_90a") == ["cuda -arch=sm_90a", "cutlass -sm=90", "llvm"]
+    assert validate.model_targets("sm_89", "cudnn") == ["cuda -arch=sm_89", "cutlass -sm=89", "cudnn", "llvm"]
+
+
 def test_attention_model_is_what_exporters_write() -> None:
     model = validate.attention_model(1, 2, 8, 4)
     onnx.checker.check_model(model)

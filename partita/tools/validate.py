@@ -368,7 +368,7 @@ def check_model(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda
     feeds = model_inputs(path)
     cpu = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     want = cpu.run(None, feeds)
-    exe = partita.compile(str(path), [f"cuda -arch={arch}", "cutlass", "llvm"])
+    exe = partita.compile(str(path), model_targets(arch))
     exe.load(device, graphs=False)
     got = exe.run(feeds)
     error, tol = relative_error(got, want), tolerance(feeds, want)
@@ -388,12 +388,17 @@ def check_model(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda
                    note if error <= tol else f"graph replay differs from onnxruntime: {error:.3g}"))
 
 
+def model_targets(arch: str, *libraries: str) -> list[str]:
+    """Partita's default targets, for this GPU's arch."""
+    return [f"cuda -arch={arch}", f"cutlass -sm={arch.removeprefix('sm_').rstrip('af')}", *libraries, "llvm"]
+
+
 def _compile_only(path: str, arch: str) -> str | None:
     """Compiles ``path`` for its cubins alone (they land in the cache); the error, if any."""
     import partita
 
     try:
-        partita.compile(path, [f"cuda -arch={arch}", "cutlass", "llvm"])
+        partita.compile(path, model_targets(arch))
     except Exception as err:  # noqa: BLE001 - reported again, with its row, when the model is checked
         return f"{type(err).__name__}: {err}"
     return None
@@ -499,7 +504,8 @@ def attention_rows(writer: RowWriter, arch: str, batch: int = 8, heads: int = 16
     import importlib.util
 
     cudnn = ["cudnn"] if importlib.util.find_spec("cudnn") is not None else []  # else the native kernels
-    exe = partita.compile(attention_model(batch, heads, seq, dim), [f"cuda -arch={arch}", "cutlass", *cudnn, "llvm"])
+    exe = partita.compile(attention_model(batch, heads, seq, dim), model_targets(arch, *cudnn))
+    exe.load("cuda")  # never the simulated device: that is an error here, not a fallback
     q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
     (out,) = exe.run(q, k, v, outputs="device")
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
