@@ -172,6 +172,11 @@ def check_attention(match: Match) -> bool:
     q = shape_of(match.inputs[0])
     if softmax is None or q is None or op_attr(softmax, "axis") not in (-1, len(q) - 1):
         return False
+    # cuDNN's SDPA needs K with a unit-stride head dim; ``nn.matmul(q, kᵀ)`` stores K
+    # transposed (B,H,D,S), which its frontend rejects at build().
+    qk = next(op for op in match.ops if op.name in ("nn.matmul", "nn.batch_matmul"))
+    if qk.name == "nn.matmul":
+        return False
     return q[-1] > 0 and q[-1] % 8 == 0 and q[-1] <= 128
 
 

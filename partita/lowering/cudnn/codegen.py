@@ -212,6 +212,8 @@ def sdpa_record(function: FuncOp, ops: list[Operation], module: ModuleOp) -> Sdp
     rank = len(static_shape(q_value))
     q = _bhsd(static_shape(q_value))
     k_storage = "BHDS" if isinstance(qk, nn.MatmulOp) else "BHSD"
+    if k_storage == "BHDS":
+        raise op_error(qk, "reads K transposed (B,H,D,S); cuDNN attention needs K with a unit-stride head dim (B,H,S,D)")
     k = _bhsd(static_shape(k_value))
     if k_storage == "BHDS":
         k = (k[0], k[1], k[3], k[2])

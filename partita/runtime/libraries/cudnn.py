@@ -99,6 +99,11 @@ class CudnnGraphHandle(LibraryHandle):
         graph.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         return CudnnPlan(handle, graph, tensors, int(graph.get_workspace_size()))
 
+    def release_plan(self, cudnn: Any, plan: CudnnPlan) -> None:
+        plan.graph = None  # the graph's plans before the handle they were built on
+        plan.tensors.clear()
+        cudnn.destroy_handle(plan.handle)
+
     def workspace_bytes(self, plan: CudnnPlan) -> int:
         return plan.workspace
 
