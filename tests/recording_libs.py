@@ -675,22 +675,24 @@ class RecordingContext:
                 return False  # TensorRT logs: enqueue once after setting shapes, before capturing
             self.warm = True
         lib.executions.append({"stream": stream, "addresses": dict(self.addresses), "memory": self.memory})
-        addresses, shapes = dict(self.addresses), dict(self.shapes)
-        lib.memory.enqueue(stream, "tensorrtEnqueue", lambda: self._run(addresses, shapes))
+        addresses, shapes, model, memory = dict(self.addresses), dict(self.shapes), self.engine.model, lib.memory
+        # The enqueued work holds the model, not the context: a record of it must not keep
+        # the context alive past its release.
+        lib.memory.enqueue(stream, "tensorrtEnqueue", lambda: _run_engine(model, memory, addresses, shapes))
         return True
 
-    def _run(self, addresses: dict, shapes: dict) -> None:
-        import onnx
-        import onnxruntime as ort
 
-        memory = self.engine.lib.memory
-        model = onnx.load_from_string(self.engine.model)
-        session = ort.InferenceSession(self.engine.model, providers=["CPUExecutionProvider"])
-        feeds = {}
-        for info in model.graph.input:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
-            n = int(np.prod(shapes[info.name]))
-            feeds[info.name] = memory.flat(addresses[info.name], dtype)[:n].reshape(shapes[info.name])
-        for info, value in zip(model.graph.output, session.run(None, feeds), strict=True):
-            value = np.ascontiguousarray(value)
-            memory.flat(addresses[info.name], value.dtype)[: value.size] = value.reshape(-1)
+def _run_engine(data: bytes, memory: DeviceMemory, addresses: dict, shapes: dict) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(data)
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for info in model.graph.input:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        n = int(np.prod(shapes[info.name]))
+        feeds[info.name] = memory.flat(addresses[info.name], dtype)[:n].reshape(shapes[info.name])
+    for info, value in zip(model.graph.output, session.run(None, feeds), strict=True):
+        value = np.ascontiguousarray(value)
+        memory.flat(addresses[info.name], value.dtype)[: value.size] = value.reshape(-1)
