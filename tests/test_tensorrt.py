@@ -191,6 +191,7 @@ def test_a_new_shape_gets_its_own_engine(mlp, tmp_path, monkeypatch: pytest.Monk
     # Per shape: the first run enqueues (TensorRT's warm-up), the capture enqueues once;
     # the third run replays a graph.
     assert len(lib.executions) == 4
+    assert (runtime.stats["captures"], runtime.stats["capture_fallbacks"]) == (2, 0)
     assert all(lib.BuilderFlag.TF32 in b["flags"] for b in lib.builds)
 
 
