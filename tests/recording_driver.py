@@ -24,7 +24,10 @@ What the real driver refuses, this one refuses too:
   was compiled for); a misaligned pointer launches, then the context holds the sticky
   ``CUDA_ERROR_MISALIGNED_ADDRESS`` that every later call returns;
 * stream order: ``log`` lists the asynchronous work in the order it was enqueued, with
-  its stream, and ``cuStreamWaitEvent`` records which stream waited for which;
+  its stream, and ``cuStreamWaitEvent`` records which stream waited for which; a copy
+  that reads bytes another stream wrote, with no event wait or synchronization ordering
+  it after that write, is a race, listed in ``races`` (the hardware would read stale
+  bytes without a word);
 * everything created is tracked until destroyed: ``live()`` lists what ``close()``
   left behind (memory, modules, streams, events, graphs, retained contexts).
 """
@@ -97,6 +100,10 @@ class RecordingDriver:
         self.modules: set[int] = set()
         self.events: dict[int, object] = {}  # event -> the stream it was last recorded on
         self.waits: list[tuple] = []  # (stream, the stream it waited for)
+        self.races: list[tuple] = []  # (reading stream, writing stream, address)
+        self._work: Counter = Counter()  # stream -> asynchronous operations enqueued so far
+        self._seen: dict[int, dict] = {}  # stream -> {stream: operations it is ordered after}
+        self._writes: list[tuple] = []  # (start, end, stream, operation number) not yet synchronized
         self._capturing: dict[int, list] = {}
         self._capture_thread: dict[int, int] = {}
         self._invalidated: set[int] = set()
@@ -216,7 +223,10 @@ class RecordingDriver:
         return result
 
     def cuCtxSynchronize(self):
-        return self._call("cuCtxSynchronize")
+        result = self._call("cuCtxSynchronize")
+        if result[0] == SUCCESS:
+            self._synchronized()
+        return result
 
     def cuDeviceGetAttribute(self, attribute, device):
         major = attribute == self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -250,7 +260,27 @@ class RecordingDriver:
 
     def _copy_async(self, name: str, dst: int, src: int, nbytes: int, stream):
         self.calls[name + ":bytes"] += int(nbytes)
-        return self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        if result[0] == SUCCESS:
+            if not name.endswith("HtoDAsync"):
+                self._read(stream, int(src), int(nbytes))
+            if not name.endswith("DtoHAsync"):
+                self._write(stream, int(dst), int(nbytes))
+        return result
+
+    # -- stream order ----------------------------------------------------------------
+    def _write(self, stream, ptr: int, nbytes: int) -> None:
+        self._work[stream] += 1
+        self._writes.append((ptr, ptr + nbytes, stream, self._work[stream]))
+
+    def _read(self, stream, ptr: int, nbytes: int) -> None:
+        seen = self._seen.get(stream, {})
+        for start, end, writer, number in self._writes:
+            if writer != stream and start < ptr + nbytes and ptr < end and seen.get(writer, 0) < number:
+                self.races.append((stream, writer, ptr))
+
+    def _synchronized(self, stream=None) -> None:
+        self._writes = [w for w in self._writes if stream is not None and w[2] != stream]
 
     def cuMemcpyHtoD(self, dst, src, nbytes):
         return self._copy("cuMemcpyHtoD", dst, src, nbytes)
@@ -294,7 +324,10 @@ class RecordingDriver:
         return result
 
     def cuStreamSynchronize(self, stream):
-        return self._call("cuStreamSynchronize")
+        result = self._call("cuStreamSynchronize")
+        if result[0] == SUCCESS:
+            self._synchronized(stream)
+        return result
 
     def cuEventCreate(self, flags):
         result = self._call("cuEventCreate", 0)
@@ -309,7 +342,7 @@ class RecordingDriver:
         if result[0] == SUCCESS:
             if event not in self.events or not self._stream_ok(stream):
                 return (INVALID_VALUE,)
-            self.events[event] = stream
+            self.events[event] = (stream, self._work[stream])
             self.log.append(("cuEventRecord", stream, event))
         return result
 
@@ -318,8 +351,11 @@ class RecordingDriver:
         if result[0] == SUCCESS:
             if event not in self.events or not self._stream_ok(stream):
                 return (INVALID_VALUE,)
-            self.waits.append((stream, self.events[event]))
-            self.log.append(("cuStreamWaitEvent", stream, self.events[event]))
+            producer, number = self.events[event] or (None, 0)
+            seen = self._seen.setdefault(stream, {})
+            seen[producer] = max(seen.get(producer, 0), number)
+            self.waits.append((stream, producer))
+            self.log.append(("cuStreamWaitEvent", stream, producer))
         return result
 
     def cuEventSynchronize(self, event):

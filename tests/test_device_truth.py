@@ -250,6 +250,27 @@ def test_a_cuda_array_is_read_after_its_producers_stream(mlp) -> None:
     runtime.close()
 
 
+def test_a_graph_copies_a_cuda_array_after_its_producer_wrote_it(mlp) -> None:
+    """Under a graph a device input is copied into its slot: on the runtime's stream, which
+    must be ordered after the producer's write (the stand-in lists unordered reads)."""
+    drv, runtime = _runtime(mlp, graphs=True)
+    x, w, b = _inputs(4)
+    producer = runtime.device.create_stream()
+    buffer = runtime.device.alloc(x.nbytes)
+    for _ in range(2):  # the second run replays the graph and copies x into its slot
+        runtime.device.upload(buffer.ptr, x, producer)  # the producer writes x on its stream
+        runtime.run(_CudaArray(buffer.ptr, x.shape, x.dtype, stream=int(producer)), w, b)
+    assert drv.calls["cuMemcpyDtoDAsync"] == 1 and drv.calls["cuGraphLaunch"] == 1
+    assert drv.races == []
+    drv.cuStreamSynchronize(producer)
+    runtime.device.upload(buffer.ptr, x, producer)
+    runtime.run(_CudaArray(buffer.ptr, x.shape, x.dtype, stream=None), w, b)  # says: nothing to wait for
+    assert drv.races == [(runtime.stream, producer, buffer.ptr)]  # the stand-in sees the race
+    buffer.free()
+    runtime.device.destroy_stream(producer)
+    runtime.close()
+
+
 class _CudaDLPack:
     """A CUDA DLPack producer that records the stream the consumer asked it to order for."""
 
