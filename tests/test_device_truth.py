@@ -312,6 +312,17 @@ def test_a_runtime_that_chose_its_device_releases_the_primary_context(mlp, monke
     runtime.close()  # twice is harmless
 
 
+def test_an_executable_closes_its_runtime(mlp, monkeypatch: pytest.MonkeyPatch) -> None:
+    drv = RecordingDriver()
+    monkeypatch.setattr(cuda_module, "_driver", lambda: drv)
+    mlp.load("cuda")
+    mlp.run(*_inputs(2))
+    assert drv.retained == 1
+    mlp.close()
+    assert drv.live() == {}
+    mlp.close()
+
+
 @pytest.mark.parametrize("library", ["cublas", "cudnn", "tensorrt"])
 def test_close_destroys_every_library_object(library: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
