@@ -390,6 +390,10 @@ class RecordingCudnnGraph:
                 if t.stride and t.stride[-1] != 1:
                     raise RuntimeError(f"[cudnn_frontend] Error: The stride for the last dimension corresponding to "
                                        f"the embedding size per head should be 1 for {role}")
+            q, k, v = inputs[:3]
+            if len(q.dim) != 4 or q.dim[3] != k.dim[3] or k.dim[2] != v.dim[2] or q.dim[0] != k.dim[0]:
+                raise RuntimeError(f"[cudnn_frontend] Error: sdpa needs 4-D Q, K, V as (b, h, s, d) that agree, "
+                                   f"got {q.dim}, {k.dim}, {v.dim}")
         self.built = list(modes)
 
     def get_workspace_size(self) -> int:
@@ -413,6 +417,10 @@ class RecordingCudnnGraph:
                 raise RuntimeError("cudnn graph execute: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the execution "
                                    "engine is built at the first execute, which cannot be captured)")
             self.engine = True
+        missing = [t.name for t in self.tensors if t not in pack] + [n[1].name for n in self.nodes
+                                                                      if n[1].is_output and n[1] not in pack]
+        if missing:  # the frontend's INVALID_VARIANT_PACK
+            raise ValueError(f"[cudnn_frontend] Error: no device pointer in the variant pack for {missing}")
         self.lib.executed.append((self, dict(pack), workspace, handle))
         pack = dict(pack)
         self.lib.memory.enqueue(stream, "cudnnGraphExecute", lambda: self._evaluate(pack))
