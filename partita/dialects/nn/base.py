@@ -395,6 +395,14 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     from partita.ir.constants import splat_attr
 
     typ = TensorType(element_type_of(array.dtype), array.shape)
+    owner = array.base
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, bytes) and array.dtype != np.bool_ and array.dtype == array.dtype.newbyteorder("<") \
+            and array.flags.c_contiguous and array.nbytes == len(owner):
+        # A read-only view over whole little-endian bytes (a weight read from a file):
+        # the attribute keeps those bytes rather than a copy of them.
+        return DenseIntOrFPElementsAttr(typ, BytesAttr(owner))
     splat = array.size > 1 and not any(array.strides)
     array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
     if array.dtype == np.bool_:

@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -134,9 +135,10 @@ def const_scalar(v: Value, what: str) -> float:
 
 
 class Importer:
-    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>"):
+    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>", external_dir: Path | None = None):
         self.model = model
         self.source = source
+        self.external_dir = external_dir  # where external data lives: the model's folder
         self.location: NameLoc | None = None
         self.graph = model.graph
         self.opset = _default_opset(model)
@@ -266,7 +268,7 @@ class Importer:
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
         for init in self.graph.initializer:
-            self.values[init.name] = tensor_array(init, "initializer")
+            self.values[init.name] = tensor_array(init, "initializer", self.external_dir)
         if self.graph.sparse_initializer:
             raise PartitaError("sparse initializers are not supported")
         arg_types, arg_names = [], []
@@ -696,11 +698,54 @@ def converter(*op_types: str, symbolic: bool = False):
 
 
 
-def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.ndarray | None:
+    """The external data of ``tensor`` read once, straight into the bytes a dense
+    attribute keeps (a read-only view over them: no copy on the way into the IR), from
+    ``folder`` (the model's, never the working directory). None for element types whose
+    file layout is not NumPy's (those take ``numpy_helper``'s path)."""
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    if dtype.kind not in "fiub" or tensor.data_type == onnx.TensorProto.BFLOAT16:
+        return None
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = Path(info.get("location", ""))
+    if not info.get("location") or location.is_absolute() or ".." in location.parts:
+        raise PartitaError(f"{what} '{tensor.name}' has external data at '{location}', which is not a file "
+                           "beside the model")
+    expected = math.prod(tensor.dims) * dtype.itemsize
+    offset, length = int(info.get("offset", 0)), int(info.get("length", expected))
+    if length != expected:
+        raise PartitaError(f"{what} '{tensor.name}' has {length} bytes of external data for its declared "
+                           f"{list(tensor.dims)} {dtype} tensor ({expected} bytes)")
+    try:
+        with open(folder / location, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError as err:
+        raise PartitaError(f"{what} '{tensor.name}': cannot read its external data "
+                           f"'{folder / location}': {err.strerror or err}") from None
+    if len(data) != length:
+        raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
+                           f"byte {offset + length}")
+    return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
+
+
+def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None = None) -> np.ndarray:
     """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
-    (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
+    (or external data that cannot be read) is a ``PartitaError`` naming the tensor.
+    External data not loaded yet is read from ``external_dir``."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    external = tensor.data_location == onnx.TensorProto.EXTERNAL and not tensor.HasField("raw_data")
+    if external and external_dir is not None:
+        array = _external_array(tensor, what, external_dir)
+        if array is not None:
+            return array
+        from onnx.external_data_helper import load_external_data_for_tensor
+
+        try:
+            load_external_data_for_tensor(tensor, str(external_dir))
+        except Exception as err:
+            raise PartitaError(f"{what} '{tensor.name}': cannot read its external data: {err}") from None
     try:
         return numpy_helper.to_array(tensor)
     except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError
