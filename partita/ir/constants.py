@@ -139,7 +139,8 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
 
 
 def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
-    """``array.astype(dtype)`` that keeps a broadcast (splat) view a view."""
+    """``array.astype(dtype)`` that keeps a broadcast (splat) view a view, and returns
+    ``array`` itself when it has ``dtype`` already (a weight is not copied to be kept)."""
     if array.size > 1 and not any(array.strides):
         return np.broadcast_to(np.asarray(array[(0,) * array.ndim], dtype), array.shape)
-    return array.astype(dtype)
+    return array.astype(dtype, copy=False)

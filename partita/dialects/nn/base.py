@@ -407,7 +407,7 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
-    data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     return splat_attr(typ, data) if splat else DenseIntOrFPElementsAttr(typ, BytesAttr(data))
 
 

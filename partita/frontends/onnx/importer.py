@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,6 +285,7 @@ class Importer:
         from partita.frontends.onnx.gelu import match_gelu
 
         match_gelu(self)
+        release = _initializer_last_uses(self.graph)
         for index, node in enumerate(self.graph.node):
             self.node = node
             self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
@@ -292,6 +293,10 @@ class Importer:
                 self.convert(index, node)
             except (Unsupported, VerifyException, ValueError) as err:
                 raise PartitaError(f"{_describe(index, node)}: {err}") from None
+            for done in release.get(index, ()):
+                # No later node reads it: a weight transformed on import (MatMul's
+                # transpose) is not held twice until the import ends.
+                self.values.pop(done, None)
         results = []
         for out in self.graph.output:
             if out.name not in self.values:
@@ -696,6 +701,31 @@ def converter(*op_types: str, symbolic: bool = False):
     return register
 
 
+
+
+def _node_inputs(node: onnx.NodeProto) -> Iterator[str]:
+    """The names ``node`` reads, those of its subgraphs (If, Loop, Scan) included."""
+    yield from node.input
+    for attr in node.attribute:
+        for graph in [attr.g] if attr.HasField("g") else attr.graphs:
+            for inner in graph.node:
+                yield from _node_inputs(inner)
+
+
+def _initializer_last_uses(graph: onnx.GraphProto) -> dict[int, list[str]]:
+    """For each node index, the initializers no later node (nor a graph output) reads."""
+    last: dict[str, int] = {}
+    initializers = {init.name for init in graph.initializer}
+    for index, node in enumerate(graph.node):
+        for name in _node_inputs(node):
+            if name in initializers:
+                last[name] = index
+    outputs = {out.name for out in graph.output}
+    release: dict[int, list[str]] = {}
+    for name, index in last.items():
+        if name not in outputs:
+            release.setdefault(index, []).append(name)
+    return release
 
 
 def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.ndarray | None:
