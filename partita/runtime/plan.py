@@ -199,6 +199,7 @@ class LaunchPlan:
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
         self.params = None
+        self.mapped: list[int] = []  # weights the device reads in place (map_host)
         self.arena = None
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
@@ -269,6 +270,14 @@ class LaunchPlan:
         """Weights to the device once: one buffer, one upload each, one sync."""
         if not self.constants:
             return
+        map_host = getattr(self.device, "map_host", None)
+        if map_host is not None:
+            # The simulated device reads each weight where it lies (a view of the mapped
+            # model file, or of the IR's bytes): no copy.
+            for value, array in self.constants.items():
+                self.param_ptr[value] = map_host(array)
+                self.mapped.append(self.param_ptr[value])
+            return
         values = list(self.constants)
         sizes = [self.constants[v].nbytes for v in values]
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
@@ -312,10 +321,11 @@ class LaunchPlan:
         return BoundPlan(self, inputs, stats)
 
     def close(self) -> None:
-        for buffer in (self.params, self.arena):
+        for buffer in (self.params, self.arena, *self.mapped):
             if buffer is not None:
                 self.device.free(buffer)
         self.params = self.arena = None
+        self.mapped = []
         for call in self.calls.values():  # library handles, descriptors, engines
             close = getattr(call.prepared, "close", None)
             if close is not None:
