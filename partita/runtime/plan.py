@@ -72,6 +72,9 @@ INPUT_ALIGNMENT = 16
 kernel is compiled for (128-bit ``cp.async`` / vector loads, TMA). A misaligned one would
 fault (a sticky ``MISALIGNED_ADDRESS`` that loses the context), so it is copied into its
 slot of the arena (256-byte aligned) instead."""
+STAGING_CHUNK_BYTES = 16 << 20
+"""Each of the two pinned buffers weights go up through on a GPU (at most the largest
+weight): large enough for full-bandwidth copies, small beside any model."""
 REFERENCE_SUFFIX = "_reference"
 
 
@@ -283,14 +286,20 @@ class LaunchPlan:
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
         self.params = self.device.alloc(total)
         stream = self.device.create_stream()
+        staging = None
         try:
+            make_staging = getattr(self.device, "pinned_staging", None)
+            if make_staging is not None:  # a GPU: host memory stays two chunks (issue 25)
+                staging = make_staging(min(STAGING_CHUNK_BYTES, max(sizes)))
             for value, offset in zip(values, offsets):
                 array = self.constants[value]
                 self.param_ptr[value] = int(self.params) + offset
                 if array.nbytes:
-                    self.device.upload(int(self.params) + offset, array, stream)
+                    (staging or self.device).upload(int(self.params) + offset, array, stream)
             self.device.synchronize(stream)
         finally:
+            if staging is not None:
+                staging.close()
             self.device.destroy_stream(stream)
 
     def _place_static(self) -> None:
