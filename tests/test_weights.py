@@ -113,7 +113,7 @@ def _layout(saved: Path) -> tuple[dict, int, int]:
     return header, header_len, -(-end // artifact.SECTION_ALIGNMENT) * artifact.SECTION_ALIGNMENT
 
 
-def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped_file(compiled) -> None:
+def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped_file(compiled, tmp_path: Path) -> None:
     exe, saved, arrays = compiled
     header, _, section = _layout(saved)
     data = saved.read_bytes()
@@ -130,6 +130,9 @@ def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped
         assert not constant_values(op).flags.writeable
     x = np.random.default_rng(1).standard_normal((2, HIDDEN)).astype(np.float32)
     np.testing.assert_allclose(loaded.run(x)[0], _expected(x, arrays), rtol=1e-5, atol=1e-5)
+    # A loaded model saves again from its mapping, to the same bytes.
+    loaded.save(tmp_path / "again.partita")
+    assert (tmp_path / "again.partita").read_bytes() == data
 
 
 def test_a_changed_weight_or_padding_byte_is_named(compiled, tmp_path: Path) -> None:
@@ -149,7 +152,7 @@ def test_a_changed_weight_or_padding_byte_is_named(compiled, tmp_path: Path) -> 
 def test_a_format_1_file_still_loads(compiled, tmp_path: Path) -> None:
     """Format 1: one part 'weights.bin' with the weights packed, and a sha256 of the
     whole file as trailer (built here from a format-2 file's pieces)."""
-    exe, saved, arrays = compiled
+    _, saved, arrays = compiled
     header, header_len, section = _layout(saved)
     data = saved.read_bytes()
     base = 24 + header_len
