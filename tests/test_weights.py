@@ -10,6 +10,8 @@ import hashlib
 import json
 import mmap
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,21 +34,21 @@ from partita.runtime.plan import Runtime
 HIDDEN = 64
 
 
-def _mlp(folder: Path, layers: int = 2) -> tuple[Path, list[np.ndarray]]:
+def _mlp(folder: Path, layers: int = 2, hidden: int = HIDDEN) -> tuple[Path, list[np.ndarray]]:
     """An MLP whose weights are ONNX external data in ``weights.bin`` beside the model."""
     rng = np.random.default_rng(0)
     nodes, inits, arrays, x = [], [], [], "x"
     for i in range(layers):
-        w = rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32) * 0.1
-        b = rng.standard_normal(HIDDEN).astype(np.float32)
+        w = rng.standard_normal((hidden, hidden)).astype(np.float32) * 0.1
+        b = rng.standard_normal(hidden).astype(np.float32)
         arrays += [w, b]
         inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
         nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
                   helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
                   helper.make_node("Relu", [f"a{i}"], [f"h{i}"])]
         x = f"h{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, HIDDEN])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, HIDDEN])], inits)
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, hidden])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, hidden])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = folder / "mlp.onnx"
     onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
@@ -210,3 +212,42 @@ def test_gpu_weights_go_up_in_chunks_through_pinned_staging(compiled, monkeypatc
         start = ptr - block.ctypes.data
         assert block[start : start + size].tobytes() == bytes(op.value.data.data)
     runtime.close()
+
+
+_PEAK = (
+    "import re, sys\n"
+    "from partita.tools import {tool}\n"
+    "code = {tool}.main({argv!r})\n"
+    "print('peak_kib', re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _peak_mib(tool: str, argv: list[str], cwd: Path) -> float:
+    """The peak resident memory of ``partita-<tool> argv`` in a fresh process (its own
+    VmHWM: ru_maxrss would count the pytest process that forked it)."""
+    script = _PEAK.format(tool=tool, argv=argv)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stderr.split("peak_kib")[1].split()[0]) / 1024
+
+
+def test_compile_and_run_grow_by_about_the_weights(tmp_path: Path) -> None:
+    """partita-compile and partita-run of a model with 50 MB of weights peak at most 1.5
+    times the weights above the same model with 1 MB of them (the interpreter, modules
+    and kernels are the same). Copying the weights twice would fail it."""
+    peaks = {}
+    for hidden in (256, 2048):
+        folder = tmp_path / str(hidden)
+        folder.mkdir()
+        model, arrays = _mlp(folder, layers=3, hidden=hidden)
+        compiled = folder / "mlp.partita"
+        weights = sum(a.nbytes for a in arrays) / 2**20
+        compile_peak = _peak_mib("compile", [str(model), "-o", str(compiled), "-q", "--targets", "llvm"], tmp_path)
+        run_peak = _peak_mib("run", [str(compiled), "-q"], tmp_path)
+        peaks[hidden] = (weights, compile_peak, run_peak)
+    (small, c0, r0), (large, c1, r1) = peaks[256], peaks[2048]
+    assert large > 45
+    assert c1 - c0 < 1.5 * (large - small), peaks
+    assert r1 - r0 < 1.5 * (large - small), peaks

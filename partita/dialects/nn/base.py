@@ -404,7 +404,8 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
         # the attribute keeps those bytes rather than a copy of them.
         return DenseIntOrFPElementsAttr(typ, BytesAttr(owner))
     splat = array.size > 1 and not any(array.strides)
-    array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
+    # tobytes lays out a strided view (a transposed weight) in C order: one copy, no temporary.
+    array = np.ascontiguousarray(array[(0,) * array.ndim]) if splat else np.asarray(array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
     data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
