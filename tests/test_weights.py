@@ -251,3 +251,22 @@ def test_compile_and_run_grow_by_about_the_weights(tmp_path: Path) -> None:
     assert large > 45
     assert c1 - c0 < 1.5 * (large - small), peaks
     assert r1 - r0 < 1.5 * (large - small), peaks
+
+
+def test_a_constant_node_with_external_data_is_read_beside_the_model(tmp_path: Path, monkeypatch) -> None:
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    value = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(value, "k")),
+         helper.make_node("Add", ["x", "k"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    convert_model_to_external_data(model, location="k.bin", size_threshold=0, convert_attribute=True)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    (op,) = _constants(load_module(str(tmp_path / "m.onnx")))
+    np.testing.assert_array_equal(constant_values(op), value)

@@ -24,7 +24,7 @@ def match_gelu(cx: Importer) -> None:
     consts = {k: v for k, v in cx.values.items() if is_const(v)}
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = tensor_array(n.attribute[0].t, f"constant '{n.output[0]}'")
+            consts[n.output[0]] = tensor_array(n.attribute[0].t, f"constant '{n.output[0]}'", cx.external_dir)
 
     def const_is(name: str, value: float) -> bool:
         v = consts.get(name)
