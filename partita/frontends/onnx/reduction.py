@@ -1,4 +1,4 @@
-"""ONNX converters of reductions (Reduce*), ArgMax / ArgMin, TopK and CumSum."""
+"""ONNX converters of reductions (Reduce*), ArgMax / ArgMin, TopK, CumSum and CumProd."""
 
 from __future__ import annotations
 
@@ -72,10 +72,12 @@ def _topk(cx, ins, attrs):
             cx.emit(nn.TopKIndicesOp(x, k, axis=axis, largest=largest))]
 
 
-@converter("CumSum")
-def _cumsum(cx, ins, attrs):
+@converter("CumSum", "CumProd")
+def _cumulative(cx, ins, attrs):
+    kind = cx.node.op_type
     if not is_const(ins[1]):
-        fail("CumSum with an axis computed at run time is not supported")
+        fail(f"{kind} with an axis computed at run time is not supported")
     (axis,) = const_ints(ins[1], "axis")
-    return cx.emit(nn.CumSumOp(cx.tensor(ins[0]), axis, exclusive=bool(attrs.get("exclusive", 0)),
-                               reverse=bool(attrs.get("reverse", 0))))
+    op = nn.CumProdOp if kind == "CumProd" else nn.CumSumOp
+    return cx.emit(op(cx.tensor(ins[0]), axis, exclusive=bool(attrs.get("exclusive", 0)),
+                      reverse=bool(attrs.get("reverse", 0))))
