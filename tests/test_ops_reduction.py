@@ -205,6 +205,26 @@ def test_cumprod_variants():
                        {"x": xi})
 
 
+@pytest.mark.parametrize("op_type", ["CumSum", "CumProd"])
+def test_cumulative_axis_read_at_run_time(tmp_path, op_type):
+    """An axis given as a graph input (the node suite's form): one running op per axis,
+    the named one selected in the kernel, for every axis value a rank-3 input takes."""
+    x = _value((2, 3, 4))
+    graph = helper.make_graph(
+        [helper.make_node(op_type, ["x", "axis"], ["y"], reverse=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("axis", TensorProto.INT32, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    exe = partita.compile(m, cache_dir=tmp_path)
+    reference = ReferenceEvaluator(m)
+    for axis in (-3, -2, -1, 0, 1, 2):
+        a = np.array(axis, np.int32)
+        (want,) = reference.run(None, {"x": x, "axis": a})
+        np.testing.assert_allclose(exe.run(x, a)[0], want, rtol=1e-5, atol=1e-6)
+    assert not exe.runtime.plan.host_ops
+
+
 def test_constant_inputs_fold_with_the_project_references():
     node = helper.make_node("ReduceSum", ["c", "axes"], ["s"], keepdims=0)
     add = helper.make_node("Add", ["x", "s"], ["y"])
