@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import const_ints, converter, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.importer import (
+    const_ints,
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
 
 REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
     "ReduceSum": (nn.ReduceSumOp, 13),
