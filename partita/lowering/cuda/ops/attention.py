@@ -1,0 +1,70 @@
+"""CUDA lowering rule of ``nn.attention``: a ``window`` kernel, one thread per output
+element ``out[b, h, i, c]``, streaming the keys once with the online softmax
+(running max ``m``, running sum ``l``, running ``sum_j p_j * v[j, c]``, rescaled when the
+max grows), so the scores never reach memory.
+
+This is the portable rule every shape, mask kind, GQA grouping and dynamic length takes
+(each thread recomputes its row's scores, D multiply-adds per key); it is correct, not
+fast. NaN and +inf scores and fully masked rows follow the reference: the row is NaN, or
+zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies its
+value (0 * NaN is NaN), as the reference's ``p @ v`` does."""
+
+from __future__ import annotations
+
+from partita.dialects import nn
+from partita.lowering.cuda.emitter import _c_float
+from partita.lowering.cuda.ops.reduction import y_decl
+from partita.lowering.cuda.rules import window
+
+_NEG_INF = "__int_as_float(0xff800000)"
+_POS_INF = "__int_as_float(0x7f800000)"
+
+
+def _p(d) -> str:
+    return f"({d})"
+
+
+def _dims(emitter, op: nn.AttentionOp) -> list:
+    q, v = emitter.dims[op.query], emitter.dims[op.value]
+    return [q[0], q[1], q[2], v[3]]
+
+
+@window(nn.AttentionOp, dims=_dims)
+def _attention(emitter, op: nn.AttentionOp) -> list[str]:
+    T = emitter.index_type
+    b, h, i, c = emitter.out_index
+    dq, dk = emitter.dims[op.query], emitter.dims[op.key]
+    heads, kv_heads, q_len, head_dim = dq[1], dk[1], dq[2], dq[3]
+    kv_len = dk[2]
+    hk, j, d = emitter.var("hk"), emitter.var("j"), emitter.var("d")
+    lines = [
+        # Query head h reads KV head h / (H / Hkv) (repeat_kv's interleaved expansion).
+        f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
+        f"    float m = {_NEG_INF}, l = 0.0f, acc = 0.0f;",
+        "    bool undefined = false;",
+        f"    for ({T} {j} = 0; {j} < {_p(kv_len)}; ++{j}) {{",
+        "      float s = 0.0f;",
+        f"      for ({T} {d} = 0; {d} < {_p(head_dim)}; ++{d})",
+        f"        s += {emitter.load(op.query, [b, h, i, d])} * {emitter.load(op.key, [b, hk, j, d])};",
+        f"      s *= {_c_float(op.scale)};",
+    ]
+    if op.mask is not None:
+        scores = [dq[0], heads, q_len, kv_len]
+        rank = len(op.mask.type.get_shape())
+        index = emitter._broadcast_dims_index(emitter.dims[op.mask], scores[4 - rank:], [b, h, i, j][4 - rank:])
+        value = emitter.load(op.mask, index)
+        lines.append(f"      if (!{value}) s = {_NEG_INF};" if op.mask_kind == "boolean"
+                     else f"      s += {value};")
+    if op.causal:
+        lines.append(f"      if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {_NEG_INF};")
+    lines += [
+        f"      if (s != s || s == {_POS_INF}) undefined = true;",
+        "      if (s > m) { const float r = expf(m - s); l *= r; acc *= r; m = s; }",
+        f"      const float p = s == {_NEG_INF} ? 0.0f : expf(s - m);",
+        "      l += p;",
+        f"      acc += p * {emitter.load(op.value, [b, hk, j, c])};",
+        "    }",
+        f"    const bool dead = undefined || m == {_NEG_INF};",
+    ]
+    rows = "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
+    return [*lines, y_decl(emitter, op, f"dead ? {rows} : acc / l")]
