@@ -1,0 +1,48 @@
+"""Partita's flash attention kernel (``partita.lowering.cuda.flash_attention``) built for the
+host with ``tests/cuda_host.py``'s shim (``PARTITA_HOST_EMULATION``: the ``mma.sync``
+fragments exchanged through shared memory), and launched on NumPy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
+
+from cuda_host import SHIM  # tests/cuda_host.py
+
+
+def build(configs: list[FlashConfig], directory: Path) -> ctypes.CDLL:
+    wrappers = "".join(
+        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale) {{\n'
+        f"  partita_launch(geo, [&] {{ {c.entry}((const {_t(c)}*)p[0], (const {_t(c)}*)p[1], "
+        f"(const {_t(c)}*)p[2], (const unsigned char*)p[3], ({_t(c)}*)p[4], d[0], d[1], d[2], d[3], scale); }});\n}}\n"
+        for c in configs)
+    source = "#define PARTITA_HOST_EMULATION\n" + SHIM + flash_attention_source(configs) + wrappers
+    (directory / "flash.cpp").write_text(source)
+    subprocess.run(["g++", "-O1", "-std=c++17", "-mf16c", "-shared", "-fPIC", "-o", str(directory / "flash.so"),
+                    str(directory / "flash.cpp")], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(directory / "flash.so"))
+
+
+def _t(c: FlashConfig) -> str:
+    return "__half" if c.dtype == "f16" else "__nv_bfloat16"
+
+
+def launch(lib: ctypes.CDLL, config: FlashConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+           key_mask: np.ndarray | None, scale: float) -> np.ndarray:
+    """``o[B, H, Sq, D]`` from the kernel run on the host, every block launched."""
+    b, heads, q_len, _ = q.shape
+    kv_heads, kv_len = k.shape[1], k.shape[2]
+    out = np.full(q.shape, np.nan, q.dtype)
+    arrays = [np.ascontiguousarray(a) for a in (q, k, v)]
+    mask = None if key_mask is None else np.ascontiguousarray(key_mask.astype(np.uint8))
+    pointers = (ctypes.c_void_p * 5)(*[a.ctypes.data for a in arrays],
+                                      None if mask is None else mask.ctypes.data, out.ctypes.data)
+    geo = (ctypes.c_uint * 6)(*config.grid(b, heads, q_len), *config.block)
+    dims = (ctypes.c_int * 4)(heads, kv_heads, q_len, kv_len)
+    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale))
+    return out
