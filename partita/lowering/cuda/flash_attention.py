@@ -6,8 +6,9 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 - **Q in registers**: a warp loads its 16 x D query tile once, as ``mma.sync`` A fragments
   (``D / 16`` k-steps x 4 registers of two halves).
 - **K / V streamed through shared memory**: tiles of ``BLOCK_N`` keys x D, loaded by the
-  whole block with 128-bit loads (``uint4``, eight halves) when D is a multiple of 8 (it
-  always is: D in 32..256, multiple of 16); keys past ``kv_len`` are zero-filled and masked.
+  whole block with 128-bit global loads (``uint4``, eight halves; D is a multiple of 16);
+  K kept as ``[key][dim]``, V stored transposed ``[dim][key]``, rows padded by 16 bytes
+  (conflict-free fragment loads); keys past ``kv_len`` are zero-filled and masked.
 - **S = Q K^T** with ``mma.sync.m16n8k16`` (f16 or bf16 in, f32 accumulate): for each of
   the ``BLOCK_N / 8`` key columns of the tile, ``D / 16`` MMAs. K's rows are the B
   operand's columns, so a B fragment is two 32-bit shared loads.
@@ -17,7 +18,7 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   ``__shfl_xor_sync`` within the quad.
 - **P V without writing the scores**: the f32 accumulator layout of two adjacent n8 tiles
   of S is exactly the A fragment layout of one k16 step, so P is packed to halves in
-  registers and multiplied by V (B fragments gathered from shared memory as half pairs).
+  registers and multiplied by V (B fragments: 32-bit loads from the transposed tile).
 - **Epilogue**: ``O / l`` rounded to the storage type, written per fragment (two
   consecutive halves per store); a row with no defined softmax (every key masked, or a
   NaN / +inf score) is 0 with ``zero_undefined_rows``, else NaN (the reference's).
@@ -83,7 +84,7 @@ class FlashConfig:
 
     @property
     def shared_bytes(self) -> int:
-        return 2 * self.block_n * self.head_dim * 2
+        return 2 * (self.block_n * (self.head_dim + 8) + self.head_dim * (self.block_n + 8))
 
     def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
         return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
@@ -178,8 +179,11 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
        const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
        int heads, int kv_heads, int q_len, int kv_len, float scale) {
   constexpr int D = $D, BM = $BM, BN = $BN, KS = D / 16, NT = BN / 8, DT = D / 8;
-  __shared__ __align__(16) unsigned short ks[BN * D];
-  __shared__ __align__(16) unsigned short vs[BN * D];
+  // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
+  // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
+  constexpr int KP = D + 8, VP = BN + 8;
+  __shared__ __align__(16) unsigned short ks[BN * KP];  // K tile, [key][dim]
+  __shared__ __align__(16) unsigned short vt[D * VP];   // V tile transposed, [dim][key]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int bh = (int)blockIdx.y, b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
@@ -212,15 +216,18 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
   for (int tile = 0; tile < tiles; ++tile) {
     const int key0 = tile * BN;
     __syncthreads();  // the previous tile's readers are done
-    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {  // 128-bit copies
-      const int key = key0 + (c * 8) / D;
+    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {  // 128-bit global loads
+      const int row = (c * 8) / D, dim = (c * 8) % D, key = key0 + row;
       uint4 kw = {0, 0, 0, 0}, vw = {0, 0, 0, 0};
       if (key < kv_len) {
-        kw = *(const uint4*)(kb + (long long)key0 * D + c * 8);
-        vw = *(const uint4*)(vb + (long long)key0 * D + c * 8);
+        kw = *(const uint4*)(kb + (long long)key * D + dim);
+        vw = *(const uint4*)(vb + (long long)key * D + dim);
       }
-      *(uint4*)(ks + c * 8) = kw;
-      *(uint4*)(vs + c * 8) = vw;
+      *(uint4*)(ks + row * KP + dim) = kw;
+      // V is stored transposed so that P V's B fragments are 32-bit shared loads.
+      unsigned short h8[8];
+      memcpy(h8, &vw, 16);
+      for (int e = 0; e < 8; ++e) vt[(dim + e) * VP + row] = h8[e];
     }
     __syncthreads();
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles).
@@ -228,7 +235,7 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
     for (int n = 0; n < NT; ++n) {
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int st = 0; st < KS; ++st) {
-        const unsigned short* kr = ks + (n * 8 + lane / 4) * D + st * 16 + (lane % 4) * 2;
+        const unsigned short* kr = ks + (n * 8 + lane / 4) * KP + st * 16 + (lane % 4) * 2;
         unsigned bf[2];
         memcpy(&bf[0], kr, 4);
         memcpy(&bf[1], kr + 8, 4);
@@ -286,10 +293,10 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
                         $PACK(s[2 * j + 1][0], s[2 * j + 1][1]), $PACK(s[2 * j + 1][2], s[2 * j + 1][3])};
       const int k0 = j * 16 + (lane % 4) * 2;
       for (int t = 0; t < DT; ++t) {
-        const int col = t * 8 + lane / 4;
+        const unsigned short* vr = vt + (t * 8 + lane / 4) * VP + k0;
         unsigned bf[2];
-        bf[0] = (unsigned)vs[k0 * D + col] | ((unsigned)vs[(k0 + 1) * D + col] << 16);
-        bf[1] = (unsigned)vs[(k0 + 8) * D + col] | ((unsigned)vs[(k0 + 9) * D + col] << 16);
+        memcpy(&bf[0], vr, 4);
+        memcpy(&bf[1], vr + 8, 4);
         $MMA(acc[t], pa, bf, acc[t]);
       }
     }
@@ -305,14 +312,15 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
   const bool dead_lo = bad_lo || m_lo == __int_as_float(0xff800000);
   const bool dead_hi = bad_hi || m_hi == __int_as_float(0xff800000);
   unsigned short* ob = (unsigned short*)o + q_base;
+  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
   for (int t = 0; t < DT; ++t) {
     const int col = t * 8 + (lane % 4) * 2;
     if (r_lo < q_len) {
-      const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] / l_lo, acc[t][1] / l_lo);
+      const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] * inv_lo, acc[t][1] * inv_lo);
       memcpy(ob + (long long)r_lo * D + col, &w, 4);
     }
     if (r_hi < q_len) {
-      const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] / l_hi, acc[t][3] / l_hi);
+      const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] * inv_hi, acc[t][3] * inv_hi);
       memcpy(ob + (long long)r_hi * D + col, &w, 4);
     }
   }
