@@ -149,6 +149,9 @@ CASES = {
                       "{scale = 0.25 : f64, zero_undefined_rows = true}"),
     "additive_mask": ((1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), ((5, 5), "additive"),
                       "{scale = 0.5 : f64}"),
+    # [B, S, H, D]: 4 query heads on 2 KV heads, causal with Sq != Skv.
+    "bshd_gqa_causal": ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 6), None,
+                        '{scale = 0.5 : f64, causal = true, layout = "BSHD"}'),
 }
 
 
@@ -195,3 +198,24 @@ def test_kernel_nan_scores_and_dynamic_lengths(tmp_path):
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
     assert (out[0, 1, 2] == 0).all() and np.isfinite(out).all()
     assert np.abs(out[0, 1, :2]).sum() > 0
+
+
+def test_bshd_layout_is_the_transposed_bhsd_op():
+    from xdsl.dialects.builtin import ModuleOp as Module
+
+    from partita.ir import make_context, parse_module
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 8)))
+    text = _module((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 8), None, "f32",
+                   '{scale = 0.5 : f64, causal = true, layout = "BSHD"}')
+    module = parse_module(text, make_context(), "bshd.mlir")
+    module.verify()
+    assert isinstance(module, Module)
+    (got,) = run(module, q, k, v)
+    want = attention(*(x.swapaxes(1, 2) for x in (q, k, v)), None, scale=0.5, causal=True,
+                     zero_undefined_rows=False).swapaxes(1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(VerifyException, match="layout must be BHSD or BSHD"):
+        nn.AttentionOp(_t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), scale=1.0,
+                       layout="SBHD").verify()

@@ -17,6 +17,10 @@ PyTorch's exporters (TorchScript and dynamo, the function body of
     p  = where(is_nan(p), 0, p)                     optional: the guard of undefined rows
     out = p @ v
 
+When Q, V and the output are head-split / head-merge transposes of ``[B, S, H, D]``
+values (and K^T a ``[0, 2, 3, 1]`` transpose of one), the op takes and gives that layout
+(``layout = "BSHD"``) and the transposes go away.
+
 Repeat-kv expansions of K and V (``reshape -> broadcast_to -> reshape`` inserting and
 expanding a head-group axis) are folded into the op's GQA grouping. A ``kT`` that is not a
 transpose of the last two axes gets one (``nn.transpose``, an injective kernel).
@@ -129,6 +133,10 @@ def _key(kt: SSAValue) -> tuple[SSAValue, float, list[Operation]]:
         if t is not None and not transposed and _swaps_last_two(t):
             value, transposed = t.input, True
             continue
+        swapped = _swap_through_rank3(value)
+        if swapped is not None and not transposed:
+            value, transposed = swapped, True
+            continue
         break
     if transposed:
         return value, factor, []
@@ -151,6 +159,26 @@ def _is_product(scores: SSAValue) -> bool:
     x = _scaled(scores)[0]
     widen = _widening(x)
     return _owner(widen.input if widen is not None else x, nn.MatmulOp) is not None
+
+
+def _swap_through_rank3(value: SSAValue) -> SSAValue | None:
+    """``y[B, H, S, D]`` when ``value`` is ``reshape(transpose(reshape(y, [B*H, S, D]),
+    [0, 2, 1]), [B, H, D, S])`` (the dynamo exporter's K^T), else None."""
+    outer = _owner(value, nn.ReshapeOp)
+    t = outer and _owner(outer.input, nn.TransposeOp)
+    inner = t and _owner(t.input, nn.ReshapeOp)
+    if inner is None or tuple(t.perm) != (0, 2, 1):
+        return None
+    y, out, mid = inner.input, _shape(outer.result), _shape(inner.result)
+    ys = _shape(y)
+    if len(ys) != 4 or len(out) != 4 or len(mid) != 3:
+        return None
+    heads, dim = ys[1], ys[3]
+    if heads < 0 or dim < 0 or mid[2] != dim or out[1] != heads or out[2] != dim:
+        return None
+    if mid[0] >= 0 and ys[0] >= 0 and mid[0] != ys[0] * heads:
+        return None
+    return y
 
 
 def _mask(bias: SSAValue) -> SSAValue:
@@ -217,11 +245,20 @@ class FuseScaledDotProductAttention(RewritePattern):
             k, v = k0, v0
         if len(_shape(q)) != 4:
             return
+        bshd = None if widen is not None or k_groups != 1 or v_groups != 1 else \
+            _bshd_operands(qk, op, None if created else k)
         narrow = qk.result.type.element_type
         out_type = TensorType(narrow, _shape(op.result)) if widen is not None else op.result.type
+        if bshd is not None:  # the head transposes fold into the op's indexing
+            for c in created:
+                c.drop_all_references()
+            created = []
+            (q, k, v), merge = bshd
+            out_type = merge.result.type
         try:
             fused = nn.AttentionOp(q, k, v, mask, scale=scale * q_scale * k_scale,
-                                   causal=False, zero_undefined_rows=guard, result_type=out_type)
+                                   causal=False, zero_undefined_rows=guard, result_type=out_type,
+                                   layout="BSHD" if bshd is not None else None)
             fused.verify()
         except VerifyException:
             for c in created:
@@ -231,10 +268,45 @@ class FuseScaledDotProductAttention(RewritePattern):
         values = op.rhs
         # The f32 result of a widened chain: the f16 / bf16 attention, widened once.
         ops = [*created, fused] + ([nn.CastOp(fused, op.result.type.element_type)] if widen else [])
-        rewriter.replace(op, ops)
+        if bshd is not None:
+            rewriter.replace(merge, ops)
+            rewriter.erase(op)
+        else:
+            rewriter.replace(op, ops)
         for dead in (*chain[1:], values.owner):
             if isinstance(dead, Operation):
                 _erase_if_dead(rewriter, dead)
+
+
+_HEAD_SPLIT = (0, 2, 1, 3)
+_HEAD_SPLIT_T = (0, 2, 3, 1)
+
+
+def _transposed(value: SSAValue, perm: tuple[int, ...]) -> SSAValue | None:
+    """``x`` when ``value`` is ``transpose(x, perm)`` (scalar factors already peeled)."""
+    t = _owner(value, nn.TransposeOp)
+    return t.input if t is not None and tuple(t.perm) == perm else None
+
+
+def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None):
+    """``((q, k, v), merge)`` in ``[B, S, H, D]`` when every head-split transpose of the
+    chain and the head-merge one after it (``merge``, the only reader of ``pv``) can fold
+    into the op; else None."""
+    uses = list(pv.result.uses)
+    merge = uses[0].operation if len(uses) == 1 else None
+    if not isinstance(merge, nn.TransposeOp) or tuple(merge.perm) != _HEAD_SPLIT:
+        return None
+    q = _transposed(_scaled(qk.lhs)[0], _HEAD_SPLIT)
+    kt = qk.rhs
+    while (peeled := _scaled(kt))[2] is not None:
+        kt = peeled[0]
+    k = _transposed(kt, _HEAD_SPLIT_T)
+    if k is None and key is not None:  # K^T = swap(k[B, H, S, D]), k a head split
+        k = _transposed(key, _HEAD_SPLIT)
+    v = _transposed(pv.rhs, _HEAD_SPLIT)
+    if q is None or k is None or v is None:
+        return None
+    return (q, k, v), merge
 
 
 def _erase_if_dead(rewriter: PatternRewriter, op: Operation) -> None:

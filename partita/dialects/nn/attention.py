@@ -21,6 +21,10 @@ write:
 - grouped-query / multi-query attention: ``H`` a multiple of ``Hkv``; query head ``h``
   reads KV head ``h // (H / Hkv)``, as ``repeat_kv`` (``np.repeat`` on the head axis)
   expands them (``groups``).
+- ``layout``: ``"BHSD"`` (``[batch, heads, seq, dim]``, the default) or ``"BSHD"``
+  (``[batch, seq, heads, dim]``, the layout of the projections before the head-split
+  transpose) for query, key, value and the result alike, so the transposes around
+  attention fold into the op's indexing instead of running as kernels.
 - ``zero_undefined_rows``: a row whose softmax is undefined (every key masked, or a NaN
   or +inf score) gives zeros, as the guard ``where(isnan(p), 0, p)`` that PyTorch's and
   ONNX's exports put after the softmax makes it; without it such a row is NaN, as the
@@ -45,6 +49,7 @@ from partita.dialects.nn.base import (
     ShapeArith,
     _bool_prop,
     _float_prop,
+    _str_prop,
     _fmt,
     _init,
     _shape,
@@ -93,6 +98,8 @@ class AttentionOp(NNOp):
     scale_attr = _float_prop("scale")
     causal_attr = _bool_prop("causal", False)
     zero_undefined_rows_attr = _bool_prop("zero_undefined_rows", False)
+    layout_attr = _str_prop("layout", "BHSD")
+    layout = _value("layout")
     scale = _value("scale")
     causal = _value("causal")
     zero_undefined_rows = _value("zero_undefined_rows")
@@ -102,9 +109,11 @@ class AttentionOp(NNOp):
     def __init__(self, query: SSAValue | Operation, key: SSAValue | Operation,
                  value: SSAValue | Operation, mask: SSAValue | Operation | None = None, *,
                  scale: float, causal: bool | None = None,
-                 zero_undefined_rows: bool | None = None, result_type: Attribute | None = None):
+                 zero_undefined_rows: bool | None = None, layout: str | None = None,
+                 result_type: Attribute | None = None):
         _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
-              scale=float(scale), causal=causal, zero_undefined_rows=zero_undefined_rows)
+              scale=float(scale), causal=causal, zero_undefined_rows=zero_undefined_rows,
+              layout=layout)
 
     @property
     def mask_kind(self) -> str:
@@ -116,8 +125,14 @@ class AttentionOp(NNOp):
     @property
     def groups(self) -> int | None:
         """Query heads per KV head (1: multi-head, H: multi-query); None if dynamic."""
-        h, hkv = _shape(self.query)[1], _shape(self.key)[1]
+        axis = self.heads_axis
+        h, hkv = _shape(self.query)[axis], _shape(self.key)[axis]
         return None if DYN in (h, hkv) else h // hkv
+
+    @property
+    def heads_axis(self) -> int:
+        """The heads axis of query, key, value and result (1 in BHSD, 2 in BSHD)."""
+        return 2 if self.layout == "BSHD" else 1
 
     def verify_element_types(self) -> None:
         t = _tensor(self.query).element_type
@@ -129,9 +144,15 @@ class AttentionOp(NNOp):
                                     (t, IntegerType(1)))
 
     def infer_shape(self) -> Shape:
+        if self.layout not in ("BHSD", "BSHD"):
+            raise VerifyException(f"attention layout must be BHSD or BSHD, got {self.layout}")
         mask = None if self.mask is None else _shape(self.mask)
-        return infer_attention_shape(_shape(self.query), _shape(self.key), _shape(self.value), mask)
+        swap = (lambda s: (s[0], s[2], s[1], *s[3:]) if len(s) >= 3 else s) if self.layout == "BSHD" \
+            else (lambda s: s)
+        out = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
+                                    swap(_shape(self.value)), mask)
+        return swap(out)
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
-        q, v = dims(self.query), dims(self.value)
+        q, v = dims(self.query), dims(self.value)  # the same positions in both layouts
         return [q[0], q[1], q[2], v[3]]

@@ -97,3 +97,25 @@ func.func @softmax_over_queries(%q: tensor<1x1x3x8xf32>, %kt: tensor<1x1x8x3xf32
   %o = nn.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32>
   func.return %o : tensor<1x1x3x8xf32>
 }
+
+// -----
+
+// The TorchScript exporter's head split / merge around attention: Q and V are
+// transpose(x, [0, 2, 1, 3]) of [B, S, H, D] projections, K^T a [0, 2, 3, 1] transpose,
+// and the result is transposed back: the op works in BSHD and every transpose goes.
+
+// CHECK-LABEL: func.func @head_transposes_fold
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v {scale = 5.000000e-01 : f64, layout = "BSHD"} : (tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>) -> tensor<?x?x4x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @head_transposes_fold(%q: tensor<?x?x4x8xf32>, %k: tensor<?x?x4x8xf32>, %v: tensor<?x?x4x8xf32>) -> tensor<?x?x4x8xf32> {
+  %qh = nn.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x8x?xf32>
+  %vh = nn.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %s = nn.matmul %qh, %kt : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %ss = nn.multiply %s, %c : (tensor<?x4x?x?xf32>, tensor<f32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %ss {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %p, %vh : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %m = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x?x8xf32>) -> tensor<?x?x4x8xf32>
+  func.return %m : tensor<?x?x4x8xf32>
+}

@@ -32,10 +32,13 @@ def _dims(emitter, op: nn.AttentionOp) -> list:
 @window(nn.AttentionOp, dims=_dims)
 def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     T = emitter.index_type
-    b, h, i, c = emitter.out_index
+    bshd = op.layout == "BSHD"
+    # The index of (batch, head, position, dim) in the op's layout.
+    at = (lambda b_, h_, s_, d_: [b_, s_, h_, d_]) if bshd else (lambda b_, h_, s_, d_: [b_, h_, s_, d_])
+    b, h, i, c = at(*emitter.out_index)  # the same swap maps the output index back
     dq, dk = emitter.dims[op.query], emitter.dims[op.key]
-    heads, kv_heads, q_len, head_dim = dq[1], dk[1], dq[2], dq[3]
-    kv_len = dk[2]
+    _, heads, q_len, head_dim = at(*dq)
+    _, kv_heads, kv_len, _ = at(*dk)
     hk, j, d = emitter.var("hk"), emitter.var("j"), emitter.var("d")
     lines = [
         # Query head h reads KV head h / (H / Hkv) (repeat_kv's interleaved expansion).
@@ -45,7 +48,7 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
         f"    for ({T} {j} = 0; {j} < {_p(kv_len)}; ++{j}) {{",
         "      float s = 0.0f;",
         f"      for ({T} {d} = 0; {d} < {_p(head_dim)}; ++{d})",
-        f"        s += {emitter.load(op.query, [b, h, i, d])} * {emitter.load(op.key, [b, hk, j, d])};",
+        f"        s += {emitter.load(op.query, at(b, h, i, d))} * {emitter.load(op.key, at(b, hk, j, d))};",
         f"      s *= {_c_float(op.scale)};",
     ]
     if op.mask is not None:
@@ -62,7 +65,7 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
         "      if (s > m) { const float r = expf(m - s); l *= r; acc *= r; m = s; }",
         f"      const float p = s == {_NEG_INF} ? 0.0f : expf(s - m);",
         "      l += p;",
-        f"      acc += p * {emitter.load(op.value, [b, hk, j, c])};",
+        f"      acc += p * {emitter.load(op.value, at(b, hk, j, c))};",
         "    }",
         f"    const bool dead = undefined || m == {_NEG_INF};",
     ]

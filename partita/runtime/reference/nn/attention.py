@@ -45,6 +45,9 @@ class AttentionFunctions(InterpreterFunctions):
     @impl(nn.AttentionOp)
     def run_attention(self, interpreter: Interpreter, op: nn.AttentionOp, args: tuple[Any, ...]):
         q, k, v = (compute_type(a) for a in args[:3])
+        if op.layout == "BSHD":
+            q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
         mask = np.asarray(args[3]) if len(args) > 3 else None
-        return store(op, attention(q, k, v, mask, scale=op.scale, causal=op.causal,
-                                   zero_undefined_rows=op.zero_undefined_rows))
+        out = attention(q, k, v, mask, scale=op.scale, causal=op.causal,
+                        zero_undefined_rows=op.zero_undefined_rows)
+        return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)
