@@ -21,7 +21,7 @@ def build(configs: list[FlashConfig], directory: Path) -> ctypes.CDLL:
         f"  partita_launch(geo, [&] {{ {c.entry}((const {_t(c)}*)p[0], (const {_t(c)}*)p[1], "
         f"(const {_t(c)}*)p[2], (const unsigned char*)p[3], ({_t(c)}*)p[4], d[0], d[1], d[2], d[3], scale); }});\n}}\n"
         for c in configs)
-    source = "#define PARTITA_HOST_EMULATION\n" + SHIM + flash_attention_source(configs) + wrappers
+    source = SHIM + flash_attention_source(configs) + wrappers
     (directory / "flash.cpp").write_text(source)
     subprocess.run(["g++", "-O1", "-std=c++17", "-mf16c", "-shared", "-fPIC", "-o", str(directory / "flash.so"),
                     str(directory / "flash.cpp")], check=True, capture_output=True, text=True)

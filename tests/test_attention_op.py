@@ -219,3 +219,36 @@ def test_bshd_layout_is_the_transposed_bhsd_op():
     with pytest.raises(VerifyException, match="layout must be BHSD or BSHD"):
         nn.AttentionOp(_t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), scale=1.0,
                        layout="SBHD").verify()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_f16_attention_alone_takes_the_flash_kernel(dtype, tmp_path):
+    """f16 / bf16, BHSD, head dim 32 and a key padding mask: the kernel is the flash one
+    (128 threads, mma fragments), launched with its record's geometry, and matches the
+    reference; batch 1 has every key masked (zeros)."""
+    q, k, v = (2, 3, 70, 32), (2, 1, 75, 32), (2, 1, 75, 32)
+    module = fuse(_module(q, k, v, ((2, 1, 1, 75), "boolean"), dtype,
+                          "{scale = 0.2 : f64, causal = true, zero_undefined_rows = true}"))
+    program = program_of(module)
+    (kernel,) = program.kernels.values()
+    assert kernel.block == 128 and f"flash_attention_{dtype}_d32_cz_tile(" in kernel.code
+    rng = np.random.default_rng(4)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, v)]
+    mask = rng.integers(0, 2, (2, 1, 1, 75)).astype(bool)
+    mask[1] = False
+    out, want = _launch(module, [*inputs, mask], tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    assert (out[1] == 0).all()
+
+
+def test_other_forms_keep_the_window_kernel():
+    """f32, a full [B, 1, Sq, Skv] mask, or BSHD: the per-element window kernel."""
+    for q, k, mask, dtype, attrs in [
+        ((1, 2, 8, 32), (1, 2, 8, 32), None, "f32", "{scale = 0.5 : f64}"),
+        ((1, 2, 8, 32), (1, 2, 8, 32), ((1, 1, 8, 8), "boolean"), "f16", "{scale = 0.5 : f64}"),
+        ((1, 8, 2, 32), (1, 8, 2, 32), None, "f16", '{scale = 0.5 : f64, layout = "BSHD"}'),
+    ]:
+        (kernel,) = program_of(fuse(_module(q, k, k, mask, dtype, attrs))).kernels.values()
+        assert "flash_attention" not in kernel.code and "expf(m - s)" in kernel.code

@@ -369,6 +369,7 @@ class KernelEmitter:
         self.entry = entry
         self.block = function.body.block
         self.lines: list[str] = []
+        self.prelude: list[str] = []  # device code a whole-kernel schedule calls (before the entry)
         self.memo: dict[tuple[SSAValue, tuple[str, ...]], str] = {}
         self.counters: dict[str, int] = {}
         self.linear_of: dict[tuple[tuple[Dim, ...], tuple[str, ...]], str] = {}
@@ -666,6 +667,9 @@ class KernelEmitter:
                 store,
                 "  }",
             ]
+        elif (whole := self._whole_kernel(result)) is not None:
+            body, block = whole
+            extra = {"kind": "window", "block": block}
         elif kernel_kind(self.anchor) == "window":
             window = self._window()
             body = [
@@ -705,7 +709,7 @@ class KernelEmitter:
             output_dtype=out_dtype,
             dims=tuple(self.runtime_dims),
             ops=tuple(ops),
-            code="\n".join([*head, *body, "}"]) + "\n",
+            code="\n".join([*self.prelude, *head, *body, "}"]) + "\n",
             **extra,
         )
 
@@ -810,6 +814,13 @@ class KernelEmitter:
             "  }",
         ]
         return lines
+
+    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
+        """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
+        if self.anchor is None or result is not self.anchor.results[0]:
+            return None
+        rule = _rule_for(self.anchor, _rules()[1])
+        return rule.kernel(self, self.anchor) if rule is not None and rule.kernel is not None else None
 
     def _window(self) -> list[str]:
         """The anchor's value ``y`` at the output index: a loop over its window."""

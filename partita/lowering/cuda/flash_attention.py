@@ -31,7 +31,8 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   ``flash_decode_combine_*`` merges the splits with the same rescaling.
 
 Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
-contiguous. ``PARTITA_HOST_EMULATION`` builds the same kernel for the host
+contiguous. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
+nor nvcc compiles it), the same kernel runs on the host
 (``tests/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
 exchanging fragments through shared memory between two block barriers, which is exact in
 f32 accumulation order per k-step.
@@ -95,6 +96,9 @@ class FlashConfig:
 
 
 _PRELUDE = r"""
+#if !defined(__CUDACC_RTC__) && !defined(__CUDACC__) && !defined(PARTITA_HOST_EMULATION)
+#define PARTITA_HOST_EMULATION
+#endif
 #ifdef PARTITA_HOST_EMULATION
 #ifndef PARTITA_FLASH_HOST
 #define PARTITA_FLASH_HOST
@@ -173,11 +177,14 @@ static void fa_mma(float d[4], const unsigned a[4], const unsigned b[2], const f
 """
 
 _KERNEL = r"""
-// FlashAttention-2 forward: $entry (D = $D, BLOCK_M = $BM, BLOCK_N = $BN).
-extern "C" __global__ void __launch_bounds__($THREADS)
-$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
-       const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
-       int heads, int kv_heads, int q_len, int kv_len, float scale) {
+#ifndef $entry_DEFINED
+#define $entry_DEFINED
+// FlashAttention-2 forward: $entry (D = $D, BLOCK_M = $BM, BLOCK_N = $BN), the BLOCK_M-row
+// query tile ``qtile`` of (batch, head) ``bh``; every thread of the block calls it alike.
+static __device__ __forceinline__ void $entry_tile(
+    const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+    const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
+    int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh) {
   constexpr int D = $D, BM = $BM, BN = $BN, KS = D / 16, NT = BN / 8, DT = D / 8;
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
@@ -185,11 +192,11 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
   __shared__ __align__(16) unsigned short ks[BN * KP];  // K tile, [key][dim]
   __shared__ __align__(16) unsigned short vt[D * VP];   // V tile transposed, [dim][key]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int bh = (int)blockIdx.y, b = bh / heads, h = bh % heads;
+  const int b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
   const long long q_base = ((long long)bh * q_len) * D;
   const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
-  const int row0 = (int)blockIdx.x * BM + warp * 16;         // this warp's first query row
+  const int row0 = qtile * BM + warp * 16;         // this warp's first query row
   const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;   // the two rows this lane holds
   const unsigned short* qb = (const unsigned short*)q + q_base;
   // Q tile in registers (A fragments); rows past q_len read as 0.
@@ -208,7 +215,7 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
   const int shift = kv_len - q_len;  // causal frontier: key j <= row + shift
   int tiles = (kv_len + BN - 1) / BN;
   if ($CAUSAL) {
-    const int last = min((int)blockIdx.x * BM + BM - 1, q_len - 1) + shift;  // the block's last key
+    const int last = min(qtile * BM + BM - 1, q_len - 1) + shift;  // the block's last key
     tiles = max(0, min(tiles, (last + BN) / BN));
   }
   const unsigned short* kb = (const unsigned short*)k + kv_base;
@@ -325,6 +332,14 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
     }
   }
 }
+
+extern "C" __global__ void __launch_bounds__($THREADS)
+$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+       const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
+       int heads, int kv_heads, int q_len, int kv_len, float scale) {
+  $entry_tile(q, k, v, key_mask, o, heads, kv_heads, q_len, kv_len, scale, (int)blockIdx.x, (int)blockIdx.y);
+}
+#endif
 """
 
 
