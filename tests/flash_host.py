@@ -9,10 +9,9 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+from cuda_host import SHIM  # tests/cuda_host.py
 
 from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
-
-from cuda_host import SHIM  # tests/cuda_host.py
 
 
 def build(configs: list[FlashConfig], directory: Path) -> ctypes.CDLL:

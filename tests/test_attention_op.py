@@ -8,6 +8,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
+from kernel_check import fuse, fused_functions, host_ops  # tests/kernel_check.py
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f16, f32, i1
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
@@ -17,9 +19,6 @@ from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda_codegen import program_of
 from partita.runtime.reference import run
 from partita.runtime.reference.nn.attention import attention
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from kernel_check import fuse, fused_functions, host_ops  # tests/kernel_check.py
 
 DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
 TOLERANCE = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}

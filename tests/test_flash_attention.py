@@ -17,12 +17,15 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
-
-from partita.lowering.cuda.flash_attention import HEAD_DIMS, FlashConfig, flash_attention_source
-from partita.runtime.reference.nn.attention import attention
-
 from cuda_host import have_gxx  # tests/cuda_host.py
 from flash_host import build, launch  # tests/flash_host.py
+
+from partita.lowering.cuda.flash_attention import (
+    HEAD_DIMS,
+    FlashConfig,
+    flash_attention_source,
+)
+from partita.runtime.reference.nn.attention import attention
 
 DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}

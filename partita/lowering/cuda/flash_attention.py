@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FlashConfig", "flash_attention_source", "HEAD_DIMS"]
+__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
 """Head dims the kernel is built for (multiples of 16 from 32 to 256)."""

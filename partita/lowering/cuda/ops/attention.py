@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from partita.dialects import nn
 from partita.lowering.cuda.emitter import _c_float
-from partita.lowering.cuda.flash_attention import HEAD_DIMS, FlashConfig, flash_attention_source
+from partita.lowering.cuda.flash_attention import (
+    HEAD_DIMS,
+    FlashConfig,
+    flash_attention_source,
+)
 from partita.lowering.cuda.ops.reduction import y_decl
 from partita.lowering.cuda.rules import window
 
