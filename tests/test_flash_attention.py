@@ -18,12 +18,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from cuda_host import have_gxx  # tests/cuda_host.py
-from flash_host import build, launch  # tests/flash_host.py
+from flash_host import build, build_decode, launch, launch_decode  # tests/flash_host.py
 
 from partita.lowering.cuda.flash_attention import (
     HEAD_DIMS,
     FlashConfig,
     flash_attention_source,
+    flash_decode_source,
 )
 from partita.runtime.reference.nn.attention import attention
 
@@ -123,6 +124,30 @@ def test_configs_reject_what_the_kernel_does_not_take():
     assert HEAD_DIMS[0] == 32 and HEAD_DIMS[-1] == 256
 
 
+# -- decode: one query row, split-KV ------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, head_dim, splits", [("f16", 64, 7), ("bf16", 128, 1), ("f16", 256, 3)])
+def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path):
+    """One query row against a long KV (GQA, odd length), split over blocks and merged;
+    a batch with every key masked gives zeros, a NaN in q makes only its row undefined."""
+    if not have_gxx():
+        pytest.skip("needs g++")
+    lib = build_decode(dtype, head_dim, tmp_path)
+    rng = np.random.default_rng(7)
+    q, k, v = _inputs(rng, dtype, 2, 4, 2, 1, 1003, head_dim)
+    q[0, 2, 0, 5] = np.nan
+    key_mask = rng.integers(0, 2, (2, 1003)).astype(np.uint8)
+    key_mask[1] = 0
+    scale = head_dim ** -0.5
+    got = launch_decode(lib, dtype, q, k, v, key_mask, scale, splits, True).astype(np.float64)
+    want = _reference(q, k, v, key_mask, scale, False, True).astype(q.dtype).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+    assert (got[1] == 0).all() and (got[0, 2] == 0).all() and np.abs(got[0, 1]).sum() > 0
+    nan = launch_decode(lib, dtype, q, k, v, key_mask, scale, splits, False).astype(np.float64)
+    assert np.isnan(nan[1]).all() and np.isnan(nan[0, 2]).all() and np.isfinite(nan[0, 1]).all()
+
+
 # -- NVRTC, sm_90 SASS ---------------------------------------------------------------------
 
 
@@ -146,7 +171,7 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         pytest.skip("nvdisasm is not installed")
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256)]
     try:
-        binary = nvrtc.compile_cuda(flash_attention_source(configs), arch="sm_90",
+        binary = nvrtc.compile_cuda(flash_attention_source(configs) + flash_decode_source("f16", 128), arch="sm_90",
                                     options=["--ptxas-options=-v"], use_cache=False)
     except Exception as err:  # noqa: BLE001 - no NVRTC here
         pytest.skip(f"NVRTC unavailable: {err}")
@@ -163,6 +188,8 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         assert "LDL" not in text and "STL" not in text  # nothing spilled to local memory
         report = binary.log.split(f"Function properties for {c.entry}")[1]
         assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])
+    decode = sass.split(".text.flash_decode_f16_d128:")[1].split(".section")[0]
+    assert "SHFL.BFLY" in decode and "LDL" not in decode  # warp-reduced scores, no spills
 
 
 # -- GPU -----------------------------------------------------------------------------------

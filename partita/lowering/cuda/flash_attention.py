@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source"]
+__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source", "flash_decode_entry", "flash_decode_source"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
 """Head dims the kernel is built for (multiples of 16 from 32 to 256)."""
@@ -126,6 +126,8 @@ static __device__ __forceinline__ unsigned fa_pack_bf16(float lo, float hi) {
   unsigned short ua, ub; memcpy(&ua, &a, 2); memcpy(&ub, &b, 2);
   return (unsigned)ua | ((unsigned)ub << 16);
 }
+static __device__ __forceinline__ void fa_store_f16(__half* p, float x) { *p = __float2half_rn(x); }
+static __device__ __forceinline__ void fa_store_bf16(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 static __device__ __forceinline__ float fa_f16(unsigned short bits) {
   __half h; memcpy(&h, &bits, 2); return __half2float(h);
 }
@@ -341,6 +343,120 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
 }
 #endif
 """
+
+
+_DECODE = r"""
+#ifndef $entry_DEFINED
+#define $entry_DEFINED
+// Decode (one query row) split-KV, pass 1: block (split, bh) streams keys
+// [split * chunk, (split + 1) * chunk); its 4 warps take every 4th key, a lane holds D / 32
+// dims of q and of the running output; each warp keeps its online softmax (m, l), and the
+// block merges its warps through shared memory into the unnormalized partial
+// (m, l, o[D]) of the split (m = NaN: a NaN / +inf score, the row is undefined).
+extern "C" __global__ void __launch_bounds__(128)
+$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+       const unsigned char* __restrict__ key_mask, float* __restrict__ part_o,
+       float* __restrict__ part_ml, int heads, int kv_heads, int kv_len, float scale, int splits) {
+  constexpr int D = $D, L = D / 32;
+  __shared__ float wm[4], wl[4], wo[4][D];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int split = (int)blockIdx.x, bh = (int)blockIdx.y, b = bh / heads, h = bh % heads;
+  const int hk = h / (heads / kv_heads);
+  const int chunk = (kv_len + splits - 1) / splits;
+  const int start = split * chunk, end = min(kv_len, start + chunk);
+  const unsigned short* qb = (const unsigned short*)q + (long long)bh * D;
+  const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  const unsigned short* kb = (const unsigned short*)k + kv_base;
+  const unsigned short* vb = (const unsigned short*)v + kv_base;
+  float qr[L], acc[L];
+  for (int e = 0; e < L; ++e) { qr[e] = $LOAD(qb[lane + 32 * e]); acc[e] = 0.0f; }
+  float m = __int_as_float(0xff800000), l = 0.0f;
+  int bad = 0;
+  for (int j0 = start; j0 < end; j0 += 4) {  // the same trip count in every warp
+    const int j = j0 + warp;
+    const bool live = j < end && (key_mask == 0 || key_mask[(long long)b * kv_len + j] != 0);
+    float s = 0.0f;
+    if (j < end)
+      for (int e = 0; e < L; ++e) s += qr[e] * $LOAD(kb[(long long)j * D + lane + 32 * e]);
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    s = live ? s * scale : __int_as_float(0xff800000);
+    bad |= (s != s || s == __int_as_float(0x7f800000));
+    if (s > m) { const float r = __expf(m - s); l *= r; for (int e = 0; e < L; ++e) acc[e] *= r; m = s; }
+    if (j < end) {
+      const float p = s == __int_as_float(0xff800000) ? 0.0f : __expf(s - m);
+      l += p;
+      for (int e = 0; e < L; ++e) acc[e] += p * $LOAD(vb[(long long)j * D + lane + 32 * e]);
+    }
+  }
+  if (lane == 0) { wm[warp] = bad ? __int_as_float(0x7fc00000) : m; wl[warp] = l; }
+  for (int e = 0; e < L; ++e) wo[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  float mm = __int_as_float(0xff800000);
+  bool undefined = false;
+  for (int w = 0; w < 4; ++w) { undefined = undefined || wm[w] != wm[w]; mm = fmaxf(mm, wm[w]); }
+  float* po = part_o + ((long long)bh * splits + split) * D;
+  for (int d = threadIdx.x; d < D; d += 128) {
+    float o = 0.0f;
+    for (int w = 0; w < 4; ++w)
+      if (wm[w] != __int_as_float(0xff800000)) o += wo[w][d] * __expf(wm[w] - mm);
+    po[d] = o;
+  }
+  if (threadIdx.x == 0) {
+    float ll = 0.0f;
+    for (int w = 0; w < 4; ++w)
+      if (wm[w] != __int_as_float(0xff800000)) ll += wl[w] * __expf(wm[w] - mm);
+    float* ml = part_ml + ((long long)bh * splits + split) * 2;
+    ml[0] = undefined ? __int_as_float(0x7fc00000) : mm;
+    ml[1] = ll;
+  }
+}
+
+// Pass 2: block bh merges the splits' partials, thread d its output dim.
+extern "C" __global__ void __launch_bounds__(256)
+$entry_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+               $T* __restrict__ o, int splits, int zero_undefined_rows) {
+  constexpr int D = $D;
+  const int bh = (int)blockIdx.x;
+  const float* ml = part_ml + (long long)bh * splits * 2;
+  float mm = __int_as_float(0xff800000);
+  bool undefined = false;
+  for (int s = 0; s < splits; ++s) { undefined = undefined || ml[2 * s] != ml[2 * s]; mm = fmaxf(mm, ml[2 * s]); }
+  undefined = undefined || mm == __int_as_float(0xff800000);
+  float ll = 0.0f;
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != __int_as_float(0xff800000)) ll += ml[2 * s + 1] * __expf(ml[2 * s] - mm);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (ml[2 * s] != __int_as_float(0xff800000))
+        acc += part_o[((long long)bh * splits + s) * D + d] * __expf(ml[2 * s] - mm);
+    const float y = undefined ? (zero_undefined_rows ? 0.0f : __int_as_float(0x7fc00000)) : acc / ll;
+    $STORE(o + (long long)bh * D + d, y);
+  }
+}
+#endif
+"""
+
+
+def flash_decode_entry(dtype: str, head_dim: int) -> str:
+    """The decode kernel's entry (its combine kernel is ``<entry>_combine``)."""
+    FlashConfig(dtype, head_dim)  # the same dtype / head-dim checks
+    return f"flash_decode_{dtype}_d{head_dim}"
+
+
+def flash_decode_source(dtype: str, head_dim: int) -> str:
+    """The CUDA C of the split-KV decode kernels (one query row per (batch, head)):
+    ``flash_decode_<dtype>_d<D>(q, k, v, key_mask, part_o, part_ml, heads, kv_heads,
+    kv_len, scale, splits)`` on grid ``(splits, B * H)`` x 128 threads, then
+    ``..._combine(part_o, part_ml, o, splits, zero_undefined_rows)`` on ``B * H`` blocks;
+    ``part_o`` holds ``B * H * splits * D`` floats, ``part_ml`` ``B * H * splits * 2``."""
+    load = "fa_f16" if dtype == "f16" else "fa_bf16"
+    text = _DECODE
+    for key, value in (("$entry", flash_decode_entry(dtype, head_dim)), ("$D", str(head_dim)),
+                       ("$T", "__half" if dtype == "f16" else "__nv_bfloat16"), ("$LOAD", load),
+                       ("$STORE", f"fa_store_{dtype}")):
+        text = text.replace(key, value)
+    return _PRELUDE + text
 
 
 def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
