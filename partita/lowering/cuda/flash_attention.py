@@ -213,7 +213,6 @@ static __device__ __forceinline__ void $entry_tile(
   float acc[DT][4];
   for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
   float m_lo = __int_as_float(0xff800000), m_hi = m_lo, l_lo = 0.0f, l_hi = 0.0f;
-  bool bad_lo = false, bad_hi = false;
   const int shift = kv_len - q_len;  // causal frontier: key j <= row + shift
   int tiles = (kv_len + BN - 1) / BN;
   if ($CAUSAL) {
@@ -239,7 +238,9 @@ static __device__ __forceinline__ void $entry_tile(
       for (int e = 0; e < 8; ++e) vt[(dim + e) * VP + row] = h8[e];
     }
     __syncthreads();
-    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles).
+    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles). A tile inside kv_len, with
+    // no key mask and wholly below this warp's causal frontier, needs no masking.
+    const bool full = key0 + BN <= kv_len && key_mask == 0 && (!$CAUSAL || key0 + BN - 1 <= row0 + shift);
     float s[NT][4];
     for (int n = 0; n < NT; ++n) {
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -250,25 +251,23 @@ static __device__ __forceinline__ void $entry_tile(
         memcpy(&bf[1], kr + 8, 4);
         $MMA(c0, qa[st], bf, c0);
       }
-      for (int e = 0; e < 4; ++e) {
-        const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
-        float x = c0[e] * scale;
-        bool keep = key < kv_len;
-        if ($CAUSAL) keep = keep && key <= row + shift;
-        if (key_mask != 0 && key < kv_len) keep = keep && key_mask[(long long)b * kv_len + key] != 0;
-        s[n][e] = keep ? x : __int_as_float(0xff800000);
+      if (full) {
+        for (int e = 0; e < 4; ++e) s[n][e] = c0[e] * scale;
+      } else {
+        for (int e = 0; e < 4; ++e) {
+          const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
+          bool keep = key < kv_len;
+          if ($CAUSAL) keep = keep && key <= row + shift;
+          if (key_mask != 0 && key < kv_len) keep = keep && key_mask[(long long)b * kv_len + key] != 0;
+          s[n][e] = keep ? c0[e] * scale : __int_as_float(0xff800000);
+        }
       }
     }
     // Online softmax: the tile's row max, then rescale what came before.
     float t_lo = __int_as_float(0xff800000), t_hi = t_lo;
     for (int n = 0; n < NT; ++n) {
-      for (int e = 0; e < 2; ++e) {
-        const float a = s[n][e], c = s[n][e + 2];
-        bad_lo = bad_lo || a != a || a == __int_as_float(0x7f800000);
-        bad_hi = bad_hi || c != c || c == __int_as_float(0x7f800000);
-        t_lo = fmaxf(t_lo, a);
-        t_hi = fmaxf(t_hi, c);
-      }
+      t_lo = fmaxf(t_lo, fmaxf(s[n][0], s[n][1]));
+      t_hi = fmaxf(t_hi, fmaxf(s[n][2], s[n][3]));
     }
     for (int off = 1; off < 4; off *= 2) {
       t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
@@ -310,16 +309,11 @@ static __device__ __forceinline__ void $entry_tile(
       }
     }
   }
-  // Epilogue: O / l, or the undefined-row value (a NaN seen by any lane of the quad).
-  int any_lo = bad_lo, any_hi = bad_hi;
-  for (int off = 1; off < 4; off *= 2) {
-    any_lo |= __shfl_xor_sync(0xffffffffu, any_lo, off);
-    any_hi |= __shfl_xor_sync(0xffffffffu, any_hi, off);
-  }
-  bad_lo = any_lo != 0; bad_hi = any_hi != 0;
+  // Epilogue: O / l, or the undefined-row value. A NaN or +inf score makes some
+  // exp(s - m) NaN (fmaxf skips NaN; inf - inf is NaN), so l (quad-reduced) is NaN.
   const float undefined_value = $ZERO ? 0.0f : __int_as_float(0x7fc00000);
-  const bool dead_lo = bad_lo || m_lo == __int_as_float(0xff800000);
-  const bool dead_hi = bad_hi || m_hi == __int_as_float(0xff800000);
+  const bool dead_lo = l_lo != l_lo || m_lo == __int_as_float(0xff800000);
+  const bool dead_hi = l_hi != l_hi || m_hi == __int_as_float(0xff800000);
   unsigned short* ob = (unsigned short*)o + q_base;
   const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
   for (int t = 0; t < DT; ++t) {
