@@ -8,17 +8,18 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 - **K / V streamed through shared memory**: tiles of ``BLOCK_N`` keys x D, loaded by the
   whole block with 128-bit global loads (``uint4``, eight halves; D is a multiple of 16);
   K kept as ``[key][dim]``, V stored transposed ``[dim][key]``, rows padded by 16 bytes
-  (conflict-free fragment loads); keys past ``kv_len`` are zero-filled and masked.
+  (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands of two
+  MMAs, per instruction); keys past ``kv_len`` are zero-filled and masked.
 - **S = Q K^T** with ``mma.sync.m16n8k16`` (f16 or bf16 in, f32 accumulate): for each of
   the ``BLOCK_N / 8`` key columns of the tile, ``D / 16`` MMAs. K's rows are the B
-  operand's columns, so a B fragment is two 32-bit shared loads.
+  operand's columns, so the B fragments come from ``ldmatrix`` without transposition.
 - **Online softmax** (FlashAttention-2): per row a running max ``m`` and sum ``l``; a tile
   whose max grows rescales ``l`` and the output accumulators by ``exp(m_old - m_new)``.
   A lane holds two rows (``lane / 4`` and ``+ 8``); row reductions are two
   ``__shfl_xor_sync`` within the quad.
 - **P V without writing the scores**: the f32 accumulator layout of two adjacent n8 tiles
   of S is exactly the A fragment layout of one k16 step, so P is packed to halves in
-  registers and multiplied by V (B fragments: 32-bit loads from the transposed tile).
+  registers and multiplied by V (B fragments: ``ldmatrix`` from the transposed tile).
 - **Epilogue**: ``O / l`` rounded to the storage type, written per fragment (two
   consecutive halves per store); a row with no defined softmax (every key masked, or a
   NaN / +inf score) is 0 with ``zero_undefined_rows``, else NaN (the reference's).
@@ -79,6 +80,12 @@ class FlashConfig:
         return 64 if self.head_dim <= 128 else 32
 
     @property
+    def min_blocks(self) -> int:
+        """Blocks per SM the register allocation must allow (``__launch_bounds__``): 1,
+        ptxas's choice (asking 3 at D = 128 caps it at 168 registers and spills 52 bytes)."""
+        return 1
+
+    @property
     def entry(self) -> str:
         mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
         return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}"
@@ -105,6 +112,8 @@ _PRELUDE = r"""
 struct uint4 { unsigned x, y, z, w; };
 #define __align__(n) __attribute__((aligned(n)))
 #define __expf expf
+#undef __launch_bounds__
+#define __launch_bounds__(...)
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 #endif
@@ -161,9 +170,24 @@ static void fa_mma(float d[4], const unsigned a[4], const unsigned b[2], const f
   __syncthreads();
   memcpy(d, out, 16);
 }
+// ldmatrix.x4: lane l gives the address of row l % 8 of matrix l / 8; register i of a
+// lane receives row lane / 4, halves 2 * (lane % 4) and + 1, of matrix i.
+static const unsigned short* fa_stage_p[32][32];
+static void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
+  const unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+  fa_stage_p[w][lane] = p;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) memcpy(&r[i], fa_stage_p[w][i * 8 + lane / 4] + 2 * (lane % 4), 4);
+  __syncthreads();
+}
 #define FA_MMA_F16(d, a, b, c) fa_mma<false>(d, a, b, c)
 #define FA_MMA_BF16(d, a, b, c) fa_mma<true>(d, a, b, c)
 #else
+static __device__ __forceinline__ void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
 #define FA_MMA_F16(d, a, b, c) asm volatile( \
   "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
   : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
@@ -244,12 +268,12 @@ static __device__ __forceinline__ void $entry_tile(
     float s[NT][4];
     for (int n = 0; n < NT; ++n) {
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int st = 0; st < KS; ++st) {
-        const unsigned short* kr = ks + (n * 8 + lane / 4) * KP + st * 16 + (lane % 4) * 2;
-        unsigned bf[2];
-        memcpy(&bf[0], kr, 4);
-        memcpy(&bf[1], kr + 8, 4);
-        $MMA(c0, qa[st], bf, c0);
+      for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
+        unsigned r[4];
+        fa_ldsm_x4(r, ks + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        $MMA(c0, qa[st], b0, c0);
+        $MMA(c0, qa[st + 1], b1, c0);
       }
       if (full) {
         for (int e = 0; e < 4; ++e) s[n][e] = c0[e] * scale;
@@ -299,13 +323,12 @@ static __device__ __forceinline__ void $entry_tile(
     for (int j = 0; j < NT / 2; ++j) {
       unsigned pa[4] = {$PACK(s[2 * j][0], s[2 * j][1]), $PACK(s[2 * j][2], s[2 * j][3]),
                         $PACK(s[2 * j + 1][0], s[2 * j + 1][1]), $PACK(s[2 * j + 1][2], s[2 * j + 1][3])};
-      const int k0 = j * 16 + (lane % 4) * 2;
-      for (int t = 0; t < DT; ++t) {
-        const unsigned short* vr = vt + (t * 8 + lane / 4) * VP + k0;
-        unsigned bf[2];
-        memcpy(&bf[0], vr, 4);
-        memcpy(&bf[1], vr + 8, 4);
-        $MMA(acc[t], pa, bf, acc[t]);
+      for (int t = 0; t < DT; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
+        unsigned r[4];
+        fa_ldsm_x4(r, vt + ((t + lane / 16) * 8 + lane % 8) * VP + j * 16 + ((lane / 8) % 2) * 8);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        $MMA(acc[t], pa, b0, acc[t]);
+        $MMA(acc[t + 1], pa, b1, acc[t + 1]);
       }
     }
   }
@@ -329,7 +352,7 @@ static __device__ __forceinline__ void $entry_tile(
   }
 }
 
-extern "C" __global__ void __launch_bounds__($THREADS)
+extern "C" __global__ void __launch_bounds__($THREADS, $MINBLOCKS)
 $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
        const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
        int heads, int kv_heads, int q_len, int kv_len, float scale) {
@@ -462,6 +485,7 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
         text = _KERNEL
         for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$D", str(c.head_dim)),
                            ("$BM", str(c.block_m)), ("$BN", str(c.block_n)),
+                           ("$MINBLOCKS", str(c.min_blocks)),
                            ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),
                            ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
                            ("$PACK", f"fa_pack_{c.dtype}"),
