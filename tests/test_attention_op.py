@@ -251,3 +251,19 @@ def test_other_forms_keep_the_window_kernel():
     ]:
         (kernel,) = program_of(fuse(_module(q, k, k, mask, dtype, attrs))).kernels.values()
         assert "flash_attention" not in kernel.code and "expf(m - s)" in kernel.code
+
+
+def test_collage_counts_the_flops_of_attention():
+    """Q·Kᵀ and P·V: 2·B·H·Sq·Skv·(D + Dv), plus 5 per score for the softmax, in both
+    layouts."""
+    from partita.collage.cost import node_flops
+    from partita.collage.ir_graph import graph_from_ops
+    from partita.ir import make_context, parse_module
+
+    for q, k, v, attrs in [((2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 6), "{scale = 0.5 : f64}"),
+                           ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 6), '{scale = 0.5 : f64, layout = "BSHD"}')]:
+        module = parse_module(_module(q, k, v, None, "f16", attrs), make_context(), "a.mlir")
+        op = next(o for o in module.walk() if isinstance(o, nn.AttentionOp))
+        (node,) = graph_from_ops([op]).graph.nodes
+        scores = 2 * 4 * 5 * 7
+        assert node_flops(node) == scores * (2 * 8 + 2 * 6 + 5)
