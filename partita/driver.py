@@ -109,8 +109,10 @@ def build_pipeline(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
-    if any(isinstance(op, SoftmaxOp) for op in module.walk()):
+    if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
         # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
+        # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
+        # target the chain stays, for them (and Collage) to take.
         steps.append("fuse-attention")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):

@@ -267,3 +267,37 @@ def test_collage_counts_the_flops_of_attention():
         (node,) = graph_from_ops([op]).graph.nodes
         scores = 2 * 4 * 5 * 7
         assert node_flops(node) == scores * (2 * 8 + 2 * 6 + 5)
+
+
+SDPA = """
+func.func @main(%q: tensor<1x2x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x5x8xf32>) -> tensor<1x2x8x5xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x5x8xf32>, tensor<1x2x8x5xf32>) -> tensor<1x2x5x5xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : (tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x5x5xf32>, tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  func.return %o : tensor<1x2x5x8xf32>
+}
+"""
+
+
+def test_compile_fuses_attention_unless_cudnn_or_tensorrt_may_take_it(tmp_path):
+    import partita
+
+    exe = partita.compile(SDPA, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path)
+    assert "fuse-attention" in exe.pipeline
+    assert [row.ops for row in exe.report().rows] == [("nn.attention",)]
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, 2, 5, 8)).astype(np.float32) for _ in range(3))
+    (got,) = exe.run(q, k, v)
+    want = attention(q, k, v, None, scale=1.0, causal=False, zero_undefined_rows=False)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for library in ("cudnn", "tensorrt"):
+        from partita.driver import build_pipeline
+        from partita.ir import make_context, parse_module
+        from partita.target import CompilationConfig
+
+        module = parse_module(SDPA, make_context(), "sdpa.mlir")
+        steps = build_pipeline(module, CompilationConfig.parse(["cuda -arch=sm_90", library, "llvm"]),
+                               partitioner="collage", cost="roofline", device="h100", max_depth=4,
+                               cache_dir=None, layout="auto")
+        assert "fuse-attention" not in steps
