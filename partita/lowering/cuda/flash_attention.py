@@ -75,9 +75,10 @@ class FlashConfig:
 
     @property
     def block_n(self) -> int:
-        """Keys per shared-memory tile: 64, or 32 above D = 128 to keep the S and O
-        accumulators (``block_n / 2 + D / 2`` floats a lane) in registers."""
-        return 64 if self.head_dim <= 128 else 32
+        """Keys per shared-memory tile: 64 up to D = 128, 32 up to D = 192, 16 above, to
+        keep the Q fragments, S and O accumulators (``D / 4 + block_n / 2 + D / 2``
+        registers a lane) within 255 registers without spilling."""
+        return 64 if self.head_dim <= 128 else 32 if self.head_dim <= 192 else 16
 
     @property
     def min_blocks(self) -> int:
