@@ -9,8 +9,10 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 
 Whoever needs the values asks ``constant_values``: a read-only view, never a copy of a
 weight. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
-is needed (weights uploaded to a device), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is
-an error located at the op.
+is needed (a host pass that writes into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES``
+is an error located at the op. The launch plan never asks for one: it fills a splat
+weight's device buffer from ``splat_element`` (a driver memset), so device memory is the
+only limit there.
 Works for every element type of the builtin dense attribute (floats, integers, ``i1``,
 ``index``); the dtype comes from the element type, never a fixed list of floats.
 """
@@ -118,7 +120,7 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
     The result is read-only: a view of the attribute's bytes, never a copy of a weight
     (enough for NumPy arithmetic, references and folding; copy it to write into it).
     Without ``buffer`` a splat is a broadcast view that costs no memory. With ``buffer``
-    every element is stored (to upload): a splat is materialized into an array of its own,
+    every element is stored: a splat is materialized into an array of its own,
     and one over the materialization limit is an error naming ``op``, at its location."""
     if attr is None:
         attr = op.properties["value"]  # type: ignore[assignment]
@@ -136,6 +138,15 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
             f"limit of {limit / 2**20:.0f} MiB",
         )
     return np.full(values.shape, values[(0,) * values.ndim], values.dtype)
+
+
+def splat_element(array: np.ndarray) -> np.ndarray | None:
+    """The one element (a 0-d array) a splat view stands for, or None for an array that
+    holds its elements: a device fills the buffer of a splat from this element instead of
+    receiving a host buffer of its size."""
+    if array.size > 1 and not any(array.strides):
+        return np.array(array[(0,) * array.ndim], array.dtype)
+    return None
 
 
 def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:

@@ -51,6 +51,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from partita.ir.abi import argument_names
+from partita.ir.constants import splat_element
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
@@ -241,8 +242,9 @@ class LaunchPlan:
                 prepared = handle.prepare(loader)
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
-            # A weight on the device needs a buffer of its own, splats included.
-            self.constants[op.result] = np.ascontiguousarray(op.to_numpy(buffer=True))
+            # A splat stays a zero-stride view: the device fills its buffer (no host copy).
+            values = op.to_numpy()
+            self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):
@@ -270,18 +272,22 @@ class LaunchPlan:
         return emulate
 
     def _place_constants(self) -> None:
-        """Weights to the device once: one buffer, one upload each, one sync."""
+        """Weights to the device once: one buffer, one upload (or, for a splat, one device
+        fill of its element) each, one sync."""
         if not self.constants:
             return
         map_host = getattr(self.device, "map_host", None)
-        if map_host is not None:
-            # The simulated device reads each weight where it lies (a view of the mapped
-            # model file, or of the IR's bytes): no copy.
-            for value, array in self.constants.items():
+        values = []
+        for value, array in self.constants.items():
+            if map_host is not None and splat_element(array) is None:
+                # The simulated device reads a weight where it lies (a view of the mapped
+                # model file, or of the IR's bytes): no copy.
                 self.param_ptr[value] = map_host(array)
                 self.mapped.append(self.param_ptr[value])
+            else:
+                values.append(value)
+        if not values:
             return
-        values = list(self.constants)
         sizes = [self.constants[v].nbytes for v in values]
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
         self.params = self.device.alloc(total)
@@ -289,12 +295,17 @@ class LaunchPlan:
         staging = None
         try:
             make_staging = getattr(self.device, "pinned_staging", None)
-            if make_staging is not None:  # a GPU: host memory stays two chunks (issue 25)
-                staging = make_staging(min(STAGING_CHUNK_BYTES, max(sizes)))
+            largest = max((self.constants[v].nbytes for v in values if splat_element(self.constants[v]) is None),
+                          default=0)
+            if make_staging is not None and largest:  # a GPU: host memory stays two chunks (issue 25)
+                staging = make_staging(min(STAGING_CHUNK_BYTES, largest))
             for value, offset in zip(values, offsets):
                 array = self.constants[value]
                 self.param_ptr[value] = int(self.params) + offset
-                if array.nbytes:
+                element = splat_element(array)
+                if element is not None:
+                    self.device.fill(int(self.params) + offset, element, array.size, stream)
+                elif array.nbytes:
                     (staging or self.device).upload(int(self.params) + offset, array, stream)
             self.device.synchronize(stream)
         finally:
