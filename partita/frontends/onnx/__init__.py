@@ -52,6 +52,14 @@ def load_model(model: onnx.ModelProto | str | Path, *, external_data: bool = Tru
         raise PartitaError(f"'{path}' is not an ONNX model: {why}") from None
     if not proto.HasField("graph") or not proto.opset_import:
         raise PartitaError(f"'{path}' is not an ONNX model (no graph or opset)")
+    if not external_data:  # what onnx.load checks when it reads the data itself
+        from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+        for tensor in proto.graph.initializer:
+            where = Path(ExternalDataInfo(tensor).location) if uses_external_data(tensor) else None
+            if where is not None and (where.is_absolute() or ".." in where.parts):
+                raise PartitaError(f"'{path}' is not an ONNX model: tensor '{tensor.name}' has its external data at "
+                                   f"'{where}', which points outside the directory of the model")
     return proto
 
 
