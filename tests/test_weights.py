@@ -270,3 +270,21 @@ def test_a_constant_node_with_external_data_is_read_beside_the_model(tmp_path: P
     monkeypatch.chdir(elsewhere)
     (op,) = _constants(load_module(str(tmp_path / "m.onnx")))
     np.testing.assert_array_equal(constant_values(op), value)
+
+
+def test_bfloat16_external_data_takes_onnx_s_reader(tmp_path: Path, monkeypatch) -> None:
+    """An element type whose file layout is not NumPy's is read by onnx, from the same folder."""
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    tensor = helper.make_tensor("k", TensorProto.BFLOAT16, [64, 64], np.full(4096, 1.5, np.float32).tolist())
+    graph = helper.make_graph([helper.make_node("Add", ["x", "k"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [64, 64])], [tensor])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    convert_model_to_external_data(model, location="k.bin", size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    (op,) = _constants(load_module(str(tmp_path / "m.onnx")))
+    np.testing.assert_array_equal(constant_values(op).astype(np.float32), np.full((64, 64), 1.5, np.float32))

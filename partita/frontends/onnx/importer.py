@@ -822,7 +822,7 @@ def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None 
 
         try:
             load_external_data_for_tensor(tensor, str(external_dir))
-        except Exception as err:
+        except (OSError, ValueError, onnx.checker.ValidationError) as err:
             raise PartitaError(f"{what} '{tensor.name}': cannot read its external data: {err}") from None
     try:
         return numpy_helper.to_array(tensor)
