@@ -16,7 +16,7 @@ from xdsl.ir import Block, Region
 
 from partita.dialects import nn
 from partita.dialects.byoc import COMPILER, PartitionOp, YieldOp
-from partita.ir import make_context
+from partita.dialects import make_context
 
 T = TensorType(f32, [8, 8])
 

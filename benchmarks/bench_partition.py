@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f16
 from xdsl.ir import Block, Region
 
 from partita.dialects import nn
-from partita.ir import make_context
+from partita.dialects import make_context
 
 TOKENS, HIDDEN, FFN = 128, 768, 3072
 TARGETS = "cuda,cutlass,cublas,cudnn,llvm"

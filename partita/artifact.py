@@ -139,7 +139,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
 def load(path: str | Path) -> Executable:
     """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
     from partita.driver import Executable
-    from partita.ir import make_context, parse_module, verify_module
+    from partita.dialects import make_context
+    from partita.ir import parse_module, verify_module
     from partita.report import PartitionRow
     from partita.target import CompilationConfig
 

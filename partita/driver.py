@@ -21,7 +21,8 @@ from xdsl.printer import Printer
 
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError

@@ -14,7 +14,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
 from partita.dialects import nn
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda_codegen import program_of
 from partita.runtime.reference import run

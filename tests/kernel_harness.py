@@ -15,7 +15,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.passes import PassPipeline
 
 from partita.frontends.onnx import import_onnx
-from partita.ir import make_context
+from partita.dialects import make_context
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda_codegen import program_of
 from partita.runtime.reference import run

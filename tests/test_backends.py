@@ -22,7 +22,8 @@ from partita.backends import (
     unregister_backend,
 )
 from partita.backends.pattern import is_op, wildcard
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.target import CompilationConfig, get_target_kind, register_target_kind
 
 _ids = itertools.count()

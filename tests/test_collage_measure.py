@@ -15,7 +15,8 @@ from partita.collage.cost import CostCache, RooflineEstimator
 from partita.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.collage.graph import DataflowGraph
 from partita.collage.partitioner import function_candidates
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.runtime.cuda import cuda_available
 from partita.transforms import collage_partition as cp

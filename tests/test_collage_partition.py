@@ -24,7 +24,8 @@ from partita.collage import (
 from partita.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.dialects import nn
 from partita.dialects.byoc import COMPILER, COMPOSITE, PRIMITIVE
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.collage_partition import CollagePartition
 

@@ -38,7 +38,8 @@ from partita.collage.rules import (
     tvm_fusion_rule,
 )
 from partita.dialects import nn
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 
 T = TensorInfo((16, 16), "f32")
 ROW = TensorInfo((16,), "f32")

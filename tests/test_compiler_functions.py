@@ -12,7 +12,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from partita.dialects.byoc import CallExternOp, PartitionOp
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.ir.structural import structural_hash, structurally_equal
 from partita.runtime.reference import run
 from partita.transforms.global_symbol_cache import (

@@ -10,7 +10,8 @@ import pytest
 
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.convert_layout import ConvertLayout
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import partita
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles
 from partita.runtime.libraries.cublas import CublasLtHandle

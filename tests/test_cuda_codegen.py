@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from xdsl.passes import PassPipeline
 
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cuda_codegen import cuda_from_binaries, program_of

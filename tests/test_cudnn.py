@@ -9,7 +9,8 @@ import pytest
 
 import partita
 from partita.backends import match_patterns
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.lowering.cudnn.codegen import packed_strides
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from partita.dialects import byoc
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
 from partita.lowering.cutlass.options import CutlassOptions

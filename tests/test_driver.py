@@ -11,7 +11,8 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 import partita
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.runtime.reference import run
 
 MLP = """

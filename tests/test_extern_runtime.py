@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from recording_driver import RecordingDriver  # tests/recording_driver.py
 
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles, runtime_dims
 from partita.runtime.plan import LaunchPlan, Runtime

@@ -12,7 +12,8 @@ import pytest
 import partita
 from partita.dialects.nn import numpy_dtype
 from partita.driver import load_module
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.runtime.cuda import CudaDevice, cuda_status
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run

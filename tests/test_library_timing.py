@@ -7,7 +7,8 @@ import pytest
 from xdsl.dialects.func import FuncOp
 
 from partita.collage.measure import CandidateTimer
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 
 from fake_cuda import FakeDevice
 from recording_libs import RecordingCublasLt, RecordingCudnn

@@ -413,7 +413,8 @@ def test_tool_writes_the_file(tmp_path, capsys):
     assert "func.func @main" in text and "nn.conv2d" in text
     assert not [p for p in tmp_path.iterdir() if p.name != "cnn.mlir"]  # no temp left
     # The output parses back and verifies.
-    from partita.ir import make_context, parse_module
+    from partita.dialects import make_context
+    from partita.ir import parse_module
 
     parse_module(text, make_context())
 

@@ -19,7 +19,8 @@ from xdsl.passes import PassPipeline
 import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 
 BF16 = ml_dtypes.bfloat16
 _ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,

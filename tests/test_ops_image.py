@@ -16,7 +16,8 @@ from xdsl.passes import PassPipeline
 
 import partita
 from partita.dialects import nn
-from partita.ir import PartitaError, make_context
+from partita.dialects import make_context
+from partita.ir import PartitaError
 from partita.lowering.cuda_codegen import program_of
 from partita.runtime.extern import kernel_handles
 from partita.runtime.reference import run

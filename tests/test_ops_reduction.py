@@ -20,7 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
-from partita.ir import make_context
+from partita.dialects import make_context
 from partita.ir.diagnostics import PartitaError
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_symbols

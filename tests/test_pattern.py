@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from partita.backends.pattern import is_constant, is_op, wildcard
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 
 T = "tensor<4x4xf32>"
 

@@ -12,7 +12,8 @@ import pytest
 from xdsl.passes import PassPipeline
 
 from partita.frontends.onnx import import_onnx
-from partita.ir import make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 

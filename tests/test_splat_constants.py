@@ -16,7 +16,8 @@ from onnx import TensorProto, helper
 
 import partita
 from partita.dialects import nn
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.ir.constants import constant_values, is_splat, materialize_limit
 from partita.ir.parsing import LocatingParser
 from partita.tools import import_model, opt, run

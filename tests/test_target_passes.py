@@ -10,7 +10,8 @@ from xdsl.passes import PassPipeline
 from xdsl.utils.arg_spec import parse_pipeline
 
 from partita.dialects.byoc import TARGET, TargetAttr
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.target import Target
 from partita.transforms import get_all_passes

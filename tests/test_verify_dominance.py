@@ -7,7 +7,8 @@ from itertools import pairwise
 
 import pytest
 
-from partita.ir import PartitaError, make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import PartitaError, parse_module
 from partita.ir.verifier import dominator_tree
 
 

@@ -404,7 +404,7 @@ def run_phase(
     if phase not in PHASES:
         raise PartitaError(f"unknown backend phase '{phase}'; phases: {', '.join(PHASES)}")
     if ctx is None:
-        from partita.ir import make_context
+        from partita.dialects import make_context
 
         ctx = make_context()
     ran: list[str] = []

@@ -184,7 +184,7 @@ class CandidateTimer:
     @property
     def ctx(self) -> Context:
         if self._ctx is None:
-            from partita.ir import make_context
+            from partita.dialects import make_context
 
             self._ctx = make_context()
         return self._ctx

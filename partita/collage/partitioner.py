@@ -389,7 +389,7 @@ def eager_total(
 
     clone = module.clone()
     if ctx is None:
-        from partita.ir import make_context
+        from partita.dialects import make_context
 
         ctx = make_context()
     if external:
@@ -449,7 +449,7 @@ def collage_partition(
     report = CollageReport(estimator=getattr(estimator, "name", type(estimator).__name__),
                            targets=tuple(t.kind_name for t in config.primitive_targets))
     if ctx is None:
-        from partita.ir import make_context
+        from partita.dialects import make_context
 
         ctx = make_context()
     if external:

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, NoneAttr, NoneType, StringAttr, i64
 from xdsl.ir import Attribute
 
+from partita.dialects.byoc import register_record_check
+
 T = TypeVar("T")
 
 
@@ -103,3 +105,6 @@ def check_kernel_record(record: Attribute) -> None:
             FusedRecord.from_attr(record)
     except (KeyError, TypeError, AttributeError, AssertionError) as err:
         raise ValueError(f"malformed {kind.data} kernel record ({type(err).__name__}: {err})") from None
+
+
+register_record_check(check_kernel_record)

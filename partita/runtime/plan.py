@@ -56,7 +56,8 @@ from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
-from partita.transforms.plan_memory import (
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
     assign_offsets,
@@ -533,9 +534,7 @@ def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, .
     static = typ.get_shape()
     if DYNAMIC_INDEX not in static:
         return tuple(static)
-    from partita.transforms.shape_functions import ShapeBuilder, _result_dims
-
-    dims = _result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
     if not all(isinstance(d, int) for d in dims):
         raise op_error(op, "its result shape could not be computed from its input shapes")
     return tuple(int(d) for d in dims)

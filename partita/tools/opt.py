@@ -30,6 +30,7 @@ from partita.files import same_file, write_atomically
 from partita.ir.diagnostics import PartitaError
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic, parse_located
 from partita.ir.verifier import verify_module
+from partita.lowering import records as _records  # noqa: F401  (byoc.binary record checks)
 from partita.tools.boundary import run_tool
 from partita.transforms import get_all_passes
 from partita.transforms.pass_options import quote_option_values

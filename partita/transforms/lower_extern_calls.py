@@ -49,7 +49,7 @@ from partita.dialects.byoc import (
 from partita.target import DeviceType, TargetError
 from partita.ir import op_error, symbol_name
 from partita.transforms.mark_compiler_functions_as_extern import reference_name
-from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
+from partita.analysis.shape_functions import derive_shape_function, dynamic_dims
 
 __all__ = ["LowerExternCalls", "SHAPE_FUNC_SUFFIX", "shape_func_name"]
 

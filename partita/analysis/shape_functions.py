@@ -135,7 +135,7 @@ def _layout_axes(layout: str) -> tuple[int, int, int]:
     return (1, 2, 3) if layout == "NCHW" else (3, 1, 2)
 
 
-def _result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
+def result_dims(op: Operation, dims: Callable[[SSAValue], list[Dim]], b: ShapeBuilder) -> list[Dim]:
     """Symbolic result dims of a single-result nn op."""
     if callable(rule := getattr(op, "result_dims", None)):  # ops that carry their own rule
         return rule(dims, b)
@@ -210,7 +210,7 @@ def derive_shape_function(reference: func.FuncOp, name: str) -> func.FuncOp:
             continue
         if len(op.results) != 1 or op.regions:
             raise op_error(op, "has dynamic result dimensions and no shape rule: cannot derive a shape function")
-        derived = _result_dims(op, dims, builder)
+        derived = result_dims(op, dims, builder)
         if len(derived) != len(static[0]):
             raise op_error(op, "shape rule gave the wrong rank: cannot derive a shape function")
         # Static dims of the declared type win; the rules fill in the '?'.
