@@ -15,7 +15,7 @@ import tempfile
 
 from xdsl.dialects.func import FuncOp
 
-from partita.collage.measure import CandidateTimer
+from partita.transforms.collage.measure import CandidateTimer
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.runtime.cuda import CudaDevice, cuda_available

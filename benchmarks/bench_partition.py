@@ -56,7 +56,7 @@ def time_eager(n: int) -> float:
 
 def time_collage(n: int) -> tuple[float, int]:
     from partita.collage import RooflineEstimator
-    from partita.collage.partitioner import collage_partition
+    from partita.transforms.collage.partitioner import collage_partition
 
     ctx = make_context()
     module = build(n)

@@ -18,13 +18,13 @@ from partita.backends import (
     match_patterns,
     native_supports,
     register_backend,
-    run_phase,
     unregister_backend,
 )
 from partita.backends.pattern import is_op, wildcard
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.target import CompilationConfig, get_target_kind, register_target_kind
+from partita.transforms.backend_phases import run_phase
 
 _ids = itertools.count()
 

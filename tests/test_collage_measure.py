@@ -12,9 +12,9 @@ import pytest
 from xdsl.dialects.func import FuncOp
 
 from partita.collage.cost import CostCache, RooflineEstimator
-from partita.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
+from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.collage.graph import DataflowGraph
-from partita.collage.partitioner import function_candidates
+from partita.transforms.collage.partitioner import function_candidates
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc

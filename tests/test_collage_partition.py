@@ -21,7 +21,7 @@ from partita.collage import (
     RooflineEstimator,
     brute_force_search,
 )
-from partita.collage.partitioner import CollageReport, collage_partition, function_candidates
+from partita.transforms.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.dialects import nn
 from partita.dialects.byoc import COMPILER, COMPOSITE, PRIMITIVE
 from partita.dialects import make_context
@@ -356,7 +356,7 @@ def test_report_lists_groups_and_totals():
 
 
 def test_native_ops_placed_where_the_function_runs():
-    from partita.collage.partitioner import main_target, parse_config
+    from partita.transforms.collage.partitioner import main_target, parse_config
 
     assert main_target(parse_config(ALL)) == "cuda"
     assert main_target(parse_config("cudnn,llvm")) == "llvm"

@@ -14,7 +14,7 @@ from partita.collage import (
 )
 from partita.collage.cost import host_copy_time
 from partita.collage.ir_graph import graph_from_block
-from partita.collage.partitioner import collage_partition, function_candidates
+from partita.transforms.collage.partitioner import collage_partition, function_candidates
 from partita.collage.rules import (
     HOST_LABEL,
     AllSimple,

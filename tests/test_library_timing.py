@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from xdsl.dialects.func import FuncOp
 
-from partita.collage.measure import CandidateTimer
+from partita.transforms.collage.measure import CandidateTimer
 from partita.dialects import make_context
 from partita.ir import parse_module
 

@@ -14,6 +14,7 @@ import pytest
 import partita
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
+from partita.backends.tensorrt import TENSORRT_OPS
 from partita.lowering.tensorrt.export import CONVERTERS, export_function
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles
@@ -90,6 +91,11 @@ def _inputs(shapes, dtype, variance_last=False, seed=0):
 
 def test_every_converter_has_a_case() -> None:
     assert {k.split()[0] for k in OPS} == set(CONVERTERS)
+
+
+def test_backend_takes_exactly_the_converted_ops() -> None:
+    # The backend's predicate (below lowering) and the exporter's table must not drift.
+    assert set(TENSORRT_OPS) == set(CONVERTERS)
 
 
 @pytest.mark.parametrize("key", sorted(OPS))

@@ -16,7 +16,7 @@ TVM's Collage costs a candidate by building it with its backend and running it. 
    time is the median sample, a candidate's the sum over its kernels, in seconds.
 
 Library targets (``cublas``, ``cudnn``, ``tensorrt``) are lowered by their codegen to a
-record and each library call is timed on the stream (``partita.collage.library_timing``);
+record and each library call is timed on the stream (``partita.transforms.collage.library_timing``);
 without the library's extra they fall back too.
 
 Targets without a codegen here (``llvm``), candidates
@@ -52,11 +52,17 @@ from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError
+from partita.dialects import make_context
+from partita.lowering.cutlass_codegen import CutlassCodegen, partition_kernel
+from partita.lowering.cuda_codegen import CudaCodegen, fused_functions
+from partita.transforms.fuse_native_kernels import FuseNativeKernels
+from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
+from partita.runtime.extern import kernel_handles
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
 
 LIBRARY_TARGETS: frozenset[str] = frozenset({"cublas", "cudnn", "tensorrt"})
-"""Targets whose candidates are library calls (``partita.collage.library_timing``)."""
+"""Targets whose candidates are library calls (``partita.transforms.collage.library_timing``)."""
 MEASURABLE_TARGETS: frozenset[str] = frozenset({"cutlass", "cuda"}) | LIBRARY_TARGETS
 """Targets whose candidates :class:`CandidateTimer` compiles; the others fall back."""
 
@@ -184,15 +190,11 @@ class CandidateTimer:
     @property
     def ctx(self) -> Context:
         if self._ctx is None:
-            from partita.dialects import make_context
-
             self._ctx = make_context()
         return self._ctx
 
     def _lower_cutlass(self, module: ModuleOp, function: FuncOp) -> str | None:
         """``cutlass-codegen`` on the function (a reason string if it would not take it)."""
-        from partita.lowering.cutlass_codegen import CutlassCodegen, partition_kernel
-
         if len(function.function_type.outputs) != 1:
             return "cutlass candidate with several results"
         function.attributes[byoc.COMPILER] = StringAttr("cutlass")
@@ -208,9 +210,6 @@ class CandidateTimer:
 
     def _lower_cuda(self, module: ModuleOp, function: FuncOp) -> str | None:
         """``fuse-native-kernels`` + ``cuda-codegen``: every op must land in a kernel."""
-        from partita.lowering.cuda_codegen import CudaCodegen, fused_functions
-        from partita.transforms.fuse_native_kernels import FuseNativeKernels
-
         function.attributes[byoc.TARGET] = byoc.TargetAttr("cuda", {"arch": StringAttr(str(self.arch))})
         FuseNativeKernels(target="cuda").apply(self.ctx, module)
         if any(not isinstance(op, CallOp | ReturnOp | nn.ReshapeOp) for op in function.body.block.ops):
@@ -225,8 +224,6 @@ class CandidateTimer:
 
     # ---------------------------------------------------------------------- timing
     def _time_library(self, module: ModuleOp, function: FuncOp, target: str) -> float | None:
-        from partita.collage.library_timing import lower_library_candidate, time_library_calls
-
         if (why := lower_library_candidate(self.ctx, module, function, target)) is not None:
             return self._skip(why)
         rng = np.random.default_rng(self.seed)
@@ -239,8 +236,6 @@ class CandidateTimer:
         return seconds
 
     def _time_kernels(self, module: ModuleOp) -> float:
-        from partita.runtime.extern import kernel_handles
-
         functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
         handles = kernel_handles(module)
         if not handles:

@@ -28,6 +28,7 @@ from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.runtime.libraries import LibraryHandle, LibraryLaunch, library_binding
+from partita.runtime.extern import kernel_handles
 
 
 def lower_library_candidate(ctx: Context, module: ModuleOp, function: FuncOp, target: str) -> str | None:
@@ -71,8 +72,6 @@ def time_library_calls(module: ModuleOp, device: Any, libraries: dict[str, Any],
                        make_array: Callable[[Any], np.ndarray], *, warmup: int, repeat: int, rounds: int) -> float:
     """Seconds per run of every library call of ``module`` (see the module doc).
     ``libraries`` caches the bindings by library name (stand-ins in tests)."""
-    from partita.runtime.extern import kernel_handles
-
     timer = getattr(device, "time_calls", None) or _event_timer(device)
     functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
     total = 0.0

@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation
 
-from partita.backends import resolve_backends, run_phase
+from partita.backends import resolve_backends
 from partita.collage.coalesce import max_coalesce
 from partita.collage.cost import CostEstimator, device_spec, host_copy_time
 from partita.collage.graph import DataflowGraph
@@ -49,12 +49,22 @@ from partita.collage.rules import (
     PartitionRule,
     RuleContext,
     arbitrary_fusion_rule,
+    backend_rule,
     native_rule,
 )
 from partita.collage.search import Candidate, PartitionError, Plan, search
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
 from partita.target import CompilationConfig, TargetError, as_target, split_target_list
+from partita.transforms.backend_phases import run_phase
+from partita.transforms.partition_utils import create_partition
+from partita.transforms.partition_eager import PartitionEager
+from partita.dialects import make_context
+from partita.transforms.global_symbol_cache import (
+    FreshSymbolNames,
+    StructuralDedupCache,
+)
+from partita.transforms.outline_compiler_functions import outline_partitions
 
 __all__ = [
     "CollageReport",
@@ -242,7 +252,7 @@ def partition_rules(
         if backend.name in forced:
             rules[backend.name] = arbitrary_fusion_rule(backend.name, max_depth)
         else:
-            rules[backend.name] = backend.rule(max_depth)
+            rules[backend.name] = backend_rule(backend, max_depth)
     for t in native:
         rules[t] = native_rule(t, max_depth)
     return rules
@@ -332,8 +342,6 @@ def partition_function(
 ) -> tuple[FunctionReport, dict[PartitionOp, PlacedGroup]]:
     """Search and rewrite one function body (no outlining); returns its report and the
     partitions created, with their report entries."""
-    from partita.transforms.partition_utils import create_partition
-
     block = function.body.block
     built = graph_from_ops(block.ops)
     graph, ops = built.graph, built.ops
@@ -385,12 +393,8 @@ def eager_total(
     only in which BYOC kernels were picked, and Collage's is never higher when its
     candidates include eager's (eager's partitions are pattern matches).
     """
-    from partita.transforms.partition_eager import PartitionEager
-
     clone = module.clone()
     if ctx is None:
-        from partita.dialects import make_context
-
         ctx = make_context()
     if external:
         PartitionEager(backends=tuple(external)).apply(ctx, clone)
@@ -434,12 +438,6 @@ def collage_partition(
     """Collage-partition ``module`` in place for the targets of ``config``; see the module
     docstring (``coalesce=False``: no MaxCoalesce, the plan is exactly the search's).
     Returns the report. Raises ``PartitaError``."""
-    from partita.transforms.global_symbol_cache import (
-        FreshSymbolNames,
-        StructuralDedupCache,
-    )
-    from partita.transforms.outline_compiler_functions import outline_partitions
-
     if max_depth < 1:
         raise PartitaError(f"collage-partition: max-depth must be >= 1, got {max_depth}")
     config = parse_config(config)
@@ -449,8 +447,6 @@ def collage_partition(
     report = CollageReport(estimator=getattr(estimator, "name", type(estimator).__name__),
                            targets=tuple(t.kind_name for t in config.primitive_targets))
     if ctx is None:
-        from partita.dialects import make_context
-
         ctx = make_context()
     if external:
         run_phase(module, "before_partitioning", external, ctx)
