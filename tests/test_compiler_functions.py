@@ -16,7 +16,7 @@ from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.ir.structural import structural_hash, structurally_equal
 from partita.runtime.reference import run
-from partita.transforms.global_symbol_cache import (
+from partita.analysis.global_symbols import (
     ExistingGlobalSymbolCache,
     FreshSymbolNames,
     StructuralDedupCache,

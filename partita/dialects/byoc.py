@@ -80,6 +80,13 @@ extern function it implements (``= @<name>``). Used to emulate the external code
 CPU when no device is present, and to derive shape functions."""
 
 PARTITION_ATTRS = (COMPILER, GLOBAL_SYMBOL, PRIMITIVE, INLINE, COMPOSITE, TARGET)
+REFERENCE_SUFFIX = "_reference"
+"""``@<name>_reference``: the private sibling keeping extern function ``@<name>``'s body."""
+
+
+def reference_name(extern_name: str) -> str:
+    """Name of the private sibling keeping the body of extern function ``extern_name``."""
+    return extern_name + REFERENCE_SUFFIX
 
 
 # --------------------------------------------------------------------------------------
@@ -548,6 +555,7 @@ __all__ = [
     "INLINE",
     "PRIMITIVE",
     "REFERENCE_IMPL",
+    "REFERENCE_SUFFIX",
     "SHAPE_FUNC",
     "TARGET",
     "AllocTensorOp",
@@ -561,6 +569,8 @@ __all__ = [
     "is_extern",
     "is_partition_function",
     "partition_attributes",
+    "reference_name",
+    "register_record_check",
     "verify_function_attributes",
     "verify_partition_attributes",
 ]

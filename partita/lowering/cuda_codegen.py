@@ -41,6 +41,7 @@ from partita.lowering.cuda.emitter import (
     kernel_function_error,
 )
 from partita.lowering.cuda.records import KINDS, fused_record
+from partita.lowering.functions import mark_extern
 from partita.target import Target as PartitaTarget
 
 __all__ = ["CudaCTarget", "CudaCodegen", "cuda_from_binaries", "fused_functions", "target_arch"]
@@ -87,7 +88,6 @@ class CudaCodegen(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from partita.lowering import nvrtc
-        from partita.transforms.mark_compiler_functions_as_extern import mark_extern
 
         if self.arch:  # a typo in the option is an error even when nothing is fused
             try:
@@ -152,7 +152,7 @@ def cuda_from_binaries(module: ModuleOp) -> str:
             continue
         bodies = []
         for name in names:
-            reference = functions.get(name + "_reference")
+            reference = functions.get(byoc.reference_name(name))
             if reference is None or reference.attributes.get(byoc.REFERENCE_IMPL) != SymbolRefAttr(name):
                 raise PartitaError(f"cannot rebuild the CUDA C of @{name}: its @{name}_reference body is gone")
             bodies.append(_renamed(reference, name))

@@ -36,6 +36,7 @@ from partita.lowering.cutlass import (
 )
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
+from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
 
 COMPILER = "cutlass"
@@ -193,14 +194,8 @@ class CutlassCodegen(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from partita.lowering import nvrtc
         from partita.lowering.cubin import read_int_global
-        from partita.transforms.mark_compiler_functions_as_extern import (
-            MarkCompilerFunctionsAsExtern,
-        )
-        from partita.transforms.outline_compiler_functions import (
-            OutlineCompilerFunctions,
-        )
 
-        OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
+        outline_compiler_partitions(op, COMPILER)
         options = function_options(cutlass_functions(op), self.sm)
         sm = options.sm
         try:
@@ -240,7 +235,7 @@ class CutlassCodegen(ModulePass):
             k += 1
             name = f"cutlass_sm{sm}_{k}"
         op.body.block.add_op(byoc.BinaryOp(name, attributes))
-        MarkCompilerFunctionsAsExtern(compiler=COMPILER).apply(ctx, op)
+        mark_compiler_functions(op, COMPILER)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 from partita.dialects import byoc
+from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
 
 #: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
@@ -104,10 +105,7 @@ class LibraryCodegen(ModulePass):
         return {f.sym_name.data: self.record(f) for f in byoc.compiler_functions(module, self.compiler)}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
-        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
-
-        OutlineCompilerFunctions(compiler=self.compiler).apply(ctx, op)
+        outline_compiler_partitions(op, self.compiler)
         records = self.records(op)
         if not records:
             return
@@ -118,24 +116,4 @@ class LibraryCodegen(ModulePass):
             **self.binary_attributes(op),
         }
         op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, self.compiler), attributes))
-        MarkCompilerFunctionsAsExtern(compiler=self.compiler).apply(ctx, op)
-
-
-@dataclass(frozen=True)
-class LibraryRecordsTarget(Target):
-    """``partita-opt -t library-records``: what each library partition will ask of its
-    library, read back from the ``byoc.binary`` records (cuBLASLt descriptors, cuDNN
-    graphs, TensorRT ONNX sub-models as text)."""
-
-    name = "library-records"
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from partita.runtime.extern import kernel_handles
-        from partita.runtime.libraries import LibraryHandle
-
-        handles = [h for h in kernel_handles(module).values() if isinstance(h, LibraryHandle)]
-        if not handles:
-            output.write("// no library partitions in this module\n")
-        for handle in handles:
-            output.write(f"// @{handle.function} (byoc.binary @{handle.binary}, {handle.library})\n")
-            output.write(handle.describe() + "\n")
+        mark_compiler_functions(op, self.compiler)

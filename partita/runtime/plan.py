@@ -53,6 +53,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from partita.ir.abi import argument_names
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
@@ -68,7 +69,6 @@ from partita.analysis.liveness import (
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
 ALIGNMENT = 256
-REFERENCE_SUFFIX = "_reference"
 
 
 @dataclass(frozen=True)

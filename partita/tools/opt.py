@@ -93,7 +93,7 @@ class PartitaOptMain(xDSLOptMain):
         self.available_targets["cuda-c"] = get_cuda_c
 
         def get_library_records():
-            from partita.lowering.library import LibraryRecordsTarget
+            from partita.runtime.library_records import LibraryRecordsTarget
 
             return LibraryRecordsTarget
 

@@ -60,7 +60,7 @@ from partita.transforms.backend_phases import run_phase
 from partita.transforms.partition_utils import create_partition
 from partita.transforms.partition_eager import PartitionEager
 from partita.dialects import make_context
-from partita.transforms.global_symbol_cache import (
+from partita.analysis.global_symbols import (
     FreshSymbolNames,
     StructuralDedupCache,
 )
