@@ -27,16 +27,15 @@ import json
 import struct
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
 
-from partita.dialects import byoc
-from partita.ir import PartitaError
-
-if TYPE_CHECKING:
-    from partita.driver import Executable
+from partita.dialects import byoc, make_context
+from partita.files import write_atomically
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering.binaries import binary_images
+from partita.report import PartitionRow
 
 FORMAT_VERSION = 1
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
@@ -56,10 +55,22 @@ def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElement
     return DenseIntOrFPElementsAttr(value.type, BytesAttr(bytes(size)))
 
 
-def serialize(exe: Executable) -> bytes:
-    """The bytes of the compiled-model file for ``exe``."""
-    from partita.lowering.binaries import binary_images
+@dataclasses.dataclass
+class CompiledModel:
+    """What the file holds: the driver's ``Executable`` is made from it and saves into it."""
 
+    module: ModuleOp
+    pipeline: str
+    targets: str
+    """The ``CompilationConfig``'s target list, as text."""
+    partitions: list[PartitionRow]
+    entry: str = "main"
+    binaries: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+    """Cubins by ``byoc.binary`` symbol; a binary not here is read from its ``path``."""
+
+
+def serialize(exe: CompiledModel) -> bytes:
+    """The bytes of the compiled-model file for ``exe``."""
     module = exe.module.clone()
     weights: list[bytes] = []
     table: list[list[int]] = []
@@ -88,7 +99,7 @@ def serialize(exe: Executable) -> bytes:
         {
             "entry": exe.entry,
             "pipeline": exe.pipeline,
-            "targets": str(exe.config),
+            "targets": exe.targets,
             "partitions": [dataclasses.asdict(row) for row in exe.partitions],
             "weights": table,
             "parts": entries,
@@ -99,9 +110,7 @@ def serialize(exe: Executable) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def save(exe: Executable, path: str | Path) -> None:
-    from partita.files import write_atomically
-
+def save(exe: CompiledModel, path: str | Path) -> None:
     write_atomically(path, serialize(exe), durable=True)
 
 
@@ -136,14 +145,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
     return header, parts
 
 
-def load(path: str | Path) -> Executable:
-    """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
-    from partita.driver import Executable
-    from partita.dialects import make_context
-    from partita.ir import parse_module, verify_module
-    from partita.report import PartitionRow
-    from partita.target import CompilationConfig
-
+def load(path: str | Path) -> CompiledModel:
+    """The compiled model saved in ``path``; any damage is a ``PartitaError``."""
     try:
         data = Path(path).read_bytes()
     except OSError as err:
@@ -177,15 +180,8 @@ def load(path: str | Path) -> Executable:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")
             binaries[op.sym_name.data] = blob
     rows = [PartitionRow(**{**row, "ops": tuple(row["ops"])}) for row in header.get("partitions", [])]
-    return Executable(
-        module,
-        header.get("pipeline", ""),
-        CompilationConfig(header["targets"]),
-        rows,
-        [],
-        entry=header.get("entry", "main"),
-        binaries=binaries,
-    )
+    return CompiledModel(module, header.get("pipeline", ""), header["targets"], rows,
+                         entry=header.get("entry", "main"), binaries=binaries)
 
 
 def _elements(value: DenseIntOrFPElementsAttr) -> int:
@@ -206,4 +202,4 @@ def is_compiled_model(path: str | Path) -> bool:
         return False
 
 
-__all__ = ["FORMAT_VERSION", "SUFFIX", "is_compiled_model", "load", "save", "serialize"]
+__all__ = ["FORMAT_VERSION", "SUFFIX", "CompiledModel", "is_compiled_model", "load", "save", "serialize"]

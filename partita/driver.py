@@ -19,6 +19,7 @@ from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
+from partita import artifact
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.dialects import make_context
@@ -202,9 +203,8 @@ class Executable:
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
-        from partita import artifact
-
-        artifact.save(self, path)
+        artifact.save(artifact.CompiledModel(self.module, self.pipeline, str(self.config), self.partitions,
+                                             entry=self.entry, binaries=self.binaries), path)
 
     def report(self) -> Report:
         runtime = self.runtime
@@ -227,6 +227,14 @@ class Executable:
         out = StringIO()
         Printer(stream=out).print_op(self.module)
         return out.getvalue()
+
+
+def load(path: str | Path) -> Executable:
+    """The ``Executable`` saved in ``path`` by ``Executable.save`` (no cache, NVRTC or ONNX
+    file needed); any damage is a ``PartitaError``."""
+    model = artifact.load(path)
+    return Executable(model.module, model.pipeline, CompilationConfig(model.targets), model.partitions, [],
+                      entry=model.entry, binaries=model.binaries)
 
 
 def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
@@ -386,4 +394,4 @@ def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     return estimate
 
 
-__all__ = ["Executable", "compile", "load_module", "build_pipeline"]
+__all__ = ["Executable", "build_pipeline", "compile", "load", "load_module"]
