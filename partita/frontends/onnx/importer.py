@@ -33,6 +33,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
@@ -280,9 +281,9 @@ class Importer:
             self.names[id(arg)] = inp.name
             arg_types.append(typ)
             arg_names.append(inp.name)
-        from partita.frontends.onnx.gelu import match_gelu
-
-        match_gelu(self)
+        gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)}, tensor_array)
+        self.gelu.update(gelu)
+        self.absorbed.update(absorbed)
         for index, node in enumerate(self.graph.node):
             self.node = node
             self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
