@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.lowering.cuda.emitter import FusedKernel
 from partita.dialects import nn
-from partita.lowering.records import dataclass_from, to_attr
+from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
 
@@ -143,3 +143,6 @@ RECORDS: dict[str, type[FusedRecord]] = {
     "fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord, "window": WindowRecord,
 }
 """Record class of each kind."""
+
+
+register_record_kind("fused", FusedRecord.from_attr)
