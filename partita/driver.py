@@ -28,6 +28,13 @@ from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.runtime.cuda import parse_arch
+from partita.runtime.plan import Runtime
+from partita.lowering import nvrtc
+from partita.transforms import collage_partition
+from partita.validation import check_compile_arguments, check_entry, check_target_archs
+from partita.collage.cost import RooflineEstimator
+from partita.collage.ir_graph import function_candidate
 
 PARTITIONERS = ("collage", "eager", "none")
 _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
@@ -68,8 +75,6 @@ def _quote(value: str) -> str:
 
 def cutlass_sm(config: CompilationConfig) -> int:
     """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
-    from partita.runtime.cuda import parse_arch
-
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
@@ -172,8 +177,6 @@ class Executable:
         device object): cubins loaded, library plans made, weights uploaded once. ``run``
         loads on first use. ``libraries``: bindings by library name (``cublas``, ``cudnn``,
         ``tensorrt``) instead of the installed ones."""
-        from partita.runtime.plan import Runtime
-
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
@@ -321,10 +324,6 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
     is TVM's rule, see ``CompilationConfig``).
     """
-    from partita.lowering import nvrtc
-    from partita.transforms import collage_partition
-    from partita.validation import check_compile_arguments, check_entry, check_target_archs
-
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
@@ -382,9 +381,6 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
 
 def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     """Roofline cost of a partition function on its target (None where it cannot say)."""
-    from partita.collage.cost import RooflineEstimator
-    from partita.collage.ir_graph import function_candidate
-
     estimator = RooflineEstimator(device)
 
     def estimate(function: FuncOp, target: str) -> float | None:

@@ -35,6 +35,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 
 from partita.ir.constants import splat_attr, storage_dtype
 from partita.ir.diagnostics import PartitaError, format_location
+from partita.ir.verifier import verify_module
 
 
 MAX_NESTING = 64
@@ -199,8 +200,6 @@ def parse_module(
     text: str, ctx: Context, name: str = "<stdin>", *, line_offset: int = 0, verify: bool = True
 ) -> ModuleOp:
     """Parses (and by default verifies) a module; errors are ``PartitaError``s."""
-    from partita.ir.verifier import verify_module
-
     parser = LocatingParser(ctx, text, name, line_offset)
     try:
         module = parse_located(parser)

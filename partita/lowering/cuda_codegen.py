@@ -43,6 +43,7 @@ from partita.lowering.cuda.emitter import (
 from partita.lowering.cuda.records import KINDS, fused_record
 from partita.lowering.functions import mark_extern
 from partita.target import Target as PartitaTarget
+from partita.lowering import nvrtc
 
 __all__ = ["CudaCTarget", "CudaCodegen", "cuda_from_binaries", "fused_functions", "target_arch"]
 
@@ -87,8 +88,6 @@ class CudaCodegen(ModulePass):
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from partita.lowering import nvrtc
-
         if self.arch:  # a typo in the option is an error even when nothing is fused
             try:
                 nvrtc.check_arch(self.arch)

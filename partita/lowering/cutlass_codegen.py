@@ -38,6 +38,9 @@ from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
+from partita.lowering import nvrtc
+from partita.lowering.cubin import read_int_global
+from partita.lowering.cutlass.records import entry_from_record
 
 COMPILER = "cutlass"
 _DTYPES = {"f16": "float16", "f32": "float32"}
@@ -192,9 +195,6 @@ class CutlassCodegen(ModulePass):
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from partita.lowering import nvrtc
-        from partita.lowering.cubin import read_int_global
-
         outline_compiler_partitions(op, COMPILER)
         options = function_options(cutlass_functions(op), self.sm)
         sm = options.sm
@@ -272,8 +272,6 @@ class CutlassCppTarget(Target):
 def cpp_from_binaries(module: ModuleOp) -> str:
     """The C++ each ``byoc.binary`` was compiled from, rebuilt from its kernel records
     (the records keep spec and configuration, so the source comes out the same)."""
-    from partita.lowering.cutlass.records import entry_from_record
-
     units = []
     for op in module.ops:
         if not isinstance(op, byoc.BinaryOp):

@@ -24,6 +24,7 @@ from xdsl.utils.target import Target
 from partita.dialects import byoc
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
+from partita.dialects import nn
 
 #: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
 LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
@@ -57,7 +58,6 @@ def call_site_constants(module: ModuleOp, function: FuncOp) -> dict[int, np.ndar
     from xdsl.dialects.func import CallOp
     from xdsl.ir import OpResult
 
-    from partita.dialects import nn
 
     name = function.sym_name.data
     calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name]

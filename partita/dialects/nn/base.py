@@ -46,6 +46,8 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+from partita.ir.constants import splat_attr
+from partita.ir.constants import dense_values
 
 
 DYN = DYNAMIC_INDEX
@@ -392,8 +394,6 @@ class UnaryOp(NNOp):
 def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
     view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
-    from partita.ir.constants import splat_attr
-
     typ = TensorType(element_type_of(array.dtype), array.shape)
     splat = array.size > 1 and not any(array.strides)
     array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
@@ -406,7 +406,5 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The values of a dense attribute; a splat is a read-only broadcast view (see
     ``partita.ir.constants.dense_values``)."""
-    from partita.ir.constants import dense_values
-
     return dense_values(attr)
 

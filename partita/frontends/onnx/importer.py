@@ -37,6 +37,7 @@ from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
+from partita.runtime.reference.nn import NN_FUNCTIONS
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -381,7 +382,6 @@ class Importer:
         if self._folder is None:
             from xdsl.interpreter import Interpreter
 
-            from partita.runtime.reference.nn import NN_FUNCTIONS
 
             self._folder = Interpreter(ModuleOp([]))
             for cls in NN_FUNCTIONS:

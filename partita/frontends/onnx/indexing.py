@@ -27,6 +27,7 @@ from partita.frontends.onnx.importer import (
     is_symbolic,
     shape_of,
 )
+from partita.frontends.onnx.importer import _sym_slice, settle
 
 INT64_MAX = 2**63 - 1
 
@@ -95,7 +96,6 @@ def _scatter_elements(cx, ins, attrs):
 @converter("Slice", symbolic=True)
 def _slice(cx, ins, attrs):
     if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
-        from partita.frontends.onnx.importer import _sym_slice, settle
 
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
