@@ -17,7 +17,7 @@ from partita.dialects import nn
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering.cuda.records import RECORDS, fused_record
-from partita.lowering.cuda_codegen import program_of
+from partita.lowering.cuda.codegen import program_of
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 

@@ -17,7 +17,7 @@ from xdsl.passes import PassPipeline
 from partita.frontends.onnx import import_onnx
 from partita.dialects import make_context
 from partita.lowering.cuda.records import RECORDS, fused_record
-from partita.lowering.cuda_codegen import program_of
+from partita.lowering.cuda.codegen import program_of
 from partita.runtime.reference import run
 from partita.runtime.reference.nn import NN_FUNCTIONS
 from partita.transforms import get_all_passes

@@ -15,7 +15,7 @@ from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
-from partita.lowering.cuda_codegen import cuda_from_binaries, program_of
+from partita.lowering.cuda.codegen import cuda_from_binaries, program_of
 from partita.runtime.extern import FusedKernelHandle, RowwiseKernelHandle, kernel_handles
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run

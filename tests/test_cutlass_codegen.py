@@ -16,7 +16,7 @@ from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cutlass import choose_config, emit_module
-from partita.lowering.cutlass_codegen import CutlassCodegen, cutlass_functions, partition_kernel
+from partita.lowering.cutlass.codegen import CutlassCodegen, cutlass_functions, partition_kernel
 from partita.lowering.cutlass.records import entry_from_record
 
 # Two compilers, three cutlass partitions (two of them identical kernels), one dynamic.

@@ -18,7 +18,7 @@ from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
 from partita.lowering.cutlass.options import CutlassOptions
-from partita.lowering.cutlass_codegen import CutlassCodegen
+from partita.lowering.cutlass.codegen import CutlassCodegen
 from partita.target import Target
 
 

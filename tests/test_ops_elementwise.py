@@ -448,7 +448,7 @@ def _host_module() -> str:
 def test_kernels_built_for_the_host_match_the_references(tmp_path) -> None:
     from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 
-    from partita.lowering.cuda_codegen import program_of
+    from partita.lowering.cuda.codegen import program_of
     from partita.runtime.extern import kernel_handles
     from partita.runtime.reference import run
     from partita.transforms import get_all_passes

@@ -18,7 +18,7 @@ import partita
 from partita.dialects import nn
 from partita.dialects import make_context
 from partita.ir import PartitaError
-from partita.lowering.cuda_codegen import program_of
+from partita.lowering.cuda.codegen import program_of
 from partita.runtime.extern import kernel_handles
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes

@@ -25,7 +25,7 @@ from partita.ir.diagnostics import PartitaError
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_symbols
 from partita.lowering.cuda.records import RECORDS, RowwiseRecord, fused_record
-from partita.lowering.cuda_codegen import program_of
+from partita.lowering.cuda.codegen import program_of
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 

@@ -79,14 +79,14 @@ class PartitaOptMain(xDSLOptMain):
         super().register_all_targets()
 
         def get_cutlass_cpp():
-            from partita.lowering.cutlass_codegen import CutlassCppTarget
+            from partita.lowering.cutlass.codegen import CutlassCppTarget
 
             return CutlassCppTarget
 
         self.available_targets["cutlass-cpp"] = get_cutlass_cpp
 
         def get_cuda_c():
-            from partita.lowering.cuda_codegen import CudaCTarget
+            from partita.lowering.cuda.codegen import CudaCTarget
 
             return CudaCTarget
 

@@ -163,8 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     import partita
-    from partita.lowering.cuda_codegen import cuda_from_binaries
-    from partita.lowering.cutlass_codegen import cpp_from_binaries
+    from partita.lowering.cuda.codegen import cuda_from_binaries
+    from partita.lowering.cutlass.codegen import cpp_from_binaries
 
     from partita.artifact import is_compiled_model
 

@@ -53,8 +53,8 @@ from partita.collage.search import Candidate
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError
 from partita.dialects import make_context
-from partita.lowering.cutlass_codegen import CutlassCodegen, partition_kernel
-from partita.lowering.cuda_codegen import CudaCodegen, fused_functions
+from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
+from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
 from partita.transforms.fuse_native_kernels import FuseNativeKernels
 from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
 from partita.runtime.extern import kernel_handles
