@@ -130,7 +130,7 @@ def test_unused_argument_is_a_located_error() -> None:
 
 
 def test_nvrtc_failure_names_the_partition(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from partita.lowering import cutlass_codegen
+    from partita.lowering.cutlass import codegen as cutlass_codegen
 
     real = cutlass_codegen.emit_module
 

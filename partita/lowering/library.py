@@ -33,11 +33,6 @@ LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
     "tensorrt": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
 }
 
-#: Element type name -> NumPy dtype name, for the types libraries take.
-DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-          "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}
-
-
 def element_type(value: SSAValue) -> str:
     assert isinstance(value.type, TensorType)
     return str(value.type.element_type)

@@ -80,6 +80,8 @@ MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool
 _TO_DTYPE = {t: d for t, d in _DTYPES}
 _TO_TYPE = {d: t for t, d in _DTYPES}
 ELEMENT_TYPES = tuple(t for t, _ in _DTYPES)
+NUMPY_DTYPES: dict[str, np.dtype] = {str(t): d for t, d in _DTYPES}
+"""The same table by element type name (``"f16"``, ``"ui8"``): the project's one dtype table."""
 FLOATS = ELEMENT_TYPES[:4]
 """f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
 INTEGERS = ELEMENT_TYPES[5:]

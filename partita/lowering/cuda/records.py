@@ -39,7 +39,7 @@ KINDS = ("fused", "rowwise", "gemm", "window")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
-NUMPY_DTYPES = {str(t): str(nn.numpy_dtype(t)) for t in nn.ELEMENT_TYPES}
+NUMPY_DTYPES = {name: dtype.name for name, dtype in nn.NUMPY_DTYPES.items()}
 """NumPy dtype name of each element type, by its MLIR spelling (``i1`` is ``bool``)."""
 
 

@@ -43,7 +43,6 @@ from partita.lowering.cubin import read_int_global
 from partita.lowering.cutlass.records import entry_from_record
 
 COMPILER = "cutlass"
-_DTYPES = {"f16": "float16", "f32": "float32"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +70,9 @@ def _static(dim: int) -> int | None:
 def _dtype(op: Operation) -> str:
     element = op.results[0].type.element_type  # type: ignore[attr-defined]
     name = str(element)
-    if name not in _DTYPES:
+    if name not in ("f16", "f32"):
         raise op_error(op, f"CUTLASS kernels take f16 or f32, not {name}")
-    return _DTYPES[name]
+    return nn.NUMPY_DTYPES[name].name
 
 
 def _argument_roles(function: FuncOp, roles: dict[SSAValue, str]) -> tuple[str, ...]:

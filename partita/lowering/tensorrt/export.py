@@ -24,7 +24,6 @@ from xdsl.ir import Operation, SSAValue
 from partita.backends.tensorrt import unsupported_reason
 from partita.dialects import nn
 from partita.ir import op_error
-from partita.lowering.library import DTYPES
 
 OPSET = 20
 
@@ -69,12 +68,7 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _np_dtype(value: SSAValue) -> np.dtype:
     assert isinstance(value.type, TensorType)
-    name = DTYPES[str(value.type.element_type)]
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return nn.numpy_dtype(value.type.element_type)
 
 
 def _nchw(g: _Graph, x: str, layout: str) -> str:

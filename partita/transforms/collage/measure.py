@@ -70,8 +70,6 @@ FUNCTION = "collage_measure"
 """Name of the candidate function (fixed, so equal candidates give equal C++ and hit the
 cubin cache across runs)."""
 
-_NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
-                 "i32": "int32", "i64": "int64", "i1": "bool"}
 
 
 def candidate_module(ops: Sequence[Operation], name: str = FUNCTION) -> ModuleOp:
@@ -269,13 +267,9 @@ class CandidateTimer:
     def _dtype(typ: Any) -> np.dtype:
         assert isinstance(typ, TensorType)
         name = str(typ.element_type)
-        if name == "bf16":
-            import ml_dtypes
-
-            return np.dtype(ml_dtypes.bfloat16)
-        if name not in _NUMPY_DTYPES:
+        if name not in nn.NUMPY_DTYPES:
             raise PartitaError(f"cost=measure: cannot make inputs of element type {name}")
-        return np.dtype(_NUMPY_DTYPES[name])
+        return nn.NUMPY_DTYPES[name]
 
     def _array(self, typ: Any, rng: np.random.Generator) -> np.ndarray:
         shape, dtype = self._shape(typ), self._dtype(typ)
