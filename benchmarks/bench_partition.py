@@ -15,8 +15,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType, f16
 from xdsl.ir import Block, Region
 
-from partita.dialects import nn
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 
 TOKENS, HIDDEN, FFN = 128, 768, 3072
 TARGETS = "cuda,cutlass,cublas,cudnn,llvm"

@@ -20,21 +20,19 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita import artifact
-from partita.dialects import byoc
-from partita.dialects.nn import BatchNormOp, Conv2DOp
-from partita.dialects import make_context
-from partita.ir import PartitaError, parse_module, verify_module
-from partita.lowering.library import LIBRARY_CODEGENS
-from partita.report import PartitionRow, Report
-from partita.target import CompilationConfig, Target, TargetError
-from partita.transforms import get_all_passes
-from partita.runtime.cuda import parse_arch
-from partita.runtime.plan import Runtime
-from partita.lowering import nvrtc
-from partita.transforms import collage_partition
-from partita.validation import check_compile_arguments, check_entry, check_target_archs
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
+from partita.dialects import byoc, make_context
+from partita.dialects.nn import BatchNormOp, Conv2DOp
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering import nvrtc
+from partita.lowering.library import LIBRARY_CODEGENS
+from partita.report import PartitionRow, Report
+from partita.runtime.cuda import parse_arch
+from partita.runtime.plan import Runtime
+from partita.target import CompilationConfig, Target, TargetError
+from partita.transforms import collage_partition, get_all_passes
+from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
 _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",

@@ -10,10 +10,10 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from partita.ir import PartitaError
 from partita.collage.cost import load_devices
-from partita.target import CompilationConfig, Target
+from partita.ir import PartitaError
 from partita.lowering.nvrtc import check_arch
+from partita.target import CompilationConfig, Target
 
 COSTS = ("roofline", "measure")
 LAYOUTS = ("auto", "NCHW", "NHWC")

@@ -9,19 +9,17 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+from cuda_host import HostKernels  # tests/cuda_host.py
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
-from partita.dialects import nn
 from partita.dialects import make_context
 from partita.ir import parse_module
-from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels  # tests/cuda_host.py
 
 TOLERANCE = {"f32": 2e-5, "f64": 1e-12, "f16": 4e-3, "bf16": 3e-2}
 

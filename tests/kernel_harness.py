@@ -9,20 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from cuda_host import HostKernels  # tests/cuda_host.py
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.interpreter import Interpreter
 from xdsl.passes import PassPipeline
 
-from partita.frontends.onnx import import_onnx
 from partita.dialects import make_context
-from partita.lowering.cuda.records import RECORDS, fused_record
+from partita.frontends.onnx import import_onnx
 from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.runtime.reference import run
 from partita.runtime.reference.nn import NN_FUNCTIONS
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels  # tests/cuda_host.py
 
 
 def _interpreter() -> Interpreter:

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-
 class DeviceMemory:
     """The allocations of a recording driver or fake device (``owner.memory``: base
     address -> bytes), looked up by any address inside them."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 from xdsl.dialects.builtin import TensorType
 
 import partita
@@ -18,8 +19,6 @@ from partita.runtime.cuda import CudaDevice
 from partita.runtime.plan import Runtime
 from partita.tools import compile as compile_tool
 from partita.tools import run as run_tool
-
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 

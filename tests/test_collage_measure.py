@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
 from xdsl.dialects.func import FuncOp
 
 from partita.collage.cost import CostCache, RooflineEstimator
-from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.collage.graph import DataflowGraph
-from partita.transforms.collage.partitioner import function_candidates
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.runtime.cuda import cuda_available
 from partita.transforms import collage_partition as cp
-
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
+from partita.transforms.collage.partitioner import function_candidates
 
 DENSE = """
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16>) -> tensor<?x128xf16> {

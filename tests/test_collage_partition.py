@@ -21,12 +21,11 @@ from partita.collage import (
     RooflineEstimator,
     brute_force_search,
 )
-from partita.transforms.collage.partitioner import CollageReport, collage_partition, function_candidates
-from partita.dialects import nn
+from partita.dialects import make_context, nn
 from partita.dialects.byoc import COMPILER, COMPOSITE, PRIMITIVE
-from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
+from partita.transforms.collage.partitioner import CollageReport, collage_partition, function_candidates
 from partita.transforms.collage_partition import CollagePartition
 
 ALL = "cuda,cutlass,cublas,cudnn,llvm"
@@ -66,12 +65,12 @@ def random_module(draw_ops: list[tuple[str, int, int]], dtype=f16, n: int = 8) -
         else:
             used.add(a_i)
             op = {
-                "relu": lambda: nn.ReluOp(a),
-                "tanh": lambda: nn.TanhOp(a),
-                "gelu": lambda: nn.GeluOp(a),
-                "softmax": lambda: nn.SoftmaxOp(a, axis=-1),
-                "dense": lambda: nn.DenseOp(a, w),
-                "bias_add": lambda: nn.BiasAddOp(a, b),
+                "relu": lambda: nn.ReluOp(a),  # noqa: B023 (called at once)
+                "tanh": lambda: nn.TanhOp(a),  # noqa: B023 (called at once)
+                "gelu": lambda: nn.GeluOp(a),  # noqa: B023 (called at once)
+                "softmax": lambda: nn.SoftmaxOp(a, axis=-1),  # noqa: B023 (called at once)
+                "dense": lambda: nn.DenseOp(a, w),  # noqa: B023 (called at once)
+                "bias_add": lambda: nn.BiasAddOp(a, b),  # noqa: B023 (called at once)
             }[kind]()
         block.add_op(op)
         values.append(op.results[0])

@@ -14,7 +14,6 @@ from partita.collage import (
 )
 from partita.collage.cost import host_copy_time
 from partita.collage.ir_graph import graph_from_block
-from partita.transforms.collage.partitioner import collage_partition, function_candidates
 from partita.collage.rules import (
     HOST_LABEL,
     AllSimple,
@@ -37,9 +36,9 @@ from partita.collage.rules import (
     pattern_rule,
     tvm_fusion_rule,
 )
-from partita.dialects import nn
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 from partita.ir import parse_module
+from partita.transforms.collage.partitioner import collage_partition, function_candidates
 
 T = TensorInfo((16, 16), "f32")
 ROW = TensorInfo((16,), "f32")

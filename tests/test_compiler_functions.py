@@ -11,16 +11,16 @@ from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from partita.dialects.byoc import CallExternOp, PartitionOp
-from partita.dialects import make_context
-from partita.ir import PartitaError, parse_module, verify_module
-from partita.ir.structural import structural_hash, structurally_equal
-from partita.runtime.reference import run
 from partita.analysis.global_symbols import (
     ExistingGlobalSymbolCache,
     FreshSymbolNames,
     StructuralDedupCache,
 )
+from partita.dialects import make_context
+from partita.dialects.byoc import CallExternOp, PartitionOp
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.ir.structural import structural_hash, structurally_equal
+from partita.runtime.reference import run
 from partita.transforms.inline_compiler_functions import InlineCompilerFunctions
 from partita.transforms.lower_extern_calls import LowerExternCalls
 from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern

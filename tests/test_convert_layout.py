@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partita.dialects import nn
+from partita.dialects import make_context, nn
 from partita.frontends.onnx import import_onnx
-from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms.convert_layout import ConvertLayout

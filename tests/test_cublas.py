@@ -3,8 +3,11 @@ checked through a recording cuBLASLt that computes from them, and (GPU) the real
 
 from __future__ import annotations
 
+import ml_dtypes  # noqa: E402
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver
+from recording_libs import RecordingCublasLt
 
 import partita
 from partita.dialects import make_context
@@ -14,11 +17,6 @@ from partita.runtime.extern import kernel_handles
 from partita.runtime.libraries.cublas import CublasLtHandle
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
-
-from recording_driver import RecordingDriver
-from recording_libs import RecordingCublasLt
-
-import ml_dtypes  # noqa: E402
 
 DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
 TYPES = {"f16": "CUDA_R_16F", "bf16": "CUDA_R_16BF", "f32": "CUDA_R_32F"}

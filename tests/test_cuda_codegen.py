@@ -9,6 +9,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from recording_driver import recorded_run  # tests/recording_driver.py
 from xdsl.passes import PassPipeline
 
 from partita.dialects import make_context
@@ -20,10 +23,6 @@ from partita.runtime.extern import FusedKernelHandle, RowwiseKernelHandle, kerne
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
-from recording_driver import recorded_run  # tests/recording_driver.py
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 

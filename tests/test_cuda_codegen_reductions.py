@@ -11,6 +11,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
+from recording_driver import recorded_run  # tests/recording_driver.py
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import PassPipeline
 
@@ -19,13 +21,16 @@ from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cuda.codegen import program_of
-from partita.runtime.extern import FusedKernelHandle, GemmKernelHandle, RowwiseKernelHandle, WindowKernelHandle, kernel_handles
+from partita.runtime.extern import (
+    FusedKernelHandle,
+    GemmKernelHandle,
+    RowwiseKernelHandle,
+    WindowKernelHandle,
+    kernel_handles,
+)
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from recording_driver import recorded_run  # tests/recording_driver.py
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 

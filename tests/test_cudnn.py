@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver
+from recording_libs import RecordingCudnn
 
 import partita
 from partita.backends import match_patterns
@@ -16,9 +18,6 @@ from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
-
-from recording_driver import RecordingDriver
-from recording_libs import RecordingCudnn
 
 DT = {"f16": np.float16, "f32": np.float32}
 

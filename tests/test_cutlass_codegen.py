@@ -10,8 +10,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
-from partita.dialects import byoc
-from partita.dialects import make_context
+from partita.dialects import byoc, make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols

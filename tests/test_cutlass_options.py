@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partita.dialects import byoc
-from partita.dialects import make_context
+from partita.dialects import byoc, make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
-from partita.lowering.cutlass.options import CutlassOptions
 from partita.lowering.cutlass.codegen import CutlassCodegen
+from partita.lowering.cutlass.options import CutlassOptions
 from partita.target import Target
 
 

@@ -7,9 +7,9 @@ import pytest
 from xdsl.dialects.func import FuncOp
 
 from partita.backends import register_backend, unregister_backend
+from partita.dialects import make_context
 from partita.dialects.byoc import COMPILER, COMPOSITE, GLOBAL_SYMBOL, PartitionOp
 from partita.dialects.nn import numpy_dtype
-from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.runtime.reference import run
 from partita.tools.opt import main as opt_main

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import partita
+from partita.dialects import make_context
 from partita.dialects.nn import numpy_dtype
 from partita.driver import load_module
-from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.runtime.cuda import CudaDevice, cuda_status
 from partita.runtime.plan import Runtime

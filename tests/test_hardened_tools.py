@@ -13,9 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from partita.tools import boundary
+from partita.tools import boundary, import_model, opt, run
 from partita.tools import compile as compile_tool
-from partita.tools import import_model, opt, run
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 MLP = """func.func @main(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x32xf32> {

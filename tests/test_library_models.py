@@ -45,11 +45,11 @@ def test_bundled_model_with_every_library(model: str, partitioner: str, tmp_path
 def test_library_calls_are_steps_of_the_captured_plan(model: str, tmp_path: Path) -> None:
     """On a (recording) CUDA device every library call of a bundled model is enqueued on the
     runtime's stream between the kernels, and captured with them into one CUDA graph."""
-    from partita.runtime.cuda import CudaDevice
-    from partita.runtime.plan import Runtime
-
     from recording_driver import RecordingDriver
     from recording_libs import RecordingCublasLt, RecordingCudnn, RecordingTensorRT
+
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
 
     path = EXAMPLES / model
     exe = partita.compile(path, TARGETS, partitioner="collage", cache_dir=tmp_path)

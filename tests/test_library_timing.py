@@ -4,14 +4,13 @@ then only the library call is timed (stand-in libraries and a fake device's time
 from __future__ import annotations
 
 import pytest
-from xdsl.dialects.func import FuncOp
-
-from partita.transforms.collage.measure import CandidateTimer
-from partita.dialects import make_context
-from partita.ir import parse_module
-
 from fake_cuda import FakeDevice
 from recording_libs import RecordingCublasLt, RecordingCudnn
+from xdsl.dialects.func import FuncOp
+
+from partita.dialects import make_context
+from partita.ir import parse_module
+from partita.transforms.collage.measure import CandidateTimer
 
 GEMM = """
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16>) -> tensor<?x128xf16> {

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import model_zoo  # tests/model_zoo.py
 import numpy as np
 import onnx
 import pytest
 
-import model_zoo  # tests/model_zoo.py
 import partita
 
 ort = pytest.importorskip("onnxruntime")

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from xdsl.dialects.builtin import ModuleOp, TensorType
@@ -20,15 +21,12 @@ from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
 import partita
-from partita.dialects import nn
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 from partita.ir import PartitaError
 from partita.lowering.cuda.codegen import program_of
 from partita.runtime.extern import kernel_handles
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64,
       "i8": np.int8, "ui8": np.uint8}

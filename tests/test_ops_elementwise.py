@@ -17,9 +17,8 @@ from onnx.reference import ReferenceEvaluator
 from xdsl.passes import PassPipeline
 
 import partita
-from partita.dialects import nn
+from partita.dialects import make_context, nn
 from partita.frontends.onnx import import_onnx
-from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 
 BF16 = ml_dtypes.bfloat16

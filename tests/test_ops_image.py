@@ -9,22 +9,20 @@ import warnings
 import numpy as np
 import onnx
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
 from onnx import TensorProto, helper, numpy_helper
+from test_ops_conv import DYN, NP, TOL, _function, _inputs
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
 import partita
-from partita.dialects import nn
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 from partita.ir import PartitaError
 from partita.lowering.cuda.codegen import program_of
 from partita.runtime.extern import kernel_handles
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from test_ops_conv import DYN, NP, TOL, _function, _inputs
 
 
 def _resize(**kw):

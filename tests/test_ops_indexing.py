@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from cuda_host import have_gxx  # tests/cuda_host.py
+from kernel_harness import run_host_kernels  # tests/kernel_harness.py
 from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper
@@ -16,9 +18,6 @@ from onnx import numpy_helper
 from partita.frontends.onnx import import_onnx
 from partita.ir import PartitaError
 from partita.runtime.reference import run
-
-from cuda_host import have_gxx  # tests/cuda_host.py
-from kernel_harness import run_host_kernels  # tests/kernel_harness.py
 
 pytestmark = pytest.mark.skipif(not have_gxx(), reason="needs g++ to build kernels for the host")
 

@@ -10,15 +10,14 @@ import numpy as np
 import onnx
 import onnx.reference
 import pytest
+from cuda_host import have_gxx  # tests/cuda_host.py
+from kernel_check import check_kernels, fuse, host_ops  # tests/kernel_check.py
 from onnx import TensorProto, helper, numpy_helper
+from test_ops_reduction import check_against_onnx, model, rand_like
 
 import partita
 from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
-
-from cuda_host import have_gxx  # tests/cuda_host.py
-from kernel_check import check_kernels, fuse, host_ops  # tests/kernel_check.py
-from test_ops_reduction import check_against_onnx, model, rand_like
 
 ONNX_OPS = ("MatMul", "Gemm", "MatMulInteger", "Einsum")
 """The ONNX op types this file converts."""

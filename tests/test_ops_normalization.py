@@ -9,8 +9,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from cuda_host import have_gxx  # tests/cuda_host.py
+from kernel_check import check_kernels, fuse, host_ops  # tests/kernel_check.py
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from test_ops_reduction import _tensor, _value, check_against_onnx, model
 from xdsl.utils.exceptions import VerifyException
 
 import partita
@@ -18,10 +21,6 @@ from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
 from partita.runtime.reference import run
-
-from cuda_host import have_gxx  # tests/cuda_host.py
-from kernel_check import check_kernels, fuse, host_ops  # tests/kernel_check.py
-from test_ops_reduction import _tensor, _value, check_against_onnx, model
 
 ONNX_OPS = ("Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "RMSNormalization",
             "GroupNormalization", "InstanceNormalization", "LpNormalization",

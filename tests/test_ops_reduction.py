@@ -10,6 +10,16 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
+from kernel_check import (  # tests/kernel_check.py
+    TOLERANCE,
+    check_kernels,
+    fuse,
+    fused_functions,
+    host_ops,
+    random_input,
+)
+from kernel_harness import run_host_kernels  # tests/kernel_harness.py
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from xdsl.dialects import test as xdsl_test
@@ -18,20 +28,15 @@ from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
 import partita
-from partita.dialects import nn
+from partita.dialects import make_context, nn
 from partita.frontends.onnx import import_onnx
-from partita.dialects import make_context
 from partita.ir.diagnostics import PartitaError
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_symbols
-from partita.lowering.cuda.records import RECORDS, RowwiseRecord, fused_record
 from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.records import RECORDS, RowwiseRecord, fused_record
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
-
-from cuda_host import HostKernels, have_gxx  # tests/cuda_host.py
-from kernel_check import TOLERANCE, check_kernels, fuse, fused_functions, host_ops, random_input  # tests/kernel_check.py
-from kernel_harness import run_host_kernels  # tests/kernel_harness.py
 
 ONNX_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
             "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_host import have_gxx  # tests/cuda_host.py
 from onnx import helper as h
+from test_ops_indexing import check, data, make  # tests/test_ops_indexing.py
 
 from partita.frontends.onnx import import_onnx
 from partita.ir import PartitaError
 from partita.runtime.reference import run
-
-from cuda_host import have_gxx  # tests/cuda_host.py
-from test_ops_indexing import check, data, make  # tests/test_ops_indexing.py
 
 pytestmark = pytest.mark.skipif(not have_gxx(), reason="needs g++ to build kernels for the host")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from partita.driver import call_counts
 from partita.dialects import make_context
+from partita.driver import call_counts
 from partita.ir import parse_module
 from partita.report import PartitionRow, Report
 

@@ -12,8 +12,8 @@ import pytest
 from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 import partita
-from partita.driver import load_module
 from partita.dialects import make_context
+from partita.driver import load_module
 from partita.ir import PartitaError, parse_module
 from partita.runtime.cuda import (
     CudaDevice,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from xdsl.passes import PassPipeline
 
-from partita.frontends.onnx import import_onnx
 from partita.dialects import make_context
+from partita.frontends.onnx import import_onnx
 from partita.ir import parse_module, verify_module
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes

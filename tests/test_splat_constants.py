@@ -15,8 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import partita
-from partita.dialects import nn
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 from partita.ir import PartitaError, parse_module
 from partita.ir.constants import constant_values, is_splat, materialize_limit
 from partita.ir.parsing import LocatingParser

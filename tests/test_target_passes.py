@@ -9,8 +9,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 from xdsl.utils.arg_spec import parse_pipeline
 
-from partita.dialects.byoc import TARGET, TargetAttr
 from partita.dialects import make_context
+from partita.dialects.byoc import TARGET, TargetAttr
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.runtime.reference import run
 from partita.target import Target

@@ -10,19 +10,18 @@ import sys
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver
+from recording_libs import RecordingTensorRT
 
 import partita
+from partita.backends.tensorrt import TENSORRT_OPS
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
-from partita.backends.tensorrt import TENSORRT_OPS
 from partita.lowering.tensorrt.export import CONVERTERS, export_function
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.extern import kernel_handles
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
-
-from recording_driver import RecordingDriver
-from recording_libs import RecordingTensorRT
 
 
 def _recorded_runtime(exe, graphs: bool = False) -> tuple[Runtime, RecordingTensorRT]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
-from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
 from partita.backends.pattern import (
     Match,
     Pattern,
@@ -21,6 +20,7 @@ from partita.backends.pattern import (
     shape_of,
     wildcard,
 )
+from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
 
 GEMM_DTYPES = ("f16", "f32")
 """Element types CUTLASS (and our cuBLAS/cuDNN wrappers) accept."""

@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
 )
 from xdsl.ir import Attribute, Operation
+
 from partita.ir.diagnostics import op_error
 
 MATERIALIZE_LIMIT_BYTES = 256 << 20

@@ -30,13 +30,12 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
-from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from partita.ir.constants import splat_attr, storage_dtype
 from partita.ir.diagnostics import PartitaError, format_location
 from partita.ir.verifier import verify_module
-
 
 MAX_NESTING = 64
 """Regions nested deeper than this are rejected while parsing: real models nest a few

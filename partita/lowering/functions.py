@@ -18,7 +18,15 @@ from xdsl.ir import Operation, Region
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.analysis.global_symbols import ExistingGlobalSymbolCache, GlobalSymbolCache, symbol_name
-from partita.dialects.byoc import EXTERN, GLOBAL_SYMBOL, REFERENCE_IMPL, PartitionOp, YieldOp, is_partition_function, reference_name
+from partita.dialects.byoc import (
+    EXTERN,
+    GLOBAL_SYMBOL,
+    REFERENCE_IMPL,
+    PartitionOp,
+    YieldOp,
+    is_partition_function,
+    reference_name,
+)
 from partita.ir import format_location, op_error
 from partita.ir.structural import blocks_equal
 

@@ -11,7 +11,7 @@ once per shape signature and calls the library on the plan's stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
@@ -19,12 +19,10 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorTy
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.target import Target
 
-from partita.dialects import byoc
+from partita.dialects import byoc, nn
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
-from partita.dialects import nn
 
 #: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
 LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -50,14 +50,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from partita.ir.abi import argument_names
-from partita.lowering.binaries import BinaryImage, binary_images
-from partita.dialects import byoc, nn
-from partita.dialects.byoc import REFERENCE_SUFFIX
-from partita.ir import PartitaError, op_error
-from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
-from partita.runtime.libraries import library_binding
-from partita.analysis.shape_functions import ShapeBuilder, result_dims
 from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
@@ -65,6 +57,14 @@ from partita.analysis.liveness import (
     buffer_of,
     live_ranges,
 )
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
+from partita.ir import PartitaError, op_error
+from partita.ir.abi import argument_names
+from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.runtime.libraries import library_binding
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 

@@ -16,8 +16,8 @@ import io
 import sys
 import time
 import zipfile
-from math import prod
 from collections.abc import Sequence
+from math import prod
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +86,6 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     from xdsl.dialects.builtin import TensorType
 
     from partita.dialects.nn import numpy_dtype
-
     from partita.ir.abi import argument_names
 
     function = exe.entry_function()
@@ -163,10 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     import partita
+    from partita.artifact import is_compiled_model
     from partita.lowering.cuda.codegen import cuda_from_binaries
     from partita.lowering.cutlass.codegen import cpp_from_binaries
-
-    from partita.artifact import is_compiled_model
 
     if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
         exe = partita.load(args.model)

@@ -48,10 +48,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
 from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
 from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
+from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
 

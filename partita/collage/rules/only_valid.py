@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 from partita.collage.graph import DataflowGraph
 from partita.collage.rules.base import PartitionRule, RuleContext
-from partita.collage.search import Candidate
 from partita.collage.rules.combine import Combine
+from partita.collage.search import Candidate
 
 __all__ = ["OnlyValid", "SubGraphConfig"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from partita.dialects.nn import (
+    base,
     conv,
     elementwise,
     image,
@@ -29,12 +30,12 @@ from partita.dialects.nn import (
 from partita.dialects.nn.base import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
+from partita.dialects.nn.image import *  # noqa: F403
+from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
-from partita.dialects.nn.transform import *  # noqa: F403
-from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
-from partita.dialects.nn.image import *  # noqa: F403
+from partita.dialects.nn.transform import *  # noqa: F403
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
 """The operator families, in the order the dialect lists their ops."""

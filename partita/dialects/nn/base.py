@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    I64,
     BFloat16Type,
     BoolAttr,
     BytesAttr,
@@ -25,7 +26,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     IntegerType,
     Signedness,
@@ -33,22 +33,17 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
-    irdl_op_definition,
     operand_def,
     prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
-from partita.ir.constants import splat_attr
-from partita.ir.constants import dense_values
 
+from partita.ir.constants import dense_values, splat_attr
 
 DYN = DYNAMIC_INDEX
 Shape = tuple[int, ...]

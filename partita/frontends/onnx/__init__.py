@@ -32,8 +32,7 @@ from partita.frontends.onnx import (  # noqa: F401
     transform,
 )
 from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
-from partita.ir import PartitaError
-from partita.ir import verify_module
+from partita.ir import PartitaError, verify_module
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
 

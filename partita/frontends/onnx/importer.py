@@ -316,7 +316,7 @@ class Importer:
             self.values[node.output[0]] = self.emit(nn.GeluOp(x))
             return
         ins = [self.values.get(n) if n else None for n in node.input]
-        for n, v in zip(node.input, ins):
+        for n in node.input:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}

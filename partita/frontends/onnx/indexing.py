@@ -19,15 +19,16 @@ from partita.frontends.onnx.importer import (
     Importer,
     SymDim,
     Value,
+    _sym_slice,
     const_ints,
     const_scalar,
     converter,
     fail,
     is_const,
     is_symbolic,
+    settle,
     shape_of,
 )
-from partita.frontends.onnx.importer import _sym_slice, settle
 
 INT64_MAX = 2**63 - 1
 

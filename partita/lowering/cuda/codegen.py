@@ -35,6 +35,7 @@ from xdsl.utils.target import Target
 
 from partita.dialects import byoc
 from partita.ir import PartitaError, symbol_name
+from partita.lowering import nvrtc
 from partita.lowering.cuda.emitter import (
     CudaProgram,
     emit_program,
@@ -43,7 +44,6 @@ from partita.lowering.cuda.emitter import (
 from partita.lowering.cuda.records import KINDS, fused_record
 from partita.lowering.functions import mark_extern
 from partita.target import Target as PartitaTarget
-from partita.lowering import nvrtc
 
 __all__ = ["CudaCTarget", "CudaCodegen", "cuda_from_binaries", "fused_functions", "target_arch"]
 

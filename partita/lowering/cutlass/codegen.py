@@ -27,6 +27,8 @@ from xdsl.utils.target import Target
 
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
+from partita.lowering import nvrtc
+from partita.lowering.cubin import read_int_global
 from partita.lowering.cutlass import (
     CudaSource,
     KernelSpec,
@@ -35,12 +37,9 @@ from partita.lowering.cutlass import (
     emit_module,
 )
 from partita.lowering.cutlass.options import CutlassOptions, function_options
-from partita.lowering.cutlass.records import entry_record
+from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
-from partita.lowering import nvrtc
-from partita.lowering.cubin import read_int_global
-from partita.lowering.cutlass.records import entry_from_record
 
 COMPILER = "cutlass"
 

@@ -94,19 +94,19 @@ class KernelSpec:
     # -- constructors ------------------------------------------------------
     @classmethod
     def dense(cls, M: int | None, N: int, K: int, dtype: str = "float16",
-              epilogue: str = "none") -> "KernelSpec":
+              epilogue: str = "none") -> KernelSpec:
         return cls(op="dense", dtype=dtype, epilogue=epilogue, M=M, N=N, K=K)
 
     @classmethod
     def batch_matmul(cls, batch: int | None, M: int | None, N: int, K: int,
-                     dtype: str = "float16", epilogue: str = "none") -> "KernelSpec":
+                     dtype: str = "float16", epilogue: str = "none") -> KernelSpec:
         return cls(op="batch_matmul", dtype=dtype, epilogue=epilogue, batch=batch,
                    M=M, N=N, K=K)
 
     @classmethod
     def conv2d(cls, input_shape, filter_shape, strides=(1, 1), padding=(0, 0),
                dilation=(1, 1), dtype: str = "float16",
-               epilogue: str = "none") -> "KernelSpec":
+               epilogue: str = "none") -> KernelSpec:
         pad = tuple(int(p) for p in ((padding,) if isinstance(padding, int) else padding))
         if len(pad) == 1:
             pad = pad * 4

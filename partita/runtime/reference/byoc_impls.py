@@ -34,7 +34,6 @@ from partita.ir import op_error
 from partita.runtime.reference import extra_impls
 
 
-
 @extra_impls
 @register_impls
 class ByocFunctions(InterpreterFunctions):

@@ -27,8 +27,8 @@ from xdsl.dialects.func import FuncOp
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.library import LIBRARY_CODEGENS
-from partita.runtime.libraries import LibraryHandle, LibraryLaunch, library_binding
 from partita.runtime.extern import kernel_handles
+from partita.runtime.libraries import LibraryHandle, LibraryLaunch, library_binding
 
 
 def lower_library_candidate(ctx: Context, module: ModuleOp, function: FuncOp, target: str) -> str | None:

@@ -50,14 +50,13 @@ from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from partita.collage.cost import CostEstimator, MeasuringEstimator
 from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
-from partita.dialects import byoc, nn
+from partita.dialects import byoc, make_context, nn
 from partita.ir import PartitaError
-from partita.dialects import make_context
-from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
 from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
-from partita.transforms.fuse_native_kernels import FuseNativeKernels
-from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
+from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
 from partita.runtime.extern import kernel_handles
+from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
+from partita.transforms.fuse_native_kernels import FuseNativeKernels
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
 

@@ -39,6 +39,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, Block, Operation
 
+from partita.analysis.global_symbols import (
+    FreshSymbolNames,
+    StructuralDedupCache,
+)
 from partita.backends import resolve_backends
 from partita.collage.coalesce import max_coalesce
 from partita.collage.cost import CostEstimator, device_spec, host_copy_time
@@ -53,18 +57,14 @@ from partita.collage.rules import (
     native_rule,
 )
 from partita.collage.search import Candidate, PartitionError, Plan, search
+from partita.dialects import make_context
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
 from partita.target import CompilationConfig, TargetError, as_target, split_target_list
 from partita.transforms.backend_phases import run_phase
-from partita.transforms.partition_utils import create_partition
-from partita.transforms.partition_eager import PartitionEager
-from partita.dialects import make_context
-from partita.analysis.global_symbols import (
-    FreshSymbolNames,
-    StructuralDedupCache,
-)
 from partita.transforms.outline_compiler_functions import outline_partitions
+from partita.transforms.partition_eager import PartitionEager
+from partita.transforms.partition_utils import create_partition
 
 __all__ = [
     "CollageReport",

@@ -1,5 +1,6 @@
-"""The layers of DESIGN.md hold: ``lint-imports`` checks the contracts in pyproject.toml
-(a module imports only the layers below it; no import circles between siblings)."""
+"""The code rules in pyproject.toml hold: the layers of DESIGN.md (``lint-imports``: a
+module imports only the layers below it, no import circles between siblings) and ruff's
+rule set."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _lint_imports() -> list[str]:
-    exe = shutil.which("lint-imports")
+def _tool(name: str) -> list[str]:
+    exe = shutil.which(name)
     if exe is None:
-        pytest.skip("import-linter is not installed (pip install '.[test]')")
+        pytest.skip(f"{name} is not installed (pip install '.[test]')")
     return [exe]
+
+
+def _lint_imports() -> list[str]:
+    return _tool("lint-imports")
 
 
 def test_import_contracts_are_kept() -> None:
@@ -38,3 +43,8 @@ def test_a_wrong_way_import_breaks_the_contract(tmp_path: Path) -> None:
     result = subprocess.run([*_lint_imports(), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode != 0
     assert "partita.ir is not allowed to import partita.driver" in result.stdout
+
+
+def test_ruff_is_clean() -> None:
+    result = subprocess.run([*_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
