@@ -1,0 +1,12 @@
+"""Shared test setup: ``tests/`` is importable, so every test folder reaches the doubles
+in ``tests/support`` (``from support.recording_driver import RecordingDriver``) however
+pytest is started (from the repository, on one file, or with another rootdir)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
