@@ -50,7 +50,7 @@ _SPLAT_BODY = re.compile(r'<\s*(?:[-+]?[0-9][0-9A-Za-z.+-]*|true|false|"0x[0-9A-
 
 
 # xDSL 0.74 lexes string literals with ``"(?:[^"...]+|\\..)*"``: a nested quantifier that
-# backtracks exponentially on an unterminated string (found by tests/test_fuzz_opt.py:
+# backtracks exponentially on an unterminated string (found by tests/tools/test_fuzz_opt.py:
 # a 1.8 KB mutant never finished). One character per repetition matches the same
 # language in linear time. Installed on the lexer class, so that every parser in the
 # process (attribute parsers, pass options) gets it, from the first token on.

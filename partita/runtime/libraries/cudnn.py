@@ -5,7 +5,7 @@ dims and strides, ``conv_fprop`` + ``bias`` + ``relu`` or ``sdpa``), builds it w
 heuristics A then FALLBACK, and keeps the plan and its workspace size; ``launch`` binds
 the device pointers and executes on the runtime's stream with the runtime's workspace.
 Without a device the reference body runs (``emulate`` returns None). Only names of the
-``cudnn`` module are used, so ``tests/recording_libs.py`` stands in for it.
+``cudnn`` module are used, so ``tests/support/recording_libs.py`` stands in for it.
 """
 
 from __future__ import annotations
