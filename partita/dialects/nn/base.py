@@ -315,7 +315,7 @@ class NNOp(IRDLOperation):
     ``verify_element_types`` and ``infer_element_type``.
 
     An op whose dynamic result dims no generic rule of
-    :mod:`partita.transforms.shape_functions` covers carries its own,
+    :mod:`partita.analysis.shape_functions` covers carries its own,
     ``result_dims(self, dims: Dims, arith: ShapeArith) -> list``: the result's dims from
     ``dims(value)`` of its operands (ints or symbolic), computed with ``arith``. Shape
     functions and the CUDA kernels that size dynamic results both call it."""

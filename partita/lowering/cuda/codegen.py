@@ -36,6 +36,7 @@ from xdsl.utils.target import Target
 from partita.dialects import byoc
 from partita.ir import PartitaError, symbol_name
 from partita.lowering import nvrtc
+from partita.lowering.binaries import cache_attributes
 from partita.lowering.cuda.emitter import (
     CudaProgram,
     emit_program,
@@ -110,8 +111,8 @@ class CudaCodegen(ModulePass):
             "target": byoc.TargetAttr(TARGET_KIND, {"arch": StringAttr(arch)}),
             "arch": StringAttr(arch),
             "key": StringAttr(binary.key),
-            "path": StringAttr(str(binary.path)),
             byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}

@@ -28,6 +28,7 @@ from xdsl.utils.target import Target
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.lowering import nvrtc
+from partita.lowering.binaries import cache_attributes
 from partita.lowering.cubin import read_int_global
 from partita.lowering.cutlass import (
     CudaSource,
@@ -222,8 +223,8 @@ class CutlassCodegen(ModulePass):
             "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
-            "path": StringAttr(str(binary.path)),
             byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"
