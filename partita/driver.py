@@ -23,7 +23,7 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import BatchNormOp, Conv2DOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
@@ -114,6 +114,11 @@ def build_pipeline(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
+    if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
+        # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
+        # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
+        # target the chain stays, for them (and Collage) to take.
+        steps.append("fuse-attention")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from partita.dialects.nn import (
+    attention,
     base,
     conv,
     elementwise,
@@ -27,6 +28,7 @@ from partita.dialects.nn import (
     reduction,
     transform,
 )
+from partita.dialects.nn.attention import *  # noqa: F403
 from partita.dialects.nn.base import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
@@ -37,7 +39,8 @@ from partita.dialects.nn.normalization import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
 
-FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
+FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
+            attention)
 """The operator families, in the order the dialect lists their ops."""
 
 
