@@ -6,6 +6,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +164,7 @@ class Executable:
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
     binary's ``path`` is read (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
+    _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
              libraries: Mapping[str, Any] | None = None):
@@ -182,9 +184,13 @@ class Executable:
     @property
     def runtime(self):
         """The ``partita.runtime.plan.Runtime`` running this executable."""
-        if self._runtime is None:
-            self.load()
-        return self._runtime
+        runtime = self._runtime
+        if runtime is None:
+            with self._loading:  # first runs from many threads load one runtime
+                if self._runtime is None:
+                    self.load()
+                runtime = self._runtime
+        return runtime
 
     def entry_function(self) -> FuncOp:
         for op in self.module.ops:

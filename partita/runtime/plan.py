@@ -32,6 +32,7 @@ arena is freed beyond ``max_signatures``.
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Callable, Sequence
 from dataclasses import dataclass, field
@@ -571,6 +572,10 @@ class Runtime:
         self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded, libraries=libraries)
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
+        # One stream, one arena per signature, packed launches patched per run and an
+        # interpreter with one environment: a run owns them all until its synchronization,
+        # so concurrent callers (a server's thread pool) take turns.
+        self._lock = threading.Lock()
 
     # -- the hot path ------------------------------------------------------------------
     def run(self, *args: Any, outputs: str = "host", **named: Any) -> tuple:
@@ -580,6 +585,12 @@ class Runtime:
         if outputs not in ("host", "device"):
             raise PartitaError(f"outputs must be 'host' or 'device', not {outputs!r}")
         values = self._arguments(args, named)
+        with self._lock:
+            return self._run(values, outputs)
+
+    __call__ = run
+
+    def _run(self, values: list[Any], outputs: str) -> tuple:
         signature = tuple(v.shape for v in values)
         bound = self._bound.get(signature)
         if bound is None:
@@ -623,8 +634,6 @@ class Runtime:
         del staged
         self.stats["runs"] += 1
         return results
-
-    __call__ = run
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:
@@ -692,11 +701,12 @@ class Runtime:
         return "\n".join(lines)
 
     def close(self) -> None:
-        for bound in self._bound.values():
-            bound.close()
-        self._bound.clear()
-        self.plan.close()
-        self.device.destroy_stream(self.stream)
+        with self._lock:  # never under a run in flight
+            for bound in self._bound.values():
+                bound.close()
+            self._bound.clear()
+            self.plan.close()
+            self.device.destroy_stream(self.stream)
 
 
 def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list[Any]:
