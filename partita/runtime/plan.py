@@ -61,6 +61,7 @@ from partita.transforms.plan_memory import (
     ARENA_SIZE,
     OFFSET,
     assign_offsets,
+    check_memory_plan,
     buffer_of,
     live_ranges,
 )
@@ -201,6 +202,7 @@ class LaunchPlan:
         # Library bindings by library name (``cublas``...): loaded on first use; tests pass
         # recording stand-ins.
         self.libraries: dict[str, Any] = dict(libraries or {})
+        check_memory_plan(self.function)  # before anything is allocated
         loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries)
         try:
             for op in self.block.ops:

@@ -1,0 +1,122 @@
+"""A compiled-model file is untrusted input: an edited ``.partita`` with its digests
+recomputed (as anyone editing it can) is checked record by record before anything is
+allocated or loaded, and names no host file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import partita
+from partita import artifact
+from partita.ir import PartitaError
+from partita.runtime.cuda import CudaDevice
+from partita.runtime.device import SimulatedDevice
+from partita.tools import run as run_tool
+
+from recording_driver import RecordingDriver  # tests/recording_driver.py
+
+MODEL = """
+func.func @main(%x: tensor<8x64xf32>, %w1: tensor<32x64xf32>, %w2: tensor<16x32xf32>) -> tensor<8x16xf32> {
+  %0 = nn.dense %x, %w1 : (tensor<8x64xf32>, tensor<32x64xf32>) -> tensor<8x32xf32>
+  %1 = nn.relu %0 : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %2 = nn.dense %1, %w2 : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
+  %3 = nn.tanh %2 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  func.return %3 : tensor<8x16xf32>
+}
+"""
+
+
+def reseal(data: bytes, edit_module=None, edit_parts=None) -> bytes:
+    """``data`` with its module text edited, every part digest and the trailer recomputed."""
+    header, parts = artifact.read_parts(data, "model")
+    if edit_module is not None:
+        parts["module.mlir"] = edit_module(parts["module.mlir"].decode()).encode()
+    if edit_parts is not None:
+        edit_parts(parts)
+    entries, at, blobs = [], 0, []
+    for entry in header["parts"]:
+        blob = parts[entry["name"]]
+        entries.append({"name": entry["name"], "offset": at, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()})
+        blobs.append(blob)
+        at += len(blob)
+    header["parts"] = entries
+    head = json.dumps(header, sort_keys=True).encode()
+    body = b"".join([artifact.MAGIC, struct.pack("<Q", len(head)), head, *blobs])
+    return body + hashlib.sha256(body).digest()
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("untrusted")
+    exe = partita.compile(MODEL, partitioner="eager")
+    path = tmp / "model.partita"
+    exe.save(path)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    w1 = rng.standard_normal((32, 64)).astype(np.float32)
+    w2 = rng.standard_normal((16, 32)).astype(np.float32)
+    inputs = [x, w1, w2]
+    return path.read_bytes(), inputs, exe.run(*inputs)[0]
+
+
+def _edited(tmp_path: Path, saved, edit_module=None, edit_parts=None) -> Path:
+    path = tmp_path / "edited.partita"
+    path.write_bytes(reseal(saved[0], edit_module, edit_parts))
+    return path
+
+
+def test_resealing_alone_changes_nothing(saved, tmp_path) -> None:
+    loaded = partita.load(_edited(tmp_path, saved, lambda text: text))
+    np.testing.assert_array_equal(loaded.run(*saved[1])[0], saved[2])
+
+
+def _sub(pattern: str, replacement: str, count: int = 1):
+    def edit(text: str) -> str:
+        new, n = re.subn(pattern, replacement, text, count=count)
+        assert n, pattern
+        return new
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_sub(r"byoc.offset = 1024 : i64", f"byoc.offset = {-2**36} : i64"), "do not lie inside the 2048-byte arena"),
+    (_sub(r"byoc.offset = 512 : i64", "byoc.offset = 1920 : i64"), "do not lie inside the 2048-byte arena"),
+    (_sub(r"byoc.arena_size = 2048 : i64", "byoc.arena_size = 1024 : i64"), "do not lie inside the 1024-byte arena"),
+    (_sub(r"byoc.arena_size = 2048 : i64", f"byoc.arena_size = {-2**40} : i64"), "is outside"),
+    (_sub(r"byoc.arena_size = 2048 : i64", f"byoc.arena_size = {2**62} : i64"), "is outside"),
+    # the relu's output placed over its live input
+    (_sub(r"byoc.offset = 1024 : i64", "byoc.offset = 0 : i64"), "overlaps a buffer live at the same time"),
+])
+def test_a_bad_memory_plan_is_refused_before_any_allocation(saved, tmp_path, edit, message) -> None:
+    loaded = partita.load(_edited(tmp_path, saved, edit))
+    device = SimulatedDevice()
+    with pytest.raises(PartitaError, match=message):
+        loaded.load(device)
+    assert device.counts["alloc"] == 0
+    # partita-run says so as a located error, exit 1
+    assert run_tool.main([str(_edited(tmp_path, saved, edit))]) == 1
+
+
+@pytest.mark.parametrize("elements", [2**61, 2**62 - 1, 2**46 + 1])
+def test_plan_memory_refuses_arenas_no_device_has(elements, tmp_path) -> None:
+    """2^63..2^64 bytes used to wrap negative in the i64 ``byoc.arena_size``."""
+    from partita.tools import opt
+
+    source = tmp_path / "big.mlir"
+    source.write_text(f"""
+func.func private @k(tensor<{elements}xf32>) -> tensor<{elements}xf32> attributes {{byoc.extern}}
+func.func @main(%x: tensor<{elements}xf32>) -> tensor<{elements}xf32> {{
+  %0 = byoc.alloc_tensor() : tensor<{elements}xf32>
+  %1 = byoc.call_extern @k(%x) outs(%0) : (tensor<{elements}xf32>) -> tensor<{elements}xf32>, tensor<{elements}xf32>
+  func.return %1 : tensor<{elements}xf32>
+}}
+""")
+    assert opt.main([str(source), "-p", "plan-memory", "-o", str(tmp_path / "out.mlir")]) == 1
+    assert not (tmp_path / "out.mlir").exists()
