@@ -170,7 +170,18 @@ def load(path: str | Path) -> Executable:
     verify_module(module)
     binaries = {}
     for op in module.ops:
+        if isinstance(op, byoc.BinaryOp):
+            # Everything a compiled model loads is embedded and digest-checked: a path
+            # (a host file the loader would read) is refused whatever the format says.
+            path_attr = op.attributes.get("path")
+            embedded = f"embedded:@{op.sym_name.data}"
+            if path_attr is not None and (op.is_inline or not isinstance(path_attr, StringAttr)
+                                          or path_attr.data != embedded):
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host path ({path_attr}); "
+                                     "a compiled model embeds everything it loads")
         if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
+            if op.attributes.get(byoc.DIGEST) is None:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} records no sha256")
             blob = parts.get(f"cubin/@{op.sym_name.data}")
             if blob is None:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")

@@ -66,3 +66,23 @@ def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = Fal
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_regular_file(path: Path | str, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes. Opened
+    with ``O_NONBLOCK`` so a FIFO never hangs the reader, and refused unless ``S_ISREG``
+    (a device such as ``/dev/zero`` never ends). An ``OSError`` says why not."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+    return data

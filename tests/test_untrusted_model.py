@@ -120,3 +120,133 @@ func.func @main(%x: tensor<{elements}xf32>) -> tensor<{elements}xf32> {{
 """)
     assert opt.main([str(source), "-p", "plan-memory", "-o", str(tmp_path / "out.mlir")]) == 1
     assert not (tmp_path / "out.mlir").exists()
+
+
+# -- no host paths, no external data ---------------------------------------------------
+
+
+def _relabel_library(text: str) -> str:
+    """The cutlass cubin relabelled ``format = "library"`` with a host path."""
+    text = re.sub(r'(byoc.binary @cutlass_sm90 attributes \{format = )"cubin"', r'\1"library"', text)
+    return text.replace('path = "embedded:@cutlass_sm90"', 'path = "/etc/passwd"')
+
+
+@pytest.mark.parametrize("edit", [
+    _relabel_library,
+    _sub(r'path = "embedded:@cutlass_sm90"', 'path = "/etc/passwd"'),
+    _sub(r'path = "embedded:@cutlass_sm90"', 'path = "/dev/zero"'),
+    _sub(r'(byoc.binary @cutlass_sm90 attributes \{format = )"cubin"', r'\1"library"'),
+])
+def test_a_compiled_model_names_no_host_path(saved, tmp_path, edit) -> None:
+    with pytest.raises(PartitaError, match="names a host path"):
+        partita.load(_edited(tmp_path, saved, edit))
+
+
+def test_a_kernel_record_in_a_library_binary_reads_nothing(saved, tmp_path) -> None:
+    """The same relabelling given as IR (``partita-run model.mlir``): the loader reads
+    cubins only from binaries of a cubin format, never a library record's path."""
+    loaded = partita.load(_edited(tmp_path, saved))
+    module = partita.driver.load_module(_relabel_library(str(loaded)))
+    from partita.runtime.plan import Runtime
+
+    driver = RecordingDriver()
+    with pytest.raises(PartitaError, match="is not a cubin"):
+        Runtime(module, CudaDevice(driver=driver))
+    assert not driver.images and driver.calls["cuMemAlloc"] == 0
+
+
+@pytest.mark.parametrize("target", ["fifo", "/dev/zero", "nodigest"])
+def test_a_cubin_path_is_read_only_as_a_verified_regular_file(saved, tmp_path, target) -> None:
+    import os
+    import threading
+
+    loaded = partita.load(_edited(tmp_path, saved))
+    text = str(loaded)
+    if target == "fifo":
+        fifo = tmp_path / "cubin.fifo"
+        os.mkfifo(fifo)
+        text = text.replace('path = "embedded:@cutlass_sm90"', f'path = "{fifo}"')
+    elif target == "nodigest":
+        text, n = re.subn(r'path = "embedded:@cutlass_sm90", sha256 = "[0-9a-f]{64}"', 'path = "/etc/passwd"', text)
+        assert n == 1
+    else:
+        text = text.replace('path = "embedded:@cutlass_sm90"', f'path = "{target}"')
+    module = partita.driver.load_module(text)
+    from partita.runtime.plan import Runtime
+
+    errors = []
+
+    def load():
+        try:
+            Runtime(module, SimulatedDevice())
+        except PartitaError as err:
+            errors.append(str(err))
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the loader hangs"
+    assert errors and ("not a regular file" in errors[0] or "records no sha256" in errors[0]), errors
+
+
+def _trt_external(text: str) -> str:
+    import base64
+
+    import onnx
+
+    record = re.search(r'model = "([A-Za-z0-9+/=]+)"', text)
+    model = onnx.ModelProto()
+    model.ParseFromString(base64.b64decode(record.group(1)))
+    tensor = onnx.TensorProto(name="stolen", data_type=onnx.TensorProto.UINT8, dims=[16])
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=".ssh/id_fake")
+    model.graph.initializer.append(tensor)
+    data = model.SerializeToString()
+    text = text.replace(record.group(1), base64.b64encode(data).decode())
+    old = re.search(r'kind = "tensorrt", digest = "([0-9a-f]{64})"', text).group(1)
+    return text.replace(old, hashlib.sha256(data).hexdigest())
+
+
+@pytest.fixture(scope="module")
+def tensorrt_saved(tmp_path_factory):
+    exe = partita.compile(MODEL, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
+    path = tmp_path_factory.mktemp("trt") / "trt.partita"
+    exe.save(path)
+    return path.read_bytes()
+
+
+def test_a_tensorrt_sub_model_with_external_data_is_refused(tensorrt_saved, tmp_path, monkeypatch) -> None:
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_fake").write_bytes(b"SECRET-KEY-BYTES")
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "edited.partita"
+    path.write_bytes(reseal(tensorrt_saved, _trt_external))
+    with pytest.raises(PartitaError, match="keeps tensor 'stolen' in external data"):
+        partita.load(path)
+    assert run_tool.main([str(path), "-o", str(tmp_path / "out.npz")]) == 1
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_a_model_proto_never_reads_external_data_from_the_working_directory(tmp_path, monkeypatch) -> None:
+    import onnx
+    from onnx import helper
+
+    (tmp_path / "weights.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    w = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[4])
+    w.data_location = onnx.TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="weights.bin")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    monkeypatch.chdir(tmp_path)  # the file sits in the working directory: still not read
+    with pytest.raises(PartitaError, match="keeps its data in an external file"):
+        partita.compile(model)
+    # Saved beside its data, the model's path reads it from the model's own folder.
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "weights.bin").rename(folder / "weights.bin")
+    onnx.save(model, folder / "model.onnx")
+    monkeypatch.chdir(tmp_path / "..")
+    exe = partita.compile(folder / "model.onnx")
+    np.testing.assert_array_equal(exe.run(np.ones(4, np.float32))[0], np.arange(4, dtype=np.float32) + 1)

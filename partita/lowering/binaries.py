@@ -18,7 +18,11 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from partita.dialects import byoc
+from partita.files import read_regular_file
 from partita.ir import PartitaError
+
+MAX_BINARY_BYTES = 1 << 30
+"""No cubin is larger; a path naming something bigger (or endless) is not one."""
 
 
 @dataclass(frozen=True)
@@ -34,12 +38,16 @@ class BinaryImage:
             data = self.data
         elif self.path is None:
             raise PartitaError(f"byoc.binary @{self.symbol} has neither a path nor embedded bytes")
+        elif self.digest is None:  # a file no compile vouched for never reaches the driver
+            raise PartitaError(f"byoc.binary @{self.symbol} names '{self.path}' but records no sha256; "
+                               "compile the model again")
         else:
             try:
-                data = self.path.read_bytes()
+                data = read_regular_file(self.path, MAX_BINARY_BYTES)
             except OSError as err:
+                state = "is gone" if isinstance(err, FileNotFoundError) else "is unusable"
                 raise PartitaError(
-                    f"the cubin of @{self.symbol} is gone ({err.strerror}: {self.path}); compile the model again"
+                    f"the cubin of @{self.symbol} {state} ({err.strerror}: {self.path}); compile the model again"
                 ) from None
         if self.digest is not None and hashlib.sha256(data).hexdigest() != self.digest:
             where = "embedded bytes" if self.data is not None else f"'{self.path}'"

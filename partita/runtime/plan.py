@@ -135,8 +135,9 @@ class _Loader:
     for a dynamic dim)."""
 
     def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage],
-                 libraries: dict[str, Any]):
+                 libraries: dict[str, Any], sealed: bool = False):
         self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
+        self.sealed = sealed
         self.emulation: Callable | None = None
         self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -158,10 +159,18 @@ class _Loader:
                         f"{self.device.name} ({arch}); compile for {arch}"
                     )
             # Embedded bytes or the cache file, checked against the binary's sha256 before
-            # the driver sees them.
+            # the driver sees them. Only a binary with bytes of its own (not library or
+            # ONNX records) is ever read, and a sealed model (a loaded compiled-model file)
+            # reads no host path at all.
             image = self.images.get(handle.binary)
-            if image is None or image.data is None:  # read the handle's file, digest checked
-                image = BinaryImage(handle.binary, path, image.digest if image is not None else None)
+            if image is None:
+                raise PartitaError(f"the kernel of @{handle.function} lies in byoc.binary @{handle.binary}, "
+                                   "which is not a cubin (its format has no bytes of its own)")
+            if image.data is None and self.sealed:
+                raise PartitaError(f"byoc.binary @{handle.binary} has no embedded bytes; a compiled model "
+                                   "reads no host file")
+            if image.data is None:  # the handle's file, checked against the binary's digest
+                image = BinaryImage(handle.binary, path, image.digest)
             cubin = image.read()
             loaded = self.modules[path] = self.device.load_module(cubin)
         return loaded
@@ -203,7 +212,8 @@ class LaunchPlan:
         # recording stand-ins.
         self.libraries: dict[str, Any] = dict(libraries or {})
         check_memory_plan(self.function)  # before anything is allocated
-        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries)
+        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries,
+                         sealed=embedded is not None and bool(embedded))
         try:
             for op in self.block.ops:
                 self._load_op(op, loader)

@@ -701,6 +701,13 @@ def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
     (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+        # onnx.load(path) reads external data beside the model file; left unread here it
+        # would be read relative to the working directory, never the model's own folder.
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+        raise PartitaError(f"{what} '{tensor.name}' keeps its data in an external file ('{location}') that was "
+                           "not loaded; pass the model's path, or onnx.load it from its folder with its "
+                           "external data")
     try:
         return numpy_helper.to_array(tensor)
     except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError
