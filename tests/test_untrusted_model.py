@@ -250,3 +250,38 @@ def test_a_model_proto_never_reads_external_data_from_the_working_directory(tmp_
     monkeypatch.chdir(tmp_path / "..")
     exe = partita.compile(folder / "model.onnx")
     np.testing.assert_array_equal(exe.run(np.ones(4, np.float32))[0], np.arange(4, dtype=np.float32) + 1)
+
+
+# -- launches against the cubin and the device ------------------------------------------
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_sub(r'entry = "main_fused_0"', 'entry = "no_such_kernel"'), "'no_such_kernel' is not in the cubin of @cuda_sm90"),
+    (_sub(r"smem = 24576 : i64", f"smem = {2**40} : i64"), "bytes of shared memory"),
+    (_sub(r"smem = 24576 : i64", "smem = -4 : i64"), "bytes of shared memory"),
+    (_sub(r"block = 256 : i64", "block = 1024 : i64"), "exceeds the 256 it was compiled for"),
+    (_sub(r"block = 256 : i64", f"block = {2**40} : i64"), "block"),
+    (_sub(r"block = 256 : i64", "block = 0 : i64"), "block"),
+    (_sub(r"block = \[128 : i64, 1 : i64, 1 : i64\]", "block = [0 : i64, 1 : i64, 1 : i64]"), "block"),
+    (_sub(r"block = \[128 : i64, 1 : i64, 1 : i64\]", "block = [128 : i64, 1 : i64, 4096 : i64]"), "block"),
+    (_sub(r"warp_count = \[2 : i64, 2 : i64, 1 : i64\]", "warp_count = [0 : i64, 2 : i64, 1 : i64]"), "block"),
+    (_sub(r"threadblock = \[64 : i64, 64 : i64, 16 : i64\]", "threadblock = [64 : i64, 0 : i64, 16 : i64]"), "block"),
+    # 64 warps: 2048 threads, more than any block (and than the kernel's bound of 128)
+    (_sub(r"block = \[128 : i64, 1 : i64, 1 : i64\], (.*?)warp_count = \[2 : i64, 2 : i64, 1 : i64\]",
+          r"block = [2048 : i64, 1 : i64, 1 : i64], \1warp_count = [8 : i64, 8 : i64, 1 : i64]"), "block"),
+    # one more run-time dim: an int argument the kernel does not take
+    (_sub(r"dims = \[\], params = \[\"in0:ptr:8\", \"out:ptr:8\"\]",
+          'dims = [[0 : i64, 0 : i64]], params = ["in0:ptr:8", "out:ptr:8"]'), "packs arguments as"),
+])
+@pytest.mark.parametrize("device", ["simulated", "recording"])
+def test_a_launch_the_kernel_was_not_compiled_for_never_reaches_a_device(saved, tmp_path, edit, message, device) -> None:
+    try:
+        loaded = partita.load(_edited(tmp_path, saved, edit))
+    except PartitaError as err:  # refused by the record's own check at load: as good
+        assert message == "block" and "kernel record of" in str(err), err
+        return
+    driver = RecordingDriver()
+    target = SimulatedDevice() if device == "simulated" else CudaDevice(driver=driver)
+    with pytest.raises(PartitaError, match=message):
+        loaded.load(target).run(*saved[1])
+    assert not driver.launches and driver.calls["cuLaunchKernel"] == 0

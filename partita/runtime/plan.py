@@ -57,6 +57,7 @@ from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
+from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 from partita.transforms.plan_memory import (
     ARENA_SIZE,
     OFFSET,
@@ -138,6 +139,7 @@ class _Loader:
                  libraries: dict[str, Any], sealed: bool = False):
         self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
         self.sealed = sealed
+        self.kernels: dict[int, Any] = {}  # the checked kernels, for CheckedDevice
         self.emulation: Callable | None = None
         self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -172,7 +174,10 @@ class _Loader:
             if image.data is None:  # the handle's file, checked against the binary's digest
                 image = BinaryImage(handle.binary, path, image.digest)
             cubin = image.read()
-            loaded = self.modules[path] = self.device.load_module(cubin)
+            interface = CubinInterface.read(handle.binary, cubin)
+            loaded = self.modules[path] = CheckedModule(self.device.load_module(cubin), interface,
+                                                        getattr(self.device, "arch", None) or handle.arch,
+                                                        self.kernels)
         return loaded
 
 
@@ -214,6 +219,9 @@ class LaunchPlan:
         check_memory_plan(self.function)  # before anything is allocated
         loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries,
                          sealed=embedded is not None and bool(embedded))
+        # Launches are packed through it: geometry and argument layout checked against
+        # each kernel's cubin before a device sees them.
+        self.checked_device = CheckedDevice(device, loader.kernels)
         try:
             for op in self.block.ops:
                 self._load_op(op, loader)
@@ -450,7 +458,7 @@ class BoundPlan:
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
-                    launches = call.prepared.bind(self.device, ins, outs, self.pointers.get(op))
+                    launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
                     self.steps.extend(launches)
                     for j, value in enumerate(op.inputs):
                         if value in arguments:
