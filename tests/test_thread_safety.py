@@ -10,14 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 from xdsl.dialects.builtin import TensorType
 
 import partita
 from partita.dialects.nn import numpy_dtype
 from partita.runtime.cuda import CudaDevice
 from partita.runtime.plan import Runtime
-
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 THREADS = 6

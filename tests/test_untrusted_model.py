@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 import partita
 from partita import artifact
@@ -19,8 +20,6 @@ from partita.ir import PartitaError
 from partita.runtime.cuda import CudaDevice
 from partita.runtime.device import SimulatedDevice
 from partita.tools import run as run_tool
-
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 MODEL = """
 func.func @main(%x: tensor<8x64xf32>, %w1: tensor<32x64xf32>, %w2: tensor<16x32xf32>) -> tensor<8x16xf32> {

@@ -21,7 +21,12 @@ from math import prod
 from typing import Any
 
 from partita.ir import PartitaError
-from partita.lowering.cubin import CubinError, ParamInfo, kernel_max_threads, kernel_params, kernel_symbols
+from partita.lowering.cubin import (
+    ParamInfo,
+    kernel_max_threads,
+    kernel_params,
+    kernel_symbols,
+)
 
 __all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
 
@@ -68,7 +73,7 @@ class CubinInterface:
         if name not in self._params:
             try:
                 self._params[name] = kernel_params(self.image, name)
-            except (CubinError, Exception) as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
                 raise PartitaError(f"kernel '{name}' of @{self.binary}: unreadable parameter info ({err})") from None
         return self._params[name]
 
