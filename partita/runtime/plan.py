@@ -71,6 +71,9 @@ __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
 ALIGNMENT = 256
 REFERENCE_SUFFIX = "_reference"
+RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
+"""What decoding a kernel record that a file (untrusted) carries can raise: a located
+error, never an internal one."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,10 @@ class LaunchPlan:
         self.block = self.function.body.block
         self.executor = ReferenceExecutor(module)
         self.interpreter = self.executor.interpreter
-        self.handles = kernel_handles(module) if handles is None else handles
+        try:
+            self.handles = kernel_handles(module) if handles is None else handles
+        except RECORD_ERRORS as err:
+            raise PartitaError(f"a kernel record of the module cannot be used ({type(err).__name__}: {err})") from None
         self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
         self.alias = buffer_of(self.block)
         self.ranges = live_ranges(self.block)
@@ -249,7 +255,10 @@ class LaunchPlan:
                 loader.emulation = self.emulation(op)
                 loader.operands = [(tuple(d if d >= 0 else -1 for d in v.type.get_shape()), _dtype(v.type))
                                    for v in op.inputs]
-                prepared = handle.prepare(loader)
+                try:
+                    prepared = handle.prepare(loader)
+                except RECORD_ERRORS as err:
+                    raise op_error(op, f"the kernel record of @{name} cannot be used ({type(err).__name__}: {err})") from None
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
             # A weight on the device needs a buffer of its own, splats included.
@@ -458,7 +467,11 @@ class BoundPlan:
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
-                    launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
+                    try:
+                        launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
+                    except RECORD_ERRORS as err:
+                        raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
+                                           f"({type(err).__name__}: {err})") from None
                     self.steps.extend(launches)
                     for j, value in enumerate(op.inputs):
                         if value in arguments:

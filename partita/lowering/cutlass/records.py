@@ -55,4 +55,12 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
     entry = emit_module([(name, spec, config)]).entries[name]
     if "block" in data and tuple(from_attr(data["block"])) != tuple(entry.block):
         raise ValueError(f"'block' = {from_attr(data['block'])} is not the {tuple(entry.block)} its config launches")
-    return entry, from_attr(data["inputs"])
+    params = tuple(f"{p.name}:{p.kind}:{p.size}" for p in entry.params)
+    if "params" in data and from_attr(data["params"]) != params:
+        raise ValueError(f"'params' = {from_attr(data['params'])} are not the {params} its spec takes")
+    roles = from_attr(data["inputs"])
+    names = {p.name for p in entry.params}
+    if not isinstance(roles, tuple) or not all(isinstance(r, str) and r in names and r != "out" for r in roles) \
+            or len(set(roles)) != len(roles):
+        raise ValueError(f"'inputs' = {roles} are not distinct input parameters of the kernel ({sorted(names)})")
+    return entry, roles
