@@ -55,6 +55,7 @@ from partita.ir.abi import argument_names
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
+from partita.ir.constants import check_splat_budget
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
@@ -229,6 +230,8 @@ class LaunchPlan:
         # each kernel's cubin before a device sees them.
         self.checked_device = CheckedDevice(device, loader.kernels)
         try:
+            # Constants nothing reads are never built; the rest within one total budget.
+            check_splat_budget([op for op in self.block.ops if isinstance(op, nn.ConstantOp) and op.result.uses])
             for op in self.block.ops:
                 self._load_op(op, loader)
             self._place_constants()
@@ -262,7 +265,8 @@ class LaunchPlan:
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
             # A weight on the device needs a buffer of its own, splats included.
-            self.constants[op.result] = np.ascontiguousarray(op.to_numpy(buffer=True))
+            if op.result.uses:
+                self.constants[op.result] = np.ascontiguousarray(op.to_numpy(buffer=True))
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):

@@ -151,6 +151,7 @@ class Importer:
         self.sym_labels: dict[SSAValue, list[object]] = {}  # dims a converter or shape rule knows
         self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
+        self.folded_bytes = 0  # what import-time folding has built so far (FOLD_TOTAL_BYTES)
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
@@ -354,6 +355,7 @@ class Importer:
         with the NumPy references and drop them: the node's outputs become constants."""
         before = self.block.last_op
         emitted = []
+        keep = False
         try:
             outs = converter(self, ins, attrs)
             outs = list(outs) if isinstance(outs, list | tuple) else [outs]
@@ -361,13 +363,21 @@ class Importer:
             while op is not None:
                 emitted.append(op)
                 op = op.next_op
+            # Never materialize what the import cannot afford (an 86-byte Expand of 10^8
+            # elements): over budget, the ops stay in the graph and run at run time.
+            sizes = [_static_bytes(r.type) for op in emitted for r in op.results]
+            if any(size is None or size > FOLD_LIMIT_BYTES for size in sizes) or \
+                    self.folded_bytes + sum(s or 0 for s in sizes) > FOLD_TOTAL_BYTES:
+                keep = True
+                return outs
+            self.folded_bytes += sum(s or 0 for s in sizes)
             values: dict[SSAValue, np.ndarray] = {}
             for op in emitted:
                 args = tuple(values[v] for v in op.operands)
                 values.update(zip(op.results, self.folder.run_op(op, args)))
             return [values[v] if isinstance(v, SSAValue) else v for v in outs]
         finally:
-            op = self.block.last_op
+            op = None if keep else self.block.last_op
             while op is not None and op is not before:
                 prev = op.prev_op
                 op.detach()
@@ -694,6 +704,21 @@ def converter(*op_types: str, symbolic: bool = False):
     return register
 
 
+
+
+FOLD_LIMIT_BYTES = 64 << 20
+"""The largest value import-time folding builds; a larger result stays an op of the graph."""
+FOLD_TOTAL_BYTES = 512 << 20
+"""What folding may build over one import, all values together."""
+
+
+def _static_bytes(typ) -> int | None:
+    """Bytes of a static tensor type (None for a dynamic one, 0 for no tensor)."""
+    if not isinstance(typ, TensorType):
+        return 0
+    if nn.DYN in typ.get_shape():
+        return None
+    return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
 
 
 def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
