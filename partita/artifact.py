@@ -102,7 +102,11 @@ def serialize(exe: Executable) -> bytes:
 def save(exe: Executable, path: str | Path) -> None:
     from partita.files import write_atomically
 
-    write_atomically(path, serialize(exe), durable=True)
+    data = serialize(exe)
+    try:
+        write_atomically(path, data, durable=True)
+    except OSError as err:  # an API error is a PartitaError, naming the file
+        raise PartitaError(f"cannot write '{err.filename or path}': {err.strerror or err}") from None
 
 
 def _damaged(path: str | Path, why: str) -> PartitaError:

@@ -209,7 +209,7 @@ def _replace_entry(path: Path, data: bytes) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    write_atomically(path, data, durable=True)
+    write_atomically(path, data, durable=True, parents=True)
 
 
 def _cache_store(cdir: Path, key: str, cubin: bytes) -> Path:

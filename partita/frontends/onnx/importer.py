@@ -266,6 +266,7 @@ class Importer:
 
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
+        _check_single_assignment(self.graph)
         for init in self.graph.initializer:
             self.values[init.name] = tensor_array(init, "initializer")
         if self.graph.sparse_initializer:
@@ -704,6 +705,30 @@ def converter(*op_types: str, symbolic: bool = False):
     return register
 
 
+
+
+def _check_single_assignment(graph: onnx.GraphProto) -> None:
+    """ONNX graphs are in SSA form: every name is defined once (an input listed again as
+    an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or
+    two nodes writing one output, are invalid models, refused rather than resolved by
+    whichever comes last."""
+    defined: dict[str, str] = {}
+    for inp in graph.input:
+        if inp.name in defined:
+            raise PartitaError(f"invalid ONNX model: two graph inputs are named '{inp.name}'")
+        defined[inp.name] = "a graph input"
+    for init in graph.initializer:
+        if init.name in defined and defined[init.name] != "a graph input":
+            raise PartitaError(f"invalid ONNX model: two initializers are named '{init.name}'")
+        defined[init.name] = "an initializer"
+    for index, node in enumerate(graph.node):
+        for out in node.output:
+            if not out:
+                continue
+            if out in defined:
+                raise PartitaError(f"invalid ONNX model: {_describe(index, node)} writes '{out}', which "
+                                   f"{defined[out]} already defines")
+            defined[out] = f"{_describe(index, node)}"
 
 
 FOLD_LIMIT_BYTES = 64 << 20
