@@ -600,6 +600,8 @@ class KernelEmitter:
                 inner[axis], _ = self._clamped(index[axis], offset, d)
                 parts.append((f"{index[axis]} < {_paren(_add(offset, d))}", self.value(v, inner)))
                 offset = _add(offset, d)
+            if not parts:  # every input empty along the axis: so is the result, never read
+                return "0"
             expr = parts[-1][1]
             for cond, x in reversed(parts[:-1]):
                 expr = f"{cond} ? {x} : ({expr})"
