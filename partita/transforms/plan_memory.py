@@ -214,7 +214,8 @@ def check_memory_plan(function: func.FuncOp) -> None:
         if start < 0 or start + nbytes > arena:
             raise op_error(alloc, f"'{OFFSET}' = {start}: its {nbytes} bytes do not lie inside the "
                                   f"{arena}-byte arena")
-        spans.append((start, start + nbytes, alloc))
+        if nbytes:  # an empty buffer shares no byte with anything
+            spans.append((start, start + nbytes, alloc))
     ranges = live_ranges(function.body.block, [a.result for a in allocs])
     spans.sort(key=lambda s: s[0])
     for i, (start, stop, alloc) in enumerate(spans):

@@ -319,6 +319,7 @@ class Importer:
         for n, v in zip(node.input, ins):
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
+        _check_attributes(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \
@@ -487,8 +488,9 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
     elem = t.tensor_type.elem_type
     if elem not in ONNX_DTYPES:
         supported = ", ".join(onnx.TensorProto.DataType.Name(t) for t in ONNX_DTYPES)
+        known = elem in onnx.TensorProto.DataType.values()
         raise PartitaError(f"{what} '{info.name}' has unsupported element type "
-                           f"{onnx.TensorProto.DataType.Name(elem)} (supported: {supported})")
+                           f"{onnx.TensorProto.DataType.Name(elem) if known else elem} (supported: {supported})")
     if not t.tensor_type.HasField("shape"):
         raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
     dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
@@ -707,6 +709,26 @@ def converter(*op_types: str, symbolic: bool = False):
 
 
 
+def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
+    """The node's attributes against its ONNX schema: every required one present, every
+    one given of the schema's type (a LeakyRelu ``alpha`` given as a list is an invalid
+    model, not a crash inside a converter)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        return  # unknown ops are reported by the converter look-up
+    given = {a.name: a for a in node.attribute}
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            fail(f"missing required attribute '{name}'")
+        attr = given.get(name)
+        if attr is not None and attr.type != int(spec.type.value):
+            want = onnx.AttributeProto.AttributeType.Name(int(spec.type.value))
+            have = onnx.AttributeProto.AttributeType.Name(attr.type) \
+                if attr.type in onnx.AttributeProto.AttributeType.values() else str(attr.type)
+            fail(f"attribute '{name}' must be {want}, not {have}")
+
+
 def _check_single_assignment(graph: onnx.GraphProto) -> None:
     """ONNX graphs are in SSA form: every name is defined once (an input listed again as
     an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or
@@ -751,6 +773,10 @@ def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
     (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    if tensor.data_type not in ONNX_DTYPES:
+        known = tensor.data_type in onnx.TensorProto.DataType.values()
+        raise PartitaError(f"{what} '{tensor.name}' has unsupported element type "
+                           f"{onnx.TensorProto.DataType.Name(tensor.data_type) if known else tensor.data_type}")
     if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
         # onnx.load(path) reads external data beside the model file; left unread here it
         # would be read relative to the working directory, never the model's own folder.
