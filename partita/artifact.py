@@ -14,9 +14,9 @@ Layout (all integers little-endian)::
 The trailer catches any changed or missing byte (a truncated copy, a flipped bit); the
 per-part digests say which part is damaged. The module is the lowered IR as text, with
 every ``nn.constant`` printed as a zero splat and its exact payload in ``weights.bin``
-(text would round small float constants to 7 digits), and every ``byoc.binary``'s
-``path`` replaced by ``embedded:@symbol``: its bytes are the part ``cubin/@symbol``,
-checked against the binary's ``sha256`` again before the driver sees them.
+(text would round small float constants to 7 digits). A ``byoc.binary`` names its cubin by
+``sha256`` only (no cache directory of the machine that saved it): its bytes are the part
+``cubin/@symbol``, checked against that ``sha256`` again before the driver sees them.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElement
 
 def serialize(exe: Executable) -> bytes:
     """The bytes of the compiled-model file for ``exe``."""
-    from partita.lowering.binaries import binary_images
+    from partita.lowering.binaries import CACHE_DIR, binary_images
 
     module = exe.module.clone()
     weights: list[bytes] = []
@@ -75,7 +75,9 @@ def serialize(exe: Executable) -> bytes:
         cubins[symbol] = image.read()  # verified against the recorded sha256
     for op in module.ops:
         if isinstance(op, byoc.BinaryOp) and op.sym_name.data in cubins:
-            op.attributes["path"] = StringAttr(f"embedded:@{op.sym_name.data}")
+            # The bytes travel in the file: no cache of this machine is named.
+            for name in ("path", CACHE_DIR):
+                op.attributes.pop(name, None)
     text = StringIO()
     Printer(stream=text).print_op(module)
     parts = [("module.mlir", text.getvalue().encode()), ("weights.bin", b"".join(weights))]
@@ -147,6 +149,7 @@ def load(path: str | Path) -> Executable:
     from partita.driver import Executable
     from partita.ir import make_context, parse_module, verify_module
     from partita.report import PartitionRow
+    from partita.lowering.binaries import CACHE_DIR
     from partita.target import CompilationConfig, TargetError
 
     try:
@@ -186,6 +189,9 @@ def load(path: str | Path) -> Executable:
                                           or path_attr.data != embedded):
                 raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host path ({path_attr}); "
                                      "a compiled model embeds everything it loads")
+            if CACHE_DIR in op.attributes:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host cache "
+                                     f"({op.attributes[CACHE_DIR]}); a compiled model embeds everything it loads")
         if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
             if op.attributes.get(byoc.DIGEST) is None:
                 raise _damaged(path, f"byoc.binary @{op.sym_name.data} records no sha256")

@@ -21,7 +21,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
-from partita.dialects.nn import BatchNormOp, Conv2DOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
@@ -110,6 +110,11 @@ def build_pipeline(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
+    if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
+        # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
+        # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
+        # target the chain stays, for them (and Collage) to take.
+        steps.append("fuse-attention")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")
@@ -162,7 +167,7 @@ class Executable:
     entry: str = "main"
     binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
-    binary's ``path`` is read (its digest checked either way)."""
+    binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
     _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -191,6 +196,13 @@ class Executable:
                     self.load()
                 runtime = self._runtime
         return runtime
+
+    def close(self) -> None:
+        """Releases the loaded runtime: its device memory, graphs, library objects and the
+        CUDA context it retained (a later ``run`` loads again)."""
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
 
     def entry_function(self) -> FuncOp:
         for op in self.module.ops:

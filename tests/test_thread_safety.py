@@ -73,12 +73,12 @@ class _ThreadLog(RecordingDriver):
 
     def __init__(self):
         super().__init__()
-        self.log: list[tuple[int, str]] = []
+        self.thread_log: list[tuple[int, str]] = []
         self._guard = threading.Lock()
 
     def _call(self, name, *values):
         with self._guard:
-            self.log.append((threading.get_ident(), name))
+            self.thread_log.append((threading.get_ident(), name))
             return super()._call(name, *values)
 
 
@@ -88,7 +88,7 @@ def test_concurrent_runs_never_interleave_on_the_recording_driver(encoder, graph
     runtime = Runtime(encoder.module, CudaDevice(driver=driver), graphs=graphs)
     cases = [_inputs(encoder, seed) for seed in range(RUNS)]
     sequential = [runtime.run(*case) for case in cases]
-    driver.log.clear()
+    driver.thread_log.clear()
     launches = len(driver.launches)
     concurrent = _hammer(runtime.run, cases)
     assert len(driver.launches) == 2 * launches  # each run launched everything it should
@@ -98,7 +98,7 @@ def test_concurrent_runs_never_interleave_on_the_recording_driver(encoder, graph
     # Each run is one contiguous stretch of stream work (uploads, launches, downloads,
     # one synchronization): no other thread's call comes in between.
     runs, current = [], None
-    for thread, name in driver.log:
+    for thread, name in driver.thread_log:
         if name in ("cuCtxSetCurrent",):
             continue
         if current is None or current[0] != thread:

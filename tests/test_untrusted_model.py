@@ -127,17 +127,25 @@ func.func @main(%x: tensor<{elements}xf32>) -> tensor<{elements}xf32> {{
 def _relabel_library(text: str) -> str:
     """The cutlass cubin relabelled ``format = "library"`` with a host path."""
     text = re.sub(r'(byoc.binary @cutlass_sm90 attributes \{format = )"cubin"', r'\1"library"', text)
-    return text.replace('path = "embedded:@cutlass_sm90"', 'path = "/etc/passwd"')
+    return _with_path(text, "/etc/passwd")
+
+
+def _with_path(text: str, path: str, binary: str = "cutlass_sm90") -> str:
+    """``text`` with byoc.binary @binary naming ``path`` (instead of any path it had)."""
+    text = re.sub(r'path = "[^"]*", ', "", text)
+    new, n = re.subn(rf'(byoc.binary @{binary} attributes \{{format = "\w+", )', rf'\1path = "{path}", ', text)
+    assert n == 1
+    return new
 
 
 @pytest.mark.parametrize("edit", [
     _relabel_library,
-    _sub(r'path = "embedded:@cutlass_sm90"', 'path = "/etc/passwd"'),
-    _sub(r'path = "embedded:@cutlass_sm90"', 'path = "/dev/zero"'),
-    _sub(r'(byoc.binary @cutlass_sm90 attributes \{format = )"cubin"', r'\1"library"'),
+    lambda text: _with_path(text, "/etc/passwd"),
+    lambda text: _with_path(text, "/dev/zero"),
+    _sub(r'(byoc.binary @cutlass_sm90 attributes \{format = "cubin", )', r'\1cache_dir = "/etc", '),
 ])
 def test_a_compiled_model_names_no_host_path(saved, tmp_path, edit) -> None:
-    with pytest.raises(PartitaError, match="names a host path"):
+    with pytest.raises(PartitaError, match="names a host (path|cache)"):
         partita.load(_edited(tmp_path, saved, edit))
 
 
@@ -164,12 +172,13 @@ def test_a_cubin_path_is_read_only_as_a_verified_regular_file(saved, tmp_path, t
     if target == "fifo":
         fifo = tmp_path / "cubin.fifo"
         os.mkfifo(fifo)
-        text = text.replace('path = "embedded:@cutlass_sm90"', f'path = "{fifo}"')
+        text = _with_path(text, str(fifo))
     elif target == "nodigest":
-        text, n = re.subn(r'path = "embedded:@cutlass_sm90", sha256 = "[0-9a-f]{64}"', 'path = "/etc/passwd"', text)
+        text, n = re.subn(r'(@cutlass_sm90 attributes \{format = "cubin", .*?)sha256 = "[0-9a-f]{64}", ', r"\1", text)
         assert n == 1
+        text = _with_path(text, "/etc/passwd")
     else:
-        text = text.replace('path = "embedded:@cutlass_sm90"', f'path = "{target}"')
+        text = _with_path(text, target)
     module = partita.driver.load_module(text)
     from partita.runtime.plan import Runtime
 
