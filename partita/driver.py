@@ -6,6 +6,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -173,6 +174,7 @@ class Executable:
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
     binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
+    _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
              libraries: Mapping[str, Any] | None = None):
@@ -190,9 +192,13 @@ class Executable:
     @property
     def runtime(self):
         """The ``partita.runtime.plan.Runtime`` running this executable."""
-        if self._runtime is None:
-            self.load()
-        return self._runtime
+        runtime = self._runtime
+        if runtime is None:
+            with self._loading:  # first runs from many threads load one runtime
+                if self._runtime is None:
+                    self.load()
+                runtime = self._runtime
+        return runtime
 
     def close(self) -> None:
         """Releases the loaded runtime: its device memory, graphs, library objects and the
@@ -216,7 +222,7 @@ class Executable:
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
-        artifact.save(artifact.CompiledModel(self.module, self.pipeline, str(self.config), self.partitions,
+        artifact.save(artifact.CompiledModel(self.module, self.pipeline, self.config, self.partitions,
                                              entry=self.entry, binaries=self.binaries), path)
 
     def report(self) -> Report:
@@ -246,7 +252,7 @@ def load(path: str | Path) -> Executable:
     """The ``Executable`` saved in ``path`` by ``Executable.save`` (no cache, NVRTC or ONNX
     file needed); any damage is a ``PartitaError``."""
     model = artifact.load(path)
-    return Executable(model.module, model.pipeline, CompilationConfig(model.targets), model.partitions, [],
+    return Executable(model.module, model.pipeline, model.targets, model.partitions, [],
                       entry=model.entry, binaries=model.binaries)
 
 

@@ -467,7 +467,7 @@ class CostCache:
         if self.path is None or not self._dirty:
             return
         payload = json.dumps({"version": self.VERSION, "entries": self.entries}, sort_keys=True, indent=0)
-        write_atomically(self.path, payload, durable=True)
+        write_atomically(self.path, payload, durable=True, parents=True)
         self._dirty = False
 
     def __enter__(self) -> CostCache:

@@ -30,11 +30,30 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.analysis.liveness import ARENA_SIZE, OFFSET, assign_offsets, buffer_of, live_ranges, tensor_bytes
+from partita.analysis.liveness import (
+    ARENA_SIZE,
+    MAX_ARENA_BYTES,
+    OFFSET,
+    assign_offsets,
+    buffer_of,
+    check_memory_plan,
+    live_ranges,
+    tensor_bytes,
+)
 from partita.dialects.byoc import AllocTensorOp
 from partita.ir import op_error
 
-__all__ = ["ARENA_SIZE", "OFFSET", "PlanMemory", "assign_offsets", "buffer_of", "live_ranges", "tensor_bytes"]
+__all__ = [
+    "ARENA_SIZE",
+    "MAX_ARENA_BYTES",
+    "OFFSET",
+    "PlanMemory",
+    "assign_offsets",
+    "buffer_of",
+    "check_memory_plan",
+    "live_ranges",
+    "tensor_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,14 @@ class PlanMemory(ModulePass):
             raise op_error(function, "plan-memory: allocations in a function of several blocks cannot be planned")
         ranges = live_ranges(function.body.block, [a.result for a in allocs])
         sizes = [tensor_bytes(a.result.type) for a in allocs]
+        for alloc, size in zip(allocs, sizes):
+            if size > MAX_ARENA_BYTES:
+                raise op_error(alloc, f"plan-memory: a tensor of {size} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                      "address space of a device")
         offsets, arena = assign_offsets(sizes, [ranges[a.result] for a in allocs], self.alignment)
+        if arena > MAX_ARENA_BYTES:
+            raise op_error(function, f"plan-memory: an arena of {arena} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                     "address space of a device")
         i64 = IntegerType(64)
         for alloc, offset in zip(allocs, offsets):
             alloc.attributes[OFFSET] = IntegerAttr(offset, i64)

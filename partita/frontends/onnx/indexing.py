@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import (
+    FOLD_LIMIT_BYTES,
     ONNX_DTYPES,
     Importer,
     SymDim,
@@ -253,6 +254,8 @@ def _range(cx, ins, attrs):
     if delta == 0:
         fail("delta must be non-zero")
     size = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    if size * dtype.itemsize > FOLD_LIMIT_BYTES:  # a run-time op, not gigabytes at import
+        return cx.emit(nn.ArangeOp(float(start), float(delta), size, element))
     return np.asarray(start + delta * np.arange(size), dtype=dtype) if not \
         np.issubdtype(dtype, np.integer) else \
         np.asarray(int(start) + int(delta) * np.arange(size, dtype=np.int64), dtype=dtype)

@@ -551,6 +551,26 @@ class KernelEmitter:
         self.memo[key] = name
         return name
 
+    def _chain_first(self, result: SSAValue) -> None:
+        """Computes, in block order, every element-wise value ``result`` needs at the output
+        index, so that computing ``result`` finds each operand memoized: the emission is a
+        loop over the chain, not one recursion per fused op (a flat chain of 400
+        element-wise ops overflowed Python's stack)."""
+        needed: set[SSAValue] = set()
+        pending = [result]
+        while pending:
+            v = pending.pop()
+            if v not in needed:
+                needed.add(v)
+                if isinstance(v.owner, Operation):
+                    pending.extend(v.owner.operands)
+        for op in self.block.ops:
+            if op is self.block.last_op:
+                break
+            if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp) and op.results[0] in needed \
+                    and all(self.dims.get(v) == self.out_dims for v in (*op.operands, op.results[0])):
+                self.value(op.results[0], self.out_index)
+
     def _compute(self, op: Operation, index: Sequence[str]) -> str:
         if (rule := _rules()[0].get(type(op))) is not None:
             return rule.emit(self, op, list(index))
@@ -581,6 +601,8 @@ class KernelEmitter:
                 inner[axis], _ = self._clamped(index[axis], offset, d)
                 parts.append((f"{index[axis]} < {_paren(_add(offset, d))}", self.value(v, inner)))
                 offset = _add(offset, d)
+            if not parts:  # every input empty along the axis: so is the result, never read
+                return "0"
             expr = parts[-1][1]
             for cond, x in reversed(parts[:-1]):
                 expr = f"{cond} ? {x} : ({expr})"
@@ -639,6 +661,8 @@ class KernelEmitter:
         if self.anchor is not None:
             # The anchor's value at the output index is "y", computed by the schedule.
             self.memo[(self.anchor.results[0], tuple(self.out_index))] = "y"
+        else:
+            self._chain_first(result)
         out = self.value(result, self.out_index)
         out_dtype = _dtype(result.type)
         used = "\n".join(self.lines)
