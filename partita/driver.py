@@ -22,6 +22,7 @@ from xdsl.printer import Printer
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.frontends.file_kind import FileKind, file_kind
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
@@ -37,9 +38,12 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
     textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
     if isinstance(model, ModuleOp):
         return model.clone()
-    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".mlir", ".onnx"))):
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
+                                   and (model.endswith((".mlir", ".onnx")) or Path(model).is_file())):
         path = Path(model)
-        if path.suffix == ".onnx":
+        # The content decides (an ONNX model named without .onnx is still one).
+        kind = file_kind(path) if path.is_file() else None
+        if kind is FileKind.ONNX or (kind is None and path.suffix == ".onnx"):
             from partita.frontends.onnx import import_onnx
 
             return import_onnx(path)

@@ -18,6 +18,7 @@ __all__ = ["FileKind", "file_kind", "require_kind"]
 # because the artifact module sits in the driver layer above the frontends.
 _PARTITA_MAGIC = b"PARTITA-MODEL\0"
 _SNIFF_BYTES = 4096
+_WHITESPACE = frozenset(b"\t\n\r\f\v")
 
 
 class FileKind(enum.Enum):
@@ -39,16 +40,11 @@ def file_kind(path: Path | str) -> FileKind:
         head = handle.read(_SNIFF_BYTES)
     if head.startswith(_PARTITA_MAGIC):
         return FileKind.PARTITA
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as err:
-        # A multi-byte character cut at the end of the sniffed bytes is still text.
-        text = None if err.start < len(head) - 3 else head[: err.start].decode("utf-8")
-    if text is not None and not any(ord(c) < 0x20 and c not in "\t\n\r\f\v" for c in text):
-        return FileKind.MLIR
-    if str(path).endswith(".onnx") or _looks_like_onnx(head):
-        return FileKind.ONNX
-    return FileKind.BINARY
+    # Text never holds control bytes other than whitespace; a protobuf starts with one.
+    # Bytes that are merely not UTF-8 stay text, so the parser can say where they are.
+    if any(byte < 0x20 and byte not in _WHITESPACE for byte in head):
+        return FileKind.ONNX if str(path).endswith(".onnx") or _looks_like_onnx(head) else FileKind.BINARY
+    return FileKind.MLIR
 
 
 _HINTS = {
