@@ -27,6 +27,7 @@ from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.transforms.legalize_to_nn import needs_legalization
 
 PARTITIONERS = ("collage", "eager", "none")
 _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
@@ -109,6 +110,9 @@ def build_pipeline(
     implied = CompilationConfig(list(config)).default_device
     fallback = f" fallback-device={config.default_device.value}" if config.default_device is not implied else ""
     steps: list[str] = []
+    if needs_legalization(module):
+        # linalg / tensor / arith / tosa from other MLIR pipelines become nn first.
+        steps.append("legalize-to-nn")
     if any(isinstance(op, BatchNormOp) for op in module.walk()):
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
