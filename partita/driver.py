@@ -23,6 +23,7 @@ from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.frontends.file_kind import FileKind, file_kind
+from partita.frontends.torch import export_module, is_torch_model
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
@@ -34,7 +35,7 @@ _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-f
                              *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
-def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
+def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
     textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
     if isinstance(model, ModuleOp):
@@ -58,6 +59,10 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
         return parse_module(model, make_context(), "<string>")
+    if is_torch_model(model):
+        return export_module(model, example_inputs, dynamic_shapes)
+    if example_inputs is not None or dynamic_shapes is not None:
+        raise PartitaError("example_inputs and dynamic_shapes apply to PyTorch models only")
     if type(model).__name__ == "ModelProto":
         from partita.frontends.onnx import import_onnx
 
@@ -312,8 +317,14 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     layout: str = "auto",
     entry: str = "main",
     progress: Callable[[str, int, int], None] | None = None,
+    example_inputs: Any = None,
+    dynamic_shapes: Any = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
+
+    A PyTorch ``nn.Module`` is exported with ``torch.export`` on ``example_inputs``
+    (``dynamic_shapes`` as ``torch.export`` takes them: a ``Dim`` becomes a ``?``
+    dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
     since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
@@ -327,7 +338,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
-    module = load_module(model)
+    module = load_module(model, example_inputs, dynamic_shapes)
     check_entry(module, entry)
     try:
         if isinstance(targets, CompilationConfig):
