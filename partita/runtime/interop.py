@@ -103,6 +103,9 @@ def as_input(value: Any) -> np.ndarray | DeviceTensor:
     """A host array or a device tensor for ``value``; anything else is a ``TypeError``."""
     if isinstance(value, np.ndarray):
         return value
+    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
+        # Inference tracks no gradients; torch refuses to export such tensors otherwise.
+        value = value.detach()
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         dtype = np.dtype(cai["typestr"])

@@ -426,6 +426,8 @@ ATEN_CONVERTERS: dict[str, Converter] = {
     "aten.mean.dim": _reduction(nn.ReduceMeanOp),
     "aten.sum.dim_IntList": _reduction(nn.ReduceSumOp),
     "aten.amax.default": _reduction(nn.ReduceMaxOp),
+    "aten.sum.default": _reduction(nn.ReduceSumOp),
+    "aten.mean.default": _reduction(nn.ReduceMeanOp),
     "aten.scaled_dot_product_attention.default": _sdpa,
     "aten.dropout.default": _identity,
     "aten.contiguous.default": _identity,
