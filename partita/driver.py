@@ -235,6 +235,17 @@ class Executable:
             pass_times=self.pass_times,
         )
 
+    def report_graph(self, path: str | Path | None = None) -> str:
+        """The placement as one self-contained HTML page (see ``partita.report_graph``);
+        written to ``path`` when given."""
+        from partita.files import write_atomically
+        from partita.report_graph import placement_graph, render_html
+
+        page = render_html(placement_graph(self))
+        if path is not None:
+            write_atomically(path, page)
+        return page
+
     def __str__(self) -> str:
         out = StringIO()
         Printer(stream=out).print_op(self.module)

@@ -99,6 +99,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dynamic-size", type=_count(1), default=1, help="size of each '?' dimension of random inputs")
     parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
     parser.add_argument("--report", action="store_true", help="print the partition report")
+    parser.add_argument("--report-graph", metavar="HTML", help="write the placement as a self-contained HTML page")
     parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return parser.parse_args(argv)
@@ -207,8 +208,9 @@ def _main(args: argparse.Namespace) -> int:
 
     from partita.artifact import is_compiled_model
 
-    if args.output is not None:
-        check_output_path(args.output)
+    for path in (args.output, args.report_graph):
+        if path is not None:
+            check_output_path(path)
     if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
         refuse_compile_options(args)
         exe = partita.load(args.model)
@@ -232,6 +234,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.output is not None:
         write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
     report = exe.report()
+    if args.report_graph is not None:
+        exe.report_graph(args.report_graph)
     if args.report:
         print(report)
     for name, out in zip(output_names, outputs):
