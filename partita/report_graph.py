@@ -65,10 +65,17 @@ def placement_graph(exe: Any) -> dict[str, Any]:
             add({
                 "kind": "partition", "backend": backend, "label": symbol,
                 "ops": [name.removeprefix("nn.") for name in (row.ops if row is not None else _reference_ops(exe.module, symbol))],
-                "kernel": (row.kernel if row is not None else None) or "-",
+                "kernel": (row.kernel if row is not None else None) or "none: its reference body on the host",
+                # No compiled kernel: the host runs the body, a round trip like a host step.
+                "roundtrip": row is None or row.kernel is None,
                 "cost": format_seconds(row.cost) if row is not None else "-",
                 "calls": row.calls if row is not None else 1,
             }, op, list(op.inputs))  # type: ignore[attr-defined]
+        elif op.name == "nn.constant":
+            continue  # weights: inputs of what uses them, not steps
+        elif op.name == "nn.reshape":  # a view of its input's buffer: no step, no copy
+            if op.operands[0] in producer:
+                producer[op.results[0]] = producer[op.operands[0]]
         elif op.name.startswith("nn."):
             add({"kind": "host", "backend": "host", "label": op.name.removeprefix("nn."), "ops": [op.name],
                  "kernel": "NumPy (host round trip)", "cost": "-", "calls": 1,
@@ -105,7 +112,7 @@ _SCRIPT = r"""
   const rows = {};
   const pos = data.nodes.map((n, i) => { const l = layer[i]; rows[l] = (rows[l] || 0) + 1;
                                           return [rows[l] - 1, l]; });
-  const W = 250, H = 96, GX = 30, GY = 40;
+  const W = 340, H = 96, GX = 30, GY = 40;
   const width = Math.max(...Object.values(rows)) * (W + GX) + GX;
   const height = (Math.max(...layer) + 1) * (H + GY) + GY;
   const svg = document.createElementNS(svgNS, "svg");
@@ -136,7 +143,7 @@ _SCRIPT = r"""
     lines.forEach((t, k) => {
       const text = document.createElementNS(svgNS, "text");
       text.setAttribute("x", x + 8); text.setAttribute("y", y + 18 + k * 20);
-      text.textContent = t.length > 40 ? t.slice(0, 39) + "\u2026" : t;
+      text.textContent = t.length > 44 ? t.slice(0, 43) + "\u2026" : t;
       g.appendChild(text);
     });
     const title = document.createElementNS(svgNS, "title");
