@@ -21,9 +21,9 @@ from xdsl.printer import Printer
 
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp
-from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model
+from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError

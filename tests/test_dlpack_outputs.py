@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 import partita
-from partita.runtime.interop import KDL_CUDA, DeviceArray, _LIVE_EXPORTS, dlpack_tensor, export_dlpack
+from partita.runtime.interop import (
+    _LIVE_EXPORTS,
+    KDL_CUDA,
+    DeviceArray,
+    dlpack_tensor,
+    export_dlpack,
+)
 
 RELU = """func.func @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %0 = nn.relu %x : (tensor<2x8xf32>) -> tensor<2x8xf32>

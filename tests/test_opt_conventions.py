@@ -13,9 +13,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-import partita.tools.opt as opt
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.ir.diagnostics import RemarkWarning, format_location
+from partita.tools import opt
 from partita.tools.pass_help import describe, option_infos
 from partita.transforms import get_all_passes
 

@@ -107,7 +107,7 @@ def test_a_model_file_without_extension_is_read_for_what_it_is(tmp_path: Path, c
 def test_report_counts_cubins_and_kernels_apart(model: Path, capsys) -> None:
     assert run.main(host_only(model, "--report")) == 0
     captured = capsys.readouterr()
-    assert re.search(r"^cubins: \d+ compiled by NVRTC, \d+ from the cache$", captured.out, re.M)
+    assert re.search(r"^cubins: \d+ compiled by NVRTC, \d+ from the cache$", captured.out, re.MULTILINE)
     assert "kernel compiles" not in captured.out
     # Where the plan ran is said once, in the report, not again on the timing line.
     both = captured.out + captured.err

@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import partita  # noqa: E402
-from partita.frontends.torch.dynamo import PartitaGraph, partita_backend  # noqa: E402
-from partita.ir import PartitaError  # noqa: E402
+import partita
+from partita.frontends.torch.dynamo import PartitaGraph, partita_backend
+from partita.ir import PartitaError
 
 HOST = {"partitioner": "none", "fallback_device": "cpu"}  # reference semantics, no NVRTC
 

@@ -29,8 +29,8 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from partita import __version__
 from partita.dialects import get_all_dialects
-from partita.frontends.file_kind import FileKind, require_kind
 from partita.files import same_file, write_atomically
+from partita.frontends.file_kind import FileKind, require_kind
 from partita.ir.diagnostics import PartitaError, RemarkWarning
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic, parse_located
 from partita.ir.verifier import verify_module
@@ -44,7 +44,7 @@ _EXPECTED = re.compile(
     r"//\s*expected-(?P<severity>error|warning|remark)(?:@(?P<rel>[+-]\d+|above|below))?\s*\{\{(?P<msg>.*?)\}\}")
 # A warning or remark a pass raises through ``warnings.warn`` is located when its text
 # starts like MLIR's (``file:line:col: message``).
-_LOCATED_TEXT = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?:(?:warning|remark): )?(?P<msg>.*)$", re.S)
+_LOCATED_TEXT = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?:(?:warning|remark): )?(?P<msg>.*)$", re.DOTALL)
 _NESTED = re.compile(r"[A-Za-z_][\w.]*\(")
 
 
@@ -53,7 +53,7 @@ def mlir_pass_pipeline(text: str) -> str:
     Partita's passes all run on the module, so a nested pipeline (``func.func(...)``) is
     refused rather than run at the wrong level."""
     body = text.strip()
-    match = re.fullmatch(r"(?:builtin\.module|any)\s*\((.*)\)", body, re.S)
+    match = re.fullmatch(r"(?:builtin\.module|any)\s*\((.*)\)", body, re.DOTALL)
     if match is not None:
         body = match.group(1)
     unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', '""', body)
@@ -159,7 +159,7 @@ class PartitaOptMain(xDSLOptMain):
         arg_parser.add_argument("--list-passes", action="store_true",
                                 help="list Partita's passes with a description and their options, and exit")
 
-    def get_input_stream(self):  # noqa: ANN201 - xDSL's signature
+    def get_input_stream(self):
         name = self.args.input_file
         if name is None or name == "-":
             return sys.stdin.buffer, "mlir"

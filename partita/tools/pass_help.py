@@ -107,7 +107,9 @@ def _article(noun: str) -> str:
 def check_spec(kind: str, cls: type, spec: ArgSpec) -> None:
     """Raises a ``PartitaError`` naming the option as written when ``spec`` does not fit
     ``cls`` (``kind`` is ``pass`` or ``target``); builds nothing."""
-    from xdsl.utils.arg_spec import _convert_arg_to_type  # xDSL's own conversion, so both agree
+    from xdsl.utils.arg_spec import (
+        _convert_arg_to_type,  # xDSL's own conversion, so both agree
+    )
 
     infos = {info.name: info for info in option_infos(cls)}
     hints = typing.get_type_hints(cls)

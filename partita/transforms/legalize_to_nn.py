@@ -36,13 +36,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import VerifyException
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
 )
+from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.dialects.nn.base import dense_to_numpy, numpy_dtype
@@ -147,7 +147,7 @@ def _starts_at_zero(value: SSAValue) -> bool:
     return _fill_value(value) == 0
 
 
-def _splat(value: float | int, like: SSAValue) -> nn.ConstantOp:
+def _splat(value: float, like: SSAValue) -> nn.ConstantOp:
     """A rank-0 constant of ``like``'s element type (nn ops broadcast it)."""
     dtype = numpy_dtype(like.type.element_type)  # type: ignore[attr-defined]
     return nn.ConstantOp(np.asarray(value, dtype=dtype))

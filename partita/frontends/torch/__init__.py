@@ -26,9 +26,9 @@ def is_torch_model(model: Any) -> bool:
 
 def export_module(model: Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """``model`` (a module or an ``ExportedProgram``) as a module with ``@main``."""
-    from partita.frontends.torch.importer import import_exported_program
-
     import torch
+
+    from partita.frontends.torch.importer import import_exported_program
 
     if isinstance(model, torch.export.ExportedProgram):
         if example_inputs is not None or dynamic_shapes is not None:

@@ -23,7 +23,7 @@ from partita.dialects import nn
 from partita.dialects.nn.base import element_type_of
 from partita.ir.diagnostics import PartitaError
 
-__all__ = ["import_exported_program", "ATEN_CONVERTERS"]
+__all__ = ["ATEN_CONVERTERS", "import_exported_program"]
 
 Converter = Callable[["_Importer", Any, list[Any], dict[str, Any]], Any]
 
