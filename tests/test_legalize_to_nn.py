@@ -81,6 +81,12 @@ def test_conv_and_pool() -> None:
     np.testing.assert_allclose(compile_host("conv_pool").run(x, w)[0], want.numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_copy_broadcast_and_reduce_into_a_filled_destination() -> None:
+    x, v = f32(4, 16), f32(16)
+    want = np.maximum((x + v).max(axis=1), 0)
+    np.testing.assert_allclose(compile_host("more").run(x, v)[0], want, rtol=1e-6)
+
+
 def test_the_pipeline_lists_legalize_to_nn_only_when_needed() -> None:
     assert compile_host("matmul").pipeline.split(",")[0] == "legalize-to-nn"
     plain = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n  func.return %0 : tensor<4xf32>\n}\n"

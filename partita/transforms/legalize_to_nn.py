@@ -2,7 +2,8 @@
 ``math`` on tensors, ``tosa``) becomes ``nn`` ops, so that what other MLIR / xDSL
 pipelines produce is partitioned and run like an imported model.
 
-Converted: ``linalg`` named ops (matmul, the element-wise ones, transpose, fill,
+Converted: ``linalg`` named ops (matmul, the element-wise ones, transpose, fill, copy,
+broadcast, reduce,
 conv_2d_nchw_fchw / nhwc_fhwc, pooling_nchw_max), ``linalg.generic`` whose body is an
 element-wise expression (identity or broadcast maps) or a sum / max / min reduction,
 ``tensor`` (empty, reshape, expand / collapse_shape, extract_slice, pad with a constant,
@@ -332,17 +333,43 @@ def _generic_reduction(op: Operation, build: _Builder, body: list[Operation], yi
                        values: dict[SSAValue, SSAValue], out_arg: SSAValue, init: SSAValue,
                        dims: list[int]) -> SSAValue:
     if len(body) != 1 or body[0].name not in _REDUCTIONS or yield_op.operands[0] is not body[0].results[0]:
-        raise Unsupported("a reducing linalg.generic converts when its body is one add, mul, max or min")
+        raise Unsupported(f"a reducing {op.name} converts when its body is one add, mul, max or min")
     combine = body[0]
     ins = [v for v in combine.operands if v is not out_arg]
     if len(ins) != 1 or out_arg not in combine.operands or ins[0] not in values:
-        raise Unsupported("a reducing linalg.generic must combine one input with its output")
+        raise Unsupported(f"a reducing {op.name} must combine one input with its output")
     reduced = build(_REDUCTIONS[combine.name](values[ins[0]], dims, keepdims=False))
     if _starts_at_zero(init) and _REDUCTIONS[combine.name] is nn.ReduceSumOp:
         return reduced
     binary = {nn.ReduceSumOp: nn.AddOp, nn.ReduceProdOp: nn.MultiplyOp, nn.ReduceMaxOp: nn.MaximumOp,
               nn.ReduceMinOp: nn.MinimumOp}[_REDUCTIONS[combine.name]]
     return build(binary(reduced, init))
+
+
+def _copy(op: Operation, build: _Builder) -> Sequence[SSAValue]:
+    return [op.operands[0]]  # values, not buffers: a copy is the value itself
+
+
+def _broadcast(op: Operation, build: _Builder) -> Sequence[SSAValue]:
+    source, init = op.operands[0], op.operands[1]
+    added = set(_ints(op.properties["dimensions"]))
+    shape = _shape(init)
+    if any(d < 0 for d in shape):
+        raise Unsupported("linalg.broadcast converts with a static result shape only")
+    source_dims = iter(_shape(source))
+    expanded = [1 if k in added else next(source_dims) for k in range(len(shape))]
+    return [build(nn.BroadcastToOp(build(nn.ReshapeOp(source, expanded)), list(shape)))]
+
+
+def _reduce(op: Operation, build: _Builder) -> Sequence[SSAValue]:
+    if len(op.operands) != 2:
+        raise Unsupported("linalg.reduce converts with one input and one init only")
+    source, init = op.operands
+    block = op.regions[0].block
+    yield_op = block.last_op
+    body = [o for o in block.ops if o is not yield_op]
+    dims = _ints(op.properties["dimensions"])
+    return [_generic_reduction(op, build, body, yield_op, {block.args[0]: source}, block.args[1], init, dims)]
 
 
 # -- tensor ------------------------------------------------------------------------------
@@ -418,6 +445,7 @@ def _conversions() -> dict[str, Callable[[Operation, _Builder], Sequence[SSAValu
         "linalg.matmul": _matmul, "linalg.fill": _fill, "linalg.transpose": _transpose,
         "linalg.conv_2d_nchw_fchw": _conv, "linalg.conv_2d_nhwc_fhwc": _conv,
         "linalg.pooling_nchw_max": _max_pool, "linalg.generic": _generic,
+        "linalg.copy": _copy, "linalg.broadcast": _broadcast, "linalg.reduce": _reduce,
         "tensor.reshape": _reshape, "tensor.expand_shape": _reshape, "tensor.collapse_shape": _reshape,
         "tensor.extract_slice": _extract_slice, "tensor.pad": _pad, "tensor.concat": _concat,
         "tosa.concat": _concat, "tosa.matmul": _tosa_matmul,

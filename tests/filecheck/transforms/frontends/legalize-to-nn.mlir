@@ -127,3 +127,32 @@ func.func @conv_pool(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor
   %p = linalg.pooling_nchw_max {dilations = dense<[1, 1]> : tensor<2xi64>, strides = dense<[2, 2]> : tensor<2xi64>} ins(%c, %win : tensor<1x4x6x6xf32>, tensor<2x2xf32>) outs(%pf : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   func.return %p : tensor<1x4x3x3xf32>
 }
+
+// -----
+
+// copy is the value itself; broadcast reshapes then broadcasts; a max reduction into a
+// filled destination keeps the destination in the max.
+// CHECK-LABEL: func.func @more
+// CHECK-NEXT:    %[[R:.*]] = nn.reshape %v : (tensor<16xf32>) -> tensor<1x16xf32>
+// CHECK-NEXT:    %[[B:.*]] = nn.broadcast_to %[[R]] : (tensor<1x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %[[S:.*]] = nn.add %x, %[[B]]
+// CHECK-NEXT:    %[[F:.*]] = nn.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK-NEXT:    %[[M:.*]] = nn.reduce_max %[[S]] {axes = array<i64: 1>, keepdims = false}
+// CHECK-NEXT:    %[[O:.*]] = nn.maximum %[[M]], %[[F]]
+// CHECK-NEXT:    func.return %[[O]]
+func.func @more(%x: tensor<4x16xf32>, %v: tensor<16xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4x16xf32>
+  %c = linalg.copy ins(%x : tensor<4x16xf32>) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %e2 = tensor.empty() : tensor<4x16xf32>
+  %b = linalg.broadcast ins(%v : tensor<16xf32>) outs(%e2 : tensor<4x16xf32>) dimensions = [0]
+  %s = arith.addf %c, %b : tensor<4x16xf32>
+  %zero = arith.constant 0.000000e+00 : f32
+  %e3 = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e3 : tensor<4xf32>) -> tensor<4xf32>
+  %r = linalg.reduce ins(%s : tensor<4x16xf32>) outs(%f : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %t = arith.maximumf %in, %acc : f32
+      linalg.yield %t : f32
+    }
+  func.return %r : tensor<4xf32>
+}
