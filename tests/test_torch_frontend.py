@@ -145,3 +145,15 @@ def test_compiled_graphs_are_cached_per_input_signature() -> None:
         x = torch.randn(n, 16)
         torch.testing.assert_close(backend(x), model(x), rtol=1e-5, atol=1e-6)
     assert sorted(k[0][0] for k in backend.executables) == [(2, 16), (5, 16)]
+
+
+@pytest.mark.gpu
+def test_torch_compile_keeps_cuda_tensors_on_the_gpu() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device and a CUDA build of torch")
+    model = fresh(MLP()).cuda()
+    compiled = torch.compile(model, backend="partita")
+    x = torch.randn(4, 16, device="cuda")
+    out = compiled(x)
+    assert out.device.type == "cuda"
+    torch.testing.assert_close(out, model(x), rtol=2e-3, atol=2e-3)  # TF32 / f16 kernels

@@ -54,7 +54,12 @@ class PartitaGraph:
                 self.eager_signatures.add(key)
                 return self.graph_module(*inputs)
         device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        outputs = tuple(torch.from_numpy(o).to(device) for o in exe.run(*inputs))
+        if device.type == "cuda":
+            # Results stay on the GPU: read through DLPack, then copied on the device, since
+            # a device output is only valid until this graph's next run.
+            outputs = tuple(torch.from_dlpack(o).clone() for o in exe.run(*inputs, outputs="device"))
+        else:
+            outputs = tuple(torch.from_numpy(o) for o in exe.run(*inputs))
         return outputs if self.returns_sequence else outputs[0]
 
 
