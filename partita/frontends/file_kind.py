@@ -65,5 +65,6 @@ def require_kind(path: Path | str, allowed: tuple[FileKind, ...], tool: str) -> 
         raise PartitaError(f"cannot read '{path}': {err.strerror or err}") from None
     if kind not in allowed:
         hint = _HINTS[kind].format(path=path)
-        raise PartitaError(f"'{path}' is {kind.value}, which {tool} does not take: {hint}")
+        wanted = " or ".join(k.value for k in allowed)
+        raise PartitaError(f"'{path}' is {kind.value}, not {wanted} as {tool} takes: {hint}")
     return kind

@@ -18,16 +18,16 @@
 // The input's kind comes from its content: models that are not IR are refused with
 // what to do instead; any text file is read as IR whatever its extension.
 // RUN: not partita-opt %S/../../../examples/encoder.onnx 2>&1 | filecheck %s --check-prefix=ONNX
-// ONNX: error: '{{.*}}encoder.onnx' is an ONNX model, which partita-opt does not take: import it with 'partita-import
+// ONNX: error: '{{.*}}encoder.onnx' is an ONNX model, not textual IR as partita-opt takes: import it with 'partita-import
 // RUN: python -c "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())" %S/../../../examples/encoder.onnx > %t.model
 // RUN: not partita-opt %t.model 2>&1 | filecheck %s --check-prefix=ONNX-NOEXT
-// ONNX-NOEXT: error: '{{.*}}.model' is an ONNX model, which partita-opt does not take
+// ONNX-NOEXT: error: '{{.*}}.model' is an ONNX model, not textual IR as partita-opt takes
 // RUN: python -c "import sys; sys.stdout.buffer.write(b'PARTITA-MODEL\x00\x01\x00' + bytes(64))" > %t.partita
 // RUN: not partita-opt %t.partita 2>&1 | filecheck %s --check-prefix=COMPILED
-// COMPILED: error: '{{.*}}.partita' is a compiled Partita model, which partita-opt does not take: run it with 'partita-run
+// COMPILED: error: '{{.*}}.partita' is a compiled Partita model, not textual IR as partita-opt takes: run it with 'partita-run
 // RUN: python -c "import sys; sys.stdout.buffer.write(bytes([0xff, 0x00, 0x13, 0x37]) * 8)" > %t.bin
 // RUN: not partita-opt %t.bin 2>&1 | filecheck %s --check-prefix=BINARY
-// BINARY: error: '{{.*}}.bin' is a binary file of unknown format, which partita-opt does not take
+// BINARY: error: '{{.*}}.bin' is a binary file of unknown format, not textual IR as partita-opt takes
 // RUN: echo "func.func @f() {" > %t.txt
 // RUN: not partita-opt %t.txt 2>&1 | filecheck %s --check-prefix=TEXT
 // TEXT: {{.*}}.txt:{{[0-9]+}}:{{[0-9]+}}: error:
