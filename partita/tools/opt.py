@@ -3,7 +3,13 @@
 Differences from ``xdsl-opt``, each because users of MLIR tools expect it:
 - errors are printed as ``file:line:col: error: message`` with a non-zero exit, never as
   a Python traceback;
-- ``--verify-diagnostics`` checks ``// expected-error`` annotations like ``mlir-opt``;
+- ``--verify-diagnostics`` checks ``// expected-error``, ``expected-warning`` and
+  ``expected-remark`` annotations like ``mlir-opt`` (warnings and remarks are what passes
+  raise with ``warnings.warn``, located by a ``file:line:col:`` prefix);
+- ``--list-passes`` lists Partita's passes with their options; ``--pass-pipeline`` takes
+  MLIR's ``builtin.module(...)`` form; ``-`` is standard input; ``--version`` is Partita's;
+- option errors name the option as the user wrote it; the input's kind is decided by its
+  content (an ONNX or compiled model is refused with what to do instead);
 - verification is linear in the number of symbols (see ``partita.ir.verifier``);
 - ``-o`` is written atomically and may not name the input file.
 """
