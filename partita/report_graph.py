@@ -88,8 +88,16 @@ def placement_graph(exe: Any) -> dict[str, Any]:
                 if value in producer:
                     for result in op.results:
                         producer.setdefault(result, producer[value])
+    groups = []
+    if exe.collage is not None:
+        for function in exe.collage.functions:
+            for group in function.groups:
+                groups.append({"function": function.name, "kind": group.kind, "target": group.target,
+                               "ops": [name.removeprefix("nn.") for name in group.ops],
+                               "cost": format_seconds(group.cost), "symbol": group.symbol or ""})
     return {
         "title": f"@{exe.entry}",
+        "collage_groups": groups,
         "nodes": nodes,
         "edges": edges,
         "colours": BACKEND_COLOURS,
@@ -164,6 +172,26 @@ _SCRIPT = r"""
     parts + " partition(s), " + data.host_steps + " host round trip(s); estimated " + data.estimated +
     (data.collage ? "; Collage " + data.collage + " vs eager " + (data.eager || "n/a") : "") +
     "; measured: " + (data.measured || "n/a (needs a CUDA device)");
+  // Collage's choice, group by group, under the totals that compare it with eager's.
+  if (data.collage_groups.length) {
+    const table = document.createElement("table");
+    table.id = "collage-choice";
+    const head = table.insertRow();
+    for (const h of ["function", "placed as", "target", "ops", "est. cost"]) {
+      const th = document.createElement("th"); th.textContent = h; head.appendChild(th);
+    }
+    for (const g of data.collage_groups) {
+      const row = table.insertRow();
+      row.setAttribute("data-target", g.target);
+      for (const v of [g.function, g.kind + (g.symbol ? " @" + g.symbol : ""), g.target, g.ops.join(", "), g.cost]) {
+        row.insertCell().textContent = v;
+      }
+      row.cells[2].style.background = data.colours[g.target.split(" ")[0]] || "#eeeeee";
+    }
+    const caption = table.createCaption();
+    caption.textContent = "Collage's choice: " + data.collage + " estimated, eager partitioner: " + (data.eager || "n/a");
+    document.getElementById("collage").appendChild(table);
+  }
   document.body.setAttribute("data-rendered", "true");
 })();
 """
@@ -173,6 +201,8 @@ body { font-family: sans-serif; margin: 16px; }
 .edge { stroke: #444; stroke-width: 1.5; }
 .node rect { stroke: #222; stroke-width: 1; }
 .node text { font-size: 12px; font-family: monospace; }
+#collage-choice { border-collapse: collapse; margin-top: 16px; }
+#collage-choice td, #collage-choice th { border: 1px solid #888; padding: 2px 8px; font-size: 12px; }
 .legend-item { display: inline-block; padding: 2px 8px; margin-right: 6px; border: 1px solid #222; }
 """
 
@@ -185,7 +215,7 @@ def render_html(data: dict[str, Any]) -> str:
         f"<title>Partita placement of {html.escape(data['title'])}</title><style>{_STYLE}</style></head>\n"
         f"<body><h1>Placement of {html.escape(data['title'])}</h1>\n"
         f"<p id=\"execution\">{html.escape(data['execution'].splitlines()[0] if data['execution'] else '')}</p>\n"
-        "<p id=\"summary\"></p><div id=\"legend\"></div><div id=\"graph\"></div>\n"
+        "<p id=\"summary\"></p><div id=\"legend\"></div><div id=\"graph\"></div><div id=\"collage\"></div>\n"
         f"<script type=\"application/json\" id=\"placement-data\">{payload}</script>\n"
         f"<script>{_SCRIPT}</script>\n</body></html>\n"
     )

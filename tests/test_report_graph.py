@@ -97,3 +97,7 @@ def test_chromium_draws_the_placement(cnn: partita.Executable, tmp_path: Path) -
     summary = re.search(r'<p id="summary">(.*?)</p>', dom).group(1)
     assert summary.startswith(f"{len(drawn)} partition(s), 0 host round trip(s)")
     assert "Collage" in summary and "vs eager" in summary
+    # Collage's choice, group by group, beside the eager partitioner's total.
+    assert re.search(r"<caption>Collage's choice: [\d.]+ us estimated, eager partitioner: [\d.]+ us</caption>", dom)
+    chosen = re.findall(r'<tr data-target="(\w+)', dom)
+    assert {"cutlass"} <= set(chosen) and len(chosen) == len(cnn.collage.partitions) + len(cnn.collage.native)
