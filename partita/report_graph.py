@@ -146,7 +146,8 @@ _SCRIPT = r"""
     g.appendChild(rect);
     const lines = n.kind === "partition" || n.kind === "host"
       ? [n.label + "  [" + n.backend + "]", (n.ops || []).join(", "), "kernel: " + n.kernel,
-         "est. " + n.cost + (n.calls > 1 ? " x" + n.calls : "") + (n.roundtrip ? "  (host round trip)" : "")]
+         "est. " + n.cost + (n.calls > 1 ? ", function shared by " + n.calls + " calls" : "") +
+         (n.roundtrip ? "  (host round trip)" : "")]
       : [n.label + "  " + (n.type || "")];
     lines.forEach((t, k) => {
       const text = document.createElementNS(svgNS, "text");
@@ -167,9 +168,10 @@ _SCRIPT = r"""
     item.style.background = data.colours[b] || "#cccccc"; item.textContent = b;
     legend.appendChild(item);
   }
-  const parts = data.nodes.filter(n => n.kind === "partition").length;
+  const calls = data.nodes.filter(n => n.kind === "partition");
+  const parts = new Set(calls.map(n => n.label)).size;
   document.getElementById("summary").textContent =
-    parts + " partition(s), " + data.host_steps + " host round trip(s); estimated " + data.estimated +
+    parts + " partition(s) in " + calls.length + " call(s), " + data.host_steps + " host round trip(s); estimated " + data.estimated +
     (data.collage ? "; Collage " + data.collage + " vs eager " + (data.eager || "n/a") : "") +
     "; measured: " + (data.measured || "n/a (needs a CUDA device)");
   // Collage's choice, group by group, under the totals that compare it with eager's.

@@ -95,7 +95,7 @@ def test_chromium_draws_the_placement(cnn: partita.Executable, tmp_path: Path) -
     assert dom.count('<line ') >= len(drawn)  # edges drawn between them
     assert re.search(r'<span class="legend-item" data-backend="cutlass"', dom)
     summary = re.search(r'<p id="summary">(.*?)</p>', dom).group(1)
-    assert summary.startswith(f"{len(drawn)} partition(s), 0 host round trip(s)")
+    assert summary.startswith(f"{len(drawn)} partition(s) in {len(drawn)} call(s), 0 host round trip(s)")
     assert "Collage" in summary and "vs eager" in summary
     # Collage's choice, group by group, beside the eager partitioner's total.
     assert re.search(r"<caption>Collage's choice: [\d.]+ us estimated, eager partitioner: [\d.]+ us</caption>", dom)
