@@ -35,13 +35,21 @@ _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-f
                              *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
+def _names_a_file(text: str) -> bool:
+    """Whether a one-line string is the path of an existing file (not IR text)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # too long for a file name, or a NUL in it
+        return False
+
+
 def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
     textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
     if isinstance(model, ModuleOp):
         return model.clone()
     if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
-                                   and (model.endswith((".mlir", ".onnx")) or Path(model).is_file())):
+                                   and (model.endswith((".mlir", ".onnx")) or _names_a_file(model))):
         path = Path(model)
         # The content decides (an ONNX model named without .onnx is still one).
         kind = file_kind(path) if path.is_file() else None
