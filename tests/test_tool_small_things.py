@@ -133,3 +133,9 @@ def test_readme_names_the_cubin_cache_the_code_uses(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HOME", str(tmp_path))
     assert nvrtc.default_cache_dir() == tmp_path / ".cache" / "partita" / "cubins"
     assert "default `~/.cache/partita/cubins`" in (ROOT / "README.md").read_text()
+
+
+def test_one_line_ir_longer_than_a_file_name_is_still_ir() -> None:
+    text = RELU.replace("\n", " ") + " " * 400  # over NAME_MAX: Path.is_file() would raise
+    exe = partita.compile(text, partitioner="none", fallback_device="cpu")
+    np.testing.assert_array_equal(exe.run(np.array([[-1.0, 2.0] * 4], np.float32))[0], [[0.0, 2.0] * 4])
