@@ -45,7 +45,8 @@ def _names_a_file(text: str) -> bool:
 
 def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
-    textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
+    textual IR, a model file (ONNX or IR, told apart by content), an ``onnx.ModelProto``,
+    or a PyTorch module / ``ExportedProgram`` (exported on ``example_inputs``)."""
     if isinstance(model, ModuleOp):
         return model.clone()
     if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
