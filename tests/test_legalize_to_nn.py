@@ -87,6 +87,15 @@ def test_copy_broadcast_and_reduce_into_a_filled_destination() -> None:
     np.testing.assert_allclose(compile_host("more").run(x, v)[0], want, rtol=1e-6)
 
 
+def test_tosa_elementwise_pools_and_concat() -> None:
+    torch = pytest.importorskip("torch")
+    a, b = f32(1, 4, 4, 2), f32(1, 4, 4, 2)
+    n = torch.from_numpy(np.sin((a + b - b) * a)).permute(0, 3, 1, 2)  # to NCHW for torch's pools
+    pooled = [torch.nn.functional.max_pool2d(n, 2), torch.nn.functional.avg_pool2d(n, 2)]
+    want = torch.cat(pooled, dim=1).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(compile_host("tosa_more").run(a, b)[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_the_pipeline_lists_legalize_to_nn_only_when_needed() -> None:
     assert compile_host("matmul").pipeline.split(",")[0] == "legalize-to-nn"
     plain = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n  func.return %0 : tensor<4xf32>\n}\n"

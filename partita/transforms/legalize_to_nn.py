@@ -204,7 +204,9 @@ def _elementwise(op: Operation, build: _Builder) -> Sequence[SSAValue]:
     if op.name.startswith("linalg."):
         inputs = list(op.inputs)  # type: ignore[attr-defined]
     if op.name == "tosa.mul" and len(inputs) == 3:
-        inputs = inputs[:2]  # the shift operand only matters for integer rescaling
+        if _fill_value(inputs[2]) != 0:
+            raise Unsupported("tosa.mul converts with a zero shift only")
+        inputs = inputs[:2]  # a zero shift: a plain product
     if op.name in _UNARY:
         return [build(_UNARY[op.name](inputs[0]))]
     return [build(_BINARY[op.name](inputs[0], inputs[1]))]

@@ -156,3 +156,28 @@ func.func @more(%x: tensor<4x16xf32>, %v: tensor<16xf32>) -> tensor<4xf32> {
     }
   func.return %r : tensor<4xf32>
 }
+
+// -----
+
+// TOSA element-wise ops, NHWC pools (averages over the window's inside only) and concat.
+// CHECK-LABEL: func.func @tosa_more
+// CHECK-NEXT:    %[[S:.*]] = nn.add %a, %b
+// CHECK-NEXT:    %[[D:.*]] = nn.subtract %[[S]], %b
+// CHECK-NEXT:    %[[M:.*]] = nn.multiply %[[D]], %a
+// CHECK-NEXT:    %[[N:.*]] = nn.sin %[[M]]
+// CHECK-NEXT:    %[[P:.*]] = nn.max_pool2d %[[N]] {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "NHWC"}
+// CHECK-NEXT:    %[[Q:.*]] = nn.avg_pool2d %[[N]] {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "NHWC"}
+// CHECK-NEXT:    %[[C:.*]] = nn.concatenate %[[P]], %[[Q]] {axis = 3 : i64}
+// CHECK-NEXT:    func.return %[[C]]
+func.func @tosa_more(%a: tensor<1x4x4x2xf32>, %b: tensor<1x4x4x2xf32>) -> tensor<1x2x2x4xf32> {
+  %s = tosa.add %a, %b : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %d = tosa.sub %s, %b : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %sh = "tosa.const"() {values = dense<0> : tensor<1xi8>} : () -> tensor<1xi8>
+  %m = tosa.mul %d, %a, %sh : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>, tensor<1xi8>) -> tensor<1x4x4x2xf32>
+  %n = tosa.sin %m : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %p = tosa.max_pool2d %n {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, pad = array<i64: 0, 0, 0, 0>} : (tensor<1x4x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %zp = "tosa.const"() {values = dense<0.000000e+00> : tensor<1xf32>} : () -> tensor<1xf32>
+  %q = tosa.avg_pool2d %n, %zp, %zp {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, pad = array<i64: 0, 0, 0, 0>, acc_type = f32} : (tensor<1x4x4x2xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x2x2x2xf32>
+  %c = tosa.concat %p, %q {axis = 3 : i32} : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x4xf32>
+  func.return %c : tensor<1x2x2x4xf32>
+}
