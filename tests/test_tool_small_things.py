@@ -139,3 +139,11 @@ def test_one_line_ir_longer_than_a_file_name_is_still_ir() -> None:
     text = RELU.replace("\n", " ") + " " * 400  # over NAME_MAX: Path.is_file() would raise
     exe = partita.compile(text, partitioner="none", fallback_device="cpu")
     np.testing.assert_array_equal(exe.run(np.array([[-1.0, 2.0] * 4], np.float32))[0], [[0.0, 2.0] * 4])
+
+
+def test_an_empty_result_is_called_empty_not_nan(model: Path, tmp_path: Path, capsys) -> None:
+    np.savez(tmp_path / "empty.npz", x=np.ones((0, 8), np.float32))
+    assert run.main(host_only(model, "-q", "--inputs", str(tmp_path / "empty.npz"))) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "output0: float32[0, 8] (empty)\n"
+    assert "nan" not in captured.out + captured.err and "warning" not in captured.err.lower()

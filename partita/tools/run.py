@@ -239,7 +239,9 @@ def _main(args: argparse.Namespace) -> int:
     if args.report:
         print(report)
     for name, out in zip(output_names, outputs):
-        print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+        # An empty result has no mean (NumPy would warn and print nan).
+        summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
+        print(f"{name}: {out.dtype}{list(out.shape)} {summary}")
     if not args.quiet:
         # The report already says where the plan ran; say it once.
         print(f"ran in {elapsed:.3f}s" + ("" if args.report else f"; {report.execution}"), file=sys.stderr)
