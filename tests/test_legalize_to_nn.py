@@ -96,6 +96,13 @@ def test_tosa_elementwise_pools_and_concat() -> None:
     np.testing.assert_allclose(compile_host("tosa_more").run(a, b)[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_insert_slice() -> None:
+    x, y = f32(2, 2), f32(4, 5)
+    want = y.copy()
+    want[1:3, 2:4] = x
+    np.testing.assert_array_equal(compile_host("insert").run(x, y)[0], want)
+
+
 def test_the_pipeline_lists_legalize_to_nn_only_when_needed() -> None:
     assert compile_host("matmul").pipeline.split(",")[0] == "legalize-to-nn"
     plain = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n  func.return %0 : tensor<4xf32>\n}\n"
@@ -105,7 +112,7 @@ def test_the_pipeline_lists_legalize_to_nn_only_when_needed() -> None:
 
 def test_what_cannot_run_fails_at_compile_time_with_a_location() -> None:
     text = """func.func @main(%x: tensor<2x2xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  %r = tensor.insert_slice %x into %y[0, 0] [2, 2] [1, 1] : tensor<2x2xf32> into tensor<4x4xf32>
+  %r = tensor.insert_slice %x into %y[0, 0] [2, 2] [2, 2] : tensor<2x2xf32> into tensor<4x4xf32>
   func.return %r : tensor<4x4xf32>
 }
 """

@@ -6,14 +6,14 @@ Converted: ``linalg`` named ops (matmul, the element-wise ones, transpose, fill,
 broadcast, reduce,
 conv_2d_nchw_fchw / nhwc_fhwc, pooling_nchw_max), ``linalg.generic`` whose body is an
 element-wise expression (identity or broadcast maps) or a sum / max / min reduction,
-``tensor`` (empty, reshape, expand / collapse_shape, extract_slice, pad with a constant,
-concat), element-wise ``arith`` / ``math`` on tensors and tensor constants, and the
+``tensor`` (empty, reshape, expand / collapse_shape, extract_slice, insert_slice, pad with
+a constant, concat), element-wise ``arith`` / ``math`` on tensors and tensor constants, and the
 ``tosa`` ops xDSL 0.74 has (add, sub, mul, clamp, sin, cos, reciprocal, const, matmul,
 concat, reduce_sum/max/min/product, max_pool2d, avg_pool2d). Destination operands
 (``outs``) that start from zero (``tensor.empty``, a zero ``linalg.fill``) are dropped;
 others are added, as the linalg op accumulates into them.
 
-Anything from those dialects left afterwards (``tensor.insert_slice``, a ``linalg.generic``
+Anything from those dialects left afterwards (a strided ``tensor.insert_slice``, a ``linalg.generic``
 with a body that is not element-wise, dynamic slices...) is a located error here, at
 compile time: no launch plan can run it, and the user should not learn that at run time.
 """
@@ -400,6 +400,26 @@ def _extract_slice(op: Operation, build: _Builder) -> Sequence[SSAValue]:
     return [sliced]
 
 
+def _insert_slice(op: Operation, build: _Builder) -> Sequence[SSAValue]:
+    """``dest`` with ``source`` written at the offsets: the source padded to the
+    destination's shape, chosen by a constant mask (static shapes, unit strides)."""
+    if len(op.operands) != 2:
+        raise Unsupported("tensor.insert_slice converts with static offsets, sizes and strides only")
+    source, dest = op.operands
+    offsets, sizes = _ints(op.properties["static_offsets"]), _ints(op.properties["static_sizes"])
+    strides = _ints(op.properties["static_strides"])
+    shape = _shape(dest)
+    if any(st != 1 for st in strides) or any(d < 0 for d in shape):
+        raise Unsupported("tensor.insert_slice converts with unit strides and a static destination only")
+    if list(_shape(source)) != sizes:  # a rank-reducing insert: restore the unit dims first
+        source = build(nn.ReshapeOp(source, sizes))
+    after = [d - o - n for d, o, n in zip(shape, offsets, sizes)]
+    padded = build(nn.PadOp(source, offsets, after, pad_value=0.0))
+    mask = np.zeros(shape, dtype=np.bool_)
+    mask[tuple(slice(o, o + n) for o, n in zip(offsets, sizes))] = True
+    return [build(nn.WhereOp(build(nn.ConstantOp(mask)), padded, dest))]
+
+
 def _pad(op: Operation, build: _Builder) -> Sequence[SSAValue]:
     if len(op.operands) != 1:
         raise Unsupported("tensor.pad converts with static padding only")
@@ -449,7 +469,8 @@ def _conversions() -> dict[str, Callable[[Operation, _Builder], Sequence[SSAValu
         "linalg.pooling_nchw_max": _max_pool, "linalg.generic": _generic,
         "linalg.copy": _copy, "linalg.broadcast": _broadcast, "linalg.reduce": _reduce,
         "tensor.reshape": _reshape, "tensor.expand_shape": _reshape, "tensor.collapse_shape": _reshape,
-        "tensor.extract_slice": _extract_slice, "tensor.pad": _pad, "tensor.concat": _concat,
+        "tensor.extract_slice": _extract_slice, "tensor.insert_slice": _insert_slice, "tensor.pad": _pad,
+        "tensor.concat": _concat,
         "tosa.concat": _concat, "tosa.matmul": _tosa_matmul,
         "tosa.max_pool2d": _tosa_pool, "tosa.avg_pool2d": _tosa_pool,
     })

@@ -4,8 +4,8 @@
 // RUN: partita-opt %s --split-input-file --verify-diagnostics -p legalize-to-nn
 
 func.func @insert(%x: tensor<2x2xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  // expected-error@+1 {{'tensor.insert_slice' op cannot be lowered by Partita: it has no conversion to nn}}
-  %r = tensor.insert_slice %x into %y[0, 0] [2, 2] [1, 1] : tensor<2x2xf32> into tensor<4x4xf32>
+  // expected-error@+1 {{'tensor.insert_slice' op cannot be lowered by Partita: tensor.insert_slice converts with unit strides and a static destination only}}
+  %r = tensor.insert_slice %x into %y[0, 0] [2, 2] [2, 2] : tensor<2x2xf32> into tensor<4x4xf32>
   func.return %r : tensor<4x4xf32>
 }
 

@@ -181,3 +181,16 @@ func.func @tosa_more(%a: tensor<1x4x4x2xf32>, %b: tensor<1x4x4x2xf32>) -> tensor
   %c = tosa.concat %p, %q {axis = 3 : i32} : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x4xf32>
   func.return %c : tensor<1x2x2x4xf32>
 }
+
+// -----
+
+// insert_slice: the source padded to the destination, chosen by a constant mask.
+// CHECK-LABEL: func.func @insert
+// CHECK-NEXT:    %[[P:.*]] = nn.pad %x {pad_before = array<i64: 1, 2>, pad_after = array<i64: 1, 1>}
+// CHECK-NEXT:    %[[M:.*]] = nn.constant dense<{{.*}}> : tensor<4x5xi1>
+// CHECK-NEXT:    %[[W:.*]] = nn.where %[[M]], %[[P]], %y
+// CHECK-NEXT:    func.return %[[W]]
+func.func @insert(%x: tensor<2x2xf32>, %y: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %r = tensor.insert_slice %x into %y[1, 2] [2, 2] [1, 1] : tensor<2x2xf32> into tensor<4x5xf32>
+  func.return %r : tensor<4x5xf32>
+}
