@@ -157,3 +157,34 @@ def test_torch_compile_keeps_cuda_tensors_on_the_gpu() -> None:
     out = compiled(x)
     assert out.device.type == "cuda"
     torch.testing.assert_close(out, model(x), rtol=2e-3, atol=2e-3)  # TF32 / f16 kernels
+
+
+ENTRY_POINT_SCRIPT = """
+import importlib.metadata as md, sys, tomllib
+value = tomllib.load(open(sys.argv[1], "rb"))["project"]["entry-points"]["torch_dynamo_backends"]["partita"]
+real = md.entry_points
+def entry_points(**kw):  # what an installed Partita adds to the environment
+    if kw.get("group") == "torch_dynamo_backends":
+        return md.EntryPoints([md.EntryPoint(name="partita", value=value, group="torch_dynamo_backends")])
+    return real(**kw)
+md.entry_points = entry_points
+import torch
+assert "partita" not in sys.modules
+m = torch.nn.Linear(4, 3).eval()
+c = torch.compile(m, backend="partita", options={"partitioner": "none", "fallback_device": "cpu"})
+x = torch.randn(2, 4)
+torch.testing.assert_close(c(x), m(x))
+assert "partita.frontends.torch.dynamo" in sys.modules
+print("ok")
+"""
+
+
+def test_the_entry_point_finds_the_backend_without_importing_partita() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", ENTRY_POINT_SCRIPT, str(root / "pyproject.toml")],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
