@@ -77,3 +77,31 @@ def test_partita_opt_works_with_the_plugin_installed(plugin_installed: None, tmp
     source.write_text(PARTITIONED)
     assert opt.main([str(source), "-p", "outline-compiler-functions"]) == 0
     assert "func.call @tvmgen_default_cutlass_main_0(%x)" in capsys.readouterr().out
+
+
+PLUGIN_SCRIPT = """
+import importlib.metadata as md, sys, tomllib
+value = tomllib.load(open(sys.argv[1], "rb"))["project"]["entry-points"]["xdsl.universe"]["partita"]
+real = md.entry_points
+def entry_points(**kw):  # what an installed Partita adds to the environment
+    found = real(**kw)
+    if kw.get("group") == "xdsl.universe" and "partita" not in found.names:
+        found = md.EntryPoints([*found, md.EntryPoint(name="partita", value=value, group="xdsl.universe")])
+    return found
+md.entry_points = entry_points
+from xdsl.tools.xdsl_opt import main
+sys.argv = ["xdsl-opt", sys.argv[2], "-p", "outline-compiler-functions"]
+main()
+"""
+
+
+def test_xdsl_opt_loads_the_plugin_through_the_entry_point(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = tmp_path / "in.mlir"
+    source.write_text(PARTITIONED)
+    proc = subprocess.run([sys.executable, "-c", PLUGIN_SCRIPT, str(ROOT / "pyproject.toml"), str(source)],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "func.call @tvmgen_default_cutlass_main_0(%x)" in proc.stdout
