@@ -31,6 +31,8 @@ _PASSES: dict[str, tuple[str, str]] = {
     "partition-graph": ("partita.transforms.partition_graph", "PartitionGraph"),
     "partition-eager": ("partita.transforms.partition_eager", "PartitionEager"),
     "collage-partition": ("partita.transforms.collage_partition", "CollagePartition"),
+    # Standard MLIR dialects in.
+    "legalize-to-nn": ("partita.transforms.legalize_to_nn", "LegalizeToNN"),
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
