@@ -16,13 +16,14 @@ Entry ABI (C calling convention, all parameters by value)::
           int* workspace,                      // ONLY when split_k > 1
           int dyn_0, ...)                      // run-time dims, in the order of
                                                //   KernelSpec.dynamic_dims:
-                                               //   dense: M; batch_matmul: batch, M;
-                                               //   conv2d: N
+                                               //   dense: M; batch_matmul: those of
+                                               //   batch, M, N, K; conv2d: N
 
 The split-k workspace holds ``grid_m * grid_n`` ints that must be zero before
 the first launch; the kernel leaves it zeroed again.  Launch geometry (grid,
 block, dynamic shared memory) is computed in Python by :class:`EntryInfo`.
-Static dimensions are compile-time constants of the entry.
+Static dimensions are constants the entry passes to its kernel's runner, which takes every
+GEMM dim as an argument: entries of one configuration share one instantiation.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec
 
-_CTYPE = {"float16": "cutlass::half_t", "float32": "float"}
+_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float"}
 _EPILOGUE = {
     "none": "cutlass::epilogue::thread::LinearCombination",
     "bias": "cutlass::epilogue::thread::LinearCombination",
@@ -133,10 +134,9 @@ class EntryInfo:
 
     def output_shape(self, dims: dict[str, int] | None = None) -> tuple[int, ...]:
         s, d = self.spec, dict(dims or {})
-        if s.op == "dense":
-            return (s.M if s.M is not None else d["M"], s.N)
-        if s.op == "batch_matmul":
-            return (s.batch_count(d), s.M if s.M is not None else d["M"], s.N)
+        if s.op in ("dense", "batch_matmul"):
+            M, N, _ = s.gemm_problem(d)
+            return (M, N) if s.op == "dense" else (s.batch_count(d), M, N)
         n = s.input_shape[0] if s.input_shape[0] is not None else d["N"]
         p, q = s.output_hw
         return (n, p, q, s.filter_shape[0])
@@ -181,10 +181,57 @@ class CudaSource:
 # -- C++ fragments ------------------------------------------------------------
 
 def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
-    return (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
-            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
-            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k > 1,
-            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
+    """What makes two entries' runners differ. GEMM shapes are run-time arguments of the
+    runner (one instantiation per configuration, shared across shapes); a convolution's
+    runner still spells its problem, so its shapes are part of the key."""
+    key = (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
+           cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
+           cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k,
+           cfg.swizzle, cfg.iterator_algorithm, cfg.math)
+    if spec.op == "conv2d":
+        return key + (spec.input_shape, spec.filter_shape, spec.strides, spec.padding, spec.dilation)
+    return key + (spec.layout, spec.broadcast)
+
+
+#: The run-time problem dims a GEMM runner takes, in order.
+GEMM_DIMS = {"dense": ("M", "N", "K"), "batch_matmul": ("batch", "M", "N", "K")}
+
+
+def gemm_layout(spec: KernelSpec) -> dict[str, tuple[str, ...]]:
+    """Leading dimensions and batch strides of a GEMM's operands, each as the dims whose
+    product it is (``()``: a stride of 0, the operand broadcast). The runner spells them
+    in C++ and :func:`gemm_strides` evaluates them, so both read one definition.
+
+    A is ``[M,K]`` row-major (``lda = K``) or, transposed, ``[K,M]`` column-major
+    (``lda = M``); B is ``[N,K]`` column-major (``ldb = K``) or ``[K,N]`` row-major
+    (``ldb = N``); the output is ``[M,N]`` row-major."""
+    return {
+        "lda": ("M",) if spec.transpose_a else ("K",),
+        "ldb": ("K",) if spec.transpose_b else ("N",),
+        "ldd": ("N",),
+        "stride_a": () if spec.broadcast_a else ("M", "K"),
+        "stride_b": () if spec.broadcast_b else ("N", "K"),
+        "stride_d": ("M", "N"),
+    }
+
+
+def gemm_strides(spec: KernelSpec, dims: dict[str, int] | None = None) -> dict[str, int]:
+    """:func:`gemm_layout` evaluated at the problem's dims (run-time ones from ``dims``)."""
+    M, N, K = spec.gemm_problem(dims)
+    values = {"M": M, "N": N, "K": K}
+    out = {}
+    for name, factors in gemm_layout(spec).items():
+        v = 1
+        for f in factors:
+            v *= values[f]
+        out[name] = v if factors else 0
+    return out
+
+
+def _c_product(factors: tuple[str, ...]) -> str:
+    if not factors:
+        return "(int64_t)0"
+    return " * ".join(["(int64_t)" + factors[0], *factors[1:]])
 
 
 def _shape(t) -> str:
@@ -214,10 +261,12 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"    cutlass::conv::IteratorAlgorithm::{algo}, cutlass::conv::StrideSupport::kStrided,\n"
             f"    {cfg.alignment_a}, {cfg.alignment_b}>::Kernel;\n")
     split = "true" if cfg.split_k > 1 else "false"
+    layout_a = "cutlass::layout::ColumnMajor" if spec.transpose_a else "cutlass::layout::RowMajor"
+    layout_b = "cutlass::layout::ColumnMajor" if spec.transpose_b else "cutlass::layout::RowMajor"
     base = (
         f"typename cutlass::gemm::kernel::DefaultGemm<\n"
-        f"    {T}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
-        f"    {T}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    {T}, {layout_a}, {cfg.alignment_a},\n"
+        f"    {T}, {layout_b}, {cfg.alignment_b},\n"
         f"    {T}, cutlass::layout::RowMajor, float, {opclass}, {arch},\n"
         f"{common}"
         f"    {epi},\n    {swz}, {cfg.stages}, {split}, {mma}>::GemmKernel")
@@ -253,10 +302,26 @@ def _runner_name(alias: str) -> str:
     return f"{alias}_run"
 
 
+def _runner_params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
+    """The runner's parameters: the entry's pointers, then every problem dim of a GEMM
+    (static or not), so one runner serves every shape of its configuration."""
+    if spec.op == "conv2d":
+        return _params(spec, cfg)
+    pointers = tuple(p for p in _params(spec, cfg) if p.kind == "ptr")
+    return pointers + tuple(ParamDesc(d, "int", 4, "dim") for d in GEMM_DIMS[spec.op])
+
+
 def _entry(info: EntryInfo) -> str:
     """The partition's ``extern "C"`` entry: a thin wrapper around its kernel's runner,
-    so partitions with the same kernel share one compiled body."""
-    args = ", ".join(p.name for p in info.params)
+    so partitions with the same kernel share one compiled body; static dims are passed
+    as constants."""
+    spec = info.spec
+    if spec.op == "conv2d":
+        args = ", ".join(p.name for p in info.params)
+    else:
+        static = {"batch": spec.batch, "M": spec.M, "N": spec.N, "K": spec.K}
+        args = ", ".join(p.name if p.kind == "ptr" or static[p.name] is None else str(int(static[p.name]))
+                         for p in _runner_params(spec, info.config))
     return (
         f'extern "C" __global__ void __launch_bounds__({info.config.threads})\n'
         f"{info.name}({_signature(info.spec, info.params)}) {{\n"
@@ -271,39 +336,39 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     params on the device and runs the kernel (NVRTC compiles its body once)."""
     Kt = alias
     T = _CTYPE[spec.dtype]
-    params = _params(spec, cfg)
+    params = _runner_params(spec, cfg)
     beta = "1.0f" if spec.has_bias else "0.0f"
     src = "bias" if spec.has_bias else "out"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
     if spec.op in ("dense", "batch_matmul"):
-        M, N, K = _dim(spec.M, "M"), int(spec.N), int(spec.K)  # type: ignore[arg-type]
+        layout = {k: _c_product(v) for k, v in gemm_layout(spec).items()}
         lines += [
-            f"  cutlass::gemm::GemmCoord problem({M}, {N}, {K});",
+            "  cutlass::gemm::GemmCoord problem(M, N, K);",
             f"  {T}* A = const_cast<{T}*>({params[0].name});",
             f"  {T}* B = const_cast<{T}*>({params[1].name});",
             f"  {T}* C = const_cast<{T}*>({src});",
             f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
         ]
-        ldc = "0" if spec.has_bias else str(N)
+        # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0)
+        ldc = "0" if spec.has_bias else "N"
         if spec.op == "dense":
             ws = "workspace" if cfg.split_k > 1 else "nullptr"
             lines += [
                 f"  cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle()"
                 f".get_tiled_shape(problem, {{{tb[0]}, {tb[1]}, {tb[2]}}}, {cfg.split_k});",
-                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, {{B, {K}}}, "
-                f"{{C, {ldc}}}, {{out, {N}}}, epi, {ws});",
+                f"  typename Kernel::Params params(problem, tiled, {{A, K}}, {{B, K}}, "
+                f"{{C, {ldc}}}, {{out, N}}, epi, {ws});",
             ]
         else:
-            batch = _dim(spec.batch, "batch")
-            strc = "0" if spec.has_bias else f"(int64_t){M} * {N}"
+            strc = "(int64_t)0" if spec.has_bias else layout["stride_d"]
             lines += [
-                f"  cutlass::gemm::GemmCoord tiled(({M} + {tb[0] - 1}) / {tb[0]}, "
-                f"{_ceil_div(N, tb[1])}, gridDim.z);",
-                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, (int64_t){M} * {K}, "
-                f"{{B, {K}}}, (int64_t){N} * {K}, {{C, {ldc}}}, {strc}, {{out, {N}}}, "
-                f"(int64_t){M} * {N}, epi, {batch});",
+                f"  cutlass::gemm::GemmCoord tiled((M + {tb[0] - 1}) / {tb[0]}, "
+                f"(N + {tb[1] - 1}) / {tb[1]}, gridDim.z);",
+                f"  typename Kernel::Params params(problem, tiled, {{A, {layout['lda']}}}, {layout['stride_a']}, "
+                f"{{B, {layout['ldb']}}}, {layout['stride_b']}, {{C, {ldc}}}, {strc}, {{out, N}}, "
+                f"{layout['stride_d']}, epi, batch);",
             ]
     else:
         n, h, w, c = spec.input_shape  # type: ignore[misc]
