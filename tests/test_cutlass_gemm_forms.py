@@ -221,3 +221,24 @@ def test_every_form_compiles_to_hmma(tmp_path: Path) -> None:
         assert hmma >= 16, f"{name} ({cfg.name}): {hmma} HMMA"
         if cfg.stages > 2:
             assert "LDGSTS" in body, name  # cp.async multistage main loop
+
+
+def test_3xtf32_big_tiles_do_not_spill() -> None:
+    """3xTF32 keeps two TF32 parts of every fragment: the 128x128 tile (64x64 per warp)
+    spilled (227 STL / 224 LDL on sm_90); big problems now take 128x64 (64x32 per warp)."""
+    import subprocess
+
+    from partita.lowering import nvrtc
+    from tests.test_cutlass_options import _nvdisasm
+
+    spec = KernelSpec.dense(4096, 4096, 4096, "float32")
+    cfg = choose_config(spec, 90, f32_math="3xtf32")
+    assert cfg.threadblock == (128, 64, 16) and cfg.warp_shape == (64, 32, 16)
+    assert choose_config(spec, 90, f32_math="tf32").threadblock == (128, 128, 16)
+    binary = nvrtc.compile_cuda(emit_module([("e", spec, cfg)]), arch="sm_90")
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm is not installed")
+    sass = subprocess.run([tool, str(binary.path)], check=True, capture_output=True, text=True).stdout
+    assert sass.count("HMMA") >= 3 * 32  # 3 MMAs x (4x4 m16n8k8 per warp) x 2 K steps of 8
+    assert not re.search(r"\b(STL|LDL)\b", sass)

@@ -294,8 +294,8 @@ def problem_dims(spec: KernelSpec, shapes: dict[str, tuple[int, ...]]) -> dict[s
     any number of batch dims, a static ``batch`` of 1 folding them into M); an
     :class:`UnsupportedKernel` when they contradict the spec's static dims."""
     if spec.op == "dense":
-        x, w = shapes["x"], shapes["w"]
-        dims = {"M": math.prod(x[:-1]), "N": w[0], "K": x[-1]}
+        x, w = shapes["x"], shapes.get("w")  # a dense's N and K are static: x alone will do
+        dims = {"M": math.prod(x[:-1]), "N": spec.N if w is None else w[0], "K": x[-1]}
     elif spec.op == "batch_matmul":
         a, b = shapes["a"], shapes["b"]
         if len(a) < 2 or len(b) < 2:
@@ -447,6 +447,10 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     if dt == "float32" and f32_math != "ffma" and sm >= 80 and tf32_ok:
         opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 8), f32_math
         tb = {"big": (128, 128, 16), "medium": (128, 64, 16), "small": (64, 64, 16)}[cls]
+        if f32_math == "3xtf32" and cls == "big":
+            # 3xTF32 holds big and small parts of every fragment: a 64x64 warp tile needs
+            # 255 registers and spills (227 STL); 64x32 (CUTLASS's own 3xTF32 example) fits
+            tb = (128, 64, 16)
         warps = (2, 2, 1)
         stages = 3
         align_c = min(align_c, 4)
