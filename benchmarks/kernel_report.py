@@ -87,7 +87,7 @@ class KernelStats:
 
 
 def _elf(path: Path) -> ELFFile:
-    return ELFFile(open(path, "rb"))  # noqa: SIM115 - pyelftools reads lazily from the file
+    return ELFFile(open(path, "rb"))
 
 
 def registers(elf: ELFFile) -> dict[str, int]:

@@ -11,7 +11,7 @@ import pytest
 import partita
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import kernel_report  # noqa: E402  (benchmarks/ is not a package)
+import kernel_report
 
 MODEL = """
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16>, %y: tensor<?x40x24xbf16>, %z: tensor<24x40xbf16>) -> (tensor<?x128xf16>, tensor<?x40x40xbf16>) {
