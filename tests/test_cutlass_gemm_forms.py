@@ -242,3 +242,31 @@ def test_3xtf32_big_tiles_do_not_spill() -> None:
     sass = subprocess.run([tool, str(binary.path)], check=True, capture_output=True, text=True).stdout
     assert sass.count("HMMA") >= 3 * 32  # 3 MMAs x (4x4 m16n8k8 per warp) x 2 K steps of 8
     assert not re.search(r"\b(STL|LDL)\b", sass)
+
+
+DENSE = """
+func.func @main(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) -> tensor<4x16xf16> {
+  %0 = nn.dense %x, %w : (tensor<4x8xf16>, tensor<16x8xf16>) -> tensor<4x16xf16>
+  func.return %0 : tensor<4x16xf16>
+}
+"""
+
+
+def test_sm90a_is_accepted() -> None:
+    """``cutlass-codegen{sm=90a}`` builds the arch-specific cubin (kernels chosen as for
+    sm_90); a malformed sm is a located option error, not a traceback."""
+    from xdsl.passes import PassPipeline
+
+    from partita.dialects import byoc
+    from partita.ir import PartitaError, make_context, parse_module
+    from partita.transforms import get_all_passes
+
+    ctx = make_context()
+    module = parse_module(DENSE, ctx, "dense.mlir")
+    PassPipeline.parse_spec(get_all_passes(), "partition-eager{backends=cutlass},cutlass-codegen{sm=90a}").apply(ctx, module)
+    (binary,) = [op for op in module.ops if isinstance(op, byoc.BinaryOp)]
+    assert binary.sym_name.data == "cutlass_sm90a"
+    assert binary.attributes["arch"].data == "sm_90a"
+    module = parse_module(DENSE, ctx, "dense.mlir")
+    with pytest.raises(PartitaError, match="sm=9x is not a compute capability"):
+        PassPipeline.parse_spec(get_all_passes(), "partition-eager{backends=cutlass},cutlass-codegen{sm=9x}").apply(ctx, module)

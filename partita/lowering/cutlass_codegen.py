@@ -13,6 +13,7 @@ instantiation and lets one NVRTC program serve every partition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
@@ -193,14 +194,24 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[
     return kernels, emit_module(configs)
 
 
+def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
+    """``90`` -> (90, ""), ``"90a"`` / ``"sm_90a"`` -> (90, "a"); an error naming the
+    option for anything else."""
+    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", str(sm).strip())
+    if m is None:
+        raise PartitaError(f"{owner}: sm={sm} is not a compute capability (80, 90, 90a, ...)")
+    return int(m.group(1)), m.group(2)
+
+
 @dataclass(frozen=True)
 class CutlassCodegen(ModulePass):
     """Lower every cutlass partition of the module to one NVRTC-compiled cubin."""
 
     name = "cutlass-codegen"
 
-    sm: int = 0
-    """Compute capability (80, 86, 89, 90); 0 takes the cutlass target's ``sm`` option."""
+    sm: int | str = 0
+    """Compute capability (80, 86, 89, 90, or ``90a``: the cubin is built for the
+    arch-specific target); 0 takes the cutlass target's ``sm`` option."""
     cache_dir: str | None = None
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
@@ -215,8 +226,9 @@ class CutlassCodegen(ModulePass):
         )
 
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
-        options = function_options(cutlass_functions(op), self.sm)
-        sm = options.sm
+        number, suffix = _sm_option(self.name, self.sm)
+        options = function_options(cutlass_functions(op), number)
+        sm = f"{options.sm}{suffix}"  # kernels are chosen by the number, built for the arch
         try:
             nvrtc.check_arch(f"sm_{sm}")
         except ValueError as err:
@@ -264,11 +276,12 @@ class CutlassCppTarget(Target):
 
     name = "cutlass-cpp"
 
-    sm: int = 0
+    sm: int | str = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        options = function_options(cutlass_functions(module), self.sm)
-        sm = options.sm
+        number, suffix = _sm_option(self.name, self.sm)
+        options = function_options(cutlass_functions(module), number)
+        sm = f"{options.sm}{suffix}"
         kernels, source = emit_cutlass(module, options)
         if source is None:
             output.write("// no cutlass partition functions in this module\n")
