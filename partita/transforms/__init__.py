@@ -33,6 +33,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "collage-partition": ("partita.transforms.collage_partition", "CollagePartition"),
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
+    "to-mixed-precision": ("partita.transforms.to_mixed_precision", "ToMixedPrecision"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
