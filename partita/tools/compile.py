@@ -48,6 +48,7 @@ def _main(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         entry=args.entry or "main",
         progress=progress_printer(args.quiet),
+        precision=args.precision,
     )
     exe.save(args.output)
     if args.report:

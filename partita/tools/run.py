@@ -53,6 +53,24 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
     parser.add_argument("--entry", help="entry function (default: main)")
     parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
+                        help="compute an f32 model in f16 / bf16 storage (softmax and normalizations in f32; "
+                             "partita-run also prints the deviation from an f32 run)")
+
+
+def precision_deviation(precision: str, names, outputs, reference) -> list[str]:
+    """Per output: the largest absolute deviation of a ``precision`` run from the f32 run
+    on the same inputs, and that relative to the f32 output's largest magnitude."""
+    lines = []
+    for name, got, want in zip(names, outputs, reference):
+        if not np.issubdtype(np.asarray(want).dtype, np.floating):
+            lines.append(f"{name}: {precision} vs fp32: {int(np.sum(np.asarray(got) != np.asarray(want)))} elements differ")
+            continue
+        g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        dev = float(np.max(np.abs(g - w))) if w.size else 0.0
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        lines.append(f"{name}: {precision} vs fp32: max abs deviation {dev:.3g} ({dev / scale if scale else 0.0:.2%} of max |fp32|)")
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -183,6 +201,7 @@ def _main(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             entry=args.entry or "main",
             progress=progress_printer(args.quiet),
+            precision=args.precision,
         )
     if args.emit == "ir":
         print(exe)
@@ -203,6 +222,12 @@ def _main(args: argparse.Namespace) -> int:
         print(report)
     for name, out in zip(output_names, outputs):
         print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+    if args.precision != "fp32" and not is_compiled_model(args.model):
+        reference = partita.compile(args.model, args.targets, partitioner=args.partitioner,
+                                    fallback_device=args.fallback_device, cost=args.cost, device=args.device,
+                                    cache_dir=args.cache_dir, entry=args.entry or "main").run(*arrays)
+        for line in precision_deviation(args.precision, output_names, outputs, reference):
+            print(line)
     if not args.quiet:
         print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
     return 0
