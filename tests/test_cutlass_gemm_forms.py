@@ -270,3 +270,16 @@ def test_sm90a_is_accepted() -> None:
     module = parse_module(DENSE, ctx, "dense.mlir")
     with pytest.raises(PartitaError, match="sm=9x is not a compute capability"):
         PassPipeline.parse_spec(get_all_passes(), "partition-eager{backends=cutlass},cutlass-codegen{sm=9x}").apply(ctx, module)
+
+
+def test_convolutions_share_one_instantiation() -> None:
+    """Convolutions of one configuration but different shapes share a runner too (it
+    used to spell the first entry's problem for all of them)."""
+    a = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1)
+    b = KernelSpec.conv2d((2, 16, 12, 16), (16, 3, 3, 16), strides=2, padding=(1, 0, 1, 0))
+    ca, cb = choose_config(a, 90), choose_config(b, 90)
+    cb = type(cb)(**{**cb.__dict__, "threadblock": ca.threadblock, "name": ca.name})  # same kernel type
+    src = emit_module([("c0", a, ca), ("c1", b, cb)])
+    assert len(re.findall(r"^__device__ __noinline__ void \w+_run", src.code, re.M)) == 1
+    assert "_run(x, w, out, N, 8, 8, 16, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1);" in src.code
+    assert "_run(x, w, out, 2, 16, 12, 16, 16, 3, 3, 8, 5, 1, 0, 2, 2, 1, 1);" in src.code

@@ -181,20 +181,34 @@ class CudaSource:
 # -- C++ fragments ------------------------------------------------------------
 
 def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
-    """What makes two entries' runners differ. GEMM shapes are run-time arguments of the
-    runner (one instantiation per configuration, shared across shapes); a convolution's
-    runner still spells its problem, so its shapes are part of the key."""
+    """What makes two entries' runners differ. Problem shapes are run-time arguments of
+    the runner: one instantiation per configuration, shared across shapes."""
     key = (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k,
            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
-    if spec.op == "conv2d":
-        return key + (spec.input_shape, spec.filter_shape, spec.strides, spec.padding, spec.dilation)
     return key + (spec.layout, spec.broadcast)
 
 
-#: The run-time problem dims a GEMM runner takes, in order.
-GEMM_DIMS = {"dense": ("M", "N", "K"), "batch_matmul": ("batch", "M", "N", "K")}
+#: The problem dims a runner takes, in order.
+GEMM_DIMS = {
+    "dense": ("M", "N", "K"),
+    "batch_matmul": ("batch", "M", "N", "K"),
+    "conv2d": ("N", "H", "W", "C", "K", "R", "S", "P", "Q", "pad_h", "pad_w", "stride_h", "stride_w",
+               "dilation_h", "dilation_w"),
+}
+
+
+def _problem_values(spec: KernelSpec) -> dict[str, int | None]:
+    """The static value of every runner dim (``None``: the entry's run-time argument)."""
+    if spec.op != "conv2d":
+        return {"batch": spec.batch, "M": spec.M, "N": spec.N, "K": spec.K}
+    n, h, w, c = spec.input_shape  # type: ignore[misc]
+    k, r, s, _ = spec.filter_shape  # type: ignore[misc]
+    p, q = spec.output_hw
+    return {"N": n, "H": h, "W": w, "C": c, "K": k, "R": r, "S": s, "P": p, "Q": q,
+            "pad_h": spec.padding[0], "pad_w": spec.padding[1], "stride_h": spec.strides[0],
+            "stride_w": spec.strides[1], "dilation_h": spec.dilation[0], "dilation_w": spec.dilation[1]}
 
 
 def gemm_layout(spec: KernelSpec) -> dict[str, tuple[str, ...]]:
@@ -279,10 +293,6 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"    cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle>;\n")
 
 
-def _dim(spec_value, name: str) -> str:
-    return name if spec_value is None else str(int(spec_value))
-
-
 def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
     T = _CTYPE[spec.dtype]
     sig = []
@@ -303,10 +313,8 @@ def _runner_name(alias: str) -> str:
 
 
 def _runner_params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
-    """The runner's parameters: the entry's pointers, then every problem dim of a GEMM
-    (static or not), so one runner serves every shape of its configuration."""
-    if spec.op == "conv2d":
-        return _params(spec, cfg)
+    """The runner's parameters: the entry's pointers, then every problem dim (static or
+    not), so one runner serves every shape of its configuration."""
     pointers = tuple(p for p in _params(spec, cfg) if p.kind == "ptr")
     return pointers + tuple(ParamDesc(d, "int", 4, "dim") for d in GEMM_DIMS[spec.op])
 
@@ -316,12 +324,9 @@ def _entry(info: EntryInfo) -> str:
     so partitions with the same kernel share one compiled body; static dims are passed
     as constants."""
     spec = info.spec
-    if spec.op == "conv2d":
-        args = ", ".join(p.name for p in info.params)
-    else:
-        static = {"batch": spec.batch, "M": spec.M, "N": spec.N, "K": spec.K}
-        args = ", ".join(p.name if p.kind == "ptr" or static[p.name] is None else str(int(static[p.name]))
-                         for p in _runner_params(spec, info.config))
+    static = _problem_values(spec)
+    args = ", ".join(p.name if p.kind == "ptr" or static[p.name] is None else str(int(static[p.name]))  # type: ignore[arg-type]
+                     for p in _runner_params(spec, info.config))
     return (
         f'extern "C" __global__ void __launch_bounds__({info.config.threads})\n'
         f"{info.name}({_signature(info.spec, info.params)}) {{\n"
@@ -371,22 +376,16 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
                 f"{layout['stride_d']}, epi, batch);",
             ]
     else:
-        n, h, w, c = spec.input_shape  # type: ignore[misc]
-        k, r, s, _ = spec.filter_shape  # type: ignore[misc]
-        p, q = spec.output_hw
-        top, left, _, _ = spec.padding
-        N = _dim(n, "N")
         bias_layout = ("cutlass::layout::TensorNHWC(cutlass::layout::TensorNHWC::Stride(0))"
-                       if spec.has_bias else f"cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})")
+                       if spec.has_bias else "cutlass::layout::TensorNHWC::packed({N, P, Q, K})")
         lines += [
-            f"  cutlass::conv::Conv2dProblemSize problem({N}, {h}, {w}, {c}, {k}, {r}, {s}, {p}, {q},",
-            f"      {top}, {left}, {spec.strides[0]}, {spec.strides[1]}, {spec.dilation[0]}, "
-            f"{spec.dilation[1]}, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
+            "  cutlass::conv::Conv2dProblemSize problem(N, H, W, C, K, R, S, P, Q, pad_h, pad_w, stride_h, stride_w,",
+            "      dilation_h, dilation_w, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
             "  typename Kernel::Arguments args(problem,",
-            f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{{N}, {h}, {w}, {c}}})}},",
-            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{{k}, {r}, {s}, {c}}})}},",
+            f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{N, H, W, C}})}},",
+            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{K, R, S, C}})}},",
             f"      {{const_cast<{T}*>({src}), {bias_layout}}},",
-            f"      {{out, cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})}},",
+            "      {out, cutlass::layout::TensorNHWC::packed({N, P, Q, K})},",
             f"      typename Kernel::EpilogueOutputOp::Params(1.0f, {beta}));",
             "  typename Kernel::Params params(args, nullptr);",
         ]
