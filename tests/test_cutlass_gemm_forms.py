@@ -280,6 +280,6 @@ def test_convolutions_share_one_instantiation() -> None:
     ca, cb = choose_config(a, 90), choose_config(b, 90)
     cb = type(cb)(**{**cb.__dict__, "threadblock": ca.threadblock, "name": ca.name})  # same kernel type
     src = emit_module([("c0", a, ca), ("c1", b, cb)])
-    assert len(re.findall(r"^__device__ __noinline__ void \w+_run", src.code, re.M)) == 1
+    assert len(re.findall(r"^__device__ __noinline__ void \w+_run", src.code, re.MULTILINE)) == 1
     assert "_run(x, w, out, N, 8, 8, 16, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1);" in src.code
     assert "_run(x, w, out, 2, 16, 12, 16, 16, 3, 3, 8, 5, 1, 0, 2, 2, 1, 1);" in src.code
