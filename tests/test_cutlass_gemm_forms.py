@@ -185,12 +185,13 @@ def test_attention_matmuls_run_on_cutlass(partitioner: str, t: str) -> None:
     np.testing.assert_allclose(f(out), want, rtol=tol, atol=tol)
 
 
+# entries named by CUTLASS's layout letters (A then B; t: row-major, n: column-major)
 NVRTC_FORMS = [
-    ("nt_f16", KernelSpec.batch_matmul(None, None, 96, 64, "float16")),
-    ("nn_f16_dynamic", KernelSpec.batch_matmul(None, None, None, 8, "float16", transpose_b=False)),
-    ("tn_bf16", KernelSpec.batch_matmul(None, 64, 96, 64, "bfloat16", transpose_a=True, transpose_b=False)),
-    ("tt_bf16_bias", KernelSpec.batch_matmul(None, 64, 96, 64, "bfloat16", "bias", transpose_a=True)),
-    ("nn_tf32_dynamic", KernelSpec.batch_matmul(None, None, None, None, "float32", transpose_b=False,
+    ("tn_f16", KernelSpec.batch_matmul(None, None, 96, 64, "float16")),
+    ("tt_f16_dynamic", KernelSpec.batch_matmul(None, None, None, 8, "float16", transpose_b=False)),
+    ("nt_bf16", KernelSpec.batch_matmul(None, 64, 96, 64, "bfloat16", transpose_a=True, transpose_b=False)),
+    ("nn_bf16_bias", KernelSpec.batch_matmul(None, 64, 96, 64, "bfloat16", "bias", transpose_a=True)),
+    ("tt_tf32_dynamic", KernelSpec.batch_matmul(None, None, None, None, "float32", transpose_b=False,
                                                 broadcast_b=True)),
     ("dense_bf16_gelu", KernelSpec.dense(None, 768, 768, "bfloat16", "bias_gelu")),
     ("dense_f16_odd", KernelSpec.dense(None, 768, 771, "float16")),
