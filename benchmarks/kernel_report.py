@@ -167,13 +167,16 @@ def model_kernels(module) -> list[tuple[Path, str, str, int, int, str]]:
     from xdsl.dialects.builtin import DictionaryAttr
 
     from partita.dialects import byoc
+    from partita.lowering.binaries import cubin_file
     from partita.lowering.records import from_attr
 
     out = []
     for op in module.ops:
         if not isinstance(op, byoc.BinaryOp) or from_attr(op.attributes["format"]) != "cubin":
             continue
-        path = Path(from_attr(op.attributes["path"]))
+        path = cubin_file(op)  # where the cubin cache keeps it, by digest
+        if path is None:
+            continue
         kernels = op.attributes["kernels"]
         assert isinstance(kernels, DictionaryAttr)
         for function, record in kernels.data.items():

@@ -165,7 +165,7 @@ class Executable:
     entry: str = "main"
     binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
-    binary's ``path`` is read (its digest checked either way)."""
+    binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
@@ -189,6 +189,13 @@ class Executable:
         if self._runtime is None:
             self.load()
         return self._runtime
+
+    def close(self) -> None:
+        """Releases the loaded runtime: its device memory, graphs, library objects and the
+        CUDA context it retained (a later ``run`` loads again)."""
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
 
     def entry_function(self) -> FuncOp:
         for op in self.module.ops:

@@ -35,6 +35,7 @@ from partita.lowering.cutlass import (
     choose_config,
     emit_module,
 )
+from partita.lowering.binaries import cache_attributes
 from partita.lowering.cutlass.kernels import batched_gemm
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
@@ -255,8 +256,8 @@ class CutlassCodegen(ModulePass):
             "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
-            "path": StringAttr(str(binary.path)),
             byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"
