@@ -200,7 +200,8 @@ def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
     option for anything else."""
     m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", str(sm).strip())
     if m is None:
-        raise PartitaError(f"{owner}: sm={sm} is not a compute capability (80, 90, 90a, ...)")
+        raise PartitaError(f"invalid options for pass '{owner}': sm={sm} is not a compute capability "
+                           "(80, 90, 90a, ...)")
     return int(m.group(1)), m.group(2)
 
 
