@@ -20,7 +20,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
-from partita.dialects.nn import BatchNormOp, Conv2DOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
@@ -113,6 +113,11 @@ def build_pipeline(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
+    if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
+        # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
+        # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
+        # target the chain stays, for them (and Collage) to take.
+        steps.append("fuse-attention")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")

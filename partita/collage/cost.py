@@ -126,6 +126,12 @@ def node_flops(node: NodeInfo, dynamic_dim_hint: int = 1) -> float:
     out = node.out_type.numel(h)
     op = node.op
     cls = op_class(op)
+    if op == "nn.attention" and len(node.in_types) >= 3:
+        # Q·Kᵀ and P·V (2 FLOPs a multiply-add each) plus the softmax, per score.
+        q, k = node.in_types[0].concrete_shape(h), node.in_types[1].concrete_shape(h)
+        kv_len = k[1] if node.attrs.get("layout") == "BSHD" else k[2]
+        rows = node.in_types[0].numel(h) / max(1, q[-1])
+        return rows * kv_len * (2.0 * q[-1] + 2.0 * out / max(1, rows) + 5.0)
     if cls == "gemm":
         k = node.in_types[0].concrete_shape(h)[-1] if node.in_types and node.in_types[0].shape else 1
         return 2.0 * out * k

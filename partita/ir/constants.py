@@ -8,8 +8,10 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 ``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
 Whoever needs the values asks ``constant_values``: a splat comes back as a read-only
-``np.broadcast_to`` view (no memory) unless a real buffer is needed (weights uploaded to a
-device), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op.
+``np.broadcast_to`` view (no memory) unless a real buffer is needed (a host pass that writes
+into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op. The
+launch plan never asks for one: it fills a splat weight's device buffer from
+``splat_element`` (a driver memset), so device memory is the only limit there.
 Works for every element type of the builtin dense attribute (floats, integers, ``i1``,
 ``index``); the dtype comes from the element type, never a fixed list of floats.
 """
@@ -132,6 +134,15 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
             f"limit of {limit / 2**20:.0f} MiB",
         )
     return np.full(values.shape, values[(0,) * values.ndim], values.dtype)
+
+
+def splat_element(array: np.ndarray) -> np.ndarray | None:
+    """The one element (a 0-d array) a splat view stands for, or None for an array that
+    holds its elements: a device fills the buffer of a splat from this element instead of
+    receiving a host buffer of its size."""
+    if array.size > 1 and not any(array.strides):
+        return np.array(array[(0,) * array.ndim], array.dtype)
+    return None
 
 
 def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:

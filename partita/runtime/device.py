@@ -6,7 +6,8 @@ needs, and nothing more:
 * memory: ``alloc(nbytes) -> buffer`` (``int(buffer)`` is its address), ``free``;
 * one stream: ``create_stream``, and on it ``upload(ptr, array, stream)``,
   ``download(array, ptr, stream)``, ``copy(dst, src, nbytes, stream)``,
-  ``memset(ptr, nbytes, stream)`` and ``synchronize(stream)``;
+  ``memset(ptr, nbytes, stream)``, ``fill(ptr, element, count, stream)`` (a splat's
+  buffer from its one element) and ``synchronize(stream)``;
 * kernels: ``load_module(cubin).kernel(entry, smem, emulation)`` at load, then
   ``prepare_launch(kernel, grid, block, smem, args, operands)`` once per shape signature,
   which packs the C-ABI argument buffer and returns a callable ``launch(stream)``;
@@ -190,6 +191,12 @@ class SimulatedDevice:
 
     def memset(self, ptr: int, nbytes: int, stream) -> None:
         self.view(ptr, (nbytes,), np.uint8)[...] = 0
+
+    def fill(self, ptr: int, element: np.ndarray, count: int, stream) -> None:
+        """``count`` copies of the 0-d ``element`` at ``ptr`` (a splat constant's buffer)."""
+        self.counts["fill"] += 1
+        self.counts["fill_bytes"] += count * element.dtype.itemsize
+        self.view(ptr, (count,), element.dtype)[...] = element
 
     def synchronize(self, stream=None) -> None:
         self.counts["synchronize"] += 1

@@ -51,6 +51,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from partita.ir.abi import argument_names
+from partita.ir.constants import splat_element
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
@@ -237,8 +238,9 @@ class LaunchPlan:
                 prepared = handle.prepare(loader)
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
-            # A weight on the device needs a buffer of its own, splats included.
-            self.constants[op.result] = np.ascontiguousarray(op.to_numpy(buffer=True))
+            # A splat stays a zero-stride view: the device fills its buffer (no host copy).
+            values = op.to_numpy()
+            self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):
@@ -266,7 +268,8 @@ class LaunchPlan:
         return emulate
 
     def _place_constants(self) -> None:
-        """Weights to the device once: one buffer, one upload each, one sync."""
+        """Weights to the device once: one buffer, one upload (or, for a splat, one device
+        fill of its element) each, one sync."""
         if not self.constants:
             return
         values = list(self.constants)
@@ -278,7 +281,10 @@ class LaunchPlan:
             for value, offset in zip(values, offsets):
                 array = self.constants[value]
                 self.param_ptr[value] = int(self.params) + offset
-                if array.nbytes:
+                element = splat_element(array)
+                if element is not None:
+                    self.device.fill(int(self.params) + offset, element, array.size, stream)
+                elif array.nbytes:
                     self.device.upload(int(self.params) + offset, array, stream)
             self.device.synchronize(stream)
         finally:

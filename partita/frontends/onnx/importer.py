@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -88,6 +89,29 @@ def sym_arith(kind: str, x: SymDim | int, y: SymDim | int) -> SymDim | int:
         return y
     norm = lambda d: d if isinstance(d, SymDim) else int(d)  # noqa: E731
     return SymDim((kind, norm(x), norm(y)))
+
+
+def sym_linear(d: SymDim | int) -> tuple[frozenset, int]:
+    """``d`` as a sum of integer multiples of dims plus a constant, so ``(past + 1) - past``
+    is the constant 1 and ``seq + past`` the same dim as ``past + seq``; a product or
+    quotient of two dynamic dims is one term of its own."""
+    terms: dict[object, int] = {}
+
+    def walk(x: SymDim | int, scale: int) -> int:
+        if not isinstance(x, SymDim):
+            return scale * int(x)
+        label = x.label
+        if isinstance(label, tuple) and label[:1] in (("add",), ("sub",)):
+            return walk(label[1], scale) + walk(label[2], scale if label[0] == "add" else -scale)
+        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[1], SymDim):
+            return walk(label[2], scale * int(label[1]))
+        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[2], SymDim):
+            return walk(label[1], scale * int(label[2]))
+        terms[x] = terms.get(x, 0) + scale
+        return 0
+
+    constant = walk(d, 1)
+    return frozenset((k, v) for k, v in terms.items() if v), constant
 
 
 def sym_factors(dims: list[object]) -> list[object]:
@@ -193,10 +217,25 @@ class Importer:
             labels = self.labels(op.input)
             axes = {a % len(labels) for a in op.axes} if op.axes else set(range(len(labels)))
             return [1 if k in axes else d for k, d in enumerate(labels) if op.keepdims or k not in axes]
+        if isinstance(op, nn.ReshapeOp) and not op.refs:
+            # One dynamic dim in and out with equal static products: the same dim (a head
+            # split [1, seq, 8] -> [1, seq, 2, 4]).
+            labels, out = self.labels(op.input), list(shape_of(op.result))
+            dyn_in = [d for d in labels if isinstance(d, SymDim)]
+            static_in = [d for d in labels if not isinstance(d, SymDim)]
+            if len(dyn_in) == 1 and out.count(nn.DYN) == 1 and \
+                    math.prod(static_in) == math.prod(d for d in out if d != nn.DYN):
+                return [dyn_in[0] if d == nn.DYN else d for d in out]
+            return None
         if isinstance(op, nn.ConcatenateOp):  # the other axes are the inputs' (all equal)
             axis = op.axis % len(shape_of(op.results[0]))
-            out = _broadcast_labels([self.labels(v) for v in op.inputs], shape_of(op.results[0]))
-            return [None if k == axis else d for k, d in enumerate(out)]
+            inputs = [self.labels(v) for v in op.inputs]
+            out = _broadcast_labels(inputs, shape_of(op.results[0]))
+            # The concatenated axis is the sum of the inputs' (a KV cache's past + new).
+            total: SymDim | int | None = 0
+            for labels in inputs:
+                total = sym_arith("add", total, labels[axis]) if total is not None and labels[axis] is not None else None
+            return [total if k == axis else d for k, d in enumerate(out)]
         if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp | nn.WhereOp | nn.AxisNormOp
                       | nn.LayerNormOp | nn.RMSNormOp):
             operands = [v for v in op.operands if isinstance(v.type, TensorType)]
@@ -418,10 +457,19 @@ class Importer:
     def dim_source(self, sym: SymDim, what: str) -> tuple[SSAValue, int]:
         """A tensor and axis whose run-time size is ``sym`` (ops take it as a shape
         reference, ``nn.indexing``)."""
-        if sym not in self.sym_sources:
-            fail(f"{what} depends on a dynamic dimension computed from other dimensions; "
-                 "only dimensions of tensors are supported")
-        return self.sym_sources[sym]
+        if sym in self.sym_sources:
+            return self.sym_sources[sym]
+        # A dim computed from others (``past + seq``) sizes a tensor when some tensor's dim
+        # is the same sum, however it was spelled (a concatenated KV cache).
+        key = sym_linear(sym)
+        candidates = list(self.sym_sources.items()) + [
+            (d, (v, i)) for v, labels in self.sym_labels.items() for i, d in enumerate(labels) if isinstance(d, SymDim)]
+        for known, (value, axis) in candidates:
+            if shape_of(value)[axis] == nn.DYN and (value.owner is self.block or getattr(value.owner, "parent", None) is self.block) and sym_linear(known) == key:
+                self.sym_sources[sym] = (value, axis)
+                return value, axis
+        fail(f"{what} depends on a dynamic dimension computed from other dimensions that sizes "
+             "no tensor of the graph")
 
 
 # ---------------------------------------------------------------------------------------
