@@ -105,6 +105,10 @@ def has_nchw_conv(module: ModuleOp) -> bool:
     return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
 
 
+PRECISIONS = {None: "", "fp32": "", "fp16": "f16", "bf16": "bf16"}
+"""``compile``'s ``precision``: the storage type ``to-mixed-precision`` lowers f32 to."""
+
+
 def build_pipeline(
     module: ModuleOp,
     config: CompilationConfig,
@@ -357,6 +361,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     progress: Callable[[str, int, int], None] | None = None,
     example_inputs: Any = None,
     dynamic_shapes: Any = None,
+    precision: str | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
@@ -367,7 +372,9 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
     since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
-    is TVM's rule, see ``CompilationConfig``).
+    is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
+    an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
+    stay f32, inputs and outputs keep the model's types); ``None`` / ``"fp32"`` as written.
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
@@ -396,6 +403,10 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         cache_dir=str(cache_dir) if cache_dir is not None else None,
         layout=layout,
     )
+    if precision not in PRECISIONS:
+        raise PartitaError(f"unknown precision '{precision}' (choose from fp32, fp16, bf16)")
+    if PRECISIONS[precision]:
+        steps.insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
     pipeline = ",".join(steps)
     passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(get_all_passes(), pipeline).passes
     ctx = make_context()

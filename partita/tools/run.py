@@ -60,9 +60,12 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="device spec for the roofline estimator: a100, h100 (default), h200")
     parser.add_argument("--entry", help="entry function (default: main)")
     parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita/cubins)")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"),
+                        help="compute an f32 model in f16 / bf16 storage (softmax and normalizations in f32; "
+                             "partita-run also prints the deviation from an f32 run; default: fp32)")
 
 
-_COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir")
+_COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir", "precision")
 
 
 def compile_options(args: argparse.Namespace) -> dict[str, object]:
@@ -89,6 +92,21 @@ def check_output_path(path: str | Path) -> None:
     parent = Path(path).parent
     if not parent.is_dir():
         raise PartitaError(f"cannot write '{path}': the directory '{parent}' does not exist")
+
+
+def precision_deviation(precision: str, names, outputs, reference) -> list[str]:
+    """Per output: the largest absolute deviation of a ``precision`` run from the f32 run
+    on the same inputs, and that relative to the f32 output's largest magnitude."""
+    lines = []
+    for name, got, want in zip(names, outputs, reference):
+        if not np.issubdtype(np.asarray(want).dtype, np.floating):
+            lines.append(f"{name}: {precision} vs fp32: {int(np.sum(np.asarray(got) != np.asarray(want)))} elements differ")
+            continue
+        g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        dev = float(np.max(np.abs(g - w))) if w.size else 0.0
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        lines.append(f"{name}: {precision} vs fp32: max abs deviation {dev:.3g} ({dev / scale if scale else 0.0:.2%} of max |fp32|)")
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -292,6 +310,10 @@ def _main(args: argparse.Namespace) -> int:
         # An empty result has no mean (NumPy would warn and print nan).
         summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
         print(f"{name}: {out.dtype}{list(out.shape)} {summary}")
+    if args.precision not in (None, "fp32") and not is_compiled_model(args.model):
+        reference = partita.compile(Path(args.model), **{**compile_options(args), "precision": "fp32"}).run(*arrays)
+        for line in precision_deviation(args.precision, output_names, outputs, reference):
+            print(line)
     if not args.quiet:
         # The report already says where the plan ran; say it once.
         print(f"ran in {elapsed:.3f}s" + ("" if args.report else f"; {report.execution}"), file=sys.stderr)

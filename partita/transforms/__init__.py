@@ -35,6 +35,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "legalize-to-nn": ("partita.transforms.legalize_to_nn", "LegalizeToNN"),
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
+    "to-mixed-precision": ("partita.transforms.to_mixed_precision", "ToMixedPrecision"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     # Lowering.
