@@ -199,11 +199,11 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[
 
 def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
     """``90`` -> (90, ""), ``"90a"`` / ``"sm_90a"`` -> (90, "a"); an error naming the
-    option for anything else."""
+    option and its ``owner`` (``pass 'cutlass-codegen'``, ``target 'cutlass-cpp'``) for
+    anything else."""
     m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", str(sm).strip())
     if m is None:
-        raise PartitaError(f"invalid options for pass '{owner}': sm={sm} is not a compute capability "
-                           "(80, 90, 90a, ...)")
+        raise PartitaError(f"option 'sm' of {owner} takes a compute capability (80, 90, 90a, ...), not '{sm}'")
     return int(m.group(1)), m.group(2)
 
 
@@ -221,7 +221,7 @@ class CutlassCodegen(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_compiler_partitions(op, COMPILER)
-        number, suffix = _sm_option(self.name, self.sm)
+        number, suffix = _sm_option(f"pass '{self.name}'", self.sm)
         options = function_options(cutlass_functions(op), number)
         sm = f"{options.sm}{suffix}"  # kernels are chosen by the number, built for the arch
         try:
@@ -274,7 +274,7 @@ class CutlassCppTarget(Target):
     sm: int | str = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        number, suffix = _sm_option(self.name, self.sm)
+        number, suffix = _sm_option(f"target '{self.name}'", self.sm)
         options = function_options(cutlass_functions(module), number)
         sm = f"{options.sm}{suffix}"
         kernels, source = emit_cutlass(module, options)

@@ -11,7 +11,7 @@
 // RUN: not partita-opt %s -p 'no-such-pass' 2>&1 | filecheck %s --check-prefix=PASS
 // PASS: error: unknown pass 'no-such-pass' (see partita-opt --list-passes)
 // RUN: not partita-opt %s -t 'cutlass-cpp{sm=abc}' 2>&1 | filecheck %s --check-prefix=SM
-// SM: error: option 'sm' of target 'cutlass-cpp' takes an int, not 'abc'
+// SM: error: option 'sm' of target 'cutlass-cpp' takes a compute capability (80, 90, 90a, ...), not 'abc'
 // RUN: not partita-opt %s -t 'cuda-c{arch=sm_1}' 2>&1 | filecheck %s --check-prefix=ARCH
 // ARCH: error: target 'cuda-c' has no option 'arch' (its options: none)
 
