@@ -20,16 +20,23 @@ from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
-from partita.dialects import byoc
+from partita import artifact
+from partita.collage.cost import RooflineEstimator
+from partita.collage.ir_graph import function_candidate
+from partita.dialects import byoc, make_context
 from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
+from partita.runtime.cuda import parse_arch
+from partita.runtime.plan import Runtime
 from partita.target import CompilationConfig, Target, TargetError
-from partita.transforms import get_all_passes
+from partita.transforms import collage_partition, get_all_passes
 from partita.transforms.legalize_to_nn import needs_legalization
+from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
 _CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
@@ -86,8 +93,6 @@ def _quote(value: str) -> str:
 
 def cutlass_sm(config: CompilationConfig) -> int:
     """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
-    from partita.runtime.cuda import parse_arch
-
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
@@ -203,8 +208,6 @@ class Executable:
         device object): cubins loaded, library plans made, weights uploaded once. ``run``
         loads on first use. ``libraries``: bindings by library name (``cublas``, ``cudnn``,
         ``tensorrt``) instead of the installed ones."""
-        from partita.runtime.plan import Runtime
-
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
@@ -245,9 +248,8 @@ class Executable:
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
-        from partita import artifact
-
-        artifact.save(self, path)
+        artifact.save(artifact.CompiledModel(self.module, self.pipeline, self.config, self.partitions,
+                                             entry=self.entry, binaries=self.binaries), path)
 
     def report(self) -> Report:
         runtime = self.runtime
@@ -281,6 +283,14 @@ class Executable:
         out = StringIO()
         Printer(stream=out).print_op(self.module)
         return out.getvalue()
+
+
+def load(path: str | Path) -> Executable:
+    """The ``Executable`` saved in ``path`` by ``Executable.save`` (no cache, NVRTC or ONNX
+    file needed); any damage is a ``PartitaError``."""
+    model = artifact.load(path)
+    return Executable(model.module, model.pipeline, model.targets, model.partitions, [],
+                      entry=model.entry, binaries=model.binaries)
 
 
 def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
@@ -376,10 +386,6 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
     stay f32, inputs and outputs keep the model's types); ``None`` / ``"fp32"`` as written.
     """
-    from partita.lowering import nvrtc
-    from partita.transforms import collage_partition
-    from partita.validation import check_compile_arguments, check_entry, check_target_archs
-
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
@@ -441,9 +447,6 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
 
 def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     """Roofline cost of a partition function on its target (None where it cannot say)."""
-    from partita.collage.cost import RooflineEstimator
-    from partita.collage.ir_graph import function_candidate
-
     estimator = RooflineEstimator(device)
 
     def estimate(function: FuncOp, target: str) -> float | None:
@@ -453,4 +456,4 @@ def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     return estimate
 
 
-__all__ = ["Executable", "compile", "load_module", "build_pipeline"]
+__all__ = ["Executable", "build_pipeline", "compile", "load", "load_module"]

@@ -21,6 +21,7 @@ from partita.backends.pattern import (
     shape_of,
     wildcard,
 )
+from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
 
 GEMM_DTYPES = ("f16", "f32")
 """Element types CUTLASS convolutions accept."""
@@ -219,8 +220,6 @@ def register_builtin_backends() -> None:
     register_backend("cutlass", patterns=cutlass_patterns(), partition_rule="pattern")
     register_backend("cublas", patterns=cublas_patterns(), partition_rule="pattern")
     register_backend("cudnn", patterns=cudnn_patterns(), partition_rule="pattern")
-    from partita.lowering.tensorrt.partition import FlattenTensorRTPartitions
-
     # TensorRT compiles whole sub-graphs: Collage combines any touching matches (the
     # arbitrary style); eager merges adjacent composites into one region, whose nested
     # composites are then inlined: one plain sub-graph per partition.
@@ -230,17 +229,13 @@ def register_builtin_backends() -> None:
 
 def tensorrt_op_ok(match: Match) -> bool:
     """Every op of the match converts to ONNX for TensorRT's parser."""
-    from partita.lowering.tensorrt.export import unsupported_reason
-
     return all(unsupported_reason(op) is None for op in match.ops)
 
 
 def tensorrt_patterns() -> list[tuple[str, Pattern, object]]:
     """One pattern per op TensorRT takes (TVM's TensorRT BYOC annotates single ops);
     Collage combines adjacent matches into convex sub-graphs (the arbitrary style)."""
-    from partita.lowering.tensorrt.export import CONVERTERS
-
-    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in CONVERTERS]
+    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in TENSORRT_OPS]
 
 
 register_builtin_backends()

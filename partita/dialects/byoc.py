@@ -1,6 +1,6 @@
 """The ``byoc`` dialect: partitions, targets and the artifacts of external codegen.
 
-A partition exists in three forms (see DESIGN.md): an inline ``byoc.partition`` region, an
+A partition exists in three forms (README, "Dialects"): an inline ``byoc.partition`` region, an
 outlined ``func.func`` carrying the partition attributes, and an extern declaration. The
 attributes below are *discardable* attributes, exactly as TVM keeps them on a Relay
 function, so that moving between the forms copies one dictionary and loses nothing.
@@ -8,7 +8,7 @@ function, so that moving between the forms copies one dictionary and loses nothi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -53,6 +53,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from partita.ir.verifier import register_attribute_verifier
 from partita.target import Target, TargetError, get_target_kind, is_registered
 
 # Discardable attribute names: the public interface shared with TVM's vocabulary.
@@ -79,6 +80,13 @@ extern function it implements (``= @<name>``). Used to emulate the external code
 CPU when no device is present, and to derive shape functions."""
 
 PARTITION_ATTRS = (COMPILER, GLOBAL_SYMBOL, PRIMITIVE, INLINE, COMPOSITE, TARGET)
+REFERENCE_SUFFIX = "_reference"
+"""``@<name>_reference``: the private sibling keeping extern function ``@<name>``'s body."""
+
+
+def reference_name(extern_name: str) -> str:
+    """Name of the private sibling keeping the body of extern function ``extern_name``."""
+    return extern_name + REFERENCE_SUFFIX
 
 
 # --------------------------------------------------------------------------------------
@@ -462,6 +470,18 @@ DIGEST = "sha256"
 """The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
 
 
+#: Checks of a ``byoc.binary``'s kernel records, each raising ``ValueError`` on a record it
+#: cannot decode. A record is decoded by the lowering that wrote it, which sits above this
+#: dialect, so the lowering registers its check (``register_record_check``) on import.
+_RECORD_CHECKS: list[Callable[[Attribute], None]] = []
+
+
+def register_record_check(check: Callable[[Attribute], None]) -> None:
+    """Make ``byoc.binary``'s verifier run ``check`` on every kernel record."""
+    if check not in _RECORD_CHECKS:
+        _RECORD_CHECKS.append(check)
+
+
 @irdl_op_definition
 class BinaryOp(IRDLOperation):
     """A compiled artifact of external codegen, kept in the module beside the extern
@@ -511,16 +531,15 @@ class BinaryOp(IRDLOperation):
             isinstance(digest, StringAttr) and len(digest.data) == 64 and all(c in "0123456789abcdef" for c in digest.data)
         ):
             raise VerifyException(f"'byoc.binary' attribute '{DIGEST}' must be a sha256 hex digest")
-        # Records are decoded by the lowering that wrote them; imported lazily because
-        # dialects sit below lowering.
-        from partita.lowering.records import check_kernel_record
-
         for function, record in kernels.data.items():
-            try:
-                check_kernel_record(record)
-            except ValueError as err:
-                raise VerifyException(f"kernel record of @{function}: {err}") from None
+            for check in _RECORD_CHECKS:
+                try:
+                    check(record)
+                except ValueError as err:
+                    raise VerifyException(f"kernel record of @{function}: {err}") from None
 
+
+register_attribute_verifier("byoc", verify_function_attributes)
 
 BYOC = Dialect(
     "byoc",
@@ -538,6 +557,7 @@ __all__ = [
     "INLINE",
     "PRIMITIVE",
     "REFERENCE_IMPL",
+    "REFERENCE_SUFFIX",
     "SHAPE_FUNC",
     "TARGET",
     "AllocTensorOp",
@@ -551,6 +571,8 @@ __all__ = [
     "is_extern",
     "is_partition_function",
     "partition_attributes",
+    "reference_name",
+    "register_record_check",
     "verify_function_attributes",
     "verify_partition_attributes",
 ]

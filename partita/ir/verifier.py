@@ -7,7 +7,7 @@ verifying, Partita answers those look-ups from a per-table index built once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
@@ -16,8 +16,18 @@ from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.traits import SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from partita.dialects.byoc import verify_function_attributes
 from partita.ir.diagnostics import op_error
+
+#: Dialect namespace -> the check of a function's discardable attributes of that namespace
+#: (MLIR's ``Dialect::verifyOperationAttribute``). xDSL has no such hook, and the
+#: dialects sit above this module, so each dialect registers its check when imported.
+_ATTRIBUTE_VERIFIERS: dict[str, Callable[[FuncOp], None]] = {}
+
+
+def register_attribute_verifier(namespace: str, verifier: Callable[[FuncOp], None]) -> None:
+    """``verify_module`` calls ``verifier`` on every function carrying an attribute
+    ``<namespace>.*``; it raises ``VerifyException``."""
+    _ATTRIBUTE_VERIFIERS[namespace] = verifier
 
 _original_lookup = SymbolTable.lookup_symbol
 
@@ -197,6 +207,12 @@ def verify_dominance(module: Operation) -> None:
         visit_region(region)
 
 
+def _verify_attributes(function: FuncOp) -> None:
+    namespaces = {name.split(".", 1)[0] for name in function.attributes if "." in name}
+    for namespace in sorted(namespaces & _ATTRIBUTE_VERIFIERS.keys()):
+        _ATTRIBUTE_VERIFIERS[namespace](function)
+
+
 def verify_module(module: ModuleOp) -> None:
     """Verifies SSA dominance and every op (and the ``byoc.*`` attributes of functions);
     the first failure is raised as a ``PartitaError`` located at the failing op."""
@@ -206,7 +222,7 @@ def verify_module(module: ModuleOp) -> None:
             try:
                 op.verify(verify_nested_ops=False)
                 if isinstance(op, FuncOp):
-                    verify_function_attributes(op)
+                    _verify_attributes(op)
             except VerifyException as err:
                 message = str(err).removeprefix("Operation does not verify: ")
                 raise op_error(op, message) from None

@@ -26,11 +26,11 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from partita.files import write_atomically
 

@@ -101,7 +101,7 @@ class KernelHandle:
         want = np.dtype(self.entry.spec.dtype)
         if len(inputs) != len(self.roles):
             raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
-        for role, (shape, dtype) in zip(self.roles, inputs):
+        for role, (_shape, dtype) in zip(self.roles, inputs):
             if np.dtype(dtype) != want:
                 raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
         if np.dtype(out[1]) != want:

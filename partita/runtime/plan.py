@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -51,23 +51,24 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from partita.ir.abi import argument_names
-from partita.ir.constants import splat_element
-from partita.lowering.binaries import BinaryImage, binary_images
-from partita.dialects import byoc, nn
-from partita.ir import PartitaError, op_error
-from partita.ir.constants import check_splat_budget
-from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
-from partita.runtime.libraries import library_binding
-from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
-from partita.transforms.plan_memory import (
+from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
     assign_offsets,
-    check_memory_plan,
     buffer_of,
+    check_memory_plan,
     live_ranges,
 )
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
+from partita.ir import PartitaError, op_error
+from partita.ir.abi import argument_names
+from partita.ir.constants import check_splat_budget, splat_element
+from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.runtime.libraries import library_binding
+from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
@@ -77,7 +78,6 @@ INPUT_ALIGNMENT = 16
 kernel is compiled for (128-bit ``cp.async`` / vector loads, TMA). A misaligned one would
 fault (a sticky ``MISALIGNED_ADDRESS`` that loses the context), so it is copied into its
 slot of the arena (256-byte aligned) instead."""
-REFERENCE_SUFFIX = "_reference"
 RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 """What decoding a kernel record that a file (untrusted) carries can raise: a located
 error, never an internal one."""
@@ -596,9 +596,7 @@ def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, .
     static = typ.get_shape()
     if DYNAMIC_INDEX not in static:
         return tuple(static)
-    from partita.transforms.shape_functions import ShapeBuilder, _result_dims
-
-    dims = _result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
     if not all(isinstance(d, int) for d in dims):
         raise op_error(op, "its result shape could not be computed from its input shapes")
     return tuple(int(d) for d in dims)

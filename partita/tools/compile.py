@@ -34,8 +34,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def _main(args: argparse.Namespace) -> int:
     import partita
     from partita.files import same_file
-    from partita.ir import PartitaError
     from partita.frontends.file_kind import FileKind, require_kind
+    from partita.ir import PartitaError
     from partita.tools.run import check_output_path, compile_options, progress_printer
 
     if same_file(args.model, args.output):

@@ -25,7 +25,6 @@ import time
 import warnings
 from collections.abc import Sequence
 from io import StringIO
-from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -40,6 +39,7 @@ from partita.frontends.file_kind import FileKind, require_kind
 from partita.ir.diagnostics import PartitaError, RemarkWarning
 from partita.ir.parsing import LocatingParser, parse_error_diagnostic, parse_located
 from partita.ir.verifier import verify_module
+from partita.lowering import records as _records  # noqa: F401  (byoc.binary record checks)
 from partita.tools.boundary import run_tool
 from partita.tools.pass_help import check_spec, list_passes
 from partita.tools.universe import get_all_targets

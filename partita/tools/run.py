@@ -17,8 +17,8 @@ import os
 import sys
 import time
 import zipfile
-from math import prod
 from collections.abc import Sequence
+from math import prod
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +141,6 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     from xdsl.dialects.builtin import TensorType
 
     from partita.dialects.nn import numpy_dtype
-
     from partita.ir.abi import argument_names
 
     function = exe.entry_function()
@@ -270,10 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     import partita
-    from partita.lowering.cuda_codegen import cuda_from_binaries
-    from partita.lowering.cutlass_codegen import cpp_from_binaries
-
     from partita.artifact import is_compiled_model
+    from partita.lowering.cuda.codegen import cuda_from_binaries
+    from partita.lowering.cutlass.codegen import cpp_from_binaries
 
     regular_file(args.model, "the model")  # a FIFO or device would hang the reader
     for path in (args.output, args.report_graph):

@@ -22,9 +22,9 @@ from partita.transforms import get_all_passes
 __all__ = ["PARTITA_UNIVERSE", "get_all_targets"]
 
 _TARGETS: dict[str, tuple[str, str]] = {
-    "cutlass-cpp": ("partita.lowering.cutlass_codegen", "CutlassCppTarget"),
-    "cuda-c": ("partita.lowering.cuda_codegen", "CudaCTarget"),
-    "library-records": ("partita.lowering.library", "LibraryRecordsTarget"),
+    "cutlass-cpp": ("partita.lowering.cutlass.codegen", "CutlassCppTarget"),
+    "cuda-c": ("partita.lowering.cuda.codegen", "CudaCTarget"),
+    "library-records": ("partita.runtime.library_records", "LibraryRecordsTarget"),
 }
 
 

@@ -40,8 +40,8 @@ _PASSES: dict[str, tuple[str, str]] = {
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
-    "cuda-codegen": ("partita.lowering.cuda_codegen", "CudaCodegen"),
-    "cutlass-codegen": ("partita.lowering.cutlass_codegen", "CutlassCodegen"),
+    "cuda-codegen": ("partita.lowering.cuda.codegen", "CudaCodegen"),
+    "cutlass-codegen": ("partita.lowering.cutlass.codegen", "CutlassCodegen"),
     "cublas-codegen": ("partita.lowering.cublas.codegen", "CublasCodegen"),
     "cudnn-codegen": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
     "tensorrt-codegen": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),

@@ -1,6 +1,6 @@
 """``collage-partition``: cost-driven partitioning across backends (TVM's Collage).
 
-A thin wrapper over :func:`partita.collage.partitioner.collage_partition`: candidates
+A thin wrapper over :func:`partita.transforms.collage.partitioner.collage_partition`: candidates
 from the backends' pattern tables and native fusion, the cheapest cover under a cost
 model, chosen BYOC candidates outlined (equal ones share ``collage_<backend>_<k>``).
 
@@ -9,7 +9,7 @@ Options:
 * ``targets``: the target list (any order), e.g. ``"cutlass,cublas,cudnn,cuda,llvm"``.
 * ``cost``: ``roofline`` (device spec, deterministic), ``measure`` (compiles ``cutlass``
   and native ``cuda`` candidates and times them on the CUDA device, see
-  ``partita.collage.measure``; candidates of other targets get the roofline cost; without
+  ``partita.transforms.collage.measure``; candidates of other targets get the roofline cost; without
   a device it is an error, never a silent change of cost model), or ``mock`` with
   ``costs="llvm=1,cutlass=2"`` (cost per candidate by label, else by target; for tests).
 * ``device``: the roofline device (``h100``, ``a100``, ``h200``); with ``cost=measure``,
@@ -48,8 +48,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
+from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
+from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
+from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
 
@@ -67,7 +69,6 @@ def _measure_device() -> Any:
     global _OPENED_DEVICE
     if MEASURE_DEVICE is not None:
         return MEASURE_DEVICE
-    from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
 
     if not cuda_available():
         raise PartitaError(
@@ -131,8 +132,6 @@ def make_estimator(
             raise PartitaError("collage-partition: cost=mock needs costs=\"target=cost,...\"")
         estimator = MockEstimator(table)
     elif cost == "measure":
-        from partita.collage.measure import CandidateTimer, measuring_estimator
-
         fallback = _roofline(device, dynamic_dim)  # the options are checked before the device is opened
         timer = CandidateTimer(_measure_device(), cache_dir=cache_dir or None, dynamic_dim=dynamic_dim)
         estimator = measuring_estimator(timer, fallback)

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    I64,
     BFloat16Type,
     BoolAttr,
     BytesAttr,
@@ -25,7 +26,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     IntegerType,
     Signedness,
@@ -33,20 +33,17 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
-    irdl_op_definition,
     operand_def,
     prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from partita.ir.constants import dense_values, splat_attr
 
 DYN = DYNAMIC_INDEX
 Shape = tuple[int, ...]
@@ -78,6 +75,8 @@ MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool
 _TO_DTYPE = {t: d for t, d in _DTYPES}
 _TO_TYPE = {d: t for t, d in _DTYPES}
 ELEMENT_TYPES = tuple(t for t, _ in _DTYPES)
+NUMPY_DTYPES: dict[str, np.dtype] = {str(t): d for t, d in _DTYPES}
+"""The same table by element type name (``"f16"``, ``"ui8"``): the project's one dtype table."""
 FLOATS = ELEMENT_TYPES[:4]
 """f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
 INTEGERS = ELEMENT_TYPES[5:]
@@ -316,7 +315,7 @@ class NNOp(IRDLOperation):
     ``verify_element_types`` and ``infer_element_type``.
 
     An op whose dynamic result dims no generic rule of
-    :mod:`partita.transforms.shape_functions` covers carries its own,
+    :mod:`partita.analysis.shape_functions` covers carries its own,
     ``result_dims(self, dims: Dims, arith: ShapeArith) -> list``: the result's dims from
     ``dims(value)`` of its operands (ints or symbolic), computed with ``arith``. Shape
     functions and the CUDA kernels that size dynamic results both call it."""
@@ -392,8 +391,6 @@ class UnaryOp(NNOp):
 def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
     view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
-    from partita.ir.constants import splat_attr
-
     typ = TensorType(element_type_of(array.dtype), array.shape)
     splat = array.size > 1 and not any(array.strides)
     array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
@@ -406,7 +403,5 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The values of a dense attribute; a splat is a read-only broadcast view (see
     ``partita.ir.constants.dense_values``)."""
-    from partita.ir.constants import dense_values
-
     return dense_values(attr)
 

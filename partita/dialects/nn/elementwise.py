@@ -31,9 +31,9 @@ from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
     FLOATS,
+    FORMAT_BINARY,
     INTEGERS,
     NUMERIC_TYPES,
-    FORMAT_BINARY,
     NNOp,
     Shape,
     UnaryOp,
@@ -51,7 +51,6 @@ from partita.dialects.nn.base import (
     normalize_axis,
     numpy_dtype,
 )
-
 
 # ---------------------------------------------------------------------------------------
 # Element types of the ONNX operator definitions

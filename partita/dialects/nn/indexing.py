@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import IntegerType, TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -40,7 +40,6 @@ from partita.dialects.nn.base import (
     NNOp,
     Shape,
     ShapeArith,
-    UnaryOp,
     _float_prop,
     _init,
     _int_prop,
@@ -50,7 +49,6 @@ from partita.dialects.nn.base import (
     _str_prop,
     _tensor,
     _value,
-    broadcast_shapes,
     merge_dims,
     normalize_axis,
 )

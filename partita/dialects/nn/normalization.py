@@ -3,51 +3,35 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
-    prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
     FLOATS,
-    FORMAT_BINARY,
-    FORMAT_UNARY,
     Dims,
     NNOp,
     Shape,
     ShapeArith,
     UnaryOp,
-    _bool_prop,
-    _check_ints,
     _float_prop,
     _fmt,
     _init,
     _int_prop,
     _ints_prop,
     _shape,
-    _static_product,
-    _str_prop,
-    _tensor,
     _value,
     broadcast_shapes,
     check_channel_vector,
-    dense_from_numpy,
-    dense_to_numpy,
     merge_dims,
     normalize_axis,
 )

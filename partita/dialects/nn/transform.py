@@ -42,6 +42,7 @@ from partita.dialects.nn.base import (
     merge_dims,
     normalize_axis,
 )
+from partita.ir.constants import constant_values
 
 
 def infer_pad_shape(x: Shape, before: Sequence[int], after: Sequence[int]) -> Shape:
@@ -272,8 +273,6 @@ class ConstantOp(NNOp):
     def to_numpy(self, *, buffer: bool = False) -> np.ndarray:
         """The values as a NumPy array of the storage dtype; a splat is a read-only view
         unless ``buffer`` asks for an array of its own (see ``constant_values``)."""
-        from partita.ir.constants import constant_values
-
         return constant_values(self, buffer=buffer)
 
     @classmethod

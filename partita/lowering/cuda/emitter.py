@@ -960,7 +960,7 @@ class KernelEmitter:
             "      }",
             f"      const {T} m = m0 + ty, n = n0 + tx;",
             "      if (m < M && n < N) {",
-            "        const {0} i = (bz * M + m) * N + n;".format(T),
+            f"        const {T} i = (bz * M + m) * N + n;",
             *self._axis_lines("bz", range(split), used, "        "),
             *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "        "),
             *self._axis_lines("n", [len(self.out_dims) - 1], used, "        "),

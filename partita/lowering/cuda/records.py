@@ -30,9 +30,9 @@ from math import prod
 
 from xdsl.dialects.builtin import DictionaryAttr
 
-from partita.lowering.cuda.emitter import FusedKernel
 from partita.dialects import nn
-from partita.lowering.records import dataclass_from, to_attr
+from partita.lowering.cuda.emitter import FusedKernel
+from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
 
@@ -41,7 +41,7 @@ KINDS = ("fused", "rowwise", "gemm", "window")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
-NUMPY_DTYPES = {str(t): str(nn.numpy_dtype(t)) for t in nn.ELEMENT_TYPES}
+NUMPY_DTYPES = {name: dtype.name for name, dtype in nn.NUMPY_DTYPES.items()}
 """NumPy dtype name of each element type, by its MLIR spelling (``i1`` is ``bool``)."""
 
 
@@ -156,3 +156,6 @@ RECORDS: dict[str, type[FusedRecord]] = {
     "fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord, "window": WindowRecord,
 }
 """Record class of each kind."""
+
+
+register_record_kind("fused", FusedRecord.from_attr)

@@ -249,7 +249,8 @@ def _c_product(factors: tuple[str, ...]) -> str:
 
 
 def _shape(t) -> str:
-    return "cutlass::gemm::GemmShape<%d, %d, %d>" % tuple(t)
+    m, n, k = t
+    return f"cutlass::gemm::GemmShape<{m}, {n}, {k}>"
 
 
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:

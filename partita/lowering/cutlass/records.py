@@ -15,7 +15,7 @@ from xdsl.ir import Attribute
 
 from partita.lowering.cutlass.emitter import EntryInfo, emit_module
 from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec
-from partita.lowering.records import dataclass_from, fields_attr, from_attr, to_attr
+from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 
 def entry_record(entry: EntryInfo, inputs: Sequence[str], smem_bytes: int | None = None) -> DictionaryAttr:
@@ -68,3 +68,6 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
             or len(set(roles)) != len(roles):
         raise ValueError(f"'inputs' = {roles} are not distinct input parameters of the kernel ({sorted(names)})")
     return entry, roles
+
+
+register_record_kind("cutlass", entry_from_record)

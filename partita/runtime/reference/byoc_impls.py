@@ -28,11 +28,10 @@ from xdsl.interpreter import (
 from xdsl.traits import SymbolTable
 
 from partita.dialects import byoc
+from partita.dialects.byoc import REFERENCE_SUFFIX
 from partita.dialects.nn import numpy_dtype
 from partita.ir import op_error
 from partita.runtime.reference import extra_impls
-
-REFERENCE_SUFFIX = "_reference"  # partita.transforms.mark_compiler_functions_as_extern
 
 
 @extra_impls
