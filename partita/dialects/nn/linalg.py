@@ -25,6 +25,8 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
+    OpKind,
+    kind_trait,
     DYN,
     FORMAT_BINARY,
     NUMERIC_TYPES,
@@ -88,6 +90,7 @@ def infer_batch_matmul_shape(a: Shape, b: Shape, transpose_a: bool, transpose_b:
 @irdl_op_definition
 class DenseOp(NNOp):
     """``input[..., K] x weight[N, K] -> [..., N]``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.dense"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -107,6 +110,7 @@ class DenseOp(NNOp):
 @irdl_op_definition
 class MatmulOp(NNOp):
     """NumPy ``matmul`` with batch broadcasting (ranks >= 2)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -126,6 +130,7 @@ class MatmulOp(NNOp):
 @irdl_op_definition
 class BatchMatmulOp(NNOp):
     """Rank-3 batched matmul; by default ``rhs`` is ``[B, N, K]`` (``transpose_b``)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.batch_matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -151,6 +156,7 @@ class BatchMatmulOp(NNOp):
 @irdl_op_definition
 class BiasAddOp(NNOp):
     """Add a rank-1 ``bias`` along ``axis``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.bias_add"
     input = operand_def(TensorType)
@@ -177,6 +183,7 @@ class MatmulIntegerOp(NNOp):
     """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
     i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
     element of its operand's type."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul_integer"
     lhs = operand_def(TensorType)

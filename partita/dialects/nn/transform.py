@@ -23,6 +23,8 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
+    OpKind,
+    kind_trait,
     DYN,
     ELEMENT_TYPES,
     NNOp,
@@ -95,6 +97,7 @@ def check_reshape(x: Shape, out: Shape) -> None:
 class PadOp(UnaryOp):
     """Padding in one of ONNX's modes: ``constant`` (``pad_value``), ``reflect`` (mirror
     without the edge), ``edge`` (repeat the edge) or ``wrap`` (periodic)."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.pad"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -135,6 +138,7 @@ class ReshapeOp(NNOp):
     """Reshape to the result type's shape. A ``?`` is the size of a dim of a shape
     reference (result axis ``targets[k]`` has the size of dim ``ref_axes[k]`` of
     ``refs[k]``, as in ``nn.broadcast_to``); at most one other ``?``, inferred like -1."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.reshape"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -189,6 +193,7 @@ class ReshapeOp(NNOp):
 
 @irdl_op_definition
 class TransposeOp(UnaryOp):
+    traits = kind_trait(OpKind.INJECTIVE)
     name = "nn.transpose"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     perm_attr = _ints_prop("perm")
@@ -204,6 +209,7 @@ class TransposeOp(UnaryOp):
 
 @irdl_op_definition
 class ConcatenateOp(NNOp):
+    traits = kind_trait(OpKind.INJECTIVE)
     name = "nn.concatenate"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     inputs = var_operand_def(TensorType)
@@ -225,6 +231,7 @@ class ShapeOfOp(NNOp):
     """The input's dims as a rank-1 ``i64`` tensor (Relay ``shape_of``, ONNX ``Shape``).
     The importer folds shapes it knows; it emits this op only where a run-time dim is used
     as data (``Range`` bounds, mask index arithmetic); the input's elements are not read."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.shape_of"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -249,6 +256,7 @@ class ShapeOfOp(NNOp):
 @irdl_op_definition
 class ConstantOp(NNOp):
     """A constant tensor; ``nn.constant dense<...> : tensor<...>``."""
+    traits = kind_trait(OpKind.OPAQUE)
 
     name = "nn.constant"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
