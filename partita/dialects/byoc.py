@@ -8,7 +8,7 @@ function, so that moving between the forms copies one dictionary and loses nothi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -407,17 +407,29 @@ class AllocTensorOp(IRDLOperation):
             )
 
 
+SymbolLookup = Callable[[Operation, SymbolRefAttr], "Operation | None"]
+"""Resolves a symbol reference from an op (``SymbolTable.lookup_symbol`` or an index)."""
+
+
+def check_call_extern(op: Operation, lookup: SymbolLookup) -> None:
+    """The callee of a ``byoc.call_extern`` is a function marked extern with its types, and
+    the results are the ``outs``' types (also run by the module verifier with its index)."""
+    assert isinstance(op, CallExternOp)
+    callee = lookup(op, op.callee)
+    if not isinstance(callee, FuncOp):
+        raise VerifyException(f"'{op.callee}' does not reference a function")
+    if EXTERN not in callee.attributes:
+        raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
+    ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
+    if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
+        raise VerifyException(f"types do not match the signature of '{op.callee}'")
+    if tuple(op.outs.types) != tuple(op.res.types):
+        raise VerifyException("the result types must equal the types of the 'outs' operands")
+
+
 class CallExternSymbolUser(SymbolUserOpInterface):
     def verify(self, op: Operation) -> None:
-        assert isinstance(op, CallExternOp)
-        callee = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(callee, FuncOp):
-            raise VerifyException(f"'{op.callee}' does not reference a function")
-        if EXTERN not in callee.attributes:
-            raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
-        ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
-        if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
-            raise VerifyException(f"types do not match the signature of '{op.callee}'")
+        check_call_extern(op, SymbolTable.lookup_symbol)
 
 
 @irdl_op_definition
@@ -453,9 +465,6 @@ class CallExternOp(IRDLOperation):
             operands=[inputs, outs], result_types=[out_types], properties={"callee": callee}
         )
 
-    def verify_(self) -> None:
-        if tuple(self.outs.types) != tuple(self.res.types):
-            raise VerifyException("the result types must equal the types of the 'outs' operands")
 
 
 DIGEST = "sha256"
