@@ -28,8 +28,6 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 
 PARTITIONERS = ("collage", "eager", "none")
-_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
-                             *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
 def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
@@ -85,7 +83,7 @@ def has_nchw_conv(module: ModuleOp) -> bool:
     return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
 
 
-def build_pipeline(
+def _pipeline_stages(
     module: ModuleOp,
     config: CompilationConfig,
     *,
@@ -95,8 +93,8 @@ def build_pipeline(
     max_depth: int,
     cache_dir: str | None,
     layout: str,
-) -> list[str]:
-    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+) -> tuple[list[str], list[str]]:
+    """The passes that place and outline the model, then those that generate code."""
     if partitioner not in PARTITIONERS:
         raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
     external = [t.kind_name for t in config.external_targets]
@@ -131,6 +129,7 @@ def build_pipeline(
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
+    placement, steps = steps, []
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
@@ -142,7 +141,24 @@ def build_pipeline(
     steps.append("mark-compiler-functions-as-extern")
     steps.append("lower-extern-calls")
     steps.append("plan-memory")
-    return steps
+    return placement, steps
+
+
+def build_pipeline(
+    module: ModuleOp,
+    config: CompilationConfig,
+    *,
+    partitioner: str,
+    cost: str,
+    device: str,
+    max_depth: int,
+    cache_dir: str | None,
+    layout: str,
+) -> list[str]:
+    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+    placement, codegen = _pipeline_stages(module, config, partitioner=partitioner, cost=cost, device=device,
+                                          max_depth=max_depth, cache_dir=cache_dir, layout=layout)
+    return placement + codegen
 
 
 @dataclass
@@ -313,7 +329,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     is TVM's rule, see ``CompilationConfig``).
     """
     from partita.lowering import nvrtc
-    from partita.transforms import collage_partition
+    from partita.transforms.collage_partition import CollagePartition
     from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
@@ -329,7 +345,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     except TargetError as err:
         raise PartitaError(str(err)) from None
     check_target_archs(config)
-    steps = build_pipeline(
+    stages = _pipeline_stages(
         module,
         config,
         partitioner=partitioner,
@@ -339,32 +355,36 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         cache_dir=str(cache_dir) if cache_dir is not None else None,
         layout=layout,
     )
-    pipeline = ",".join(steps)
-    passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(get_all_passes(), pipeline).passes
+    pipeline = ",".join(stages[0] + stages[1])
+    placement, codegen = (PassPipeline.parse_spec(get_all_passes(), ",".join(steps)).passes for steps in stages)
     ctx = make_context()
-    estimate = _cost_estimator(device)
     times: list[tuple[str, float]] = []
-    rows: list[PartitionRow] = []
-    captured = False
+    started = [0.0]
+    count = len(placement) + len(codegen)
+
+    def between(done: ModulePass | None, module: ModuleOp, next_: ModulePass | None) -> None:
+        """Verifies and times each pass (xDSL's pipeline callback), and reports progress."""
+        if done is not None:
+            verify_module(module)
+            times.append((done.name, time.perf_counter() - started[0]))
+        if next_ is not None:
+            if progress is not None:
+                progress(next_.name, len(times), count)
+            started[0] = time.perf_counter()
+
     compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
-    collage_partition.LAST_REPORT = None
-    for index, pass_ in enumerate(passes):
-        if pass_.name in _CODEGEN_PASSES and not captured:
-            # Everything is placed and outlined: capture it before codegen drops bodies.
-            rows, captured = _partition_rows(module, entry, estimate), True
-        if progress is not None:
-            progress(pass_.name, index, len(passes))
-        start = time.perf_counter()
-        pass_.apply(ctx, module)
-        verify_module(module)
-        times.append((pass_.name, time.perf_counter() - start))
+    PassPipeline(placement, between).apply(ctx, module)
+    # Everything is placed and outlined: capture it before codegen drops bodies.
+    rows = _partition_rows(module, entry, _cost_estimator(device))
+    PassPipeline(codegen, between).apply(ctx, module)
+    report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
     return Executable(
         module,
         pipeline,
         config,
         rows,
         times,
-        collage=collage_partition.LAST_REPORT if partitioner == "collage" else None,
+        collage=report,
         cache_hits=nvrtc.stats.cache_hits - hits,
         compiles=nvrtc.stats.compiles - compiles,
         entry=entry,

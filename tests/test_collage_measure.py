@@ -128,15 +128,15 @@ def placement(report) -> dict[str, str]:
     return {op: g.target for g in function.groups for op in g.ops}
 
 
-def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypatch) -> None:
+def test_collage_partition_chooses_by_measured_times(cubins, tmp_path) -> None:
     def partition(times, cache=""):
         device = FakeDevice(times=times)
-        monkeypatch.setattr(cp, "MEASURE_DEVICE", device)
         module = parse_module(DENSE, make_context(), "dense.mlir")
-        cp.CollagePartition(
-            targets="cuda,cutlass,llvm", cost="measure", cache=cache, cache_dir=str(cubins), dynamic_dim=16
-        ).apply(make_context(), module)
-        return cp.LAST_REPORT, device
+        pass_ = cp.CollagePartition(targets="cuda,cutlass,llvm", cost="measure", cache=cache,
+                                    cache_dir=str(cubins), dynamic_dim=16, measure_device=device)
+        pass_.apply(make_context(), module)
+        assert len(pass_.reports) == 1
+        return pass_.last_report, device
 
     fast, device = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002})
     assert placement(fast) == {"nn.dense": "cutlass", "nn.bias_add": "cutlass"}
@@ -161,13 +161,15 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
     assert second.total == first.total
 
 
-def test_measure_options_are_checked(monkeypatch) -> None:
-    monkeypatch.setattr(cp, "MEASURE_DEVICE", FakeDevice())
+def test_measure_options_are_checked() -> None:
     module = parse_module(DENSE, make_context(), "dense.mlir")
-    with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
-        cp.CollagePartition(targets="cuda,cutlass", cost="measure", dynamic_dim=0).apply(make_context(), module)
-    with pytest.raises(PartitaError, match="unknown device"):
-        cp.CollagePartition(targets="cuda,cutlass", cost="measure", device="tpu").apply(make_context(), module)
+    for device in (FakeDevice(), None):  # options are checked before any device is opened
+        with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
+            cp.CollagePartition(targets="cuda,cutlass", cost="measure", dynamic_dim=0,
+                                measure_device=device).apply(make_context(), module)
+        with pytest.raises(PartitaError, match="unknown device"):
+            cp.CollagePartition(targets="cuda,cutlass", cost="measure", device="tpu",
+                                measure_device=device).apply(make_context(), module)
 
 
 @pytest.mark.gpu
