@@ -328,7 +328,6 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
     is TVM's rule, see ``CompilationConfig``).
     """
-    from partita.lowering import nvrtc
     from partita.transforms.collage_partition import CollagePartition
     from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
@@ -372,12 +371,12 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                 progress(next_.name, len(times), count)
             started[0] = time.perf_counter()
 
-    compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
     PassPipeline(placement, between).apply(ctx, module)
     # Everything is placed and outlined: capture it before codegen drops bodies.
     rows = _partition_rows(module, entry, _cost_estimator(device))
     PassPipeline(codegen, between).apply(ctx, module)
     report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
+    compiles, hits = byoc.compile_counts(module)
     return Executable(
         module,
         pipeline,
@@ -385,8 +384,8 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         rows,
         times,
         collage=report,
-        cache_hits=nvrtc.stats.cache_hits - hits,
-        compiles=nvrtc.stats.compiles - compiles,
+        cache_hits=hits,
+        compiles=compiles,
         entry=entry,
     )
 

@@ -469,6 +469,18 @@ class CallExternOp(IRDLOperation):
 
 DIGEST = "sha256"
 """The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
+CACHE_HIT = "cache_hit"
+"""The ``byoc.binary`` attribute saying whether a compiled binary came from the cache
+(``true``) or was compiled by this codegen run (``false``): the compile's statistics."""
+
+
+def compile_counts(module: Operation) -> tuple[int, int]:
+    """(binaries compiled, binaries found in the cache) among the module's ``byoc.binary``
+    ops (those whose codegen says which: ``cache_hit``)."""
+    hits = [op.attributes[CACHE_HIT] for op in module.walk()
+            if isinstance(op, BinaryOp) and isinstance(op.attributes.get(CACHE_HIT), IntegerAttr)]
+    cached = sum(bool(h.value.data) for h in hits)
+    return len(hits) - cached, cached
 
 
 @irdl_op_definition
@@ -479,7 +491,8 @@ class BinaryOp(IRDLOperation):
     The attribute dictionary records what the runtime needs: ``format`` (``"cubin"``),
     ``target``, ``path`` of the cached artifact, its ``key``, ``sha256`` (the digest of the
     bytes, checked before they reach the driver) and ``kernels``: per extern function, a
-    dictionary with the entry name and launch description, verified here.
+    dictionary with the entry name and launch description, verified here. A compiled
+    binary also says whether it came from the compile cache (``cache_hit``).
     """
 
     name = "byoc.binary"
