@@ -52,6 +52,7 @@ from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError
+from partita.runtime.contracts import TimingDevice
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
 
@@ -114,10 +115,9 @@ class _TimedModule:
 @dataclass
 class CandidateTimer:
     """Compiles candidates for ``cutlass``/``cuda`` and times them on ``device`` (a
-    ``partita.runtime.cuda.CudaDevice`` or anything with its interface: ``load_module``,
-    memory, and modules with ``time_launch``); see the module docstring."""
+    ``partita.runtime.cuda.CudaDevice`` or any ``TimingDevice``); see the module docstring."""
 
-    device: Any
+    device: TimingDevice
     arch: str | None = None
     """``sm_90``...; default ``device.arch``."""
     cache_dir: str | Path | None = None

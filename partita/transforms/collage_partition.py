@@ -44,7 +44,6 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -53,11 +52,12 @@ from xdsl.passes import ModulePass
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
 from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
+from partita.runtime.contracts import TimingDevice
 
 __all__ = ["CollagePartition", "make_estimator"]
 
 
-def _open_measure_device(stack: ExitStack) -> Any:
+def _open_measure_device(stack: ExitStack) -> TimingDevice:
     """The first CUDA device, closed when ``stack`` closes."""
     from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
 
@@ -112,7 +112,7 @@ def make_estimator(
     *,
     dynamic_dim: int = 1,
     cache_dir: str | None = None,
-    measure_device: Any = None,
+    measure_device: TimingDevice | None = None,
 ) -> CostEstimator:
     """The estimator named by the pass options, wrapped in a persistent cache if asked.
     ``cost=measure`` needs ``measure_device``, the device to time candidates on."""
@@ -161,7 +161,7 @@ class CollagePartition(ModulePass):
     cache_dir: str = ""
     fallback_device: str = ""
     coalesce: bool = True
-    measure_device: Any = field(default=None, compare=False, repr=False)
+    measure_device: TimingDevice | None = field(default=None, compare=False, repr=False)
     """The device ``cost=measure`` times candidates on, owned (and closed) by whoever
     made the pass; ``None``: each run opens the first CUDA device and closes it."""
     reports: list[CollageReport] = field(default_factory=list, init=False, compare=False, repr=False)
