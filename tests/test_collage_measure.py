@@ -7,6 +7,8 @@ same function text, so the CUTLASS dense+bias kernel is compiled once for the fi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.dialects.func import FuncOp
@@ -15,6 +17,7 @@ from partita.collage.cost import CostCache, RooflineEstimator
 from partita.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.collage.graph import DataflowGraph
 from partita.collage.partitioner import function_candidates
+from partita.dialects import byoc
 from partita.ir import PartitaError, make_context, parse_module
 from partita.lowering import nvrtc
 from partita.runtime.cuda import cuda_available
@@ -191,3 +194,27 @@ def test_measures_a_real_kernel(cubins) -> None:
         estimator.estimate(graph, cand)
         assert timer.measured == 2 and estimator.hits == 1
     assert np.isfinite(seconds)
+
+
+def test_a_measured_cubin_is_checked_against_its_sha256(tmp_path, monkeypatch) -> None:
+    """Collage loads a candidate's cubin as the launch plan does: the bytes must match the
+    digest its byoc.binary recorded, or the driver never sees them."""
+    from partita.lowering import cuda_codegen
+
+    original = cuda_codegen.CudaCodegen.apply
+
+    def apply_then_damage(self, ctx, module) -> None:
+        original(self, ctx, module)
+        for op in module.ops:
+            if isinstance(op, byoc.BinaryOp):
+                path = Path(op.attributes["path"].data)
+                path.unlink()
+                path.write_bytes(b"\x7fELF damaged")
+
+    monkeypatch.setattr(cuda_codegen.CudaCodegen, "apply", apply_then_damage)
+    device = FakeDevice()
+    timer = CandidateTimer(device, cache_dir=tmp_path, dynamic_dim=16)
+    graph, _, cands = candidates(ELEMENTWISE, "cuda")
+    with pytest.raises(PartitaError, match="does not match the sha256 recorded at compile time"):
+        timer(graph, cands[("cuda.fused", (0, 1))])
+    assert device.modules == []

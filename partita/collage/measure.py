@@ -52,6 +52,7 @@ from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError
+from partita.lowering.binaries import binary_images
 from partita.runtime.contracts import TimingDevice
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
@@ -242,6 +243,7 @@ class CandidateTimer:
         from partita.runtime.extern import kernel_handles
 
         functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        images = binary_images(module)  # read as the launch plan reads them: sha256 checked
         handles = kernel_handles(module)
         if not handles:
             raise PartitaError("cost=measure: the codegen produced no kernel for a candidate")
@@ -255,7 +257,7 @@ class CandidateTimer:
                 (out_type,) = signature.outputs
                 out = np.empty(self._shape(out_type), self._dtype(out_type))
                 if handle.path not in loaded:
-                    loaded[handle.path] = self.device.load_module(Path(handle.path).read_bytes())
+                    loaded[handle.path] = self.device.load_module(images[handle.binary].read())
                 timed = _TimedModule(loaded[handle.path], self.warmup, self.repeat, self.rounds)
                 handle.launch(self.device, timed, inputs, out)
                 total += sum(timed.seconds)
