@@ -202,6 +202,13 @@ class Executable:
             self.load()
         return self._runtime
 
+    def close(self) -> None:
+        """Releases the loaded runtime: its device memory, graphs, library objects and the
+        CUDA context it retained (a later ``run`` loads again)."""
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+
     def entry_function(self) -> FuncOp:
         for op in self.module.ops:
             if isinstance(op, FuncOp) and op.sym_name.data == self.entry:

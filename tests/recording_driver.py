@@ -1,11 +1,35 @@
 """A recording stand-in for ``cuda.bindings.driver``: the calls ``CudaDevice`` makes, with
-the same return conventions (``(CUresult, value...)``), counted one by one.
+the same return conventions (``(CUresult, value...)``), counted one by one, and as strict
+as the driver where the driver is strict.
 
 Device memory is real host memory (its addresses are the "device pointers"), so copies
 move real bytes; kernels do not run (their outputs keep what the memory held), launches
 are recorded with their stream and argument-buffer address. Stream capture records
-launches into a graph instead of running them; ``cuGraphLaunch`` replays the record.
-``fail`` makes the named call return an error (``{"cuLaunchKernel": 719}``).
+launches and asynchronous copies into a graph instead of running them; ``cuGraphLaunch``
+replays the record. ``fail`` makes the named call return an error (``{"cuLaunchKernel": 719}``).
+
+What the real driver refuses, this one refuses too:
+
+* the current context is per thread: a call that needs one, made from a thread that has
+  not made a context current, is ``CUDA_ERROR_INVALID_CONTEXT``;
+* while a thread captures a stream (thread-local mode), a synchronous allocation, copy,
+  memset, synchronization or module load from that thread is
+  ``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`` and invalidates the capture (its
+  ``cuStreamEndCapture`` is then ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``); libraries
+  ask ``check_not_capturing`` before they create plans;
+* launch limits: block dims and threads per block, grid dims, dynamic shared memory at or
+  above 48 KiB without the function's opt-in, static + dynamic shared memory above the
+  device's opt-in maximum (``static_smem`` holds a kernel's static shared memory);
+* pointer alignment: ``alignment[kernel] = {argument index: bytes}`` (what the kernel
+  was compiled for); a misaligned pointer launches, then the context holds the sticky
+  ``CUDA_ERROR_MISALIGNED_ADDRESS`` that every later call returns;
+* stream order: ``log`` lists the asynchronous work in the order it was enqueued, with
+  its stream, and ``cuStreamWaitEvent`` records which stream waited for which; a copy
+  that reads bytes another stream wrote, with no event wait or synchronization ordering
+  it after that write, is a race, listed in ``races`` (the hardware would read stale
+  bytes without a word);
+* everything created is tracked until destroyed: ``live()`` lists what ``close()``
+  left behind (memory, modules, streams, events, graphs, retained contexts).
 """
 
 from __future__ import annotations
@@ -18,6 +42,11 @@ from types import SimpleNamespace
 import numpy as np
 
 SUCCESS = 0
+INVALID_VALUE = 1
+INVALID_CONTEXT = 201
+MISALIGNED_ADDRESS = 716
+CAPTURE_UNSUPPORTED = 900
+CAPTURE_INVALIDATED = 901
 
 
 class CUresult(int):
@@ -25,7 +54,23 @@ class CUresult(int):
 
 
 _ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
-           719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU"}
+           719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 201: "CUDA_ERROR_INVALID_CONTEXT",
+           716: "CUDA_ERROR_MISALIGNED_ADDRESS", 900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"}
+
+#: Calls that need no current context (device queries, init, the primary context's own).
+_CONTEXT_FREE = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
+                 "cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuDeviceGetAttribute", "cuDeviceGetName"}
+#: Calls the driver refuses from a capturing thread (they would synchronize with the device).
+_UNSAFE_IN_CAPTURE = {"cuMemAlloc", "cuMemFree", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemsetD8", "cuCtxSynchronize",
+                      "cuStreamSynchronize", "cuEventSynchronize", "cuModuleLoadData", "cuModuleUnload"}
+#: Streams the driver names by number (the legacy and the per-thread default streams).
+_DEFAULT_STREAMS = {0, 1, 2}
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+LARGE_SMEM = 48 * 1024
+#: cudaDevAttrMaxSharedMemoryPerBlockOptin by compute capability.
+SMEM_OPT_IN = {(9, 0): 232448, (8, 0): 166912, (8, 6): 101376, (8, 9): 101376, (7, 5): 65536}
 
 
 class RecordingDriver:
@@ -44,12 +89,27 @@ class RecordingDriver:
         self.fail = dict(fail or {})
         self.memory: dict[int, np.ndarray] = {}
         self.launches: list[dict] = []  # executed (eagerly or by a graph)
+        self.log: list[tuple] = []  # (what, stream, ...) of asynchronous work, in enqueue order
         self.func_attributes: dict[tuple[str, int], int] = {}
+        self.static_smem: dict[str, int] = {}
+        self.alignment: dict[str, dict[int, int]] = {}
+        self.sticky: int | None = None
         self.current: dict[int, object] = {}  # thread id -> context
+        self.retained = 0
         self.streams: set[int] = set()
+        self.modules: set[int] = set()
+        self.events: dict[int, object] = {}  # event -> the stream it was last recorded on
+        self.waits: list[tuple] = []  # (stream, the stream it waited for)
+        self.races: list[tuple] = []  # (reading stream, writing stream, address)
+        self._work: Counter = Counter()  # stream -> asynchronous operations enqueued so far
+        self._seen: dict[int, dict] = {}  # stream -> {stream: operations it is ordered after}
+        self._writes: list[tuple] = []  # (start, end, stream, operation number) not yet synchronized
         self._capturing: dict[int, list] = {}
+        self._capture_thread: dict[int, int] = {}
+        self._invalidated: set[int] = set()
         self._graphs: dict[int, list] = {}
-        self._next = 1
+        self._execs: dict[int, list] = {}  # instantiated graph -> its records
+        self._next = 0x1000  # clear of the numbered default streams (0, 1, 2)
 
     # -- bookkeeping -------------------------------------------------------------
     def _handle(self) -> int:
@@ -58,9 +118,43 @@ class RecordingDriver:
 
     def _call(self, name: str, *values):
         self.calls[name] += 1
-        if name in self.fail:
-            return (self.fail[name], *([None] * len(values))) if values else (self.fail[name],)
+        err = self._refusal(name)
+        if err:
+            return (err, *([None] * len(values))) if values else (err,)
         return (SUCCESS, *values)
+
+    def _refusal(self, name: str) -> int:
+        if name in self.fail:
+            return self.fail[name]
+        if name in _CONTEXT_FREE:
+            return SUCCESS
+        if self.current.get(threading.get_ident()) is None:
+            return INVALID_CONTEXT
+        if self.sticky is not None:
+            return self.sticky
+        if name in _UNSAFE_IN_CAPTURE:
+            mine = [s for s, t in self._capture_thread.items() if t == threading.get_ident()]
+            if mine:
+                self._invalidated.update(mine)
+                return CAPTURE_UNSUPPORTED
+        return SUCCESS
+
+    def capturing(self, stream=None) -> bool:
+        """Whether ``stream`` (any stream, by default) is being captured."""
+        return bool(self._capturing) if stream is None else stream in self._capturing
+
+    def check_not_capturing(self, what: str) -> None:
+        """What a library does before it creates a plan: fail inside a capture."""
+        if any(t == threading.get_ident() for t in self._capture_thread.values()):
+            self._invalidated.update(s for s, t in self._capture_thread.items() if t == threading.get_ident())
+            raise RuntimeError(f"{what}: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (plan creation inside a stream capture)")
+
+    def live(self) -> dict:
+        """What is still allocated, loaded, created or retained (empty after a clean close)."""
+        out = {"memory": len(self.memory), "modules": len(self.modules), "streams": len(self.streams),
+               "events": len(self.events), "graphs": len(self._graphs), "graph_execs": len(self._execs),
+               "contexts": self.retained}
+        return {k: v for k, v in out.items() if v}
 
     def read(self, ptr: int, nbytes: int) -> bytes:
         """The bytes at a device pointer."""
@@ -69,6 +163,27 @@ class RecordingDriver:
     def reset(self) -> None:
         self.calls.clear()
         self.launches.clear()
+        self.log.clear()
+        self.waits.clear()
+
+    def _stream_ok(self, stream) -> bool:
+        return stream in _DEFAULT_STREAMS or stream in self.streams
+
+    def _async(self, name: str, stream, work, *values):
+        """Asynchronous work on ``stream``: done now, or recorded into its capture."""
+        result = self._call(name, *values)
+        if result[0] != SUCCESS:
+            return result
+        if not self._stream_ok(stream):
+            return (INVALID_VALUE, *([None] * len(values))) if values else (INVALID_VALUE,)
+        if stream in self._invalidated:
+            return (CAPTURE_INVALIDATED, *([None] * len(values))) if values else (CAPTURE_INVALIDATED,)
+        self.log.append((name, stream))
+        if stream in self._capturing:
+            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True})
+        else:
+            work()
+        return result
 
     # -- errors, init, devices, contexts -----------------------------------------
     def cuGetErrorName(self, err):
@@ -90,17 +205,28 @@ class RecordingDriver:
         return self._call("cuDeviceGet", 100 + ordinal)
 
     def cuDevicePrimaryCtxRetain(self, device):
-        return self._call("cuDevicePrimaryCtxRetain", "ctx")
+        result = self._call("cuDevicePrimaryCtxRetain", "ctx")
+        if result[0] == SUCCESS:
+            self.retained += 1
+        return result
 
     def cuDevicePrimaryCtxRelease(self, device):
-        return self._call("cuDevicePrimaryCtxRelease")
+        result = self._call("cuDevicePrimaryCtxRelease")
+        if result[0] == SUCCESS:
+            self.retained -= 1
+        return result
 
     def cuCtxSetCurrent(self, ctx):
-        self.current[threading.get_ident()] = ctx
-        return self._call("cuCtxSetCurrent")
+        result = self._call("cuCtxSetCurrent")
+        if result[0] == SUCCESS:
+            self.current[threading.get_ident()] = ctx
+        return result
 
     def cuCtxSynchronize(self):
-        return self._call("cuCtxSynchronize")
+        result = self._call("cuCtxSynchronize")
+        if result[0] == SUCCESS:
+            self._synchronized()
+        return result
 
     def cuDeviceGetAttribute(self, attribute, device):
         major = attribute == self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -111,10 +237,13 @@ class RecordingDriver:
 
     # -- memory ------------------------------------------------------------------------
     def cuMemAlloc(self, nbytes):
+        result = self._call("cuMemAlloc", 0)
+        if result[0] != SUCCESS:
+            return result
         block = np.zeros(int(nbytes), np.uint8)
         ptr = block.ctypes.data
         self.memory[ptr] = block
-        return self._call("cuMemAlloc", ptr)
+        return SUCCESS, ptr
 
     def cuMemFree(self, ptr):
         result = self._call("cuMemFree")
@@ -129,6 +258,30 @@ class RecordingDriver:
             self.calls[name + ":bytes"] += int(nbytes)
         return result
 
+    def _copy_async(self, name: str, dst: int, src: int, nbytes: int, stream):
+        self.calls[name + ":bytes"] += int(nbytes)
+        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        if result[0] == SUCCESS:
+            if not name.endswith("HtoDAsync"):
+                self._read(stream, int(src), int(nbytes))
+            if not name.endswith("DtoHAsync"):
+                self._write(stream, int(dst), int(nbytes))
+        return result
+
+    # -- stream order ----------------------------------------------------------------
+    def _write(self, stream, ptr: int, nbytes: int) -> None:
+        self._work[stream] += 1
+        self._writes.append((ptr, ptr + nbytes, stream, self._work[stream]))
+
+    def _read(self, stream, ptr: int, nbytes: int) -> None:
+        seen = self._seen.get(stream, {})
+        for start, end, writer, number in self._writes:
+            if writer != stream and start < ptr + nbytes and ptr < end and seen.get(writer, 0) < number:
+                self.races.append((stream, writer, ptr))
+
+    def _synchronized(self, stream=None) -> None:
+        self._writes = [w for w in self._writes if stream is not None and w[2] != stream]
+
     def cuMemcpyHtoD(self, dst, src, nbytes):
         return self._copy("cuMemcpyHtoD", dst, src, nbytes)
 
@@ -136,100 +289,74 @@ class RecordingDriver:
         return self._copy("cuMemcpyDtoH", dst, src, nbytes)
 
     def cuMemcpyHtoDAsync(self, dst, src, nbytes, stream):
-        return self._copy("cuMemcpyHtoDAsync", dst, src, nbytes)
+        return self._copy_async("cuMemcpyHtoDAsync", dst, src, nbytes, stream)
 
     def cuMemcpyDtoHAsync(self, dst, src, nbytes, stream):
-        return self._copy("cuMemcpyDtoHAsync", dst, src, nbytes)
+        return self._copy_async("cuMemcpyDtoHAsync", dst, src, nbytes, stream)
 
     def cuMemcpyDtoDAsync(self, dst, src, nbytes, stream):
-        return self._copy("cuMemcpyDtoDAsync", dst, src, nbytes)
+        return self._copy_async("cuMemcpyDtoDAsync", dst, src, nbytes, stream)
 
     def cuMemsetD8(self, ptr, value, nbytes):
-        ctypes.memset(int(ptr), value, int(nbytes))
-        return self._call("cuMemsetD8")
-
-    def cuMemsetD8Async(self, ptr, value, nbytes, stream):
-        ctypes.memset(int(ptr), value, int(nbytes))
-        return self._call("cuMemsetD8Async")
-
-    # -- streams, modules, launches, graphs ----------------------------------------
-    def cuStreamCreate(self, flags):
-        stream = self._handle()
-        self.streams.add(stream)
-        return self._call("cuStreamCreate", stream)
-
-    def cuStreamDestroy(self, stream):
-        self.streams.discard(stream)
-        return self._call("cuStreamDestroy")
-
-    def cuStreamSynchronize(self, stream):
-        return self._call("cuStreamSynchronize")
-
-    def cuModuleLoadData(self, image):
-        self.images.append(bytes(image))  # what reached the driver
-        return self._call("cuModuleLoadData", ("module", len(image)))
-
-    def cuModuleUnload(self, module):
-        return self._call("cuModuleUnload")
-
-    def cuModuleGetFunction(self, module, name):
-        return self._call("cuModuleGetFunction", ("function", name.decode()))
-
-    def cuFuncSetAttribute(self, function, attribute, value):
-        self.func_attributes[(function[1], attribute)] = value
-        return self._call("cuFuncSetAttribute")
-
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        record = {"name": f[1], "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem,
-                  "stream": stream, "params": params}
-        result = self._call("cuLaunchKernel")
+        result = self._call("cuMemsetD8")
         if result[0] == SUCCESS:
-            if stream in self._capturing:
-                self._capturing[stream].append(record)
-            else:
-                self.launches.append(record)
+            ctypes.memset(int(ptr), value, int(nbytes))
         return result
 
-    def enqueue(self, stream, name: str, work) -> None:
-        """Library work on ``stream`` (what cuBLASLt, cuDNN or TensorRT enqueue): done now
-        and recorded as a launch, or recorded into the capture and done at each replay."""
-        record = {"name": name, "stream": stream, "library": True, "work": work}
-        if stream in self._capturing:
-            self._capturing[stream].append(record)
-        else:
-            self.launches.append(record)
-            work()
+    def cuMemsetD8Async(self, ptr, value, nbytes, stream):
+        return self._async("cuMemsetD8Async", stream, lambda: ctypes.memset(int(ptr), value, int(nbytes)))
 
-    def cuStreamBeginCapture(self, stream, mode):
-        self._capturing[stream] = []
-        return self._call("cuStreamBeginCapture")
+    # -- streams, events -----------------------------------------------------------------
+    def cuStreamCreate(self, flags):
+        result = self._call("cuStreamCreate", 0)
+        if result[0] != SUCCESS:
+            return result
+        stream = self._handle()
+        self.streams.add(stream)
+        return SUCCESS, stream
 
-    def cuStreamEndCapture(self, stream):
-        graph = self._handle()
-        self._graphs[graph] = self._capturing.pop(stream)
-        return self._call("cuStreamEndCapture", graph)
+    def cuStreamDestroy(self, stream):
+        result = self._call("cuStreamDestroy")
+        if result[0] == SUCCESS:
+            if stream not in self.streams:
+                return (INVALID_VALUE,)
+            self.streams.discard(stream)
+        return result
 
-    def cuGraphInstantiate(self, graph, flags):
-        return self._call("cuGraphInstantiate", ("exec", graph))
-
-    def cuGraphLaunch(self, executable, stream):
-        for record in self._graphs[executable[1]]:
-            self.launches.append({**record, "stream": stream, "graph": True})
-            if "work" in record:
-                record["work"]()
-        return self._call("cuGraphLaunch")
-
-    def cuGraphExecDestroy(self, executable):
-        return self._call("cuGraphExecDestroy")
-
-    def cuGraphDestroy(self, graph):
-        return self._call("cuGraphDestroy")
+    def cuStreamSynchronize(self, stream):
+        result = self._call("cuStreamSynchronize")
+        if result[0] == SUCCESS:
+            self._synchronized(stream)
+        return result
 
     def cuEventCreate(self, flags):
-        return self._call("cuEventCreate", self._handle())
+        result = self._call("cuEventCreate", 0)
+        if result[0] != SUCCESS:
+            return result
+        event = self._handle()
+        self.events[event] = None
+        return SUCCESS, event
 
     def cuEventRecord(self, event, stream):
-        return self._call("cuEventRecord")
+        result = self._call("cuEventRecord")
+        if result[0] == SUCCESS:
+            if event not in self.events or not self._stream_ok(stream):
+                return (INVALID_VALUE,)
+            self.events[event] = (stream, self._work[stream])
+            self.log.append(("cuEventRecord", stream, event))
+        return result
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        result = self._call("cuStreamWaitEvent")
+        if result[0] == SUCCESS:
+            if event not in self.events or not self._stream_ok(stream):
+                return (INVALID_VALUE,)
+            producer, number = self.events[event] or (None, 0)
+            seen = self._seen.setdefault(stream, {})
+            seen[producer] = max(seen.get(producer, 0), number)
+            self.waits.append((stream, producer))
+            self.log.append(("cuStreamWaitEvent", stream, producer))
+        return result
 
     def cuEventSynchronize(self, event):
         return self._call("cuEventSynchronize")
@@ -238,7 +365,157 @@ class RecordingDriver:
         return self._call("cuEventElapsedTime", 1.0)
 
     def cuEventDestroy(self, event):
-        return self._call("cuEventDestroy")
+        result = self._call("cuEventDestroy")
+        if result[0] == SUCCESS:
+            if event not in self.events:
+                return (INVALID_VALUE,)
+            del self.events[event]
+        return result
+
+    # -- modules, launches ---------------------------------------------------------------
+    def cuModuleLoadData(self, image):
+        result = self._call("cuModuleLoadData", None)
+        if result[0] != SUCCESS:
+            return result
+        self.images.append(bytes(image))  # what reached the driver
+        module = self._handle()
+        self.modules.add(module)
+        return SUCCESS, ("module", len(image), module)
+
+    def cuModuleUnload(self, module):
+        result = self._call("cuModuleUnload")
+        if result[0] == SUCCESS:
+            if module[2] not in self.modules:
+                return (INVALID_VALUE,)
+            self.modules.discard(module[2])
+        return result
+
+    def cuModuleGetFunction(self, module, name):
+        return self._call("cuModuleGetFunction", ("function", name.decode()))
+
+    def cuFuncSetAttribute(self, function, attribute, value):
+        result = self._call("cuFuncSetAttribute")
+        if result[0] == SUCCESS:
+            if value > SMEM_OPT_IN.get(tuple(self.arch), SMEM_OPT_IN[(9, 0)]) - self.static_smem.get(function[1], 0):
+                return (INVALID_VALUE,)
+            self.func_attributes[(function[1], attribute)] = value
+        return result
+
+    def _launch_error(self, name: str, grid, block, smem: int) -> int:
+        if any(b < 1 or b > hi for b, hi in zip(block, MAX_BLOCK)) or block[0] * block[1] * block[2] > 1024:
+            return INVALID_VALUE
+        if any(g < 1 or g > hi for g, hi in zip(grid, MAX_GRID)):
+            return INVALID_VALUE
+        opted = self.func_attributes.get((name, self.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), 0)
+        if smem >= LARGE_SMEM and smem > opted:
+            return INVALID_VALUE
+        if smem + self.static_smem.get(name, 0) > SMEM_OPT_IN.get(tuple(self.arch), SMEM_OPT_IN[(9, 0)]):
+            return INVALID_VALUE
+        return SUCCESS
+
+    def _misaligned(self, name: str, params: int) -> bool:
+        """Whether a pointer argument is not aligned as the kernel was compiled to read it
+        (the values are read now: a launch copies its arguments)."""
+        for arg, align in self.alignment.get(name, {}).items():
+            slot = ctypes.c_void_p.from_address(int(params) + 8 * arg).value
+            if ctypes.c_uint64.from_address(slot).value % align:
+                return True
+        return False
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        record = {"name": f[1], "grid": (gx, gy, gz), "block": (bx, by, bz), "smem": smem,
+                  "stream": stream, "params": params}
+        result = self._call("cuLaunchKernel")
+        if result[0] != SUCCESS:
+            return result
+        err = self._launch_error(f[1], (gx, gy, gz), (bx, by, bz), int(smem))
+        if err or not self._stream_ok(stream):
+            return (err or INVALID_VALUE,)
+        if stream in self._invalidated:
+            return (CAPTURE_INVALIDATED,)
+        record["misaligned"] = self._misaligned(f[1], params)
+        self.log.append(("cuLaunchKernel", stream, f[1]))
+        if stream in self._capturing:
+            self._capturing[stream].append(record)
+        else:
+            self._executed(record)
+        return result
+
+    def _executed(self, record: dict) -> None:
+        self.launches.append(record)
+        if record.get("misaligned"):
+            self.sticky = MISALIGNED_ADDRESS  # the kernel faults; the context is lost
+        elif "work" in record:
+            record["work"]()
+
+    def enqueue(self, stream, name: str, work) -> None:
+        """Library work on ``stream`` (what cuBLASLt, cuDNN or TensorRT enqueue): done now
+        and recorded as a launch, or recorded into the capture and done at each replay."""
+        if self.current.get(threading.get_ident()) is None:
+            raise RuntimeError(f"{name}: CUDA_ERROR_INVALID_CONTEXT (no current context in this thread)")
+        if not self._stream_ok(stream):
+            raise RuntimeError(f"{name}: CUDA_ERROR_INVALID_HANDLE (stream {stream})")
+        record = {"name": name, "stream": stream, "library": True, "work": work}
+        self.log.append((name, stream))
+        if stream in self._capturing:
+            self._capturing[stream].append(record)
+        else:
+            self._executed(record)
+
+    # -- graphs ----------------------------------------------------------------------------
+    def cuStreamBeginCapture(self, stream, mode):
+        result = self._call("cuStreamBeginCapture")
+        if result[0] == SUCCESS:
+            if stream in _DEFAULT_STREAMS or stream not in self.streams:
+                return (INVALID_VALUE,)  # the legacy stream cannot be captured
+            self._capturing[stream] = []
+            self._capture_thread[stream] = threading.get_ident()
+        return result
+
+    def cuStreamEndCapture(self, stream):
+        self.calls["cuStreamEndCapture"] += 1
+        records = self._capturing.pop(stream, None)
+        self._capture_thread.pop(stream, None)
+        if records is None:
+            return INVALID_VALUE, None
+        if stream in self._invalidated:
+            self._invalidated.discard(stream)
+            return CAPTURE_INVALIDATED, None
+        graph = self._handle()
+        self._graphs[graph] = records
+        return SUCCESS, graph
+
+    def cuGraphInstantiate(self, graph, flags):
+        result = self._call("cuGraphInstantiate", ("exec", graph))
+        if result[0] == SUCCESS:
+            if graph not in self._graphs:
+                return INVALID_VALUE, None
+            self._execs[graph] = list(self._graphs[graph])
+        return result
+
+    def cuGraphLaunch(self, executable, stream):
+        result = self._call("cuGraphLaunch")
+        if result[0] != SUCCESS:
+            return result
+        if executable[1] not in self._execs or not self._stream_ok(stream):
+            return (INVALID_VALUE,)
+        self.log.append(("cuGraphLaunch", stream))
+        for record in self._execs[executable[1]]:
+            if record.get("copy"):
+                record["work"]()
+            else:
+                self._executed({**record, "stream": stream, "graph": True})
+        return result
+
+    def cuGraphExecDestroy(self, executable):
+        self.calls["cuGraphExecDestroy"] += 1
+        self._execs.pop(executable[1], None)
+        return (SUCCESS,)
+
+    def cuGraphDestroy(self, graph):
+        self.calls["cuGraphDestroy"] += 1
+        self._graphs.pop(graph, None)
+        return (SUCCESS,)
 
 
 def recorded_run(module, entry: str, args, arch: tuple[int, int] = (9, 0)):

@@ -11,6 +11,14 @@ do the same for cuDNN graphs and TensorRT engines.
 memory at real addresses, so a launch plan's arena works) or of ``fake_cuda.FakeDevice``.
 Work a library enqueues goes through the driver's ``enqueue``, so a CUDA graph capture
 records it and replays it, as on a GPU.
+
+As strict as the libraries: cuBLASLt computes in its declared compute type (f32 inputs
+rounded to TF32 under ``COMPUTE_32F_FAST_TF32``), the cuDNN graph validates the strides
+the real frontend validates at ``build()`` (unit stride of the head dim for Q, K, V and
+O), a cuDNN graph builds its engine at its first execute and TensorRT needs one enqueue
+after its shapes are set, neither of which may happen inside a stream capture; no
+handle, descriptor, plan or context may be created inside a capture; and every object
+created is tracked until destroyed (``live()``).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +61,23 @@ class DeviceMemory:
             work()
         else:
             enqueue(stream, name, work)
+
+    def capturing(self, stream=None) -> bool:
+        capturing = getattr(self.owner, "capturing", None)
+        return bool(capturing(stream)) if capturing is not None else False
+
+    def check_not_capturing(self, what: str) -> None:
+        check = getattr(self.owner, "check_not_capturing", None)
+        if check is not None:
+            check(what)
+
+
+def tf32(values: np.ndarray) -> np.ndarray:
+    """f32 values rounded to TF32 (10 mantissa bits, round to nearest even), as the
+    tensor cores read them under ``COMPUTE_32F_FAST_TF32``."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return rounded.astype(np.uint32).view(np.float32)
 
 
 class CudaDataType(enum.IntEnum):
@@ -126,6 +152,10 @@ class Desc:
     attrs: dict = field(default_factory=dict)
 
 
+class Preference(dict):
+    """A matmul preference's attributes."""
+
+
 class RecordingCublasLt:
     """The subset of ``nvmath.bindings.cublasLt`` the handle calls, recorded."""
 
@@ -139,21 +169,48 @@ class RecordingCublasLt:
         self.device = device
         self.memory = DeviceMemory(device)
         self.objects: dict[int, object] = {}
+        self.created = 0
         self.calls: list[tuple] = []
         self.products = 0  # matmuls computed (a graph replay computes its captured ones again)
         self.algo_workspace = algo_workspace
 
     def _new(self, obj: object) -> int:
-        handle = 0x100 + len(self.objects)
+        self.memory.check_not_capturing("cuBLASLt object creation")
+        self.created += 1
+        handle = 0x100 + self.created
         self.objects[handle] = obj
         return handle
+
+    def _destroy(self, handle: int, kind: type | str) -> None:
+        obj = self.objects.pop(handle)  # a KeyError: destroyed twice, or never created
+        assert obj == kind if isinstance(kind, str) else isinstance(obj, kind), f"{handle:#x} is not a {kind}"
+
+    def live(self) -> dict:
+        """Objects created and not destroyed, by kind."""
+        kinds: dict[str, int] = {}
+        for obj in self.objects.values():
+            name = obj if isinstance(obj, str) else type(obj).__name__
+            kinds[name] = kinds.get(name, 0) + 1
+        return kinds
 
     def create(self) -> int:
         self.calls.append(("create",))
         return self._new("handle")
 
+    def destroy(self, handle: int) -> None:
+        self._destroy(handle, "handle")
+
     def matmul_desc_create(self, compute_type: int, scale_type: int) -> int:
         return self._new(Desc(ComputeType(compute_type), CudaDataType(scale_type)))
+
+    def matmul_desc_destroy(self, desc: int) -> None:
+        self._destroy(desc, Desc)
+
+    def matrix_layout_destroy(self, layout: int) -> None:
+        self._destroy(layout, Layout)
+
+    def matmul_preference_destroy(self, pref: int) -> None:
+        self._destroy(pref, Preference)
 
     def matmul_desc_set_attribute(self, desc: int, attr: int, buf: int, size: int) -> None:
         name = MatmulDescAttribute(attr).name
@@ -167,13 +224,14 @@ class RecordingCublasLt:
         self.objects[layout].attrs[name] = _read(buf, size, name)
 
     def matmul_preference_create(self) -> int:
-        return self._new({})
+        return self._new(Preference())
 
     def matmul_preference_set_attribute(self, pref: int, attr: int, buf: int, size: int) -> None:
         name = MatmulPreferenceAttribute(attr).name
-        self.objects[pref][name] = _read(buf, size, name)
+        self.objects[pref][name] = _read(buf, size, name)  # type: ignore[index]
 
     def matmul_algo_get_heuristic(self, handle, desc, a, b, c, d, pref, requested, results, count) -> None:
+        self.memory.check_not_capturing("cublasLtMatmulAlgoGetHeuristic")
         self.calls.append(("heuristic", self.objects[desc], self.objects[a], self.objects[b], self.objects[d],
                            dict(self.objects[pref])))
         out = np.frombuffer((ctypes.c_char * self.matmul_heuristic_result_dtype.itemsize).from_address(results),
@@ -182,14 +240,17 @@ class RecordingCublasLt:
         ctypes.c_int32.from_address(count).value = 1
 
     # -- the product, from the descriptors --------------------------------------------
-    def _matrix(self, ptr: int, layout: Layout, batch_index: int) -> np.ndarray:
+    def _matrix(self, ptr: int, layout: Layout, batch_index: int, compute: ComputeType) -> np.ndarray:
         dtype = _NP[layout.type]
         base, memory = self._buffer(ptr)
         offset = (ptr - base) // np.dtype(dtype).itemsize + batch_index * layout.attrs.get("STRIDED_BATCH_OFFSET", 0)
         flat = memory.view(dtype)
         # Column-major rows x cols with leading dim ld: element (i, j) at j*ld + i.
         idx = offset + np.arange(layout.rows)[:, None] + layout.ld * np.arange(layout.cols)[None, :]
-        return flat[idx].astype(np.float64)
+        values = flat[idx]
+        if compute == ComputeType.COMPUTE_32F_FAST_TF32 and values.dtype == np.float32:
+            values = tf32(values)  # what the tensor cores multiply
+        return values.astype(np.float64)
 
     def _buffer(self, ptr: int) -> tuple[int, np.ndarray]:
         return self.memory.buffer(ptr)
@@ -205,15 +266,18 @@ class RecordingCublasLt:
             self._buffer(workspace)  # a real device buffer of the runtime
         # What the call captures: the descriptors' values now (the bias pointer included).
         attrs = dict(dsc.attrs)
-        self.memory.enqueue(stream, "cublasLtMatmul", lambda: self._product(attrs, a, la, b, lb, d, ld, alpha_v))
+        compute = dsc.compute_type
+        self.memory.enqueue(stream, "cublasLtMatmul",
+                            lambda: self._product(attrs, a, la, b, lb, d, ld, alpha_v, compute))
 
-    def _product(self, attrs: dict, a: int, la: Layout, b: int, lb: Layout, d: int, ld: Layout, alpha_v: float) -> None:
+    def _product(self, attrs: dict, a: int, la: Layout, b: int, lb: Layout, d: int, ld: Layout, alpha_v: float,
+                 compute: ComputeType) -> None:
         self.products += 1
         batch = ld.attrs.get("BATCH_COUNT", 1)
         epilogue = Epilogue(attrs.get("EPILOGUE", Epilogue.DEFAULT))
         for i in range(batch):
-            opa = self._matrix(a, la, i)
-            opb = self._matrix(b, lb, i)
+            opa = self._matrix(a, la, i, compute)
+            opb = self._matrix(b, lb, i, compute)
             if attrs.get("TRANSA", 0):
                 opa = opa.T
             if attrs.get("TRANSB", 0):
@@ -284,6 +348,7 @@ class RecordingCudnnGraph:
         self.tensors: list[CudnnTensor] = []
         self.nodes: list[tuple] = []
         self.built: list | None = None
+        self.engine = False  # the execution engine, made at the first execute
 
     def tensor(self, name, dim, stride, data_type) -> CudnnTensor:
         assert len(dim) == len(stride)
@@ -316,6 +381,19 @@ class RecordingCudnnGraph:
         return out, None
 
     def build(self, modes) -> None:
+        """Validates what the real frontend validates before it asks the heuristics."""
+        self.lib.memory.check_not_capturing("cudnn graph build")
+        for kind, out, inputs, _b, _attrs in self.nodes:
+            if kind != "sdpa":
+                continue
+            for role, t in zip("QKVO", (*inputs[:3], out)):
+                if t.stride and t.stride[-1] != 1:
+                    raise RuntimeError(f"[cudnn_frontend] Error: The stride for the last dimension corresponding to "
+                                       f"the embedding size per head should be 1 for {role}")
+            q, k, v = inputs[:3]
+            if len(q.dim) != 4 or q.dim[3] != k.dim[3] or k.dim[2] != v.dim[2] or q.dim[0] != k.dim[0]:
+                raise RuntimeError(f"[cudnn_frontend] Error: sdpa needs 4-D Q, K, V as (b, h, s, d) that agree, "
+                                   f"got {q.dim}, {k.dim}, {v.dim}")
         self.built = list(modes)
 
     def get_workspace_size(self) -> int:
@@ -331,16 +409,31 @@ class RecordingCudnnGraph:
                                                writeable=True)
 
     def execute(self, pack, workspace, handle) -> None:
-        self.lib.executed.append((self, dict(pack), workspace, handle))
         assert self.built, "executed before build"
+        assert handle in self.lib.handles, "executed on a destroyed cuDNN handle"
+        stream = self.lib.stream_of.get(handle, 0)
+        if not self.engine:  # the engine is made at the first execute: never inside a capture
+            if self.lib.memory.capturing(stream):
+                raise RuntimeError("cudnn graph execute: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the execution "
+                                   "engine is built at the first execute, which cannot be captured)")
+            self.engine = True
+        missing = [t.name for t in self.tensors if t not in pack] + [n[1].name for n in self.nodes
+                                                                      if n[1].is_output and n[1] not in pack]
+        if missing:  # the frontend's INVALID_VARIANT_PACK
+            raise ValueError(f"[cudnn_frontend] Error: no device pointer in the variant pack for {missing}")
+        self.lib.executed.append((self, dict(pack), workspace, handle))
         pack = dict(pack)
-        self.lib.memory.enqueue(self.lib.stream_of.get(handle, 0), "cudnnGraphExecute", lambda: self._evaluate(pack))
+        self.lib.memory.enqueue(stream, "cudnnGraphExecute", lambda: self._evaluate(pack))
 
     def _evaluate(self, pack: dict) -> None:
         values = {t: self._view(t, ptr).astype(np.float64) for t, ptr in pack.items() if not t.is_output}
+        tf32_inputs = self.options.get("io_data_type") == CudnnDataType.FLOAT
         for kind, out, a, b, attrs in self.nodes:
             if kind == "conv_fprop":
-                values[out] = _conv_nchw(values[a], values[b], attrs)
+                x, w = values[a], values[b]
+                if tf32_inputs:  # f32 convolutions may run on TF32 tensor-core engines
+                    x, w = (tf32(v.astype(np.float32)).astype(np.float64) for v in (x, w))
+                values[out] = _conv_nchw(x, w, attrs)
             elif kind == "bias":
                 values[out] = values[a] + values[b]
             elif kind == "relu":
@@ -391,15 +484,28 @@ class RecordingCudnn:
         self.graphs: list[RecordingCudnnGraph] = []
         self.executed: list[tuple] = []
         self.streams: list[int] = []
+        self.handles: set[str] = set()
+        self.created = 0
 
     def create_handle(self) -> str:
-        return "cudnn-handle"
+        self.memory.check_not_capturing("cudnnCreate")
+        self.created += 1
+        handle = f"cudnn-handle-{self.created}"
+        self.handles.add(handle)
+        return handle
+
+    def destroy_handle(self, handle) -> None:
+        self.handles.remove(handle)  # a KeyError: destroyed twice, or never created
+
+    def live(self) -> dict:
+        return {"handles": len(self.handles)} if self.handles else {}
 
     def set_stream(self, handle, stream) -> None:
         self.streams.append(stream)
         self.stream_of[handle] = stream
 
     def pygraph(self, **options) -> RecordingCudnnGraph:
+        assert options.get("handle") in self.handles, "a graph on a handle that does not exist"
         self.graphs.append(RecordingCudnnGraph(self, **options))
         return self.graphs[-1]
 
@@ -411,7 +517,7 @@ class RecordingTensorRT:
     shapes; executing it runs the model under onnxruntime in device memory
     at the addresses the context was given."""
 
-    __version__ = "stand-in"
+    __version__ = "11.0.0-stand-in"
 
     class Logger:
         WARNING = 2
@@ -419,9 +525,8 @@ class RecordingTensorRT:
         def __init__(self, level):
             self.level = level
 
-    class BuilderFlag(enum.IntEnum):
+    class BuilderFlag(enum.IntEnum):  # TensorRT 11: strongly typed, no FP16/BF16/INT8 flags
         TF32 = 1
-        FP16 = 2
 
     class MemoryPoolType(enum.IntEnum):
         WORKSPACE = 0
@@ -440,6 +545,7 @@ class RecordingTensorRT:
         self.builds: list[dict] = []
         self.deserialized = 0
         self.executions: list[dict] = []
+        self.objects: weakref.WeakSet = weakref.WeakSet()  # engines and contexts alive
         lib = self
 
         class Builder:
@@ -493,9 +599,31 @@ class RecordingTensorRT:
     def deserialize_cuda_engine(self, data: bytes):
         import json
 
+        self.memory.check_not_capturing("TensorRT deserialize_cuda_engine")
         self.deserialized += 1
         size = int.from_bytes(data[:4], "little")
-        return RecordingEngine(self, json.loads(data[4:4 + size]), data[4 + size:])
+        engine = RecordingEngine(self, json.loads(data[4:4 + size]), data[4 + size:])
+        self.objects.add(engine)
+        return engine
+
+    def live(self) -> dict:
+        import gc
+
+        gc.collect()
+        kinds: dict[str, int] = {}
+        for obj in list(self.objects):
+            kinds[type(obj).__name__] = kinds.get(type(obj).__name__, 0) + 1
+        return kinds
+
+
+class RecordingTensorRT10(RecordingTensorRT):
+    """TensorRT 10, which still has weakly typed networks (``BuilderFlag.FP16``)."""
+
+    __version__ = "10.13.0-stand-in"
+
+    class BuilderFlag(enum.IntEnum):
+        TF32 = 1
+        FP16 = 2
 
 
 class _Profile(dict):
@@ -522,7 +650,10 @@ class RecordingEngine:
 
     def create_execution_context(self, strategy):
         assert strategy == self.lib.ExecutionContextAllocationStrategy.USER_MANAGED
-        return RecordingContext(self)
+        self.lib.memory.check_not_capturing("TensorRT create_execution_context")
+        context = RecordingContext(self)
+        self.lib.objects.add(context)
+        return context
 
 
 class RecordingContext:
@@ -531,11 +662,13 @@ class RecordingContext:
         self.shapes: dict = {}
         self.addresses: dict = {}
         self.memory: tuple | None = None
+        self.warm = False  # one enqueue after the shapes are set must precede a capture
 
     def set_input_shape(self, name, shape) -> None:
         lo, _, hi = self.engine.profile[name]
         assert list(lo) == list(shape) == list(hi), "shapes outside the engine's profile"
         self.shapes[name] = tuple(shape)
+        self.warm = False
 
     def set_device_memory(self, ptr, size) -> None:
         self.memory = (ptr, size)
@@ -545,23 +678,29 @@ class RecordingContext:
 
     def execute_async_v3(self, stream) -> bool:
         lib = self.engine.lib
+        if not self.warm:
+            if lib.memory.capturing(stream):
+                return False  # TensorRT logs: enqueue once after setting shapes, before capturing
+            self.warm = True
         lib.executions.append({"stream": stream, "addresses": dict(self.addresses), "memory": self.memory})
-        addresses, shapes = dict(self.addresses), dict(self.shapes)
-        lib.memory.enqueue(stream, "tensorrtEnqueue", lambda: self._run(addresses, shapes))
+        addresses, shapes, model, memory = dict(self.addresses), dict(self.shapes), self.engine.model, lib.memory
+        # The enqueued work holds the model, not the context: a record of it must not keep
+        # the context alive past its release.
+        lib.memory.enqueue(stream, "tensorrtEnqueue", lambda: _run_engine(model, memory, addresses, shapes))
         return True
 
-    def _run(self, addresses: dict, shapes: dict) -> None:
-        import onnx
-        import onnxruntime as ort
 
-        memory = self.engine.lib.memory
-        model = onnx.load_from_string(self.engine.model)
-        session = ort.InferenceSession(self.engine.model, providers=["CPUExecutionProvider"])
-        feeds = {}
-        for info in model.graph.input:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
-            n = int(np.prod(shapes[info.name]))
-            feeds[info.name] = memory.flat(addresses[info.name], dtype)[:n].reshape(shapes[info.name])
-        for info, value in zip(model.graph.output, session.run(None, feeds), strict=True):
-            value = np.ascontiguousarray(value)
-            memory.flat(addresses[info.name], value.dtype)[: value.size] = value.reshape(-1)
+def _run_engine(data: bytes, memory: DeviceMemory, addresses: dict, shapes: dict) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(data)
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for info in model.graph.input:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        n = int(np.prod(shapes[info.name]))
+        feeds[info.name] = memory.flat(addresses[info.name], dtype)[:n].reshape(shapes[info.name])
+    for info, value in zip(model.graph.output, session.run(None, feeds), strict=True):
+        value = np.ascontiguousarray(value)
+        memory.flat(addresses[info.name], value.dtype)[: value.size] = value.reshape(-1)

@@ -81,7 +81,8 @@ def _args(shapes, dtype, seed=0):
 
 
 def _check(out, ref, dtype):
-    tol = {"f16": 2e-2, "bf16": 8e-2}.get(dtype, 1e-4)
+    # f32 runs COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, as on a GPU.
+    tol = {"f16": 2e-2, "bf16": 8e-2}.get(dtype, 1e-2)
     np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref, np.float32), rtol=tol, atol=tol)
 
 
@@ -125,10 +126,11 @@ def test_plans_are_made_once_per_shape_signature(graphs: bool) -> None:
         args = _args([(m, 24), *shapes[1:]], "f32", seed=m)
         _check(runtime.run(*args)[0], run(parse_module(text, make_context()), *args)[0], "f32")
     assert [c[0] for c in lib.calls].count("heuristic") == 2
-    # Eager: one call per run. Graphs: one call per capture, replayed by each run.
-    assert [c[0] for c in lib.calls].count("matmul") == (2 if graphs else 3)
+    # Eager: one call per run. Graphs: the first run of a shape is eager (the warm-up),
+    # then one call is captured; the second run of that shape replays it.
+    assert [c[0] for c in lib.calls].count("matmul") == (4 if graphs else 3)
     assert lib.products == 3
-    assert drv.calls["cuGraphLaunch"] == (3 if graphs else 0)
+    assert drv.calls["cuGraphLaunch"] == (1 if graphs else 0)
 
 
 def test_a_static_plan_is_made_at_load() -> None:

@@ -188,11 +188,19 @@ func.func @main(%a: tensor<64x512xf32>, %b: tensor<64x512xf32>) -> tensor<64x64x
   func.return %0 : tensor<64x64xf32>
 }
 """
-    exe = partita.compile(model, ["cuda -arch=sm_80", f"cutlass -sm=80{flag}", "llvm"],
+    from partita.runtime.cuda import CudaDevice
+
+    # Compiled for the device's own arch: an sm_80 cubin does not run on an H100 (sm_90),
+    # and the runtime would fall back to the simulated device, testing nothing.
+    device = CudaDevice()
+    arch = device.arch
+    device.close()
+    exe = partita.compile(model, [f"cuda -arch={arch}", f"cutlass -sm={arch[3:]}{flag}", "llvm"],
                           partitioner="eager", cache_dir=tmp_path)
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal((64, 512)).astype(np.float32) for _ in range(2))
     (out,) = exe.run(a, b)
+    assert not getattr(exe.runtime.device, "simulated", False), exe.runtime.describe()
     err = _relative_error(out.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64).T)
     assert err < tolerance(math, 512)
     if math == "tf32":

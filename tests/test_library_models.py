@@ -59,9 +59,10 @@ def test_library_calls_are_steps_of_the_captured_plan(model: str, tmp_path: Path
     calls = [h for h in runtime.handles.values() if h.arch is None]
     assert calls and not runtime.plan.host_ops
     x = _input(path)
-    for _ in range(2):
+    for _ in range(3):  # the first run is eager (the libraries' warm-up), then captured
         runtime.run(x)
     assert drv.calls["cuGraphLaunch"] == 2 and drv.calls["cuStreamBeginCapture"] == 1
+    assert runtime.stats["captures"] == 1 and not runtime.stats["capture_fallbacks"]
     replayed = [launch for launch in drv.launches if launch.get("graph")]
     assert {launch["stream"] for launch in replayed} == {runtime.stream}
     # Each replay holds every kernel and every library call of the plan, in plan order.

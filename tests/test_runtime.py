@@ -235,6 +235,8 @@ def test_second_run_makes_no_allocation_and_copies_exactly_the_inputs_and_output
     assert drv.calls["cuMemAlloc"] == 1 and drv.calls["cuStreamBeginCapture"] == int(graphs)
     runtime.close()
     assert not drv.memory  # every allocation freed
+    runtime.device.close()
+    assert drv.live() == {}  # and every module, stream, graph and the retained context
 
 
 def test_the_graph_switch_off_launches_eagerly(models) -> None:

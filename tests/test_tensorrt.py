@@ -20,14 +20,15 @@ from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 
 from recording_driver import RecordingDriver
-from recording_libs import RecordingTensorRT
+from recording_libs import RecordingTensorRT, RecordingTensorRT10
 
 
-def _recorded_runtime(exe, graphs: bool = False) -> tuple[Runtime, RecordingTensorRT]:
-    """The launch plan on a recording CUDA device with a recording TensorRT, whose
-    "engines" run their ONNX model under onnxruntime in the plan's memory."""
+def _recorded_runtime(exe, graphs: bool = False, lib_class=RecordingTensorRT) -> tuple[Runtime, RecordingTensorRT]:
+    """The launch plan on a recording CUDA device with a recording TensorRT (11, unless
+    ``lib_class`` says), whose "engines" run their ONNX model under onnxruntime in the
+    plan's memory."""
     drv = RecordingDriver()
-    lib = RecordingTensorRT(drv)
+    lib = lib_class(drv)
     return Runtime(exe.module, CudaDevice(driver=drv), graphs=graphs, libraries={"tensorrt": lib}), lib
 
 # One function per converted op: (IR body, argument types, result type).
@@ -187,7 +188,10 @@ def test_a_new_shape_gets_its_own_engine(mlp, tmp_path, monkeypatch: pytest.Monk
         np.testing.assert_allclose(runtime.run(*args)[0], run(parse_module(MLP, make_context()), *args)[0],
                                    rtol=1e-5, atol=1e-5)
     assert [b["profiles"][0]["arg0"][0] for b in lib.builds] == [(5, 16), (9, 16)]
-    assert len(lib.executions) == 2  # enqueued once per capture; the third run replays a graph
+    # Per shape: the first run enqueues (TensorRT's warm-up), the capture enqueues once;
+    # the third run replays a graph.
+    assert len(lib.executions) == 4
+    assert (runtime.stats["captures"], runtime.stats["capture_fallbacks"]) == (2, 0)
     assert all(lib.BuilderFlag.TF32 in b["flags"] for b in lib.builds)
 
 
@@ -230,11 +234,28 @@ def test_the_target_options_reach_the_builder(tmp_path, monkeypatch: pytest.Monk
                           partitioner="eager")
     (handle,) = kernel_handles(exe.module).values()
     assert (handle.fp16, handle.workspace_limit) == (1, 4096)
-    runtime, lib = _recorded_runtime(exe)
+    runtime, lib = _recorded_runtime(exe, lib_class=RecordingTensorRT10)
     runtime.run(*_inputs([(2, 16)], np.float32))
     (build,) = lib.builds
     assert build["flags"] == {lib.BuilderFlag.TF32, lib.BuilderFlag.FP16}
     assert build["pools"] == {lib.MemoryPoolType.WORKSPACE: 4096}
+
+
+def test_use_fp16_on_tensorrt_11_is_an_error_not_dropped(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorRT 11 removed BuilderFlag.FP16 (strong typing): -use_fp16 cannot be honoured,
+    so it is said, not silently dropped; without it the same model builds."""
+    monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
+    assert not hasattr(RecordingTensorRT.BuilderFlag, "FP16")
+    exe = partita.compile(WEIGHTS, ["cuda -arch=sm_90", "tensorrt -use_fp16=true", "llvm"], partitioner="eager")
+    runtime, lib = _recorded_runtime(exe)
+    with pytest.raises(PartitaError, match=r"-use_fp16 needs weakly typed networks, which TensorRT 11"):
+        runtime.run(*_inputs([(2, 16)], np.float32))
+    assert not lib.builds
+    runtime.close()
+    exe = partita.compile(WEIGHTS, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
+    runtime, lib = _recorded_runtime(exe)
+    runtime.run(*_inputs([(2, 16)], np.float32))
+    assert [b["flags"] for b in lib.builds] == [{lib.BuilderFlag.TF32}]
 
 
 def test_an_external_target_without_a_backend_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

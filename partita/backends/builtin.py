@@ -172,6 +172,18 @@ def check_attention(match: Match) -> bool:
     q = shape_of(match.inputs[0])
     if softmax is None or q is None or op_attr(softmax, "axis") not in (-1, len(q) - 1):
         return False
+    # cuDNN's SDPA needs K with a unit-stride head dim (its frontend rejects any other at
+    # build()): ``nn.matmul(q, kᵀ)`` qualifies only with the transpose making Kᵀ in the
+    # match (K then read as stored), a batch_matmul only without one.
+    qk = next(op for op in match.ops if op.name in ("nn.matmul", "nn.batch_matmul"))
+    transposed = any(op.name == "nn.transpose" for op in match.ops)
+    if transposed != (qk.name == "nn.matmul"):
+        return False
+    if transposed:
+        t = match.find("nn.transpose")
+        rank = len(shape_of(t.operands[0]) or ())
+        if list(op_attr(t, "perm")) != [*range(rank - 2), rank - 1, rank - 2]:
+            return False
     return q[-1] > 0 and q[-1] % 8 == 0 and q[-1] <= 128
 
 

@@ -353,14 +353,18 @@ def is_attention(mask: bool = True) -> Pattern:
     transposed, 4-D) or ``nn.batch_matmul(q, k)`` (``transpose_b``); the scale is a
     constant multiplied or divided into the scores (Hugging Face), or split as two
     constants multiplied into Q and Kᵀ (PyTorch's exported ``scaled_dot_product_attention``);
-    the mask (``mask=True``) is an optional additive tensor. The first input of a match
-    is Q."""
+    the mask (``mask=True``) is an optional additive tensor. The ``nn.transpose`` that
+    makes Kᵀ is taken into the match when there is one (so K is read as stored). The
+    first input of a match is Q."""
 
     def scores(q: Pattern, k: Pattern) -> Pattern:
         return is_op("nn.matmul")(q, k) | is_op("nn.batch_matmul", transpose_a=False, transpose_b=True)(q, k)
 
-    scale_after = (is_op("nn.multiply") | is_op("nn.divide"))(scores(wildcard(), wildcard()), is_constant())
-    scale_before = scores(is_op("nn.multiply")(wildcard(), is_constant()), is_op("nn.multiply")(wildcard(), is_constant()))
+    def k_side() -> Pattern:
+        return wildcard().optional(lambda k: is_op("nn.transpose")(k))
+
+    scale_after = (is_op("nn.multiply") | is_op("nn.divide"))(scores(wildcard(), k_side()), is_constant())
+    scale_before = scores(is_op("nn.multiply")(wildcard(), is_constant()), is_op("nn.multiply")(k_side(), is_constant()))
     scaled = scale_after | scale_before
     if mask:
         scaled = scaled.optional(lambda s: is_op("nn.add")(s, wildcard()))

@@ -310,7 +310,11 @@ class CudaDevice:
         try:
             record(stream)
         except BaseException:
-            drv.cuStreamEndCapture(stream)  # leave the stream usable; the first error wins
+            # Leave the stream usable (out of capture mode); the first error wins, and a
+            # graph the driver still made is destroyed.
+            ended = drv.cuStreamEndCapture(stream)
+            if isinstance(ended, tuple) and len(ended) > 1 and ended[0] == drv.CUresult.CUDA_SUCCESS and ended[1]:
+                drv.cuGraphDestroy(ended[1])
             raise
         graph = self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
         try:
@@ -326,6 +330,18 @@ class CudaDevice:
 
     def event(self) -> int:
         return self._call(self.drv.cuEventCreate(0), "cuEventCreate")
+
+    def wait_for(self, producer, stream) -> None:
+        """Orders ``stream`` after what ``producer`` (a stream handle, ``1``/``2`` the legacy
+        and per-thread default streams) has enqueued so far: an event recorded there and
+        waited for here, without blocking the host (the CUDA array interface's ``stream``)."""
+        drv = self.drv
+        event = self._call(drv.cuEventCreate(2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
+        try:
+            self._call(drv.cuEventRecord(event, producer), "cuEventRecord (on the input's stream)")
+            self._call(drv.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+        finally:
+            drv.cuEventDestroy(event)  # released once the wait is done
 
 
 def _free_quietly(buf) -> None:

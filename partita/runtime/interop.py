@@ -35,6 +35,9 @@ class DeviceTensor:
     dtype: np.dtype
     owner: Any = None
     """What keeps the memory alive (the user's array)."""
+    stream: int | None = None
+    """The producer's stream (the CUDA array interface's ``stream`` key) that the runtime's
+    stream must wait for before reading; ``None``: no synchronization needed."""
 
     @property
     def nbytes(self) -> int:
@@ -99,8 +102,12 @@ def _contiguous(shape, strides, itemsize: int) -> bool:
     return True
 
 
-def as_input(value: Any) -> np.ndarray | DeviceTensor:
-    """A host array or a device tensor for ``value``; anything else is a ``TypeError``."""
+def as_input(value: Any, stream: int | None = None) -> np.ndarray | DeviceTensor:
+    """A host array or a device tensor for ``value``; anything else is a ``TypeError``.
+
+    ``stream`` is the consumer's stream handle: a DLPack producer is asked to order its
+    work before it (``__dlpack__(stream=...)``, as the DLPack and array API specs say),
+    while a CUDA array's own ``stream`` key is kept for the consumer to wait on."""
     if isinstance(value, np.ndarray):
         return value
     cai = getattr(value, "__cuda_array_interface__", None)
@@ -110,13 +117,23 @@ def as_input(value: Any) -> np.ndarray | DeviceTensor:
         strides = cai.get("strides")
         if strides is not None and not _contiguous(shape, strides, dtype.itemsize):
             raise TypeError(f"a CUDA array of shape {shape} with strides {strides} is not C-contiguous")
-        return DeviceTensor(int(cai["data"][0] or 0), shape, dtype, value)
+        producer = cai.get("stream")
+        if producer is not None and int(producer) == 0:
+            raise TypeError("a CUDA array interface 'stream' of 0 is ambiguous and disallowed by the interface")
+        return DeviceTensor(int(cai["data"][0] or 0), shape, dtype, value, None if producer is None else int(producer))
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         device_type, _ = value.__dlpack_device__()
         if int(device_type) == KDL_CPU:
             return np.from_dlpack(value)
         if int(device_type) in (KDL_CUDA, KDL_CUDA_MANAGED):
-            _, _, tensor = dlpack_tensor(value.__dlpack__())
+            if stream is None:
+                capsule = value.__dlpack__()
+            else:  # 0 is disallowed; a producer without the keyword predates stream exchange
+                try:
+                    capsule = value.__dlpack__(stream=int(stream))
+                except TypeError:
+                    capsule = value.__dlpack__()
+            _, _, tensor = dlpack_tensor(capsule)
             return DeviceTensor(tensor.ptr, tensor.shape, tensor.dtype, (value, tensor.owner))
         raise TypeError(f"DLPack device type {device_type} is neither the CPU nor CUDA")
     raise TypeError(f"expected a NumPy array, a CUDA array or a DLPack tensor, got {type(value).__name__}")
@@ -146,6 +163,7 @@ class DeviceArray:
             if getattr(self.device, "simulated", False):
                 self.device.download(out, self.ptr, stream)
             else:
+                self.device.make_current()  # the current context is per thread
                 self.device.copy_dtoh(out, self.ptr)
         return out
 

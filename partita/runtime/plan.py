@@ -68,6 +68,11 @@ from partita.transforms.plan_memory import (
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
 ALIGNMENT = 256
+INPUT_ALIGNMENT = 16
+"""A user's device pointer is read in place only at this alignment: the widest access any
+kernel is compiled for (128-bit ``cp.async`` / vector loads, TMA). A misaligned one would
+fault (a sticky ``MISALIGNED_ADDRESS`` that loses the context), so it is copied into its
+slot of the arena (256-byte aligned) instead."""
 REFERENCE_SUFFIX = "_reference"
 
 
@@ -311,6 +316,10 @@ class LaunchPlan:
             if buffer is not None:
                 self.device.free(buffer)
         self.params = self.arena = None
+        for call in self.calls.values():  # library handles, descriptors, engines
+            close = getattr(call.prepared, "close", None)
+            if close is not None:
+                close()
         for module in self.modules.values():
             unload = getattr(module, "unload", None)
             if unload is not None:
@@ -325,6 +334,8 @@ class BoundPlan:
         self.plan, self.device, self.stats = plan, plan.device, stats
         self.arena = None
         self.graph = None
+        self.eager_reason: str | None = None
+        """Why this signature runs eagerly although graphs are on (its capture failed)."""
         self.steps: list[Callable[[Any], None]] = []
         self.host_steps: list[HostStep] = []
         try:
@@ -501,6 +512,13 @@ class BoundPlan:
             self.bound_inputs[index] = ptr
         return True
 
+    def read_inputs_from_slots(self) -> None:
+        """Points every kernel back at the inputs' arena slots (before a capture: a graph
+        keeps the pointers it was captured with)."""
+        for index, slot in enumerate(self.inputs):
+            if self.patches[index] is not None and self.bound_inputs[index] != slot.ptr:
+                self.point_input(index, slot.ptr)
+
     def capture(self, stream) -> None:
         steps = self.steps
 
@@ -548,8 +566,15 @@ class Runtime:
     ``device``: ``"auto"`` (a CUDA device when one is usable and every cubin runs on it,
     else the simulated device, with the reason in ``describe()``), ``"cuda"``,
     ``"simulated"``, or a device object. ``graphs``: capture static launch sequences as
-    CUDA graphs, one per shape signature. ``debug``: synchronize after every launch so a
-    kernel fault names its kernel (also ``PARTITA_CUDA_DEBUG=1``).
+    CUDA graphs, one per shape signature: the first run of a signature is eager (the
+    warm-up libraries need: TensorRT's first enqueue after its shapes, the cuDNN engines'
+    first execute), the graph is captured after it; a signature whose capture fails keeps
+    running eagerly, the reason in ``describe()``. ``debug``: run eagerly and synchronize
+    after every step so a fault names its step (also ``PARTITA_CUDA_DEBUG=1``).
+
+    The CUDA context is made current in whatever thread loads, runs, reads a device output
+    or closes (it is per thread in the driver). ``close()`` releases everything the plan
+    made, and the device's primary context when the runtime chose the device itself.
     """
 
     def __init__(
@@ -565,11 +590,18 @@ class Runtime:
         libraries: Mapping[str, Any] | None = None,
     ):
         self.device, self.device_note = _choose_device(module, device)
+        self._owns_device = device in ("auto", "cuda")
+        self.device.make_current()
         self.graphs = graphs
         self.debug = bool(int(os.environ.get("PARTITA_CUDA_DEBUG", "0") or 0)) if debug is None else debug
         self.max_signatures = max_signatures
         self.stats: Counter[str] = Counter()
-        self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded, libraries=libraries)
+        try:
+            self.plan = LaunchPlan(module, self.device, entry=entry, embedded=embedded, libraries=libraries)
+        except BaseException:
+            if self._owns_device and hasattr(self.device, "close"):
+                self.device.close()
+            raise
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
 
@@ -580,6 +612,8 @@ class Runtime:
         ``outputs="device"`` returns ``DeviceArray``s (valid until the next run)."""
         if outputs not in ("host", "device"):
             raise PartitaError(f"outputs must be 'host' or 'device', not {outputs!r}")
+        device, stream = self.device, self.stream
+        device.make_current()  # before binding: allocation and library plans need it too
         values = self._arguments(args, named)
         signature = tuple(v.shape for v in values)
         bound = self._bound.get(signature)
@@ -587,25 +621,28 @@ class Runtime:
             bound = self._bind(signature, values)
         else:
             self._bound.move_to_end(signature)
-        device, stream = self.device, self.stream
-        device.make_current()
         staged = []  # host arrays the stream reads from, alive until the synchronization
         for index, (value, slot) in enumerate(zip(values, bound.inputs)):
             if slot.nbytes == 0:
                 continue
             if isinstance(value, DeviceTensor):
-                if not bound.point_input(index, value.ptr):
-                    device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
+                if value.stream is not None and hasattr(device, "wait_for"):
+                    device.wait_for(value.stream, stream)  # written on the producer's stream
+                if value.ptr % INPUT_ALIGNMENT == 0 and bound.point_input(index, value.ptr):
+                    continue
+                if bound.bound_inputs[index] != slot.ptr:
+                    bound.point_input(index, slot.ptr)
+                device.copy(slot.ptr, value.ptr, slot.nbytes, stream)
             else:
                 if bound.bound_inputs[index] != slot.ptr:
                     bound.point_input(index, slot.ptr)
                 array = np.ascontiguousarray(value)
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
-        if bound.graph is not None:
-            bound.graph.launch(stream)
-        elif self.debug:
+        if self.debug:
             self._run_debug(bound)
+        elif bound.graph is not None:
+            bound.graph.launch(stream)
         else:
             for step in bound.steps:
                 step(stream)
@@ -623,32 +660,44 @@ class Runtime:
                                "PARTITA_CUDA_DEBUG=1) to name it") from None
         del staged
         self.stats["runs"] += 1
+        if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
+            self._capture(bound)  # after the first (warm-up) run of the signature
         return results
 
     __call__ = run
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:
-            step(self.stream)
             try:
+                step(self.stream)
                 self.device.synchronize(self.stream)
             except Exception as err:
                 name = getattr(getattr(step, "function", None), "name", None) or getattr(step, "label", "a step")
                 raise PartitaError(f"kernel {name} failed: {err}") from None
 
+    def _capture(self, bound: BoundPlan) -> None:
+        """Captures ``bound``'s steps as a graph, or leaves it eager with the reason (a
+        library that cannot be captured, a driver that refuses)."""
+        bound.read_inputs_from_slots()
+        try:
+            bound.capture(self.stream)
+        except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
+            bound.graph = None
+            bound.eager_reason = str(err) or type(err).__name__
+            self.stats["capture_fallbacks"] += 1
+        else:
+            self.stats["captures"] += 1
+
     # -- binding -----------------------------------------------------------------------
     def _arguments(self, args: Sequence[Any], named: dict[str, Any]) -> list[Any]:
         try:
-            return _bind(self.plan.function, list(args), dict(named))
+            return _bind(self.plan.function, list(args), dict(named), _handle(self.stream))
         except ValueError as err:
             raise PartitaError(str(err)) from None
 
     def _bind(self, signature: tuple, values: list[Any]) -> BoundPlan:
         bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats)
         self.stats["binds"] += 1
-        if self.graphs and bound.capturable:
-            bound.capture(self.stream)
-            self.stats["captures"] += 1
         self._bound[signature] = bound
         while len(self._bound) > self.max_signatures:
             _, old = self._bound.popitem(last=False)
@@ -681,6 +730,10 @@ class Runtime:
         lines = [f"{kernels}, {where} ({mode}, one stream)"]
         if self.device_note:
             lines.append(self.device_note)
+        for signature, bound in self._bound.items():
+            if bound.eager_reason is not None:
+                shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature)
+                lines.append(f"inputs ({shapes}) run eagerly: their capture failed: {bound.eager_reason}")
         if host:
             lines.append(f"{len(host)} host step(s), each: synchronize, download its inputs, run on NumPy, upload its results:")
             lines.extend(f"  {label}" for label in host)
@@ -693,16 +746,30 @@ class Runtime:
         return "\n".join(lines)
 
     def close(self) -> None:
+        if self.stream is None:
+            return
+        self.device.make_current()  # the closing thread may not be the one that ran
         for bound in self._bound.values():
             bound.close()
         self._bound.clear()
         self.plan.close()
         self.device.destroy_stream(self.stream)
+        self.stream = None
+        if self._owns_device and hasattr(self.device, "close"):
+            self.device.close()  # the primary context the runtime retained
 
 
-def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list[Any]:
+def _handle(stream: Any) -> int | None:
+    """A stream's handle as an integer (what DLPack producers take), None when it has none."""
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any], stream: int | None = None) -> list[Any]:
     """Arguments in order, each a host array or a device tensor of the declared shape
-    and dtype."""
+    and dtype (a DLPack producer ordered before ``stream``)."""
     inputs = function.function_type.inputs.data
     names = argument_names(function)  # the model's own names (onnx.name), else SSA hints
     hints = [a.name_hint for a in function.body.block.args]
@@ -721,7 +788,7 @@ def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any]) -> list
     for i, (value, typ) in enumerate(zip(args, inputs)):
         label = f"#{i} (%{hints[i]})" if hints[i] else (f"#{i} ({names[i]})" if names[i] else f"#{i}")
         try:
-            value = as_input(value)
+            value = as_input(value, stream)
         except TypeError as err:
             raise ValueError(f"@{function.sym_name.data} argument {label}: {err}") from None
         assert isinstance(typ, TensorType)

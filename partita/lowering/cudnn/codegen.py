@@ -78,7 +78,7 @@ class SdpaRecord:
     q: tuple[int, ...]  # logical B, H, S_q, D (B = -1: run time)
     k: tuple[int, ...]  # logical B, H, S_kv, D
     v: tuple[int, ...]  # logical B, H, S_kv, D_v
-    k_storage: str  # BHSD, or BHDS when K arrives transposed (q @ kᵀ exports)
+    k_storage: str  # BHSD: cuDNN needs the head dim unit-strided (a Kᵀ export's transpose is read through)
     mask: tuple[int, ...]  # logical dims of the additive mask (broadcast), () for none
     scale: str  # the attention scale, as text (records hold no floats)
     dtype: str
@@ -211,10 +211,16 @@ def sdpa_record(function: FuncOp, ops: list[Operation], module: ModuleOp) -> Sdp
     v_value = pv.operands[1]
     rank = len(static_shape(q_value))
     q = _bhsd(static_shape(q_value))
-    k_storage = "BHDS" if isinstance(qk, nn.MatmulOp) else "BHSD"
+    transpose = _producer(k_value, nn.TransposeOp, ops)
+    if isinstance(qk, nn.MatmulOp):
+        # cuDNN's SDPA needs K with a unit-stride head dim (its frontend rejects any other
+        # at build()): K is read before the transpose that made Kᵀ.
+        if transpose is None or list(transpose.perm) != [*range(rank - 2), rank - 1, rank - 2]:
+            raise op_error(qk, "reads K transposed (B,H,D,S) with no transpose in the partition; cuDNN attention "
+                               "needs K with a unit-stride head dim (B,H,S,D)")
+        k_value = transpose.input
+    k_storage = "BHSD"
     k = _bhsd(static_shape(k_value))
-    if k_storage == "BHDS":
-        k = (k[0], k[1], k[3], k[2])
     v = _bhsd(static_shape(v_value))
     if q[3] % 8 or q[3] > 128:
         raise op_error(qk, "cuDNN attention needs a head dim that is a multiple of 8, at most 128")

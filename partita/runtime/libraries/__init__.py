@@ -12,7 +12,9 @@ class per library (``cublas.CublasLtHandle``, ``cudnn.CudnnGraphHandle``,
 * ``launch(lib, plan, stream, inputs, outputs, workspace)``: one call on ``stream`` with
   device pointers only; nothing is allocated or copied;
 * ``emulate(inputs)``: its result without a device, or ``None`` for the partition's
-  reference body.
+  reference body;
+* ``release_plan(lib, plan)``: destroys what ``make_plan`` created (handles,
+  descriptors, execution contexts), called by the launch plan's ``close()``.
 
 :class:`LibraryHandle` turns that into the launch plan's step protocol
 (``partita.runtime.extern``): ``prepare(loader)`` at load makes the plans of static
@@ -112,6 +114,9 @@ class LibraryHandle:
     def emulate(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
         return None
 
+    def release_plan(self, lib: Any, plan: Any) -> None:
+        """Destroys what ``make_plan`` created (nothing, unless the library says)."""
+
     # -- the launch plan's step protocol ----------------------------------------------
     def prepare(self, loader: Any) -> PreparedLibraryCall:
         """At load: the library (on a device), and the plan of a static signature."""
@@ -146,6 +151,12 @@ class PreparedLibraryCall:
         if plan is None:
             plan = self.plans[key] = self.handle.make_plan(self.lib, key, self.dtypes)
         return plan
+
+    def close(self) -> None:
+        """Releases every plan's library objects (each once)."""
+        plans, self.plans = list(self.plans.values()), {}
+        for plan in plans:
+            self.handle.release_plan(self.lib, plan)
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         if self.simulated:

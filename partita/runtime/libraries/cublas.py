@@ -128,6 +128,13 @@ class CublasLtHandle(LibraryHandle):
             raise PartitaError(f"@{self.function}: cuBLASLt has no algorithm for {describe(r)}")
         return CublasLtPlan(handle, desc, a, b, d, preference, results, int(results["workspace_size"][0]), m, batch)
 
+    def release_plan(self, lib: Any, plan: CublasLtPlan) -> None:
+        lib.matmul_preference_destroy(plan.preference)
+        for layout in (plan.a, plan.b, plan.d):
+            lib.matrix_layout_destroy(layout)
+        lib.matmul_desc_destroy(plan.desc)
+        lib.destroy(plan.handle)
+
     def workspace_bytes(self, plan: CublasLtPlan) -> int:
         return max(plan.workspace, 0)
 

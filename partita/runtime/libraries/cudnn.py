@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import byoc
 from partita.lowering.cudnn.codegen import ConvRecord, SdpaRecord, describe, packed_strides, record_from_attr
+from partita.ir import PartitaError
 from partita.runtime.libraries import LibraryHandle, require
 
 
@@ -78,6 +79,9 @@ class CudnnGraphHandle(LibraryHandle):
                 out = graph.relu(input=out, name="relu")
             y_strides = r.strides(y)
         else:
+            if r.k_storage != "BHSD":  # a record of an older Partita: the frontend would reject it
+                raise PartitaError(f"@{self.function}: cuDNN attention needs K with a unit-stride head dim, this "
+                                   f"record stores it {r.k_storage}; compile the model again")
             b = shape_of["q"][0]  # B (4-D) or B*H (3-D, read as H = 1)
             q, k, v = ((b, *d[1:]) for d in (r.q, r.k, r.v))
             tensors["q"] = graph.tensor(name="q", dim=list(q), stride=list(packed_strides(q, "BHSD", "BHSD")), data_type=io)
@@ -98,6 +102,11 @@ class CudnnGraphHandle(LibraryHandle):
         tensors["y"] = out
         graph.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         return CudnnPlan(handle, graph, tensors, int(graph.get_workspace_size()))
+
+    def release_plan(self, cudnn: Any, plan: CudnnPlan) -> None:
+        plan.graph = None  # the graph's plans before the handle they were built on
+        plan.tensors.clear()
+        cudnn.destroy_handle(plan.handle)
 
     def workspace_bytes(self, plan: CudnnPlan) -> int:
         return plan.workspace

@@ -133,11 +133,19 @@ class TensorRTHandle(LibraryHandle):
             errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
             raise PartitaError(f"@{self.function}: TensorRT's ONNX parser rejected the sub-model: {errors}")
         config = builder.create_builder_config()
-        # Precision follows the sub-model's types: f16 layers stay f16, f32 may use TF32,
-        # and f16 too with use_fp16 (where this TensorRT still has weakly typed networks).
+        # Precision follows the sub-model's types (TensorRT 11 networks are strongly typed):
+        # f16 layers stay f16, f32 ones may use TF32.
         config.set_flag(trt.BuilderFlag.TF32)
-        if self.fp16 and hasattr(trt.BuilderFlag, "FP16"):
-            config.set_flag(trt.BuilderFlag.FP16)
+        if self.fp16:
+            # f16 tactics for f32 layers need weak typing, which TensorRT 11 removed: said
+            # at load, never dropped silently.
+            weak_fp16 = getattr(trt.BuilderFlag, "FP16", None)
+            if weak_fp16 is None:
+                raise PartitaError(
+                    f"@{self.function}: tensorrt -use_fp16 needs weakly typed networks, which TensorRT "
+                    f"{trt.__version__} no longer has (networks are strongly typed): give the partition f16 "
+                    "tensors instead, or compile without -use_fp16")
+            config.set_flag(weak_fp16)
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_limit)
         profile = builder.create_optimization_profile()
         for i, shape in self._bound(shapes):
@@ -147,6 +155,12 @@ class TensorRTHandle(LibraryHandle):
         if serialized is None:
             raise PartitaError(f"@{self.function}: TensorRT failed to build an engine for shapes {list(shapes)}")
         return bytes(serialized)
+
+    def release_plan(self, trt: Any, plan: TensorRTPlan) -> None:
+        # TensorRT's Python objects free themselves when the last reference goes: the
+        # context before the engine it runs.
+        plan.context = None
+        plan.engine = None
 
     def workspace_bytes(self, plan: TensorRTPlan) -> int:
         return plan.workspace
