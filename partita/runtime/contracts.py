@@ -51,7 +51,8 @@ class LoadedModule(Protocol):
 @runtime_checkable
 class Device(Protocol):
     """What a launch plan needs of a device, and nothing more (see
-    ``partita.runtime.device`` for the semantics of each call)."""
+    ``partita.runtime.device`` for the semantics of each call). The runtime also uses
+    ``wait_for(producer_stream, stream)`` and ``close()`` where a device has them."""
 
     name: str
     simulated: bool
