@@ -14,7 +14,13 @@ from xdsl.ir import Block
 from xdsl.irdl import irdl_op_definition
 from xdsl.traits import Pure
 
-from partita.collage import DataflowGraph, NodeInfo, TensorInfo, enumerate_native_candidates
+import partita.lowering.cuda.ops  # noqa: F401  (registers the kernel rules)
+from partita.collage import (
+    DataflowGraph,
+    NodeInfo,
+    TensorInfo,
+    enumerate_native_candidates,
+)
 from partita.collage.cost import RooflineEstimator, node_flops, op_class
 from partita.collage.ir_graph import graph_from_ops
 from partita.collage.kinds import default_op_kind, node_kind
@@ -22,7 +28,6 @@ from partita.collage.rules import RuleContext, host_rule
 from partita.collage.search import Candidate
 from partita.dialects import nn
 from partita.dialects.nn import NN, OpKind, OpPattern, UnaryOp, kind_trait, op_kind
-import partita.lowering.cuda.ops  # noqa: F401  (registers the kernel rules)
 from partita.lowering.cuda import emitter
 from partita.lowering.cuda.rules import INJECTIVE
 
@@ -117,6 +122,7 @@ def test_a_new_op_with_a_kind_trait_is_fused_and_costed_without_a_table():
     block, ops = _block_with(ScaleOp)
     built = graph_from_ops(block.ops)
     graph = built.graph
+    assert built.ops == tuple(ops)  # the dense, then the test op
     assert [node_kind(n) for n in graph.nodes] == [OpKind.OUT_EWISE_FUSABLE, OpKind.ELEMWISE]
     assert op_class(graph.nodes[1]) == "elementwise"
     assert node_flops(graph.nodes[1]) == 4 * 16

@@ -7,6 +7,8 @@ import typing
 
 import numpy as np
 import pytest
+from fake_cuda import FakeDevice  # tests/fake_cuda.py
+from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 from partita.runtime.contracts import (
     CapturedGraph,
@@ -20,8 +22,6 @@ from partita.runtime.contracts import (
 from partita.runtime.cuda import CudaDevice, CudaModule
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.libraries import handle_class
-from fake_cuda import FakeDevice  # tests/fake_cuda.py
-from recording_driver import RecordingDriver  # tests/recording_driver.py
 
 
 def _members(protocol: type) -> set[str]:
