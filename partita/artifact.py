@@ -14,9 +14,9 @@ Layout (all integers little-endian)::
 The trailer catches any changed or missing byte (a truncated copy, a flipped bit); the
 per-part digests say which part is damaged. The module is the lowered IR as text, with
 every ``nn.constant`` printed as a zero splat and its exact payload in ``weights.bin``
-(text would round small float constants to 7 digits), and every ``byoc.binary``'s
-``path`` replaced by ``embedded:@symbol``: its bytes are the part ``cubin/@symbol``,
-checked against the binary's ``sha256`` again before the driver sees them.
+(text would round small float constants to 7 digits). A ``byoc.binary`` names its cubin by
+``sha256`` only (no cache directory of the machine that saved it): its bytes are the part
+``cubin/@symbol``, checked against that ``sha256`` again before the driver sees them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
@@ -58,7 +58,7 @@ def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElement
 
 def serialize(exe: Executable) -> bytes:
     """The bytes of the compiled-model file for ``exe``."""
-    from partita.lowering.binaries import binary_images
+    from partita.lowering.binaries import CACHE_DIR, binary_images
 
     module = exe.module.clone()
     weights: list[bytes] = []
@@ -75,7 +75,9 @@ def serialize(exe: Executable) -> bytes:
         cubins[symbol] = image.read()  # verified against the recorded sha256
     for op in module.ops:
         if isinstance(op, byoc.BinaryOp) and op.sym_name.data in cubins:
-            op.attributes["path"] = StringAttr(f"embedded:@{op.sym_name.data}")
+            # The bytes travel in the file: no cache of this machine is named.
+            for name in ("path", CACHE_DIR):
+                op.attributes.pop(name, None)
     text = StringIO()
     Printer(stream=text).print_op(module)
     parts = [("module.mlir", text.getvalue().encode()), ("weights.bin", b"".join(weights))]

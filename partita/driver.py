@@ -177,7 +177,7 @@ class Executable:
     entry: str = "main"
     binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
-    binary's ``path`` is read (its digest checked either way)."""
+    binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,

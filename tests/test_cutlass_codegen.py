@@ -13,6 +13,7 @@ from xdsl.dialects.func import FuncOp
 from partita.dialects import byoc
 from partita.ir import PartitaError, make_context, parse_module
 from partita.lowering import nvrtc
+from partita.lowering.binaries import cubin_file
 from partita.lowering.cubin import kernel_params, kernel_symbols
 from partita.lowering.cutlass import choose_config, emit_module
 from partita.lowering.cutlass_codegen import CutlassCodegen, cutlass_functions, partition_kernel
@@ -68,7 +69,7 @@ def test_one_program_per_module_then_cache_hits(tmp_path: Path, monkeypatch) -> 
     (binary,) = _binaries(module)
     kernels = binary.attributes["kernels"].data
     assert sorted(kernels) == ["conv_0", "dense_a", "dense_b"]  # cublas is not ours
-    cubin = Path(binary.attributes["path"].data).read_bytes()
+    cubin = cubin_file(binary).read_bytes()
     assert {"conv_0", "dense_a", "dense_b"} <= kernel_symbols(cubin)
 
     # Every cutlass function is now an extern declaration; the cublas one is untouched.
@@ -97,7 +98,7 @@ def test_records_rebuild_the_emitted_entries(tmp_path: Path) -> None:
 
     CutlassCodegen(sm=80, cache_dir=str(tmp_path)).apply(make_context(), module)
     (binary,) = _binaries(module)
-    cubin = Path(binary.attributes["path"].data).read_bytes()
+    cubin = cubin_file(binary).read_bytes()
     for name, record in binary.attributes["kernels"].data.items():
         entry, roles = entry_from_record(record)
         # Everything but the source line range (the record rebuilds a one-entry unit).

@@ -15,6 +15,7 @@ import pytest
 from partita.dialects import byoc
 from partita.ir import PartitaError, make_context, parse_module
 from partita.lowering import nvrtc
+from partita.lowering.binaries import cubin_file
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
 from partita.lowering.cutlass.options import CutlassOptions
 from partita.lowering.cutlass_codegen import CutlassCodegen
@@ -91,7 +92,7 @@ def _sass(binary: byoc.BinaryOp) -> str:
     tool = _nvdisasm()
     if tool is None:
         pytest.skip("nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
-    return subprocess.run([tool, binary.attributes["path"].data], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([tool, str(cubin_file(binary))], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.mark.parametrize(("options", "math", "hmma"), [

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from partita.tools import boundary
+from partita.lowering import nvrtc
+from partita.tools import boundary, import_model, opt, run
 from partita.tools import compile as compile_tool
-from partita.tools import import_model, opt, run
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 MLP = """func.func @main(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x32xf32> {
@@ -257,7 +258,40 @@ def test_unterminated_string_is_an_error_not_a_hang(tmp_path: Path, capsys) -> N
     fails_cleanly(capsys, opt.main([str(path)]), f"{path}:1:")
 
 
-def test_printed_lowered_module_runs(capsys) -> None:
-    """Kernel records round-trip through text: the lowered example runs from its IR."""
-    assert run.main([str(EXAMPLES / "pipeline" / "6-lowered.mlir"), "--partitioner", "none", "-q"]) == 0
+_BINARY = re.compile(r'byoc\.binary @(\w+) attributes \{[^\n]*?sha256 = "([0-9a-f]{64})", nvrtc = "(\d+\.\d+)"')
+
+
+def _cubins(text: str) -> dict[str, tuple[str, str]]:
+    """``{symbol: (sha256, nvrtc)}`` of the cubins a printed module names."""
+    return {symbol: (digest, version) for symbol, digest, version in _BINARY.findall(text)}
+
+
+def test_printed_lowered_module_runs(capsys, tmp_path: Path) -> None:
+    """Kernel records round-trip through text, and the printed IR names its cubins by
+    sha256 alone: on a machine whose cache starts empty, the codegen (the pinned NVRTC)
+    reproduces the example's cubins bit for bit, and the lowered example runs from its IR."""
+    pipeline = EXAMPLES / "pipeline"
+    text = (pipeline / "6-lowered.mlir").read_text()
+    cubins = _cubins(text)
+    assert sorted(cubins) == ["cuda_sm90", "cutlass_sm90"], text
+    assert "path = " not in text and "cache_dir = " not in text  # no file of the machine that wrote it
+    (recorded,) = {version for _, version in cubins.values()}
+    if "{}.{}".format(*nvrtc.nvrtc_version()) == recorded:
+        # What compiling the example on this machine gives (cache hits after the first time).
+        assert opt.main([str(pipeline / "4-fused.mlir"), "-p", "cutlass-codegen{sm=90},cuda-codegen{arch=sm_90}",
+                         "-o", str(tmp_path / "5-codegen.mlir")]) == 0
+        assert _cubins((tmp_path / "5-codegen.mlir").read_text()) == cubins
+    elif not all((nvrtc.default_cache_dir() / f"{digest}.cubin").is_file() for digest, _ in cubins.values()):
+        pytest.skip(f"the example's cubins come from NVRTC {recorded} (the pinned one), this is "
+                    "{}.{}: pip install 'nvidia-cuda-nvrtc=={}.*'".format(*nvrtc.nvrtc_version(), recorded))
+    capsys.readouterr()
+    assert run.main([str(pipeline / "6-lowered.mlir"), "--partitioner", "none", "-q"]) == 0
     assert "output0: float16[1, 64]" in capsys.readouterr().out
+
+
+def test_lowered_module_without_its_cubins_is_an_error(capsys, tmp_path: Path, monkeypatch) -> None:
+    """A cubin named by digest and missing from this machine's cache is a user error that
+    says how to get it, not a traceback."""
+    monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path / "empty"))
+    code = run.main([str(EXAMPLES / "pipeline" / "6-lowered.mlir"), "--partitioner", "none", "-q"])
+    fails_cleanly(capsys, code, "is not in the cubin cache", str(tmp_path / "empty"), "compiled by NVRTC")

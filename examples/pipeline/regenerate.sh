@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates the IR of each pipeline stage from 0-input.mlir, one partita-opt run per stage,
-# exactly as partita.compile(..., partitioner="eager") runs them. The byoc.binary in
-# 5-codegen.mlir names the cubins in the cache of the machine that generated it.
+# exactly as partita.compile(..., partitioner="eager") runs them. The byoc.binary ops in
+# 5-codegen.mlir name their cubins by sha256 only (no path of this machine): the codegen
+# leaves them in the cubin cache, and on another machine the same pinned NVRTC reproduces
+# them (tests/test_hardened_tools.py checks that). Run it with the pinned NVRTC.
 set -euo pipefail
 cd "$(dirname "$0")"
+python3 -c 'from partita.lowering.nvrtc import nvrtc_version as v
+import sys; sys.exit(0 if v() == (13, 0) else f"NVRTC {v()} is not the pinned 13.0: pip install nvidia-cuda-nvrtc==13.0.*")'
+partita-opt() { python3 -m partita.tools.opt "$@"; }
 targets='"cuda -arch=sm_90,cutlass,llvm"'
 stage() { # stage OUT IN PIPELINE
   partita-opt "$2" -p "$3" -o "$1"

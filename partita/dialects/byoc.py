@@ -489,10 +489,12 @@ class BinaryOp(IRDLOperation):
     declarations it implements (the runtime module of TVM's BYOC flow).
 
     The attribute dictionary records what the runtime needs: ``format`` (``"cubin"``),
-    ``target``, ``path`` of the cached artifact, its ``key``, ``sha256`` (the digest of the
-    bytes, checked before they reach the driver) and ``kernels``: per extern function, a
-    dictionary with the entry name and launch description, verified here. A compiled
-    binary also says whether it came from the compile cache (``cache_hit``).
+    ``target``, its cache ``key``, ``sha256`` (the digest of the bytes, which names them in
+    the content-addressed cubin cache and is checked before they reach the driver),
+    ``nvrtc`` (the compiler's version), ``cache_dir`` only when compiled into a cache other
+    than the default one (``path`` in IR written before), and ``kernels``: per extern
+    function, a dictionary with the entry name and launch description, verified here. A
+    compiled binary also says whether it came from the compile cache (``cache_hit``).
     """
 
     name = "byoc.binary"
@@ -523,7 +525,7 @@ class BinaryOp(IRDLOperation):
         kernels = self.attributes.get("kernels")
         if not isinstance(kernels, DictionaryAttr):
             raise VerifyException("'byoc.binary' needs a 'kernels' dictionary")
-        for name in ("path", "key", "arch"):
+        for name in ("path", "cache_dir", "nvrtc", "key", "arch"):
             if name in self.attributes and not isinstance(self.attributes[name], StringAttr):
                 raise VerifyException(f"'byoc.binary' attribute '{name}' must be a string")
         digest = self.attributes.get(DIGEST)

@@ -40,6 +40,7 @@ from partita.lowering.cuda.emitter import (
     emit_program,
     kernel_function_error,
 )
+from partita.lowering.binaries import cache_attributes
 from partita.lowering.cuda.records import KINDS, fused_record
 from partita.target import Target as PartitaTarget
 
@@ -111,8 +112,8 @@ class CudaCodegen(ModulePass):
             "target": byoc.TargetAttr(TARGET_KIND, {"arch": StringAttr(arch)}),
             "arch": StringAttr(arch),
             "key": StringAttr(binary.key),
-            "path": StringAttr(str(binary.path)),
             byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
             byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }

@@ -34,6 +34,7 @@ from partita.lowering.cutlass import (
     choose_config,
     emit_module,
 )
+from partita.lowering.binaries import cache_attributes
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
 from partita.target import Target as PartitaTarget
@@ -229,8 +230,8 @@ class CutlassCodegen(ModulePass):
             "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
             "arch": StringAttr(f"sm_{sm}"),
             "key": StringAttr(binary.key),
-            "path": StringAttr(str(binary.path)),
             byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
             byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr(records),
         }

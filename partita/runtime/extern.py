@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
+from partita.lowering.binaries import cubin_file
 from partita.lowering.cuda.records import (
     FusedRecord,
     GemmRecord,
@@ -80,7 +81,7 @@ class KernelHandle:
         return cls(
             function,
             binary.sym_name.data,
-            Path(_string(binary, "path")),
+            cubin_file(binary),
             _string(binary, "arch"),
             entry,
             roles,
@@ -190,7 +191,7 @@ class FusedKernelHandle:
 
     @classmethod
     def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> FusedKernelHandle:
-        return cls(function, binary.sym_name.data, Path(_string(binary, "path")), _string(binary, "arch"),
+        return cls(function, binary.sym_name.data, cubin_file(binary), _string(binary, "arch"),
                    cls.record_type.from_attr(record))
 
     def prepare(self, loader: Any) -> PreparedFused:

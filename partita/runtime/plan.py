@@ -165,7 +165,8 @@ class _Loader:
             # the driver sees them.
             image = self.images.get(handle.binary)
             if image is None or image.data is None:  # read the handle's file, digest checked
-                image = BinaryImage(handle.binary, path, image.digest if image is not None else None)
+                image = BinaryImage(handle.binary, path, image.digest if image is not None else None,
+                                    nvrtc=image.nvrtc if image is not None else None)
             cubin = image.read()
             loaded = self.modules[path] = self.device.load_module(cubin)
         return loaded

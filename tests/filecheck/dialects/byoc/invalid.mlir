@@ -133,3 +133,13 @@ byoc.binary @b attributes {format = "cubin", path = "/x.cubin", sha256 = "abc", 
 
 // expected-error@+1 {{'byoc.binary' attribute 'path' must be a string}}
 byoc.binary @b attributes {format = "cubin", path = 3, kernels = {}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' attribute 'nvrtc' must be a string}}
+byoc.binary @b attributes {format = "cubin", sha256 = "0000000000000000000000000000000000000000000000000000000000000000", nvrtc = 13, kernels = {}}
+
+// -----
+
+// expected-error@+1 {{'byoc.binary' attribute 'cache_dir' must be a string}}
+byoc.binary @b attributes {format = "cubin", sha256 = "0000000000000000000000000000000000000000000000000000000000000000", cache_dir = 1, kernels = {}}

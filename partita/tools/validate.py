@@ -1,0 +1,586 @@
+"""The steps of ``partita-doctor --validate``: on a GPU, proof that Partita works there.
+
+Each step runs in a child process with a time limit (``--step-timeout``, 600 s by default;
+``--total-timeout``, 1200 s, bounds them all: a step that would start with less than a
+minute left is reported as not run), so one hung kernel or a cold compile cannot stall the
+rest. A child writes its rows to a JSON file after every item, so a step that runs out of
+time still reports what it finished.
+
+* ``gpu-tests``: ``pytest -m gpu tests`` of the checkout (``--repo``), read back from its
+  JUnit XML. The suite's guard (``tests/gpu_guard.py``) fails a ``gpu`` test that ran on
+  the simulated device instead.
+* ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt) against ``torch.matmul``, a row
+  reduction's GB/s against ``torch.sum``, and attention against
+  ``torch.nn.functional.scaled_dot_product_attention``, on the same device.
+* ``models``: the bundled models (``examples/*.onnx``) and the exported ones
+  (``tests/models/exported/*.onnx``, with their recorded inputs), compiled for this GPU's
+  arch, run, and compared with onnxruntime on the CPU; their latency run eagerly, replayed
+  as CUDA graphs, and under onnxruntime's CUDA provider where it is installed.
+
+The parent prints one table (step, item, metric, Partita, reference, status) and writes
+the JSON (environment, steps, rows). It exits 0 when every step ran and nothing failed,
+else 1. ``python -m partita.tools.validate STEP --out FILE`` runs one step's child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import numpy as np
+
+from partita.ir import PartitaError
+
+STEP_NAMES = ("gpu-tests", "benchmarks", "models")
+"""In the order they run: the models (cold compiles of a dozen models) last, so that a step
+running out of the total budget costs the fewest results."""
+MIN_STEP_SECONDS = 60.0
+"""A step is not started with less time than this left in the total budget."""
+
+
+@dataclass
+class Row:
+    step: str
+    item: str
+    metric: str = ""
+    partita: float | str | None = None
+    reference: float | str | None = None
+    status: str = "ok"
+    """``ok``, ``FAIL``, ``skipped`` or ``info``."""
+    note: str = ""
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    """The child's command line; ``{out}`` is replaced by its JSON file, ``{dir}`` by a
+    scratch directory."""
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    read: Callable[[Path, Path], list[Row]] | None = None
+    """Reads the child's rows from (its JSON file, the scratch directory); default: the JSON."""
+
+
+@dataclass
+class StepResult:
+    name: str
+    status: str
+    """``ok``, ``failed``, ``timeout``, ``not run``."""
+    seconds: float
+    rows: list[Row]
+    log: str = ""
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def find_repo(repo: str | None) -> Path | None:
+    """The checkout whose ``tests/`` the gpu tests come from: ``repo``, else the current
+    directory or the one above the imported package, whichever has ``tests/``."""
+    if repo is not None:
+        path = Path(repo)
+        if not (path / "tests").is_dir():
+            raise PartitaError(f"--repo '{repo}' has no tests/ directory")
+        return path.resolve()
+    import partita
+
+    for candidate in (Path.cwd(), Path(partita.__file__).resolve().parents[1]):
+        if (candidate / "tests").is_dir() and (candidate / "pyproject.toml").is_file():
+            return candidate
+    return None
+
+
+def select_steps(names: str | None) -> list[str]:
+    if names is None:
+        return list(STEP_NAMES)
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in STEP_NAMES]
+    if unknown or not chosen:
+        raise PartitaError(f"unknown validation step(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STEP_NAMES)}")
+    return chosen
+
+
+def gpu_test_step(repo: Path) -> Step:
+    return Step("gpu-tests",
+                [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                 "--junitxml={dir}/gpu-tests.xml", "tests"],
+                cwd=repo, read=lambda out, scratch: junit_rows(scratch / "gpu-tests.xml", "gpu-tests"))
+
+
+def child_step(name: str, repo: Path | None) -> Step:
+    argv = [sys.executable, "-m", "partita.tools.validate", name, "--out", "{out}"]
+    if repo is not None:
+        argv += ["--repo", str(repo)]
+    return Step(name, argv)
+
+
+def default_steps(names: Sequence[str], repo: Path | None) -> list[Step]:
+    out = []
+    for name in names:
+        if name == "gpu-tests" and repo is not None:
+            out.append(gpu_test_step(repo))
+        elif name == "gpu-tests":
+            out.append(Step(name, []))  # reported as not run: no checkout
+        else:
+            out.append(child_step(name, repo))
+    return out
+
+
+def _read_rows(path: Path) -> list[Row]:
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return []
+    return [Row(**row) for row in data.get("rows", [])]
+
+
+def run_step(step: Step, timeout: float) -> StepResult:
+    """Runs ``step``'s child with at most ``timeout`` seconds; on time-out its whole
+    process group is killed and the rows it wrote so far are kept."""
+    if not step.argv:
+        return StepResult(step.name, "not run", 0.0,
+                          [Row(step.name, "(all)", status="skipped", note="no Partita checkout with tests/ (--repo)")])
+    with tempfile.TemporaryDirectory(prefix=f"partita-{step.name}-") as scratch_name:
+        scratch = Path(scratch_name)
+        out = scratch / "rows.json"
+        argv = [a.replace("{out}", str(out)).replace("{dir}", str(scratch)) for a in step.argv]
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=step.cwd, env={**os.environ, **step.env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+            status = "ok" if proc.returncode == 0 else "failed"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            log, _ = proc.communicate()
+            status = "timeout"
+        seconds = time.perf_counter() - start
+        rows = (step.read or (lambda o, _s: _read_rows(o)))(out, scratch)
+    if status == "ok" and any(r.status == "FAIL" for r in rows):
+        status = "failed"
+    if status == "failed" and not rows:
+        rows = [Row(step.name, "(step)", status="FAIL", note=f"exit {proc.returncode}: {_tail(log)}")]
+    if status == "timeout":
+        rows.append(Row(step.name, "(step)", status="FAIL", note=f"stopped after {timeout:.0f}s (the step's limit)"))
+    return StepResult(step.name, status, seconds, rows, log)
+
+
+def _tail(log: str, lines: int = 3) -> str:
+    return " | ".join(line for line in log.strip().splitlines()[-lines:])
+
+
+def run_steps(steps: Sequence[Step], step_timeout: float, total_timeout: float,
+              clock: Callable[[], float] = time.perf_counter) -> list[StepResult]:
+    start, results = clock(), []
+    for step in steps:
+        left = total_timeout - (clock() - start)
+        if left < min(MIN_STEP_SECONDS, step_timeout):
+            results.append(StepResult(step.name, "not run", 0.0, [
+                Row(step.name, "(step)", status="skipped", note=f"the {total_timeout:.0f}s budget is spent")]))
+            continue
+        print(f"partita-doctor: {step.name} (at most {min(step_timeout, left):.0f}s) ...", file=sys.stderr, flush=True)
+        results.append(run_step(step, min(step_timeout, left)))
+    return results
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render_table(results: Sequence[StepResult]) -> str:
+    """One table of every row, then one line per step."""
+    header = ("step", "item", "metric", "Partita", "reference", "status", "note")
+    body = [(r.step, r.item, r.metric, _cell(r.partita), _cell(r.reference), r.status, r.note)
+            for result in results for r in result.rows]
+    widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(header[:-1])]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
+    lines = [fmt(header), fmt(tuple("-" * w for w in widths) + ("-" * 4,))]
+    lines += [fmt(row).rstrip() for row in body]
+    lines.append("")
+    lines += [f"{r.name}: {r.status} in {r.seconds:.0f}s" for r in results]
+    return "\n".join(lines)
+
+
+def report(results: Sequence[StepResult], environment: dict[str, str]) -> dict[str, Any]:
+    return {
+        "environment": environment,
+        "steps": [{"name": r.name, "status": r.status, "seconds": round(r.seconds, 1)} for r in results],
+        "rows": [asdict(row) for r in results for row in r.rows],
+        "passed": all(r.status == "ok" for r in results),
+    }
+
+
+def run_validation(names: Sequence[str], repo: Path | None, json_path: Path, *, environment: dict[str, str],
+                   step_timeout: float = 600.0, total_timeout: float = 1200.0,
+                   steps: Sequence[Step] | None = None) -> int:
+    """Runs the steps, prints the table, writes the JSON; 0 when every step passed."""
+    results = run_steps(steps if steps is not None else default_steps(names, repo), step_timeout, total_timeout)
+    print()
+    print(render_table(results))
+    data = report(results, environment)
+    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(f"wrote {json_path}")
+    return 0 if data["passed"] else 1
+
+
+def junit_rows(path: Path, step: str) -> list[Row]:
+    """The tests of a pytest JUnit XML file: a summary row, then every test that did not pass."""
+    if not path.is_file():
+        return [Row(step, "(step)", status="FAIL", note="pytest wrote no report (it failed to start)")]
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    rows = []
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if outcome is None:
+            counts["passed"] += 1
+            continue
+        message = (outcome.get("message") or outcome.text or "").strip().splitlines()
+        note = message[0][:160] if message else ""
+        if outcome.tag == "skipped":
+            counts["skipped"] += 1
+            rows.append(Row(step, name, status="skipped", note=note))
+        else:
+            counts["failed"] += 1
+            rows.append(Row(step, name, status="FAIL", note=note))
+    summary = Row(step, "(all gpu tests)", "tests", counts["passed"], sum(counts.values()),
+                  "FAIL" if counts["failed"] else "ok",
+                  f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    return [summary, *rows]
+
+
+# ----------------------------------------------------------------------------- children
+
+
+class RowWriter:
+    """Collects a child's rows and rewrites its JSON after each one (a step stopped at its
+    time limit keeps what it finished)."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.rows = path, []
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        print(f"  {row.item}: {row.metric} {_cell(row.partita)} vs {_cell(row.reference)} {row.status} {row.note}",
+              flush=True)
+        if self.path is not None:
+            self.path.write_text(json.dumps({"rows": [asdict(r) for r in self.rows]}, default=str))
+
+
+def model_files(repo: Path | None) -> list[Path]:
+    """The bundled models, then the exported ones (each with its ``.npz`` of inputs)."""
+    if repo is None:
+        return []
+    return sorted((repo / "examples").glob("*.onnx")) + sorted((repo / "tests" / "models" / "exported").glob("*.onnx"))
+
+
+_ONNX_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_}
+
+
+def model_inputs(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
+    """The inputs recorded beside an exported model, else random ones (batch 2, every
+    other dynamic dim 16; integer inputs are small indices, masks ones)."""
+    recorded = path.with_suffix(".npz")
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    if recorded.is_file():
+        with np.load(recorded) as data:
+            if all(i.name in data.files for i in inputs):
+                return {i.name: data[i.name] for i in inputs}
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for value in inputs:
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else (2 if k == 0 else 16) for k, d in enumerate(tensor.shape.dim)]
+        dtype = _ONNX_DTYPES.get(tensor.elem_type, np.float32)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        elif "mask" in value.name:
+            feeds[value.name] = np.ones(shape, dtype)
+        else:
+            feeds[value.name] = rng.integers(0, 16, shape).astype(dtype)
+    return feeds
+
+
+def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
+    """The largest ``max|got - want| / max|want|`` over the outputs."""
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        if g64.shape != w64.shape:
+            return float("inf")
+        scale = max(float(np.max(np.abs(w64))) if w64.size else 0.0, 1e-6)
+        worst = max(worst, float(np.max(np.abs(g64 - w64))) / scale if w64.size else 0.0)
+    return worst
+
+
+def tolerance(feeds: dict[str, np.ndarray], outputs: Sequence[np.ndarray]) -> float:
+    """f16 anywhere: 5e-2; else 1e-2 (f32 GEMMs and convolutions run in TF32 by default)."""
+    dtypes = [a.dtype for a in (*feeds.values(), *outputs)]
+    return 5e-2 if any(d == np.float16 for d in dtypes) else 1e-2
+
+
+def median_seconds(run: Callable[[], Any], repeat: int, warmup: int = 2, sync: Callable[[], Any] | None = None) -> float:
+    for _ in range(warmup):
+        run()
+    if sync is not None:
+        sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        if sync is not None:
+            sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def check_model(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda", repeat: int = 20) -> None:
+    """One model: Partita against onnxruntime (CPU), then its latency eager, as CUDA graphs,
+    and under onnxruntime's CUDA provider."""
+    import onnxruntime as ort
+
+    import partita
+
+    name = path.stem
+    feeds = model_inputs(path)
+    cpu = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = cpu.run(None, feeds)
+    exe = partita.compile(str(path), model_targets(arch))
+    exe.load(device, graphs=False)
+    got = exe.run(feeds)
+    error, tol = relative_error(got, want), tolerance(feeds, want)
+    writer.add(Row("models", name, "max rel. error vs onnxruntime", error, tol, "ok" if error <= tol else "FAIL",
+                   "reference: onnxruntime CPU; column 'reference' is the tolerance"))
+    eager = median_seconds(lambda: exe.run(feeds), repeat)
+    exe.load(device, graphs=True)
+    graphs = median_seconds(lambda: exe.run(feeds), repeat)
+    on_graphs = exe.run(feeds)
+    error = relative_error(on_graphs, want)
+    reference, note = None, "no onnxruntime CUDA provider"
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        gpu = ort.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
+        reference, note = median_seconds(lambda: gpu.run(None, feeds), repeat) * 1e3, "reference: onnxruntime CUDA"
+    writer.add(Row("models", name, "latency eager ms", eager * 1e3, reference, "info", note))
+    writer.add(Row("models", name, "latency graphs ms", graphs * 1e3, reference, "ok" if error <= tol else "FAIL",
+                   note if error <= tol else f"graph replay differs from onnxruntime: {error:.3g}"))
+
+
+def model_targets(arch: str, *libraries: str) -> list[str]:
+    """Partita's default targets, for this GPU's arch."""
+    return [f"cuda -arch={arch}", f"cutlass -sm={arch.removeprefix('sm_').rstrip('af')}", *libraries, "llvm"]
+
+
+def _compile_only(path: str, arch: str) -> str | None:
+    """Compiles ``path`` for its cubins alone (they land in the cache); the error, if any."""
+    import partita
+
+    try:
+        partita.compile(path, model_targets(arch))
+    except Exception as err:  # noqa: BLE001 - reported again, with its row, when the model is checked
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def precompile(paths: Sequence[Path], arch: str, jobs: int) -> None:
+    """Fills the cubin cache for every model in parallel processes (cold NVRTC compiles are
+    most of a model's time; the checks then run one at a time, so timings do not contend)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs <= 1 or len(paths) <= 1:
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_only, [str(p) for p in paths], [arch] * len(paths)))
+
+
+def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any = "cuda",
+                models: Iterable[Path] | None = None, jobs: int = 1) -> None:
+    paths = list(models if models is not None else model_files(repo))
+    if not paths:
+        writer.add(Row("models", "(none)", status="FAIL",
+                       note="no models found: run from a Partita checkout (examples/, tests/models/exported/) or pass --repo"))
+        return
+    precompile(paths, arch, jobs)
+    for path in paths:
+        try:
+            check_model(path, writer, arch=arch, device=device)
+        except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
+            writer.add(Row("models", path.stem, "compile + run", status="FAIL", note=f"{type(err).__name__}: {err}"[:300]))
+
+
+def dense_ir(m: int, n: int, k: int, dtype: str = "f16") -> str:
+    t = lambda s: f"tensor<{s}x{dtype}>"
+    return (f"func.func @main(%x: {t(f'{m}x{k}')}, %w: {t(f'{n}x{k}')}) -> {t(f'{m}x{n}')} {{\n"
+            f"  %0 = nn.dense %x, %w : ({t(f'{m}x{k}')}, {t(f'{n}x{k}')}) -> {t(f'{m}x{n}')}\n"
+            f"  func.return %0 : {t(f'{m}x{n}')}\n}}\n")
+
+
+def reduce_sum_ir(rows: int, cols: int, dtype: str = "f32") -> str:
+    x, y = f"tensor<{rows}x{cols}x{dtype}>", f"tensor<{rows}x1x{dtype}>"
+    return (f"func.func @main(%x: {x}) -> {y} {{\n"
+            f"  %0 = nn.reduce_sum %x {{axes = array<i64: 1>}} : ({x}) -> {y}\n"
+            f"  func.return %0 : {y}\n}}\n")
+
+
+def attention_model(batch: int, heads: int, seq: int, dim: int):
+    """softmax(Q Kᵀ / sqrt(d)) V in ONNX, f16, as exporters write it."""
+    from onnx import TensorProto, helper
+
+    shape = [batch, heads, seq, dim]
+    f16 = TensorProto.FLOAT16
+    scale = helper.make_tensor("scale", f16, [], np.array([1.0 / np.sqrt(dim)], np.float16).tobytes(), raw=True)
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Mul", ["s", "scale"], ["ss"]),
+        helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"]),
+    ]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info(n, f16, shape) for n in "qkv"],
+                              [helper.make_tensor_value_info("o", f16, shape)], [scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ops(text: str) -> list:
+    from xdsl.dialects.func import FuncOp
+
+    from partita.ir import make_context, parse_module
+
+    func = next(op for op in parse_module(text, make_context()).ops if isinstance(op, FuncOp))
+    return [op for op in func.body.block.ops if op.name.startswith("nn.")]
+
+
+def gemm_rows(writer: RowWriter, timer: Any, torch_seconds: Callable[[], float | None], m: int, n: int, k: int) -> None:
+    flops = 2.0 * m * n * k
+    reference = torch_seconds()
+    ref_tflops = flops / reference / 1e12 if reference else None
+    for backend in ("cutlass", "cublas"):
+        seconds = timer.time(_ops(dense_ir(m, n, k)), backend)
+        writer.add(Row("benchmarks", f"GEMM f16 {m}x{n}x{k} ({backend})", "TFLOP/s",
+                       flops / seconds / 1e12 if seconds else "n/a", ref_tflops,
+                       "info" if seconds else "skipped", "reference: torch.matmul" if seconds else
+                       f"not measured: {dict(timer.unmeasured)}"))
+
+
+def reduction_rows(writer: RowWriter, timer: Any, torch_seconds: Callable[[], float | None], rows: int, cols: int) -> None:
+    nbytes = 4.0 * rows * cols
+    seconds = timer.time(_ops(reduce_sum_ir(rows, cols)), "cuda")
+    reference = torch_seconds()
+    writer.add(Row("benchmarks", f"reduce_sum f32 {rows}x{cols} (last axis)", "GB/s",
+                   nbytes / seconds / 1e9 if seconds else "n/a", nbytes / reference / 1e9 if reference else None,
+                   "info" if seconds else "skipped", "reference: torch.sum"))
+
+
+def attention_rows(writer: RowWriter, arch: str, batch: int = 8, heads: int = 16, seq: int = 1024, dim: int = 64,
+                   repeat: int = 20) -> None:
+    import torch
+
+    import partita
+
+    flops = 4.0 * batch * heads * seq * seq * dim
+    import importlib.util
+
+    cudnn = ["cudnn"] if importlib.util.find_spec("cudnn") is not None else []  # else the native kernels
+    exe = partita.compile(attention_model(batch, heads, seq, dim), model_targets(arch, *cudnn))
+    exe.load("cuda")  # never the simulated device: that is an error here, not a fallback
+    q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    (out,) = exe.run(q, k, v, outputs="device")
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    error = relative_error([np.asarray(out.numpy(), np.float32)], [want.float().cpu().numpy()])
+    ours = median_seconds(lambda: exe.run(q, k, v, outputs="device"), repeat, sync=torch.cuda.synchronize)
+    theirs = median_seconds(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), repeat,
+                            sync=torch.cuda.synchronize)
+    where = ", ".join(sorted({row.target for row in exe.partitions})) if exe.partitions else "?"
+    writer.add(Row("benchmarks", f"attention f16 b{batch} h{heads} s{seq} d{dim} ({where})", "TFLOP/s",
+                   flops / ours / 1e12, flops / theirs / 1e12, "ok" if error <= 5e-2 else "FAIL",
+                   f"reference: torch sdpa; max rel. error {error:.2g}"))
+
+
+def torch_timer(make: Callable[[], Callable[[], Any]] | None, repeat: int = 20) -> Callable[[], float | None]:
+    """Seconds per call of a torch CUDA computation, or ``None`` without torch on CUDA."""
+
+    def seconds() -> float | None:
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                return None
+        except ImportError:
+            return None
+        assert make is not None
+        return median_seconds(make(), repeat, warmup=3, sync=torch.cuda.synchronize)
+
+    return seconds
+
+
+def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
+    from partita.collage.measure import CandidateTimer
+    from partita.runtime.cuda import CudaDevice
+
+    device = CudaDevice()
+    timer = CandidateTimer(device, warmup=5, repeat=20, rounds=3)
+
+    def matmul():
+        import torch
+
+        a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
+        return lambda: torch.matmul(a, b.T)
+
+    def row_sum():
+        import torch
+
+        x = torch.randn(8192, 8192, device="cuda", dtype=torch.float32)
+        return lambda: torch.sum(x, dim=1, keepdim=True)
+
+    for name, bench in (("gemm", lambda: gemm_rows(writer, timer, torch_timer(matmul), 4096, 4096, 4096)),
+                        ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
+                        ("attention", lambda: attention_rows(writer, arch))):
+        try:
+            bench()
+        except Exception as err:  # noqa: BLE001 - one benchmark's failure is a row
+            writer.add(Row("benchmarks", name, status="FAIL", note=f"{type(err).__name__}: {err}"[:300]))
+
+
+def child_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m partita.tools.validate")
+    parser.add_argument("step", choices=[s for s in STEP_NAMES if s != "gpu-tests"])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repo", default=None)
+    args = parser.parse_args(argv)
+    from partita.runtime.cuda import CudaDevice
+
+    with CudaDevice() as device:
+        arch = device.arch
+    writer = RowWriter(Path(args.out))
+    if args.step == "models":
+        models_step(Path(args.repo) if args.repo else None, writer, arch=arch, jobs=min(8, os.cpu_count() or 1))
+    else:
+        benchmarks_step(writer, arch=arch)
+    return 1 if any(r.status == "FAIL" for r in writer.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())
