@@ -7,8 +7,6 @@ same function text, so the CUTLASS dense+bias kernel is compiled once for the fi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from xdsl.dialects.func import FuncOp
@@ -17,8 +15,8 @@ from partita.collage.cost import CostCache, RooflineEstimator
 from partita.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.collage.graph import DataflowGraph
 from partita.collage.partitioner import function_candidates
-from partita.dialects import byoc
 from partita.ir import PartitaError, make_context, parse_module
+from partita.lowering.binaries import binary_images
 from partita.lowering import nvrtc
 from partita.runtime.cuda import cuda_available
 from partita.transforms import collage_partition as cp
@@ -205,11 +203,10 @@ def test_a_measured_cubin_is_checked_against_its_sha256(tmp_path, monkeypatch) -
 
     def apply_then_damage(self, ctx, module) -> None:
         original(self, ctx, module)
-        for op in module.ops:
-            if isinstance(op, byoc.BinaryOp):
-                path = Path(op.attributes["path"].data)
-                path.unlink()
-                path.write_bytes(b"\x7fELF damaged")
+        for image in binary_images(module).values():  # where the cubin cache keeps each
+            assert image.path.parent == tmp_path  # this test's own cache, never the shared one
+            image.path.unlink()
+            image.path.write_bytes(b"\x7fELF damaged")
 
     monkeypatch.setattr(cuda_codegen.CudaCodegen, "apply", apply_then_damage)
     device = FakeDevice()
