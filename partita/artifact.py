@@ -29,7 +29,7 @@ from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
@@ -104,7 +104,11 @@ def serialize(exe: Executable) -> bytes:
 def save(exe: Executable, path: str | Path) -> None:
     from partita.files import write_atomically
 
-    write_atomically(path, serialize(exe), durable=True)
+    data = serialize(exe)
+    try:
+        write_atomically(path, data, durable=True)
+    except OSError as err:  # an API error is a PartitaError, naming the file
+        raise PartitaError(f"cannot write '{err.filename or path}': {err.strerror or err}") from None
 
 
 def _damaged(path: str | Path, why: str) -> PartitaError:
@@ -115,6 +119,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The header and the parts of a compiled-model file, every digest checked."""
     if not data.startswith(MAGIC[:-2]):
         raise _damaged(path, "it is not a Partita compiled model (bad magic)")
+    if len(data) < _PREFIX + _TRAILER:
+        raise _damaged(path, f"it is truncated ({len(data)} bytes)")
     if data[: len(MAGIC)] != MAGIC:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
         raise _damaged(path, f"format version {version} is not supported (this Partita reads {FORMAT_VERSION})")
@@ -127,8 +133,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
         parts = {}
         for entry in header["parts"]:
             start, size = base + int(entry["offset"]), int(entry["size"])
-            blob = data[start : start + size]
-            if len(blob) != size or start + size > len(data) - _TRAILER:
+            blob = data[start : start + size] if start >= base and size >= 0 else b""
+            if len(blob) != size or start < base or start + size > len(data) - _TRAILER:
                 raise _damaged(path, f"part '{entry['name']}' lies outside the file")
             if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
                 raise _damaged(path, f"part '{entry['name']}' does not match its sha256")
@@ -143,13 +149,15 @@ def load(path: str | Path) -> Executable:
     from partita.driver import Executable
     from partita.ir import make_context, parse_module, verify_module
     from partita.report import PartitionRow
-    from partita.target import CompilationConfig
+    from partita.lowering.binaries import CACHE_DIR
+    from partita.target import CompilationConfig, TargetError
 
     try:
         data = Path(path).read_bytes()
     except OSError as err:
         raise PartitaError(f"cannot read '{path}': {err.strerror or err}") from None
     header, parts = read_parts(data, path)
+    _check_header(header, path)
     for name in ("module.mlir", "weights.bin"):
         if name not in parts:
             raise _damaged(path, f"it has no part '{name}'")
@@ -172,21 +180,60 @@ def load(path: str | Path) -> Executable:
     verify_module(module)
     binaries = {}
     for op in module.ops:
+        if isinstance(op, byoc.BinaryOp):
+            # Everything a compiled model loads is embedded and digest-checked: a path
+            # (a host file the loader would read) is refused whatever the format says.
+            path_attr = op.attributes.get("path")
+            embedded = f"embedded:@{op.sym_name.data}"
+            if path_attr is not None and (op.is_inline or not isinstance(path_attr, StringAttr)
+                                          or path_attr.data != embedded):
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host path ({path_attr}); "
+                                     "a compiled model embeds everything it loads")
+            if CACHE_DIR in op.attributes:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host cache "
+                                     f"({op.attributes[CACHE_DIR]}); a compiled model embeds everything it loads")
         if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
+            if op.attributes.get(byoc.DIGEST) is None:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} records no sha256")
             blob = parts.get(f"cubin/@{op.sym_name.data}")
             if blob is None:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")
             binaries[op.sym_name.data] = blob
     rows = [PartitionRow(**{**row, "ops": tuple(row["ops"])}) for row in header.get("partitions", [])]
+    try:
+        config = CompilationConfig(header["targets"])
+    except TargetError as err:
+        raise _damaged(path, f"its targets are unusable ({err})") from None
     return Executable(
         module,
         header.get("pipeline", ""),
-        CompilationConfig(header["targets"]),
+        config,
         rows,
         [],
         entry=header.get("entry", "main"),
         binaries=binaries,
     )
+
+
+_ROW_TYPES = {"symbol": (str,), "target": (str,), "ops": (list,), "composite": (str, type(None)),
+              "cost": (int, float, type(None)), "kernel": (str, type(None)), "calls": (int,)}
+
+
+def _check_header(header, path) -> None:
+    """Every header field of the type ``load`` uses, before any is used."""
+    if not isinstance(header, dict):
+        raise _damaged(path, "its header is not a JSON object")
+    for key, kind in (("entry", str), ("pipeline", str), ("targets", str), ("partitions", list), ("weights", list)):
+        if key in header and not isinstance(header[key], kind) or (key == "targets" and key not in header):
+            raise _damaged(path, f"its header's '{key}' is not a {kind.__name__}")
+    for row in header.get("partitions", []):
+        if not isinstance(row, dict) or not {"symbol", "target", "ops"} <= set(row) or not set(row) <= set(_ROW_TYPES) \
+                or any(not isinstance(v, _ROW_TYPES[k]) or isinstance(v, bool) for k, v in row.items()) \
+                or not all(isinstance(op, str) for op in row["ops"]):
+            raise _damaged(path, f"its header has a malformed partition row {str(row)[:80]}")
+    for item in header.get("weights", []):
+        if not (isinstance(item, list) and len(item) == 2 and all(type(v) is int and v >= 0 for v in item)):
+            raise _damaged(path, f"its header has a malformed weight entry {str(item)[:80]}")
 
 
 def _elements(value: DenseIntOrFPElementsAttr) -> int:

@@ -6,6 +6,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita.dialects import byoc
-from partita.dialects.nn import BatchNormOp, Conv2DOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
@@ -107,6 +108,11 @@ def _pipeline_stages(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
+    if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
+        # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
+        # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
+        # target the chain stays, for them (and Collage) to take.
+        steps.append("fuse-attention")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")
@@ -179,6 +185,7 @@ class Executable:
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
     binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
     _runtime: Any = field(default=None, repr=False)
+    _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
              libraries: Mapping[str, Any] | None = None):
@@ -198,9 +205,13 @@ class Executable:
     @property
     def runtime(self):
         """The ``partita.runtime.plan.Runtime`` running this executable."""
-        if self._runtime is None:
-            self.load()
-        return self._runtime
+        runtime = self._runtime
+        if runtime is None:
+            with self._loading:  # first runs from many threads load one runtime
+                if self._runtime is None:
+                    self.load()
+                runtime = self._runtime
+        return runtime
 
     def close(self) -> None:
         """Releases the loaded runtime: its device memory, graphs, library objects and the

@@ -306,6 +306,33 @@ class RecordingDriver:
     def cuMemsetD8Async(self, ptr, value, nbytes, stream):
         return self._async("cuMemsetD8Async", stream, lambda: ctypes.memset(int(ptr), value, int(nbytes)))
 
+    def _fill_async(self, name: str, ptr, value, dtype, count: int, pitch: int, stream):
+        """A memset of ``count`` elements of ``dtype`` every ``pitch`` bytes, checked as the
+        driver does: aligned to the element and inside one allocation."""
+        ptr, dtype = int(ptr), np.dtype(dtype)
+        span = (int(count) - 1) * pitch + dtype.itemsize if count else 0
+        block = next((b for base, b in self.memory.items() if base <= ptr and ptr + span <= base + b.nbytes), None)
+        if ptr % dtype.itemsize or pitch % dtype.itemsize or block is None:
+            return (INVALID_VALUE,)
+        start = ptr - block.ctypes.data
+        view = np.ndarray((int(count),), dtype, buffer=block, offset=start, strides=(pitch,))
+        self.calls[name + ":bytes"] += int(count) * dtype.itemsize
+        result = self._async(name, stream, lambda: view.__setitem__(Ellipsis, np.array(value).astype(dtype)))
+        if result[0] == SUCCESS:
+            self._write(stream, ptr, span)
+        return result
+
+    def cuMemsetD16Async(self, ptr, value, count, stream):
+        return self._fill_async("cuMemsetD16Async", ptr, value, np.uint16, count, 2, stream)
+
+    def cuMemsetD32Async(self, ptr, value, count, stream):
+        return self._fill_async("cuMemsetD32Async", ptr, value, np.uint32, count, 4, stream)
+
+    def cuMemsetD2D32Async(self, ptr, pitch, value, width, height, stream):
+        if int(width) != 1:  # the plan fills one word per row; wider rows are not modelled
+            return (INVALID_VALUE,)
+        return self._fill_async("cuMemsetD2D32Async", ptr, value, np.uint32, height, int(pitch), stream)
+
     # -- streams, events -----------------------------------------------------------------
     def cuStreamCreate(self, flags):
         result = self._call("cuStreamCreate", 0)

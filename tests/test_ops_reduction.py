@@ -35,7 +35,7 @@ from kernel_harness import run_host_kernels  # tests/kernel_harness.py
 
 ONNX_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
             "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax",
-            "ArgMin", "TopK", "CumSum")
+            "ArgMin", "TopK", "CumSum", "CumProd")
 """The ONNX op types this file converts (``test_onnx_import`` checks every converter has
 a test)."""
 ONNX_TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16,
@@ -194,6 +194,37 @@ def test_cumsum_variants():
     check_against_onnx(model("CumSum", {"x": xi}, 1, 14, {"a": np.array(0, np.int32)}), {"x": xi})
 
 
+def test_cumprod_variants():
+    x = _value((3, 4))
+    for attrs in ({}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}):
+        for axis in (0, -1):
+            check_against_onnx(model("CumProd", {"x": x}, 1, 26, {"a": np.array(axis, np.int64)},
+                                     **attrs), {"x": x})
+    xi = rand_like((5,), np.int32)
+    check_against_onnx(model("CumProd", {"x": xi}, 1, 26, {"a": np.array(0, np.int32)}, exclusive=1),
+                       {"x": xi})
+
+
+@pytest.mark.parametrize("op_type", ["CumSum", "CumProd"])
+def test_cumulative_axis_read_at_run_time(tmp_path, op_type):
+    """An axis given as a graph input (the node suite's form): one running op per axis,
+    the named one selected in the kernel, for every axis value a rank-3 input takes."""
+    x = _value((2, 3, 4))
+    graph = helper.make_graph(
+        [helper.make_node(op_type, ["x", "axis"], ["y"], reverse=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("axis", TensorProto.INT32, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    exe = partita.compile(m, cache_dir=tmp_path)
+    reference = ReferenceEvaluator(m)
+    for axis in (-3, -2, -1, 0, 1, 2):
+        a = np.array(axis, np.int32)
+        (want,) = reference.run(None, {"x": x, "axis": a})
+        np.testing.assert_allclose(exe.run(x, a)[0], want, rtol=1e-5, atol=1e-6)
+    assert not exe.runtime.plan.host_ops
+
+
 def test_constant_inputs_fold_with_the_project_references():
     node = helper.make_node("ReduceSum", ["c", "axes"], ["s"], keepdims=0)
     add = helper.make_node("Add", ["x", "s"], ["y"])
@@ -236,6 +267,8 @@ FLOAT_REDUCTIONS = [
     ("reduce_max", "axes = array<i64>", "?x5x7"),
     ("cumsum", "axis = 1 : i64", "?x5x7"),
     ("cumsum", "axis = 2 : i64, exclusive = true, reverse = true", "?x5x7"),
+    ("cumprod", "axis = 1 : i64, exclusive = true", "?x5x7"),
+    ("cumprod", "axis = 2 : i64, reverse = true", "?x5x7"),
 ]
 INT_REDUCTIONS = [
     ("reduce_sum", "axes = array<i64: 1>", "?x1x7"),
@@ -246,6 +279,7 @@ INT_REDUCTIONS = [
     ("reduce_sum_square", "axes = array<i64: 1>", "?x1x7"),
     ("reduce_mean", "axes = array<i64: 1>", "?x1x7"),
     ("cumsum", "axis = 1 : i64, reverse = true", "?x5x7"),
+    ("cumprod", "axis = 2 : i64, exclusive = true, reverse = true", "?x5x7"),
 ]
 INDEX_OPS = """
 func.func @idx_T(%x: tensor<?x5x7xT>) -> (tensor<?x1x7xi64>, tensor<?x5xi64>, tensor<?x5x3xT>, tensor<?x5x3xi64>, tensor<2x5x7xi64>) {
@@ -283,7 +317,7 @@ def test_kernels_compute_the_reference_semantics(tmp_path):
     assert {a.removeprefix("nn.") for a in anchors} >= {
         "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1",
         "reduce_l2", "reduce_sum_square", "reduce_log_sum_exp", "reduce_inv_std_dev",
-        "argmax", "argmin", "topk_values", "topk_indices", "cumsum"}
+        "argmax", "argmin", "topk_values", "topk_indices", "cumsum", "cumprod"}
 
 
 EDGES = """

@@ -93,6 +93,12 @@ def node_flops(node: NodeInfo, dynamic_dim_hint: int = 1) -> float:
     out = node.out_type.numel(h)
     cls = op_class(node)
     family = op_family(node)
+    if node.op == "nn.attention" and len(node.in_types) >= 3:
+        # Q·Kᵀ and P·V (2 FLOPs a multiply-add each) plus the softmax, per score.
+        q, k = node.in_types[0].concrete_shape(h), node.in_types[1].concrete_shape(h)
+        kv_len = k[1] if node.attrs.get("layout") == "BSHD" else k[2]
+        rows = node.in_types[0].numel(h) / max(1, q[-1])
+        return rows * kv_len * (2.0 * q[-1] + 2.0 * out / max(1, rows) + 5.0)
     if cls == "gemm":
         k = node.in_types[0].concrete_shape(h)[-1] if node.in_types and node.in_types[0].shape else 1
         return 2.0 * out * k
@@ -428,7 +434,7 @@ class CostCache:
         if self.path is None or not self._dirty:
             return
         payload = json.dumps({"version": self.VERSION, "entries": self.entries}, sort_keys=True, indent=0)
-        write_atomically(self.path, payload, durable=True)
+        write_atomically(self.path, payload, durable=True, parents=True)
         self._dirty = False
 
     def __enter__(self) -> CostCache:

@@ -8,8 +8,10 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 ``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
 Whoever needs the values asks ``constant_values``: a splat comes back as a read-only
-``np.broadcast_to`` view (no memory) unless a real buffer is needed (weights uploaded to a
-device), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op.
+``np.broadcast_to`` view (no memory) unless a real buffer is needed (a host pass that writes
+into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op. The
+launch plan never asks for one: it fills a splat weight's device buffer from
+``splat_element`` (a driver memset), so device memory is the only limit there.
 Works for every element type of the builtin dense attribute (floats, integers, ``i1``,
 ``index``); the dtype comes from the element type, never a fixed list of floats.
 """
@@ -37,6 +39,26 @@ from xdsl.ir import Attribute, Operation
 MATERIALIZE_LIMIT_BYTES = 256 << 20
 """The largest buffer Partita builds from a splat (256 MiB, several times the largest
 weight of the bundled models); larger ones are errors."""
+
+MATERIALIZE_TOTAL_BYTES = 1 << 30
+"""What all the splats of one module may take together once materialized (1 GiB): each
+under ``MATERIALIZE_LIMIT_BYTES`` is not enough, a 5 KB file holds thousands."""
+
+
+def check_splat_budget(ops: list[Operation], total: int = MATERIALIZE_TOTAL_BYTES) -> None:
+    """A located error, before any is built, when materializing the splat constants
+    ``ops`` would take more than ``total`` bytes together."""
+    spent = 0
+    for op in ops:
+        attr = op.properties["value"]
+        if isinstance(attr, DenseIntOrFPElementsAttr) and is_splat(attr):
+            spent += splat_bytes(attr)
+            if spent > total:
+                from partita.ir.diagnostics import op_error
+
+                raise op_error(op, f"splat constants would take {spent / 2**20:.0f} MiB once materialized "
+                                   f"(this one included), over the total of {total / 2**20:.0f} MiB")
+
 
 _limit: ContextVar[int | None] = ContextVar("partita_materialize_limit", default=MATERIALIZE_LIMIT_BYTES)
 
@@ -132,6 +154,15 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
             f"limit of {limit / 2**20:.0f} MiB",
         )
     return np.full(values.shape, values[(0,) * values.ndim], values.dtype)
+
+
+def splat_element(array: np.ndarray) -> np.ndarray | None:
+    """The one element (a 0-d array) a splat view stands for, or None for an array that
+    holds its elements: a device fills the buffer of a splat from this element instead of
+    receiving a host buffer of its size."""
+    if array.size > 1 and not any(array.strides):
+        return np.array(array[(0,) * array.ndim], array.dtype)
+    return None
 
 
 def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:

@@ -120,8 +120,8 @@ def private_cache_dir(wanted: Path, why: str) -> Path:
 def read_verified(path: Path, digest: str) -> bytes | None:
     """The bytes of ``path`` if it is a regular file (not a symlink) whose sha256 is
     ``digest``; None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:  # O_NONBLOCK: a FIFO in the cache must not hang the compile
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:
@@ -138,7 +138,26 @@ def read_verified(path: Path, digest: str) -> bytes | None:
     return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
-def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
+_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(')
+
+
+def declared_entries(code: str) -> set[str]:
+    """The ``extern "C" __global__`` kernels CUDA source ``code`` defines."""
+    return set(_ENTRY.findall(code))
+
+
+def _defines_entries(cubin: bytes, entries: set[str]) -> bool:
+    if not entries:
+        return True
+    from partita.lowering.cubin import kernel_symbols
+
+    try:
+        return entries <= kernel_symbols(cubin)
+    except Exception:  # noqa: BLE001 - CubinError, or pyelftools' own errors on junk
+        return False
+
+
+def _cache_lookup(cdir: Path, key: str, entries: set[str] = frozenset()) -> tuple[bytes, Path] | None:
     """A verified hit for ``key``, or None (a warning says when an entry was bad)."""
     import warnings
 
@@ -146,9 +165,12 @@ def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
     if not ref.exists() and not ref.is_symlink():
         return None
     try:
-        fd = os.open(ref, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(ref, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            digest = os.read(fd, 128).decode("ascii", "replace").strip()
+            import stat
+
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            digest = os.read(fd, 128).decode("ascii", "replace").strip() if regular else ""
         finally:
             os.close(fd)
     except OSError:
@@ -156,7 +178,8 @@ def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
     if _SHA256_HEX.fullmatch(digest):
         path = cdir / f"{digest}.cubin"
         data = read_verified(path, digest)
-        if data is not None:
+        # A ref edited to name another key's (valid) cubin: it lacks this source's kernels.
+        if data is not None and _defines_entries(data, entries):
             return data, path
     warnings.warn(f"cubin cache entry {key[:16]}... in {cdir} is damaged; recompiling it", CacheWarning, stacklevel=3)
     return None
@@ -171,7 +194,7 @@ def _replace_entry(path: Path, data: bytes) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    write_atomically(path, data, durable=True)
+    write_atomically(path, data, durable=True, parents=True)
 
 
 def _cache_store(cdir: Path, key: str, cubin: bytes) -> Path:
@@ -357,7 +380,7 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
     key = cache_key(code, opts, arch)
     if use_cache:
         cdir = usable_cache_dir(cache_dir)
-        hit = _cache_lookup(cdir, key)
+        hit = _cache_lookup(cdir, key, declared_entries(code))
         if hit is not None:
             return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
     cubin, log = _nvrtc_compile(code, name, opts)

@@ -294,6 +294,24 @@ class CudaDevice:
     def memset(self, ptr: int, nbytes: int, stream) -> None:
         self._call(self.drv.cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
 
+    def fill(self, ptr: int, element: np.ndarray, count: int, stream) -> None:
+        """``count`` copies of the 0-d ``element`` at ``ptr`` with the driver's memsets (a
+        splat constant never exists on the host). Elements of 8 bytes are two 32-bit 2D
+        memsets, one per word, with the element size as pitch."""
+        raw = np.ascontiguousarray(element).tobytes()
+        if len(raw) == 1:
+            self._call(self.drv.cuMemsetD8Async(ptr, raw[0], count, stream), "cuMemsetD8Async")
+        elif len(raw) == 2:
+            self._call(self.drv.cuMemsetD16Async(ptr, int.from_bytes(raw, "little"), count, stream), "cuMemsetD16Async")
+        elif len(raw) == 4:
+            self._call(self.drv.cuMemsetD32Async(ptr, int.from_bytes(raw, "little"), count, stream), "cuMemsetD32Async")
+        elif len(raw) % 4 == 0:
+            for k in range(0, len(raw), 4):
+                word = int.from_bytes(raw[k:k + 4], "little")
+                self._call(self.drv.cuMemsetD2D32Async(ptr + k, len(raw), word, 1, count, stream), "cuMemsetD2D32Async")
+        else:
+            raise ValueError(f"no device fill for elements of {len(raw)} bytes")
+
     def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
         """A launch packed once; ``operands`` (which argument is which tensor) let the plan
         patch a zero-copy input's pointer into it."""

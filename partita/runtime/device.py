@@ -6,7 +6,8 @@ needs, and nothing more:
 * memory: ``alloc(nbytes) -> buffer`` (``int(buffer)`` is its address), ``free``;
 * one stream: ``create_stream``, and on it ``upload(ptr, array, stream)``,
   ``download(array, ptr, stream)``, ``copy(dst, src, nbytes, stream)``,
-  ``memset(ptr, nbytes, stream)`` and ``synchronize(stream)``;
+  ``memset(ptr, nbytes, stream)``, ``fill(ptr, element, count, stream)`` (a splat's
+  buffer from its one element) and ``synchronize(stream)``;
 * kernels: ``load_module(cubin).kernel(entry, smem, emulation)`` at load, then
   ``prepare_launch(kernel, grid, block, smem, args, operands)`` once per shape signature,
   which packs the C-ABI argument buffer and returns a callable ``launch(stream)``;
@@ -157,6 +158,8 @@ class SimulatedDevice:
         """The tensor of ``shape`` and ``dtype`` at device address ``ptr``."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes == 0:  # an empty tensor has no bytes to find (the planner gives it none)
+            return np.empty(tuple(shape), dtype)
         k = bisect.bisect_right(self._bases, ptr) - 1
         base = self._bases[k] if k >= 0 else None
         arena = self._arenas.get(base) if base is not None else None
@@ -190,6 +193,12 @@ class SimulatedDevice:
 
     def memset(self, ptr: int, nbytes: int, stream) -> None:
         self.view(ptr, (nbytes,), np.uint8)[...] = 0
+
+    def fill(self, ptr: int, element: np.ndarray, count: int, stream) -> None:
+        """``count`` copies of the 0-d ``element`` at ``ptr`` (a splat constant's buffer)."""
+        self.counts["fill"] += 1
+        self.counts["fill_bytes"] += count * element.dtype.itemsize
+        self.view(ptr, (count,), element.dtype)[...] = element
 
     def synchronize(self, stream=None) -> None:
         self.counts["synchronize"] += 1

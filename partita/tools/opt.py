@@ -196,7 +196,7 @@ class PartitaOptMain(xDSLOptMain):
             sys.stdout.write(text)
             sys.stdout.flush()
             return
-        write_atomically(Path(path), text)
+        write_atomically(path, text)  # the string: Path("out/") would drop the slash
 
 
 def main(argv: Sequence[str] | None = None) -> int:

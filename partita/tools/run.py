@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 import time
 import zipfile
@@ -131,7 +132,42 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dty
     return rng.standard_normal(shape).astype(dtype)
 
 
+MAX_INPUTS_BYTES = 16 << 30
+"""What the arrays of an ``--inputs`` file may take once read (a zip bomb is refused)."""
+
+
+def _check_npz(path: Path, limit: int) -> None:
+    """Refuses, before reading any array, an ``.npz`` whose members would expand past
+    ``limit`` bytes, or whose ``.npy`` headers claim more elements than the member holds
+    (NumPy allocates what the header says before reading)."""
+    with open(path, "rb") as handle:
+        if handle.read(6) == b"\x93NUMPY":  # one .npy: refused below, before NumPy allocates it
+            raise PartitaError(f"'{path}' holds one array, not named inputs: write them with numpy.savez")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            total = sum(m.file_size for m in members)
+            if total > limit:
+                raise PartitaError(f"'{path}' would expand to {total} bytes, over the limit of {limit}")
+            for member in members:
+                with archive.open(member) as handle:
+                    version = np.lib.format.read_magic(handle)
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read(handle)
+                if prod(shape) * dtype.itemsize > member.file_size:
+                    raise PartitaError(f"'{path}': array '{member.filename}' claims shape {shape} of {dtype}, "
+                                       f"more than its {member.file_size} bytes")
+    except (ValueError, EOFError, zipfile.BadZipFile, OverflowError) as err:
+        raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
+
+
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    regular_file(path, "--inputs")
+    try:
+        _check_npz(path, MAX_INPUTS_BYTES)
+    except OSError as err:
+        raise PartitaError(f"cannot read inputs from '{path}': {err.strerror or err}") from None
     try:
         data = np.load(path, allow_pickle=False)
     except OSError as err:
@@ -157,6 +193,19 @@ def write_outputs(path: Path | str, outputs: Sequence[np.ndarray], names: Sequen
     write_atomically(path, buffer.getvalue())
 
 
+def regular_file(path: Path | str, what: str) -> None:
+    """A ``PartitaError`` unless ``path`` is a regular file (stat only: nothing opened)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise PartitaError(f"cannot read {what} '{path}': {err.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO or device)"
+        raise PartitaError(f"{what} '{path}' is {kind}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return run_tool("partita-run", lambda: _main(parse_args(argv)))
 
@@ -168,6 +217,7 @@ def _main(args: argparse.Namespace) -> int:
 
     from partita.artifact import is_compiled_model
 
+    regular_file(args.model, "the model")  # a FIFO or device would hang the reader
     if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
         exe = partita.load(args.model)
         if args.entry is not None and args.entry != exe.entry:

@@ -34,6 +34,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
+    "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
     "cuda-codegen": ("partita.lowering.cuda_codegen", "CudaCodegen"),

@@ -43,12 +43,25 @@ from partita.dialects.byoc import AllocTensorOp, CallExternOp
 from partita.dialects.nn import ReshapeOp, numpy_dtype
 from partita.ir import op_error
 
-__all__ = ["ARENA_SIZE", "OFFSET", "PlanMemory", "assign_offsets", "buffer_of", "live_ranges", "tensor_bytes"]
+__all__ = [
+    "ARENA_SIZE",
+    "MAX_ARENA_BYTES",
+    "OFFSET",
+    "PlanMemory",
+    "assign_offsets",
+    "buffer_of",
+    "check_memory_plan",
+    "live_ranges",
+    "tensor_bytes",
+]
 
 OFFSET = "byoc.offset"
 """Byte offset of a planned ``byoc.alloc_tensor`` in its function's arena."""
 ARENA_SIZE = "byoc.arena_size"
 """Bytes of a function's arena (the end of its highest planned buffer)."""
+MAX_ARENA_BYTES = 1 << 48
+"""No device addresses more (48-bit virtual addresses); an i64 attribute holds it without
+wrapping negative."""
 
 
 def tensor_bytes(typ: TensorType, shape: Sequence[int] | None = None) -> int:
@@ -160,8 +173,57 @@ class PlanMemory(ModulePass):
             raise op_error(function, "plan-memory: allocations in a function of several blocks cannot be planned")
         ranges = live_ranges(function.body.block, [a.result for a in allocs])
         sizes = [tensor_bytes(a.result.type) for a in allocs]
+        for alloc, size in zip(allocs, sizes):
+            if size > MAX_ARENA_BYTES:
+                raise op_error(alloc, f"plan-memory: a tensor of {size} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                      "address space of a device")
         offsets, arena = assign_offsets(sizes, [ranges[a.result] for a in allocs], self.alignment)
+        if arena > MAX_ARENA_BYTES:
+            raise op_error(function, f"plan-memory: an arena of {arena} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                     "address space of a device")
         i64 = IntegerType(64)
         for alloc, offset in zip(allocs, offsets):
             alloc.attributes[OFFSET] = IntegerAttr(offset, i64)
         function.attributes[ARENA_SIZE] = IntegerAttr(arena, i64)
+
+
+def check_memory_plan(function: func.FuncOp) -> None:
+    """A located error unless the plan recorded on ``function`` is one a device can run:
+    an arena size in ``[0, MAX_ARENA_BYTES]``, every planned buffer inside it, and no two
+    buffers live at the same time sharing a byte. Run at load, before anything is
+    allocated: a compiled-model file is untrusted input, and a bad offset would make a
+    kernel write over another buffer (a simulated device's bounds check is no GPU's)."""
+    allocs = [o for o in function.body.block.ops if isinstance(o, AllocTensorOp) and OFFSET in o.attributes]
+    if not allocs:
+        return
+    size = function.attributes.get(ARENA_SIZE)
+    if not isinstance(size, IntegerAttr):
+        raise op_error(function, f"has planned allocations but no integer '{ARENA_SIZE}'")
+    arena = size.value.data
+    if not 0 <= arena <= MAX_ARENA_BYTES:
+        raise op_error(function, f"'{ARENA_SIZE}' = {arena} is outside [0, {MAX_ARENA_BYTES}]")
+    spans = []
+    for alloc in allocs:
+        offset = alloc.attributes[OFFSET]
+        if not isinstance(offset, IntegerAttr):
+            raise op_error(alloc, f"'{OFFSET}' must be an integer")
+        typ = alloc.result.type
+        if DYNAMIC_INDEX in typ.get_shape():
+            raise op_error(alloc, f"has a '{OFFSET}' but a dynamic shape: only static allocations are planned")
+        start, nbytes = offset.value.data, tensor_bytes(typ)
+        if start < 0 or start + nbytes > arena:
+            raise op_error(alloc, f"'{OFFSET}' = {start}: its {nbytes} bytes do not lie inside the "
+                                  f"{arena}-byte arena")
+        if nbytes:  # an empty buffer shares no byte with anything
+            spans.append((start, start + nbytes, alloc))
+    ranges = live_ranges(function.body.block, [a.result for a in allocs])
+    spans.sort(key=lambda s: s[0])
+    for i, (start, stop, alloc) in enumerate(spans):
+        lo, hi = ranges.get(alloc.result, (0, 0))
+        for other_start, _, other in spans[i + 1:]:
+            if other_start >= stop:
+                break
+            other_lo, other_hi = ranges.get(other.result, (0, 0))
+            if other_lo <= hi and lo <= other_hi and other_start < stop:
+                raise op_error(other, f"'{OFFSET}' = {other_start} overlaps a buffer live at the same time "
+                                      f"(bytes {start}..{stop} of the arena)")

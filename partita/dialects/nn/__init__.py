@@ -17,6 +17,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from partita.dialects.nn import (
+    attention,
     conv,
     elementwise,
     image,
@@ -35,8 +36,10 @@ from partita.dialects.nn.transform import *  # noqa: F403
 from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.image import *  # noqa: F403
+from partita.dialects.nn.attention import *  # noqa: F403
 
-FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
+FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
+            attention)
 """The operator families, in the order the dialect lists their ops."""
 
 

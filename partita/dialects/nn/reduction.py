@@ -291,13 +291,11 @@ class TopKIndicesOp(IndexResultOp, _TopK):
         return infer_topk_shape(_shape(self.input), self.k, self.axis)
 
 
-@irdl_op_definition
-class CumSumOp(UnaryOp):
-    """Running sum along ``axis``; ``exclusive`` leaves the current element out,
-    ``reverse`` runs from the end."""
+class CumulativeOp(UnaryOp):
+    """Base of the running sums and products along ``axis`` (no name: not an op);
+    ``exclusive`` leaves the current element out, ``reverse`` runs from the end."""
     traits = kind_trait(OpKind.OPAQUE)
 
-    name = "nn.cumsum"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     axis_attr = _int_prop("axis")
     exclusive_attr = _bool_prop("exclusive", False)
@@ -314,3 +312,17 @@ class CumSumOp(UnaryOp):
         x = _shape(self.input)
         normalize_axis(self.axis, len(x))
         return x
+
+
+@irdl_op_definition
+class CumSumOp(CumulativeOp):
+    """Running sum along ``axis`` (ONNX CumSum)."""
+
+    name = "nn.cumsum"
+
+
+@irdl_op_definition
+class CumProdOp(CumulativeOp):
+    """Running product along ``axis`` (ONNX CumProd); an exclusive product starts at 1."""
+
+    name = "nn.cumprod"

@@ -3,6 +3,8 @@ comparisons and logic, Where, Cast / CastLike, Clip."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 from xdsl.ir import SSAValue
@@ -237,9 +239,14 @@ _QUANTIZED = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.IN
 
 def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
     x, scale = cx.tensor(ins[0]), cx.tensor(ins[1])
-    zp = ins[2] if len(ins) > 2 and ins[2] is not None else \
-        np.zeros(np.shape(ins[1]) if is_const(ins[1]) else scale.type.get_shape(), default_zero)
-    return x, scale, cx.tensor(zp)
+    zp = cx.tensor(ins[2] if len(ins) > 2 and ins[2] is not None else
+                   np.zeros(np.shape(ins[1]) if is_const(ins[1]) else scale.type.get_shape(), default_zero))
+    # Per-tensor parameters come as a scalar or a one-element vector, and exporters mix the
+    # two (onnxruntime's QDQ BERT: a [1] scale beside a scalar zero point): both scalars.
+    sizes = [math.prod(v.type.get_shape()) for v in (scale, zp)]
+    if sizes == [1, 1] and scale.type.get_shape() != zp.type.get_shape():
+        scale, zp = (cx.emit(nn.ReshapeOp(v, [])) if v.type.get_shape() else v for v in (scale, zp))
+    return x, scale, zp
 
 
 @converter("QuantizeLinear")
@@ -263,3 +270,20 @@ def _dequantize_linear(cx, ins, attrs):
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
     return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
                                    block_size=attrs.get("block_size", 0)))
+
+
+@converter("DynamicQuantizeLinear")
+def _dynamic_quantize_linear(cx, ins, attrs):
+    """uint8 per-tensor quantization whose range is measured at run time (onnxruntime's
+    dynamic quantization): the range of ``x`` widened to hold 0 gives the scale, the zero
+    point is ``round(clip(-min / scale, 0, 255))``, then ``y`` is a QuantizeLinear."""
+    x = cx.tensor(ins[0])
+    axes = list(range(len(x.type.get_shape())))
+    zero = cx.tensor(np.zeros((), np.float32))
+    lo = cx.emit(nn.MinimumOp(cx.emit(nn.ReduceMinOp(x, axes, keepdims=False)), zero))
+    hi = cx.emit(nn.MaximumOp(cx.emit(nn.ReduceMaxOp(x, axes, keepdims=False)), zero))
+    scale = cx.emit(nn.DivideOp(cx.emit(nn.SubtractOp(hi, lo)), cx.tensor(np.asarray(255, np.float32))))
+    shifted = cx.emit(nn.SubtractOp(zero, cx.emit(nn.DivideOp(lo, scale))))
+    zp = cx.emit(nn.CastOp(cx.emit(nn.RoundOp(cx.emit(nn.ClipOp(shifted, min=0.0, max=255.0)))),
+                           nn.element_type_of(np.dtype(np.uint8))))
+    return [cx.emit(nn.QuantizeOp(x, scale, zp)), scale, zp]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -90,6 +91,29 @@ def sym_arith(kind: str, x: SymDim | int, y: SymDim | int) -> SymDim | int:
     return SymDim((kind, norm(x), norm(y)))
 
 
+def sym_linear(d: SymDim | int) -> tuple[frozenset, int]:
+    """``d`` as a sum of integer multiples of dims plus a constant, so ``(past + 1) - past``
+    is the constant 1 and ``seq + past`` the same dim as ``past + seq``; a product or
+    quotient of two dynamic dims is one term of its own."""
+    terms: dict[object, int] = {}
+
+    def walk(x: SymDim | int, scale: int) -> int:
+        if not isinstance(x, SymDim):
+            return scale * int(x)
+        label = x.label
+        if isinstance(label, tuple) and label[:1] in (("add",), ("sub",)):
+            return walk(label[1], scale) + walk(label[2], scale if label[0] == "add" else -scale)
+        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[1], SymDim):
+            return walk(label[2], scale * int(label[1]))
+        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[2], SymDim):
+            return walk(label[1], scale * int(label[2]))
+        terms[x] = terms.get(x, 0) + scale
+        return 0
+
+    constant = walk(d, 1)
+    return frozenset((k, v) for k, v in terms.items() if v), constant
+
+
 def sym_factors(dims: list[object]) -> list[object]:
     """The factors of a product of dims: ``mul`` expressions split, ones dropped."""
     out: list[object] = []
@@ -151,6 +175,7 @@ class Importer:
         self.sym_labels: dict[SSAValue, list[object]] = {}  # dims a converter or shape rule knows
         self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
+        self.folded_bytes = 0  # what import-time folding has built so far (FOLD_TOTAL_BYTES)
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
@@ -193,10 +218,25 @@ class Importer:
             labels = self.labels(op.input)
             axes = {a % len(labels) for a in op.axes} if op.axes else set(range(len(labels)))
             return [1 if k in axes else d for k, d in enumerate(labels) if op.keepdims or k not in axes]
+        if isinstance(op, nn.ReshapeOp) and not op.refs:
+            # One dynamic dim in and out with equal static products: the same dim (a head
+            # split [1, seq, 8] -> [1, seq, 2, 4]).
+            labels, out = self.labels(op.input), list(shape_of(op.result))
+            dyn_in = [d for d in labels if isinstance(d, SymDim)]
+            static_in = [d for d in labels if not isinstance(d, SymDim)]
+            if len(dyn_in) == 1 and out.count(nn.DYN) == 1 and \
+                    math.prod(static_in) == math.prod(d for d in out if d != nn.DYN):
+                return [dyn_in[0] if d == nn.DYN else d for d in out]
+            return None
         if isinstance(op, nn.ConcatenateOp):  # the other axes are the inputs' (all equal)
             axis = op.axis % len(shape_of(op.results[0]))
-            out = _broadcast_labels([self.labels(v) for v in op.inputs], shape_of(op.results[0]))
-            return [None if k == axis else d for k, d in enumerate(out)]
+            inputs = [self.labels(v) for v in op.inputs]
+            out = _broadcast_labels(inputs, shape_of(op.results[0]))
+            # The concatenated axis is the sum of the inputs' (a KV cache's past + new).
+            total: SymDim | int | None = 0
+            for labels in inputs:
+                total = sym_arith("add", total, labels[axis]) if total is not None and labels[axis] is not None else None
+            return [total if k == axis else d for k, d in enumerate(out)]
         if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp | nn.WhereOp | nn.AxisNormOp
                       | nn.LayerNormOp | nn.RMSNormOp):
             operands = [v for v in op.operands if isinstance(v.type, TensorType)]
@@ -265,6 +305,7 @@ class Importer:
 
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
+        _check_single_assignment(self.graph)
         for init in self.graph.initializer:
             self.values[init.name] = tensor_array(init, "initializer")
         if self.graph.sparse_initializer:
@@ -317,6 +358,7 @@ class Importer:
         for n, v in zip(node.input, ins):
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
+        _check_attributes(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \
@@ -354,6 +396,7 @@ class Importer:
         with the NumPy references and drop them: the node's outputs become constants."""
         before = self.block.last_op
         emitted = []
+        keep = False
         try:
             outs = converter(self, ins, attrs)
             outs = list(outs) if isinstance(outs, list | tuple) else [outs]
@@ -361,13 +404,21 @@ class Importer:
             while op is not None:
                 emitted.append(op)
                 op = op.next_op
+            # Never materialize what the import cannot afford (an 86-byte Expand of 10^8
+            # elements): over budget, the ops stay in the graph and run at run time.
+            sizes = [_static_bytes(r.type) for op in emitted for r in op.results]
+            if any(size is None or size > FOLD_LIMIT_BYTES for size in sizes) or \
+                    self.folded_bytes + sum(s or 0 for s in sizes) > FOLD_TOTAL_BYTES:
+                keep = True
+                return outs
+            self.folded_bytes += sum(s or 0 for s in sizes)
             values: dict[SSAValue, np.ndarray] = {}
             for op in emitted:
                 args = tuple(values[v] for v in op.operands)
                 values.update(zip(op.results, self.folder.run_op(op, args)))
             return [values[v] if isinstance(v, SSAValue) else v for v in outs]
         finally:
-            op = self.block.last_op
+            op = None if keep else self.block.last_op
             while op is not None and op is not before:
                 prev = op.prev_op
                 op.detach()
@@ -418,10 +469,19 @@ class Importer:
     def dim_source(self, sym: SymDim, what: str) -> tuple[SSAValue, int]:
         """A tensor and axis whose run-time size is ``sym`` (ops take it as a shape
         reference, ``nn.indexing``)."""
-        if sym not in self.sym_sources:
-            fail(f"{what} depends on a dynamic dimension computed from other dimensions; "
-                 "only dimensions of tensors are supported")
-        return self.sym_sources[sym]
+        if sym in self.sym_sources:
+            return self.sym_sources[sym]
+        # A dim computed from others (``past + seq``) sizes a tensor when some tensor's dim
+        # is the same sum, however it was spelled (a concatenated KV cache).
+        key = sym_linear(sym)
+        candidates = list(self.sym_sources.items()) + [
+            (d, (v, i)) for v, labels in self.sym_labels.items() for i, d in enumerate(labels) if isinstance(d, SymDim)]
+        for known, (value, axis) in candidates:
+            if shape_of(value)[axis] == nn.DYN and (value.owner is self.block or getattr(value.owner, "parent", None) is self.block) and sym_linear(known) == key:
+                self.sym_sources[sym] = (value, axis)
+                return value, axis
+        fail(f"{what} depends on a dynamic dimension computed from other dimensions that sizes "
+             "no tensor of the graph")
 
 
 # ---------------------------------------------------------------------------------------
@@ -476,8 +536,9 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
     elem = t.tensor_type.elem_type
     if elem not in ONNX_DTYPES:
         supported = ", ".join(onnx.TensorProto.DataType.Name(t) for t in ONNX_DTYPES)
+        known = elem in onnx.TensorProto.DataType.values()
         raise PartitaError(f"{what} '{info.name}' has unsupported element type "
-                           f"{onnx.TensorProto.DataType.Name(elem)} (supported: {supported})")
+                           f"{onnx.TensorProto.DataType.Name(elem) if known else elem} (supported: {supported})")
     if not t.tensor_type.HasField("shape"):
         raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
     dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
@@ -696,11 +757,81 @@ def converter(*op_types: str, symbolic: bool = False):
 
 
 
+def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
+    """The node's attributes against its ONNX schema: every required one present, every
+    one given of the schema's type (a LeakyRelu ``alpha`` given as a list is an invalid
+    model, not a crash inside a converter)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        return  # unknown ops are reported by the converter look-up
+    given = {a.name: a for a in node.attribute}
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            fail(f"missing required attribute '{name}'")
+        attr = given.get(name)
+        if attr is not None and attr.type != int(spec.type.value):
+            want = onnx.AttributeProto.AttributeType.Name(int(spec.type.value))
+            have = onnx.AttributeProto.AttributeType.Name(attr.type) \
+                if attr.type in onnx.AttributeProto.AttributeType.values() else str(attr.type)
+            fail(f"attribute '{name}' must be {want}, not {have}")
+
+
+def _check_single_assignment(graph: onnx.GraphProto) -> None:
+    """ONNX graphs are in SSA form: every name is defined once (an input listed again as
+    an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or
+    two nodes writing one output, are invalid models, refused rather than resolved by
+    whichever comes last."""
+    defined: dict[str, str] = {}
+    for inp in graph.input:
+        if inp.name in defined:
+            raise PartitaError(f"invalid ONNX model: two graph inputs are named '{inp.name}'")
+        defined[inp.name] = "a graph input"
+    for init in graph.initializer:
+        if init.name in defined and defined[init.name] != "a graph input":
+            raise PartitaError(f"invalid ONNX model: two initializers are named '{init.name}'")
+        defined[init.name] = "an initializer"
+    for index, node in enumerate(graph.node):
+        for out in node.output:
+            if not out:
+                continue
+            if out in defined:
+                raise PartitaError(f"invalid ONNX model: {_describe(index, node)} writes '{out}', which "
+                                   f"{defined[out]} already defines")
+            defined[out] = f"{_describe(index, node)}"
+
+
+FOLD_LIMIT_BYTES = 64 << 20
+"""The largest value import-time folding builds; a larger result stays an op of the graph."""
+FOLD_TOTAL_BYTES = 512 << 20
+"""What folding may build over one import, all values together."""
+
+
+def _static_bytes(typ) -> int | None:
+    """Bytes of a static tensor type (None for a dynamic one, 0 for no tensor)."""
+    if not isinstance(typ, TensorType):
+        return 0
+    if nn.DYN in typ.get_shape():
+        return None
+    return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
+
+
 def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
     """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
     (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
+    if tensor.data_type not in ONNX_DTYPES:
+        known = tensor.data_type in onnx.TensorProto.DataType.values()
+        raise PartitaError(f"{what} '{tensor.name}' has unsupported element type "
+                           f"{onnx.TensorProto.DataType.Name(tensor.data_type) if known else tensor.data_type}")
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+        # onnx.load(path) reads external data beside the model file; left unread here it
+        # would be read relative to the working directory, never the model's own folder.
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+        raise PartitaError(f"{what} '{tensor.name}' keeps its data in an external file ('{location}') that was "
+                           "not loaded; pass the model's path, or onnx.load it from its folder with its "
+                           "external data")
     try:
         return numpy_helper.to_array(tensor)
     except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError

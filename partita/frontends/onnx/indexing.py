@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import (
+    FOLD_LIMIT_BYTES,
     ONNX_DTYPES,
     Importer,
     SymDim,
@@ -26,6 +27,8 @@ from partita.frontends.onnx.importer import (
     is_const,
     is_symbolic,
     shape_of,
+    sym_arith,
+    sym_linear,
 )
 
 INT64_MAX = 2**63 - 1
@@ -242,22 +245,44 @@ def _range(cx, ins, attrs):
         fail("start, limit and delta must be constants or shape computations")
     start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in ins)
     dtype = next((np.asarray(v).dtype for v in ins if not is_symbolic(v)), np.dtype(np.int64))
-    if isinstance(start, SymDim) or isinstance(delta, SymDim):
-        fail("only the limit of a Range may be a dynamic dimension")
+    if isinstance(delta, SymDim):
+        fail("the delta of a Range must be a constant")
     element = nn.element_type_of(dtype)
-    if isinstance(limit, SymDim):
-        if (start, delta) != (0, 1):
-            fail("a Range up to a dynamic dimension must start at 0 with delta 1")
-        ref, axis = cx.dim_source(limit, "the range limit")
-        result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
-        cx.sym_labels[result] = [limit]
-        return result
+    if isinstance(start, SymDim) or isinstance(limit, SymDim):
+        return _dynamic_range(cx, start, limit, delta, element)
     if delta == 0:
         fail("delta must be non-zero")
     size = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    if size * dtype.itemsize > FOLD_LIMIT_BYTES:  # a run-time op, not gigabytes at import
+        return cx.emit(nn.ArangeOp(float(start), float(delta), size, element))
     return np.asarray(start + delta * np.arange(size), dtype=dtype) if not \
         np.issubdtype(dtype, np.integer) else \
         np.asarray(int(start) + int(delta) * np.arange(size, dtype=np.int64), dtype=dtype)
+
+
+def _dynamic_range(cx, start, limit, delta, element):
+    """A Range whose bounds are shape computations (a decoder step's positions
+    ``Range(past, past + seq)``): its size ``limit - start`` is static when the dims cancel
+    (``past + 1 - past``), else the size of a tensor dim equal to it, and a dynamic start is
+    added to ``arange(0, size)`` at run time."""
+    if int(delta) != 1:
+        fail("a Range with dynamic bounds must have delta 1")
+    size = sym_arith("sub", limit, start)
+    linear, constant = sym_linear(size)
+    if not linear:  # the dims cancel: a static size
+        result = cx.emit(nn.ArangeOp(0, 1, max(constant, 0), element))
+    else:
+        if not constant and len(linear) == 1 and next(iter(linear))[1] == 1:
+            size = next(iter(linear))[0]  # (past + seq) - past is seq, the dim x has
+        ref, axis = cx.dim_source(size, "the range size")
+        result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
+        cx.sym_labels[result] = [size]
+    if isinstance(start, SymDim) or int(start) != 0:
+        labels = cx.sym_labels.get(result)
+        result = cx.emit(nn.AddOp(result, cx.materialize(np.asarray(start, dtype=object), like=result)))
+        if labels is not None:
+            cx.sym_labels[result] = labels
+    return result
 
 
 @converter("Size")

@@ -1,9 +1,18 @@
-"""ONNX converters of reductions (Reduce*), ArgMax / ArgMin, TopK and CumSum."""
+"""ONNX converters of reductions (Reduce*), ArgMax / ArgMin, TopK, CumSum and CumProd."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from partita.dialects import nn
-from partita.frontends.onnx.importer import const_ints, converter, fail, is_const, shape_of
+from partita.frontends.onnx.importer import (
+    const_ints,
+    converter,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+)
 
 REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
     "ReduceSum": (nn.ReduceSumOp, 13),
@@ -72,10 +81,27 @@ def _topk(cx, ins, attrs):
             cx.emit(nn.TopKIndicesOp(x, k, axis=axis, largest=largest))]
 
 
-@converter("CumSum")
-def _cumsum(cx, ins, attrs):
-    if not is_const(ins[1]):
-        fail("CumSum with an axis computed at run time is not supported")
-    (axis,) = const_ints(ins[1], "axis")
-    return cx.emit(nn.CumSumOp(cx.tensor(ins[0]), axis, exclusive=bool(attrs.get("exclusive", 0)),
-                               reverse=bool(attrs.get("reverse", 0))))
+@converter("CumSum", "CumProd")
+def _cumulative(cx, ins, attrs):
+    kind = cx.node.op_type
+    op = nn.CumProdOp if kind == "CumProd" else nn.CumSumOp
+    x = cx.tensor(ins[0])
+    flags = {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))}
+    if is_const(ins[1]) and not is_symbolic(ins[1]):
+        (axis,) = const_ints(ins[1], "axis")
+        return cx.emit(op(x, axis, **flags))
+    # An axis read at run time (the result's shape does not depend on it): one running
+    # sum per axis, the one named selected element-wise, so it stays in kernels.
+    rank = len(shape_of(x))
+    if rank == 0:
+        fail(f"{kind} of a scalar")
+    axis = cx.tensor(ins[1])
+    if axis.type.get_shape() not in ((), (1,)):
+        fail(f"the axis of {kind} must be a scalar")
+    axis = cx.emit(nn.CastOp(cx.emit(nn.ReshapeOp(axis, [])), nn.element_type_of(np.dtype(np.int64))))
+    out = cx.emit(op(x, rank - 1, **flags))  # an axis out of [-rank, rank) reads as the last
+    for k in range(rank - 2, -1, -1):
+        named = cx.emit(nn.OrOp(*(cx.emit(nn.EqualOp(axis, cx.tensor(np.asarray(a, np.int64))))
+                                  for a in (k, k - rank))))
+        out = cx.emit(nn.WhereOp(named, cx.emit(op(x, k, **flags)), out))
+    return out

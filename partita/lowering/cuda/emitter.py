@@ -365,6 +365,7 @@ class KernelEmitter:
         self.entry = entry
         self.block = function.body.block
         self.lines: list[str] = []
+        self.prelude: list[str] = []  # device code a whole-kernel schedule calls (before the entry)
         self.memo: dict[tuple[SSAValue, tuple[str, ...]], str] = {}
         self.counters: dict[str, int] = {}
         self.linear_of: dict[tuple[tuple[Dim, ...], tuple[str, ...]], str] = {}
@@ -546,6 +547,26 @@ class KernelEmitter:
         self.memo[key] = name
         return name
 
+    def _chain_first(self, result: SSAValue) -> None:
+        """Computes, in block order, every element-wise value ``result`` needs at the output
+        index, so that computing ``result`` finds each operand memoized: the emission is a
+        loop over the chain, not one recursion per fused op (a flat chain of 400
+        element-wise ops overflowed Python's stack)."""
+        needed: set[SSAValue] = set()
+        pending = [result]
+        while pending:
+            v = pending.pop()
+            if v not in needed:
+                needed.add(v)
+                if isinstance(v.owner, Operation):
+                    pending.extend(v.owner.operands)
+        for op in self.block.ops:
+            if op is self.block.last_op:
+                break
+            if isinstance(op, nn.ElementwiseUnaryOp | nn.ElementwiseBinaryOp) and op.results[0] in needed \
+                    and all(self.dims.get(v) == self.out_dims for v in (*op.operands, op.results[0])):
+                self.value(op.results[0], self.out_index)
+
     def _compute(self, op: Operation, index: Sequence[str]) -> str:
         if (rule := _rules()[0].get(type(op))) is not None:
             return rule.emit(self, op, list(index))
@@ -576,6 +597,8 @@ class KernelEmitter:
                 inner[axis], _ = self._clamped(index[axis], offset, d)
                 parts.append((f"{index[axis]} < {_paren(_add(offset, d))}", self.value(v, inner)))
                 offset = _add(offset, d)
+            if not parts:  # every input empty along the axis: so is the result, never read
+                return "0"
             expr = parts[-1][1]
             for cond, x in reversed(parts[:-1]):
                 expr = f"{cond} ? {x} : ({expr})"
@@ -634,6 +657,8 @@ class KernelEmitter:
         if self.anchor is not None:
             # The anchor's value at the output index is "y", computed by the schedule.
             self.memo[(self.anchor.results[0], tuple(self.out_index))] = "y"
+        else:
+            self._chain_first(result)
         out = self.value(result, self.out_index)
         out_dtype = _dtype(result.type)
         used = "\n".join(self.lines)
@@ -662,6 +687,9 @@ class KernelEmitter:
                 store,
                 "  }",
             ]
+        elif (whole := self._whole_kernel(result)) is not None:
+            body, block = whole
+            extra = {"kind": "window", "block": block}
         elif kernel_kind(self.anchor) == "window":
             window = self._window()
             body = [
@@ -701,7 +729,7 @@ class KernelEmitter:
             output_dtype=out_dtype,
             dims=tuple(self.runtime_dims),
             ops=tuple(ops),
-            code="\n".join([*head, *body, "}"]) + "\n",
+            code="\n".join([*self.prelude, *head, *body, "}"]) + "\n",
             **extra,
         )
 
@@ -718,6 +746,13 @@ class KernelEmitter:
         rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
         row_loop = f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x)"
         xj = self._load("xr[j]", xt)
+        vector = _vector_width(xt, cols)
+
+        def stats(statement: str) -> list[str]:
+            """A pass over the row applying ``statement`` (``X`` = the element)."""
+            if not vector:
+                return [f"{row_loop} {statement.replace('X', xj)}"]
+            return self._vector_pass(vector, xt, [statement.replace("X", "v")])
         lines = [
             f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
@@ -728,10 +763,10 @@ class KernelEmitter:
         if isinstance(anchor, nn.SoftmaxOp):
             lines += [
                 "    float mx = __int_as_float(0xff800000);",
-                f"{row_loop} mx = fmaxf(mx, {xj});",
+                *stats("mx = fmaxf(mx, X);"),
                 "    mx = partita_block_max(mx, red);",
                 "    float sum = 0.0f;",
-                f"{row_loop} sum += expf({xj} - mx);",
+                *stats("sum += expf(X - mx);"),
                 "    sum = partita_block_sum(sum, red);",
             ]
             y = f"expf({xj} - mx) / sum"
@@ -740,10 +775,10 @@ class KernelEmitter:
             g, b = self._arg(anchor.gamma), self._arg(anchor.beta)
             lines += [
                 "    float mean = 0.0f;",
-                f"{row_loop} mean += {xj};",
+                *stats("mean += X;"),
                 "    mean = partita_block_sum(mean, red) / (float)cols;",
                 "    float var = 0.0f;",
-                f"{row_loop} {{ const float t = {xj} - mean; var += t * t; }}",
+                *stats("{ const float t = X - mean; var += t * t; }"),
                 "    var = partita_block_sum(var, red) / (float)cols;",
                 f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});",
             ]
@@ -782,10 +817,13 @@ class KernelEmitter:
             lines.append(f"    {f.ctype} {f.acc} = {f.init};")
             if f.is_arg:
                 lines.append(f"    long long {f.acc}_at = -1;")
-            lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
-                      f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
-                      *(f"      {line}" for line in f.step("j")),
-                      "    }"]
+            if (vector := _vector_width(xt, cols)):
+                lines += self._vector_pass(vector, xt, f.step("j"))
+            else:
+                lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+                          f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
+                          *(f"      {line}" for line in f.step("j")),
+                          "    }"]
             if f.is_arg:
                 better = f.better("t", "k", "b", "j")
                 lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
@@ -806,6 +844,30 @@ class KernelEmitter:
             "  }",
         ]
         return lines
+
+    def _vector_pass(self, width: int, xt: str, body: Sequence[str]) -> list[str]:
+        """A pass over the row ``xr`` in 16-byte vectors of ``width`` elements (one
+        128-bit load each, coalesced across the block); ``body`` sees the element as ``v``
+        and its index along the row as ``j``."""
+        T = self.index_type
+        return [
+            f"    for ({T} jv = threadIdx.x; jv < cols / {width}; jv += blockDim.x) {{",
+            "      const partita_v16 w = ((const partita_v16*)xr)[jv];",
+            f"      const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;",
+            f"      for (int u = 0; u < {width}; ++u) {{",
+            f"        const {T} j = jv * {width} + u;",
+            f"        const {_C_COMPUTE[xt]} v = {self._load('e[u]', xt)};",
+            *(f"        {line}" for line in body),
+            "      }",
+            "    }",
+        ]
+
+    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
+        """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
+        if self.anchor is None or result is not self.anchor.results[0]:
+            return None
+        rule = _rule_for(self.anchor, _rules()[1])
+        return rule.kernel(self, self.anchor) if rule is not None and rule.kernel is not None else None
 
     def _window(self) -> list[str]:
         """The anchor's value ``y`` at the output index: a loop over its window."""
@@ -901,6 +963,14 @@ ROW_BLOCK_FEW = 1024
 the device, so each block takes as many threads as it may)."""
 
 
+def _vector_width(dtype: str, cols: Dim) -> int:
+    """Elements per 128-bit load of a row of ``cols`` elements (0: scalar loads). Rows
+    start 16-byte aligned when their length is a multiple of the width (buffers are
+    256-byte aligned by plan-memory and the allocator)."""
+    width = {"f16": 8, "bf16": 8, "f32": 4}.get(dtype, 0)
+    return width if width and isinstance(cols, int) and cols % width == 0 else 0
+
+
 def _row_block(rows: Dim, cols: Dim) -> int:
     """Threads per block of a row reduction: the row's length rounded up to a power of
     two, 32 (a warp) to ``BLOCK_SIZE``; ``ROW_BLOCK_FEW`` for at most 16 rows of 8192
@@ -946,6 +1016,8 @@ _HELPERS = {
 
 
 _REDUCE_HELPERS = (
+    "// 16 bytes of a row, read with one 128-bit load (LDG.E.128) where the row allows it.\n"
+    "struct alignas(16) partita_v16 { unsigned w[4]; };\n"
     "// Block-wide reductions: warp shuffles, then one value per warp through red[32];\n"
     "// every thread gets the result (blockDim.x a multiple of 32, at most 1024).\n"
     "static __device__ __forceinline__ float partita_warp_sum(float v) {\n"

@@ -72,6 +72,15 @@ class FusedRecord:
     def from_attr(cls, record: DictionaryAttr) -> FusedRecord:
         return dataclass_from(cls, record, ignore=("kind",))
 
+    def __post_init__(self) -> None:
+        # A record is read back from untrusted text: sizes the geometry divides by, or
+        # launches with, must be ones a block can have (the kernel's own bound is checked
+        # against its cubin at load).
+        for name in ("block", "tile"):
+            value = getattr(self, name, 1)
+            if not isinstance(value, int) or not 1 <= value <= 1024:
+                raise ValueError(f"'{name}' = {value} is not a block size (1..1024)")
+
     def check_inputs(self, shapes, dtypes) -> str | None:
         """Why these input arrays do not fit the kernel (``None`` when they do)."""
         if len(shapes) != len(self.inputs):

@@ -50,6 +50,11 @@ class Rule:
     elementwise: bool = False
     """Injective rules only: the op reads each operand at the (broadcast) output index,
     so it may follow an anchor in its epilogue."""
+    kernel: Callable[..., Any] | None = None
+    """Window rules only: ``(emitter, op) -> (body lines, threads per block) | None``, a
+    whole-kernel schedule used instead of the per-element loop when the kernel is the
+    anchor alone (no epilogue) and it returns one. Its blocks must stride over the tiles:
+    the launch geometry stays the window one (``ceil(numel / block)`` blocks, capped)."""
 
     def accepts(self, op: Operation) -> bool:
         return self.supports is None or bool(self.supports(op))
@@ -130,14 +135,15 @@ class RowReduction:
     y: str
 
 
-def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False):
+def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
+              kernel=None):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel)
         return fn
 
     return decorate
@@ -149,9 +155,10 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
     return _register(INJECTIVE, op_types, supports, dims, elementwise)
 
 
-def window(*op_types: type[Operation], supports=None, dims=None):
-    """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types``."""
-    return _register(WINDOW, op_types, supports, dims)
+def window(*op_types: type[Operation], supports=None, dims=None, kernel=None):
+    """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
+    a whole-kernel schedule ``kernel``, see ``Rule.kernel``)."""
+    return _register(WINDOW, op_types, supports, dims, kernel=kernel)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

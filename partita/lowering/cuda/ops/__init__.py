@@ -2,6 +2,7 @@
 ``partita.dialects.nn``); importing this package registers them all."""
 
 from partita.lowering.cuda.ops import (  # noqa: F401
+    attention,
     conv,
     elementwise,
     image,

@@ -237,8 +237,8 @@ def _topk(emitter, op) -> list[str]:
     ]
 
 
-@window(nn.CumSumOp, dims=same_dims)
-def _cumsum(emitter, op: nn.CumSumOp) -> list[str]:
+@window(nn.CumSumOp, nn.CumProdOp, dims=same_dims)
+def _cumulative(emitter, op: nn.CumulativeOp) -> list[str]:
     x = op.input
     rank = len(x.type.get_shape())
     axis = op.axis % rank
@@ -251,8 +251,9 @@ def _cumsum(emitter, op: nn.CumSumOp) -> list[str]:
     index = list(emitter.out_index)
     k = emitter.var("k")
     index[axis] = k
+    product = isinstance(op, nn.CumProdOp)
     return [
-        f"    {A} acc = 0;",
-        f"    for ({T} {k} = {first}; {k} < {last}; ++{k}) acc += {emitter.load(x, index)};",
+        f"    {A} acc = {1 if product else 0};",
+        f"    for ({T} {k} = {first}; {k} < {last}; ++{k}) acc {'*' if product else '+'}= {emitter.load(x, index)};",
         y_decl(emitter, op, "acc"),
     ]

@@ -9,6 +9,7 @@ from xdsl.dialects import tensor
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from partita.runtime.reference.nn import (
+    attention,
     conv,
     elementwise,
     image,
@@ -31,7 +32,8 @@ class TensorDimFunctions(InterpreterFunctions):
 
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
-    modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing)
+    modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
+               attention)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)

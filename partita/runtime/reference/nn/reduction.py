@@ -96,14 +96,15 @@ def topk_order(op: nn.TopKValuesOp | nn.TopKIndicesOp, x: np.ndarray) -> np.ndar
     return np.take(order, np.arange(op.k), axis=axis)
 
 
-def cumsum(op: nn.CumSumOp, x: np.ndarray) -> np.ndarray:
+def cumulative(op: nn.CumulativeOp, x: np.ndarray) -> np.ndarray:
     axis = op.axis % x.ndim
+    product = isinstance(op, nn.CumProdOp)
     if op.reverse:
         x = np.flip(x, axis)
-    if op.exclusive:  # the running sum of the elements before each one
-        head = np.zeros_like(np.take(x, [0], axis=axis))
+    if op.exclusive:  # the running sum (product) of the elements before each one
+        head = (np.ones_like if product else np.zeros_like)(np.take(x, [0], axis=axis))
         x = np.concatenate([head, np.take(x, np.arange(x.shape[axis] - 1), axis=axis)], axis)
-    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    out = (np.cumprod if product else np.cumsum)(x, axis=axis, dtype=x.dtype)
     return np.flip(out, axis) if op.reverse else out
 
 
@@ -129,4 +130,5 @@ class ReductionFunctions(InterpreterFunctions):
     run_topk_indices = impl(nn.TopKIndicesOp)(in_compute_type(topk_order))
     run_topk_values = impl(nn.TopKValuesOp)(in_compute_type(
         lambda op, x: np.take_along_axis(x, topk_order(op, x), axis=op.axis % x.ndim)))
-    run_cumsum = impl(nn.CumSumOp)(in_compute_type(cumsum))
+    run_cumsum = impl(nn.CumSumOp)(in_compute_type(cumulative))
+    run_cumprod = impl(nn.CumProdOp)(in_compute_type(cumulative))

@@ -1,0 +1,128 @@
+"""Partita's flash attention kernel: an estimate of its share of the H100's dense f16 peak
+from its sm_90 SASS and occupancy (no GPU needed), and, with a CUDA device, its measured
+time against the FLOPs of ``B x H x Sq x Skv x D`` attention.
+
+The estimate (printed as such) is an issue model of one SM sub-partition running one
+key tile per warp:
+
+- ``hmma``: the ``HMMA.16816`` per tile (from the SASS); at the H100's dense f16 peak
+  (989 TFLOPS, 132 SMs, 1.83 GHz: 1024 FLOP per clock per sub-partition) one
+  m16n8k16 MMA (4096 FLOP) issues every 4 clocks; ``mma.sync`` (not ``wgmma``) reaches
+  about ``MMA_SYNC_SHARE`` of that on Hopper, so an HMMA costs ``4 / MMA_SYNC_SHARE``.
+- ``other``: the other instructions of the tile (SASS between the tile's first barrier
+  and its last HMMA, plus the softmax after it), one issue slot each.
+- A tile costs ``max(hmma * 4 / MMA_SYNC_SHARE, hmma + other)`` clocks when the
+  sub-partition has at least two warps to overlap them (the occupancy from ptxas's
+  registers and shared memory says how many), else their sum.
+
+    python benchmarks/bench_attention.py [--dtype f16] [--head-dim 128] [--seq 2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from partita.lowering import nvrtc
+from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
+
+PEAK_TFLOPS = 989.4
+"""H100 SXM dense f16 / bf16 tensor-core peak."""
+SM_COUNT, REGISTERS, SMEM, MAX_WARPS = 132, 65536, 227 * 1024, 64
+MMA_SYNC_SHARE = 0.66
+"""Share of the wgmma peak ``mma.sync`` sustains on sm_90 (measured by others; an input to
+the estimate, not a measurement here)."""
+
+
+def _nvdisasm() -> str:
+    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
+    return str(candidate)
+
+
+def sass_estimate(config: FlashConfig) -> dict:
+    binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
+                                options=["--ptxas-options=-v"], use_cache=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "flash.cubin"
+        path.write_bytes(binary.cubin)
+        sass = subprocess.run([_nvdisasm(), str(path)], check=True, capture_output=True, text=True).stdout
+    text = sass.split(f".text.{config.entry}:")[1].split(".section")[0]
+    code = [line for line in text.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    hmma = [k for k, line in enumerate(code) if "HMMA" in line]
+    bars = [k for k, line in enumerate(code) if "BAR.SYNC" in line]
+    # The tile: from the barrier before the K/V copy to the backward branch after the last HMMA.
+    start = max(b for b in bars if b < hmma[0]) - 1
+    end = next(k for k in range(hmma[-1], len(code)) if re.search(r"\bBRA\b", code[k]))
+    tile = code[start:end + 1]
+    report = binary.log.split(f"Function properties for {config.entry}")[1].split("Compile time")[0]
+    regs = int(re.search(r"Used (\d+) registers", report).group(1))
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report).groups()
+    threads = 32 * config.warps
+    blocks = min(REGISTERS // (regs * threads), SMEM // config.shared_bytes, MAX_WARPS // config.warps, 32)
+    warps_per_subpartition = blocks * config.warps / 4
+    n_hmma = sum("HMMA" in line for line in tile)
+    other = len(tile) - n_hmma
+    mma_clocks = n_hmma * 4 / MMA_SYNC_SHARE
+    clocks = max(mma_clocks, n_hmma + other) if warps_per_subpartition >= 2 else mma_clocks + other
+    flop = n_hmma * 4096
+    share = flop / clocks / 1024
+    return {"entry": config.entry, "registers": regs, "spill_bytes": spills, "blocks_per_sm": blocks,
+            "warps_per_subpartition": warps_per_subpartition, "hmma_per_tile": n_hmma,
+            "other_per_tile": other, "ldg128": text.count("LDG.E.128"), "est_share_of_peak": share}
+
+
+def measure(config: FlashConfig, batch: int, heads: int, seq: int) -> float | None:
+    from partita.runtime.cuda import CudaDevice, cuda_status
+
+    if cuda_status() is not None:
+        print(f"no measurement: {cuda_status()}")
+        return None
+    import ml_dtypes
+
+    device = CudaDevice()
+    module = device.load_module(nvrtc.compile_cuda(flash_attention_source(config), arch=device.arch).cubin)
+    dtype = np.float16 if config.dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(0)
+    shape = (batch, heads, seq, config.head_dim)
+    arrays = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+    bufs = [device.to_device(a) for a in arrays]
+    out = device.alloc(arrays[0].nbytes)
+    args = [("ptr", int(b)) for b in bufs] + [("ptr", 0), ("ptr", int(out)), ("i32", heads), ("i32", heads),
+                                              ("i32", seq), ("i32", seq), ("f32", config.head_dim ** -0.5)]
+    ms = module.time_launch(config.entry, config.grid(batch, heads, seq), config.block, args)
+    flop = 4 * batch * heads * seq * seq * config.head_dim * (0.5 if config.causal else 1.0)
+    tflops = flop / (ms * 1e-3) / 1e12
+    print(f"measured: {ms * 1e3:.1f} us, {tflops:.1f} TFLOPS = {100 * tflops / PEAK_TFLOPS:.1f}% of the H100 dense peak")
+    return ms
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
+    parser.add_argument("--head-dim", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--causal", action="store_true")
+    args = parser.parse_args(argv)
+    dims = [args.head_dim] if args.head_dim else [64, 128, 256]
+    for d in dims:
+        config = FlashConfig(args.dtype, d, causal=args.causal)
+        est = sass_estimate(config)
+        print(f"{est['entry']}: {est['registers']} registers, spills {est['spill_bytes']}, "
+              f"{est['blocks_per_sm']} blocks/SM ({est['warps_per_subpartition']:g} warps per sub-partition), "
+              f"{est['hmma_per_tile']} HMMA + {est['other_per_tile']} other instructions per key tile, "
+              f"{est['ldg128']} LDG.E.128 -> est. {100 * est['est_share_of_peak']:.0f}% of the H100 f16 peak "
+              f"(estimate from SASS, sequences long enough that the key loop dominates)")
+        measure(config, args.batch, args.heads, args.seq)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Scaled dot-product attention as one ``nn`` op (``nn.attention``).
+
+``query[B, H, Sq, D]``, ``key[B, Hkv, Skv, D]``, ``value[B, Hkv, Skv, Dv]`` and an optional
+``mask`` broadcastable (NumPy rules) to the scores ``[B, H, Sq, Skv]`` give
+``[B, H, Sq, Dv]``:
+
+    scores = scale * query @ key^T   (+ mask if it is a float mask; a bool mask keeps the
+                                      scores where it is true and makes the rest -inf)
+    scores[i, j] = -inf where causal and j > i + (Skv - Sq)
+    out = softmax(scores, keys) @ value
+
+The variants are properties, so one kernel or library call covers each form the exporters
+write:
+
+- ``scale``: the factor on ``query @ key^T`` (``1/sqrt(D)`` by convention, any value here).
+- ``causal``: the causal frontier, aligned to the bottom right (``j <= i + Skv - Sq``: the
+  last query sees every key), which is PyTorch's for ``Sq == Skv`` and ONNX ``Attention``'s
+  with a past KV cache (FlashAttention's convention).
+- the mask kind follows from the mask's element type: ``i1`` is a boolean mask (true =
+  attend), the query's float type an additive one (``mask_kind``).
+- grouped-query / multi-query attention: ``H`` a multiple of ``Hkv``; query head ``h``
+  reads KV head ``h // (H / Hkv)``, as ``repeat_kv`` (``np.repeat`` on the head axis)
+  expands them (``groups``).
+- ``layout``: ``"BHSD"`` (``[batch, heads, seq, dim]``, the default) or ``"BSHD"``
+  (``[batch, seq, heads, dim]``, the layout of the projections before the head-split
+  transpose) for query, key, value and the result alike, so the transposes around
+  attention fold into the op's indexing instead of running as kernels.
+- ``zero_undefined_rows``: a row whose softmax is undefined (every key masked, or a NaN
+  or +inf score) gives zeros, as the guard ``where(isnan(p), 0, p)`` that PyTorch's and
+  ONNX's exports put after the softmax makes it; without it such a row is NaN, as the
+  plain softmax gives.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, result_def
+from xdsl.utils.exceptions import VerifyException
+
+from partita.dialects.nn.base import (
+    DYN,
+    OpKind,
+    kind_trait,
+    FLOATS,
+    Dims,
+    NNOp,
+    Shape,
+    ShapeArith,
+    _bool_prop,
+    _float_prop,
+    _fmt,
+    _init,
+    _shape,
+    _str_prop,
+    _tensor,
+    _value,
+    broadcast_shapes,
+    merge_dims,
+)
+
+
+def infer_attention_shape(q: Shape, k: Shape, v: Shape, mask: Shape | None) -> Shape:
+    """``[B, H, Sq, D] x [B, Hkv, Skv, D] x [B, Hkv, Skv, Dv] -> [B, H, Sq, Dv]``."""
+    if (len(q), len(k), len(v)) != (4, 4, 4):
+        raise VerifyException(f"attention expects rank 4 query, key and value, got ranks "
+                              f"{len(q)}, {len(k)} and {len(v)}")
+    batch = merge_dims(merge_dims(q[0], k[0], "attention batch mismatch (query, key)"), v[0],
+                       "attention batch mismatch (key, value)")
+    kv_heads = merge_dims(k[1], v[1], "attention KV heads mismatch (key, value)")
+    if DYN not in (q[1], kv_heads) and (kv_heads == 0 or q[1] % kv_heads):
+        raise VerifyException(f"{q[1]} query heads cannot share {kv_heads} KV heads")
+    merge_dims(q[3], k[3], "attention head dim mismatch (query, key)")
+    kv_len = merge_dims(k[2], v[2], "attention KV length mismatch (key, value)")
+    if mask is not None:
+        if len(mask) > 4:
+            raise VerifyException(f"attention mask must have rank <= 4, got {len(mask)}")
+        scores = (batch, q[1], q[2], kv_len)
+        try:
+            broadcast_shapes(mask, scores)
+        except VerifyException:
+            raise VerifyException(f"attention mask {_fmt(mask)} does not broadcast to the "
+                                  f"scores {_fmt(scores)}") from None
+    return (batch, q[1], q[2], v[3])
+
+
+@irdl_op_definition
+class AttentionOp(NNOp):
+    """Scaled dot-product attention (see the module docstring)."""
+    traits = kind_trait(OpKind.OPAQUE)  # its own kernels (fuse-attention), no epilogue
+
+    name = "nn.attention"
+    ALLOWED_TYPES: ClassVar = FLOATS[:3]
+    query = operand_def(TensorType)
+    key = operand_def(TensorType)
+    value = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    scale_attr = _float_prop("scale")
+    causal_attr = _bool_prop("causal", False)
+    zero_undefined_rows_attr = _bool_prop("zero_undefined_rows", False)
+    layout_attr = _str_prop("layout", "BHSD")
+    layout = _value("layout")
+    scale = _value("scale")
+    causal = _value("causal")
+    zero_undefined_rows = _value("zero_undefined_rows")
+    assembly_format = ("$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, query: SSAValue | Operation, key: SSAValue | Operation,
+                 value: SSAValue | Operation, mask: SSAValue | Operation | None = None, *,
+                 scale: float, causal: bool | None = None,
+                 zero_undefined_rows: bool | None = None, layout: str | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
+              scale=float(scale), causal=causal, zero_undefined_rows=zero_undefined_rows,
+              layout=layout)
+
+    @property
+    def mask_kind(self) -> str:
+        """``"none"``, ``"boolean"`` (an ``i1`` mask: true attends) or ``"additive"``."""
+        if self.mask is None:
+            return "none"
+        return "boolean" if _tensor(self.mask).element_type == IntegerType(1) else "additive"
+
+    @property
+    def groups(self) -> int | None:
+        """Query heads per KV head (1: multi-head, H: multi-query); None if dynamic."""
+        axis = self.heads_axis
+        h, hkv = _shape(self.query)[axis], _shape(self.key)[axis]
+        return None if DYN in (h, hkv) else h // hkv
+
+    @property
+    def heads_axis(self) -> int:
+        """The heads axis of query, key, value and result (1 in BHSD, 2 in BSHD)."""
+        return 2 if self.layout == "BSHD" else 1
+
+    def verify_element_types(self) -> None:
+        t = _tensor(self.query).element_type
+        self.check_element_type(t, "element type")
+        for v, what in ((self.key, "key"), (self.value, "value"), (self.result, "result")):
+            self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
+        if self.mask is not None:
+            self.check_element_type(_tensor(self.mask).element_type, "mask element type",
+                                    (t, IntegerType(1)))
+
+    def infer_shape(self) -> Shape:
+        if self.layout not in ("BHSD", "BSHD"):
+            raise VerifyException(f"attention layout must be BHSD or BSHD, got {self.layout}")
+        mask = None if self.mask is None else _shape(self.mask)
+        swap = (lambda s: (s[0], s[2], s[1], *s[3:]) if len(s) >= 3 else s) if self.layout == "BSHD" \
+            else (lambda s: s)
+        out = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
+                                    swap(_shape(self.value)), mask)
+        return swap(out)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        q, v = dims(self.query), dims(self.value)  # the same positions in both layouts
+        return [q[0], q[1], q[2], v[3]]

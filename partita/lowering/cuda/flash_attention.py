@@ -1,0 +1,497 @@
+"""Partita's fused attention kernel, FlashAttention-2 style, as CUDA C for NVRTC.
+
+One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of its
+``WARPS`` warps owns 16 rows. The schedule, as named choices:
+
+- **Q in registers**: a warp loads its 16 x D query tile once, as ``mma.sync`` A fragments
+  (``D / 16`` k-steps x 4 registers of two halves).
+- **K / V streamed through shared memory**: tiles of ``BLOCK_N`` keys x D, loaded by the
+  whole block with 128-bit global loads (``uint4``, eight halves; D is a multiple of 16);
+  K kept as ``[key][dim]``, V stored transposed ``[dim][key]``, rows padded by 16 bytes
+  (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands of two
+  MMAs, per instruction); keys past ``kv_len`` are zero-filled and masked.
+- **S = Q K^T** with ``mma.sync.m16n8k16`` (f16 or bf16 in, f32 accumulate): for each of
+  the ``BLOCK_N / 8`` key columns of the tile, ``D / 16`` MMAs. K's rows are the B
+  operand's columns, so the B fragments come from ``ldmatrix`` without transposition.
+- **Online softmax** (FlashAttention-2): per row a running max ``m`` and sum ``l``; a tile
+  whose max grows rescales ``l`` and the output accumulators by ``exp(m_old - m_new)``.
+  A lane holds two rows (``lane / 4`` and ``+ 8``); row reductions are two
+  ``__shfl_xor_sync`` within the quad.
+- **P V without writing the scores**: the f32 accumulator layout of two adjacent n8 tiles
+  of S is exactly the A fragment layout of one k16 step, so P is packed to halves in
+  registers and multiplied by V (B fragments: ``ldmatrix`` from the transposed tile).
+- **Epilogue**: ``O / l`` rounded to the storage type, written per fragment (two
+  consecutive halves per store); a row with no defined softmax (every key masked, or a
+  NaN / +inf score) is 0 with ``zero_undefined_rows``, else NaN (the reference's).
+- **Masks**: causal (bottom-right aligned, ``j <= i + kv_len - q_len``: tiles entirely
+  above the frontier are skipped), a key padding mask ``key_mask[B, Skv]`` (nonzero =
+  attend; optional), and ``kv_len`` itself (run-time: dynamic sequence lengths).
+- **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
+- **Decode (split-KV)**: ``flash_decode_*`` runs one query row per (batch, head, split):
+  each split streams ``ceil(kv_len / splits)`` keys and writes its partial ``(m, l, o)``;
+  ``flash_decode_combine_*`` merges the splits with the same rescaling.
+
+Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
+contiguous. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
+nor nvcc compiles it), the same kernel runs on the host
+(``tests/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
+exchanging fragments through shared memory between two block barriers, which is exact in
+f32 accumulation order per k-step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source", "flash_decode_entry", "flash_decode_source"]
+
+HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
+"""Head dims the kernel is built for (multiples of 16 from 32 to 256)."""
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    """One instantiation: element type, head dim and the tile shape."""
+
+    dtype: str  # "f16" or "bf16"
+    head_dim: int
+    causal: bool = False
+    zero_undefined_rows: bool = True
+
+    def __post_init__(self):
+        if self.dtype not in ("f16", "bf16"):
+            raise ValueError(f"flash attention takes f16 or bf16, not {self.dtype}")
+        if self.head_dim not in HEAD_DIMS:
+            raise ValueError(f"flash attention head dim must be one of {HEAD_DIMS}, got {self.head_dim}")
+
+    @property
+    def warps(self) -> int:
+        """Warps per block (16 query rows each)."""
+        return 4
+
+    @property
+    def block_m(self) -> int:
+        return 16 * self.warps
+
+    @property
+    def block_n(self) -> int:
+        """Keys per shared-memory tile: 64 up to D = 128, 32 up to D = 192, 16 above, to
+        keep the Q fragments, S and O accumulators (``D / 4 + block_n / 2 + D / 2``
+        registers a lane) within 255 registers without spilling."""
+        return 64 if self.head_dim <= 128 else 32 if self.head_dim <= 192 else 16
+
+    @property
+    def min_blocks(self) -> int:
+        """Blocks per SM the register allocation must allow (``__launch_bounds__``): 1,
+        ptxas's choice (asking 3 at D = 128 caps it at 168 registers and spills 52 bytes)."""
+        return 1
+
+    @property
+    def entry(self) -> str:
+        mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
+        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}"
+
+    @property
+    def shared_bytes(self) -> int:
+        return 2 * (self.block_n * (self.head_dim + 8) + self.head_dim * (self.block_n + 8))
+
+    def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
+        return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (32 * self.warps, 1, 1)
+
+
+_PRELUDE = r"""
+#if !defined(__CUDACC_RTC__) && !defined(__CUDACC__) && !defined(PARTITA_HOST_EMULATION)
+#define PARTITA_HOST_EMULATION
+#endif
+#ifdef PARTITA_HOST_EMULATION
+#ifndef PARTITA_FLASH_HOST
+#define PARTITA_FLASH_HOST
+struct uint4 { unsigned x, y, z, w; };
+#define __align__(n) __attribute__((aligned(n)))
+#define __expf expf
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+#endif
+#endif
+#ifndef PARTITA_FLASH_PRELUDE
+#define PARTITA_FLASH_PRELUDE
+#ifndef PARTITA_HOST_EMULATION
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+// Two halves (f16 or bf16 bits) in one 32-bit register, low half first, as mma.sync reads.
+static __device__ __forceinline__ unsigned fa_pack_f16(float lo, float hi) {
+  __half a = __float2half_rn(lo), b = __float2half_rn(hi);
+  unsigned short ua, ub; memcpy(&ua, &a, 2); memcpy(&ub, &b, 2);
+  return (unsigned)ua | ((unsigned)ub << 16);
+}
+static __device__ __forceinline__ unsigned fa_pack_bf16(float lo, float hi) {
+  __nv_bfloat16 a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
+  unsigned short ua, ub; memcpy(&ua, &a, 2); memcpy(&ub, &b, 2);
+  return (unsigned)ua | ((unsigned)ub << 16);
+}
+static __device__ __forceinline__ void fa_store_f16(__half* p, float x) { *p = __float2half_rn(x); }
+static __device__ __forceinline__ void fa_store_bf16(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+static __device__ __forceinline__ float fa_f16(unsigned short bits) {
+  __half h; memcpy(&h, &bits, 2); return __half2float(h);
+}
+static __device__ __forceinline__ float fa_bf16(unsigned short bits) {
+  __nv_bfloat16 h; memcpy(&h, &bits, 2); return __bfloat162float(h);
+}
+#ifdef PARTITA_HOST_EMULATION
+// The warp's lanes exchange fragments through shared memory: d = a * b + c for the
+// m16n8k16 layouts (A row-major 16x16, B col-major 16x8, C/D 16x8 f32).
+static unsigned fa_stage_a[32][32][4], fa_stage_b[32][32][2];
+template <bool BF16>
+static void fa_mma(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+  const unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+  memcpy(fa_stage_a[w][lane], a, 16); memcpy(fa_stage_b[w][lane], b, 8);
+  __syncthreads();
+  auto half = [](unsigned reg, int hi) -> float {
+    const unsigned short bits = (unsigned short)(hi ? reg >> 16 : reg & 0xffffu);
+    return BF16 ? fa_bf16(bits) : fa_f16(bits);
+  };
+  // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register (r / 8) + 2 * (k / 8), half k % 2.
+  auto A = [&](int r, int k) { return half(fa_stage_a[w][(r % 8) * 4 + (k % 8) / 2][(r / 8) + 2 * (k / 8)], k % 2); };
+  // B[k][n]: lane n * 4 + (k % 8) / 2, register k / 8, half k % 2.
+  auto B = [&](int k, int n) { return half(fa_stage_b[w][n * 4 + (k % 8) / 2][k / 8], k % 2); };
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int r = lane / 4 + 8 * (e / 2), n = (lane % 4) * 2 + (e % 2);
+    float acc = c[e];
+    for (int k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
+    out[e] = acc;
+  }
+  __syncthreads();
+  memcpy(d, out, 16);
+}
+// ldmatrix.x4: lane l gives the address of row l % 8 of matrix l / 8; register i of a
+// lane receives row lane / 4, halves 2 * (lane % 4) and + 1, of matrix i.
+static const unsigned short* fa_stage_p[32][32];
+static void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
+  const unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+  fa_stage_p[w][lane] = p;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) memcpy(&r[i], fa_stage_p[w][i * 8 + lane / 4] + 2 * (lane % 4), 4);
+  __syncthreads();
+}
+#define FA_MMA_F16(d, a, b, c) fa_mma<false>(d, a, b, c)
+#define FA_MMA_BF16(d, a, b, c) fa_mma<true>(d, a, b, c)
+#else
+static __device__ __forceinline__ void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+#define FA_MMA_F16(d, a, b, c) asm volatile( \
+  "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
+  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), \
+    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#define FA_MMA_BF16(d, a, b, c) asm volatile( \
+  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
+  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), \
+    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#endif
+#endif
+"""
+
+_KERNEL = r"""
+#ifndef $entry_DEFINED
+#define $entry_DEFINED
+// FlashAttention-2 forward: $entry (D = $D, BLOCK_M = $BM, BLOCK_N = $BN), the BLOCK_M-row
+// query tile ``qtile`` of (batch, head) ``bh``; every thread of the block calls it alike.
+static __device__ __forceinline__ void $entry_tile(
+    const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+    const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
+    int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh) {
+  constexpr int D = $D, BM = $BM, BN = $BN, KS = D / 16, NT = BN / 8, DT = D / 8;
+  // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
+  // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
+  constexpr int KP = D + 8, VP = BN + 8;
+  __shared__ __align__(16) unsigned short ks[BN * KP];  // K tile, [key][dim]
+  __shared__ __align__(16) unsigned short vt[D * VP];   // V tile transposed, [dim][key]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int b = bh / heads, h = bh % heads;
+  const int hk = h / (heads / kv_heads);
+  const long long q_base = ((long long)bh * q_len) * D;
+  const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  const int row0 = qtile * BM + warp * 16;         // this warp's first query row
+  const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;   // the two rows this lane holds
+  const unsigned short* qb = (const unsigned short*)q + q_base;
+  // Q tile in registers (A fragments); rows past q_len read as 0.
+  unsigned qa[KS][4];
+  for (int s = 0; s < KS; ++s)
+    for (int r = 0; r < 4; ++r) {
+      const int row = (r % 2) ? r_hi : r_lo, col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
+      unsigned word = 0;
+      if (row < q_len) memcpy(&word, qb + (long long)row * D + col, 4);
+      qa[s][r] = word;
+    }
+  float acc[DT][4];
+  for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+  float m_lo = __int_as_float(0xff800000), m_hi = m_lo, l_lo = 0.0f, l_hi = 0.0f;
+  const int shift = kv_len - q_len;  // causal frontier: key j <= row + shift
+  int tiles = (kv_len + BN - 1) / BN;
+  if ($CAUSAL) {
+    const int last = min(qtile * BM + BM - 1, q_len - 1) + shift;  // the block's last key
+    tiles = max(0, min(tiles, (last + BN) / BN));
+  }
+  const unsigned short* kb = (const unsigned short*)k + kv_base;
+  const unsigned short* vb = (const unsigned short*)v + kv_base;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int key0 = tile * BN;
+    __syncthreads();  // the previous tile's readers are done
+    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {  // 128-bit global loads
+      const int row = (c * 8) / D, dim = (c * 8) % D, key = key0 + row;
+      uint4 kw = {0, 0, 0, 0}, vw = {0, 0, 0, 0};
+      if (key < kv_len) {
+        kw = *(const uint4*)(kb + (long long)key * D + dim);
+        vw = *(const uint4*)(vb + (long long)key * D + dim);
+      }
+      *(uint4*)(ks + row * KP + dim) = kw;
+      // V is stored transposed so that P V's B fragments are 32-bit shared loads.
+      unsigned short h8[8];
+      memcpy(h8, &vw, 16);
+      for (int e = 0; e < 8; ++e) vt[(dim + e) * VP + row] = h8[e];
+    }
+    __syncthreads();
+    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles). A tile inside kv_len, with
+    // no key mask and wholly below this warp's causal frontier, needs no masking.
+    const bool full = key0 + BN <= kv_len && key_mask == 0 && (!$CAUSAL || key0 + BN - 1 <= row0 + shift);
+    float s[NT][4];
+    for (int n = 0; n < NT; ++n) {
+      float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
+        unsigned r[4];
+        fa_ldsm_x4(r, ks + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        $MMA(c0, qa[st], b0, c0);
+        $MMA(c0, qa[st + 1], b1, c0);
+      }
+      if (full) {
+        for (int e = 0; e < 4; ++e) s[n][e] = c0[e] * scale;
+      } else {
+        for (int e = 0; e < 4; ++e) {
+          const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
+          bool keep = key < kv_len;
+          if ($CAUSAL) keep = keep && key <= row + shift;
+          if (key_mask != 0 && key < kv_len) keep = keep && key_mask[(long long)b * kv_len + key] != 0;
+          s[n][e] = keep ? c0[e] * scale : __int_as_float(0xff800000);
+        }
+      }
+    }
+    // Online softmax: the tile's row max, then rescale what came before.
+    float t_lo = __int_as_float(0xff800000), t_hi = t_lo;
+    for (int n = 0; n < NT; ++n) {
+      t_lo = fmaxf(t_lo, fmaxf(s[n][0], s[n][1]));
+      t_hi = fmaxf(t_hi, fmaxf(s[n][2], s[n][3]));
+    }
+    for (int off = 1; off < 4; off *= 2) {
+      t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
+      t_hi = fmaxf(t_hi, __shfl_xor_sync(0xffffffffu, t_hi, off));
+    }
+    const float n_lo = fmaxf(m_lo, t_lo), n_hi = fmaxf(m_hi, t_hi);
+    // exp(-inf - -inf) is NaN: a row with nothing yet keeps its (zero) state.
+    const float f_lo = n_lo == __int_as_float(0xff800000) ? 1.0f : __expf(m_lo - n_lo);
+    const float f_hi = n_hi == __int_as_float(0xff800000) ? 1.0f : __expf(m_hi - n_hi);
+    m_lo = n_lo; m_hi = n_hi;
+    float p_lo = 0.0f, p_hi = 0.0f;
+    for (int n = 0; n < NT; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const float mm = (e < 2) ? m_lo : m_hi;
+        const float p = s[n][e] == __int_as_float(0xff800000) ? 0.0f : __expf(s[n][e] - mm);
+        s[n][e] = p;
+        if (e < 2) p_lo += p; else p_hi += p;
+      }
+    for (int off = 1; off < 4; off *= 2) {
+      p_lo += __shfl_xor_sync(0xffffffffu, p_lo, off);
+      p_hi += __shfl_xor_sync(0xffffffffu, p_hi, off);
+    }
+    l_lo = l_lo * f_lo + p_lo;
+    l_hi = l_hi * f_hi + p_hi;
+    for (int t = 0; t < DT; ++t) {
+      acc[t][0] *= f_lo; acc[t][1] *= f_lo; acc[t][2] *= f_hi; acc[t][3] *= f_hi;
+    }
+    // O += P V: two n8 tiles of P are one k16 A fragment, in registers.
+    for (int j = 0; j < NT / 2; ++j) {
+      unsigned pa[4] = {$PACK(s[2 * j][0], s[2 * j][1]), $PACK(s[2 * j][2], s[2 * j][3]),
+                        $PACK(s[2 * j + 1][0], s[2 * j + 1][1]), $PACK(s[2 * j + 1][2], s[2 * j + 1][3])};
+      for (int t = 0; t < DT; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
+        unsigned r[4];
+        fa_ldsm_x4(r, vt + ((t + lane / 16) * 8 + lane % 8) * VP + j * 16 + ((lane / 8) % 2) * 8);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        $MMA(acc[t], pa, b0, acc[t]);
+        $MMA(acc[t + 1], pa, b1, acc[t + 1]);
+      }
+    }
+  }
+  // Epilogue: O / l, or the undefined-row value. A NaN or +inf score makes some
+  // exp(s - m) NaN (fmaxf skips NaN; inf - inf is NaN), so l (quad-reduced) is NaN.
+  const float undefined_value = $ZERO ? 0.0f : __int_as_float(0x7fc00000);
+  const bool dead_lo = l_lo != l_lo || m_lo == __int_as_float(0xff800000);
+  const bool dead_hi = l_hi != l_hi || m_hi == __int_as_float(0xff800000);
+  unsigned short* ob = (unsigned short*)o + q_base;
+  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
+  for (int t = 0; t < DT; ++t) {
+    const int col = t * 8 + (lane % 4) * 2;
+    if (r_lo < q_len) {
+      const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] * inv_lo, acc[t][1] * inv_lo);
+      memcpy(ob + (long long)r_lo * D + col, &w, 4);
+    }
+    if (r_hi < q_len) {
+      const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] * inv_hi, acc[t][3] * inv_hi);
+      memcpy(ob + (long long)r_hi * D + col, &w, 4);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__($THREADS, $MINBLOCKS)
+$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+       const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
+       int heads, int kv_heads, int q_len, int kv_len, float scale) {
+  $entry_tile(q, k, v, key_mask, o, heads, kv_heads, q_len, kv_len, scale, (int)blockIdx.x, (int)blockIdx.y);
+}
+#endif
+"""
+
+
+_DECODE = r"""
+#ifndef $entry_DEFINED
+#define $entry_DEFINED
+// Decode (one query row) split-KV, pass 1: block (split, bh) streams keys
+// [split * chunk, (split + 1) * chunk); its 4 warps take every 4th key, a lane holds D / 32
+// dims of q and of the running output; each warp keeps its online softmax (m, l), and the
+// block merges its warps through shared memory into the unnormalized partial
+// (m, l, o[D]) of the split (m = NaN: a NaN / +inf score, the row is undefined).
+extern "C" __global__ void __launch_bounds__(128)
+$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+       const unsigned char* __restrict__ key_mask, float* __restrict__ part_o,
+       float* __restrict__ part_ml, int heads, int kv_heads, int kv_len, float scale, int splits) {
+  constexpr int D = $D, L = D / 32;
+  __shared__ float wm[4], wl[4], wo[4][D];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int split = (int)blockIdx.x, bh = (int)blockIdx.y, b = bh / heads, h = bh % heads;
+  const int hk = h / (heads / kv_heads);
+  const int chunk = (kv_len + splits - 1) / splits;
+  const int start = split * chunk, end = min(kv_len, start + chunk);
+  const unsigned short* qb = (const unsigned short*)q + (long long)bh * D;
+  const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  const unsigned short* kb = (const unsigned short*)k + kv_base;
+  const unsigned short* vb = (const unsigned short*)v + kv_base;
+  float qr[L], acc[L];
+  for (int e = 0; e < L; ++e) { qr[e] = $LOAD(qb[lane + 32 * e]); acc[e] = 0.0f; }
+  float m = __int_as_float(0xff800000), l = 0.0f;
+  int bad = 0;
+  for (int j0 = start; j0 < end; j0 += 4) {  // the same trip count in every warp
+    const int j = j0 + warp;
+    const bool live = j < end && (key_mask == 0 || key_mask[(long long)b * kv_len + j] != 0);
+    float s = 0.0f;
+    if (j < end)
+      for (int e = 0; e < L; ++e) s += qr[e] * $LOAD(kb[(long long)j * D + lane + 32 * e]);
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    s = live ? s * scale : __int_as_float(0xff800000);
+    bad |= (s != s || s == __int_as_float(0x7f800000));
+    if (s > m) { const float r = __expf(m - s); l *= r; for (int e = 0; e < L; ++e) acc[e] *= r; m = s; }
+    if (j < end) {
+      const float p = s == __int_as_float(0xff800000) ? 0.0f : __expf(s - m);
+      l += p;
+      for (int e = 0; e < L; ++e) acc[e] += p * $LOAD(vb[(long long)j * D + lane + 32 * e]);
+    }
+  }
+  if (lane == 0) { wm[warp] = bad ? __int_as_float(0x7fc00000) : m; wl[warp] = l; }
+  for (int e = 0; e < L; ++e) wo[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  float mm = __int_as_float(0xff800000);
+  bool undefined = false;
+  for (int w = 0; w < 4; ++w) { undefined = undefined || wm[w] != wm[w]; mm = fmaxf(mm, wm[w]); }
+  float* po = part_o + ((long long)bh * splits + split) * D;
+  for (int d = threadIdx.x; d < D; d += 128) {
+    float o = 0.0f;
+    for (int w = 0; w < 4; ++w)
+      if (wm[w] != __int_as_float(0xff800000)) o += wo[w][d] * __expf(wm[w] - mm);
+    po[d] = o;
+  }
+  if (threadIdx.x == 0) {
+    float ll = 0.0f;
+    for (int w = 0; w < 4; ++w)
+      if (wm[w] != __int_as_float(0xff800000)) ll += wl[w] * __expf(wm[w] - mm);
+    float* ml = part_ml + ((long long)bh * splits + split) * 2;
+    ml[0] = undefined ? __int_as_float(0x7fc00000) : mm;
+    ml[1] = ll;
+  }
+}
+
+// Pass 2: block bh merges the splits' partials, thread d its output dim.
+extern "C" __global__ void __launch_bounds__(256)
+$entry_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+               $T* __restrict__ o, int splits, int zero_undefined_rows) {
+  constexpr int D = $D;
+  const int bh = (int)blockIdx.x;
+  const float* ml = part_ml + (long long)bh * splits * 2;
+  float mm = __int_as_float(0xff800000);
+  bool undefined = false;
+  for (int s = 0; s < splits; ++s) { undefined = undefined || ml[2 * s] != ml[2 * s]; mm = fmaxf(mm, ml[2 * s]); }
+  undefined = undefined || mm == __int_as_float(0xff800000);
+  float ll = 0.0f;
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != __int_as_float(0xff800000)) ll += ml[2 * s + 1] * __expf(ml[2 * s] - mm);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (ml[2 * s] != __int_as_float(0xff800000))
+        acc += part_o[((long long)bh * splits + s) * D + d] * __expf(ml[2 * s] - mm);
+    const float y = undefined ? (zero_undefined_rows ? 0.0f : __int_as_float(0x7fc00000)) : acc / ll;
+    $STORE(o + (long long)bh * D + d, y);
+  }
+}
+#endif
+"""
+
+
+def flash_decode_entry(dtype: str, head_dim: int) -> str:
+    """The decode kernel's entry (its combine kernel is ``<entry>_combine``)."""
+    FlashConfig(dtype, head_dim)  # the same dtype / head-dim checks
+    return f"flash_decode_{dtype}_d{head_dim}"
+
+
+def flash_decode_source(dtype: str, head_dim: int) -> str:
+    """The CUDA C of the split-KV decode kernels (one query row per (batch, head)):
+    ``flash_decode_<dtype>_d<D>(q, k, v, key_mask, part_o, part_ml, heads, kv_heads,
+    kv_len, scale, splits)`` on grid ``(splits, B * H)`` x 128 threads, then
+    ``..._combine(part_o, part_ml, o, splits, zero_undefined_rows)`` on ``B * H`` blocks;
+    ``part_o`` holds ``B * H * splits * D`` floats, ``part_ml`` ``B * H * splits * 2``."""
+    load = "fa_f16" if dtype == "f16" else "fa_bf16"
+    text = _DECODE
+    for key, value in (("$entry", flash_decode_entry(dtype, head_dim)), ("$D", str(head_dim)),
+                       ("$T", "__half" if dtype == "f16" else "__nv_bfloat16"), ("$LOAD", load),
+                       ("$STORE", f"fa_store_{dtype}")):
+        text = text.replace(key, value)
+    return _PRELUDE + text
+
+
+def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
+    """The CUDA C of the given instantiations (one ``extern "C"`` entry each)."""
+    if isinstance(configs, FlashConfig):
+        configs = [configs]
+    parts = [_PRELUDE]
+    for c in configs:
+        text = _KERNEL
+        for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$D", str(c.head_dim)),
+                           ("$BM", str(c.block_m)), ("$BN", str(c.block_n)),
+                           ("$MINBLOCKS", str(c.min_blocks)),
+                           ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),
+                           ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
+                           ("$PACK", f"fa_pack_{c.dtype}"),
+                           ("$CAUSAL", "true" if c.causal else "false"),
+                           ("$ZERO", "true" if c.zero_undefined_rows else "false")):
+            text = text.replace(key, value)
+        parts.append(text)
+    return "\n".join(parts)

@@ -1,0 +1,53 @@
+"""NumPy reference of ``nn.attention`` (f16 / bf16 compute in f32, the result rounded once,
+as the fused kernels do)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+
+from partita.dialects import nn
+from partita.runtime.reference.nn.base import compute_type, store
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
+              scale: float, causal: bool, zero_undefined_rows: bool) -> np.ndarray:
+    """``softmax(scale * q @ k^T [+ mask], keys) @ v`` with the variants of ``nn.attention``
+    (``q``, ``k``, ``v`` in their compute type)."""
+    groups = q.shape[1] // k.shape[1]
+    k = np.repeat(k, groups, axis=1)  # query head h reads KV head h // groups
+    v = np.repeat(v, groups, axis=1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
+        if mask is not None:
+            if mask.dtype == np.bool_:
+                scores = np.where(mask, scores, -np.inf).astype(q.dtype)
+            else:
+                scores = scores + compute_type(mask)
+        if causal:
+            sq, skv = scores.shape[-2:]
+            keep = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
+            scores = np.where(keep, scores, -np.inf).astype(q.dtype)
+        peak = scores.max(axis=-1, keepdims=True)
+        e = np.exp(scores - peak)
+        p = e / e.sum(axis=-1, keepdims=True)
+        if zero_undefined_rows:
+            p = np.where(np.isnan(p), q.dtype.type(0), p)
+        return p @ v
+
+
+@register_impls
+class AttentionFunctions(InterpreterFunctions):
+    """Reference semantics of the ``nn`` attention family."""
+
+    @impl(nn.AttentionOp)
+    def run_attention(self, interpreter: Interpreter, op: nn.AttentionOp, args: tuple[Any, ...]):
+        q, k, v = (compute_type(a) for a in args[:3])
+        if op.layout == "BSHD":
+            q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
+        mask = np.asarray(args[3]) if len(args) > 3 else None
+        out = attention(q, k, v, mask, scale=op.scale, causal=op.causal,
+                        zero_undefined_rows=op.zero_undefined_rows)
+        return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)

@@ -1,0 +1,121 @@
+// RUN: partita-opt %s --split-input-file -p fuse-attention | filecheck %s
+
+// PyTorch's exported SDPA: sqrt(scale) on q and on kT = transpose(k), a boolean mask as
+// where(m, 0, -inf), the NaN guard: one nn.attention with the mask, the scale 0.25 and
+// zero_undefined_rows; the chain and its constants are gone.
+
+// CHECK-LABEL: func.func @sdpa_bool_mask
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v, %m {scale = 2.500000e-01 : f64, zero_undefined_rows = true} : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x1x?x?xi1>) -> tensor<?x4x?x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @sdpa_bool_mask(%q: tensor<?x4x?x8xf32>, %k: tensor<?x4x?x8xf32>, %v: tensor<?x4x?x8xf32>, %m: tensor<?x1x?x?xi1>) -> tensor<?x4x?x8xf32> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x8x?xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %qs = nn.multiply %q, %c : (tensor<?x4x?x8xf32>, tensor<f32>) -> tensor<?x4x?x8xf32>
+  %c2 = nn.constant dense<0.5> : tensor<f32>
+  %ks = nn.multiply %kt, %c2 : (tensor<?x4x8x?xf32>, tensor<f32>) -> tensor<?x4x8x?xf32>
+  %s = nn.matmul %qs, %ks : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %zero = nn.constant dense<0.0> : tensor<1xf32>
+  %ninf = nn.constant dense<0xff800000> : tensor<1xf32>
+  %bias = nn.where %m, %zero, %ninf : (tensor<?x1x?x?xi1>, tensor<1xf32>, tensor<1xf32>) -> tensor<?x1x?x?xf32>
+  %sm = nn.add %s, %bias : (tensor<?x4x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %sm {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %nan = nn.is_nan %p : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xi1>
+  %z = nn.constant dense<0.0> : tensor<1xf32>
+  %pg = nn.where %nan, %z, %p : (tensor<?x4x?x?xi1>, tensor<1xf32>, tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %pg, %v : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %o : tensor<?x4x?x8xf32>
+}
+
+// -----
+
+// Hugging Face's eager form: (q @ kT) / 4 + an additive mask, no guard. kT is not a
+// transpose, so the key is its transpose; the mask stays additive (no NaN guard:
+// zero_undefined_rows stays false).
+
+// CHECK-LABEL: func.func @eager_additive
+// CHECK-NEXT:    [[K:%.*]] = nn.transpose %kt {perm = array<i64: 0, 1, 3, 2>}
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, [[K]], %v, %mask {scale = 2.500000e-01 : f64} : (tensor<1x2x5x16xf16>, tensor<1x2x7x16xf16>, tensor<1x2x7x16xf16>, tensor<1x1x5x7xf16>) -> tensor<1x2x5x16xf16>
+// CHECK-NEXT:    func.return [[A]]
+func.func @eager_additive(%q: tensor<1x2x5x16xf16>, %kt: tensor<1x2x16x7xf16>, %v: tensor<1x2x7x16xf16>, %mask: tensor<1x1x5x7xf16>) -> tensor<1x2x5x16xf16> {
+  %s = nn.matmul %q, %kt : (tensor<1x2x5x16xf16>, tensor<1x2x16x7xf16>) -> tensor<1x2x5x7xf16>
+  %c = nn.constant dense<4.0> : tensor<f16>
+  %sd = nn.divide %s, %c : (tensor<1x2x5x7xf16>, tensor<f16>) -> tensor<1x2x5x7xf16>
+  %sm = nn.add %sd, %mask : (tensor<1x2x5x7xf16>, tensor<1x1x5x7xf16>) -> tensor<1x2x5x7xf16>
+  %p = nn.softmax %sm {axis = -1 : i64} : (tensor<1x2x5x7xf16>) -> tensor<1x2x5x7xf16>
+  %o = nn.matmul %p, %v : (tensor<1x2x5x7xf16>, tensor<1x2x7x16xf16>) -> tensor<1x2x5x16xf16>
+  func.return %o : tensor<1x2x5x16xf16>
+}
+
+// -----
+
+// LLaMA's repeat_kv (reshape -> broadcast_to -> reshape) on K and V folds into GQA:
+// the op reads the two KV heads directly.
+
+// CHECK-LABEL: func.func @gqa_repeat_kv
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v {scale = 1.000000e+00 : f64} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) -> tensor<1x4x3x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @gqa_repeat_kv(%q: tensor<1x4x3x8xf32>, %k: tensor<1x2x3x8xf32>, %v: tensor<1x2x3x8xf32>) -> tensor<1x4x3x8xf32> {
+  %k5 = nn.reshape %k : (tensor<1x2x3x8xf32>) -> tensor<1x2x1x3x8xf32>
+  %kb = nn.broadcast_to %k5 : (tensor<1x2x1x3x8xf32>) -> tensor<1x2x2x3x8xf32>
+  %k4 = nn.reshape %kb : (tensor<1x2x2x3x8xf32>) -> tensor<1x4x3x8xf32>
+  %v5 = nn.reshape %v : (tensor<1x2x3x8xf32>) -> tensor<1x2x1x3x8xf32>
+  %vb = nn.broadcast_to %v5 : (tensor<1x2x1x3x8xf32>) -> tensor<1x2x2x3x8xf32>
+  %v4 = nn.reshape %vb : (tensor<1x2x2x3x8xf32>) -> tensor<1x4x3x8xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x3x8xf32>) -> tensor<1x4x8x3xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x4x3x8xf32>, tensor<1x4x8x3xf32>) -> tensor<1x4x3x3xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %o = nn.matmul %p, %v4 : (tensor<1x4x3x3xf32>, tensor<1x4x3x8xf32>) -> tensor<1x4x3x8xf32>
+  func.return %o : tensor<1x4x3x8xf32>
+}
+
+// -----
+
+// A partial match stays op by op: the probabilities are also returned, so nothing is
+// fused (the scores would otherwise be computed twice).
+
+// CHECK-LABEL: func.func @probabilities_used
+// CHECK-NOT:     nn.attention
+// CHECK:         nn.softmax
+// CHECK:         func.return
+func.func @probabilities_used(%q: tensor<1x1x3x8xf32>, %kt: tensor<1x1x8x3xf32>, %v: tensor<1x1x3x8xf32>) -> (tensor<1x1x3x8xf32>, tensor<1x1x3x3xf32>) {
+  %s = nn.matmul %q, %kt : (tensor<1x1x3x8xf32>, tensor<1x1x8x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32>
+  func.return %o, %p : tensor<1x1x3x8xf32>, tensor<1x1x3x3xf32>
+}
+
+// -----
+
+// A softmax over another axis is not attention.
+
+// CHECK-LABEL: func.func @softmax_over_queries
+// CHECK-NOT:     nn.attention
+// CHECK:         nn.softmax %{{.*}} {axis = 2 : i64}
+func.func @softmax_over_queries(%q: tensor<1x1x3x8xf32>, %kt: tensor<1x1x8x3xf32>, %v: tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<1x1x3x8xf32>, tensor<1x1x8x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = nn.softmax %s {axis = 2 : i64} : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32>
+  func.return %o : tensor<1x1x3x8xf32>
+}
+
+// -----
+
+// The TorchScript exporter's head split / merge around attention: Q and V are
+// transpose(x, [0, 2, 1, 3]) of [B, S, H, D] projections, K^T a [0, 2, 3, 1] transpose,
+// and the result is transposed back: the op works in BSHD and every transpose goes.
+
+// CHECK-LABEL: func.func @head_transposes_fold
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v {scale = 5.000000e-01 : f64, layout = "BSHD"} : (tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>) -> tensor<?x?x4x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @head_transposes_fold(%q: tensor<?x?x4x8xf32>, %k: tensor<?x?x4x8xf32>, %v: tensor<?x?x4x8xf32>) -> tensor<?x?x4x8xf32> {
+  %qh = nn.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x8x?xf32>
+  %vh = nn.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %s = nn.matmul %qh, %kt : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %ss = nn.multiply %s, %c : (tensor<?x4x?x?xf32>, tensor<f32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %ss {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %p, %vh : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %m = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x?x8xf32>) -> tensor<?x?x4x8xf32>
+  func.return %m : tensor<?x?x4x8xf32>
+}
