@@ -17,6 +17,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["compile", "Executable", "load", "__version__"]
 
 
+def __dir__() -> list[str]:
+    # The lazy names are attributes too: tab completion and dir() should show them.
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     if name in ("compile", "Executable"):
         from partita import driver

@@ -22,23 +22,38 @@ from xdsl.printer import Printer
 
 from partita.dialects import byoc
 from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
+from partita.frontends.file_kind import FileKind, file_kind
+from partita.frontends.torch import export_module, is_torch_model
 from partita.ir import PartitaError, make_context, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.transforms.legalize_to_nn import needs_legalization
 
 PARTITIONERS = ("collage", "eager", "none")
 
 
-def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
+def _names_a_file(text: str) -> bool:
+    """Whether a one-line string is the path of an existing file (not IR text)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # too long for a file name, or a NUL in it
+        return False
+
+
+def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
-    textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
+    textual IR, a model file (ONNX or IR, told apart by content), an ``onnx.ModelProto``,
+    or a PyTorch module / ``ExportedProgram`` (exported on ``example_inputs``)."""
     if isinstance(model, ModuleOp):
         return model.clone()
-    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".mlir", ".onnx"))):
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
+                                   and (model.endswith((".mlir", ".onnx")) or _names_a_file(model))):
         path = Path(model)
-        if path.suffix == ".onnx":
+        # The content decides (an ONNX model named without .onnx is still one).
+        kind = file_kind(path) if path.is_file() else None
+        if kind is FileKind.ONNX or (kind is None and path.suffix == ".onnx"):
             from partita.frontends.onnx import import_onnx
 
             return import_onnx(path)
@@ -52,6 +67,10 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
         return parse_module(model, make_context(), "<string>")
+    if is_torch_model(model):
+        return export_module(model, example_inputs, dynamic_shapes)
+    if example_inputs is not None or dynamic_shapes is not None:
+        raise PartitaError("example_inputs and dynamic_shapes apply to PyTorch models only")
     if type(model).__name__ == "ModelProto":
         from partita.frontends.onnx import import_onnx
 
@@ -84,6 +103,10 @@ def has_nchw_conv(module: ModuleOp) -> bool:
     return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
 
 
+PRECISIONS = {None: "", "fp32": "", "fp16": "f16", "bf16": "bf16"}
+"""``compile``'s ``precision``: the storage type ``to-mixed-precision`` lowers f32 to."""
+
+
 def _pipeline_stages(
     module: ModuleOp,
     config: CompilationConfig,
@@ -104,6 +127,9 @@ def _pipeline_stages(
     implied = CompilationConfig(list(config)).default_device
     fallback = f" fallback-device={config.default_device.value}" if config.default_device is not implied else ""
     steps: list[str] = []
+    if needs_legalization(module):
+        # linalg / tensor / arith / tosa from other MLIR pipelines become nn first.
+        steps.append("legalize-to-nn")
     if any(isinstance(op, BatchNormOp) for op in module.walk()):
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
@@ -256,6 +282,17 @@ class Executable:
             pass_times=self.pass_times,
         )
 
+    def report_graph(self, path: str | Path | None = None) -> str:
+        """The placement as one self-contained HTML page (see ``partita.report_graph``);
+        written to ``path`` when given."""
+        from partita.files import write_atomically
+        from partita.report_graph import placement_graph, render_html
+
+        page = render_html(placement_graph(self))
+        if path is not None:
+            write_atomically(path, page)
+        return page
+
     def __str__(self) -> str:
         out = StringIO()
         Printer(stream=out).print_op(self.module)
@@ -338,13 +375,22 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     layout: str = "auto",
     entry: str = "main",
     progress: Callable[[str, int, int], None] | None = None,
+    example_inputs: Any = None,
+    dynamic_shapes: Any = None,
+    precision: str | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
+
+    A PyTorch ``nn.Module`` is exported with ``torch.export`` on ``example_inputs``
+    (``dynamic_shapes`` as ``torch.export`` takes them: a ``Dim`` becomes a ``?``
+    dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
     since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
-    is TVM's rule, see ``CompilationConfig``).
+    is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
+    an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
+    stay f32, inputs and outputs keep the model's types); ``None`` / ``"fp32"`` as written.
     """
     from partita.transforms.collage_partition import CollagePartition
     from partita.validation import check_compile_arguments, check_entry, check_target_archs
@@ -352,7 +398,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
-    module = load_module(model)
+    module = load_module(model, example_inputs, dynamic_shapes)
     check_entry(module, entry)
     try:
         if isinstance(targets, CompilationConfig):
@@ -372,6 +418,10 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         cache_dir=str(cache_dir) if cache_dir is not None else None,
         layout=layout,
     )
+    if precision not in PRECISIONS:
+        raise PartitaError(f"unknown precision '{precision}' (choose from fp32, fp16, bf16)")
+    if PRECISIONS[precision]:
+        stages[0].insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
     pipeline = ",".join(stages[0] + stages[1])
     placement, codegen = (PassPipeline.parse_spec(get_all_passes(), ",".join(steps)).passes for steps in stages)
     ctx = make_context()

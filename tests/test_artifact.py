@@ -63,13 +63,14 @@ def test_round_trip_gives_equal_outputs_without_cache_or_onnx(saved) -> None:
 def test_library_partitions_travel_in_the_module(tmp_path: Path) -> None:
     """cuBLAS and TensorRT partitions are records in the IR (TensorRT's ONNX sub-model
     with its digest): the file carries them with no bytes of their own."""
-    targets = ["cuda -arch=sm_90", "cublas", "cudnn", "tensorrt", "cutlass", "llvm"]
+    # no cutlass: it takes every GEMM form first (eager goes by registration order)
+    targets = ["cuda -arch=sm_90", "cublas", "cudnn", "tensorrt", "llvm"]
     exe = partita.compile(EXAMPLES / "encoder.onnx", targets, partitioner="eager", cache_dir=tmp_path / "cache")
     path = tmp_path / "model.partita"
     exe.save(path)
     x = _inputs(exe)
     (expected,) = exe.run(*x)
-    shutil.rmtree(tmp_path / "cache")
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)  # none when no kernel was compiled
     loaded = partita.load(path)
     kinds = {h.kind for h in loaded.runtime.handles.values()}
     assert {"cublaslt", "tensorrt"} <= kinds

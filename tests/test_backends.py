@@ -42,7 +42,8 @@ def test_builtin_backends_in_priority_order():
     names = [e.name for e in get_pattern_table("cutlass")]
     assert names == [
         "cutlass.dense_bias_gelu", "cutlass.dense_bias_relu", "cutlass.dense_bias", "cutlass.dense",
-        "cutlass.batch_matmul", "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d",
+        "cutlass.batch_matmul_bias", "cutlass.batch_matmul", "cutlass.matmul_bias", "cutlass.matmul",
+        "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d",
     ]
     cublas = [e.name for e in get_pattern_table("cublas")]
     assert cublas == [

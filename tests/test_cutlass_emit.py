@@ -20,8 +20,12 @@ def test_alignment_rules_dense_f16():
     assert cfg.threadblock[:2] == (64, 64)  # low alignment -> small tile
     cfg = choose_config(KernelSpec.dense(256, 512, 770), 80)  # K % 2 == 0 only
     assert cfg.alignment_a == 2 and cfg.opcode_class == "tensorop"
-    # odd K: no cp.async for one f16 element -> SIMT fallback, alignment 1
+    # odd K: no cp.async for one f16 element -> tensor cores fed by the 2-stage
+    # register-staged pipeline, alignment 1
     cfg = choose_config(KernelSpec.dense(256, 512, 771), 80)
+    assert (cfg.opcode_class, cfg.alignment_a, cfg.stages, cfg.math) == ("tensorop", 1, 2, "f16")
+    # before sm_80 it is still the SIMT kernel
+    cfg = choose_config(KernelSpec.dense(256, 512, 771), 75)
     assert cfg.opcode_class == "simt" and cfg.alignment_a == 1 and cfg.arch_tag == 50
 
 
@@ -75,7 +79,9 @@ def test_dynamic_dims_become_params():
     e = src.entries["tvmgen_default_cutlass_main_0"]
     assert [(p.name, p.kind, p.size) for p in e.params] == [
         ("x", "ptr", 8), ("w", "ptr", 8), ("bias", "ptr", 8), ("out", "ptr", 8), ("M", "int", 4)]
-    assert "int M)" in src.code and "problem(M, 768, 3072)" in src.code
+    # the runner takes every dim; the entry passes its static ones as constants
+    assert "int M, int N, int K)" in src.code and "problem(M, N, K)" in src.code
+    assert "_run(x, w, bias, out, M, 768, 3072);" in src.code
     with pytest.raises(ValueError, match="missing run-time dims"):
         e.grid()
     assert e.output_shape({"M": 5}) == (5, 768)
@@ -83,7 +89,7 @@ def test_dynamic_dims_become_params():
     s2 = KernelSpec.dense(128, 768, 3072)
     src2 = emit_module([("k", s2, choose_config(s2, 80))])
     assert all(p.kind == "ptr" for p in src2.entries["k"].params)
-    assert "problem(128, 768, 3072)" in src2.code
+    assert "_run(x, w, out, workspace, 128, 768, 3072);" in src2.code  # split-k
     bmm = KernelSpec.batch_matmul(None, None, 64, 64)
     conv = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1)
     src3 = emit_module([("b", bmm, choose_config(bmm, 80)), ("c", conv, choose_config(conv, 80))])
@@ -119,7 +125,7 @@ def test_dedup_identical_kernels():
     ks = [(f"tvmgen_default_cutlass_main_{i}", s, choose_config(s, 80))
           for i, s in enumerate([a, b, a, c])]
     src = emit_module(ks)
-    assert len(re.findall(r"^using \w+ = ", src.code, re.M)) == 2
+    assert len(re.findall(r"^using \w+ = ", src.code, re.MULTILINE)) == 2
     types = [src.entries[n].kernel_type for n, _, _ in ks]
     assert types[0] == types[1] == types[2] != types[3]
     assert src.code.count('extern "C" __global__') == 4

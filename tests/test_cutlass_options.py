@@ -50,7 +50,12 @@ def test_f32_math_chooses_the_kernel(math, opclass, inst, name) -> None:
 
 
 def test_tf32_needs_sm80_and_aligned_operands() -> None:
-    assert choose_config(KernelSpec.dense(256, 512, 1022, "float32"), 80, f32_math="tf32").math == "ffma"
+    # a GEMM takes TF32 at any alignment (cp.async moves single 4-byte elements) ...
+    cfg = choose_config(KernelSpec.dense(256, 512, 1022, "float32"), 80, f32_math="tf32")
+    assert (cfg.math, cfg.alignment_a) == ("tf32", 2)
+    # ... a convolution only with channels a multiple of 4
+    odd = KernelSpec.conv2d((2, 8, 8, 6), (32, 3, 3, 6), padding=(1, 1), dtype="float32")
+    assert choose_config(odd, 80, f32_math="tf32").math == "ffma"
     assert choose_config(KernelSpec.dense(256, 512, 1024, "float32"), 75, f32_math="tf32").math == "ffma"
     conv = KernelSpec.conv2d((2, 8, 8, 16), (32, 3, 3, 16), padding=(1, 1), dtype="float32")
     assert choose_config(conv, 80, f32_math="tf32").math == "tf32"

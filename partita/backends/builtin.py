@@ -1,8 +1,9 @@
 """The built-in backends, registered in priority order: cutlass, cublas, cudnn, tensorrt.
 
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
-GEMMs (``nn.dense``, ``nn.batch_matmul`` with ``transpose_b`` and not ``transpose_a``)
-with bias and activation epilogues, NHWC/OHWI non-grouped conv2d, on f16 or f32 only.
+GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
+``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
+activation epilogues, NHWC/OHWI non-grouped conv2d in f16 or f32.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from partita.backends.pattern import (
 )
 
 GEMM_DTYPES = ("f16", "f32")
-"""Element types CUTLASS (and our cuBLAS/cuDNN wrappers) accept."""
+"""Element types CUTLASS convolutions accept."""
+CUTLASS_GEMM_DTYPES = ("f16", "bf16", "f32")
+"""Element types CUTLASS GEMMs accept (tensor cores: f16/bf16 HMMA, f32 as TF32)."""
 
 
 def _dtypes_ok(match: Match, allowed: tuple[str, ...] = GEMM_DTYPES) -> bool:
@@ -53,7 +56,7 @@ def _bias_ok(match: Match, anchor: Operation, channel_axis: int) -> bool:
 
 def check_dense(match: Match) -> bool:
     dense = match.find("nn.dense")
-    if dense is None or not _dtypes_ok(match):
+    if dense is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
     weight = shape_of(dense.operands[1])
     return weight is not None and len(weight) == 2 and _bias_ok(match, dense, -1)
@@ -66,10 +69,21 @@ def check_dense_gelu(match: Match) -> bool:
 
 
 def check_batch_matmul(match: Match) -> bool:
-    bmm = match.find("nn.batch_matmul")
-    if bmm is None or not _dtypes_ok(match):
+    """``nn.batch_matmul`` (any transposes) or ``nn.matmul`` whose batch dims are equal,
+    or broadcast as a whole operand (a batched GEMM with batch stride 0)."""
+    from partita.lowering.cutlass.kernels import batched_gemm
+
+    gemm = match.find("nn.batch_matmul") or match.find("nn.matmul")
+    if gemm is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
-    return not op_attr(bmm, "transpose_a") and bool(op_attr(bmm, "transpose_b"))
+    if len({element_type_name(v) for v in (*match.inputs, *match.outputs)}) != 1:
+        return False
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    if lhs is None or rhs is None:
+        return False
+    transposes = (bool(op_attr(gemm, "transpose_a")), bool(op_attr(gemm, "transpose_b"))) \
+        if gemm.name == "nn.batch_matmul" else (False, False)
+    return not isinstance(batched_gemm(lhs, rhs, *transposes), str) and _bias_ok(match, gemm, -1)
 
 
 def check_conv2d(match: Match) -> bool:
@@ -104,7 +118,10 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
         ("dense_bias", _with_bias(_dense()), check_dense),
         ("dense", _dense(), check_dense),
+        ("batch_matmul_bias", _with_bias(_batch_matmul()), check_batch_matmul),
         ("batch_matmul", _batch_matmul(), check_batch_matmul),
+        ("matmul_bias", _with_bias(is_op("nn.matmul")(wildcard(), wildcard())), check_batch_matmul),
+        ("matmul", is_op("nn.matmul")(wildcard(), wildcard()), check_batch_matmul),
         ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_conv2d),
         ("conv2d_bias", _with_bias(_conv2d()), check_conv2d),
         ("conv2d", _conv2d(), check_conv2d),

@@ -13,6 +13,7 @@ instantiation and lets one NVRTC program serve every partition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
@@ -35,12 +36,13 @@ from partita.lowering.cutlass import (
     emit_module,
 )
 from partita.lowering.binaries import cache_attributes
+from partita.lowering.cutlass.kernels import batched_gemm
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_record
 from partita.target import Target as PartitaTarget
 
 COMPILER = "cutlass"
-_DTYPES = {"f16": "float16", "f32": "float32"}
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def _dtype(op: Operation) -> str:
     element = op.results[0].type.element_type  # type: ignore[attr-defined]
     name = str(element)
     if name not in _DTYPES:
-        raise op_error(op, f"CUTLASS kernels take f16 or f32, not {name}")
+        raise op_error(op, f"CUTLASS kernels take f16, bf16 or f32, not {name}")
     return _DTYPES[name]
 
 
@@ -112,6 +114,24 @@ def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, cha
     return ("bias" + ("_" + activation if activation else "")) if bias is not None else "none", bias
 
 
+def _batched_spec(main: Operation, epilogue_ops: Sequence[Operation], function: FuncOp) -> KernelSpec:
+    """The batched-GEMM spec of an ``nn.matmul`` (A ``[..., M, K]``, B ``[..., K, N]``)
+    or ``nn.batch_matmul`` (its ``transpose_a`` / ``transpose_b``)."""
+    if isinstance(main, nn.BatchMatmulOp):
+        ta, tb = bool(main.transpose_a), bool(main.transpose_b)
+    else:
+        ta, tb = False, False
+    a, b = _shape(main.operands[0]), _shape(main.operands[1])
+    dims = batched_gemm(a, b, ta, tb)
+    if isinstance(dims, str):
+        raise op_error(main, dims)
+    out = _shape(main.results[0])
+    epilogue, _ = _epilogue(epilogue_ops, function, out[-1], len(out) - 1)
+    return KernelSpec.batch_matmul(dims["batch"], dims["M"], dims["N"], dims["K"], _dtype(main), epilogue,  # type: ignore[arg-type]
+                                   transpose_a=ta, transpose_b=tb, broadcast_a=bool(dims["broadcast_a"]),
+                                   broadcast_b=bool(dims["broadcast_b"]))
+
+
 def partition_kernel(function: FuncOp) -> PartitionKernel:
     """The CUTLASS kernel a partition function's body describes (located error if none)."""
     ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp)]
@@ -125,15 +145,10 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
             spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
-        elif isinstance(main, nn.BatchMatmulOp):
-            if main.transpose_a or not main.transpose_b:
-                raise op_error(main, "CUTLASS batch_matmul takes a plain A and a transposed B")
-            a, b = _shape(main.operands[0]), _shape(main.operands[1])
-            if a[0] != b[0]:
-                raise op_error(main, "CUTLASS batch_matmul needs equal batch sizes")
-            epilogue, bias = _epilogue(epilogue_ops, function, b[1], 2)
-            spec = KernelSpec.batch_matmul(_static(a[0]), _static(a[1]), b[1], b[2], _dtype(main), epilogue)
+        elif isinstance(main, nn.BatchMatmulOp | nn.MatmulOp):
+            spec = _batched_spec(main, epilogue_ops, function)
             roles = {main.operands[0]: "a", main.operands[1]: "b"}
+            bias = _epilogue(epilogue_ops, function, _shape(main.results[0])[-1], len(_shape(main.results[0])) - 1)[1]
         elif isinstance(main, nn.Conv2DOp):
             if main.data_layout != "NHWC" or main.kernel_layout != "OHWI" or main.groups != 1:
                 raise op_error(main, "CUTLASS conv2d takes NHWC data, OHWI weights and groups = 1")
@@ -147,7 +162,7 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             )
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
         else:
-            raise op_error(main, "has no CUTLASS kernel (dense, batch_matmul and NHWC conv2d do)")
+            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul and NHWC conv2d do)")
     except UnsupportedKernel as err:
         raise op_error(function, str(err)) from None
     if bias is not None:
@@ -180,14 +195,25 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[
     return kernels, emit_module(configs)
 
 
+def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
+    """``90`` -> (90, ""), ``"90a"`` / ``"sm_90a"`` -> (90, "a"); an error naming the
+    option and its ``owner`` (``pass 'cutlass-codegen'``, ``target 'cutlass-cpp'``) for
+    anything else."""
+    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", str(sm).strip())
+    if m is None:
+        raise PartitaError(f"option 'sm' of {owner} takes a compute capability (80, 90, 90a, ...), not '{sm}'")
+    return int(m.group(1)), m.group(2)
+
+
 @dataclass(frozen=True)
 class CutlassCodegen(ModulePass):
     """Lower every cutlass partition of the module to one NVRTC-compiled cubin."""
 
     name = "cutlass-codegen"
 
-    sm: int = 0
-    """Compute capability (80, 86, 89, 90); 0 takes the cutlass target's ``sm`` option."""
+    sm: int | str = 0
+    """Compute capability (80, 86, 89, 90, or ``90a``: the cubin is built for the
+    arch-specific target); 0 takes the cutlass target's ``sm`` option."""
     cache_dir: str | None = None
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
@@ -202,8 +228,9 @@ class CutlassCodegen(ModulePass):
         )
 
         OutlineCompilerFunctions(compiler=COMPILER).apply(ctx, op)
-        options = function_options(cutlass_functions(op), self.sm)
-        sm = options.sm
+        number, suffix = _sm_option(f"pass '{self.name}'", self.sm)
+        options = function_options(cutlass_functions(op), number)
+        sm = f"{options.sm}{suffix}"  # kernels are chosen by the number, built for the arch
         try:
             nvrtc.check_arch(f"sm_{sm}")
         except ValueError as err:
@@ -252,11 +279,12 @@ class CutlassCppTarget(Target):
 
     name = "cutlass-cpp"
 
-    sm: int = 0
+    sm: int | str = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        options = function_options(cutlass_functions(module), self.sm)
-        sm = options.sm
+        number, suffix = _sm_option(f"target '{self.name}'", self.sm)
+        options = function_options(cutlass_functions(module), number)
+        sm = f"{options.sm}{suffix}"
         kernels, source = emit_cutlass(module, options)
         if source is None:
             output.write("// no cutlass partition functions in this module\n")

@@ -31,8 +31,11 @@ _PASSES: dict[str, tuple[str, str]] = {
     "partition-graph": ("partita.transforms.partition_graph", "PartitionGraph"),
     "partition-eager": ("partita.transforms.partition_eager", "PartitionEager"),
     "collage-partition": ("partita.transforms.collage_partition", "CollagePartition"),
+    # Standard MLIR dialects in.
+    "legalize-to-nn": ("partita.transforms.legalize_to_nn", "LegalizeToNN"),
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
+    "to-mixed-precision": ("partita.transforms.to_mixed_precision", "ToMixedPrecision"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     # Lowering.

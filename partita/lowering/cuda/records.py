@@ -14,7 +14,9 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   count and length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
-  threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``;
+  threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
+  4 warps for a 64x64 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
+  min(batch, 65535))``;
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
   over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``.
@@ -137,7 +139,9 @@ class GemmRecord(FusedRecord):
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
         tiles = (max(1, -(-n // self.tile)), max(1, min(MAX_GRID, -(-m // self.tile))), max(1, min(MAX_GRID, batch)))
-        return tiles, (self.tile, self.tile, 1)
+        # SIMT kernels: a thread per output of the tile; tensor-core ones: ``block`` threads
+        # (4 warps of register tiles)
+        return tiles, ((self.tile, self.tile, 1) if self.block == self.tile * self.tile else (self.block, 1, 1))
 
 
 @dataclass(frozen=True)
