@@ -28,19 +28,17 @@ from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model
 from partita.ir import PartitaError, parse_module, verify_module
-from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
 from partita.target import CompilationConfig, Target, TargetError
-from partita.transforms import collage_partition, get_all_passes
+from partita.transforms import get_all_passes
+from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.legalize_to_nn import needs_legalization
 from partita.validation import check_compile_arguments, check_entry, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
-_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
-                             *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
 def _names_a_file(text: str) -> bool:
@@ -114,7 +112,7 @@ PRECISIONS = {None: "", "fp32": "", "fp16": "f16", "bf16": "bf16"}
 """``compile``'s ``precision``: the storage type ``to-mixed-precision`` lowers f32 to."""
 
 
-def build_pipeline(
+def _pipeline_stages(
     module: ModuleOp,
     config: CompilationConfig,
     *,
@@ -124,8 +122,8 @@ def build_pipeline(
     max_depth: int,
     cache_dir: str | None,
     layout: str,
-) -> list[str]:
-    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+) -> tuple[list[str], list[str]]:
+    """The passes that place and outline the model, then those that generate code."""
     if partitioner not in PARTITIONERS:
         raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
     external = [t.kind_name for t in config.external_targets]
@@ -168,6 +166,7 @@ def build_pipeline(
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
+    placement, steps = steps, []
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
@@ -179,7 +178,24 @@ def build_pipeline(
     steps.append("mark-compiler-functions-as-extern")
     steps.append("lower-extern-calls")
     steps.append("plan-memory")
-    return steps
+    return placement, steps
+
+
+def build_pipeline(
+    module: ModuleOp,
+    config: CompilationConfig,
+    *,
+    partitioner: str,
+    cost: str,
+    device: str,
+    max_depth: int,
+    cache_dir: str | None,
+    layout: str,
+) -> list[str]:
+    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+    placement, codegen = _pipeline_stages(module, config, partitioner=partitioner, cost=cost, device=device,
+                                          max_depth=max_depth, cache_dir=cache_dir, layout=layout)
+    return placement + codegen
 
 
 @dataclass
@@ -399,7 +415,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     except TargetError as err:
         raise PartitaError(str(err)) from None
     check_target_archs(config)
-    steps = build_pipeline(
+    stages = _pipeline_stages(
         module,
         config,
         partitioner=partitioner,
@@ -412,35 +428,39 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     if precision not in PRECISIONS:
         raise PartitaError(f"unknown precision '{precision}' (choose from fp32, fp16, bf16)")
     if PRECISIONS[precision]:
-        steps.insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
-    pipeline = ",".join(steps)
-    passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(get_all_passes(), pipeline).passes
+        stages[0].insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
+    pipeline = ",".join(stages[0] + stages[1])
+    placement, codegen = (PassPipeline.parse_spec(get_all_passes(), ",".join(steps)).passes for steps in stages)
     ctx = make_context()
-    estimate = _cost_estimator(device)
     times: list[tuple[str, float]] = []
-    rows: list[PartitionRow] = []
-    captured = False
-    compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
-    collage_partition.LAST_REPORT = None
-    for index, pass_ in enumerate(passes):
-        if pass_.name in _CODEGEN_PASSES and not captured:
-            # Everything is placed and outlined: capture it before codegen drops bodies.
-            rows, captured = _partition_rows(module, entry, estimate), True
-        if progress is not None:
-            progress(pass_.name, index, len(passes))
-        start = time.perf_counter()
-        pass_.apply(ctx, module)
-        verify_module(module)
-        times.append((pass_.name, time.perf_counter() - start))
+    started = [0.0]
+    count = len(placement) + len(codegen)
+
+    def between(done: ModulePass | None, module: ModuleOp, next_: ModulePass | None) -> None:
+        """Verifies and times each pass (xDSL's pipeline callback), and reports progress."""
+        if done is not None:
+            verify_module(module)
+            times.append((done.name, time.perf_counter() - started[0]))
+        if next_ is not None:
+            if progress is not None:
+                progress(next_.name, len(times), count)
+            started[0] = time.perf_counter()
+
+    PassPipeline(placement, between).apply(ctx, module)
+    # Everything is placed and outlined: capture it before codegen drops bodies.
+    rows = _partition_rows(module, entry, _cost_estimator(device))
+    PassPipeline(codegen, between).apply(ctx, module)
+    report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
+    compiles, hits = byoc.compile_counts(module)
     return Executable(
         module,
         pipeline,
         config,
         rows,
         times,
-        collage=collage_partition.LAST_REPORT if partitioner == "collage" else None,
-        cache_hits=nvrtc.stats.cache_hits - hits,
-        compiles=nvrtc.stats.compiles - compiles,
+        collage=report,
+        cache_hits=hits,
+        compiles=compiles,
         entry=entry,
     )
 

@@ -53,7 +53,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from partita.ir.verifier import register_attribute_verifier
+from partita.ir.verifier import register_attribute_verifier, register_symbol_check
 from partita.target import Target, TargetError, get_target_kind, is_registered
 
 # Discardable attribute names: the public interface shared with TVM's vocabulary.
@@ -415,17 +415,29 @@ class AllocTensorOp(IRDLOperation):
             )
 
 
+SymbolLookup = Callable[[Operation, SymbolRefAttr], "Operation | None"]
+"""Resolves a symbol reference from an op (``SymbolTable.lookup_symbol`` or an index)."""
+
+
+def check_call_extern(op: Operation, lookup: SymbolLookup) -> None:
+    """The callee of a ``byoc.call_extern`` is a function marked extern with its types, and
+    the results are the ``outs``' types (also run by the module verifier with its index)."""
+    assert isinstance(op, CallExternOp)
+    callee = lookup(op, op.callee)
+    if not isinstance(callee, FuncOp):
+        raise VerifyException(f"'{op.callee}' does not reference a function")
+    if EXTERN not in callee.attributes:
+        raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
+    ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
+    if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
+        raise VerifyException(f"types do not match the signature of '{op.callee}'")
+    if tuple(op.outs.types) != tuple(op.res.types):
+        raise VerifyException("the result types must equal the types of the 'outs' operands")
+
+
 class CallExternSymbolUser(SymbolUserOpInterface):
     def verify(self, op: Operation) -> None:
-        assert isinstance(op, CallExternOp)
-        callee = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(callee, FuncOp):
-            raise VerifyException(f"'{op.callee}' does not reference a function")
-        if EXTERN not in callee.attributes:
-            raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
-        ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
-        if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
-            raise VerifyException(f"types do not match the signature of '{op.callee}'")
+        check_call_extern(op, SymbolTable.lookup_symbol)
 
 
 @irdl_op_definition
@@ -461,13 +473,22 @@ class CallExternOp(IRDLOperation):
             operands=[inputs, outs], result_types=[out_types], properties={"callee": callee}
         )
 
-    def verify_(self) -> None:
-        if tuple(self.outs.types) != tuple(self.res.types):
-            raise VerifyException("the result types must equal the types of the 'outs' operands")
 
 
 DIGEST = "sha256"
 """The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
+CACHE_HIT = "cache_hit"
+"""The ``byoc.binary`` attribute saying whether a compiled binary came from the cache
+(``true``) or was compiled by this codegen run (``false``): the compile's statistics."""
+
+
+def compile_counts(module: Operation) -> tuple[int, int]:
+    """(binaries compiled, binaries found in the cache) among the module's ``byoc.binary``
+    ops (those whose codegen says which: ``cache_hit``)."""
+    hits = [op.attributes[CACHE_HIT] for op in module.walk()
+            if isinstance(op, BinaryOp) and isinstance(op.attributes.get(CACHE_HIT), IntegerAttr)]
+    cached = sum(bool(h.value.data) for h in hits)
+    return len(hits) - cached, cached
 
 
 #: Checks of a ``byoc.binary``'s kernel records, each raising ``ValueError`` on a record it
@@ -492,7 +513,8 @@ class BinaryOp(IRDLOperation):
     the content-addressed cubin cache and is checked before they reach the driver),
     ``nvrtc`` (the compiler's version), ``cache_dir`` only when compiled into a cache other
     than the default one (``path`` in IR written before), and ``kernels``: per extern
-    function, a dictionary with the entry name and launch description, verified here.
+    function, a dictionary with the entry name and launch description, verified here. A
+    compiled binary also says whether it came from the compile cache (``cache_hit``).
     """
 
     name = "byoc.binary"
@@ -540,6 +562,7 @@ class BinaryOp(IRDLOperation):
 
 
 register_attribute_verifier("byoc", verify_function_attributes)
+register_symbol_check(CallExternOp, check_call_extern)
 
 BYOC = Dialect(
     "byoc",

@@ -66,6 +66,7 @@ from partita.ir import PartitaError, op_error
 from partita.ir.abi import argument_names
 from partita.ir.constants import check_splat_budget, splat_element
 from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
@@ -145,7 +146,7 @@ class _Loader:
     the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
     for a dynamic dim)."""
 
-    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage],
+    def __init__(self, device: Device, modules: dict[Path, LoadedModule], images: dict[str, BinaryImage],
                  libraries: dict[str, Any], sealed: bool = False):
         self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
         self.sealed = sealed
@@ -157,7 +158,7 @@ class _Loader:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
         return library_binding(self.libraries, handle)
 
-    def module(self, handle: Any) -> Any:
+    def module(self, handle: Any) -> LoadedModule:
         path = Path(handle.path)
         loaded = self.modules.get(path)
         if loaded is None:
@@ -201,7 +202,7 @@ class _Call:
 class LaunchPlan:
     """The entry function of a lowered module as steps, prepared on ``device``."""
 
-    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None,
+    def __init__(self, module: ModuleOp, device: Device, *, entry: str = "main", handles: dict | None = None,
                  embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
@@ -218,7 +219,7 @@ class LaunchPlan:
         self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
         self.alias = buffer_of(self.block)
         self.ranges = live_ranges(self.block)
-        self.modules: dict[Path, Any] = {}
+        self.modules: dict[Path, LoadedModule] = {}
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
         self.params = None

@@ -17,6 +17,7 @@ from partita.collage.graph import DataflowGraph
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
+from partita.lowering.binaries import binary_images
 from partita.runtime.cuda import cuda_available
 from partita.transforms import collage_partition as cp
 from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
@@ -131,12 +132,12 @@ def placement(report) -> dict[str, str]:
 def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypatch) -> None:
     def partition(times, cache=""):
         device = FakeDevice(times=times)
-        monkeypatch.setattr(cp, "MEASURE_DEVICE", device)
         module = parse_module(DENSE, make_context(), "dense.mlir")
-        cp.CollagePartition(
-            targets="cuda,cutlass,llvm", cost="measure", cache=cache, cache_dir=str(cubins), dynamic_dim=16
-        ).apply(make_context(), module)
-        return cp.LAST_REPORT, device
+        pass_ = cp.CollagePartition(targets="cuda,cutlass,llvm", cost="measure", cache=cache,
+                                    cache_dir=str(cubins), dynamic_dim=16, measure_device=device)
+        pass_.apply(make_context(), module)
+        assert len(pass_.reports) == 1
+        return pass_.last_report, device
 
     fast, device = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002})
     assert placement(fast) == {"nn.dense": "cutlass", "nn.bias_add": "cutlass"}
@@ -154,20 +155,25 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
     # With a persistent cost cache the second run compiles and launches nothing.
     costs = str(tmp_path / "costs.json")
     first, _ = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002}, costs)
-    nvrtc.stats.reset()
+    def no_nvrtc(*args, **kwargs):
+        raise AssertionError("a cached cost was compiled again")
+
+    monkeypatch.setattr(nvrtc, "_nvrtc_compile", no_nvrtc)
     second, device = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002}, costs)
-    assert device.modules == [] and device.launches == 0 and nvrtc.stats.compiles == 0
+    assert device.modules == [] and device.launches == 0
     assert placement(second) == placement(first) == placement(fast)
     assert second.total == first.total
 
 
-def test_measure_options_are_checked(monkeypatch) -> None:
-    monkeypatch.setattr(cp, "MEASURE_DEVICE", FakeDevice())
+def test_measure_options_are_checked() -> None:
     module = parse_module(DENSE, make_context(), "dense.mlir")
-    with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
-        cp.CollagePartition(targets="cuda,cutlass", cost="measure", dynamic_dim=0).apply(make_context(), module)
-    with pytest.raises(PartitaError, match="unknown device"):
-        cp.CollagePartition(targets="cuda,cutlass", cost="measure", device="tpu").apply(make_context(), module)
+    for device in (FakeDevice(), None):  # options are checked before any device is opened
+        with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
+            cp.CollagePartition(targets="cuda,cutlass", cost="measure", dynamic_dim=0,
+                                measure_device=device).apply(make_context(), module)
+        with pytest.raises(PartitaError, match="unknown device"):
+            cp.CollagePartition(targets="cuda,cutlass", cost="measure", device="tpu",
+                                measure_device=device).apply(make_context(), module)
 
 
 @pytest.mark.gpu
@@ -186,3 +192,26 @@ def test_measures_a_real_kernel(cubins) -> None:
         estimator.estimate(graph, cand)
         assert timer.measured == 2 and estimator.hits == 1
     assert np.isfinite(seconds)
+
+
+def test_a_measured_cubin_is_checked_against_its_sha256(tmp_path, monkeypatch) -> None:
+    """Collage loads a candidate's cubin as the launch plan does: the bytes must match the
+    digest its byoc.binary recorded, or the driver never sees them."""
+    from partita.lowering import cuda_codegen
+
+    original = cuda_codegen.CudaCodegen.apply
+
+    def apply_then_damage(self, ctx, module) -> None:
+        original(self, ctx, module)
+        for image in binary_images(module).values():  # where the cubin cache keeps each
+            assert image.path.parent == tmp_path  # this test's own cache, never the shared one
+            image.path.unlink()
+            image.path.write_bytes(b"\x7fELF damaged")
+
+    monkeypatch.setattr(cuda_codegen.CudaCodegen, "apply", apply_then_damage)
+    device = FakeDevice()
+    timer = CandidateTimer(device, cache_dir=tmp_path, dynamic_dim=16)
+    graph, _, cands = candidates(ELEMENTWISE, "cuda")
+    with pytest.raises(PartitaError, match="does not match the sha256 recorded at compile time"):
+        timer(graph, cands[("cuda.fused", (0, 1))])
+    assert device.modules == []

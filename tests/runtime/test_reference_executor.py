@@ -330,10 +330,8 @@ def test_argument_checks():
         run(module, rand(2, 4), entry="nope")
 
 
-def test_extra_impls_are_registered():
+def test_extra_impls_are_passed_in():
     from xdsl.interpreter import InterpreterFunctions, impl, register_impls
-
-    from partita.runtime.reference import EXTRA_IMPLS, extra_impls
 
     @register_impls
     class EmptyAsZeros(InterpreterFunctions):
@@ -347,8 +345,6 @@ def test_extra_impls_are_registered():
       %r = nn.sigmoid %e : (tensor<2xf32>) -> tensor<2xf32>
       func.return %r : tensor<2xf32>
     }""")
-    extra_impls(EmptyAsZeros)
-    try:
-        np.testing.assert_array_equal(run(module)[0], [0.5, 0.5])
-    finally:
-        EXTRA_IMPLS.remove(EmptyAsZeros)
+    np.testing.assert_array_equal(ReferenceExecutor(module, impls=[EmptyAsZeros]).run()[0], [0.5, 0.5])
+    with pytest.raises(Exception, match="tensor.empty"):  # nothing leaks into the next executor
+        run(module)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, ClassVar
 
 import ml_dtypes
@@ -40,7 +42,9 @@ from xdsl.irdl import (
     operand_def,
     prop_def,
     result_def,
+    traits_def,
 )
+from xdsl.traits import OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from partita.ir.constants import dense_values, splat_attr
@@ -307,6 +311,47 @@ class ShapeArith:
     def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
 
 
+class OpKind(IntEnum):
+    """An operator's pattern kind (TVM's ``OpPatternKind``). Kinds are ordered: a group of
+    ops has the largest kind of its members, and fusion rules compare kinds with ``<=``."""
+
+    ELEMWISE = 0
+    """Every output element from the same-index input elements (relu, add of equal shapes)."""
+    BROADCAST = 1
+    """Element-wise with broadcasting operands (bias add)."""
+    INJECTIVE = 2
+    """An index remapping (transpose, reshape, pad, concatenate)."""
+    COMM_REDUCE = 3
+    """A commutative reduction (sum, softmax's row reduction)."""
+    OUT_EWISE_FUSABLE = 4
+    """A complex op whose output takes an element-wise epilogue (dense, conv2d)."""
+    TUPLE = 7
+    """Gathers values into one (TVM's tuple); never an index computation."""
+    PROJECTION = 8
+    """Takes one field of a multi-result value (TVM's ``TupleGetItem``)."""
+    OPAQUE = 9
+    """Anything no rule may fuse."""
+
+
+@dataclass(frozen=True)
+class OpPattern(OpTrait):
+    """The op's pattern kind, read by the native fuser, Collage's rules and its cost model
+    (TVM's ``TOpPattern`` attribute). Set once on a family base class or an op."""
+
+    kind: OpKind
+
+
+def op_kind(op: Operation | type[Operation]) -> OpKind:
+    """The pattern kind of an op or op class; ``OPAQUE`` for an op that declares none."""
+    trait = op.get_trait(OpPattern)
+    return OpKind.OPAQUE if trait is None else trait.kind
+
+
+def kind_trait(kind: OpKind):
+    """``traits`` of an op class (or family base) of pattern ``kind``."""
+    return traits_def(OpPattern(kind))
+
+
 class NNOp(IRDLOperation):
     """Base of all nn ops: ranked tensors, a checked element type and result shape.
 
@@ -321,6 +366,7 @@ class NNOp(IRDLOperation):
     functions and the CUDA kernels that size dynamic results both call it."""
 
     irdl_options = (ParsePropInAttrDict(),)
+    traits = traits_def(Pure())
     ALLOWED_TYPES: ClassVar[tuple[Attribute, ...]] = FLOATS[:3]
     """Element types the op accepts (f16, bf16 and f32 unless an op says more)."""
 

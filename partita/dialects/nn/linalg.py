@@ -23,6 +23,7 @@ from partita.dialects.nn.base import (
     NUMERIC_TYPES,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     _bool_prop,
@@ -35,6 +36,7 @@ from partita.dialects.nn.base import (
     _value,
     broadcast_shapes,
     check_channel_vector,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
@@ -73,6 +75,7 @@ def infer_batch_matmul_shape(a: Shape, b: Shape, transpose_a: bool, transpose_b:
 @irdl_op_definition
 class DenseOp(NNOp):
     """``input[..., K] x weight[N, K] -> [..., N]``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.dense"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -92,6 +95,7 @@ class DenseOp(NNOp):
 @irdl_op_definition
 class MatmulOp(NNOp):
     """NumPy ``matmul`` with batch broadcasting (ranks >= 2)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -111,6 +115,7 @@ class MatmulOp(NNOp):
 @irdl_op_definition
 class BatchMatmulOp(NNOp):
     """Rank-3 batched matmul; by default ``rhs`` is ``[B, N, K]`` (``transpose_b``)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.batch_matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -136,6 +141,7 @@ class BatchMatmulOp(NNOp):
 @irdl_op_definition
 class BiasAddOp(NNOp):
     """Add a rank-1 ``bias`` along ``axis``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.bias_add"
     input = operand_def(TensorType)
@@ -162,6 +168,7 @@ class MatmulIntegerOp(NNOp):
     """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
     i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
     element of its operand's type."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul_integer"
     lhs = operand_def(TensorType)

@@ -20,6 +20,7 @@ from partita.dialects.nn.base import (
     FLOATS,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
@@ -32,6 +33,7 @@ from partita.dialects.nn.base import (
     _value,
     broadcast_shapes,
     check_channel_vector,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
@@ -40,6 +42,7 @@ from partita.dialects.nn.reduction import normalize_axes
 
 class AxisNormOp(UnaryOp):
     """Base of the ops normalizing along one ``axis`` (no name: not an op)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     ALLOWED_TYPES: ClassVar = FLOATS
     axis_attr = _int_prop("axis", -1)
@@ -94,6 +97,7 @@ class LpNormOp(AxisNormOp):
 class MeanVarianceNormOp(UnaryOp):
     """``(x - mean) / (std + 1e-9)`` over ``axes`` (ONNX MeanVarianceNormalization; the
     variance is ``E[x^2] - E[x]^2``)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.mean_variance_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -113,6 +117,7 @@ class MeanVarianceNormOp(UnaryOp):
 @irdl_op_definition
 class LRNOp(UnaryOp):
     """Local response normalization across ``axis`` (ONNX: alpha is divided by size)."""
+    traits = kind_trait(OpKind.OPAQUE)  # a window across channels: TVM keeps it opaque
 
     name = "nn.lrn"
     size_attr = _int_prop("size")
@@ -146,6 +151,7 @@ class LRNOp(UnaryOp):
 @irdl_op_definition
 class LayerNormOp(NNOp):
     """Normalize over dims ``axis..end``; ``gamma``/``beta`` have shape ``input[axis:]``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.layer_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -184,6 +190,7 @@ class LayerNormOp(NNOp):
 class RMSNormOp(NNOp):
     """``x / sqrt(mean(x^2 over axis..end) + epsilon) * scale``; ``scale`` broadcasts to
     ``input[axis:]``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.rms_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -222,6 +229,7 @@ class GroupNormOp(NNOp):
     """Normalize ``input[N, C, ...]`` over each of ``num_groups`` channel groups (and the
     spatial dims), then scale and shift per channel (``scale``, ``bias``: ``[C]``).
     Instance norm is the case ``num_groups = C``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.group_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -262,6 +270,7 @@ class GroupNormOp(NNOp):
 @irdl_op_definition
 class BatchNormOp(NNOp):
     """Inference-mode batch norm with per-channel ``gamma, beta, mean, variance``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.batch_norm"
     input = operand_def(TensorType)

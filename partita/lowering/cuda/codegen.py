@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, SymbolRefAttr
+from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, ModuleOp, StringAttr, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
@@ -113,6 +113,7 @@ class CudaCodegen(ModulePass):
             "key": StringAttr(binary.key),
             byoc.DIGEST: StringAttr(binary.digest),
             **cache_attributes(binary.path),
+            byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}

@@ -74,7 +74,6 @@ from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, RowReduction
 __all__ = [
     "ANCHOR_OPS",
     "BLOCK_SIZE",
-    "FUSABLE_OPS",
     "GEMM_TILE",
     "CudaProgram",
     "FusedKernel",
@@ -89,12 +88,12 @@ __all__ = [
 BLOCK_SIZE = 256
 """Threads per block of every fused kernel."""
 
-FUSABLE_OPS: tuple[type[Operation], ...] = (
-    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
-    nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp,
-    nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp, nn.PadOp, nn.ConcatenateOp,
+_SPELLED_OPS: tuple[type[Operation], ...] = (
+    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
+    nn.ConcatenateOp,
 )
-"""The injective ops (TVM's ``kElemWise``/``kBroadcast``/``kInjective``) a kernel can compute."""
+"""Injective ops ``_compute`` spells itself instead of through a registered rule (what a
+kernel can compute; whether an op is element-wise or injective is its ``OpPattern``)."""
 
 WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
@@ -103,11 +102,6 @@ ANCHOR_OPS: tuple[type[Operation], ...] = (
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
-EPILOGUE_OPS: tuple[type[Operation], ...] = (
-    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
-    nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp, nn.BiasAddOp,
-)
-"""The element-wise ops that may follow an anchor in its kernel (no index remapping)."""
 GEMM_TILE = 16
 """Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
 MMA_TILE = 64
@@ -161,8 +155,10 @@ def _rule_for(op: Operation, table: dict) -> Rule | None:
 
 
 def is_fusable(op: Operation) -> bool:
-    """Whether ``op`` is injective and a kernel can compute it."""
-    if isinstance(op, FUSABLE_OPS):
+    """Whether ``op`` is injective (by its ``OpPattern`` kind) and a kernel can compute it."""
+    if nn.op_kind(op) > nn.OpKind.INJECTIVE:
+        return False
+    if isinstance(op, _SPELLED_OPS):
         return _typed(op)
     return len(op.results) == 1 and _rule_for(op, _rules()[0]) is not None
 
@@ -207,7 +203,7 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
     its epilogue (``None`` if it can): element-wise only, on and to the anchor's shape."""
     shape = _shape(anchor.results[0])
     rule = _rules()[0].get(type(op))
-    if not isinstance(op, EPILOGUE_OPS) and not (rule is not None and rule.elementwise):
+    if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
         return f"'{op.name}' remaps indices"
     if _shape(op.results[0]) != shape:
         return f"'{op.name}' does not keep the shape of the '{anchor.name}' result"

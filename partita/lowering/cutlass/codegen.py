@@ -20,7 +20,7 @@ from math import prod
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -252,6 +252,7 @@ class CutlassCodegen(ModulePass):
             "key": StringAttr(binary.key),
             byoc.DIGEST: StringAttr(binary.digest),
             **cache_attributes(binary.path),
+            byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"

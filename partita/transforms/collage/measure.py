@@ -52,8 +52,10 @@ from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
 from partita.dialects import byoc, make_context, nn
 from partita.ir import PartitaError
+from partita.lowering.binaries import binary_images
 from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
 from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
+from partita.runtime.contracts import TimingDevice
 from partita.runtime.extern import kernel_handles
 from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
 from partita.transforms.fuse_native_kernels import FuseNativeKernels
@@ -117,10 +119,9 @@ class _TimedModule:
 @dataclass
 class CandidateTimer:
     """Compiles candidates for ``cutlass``/``cuda`` and times them on ``device`` (a
-    ``partita.runtime.cuda.CudaDevice`` or anything with its interface: ``load_module``,
-    memory, and modules with ``time_launch``); see the module docstring."""
+    ``partita.runtime.cuda.CudaDevice`` or any ``TimingDevice``); see the module docstring."""
 
-    device: Any
+    device: TimingDevice
     arch: str | None = None
     """``sm_90``...; default ``device.arch``."""
     cache_dir: str | Path | None = None
@@ -234,6 +235,7 @@ class CandidateTimer:
 
     def _time_kernels(self, module: ModuleOp) -> float:
         functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        images = binary_images(module)  # read as the launch plan reads them: sha256 checked
         handles = kernel_handles(module)
         if not handles:
             raise PartitaError("cost=measure: the codegen produced no kernel for a candidate")
@@ -247,7 +249,7 @@ class CandidateTimer:
                 (out_type,) = signature.outputs
                 out = np.empty(self._shape(out_type), self._dtype(out_type))
                 if handle.path not in loaded:
-                    loaded[handle.path] = self.device.load_module(Path(handle.path).read_bytes())
+                    loaded[handle.path] = self.device.load_module(images[handle.binary].read())
                 timed = _TimedModule(loaded[handle.path], self.warmup, self.repeat, self.rounds)
                 handle.launch(self.device, timed, inputs, out)
                 total += sum(timed.seconds)
