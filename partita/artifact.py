@@ -41,16 +41,17 @@ import struct
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
 
-from partita.dialects import byoc
-from partita.ir import PartitaError
-
-if TYPE_CHECKING:
-    from partita.driver import Executable
+from partita.dialects import byoc, make_context
+from partita.files import write_atomically
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering.binaries import CACHE_DIR, binary_images
+from partita.report import PartitionRow
+from partita.target import CompilationConfig, TargetError
 
 FORMAT_VERSION = 2
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
@@ -77,6 +78,19 @@ def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElement
     return DenseIntOrFPElementsAttr(value.type, BytesAttr(bytes(size)))
 
 
+@dataclasses.dataclass
+class CompiledModel:
+    """What the file holds: the driver's ``Executable`` is made from it and saves into it."""
+
+    module: ModuleOp
+    pipeline: str
+    targets: CompilationConfig
+    partitions: list[PartitionRow]
+    entry: str = "main"
+    binaries: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+    """Cubins by ``byoc.binary`` symbol; a binary not here is read from its ``path``."""
+
+
 def _align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
 
@@ -91,11 +105,9 @@ def _copy_hashed(handle: BinaryIO, data: bytes | memoryview) -> str:
     return digest.hexdigest()
 
 
-def writer(exe: Executable) -> Callable[[BinaryIO], None]:
+def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
     """What writes the compiled-model file of ``exe`` to a seekable binary handle, by
     streaming (see the module docstring)."""
-    from partita.lowering.binaries import CACHE_DIR, binary_images
-
     module = exe.module.clone()  # attributes are shared, not copied: no weight is copied
     weights: list[bytes] = []
     table: list[list] = []
@@ -129,7 +141,7 @@ def writer(exe: Executable) -> Callable[[BinaryIO], None]:
             {
                 "entry": exe.entry,
                 "pipeline": exe.pipeline,
-                "targets": str(exe.config),
+                "targets": str(exe.targets),
                 "partitions": [dataclasses.asdict(row) for row in exe.partitions],
                 "weights": table,
                 "parts": entries,
@@ -158,10 +170,11 @@ def writer(exe: Executable) -> Callable[[BinaryIO], None]:
     return write
 
 
-def save(exe: Executable, path: str | Path) -> None:
-    from partita.files import write_atomically
-
-    write_atomically(path, writer(exe), durable=True)
+def save(exe: CompiledModel, path: str | Path) -> None:
+    try:
+        write_atomically(path, writer(exe), durable=True)
+    except OSError as err:  # an API error is a PartitaError, naming the file
+        raise PartitaError(f"cannot write '{err.filename or path}': {err.strerror or err}") from None
 
 
 def _damaged(path: str | Path, why: str) -> PartitaError:
@@ -172,6 +185,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The header and the parts of a format-1 compiled-model file, every digest checked."""
     if not data.startswith(MAGIC[:-2]):
         raise _damaged(path, "it is not a Partita compiled model (bad magic)")
+    if len(data) < _PREFIX + _TRAILER:
+        raise _damaged(path, f"it is truncated ({len(data)} bytes)")
     if data[: len(MAGIC)] != _MAGIC_V1:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
         raise _damaged(path, f"format version {version} is not supported (this Partita reads {FORMAT_VERSION})")
@@ -184,8 +199,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
         parts = {}
         for entry in header["parts"]:
             start, size = base + int(entry["offset"]), int(entry["size"])
-            blob = data[start : start + size]
-            if len(blob) != size or start + size > len(data) - _TRAILER:
+            blob = data[start : start + size] if start >= base and size >= 0 else b""
+            if len(blob) != size or start < base or start + size > len(data) - _TRAILER:
                 raise _damaged(path, f"part '{entry['name']}' lies outside the file")
             if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
                 raise _damaged(path, f"part '{entry['name']}' does not match its sha256")
@@ -251,12 +266,8 @@ def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, d
     return header, parts, [mapping[section + offset : section + offset + length] for offset, length, _ in rows]
 
 
-def load(path: str | Path) -> Executable:
-    """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
-    from partita.driver import Executable
-    from partita.ir import make_context, parse_module, verify_module
-    from partita.report import PartitionRow
-    from partita.target import CompilationConfig
+def load(path: str | Path) -> CompiledModel:
+    """The compiled model saved in ``path``; any damage is a ``PartitaError``."""
 
     try:
         with open(path, "rb") as handle:
@@ -279,6 +290,7 @@ def load(path: str | Path) -> Executable:
                     raise _damaged(path, f"its header is malformed ({err})") from None
     except OSError as err:
         raise PartitaError(f"cannot read '{path}': {err.strerror or err}") from None
+    _check_header(header, path)
     if "module.mlir" not in parts:
         raise _damaged(path, "it has no part 'module.mlir'")
     try:
@@ -299,21 +311,54 @@ def load(path: str | Path) -> Executable:
     verify_module(module)
     binaries = {}
     for op in module.ops:
+        if isinstance(op, byoc.BinaryOp):
+            # Everything a compiled model loads is embedded and digest-checked: a path
+            # (a host file the loader would read) is refused whatever the format says.
+            path_attr = op.attributes.get("path")
+            embedded = f"embedded:@{op.sym_name.data}"
+            if path_attr is not None and (op.is_inline or not isinstance(path_attr, StringAttr)
+                                          or path_attr.data != embedded):
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host path ({path_attr}); "
+                                     "a compiled model embeds everything it loads")
+            if CACHE_DIR in op.attributes:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} names a host cache "
+                                     f"({op.attributes[CACHE_DIR]}); a compiled model embeds everything it loads")
         if isinstance(op, byoc.BinaryOp) and not op.is_inline:  # library records are in the IR
+            if op.attributes.get(byoc.DIGEST) is None:
+                raise _damaged(path, f"byoc.binary @{op.sym_name.data} records no sha256")
             blob = parts.get(f"cubin/@{op.sym_name.data}")
             if blob is None:
                 raise _damaged(path, f"it has no cubin for @{op.sym_name.data}")
             binaries[op.sym_name.data] = blob
     rows = [PartitionRow(**{**row, "ops": tuple(row["ops"])}) for row in header.get("partitions", [])]
-    return Executable(
-        module,
-        header.get("pipeline", ""),
-        CompilationConfig(header["targets"]),
-        rows,
-        [],
-        entry=header.get("entry", "main"),
-        binaries=binaries,
-    )
+    try:
+        config = CompilationConfig(header["targets"])
+    except TargetError as err:
+        raise _damaged(path, f"its targets are unusable ({err})") from None
+    return CompiledModel(module, header.get("pipeline", ""), config, rows,
+                         entry=header.get("entry", "main"), binaries=binaries)
+
+
+_ROW_TYPES = {"symbol": (str,), "target": (str,), "ops": (list,), "composite": (str, type(None)),
+              "cost": (int, float, type(None)), "kernel": (str, type(None)), "calls": (int,)}
+
+
+def _check_header(header, path) -> None:
+    """Every header field of the type ``load`` uses, before any is used."""
+    if not isinstance(header, dict):
+        raise _damaged(path, "its header is not a JSON object")
+    for key, kind in (("entry", str), ("pipeline", str), ("targets", str), ("partitions", list), ("weights", list)):
+        if key in header and not isinstance(header[key], kind) or (key == "targets" and key not in header):
+            raise _damaged(path, f"its header's '{key}' is not a {kind.__name__}")
+    for row in header.get("partitions", []):
+        if not isinstance(row, dict) or not {"symbol", "target", "ops"} <= set(row) or not set(row) <= set(_ROW_TYPES) \
+                or any(not isinstance(v, _ROW_TYPES[k]) or isinstance(v, bool) for k, v in row.items()) \
+                or not all(isinstance(op, str) for op in row["ops"]):
+            raise _damaged(path, f"its header has a malformed partition row {str(row)[:80]}")
+    for item in header.get("weights", []):  # [offset, size], and its sha256 from format 2
+        if not (isinstance(item, list) and len(item) in (2, 3) and all(type(v) is int and v >= 0 for v in item[:2])
+                and all(isinstance(v, str) for v in item[2:])):
+            raise _damaged(path, f"its header has a malformed weight entry {str(item)[:80]}")
 
 
 def _elements(value: DenseIntOrFPElementsAttr) -> int:
@@ -334,4 +379,4 @@ def is_compiled_model(path: str | Path) -> bool:
         return False
 
 
-__all__ = ["FORMAT_VERSION", "SUFFIX", "is_compiled_model", "load", "save", "writer"]
+__all__ = ["FORMAT_VERSION", "SUFFIX", "CompiledModel", "is_compiled_model", "load", "save", "writer"]

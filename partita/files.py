@@ -27,7 +27,7 @@ def _emit(handle: BinaryIO, data: str | bytes | Callable[[BinaryIO], None]) -> N
 
 
 def write_atomically(path: Path | str, data: str | bytes | Callable[[BinaryIO], None], *,
-                     durable: bool = False) -> None:
+                     durable: bool = False, parents: bool = False) -> None:
     """Writes through a temporary file in the same directory and renames it into place,
     so a reader (or a concurrent writer of the same content) sees the old file or the
     whole new one, and a failure leaves the old content. ``durable`` also fsyncs, for
@@ -35,7 +35,8 @@ def write_atomically(path: Path | str, data: str | bytes | Callable[[BinaryIO], 
 
     Only regular files get that treatment: a special file (``/dev/null``, a FIFO, a
     terminal) is written directly, never replaced by a regular file. A directory, or a
-    path spelled as one (``out/``), is an error rather than a file named ``out``.
+    path spelled as one (``out/``), is an error rather than a file named ``out``; so are a
+    read-only file and, unless ``parents``, a missing directory.
     """
     spelled = os.fspath(path)
     if spelled.endswith(os.sep) or (os.altsep and spelled.endswith(os.altsep)):
@@ -53,7 +54,12 @@ def write_atomically(path: Path | str, data: str | bytes | Callable[[BinaryIO], 
         with open(path, "wb") as handle:  # a device or FIFO: write through, keep the node
             _emit(handle, data)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if existing is not None and not existing & 0o222:  # as a shell redirect would refuse
+        raise PermissionError(errno.EACCES, "the file is read-only", spelled)
+    if parents:  # caches make their directories; a user's output goes where it is asked
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "its directory does not exist", spelled)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as err:  # name the file the user asked for, not our temporary one
@@ -76,3 +82,23 @@ def write_atomically(path: Path | str, data: str | bytes | Callable[[BinaryIO], 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_regular_file(path: Path | str, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes. Opened
+    with ``O_NONBLOCK`` so a FIFO never hangs the reader, and refused unless ``S_ISREG``
+    (a device such as ``/dev/zero`` never ends). An ``OSError`` says why not."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+    return data

@@ -37,9 +37,31 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
+from partita.ir.diagnostics import op_error
+
 MATERIALIZE_LIMIT_BYTES = 256 << 20
 """The largest buffer Partita builds from a splat (256 MiB, several times the largest
 weight of the bundled models); larger ones are errors."""
+
+MATERIALIZE_TOTAL_BYTES = 1 << 30
+"""What all the splats of one module may take together once materialized (1 GiB): each
+under ``MATERIALIZE_LIMIT_BYTES`` is not enough, a 5 KB file holds thousands."""
+
+
+def check_splat_budget(ops: list[Operation], total: int = MATERIALIZE_TOTAL_BYTES) -> None:
+    """A located error, before any is built, when materializing the splat constants
+    ``ops`` would take more than ``total`` bytes together."""
+    spent = 0
+    for op in ops:
+        attr = op.properties["value"]
+        if isinstance(attr, DenseIntOrFPElementsAttr) and is_splat(attr):
+            spent += splat_bytes(attr)
+            if spent > total:
+                from partita.ir.diagnostics import op_error
+
+                raise op_error(op, f"splat constants would take {spent / 2**20:.0f} MiB once materialized "
+                                   f"(this one included), over the total of {total / 2**20:.0f} MiB")
+
 
 _limit: ContextVar[int | None] = ContextVar("partita_materialize_limit", default=MATERIALIZE_LIMIT_BYTES)
 
@@ -130,8 +152,6 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
         return values
     size, limit = splat_bytes(attr), _limit.get()
     if limit is not None and size > limit:
-        from partita.ir.diagnostics import op_error
-
         raise op_error(
             op,
             f"splat constant of type {attr.type} would take {size / 2**20:.0f} MiB once materialized, over the "

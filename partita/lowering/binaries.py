@@ -28,6 +28,7 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from partita.dialects import byoc
+from partita.files import read_regular_file
 from partita.ir import PartitaError
 from partita.lowering.nvrtc import default_cache_dir
 
@@ -35,6 +36,9 @@ CACHE_DIR = "cache_dir"
 """The ``byoc.binary`` attribute naming a cache other than the default one."""
 NVRTC = "nvrtc"
 """The ``byoc.binary`` attribute recording the NVRTC ``major.minor`` that compiled it."""
+
+MAX_BINARY_BYTES = 1 << 30
+"""No cubin is larger; a path naming something bigger (or endless) is not one."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,16 @@ class BinaryImage:
             data = self.data
         elif self.path is None:
             raise PartitaError(f"byoc.binary @{self.symbol} has neither a sha256 nor embedded bytes")
+        elif self.digest is None:  # a file no compile vouched for never reaches the driver
+            raise PartitaError(f"byoc.binary @{self.symbol} names '{self.path}' but records no sha256; "
+                               "compile the model again")
         else:
             try:
-                data = self.path.read_bytes()
+                data = read_regular_file(self.path, MAX_BINARY_BYTES)
             except OSError as err:
+                if not isinstance(err, FileNotFoundError):  # a FIFO, a device, too large
+                    raise PartitaError(f"the cubin of @{self.symbol} is unusable ({err.strerror}: {self.path}); "
+                                       "compile the model again") from None
                 raise PartitaError(self._missing(err)) from None
         if self.digest is not None and hashlib.sha256(data).hexdigest() != self.digest:
             where = "embedded bytes" if self.data is not None else f"'{self.path}'"

@@ -26,6 +26,8 @@ from elftools.elf.sections import SymbolTableSection
 EIATTR_KPARAM_INFO = 0x17
 EIATTR_PARAM_CBANK = 0x0A
 EIATTR_REQNTID = 0x05
+EIATTR_MAX_THREADS = 0x05
+"""``__launch_bounds__``: u32 x, y, z (checked on NVRTC cubins: 256,1,1 for a bound of 256)."""
 STT_FUNC = "STT_FUNC"
 
 
@@ -127,3 +129,12 @@ def read_global(cubin: bytes, symbol: str) -> bytes:
 def read_int_global(cubin: bytes, symbol: str) -> int:
     (v,) = struct.unpack("<i", read_global(cubin, symbol)[:4])
     return v
+
+
+def kernel_max_threads(cubin: bytes, entry: str) -> int | None:
+    """Threads per block ``entry`` was compiled for (its ``__launch_bounds__``), or None."""
+    for fmt, attr, payload in nv_info_records(cubin, entry):
+        if fmt == 0x04 and attr == EIATTR_MAX_THREADS and len(payload) >= 12:
+            x, y, z = struct.unpack_from("<III", payload, 0)
+            return x * max(y, 1) * max(z, 1)
+    return None

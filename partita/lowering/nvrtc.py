@@ -15,9 +15,8 @@ Writes are atomic (temporary file in the same directory, then ``os.replace``), s
 concurrent compilers of the same key are harmless; temporary files a killed compiler
 left behind are removed once they are an hour old. A cache directory that cannot be
 used (a file, read-only, ``/proc``) is replaced by a private temporary one, with a
-warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work; ``stats.compiles``
-counts the NVRTC programs actually compiled in this process (``compile_many``
-adds the ones its workers compiled).
+warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work
+(``CompiledBinary.cache_hit``; the codegens record it on their ``byoc.binary`` ops).
 """
 
 from __future__ import annotations
@@ -26,11 +25,11 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from partita.files import write_atomically
 
@@ -42,20 +41,6 @@ class NvrtcError(RuntimeError):
         super().__init__(message)
         self.log = log
         self.entries = list(entries)
-
-
-@dataclass
-class CompileStats:
-    compiles: int = 0        # NVRTC programs compiled (cache misses)
-    cache_hits: int = 0
-
-    def reset(self) -> None:
-        self.compiles = 0
-        self.cache_hits = 0
-
-
-stats = CompileStats()
-_stats_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -135,8 +120,8 @@ def private_cache_dir(wanted: Path, why: str) -> Path:
 def read_verified(path: Path, digest: str) -> bytes | None:
     """The bytes of ``path`` if it is a regular file (not a symlink) whose sha256 is
     ``digest``; None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:  # O_NONBLOCK: a FIFO in the cache must not hang the compile
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:
@@ -153,7 +138,26 @@ def read_verified(path: Path, digest: str) -> bytes | None:
     return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
-def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
+_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(')
+
+
+def declared_entries(code: str) -> set[str]:
+    """The ``extern "C" __global__`` kernels CUDA source ``code`` defines."""
+    return set(_ENTRY.findall(code))
+
+
+def _defines_entries(cubin: bytes, entries: set[str]) -> bool:
+    if not entries:
+        return True
+    from partita.lowering.cubin import kernel_symbols
+
+    try:
+        return entries <= kernel_symbols(cubin)
+    except Exception:  # noqa: BLE001 - CubinError, or pyelftools' own errors on junk
+        return False
+
+
+def _cache_lookup(cdir: Path, key: str, entries: set[str] = frozenset()) -> tuple[bytes, Path] | None:
     """A verified hit for ``key``, or None (a warning says when an entry was bad)."""
     import warnings
 
@@ -161,9 +165,12 @@ def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
     if not ref.exists() and not ref.is_symlink():
         return None
     try:
-        fd = os.open(ref, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(ref, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            digest = os.read(fd, 128).decode("ascii", "replace").strip()
+            import stat
+
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            digest = os.read(fd, 128).decode("ascii", "replace").strip() if regular else ""
         finally:
             os.close(fd)
     except OSError:
@@ -171,7 +178,8 @@ def _cache_lookup(cdir: Path, key: str) -> tuple[bytes, Path] | None:
     if _SHA256_HEX.fullmatch(digest):
         path = cdir / f"{digest}.cubin"
         data = read_verified(path, digest)
-        if data is not None:
+        # A ref edited to name another key's (valid) cubin: it lacks this source's kernels.
+        if data is not None and _defines_entries(data, entries):
             return data, path
     warnings.warn(f"cubin cache entry {key[:16]}... in {cdir} is damaged; recompiling it", CacheWarning, stacklevel=3)
     return None
@@ -186,7 +194,7 @@ def _replace_entry(path: Path, data: bytes) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    write_atomically(path, data, durable=True)
+    write_atomically(path, data, durable=True, parents=True)
 
 
 def _cache_store(cdir: Path, key: str, cubin: bytes) -> Path:
@@ -372,14 +380,10 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
     key = cache_key(code, opts, arch)
     if use_cache:
         cdir = usable_cache_dir(cache_dir)
-        hit = _cache_lookup(cdir, key)
+        hit = _cache_lookup(cdir, key, declared_entries(code))
         if hit is not None:
-            with _stats_lock:
-                stats.cache_hits += 1
             return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
     cubin, log = _nvrtc_compile(code, name, opts)
-    with _stats_lock:
-        stats.compiles += 1
     if cubin is None:
         entries = failing_entries(log, name, None if isinstance(source, str) else source)
         where = f" in {', '.join(entries)}" if entries else ""
@@ -395,13 +399,12 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
 
 
 
-def _worker(args) -> tuple[CompiledBinary | None, tuple | None, int]:
+def _worker(args) -> tuple[CompiledBinary | None, tuple | None]:
     source, kw = args
-    before = stats.compiles
     try:
-        return compile_cuda(source, **kw), None, stats.compiles - before
+        return compile_cuda(source, **kw), None
     except NvrtcError as e:
-        return None, (str(e), e.log, e.entries), stats.compiles - before
+        return None, (str(e), e.log, e.entries)
 
 
 def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[CompiledBinary]:
@@ -445,9 +448,7 @@ def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[Compiled
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as ex:
             outs = list(ex.map(_worker, [items[i] for i in todo]))
         errors = []
-        for i, (res, err, n) in zip(todo, outs):
-            with _stats_lock:
-                stats.compiles += n
+        for i, (res, err) in zip(todo, outs):
             if err is not None:
                 errors.append(err)
             results[i] = res

@@ -170,6 +170,8 @@ class SimulatedDevice:
         """The tensor of ``shape`` and ``dtype`` at device address ``ptr``."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes == 0:  # an empty tensor has no bytes to find (the planner gives it none)
+            return np.empty(tuple(shape), dtype)
         k = bisect.bisect_right(self._bases, ptr) - 1
         base = self._bases[k] if k >= 0 else None
         arena = self._arenas.get(base) if base is not None else None

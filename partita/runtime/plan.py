@@ -32,8 +32,9 @@ arena is freed beyond ``max_signatures``.
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -50,20 +51,25 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from partita.ir.abi import argument_names
-from partita.ir.constants import splat_element
-from partita.lowering.binaries import BinaryImage, binary_images
-from partita.dialects import byoc, nn
-from partita.ir import PartitaError, op_error
-from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
-from partita.runtime.libraries import library_binding
-from partita.transforms.plan_memory import (
+from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
     assign_offsets,
     buffer_of,
+    check_memory_plan,
     live_ranges,
 )
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
+from partita.ir import PartitaError, op_error
+from partita.ir.abi import argument_names
+from partita.ir.constants import check_splat_budget, splat_element
+from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.contracts import Device, LoadedModule
+from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.runtime.libraries import library_binding
+from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
@@ -76,7 +82,9 @@ slot of the arena (256-byte aligned) instead."""
 STAGING_CHUNK_BYTES = 16 << 20
 """Each of the two pinned buffers weights go up through on a GPU (at most the largest
 weight): large enough for full-bandwidth copies, small beside any model."""
-REFERENCE_SUFFIX = "_reference"
+RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
+"""What decoding a kernel record that a file (untrusted) carries can raise: a located
+error, never an internal one."""
 
 
 @dataclass(frozen=True)
@@ -141,9 +149,11 @@ class _Loader:
     the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
     for a dynamic dim)."""
 
-    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage],
-                 libraries: dict[str, Any]):
+    def __init__(self, device: Device, modules: dict[Path, LoadedModule], images: dict[str, BinaryImage],
+                 libraries: dict[str, Any], sealed: bool = False):
         self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
+        self.sealed = sealed
+        self.kernels: dict[int, Any] = {}  # the checked kernels, for CheckedDevice
         self.emulation: Callable | None = None
         self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -151,7 +161,7 @@ class _Loader:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
         return library_binding(self.libraries, handle)
 
-    def module(self, handle: Any) -> Any:
+    def module(self, handle: Any) -> LoadedModule:
         path = Path(handle.path)
         loaded = self.modules.get(path)
         if loaded is None:
@@ -165,13 +175,23 @@ class _Loader:
                         f"{self.device.name} ({arch}); compile for {arch}"
                     )
             # Embedded bytes or the cache file, checked against the binary's sha256 before
-            # the driver sees them.
+            # the driver sees them. Only a binary with bytes of its own (not library or
+            # ONNX records) is ever read, and a sealed model (a loaded compiled-model file)
+            # reads no host path at all.
             image = self.images.get(handle.binary)
-            if image is None or image.data is None:  # read the handle's file, digest checked
-                image = BinaryImage(handle.binary, path, image.digest if image is not None else None,
-                                    nvrtc=image.nvrtc if image is not None else None)
+            if image is None:
+                raise PartitaError(f"the kernel of @{handle.function} lies in byoc.binary @{handle.binary}, "
+                                   "which is not a cubin (its format has no bytes of its own)")
+            if image.data is None and self.sealed:
+                raise PartitaError(f"byoc.binary @{handle.binary} has no embedded bytes; a compiled model "
+                                   "reads no host file")
+            if image.data is None:  # the handle's file, checked against the binary's digest
+                image = BinaryImage(handle.binary, path, image.digest, nvrtc=image.nvrtc)
             cubin = image.read()
-            loaded = self.modules[path] = self.device.load_module(cubin)
+            interface = CubinInterface.read(handle.binary, cubin)
+            loaded = self.modules[path] = CheckedModule(self.device.load_module(cubin), interface,
+                                                        getattr(self.device, "arch", None) or handle.arch,
+                                                        self.kernels)
         return loaded
 
 
@@ -185,7 +205,7 @@ class _Call:
 class LaunchPlan:
     """The entry function of a lowered module as steps, prepared on ``device``."""
 
-    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None,
+    def __init__(self, module: ModuleOp, device: Device, *, entry: str = "main", handles: dict | None = None,
                  embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
@@ -195,11 +215,14 @@ class LaunchPlan:
         self.block = self.function.body.block
         self.executor = ReferenceExecutor(module)
         self.interpreter = self.executor.interpreter
-        self.handles = kernel_handles(module) if handles is None else handles
+        try:
+            self.handles = kernel_handles(module) if handles is None else handles
+        except RECORD_ERRORS as err:
+            raise PartitaError(f"a kernel record of the module cannot be used ({type(err).__name__}: {err})") from None
         self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
         self.alias = buffer_of(self.block)
         self.ranges = live_ranges(self.block)
-        self.modules: dict[Path, Any] = {}
+        self.modules: dict[Path, LoadedModule] = {}
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
         self.params = None
@@ -211,8 +234,15 @@ class LaunchPlan:
         # Library bindings by library name (``cublas``...): loaded on first use; tests pass
         # recording stand-ins.
         self.libraries: dict[str, Any] = dict(libraries or {})
-        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries)
+        check_memory_plan(self.function)  # before anything is allocated
+        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries,
+                         sealed=embedded is not None and bool(embedded))
+        # Launches are packed through it: geometry and argument layout checked against
+        # each kernel's cubin before a device sees them.
+        self.checked_device = CheckedDevice(device, loader.kernels)
         try:
+            # Constants nothing reads are never built; the rest within one total budget.
+            check_splat_budget([op for op in self.block.ops if isinstance(op, nn.ConstantOp) and op.result.uses])
             for op in self.block.ops:
                 self._load_op(op, loader)
             self._place_constants()
@@ -239,12 +269,17 @@ class LaunchPlan:
                 loader.emulation = self.emulation(op)
                 loader.operands = [(tuple(d if d >= 0 else -1 for d in v.type.get_shape()), _dtype(v.type))
                                    for v in op.inputs]
-                prepared = handle.prepare(loader)
+                try:
+                    prepared = handle.prepare(loader)
+                except RECORD_ERRORS as err:
+                    raise op_error(op, f"the kernel record of @{name} cannot be used ({type(err).__name__}: {err})") from None
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
             # A splat stays a zero-stride view: the device fills its buffer (no host copy).
-            values = op.to_numpy()
-            self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
+            # Constants nothing reads are not placed at all.
+            if op.result.uses:
+                values = op.to_numpy()
+                self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):
@@ -479,7 +514,11 @@ class BoundPlan:
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
-                    launches = call.prepared.bind(self.device, ins, outs, self.pointers.get(op))
+                    try:
+                        launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
+                    except RECORD_ERRORS as err:
+                        raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
+                                           f"({type(err).__name__}: {err})") from None
                     self.steps.extend(launches)
                     for j, value in enumerate(op.inputs):
                         if value in arguments:
@@ -582,9 +621,7 @@ def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, .
     static = typ.get_shape()
     if DYNAMIC_INDEX not in static:
         return tuple(static)
-    from partita.transforms.shape_functions import ShapeBuilder, _result_dims
-
-    dims = _result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
     if not all(isinstance(d, int) for d in dims):
         raise op_error(op, "its result shape could not be computed from its input shapes")
     return tuple(int(d) for d in dims)
@@ -634,6 +671,10 @@ class Runtime:
             raise
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
+        # One stream, one arena per signature, packed launches patched per run and an
+        # interpreter with one environment: a run owns them all until its synchronization,
+        # so concurrent callers (a server's thread pool) take turns.
+        self._lock = threading.Lock()
 
     # -- the hot path ------------------------------------------------------------------
     def run(self, *args: Any, outputs: str = "host", **named: Any) -> tuple:
@@ -642,9 +683,15 @@ class Runtime:
         ``outputs="device"`` returns ``DeviceArray``s (valid until the next run)."""
         if outputs not in ("host", "device"):
             raise PartitaError(f"outputs must be 'host' or 'device', not {outputs!r}")
-        device, stream = self.device, self.stream
-        device.make_current()  # before binding: allocation and library plans need it too
+        self.device.make_current()  # before binding: allocation and library plans need it too
         values = self._arguments(args, named)
+        with self._lock:
+            return self._run(values, outputs)
+
+    __call__ = run
+
+    def _run(self, values: list[Any], outputs: str) -> tuple:
+        device, stream = self.device, self.stream
         signature = tuple(v.shape for v in values)
         bound = self._bound.get(signature)
         if bound is None:
@@ -693,8 +740,6 @@ class Runtime:
         if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
             self._capture(bound)  # after the first (warm-up) run of the signature
         return results
-
-    __call__ = run
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:
@@ -776,17 +821,18 @@ class Runtime:
         return "\n".join(lines)
 
     def close(self) -> None:
-        if self.stream is None:
-            return
-        self.device.make_current()  # the closing thread may not be the one that ran
-        for bound in self._bound.values():
-            bound.close()
-        self._bound.clear()
-        self.plan.close()
-        self.device.destroy_stream(self.stream)
-        self.stream = None
-        if self._owns_device and hasattr(self.device, "close"):
-            self.device.close()  # the primary context the runtime retained
+        with self._lock:  # never under a run in flight
+            if self.stream is None:
+                return
+            self.device.make_current()  # the closing thread may not be the one that ran
+            for bound in self._bound.values():
+                bound.close()
+            self._bound.clear()
+            self.plan.close()
+            self.device.destroy_stream(self.stream)
+            self.stream = None
+            if self._owns_device and hasattr(self.device, "close"):
+                self.device.close()  # the primary context the runtime retained
 
 
 def _handle(stream: Any) -> int | None:

@@ -23,113 +23,37 @@ the ``nn`` dialect has is planned alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
-    IntegerAttr,
-    IntegerType,
-    ModuleOp,
-    TensorType,
-)
-from xdsl.ir import Block, SSAValue
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.dialects.byoc import AllocTensorOp, CallExternOp
-from partita.dialects.nn import ReshapeOp, numpy_dtype
+from partita.analysis.liveness import (
+    ARENA_SIZE,
+    MAX_ARENA_BYTES,
+    OFFSET,
+    assign_offsets,
+    buffer_of,
+    check_memory_plan,
+    live_ranges,
+    tensor_bytes,
+)
+from partita.dialects.byoc import AllocTensorOp
 from partita.ir import op_error
 
-__all__ = ["ARENA_SIZE", "OFFSET", "PlanMemory", "assign_offsets", "buffer_of", "live_ranges", "tensor_bytes"]
-
-OFFSET = "byoc.offset"
-"""Byte offset of a planned ``byoc.alloc_tensor`` in its function's arena."""
-ARENA_SIZE = "byoc.arena_size"
-"""Bytes of a function's arena (the end of its highest planned buffer)."""
-
-
-def tensor_bytes(typ: TensorType, shape: Sequence[int] | None = None) -> int:
-    """Bytes of a dense tensor of ``typ`` (with ``shape`` for its concrete dims)."""
-    dims = typ.get_shape() if shape is None else shape
-    return prod(dims) * numpy_dtype(typ.element_type).itemsize
-
-
-def buffer_of(block: Block) -> dict[SSAValue, SSAValue]:
-    """Every value of ``block`` that names an allocation's memory, mapped to that
-    allocation's result (``byoc.call_extern`` results alias their ``outs``; an
-    ``nn.reshape`` left in the function is a view of its input, as TVM's ``__nop``)."""
-    alias: dict[SSAValue, SSAValue] = {}
-    for op in block.ops:
-        if isinstance(op, AllocTensorOp):
-            alias[op.result] = op.result
-        elif isinstance(op, CallExternOp):
-            for out, res in zip(op.outs, op.res, strict=True):
-                alias[res] = alias.get(out, out)
-        elif isinstance(op, ReshapeOp):  # a view: the input's bytes under new dims
-            alias[op.result] = alias.get(op.input, op.input)
-    return alias
-
-
-def live_ranges(block: Block, values: Sequence[SSAValue] | None = None) -> dict[SSAValue, tuple[int, int]]:
-    """``[first, last]`` op index of every buffer of ``block`` (or of ``values`` and their
-    aliases), by ``buffer_of``; values the terminator returns live to the end."""
-    alias = buffer_of(block)
-    ops = list(block.ops)
-    ranges: dict[SSAValue, list[int]] = {}
-    wanted = set(values) if values is not None else None
-
-    def touch(value: SSAValue, at: int) -> None:
-        root = alias.get(value, value)
-        if wanted is not None and root not in wanted:
-            return
-        span = ranges.setdefault(root, [at, at])
-        span[0], span[1] = min(span[0], at), max(span[1], at)
-
-    for arg in block.args:
-        touch(arg, 0)
-    for i, op in enumerate(ops):
-        for res in op.results:
-            touch(res, i)
-        for operand in op.operands:
-            touch(operand, i)
-    end = len(ops)
-    terminator = block.last_op
-    if terminator is not None:
-        for value in terminator.operands:
-            root = alias.get(value, value)
-            if root in ranges:
-                ranges[root][1] = end
-    return {value: (span[0], span[1]) for value, span in ranges.items()}
-
-
-def assign_offsets(
-    sizes: Sequence[int], ranges: Sequence[tuple[int, int]], alignment: int = 256
-) -> tuple[list[int], int]:
-    """Offsets for buffers of ``sizes`` live over ``ranges`` (inclusive op indices): two
-    buffers with overlapping ranges never overlap in memory. Largest first, each at the
-    lowest aligned offset that fits between the buffers already placed and live at the
-    same time. Returns the offsets and the arena size."""
-    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], ranges[i][0], i))
-    offsets = [0] * len(sizes)
-    placed: list[int] = []
-    arena = 0
-    for i in order:
-        lo, hi = ranges[i]
-        busy = sorted(
-            (offsets[j], offsets[j] + sizes[j]) for j in placed if ranges[j][0] <= hi and lo <= ranges[j][1]
-        )
-        offset = 0
-        for start, stop in busy:
-            if offset + sizes[i] <= start:
-                break
-            offset = max(offset, -(-stop // alignment) * alignment)
-        offsets[i] = offset
-        placed.append(i)
-        arena = max(arena, offset + sizes[i])
-    return offsets, -(-arena // alignment) * alignment if arena else 0
+__all__ = [
+    "ARENA_SIZE",
+    "MAX_ARENA_BYTES",
+    "OFFSET",
+    "PlanMemory",
+    "assign_offsets",
+    "buffer_of",
+    "check_memory_plan",
+    "live_ranges",
+    "tensor_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -160,7 +84,14 @@ class PlanMemory(ModulePass):
             raise op_error(function, "plan-memory: allocations in a function of several blocks cannot be planned")
         ranges = live_ranges(function.body.block, [a.result for a in allocs])
         sizes = [tensor_bytes(a.result.type) for a in allocs]
+        for alloc, size in zip(allocs, sizes):
+            if size > MAX_ARENA_BYTES:
+                raise op_error(alloc, f"plan-memory: a tensor of {size} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                      "address space of a device")
         offsets, arena = assign_offsets(sizes, [ranges[a.result] for a in allocs], self.alignment)
+        if arena > MAX_ARENA_BYTES:
+            raise op_error(function, f"plan-memory: an arena of {arena} bytes exceeds the {MAX_ARENA_BYTES}-byte "
+                                     "address space of a device")
         i64 = IntegerType(64)
         for alloc, offset in zip(allocs, offsets):
             alloc.attributes[OFFSET] = IntegerAttr(offset, i64)

@@ -32,7 +32,7 @@ from partita.frontends.onnx import (  # noqa: F401
     transform,
 )
 from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
-from partita.ir import PartitaError
+from partita.ir import PartitaError, verify_module
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
 
@@ -69,7 +69,6 @@ def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> M
     source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
     folder = None if isinstance(model, onnx.ModelProto) else Path(model).resolve().parent
     module = Importer(proto, source, external_dir=folder).run(name)
-    from partita.ir import verify_module
 
     verify_module(module)
     return module

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -35,9 +34,11 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
+from partita.runtime.reference.nn import NN_FUNCTIONS
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -177,6 +178,7 @@ class Importer:
         self.sym_labels: dict[SSAValue, list[object]] = {}  # dims a converter or shape rule knows
         self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
+        self.folded_bytes = 0  # what import-time folding has built so far (FOLD_TOTAL_BYTES)
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
@@ -306,6 +308,7 @@ class Importer:
 
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
+        _check_single_assignment(self.graph)
         for init in self.graph.initializer:
             self.values[init.name] = tensor_array(init, "initializer", self.external_dir)
         if self.graph.sparse_initializer:
@@ -321,9 +324,10 @@ class Importer:
             self.names[id(arg)] = inp.name
             arg_types.append(typ)
             arg_names.append(inp.name)
-        from partita.frontends.onnx.gelu import match_gelu
-
-        match_gelu(self)
+        gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)},
+                                    lambda t, what: tensor_array(t, what, self.external_dir))
+        self.gelu.update(gelu)
+        self.absorbed.update(absorbed)
         release = _initializer_last_uses(self.graph)
         for index, node in enumerate(self.graph.node):
             self.node = node
@@ -360,9 +364,10 @@ class Importer:
             self.values[node.output[0]] = self.emit(nn.GeluOp(x))
             return
         ins = [self.values.get(n) if n else None for n in node.input]
-        for n, v in zip(node.input, ins):
+        for n in node.input:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
+        _check_attributes(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \
@@ -400,6 +405,7 @@ class Importer:
         with the NumPy references and drop them: the node's outputs become constants."""
         before = self.block.last_op
         emitted = []
+        keep = False
         try:
             outs = converter(self, ins, attrs)
             outs = list(outs) if isinstance(outs, list | tuple) else [outs]
@@ -407,13 +413,21 @@ class Importer:
             while op is not None:
                 emitted.append(op)
                 op = op.next_op
+            # Never materialize what the import cannot afford (an 86-byte Expand of 10^8
+            # elements): over budget, the ops stay in the graph and run at run time.
+            sizes = [_static_bytes(r.type) for op in emitted for r in op.results]
+            if any(size is None or size > FOLD_LIMIT_BYTES for size in sizes) or \
+                    self.folded_bytes + sum(s or 0 for s in sizes) > FOLD_TOTAL_BYTES:
+                keep = True
+                return outs
+            self.folded_bytes += sum(s or 0 for s in sizes)
             values: dict[SSAValue, np.ndarray] = {}
             for op in emitted:
                 args = tuple(values[v] for v in op.operands)
                 values.update(zip(op.results, self.folder.run_op(op, args)))
             return [values[v] if isinstance(v, SSAValue) else v for v in outs]
         finally:
-            op = self.block.last_op
+            op = None if keep else self.block.last_op
             while op is not None and op is not before:
                 prev = op.prev_op
                 op.detach()
@@ -426,7 +440,6 @@ class Importer:
         if self._folder is None:
             from xdsl.interpreter import Interpreter
 
-            from partita.runtime.reference.nn import NN_FUNCTIONS
 
             self._folder = Interpreter(ModuleOp([]))
             for cls in NN_FUNCTIONS:
@@ -531,8 +544,9 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
     elem = t.tensor_type.elem_type
     if elem not in ONNX_DTYPES:
         supported = ", ".join(onnx.TensorProto.DataType.Name(t) for t in ONNX_DTYPES)
+        known = elem in onnx.TensorProto.DataType.values()
         raise PartitaError(f"{what} '{info.name}' has unsupported element type "
-                           f"{onnx.TensorProto.DataType.Name(elem)} (supported: {supported})")
+                           f"{onnx.TensorProto.DataType.Name(elem) if known else elem} (supported: {supported})")
     if not t.tensor_type.HasField("shape"):
         raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
     dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
@@ -807,14 +821,77 @@ def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.nda
     return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
 
 
+def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
+    """The node's attributes against its ONNX schema: every required one present, every
+    one given of the schema's type (a LeakyRelu ``alpha`` given as a list is an invalid
+    model, not a crash inside a converter)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        return  # unknown ops are reported by the converter look-up
+    given = {a.name: a for a in node.attribute}
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            fail(f"missing required attribute '{name}'")
+        attr = given.get(name)
+        if attr is not None and attr.type != int(spec.type.value):
+            want = onnx.AttributeProto.AttributeType.Name(int(spec.type.value))
+            have = onnx.AttributeProto.AttributeType.Name(attr.type) \
+                if attr.type in onnx.AttributeProto.AttributeType.values() else str(attr.type)
+            fail(f"attribute '{name}' must be {want}, not {have}")
+
+
+def _check_single_assignment(graph: onnx.GraphProto) -> None:
+    """ONNX graphs are in SSA form: every name is defined once (an input listed again as
+    an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or
+    two nodes writing one output, are invalid models, refused rather than resolved by
+    whichever comes last."""
+    defined: dict[str, str] = {}
+    for inp in graph.input:
+        if inp.name in defined:
+            raise PartitaError(f"invalid ONNX model: two graph inputs are named '{inp.name}'")
+        defined[inp.name] = "a graph input"
+    for init in graph.initializer:
+        if init.name in defined and defined[init.name] != "a graph input":
+            raise PartitaError(f"invalid ONNX model: two initializers are named '{init.name}'")
+        defined[init.name] = "an initializer"
+    for index, node in enumerate(graph.node):
+        for out in node.output:
+            if not out:
+                continue
+            if out in defined:
+                raise PartitaError(f"invalid ONNX model: {_describe(index, node)} writes '{out}', which "
+                                   f"{defined[out]} already defines")
+            defined[out] = f"{_describe(index, node)}"
+
+
+FOLD_LIMIT_BYTES = 64 << 20
+"""The largest value import-time folding builds; a larger result stays an op of the graph."""
+FOLD_TOTAL_BYTES = 512 << 20
+"""What folding may build over one import, all values together."""
+
+
+def _static_bytes(typ) -> int | None:
+    """Bytes of a static tensor type (None for a dynamic one, 0 for no tensor)."""
+    if not isinstance(typ, TensorType):
+        return 0
+    if nn.DYN in typ.get_shape():
+        return None
+    return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
+
+
 def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None = None) -> np.ndarray:
     """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
     (or external data that cannot be read) is a ``PartitaError`` naming the tensor.
     External data not loaded yet is read from ``external_dir``."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
-    external = tensor.data_location == onnx.TensorProto.EXTERNAL and not tensor.HasField("raw_data")
-    if external and external_dir is not None:
+    if tensor.data_type not in ONNX_DTYPES:
+        known = tensor.data_type in onnx.TensorProto.DataType.values()
+        raise PartitaError(f"{what} '{tensor.name}' has unsupported element type "
+                           f"{onnx.TensorProto.DataType.Name(tensor.data_type) if known else tensor.data_type}")
+    external = tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data)
+    if external and not tensor.HasField("raw_data") and external_dir is not None:
         array = _external_array(tensor, what, external_dir)
         if array is not None:
             return array
@@ -824,6 +901,13 @@ def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None 
             load_external_data_for_tensor(tensor, str(external_dir))
         except (OSError, ValueError, onnx.checker.ValidationError) as err:
             raise PartitaError(f"{what} '{tensor.name}': cannot read its external data: {err}") from None
+    elif external and not tensor.HasField("raw_data"):
+        # onnx.load(path) reads external data beside the model file; left unread here it
+        # would be read relative to the working directory, never the model's own folder.
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+        raise PartitaError(f"{what} '{tensor.name}' keeps its data in an external file ('{location}') that was "
+                           "not loaded; pass the model's path, or onnx.load it from its folder with its "
+                           "external data")
     try:
         return numpy_helper.to_array(tensor)
     except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError

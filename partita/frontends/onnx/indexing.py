@@ -15,16 +15,19 @@ from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import (
+    FOLD_LIMIT_BYTES,
     ONNX_DTYPES,
     Importer,
     SymDim,
     Value,
+    _sym_slice,
     const_ints,
     const_scalar,
     converter,
     fail,
     is_const,
     is_symbolic,
+    settle,
     shape_of,
     sym_arith,
     sym_linear,
@@ -97,7 +100,6 @@ def _scatter_elements(cx, ins, attrs):
 @converter("Slice", symbolic=True)
 def _slice(cx, ins, attrs):
     if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
-        from partita.frontends.onnx.importer import _sym_slice, settle
 
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
@@ -252,6 +254,8 @@ def _range(cx, ins, attrs):
     if delta == 0:
         fail("delta must be non-zero")
     size = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    if size * dtype.itemsize > FOLD_LIMIT_BYTES:  # a run-time op, not gigabytes at import
+        return cx.emit(nn.ArangeOp(float(start), float(delta), size, element))
     return np.asarray(start + delta * np.arange(size), dtype=dtype) if not \
         np.issubdtype(dtype, np.integer) else \
         np.asarray(int(start) + int(delta) * np.arange(size, dtype=np.int64), dtype=dtype)

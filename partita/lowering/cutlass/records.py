@@ -15,7 +15,7 @@ from xdsl.ir import Attribute
 
 from partita.lowering.cutlass.emitter import EntryInfo, emit_module
 from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec
-from partita.lowering.records import dataclass_from, fields_attr, from_attr, to_attr
+from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 
 def entry_record(entry: EntryInfo, inputs: Sequence[str], smem_bytes: int | None = None) -> DictionaryAttr:
@@ -39,7 +39,35 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
     """Rebuilds the emitter's ``EntryInfo`` and the argument roles from a record."""
     data = record.data
     name = from_attr(data["entry"])
-    spec = dataclass_from(KernelSpec, data["spec"])
+    spec_record = data["spec"]
+    if isinstance(spec_record, DictionaryAttr) and "layout" not in spec_record.data:
+        # records written before GEMM layouts were recorded: the one layout there was
+        spec_record = DictionaryAttr({**spec_record.data, "layout": StringAttr("tn"), "broadcast": StringAttr("")})
+    spec = dataclass_from(KernelSpec, spec_record)
     config = dataclass_from(KernelConfig, data["config"])
+    # Read back from untrusted text: every tile, warp and stage count is a positive size
+    # (the launch geometry divides by them), and the block the record states is the one
+    # its configuration makes.
+    for field in ("threadblock", "warp_count", "instruction_shape"):
+        value = getattr(config, field)
+        if not isinstance(value, tuple) or not all(isinstance(v, int) and 1 <= v <= 1024 for v in value):
+            raise ValueError(f"config '{field}' = {value} is not a shape of positive sizes")
+    for field in ("stages", "split_k", "swizzle", "alignment_a", "alignment_b", "alignment_c"):
+        value = getattr(config, field)
+        if not isinstance(value, int) or not 1 <= value <= 1024:
+            raise ValueError(f"config '{field}' = {value} is not a positive count")
     entry = emit_module([(name, spec, config)]).entries[name]
-    return entry, from_attr(data["inputs"])
+    if "block" in data and tuple(from_attr(data["block"])) != tuple(entry.block):
+        raise ValueError(f"'block' = {from_attr(data['block'])} is not the {tuple(entry.block)} its config launches")
+    params = tuple(f"{p.name}:{p.kind}:{p.size}" for p in entry.params)
+    if "params" in data and from_attr(data["params"]) != params:
+        raise ValueError(f"'params' = {from_attr(data['params'])} are not the {params} its spec takes")
+    roles = from_attr(data["inputs"])
+    names = {p.name for p in entry.params}
+    if not isinstance(roles, tuple) or not all(isinstance(r, str) and r in names and r != "out" for r in roles) \
+            or len(set(roles)) != len(roles):
+        raise ValueError(f"'inputs' = {roles} are not distinct input parameters of the kernel ({sorted(names)})")
+    return entry, roles
+
+
+register_record_kind("cutlass", entry_from_record)

@@ -28,7 +28,7 @@ from partita.lowering.library import (
     element_type,
     static_shape,
 )
-from partita.lowering.records import from_attr, to_attr
+from partita.lowering.records import from_attr, register_record_kind, to_attr
 from partita.lowering.tensorrt.export import export_function
 from partita.target import Target
 
@@ -81,7 +81,36 @@ def decode_record(attr: DictionaryAttr) -> dict:
         raise ValueError("the tensorrt record's 'model' is not base64") from None
     if hashlib.sha256(fields["model"]).hexdigest() != fields["digest"]:
         raise ValueError("the tensorrt record's ONNX sub-model does not match its digest")
+    external = external_tensors(fields["model"])
+    if external:
+        # onnxruntime and TensorRT's parser would read it from the working directory.
+        raise ValueError(f"the tensorrt record's ONNX sub-model keeps tensor '{external[0]}' in external data; "
+                         "an embedded sub-model must hold all its data")
     return fields
+
+
+def external_tensors(data: bytes) -> list[str]:
+    """Names of the tensors of an ONNX model (initializers, node attributes, subgraphs)
+    whose data lives in a file outside it; a ValueError when ``data`` is no model."""
+    import onnx
+
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as err:  # google.protobuf.message.DecodeError
+        raise ValueError(f"the tensorrt record's ONNX sub-model does not parse ({err})") from None
+    found: list[str] = []
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(graph.initializer) + [s.values for s in graph.sparse_initializer]
+        for node in graph.node:
+            for attribute in node.attribute:
+                tensors += ([attribute.t] if attribute.HasField("t") else []) + list(attribute.tensors)
+                graphs += ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
+        found += [t.name or "<unnamed>" for t in tensors
+                  if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data)]
+    return found
 
 
 @dataclass(frozen=True)
@@ -94,3 +123,6 @@ class TensorRTCodegen(LibraryCodegen):
 
     def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
         return {f.sym_name.data: tensorrt_record(f, module) for f in compiler_functions(module, self.compiler)}
+
+
+register_record_kind("tensorrt", decode_record, library=True)

@@ -1,0 +1,159 @@
+"""Load-time checks of what a lowered module asks of a device, against the cubin it
+names and the device's limits, so that a GPU never sees a launch the simulated device
+would have run blind (it ignores geometry and argument layout).
+
+A compiled-model file is untrusted input, as a wasm module is to a browser: its records
+are checked before anything reaches the driver.
+
+* ``CubinInterface``: what a cubin declares (kernel symbols, per kernel its parameters
+  from ``EIATTR_KPARAM_INFO`` and its ``__launch_bounds__``), read once per cubin;
+* ``CheckedModule.kernel``: a kernel name must be a kernel of the cubin, its dynamic
+  shared memory within the device's opt-in limit;
+* ``CheckedDevice.prepare_launch``: grid and block within CUDA's limits and the kernel's
+  launch bounds, and the packed arguments laid out exactly as the kernel's parameters
+  (count, offsets, sizes), so swapped or missing parameters are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from partita.ir import PartitaError
+from partita.lowering.cubin import (
+    ParamInfo,
+    kernel_max_threads,
+    kernel_params,
+    kernel_symbols,
+)
+
+__all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
+
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+# Opt-in dynamic shared memory per block by compute capability major.minor (CUDA
+# programming guide, "Technical Specifications per Compute Capability").
+_SMEM = {"80": 163 * 1024, "87": 163 * 1024, "90": 227 * 1024, "100": 227 * 1024, "103": 227 * 1024}
+_SMEM_DEFAULT = 99 * 1024  # 8.6, 8.9, 12.x
+
+
+def max_dynamic_smem(arch: str | None) -> int:
+    """The most dynamic shared memory a block may opt in to on ``arch`` (``sm_90``...);
+    the largest of any arch when it is unknown (the simulated device)."""
+    if not arch:
+        return max(_SMEM.values())
+    digits = "".join(c for c in str(arch).removeprefix("sm_") if c.isdigit())
+    return _SMEM.get(digits, _SMEM_DEFAULT)
+
+
+@dataclass
+class CubinInterface:
+    """What one cubin declares; ``None`` symbols for an image that is not an ELF cubin
+    (PTX text, recorded test images), which is then checked by the driver alone."""
+
+    binary: str
+    image: bytes
+    symbols: set[str] | None = None
+    _params: dict[str, list[ParamInfo]] = field(default_factory=dict)
+    _threads: dict[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, binary: str, image: bytes) -> CubinInterface:
+        if image[:4] != b"\x7fELF":
+            return cls(binary, image)
+        try:
+            symbols = kernel_symbols(image)
+        except Exception as err:  # noqa: BLE001 - pyelftools' own errors on a damaged ELF
+            raise PartitaError(f"the cubin of @{binary} is not a readable ELF file ({err})") from None
+        return cls(binary, image, symbols)
+
+    def params(self, name: str) -> list[ParamInfo]:
+        if name not in self._params:
+            try:
+                self._params[name] = kernel_params(self.image, name)
+            except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
+                raise PartitaError(f"kernel '{name}' of @{self.binary}: unreadable parameter info ({err})") from None
+        return self._params[name]
+
+    def max_threads(self, name: str) -> int | None:
+        if name not in self._threads:
+            try:
+                self._threads[name] = kernel_max_threads(self.image, name)
+            except Exception:  # noqa: BLE001 - no .nv.info: no bound recorded
+                self._threads[name] = None
+        return self._threads[name]
+
+
+@dataclass
+class _Kernel:
+    name: str
+    cubin: CubinInterface
+
+
+class CheckedModule:
+    """A loaded module whose ``kernel`` look-ups are checked against the cubin."""
+
+    def __init__(self, module: Any, cubin: CubinInterface, arch: str | None, registry: dict[int, tuple[Any, _Kernel]]):
+        self._module, self._cubin, self._arch, self._registry = module, cubin, arch, registry
+
+    def kernel(self, name: str, smem: int = 0, emulation=None):
+        cubin = self._cubin
+        if cubin.symbols is not None and name not in cubin.symbols:
+            known = ", ".join(sorted(cubin.symbols)[:8]) or "none"
+            raise PartitaError(f"kernel '{name}' is not in the cubin of @{cubin.binary} (its kernels: {known})")
+        limit = max_dynamic_smem(self._arch)
+        if not isinstance(smem, int) or not 0 <= smem <= limit:
+            raise PartitaError(f"kernel '{name}' of @{cubin.binary} asks for {smem} bytes of shared memory; "
+                               f"a block may have 0..{limit}")
+        function = self._module.kernel(name, smem, emulation)
+        if cubin.symbols is not None:
+            self._registry[id(function)] = (function, _Kernel(name, cubin))
+        return function
+
+    def __getattr__(self, attr: str) -> Any:  # global_int, unload, ...
+        return getattr(self._module, attr)
+
+
+class CheckedDevice:
+    """``device`` whose ``prepare_launch`` checks geometry and argument layout of the
+    kernels ``registry`` knows (those of checked cubins) before packing a launch."""
+
+    def __init__(self, device: Any, registry: dict[int, tuple[Any, _Kernel]]):
+        self._device, self._registry = device, registry
+
+    def prepare_launch(self, function, grid, block, smem, args, operands=()):
+        entry = self._registry.get(id(function))
+        if entry is not None and entry[0] is function:
+            check_launch(entry[1], tuple(grid), tuple(block), smem, list(args))
+        return self._device.prepare_launch(function, grid, block, smem, args, operands)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._device, attr)
+
+
+def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, args: list[tuple[str, Any]]) -> None:
+    from partita.runtime.cuda import pack_kernel_args
+
+    where = f"kernel '{kernel.name}' of @{kernel.cubin.binary}"
+    if len(block) != 3 or any(not isinstance(b, int) or not 1 <= b <= m for b, m in zip(block, MAX_BLOCK)):
+        raise PartitaError(f"{where}: block {block} is outside 1..{MAX_BLOCK} per dimension")
+    threads = prod(block)
+    bound = kernel.cubin.max_threads(kernel.name) or MAX_THREADS
+    if threads > min(bound, MAX_THREADS):
+        raise PartitaError(f"{where}: a block of {threads} threads exceeds the {min(bound, MAX_THREADS)} "
+                           "it was compiled for")
+    if len(grid) != 3 or any(not isinstance(g, int) or not 1 <= g <= m for g, m in zip(grid, MAX_GRID)):
+        raise PartitaError(f"{where}: grid {grid} is outside 1..{MAX_GRID} per dimension")
+    try:
+        _, offsets = pack_kernel_args(args)
+    except (ValueError, TypeError) as err:
+        raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
+    from partita.runtime.cuda import _KINDS
+
+    packed = [(offset, _KINDS[kind][1]) for offset, (kind, _) in zip(offsets, args)]
+    declared = [(p.offset, p.size) for p in kernel.cubin.params(kernel.name)]
+    if packed != declared:
+        raise PartitaError(f"{where}: its record packs arguments as (offset, size) {packed}, but the kernel "
+                           f"takes {declared}")
