@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import struct
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
+
+from partita.lowering.cubin import sass_by_function, sass_listing
 
 EIATTR_REGCOUNT = 0x2F
 # sm_90 limits per SM (CUDA occupancy calculator data)
@@ -118,24 +117,13 @@ def static_smem(elf: ELFFile) -> dict[str, int]:
     return {s.name[len(".nv.shared."):]: s["sh_size"] for s in elf.iter_sections() if s.name.startswith(".nv.shared.")}
 
 
-def nvdisasm() -> str | None:
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
-    return str(candidate) if candidate.exists() else None
-
-
 def instruction_mix(cubin: Path) -> dict[str, dict[str, int]]:
     """Per function (``.text.<name>``): counts of the instructions in :data:`COUNTED`,
     with the bodies of the device functions it calls added (CUTLASS runners)."""
-    tool = nvdisasm()
-    if tool is None:
-        raise SystemExit("error: nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
-    sass = subprocess.run([tool, str(cubin)], check=True, capture_output=True, text=True).stdout
-    parts = re.split(r"\n\s*\.text\.(\S+):", sass)
-    bodies = dict(zip(parts[1::2], parts[2::2]))
+    try:
+        bodies = sass_by_function(sass_listing(cubin))
+    except FileNotFoundError as err:
+        raise SystemExit(f"error: {err}") from None
 
     def count(body: str) -> dict[str, int]:
         return {

@@ -17,8 +17,14 @@ the parameter size in bytes being ``flags >> 18`` (bits 18..31).
 from __future__ import annotations
 
 import io
+import re
+import shutil
 import struct
+import subprocess
+import sysconfig
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
@@ -138,3 +144,34 @@ def kernel_max_threads(cubin: bytes, entry: str) -> int | None:
             x, y, z = struct.unpack_from("<III", payload, 0)
             return x * max(y, 1) * max(z, 1)
     return None
+
+
+def nvdisasm_tool() -> str | None:
+    """The ``nvdisasm`` on PATH, else the one of the ``nvidia-cuda-nvdisasm`` wheel (the
+    test extra) beside this Python; None when neither is there."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    candidate = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13" / "bin" / "nvdisasm"
+    return str(candidate) if candidate.exists() else None
+
+
+def sass_listing(cubin: bytes | str | Path) -> str:
+    """The SASS of a cubin (its bytes or its file) as ``nvdisasm`` prints it, one
+    ``.text.<kernel>:`` section per function. Raises ``FileNotFoundError`` when there is no
+    ``nvdisasm``."""
+    tool = nvdisasm_tool()
+    if tool is None:
+        raise FileNotFoundError("nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
+    if isinstance(cubin, bytes):
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+            file.write(cubin)
+            file.flush()
+            return subprocess.run([tool, file.name], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([tool, str(cubin)], check=True, capture_output=True, text=True).stdout
+
+
+def sass_by_function(sass: str) -> dict[str, str]:
+    """A SASS listing split into each function's body, by name."""
+    parts = re.split(r"\n\s*\.text\.(\S+):", sass)
+    return dict(zip(parts[1::2], parts[2::2]))

@@ -200,21 +200,14 @@ NVRTC_FORMS = [
 def test_every_form_compiles_to_hmma(tmp_path: Path) -> None:
     """One NVRTC program (cached) with every new form: each entry's SASS multiplies on
     tensor cores (HMMA) and none falls back to FFMA/HFMA2 loops."""
-    import subprocess
-
-    from tests.test_cutlass_options import _nvdisasm
+    from support.sass import sass_by_function, sass_of
 
     from partita.lowering import nvrtc
 
     src = emit_module([(n, s, choose_config(s, 90, f32_math="tf32")) for n, s in NVRTC_FORMS])
     binary = nvrtc.compile_cuda(src, arch="sm_90")
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed")
-    sass = subprocess.run([tool, str(binary.path)], check=True, capture_output=True, text=True).stdout
     # split the listing per function: entries call noinline runners, so count per runner
-    bodies = re.split(r"\n\s*\.text\.(\S+):", sass)
-    per_function = dict(zip(bodies[1::2], bodies[2::2]))
+    per_function = sass_by_function(sass_of(binary.path))
     for name, _spec in NVRTC_FORMS:
         cfg = src.entries[name].config
         body = per_function.get(name, "") + per_function.get(src.entries[name].kernel_type + "_run", "")
@@ -227,9 +220,7 @@ def test_every_form_compiles_to_hmma(tmp_path: Path) -> None:
 def test_3xtf32_big_tiles_do_not_spill() -> None:
     """3xTF32 keeps two TF32 parts of every fragment: the 128x128 tile (64x64 per warp)
     spilled (227 STL / 224 LDL on sm_90); big problems now take 128x64 (64x32 per warp)."""
-    import subprocess
-
-    from tests.test_cutlass_options import _nvdisasm
+    from support.sass import sass_of
 
     from partita.lowering import nvrtc
 
@@ -238,10 +229,7 @@ def test_3xtf32_big_tiles_do_not_spill() -> None:
     assert cfg.threadblock == (128, 64, 16) and cfg.warp_shape == (64, 32, 16)
     assert choose_config(spec, 90, f32_math="tf32").threadblock == (128, 128, 16)
     binary = nvrtc.compile_cuda(emit_module([("e", spec, cfg)]), arch="sm_90")
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed")
-    sass = subprocess.run([tool, str(binary.path)], check=True, capture_output=True, text=True).stdout
+    sass = sass_of(binary.path)
     assert sass.count("HMMA") >= 3 * 32  # 3 MMAs x (4x4 m16n8k8 per warp) x 2 K steps of 8
     assert not re.search(r"\b(STL|LDL)\b", sass)
 

@@ -4,13 +4,11 @@ except the accuracy test marked gpu."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.sass import sass_of  # tests/support/sass.py
 
 from partita.dialects import byoc, make_context
 from partita.ir import PartitaError, parse_module
@@ -84,20 +82,8 @@ def _compiled(options: str, cache: Path) -> byoc.BinaryOp:
     return binary
 
 
-def _nvdisasm() -> str | None:
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
-    return str(candidate) if candidate.exists() else None
-
-
 def _sass(binary: byoc.BinaryOp) -> str:
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
-    return subprocess.run([tool, str(cubin_file(binary))], check=True, capture_output=True, text=True).stdout
+    return sass_of(cubin_file(binary))
 
 
 @pytest.mark.parametrize(("options", "math", "hmma"), [

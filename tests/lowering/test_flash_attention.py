@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.flash_host import build, build_decode, launch, launch_decode  # tests/support/flash_host.py
+from support.sass import sass_of  # tests/support/sass.py
 
 from partita.lowering.cuda.flash_attention import (
     HEAD_DIMS,
@@ -151,33 +151,15 @@ def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path
 # -- NVRTC, sm_90 SASS ---------------------------------------------------------------------
 
 
-def _nvdisasm():
-    import shutil
-    import sys
-    from pathlib import Path
-
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
-    return str(candidate) if candidate.exists() else None
-
-
 def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
     nvrtc = pytest.importorskip("partita.lowering.nvrtc")
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed")
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256)]
     try:
         binary = nvrtc.compile_cuda(flash_attention_source(configs) + flash_decode_source("f16", 128), arch="sm_90",
                                     options=["--ptxas-options=-v"], use_cache=False)
     except Exception as err:  # noqa: BLE001 - no NVRTC here
         pytest.skip(f"NVRTC unavailable: {err}")
-    (tmp_path / "flash.cubin").write_bytes(binary.cubin)
-    sass = subprocess.run([tool, str(tmp_path / "flash.cubin")], check=True, capture_output=True,
-                          text=True).stdout
+    sass = sass_of(binary.cubin)
     for c in configs:
         text = sass.split(f".text.{c.entry}:")[1].split(".section")[0]
         k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8

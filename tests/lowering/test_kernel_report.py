@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import partita
+from partita.lowering.cubin import nvdisasm_tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import kernel_report
@@ -24,7 +25,7 @@ func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16
 
 
 def test_report_reads_resources_and_mix_from_cubins() -> None:
-    if kernel_report.nvdisasm() is None:
+    if nvdisasm_tool() is None:
         pytest.skip("nvdisasm is not installed")
     # CUTLASS takes both GEMMs: the f16 dense with its bias, the bf16 matmul (batch folded into M)
     exe = partita.compile(MODEL, ["cuda -arch=sm_90", "cutlass -sm=90", "llvm"], partitioner="eager")

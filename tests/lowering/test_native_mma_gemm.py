@@ -9,7 +9,6 @@ NVRTC sm_90 cubin's SASS multiplies with HMMA."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,19 +83,14 @@ def test_mma_kernels_compute_the_reference_semantics(tmp_path: Path) -> None:
 
 
 def test_sm90_cubin_multiplies_with_hmma() -> None:
-    from tests.test_cutlass_options import _nvdisasm
+    from support.sass import sass_by_function, sass_of
 
     from partita.lowering import nvrtc
 
     program = program_of(_module())
     assert program is not None
     binary = nvrtc.compile_cuda(program, arch="sm_90", name="partita_fused.cu")
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed")
-    sass = subprocess.run([tool, str(binary.path)], check=True, capture_output=True, text=True).stdout
-    bodies = re.split(r"\n\s*\.text\.(\S+):", sass)
-    per_function = dict(zip(bodies[1::2], bodies[2::2]))
+    per_function = sass_by_function(sass_of(binary.path))
     for name, kernel in program.kernels.items():
         body = per_function[kernel.entry]
         hmma = len(re.findall(r"\bHMMA\.16816\.F32", body))

@@ -5,13 +5,10 @@ other lengths keep scalar loads."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
+from support.sass import sass_of  # tests/support/sass.py
 
 from partita.lowering.cuda.codegen import program_of
 
@@ -36,24 +33,14 @@ def test_rows_use_vector_loads_and_match_the_reference(dtype, cols, vector, tmp_
     check_kernels(module, tmp_path)
 
 
-def _nvdisasm() -> str | None:
-    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
-    return str(candidate) if candidate.exists() else None
-
-
 def test_sm90_row_kernels_load_128_bits(tmp_path):
     nvrtc = pytest.importorskip("partita.lowering.nvrtc")
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm is not installed")
     program = program_of(fuse(ROWS.format(C=768, T="f16")))
     try:
         binary = nvrtc.compile_cuda(program.code, arch="sm_90", use_cache=False)
     except Exception as err:  # noqa: BLE001 - no NVRTC here
         pytest.skip(f"NVRTC unavailable: {err}")
-    (tmp_path / "rows.cubin").write_bytes(binary.cubin)
-    sass = subprocess.run([tool, str(tmp_path / "rows.cubin")], check=True, capture_output=True, text=True).stdout
+    sass = sass_of(binary.cubin)
     entries = [k.entry for k in program.kernels.values()]
     assert len(entries) == 3
     for entry in entries:

@@ -904,11 +904,13 @@ class KernelEmitter:
         ]
         return lines
 
-    def _gemm(self, split: int, used: str, store: str) -> list[str]:
-        """16x16 output tiles, K in steps of 16 through shared memory."""
+    def _gemm_problem(self, split: int) -> tuple:
+        """What both GEMM schedules share: the operands, whether each is stored with its
+        GEMM rows contiguous-last (``a[m, k]``, ``b[k, n]``), the problem dims M, N, K, the
+        batch dims (the output's first ``split``), and each operand's pointer at batch
+        ``bz`` (broadcast operands repeat their batch)."""
         anchor = self.anchor
         assert anchor is not None
-        T, tile = self.index_type, GEMM_TILE
         a, b = self._arg(anchor.operands[0]), self._arg(anchor.operands[1])
         ad, bd = self.dims[a], self.dims[b]
         (am, ak), (bk, bn) = self._gemm_axes(anchor)
@@ -922,15 +924,24 @@ class KernelEmitter:
         batch_dims = self.out_dims[:split]
         batch_index = self._decompose("bz", batch_dims)
 
-        def offset(dims: list[Dim], size: Dim) -> str:
+        def pointer(value, dims: list[Dim], size: Dim) -> str:
             linear = self._linear(dims, self._broadcast_dims_index(dims, batch_dims, batch_index))
-            return "" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}"
+            return f"in{value.index}" + ("" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}")
 
-        a_at = "a[mm * K + kk]" if (am, ak) == (-2, -1) else "a[kk * M + mm]"
-        b_at = "b[kk * N + nn]" if (bk, bn) == (-2, -1) else "b[nn * K + kk]"
+        return (a, b, (am, ak) == (-2, -1), (bk, bn) == (-2, -1), m, n, k, batch_dims,
+                pointer(a, a_batch, _mul(m, k)), pointer(b, b_batch, _mul(k, n)))
+
+    def _gemm(self, split: int, used: str, store: str) -> list[str]:
+        """16x16 output tiles, K in steps of 16 through shared memory."""
+        anchor = self.anchor
+        assert anchor is not None
+        T, tile = self.index_type, GEMM_TILE
+        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
+        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
+        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
         # Each load walks the operand's contiguous axis with threadIdx.x.
-        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if (am, ak) == (-2, -1) else ("m0 + tx", "k0 + ty", "As[tx][ty]")
-        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if (bk, bn) == (-2, -1) else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
+        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
+        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if b_rows else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
         at, bt = _dtype(a.type), _dtype(b.type)
         return [
             f"  const {T} M = {m};",
@@ -942,8 +953,8 @@ class KernelEmitter:
             f"  __shared__ float Bs[{tile}][{tile + 1}];",
             "  const int tx = threadIdx.x, ty = threadIdx.y;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
-            f"    const {_C_TYPES[at]}* a = in{a.index}{offset(a_batch, _mul(m, k))};",
-            f"    const {_C_TYPES[bt]}* b = in{b.index}{offset(b_batch, _mul(k, n))};",
+            f"    const {_C_TYPES[at]}* a = {a_ptr};",
+            f"    const {_C_TYPES[bt]}* b = {b_ptr};",
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
             "      float acc = 0.0f;",
@@ -983,25 +994,7 @@ class KernelEmitter:
         anchor = self.anchor
         assert anchor is not None
         T, tile = self.index_type, MMA_TILE
-        a, b = self._arg(anchor.operands[0]), self._arg(anchor.operands[1])
-        ad, bd = self.dims[a], self.dims[b]
-        (am, ak), (bk, bn) = self._gemm_axes(anchor)
-        if isinstance(anchor, nn.DenseOp):
-            m: Dim = _product(ad[:-1])
-            a_batch: list[Dim] = []
-            b_batch: list[Dim] = []
-        else:
-            m, a_batch, b_batch = ad[am], ad[:-2], bd[:-2]
-        n, k = bd[bn], ad[ak]
-        batch_dims = self.out_dims[:split]
-        batch_index = self._decompose("bz", batch_dims)
-
-        def offset(dims: list[Dim], size: Dim) -> str:
-            linear = self._linear(dims, self._broadcast_dims_index(dims, batch_dims, batch_index))
-            return "" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}"
-
-        a_rows = (am, ak) == (-2, -1)   # a[m, k]: k contiguous
-        b_rows = (bk, bn) == (-2, -1)   # b[k, n]: n contiguous
+        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
         a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
         b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
         # consecutive threads take consecutive addresses of the operand's contiguous axis
@@ -1020,8 +1013,8 @@ class KernelEmitter:
             "  const int g = lane >> 2, t4 = lane & 3;",
             "  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
-            f"    const {ct}* a = in{a.index}{offset(a_batch, _mul(m, k))};",
-            f"    const {ct}* b = in{b.index}{offset(b_batch, _mul(k, n))};",
+            f"    const {ct}* a = {a_ptr};",
+            f"    const {ct}* b = {b_ptr};",
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
             "      float acc[2][4][4];",
