@@ -332,13 +332,14 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
-    from partita.validation import check_compile_arguments, check_entry, check_target_archs
+    from partita.validation import check_calls, check_compile_arguments, check_entry, check_target_archs
 
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
     module = load_module(model)
     check_entry(module, entry)
+    check_calls(module)
     try:
         if isinstance(targets, CompilationConfig):
             config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)
@@ -397,6 +398,8 @@ def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     estimator = RooflineEstimator(device)
 
     def estimate(function: FuncOp, target: str) -> float | None:
+        if len(function.body.blocks) != 1 or not any(op.results for op in function.body.block.ops):
+            return None  # nothing to cost: a pass after this one names what is wrong with it
         graph, candidate = function_candidate(function, target)
         return estimator.estimate(graph, candidate)
 

@@ -85,4 +85,23 @@ def check_entry(module: ModuleOp, entry: str) -> None:
     raise PartitaError(f"entry=@{entry}: no such function in the module (it defines {', '.join('@' + d for d in defined) or 'none'})")
 
 
+def check_calls(module: ModuleOp) -> None:
+    """Every ``func.call`` must reach a function with a body or a ``byoc.extern``
+    declaration (which ``lower-extern-calls`` turns into a runtime call); anything else
+    has nothing to run."""
+    from xdsl.dialects.func import CallOp
+
+    from partita.dialects.byoc import EXTERN
+    from partita.ir import op_error
+
+    functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
+    for op in module.walk():
+        if not isinstance(op, CallOp):
+            continue
+        callee = functions.get(op.callee.root_reference.data)
+        if callee is not None and not callee.body.blocks and EXTERN not in callee.attributes:
+            raise op_error(op, f"calls @{callee.sym_name.data}, a declaration with no body "
+                           f"(define it, or mark it '{EXTERN}')")
+
+
 ProgressCallback = Callable[[str, int, int], None]

@@ -50,6 +50,7 @@ from xdsl.passes import ModulePass
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
 from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
+from partita.transforms.partition_utils import func_bodies
 
 __all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
 
@@ -168,6 +169,7 @@ class CollagePartition(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         global LAST_REPORT
+        func_bodies(op)  # refuses multi-block functions, located, before any costing
         estimator = make_estimator(
             self.cost, self.device, self.costs, self.cache or None,
             dynamic_dim=self.dynamic_dim, cache_dir=self.cache_dir or None,
