@@ -214,7 +214,10 @@ class Executable:
         """Runs the entry function on NumPy arrays, CUDA arrays or DLPack tensors
         (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
         device (see ``partita.runtime.interop.DeviceArray``)."""
-        return self.runtime.run(*args, outputs=outputs, **named)
+        try:
+            return self.runtime.run(*args, outputs=outputs, **named)
+        except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
+            raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
 
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
@@ -332,7 +335,8 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     """
     from partita.lowering import nvrtc
     from partita.transforms import collage_partition
-    from partita.validation import check_calls, check_compile_arguments, check_entry, check_target_archs
+    from partita.validation import (check_calls, check_compile_arguments, check_entry, check_ranks,
+                                    check_target_archs)
 
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
@@ -340,6 +344,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     module = load_module(model)
     check_entry(module, entry)
     check_calls(module)
+    check_ranks(module)
     try:
         if isinstance(targets, CompilationConfig):
             config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)

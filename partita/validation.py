@@ -104,4 +104,24 @@ def check_calls(module: ModuleOp) -> None:
                            f"(define it, or mark it '{EXTERN}')")
 
 
+MAX_RANK = 64
+"""NumPy's limit on array dimensions: inputs and outputs of more cannot cross the API."""
+
+
+def check_ranks(module: ModuleOp) -> None:
+    """Functions take and return tensors of at most ``MAX_RANK`` dimensions."""
+    from xdsl.dialects.builtin import TensorType
+
+    from partita.ir import op_error
+
+    for op in module.ops:
+        if not isinstance(op, FuncOp):
+            continue
+        for kind, types in (("argument", op.function_type.inputs), ("result", op.function_type.outputs)):
+            for i, t in enumerate(types):
+                if isinstance(t, TensorType) and len(t.get_shape()) > MAX_RANK:
+                    raise op_error(op, f"@{op.sym_name.data} {kind} #{i} has rank {len(t.get_shape())}: "
+                                   f"tensors of more than {MAX_RANK} dimensions are not supported")
+
+
 ProgressCallback = Callable[[str, int, int], None]
