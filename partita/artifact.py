@@ -24,10 +24,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import struct
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
@@ -101,9 +102,17 @@ def serialize(exe: Executable) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
+def _check_path(path: Any) -> None:
+    """``path`` must be a non-empty file path: anything else is the caller's mistake,
+    named as one (never a TypeError from ``open``)."""
+    if not isinstance(path, str | os.PathLike) or not isinstance(os.fspath(path), str) or not os.fspath(path):
+        raise PartitaError(f"path={path!r} must be a file path (a non-empty str or os.PathLike)")
+
+
 def save(exe: Executable, path: str | Path) -> None:
     from partita.files import write_atomically
 
+    _check_path(path)
     data = serialize(exe)
     try:
         write_atomically(path, data, durable=True)
@@ -152,6 +161,7 @@ def load(path: str | Path) -> Executable:
     from partita.lowering.binaries import CACHE_DIR
     from partita.target import CompilationConfig, TargetError
 
+    _check_path(path)
     try:
         data = Path(path).read_bytes()
     except OSError as err:

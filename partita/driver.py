@@ -6,6 +6,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -53,6 +54,8 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
             raise PartitaError(f"the file is not UTF-8 text (byte {err.start})", f"{path}:{line}:1") from None
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
+        if "\n" not in model and os.path.isdir(model):  # a path, not IR text: say so
+            raise PartitaError(f"cannot read '{model}': Is a directory")
         return parse_module(model, make_context(), "<string>")
     if type(model).__name__ == "ModelProto":
         from partita.frontends.onnx import import_onnx
