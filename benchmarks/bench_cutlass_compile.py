@@ -46,17 +46,15 @@ def run_case(n: int, arch: str, jobs: int) -> tuple[float, float, int]:
     sources = [emit_module(ks[i::parts]) for i in range(parts)]
     with tempfile.TemporaryDirectory(prefix="partita-bench-") as tmp:
         cache = Path(tmp)
-        nvrtc.stats.reset()
         t0 = time.perf_counter()
         bins = nvrtc.compile_many(sources, jobs=jobs, arch=arch, cache_dir=cache)
         cold = time.perf_counter() - t0
-        assert nvrtc.stats.compiles == parts and not any(b.cache_hit for b in bins)
+        assert len(bins) == parts and not any(b.cache_hit for b in bins)
         size = sum(len(b.cubin) for b in bins)
-        nvrtc.stats.reset()
         t0 = time.perf_counter()
         warm_bins = nvrtc.compile_many(sources, jobs=jobs, arch=arch, cache_dir=cache)
         warm = time.perf_counter() - t0
-        assert nvrtc.stats.compiles == 0 and all(b.cache_hit for b in warm_bins)
+        assert all(b.cache_hit for b in warm_bins)
     return cold, warm, size
 
 

@@ -90,7 +90,7 @@ def main() -> None:
         print(line)
         runtime.close()
     sys.path.insert(0, str(ROOT / "tests"))
-    from recording_driver import RecordingDriver
+    from support.recording_driver import RecordingDriver
 
     from partita.runtime.cuda import CudaDevice
 

@@ -18,7 +18,7 @@ import partita
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from recording_driver import recorded_run
+from support.recording_driver import recorded_run  # noqa: E402 (tests/ on the path first)
 
 LAYERS = 2
 TARGETS = ["cuda -arch=sm_90", "cutlass", "llvm"]

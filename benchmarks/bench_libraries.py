@@ -15,9 +15,10 @@ import tempfile
 
 from xdsl.dialects.func import FuncOp
 
-from partita.collage.measure import CandidateTimer
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.runtime.cuda import CudaDevice, cuda_available
+from partita.transforms.collage.measure import CandidateTimer
 
 BACKENDS = ("cublas", "cutlass", "cuda")
 

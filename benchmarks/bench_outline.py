@@ -14,9 +14,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
 from xdsl.ir import Block, Region
 
-from partita.dialects import nn
+from partita.dialects import make_context, nn
 from partita.dialects.byoc import COMPILER, PartitionOp, YieldOp
-from partita.ir import make_context
 
 T = TensorType(f32, [8, 8])
 

@@ -15,8 +15,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType, f16
 from xdsl.ir import Block, Region
 
-from partita.dialects import nn
-from partita.ir import make_context
+from partita.dialects import make_context, nn
 
 TOKENS, HIDDEN, FFN = 128, 768, 3072
 TARGETS = "cuda,cutlass,cublas,cudnn,llvm"
@@ -56,7 +55,7 @@ def time_eager(n: int) -> float:
 
 def time_collage(n: int) -> tuple[float, int]:
     from partita.collage import RooflineEstimator
-    from partita.collage.partitioner import collage_partition
+    from partita.transforms.collage.partitioner import collage_partition
 
     ctx = make_context()
     module = build(n)

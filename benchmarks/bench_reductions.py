@@ -23,7 +23,8 @@ import numpy as np
 from xdsl.dialects.func import FuncOp
 
 import partita.lowering.cuda.ops  # noqa: F401  (registers the lowering rules)
-from partita.ir import make_context, parse_module
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cuda.emitter import emit_program
 from partita.lowering.cuda.records import RECORDS, fused_record

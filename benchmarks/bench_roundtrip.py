@@ -15,7 +15,8 @@ from io import StringIO
 
 from xdsl.printer import Printer
 
-from partita.ir import make_context, parse_module, verify_module
+from partita.dialects import make_context
+from partita.ir import parse_module, verify_module
 
 
 def make_module_text(n: int) -> str:

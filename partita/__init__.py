@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
-    from partita.artifact import load
-    from partita.driver import Executable, compile
+    from partita.driver import Executable, compile, load
 
 __all__ = ["compile", "Executable", "load", "__version__"]
 
 
+def __dir__() -> list[str]:
+    # The lazy names are attributes too: tab completion and dir() should show them.
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("compile", "Executable"):
+    if name in ("compile", "Executable", "load"):
         from partita import driver
 
         return getattr(driver, name)
-    if name == "load":
-        from partita import artifact
-
-        return artifact.load
     raise AttributeError(f"module 'partita' has no attribute {name!r}")

@@ -28,16 +28,17 @@ import os
 import struct
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
 
-from partita.dialects import byoc
-from partita.ir import PartitaError
-
-if TYPE_CHECKING:
-    from partita.driver import Executable
+from partita.dialects import byoc, make_context
+from partita.files import write_atomically
+from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering.binaries import CACHE_DIR, binary_images
+from partita.report import PartitionRow
+from partita.target import CompilationConfig, TargetError
 
 FORMAT_VERSION = 1
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
@@ -57,10 +58,21 @@ def _payload_placeholder(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElement
     return DenseIntOrFPElementsAttr(value.type, BytesAttr(bytes(size)))
 
 
-def serialize(exe: Executable) -> bytes:
-    """The bytes of the compiled-model file for ``exe``."""
-    from partita.lowering.binaries import CACHE_DIR, binary_images
+@dataclasses.dataclass
+class CompiledModel:
+    """What the file holds: the driver's ``Executable`` is made from it and saves into it."""
 
+    module: ModuleOp
+    pipeline: str
+    targets: CompilationConfig
+    partitions: list[PartitionRow]
+    entry: str = "main"
+    binaries: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+    """Cubins by ``byoc.binary`` symbol; a binary not here is read from its ``path``."""
+
+
+def serialize(exe: CompiledModel) -> bytes:
+    """The bytes of the compiled-model file for ``exe``."""
     module = exe.module.clone()
     weights: list[bytes] = []
     table: list[list[int]] = []
@@ -91,7 +103,7 @@ def serialize(exe: Executable) -> bytes:
         {
             "entry": exe.entry,
             "pipeline": exe.pipeline,
-            "targets": str(exe.config),
+            "targets": str(exe.targets),
             "partitions": [dataclasses.asdict(row) for row in exe.partitions],
             "weights": table,
             "parts": entries,
@@ -109,9 +121,7 @@ def _check_path(path: Any) -> None:
         raise PartitaError(f"path={path!r} must be a file path (a non-empty str or os.PathLike)")
 
 
-def save(exe: Executable, path: str | Path) -> None:
-    from partita.files import write_atomically
-
+def save(exe: CompiledModel, path: str | Path) -> None:
     _check_path(path)
     data = serialize(exe)
     try:
@@ -153,14 +163,8 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
     return header, parts
 
 
-def load(path: str | Path) -> Executable:
-    """The ``Executable`` saved in ``path``; any damage is a ``PartitaError``."""
-    from partita.driver import Executable
-    from partita.ir import make_context, parse_module, verify_module
-    from partita.report import PartitionRow
-    from partita.lowering.binaries import CACHE_DIR
-    from partita.target import CompilationConfig, TargetError
-
+def load(path: str | Path) -> CompiledModel:
+    """The compiled model saved in ``path``; any damage is a ``PartitaError``."""
     _check_path(path)
     try:
         data = Path(path).read_bytes()
@@ -214,15 +218,8 @@ def load(path: str | Path) -> Executable:
         config = CompilationConfig(header["targets"])
     except TargetError as err:
         raise _damaged(path, f"its targets are unusable ({err})") from None
-    return Executable(
-        module,
-        header.get("pipeline", ""),
-        config,
-        rows,
-        [],
-        entry=header.get("entry", "main"),
-        binaries=binaries,
-    )
+    return CompiledModel(module, header.get("pipeline", ""), config, rows,
+                         entry=header.get("entry", "main"), binaries=binaries)
 
 
 _ROW_TYPES = {"symbol": (str,), "target": (str,), "ops": (list,), "composite": (str, type(None)),
@@ -264,4 +261,4 @@ def is_compiled_model(path: str | Path) -> bool:
         return False
 
 
-__all__ = ["FORMAT_VERSION", "SUFFIX", "is_compiled_model", "load", "save", "serialize"]
+__all__ = ["FORMAT_VERSION", "SUFFIX", "CompiledModel", "is_compiled_model", "load", "save", "serialize"]

@@ -21,27 +21,47 @@ from xdsl.dialects.func import CallOp, FuncOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
-from partita.dialects import byoc
+from partita import artifact
+from partita.collage.cost import RooflineEstimator
+from partita.collage.ir_graph import function_candidate
+from partita.dialects import byoc, make_context
 from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
-from partita.ir import PartitaError, make_context, parse_module, verify_module
+from partita.frontends.file_kind import FileKind, file_kind
+from partita.frontends.torch import export_module, is_torch_model
+from partita.ir import PartitaError, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
+from partita.runtime.cuda import parse_arch
+from partita.runtime.plan import Runtime
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.transforms.collage_partition import CollagePartition
+from partita.transforms.legalize_to_nn import needs_legalization
+from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
-_CODEGEN_PASSES = frozenset({"cutlass-codegen", "cuda-codegen", "mark-compiler-functions-as-extern",
-                             *(f"{lib}-codegen" for lib in LIBRARY_CODEGENS)})
 
 
-def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
+def _names_a_file(text: str) -> bool:
+    """Whether a one-line string is the path of an existing file (not IR text)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # too long for a file name, or a NUL in it
+        return False
+
+
+def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
-    textual IR, a ``.mlir``/``.onnx`` path, or an ``onnx.ModelProto``."""
+    textual IR, a model file (ONNX or IR, told apart by content), an ``onnx.ModelProto``,
+    or a PyTorch module / ``ExportedProgram`` (exported on ``example_inputs``)."""
     if isinstance(model, ModuleOp):
         return model.clone()
-    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".mlir", ".onnx"))):
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
+                                   and (model.endswith((".mlir", ".onnx")) or _names_a_file(model))):
         path = Path(model)
-        if path.suffix == ".onnx":
+        # The content decides (an ONNX model named without .onnx is still one).
+        kind = file_kind(path) if path.is_file() else None
+        if kind is FileKind.ONNX or (kind is None and path.suffix == ".onnx"):
             from partita.frontends.onnx import import_onnx
 
             return import_onnx(path)
@@ -57,6 +77,10 @@ def load_module(model: ModuleOp | str | Path | Any) -> ModuleOp:
         if "\n" not in model and os.path.isdir(model):  # a path, not IR text: say so
             raise PartitaError(f"cannot read '{model}': Is a directory")
         return parse_module(model, make_context(), "<string>")
+    if is_torch_model(model):
+        return export_module(model, example_inputs, dynamic_shapes)
+    if example_inputs is not None or dynamic_shapes is not None:
+        raise PartitaError("example_inputs and dynamic_shapes apply to PyTorch models only")
     if type(model).__name__ == "ModelProto":
         from partita.frontends.onnx import import_onnx
 
@@ -70,8 +94,6 @@ def _quote(value: str) -> str:
 
 def cutlass_sm(config: CompilationConfig) -> int:
     """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
-    from partita.runtime.cuda import parse_arch
-
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
@@ -89,7 +111,11 @@ def has_nchw_conv(module: ModuleOp) -> bool:
     return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
 
 
-def build_pipeline(
+PRECISIONS = {None: "", "fp32": "", "fp16": "f16", "bf16": "bf16"}
+"""``compile``'s ``precision``: the storage type ``to-mixed-precision`` lowers f32 to."""
+
+
+def _pipeline_stages(
     module: ModuleOp,
     config: CompilationConfig,
     *,
@@ -99,8 +125,8 @@ def build_pipeline(
     max_depth: int,
     cache_dir: str | None,
     layout: str,
-) -> list[str]:
-    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+) -> tuple[list[str], list[str]]:
+    """The passes that place and outline the model, then those that generate code."""
     if partitioner not in PARTITIONERS:
         raise PartitaError(f"unknown partitioner '{partitioner}' (choose from {', '.join(PARTITIONERS)})")
     external = [t.kind_name for t in config.external_targets]
@@ -109,6 +135,9 @@ def build_pipeline(
     implied = CompilationConfig(list(config)).default_device
     fallback = f" fallback-device={config.default_device.value}" if config.default_device is not implied else ""
     steps: list[str] = []
+    if needs_legalization(module):
+        # linalg / tensor / arith / tosa from other MLIR pipelines become nn first.
+        steps.append("legalize-to-nn")
     if any(isinstance(op, BatchNormOp) for op in module.walk()):
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
@@ -140,6 +169,7 @@ def build_pipeline(
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
+    placement, steps = steps, []
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
@@ -151,7 +181,24 @@ def build_pipeline(
     steps.append("mark-compiler-functions-as-extern")
     steps.append("lower-extern-calls")
     steps.append("plan-memory")
-    return steps
+    return placement, steps
+
+
+def build_pipeline(
+    module: ModuleOp,
+    config: CompilationConfig,
+    *,
+    partitioner: str,
+    cost: str,
+    device: str,
+    max_depth: int,
+    cache_dir: str | None,
+    layout: str,
+) -> list[str]:
+    """The passes ``compile`` runs, each as a ``partita-opt -p`` element."""
+    placement, codegen = _pipeline_stages(module, config, partitioner=partitioner, cost=cost, device=device,
+                                          max_depth=max_depth, cache_dir=cache_dir, layout=layout)
+    return placement + codegen
 
 
 @dataclass
@@ -180,8 +227,6 @@ class Executable:
         device object): cubins loaded, library plans made, weights uploaded once. ``run``
         loads on first use. ``libraries``: bindings by library name (``cublas``, ``cudnn``,
         ``tensorrt``) instead of the installed ones."""
-        from partita.runtime.plan import Runtime
-
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
@@ -233,9 +278,8 @@ class Executable:
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
-        from partita import artifact
-
-        artifact.save(self, path)
+        artifact.save(artifact.CompiledModel(self.module, self.pipeline, self.config, self.partitions,
+                                             entry=self.entry, binaries=self.binaries), path)
 
     def report(self) -> Report:
         runtime = self.runtime
@@ -254,10 +298,29 @@ class Executable:
             pass_times=self.pass_times,
         )
 
+    def report_graph(self, path: str | Path | None = None) -> str:
+        """The placement as one self-contained HTML page (see ``partita.report_graph``);
+        written to ``path`` when given."""
+        from partita.files import write_atomically
+        from partita.report_graph import placement_graph, render_html
+
+        page = render_html(placement_graph(self))
+        if path is not None:
+            write_atomically(path, page)
+        return page
+
     def __str__(self) -> str:
         out = StringIO()
         Printer(stream=out).print_op(self.module)
         return out.getvalue()
+
+
+def load(path: str | Path) -> Executable:
+    """The ``Executable`` saved in ``path`` by ``Executable.save`` (no cache, NVRTC or ONNX
+    file needed); any damage is a ``PartitaError``."""
+    model = artifact.load(path)
+    return Executable(model.module, model.pipeline, model.targets, model.partitions, [],
+                      entry=model.entry, binaries=model.binaries)
 
 
 def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
@@ -336,23 +399,27 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     layout: str = "auto",
     entry: str = "main",
     progress: Callable[[str, int, int], None] | None = None,
+    example_inputs: Any = None,
+    dynamic_shapes: Any = None,
+    precision: str | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
+
+    A PyTorch ``nn.Module`` is exported with ``torch.export`` on ``example_inputs``
+    (``dynamic_shapes`` as ``torch.export`` takes them: a ``Dim`` becomes a ``?``
+    dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
     since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
-    is TVM's rule, see ``CompilationConfig``).
+    is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
+    an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
+    stay f32, inputs and outputs keep the model's types); ``None`` / ``"fp32"`` as written.
     """
-    from partita.lowering import nvrtc
-    from partita.transforms import collage_partition
-    from partita.validation import (check_calls, check_compile_arguments, check_entry, check_ranks,
-                                    check_target_archs)
-
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
-    module = load_module(model)
+    module = load_module(model, example_inputs, dynamic_shapes)
     check_entry(module, entry)
     check_calls(module)
     check_ranks(module)
@@ -364,7 +431,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     except TargetError as err:
         raise PartitaError(str(err)) from None
     check_target_archs(config)
-    steps = build_pipeline(
+    stages = _pipeline_stages(
         module,
         config,
         partitioner=partitioner,
@@ -374,43 +441,48 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         cache_dir=str(cache_dir) if cache_dir is not None else None,
         layout=layout,
     )
-    pipeline = ",".join(steps)
-    passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(get_all_passes(), pipeline).passes
+    if precision not in PRECISIONS:
+        raise PartitaError(f"unknown precision '{precision}' (choose from fp32, fp16, bf16)")
+    if PRECISIONS[precision]:
+        stages[0].insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
+    pipeline = ",".join(stages[0] + stages[1])
+    placement, codegen = (PassPipeline.parse_spec(get_all_passes(), ",".join(steps)).passes for steps in stages)
     ctx = make_context()
-    estimate = _cost_estimator(device)
     times: list[tuple[str, float]] = []
-    rows: list[PartitionRow] = []
-    captured = False
-    compiles, hits = nvrtc.stats.compiles, nvrtc.stats.cache_hits
-    collage_partition.LAST_REPORT = None
-    for index, pass_ in enumerate(passes):
-        if pass_.name in _CODEGEN_PASSES and not captured:
-            # Everything is placed and outlined: capture it before codegen drops bodies.
-            rows, captured = _partition_rows(module, entry, estimate), True
-        if progress is not None:
-            progress(pass_.name, index, len(passes))
-        start = time.perf_counter()
-        pass_.apply(ctx, module)
-        verify_module(module)
-        times.append((pass_.name, time.perf_counter() - start))
+    started = [0.0]
+    count = len(placement) + len(codegen)
+
+    def between(done: ModulePass | None, module: ModuleOp, next_: ModulePass | None) -> None:
+        """Verifies and times each pass (xDSL's pipeline callback), and reports progress."""
+        if done is not None:
+            verify_module(module)
+            times.append((done.name, time.perf_counter() - started[0]))
+        if next_ is not None:
+            if progress is not None:
+                progress(next_.name, len(times), count)
+            started[0] = time.perf_counter()
+
+    PassPipeline(placement, between).apply(ctx, module)
+    # Everything is placed and outlined: capture it before codegen drops bodies.
+    rows = _partition_rows(module, entry, _cost_estimator(device))
+    PassPipeline(codegen, between).apply(ctx, module)
+    report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
+    compiles, hits = byoc.compile_counts(module)
     return Executable(
         module,
         pipeline,
         config,
         rows,
         times,
-        collage=collage_partition.LAST_REPORT if partitioner == "collage" else None,
-        cache_hits=nvrtc.stats.cache_hits - hits,
-        compiles=nvrtc.stats.compiles - compiles,
+        collage=report,
+        cache_hits=hits,
+        compiles=compiles,
         entry=entry,
     )
 
 
 def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     """Roofline cost of a partition function on its target (None where it cannot say)."""
-    from partita.collage.cost import RooflineEstimator
-    from partita.collage.ir_graph import function_candidate
-
     estimator = RooflineEstimator(device)
 
     def estimate(function: FuncOp, target: str) -> float | None:
@@ -422,4 +494,4 @@ def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     return estimate
 
 
-__all__ = ["Executable", "compile", "load_module", "build_pipeline"]
+__all__ = ["Executable", "build_pipeline", "compile", "load", "load_module"]

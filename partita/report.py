@@ -81,7 +81,9 @@ class Report:
         if self.collage_total is not None:
             eager = format_seconds(self.eager_total) if self.eager_total is not None else "n/a"
             lines.append(f"collage estimate for the whole graph: {format_seconds(self.collage_total)} (eager partitioner: {eager})")
-        lines.append(f"kernel compiles: {self.compiles} (cache hits: {self.cache_hits})")
+        # NVRTC programs (one cubin each, holding many kernels), not kernels: the
+        # execution line below counts kernels.
+        lines.append(f"cubins: {self.compiles} compiled by NVRTC, {self.cache_hits} from the cache")
         if self.execution:
             lines.append(f"execution: {self.execution}")
         if self.pass_times:

@@ -10,7 +10,10 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
+from partita.collage.cost import load_devices
 from partita.ir import PartitaError
+from partita.lowering.nvrtc import check_arch
+from partita.target import CompilationConfig, Target
 
 COSTS = ("roofline", "measure")
 LAYOUTS = ("auto", "NCHW", "NHWC")
@@ -35,9 +38,6 @@ def check_compile_arguments(
     progress: Any,
 ) -> None:
     """Raises ``PartitaError`` for the first argument of ``compile`` that cannot work."""
-    from partita.collage.cost import load_devices
-    from partita.target import CompilationConfig, Target
-
     if isinstance(targets, CompilationConfig | str):
         pass
     elif isinstance(targets, Sequence) and targets and all(isinstance(t, Target | str) for t in targets):
@@ -64,8 +64,6 @@ def check_compile_arguments(
 def check_target_archs(config: Any) -> None:
     """The cuda target's ``arch`` and the cutlass target's ``sm`` must be something NVRTC
     compiles for: a typo is an error now, not a failure after minutes of partitioning."""
-    from partita.lowering.nvrtc import check_arch
-
     for kind, option, spell in (("cuda", "arch", str), ("cutlass", "sm", lambda v: f"sm_{v}")):
         target = config.find_target_for_kind(kind)
         if target is None or option not in target.options:

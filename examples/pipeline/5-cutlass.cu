@@ -21,15 +21,15 @@ using cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu = type
     cutlass::gemm::GemmShape<128, 64, 32>, cutlass::gemm::GemmShape<64, 32, 32>, cutlass::gemm::GemmShape<16, 8, 16>,
     cutlass::epilogue::thread::LinearCombinationGELU<cutlass::half_t, 8, float, float>,
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>, 3, false, cutlass::arch::OpMultiplyAdd>::GemmKernel;
-__device__ __noinline__ void cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu_run(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M) {
+__device__ __noinline__ void cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu_run(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M, int N, int K) {
   using Kernel = cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu;
-  cutlass::gemm::GemmCoord problem(M, 256, 64);
+  cutlass::gemm::GemmCoord problem(M, N, K);
   cutlass::half_t* A = const_cast<cutlass::half_t*>(x);
   cutlass::half_t* B = const_cast<cutlass::half_t*>(w);
   cutlass::half_t* C = const_cast<cutlass::half_t*>(bias);
   typename Kernel::OutputOp::Params epi(1.0f, 1.0f);
   cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle().get_tiled_shape(problem, {128, 64, 32}, 1);
-  typename Kernel::Params params(problem, tiled, {A, 64}, {B, 64}, {C, 0}, {out, 256}, epi, nullptr);
+  typename Kernel::Params params(problem, tiled, {A, K}, {B, K}, {C, 0}, {out, N}, epi, nullptr);
   extern __shared__ int partita_smem[];
   Kernel op;
   op(params, *reinterpret_cast<typename Kernel::SharedStorage*>(partita_smem));
@@ -41,15 +41,15 @@ using cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias = typename 
     cutlass::gemm::GemmShape<128, 64, 32>, cutlass::gemm::GemmShape<64, 32, 32>, cutlass::gemm::GemmShape<16, 8, 16>,
     cutlass::epilogue::thread::LinearCombination<cutlass::half_t, 8, float, float>,
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>, 3, false, cutlass::arch::OpMultiplyAdd>::GemmKernel;
-__device__ __noinline__ void cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_run(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M) {
+__device__ __noinline__ void cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_run(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M, int N, int K) {
   using Kernel = cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias;
-  cutlass::gemm::GemmCoord problem(M, 64, 256);
+  cutlass::gemm::GemmCoord problem(M, N, K);
   cutlass::half_t* A = const_cast<cutlass::half_t*>(x);
   cutlass::half_t* B = const_cast<cutlass::half_t*>(w);
   cutlass::half_t* C = const_cast<cutlass::half_t*>(bias);
   typename Kernel::OutputOp::Params epi(1.0f, 1.0f);
   cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle().get_tiled_shape(problem, {128, 64, 32}, 1);
-  typename Kernel::Params params(problem, tiled, {A, 256}, {B, 256}, {C, 0}, {out, 64}, epi, nullptr);
+  typename Kernel::Params params(problem, tiled, {A, K}, {B, K}, {C, 0}, {out, N}, epi, nullptr);
   extern __shared__ int partita_smem[];
   Kernel op;
   op(params, *reinterpret_cast<typename Kernel::SharedStorage*>(partita_smem));
@@ -57,11 +57,11 @@ __device__ __noinline__ void cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_
 
 extern "C" __global__ void __launch_bounds__(128)
 tvmgen_default_cutlass_main_0(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M) {
-  cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu_run(x, w, bias, out, M);
+  cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu_run(x, w, bias, out, M, 256, 64);
 }
 extern "C" __device__ int tvmgen_default_cutlass_main_0_smem_bytes = (int)sizeof(typename cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_gelu::SharedStorage);
 extern "C" __global__ void __launch_bounds__(128)
 tvmgen_default_cutlass_main_1(const cutlass::half_t* __restrict__ x, const cutlass::half_t* __restrict__ w, const cutlass::half_t* __restrict__ bias, cutlass::half_t* out, int M) {
-  cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_run(x, w, bias, out, M);
+  cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_run(x, w, bias, out, M, 64, 256);
 }
 extern "C" __device__ int tvmgen_default_cutlass_main_1_smem_bytes = (int)sizeof(typename cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias::SharedStorage);

@@ -37,11 +37,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass
 
 from partita.backends.pattern import Match, Pattern
 from partita.ir.diagnostics import PartitaError
@@ -56,6 +54,7 @@ from partita.target import (
 )
 
 __all__ = [
+    "FUSION_STYLES",
     "PHASES",
     "Backend",
     "BackendMatch",
@@ -70,7 +69,6 @@ __all__ = [
     "native_supports",
     "register_backend",
     "resolve_backends",
-    "run_phase",
     "unregister_backend",
 ]
 
@@ -79,6 +77,9 @@ RuleSpec = str | Callable[[str, int], Any]
 """A fusion style name, or ``(backend, max_depth) -> PartitionRule``."""
 PhasePass = ModulePass | str
 PHASES = ("before_partitioning", "after_partitioning")
+FUSION_STYLES = ("pattern", "tvm", "arbitrary")
+"""How Collage combines a backend's matches (TVM's ``BYOCStyle``; the rules are
+``partita.collage.rules.styles``)."""
 
 
 @dataclass(frozen=True)
@@ -113,15 +114,6 @@ class Backend:
     ops: frozenset[str] = field(default_factory=frozenset)
     partition_rule: RuleSpec | None = None
     """What the backend declared (``None``: TVM's default for its name)."""
-
-    def rule(self, max_depth: int) -> Any:
-        """The Collage partition rule of this backend for ``max_depth``."""
-        from partita.collage.rules import default_style, style_rule
-
-        spec = self.partition_rule if self.partition_rule is not None else default_style(self.name)
-        if isinstance(spec, str):
-            return style_rule(self.name, spec, max_depth)
-        return spec(self.name, max_depth)
 
     @property
     def compiler(self) -> str:
@@ -159,8 +151,6 @@ def register_backend(
     if name in _BACKENDS:
         raise PartitaError(f"backend '{name}' is already registered")
     if isinstance(partition_rule, str):
-        from partita.collage.rules import FUSION_STYLES
-
         if partition_rule not in FUSION_STYLES:
             raise PartitaError(
                 f"backend '{name}': unknown fusion style '{partition_rule}' (choose from {', '.join(FUSION_STYLES)})"
@@ -376,45 +366,6 @@ def greedy_matches(block: Block, table: Sequence[PatternEntry]) -> list[BackendM
 # --------------------------------------------------------------------------------------
 # Phases, targets, native support
 # --------------------------------------------------------------------------------------
-
-
-def _pipeline(spec: str) -> PassPipeline:
-    from xdsl.transforms import get_all_passes as xdsl_passes
-
-    from partita.transforms import get_all_passes
-    from partita.transforms.pass_options import quote_option_values
-
-    available = {**xdsl_passes(), **get_all_passes()}
-    try:
-        return PassPipeline.parse_spec(available, quote_option_values(spec))
-    except (Exception, BaseException) as err:  # ArgSpecParseError is a BaseException
-        if isinstance(err, KeyboardInterrupt | SystemExit):
-            raise
-        raise PartitaError(f"invalid phase pass pipeline '{spec}': {err}") from None
-
-
-def run_phase(
-    module: ModuleOp,
-    phase: str,
-    backends: str | Iterable[str] | None = None,
-    ctx: Context | None = None,
-) -> list[str]:
-    """Run the ``phase`` passes of ``backends`` (registration order, then each backend's
-    own order) on ``module``; returns the names of the passes run."""
-    if phase not in PHASES:
-        raise PartitaError(f"unknown backend phase '{phase}'; phases: {', '.join(PHASES)}")
-    if ctx is None:
-        from partita.ir import make_context
-
-        ctx = make_context()
-    ran: list[str] = []
-    for backend in resolve_backends(backends):
-        for p in backend.passes(phase):
-            passes = _pipeline(p).passes if isinstance(p, str) else (p,)
-            for one in passes:
-                one.apply(ctx, module)
-                ran.append(one.name)
-    return ran
 
 
 def backend_target(config: CompilationConfig | str | Sequence[str] | None, name: str) -> Target:

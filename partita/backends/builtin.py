@@ -1,8 +1,9 @@
 """The built-in backends, registered in priority order: cutlass, cublas, cudnn, tensorrt.
 
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
-GEMMs (``nn.dense``, ``nn.batch_matmul`` with ``transpose_b`` and not ``transpose_a``)
-with bias and activation epilogues, NHWC/OHWI non-grouped conv2d, on f16 or f32 only.
+GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
+``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
+activation epilogues, NHWC/OHWI non-grouped conv2d in f16 or f32.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from partita.backends.pattern import (
     shape_of,
     wildcard,
 )
+from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
 
 GEMM_DTYPES = ("f16", "f32")
-"""Element types CUTLASS (and our cuBLAS/cuDNN wrappers) accept."""
+"""Element types CUTLASS convolutions accept."""
+CUTLASS_GEMM_DTYPES = ("f16", "bf16", "f32")
+"""Element types CUTLASS GEMMs accept (tensor cores: f16/bf16 HMMA, f32 as TF32)."""
 
 
 def _dtypes_ok(match: Match, allowed: tuple[str, ...] = GEMM_DTYPES) -> bool:
@@ -53,7 +57,7 @@ def _bias_ok(match: Match, anchor: Operation, channel_axis: int) -> bool:
 
 def check_dense(match: Match) -> bool:
     dense = match.find("nn.dense")
-    if dense is None or not _dtypes_ok(match):
+    if dense is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
     weight = shape_of(dense.operands[1])
     return weight is not None and len(weight) == 2 and _bias_ok(match, dense, -1)
@@ -66,10 +70,21 @@ def check_dense_gelu(match: Match) -> bool:
 
 
 def check_batch_matmul(match: Match) -> bool:
-    bmm = match.find("nn.batch_matmul")
-    if bmm is None or not _dtypes_ok(match):
+    """``nn.batch_matmul`` (any transposes) or ``nn.matmul`` whose batch dims are equal,
+    or broadcast as a whole operand (a batched GEMM with batch stride 0)."""
+    from partita.lowering.cutlass.kernels import batched_gemm
+
+    gemm = match.find("nn.batch_matmul") or match.find("nn.matmul")
+    if gemm is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
-    return not op_attr(bmm, "transpose_a") and bool(op_attr(bmm, "transpose_b"))
+    if len({element_type_name(v) for v in (*match.inputs, *match.outputs)}) != 1:
+        return False
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    if lhs is None or rhs is None:
+        return False
+    transposes = (bool(op_attr(gemm, "transpose_a")), bool(op_attr(gemm, "transpose_b"))) \
+        if gemm.name == "nn.batch_matmul" else (False, False)
+    return not isinstance(batched_gemm(lhs, rhs, *transposes), str) and _bias_ok(match, gemm, -1)
 
 
 def check_conv2d(match: Match) -> bool:
@@ -104,7 +119,10 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
         ("dense_bias", _with_bias(_dense()), check_dense),
         ("dense", _dense(), check_dense),
+        ("batch_matmul_bias", _with_bias(_batch_matmul()), check_batch_matmul),
         ("batch_matmul", _batch_matmul(), check_batch_matmul),
+        ("matmul_bias", _with_bias(is_op("nn.matmul")(wildcard(), wildcard())), check_batch_matmul),
+        ("matmul", is_op("nn.matmul")(wildcard(), wildcard()), check_batch_matmul),
         ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_conv2d),
         ("conv2d_bias", _with_bias(_conv2d()), check_conv2d),
         ("conv2d", _conv2d(), check_conv2d),
@@ -202,8 +220,6 @@ def register_builtin_backends() -> None:
     register_backend("cutlass", patterns=cutlass_patterns(), partition_rule="pattern")
     register_backend("cublas", patterns=cublas_patterns(), partition_rule="pattern")
     register_backend("cudnn", patterns=cudnn_patterns(), partition_rule="pattern")
-    from partita.lowering.tensorrt.partition import FlattenTensorRTPartitions
-
     # TensorRT compiles whole sub-graphs: Collage combines any touching matches (the
     # arbitrary style); eager merges adjacent composites into one region, whose nested
     # composites are then inlined: one plain sub-graph per partition.
@@ -213,17 +229,13 @@ def register_builtin_backends() -> None:
 
 def tensorrt_op_ok(match: Match) -> bool:
     """Every op of the match converts to ONNX for TensorRT's parser."""
-    from partita.lowering.tensorrt.export import unsupported_reason
-
     return all(unsupported_reason(op) is None for op in match.ops)
 
 
 def tensorrt_patterns() -> list[tuple[str, Pattern, object]]:
     """One pattern per op TensorRT takes (TVM's TensorRT BYOC annotates single ops);
     Collage combines adjacent matches into convex sub-graphs (the arbitrary style)."""
-    from partita.lowering.tensorrt.export import CONVERTERS
-
-    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in CONVERTERS]
+    return [(name.removeprefix("nn."), is_op(name), tensorrt_op_ok) for name in TENSORRT_OPS]
 
 
 register_builtin_backends()

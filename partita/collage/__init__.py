@@ -23,7 +23,6 @@ from partita.collage.cost import (
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo
 from partita.collage.rules.combine import combine_candidates
 from partita.collage.search import (
-    ELEMENTWISE_OPS,
     Candidate,
     PartitionError,
     Plan,
@@ -33,7 +32,6 @@ from partita.collage.search import (
 )
 
 __all__ = [
-    "ELEMENTWISE_OPS",
     "Candidate",
     "CostCache",
     "CostEstimator",

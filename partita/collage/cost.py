@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo, bits
-from partita.collage.search import ELEMENTWISE_OPS, Candidate
+from partita.collage.kinds import node_kind, op_family
+from partita.collage.search import Candidate
+from partita.dialects.nn import OpKind
 from partita.files import write_atomically
 
 __all__ = [
@@ -63,54 +65,19 @@ def load_devices(path: str | Path | None = None) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- FLOPs
-GEMM_OPS = frozenset({"nn.dense", "nn.matmul", "nn.batch_matmul"})
-NORM_OPS = frozenset(
-    {
-        "nn.softmax",
-        "nn.log_softmax",
-        "nn.layer_norm",
-        "nn.batch_norm",
-        "nn.group_norm",
-        "nn.instance_norm",
-        "nn.rms_norm",
-    }
-)
-POOL_OPS = frozenset({"nn.max_pool2d", "nn.avg_pool2d", "nn.max_pool1d", "nn.avg_pool1d"})
-GLOBAL_POOL_OPS = frozenset({"nn.global_avg_pool2d", "nn.global_max_pool2d"})
-REDUCE_OPS = frozenset({"nn.sum", "nn.mean", "nn.max", "nn.min", "nn.prod", "nn.argmax"})
-DATA_OPS = frozenset(
-    {
-        "nn.reshape",
-        "nn.transpose",
-        "nn.concatenate",
-        "nn.split",
-        "nn.slice",
-        "nn.strided_slice",
-        "nn.squeeze",
-        "nn.expand_dims",
-        "nn.flatten",
-        "nn.batch_flatten",
-        "nn.cast",
-        "nn.copy",
-        "nn.pad",
-        "nn.broadcast_to",
-        "nn.take",
-        "nn.gather",
-    }
-)
-
-
-def op_class(op: str) -> str:
-    """``gemm``, ``conv``, ``elementwise``, ``reduction``, ``data`` or ``other``."""
-    if op in GEMM_OPS:
-        return "gemm"
-    if op.startswith("nn.conv"):
-        return "conv"
-    if op in ELEMENTWISE_OPS:
+def op_class(node: NodeInfo | str) -> str:
+    """``gemm``, ``conv``, ``elementwise``, ``reduction``, ``data`` or ``other``: the
+    node's pattern kind (its op's ``OpPattern`` trait), a complex op split by family."""
+    if isinstance(node, str):
+        node = NodeInfo(node, (), (), TensorInfo((), "f32"))
+    kind = node_kind(node)
+    if kind == OpKind.OUT_EWISE_FUSABLE:
+        return "conv" if op_family(node) == "conv" else "gemm"
+    if kind <= OpKind.BROADCAST:
         return "elementwise"
-    if op in NORM_OPS or op in POOL_OPS or op in GLOBAL_POOL_OPS or op in REDUCE_OPS:
+    if kind == OpKind.COMM_REDUCE:
         return "reduction"
-    if op in DATA_OPS:
+    if kind == OpKind.INJECTIVE:
         return "data"
     return "other"
 
@@ -124,9 +91,9 @@ def node_flops(node: NodeInfo, dynamic_dim_hint: int = 1) -> float:
     """Approximate floating-point operations of one node."""
     h = dynamic_dim_hint
     out = node.out_type.numel(h)
-    op = node.op
-    cls = op_class(op)
-    if op == "nn.attention" and len(node.in_types) >= 3:
+    cls = op_class(node)
+    family = op_family(node)
+    if node.op == "nn.attention" and len(node.in_types) >= 3:
         # Q·Kᵀ and P·V (2 FLOPs a multiply-add each) plus the softmax, per score.
         q, k = node.in_types[0].concrete_shape(h), node.in_types[1].concrete_shape(h)
         kv_len = k[1] if node.attrs.get("layout") == "BSHD" else k[2]
@@ -143,19 +110,19 @@ def node_flops(node: NodeInfo, dynamic_dim_hint: int = 1) -> float:
             k = ws[_kernel_out_channels_axis(node) % len(ws)] or 1
             return 2.0 * out * (w.numel(h) / k)
         return 2.0 * out
-    if op in NORM_OPS:
+    if family == "normalization":  # statistics, then a scale per element
         return 5.0 * out
-    if op in POOL_OPS:
+    if cls == "reduction" and family == "conv" and ("pool_size" in node.attrs or "window" in node.attrs):
         ps = node.attrs.get("pool_size", node.attrs.get("window", (1,)))
         win = 1
         for d in (ps if isinstance(ps, (list, tuple)) else (ps,)):
             win *= int(d)
         return float(out * win)
-    if op in GLOBAL_POOL_OPS or op in REDUCE_OPS:
+    if cls == "reduction":  # every input element read once
         return float(node.in_types[0].numel(h)) if node.in_types else float(out)
     if cls == "data":
         return 0.0
-    return float(out)  # element-wise and unknown ops: one op per output element
+    return float(out)  # element-wise and opaque ops: one op per output element
 
 
 def _candidate_bytes(graph: DataflowGraph, mask: int, h: int) -> float:
@@ -274,7 +241,7 @@ class RooflineEstimator:
             node = graph.nodes[v]
             f = node_flops(node, h)
             if f:
-                cls = op_class(node.op)
+                cls = op_class(node)
                 flops += f
                 compute += f / (self._peak(be, node, cls) * eff.get(cls, eff["other"]))
         nbytes = _candidate_bytes(graph, candidate.mask, h)

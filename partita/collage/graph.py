@@ -111,6 +111,9 @@ class NodeInfo:
     in_types: tuple[TensorInfo, ...]
     out_type: TensorInfo
     attrs: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    kind: int | None = field(default=None, compare=False, hash=False)
+    """The op's pattern kind (``partita.dialects.nn.OpKind``) where the graph was built
+    from IR; ``None``: looked up from ``op`` (:func:`partita.collage.kinds.node_kind`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(int(i) for i in self.inputs))

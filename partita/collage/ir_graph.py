@@ -17,6 +17,7 @@ from xdsl.traits import IsTerminator
 
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo
 from partita.collage.search import Candidate
+from partita.dialects.nn import op_kind
 
 # Ops that carry no computation of their own.
 NOT_NODES = frozenset({"nn.constant", "arith.constant"})
@@ -73,7 +74,8 @@ def graph_from_ops(ops: Iterable[Operation], outputs: Iterable[SSAValue] = ()) -
             index[v.owner] for v in op.operands if isinstance(v.owner, Operation) and v.owner in index
         )
         attrs = {name: _attr_value(attr) for name, attr in op.properties.items()}
-        nodes.append(NodeInfo(op.name, producers, tuple(map(tensor_info, op.operands)), tensor_info(op.results[0]), attrs))
+        nodes.append(NodeInfo(op.name, producers, tuple(map(tensor_info, op.operands)), tensor_info(op.results[0]), attrs,
+                              kind=op_kind(op)))
         index[op] = len(kept)
         kept.append(op)
     escaping = set()

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from partita.collage.graph import DataflowGraph, bits, to_mask
+from partita.collage.graph import DataflowGraph, NodeInfo, bits, to_mask
+from partita.collage.kinds import is_elementwise
 
 __all__ = [
-    "ELEMENTWISE_OPS",
     "Candidate",
     "PartitionError",
     "Plan",
@@ -47,69 +47,6 @@ __all__ = [
     "enumerate_native_candidates",
     "search",
 ]
-
-#: Element-wise (injective) ``nn`` ops that native fusion folds into producers.
-ELEMENTWISE_OPS: frozenset[str] = frozenset(
-    {
-        "nn.add",
-        "nn.subtract",
-        "nn.multiply",
-        "nn.divide",
-        "nn.relu",
-        "nn.gelu",
-        "nn.sigmoid",
-        "nn.tanh",
-        "nn.clip",
-        "nn.bias_add",
-    }
-) | frozenset(
-    {  # the element-wise family (partita/dialects/nn/elementwise.py)
-        "nn.abs",
-        "nn.and",
-        "nn.bit_shift",
-        "nn.cast",
-        "nn.ceil",
-        "nn.celu",
-        "nn.dequantize",
-        "nn.elu",
-        "nn.equal",
-        "nn.erf",
-        "nn.exp",
-        "nn.floor",
-        "nn.greater",
-        "nn.greater_equal",
-        "nn.hard_sigmoid",
-        "nn.hard_swish",
-        "nn.is_inf",
-        "nn.is_nan",
-        "nn.leaky_relu",
-        "nn.less",
-        "nn.less_equal",
-        "nn.log",
-        "nn.maximum",
-        "nn.minimum",
-        "nn.mish",
-        "nn.mod",
-        "nn.neg",
-        "nn.not",
-        "nn.or",
-        "nn.pow",
-        "nn.prelu",
-        "nn.quantize",
-        "nn.reciprocal",
-        "nn.round",
-        "nn.selu",
-        "nn.sign",
-        "nn.softplus",
-        "nn.softsign",
-        "nn.sqrt",
-        "nn.swish",
-        "nn.thresholded_relu",
-        "nn.where",
-        "nn.xor",
-    }
-)
-
 
 class PartitionError(Exception):
     """No cover of the graph by the given candidates exists."""
@@ -190,7 +127,7 @@ def enumerate_native_candidates(
     targets: Iterable[str],
     max_depth: int,
     supports: Callable[[str, str], bool] | None = None,
-    elementwise_ops: Iterable[str] = ELEMENTWISE_OPS,
+    fusable: Callable[[NodeInfo], bool] = is_elementwise,
 ) -> list[Candidate]:
     """Native-target fused groups, TVM FuseOps style.
 
@@ -199,14 +136,14 @@ def enumerate_native_candidates(
     up to ``max_depth - 1`` element-wise nodes that consume, transitively, from
     it (label ``f"{target}.fused"``).  Here *depth is the number of nodes* of
     the group.  ``supports(target, op_name)`` says which target runs which op
-    (default: everything).
+    (default: everything); ``fusable(node)`` which nodes may join a producer (default:
+    the element-wise kinds of the ops' ``OpPattern`` trait).
     """
-    ew = frozenset(elementwise_ops)
     targets = list(dict.fromkeys(targets))
     out: list[Candidate] = []
     for target in targets:
         ok = [supports is None or supports(target, n.op) for n in graph.nodes]
-        fusable = [ok[v] and graph.nodes[v].op in ew for v in range(len(graph))]
+        fusable_node = [ok[v] and fusable(graph.nodes[v]) for v in range(len(graph))]
         for root in range(len(graph)):
             if not ok[root]:
                 continue
@@ -222,7 +159,7 @@ def enumerate_native_candidates(
                 for m in frontier:
                     for v in bits(m):
                         for c in graph.consumers[v]:
-                            if not fusable[c] or m >> c & 1:
+                            if not fusable_node[c] or m >> c & 1:
                                 continue
                             u = m | (1 << c)
                             if u in seen:

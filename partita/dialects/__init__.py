@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from xdsl.context import Context
 from xdsl.ir import Dialect
+from xdsl.universe import Universe
 
 
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
@@ -22,3 +24,19 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
         return BYOC
 
     return {"nn": get_nn, "byoc": get_byoc}
+
+
+def make_context(*, allow_unregistered: bool = False) -> Context:
+    """The context every Partita tool and pass uses: every xDSL dialect and ``nn``/``byoc``,
+    all registered lazily."""
+    ctx = Context(allow_unregistered=allow_unregistered)
+    for name, factory in Universe.get_multiverse().all_dialects.items():
+        ctx.register_dialect(name, factory)
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+# Not lazy: the byoc module registers the check of ``byoc.*`` function attributes with the
+# verifier, which must run even on a module whose only byoc content is such attributes.
+from partita.dialects import byoc as _byoc  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """The ``byoc`` dialect: partitions, targets and the artifacts of external codegen.
 
-A partition exists in three forms (see DESIGN.md): an inline ``byoc.partition`` region, an
+A partition exists in three forms (README, "Dialects"): an inline ``byoc.partition`` region, an
 outlined ``func.func`` carrying the partition attributes, and an extern declaration. The
 attributes below are *discardable* attributes, exactly as TVM keeps them on a Relay
 function, so that moving between the forms copies one dictionary and loses nothing.
@@ -8,7 +8,7 @@ function, so that moving between the forms copies one dictionary and loses nothi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -53,6 +53,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from partita.ir.verifier import register_attribute_verifier, register_symbol_check
 from partita.target import Target, TargetError, get_target_kind, is_registered
 
 # Discardable attribute names: the public interface shared with TVM's vocabulary.
@@ -79,6 +80,13 @@ extern function it implements (``= @<name>``). Used to emulate the external code
 CPU when no device is present, and to derive shape functions."""
 
 PARTITION_ATTRS = (COMPILER, GLOBAL_SYMBOL, PRIMITIVE, INLINE, COMPOSITE, TARGET)
+REFERENCE_SUFFIX = "_reference"
+"""``@<name>_reference``: the private sibling keeping extern function ``@<name>``'s body."""
+
+
+def reference_name(extern_name: str) -> str:
+    """Name of the private sibling keeping the body of extern function ``extern_name``."""
+    return extern_name + REFERENCE_SUFFIX
 
 
 # --------------------------------------------------------------------------------------
@@ -407,17 +415,29 @@ class AllocTensorOp(IRDLOperation):
             )
 
 
+SymbolLookup = Callable[[Operation, SymbolRefAttr], "Operation | None"]
+"""Resolves a symbol reference from an op (``SymbolTable.lookup_symbol`` or an index)."""
+
+
+def check_call_extern(op: Operation, lookup: SymbolLookup) -> None:
+    """The callee of a ``byoc.call_extern`` is a function marked extern with its types, and
+    the results are the ``outs``' types (also run by the module verifier with its index)."""
+    assert isinstance(op, CallExternOp)
+    callee = lookup(op, op.callee)
+    if not isinstance(callee, FuncOp):
+        raise VerifyException(f"'{op.callee}' does not reference a function")
+    if EXTERN not in callee.attributes:
+        raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
+    ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
+    if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
+        raise VerifyException(f"types do not match the signature of '{op.callee}'")
+    if tuple(op.outs.types) != tuple(op.res.types):
+        raise VerifyException("the result types must equal the types of the 'outs' operands")
+
+
 class CallExternSymbolUser(SymbolUserOpInterface):
     def verify(self, op: Operation) -> None:
-        assert isinstance(op, CallExternOp)
-        callee = SymbolTable.lookup_symbol(op, op.callee)
-        if not isinstance(callee, FuncOp):
-            raise VerifyException(f"'{op.callee}' does not reference a function")
-        if EXTERN not in callee.attributes:
-            raise VerifyException(f"'{op.callee}' is not marked '{EXTERN}'")
-        ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
-        if tuple(op.inputs.types) != tuple(ins) or tuple(op.results.types) != tuple(outs):
-            raise VerifyException(f"types do not match the signature of '{op.callee}'")
+        check_call_extern(op, SymbolTable.lookup_symbol)
 
 
 @irdl_op_definition
@@ -453,13 +473,34 @@ class CallExternOp(IRDLOperation):
             operands=[inputs, outs], result_types=[out_types], properties={"callee": callee}
         )
 
-    def verify_(self) -> None:
-        if tuple(self.outs.types) != tuple(self.res.types):
-            raise VerifyException("the result types must equal the types of the 'outs' operands")
 
 
 DIGEST = "sha256"
 """The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
+CACHE_HIT = "cache_hit"
+"""The ``byoc.binary`` attribute saying whether a compiled binary came from the cache
+(``true``) or was compiled by this codegen run (``false``): the compile's statistics."""
+
+
+def compile_counts(module: Operation) -> tuple[int, int]:
+    """(binaries compiled, binaries found in the cache) among the module's ``byoc.binary``
+    ops (those whose codegen says which: ``cache_hit``)."""
+    hits = [op.attributes[CACHE_HIT] for op in module.walk()
+            if isinstance(op, BinaryOp) and isinstance(op.attributes.get(CACHE_HIT), IntegerAttr)]
+    cached = sum(bool(h.value.data) for h in hits)
+    return len(hits) - cached, cached
+
+
+#: Checks of a ``byoc.binary``'s kernel records, each raising ``ValueError`` on a record it
+#: cannot decode. A record is decoded by the lowering that wrote it, which sits above this
+#: dialect, so the lowering registers its check (``register_record_check``) on import.
+_RECORD_CHECKS: list[Callable[[Attribute], None]] = []
+
+
+def register_record_check(check: Callable[[Attribute], None]) -> None:
+    """Make ``byoc.binary``'s verifier run ``check`` on every kernel record."""
+    if check not in _RECORD_CHECKS:
+        _RECORD_CHECKS.append(check)
 
 
 @irdl_op_definition
@@ -472,7 +513,8 @@ class BinaryOp(IRDLOperation):
     the content-addressed cubin cache and is checked before they reach the driver),
     ``nvrtc`` (the compiler's version), ``cache_dir`` only when compiled into a cache other
     than the default one (``path`` in IR written before), and ``kernels``: per extern
-    function, a dictionary with the entry name and launch description, verified here.
+    function, a dictionary with the entry name and launch description, verified here. A
+    compiled binary also says whether it came from the compile cache (``cache_hit``).
     """
 
     name = "byoc.binary"
@@ -511,16 +553,16 @@ class BinaryOp(IRDLOperation):
             isinstance(digest, StringAttr) and len(digest.data) == 64 and all(c in "0123456789abcdef" for c in digest.data)
         ):
             raise VerifyException(f"'byoc.binary' attribute '{DIGEST}' must be a sha256 hex digest")
-        # Records are decoded by the lowering that wrote them; imported lazily because
-        # dialects sit below lowering.
-        from partita.lowering.records import check_kernel_record
-
         for function, record in kernels.data.items():
-            try:
-                check_kernel_record(record)
-            except ValueError as err:
-                raise VerifyException(f"kernel record of @{function}: {err}") from None
+            for check in _RECORD_CHECKS:
+                try:
+                    check(record)
+                except ValueError as err:
+                    raise VerifyException(f"kernel record of @{function}: {err}") from None
 
+
+register_attribute_verifier("byoc", verify_function_attributes)
+register_symbol_check(CallExternOp, check_call_extern)
 
 BYOC = Dialect(
     "byoc",
@@ -538,6 +580,7 @@ __all__ = [
     "INLINE",
     "PRIMITIVE",
     "REFERENCE_IMPL",
+    "REFERENCE_SUFFIX",
     "SHAPE_FUNC",
     "TARGET",
     "AllocTensorOp",
@@ -551,6 +594,8 @@ __all__ = [
     "is_extern",
     "is_partition_function",
     "partition_attributes",
+    "reference_name",
+    "register_record_check",
     "verify_function_attributes",
     "verify_partition_attributes",
 ]

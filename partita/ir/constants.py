@@ -36,6 +36,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
+from partita.ir.diagnostics import op_error
+
 MATERIALIZE_LIMIT_BYTES = 256 << 20
 """The largest buffer Partita builds from a splat (256 MiB, several times the largest
 weight of the bundled models); larger ones are errors."""
@@ -146,8 +148,6 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
         return values
     size, limit = splat_bytes(attr), _limit.get()
     if limit is not None and size > limit:
-        from partita.ir.diagnostics import op_error
-
         raise op_error(
             op,
             f"splat constant of type {attr.type} would take {size / 2**20:.0f} MiB once materialized, over the "

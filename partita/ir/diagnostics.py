@@ -35,3 +35,8 @@ class PartitaError(DiagnosticException):
 def op_error(op: Operation, message: str) -> PartitaError:
     """An error located at ``op``, worded like MLIR's ``'nn.dense' op ...``."""
     return PartitaError(f"'{op.name}' op {message}", op.location)
+
+
+class RemarkWarning(UserWarning):
+    """A remark (MLIR's ``remark:``) a pass raises with ``warnings.warn``; its text
+    starts with the location (``file:line:col: ...``) when it is about an op."""

@@ -30,12 +30,12 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, TypeAttribute
 from xdsl.parser import Parser
-from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from partita.ir.constants import splat_attr, storage_dtype
 from partita.ir.diagnostics import PartitaError, format_location
-
+from partita.ir.verifier import verify_module
 
 MAX_NESTING = 64
 """Regions nested deeper than this are rejected while parsing: real models nest a few
@@ -50,7 +50,7 @@ _SPLAT_BODY = re.compile(r'<\s*(?:[-+]?[0-9][0-9A-Za-z.+-]*|true|false|"0x[0-9A-
 
 
 # xDSL 0.74 lexes string literals with ``"(?:[^"...]+|\\..)*"``: a nested quantifier that
-# backtracks exponentially on an unterminated string (found by tests/test_fuzz_opt.py:
+# backtracks exponentially on an unterminated string (found by tests/tools/test_fuzz_opt.py:
 # a 1.8 KB mutant never finished). One character per repetition matches the same
 # language in linear time. Installed on the lexer class, so that every parser in the
 # process (attribute parsers, pass options) gets it, from the first token on.
@@ -202,8 +202,6 @@ def parse_module(
     text: str, ctx: Context, name: str = "<stdin>", *, line_offset: int = 0, verify: bool = True
 ) -> ModuleOp:
     """Parses (and by default verifies) a module; errors are ``PartitaError``s."""
-    from partita.ir.verifier import verify_module
-
     parser = LocatingParser(ctx, text, name, line_offset)
     try:
         module = parse_located(parser)

@@ -1,25 +1,36 @@
 """Module verification with located errors, linear in the number of symbols.
 
 xDSL verifies each ``func.call`` by scanning its module's top-level ops for the callee,
-so a module of n functions costs O(n^2) to verify (~100 s at 10,000 functions). While
-verifying, Partita answers those look-ups from a per-table index built once.
+so a module of n functions costs O(n^2) to verify (~100 s at 10,000 functions). The module
+verifier checks symbol users itself instead, resolving their symbols from an index of
+each symbol table built once (:class:`SymbolIndex`); xDSL's own look-up is left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import cache
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
-from xdsl.dialects.func import FuncOp
-from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
-from xdsl.traits import SymbolOpInterface, SymbolTable
+from xdsl.dialects.func import CallOp, FuncOp
+from xdsl.ir import Block, Operation, OpResult, OpTraits, Region, SSAValue
+from xdsl.irdl import IRDLOperation, OpDef
+from xdsl.traits import IsTerminator, NoTerminator, SymbolOpInterface, SymbolTable, SymbolUserOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from partita.dialects.byoc import verify_function_attributes
 from partita.ir.diagnostics import op_error
 
-_original_lookup = SymbolTable.lookup_symbol
+#: Dialect namespace -> the check of a function's discardable attributes of that namespace
+#: (MLIR's ``Dialect::verifyOperationAttribute``). xDSL has no such hook, and the
+#: dialects sit above this module, so each dialect registers its check when imported.
+_ATTRIBUTE_VERIFIERS: dict[str, Callable[[FuncOp], None]] = {}
+
+
+def register_attribute_verifier(namespace: str, verifier: Callable[[FuncOp], None]) -> None:
+    """``verify_module`` calls ``verifier`` on every function carrying an attribute
+    ``<namespace>.*``; it raises ``VerifyException``."""
+    _ATTRIBUTE_VERIFIERS[namespace] = verifier
 
 
 def symbol_name(op: Operation) -> str | None:
@@ -31,45 +42,90 @@ def symbol_name(op: Operation) -> str | None:
     return attr.data if attr is not None else None
 
 
-@contextmanager
-def indexed_symbol_lookup() -> Iterator[None]:
-    """Within the block, ``SymbolTable.lookup_symbol`` uses an index per symbol table.
+class SymbolIndex:
+    """The symbols of each symbol table by name, each table indexed on its first look-up
+    (verification does not change the IR). Looks up as ``SymbolTable.lookup_symbol``."""
 
-    The index is checked on every hit (the op must still be in that table under that
-    name) and rebuilt on a miss, so IR changes made inside the block stay correct.
-    """
-    index: dict[int, tuple[Operation, dict[str, Operation]]] = {}
+    def __init__(self) -> None:
+        self._tables: dict[Operation, dict[str, Operation]] = {}
 
-    def build(table: Operation) -> dict[str, Operation]:
-        names = {}
-        for op in table.regions[0].block.ops:
-            if (name := symbol_name(op)) is not None:
-                names.setdefault(name, op)
-        index[id(table)] = (table, names)
+    def _names(self, table: Operation) -> dict[str, Operation]:
+        names = self._tables.get(table)
+        if names is None:
+            names = {}
+            for op in table.regions[0].block.ops:
+                if (name := symbol_name(op)) is not None:
+                    names.setdefault(name, op)
+            self._tables[table] = names
         return names
 
-    def lookup(op: Operation, name: str | StringAttr | SymbolRefAttr) -> Operation | None:
+    def lookup(self, op: Operation, name: str | StringAttr | SymbolRefAttr) -> Operation | None:
         ref = SymbolRefAttr(name) if isinstance(name, str | StringAttr) else name
-        if ref.nested_references.data:
-            return _original_lookup(op, ref)
+        if ref.nested_references.data:  # rare: xDSL's walk through the nested tables
+            return SymbolTable.lookup_symbol(op, ref)
         table: Operation | None = op
         while table is not None and not table.has_trait(SymbolTable):
             table = table.parent_op()
-        if table is None:
-            return _original_lookup(op, ref)
-        root = ref.root_reference.data
-        entry = index.get(id(table))
-        names = entry[1] if entry is not None and entry[0] is table else build(table)
-        found = names.get(root)
-        if found is not None and found.parent_op() is table and symbol_name(found) == root:
-            return found
-        return build(table).get(root)
+        return None if table is None else self._names(table).get(ref.root_reference.data)
 
-    SymbolTable.lookup_symbol = staticmethod(lookup)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SymbolTable.lookup_symbol = staticmethod(_original_lookup)  # type: ignore[method-assign]
+
+SymbolCheck = Callable[[Operation, Callable[[Operation, SymbolRefAttr], Operation | None]], None]
+"""Checks a symbol user, resolving its symbols with the look-up it is given."""
+
+
+def check_call(call: Operation, lookup: Callable[[Operation, SymbolRefAttr], Operation | None]) -> None:
+    """What xDSL's ``func.call`` verifier checks: the callee is a function of the call's
+    arity and types."""
+    assert isinstance(call, CallOp)
+    callee = lookup(call, call.callee)
+    if callee is None:
+        raise VerifyException(f"'{call.callee}' could not be found in symbol table")
+    if not isinstance(callee, FuncOp):
+        raise VerifyException(f"'{call.callee}' does not reference a valid function")
+    ins, outs = callee.function_type.inputs.data, callee.function_type.outputs.data
+    if len(ins) != len(call.arguments):
+        raise VerifyException("incorrect number of operands for callee")
+    if len(outs) != len(call.result_types):
+        raise VerifyException("incorrect number of results for callee")
+    for i, (want, got) in enumerate(zip(ins, call.arguments.types)):
+        if want != got:
+            raise VerifyException(f"operand type mismatch: expected operand type {want}, "
+                                  f"but provided {got} for operand number {i}")
+    for i, (want, got) in enumerate(zip(outs, call.result_types)):
+        if want != got:
+            raise VerifyException(f"result type mismatch: expected result type {want}, "
+                                  f"but provided {got} for result number {i}")
+
+
+_SYMBOL_CHECKS: dict[type[Operation], SymbolCheck] = {CallOp: check_call}
+"""The symbol users the module verifier checks itself (each op class's whole symbol check);
+dialects above this module add theirs with :func:`register_symbol_check`."""
+
+SYMBOL_CHECKS: Mapping[type[Operation], SymbolCheck] = _SYMBOL_CHECKS
+
+
+def register_symbol_check(op_class: type[Operation], check: SymbolCheck) -> None:
+    """``verify_module`` checks every ``op_class`` op's symbol uses with ``check``, resolving
+    symbols from its index (instead of the op's ``SymbolUserOpInterface`` trait)."""
+    _SYMBOL_CHECKS[op_class] = check
+
+
+@cache
+def _definition_without_symbol_uses(cls: type[IRDLOperation]) -> OpDef:
+    """``cls``'s IRDL definition less its symbol-user traits (checked from the index)."""
+    op_def = cls.get_irdl_definition()
+    kept = tuple(t for t in op_def.traits if not isinstance(t, SymbolUserOpInterface))
+    return replace(op_def, traits=OpTraits(lambda: kept))
+
+
+def _verify_symbol_user(op: IRDLOperation, check: SymbolCheck, symbols: SymbolIndex) -> None:
+    block = op.parent_block()
+    if block is not None and block.last_op is op and not op.has_trait(IsTerminator):
+        holder = block.parent_op()
+        if holder is not None and not holder.has_trait(NoTerminator):
+            raise VerifyException(f"Operation {op.name} terminates block in a region but is not a terminator")
+    _definition_without_symbol_uses(type(op)).verify(op)
+    check(op, symbols.lookup)
 
 
 def _value_name(value: SSAValue) -> str:
@@ -197,16 +253,26 @@ def verify_dominance(module: Operation) -> None:
         visit_region(region)
 
 
+def _verify_attributes(function: FuncOp) -> None:
+    namespaces = {name.split(".", 1)[0] for name in function.attributes if "." in name}
+    for namespace in sorted(namespaces & _ATTRIBUTE_VERIFIERS.keys()):
+        _ATTRIBUTE_VERIFIERS[namespace](function)
+
+
 def verify_module(module: ModuleOp) -> None:
     """Verifies SSA dominance and every op (and the ``byoc.*`` attributes of functions);
     the first failure is raised as a ``PartitaError`` located at the failing op."""
     verify_dominance(module)
-    with indexed_symbol_lookup():
-        for op in module.walk():
-            try:
+    symbols = SymbolIndex()
+    for op in module.walk():
+        try:
+            check = SYMBOL_CHECKS.get(type(op))
+            if check is not None:
+                _verify_symbol_user(op, check, symbols)  # type: ignore[arg-type]
+            else:
                 op.verify(verify_nested_ops=False)
-                if isinstance(op, FuncOp):
-                    verify_function_attributes(op)
-            except VerifyException as err:
-                message = str(err).removeprefix("Operation does not verify: ")
-                raise op_error(op, message) from None
+            if isinstance(op, FuncOp):
+                _verify_attributes(op)
+        except VerifyException as err:
+            message = str(err).removeprefix("Operation does not verify: ")
+            raise op_error(op, message) from None

@@ -11,7 +11,7 @@ once per shape signature and calls the library on the plan's stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
@@ -19,9 +19,9 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorTy
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.target import Target
 
-from partita.dialects import byoc
+from partita.dialects import byoc, nn
+from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
 
 #: Library target -> (module, class) of its codegen pass, ``<target>-codegen``.
@@ -30,11 +30,6 @@ LIBRARY_CODEGENS: dict[str, tuple[str, str]] = {
     "cudnn": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
     "tensorrt": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),
 }
-
-#: Element type name -> NumPy dtype name, for the types libraries take.
-DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-          "i8": "int8", "i32": "int32", "i64": "int64", "i1": "bool"}
-
 
 def element_type(value: SSAValue) -> str:
     assert isinstance(value.type, TensorType)
@@ -56,7 +51,6 @@ def call_site_constants(module: ModuleOp, function: FuncOp) -> dict[int, np.ndar
     from xdsl.dialects.func import CallOp
     from xdsl.ir import OpResult
 
-    from partita.dialects import nn
 
     name = function.sym_name.data
     calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name]
@@ -104,10 +98,7 @@ class LibraryCodegen(ModulePass):
         return {f.sym_name.data: self.record(f) for f in byoc.compiler_functions(module, self.compiler)}
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
-        from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
-
-        OutlineCompilerFunctions(compiler=self.compiler).apply(ctx, op)
+        outline_compiler_partitions(op, self.compiler)
         records = self.records(op)
         if not records:
             return
@@ -118,24 +109,4 @@ class LibraryCodegen(ModulePass):
             **self.binary_attributes(op),
         }
         op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, self.compiler), attributes))
-        MarkCompilerFunctionsAsExtern(compiler=self.compiler).apply(ctx, op)
-
-
-@dataclass(frozen=True)
-class LibraryRecordsTarget(Target):
-    """``partita-opt -t library-records``: what each library partition will ask of its
-    library, read back from the ``byoc.binary`` records (cuBLASLt descriptors, cuDNN
-    graphs, TensorRT ONNX sub-models as text)."""
-
-    name = "library-records"
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from partita.runtime.extern import kernel_handles
-        from partita.runtime.libraries import LibraryHandle
-
-        handles = [h for h in kernel_handles(module).values() if isinstance(h, LibraryHandle)]
-        if not handles:
-            output.write("// no library partitions in this module\n")
-        for handle in handles:
-            output.write(f"// @{handle.function} (byoc.binary @{handle.binary}, {handle.library})\n")
-            output.write(handle.describe() + "\n")
+        mark_compiler_functions(op, self.compiler)

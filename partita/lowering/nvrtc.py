@@ -15,9 +15,8 @@ Writes are atomic (temporary file in the same directory, then ``os.replace``), s
 concurrent compilers of the same key are harmless; temporary files a killed compiler
 left behind are removed once they are an hour old. A cache directory that cannot be
 used (a file, read-only, ``/proc``) is replaced by a private temporary one, with a
-warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work; ``stats.compiles``
-counts the NVRTC programs actually compiled in this process (``compile_many``
-adds the ones its workers compiled).
+warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work
+(``CompiledBinary.cache_hit``; the codegens record it on their ``byoc.binary`` ops).
 """
 
 from __future__ import annotations
@@ -26,11 +25,11 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from partita.files import write_atomically
 
@@ -42,20 +41,6 @@ class NvrtcError(RuntimeError):
         super().__init__(message)
         self.log = log
         self.entries = list(entries)
-
-
-@dataclass
-class CompileStats:
-    compiles: int = 0        # NVRTC programs compiled (cache misses)
-    cache_hits: int = 0
-
-    def reset(self) -> None:
-        self.compiles = 0
-        self.cache_hits = 0
-
-
-stats = CompileStats()
-_stats_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -397,12 +382,8 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
         cdir = usable_cache_dir(cache_dir)
         hit = _cache_lookup(cdir, key, declared_entries(code))
         if hit is not None:
-            with _stats_lock:
-                stats.cache_hits += 1
             return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
     cubin, log = _nvrtc_compile(code, name, opts)
-    with _stats_lock:
-        stats.compiles += 1
     if cubin is None:
         entries = failing_entries(log, name, None if isinstance(source, str) else source)
         where = f" in {', '.join(entries)}" if entries else ""
@@ -418,13 +399,12 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
 
 
 
-def _worker(args) -> tuple[CompiledBinary | None, tuple | None, int]:
+def _worker(args) -> tuple[CompiledBinary | None, tuple | None]:
     source, kw = args
-    before = stats.compiles
     try:
-        return compile_cuda(source, **kw), None, stats.compiles - before
+        return compile_cuda(source, **kw), None
     except NvrtcError as e:
-        return None, (str(e), e.log, e.entries), stats.compiles - before
+        return None, (str(e), e.log, e.entries)
 
 
 def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[CompiledBinary]:
@@ -468,9 +448,7 @@ def compile_many(sources: Sequence, *, jobs: int = 2, **kwargs) -> list[Compiled
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as ex:
             outs = list(ex.map(_worker, [items[i] for i in todo]))
         errors = []
-        for i, (res, err, n) in zip(todo, outs):
-            with _stats_lock:
-                stats.compiles += n
+        for i, (res, err) in zip(todo, outs):
             if err is not None:
                 errors.append(err)
             results[i] = res

@@ -9,11 +9,13 @@ that text ``none`` parses back to, so records round-trip through printed IR.
 from __future__ import annotations
 
 import dataclasses
-import importlib
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, NoneAttr, NoneType, StringAttr, i64
 from xdsl.ir import Attribute
+
+from partita.dialects.byoc import register_record_check
 
 T = TypeVar("T")
 
@@ -65,12 +67,15 @@ def dataclass_from(cls: type[T], attr: Attribute, *, ignore: tuple[str, ...] = (
     return cls(**{k: from_attr(v) for k, v in attr.data.items() if k not in ignore})
 
 
-#: Library record kinds -> (module, function) decoding one (raising on a malformed one).
-LIBRARY_RECORDS: dict[str, tuple[str, str]] = {
-    "cublaslt": ("partita.lowering.cublas.codegen", "decode_record"),
-    "cudnn": ("partita.lowering.cudnn.codegen", "record_from_attr"),
-    "tensorrt": ("partita.lowering.tensorrt.codegen", "decode_record"),
-}
+#: Record kind -> (decoder raising on a malformed record, whether it is a library call's
+#: descriptors rather than a kernel's). Each lowering registers the kinds it writes.
+RECORD_KINDS: dict[str, tuple[Callable[[Any], Any], bool]] = {}
+
+
+def register_record_kind(kind: str, decode: Callable[[Any], Any], *, library: bool = False) -> None:
+    """``check_kernel_record`` decodes records of ``kind`` with ``decode``; a library
+    record has no kernel ``entry``."""
+    RECORD_KINDS[kind] = (decode, library)
 
 
 def check_kernel_record(record: Attribute) -> None:
@@ -82,10 +87,10 @@ def check_kernel_record(record: Attribute) -> None:
     kind = record.data.get("kind", StringAttr("cutlass"))
     if not isinstance(kind, StringAttr):
         raise ValueError(f"'kind' must be a string, got {kind}")
-    if kind.data in LIBRARY_RECORDS:  # a library call's descriptors: no kernel entry
-        module, decoder = LIBRARY_RECORDS[kind.data]
+    decode, library = RECORD_KINDS.get(kind.data, (None, False))
+    if decode is not None and library:  # a library call's descriptors: no kernel entry
         try:
-            getattr(importlib.import_module(module), decoder)(record)
+            decode(record)
         except (KeyError, TypeError, AttributeError, AssertionError, ValueError) as err:
             raise ValueError(f"malformed {kind.data} record ({type(err).__name__}: {err})") from None
         return
@@ -93,13 +98,10 @@ def check_kernel_record(record: Attribute) -> None:
     if not isinstance(entry, StringAttr) or not entry.data:
         raise ValueError("a kernel record needs a string 'entry' (the kernel's symbol in the binary)")
     try:
-        if kind.data == "cutlass":
-            from partita.lowering.cutlass.records import entry_from_record
-
-            entry_from_record(record)
-        elif kind.data == "fused":
-            from partita.lowering.cuda.records import FusedRecord
-
-            FusedRecord.from_attr(record)
+        if decode is not None:
+            decode(record)
     except (KeyError, TypeError, AttributeError, AssertionError) as err:
         raise ValueError(f"malformed {kind.data} kernel record ({type(err).__name__}: {err})") from None
+
+
+register_record_check(check_kernel_record)

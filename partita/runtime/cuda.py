@@ -85,7 +85,9 @@ def _check(result, what: str = "CUDA call", drv=None):
     if err != drv.CUresult.CUDA_SUCCESS:
         _, name = drv.cuGetErrorName(err)
         _, msg = drv.cuGetErrorString(err)
-        dec = lambda b: b.decode() if isinstance(b, bytes) else str(b)
+        def dec(b: object) -> str:
+            return b.decode() if isinstance(b, bytes) else str(b)
+
         raise CudaError(f"{what} failed: {dec(name)}: {dec(msg)}")
     if not rest:
         return None

@@ -51,7 +51,7 @@ from partita.lowering.cuda.records import (
     WindowRecord,
 )
 from partita.lowering.cutlass.emitter import EntryInfo
-from partita.lowering.cutlass.kernels import KernelSpec
+from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand
 from partita.runtime.libraries import handle_class as library_handle_class
@@ -101,18 +101,18 @@ class KernelHandle:
         want = np.dtype(self.entry.spec.dtype)
         if len(inputs) != len(self.roles):
             raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
-        for role, (shape, dtype) in zip(self.roles, inputs):
+        for role, (_shape, dtype) in zip(self.roles, inputs):
             if np.dtype(dtype) != want:
                 raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
         if np.dtype(out[1]) != want:
             raise PartitaError(f"@{self.function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
-        dims = runtime_dims(self.entry.spec, {role: _Shaped(shape) for role, (shape, _) in zip(self.roles, inputs)})
+        try:
+            dims = runtime_dims(self.entry.spec, {role: _Shaped(shape) for role, (shape, _) in zip(self.roles, inputs)})
+        except PartitaError as err:
+            raise PartitaError(f"@{self.function}: {err}") from None
         expected = self.entry.output_shape(dims)
         if prod(expected) != prod(out[0]):
             raise PartitaError(f"@{self.function}: output of {tuple(out[0])} does not fit the kernel's {expected}")
-        spec = self.entry.spec
-        if spec.K is not None and spec.op in ("dense", "batch_matmul") and inputs[0][0][-1] != spec.K:
-            raise PartitaError(f"@{self.function}: input '{self.roles[0]}' has {inputs[0][0][-1]} columns, the kernel reduces over {spec.K}")
         return dims
 
     def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
@@ -330,10 +330,11 @@ def _string(op: byoc.BinaryOp, name: str) -> str:
 def runtime_dims(spec: KernelSpec, arrays: dict[str, np.ndarray]) -> dict[str, int]:
     """Values of the kernel's run-time dimensions, read off its inputs."""
     dims: dict[str, int] = {}
-    if spec.op == "dense":
-        dims["M"] = prod(arrays["x"].shape[:-1])
-    elif spec.op == "batch_matmul":
-        dims["batch"], dims["M"] = arrays["a"].shape[0], arrays["a"].shape[1]
+    if spec.op in ("dense", "batch_matmul"):
+        try:
+            dims = problem_dims(spec, {role: tuple(a.shape) for role, a in arrays.items()})
+        except UnsupportedKernel as err:
+            raise PartitaError(f"{spec.op} kernel: {err}") from None
     else:
         dims["N"] = arrays["x"].shape[0]
     return {name: dims[name] for name in spec.dynamic_dims}

@@ -10,7 +10,9 @@ inputs, and device-array outputs.
   ``__cuda_array_interface__`` (CuPy's ``cupy.asarray`` and ``torch.as_tensor`` take it
   without a copy) and ``numpy()`` for a host copy. It aliases the runtime's memory plan,
   so it is valid until the next ``run`` of the same executable (as TensorRT's and IREE's
-  output buffers are); copy it to keep it.
+  output buffers are); copy it to keep it. It is also a DLPack producer
+  (``__dlpack__`` / ``__dlpack_device__``): ``torch.from_dlpack(out)`` works, and it can
+  be fed back to ``exe.run``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DeviceArray", "DeviceTensor", "as_input", "dlpack_tensor"]
+__all__ = ["DeviceArray", "DeviceTensor", "as_input", "dlpack_tensor", "export_dlpack"]
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 
@@ -110,6 +112,9 @@ def as_input(value: Any, stream: int | None = None) -> np.ndarray | DeviceTensor
     while a CUDA array's own ``stream`` key is kept for the consumer to wait on."""
     if isinstance(value, np.ndarray):
         return value
+    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
+        # Inference tracks no gradients; torch refuses to export such tensors otherwise.
+        value = value.detach()
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         dtype = np.dtype(cai["typestr"])
@@ -171,5 +176,86 @@ class DeviceArray:
         out = self.numpy()
         return out if dtype is None else out.astype(dtype)
 
+    def __dlpack_device__(self) -> tuple[int, int]:
+        if getattr(self.device, "simulated", False):
+            return KDL_CPU, 0
+        return KDL_CUDA, int(getattr(self.device, "ordinal", 0) or 0)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        """A ``dltensor`` capsule (``torch.from_dlpack``, ``cupy.from_dlpack``...). On a
+        CUDA device it aliases the output (valid until the next run, like the array); the
+        simulated device's memory is the runtime's own, so it exports a host copy."""
+        if getattr(self.device, "simulated", False):
+            return self.numpy().__dlpack__()
+        # The runtime's single stream is synchronized before outputs are returned, so
+        # the consumer's stream needs no extra wait.
+        return export_dlpack(self.ptr, self.shape, self.dtype, KDL_CUDA, self.__dlpack_device__()[1], owner=self)
+
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+
+# What an exported capsule points into (its struct, shape array and owner), kept alive
+# until the consumer (or the capsule's destructor) calls the deleter. Keyed by the
+# struct's address; an entry lives exactly as long as one exported DLPack tensor.
+_LIVE_EXPORTS: dict[int, tuple[Any, ...]] = {}
+
+
+@_DELETER
+def _release(managed: Any) -> None:
+    _LIVE_EXPORTS.pop(ctypes.addressof(managed.contents), None)
+
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule: int) -> None:
+    # Only a capsule nobody consumed still has the name "dltensor"; a consumer renames it
+    # to "used_dltensor" and calls the deleter itself.
+    is_valid = ctypes.pythonapi.PyCapsule_IsValid
+    is_valid.restype, is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
+    if is_valid(capsule, b"dltensor"):
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
+        _release(ctypes.cast(get(capsule, b"dltensor"), ctypes.POINTER(_DLManagedTensor)))
+
+
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+# The capsule keeps a pointer to its name: it must outlive every capsule.
+_CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")
+
+
+def export_dlpack(ptr: int, shape: tuple[int, ...], dtype: np.dtype, device_type: int, device_id: int,
+                  owner: Any) -> Any:
+    """A ``dltensor`` capsule describing ``ptr`` (C-contiguous); ``owner`` is kept alive
+    until the consumer releases it."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        code = 4
+    else:
+        code = _DL_CODES.get(dtype.kind)
+        if code is None:
+            raise TypeError(f"dtype {dtype} has no DLPack code")
+    managed = _DLManagedTensor()
+    dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    managed.dl_tensor.data = ptr
+    managed.dl_tensor.device = _DLDevice(device_type, device_id)
+    managed.dl_tensor.ndim = len(shape)
+    managed.dl_tensor.dtype = _DLDataType(code, dtype.itemsize * 8, 1)
+    managed.dl_tensor.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    managed.dl_tensor.strides = None  # compact row-major
+    managed.dl_tensor.byte_offset = 0
+    managed.deleter = _release
+    address = ctypes.addressof(managed)
+    _LIVE_EXPORTS[address] = (managed, dims, owner)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_void_p, _CAPSULE_DESTRUCTOR]
+    return new(address, ctypes.addressof(_CAPSULE_NAME), _capsule_destructor)

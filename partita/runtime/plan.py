@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -51,23 +51,25 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from partita.ir.abi import argument_names
-from partita.ir.constants import splat_element
-from partita.lowering.binaries import BinaryImage, binary_images
-from partita.dialects import byoc, nn
-from partita.ir import PartitaError, op_error
-from partita.ir.constants import check_splat_budget
-from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
-from partita.runtime.libraries import library_binding
-from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
-from partita.transforms.plan_memory import (
+from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
     assign_offsets,
-    check_memory_plan,
     buffer_of,
+    check_memory_plan,
     live_ranges,
 )
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
+from partita.ir import PartitaError, op_error
+from partita.ir.abi import argument_names
+from partita.ir.constants import check_splat_budget, splat_element
+from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.contracts import Device, LoadedModule
+from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
+from partita.runtime.libraries import library_binding
+from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
 
@@ -77,7 +79,6 @@ INPUT_ALIGNMENT = 16
 kernel is compiled for (128-bit ``cp.async`` / vector loads, TMA). A misaligned one would
 fault (a sticky ``MISALIGNED_ADDRESS`` that loses the context), so it is copied into its
 slot of the arena (256-byte aligned) instead."""
-REFERENCE_SUFFIX = "_reference"
 RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 """What decoding a kernel record that a file (untrusted) carries can raise: a located
 error, never an internal one."""
@@ -145,7 +146,7 @@ class _Loader:
     the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
     for a dynamic dim)."""
 
-    def __init__(self, device: Any, modules: dict[Path, Any], images: dict[str, BinaryImage],
+    def __init__(self, device: Device, modules: dict[Path, LoadedModule], images: dict[str, BinaryImage],
                  libraries: dict[str, Any], sealed: bool = False):
         self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
         self.sealed = sealed
@@ -157,7 +158,7 @@ class _Loader:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
         return library_binding(self.libraries, handle)
 
-    def module(self, handle: Any) -> Any:
+    def module(self, handle: Any) -> LoadedModule:
         path = Path(handle.path)
         loaded = self.modules.get(path)
         if loaded is None:
@@ -201,7 +202,7 @@ class _Call:
 class LaunchPlan:
     """The entry function of a lowered module as steps, prepared on ``device``."""
 
-    def __init__(self, module: ModuleOp, device: Any, *, entry: str = "main", handles: dict | None = None,
+    def __init__(self, module: ModuleOp, device: Device, *, entry: str = "main", handles: dict | None = None,
                  embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
@@ -218,7 +219,7 @@ class LaunchPlan:
         self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
         self.alias = buffer_of(self.block)
         self.ranges = live_ranges(self.block)
-        self.modules: dict[Path, Any] = {}
+        self.modules: dict[Path, LoadedModule] = {}
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
         self.params = None
@@ -596,9 +597,7 @@ def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, .
     static = typ.get_shape()
     if DYNAMIC_INDEX not in static:
         return tuple(static)
-    from partita.transforms.shape_functions import ShapeBuilder, _result_dims
-
-    dims = _result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
     if not all(isinstance(d, int) for d in dims):
         raise op_error(op, "its result shape could not be computed from its input shapes")
     return tuple(int(d) for d in dims)

@@ -27,8 +27,8 @@ for every pass:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 import shlex
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from partita.target.kind import (

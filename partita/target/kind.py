@@ -16,7 +16,7 @@ import threading
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.target.target import Target

@@ -14,6 +14,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from partita.tools.boundary import run_tool
 
@@ -33,22 +34,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def _main(args: argparse.Namespace) -> int:
     import partita
     from partita.files import same_file
+    from partita.frontends.file_kind import FileKind, require_kind
     from partita.ir import PartitaError
-    from partita.tools.run import progress_printer
+    from partita.tools.run import check_output_path, compile_options, progress_printer
 
     if same_file(args.model, args.output):
         raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
+    check_output_path(args.output)
+    require_kind(args.model, (FileKind.MLIR, FileKind.ONNX), "partita-compile")
     start = time.perf_counter()
-    exe = partita.compile(
-        args.model,
-        args.targets,
-        partitioner=args.partitioner,
-        cost=args.cost,
-        device=args.device,
-        cache_dir=args.cache_dir,
-        entry=args.entry or "main",
-        progress=progress_printer(args.quiet),
-    )
+    exe = partita.compile(Path(args.model), progress=progress_printer(args.quiet), **compile_options(args))
     exe.save(args.output)
     if args.report:
         print(exe.report())

@@ -33,10 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from partita.files import same_file, write_atomically
+    from partita.frontends.file_kind import FileKind, require_kind
     from partita.frontends.onnx import import_onnx
 
     if args.output and same_file(args.model, args.output):
         raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
+    require_kind(args.model, (FileKind.ONNX,), "partita-import")
     module = import_onnx(args.model, name=args.entry)
     out = StringIO()
     Printer(stream=out).print_op(module)

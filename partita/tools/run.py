@@ -17,13 +17,14 @@ import os
 import sys
 import time
 import zipfile
-from math import prod
 from collections.abc import Sequence
+from math import prod
 from pathlib import Path
 
 import numpy as np
 
 from partita.files import same_file, write_atomically
+from partita.frontends.file_kind import FileKind, require_kind
 from partita.ir import PartitaError
 from partita.tools.boundary import run_tool
 
@@ -43,17 +44,69 @@ def _count(minimum: int):
     return parse
 
 
+COMPILE_DEFAULTS = {"targets": "cuda -arch=sm_90,cutlass,llvm", "partitioner": "collage", "cost": "roofline", "device": "h100"}
+
+
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
-    """The options of ``partita.compile``, shared with ``partita-compile``."""
-    parser.add_argument("--targets", default="cuda -arch=sm_90,cutlass,llvm", help="comma-separated targets (default: %(default)s)")
+    """The options of ``partita.compile``, shared with ``partita-compile``. Their
+    defaults are filled in by :func:`compile_options`, so that a compiled model, which
+    takes none of them, can tell which ones the user gave."""
+    parser.add_argument("--targets", help=f"comma-separated targets (default: {COMPILE_DEFAULTS['targets']})")
     parser.add_argument("--fallback-device", choices=("cpu", "cuda"),
                         help="device type of ops no target claims (default: the only device besides the host; "
                              "'cpu' is TVM's default)")
-    parser.add_argument("--partitioner", choices=("collage", "eager", "none"), default="collage")
-    parser.add_argument("--cost", default="roofline", help="collage cost estimator (default: %(default)s)")
-    parser.add_argument("--device", default="h100", help="device spec for the roofline estimator (a100, h100, h200)")
+    parser.add_argument("--partitioner", choices=("collage", "eager", "none"), help="(default: collage)")
+    parser.add_argument("--cost", help="collage cost estimator (default: roofline)")
+    parser.add_argument("--device", help="device spec for the roofline estimator: a100, h100 (default), h200")
     parser.add_argument("--entry", help="entry function (default: main)")
-    parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita)")
+    parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita/cubins)")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"),
+                        help="compute an f32 model in f16 / bf16 storage (softmax and normalizations in f32; "
+                             "partita-run also prints the deviation from an f32 run; default: fp32)")
+
+
+_COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir", "precision")
+
+
+def compile_options(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of ``partita.compile`` from the command line."""
+    options = {name: getattr(args, name) for name in _COMPILE_OPTIONS}
+    for name, default in COMPILE_DEFAULTS.items():
+        if options[name] is None:
+            options[name] = default
+    options["entry"] = args.entry or "main"
+    return options
+
+
+def refuse_compile_options(args: argparse.Namespace) -> None:
+    """A compiled model runs as it was compiled: options that would change that are an
+    error rather than silently ignored."""
+    given = [f"--{name.replace('_', '-')}" for name in _COMPILE_OPTIONS if getattr(args, name) is not None]
+    if given:
+        raise PartitaError(f"'{args.model}' is already compiled, so {', '.join(given)} cannot apply to it: "
+                           "compile the source model again with them (partita-compile)")
+
+
+def check_output_path(path: str | Path) -> None:
+    """The directory of an output must exist: a typo in it should not create a tree."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise PartitaError(f"cannot write '{path}': the directory '{parent}' does not exist")
+
+
+def precision_deviation(precision: str, names, outputs, reference) -> list[str]:
+    """Per output: the largest absolute deviation of a ``precision`` run from the f32 run
+    on the same inputs, and that relative to the f32 output's largest magnitude."""
+    lines = []
+    for name, got, want in zip(names, outputs, reference):
+        if not np.issubdtype(np.asarray(want).dtype, np.floating):
+            lines.append(f"{name}: {precision} vs fp32: {int(np.sum(np.asarray(got) != np.asarray(want)))} elements differ")
+            continue
+        g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        dev = float(np.max(np.abs(g - w))) if w.size else 0.0
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        lines.append(f"{name}: {precision} vs fp32: max abs deviation {dev:.3g} ({dev / scale if scale else 0.0:.2%} of max |fp32|)")
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -62,9 +115,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_compile_options(parser)
     parser.add_argument("--inputs", type=Path, help=".npz file with the inputs")
     parser.add_argument("--output", help=".npz file to write the outputs to (written atomically)")
-    parser.add_argument("--dynamic-size", type=_count(0), default=1, help="size of each '?' dimension of random inputs")
+    parser.add_argument("--dynamic-size", type=_count(1), default=1, help="size of each '?' dimension of random inputs")
     parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
     parser.add_argument("--report", action="store_true", help="print the partition report")
+    parser.add_argument("--report-graph", metavar="HTML", help="write the placement as a self-contained HTML page")
     parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return parser.parse_args(argv)
@@ -87,7 +141,6 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     from xdsl.dialects.builtin import TensorType
 
     from partita.dialects.nn import numpy_dtype
-
     from partita.ir.abi import argument_names
 
     function = exe.entry_function()
@@ -105,6 +158,10 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
             arrays.append(stored[key])
         return arrays
     rng = np.random.default_rng(args.seed)
+    if not args.quiet and names:
+        dynamic = any(d < 0 for t in types if isinstance(t, TensorType) for d in t.get_shape())
+        sizes = f", '?' dims of size {args.dynamic_size}" if dynamic else ""
+        print(f"no --inputs: running on random inputs (seed {args.seed}{sizes})", file=sys.stderr)
     arrays = []
     for name, typ in zip(names, types):
         if not isinstance(typ, TensorType):
@@ -212,28 +269,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     import partita
-    from partita.lowering.cuda_codegen import cuda_from_binaries
-    from partita.lowering.cutlass_codegen import cpp_from_binaries
-
     from partita.artifact import is_compiled_model
+    from partita.lowering.cuda.codegen import cuda_from_binaries
+    from partita.lowering.cutlass.codegen import cpp_from_binaries
 
     regular_file(args.model, "the model")  # a FIFO or device would hang the reader
+    for path in (args.output, args.report_graph):
+        if path is not None:
+            check_output_path(path)
     if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
+        refuse_compile_options(args)
         exe = partita.load(args.model)
         if args.entry is not None and args.entry != exe.entry:
             raise PartitaError(f"'{args.model}' was compiled for entry @{exe.entry}, not @{args.entry}")
     else:
-        exe = partita.compile(
-            args.model,
-            args.targets,
-            partitioner=args.partitioner,
-            fallback_device=args.fallback_device,
-            cost=args.cost,
-            device=args.device,
-            cache_dir=args.cache_dir,
-            entry=args.entry or "main",
-            progress=progress_printer(args.quiet),
-        )
+        require_kind(args.model, (FileKind.MLIR, FileKind.ONNX), "partita-run")
+        exe = partita.compile(Path(args.model), progress=progress_printer(args.quiet), **compile_options(args))
     if args.emit == "ir":
         print(exe)
     elif args.emit == "cpp":
@@ -249,12 +300,21 @@ def _main(args: argparse.Namespace) -> int:
     if args.output is not None:
         write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
     report = exe.report()
+    if args.report_graph is not None:
+        exe.report_graph(args.report_graph)
     if args.report:
         print(report)
     for name, out in zip(output_names, outputs):
-        print(f"{name}: {out.dtype}{list(out.shape)} mean {float(np.mean(out.astype(np.float64))):.6g}")
+        # An empty result has no mean (NumPy would warn and print nan).
+        summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
+        print(f"{name}: {out.dtype}{list(out.shape)} {summary}")
+    if args.precision not in (None, "fp32") and not is_compiled_model(args.model):
+        reference = partita.compile(Path(args.model), **{**compile_options(args), "precision": "fp32"}).run(*arrays)
+        for line in precision_deviation(args.precision, output_names, outputs, reference):
+            print(line)
     if not args.quiet:
-        print(f"ran in {elapsed:.3f}s; {report.execution}", file=sys.stderr)
+        # The report already says where the plan ran; say it once.
+        print(f"ran in {elapsed:.3f}s" + ("" if args.report else f"; {report.execution}"), file=sys.stderr)
     return 0
 
 

@@ -7,7 +7,7 @@ rest. A child writes its rows to a JSON file after every item, so a step that ru
 time still reports what it finished.
 
 * ``gpu-tests``: ``pytest -m gpu tests`` of the checkout (``--repo``), read back from its
-  JUnit XML. The suite's guard (``tests/gpu_guard.py``) fails a ``gpu`` test that ran on
+  JUnit XML. The suite's guard (``tests/support/gpu_guard.py``) fails a ``gpu`` test that ran on
   the simulated device instead.
 * ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt) against ``torch.matmul``, a row
   reduction's GB/s against ``torch.sum``, and attention against
@@ -212,7 +212,10 @@ def render_table(results: Sequence[StepResult]) -> str:
     body = [(r.step, r.item, r.metric, _cell(r.partita), _cell(r.reference), r.status, r.note)
             for result in results for r in result.rows]
     widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(header[:-1])]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]
+
     lines = [fmt(header), fmt(tuple("-" * w for w in widths) + ("-" * 4,))]
     lines += [fmt(row).rstrip() for row in body]
     lines.append("")
@@ -432,7 +435,9 @@ def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any 
 
 
 def dense_ir(m: int, n: int, k: int, dtype: str = "f16") -> str:
-    t = lambda s: f"tensor<{s}x{dtype}>"
+    def t(shape: str) -> str:
+        return f"tensor<{shape}x{dtype}>"
+
     return (f"func.func @main(%x: {t(f'{m}x{k}')}, %w: {t(f'{n}x{k}')}) -> {t(f'{m}x{n}')} {{\n"
             f"  %0 = nn.dense %x, %w : ({t(f'{m}x{k}')}, {t(f'{n}x{k}')}) -> {t(f'{m}x{n}')}\n"
             f"  func.return %0 : {t(f'{m}x{n}')}\n}}\n")
@@ -467,7 +472,8 @@ def attention_model(batch: int, heads: int, seq: int, dim: int):
 def _ops(text: str) -> list:
     from xdsl.dialects.func import FuncOp
 
-    from partita.ir import make_context, parse_module
+    from partita.dialects import make_context
+    from partita.ir import parse_module
 
     func = next(op for op in parse_module(text, make_context()).ops if isinstance(op, FuncOp))
     return [op for op in func.body.block.ops if op.name.startswith("nn.")]
@@ -537,8 +543,8 @@ def torch_timer(make: Callable[[], Callable[[], Any]] | None, repeat: int = 20) 
 
 
 def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
-    from partita.collage.measure import CandidateTimer
     from partita.runtime.cuda import CudaDevice
+    from partita.transforms.collage.measure import CandidateTimer
 
     device = CudaDevice()
     timer = CandidateTimer(device, warmup=5, repeat=20, rounds=3)

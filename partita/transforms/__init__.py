@@ -31,14 +31,17 @@ _PASSES: dict[str, tuple[str, str]] = {
     "partition-graph": ("partita.transforms.partition_graph", "PartitionGraph"),
     "partition-eager": ("partita.transforms.partition_eager", "PartitionEager"),
     "collage-partition": ("partita.transforms.collage_partition", "CollagePartition"),
+    # Standard MLIR dialects in.
+    "legalize-to-nn": ("partita.transforms.legalize_to_nn", "LegalizeToNN"),
     # Graph simplification and layout.
     "simplify-inference": ("partita.transforms.simplify_inference", "SimplifyInference"),
+    "to-mixed-precision": ("partita.transforms.to_mixed_precision", "ToMixedPrecision"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
-    "cuda-codegen": ("partita.lowering.cuda_codegen", "CudaCodegen"),
-    "cutlass-codegen": ("partita.lowering.cutlass_codegen", "CutlassCodegen"),
+    "cuda-codegen": ("partita.lowering.cuda.codegen", "CudaCodegen"),
+    "cutlass-codegen": ("partita.lowering.cutlass.codegen", "CutlassCodegen"),
     "cublas-codegen": ("partita.lowering.cublas.codegen", "CublasCodegen"),
     "cudnn-codegen": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),
     "tensorrt-codegen": ("partita.lowering.tensorrt.codegen", "TensorRTCodegen"),

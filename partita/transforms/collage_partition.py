@@ -1,6 +1,6 @@
 """``collage-partition``: cost-driven partitioning across backends (TVM's Collage).
 
-A thin wrapper over :func:`partita.collage.partitioner.collage_partition`: candidates
+A thin wrapper over :func:`partita.transforms.collage.partitioner.collage_partition`: candidates
 from the backends' pattern tables and native fusion, the cheapest cover under a cost
 model, chosen BYOC candidates outlined (equal ones share ``collage_<backend>_<k>``).
 
@@ -9,7 +9,7 @@ Options:
 * ``targets``: the target list (any order), e.g. ``"cutlass,cublas,cudnn,cuda,llvm"``.
 * ``cost``: ``roofline`` (device spec, deterministic), ``measure`` (compiles ``cutlass``
   and native ``cuda`` candidates and times them on the CUDA device, see
-  ``partita.collage.measure``; candidates of other targets get the roofline cost; without
+  ``partita.transforms.collage.measure``; candidates of other targets get the roofline cost; without
   a device it is an error, never a silent change of cost model), or ``mock`` with
   ``costs="llvm=1,cutlass=2"`` (cost per candidate by label, else by target; for tests).
 * ``device``: the roofline device (``h100``, ``a100``, ``h200``); with ``cost=measure``,
@@ -33,53 +33,46 @@ Options:
 * ``report``: print the report (and the eager partitioner's total) to stderr.
 * ``baseline``: also cost the eager partitioner's plan (implied by ``report``).
 
-The last report is kept in ``LAST_REPORT`` for tools; the compile driver calls the
-Python function directly.
+Each run's report is kept by the pass instance that made it (``CollagePartition.reports``,
+``last_report``), so the compile driver reads it from the pipeline it ran. ``cost=measure``
+times candidates on the pass's ``measure_device`` when its owner gives one (left open: the
+owner closes it), else on a CUDA device the run opens and closes itself.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
-from partita.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.ir import PartitaError
+from partita.runtime.contracts import TimingDevice
+from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
+from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
+from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.transforms.partition_utils import func_bodies
 
-__all__ = ["LAST_REPORT", "MEASURE_DEVICE", "CollagePartition", "make_estimator"]
-
-LAST_REPORT: CollageReport | None = None
-"""The report of the last ``collage-partition`` run in this process."""
-
-MEASURE_DEVICE: Any = None
-"""The device ``cost=measure`` times candidates on: ``None`` opens the first CUDA device
-(``partita.runtime.cuda.CudaDevice``) when one is present; tests put a fake one here."""
-
-_OPENED_DEVICE: Any = None
+__all__ = ["CollagePartition", "make_estimator"]
 
 
-def _measure_device() -> Any:
-    global _OPENED_DEVICE
-    if MEASURE_DEVICE is not None:
-        return MEASURE_DEVICE
-    from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
+def _open_measure_device(stack: ExitStack) -> TimingDevice:
+    """The first CUDA device, closed when ``stack`` closes."""
 
     if not cuda_available():
         raise PartitaError(
             "collage-partition: cost=measure needs a CUDA device and none is available; use cost=roofline"
         )
-    if _OPENED_DEVICE is None:
-        try:
-            _OPENED_DEVICE = CudaDevice()
-        except CudaError as err:
-            raise PartitaError(f"collage-partition: cost=measure cannot open the CUDA device: {err}") from None
-    return _OPENED_DEVICE
+    try:
+        device = CudaDevice()
+    except CudaError as err:
+        raise PartitaError(f"collage-partition: cost=measure cannot open the CUDA device: {err}") from None
+    stack.callback(device.close)
+    return device
 
 
 def _items(value: str | tuple[str, ...] | None) -> list[str]:
@@ -121,8 +114,10 @@ def make_estimator(
     *,
     dynamic_dim: int = 1,
     cache_dir: str | None = None,
+    measure_device: TimingDevice | None = None,
 ) -> CostEstimator:
-    """The estimator named by the pass options, wrapped in a persistent cache if asked."""
+    """The estimator named by the pass options, wrapped in a persistent cache if asked.
+    ``cost=measure`` needs ``measure_device``, the device to time candidates on."""
     estimator: CostEstimator
     if cost == "roofline":
         estimator = _roofline(device, dynamic_dim)
@@ -132,10 +127,10 @@ def make_estimator(
             raise PartitaError("collage-partition: cost=mock needs costs=\"target=cost,...\"")
         estimator = MockEstimator(table)
     elif cost == "measure":
-        from partita.collage.measure import CandidateTimer, measuring_estimator
-
         fallback = _roofline(device, dynamic_dim)  # the options are checked before the device is opened
-        timer = CandidateTimer(_measure_device(), cache_dir=cache_dir or None, dynamic_dim=dynamic_dim)
+        if measure_device is None:
+            raise PartitaError("collage-partition: cost=measure needs a device to measure on")
+        timer = CandidateTimer(measure_device, cache_dir=cache_dir or None, dynamic_dim=dynamic_dim)
         estimator = measuring_estimator(timer, fallback)
         if not cache:
             estimator = CostCache(None, estimator)  # measure each distinct candidate once per run
@@ -166,15 +161,33 @@ class CollagePartition(ModulePass):
     cache_dir: str = ""
     fallback_device: str = ""
     coalesce: bool = True
+    measure_device: TimingDevice | None = field(default=None, compare=False, repr=False)
+    """The device ``cost=measure`` times candidates on, owned (and closed) by whoever
+    made the pass; ``None``: each run opens the first CUDA device and closes it."""
+    reports: list[CollageReport] = field(default_factory=list, init=False, compare=False, repr=False)
+    """The report of each run of this pass, oldest first."""
+
+    @property
+    def last_report(self) -> CollageReport | None:
+        return self.reports[-1] if self.reports else None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        global LAST_REPORT
         func_bodies(op)  # refuses multi-block functions, located, before any costing
+        with ExitStack() as stack:
+            self.reports.append(self._partition(ctx, op, stack))
+        if self.report:
+            print(self.reports[-1].format(), file=sys.stderr)
+
+    def _partition(self, ctx: Context, op: ModuleOp, stack: ExitStack) -> CollageReport:
+        device = self.measure_device
+        if self.cost == "measure" and device is None:
+            _roofline(self.device, self.dynamic_dim)  # the options are checked before the device is opened
+            device = _open_measure_device(stack)
         estimator = make_estimator(
             self.cost, self.device, self.costs, self.cache or None,
-            dynamic_dim=self.dynamic_dim, cache_dir=self.cache_dir or None,
+            dynamic_dim=self.dynamic_dim, cache_dir=self.cache_dir or None, measure_device=device,
         )
-        result = collage_partition(
+        return collage_partition(
             op,
             parse_config(_items(self.targets), self.fallback_device or None),
             estimator,
@@ -185,6 +198,3 @@ class CollagePartition(ModulePass):
             coalesce=self.coalesce,
             ctx=ctx,
         )
-        LAST_REPORT = result
-        if self.report:
-            print(result.format(), file=sys.stderr)

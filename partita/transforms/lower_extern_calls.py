@@ -37,6 +37,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from partita.analysis.shape_functions import derive_shape_function, dynamic_dims
 from partita.dialects.byoc import (
     REFERENCE_IMPL,
     SHAPE_FUNC,
@@ -46,10 +47,9 @@ from partita.dialects.byoc import (
     TargetAttr,
     is_extern,
 )
-from partita.target import DeviceType, TargetError
 from partita.ir import op_error, symbol_name
+from partita.target import DeviceType, TargetError
 from partita.transforms.mark_compiler_functions_as_extern import reference_name
-from partita.transforms.shape_functions import derive_shape_function, dynamic_dims
 
 __all__ = ["LowerExternCalls", "SHAPE_FUNC_SUFFIX", "shape_func_name"]
 

@@ -31,105 +31,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation, Region
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
 
-from partita.dialects.byoc import GLOBAL_SYMBOL, PartitionOp, YieldOp
-from partita.ir import format_location, op_error
-from partita.ir.structural import blocks_equal
-from partita.transforms.global_symbol_cache import (
+from partita.analysis.global_symbols import (
     ExistingGlobalSymbolCache,
     GlobalSymbolCache,
     StructuralDedupCache,
-    symbol_name,
 )
+from partita.lowering.functions import function_matches_partition, outline_partitions
 
-__all__ = ["OutlineCompilerFunctions", "outline_partitions", "function_matches_partition"]
-
-
-def _top_level_ancestor(op: Operation, module: ModuleOp) -> Operation:
-    while (parent := op.parent_op()) is not None and parent is not module:
-        op = parent
-    return op
-
-
-def _attributes_but_symbol(op: Operation) -> dict:
-    return {k: v for k, v in op.attributes.items() if k != GLOBAL_SYMBOL}
-
-
-def function_matches_partition(function: func.FuncOp, partition: PartitionOp) -> bool:
-    """Could ``partition`` be replaced by a call of ``function``?"""
-    return (
-        bool(function.body.blocks)
-        and function.function_type.inputs.data == partition.inputs.types
-        and function.function_type.outputs.data == partition.outputs.types
-        and _attributes_but_symbol(function) == _attributes_but_symbol(partition)
-        and len(function.body.blocks) == 1
-        and blocks_equal(function.body.block, partition.body.block, ignore_terminator_name=True)
-    )
-
-
-def _where(op: Operation) -> str:
-    location = format_location(op.location)
-    return f" (defined at {location})" if location else ""
-
-
-def _make_function(partition: PartitionOp, name: str) -> func.FuncOp:
-    body = Region()
-    partition.body.move_blocks(body)
-    terminator = body.block.last_op
-    assert isinstance(terminator, YieldOp)
-    Rewriter.replace_op(terminator, func.ReturnOp(*terminator.values))
-    function = func.FuncOp(name, (partition.inputs.types, partition.outputs.types), body, "private")
-    function.attributes.update(partition.attributes)
-    function.attributes[GLOBAL_SYMBOL] = StringAttr(name)
-    function.location = partition.location
-    return function
-
-
-def outline_partitions(
-    module: ModuleOp, cache: GlobalSymbolCache, compiler: str | None = None
-) -> dict[PartitionOp, str]:
-    """Outlines every partition with a compiler (``compiler``, or any) into the function
-    ``cache`` names; returns the name chosen for each partition, in outlining order.
-
-    Inner partitions are outlined before the partitions containing them, so an outer
-    partition's identity already reflects its inner calls. Raises ``PartitaError``.
-    """
-    symbols = {name: op for op in module.ops if (name := symbol_name(op)) is not None}
-    partitions = [
-        op
-        for op in module.walk(region_first=True)
-        if isinstance(op, PartitionOp) and op.compiler is not None and (compiler is None or op.compiler == compiler)
-    ]
-    names: dict[PartitionOp, str] = {}
-    trusted = getattr(cache, "confirms_equality", False)
-    created: set[str] = set()
-    for partition in partitions:
-        name = cache.symbol_for(partition)
-        existing = symbols.get(name)
-        if existing is None:
-            function = _make_function(partition, name)
-            anchor = _top_level_ancestor(partition, module)
-            Rewriter.insert_op(function, InsertPoint.before(anchor))
-            symbols[name] = function
-            created.add(name)
-        elif trusted and name in created:
-            pass  # the cache compared this partition with the one outlined as ``name``
-        elif not isinstance(existing, func.FuncOp) or not function_matches_partition(existing, partition):
-            raise op_error(
-                partition,
-                f"cannot be outlined as @{name}: the module already has a different "
-                f"'{existing.name}' @{name}{_where(existing)}",
-            )
-        call = func.CallOp(name, list(partition.inputs), partition.outputs.types)
-        call.location = partition.location
-        Rewriter.replace_op(partition, call)
-        names[partition] = name
-    return names
+__all__ = ["OutlineCompilerFunctions", "function_matches_partition", "outline_partitions"]
 
 
 @dataclass(frozen=True)

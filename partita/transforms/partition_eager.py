@@ -15,8 +15,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.backends import resolve_backends, run_phase
+from partita.backends import resolve_backends
 from partita.transforms.annotate_target import AnnotateTarget, backend_option
+from partita.transforms.backend_phases import run_phase
 from partita.transforms.merge_compiler_regions import MergeCompilerRegions
 from partita.transforms.merge_composite import MergeComposite
 from partita.transforms.partition_graph import PartitionGraph

@@ -18,8 +18,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
+from partita.analysis.global_symbols import FreshSymbolNames
 from partita.dialects.byoc import COMPILER, COMPOSITE, GLOBAL_SYMBOL, PartitionOp
-from partita.transforms.global_symbol_cache import FreshSymbolNames
 from partita.transforms.partition_utils import (
     create_partition,
     dissolve_partition,

@@ -7,7 +7,7 @@ exporter (``torch.onnx.export(..., dynamo=False)``), opset 17, dynamic batch and
 (BERT once more at opset 14, LLaMA once more in f16); and each once more with the ``torch.export``-based exporter,
 the default since torch 2.9 (``<name>_dynamo.onnx``: ``dynamo=True``, its default opset, 20
 with torch 2.14; needs ``onnxscript``). Beside each ``<name>.onnx`` sits ``<name>.npz``, one
-sample input set keyed by the model's input names. ``tests/test_exported_models.py`` compiles these files
+sample input set keyed by the model's input names. ``tests/models/test_exported_models.py`` compiles these files
 with Partita and compares every output with onnxruntime; it needs no torch.
 
 This script needs torch, torchvision and transformers, which the project does not depend on.

@@ -36,6 +36,7 @@ from partita.collage.rules.primitive import Primitive
 from partita.collage.rules.styles import (
     FUSION_STYLES,
     arbitrary_fusion_rule,
+    backend_rule,
     default_style,
     pattern_rule,
     style_rule,
@@ -65,6 +66,7 @@ __all__ = [
     "TupleProj",
     "Union",
     "arbitrary_fusion_rule",
+    "backend_rule",
     "cuda_kind",
     "cuda_rule",
     "default_op_kind",

@@ -21,24 +21,22 @@ from partita.collage.rules.only_valid import OnlyValid, SubGraphConfig
 from partita.collage.rules.op_call_by_kind import OpCallByKind
 from partita.collage.rules.styles import tvm_combiners
 from partita.collage.rules.union import Union
+from partita.lowering.cuda import emitter
 
 __all__ = ["cuda_kind", "cuda_rule", "host_rule", "native_rule"]
 
 
 def cuda_kind(graph: DataflowGraph, v: int) -> OpKind:
-    """The kind of node ``v`` for the native CUDA fuser (needs the graph's IR ops)."""
-    from partita.lowering.cuda.emitter import EPILOGUE_OPS, is_anchor, is_fusable
-
+    """The kind of node ``v`` for the native CUDA fuser (needs the graph's IR ops): an op
+    that anchors a kernel takes an epilogue, one no kernel computes is opaque, the others
+    keep their declared kind. (The predicates are read through the emitter module, so a
+    test or a new anchor that patches them is seen here too.)"""
     op = graph.ops[v]  # type: ignore[attr-defined]  (an OpGraph)
-    if is_anchor(op):
+    if emitter.is_anchor(op):
         return OpKind.OUT_EWISE_FUSABLE
-    if not is_fusable(op):
+    if not emitter.is_fusable(op):
         return OpKind.OPAQUE
-    if isinstance(op, EPILOGUE_OPS):
-        node = graph.nodes[v]
-        same = all(t.shape == node.out_type.shape for t in node.in_types)
-        return OpKind.ELEMWISE if same else OpKind.BROADCAST
-    return OpKind.INJECTIVE
+    return default_op_kind(graph, v)
 
 
 def _fuses(max_depth: int, target: str, kind_of, max_kind: OpKind) -> PartitionRule:

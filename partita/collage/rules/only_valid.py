@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from partita.collage.graph import DataflowGraph
 from partita.collage.rules.base import PartitionRule, RuleContext
+from partita.collage.rules.combine import Combine
 from partita.collage.search import Candidate
 
 __all__ = ["OnlyValid", "SubGraphConfig"]
@@ -68,8 +69,6 @@ class OnlyValid(PartitionRule):
         return (self.sub,)
 
     def coalesce_config(self) -> Coalescing:
-        from partita.collage.rules.combine import Combine
-
         config = replace(self.config, max_depth=None)
         stack = [self.sub]
         while stack:

@@ -9,6 +9,7 @@ each match a composite function.
 
 from __future__ import annotations
 
+from partita.backends import match_patterns
 from partita.collage.rules.base import PartitionRule, RuleContext, unique
 from partita.collage.search import Candidate
 
@@ -24,10 +25,6 @@ class DFPattern(PartitionRule):
         return f"DFPattern(backend={self.backend})"
 
     def candidates(self, ctx: RuleContext) -> list[Candidate]:
-        from partita.backends import (
-            match_patterns,  # the backends register rules: import late
-        )
-
         if ctx.block is None:
             raise ValueError("DFPattern needs the IR block of the graph (RuleContext.block)")
         index = {op: v for v, op in enumerate(ctx.ops)}

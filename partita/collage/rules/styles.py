@@ -11,6 +11,7 @@ backend that declares none.
 
 from __future__ import annotations
 
+from partita.backends import FUSION_STYLES, Backend
 from partita.collage.rules.base import PartitionRule
 from partita.collage.rules.combine import Combine
 from partita.collage.rules.combiners import (
@@ -28,6 +29,7 @@ from partita.collage.rules.primitive import Primitive
 
 __all__ = [
     "FUSION_STYLES",
+    "backend_rule",
     "arbitrary_fusion_rule",
     "default_style",
     "pattern_rule",
@@ -36,7 +38,6 @@ __all__ = [
     "tvm_fusion_rule",
 ]
 
-FUSION_STYLES = ("pattern", "tvm", "arbitrary")
 
 
 def tvm_combiners() -> list[Combiner]:
@@ -87,3 +88,12 @@ def style_rule(backend: str, style: str, max_depth: int) -> PartitionRule:
     if style == "arbitrary":
         return arbitrary_fusion_rule(backend, max_depth)
     raise ValueError(f"unknown fusion style '{style}' (choose from {', '.join(FUSION_STYLES)})")
+
+
+def backend_rule(backend: Backend, max_depth: int) -> PartitionRule:
+    """The Collage partition rule ``backend`` declared (a style or a function), or TVM's
+    default style for its name."""
+    spec = backend.partition_rule if backend.partition_rule is not None else default_style(backend.name)
+    if isinstance(spec, str):
+        return style_rule(backend.name, spec, max_depth)
+    return spec(backend.name, max_depth)

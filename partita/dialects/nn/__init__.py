@@ -18,6 +18,7 @@ from xdsl.ir import Dialect
 
 from partita.dialects.nn import (
     attention,
+    base,
     conv,
     elementwise,
     image,
@@ -27,16 +28,16 @@ from partita.dialects.nn import (
     reduction,
     transform,
 )
+from partita.dialects.nn.attention import *  # noqa: F403
 from partita.dialects.nn.base import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
+from partita.dialects.nn.image import *  # noqa: F403
+from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
-from partita.dialects.nn.transform import *  # noqa: F403
-from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
-from partita.dialects.nn.image import *  # noqa: F403
-from partita.dialects.nn.attention import *  # noqa: F403
+from partita.dialects.nn.transform import *  # noqa: F403
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
             attention)

@@ -45,6 +45,7 @@ from partita.dialects.nn.base import (
     FLOATS,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     _bool_prop,
@@ -56,6 +57,7 @@ from partita.dialects.nn.base import (
     _tensor,
     _value,
     broadcast_shapes,
+    kind_trait,
     merge_dims,
 )
 
@@ -87,6 +89,7 @@ def infer_attention_shape(q: Shape, k: Shape, v: Shape, mask: Shape | None) -> S
 @irdl_op_definition
 class AttentionOp(NNOp):
     """Scaled dot-product attention (see the module docstring)."""
+    traits = kind_trait(OpKind.OPAQUE)  # its own kernels (fuse-attention), no epilogue
 
     name = "nn.attention"
     ALLOWED_TYPES: ClassVar = FLOATS[:3]

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    I64,
     BFloat16Type,
     BoolAttr,
     BytesAttr,
@@ -25,7 +28,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     IntegerType,
     Signedness,
@@ -33,20 +35,19 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
-    irdl_op_definition,
     operand_def,
     prop_def,
     result_def,
-    var_operand_def,
+    traits_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
+from xdsl.traits import OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from partita.ir.constants import dense_values, splat_attr
 
 DYN = DYNAMIC_INDEX
 Shape = tuple[int, ...]
@@ -78,6 +79,8 @@ MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool
 _TO_DTYPE = {t: d for t, d in _DTYPES}
 _TO_TYPE = {d: t for t, d in _DTYPES}
 ELEMENT_TYPES = tuple(t for t, _ in _DTYPES)
+NUMPY_DTYPES: dict[str, np.dtype] = {str(t): d for t, d in _DTYPES}
+"""The same table by element type name (``"f16"``, ``"ui8"``): the project's one dtype table."""
 FLOATS = ELEMENT_TYPES[:4]
 """f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
 INTEGERS = ELEMENT_TYPES[5:]
@@ -308,6 +311,47 @@ class ShapeArith:
     def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
 
 
+class OpKind(IntEnum):
+    """An operator's pattern kind (TVM's ``OpPatternKind``). Kinds are ordered: a group of
+    ops has the largest kind of its members, and fusion rules compare kinds with ``<=``."""
+
+    ELEMWISE = 0
+    """Every output element from the same-index input elements (relu, add of equal shapes)."""
+    BROADCAST = 1
+    """Element-wise with broadcasting operands (bias add)."""
+    INJECTIVE = 2
+    """An index remapping (transpose, reshape, pad, concatenate)."""
+    COMM_REDUCE = 3
+    """A commutative reduction (sum, softmax's row reduction)."""
+    OUT_EWISE_FUSABLE = 4
+    """A complex op whose output takes an element-wise epilogue (dense, conv2d)."""
+    TUPLE = 7
+    """Gathers values into one (TVM's tuple); never an index computation."""
+    PROJECTION = 8
+    """Takes one field of a multi-result value (TVM's ``TupleGetItem``)."""
+    OPAQUE = 9
+    """Anything no rule may fuse."""
+
+
+@dataclass(frozen=True)
+class OpPattern(OpTrait):
+    """The op's pattern kind, read by the native fuser, Collage's rules and its cost model
+    (TVM's ``TOpPattern`` attribute). Set once on a family base class or an op."""
+
+    kind: OpKind
+
+
+def op_kind(op: Operation | type[Operation]) -> OpKind:
+    """The pattern kind of an op or op class; ``OPAQUE`` for an op that declares none."""
+    trait = op.get_trait(OpPattern)
+    return OpKind.OPAQUE if trait is None else trait.kind
+
+
+def kind_trait(kind: OpKind):
+    """``traits`` of an op class (or family base) of pattern ``kind``."""
+    return traits_def(OpPattern(kind))
+
+
 class NNOp(IRDLOperation):
     """Base of all nn ops: ranked tensors, a checked element type and result shape.
 
@@ -316,12 +360,13 @@ class NNOp(IRDLOperation):
     ``verify_element_types`` and ``infer_element_type``.
 
     An op whose dynamic result dims no generic rule of
-    :mod:`partita.transforms.shape_functions` covers carries its own,
+    :mod:`partita.analysis.shape_functions` covers carries its own,
     ``result_dims(self, dims: Dims, arith: ShapeArith) -> list``: the result's dims from
     ``dims(value)`` of its operands (ints or symbolic), computed with ``arith``. Shape
     functions and the CUDA kernels that size dynamic results both call it."""
 
     irdl_options = (ParsePropInAttrDict(),)
+    traits = traits_def(Pure())
     ALLOWED_TYPES: ClassVar[tuple[Attribute, ...]] = FLOATS[:3]
     """Element types the op accepts (f16, bf16 and f32 unless an op says more)."""
 
@@ -392,8 +437,6 @@ class UnaryOp(NNOp):
 def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
     view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
-    from partita.ir.constants import splat_attr
-
     typ = TensorType(element_type_of(array.dtype), array.shape)
     splat = array.size > 1 and not any(array.strides)
     array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
@@ -406,7 +449,5 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The values of a dense attribute; a splat is a read-only broadcast view (see
     ``partita.ir.constants.dense_values``)."""
-    from partita.ir.constants import dense_values
-
     return dense_values(attr)
 

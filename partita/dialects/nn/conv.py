@@ -20,6 +20,7 @@ from partita.dialects.nn.base import (
     INTEGERS,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
@@ -32,6 +33,7 @@ from partita.dialects.nn.base import (
     _shape,
     _str_prop,
     _value,
+    kind_trait,
     merge_dims,
 )
 
@@ -215,6 +217,7 @@ class ConvOp(NNOp):
     when ``groups`` is the channel count); ``padding`` is the leading pad of each spatial
     dim, then the trailing ones. Data ``NC<spatial>`` pairs with weight ``OI<spatial>``, and
     channels-last data with ``O<spatial>I``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     SPATIAL: ClassVar[int] = 2
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -303,6 +306,7 @@ class ConvTransposeOp(NNOp):
     ONNX ConvTranspose): ``NC<spatial>`` data, weight ``[C_in, C_out / groups, k...]``;
     ``padding`` crops the full output (leading pads, then trailing ones) and
     ``output_padding`` extends it at the end."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     SPATIAL: ClassVar[int] = 2
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -375,6 +379,7 @@ class Conv3DTransposeOp(ConvTransposeOp):
 
 class PoolOp(UnaryOp):
     """Shared properties and shape rule of windowed pooling over ``SPATIAL`` dims."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     SPATIAL: ClassVar[int] = 2
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -548,6 +553,7 @@ class LpPool3DOp(LpPoolOp, Pool3DOp):
 
 @irdl_op_definition
 class GlobalAvgPool2DOp(UnaryOp):
+    traits = kind_trait(OpKind.COMM_REDUCE)
     name = "nn.global_avg_pool2d"
     ALLOWED_TYPES: ClassVar = FLOATS
     layout_attr = _str_prop("layout", "NCHW")

@@ -31,10 +31,11 @@ from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
     FLOATS,
+    FORMAT_BINARY,
     INTEGERS,
     NUMERIC_TYPES,
-    FORMAT_BINARY,
     NNOp,
+    OpKind,
     Shape,
     UnaryOp,
     _bool_prop,
@@ -47,11 +48,11 @@ from partita.dialects.nn.base import (
     _tensor,
     _value,
     broadcast_shapes,
+    kind_trait,
     merge_dims,
     normalize_axis,
     numpy_dtype,
 )
-
 
 # ---------------------------------------------------------------------------------------
 # Element types of the ONNX operator definitions
@@ -65,6 +66,7 @@ BOOL = (IntegerType(1),)
 
 class ElementwiseBinaryOp(NNOp):
     """Elementwise binary op with NumPy broadcasting."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
 
@@ -105,6 +107,7 @@ class DivideOp(ElementwiseBinaryOp):
 class ElementwiseUnaryOp(UnaryOp):
     """One-input op computing each element from the input's element at the same index;
     its properties are scalars, so it commutes with any layout change."""
+    traits = kind_trait(OpKind.ELEMWISE)
 
 
 @irdl_op_definition
@@ -645,6 +648,7 @@ class IsInfOp(FloatClassOp):
 @irdl_op_definition
 class WhereOp(NNOp):
     """``condition ? on_true : on_false`` with NumPy broadcasting of all three."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.where"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -724,6 +728,7 @@ class QuantizationOp(NNOp):
     """Linear (de)quantization with a scale and a zero point that are scalars (per
     tensor), vectors along ``axis`` (per channel), or, with ``block_size``, tensors of the
     input's rank holding one value per block of ``block_size`` elements along ``axis``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     input = operand_def(TensorType)
     scale = operand_def(TensorType)

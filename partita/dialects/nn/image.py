@@ -27,6 +27,7 @@ from partita.dialects.nn.base import (
     INTEGERS,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
@@ -39,6 +40,7 @@ from partita.dialects.nn.base import (
     _str_prop,
     _value,
     is_float,
+    kind_trait,
 )
 
 DEPTH_SPACE_MODES = ("DCR", "CRD")
@@ -76,6 +78,7 @@ def infer_space_to_depth_shape(x: Shape, block: int, mode: str) -> Shape:
 
 
 class DepthSpaceOp(UnaryOp):
+    traits = kind_trait(OpKind.INJECTIVE)
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     block_size_attr = _int_prop("block_size")
     mode_attr = _str_prop("mode", "DCR")
@@ -139,6 +142,7 @@ class ResizeOp(NNOp):
     ``roi`` (a rank-1 operand of the starts then the ends, then the property is empty).
     The operands hold one value per axis of ``axes`` (default: every axis; the others
     have scale 1 and roi ``[0, 1]``)."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.resize"
     ALLOWED_TYPES: ClassVar = FLOATS + INTEGERS[:4]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import IntegerType, TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -38,9 +38,9 @@ from partita.dialects.nn.base import (
     NUMERIC_TYPES,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
-    UnaryOp,
     _float_prop,
     _init,
     _int_prop,
@@ -50,7 +50,7 @@ from partita.dialects.nn.base import (
     _str_prop,
     _tensor,
     _value,
-    broadcast_shapes,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
@@ -143,6 +143,7 @@ def _refs_props(refs: Sequence[tuple[SSAValue, int, int]]) -> tuple[list, dict]:
 class TakeOp(IndexingOp):
     """``numpy.take(data, indices, axis)`` (ONNX Gather): result shape
     ``data[:axis] + indices + data[axis+1:]``."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.take"
     data = operand_def(TensorType)
@@ -169,6 +170,7 @@ class TakeOp(IndexingOp):
 @irdl_op_definition
 class GatherElementsOp(IndexingOp):
     """ONNX GatherElements: ``out[i] = data[i with axis replaced by indices[i]]``."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.gather_elements"
     data = operand_def(TensorType)
@@ -196,6 +198,7 @@ class GatherElementsOp(IndexingOp):
 class GatherNDOp(IndexingOp):
     """ONNX GatherND: the last axis of ``indices`` indexes the leading axes of ``data``
     after ``batch_dims`` shared batch axes."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.gather_nd"
     data = operand_def(TensorType)
@@ -231,6 +234,7 @@ class GatherNDOp(IndexingOp):
 
 
 class ScatterOp(IndexingOp):
+    traits = kind_trait(OpKind.OPAQUE)
     data = operand_def(TensorType)
     indices = operand_def(TensorType)
     updates = operand_def(TensorType)
@@ -307,6 +311,7 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
     axis (negative bounds count from the end, out-of-range bounds clamp, negative strides
     walk backwards). A ``targets`` axis ends at the size of its ref's dim (it must start
     at 0 with stride 1): ``pos_table[:seq]``. A dynamic input axis may only be kept whole."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.strided_slice"
     INDEX_OPERANDS: ClassVar = ()
@@ -366,6 +371,7 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
 class BroadcastToOp(RefDimsMixin, IndexingOp):
     """``input`` broadcast (NumPy rules) to the result type's shape (ONNX Expand, which
     also lets ``input`` enlarge the target); ``?`` dims come from the input or the refs."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.broadcast_to"
     INDEX_OPERANDS: ClassVar = ()
@@ -406,6 +412,7 @@ class BroadcastToOp(RefDimsMixin, IndexingOp):
 @irdl_op_definition
 class TileOp(IndexingOp):
     """``numpy.tile`` with one repeat count per axis."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.tile"
     INDEX_OPERANDS: ClassVar = ()
@@ -433,6 +440,7 @@ class TriluOp(IndexingOp):
     """The upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the last two axes;
     other elements are zero. ``k`` is the property, or the run-time scalar ``diagonal``
     when given (ONNX passes it as an input)."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.trilu"
     INDEX_OPERANDS: ClassVar = ("diagonal",)
@@ -469,6 +477,7 @@ class TriluOp(IndexingOp):
 class ArangeOp(RefDimsMixin, NNOp):
     """``start + delta * i`` for ``i`` in ``range(n)`` (ONNX Range); ``n`` is the static
     result size or the size of its ref's dim."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.arange"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES[:4] + ELEMENT_TYPES[5:]
@@ -509,6 +518,7 @@ class ArangeOp(RefDimsMixin, NNOp):
 class OneHotOp(IndexingOp):
     """ONNX OneHot: a new axis of size ``depth`` holding ``on_value`` where its index
     equals ``indices`` (negative indices count from ``depth``) and ``off_value`` elsewhere."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.one_hot"
     indices = operand_def(TensorType)

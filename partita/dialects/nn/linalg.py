@@ -6,50 +6,37 @@ native kernel)."""
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
-import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, Signedness, TensorType
+from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
-    prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
     FORMAT_BINARY,
     NUMERIC_TYPES,
-    FORMAT_UNARY,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
-    UnaryOp,
     _bool_prop,
-    _check_ints,
-    _float_prop,
     _fmt,
     _init,
     _int_prop,
-    _ints_prop,
     _shape,
     _static_product,
-    _str_prop,
     _tensor,
     _value,
     broadcast_shapes,
     check_channel_vector,
-    dense_from_numpy,
-    dense_to_numpy,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
@@ -88,6 +75,7 @@ def infer_batch_matmul_shape(a: Shape, b: Shape, transpose_a: bool, transpose_b:
 @irdl_op_definition
 class DenseOp(NNOp):
     """``input[..., K] x weight[N, K] -> [..., N]``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.dense"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -107,6 +95,7 @@ class DenseOp(NNOp):
 @irdl_op_definition
 class MatmulOp(NNOp):
     """NumPy ``matmul`` with batch broadcasting (ranks >= 2)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -126,6 +115,7 @@ class MatmulOp(NNOp):
 @irdl_op_definition
 class BatchMatmulOp(NNOp):
     """Rank-3 batched matmul; by default ``rhs`` is ``[B, N, K]`` (``transpose_b``)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.batch_matmul"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -151,6 +141,7 @@ class BatchMatmulOp(NNOp):
 @irdl_op_definition
 class BiasAddOp(NNOp):
     """Add a rank-1 ``bias`` along ``axis``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.bias_add"
     input = operand_def(TensorType)
@@ -177,6 +168,7 @@ class MatmulIntegerOp(NNOp):
     """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
     i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
     element of its operand's type."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul_integer"
     lhs = operand_def(TensorType)

@@ -3,51 +3,37 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
-    prop_def,
     result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
     FLOATS,
-    FORMAT_BINARY,
-    FORMAT_UNARY,
     Dims,
     NNOp,
+    OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
-    _bool_prop,
-    _check_ints,
     _float_prop,
     _fmt,
     _init,
     _int_prop,
     _ints_prop,
     _shape,
-    _static_product,
-    _str_prop,
-    _tensor,
     _value,
     broadcast_shapes,
     check_channel_vector,
-    dense_from_numpy,
-    dense_to_numpy,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
@@ -56,6 +42,7 @@ from partita.dialects.nn.reduction import normalize_axes
 
 class AxisNormOp(UnaryOp):
     """Base of the ops normalizing along one ``axis`` (no name: not an op)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     ALLOWED_TYPES: ClassVar = FLOATS
     axis_attr = _int_prop("axis", -1)
@@ -110,6 +97,7 @@ class LpNormOp(AxisNormOp):
 class MeanVarianceNormOp(UnaryOp):
     """``(x - mean) / (std + 1e-9)`` over ``axes`` (ONNX MeanVarianceNormalization; the
     variance is ``E[x^2] - E[x]^2``)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.mean_variance_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -129,6 +117,7 @@ class MeanVarianceNormOp(UnaryOp):
 @irdl_op_definition
 class LRNOp(UnaryOp):
     """Local response normalization across ``axis`` (ONNX: alpha is divided by size)."""
+    traits = kind_trait(OpKind.OPAQUE)  # a window across channels: TVM keeps it opaque
 
     name = "nn.lrn"
     size_attr = _int_prop("size")
@@ -162,6 +151,7 @@ class LRNOp(UnaryOp):
 @irdl_op_definition
 class LayerNormOp(NNOp):
     """Normalize over dims ``axis..end``; ``gamma``/``beta`` have shape ``input[axis:]``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.layer_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -200,6 +190,7 @@ class LayerNormOp(NNOp):
 class RMSNormOp(NNOp):
     """``x / sqrt(mean(x^2 over axis..end) + epsilon) * scale``; ``scale`` broadcasts to
     ``input[axis:]``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.rms_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -238,6 +229,7 @@ class GroupNormOp(NNOp):
     """Normalize ``input[N, C, ...]`` over each of ``num_groups`` channel groups (and the
     spatial dims), then scale and shift per channel (``scale``, ``bias``: ``[C]``).
     Instance norm is the case ``num_groups = C``."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     name = "nn.group_norm"
     ALLOWED_TYPES: ClassVar = FLOATS
@@ -278,6 +270,7 @@ class GroupNormOp(NNOp):
 @irdl_op_definition
 class BatchNormOp(NNOp):
     """Inference-mode batch norm with per-channel ``gamma, beta, mean, variance``."""
+    traits = kind_trait(OpKind.BROADCAST)
 
     name = "nn.batch_norm"
     input = operand_def(TensorType)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition
 from xdsl.utils.exceptions import VerifyException
@@ -22,6 +22,7 @@ from partita.dialects.nn.base import (
     FLOATS,
     NUMERIC_TYPES,
     Dims,
+    OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
@@ -32,6 +33,7 @@ from partita.dialects.nn.base import (
     _shape,
     _tensor,
     _value,
+    kind_trait,
     normalize_axis,
 )
 
@@ -64,6 +66,7 @@ def reduce_dims(dims: Sequence, axes: Sequence[int], keepdims: bool) -> list:
 
 class ReduceOp(UnaryOp):
     """Base of the reductions over ``axes`` of their input (no name: not an op)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     axes_attr = _ints_prop("axes")
@@ -188,6 +191,7 @@ class IndexResultOp(UnaryOp):
 class ArgReduceOp(IndexResultOp):
     """Index of the extreme value along ``axis`` (the first one unless
     ``select_last_index``)."""
+    traits = kind_trait(OpKind.COMM_REDUCE)
 
     axis_attr = _int_prop("axis", 0)
     keepdims_attr = _bool_prop("keepdims", True)
@@ -253,6 +257,7 @@ class _TopK:
 @irdl_op_definition
 class TopKValuesOp(UnaryOp, _TopK):
     """The values of ONNX ``TopK`` (``Values`` output)."""
+    traits = kind_trait(OpKind.OPAQUE)
 
     name = "nn.topk_values"
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
@@ -271,6 +276,7 @@ class TopKValuesOp(UnaryOp, _TopK):
 @irdl_op_definition
 class TopKIndicesOp(IndexResultOp, _TopK):
     """The indices (``i64``) of ONNX ``TopK`` (``Indices`` output)."""
+    traits = kind_trait(OpKind.OPAQUE)
 
     name = "nn.topk_indices"
     k_attr = _TopK.k_attr
@@ -288,6 +294,7 @@ class TopKIndicesOp(IndexResultOp, _TopK):
 class CumulativeOp(UnaryOp):
     """Base of the running sums and products along ``axis`` (no name: not an op);
     ``exclusive`` leaves the current element out, ``reverse`` runs from the end."""
+    traits = kind_trait(OpKind.OPAQUE)
 
     ALLOWED_TYPES: ClassVar = NUMERIC_TYPES
     axis_attr = _int_prop("axis")

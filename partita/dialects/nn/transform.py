@@ -26,6 +26,7 @@ from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
     NNOp,
+    OpKind,
     Shape,
     UnaryOp,
     _check_ints,
@@ -39,9 +40,11 @@ from partita.dialects.nn.base import (
     _tensor,
     _value,
     dense_from_numpy,
+    kind_trait,
     merge_dims,
     normalize_axis,
 )
+from partita.ir.constants import constant_values
 
 
 def infer_pad_shape(x: Shape, before: Sequence[int], after: Sequence[int]) -> Shape:
@@ -95,6 +98,7 @@ def check_reshape(x: Shape, out: Shape) -> None:
 class PadOp(UnaryOp):
     """Padding in one of ONNX's modes: ``constant`` (``pad_value``), ``reflect`` (mirror
     without the edge), ``edge`` (repeat the edge) or ``wrap`` (periodic)."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.pad"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -135,6 +139,7 @@ class ReshapeOp(NNOp):
     """Reshape to the result type's shape. A ``?`` is the size of a dim of a shape
     reference (result axis ``targets[k]`` has the size of dim ``ref_axes[k]`` of
     ``refs[k]``, as in ``nn.broadcast_to``); at most one other ``?``, inferred like -1."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.reshape"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -189,6 +194,7 @@ class ReshapeOp(NNOp):
 
 @irdl_op_definition
 class TransposeOp(UnaryOp):
+    traits = kind_trait(OpKind.INJECTIVE)
     name = "nn.transpose"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     perm_attr = _ints_prop("perm")
@@ -204,6 +210,7 @@ class TransposeOp(UnaryOp):
 
 @irdl_op_definition
 class ConcatenateOp(NNOp):
+    traits = kind_trait(OpKind.INJECTIVE)
     name = "nn.concatenate"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     inputs = var_operand_def(TensorType)
@@ -225,6 +232,7 @@ class ShapeOfOp(NNOp):
     """The input's dims as a rank-1 ``i64`` tensor (Relay ``shape_of``, ONNX ``Shape``).
     The importer folds shapes it knows; it emits this op only where a run-time dim is used
     as data (``Range`` bounds, mask index arithmetic); the input's elements are not read."""
+    traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.shape_of"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -249,6 +257,7 @@ class ShapeOfOp(NNOp):
 @irdl_op_definition
 class ConstantOp(NNOp):
     """A constant tensor; ``nn.constant dense<...> : tensor<...>``."""
+    traits = kind_trait(OpKind.OPAQUE)
 
     name = "nn.constant"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
@@ -272,8 +281,6 @@ class ConstantOp(NNOp):
     def to_numpy(self, *, buffer: bool = False) -> np.ndarray:
         """The values as a NumPy array of the storage dtype; a splat is a read-only view
         unless ``buffer`` asks for an array of its own (see ``constant_values``)."""
-        from partita.ir.constants import constant_values
-
         return constant_values(self, buffer=buffer)
 
     @classmethod

@@ -32,7 +32,7 @@ from partita.frontends.onnx import (  # noqa: F401
     transform,
 )
 from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
-from partita.ir import PartitaError
+from partita.ir import PartitaError, verify_module
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
 
@@ -58,7 +58,6 @@ def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> M
     proto = load_model(model)
     source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
     module = Importer(proto, source).run(name)
-    from partita.ir import verify_module
 
     verify_module(module)
     return module

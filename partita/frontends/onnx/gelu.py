@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
 
-from partita.frontends.onnx.importer import Importer, is_const, tensor_array
 
-
-
-def match_gelu(cx: Importer) -> None:
+def match_gelu(
+    graph: onnx.GraphProto,
+    constants: Mapping[str, np.ndarray],
+    tensor_array: Callable[[onnx.TensorProto, str], np.ndarray],
+) -> tuple[dict[int, str], set[int]]:
     """Find ``x * 0.5 * (1 + Erf(x / sqrt 2))`` (any Mul order, Div by sqrt 2 or Mul by
-    1/sqrt 2) and record it as one GELU at the index of its last node."""
-    nodes = list(cx.graph.node)
+    1/sqrt 2) among ``graph``'s nodes, given its ``constants`` (initializers) and the
+    importer's checked ``tensor_array`` for ``Constant`` nodes. Returns each GELU as the
+    index of its last node -> the name of ``x``, and the other nodes the GELUs absorb."""
+    gelu: dict[int, str] = {}
+    absorbed: set[int] = set()
+    nodes = list(graph.node)
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     users: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for name in n.input:
             users.setdefault(name, []).append(i)
-    outputs = {o.name for o in cx.graph.output}
-    consts = {k: v for k, v in cx.values.items() if is_const(v)}
+    outputs = {o.name for o in graph.output}
+    consts = dict(constants)
     for n in nodes:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
             consts[n.output[0]] = tensor_array(n.attribute[0].t, f"constant '{n.output[0]}'")
@@ -89,7 +95,8 @@ def match_gelu(cx: Importer) -> None:
         else:
             continue
         final = max(pattern)
-        cx.gelu[final] = x
-        cx.absorbed.update(i for i in pattern if i != final)
+        gelu[final] = x
+        absorbed.update(i for i in pattern if i != final)
+    return gelu, absorbed
 
 

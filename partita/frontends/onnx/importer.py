@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -34,9 +33,11 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
+from partita.runtime.reference.nn import NN_FUNCTIONS
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -321,9 +322,9 @@ class Importer:
             self.names[id(arg)] = inp.name
             arg_types.append(typ)
             arg_names.append(inp.name)
-        from partita.frontends.onnx.gelu import match_gelu
-
-        match_gelu(self)
+        gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)}, tensor_array)
+        self.gelu.update(gelu)
+        self.absorbed.update(absorbed)
         for index, node in enumerate(self.graph.node):
             self.node = node
             self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
@@ -355,7 +356,7 @@ class Importer:
             self.values[node.output[0]] = self.emit(nn.GeluOp(x))
             return
         ins = [self.values.get(n) if n else None for n in node.input]
-        for n, v in zip(node.input, ins):
+        for n in node.input:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
         _check_attributes(node, self.opset)
@@ -432,7 +433,6 @@ class Importer:
         if self._folder is None:
             from xdsl.interpreter import Interpreter
 
-            from partita.runtime.reference.nn import NN_FUNCTIONS
 
             self._folder = Interpreter(ModuleOp([]))
             for cls in NN_FUNCTIONS:

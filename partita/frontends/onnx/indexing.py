@@ -20,12 +20,14 @@ from partita.frontends.onnx.importer import (
     Importer,
     SymDim,
     Value,
+    _sym_slice,
     const_ints,
     const_scalar,
     converter,
     fail,
     is_const,
     is_symbolic,
+    settle,
     shape_of,
     sym_arith,
     sym_linear,
@@ -98,7 +100,6 @@ def _scatter_elements(cx, ins, attrs):
 @converter("Slice", symbolic=True)
 def _slice(cx, ins, attrs):
     if is_symbolic(ins[0]):  # slicing a shape vector: fold over its SymDims
-        from partita.frontends.onnx.importer import _sym_slice, settle
 
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])

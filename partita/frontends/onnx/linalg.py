@@ -7,23 +7,15 @@ import math
 import string
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import (
-    CONVERTERS,
-    ONNX_DTYPES,
     Importer,
-    SymDim,
     Value,
-    const_ints,
-    const_scalar,
     converter,
     fail,
     is_const,
-    is_symbolic,
     shape_of,
 )
 

@@ -23,6 +23,7 @@ from partita.frontends.onnx.importer import (
     sym_factors,
     tensor_array,
 )
+from partita.frontends.onnx.indexing import broadcast_to
 
 
 @converter("Identity")
@@ -38,8 +39,6 @@ def _dropout(cx, ins, attrs):
     if not cx._used_output(1):
         return [ins[0]]
     # Inference: nothing is dropped, the mask is all true.
-    from partita.frontends.onnx.indexing import broadcast_to
-
     x = cx.tensor(ins[0])
     ones = cx.tensor(np.ones([1] * len(shape_of(x)), dtype=np.bool_))
     return [x, broadcast_to(cx, ones, cx.labels(x), "the mask")]

@@ -23,7 +23,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from partita.dialects import nn
 from partita.ir import op_error
 from partita.lowering.library import LibraryCodegen, element_type, static_shape
-from partita.lowering.records import dataclass_from, fields_attr
+from partita.lowering.records import dataclass_from, fields_attr, register_record_kind
 
 KIND = "cublaslt"
 DTYPES = ("f16", "bf16", "f32")
@@ -211,3 +211,6 @@ class CublasCodegen(LibraryCodegen):
 
     def record(self, function: FuncOp) -> DictionaryAttr:
         return gemm_record(function).to_attr()
+
+
+register_record_kind("cublaslt", decode_record, library=True)

@@ -11,7 +11,6 @@ Typical use (``cuda-codegen`` does this for a whole module)::
 from .emitter import (
     ANCHOR_OPS,
     BLOCK_SIZE,
-    FUSABLE_OPS,
     GEMM_TILE,
     WINDOW_OPS,
     CudaProgram,
@@ -24,7 +23,7 @@ from .emitter import (
 from .records import KIND, KINDS, MAX_GRID, FusedRecord, GemmRecord, RowwiseRecord, WindowRecord, fused_record
 
 __all__ = [
-    "ANCHOR_OPS", "BLOCK_SIZE", "FUSABLE_OPS", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID", "WINDOW_OPS",
+    "ANCHOR_OPS", "BLOCK_SIZE", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID", "WINDOW_OPS",
     "CudaProgram", "FusedKernel", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord",
     "emit_kernel", "emit_program", "fused_record", "is_anchor", "is_fusable",
 ]

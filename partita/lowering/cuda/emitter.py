@@ -74,7 +74,6 @@ from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, RowReduction
 __all__ = [
     "ANCHOR_OPS",
     "BLOCK_SIZE",
-    "FUSABLE_OPS",
     "GEMM_TILE",
     "CudaProgram",
     "FusedKernel",
@@ -89,12 +88,12 @@ __all__ = [
 BLOCK_SIZE = 256
 """Threads per block of every fused kernel."""
 
-FUSABLE_OPS: tuple[type[Operation], ...] = (
-    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
-    nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp,
-    nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp, nn.PadOp, nn.ConcatenateOp,
+_SPELLED_OPS: tuple[type[Operation], ...] = (
+    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
+    nn.ConcatenateOp,
 )
-"""The injective ops (TVM's ``kElemWise``/``kBroadcast``/``kInjective``) a kernel can compute."""
+"""Injective ops ``_compute`` spells itself instead of through a registered rule (what a
+kernel can compute; whether an op is element-wise or injective is its ``OpPattern``)."""
 
 WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
@@ -103,13 +102,13 @@ ANCHOR_OPS: tuple[type[Operation], ...] = (
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
-EPILOGUE_OPS: tuple[type[Operation], ...] = (
-    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.DivideOp,
-    nn.ReluOp, nn.SigmoidOp, nn.TanhOp, nn.GeluOp, nn.ClipOp, nn.BiasAddOp,
-)
-"""The element-wise ops that may follow an anchor in its kernel (no index remapping)."""
 GEMM_TILE = 16
-"""Output tile edge (and K step) of the GEMM kernels: 16x16 threads per block."""
+"""Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
+MMA_TILE = 64
+"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 4 warps, each
+a 32x32 register tile of 2x4 ``mma.sync`` m16n8k16 products per K step of 16."""
+MMA_THREADS = 128
+MMA_DTYPES = ("f16", "bf16")
 
 _C_TYPES = {
     "f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "double", "i1": "bool",
@@ -156,8 +155,10 @@ def _rule_for(op: Operation, table: dict) -> Rule | None:
 
 
 def is_fusable(op: Operation) -> bool:
-    """Whether ``op`` is injective and a kernel can compute it."""
-    if isinstance(op, FUSABLE_OPS):
+    """Whether ``op`` is injective (by its ``OpPattern`` kind) and a kernel can compute it."""
+    if nn.op_kind(op) > nn.OpKind.INJECTIVE:
+        return False
+    if isinstance(op, _SPELLED_OPS):
         return _typed(op)
     return len(op.results) == 1 and _rule_for(op, _rules()[0]) is not None
 
@@ -202,7 +203,7 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
     its epilogue (``None`` if it can): element-wise only, on and to the anchor's shape."""
     shape = _shape(anchor.results[0])
     rule = _rules()[0].get(type(op))
-    if not isinstance(op, EPILOGUE_OPS) and not (rule is not None and rule.elementwise):
+    if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
         return f"'{op.name}' remaps indices"
     if _shape(op.results[0]) != shape:
         return f"'{op.name}' does not keep the shape of the '{anchor.name}' result"
@@ -719,8 +720,13 @@ class KernelEmitter:
             extra = {"kind": "rowwise", "split": split}
         else:
             split = 0 if isinstance(self.anchor, nn.DenseOp) else rank - 2
-            body = self._gemm(split, used, store)
-            extra = {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
+            mma = self._mma_dtype()
+            if mma is not None:
+                body = self._gemm_mma(split, used, store, mma)
+                extra = {"kind": "gemm", "split": split, "tile": MMA_TILE, "block": MMA_THREADS}
+            else:
+                body = self._gemm(split, used, store)
+                extra = {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
         if self.anchor is not None:
             extra["anchor"] = self.anchor.name
         head[1] = f'extern "C" __global__ void __launch_bounds__({extra.get("block", BLOCK_SIZE)})'
@@ -950,12 +956,114 @@ class KernelEmitter:
             "      }",
             f"      const {T} m = m0 + ty, n = n0 + tx;",
             "      if (m < M && n < N) {",
-            "        const {0} i = (bz * M + m) * N + n;".format(T),
+            f"        const {T} i = (bz * M + m) * N + n;",
             *self._axis_lines("bz", range(split), used, "        "),
             *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "        "),
             *self._axis_lines("n", [len(self.out_dims) - 1], used, "        "),
             f"        const float y = {self._round('acc', _dtype(anchor.results[0].type))};",
             *self._epilogue("        ", store),
+            "      }",
+            "    }",
+            "  }",
+        ]
+
+
+    def _mma_dtype(self) -> str | None:
+        """The operand type of a tensor-core GEMM (both operands f16, or both bf16)."""
+        anchor = self.anchor
+        assert anchor is not None
+        a, b = (_dtype(v.type) for v in anchor.operands[:2])
+        return a if a == b and a in MMA_DTYPES else None
+
+    def _gemm_mma(self, split: int, used: str, store: str, dtype: str) -> list[str]:
+        """64x64 output tiles on tensor cores: K in steps of 16 through shared memory (each
+        operand loaded along its contiguous axis, bounds-checked, so any alignment and
+        layout), then per warp 2x4 ``mma.sync`` m16n8k16 with f32 accumulators in registers
+        (``partita_mma_<dtype>``: fragments in PTX's m16n8k16 layout)."""
+        anchor = self.anchor
+        assert anchor is not None
+        T, tile = self.index_type, MMA_TILE
+        a, b = self._arg(anchor.operands[0]), self._arg(anchor.operands[1])
+        ad, bd = self.dims[a], self.dims[b]
+        (am, ak), (bk, bn) = self._gemm_axes(anchor)
+        if isinstance(anchor, nn.DenseOp):
+            m: Dim = _product(ad[:-1])
+            a_batch: list[Dim] = []
+            b_batch: list[Dim] = []
+        else:
+            m, a_batch, b_batch = ad[am], ad[:-2], bd[:-2]
+        n, k = bd[bn], ad[ak]
+        batch_dims = self.out_dims[:split]
+        batch_index = self._decompose("bz", batch_dims)
+
+        def offset(dims: list[Dim], size: Dim) -> str:
+            linear = self._linear(dims, self._broadcast_dims_index(dims, batch_dims, batch_index))
+            return "" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}"
+
+        a_rows = (am, ak) == (-2, -1)   # a[m, k]: k contiguous
+        b_rows = (bk, bn) == (-2, -1)   # b[k, n]: n contiguous
+        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
+        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
+        # consecutive threads take consecutive addresses of the operand's contiguous axis
+        a_rc = ("q >> 4", "q & 15") if a_rows else (f"q & {tile - 1}", "q >> 6")
+        b_rc = ("q >> 6", f"q & {tile - 1}") if b_rows else ("q & 15", "q >> 4")
+        ct = _C_TYPES[dtype]
+        return [
+            f"  const {T} M = {m};",
+            f"  const {T} N = {n};",
+            f"  const {T} K = {k};",
+            f"  const {T} batch = {_product(batch_dims)};",
+            f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
+            f"  __shared__ float As[{tile}][17];",
+            f"  __shared__ float Bs[16][{tile + 1}];",
+            "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
+            "  const int g = lane >> 2, t4 = lane & 3;",
+            "  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;",
+            f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
+            f"    const {ct}* a = in{a.index}{offset(a_batch, _mul(m, k))};",
+            f"    const {ct}* b = in{b.index}{offset(b_batch, _mul(k, n))};",
+            f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
+            f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
+            "      float acc[2][4][4];",
+            "      #pragma unroll",
+            "      for (int e = 0; e < 32; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
+            f"      for ({T} k0 = 0; k0 < K; k0 += 16) {{",
+            f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{",
+            f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
+            f"            As[r][c] = mm < M && kk < K ? {self._load(a_at, dtype)} : 0.0f; }}",
+            f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
+            f"            Bs[r][c] = kk < K && nn < N ? {self._load(b_at, dtype)} : 0.0f; }}",
+            "        }",
+            "        __syncthreads();",
+            "        float af[2][8], bf[4][4];",
+            "        #pragma unroll",
+            "        for (int mi = 0; mi < 2; ++mi)",
+            "          #pragma unroll",
+            "          for (int j = 0; j < 8; ++j)",
+            "            af[mi][j] = As[wm + mi * 16 + g + ((j >> 1) & 1) * 8][t4 * 2 + (j & 1) + (j >> 2) * 8];",
+            "        #pragma unroll",
+            "        for (int ni = 0; ni < 4; ++ni)",
+            "          #pragma unroll",
+            "          for (int j = 0; j < 4; ++j)",
+            "            bf[ni][j] = Bs[t4 * 2 + (j & 1) + (j >> 1) * 8][wn + ni * 8 + g];",
+            "        #pragma unroll",
+            "        for (int mi = 0; mi < 2; ++mi)",
+            "          #pragma unroll",
+            "          for (int ni = 0; ni < 4; ++ni) partita_mma_" + dtype + "(acc[mi][ni], af[mi], bf[ni]);",
+            "        __syncthreads();",
+            "      }",
+            "      #pragma unroll",  # register accumulators: every index must be static
+            "      for (int e = 0; e < 32; ++e) {",
+            "        const int mi = e >> 4, ni = (e >> 2) & 3, ce = e & 3;",
+            f"        const {T} m = m0 + wm + mi * 16 + g + (ce >> 1) * 8, n = n0 + wn + ni * 8 + t4 * 2 + (ce & 1);",
+            "        if (m < M && n < N) {",
+            f"          const {T} i = (bz * M + m) * N + n;",
+            *self._axis_lines("bz", range(split), used, "          "),
+            *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "          "),
+            *self._axis_lines("n", [len(self.out_dims) - 1], used, "          "),
+            f"          const float y = {self._round('acc[mi][ni][ce]', _dtype(anchor.results[0].type))};",
+            *self._epilogue("          ", store),
+            "        }",
             "      }",
             "    }",
             "  }",
@@ -1017,6 +1125,44 @@ _HELPERS = {
         "static __device__ __forceinline__ float rn_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }\n"
     ),
 }
+
+
+def _mma_helper(dtype: str) -> str:
+    """``partita_mma_<dtype>(c, a, b)``: ``c += A·B`` for one warp's m16n8k16 tile, the
+    fragments in PTX's layout (lane = 4 * group + t: a[0..7] = A[g][2t..2t+1],
+    A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b[0..3] = B[2t..2t+1][g], B[2t+8..][g];
+    c[0..3] = C[g][2t..2t+1], C[g+8][2t..]), operands as floats already rounded to the
+    type. sm_80 and later: one ``mma.sync`` (HMMA); elsewhere (and in host builds) the
+    same product from warp shuffles, with f32 accumulation."""
+    ptx, pack = {"f16": ("f16", "__floats2half2_rn"), "bf16": ("bf16", "__floats2bfloat162_rn")}[dtype]
+    return (
+        f"static __device__ __forceinline__ void partita_mma_{dtype}(float* c, const float* a, const float* b) {{\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+        "  unsigned r[6];\n"
+        "  #pragma unroll\n"
+        "  for (int j = 0; j < 6; ++j) {\n"
+        "    const float* p = j < 4 ? a + 2 * j : b + 2 * (j - 4);\n"
+        f"    const auto h = {pack}(p[0], p[1]);  // the lower half holds the lower index\n"
+        "    r[j] = *reinterpret_cast<const unsigned*>(&h);\n"
+        "  }\n"
+        f'  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "\n'
+        '               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"\n'
+        '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+        '               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));\n'
+        "#else\n"
+        "  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
+        "  for (int k = 0; k < 16; ++k) {\n"
+        "    const int src = (k & 7) >> 1, ia = (k & 1) + (k >> 3) * 4, ib = (k & 1) + (k >> 3) * 2;\n"
+        "    // every lane shuffles the same registers: A[g][k], A[g+8][k], B[k][2t], B[k][2t+1]\n"
+        "    const float a0 = __shfl_xor_sync(0xffffffffu, a[ia], (g * 4 + src) ^ lane);\n"
+        "    const float a1 = __shfl_xor_sync(0xffffffffu, a[ia + 2], (g * 4 + src) ^ lane);\n"
+        "    const float b0 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t) * 4 + src) ^ lane);\n"
+        "    const float b1 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t + 1) * 4 + src) ^ lane);\n"
+        "    c[0] += a0 * b0; c[1] += a0 * b1; c[2] += a1 * b0; c[3] += a1 * b1;\n"
+        "  }\n"
+        "#endif\n"
+        "}\n"
+    )
 
 
 _REDUCE_HELPERS = (
@@ -1118,6 +1264,7 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     head = "// Fused kernels generated by Partita (cuda-codegen)\n"
     head += "".join(f"#include <{_HEADERS[t]}>\n" for t in ("f16", "bf16") if t in dtypes)
     head += "".join(_HELPERS[t] for t in ("f16", "bf16") if t in dtypes)
+    head += "".join(_mma_helper(t) for t in MMA_DTYPES if any(f"partita_mma_{t}(" in k.code for k in kernels.values()))
     if any(k.kind == "rowwise" for k in kernels.values()):
         head += _REDUCE_HELPERS
     parts = [head]

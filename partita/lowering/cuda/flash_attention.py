@@ -34,7 +34,7 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
 contiguous. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
 nor nvcc compiles it), the same kernel runs on the host
-(``tests/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
+(``tests/support/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
 exchanging fragments through shared memory between two block barriers, which is exact in
 f32 accumulation order per k-step.
 """

@@ -14,7 +14,9 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   count and length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
-  threads, ``grid = (ceil(N / tile), min(ceil(M / tile), 65535), min(batch, 65535))``;
+  threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
+  4 warps for a 64x64 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
+  min(batch, 65535))``;
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
   over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``.
@@ -28,9 +30,9 @@ from math import prod
 
 from xdsl.dialects.builtin import DictionaryAttr
 
-from partita.lowering.cuda.emitter import FusedKernel
 from partita.dialects import nn
-from partita.lowering.records import dataclass_from, to_attr
+from partita.lowering.cuda.emitter import FusedKernel
+from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
 
@@ -39,7 +41,7 @@ KINDS = ("fused", "rowwise", "gemm", "window")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
-NUMPY_DTYPES = {str(t): str(nn.numpy_dtype(t)) for t in nn.ELEMENT_TYPES}
+NUMPY_DTYPES = {name: dtype.name for name, dtype in nn.NUMPY_DTYPES.items()}
 """NumPy dtype name of each element type, by its MLIR spelling (``i1`` is ``bool``)."""
 
 
@@ -137,7 +139,9 @@ class GemmRecord(FusedRecord):
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
         tiles = (max(1, -(-n // self.tile)), max(1, min(MAX_GRID, -(-m // self.tile))), max(1, min(MAX_GRID, batch)))
-        return tiles, (self.tile, self.tile, 1)
+        # SIMT kernels: a thread per output of the tile; tensor-core ones: ``block`` threads
+        # (4 warps of register tiles)
+        return tiles, ((self.tile, self.tile, 1) if self.block == self.tile * self.tile else (self.block, 1, 1))
 
 
 @dataclass(frozen=True)
@@ -152,3 +156,6 @@ RECORDS: dict[str, type[FusedRecord]] = {
     "fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord, "window": WindowRecord,
 }
 """Record class of each kind."""
+
+
+register_record_kind("fused", FusedRecord.from_attr)

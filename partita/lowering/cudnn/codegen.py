@@ -26,7 +26,7 @@ from partita.dialects import nn
 from partita.dialects.byoc import compiler_functions
 from partita.ir import op_error
 from partita.lowering.library import LibraryCodegen, element_type, static_shape
-from partita.lowering.records import dataclass_from, fields_attr
+from partita.lowering.records import dataclass_from, fields_attr, register_record_kind
 
 KIND = "cudnn"
 IO_TYPES = {"f16": "HALF", "bf16": "BFLOAT16", "f32": "FLOAT"}
@@ -265,3 +265,6 @@ class CudnnCodegen(LibraryCodegen):
 
     def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
         return {f.sym_name.data: cudnn_record(f, module).to_attr() for f in compiler_functions(module, self.compiler)}
+
+
+register_record_kind("cudnn", record_from_attr, library=True)

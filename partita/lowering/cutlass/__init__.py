@@ -22,7 +22,17 @@ from .kernels import (
 )
 
 __all__ = [
-    "CudaSource", "EntryInfo", "ParamDesc", "emit_module",
-    "DTYPES", "EPILOGUES", "OPS", "SUPPORTED_EPILOGUES",
-    "KernelConfig", "KernelSpec", "UnsupportedKernel", "choose_config", "procedural_name",
+    "DTYPES",
+    "EPILOGUES",
+    "OPS",
+    "SUPPORTED_EPILOGUES",
+    "CudaSource",
+    "EntryInfo",
+    "KernelConfig",
+    "KernelSpec",
+    "ParamDesc",
+    "UnsupportedKernel",
+    "choose_config",
+    "emit_module",
+    "procedural_name",
 ]

@@ -16,13 +16,14 @@ Entry ABI (C calling convention, all parameters by value)::
           int* workspace,                      // ONLY when split_k > 1
           int dyn_0, ...)                      // run-time dims, in the order of
                                                //   KernelSpec.dynamic_dims:
-                                               //   dense: M; batch_matmul: batch, M;
-                                               //   conv2d: N
+                                               //   dense: M; batch_matmul: those of
+                                               //   batch, M, N, K; conv2d: N
 
 The split-k workspace holds ``grid_m * grid_n`` ints that must be zero before
 the first launch; the kernel leaves it zeroed again.  Launch geometry (grid,
 block, dynamic shared memory) is computed in Python by :class:`EntryInfo`.
-Static dimensions are compile-time constants of the entry.
+Static dimensions are constants the entry passes to its kernel's runner, which takes every
+GEMM dim as an argument: entries of one configuration share one instantiation.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec
 
-_CTYPE = {"float16": "cutlass::half_t", "float32": "float"}
+_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float"}
 _EPILOGUE = {
     "none": "cutlass::epilogue::thread::LinearCombination",
     "bias": "cutlass::epilogue::thread::LinearCombination",
@@ -133,10 +134,9 @@ class EntryInfo:
 
     def output_shape(self, dims: dict[str, int] | None = None) -> tuple[int, ...]:
         s, d = self.spec, dict(dims or {})
-        if s.op == "dense":
-            return (s.M if s.M is not None else d["M"], s.N)
-        if s.op == "batch_matmul":
-            return (s.batch_count(d), s.M if s.M is not None else d["M"], s.N)
+        if s.op in ("dense", "batch_matmul"):
+            M, N, _ = s.gemm_problem(d)
+            return (M, N) if s.op == "dense" else (s.batch_count(d), M, N)
         n = s.input_shape[0] if s.input_shape[0] is not None else d["N"]
         p, q = s.output_hw
         return (n, p, q, s.filter_shape[0])
@@ -181,14 +181,76 @@ class CudaSource:
 # -- C++ fragments ------------------------------------------------------------
 
 def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
-    return (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
-            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
-            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k > 1,
-            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
+    """What makes two entries' runners differ. Problem shapes are run-time arguments of
+    the runner: one instantiation per configuration, shared across shapes."""
+    key = (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
+           cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
+           cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k,
+           cfg.swizzle, cfg.iterator_algorithm, cfg.math)
+    return key + (spec.layout, spec.broadcast)
+
+
+#: The problem dims a runner takes, in order.
+GEMM_DIMS = {
+    "dense": ("M", "N", "K"),
+    "batch_matmul": ("batch", "M", "N", "K"),
+    "conv2d": ("N", "H", "W", "C", "K", "R", "S", "P", "Q", "pad_h", "pad_w", "stride_h", "stride_w",
+               "dilation_h", "dilation_w"),
+}
+
+
+def _problem_values(spec: KernelSpec) -> dict[str, int | None]:
+    """The static value of every runner dim (``None``: the entry's run-time argument)."""
+    if spec.op != "conv2d":
+        return {"batch": spec.batch, "M": spec.M, "N": spec.N, "K": spec.K}
+    n, h, w, c = spec.input_shape  # type: ignore[misc]
+    k, r, s, _ = spec.filter_shape  # type: ignore[misc]
+    p, q = spec.output_hw
+    return {"N": n, "H": h, "W": w, "C": c, "K": k, "R": r, "S": s, "P": p, "Q": q,
+            "pad_h": spec.padding[0], "pad_w": spec.padding[1], "stride_h": spec.strides[0],
+            "stride_w": spec.strides[1], "dilation_h": spec.dilation[0], "dilation_w": spec.dilation[1]}
+
+
+def gemm_layout(spec: KernelSpec) -> dict[str, tuple[str, ...]]:
+    """Leading dimensions and batch strides of a GEMM's operands, each as the dims whose
+    product it is (``()``: a stride of 0, the operand broadcast). The runner spells them
+    in C++ and :func:`gemm_strides` evaluates them, so both read one definition.
+
+    A is ``[M,K]`` row-major (``lda = K``) or, transposed, ``[K,M]`` column-major
+    (``lda = M``); B is ``[N,K]`` column-major (``ldb = K``) or ``[K,N]`` row-major
+    (``ldb = N``); the output is ``[M,N]`` row-major."""
+    return {
+        "lda": ("M",) if spec.transpose_a else ("K",),
+        "ldb": ("K",) if spec.transpose_b else ("N",),
+        "ldd": ("N",),
+        "stride_a": () if spec.broadcast_a else ("M", "K"),
+        "stride_b": () if spec.broadcast_b else ("N", "K"),
+        "stride_d": ("M", "N"),
+    }
+
+
+def gemm_strides(spec: KernelSpec, dims: dict[str, int] | None = None) -> dict[str, int]:
+    """:func:`gemm_layout` evaluated at the problem's dims (run-time ones from ``dims``)."""
+    M, N, K = spec.gemm_problem(dims)
+    values = {"M": M, "N": N, "K": K}
+    out = {}
+    for name, factors in gemm_layout(spec).items():
+        v = 1
+        for f in factors:
+            v *= values[f]
+        out[name] = v if factors else 0
+    return out
+
+
+def _c_product(factors: tuple[str, ...]) -> str:
+    if not factors:
+        return "(int64_t)0"
+    return " * ".join(["(int64_t)" + factors[0], *factors[1:]])
 
 
 def _shape(t) -> str:
-    return "cutlass::gemm::GemmShape<%d, %d, %d>" % tuple(t)
+    m, n, k = t
+    return f"cutlass::gemm::GemmShape<{m}, {n}, {k}>"
 
 
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
@@ -214,10 +276,12 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"    cutlass::conv::IteratorAlgorithm::{algo}, cutlass::conv::StrideSupport::kStrided,\n"
             f"    {cfg.alignment_a}, {cfg.alignment_b}>::Kernel;\n")
     split = "true" if cfg.split_k > 1 else "false"
+    layout_a = "cutlass::layout::ColumnMajor" if spec.transpose_a else "cutlass::layout::RowMajor"
+    layout_b = "cutlass::layout::ColumnMajor" if spec.transpose_b else "cutlass::layout::RowMajor"
     base = (
         f"typename cutlass::gemm::kernel::DefaultGemm<\n"
-        f"    {T}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
-        f"    {T}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    {T}, {layout_a}, {cfg.alignment_a},\n"
+        f"    {T}, {layout_b}, {cfg.alignment_b},\n"
         f"    {T}, cutlass::layout::RowMajor, float, {opclass}, {arch},\n"
         f"{common}"
         f"    {epi},\n    {swz}, {cfg.stages}, {split}, {mma}>::GemmKernel")
@@ -228,10 +292,6 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"using {alias} = cutlass::gemm::kernel::GemmBatched<\n"
         f"    typename {alias}_base::Mma, typename {alias}_base::Epilogue,\n"
         f"    cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle>;\n")
-
-
-def _dim(spec_value, name: str) -> str:
-    return name if spec_value is None else str(int(spec_value))
 
 
 def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
@@ -253,10 +313,21 @@ def _runner_name(alias: str) -> str:
     return f"{alias}_run"
 
 
+def _runner_params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
+    """The runner's parameters: the entry's pointers, then every problem dim (static or
+    not), so one runner serves every shape of its configuration."""
+    pointers = tuple(p for p in _params(spec, cfg) if p.kind == "ptr")
+    return pointers + tuple(ParamDesc(d, "int", 4, "dim") for d in GEMM_DIMS[spec.op])
+
+
 def _entry(info: EntryInfo) -> str:
     """The partition's ``extern "C"`` entry: a thin wrapper around its kernel's runner,
-    so partitions with the same kernel share one compiled body."""
-    args = ", ".join(p.name for p in info.params)
+    so partitions with the same kernel share one compiled body; static dims are passed
+    as constants."""
+    spec = info.spec
+    static = _problem_values(spec)
+    args = ", ".join(p.name if p.kind == "ptr" or static[p.name] is None else str(int(static[p.name]))  # type: ignore[arg-type]
+                     for p in _runner_params(spec, info.config))
     return (
         f'extern "C" __global__ void __launch_bounds__({info.config.threads})\n'
         f"{info.name}({_signature(info.spec, info.params)}) {{\n"
@@ -271,57 +342,51 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     params on the device and runs the kernel (NVRTC compiles its body once)."""
     Kt = alias
     T = _CTYPE[spec.dtype]
-    params = _params(spec, cfg)
+    params = _runner_params(spec, cfg)
     beta = "1.0f" if spec.has_bias else "0.0f"
     src = "bias" if spec.has_bias else "out"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
     if spec.op in ("dense", "batch_matmul"):
-        M, N, K = _dim(spec.M, "M"), int(spec.N), int(spec.K)  # type: ignore[arg-type]
+        layout = {k: _c_product(v) for k, v in gemm_layout(spec).items()}
         lines += [
-            f"  cutlass::gemm::GemmCoord problem({M}, {N}, {K});",
+            "  cutlass::gemm::GemmCoord problem(M, N, K);",
             f"  {T}* A = const_cast<{T}*>({params[0].name});",
             f"  {T}* B = const_cast<{T}*>({params[1].name});",
             f"  {T}* C = const_cast<{T}*>({src});",
             f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
         ]
-        ldc = "0" if spec.has_bias else str(N)
+        # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0)
+        ldc = "0" if spec.has_bias else "N"
         if spec.op == "dense":
             ws = "workspace" if cfg.split_k > 1 else "nullptr"
             lines += [
                 f"  cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle()"
                 f".get_tiled_shape(problem, {{{tb[0]}, {tb[1]}, {tb[2]}}}, {cfg.split_k});",
-                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, {{B, {K}}}, "
-                f"{{C, {ldc}}}, {{out, {N}}}, epi, {ws});",
+                f"  typename Kernel::Params params(problem, tiled, {{A, K}}, {{B, K}}, "
+                f"{{C, {ldc}}}, {{out, N}}, epi, {ws});",
             ]
         else:
-            batch = _dim(spec.batch, "batch")
-            strc = "0" if spec.has_bias else f"(int64_t){M} * {N}"
+            strc = "(int64_t)0" if spec.has_bias else layout["stride_d"]
             lines += [
-                f"  cutlass::gemm::GemmCoord tiled(({M} + {tb[0] - 1}) / {tb[0]}, "
-                f"{_ceil_div(N, tb[1])}, gridDim.z);",
-                f"  typename Kernel::Params params(problem, tiled, {{A, {K}}}, (int64_t){M} * {K}, "
-                f"{{B, {K}}}, (int64_t){N} * {K}, {{C, {ldc}}}, {strc}, {{out, {N}}}, "
-                f"(int64_t){M} * {N}, epi, {batch});",
+                f"  cutlass::gemm::GemmCoord tiled((M + {tb[0] - 1}) / {tb[0]}, "
+                f"(N + {tb[1] - 1}) / {tb[1]}, gridDim.z);",
+                f"  typename Kernel::Params params(problem, tiled, {{A, {layout['lda']}}}, {layout['stride_a']}, "
+                f"{{B, {layout['ldb']}}}, {layout['stride_b']}, {{C, {ldc}}}, {strc}, {{out, N}}, "
+                f"{layout['stride_d']}, epi, batch);",
             ]
     else:
-        n, h, w, c = spec.input_shape  # type: ignore[misc]
-        k, r, s, _ = spec.filter_shape  # type: ignore[misc]
-        p, q = spec.output_hw
-        top, left, _, _ = spec.padding
-        N = _dim(n, "N")
         bias_layout = ("cutlass::layout::TensorNHWC(cutlass::layout::TensorNHWC::Stride(0))"
-                       if spec.has_bias else f"cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})")
+                       if spec.has_bias else "cutlass::layout::TensorNHWC::packed({N, P, Q, K})")
         lines += [
-            f"  cutlass::conv::Conv2dProblemSize problem({N}, {h}, {w}, {c}, {k}, {r}, {s}, {p}, {q},",
-            f"      {top}, {left}, {spec.strides[0]}, {spec.strides[1]}, {spec.dilation[0]}, "
-            f"{spec.dilation[1]}, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
+            "  cutlass::conv::Conv2dProblemSize problem(N, H, W, C, K, R, S, P, Q, pad_h, pad_w, stride_h, stride_w,",
+            "      dilation_h, dilation_w, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
             "  typename Kernel::Arguments args(problem,",
-            f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{{N}, {h}, {w}, {c}}})}},",
-            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{{k}, {r}, {s}, {c}}})}},",
+            f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{N, H, W, C}})}},",
+            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{K, R, S, C}})}},",
             f"      {{const_cast<{T}*>({src}), {bias_layout}}},",
-            f"      {{out, cutlass::layout::TensorNHWC::packed({{{N}, {p}, {q}, {k}}})}},",
+            "      {out, cutlass::layout::TensorNHWC::packed({N, P, Q, K})},",
             f"      typename Kernel::EpilogueOutputOp::Params(1.0f, {beta}));",
             "  typename Kernel::Params params(args, nullptr);",
         ]

@@ -15,6 +15,8 @@ SIMT fallback); such kernels run unchanged on sm_80 .. sm_90.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cutlass_library.conv2d_operation import Conv2dOperation
@@ -35,7 +37,9 @@ from cutlass_library.library import (
 )
 
 OPS = ("dense", "batch_matmul", "conv2d")
-DTYPES = ("float16", "float32")
+DTYPES = ("float16", "bfloat16", "float32")
+#: 16-bit float types: tensor cores with mma 16x8x16 and f32 accumulation
+HALF_DTYPES = ("float16", "bfloat16")
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 #: epilogues each op supports
 SUPPORTED_EPILOGUES = {
@@ -44,8 +48,8 @@ SUPPORTED_EPILOGUES = {
     "conv2d": ("none", "bias", "bias_relu"),
 }
 #: size in bytes of one element
-DTYPE_BYTES = {"float16": 2, "float32": 4}
-_CUTLASS_DTYPE = {"float16": DataType.f16, "float32": DataType.f32}
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32}
 
 
 class UnsupportedKernel(ValueError):
@@ -67,8 +71,11 @@ class KernelSpec:
 
     * ``dense``: ``out[M,N] = x[M,K] @ w[N,K]^T (+ bias[N])``; A row-major, B
       column-major (CUTLASS "tn"), output row-major.  ``M`` may be ``None``.
-    * ``batch_matmul``: ``out[b,M,N] = a[b,M,K] @ b[b,N,K]^T (+ bias[N])``;
-      ``batch`` and ``M`` may be ``None``.
+    * ``batch_matmul``: ``out[b,M,N] = op(a[b]) @ op(b[b]) (+ bias[N])`` where A is
+      ``[M,K]`` row-major, or ``[K,M]`` with ``transpose_a``, and B is ``[N,K]`` with
+      ``transpose_b`` (the default), or ``[K,N]`` without; ``broadcast_a`` /
+      ``broadcast_b`` make that operand one matrix shared by every batch (batch stride
+      0). Any of ``batch``, ``M``, ``N``, ``K`` may be ``None`` (a run-time argument).
     * ``conv2d``: NHWC input ``[N,H,W,C]``, OHWI filter ``[K,R,S,C]``, output
       NHWC ``[N,P,Q,K]`` (+ bias[K]); ``N`` may be ``None``.  ``padding`` is
       ``(top, left, bottom, right)``.
@@ -90,23 +97,51 @@ class KernelSpec:
     strides: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
+    #: batch_matmul only: CUTLASS's layout letters (A then B; ``t`` row-major, ``n``
+    #: column-major: ``tn`` is a[M,K] times b[N,K]) and the operand broadcast over the
+    #: batch ("", "a" or "b"); strings, as kernel records hold no booleans
+    layout: str = "tn"
+    broadcast: str = ""
 
     # -- constructors ------------------------------------------------------
     @classmethod
     def dense(cls, M: int | None, N: int, K: int, dtype: str = "float16",
-              epilogue: str = "none") -> "KernelSpec":
+              epilogue: str = "none") -> KernelSpec:
         return cls(op="dense", dtype=dtype, epilogue=epilogue, M=M, N=N, K=K)
 
     @classmethod
-    def batch_matmul(cls, batch: int | None, M: int | None, N: int, K: int,
-                     dtype: str = "float16", epilogue: str = "none") -> "KernelSpec":
-        return cls(op="batch_matmul", dtype=dtype, epilogue=epilogue, batch=batch,
-                   M=M, N=N, K=K)
+    def batch_matmul(cls, batch: int | None, M: int | None, N: int | None, K: int | None,
+                     dtype: str = "float16", epilogue: str = "none", *,
+                     transpose_a: bool = False, transpose_b: bool = True,
+                     broadcast_a: bool = False, broadcast_b: bool = False) -> KernelSpec:
+        if broadcast_a and broadcast_b:
+            raise UnsupportedKernel("batch_matmul: at most one operand is broadcast over the batch")
+        return cls(op="batch_matmul", dtype=dtype, epilogue=epilogue, batch=batch, M=M, N=N, K=K,
+                   layout=("n" if transpose_a else "t") + ("n" if transpose_b else "t"),
+                   broadcast="a" if broadcast_a else "b" if broadcast_b else "")
+
+    @property
+    def transpose_a(self) -> bool:
+        """A is stored ``[K, M]`` (column-major)."""
+        return self.layout[0] == "n"
+
+    @property
+    def transpose_b(self) -> bool:
+        """B is stored ``[N, K]`` (column-major), as ``nn.dense`` weights are."""
+        return self.layout[1] == "n"
+
+    @property
+    def broadcast_a(self) -> bool:
+        return self.broadcast == "a"
+
+    @property
+    def broadcast_b(self) -> bool:
+        return self.broadcast == "b"
 
     @classmethod
     def conv2d(cls, input_shape, filter_shape, strides=(1, 1), padding=(0, 0),
                dilation=(1, 1), dtype: str = "float16",
-               epilogue: str = "none") -> "KernelSpec":
+               epilogue: str = "none") -> KernelSpec:
         pad = tuple(int(p) for p in ((padding,) if isinstance(padding, int) else padding))
         if len(pad) == 1:
             pad = pad * 4
@@ -139,9 +174,11 @@ class KernelSpec:
                 raise UnsupportedKernel("conv2d output is empty")
             if self.padding[0] < 0 or self.padding[1] < 0:
                 raise UnsupportedKernel("negative padding")
-        else:
+        elif self.op == "dense":
             if self.N is None or self.K is None:
                 raise UnsupportedKernel(f"{self.op}: N and K must be static")
+        elif self.layout not in ("tn", "tt", "nn", "nt") or self.broadcast not in ("", "a", "b"):
+            raise UnsupportedKernel(f"batch_matmul: bad layout {self.layout!r} / broadcast {self.broadcast!r}")
 
     @property
     def output_hw(self) -> tuple[int, int]:
@@ -160,7 +197,8 @@ class KernelSpec:
         if self.op == "dense":
             return ("M",) if self.M is None else ()
         if self.op == "batch_matmul":
-            return tuple(n for n, v in (("batch", self.batch), ("M", self.M)) if v is None)
+            return tuple(n for n, v in (("batch", self.batch), ("M", self.M), ("N", self.N), ("K", self.K))
+                         if v is None)
         return ("N",) if self.input_shape[0] is None else ()  # type: ignore[index]
 
     @property
@@ -181,13 +219,108 @@ class KernelSpec:
             k, r, s, c = self.filter_shape  # type: ignore[misc]
             p, q = self.output_hw
             return n * p * q, k, r * s * c
-        m = self.M if self.M is not None else d["M"]
-        return m, self.N, self.K  # type: ignore[return-value]
+        def dim(name: str) -> int:
+            value = getattr(self, name)
+            return value if value is not None else d[name]
+        return dim("M"), dim("N"), dim("K")
+
+    @property
+    def contiguous_extents(self) -> tuple[int | None, int | None, int | None]:
+        """The contiguous (innermost) extent of A, B and the output of a GEMM: what
+        bounds each operand's vector alignment (``None``: known only at run time)."""
+        if self.op == "conv2d":
+            c, k = self.filter_shape[3], self.filter_shape[0]  # type: ignore[index]
+            return c, c, k
+        a = self.M if self.transpose_a else self.K
+        b = self.K if self.transpose_b else self.N
+        return a, b, self.N
+
+    @property
+    def layout_name(self) -> str:
+        """CUTLASS's layout letters: A row-major is ``t``, B column-major is ``n``."""
+        return self.layout
 
     def batch_count(self, dims: dict[str, int] | None = None) -> int:
         if self.op != "batch_matmul":
             return 1
         return self.batch if self.batch is not None else dict(dims or {})["batch"]
+
+
+def _dim_or_none(d: int) -> int | None:
+    return None if d < 0 else d
+
+
+def _prod_or_none(dims: Sequence[int]) -> int | None:
+    return None if any(d < 0 for d in dims) else math.prod(dims)
+
+
+def batched_gemm(a: Sequence[int], b: Sequence[int], transpose_a: bool, transpose_b: bool
+                 ) -> dict[str, object] | str:
+    """The batched-GEMM reading of ``op(a) @ op(b)`` with NumPy batch broadcasting (shapes
+    with -1 for run-time dims): ``batch``, ``M``, ``N``, ``K`` (``None`` if dynamic) and
+    which operand is broadcast over the batch; or why CUTLASS cannot take it. A plain
+    ``a[..., M, K]`` times a matrix folds the batch into M (one GEMM)."""
+    if len(a) < 2 or len(b) < 2:
+        return "CUTLASS GEMMs need operands of rank >= 2"
+    bat_a, bat_b = tuple(a[:-2]), tuple(b[:-2])
+    M = _dim_or_none(a[-1] if transpose_a else a[-2])
+    K = _dim_or_none(a[-2] if transpose_a else a[-1])
+    N = _dim_or_none(b[-2] if transpose_b else b[-1])
+    dims: dict[str, object] = {"M": M, "N": N, "K": K, "broadcast_a": False, "broadcast_b": False}
+    ones_a, ones_b = all(d == 1 for d in bat_a), all(d == 1 for d in bat_b)
+    if ones_b and not transpose_a and len(a) >= len(b):
+        dims.update(batch=1, M=_prod_or_none(a[:-1]))   # one GEMM over every row of a
+    elif ones_b:
+        dims.update(batch=_prod_or_none(bat_a), broadcast_b=len(bat_a) > 0)
+    elif ones_a and len(b) >= len(a):
+        dims.update(batch=_prod_or_none(bat_b), broadcast_a=True)
+    elif len(bat_a) == len(bat_b) and all(x == y or (x < 0 and y != 1) or (y < 0 and x != 1)
+                                          for x, y in zip(bat_a, bat_b)):
+        # equal batch dims (a run-time one is checked against the other side at every call)
+        dims.update(batch=_prod_or_none([max(x, y) if min(x, y) >= 0 or max(x, y) > 1 else -1
+                                         for x, y in zip(bat_a, bat_b)]))
+    else:
+        return f"CUTLASS batched GEMMs broadcast a whole operand, not batch dims {list(bat_a)} against {list(bat_b)}"
+    if dims["broadcast_a"] and dims["batch"] == 1:
+        dims["broadcast_a"] = False
+    if dims["broadcast_b"] and dims["batch"] == 1:
+        dims["broadcast_b"] = False
+    return dims
+
+
+def problem_dims(spec: KernelSpec, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Every GEMM problem dim (``batch``, ``M``, ``N``, ``K``) read off the operand shapes
+    by entry role (``x``/``w`` of a dense, ``a``/``b`` of a batch_matmul, which may have
+    any number of batch dims, a static ``batch`` of 1 folding them into M); an
+    :class:`UnsupportedKernel` when they contradict the spec's static dims."""
+    if spec.op == "dense":
+        x, w = shapes["x"], shapes.get("w")  # a dense's N and K are static: x alone will do
+        dims = {"M": math.prod(x[:-1]), "N": spec.N if w is None else w[0], "K": x[-1]}
+    elif spec.op == "batch_matmul":
+        a, b = shapes["a"], shapes["b"]
+        if len(a) < 2 or len(b) < 2:
+            raise UnsupportedKernel("batch_matmul operands need rank >= 2")
+        folded = spec.batch == 1 and not spec.transpose_a
+        dims = {
+            "batch": math.prod((b if spec.broadcast_a else a)[:-2]),
+            "M": math.prod(a[:-1]) if folded else a[-1] if spec.transpose_a else a[-2],
+            "K": a[-2] if spec.transpose_a else a[-1],
+            "N": b[-2] if spec.transpose_b else b[-1],
+        }
+        k_b = b[-1] if spec.transpose_b else b[-2]
+        if k_b != dims["K"]:
+            raise UnsupportedKernel(f"A reduces over {dims['K']} elements, B over {k_b}")
+        if folded:
+            dims["batch"] = 1
+        elif not (spec.broadcast_a or spec.broadcast_b) and math.prod(b[:-2]) != dims["batch"]:
+            raise UnsupportedKernel(f"A has {dims['batch']} batches, B {math.prod(b[:-2])}")
+    else:
+        raise UnsupportedKernel(f"{spec.op} is not a GEMM")
+    for name, value in dims.items():
+        static = getattr(spec, name)
+        if static is not None and static != value:
+            raise UnsupportedKernel(f"the kernel is compiled for {name} = {static}, the operands give {value}")
+    return dims
 
 
 @dataclass(frozen=True)
@@ -224,7 +357,7 @@ class KernelConfig:
 # -- configuration choice ----------------------------------------------------
 
 def _largest_alignment(dtype: str, *extents: int) -> int:
-    cands = (8, 4, 2, 1) if dtype == "float16" else (4, 2, 1)
+    cands = (8, 4, 2, 1) if dtype in HALF_DTYPES else (4, 2, 1)
     for a in cands:
         if all(e % a == 0 for e in extents):
             return a
@@ -260,18 +393,21 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
 
     ``f32_math`` says how f32 problems multiply (the ``cutlass`` target's ``use_tf32`` /
     ``use_3xtf32``): ``tf32`` and ``3xtf32`` use tensor cores (mma 16x8x8, f32
-    accumulation; 3xTF32 is ``OpMultiplyAddFastF32``) when sm >= 80 and the A/B
-    alignment is 4, ``ffma`` the exact SIMT kernels. ``split_k_slices`` above 1 fixes
+    accumulation; 3xTF32 is ``OpMultiplyAddFastF32``) when sm >= 80 (GEMMs at any
+    alignment, convolutions at alignment 4), ``ffma`` the exact SIMT kernels. ``split_k_slices`` above 1 fixes
     the serial split-k of static dense problems (the target's option).
 
-    * alignment: the largest of 8/4/2/1 (f16) or 4/2/1 (f32) elements dividing
-      the contiguous extents (K for A and B of a GEMM, C for the conv operands,
-      N (GEMM) or K (conv) for the output and bias);
-    * f16 on sm >= 80 with A/B alignment >= 2: tensor cores, mma 16x8x16, f32
-      accumulation, multistage (cp.async) main loop;
+    * alignment, per operand: the largest of 8/4/2/1 (f16, bf16) or 4/2/1 (f32) elements
+      dividing its contiguous extent (``KernelSpec.contiguous_extents``: K or M for A,
+      K or N for B, N for the output of a GEMM; C for the conv operands and K for its
+      output), 1 for an extent known only at run time;
+    * f16 / bf16 on sm >= 80 with A/B alignment >= 2: tensor cores, mma 16x8x16, f32
+      accumulation, multistage (cp.async) main loop (bf16 has no SIMT kernel: refused);
     * f32 on sm >= 80 with ``f32_math`` tf32/3xtf32 and A/B alignment 4: tensor cores as
       above, K tile 16; otherwise exact SIMT FFMA, multistage main loop, alignment 1;
-    * anything else (sm < 80, or f16 with odd K / C): SIMT, 2-stage ``Sm50``
+    * f16 / bf16 GEMMs on sm >= 80 with an A or B alignment of 1 (odd or run-time
+      contiguous extent): tensor cores with the 2-stage register-staged pipeline;
+    * anything else (sm < 80, or f16 convolutions with odd C): SIMT, 2-stage ``Sm50``
       pipeline, alignment 1;
     * tile: 128x128 for big problems, 128x64 for medium or run-time M, 64x64
       for small ones or for f16 alignment < 8;
@@ -283,21 +419,20 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     if f32_math not in F32_MATH:
         raise UnsupportedKernel(f"unknown f32 math '{f32_math}' (one of {', '.join(F32_MATH)})")
     dt = spec.dtype
-    if spec.op == "conv2d":
-        k_out, _, _, c_in = spec.filter_shape  # type: ignore[misc]
-        align_ab = _largest_alignment(dt, c_in)
-        align_c = _largest_alignment(dt, k_out)
-    else:
-        align_ab = _largest_alignment(dt, spec.K)  # type: ignore[arg-type]
-        align_c = _largest_alignment(dt, spec.N)  # type: ignore[arg-type]
+    ext_a, ext_b, ext_c = spec.contiguous_extents
+    # an extent known only at run time guarantees nothing: one element per access
+    align_a = 1 if ext_a is None else _largest_alignment(dt, ext_a)
+    align_b = 1 if ext_b is None else _largest_alignment(dt, ext_b)
+    align_c = 1 if ext_c is None else _largest_alignment(dt, ext_c)
+    align_ab = min(align_a, align_b)
 
     dyn = bool(spec.dynamic_dims)
-    M, N, K = spec.gemm_problem({d: 0 for d in ("M", "N", "batch")}) if not dyn else (None, None, None)
+    M, N, _ = spec.gemm_problem({d: 0 for d in ("M", "N", "batch")}) if not dyn else (None, None, None)
     if dyn:
         N = spec.N if spec.op != "conv2d" else spec.filter_shape[0]  # type: ignore[index]
 
     def size_class() -> str:
-        if M is None:
+        if M is None or N is None:
             return "medium"
         if M >= 128 and N >= 128 and M * N >= 128 * 128 * 16:
             return "big"
@@ -307,14 +442,20 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
 
     cls = size_class()
     math_kind = "hfma" if dt == "float16" else "ffma"
-    if dt == "float32" and f32_math != "ffma" and sm >= 80 and align_ab == 4:
+    # TF32 takes any alignment: cp.async moves 4, 8 or 16 bytes, so even one f32 works.
+    tf32_ok = align_ab == 4 or spec.op != "conv2d"
+    if dt == "float32" and f32_math != "ffma" and sm >= 80 and tf32_ok:
         opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 8), f32_math
         tb = {"big": (128, 128, 16), "medium": (128, 64, 16), "small": (64, 64, 16)}[cls]
+        if f32_math == "3xtf32" and cls == "big":
+            # 3xTF32 holds big and small parts of every fragment: a 64x64 warp tile needs
+            # 255 registers and spills (227 STL); 64x32 (CUTLASS's own 3xTF32 example) fits
+            tb = (128, 64, 16)
         warps = (2, 2, 1)
         stages = 3
         align_c = min(align_c, 4)
-    elif dt == "float16" and sm >= 80 and align_ab >= 2:
-        opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 16), "f16"
+    elif dt in HALF_DTYPES and sm >= 80 and align_ab >= 2:
+        opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 16), "f16" if dt == "float16" else "bf16"
         if align_ab < 8:
             cls = "small"
         tb = {"big": (128, 128, 32), "medium": (128, 64, 32), "small": (64, 64, 32)}[cls]
@@ -324,6 +465,13 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
             # operand alignments must divide the per-thread access; keep the
             # output access no wider than the operand one for simplicity
             align_c = min(align_c, 8)
+    elif dt in HALF_DTYPES and sm >= 80 and spec.op != "conv2d":
+        # an odd or run-time contiguous extent: cp.async cannot move one 2-byte element,
+        # so the 2-stage pipeline loads through registers (LDG) into the same HMMA path
+        opclass, arch_tag, inst, math_kind = "tensorop", 80, (16, 8, 16), "f16" if dt == "float16" else "bf16"
+        tb, warps, stages = (64, 64, 32), (2, 2, 1), 2
+    elif dt == "bfloat16":
+        raise UnsupportedKernel("bf16 CUTLASS convolutions need sm >= 80 and an even channel count")
     elif sm >= 80:
         opclass, arch_tag, inst = "simt", 80, (1, 1, 1)
         tb = {"big": (128, 128, 8), "medium": (128, 64, 8), "small": (64, 64, 8)}[cls]
@@ -345,7 +493,8 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     cfg = KernelConfig(
         opcode_class=opclass, arch_tag=arch_tag, instruction_shape=inst,
         threadblock=tb, warp_count=warps, stages=stages,
-        alignment_a=align_ab, alignment_b=align_ab, alignment_c=align_c,
+        alignment_a=align_a if opclass == "tensorop" else align_ab,
+        alignment_b=align_b if opclass == "tensorop" else align_ab, alignment_c=align_c,
         split_k=split, swizzle=4 if spec.op == "conv2d" else 8,
         iterator_algorithm="optimized" if spec.op == "conv2d" else "",
         math=math_kind,
@@ -375,8 +524,10 @@ def _operation(spec: KernelSpec, cfg: KernelConfig):
                 "analytic": IteratorAlgorithm.Analytic}[cfg.iterator_algorithm]
         return Conv2dOperation(ConvKind.Fprop, algo, cfg.arch_tag, td, A, B, C, DataType.f32,
                                StrideSupport.Strided, EpilogueFunctor.LinearCombination)
-    A = TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_a)
-    B = TensorDescription(elt, LayoutType.ColumnMajor, cfg.alignment_b)
+    A = TensorDescription(elt, LayoutType.ColumnMajor if spec.transpose_a else LayoutType.RowMajor,
+                          cfg.alignment_a)
+    B = TensorDescription(elt, LayoutType.ColumnMajor if spec.transpose_b else LayoutType.RowMajor,
+                          cfg.alignment_b)
     C = TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_c)
     # 2.x naming is produced for arch < 90; the tag we tune for is Sm80/Sm50.
     return GemmOperation(GemmKind.Gemm, cfg.arch_tag, td, A, B, C, DataType.f32)
@@ -389,6 +540,8 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
     batching and split-k are appended because they change the kernel type.
     """
     name = _operation(spec, cfg).procedural_name()
+    if spec.op != "conv2d":  # the library spells the widest alignment; say A's, then B's if other
+        name = re.sub(r"_align\d+$", f"_align{cfg.alignment_a}", name)
     if spec.op == "batch_matmul":
         name = name.replace("gemm_", "gemm_batched_", 1)
     if spec.epilogue != "none":
@@ -397,4 +550,6 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
         name += "_splitk"
     if cfg.math == "3xtf32":
         name += "_3xtf32"
+    if cfg.alignment_b != cfg.alignment_a:
+        name += f"_b{cfg.alignment_b}"  # the library's name spells A's alignment only
     return name

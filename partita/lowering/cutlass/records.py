@@ -15,7 +15,7 @@ from xdsl.ir import Attribute
 
 from partita.lowering.cutlass.emitter import EntryInfo, emit_module
 from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec
-from partita.lowering.records import dataclass_from, fields_attr, from_attr, to_attr
+from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 
 def entry_record(entry: EntryInfo, inputs: Sequence[str], smem_bytes: int | None = None) -> DictionaryAttr:
@@ -39,7 +39,11 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
     """Rebuilds the emitter's ``EntryInfo`` and the argument roles from a record."""
     data = record.data
     name = from_attr(data["entry"])
-    spec = dataclass_from(KernelSpec, data["spec"])
+    spec_record = data["spec"]
+    if isinstance(spec_record, DictionaryAttr) and "layout" not in spec_record.data:
+        # records written before GEMM layouts were recorded: the one layout there was
+        spec_record = DictionaryAttr({**spec_record.data, "layout": StringAttr("tn"), "broadcast": StringAttr("")})
+    spec = dataclass_from(KernelSpec, spec_record)
     config = dataclass_from(KernelConfig, data["config"])
     # Read back from untrusted text: every tile, warp and stage count is a positive size
     # (the launch geometry divides by them), and the block the record states is the one
@@ -64,3 +68,6 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
             or len(set(roles)) != len(roles):
         raise ValueError(f"'inputs' = {roles} are not distinct input parameters of the kernel ({sorted(names)})")
     return entry, roles
+
+
+register_record_kind("cutlass", entry_from_record)

@@ -28,7 +28,7 @@ from partita.lowering.library import (
     element_type,
     static_shape,
 )
-from partita.lowering.records import from_attr, to_attr
+from partita.lowering.records import from_attr, register_record_kind, to_attr
 from partita.lowering.tensorrt.export import export_function
 from partita.target import Target
 
@@ -123,3 +123,6 @@ class TensorRTCodegen(LibraryCodegen):
 
     def records(self, module: ModuleOp) -> dict[str, DictionaryAttr]:
         return {f.sym_name.data: tensorrt_record(f, module) for f in compiler_functions(module, self.compiler)}
+
+
+register_record_kind("tensorrt", decode_record, library=True)

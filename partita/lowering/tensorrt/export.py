@@ -5,8 +5,9 @@ ONNX instead keeps the export checkable without a GPU (onnxruntime or ONNX's ref
 evaluator run the very bytes TensorRT will parse) and lets TensorRT's parser own the
 op-to-layer mapping. Opset 20 (``Gelu``, ``LayerNormalization``).
 
-:data:`CONVERTERS` is also the list of ops the ``tensorrt`` backend accepts;
-:func:`unsupported_reason` is its predicate (located errors reuse the same words).
+:data:`CONVERTERS` has one converter per op the ``tensorrt`` backend accepts
+(``partita.backends.tensorrt.TENSORRT_OPS``, whose ``unsupported_reason`` the export's
+located errors reuse).
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from partita.backends.tensorrt import unsupported_reason
 from partita.dialects import nn
 from partita.ir import op_error
-from partita.lowering.library import DTYPES
 
 OPSET = 20
-EXPORT_DTYPES = ("f16", "bf16", "f32", "i32", "i64", "i8", "i1")
 
 
 def _onnx() -> Any:
@@ -68,12 +68,7 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _np_dtype(value: SSAValue) -> np.dtype:
     assert isinstance(value.type, TensorType)
-    name = DTYPES[str(value.type.element_type)]
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return nn.numpy_dtype(value.type.element_type)
 
 
 def _nchw(g: _Graph, x: str, layout: str) -> str:
@@ -185,26 +180,6 @@ CONVERTERS: dict[str, Callable[..., str]] = {
     "nn.transpose": _simple("Transpose", perm=lambda op: list(op.perm)),
     "nn.concatenate": _simple("Concat", axis=lambda op: op.axis),
 }
-
-
-def unsupported_reason(op: Operation) -> str | None:
-    """Why ``op`` cannot go into a TensorRT sub-model, or ``None``."""
-    if op.name == "nn.constant":
-        return None
-    if op.name not in CONVERTERS:
-        return "has no TensorRT (ONNX) conversion"
-    for value in (*op.operands, *op.results):
-        if not isinstance(value.type, TensorType) or str(value.type.element_type) not in EXPORT_DTYPES:
-            return f"has an operand type TensorRT does not take ({value.type})"
-    if isinstance(op, nn.BatchNormOp) and op.axis % len(_shape(op.operands[0])) != 1:
-        return "is a batch norm over an axis other than 1"
-    if isinstance(op, nn.ReshapeOp) and sum(d < 0 for d in _shape(op.results[0])) > 1:
-        return "reshapes to more than one dynamic dimension"
-    if isinstance(op, nn.Conv2DOp | nn.Pool2DOp | nn.GlobalAvgPool2DOp):
-        layout = op.data_layout if isinstance(op, nn.Conv2DOp) else op.layout
-        if layout not in ("NCHW", "NHWC"):
-            return f"has layout {layout}"
-    return None
 
 
 def _value_info(name: str, value: SSAValue, dynamic: str) -> Any:

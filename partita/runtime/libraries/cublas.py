@@ -7,7 +7,7 @@ the bias pointer and calls ``cublasLtMatmul`` on the runtime's stream with the r
 workspace. Without a device the reference body runs instead (``emulate`` returns None).
 
 The binding is used through the names of its functions and enums only, so a recording
-stand-in (``tests/recording_libs.py``) with the same names checks every descriptor.
+stand-in (``tests/support/recording_libs.py``) with the same names checks every descriptor.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ dims and strides, ``conv_fprop`` + ``bias`` + ``relu`` or ``sdpa``), builds it w
 heuristics A then FALLBACK, and keeps the plan and its workspace size; ``launch`` binds
 the device pointers and executes on the runtime's stream with the runtime's workspace.
 Without a device the reference body runs (``emulate`` returns None). Only names of the
-``cudnn`` module are used, so ``tests/recording_libs.py`` stands in for it.
+``cudnn`` module are used, so ``tests/support/recording_libs.py`` stands in for it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import byoc
-from partita.lowering.cudnn.codegen import ConvRecord, SdpaRecord, describe, packed_strides, record_from_attr
 from partita.ir import PartitaError
+from partita.lowering.cudnn.codegen import ConvRecord, SdpaRecord, describe, packed_strides, record_from_attr
 from partita.runtime.libraries import LibraryHandle, require
 
 

@@ -14,7 +14,6 @@ itself against the partition's reference semantics.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from collections.abc import Sequence
@@ -27,8 +26,8 @@ from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import byoc
 from partita.ir import PartitaError
-from partita.runtime.libraries import LibraryHandle, require
 from partita.lowering.tensorrt.codegen import decode_record
+from partita.runtime.libraries import LibraryHandle, require
 
 
 def engine_cache_dir() -> Path:

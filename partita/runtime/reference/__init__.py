@@ -2,14 +2,13 @@
 
 ``run(module, *args)`` evaluates the entry ``func.func``. Implementations come from the
 xDSL interpreter framework: ``func`` and ``arith`` from xDSL, ``nn`` and ``tensor.dim`` from
-``partita.runtime.reference.nn``, plus every class in ``EXTRA_IMPLS`` (``byoc_impls`` adds itself there on
-import, with the ``extra_impls`` decorator).
+``partita.runtime.reference.nn``, the ``byoc`` ops from ``byoc_impls``, plus any classes the
+caller passes (``ReferenceExecutor(module, impls=...)``).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,39 +20,18 @@ from xdsl.interpreters.func import FuncFunctions
 
 from partita.dialects.nn import numpy_dtype
 from partita.ir.abi import argument_names
+from partita.runtime.reference.byoc_impls import ByocFunctions
 from partita.runtime.reference.nn import NN_FUNCTIONS
-
-EXTRA_IMPLS: list[type[InterpreterFunctions]] = []
-"""Additional ``InterpreterFunctions`` classes registered by every ReferenceExecutor."""
-
-_OPTIONAL_IMPL_MODULES = ("partita.runtime.reference.byoc_impls",)
-
-
-def extra_impls(cls: type[InterpreterFunctions]) -> type[InterpreterFunctions]:
-    """Class decorator adding ``cls`` to ``EXTRA_IMPLS`` (once)."""
-    if cls not in EXTRA_IMPLS:
-        EXTRA_IMPLS.append(cls)
-    return cls
-
-
-def _load_optional_impls() -> None:
-    for name in _OPTIONAL_IMPL_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
 
 
 class ReferenceExecutor:
-    """Interprets functions of ``module`` with NumPy-backed op implementations."""
+    """Interprets functions of ``module`` with NumPy-backed op implementations; ``impls``
+    adds implementations of other ops."""
 
-    def __init__(self, module: ModuleOp):
-        _load_optional_impls()
+    def __init__(self, module: ModuleOp, impls: Sequence[type[InterpreterFunctions]] = ()):
         self.module = module
         self.interpreter = Interpreter(module)
-        for cls in (FuncFunctions, ArithFunctions, *NN_FUNCTIONS,
-                    *EXTRA_IMPLS):
+        for cls in (FuncFunctions, ArithFunctions, *NN_FUNCTIONS, ByocFunctions, *impls):
             self.interpreter.register_implementations(cls())
 
     def entry_function(self, entry: str) -> func.FuncOp:
@@ -132,4 +110,4 @@ def run(module: ModuleOp, *args: Any, entry: str = "main", **named: Any) -> tupl
     return ReferenceExecutor(module).run(*args, entry=entry, **named)
 
 
-__all__ = ["EXTRA_IMPLS", "ReferenceExecutor", "extra_impls", "run"]
+__all__ = ["ReferenceExecutor", "run"]

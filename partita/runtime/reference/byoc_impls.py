@@ -7,7 +7,7 @@
   ``@<name>_reference`` sibling (kept by ``mark-compiler-functions-as-extern``), checks
   that the result fits the allocated outputs, copies it in, and returns the outputs.
 
-Registered with the executor through ``extra_impls`` on import.
+The reference executor registers them with the ``nn`` ones.
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ from xdsl.interpreter import (
 from xdsl.traits import SymbolTable
 
 from partita.dialects import byoc
+from partita.dialects.byoc import REFERENCE_SUFFIX
 from partita.dialects.nn import numpy_dtype
 from partita.ir import op_error
-from partita.runtime.reference import extra_impls
-
-REFERENCE_SUFFIX = "_reference"  # partita.transforms.mark_compiler_functions_as_extern
 
 
-@extra_impls
 @register_impls
 class ByocFunctions(InterpreterFunctions):
     """``byoc.partition``, ``byoc.yield``, ``byoc.alloc_tensor`` and ``byoc.call_extern``."""

@@ -11,8 +11,9 @@
 // CHECK-SAME:    pick = {kind = "rowwise", entry = "pick", block = 256 : i64, {{.*}} ops = ["nn.argmax"], anchor = "nn.argmax", rows = 1 : i64},
 // CHECK-SAME:    middle = {kind = "window", entry = "middle", block = 256 : i64, {{.*}} ops = ["nn.reduce_sum"], anchor = "nn.reduce_sum"}}
 
-// RMSNorm's statistics: threads stride along the row (coalesced), one xor-shuffle /
-// shared-memory tree per block, thread 0 runs the epilogue and stores.
+// RMSNorm's statistics: threads stride along the row (coalesced, 16 bytes per load where
+// the row's length allows), one xor-shuffle / shared-memory tree per block, thread 0 runs
+// the epilogue and stores.
 
 // CUDA-LABEL: // @rms_stats: nn.reduce_mean, nn.add, nn.sqrt
 // CUDA-NEXT:  extern "C" __global__ void __launch_bounds__(256)
@@ -24,9 +25,14 @@
 // CUDA-NEXT:    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
 // CUDA-NEXT:      const __half* xr = in0 + r * cols;
 // CUDA-NEXT:      float acc = 0;
-// CUDA-NEXT:      for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-// CUDA-NEXT:        const float v = ld_f16(xr[j]);
-// CUDA-NEXT:        acc += v;
+// CUDA-NEXT:      for (long long jv = threadIdx.x; jv < cols / 8; jv += blockDim.x) {
+// CUDA-NEXT:        const partita_v16 w = ((const partita_v16*)xr)[jv];
+// CUDA-NEXT:        const __half* e = (const __half*)&w;
+// CUDA-NEXT:        for (int u = 0; u < 8; ++u) {
+// CUDA-NEXT:          const long long j = jv * 8 + u;
+// CUDA-NEXT:          const float v = ld_f16(e[u]);
+// CUDA-NEXT:          acc += v;
+// CUDA-NEXT:        }
 // CUDA-NEXT:      }
 // CUDA-NEXT:      acc = partita_block_reduce(acc, (float)(0), red_acc, partita_add());
 // CUDA-NEXT:      if (threadIdx.x == 0) {

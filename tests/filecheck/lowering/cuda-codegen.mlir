@@ -22,13 +22,16 @@
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", sha256 = "{{[0-9a-f]+}}",
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
-// CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 16 : i64},
+// CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 128 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 64 : i64},
 // CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64},
 // CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d"},
 // CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
 
 // CUDA:      #include <cuda_fp16.h>
 // CUDA-NEXT: #include <cuda_bf16.h>
+// CUDA:      static __device__ __forceinline__ void partita_mma_f16(float* c, const float* a, const float* b) {
+// CUDA-NEXT: #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// CUDA:        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
 // CUDA:      // @main_fused_0: nn.relu, nn.add, nn.gelu
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
 // CUDA-NEXT: main_fused_0(const __half* __restrict__ in0, const __half* __restrict__ in1, __half* __restrict__ out, int dim0) {
@@ -63,27 +66,27 @@
 // CUDA-NEXT:     const float v3 = rn_bf16(t1 > 1e+30f ? 1e+30f : t1);
 // CUDA-NEXT:     out[i] = st_bf16(v3);
 
-// A GEMM: 16x16 tiles through shared memory, the weight [N, K] loaded along K, the
-// epilogue (bias, relu) per output element before the store.
+// An f16 GEMM on tensor cores: 64x64 tiles of 4 warps, operands through shared memory
+// (the weight [N, K] loaded along K), each warp 2x4 mma.sync m16n8k16 products per K step
+// into register accumulators, the epilogue (bias, relu) per output element before the store.
 
 // CUDA:      // @main_gemm: nn.dense, nn.bias_add, nn.relu
-// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
+// CUDA-NEXT: extern "C" __global__ void __launch_bounds__(128)
 // CUDA-NEXT: main_gemm(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out, int dim0) {
 // CUDA-NEXT:   const long long d0 = dim0;
 // CUDA-NEXT:   const long long M = d0;
 // CUDA-NEXT:   const long long N = 48;
 // CUDA-NEXT:   const long long K = 32;
-// CUDA:        __shared__ float As[16][17];
-// CUDA-NEXT:   __shared__ float Bs[16][17];
-// CUDA:          { const long long mm = m0 + ty, kk = k0 + tx; As[ty][tx] = mm < M && kk < K ? ld_f16(a[mm * K + kk]) : 0.0f; }
-// CUDA-NEXT:     { const long long kk = k0 + tx, nn = n0 + ty; Bs[tx][ty] = kk < K && nn < N ? ld_f16(b[nn * K + kk]) : 0.0f; }
-// CUDA-NEXT:     __syncthreads();
-// CUDA-NEXT:     for (int q = 0; q < 16; ++q) acc += As[ty][q] * Bs[q][tx];
-// CUDA:          const float y = rn_f16(acc);
-// CUDA-NEXT:     const float v0 = ld_f16(in2[o1]);
-// CUDA-NEXT:     const float v1 = rn_f16(y + v0);
-// CUDA-NEXT:     const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
-// CUDA-NEXT:     out[i] = st_f16(v2);
+// CUDA:        __shared__ float As[64][17];
+// CUDA-NEXT:   __shared__ float Bs[16][65];
+// CUDA:            As[r][c] = mm < M && kk < K ? ld_f16(a[mm * K + kk]) : 0.0f; }
+// CUDA:            Bs[r][c] = kk < K && nn < N ? ld_f16(b[nn * K + kk]) : 0.0f; }
+// CUDA:            for (int ni = 0; ni < 4; ++ni) partita_mma_f16(acc[mi][ni], af[mi], bf[ni]);
+// CUDA:            const float y = rn_f16(acc[mi][ni][ce]);
+// CUDA-NEXT:       const float v0 = ld_f16(in2[o1]);
+// CUDA-NEXT:       const float v1 = rn_f16(y + v0);
+// CUDA-NEXT:       const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
+// CUDA-NEXT:       out[i] = st_f16(v2);
 
 // A row reduction: one block per row (grid-stride), block-wide sums, the normalized
 // value and its epilogue per element of the row.

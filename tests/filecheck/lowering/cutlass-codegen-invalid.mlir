@@ -3,7 +3,7 @@
 func.func @main(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {
   %0 = byoc.partition(%x) {byoc.compiler = "cutlass", byoc.global_symbol = "softmax_0"} ({
   ^bb0(%a: tensor<8x16xf16>):
-    // expected-error@+1 {{has no CUTLASS kernel (dense, batch_matmul and NHWC conv2d do)}}
+    // expected-error@+1 {{has no CUTLASS kernel (dense, matmul, batch_matmul and NHWC conv2d do)}}
     %1 = nn.softmax %a : (tensor<8x16xf16>) -> tensor<8x16xf16>
     byoc.yield %1 : tensor<8x16xf16>
   }) : (tensor<8x16xf16>) -> tensor<8x16xf16>
@@ -12,14 +12,14 @@ func.func @main(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {
 
 // -----
 
-func.func @main(%x: tensor<8x16xbf16>, %w: tensor<4x16xbf16>) -> tensor<8x4xbf16> {
-  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "bf16_0"} ({
-  ^bb0(%a: tensor<8x16xbf16>, %b: tensor<4x16xbf16>):
-    // expected-error@+1 {{CUTLASS kernels take f16 or f32, not bf16}}
-    %1 = nn.dense %a, %b : (tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
-    byoc.yield %1 : tensor<8x4xbf16>
-  }) : (tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
-  func.return %0 : tensor<8x4xbf16>
+func.func @main(%x: tensor<8x16xf64>, %w: tensor<4x16xf64>) -> tensor<8x4xf64> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "f64_0"} ({
+  ^bb0(%a: tensor<8x16xf64>, %b: tensor<4x16xf64>):
+    // expected-error@+1 {{CUTLASS kernels take f16, bf16 or f32, not f64}}
+    %1 = nn.dense %a, %b : (tensor<8x16xf64>, tensor<4x16xf64>) -> tensor<8x4xf64>
+    byoc.yield %1 : tensor<8x4xf64>
+  }) : (tensor<8x16xf64>, tensor<4x16xf64>) -> tensor<8x4xf64>
+  func.return %0 : tensor<8x4xf64>
 }
 
 // -----

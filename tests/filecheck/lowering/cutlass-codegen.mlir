@@ -21,7 +21,7 @@
 // CPP-NEXT:   using Kernel = [[KERNEL]];
 // CPP:      extern "C" __global__ void __launch_bounds__(128)
 // CPP-NEXT: tvmgen_default_cutlass_main_0(
-// CPP-NEXT:   [[KERNEL]]_run(x, w, bias, out);
+// CPP-NEXT:   [[KERNEL]]_run(x, w, bias, out, 1600, 2304, 768);
 
 func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304xf16>) -> tensor<1600x2304xf16> {
   %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
@@ -48,9 +48,9 @@ func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2
 // CPP:      using [[K2:.*]] = typename cutlass::gemm::kernel::DefaultGemm<
 // CPP-NOT:  using {{.*}} = typename cutlass::gemm::kernel::DefaultGemm<
 // CPP:      tvmgen_default_cutlass_main_1(
-// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M);
+// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M, 128, 64);
 // CPP:      tvmgen_default_cutlass_main_2(
-// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M);
+// CPP-NEXT:   [[K2]]_run(x, w, bias, out, M, 128, 64);
 
 func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16>) -> tensor<?x128xf16> {
   %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_1"} ({

@@ -228,7 +228,7 @@ def pool(emitter, op: nn.PoolOp) -> list[str]:
                 y_decl(emitter, op, f"acc / ({acc_t})count")]
     # The divisor counts the window's cells inside [-pad_lo, size + pad_hi) on every axis.
     lines = [f"    {acc_t} acc = 0;", f"    {T} count = 1;"]
-    for k, ax in enumerate(spatial):
+    for k in range(len(spatial)):
         lo, hi = op.padding[k], op.padding[rank + k]
         d = op.dilation[k]
         step = f"q * {d}" if d != 1 else "q"

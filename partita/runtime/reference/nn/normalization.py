@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
-from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 
 from partita.dialects import nn
 from partita.runtime.reference.nn.base import (
     channel,
-    compute_type,
-    erf,
-    from_nchw,
     in_compute_type,
     layer_norm,
-    pool_pads,
     sliding_window_view,
-    store,
-    to_nchw,
-    windows,
 )
 
 

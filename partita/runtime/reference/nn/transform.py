@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -10,17 +9,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.dialects import nn
 from partita.runtime.reference.nn.base import (
-    channel,
-    compute_type,
-    erf,
-    from_nchw,
-    in_compute_type,
-    layer_norm,
-    pool_pads,
-    sliding_window_view,
     store,
-    to_nchw,
-    windows,
 )
 
 

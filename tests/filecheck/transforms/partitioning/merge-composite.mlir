@@ -38,22 +38,29 @@ func.func @escaping_intermediate(%x: tensor<16x8xf32>, %w: tensor<4x8xf32>, %b: 
 
 // -----
 
-// bf16 is rejected by the cutlass predicate: nothing is matched.
-// CHECK-LABEL: func.func @bf16_rejected
+// bf16 is a CUTLASS GEMM type (tensor cores); f64 is rejected by the predicate: nothing
+// is matched.
+// CHECK-LABEL: func.func @bf16
+// CHECK:         byoc.partition(%x, %w) {byoc.composite = "cutlass.dense"}
+// CHECK-LABEL: func.func @f64_rejected
 // CHECK-NOT:     byoc.partition
 // CHECK:         func.return
-func.func @bf16_rejected(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16> {
+func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16> {
   %0 = nn.dense %x, %w : (tensor<16x8xbf16>, tensor<4x8xbf16>) -> tensor<16x4xbf16>
   func.return %0 : tensor<16x4xbf16>
+}
+func.func @f64_rejected(%x: tensor<16x8xf64>, %w: tensor<4x8xf64>) -> tensor<16x4xf64> {
+  %0 = nn.dense %x, %w : (tensor<16x8xf64>, tensor<4x8xf64>) -> tensor<16x4xf64>
+  func.return %0 : tensor<16x4xf64>
 }
 
 // -----
 
-// batch_matmul: only with transpose_b (the default) and without transpose_a.
+// batch_matmul in every transpose combination.
 // CHECK-LABEL: func.func @batch_matmul
 // CHECK:         byoc.partition(%a, %b) {byoc.composite = "cutlass.batch_matmul"}
-// CHECK:         nn.batch_matmul %0, %c {transpose_b = false}
-// CHECK-NOT:     byoc.partition
+// CHECK:         byoc.partition(%0, %c) {byoc.composite = "cutlass.batch_matmul"}
+// CHECK:           nn.batch_matmul %{{.*}}, %{{.*}} {transpose_b = false}
 // CHECK:         func.return
 func.func @batch_matmul(%a: tensor<2x16x8xf16>, %b: tensor<2x4x8xf16>, %c: tensor<2x4x4xf16>) -> tensor<2x16x4xf16> {
   %0 = nn.batch_matmul %a, %b : (tensor<2x16x8xf16>, tensor<2x4x8xf16>) -> tensor<2x16x4xf16>

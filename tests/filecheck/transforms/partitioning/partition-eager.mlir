@@ -40,10 +40,10 @@ func.func @mlp(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<4xf16>) -> 
 
 // -----
 
-// bf16: CUTLASS rejects it, cuBLASLt takes the dense; the relu (no bias, so no
-// cublas.dense_bias_relu) stays outside.
+// bf16: CUTLASS takes the dense (tensor cores, ahead of cuBLASLt in priority); the relu
+// (no bias, so no dense_bias_relu) stays outside.
 // CHECK-LABEL: func.func @bf16
-// CHECK:         byoc.partition(%x, %w) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.dense"}
+// CHECK:         byoc.partition(%x, %w) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.dense"}
 // CHECK:         nn.relu
 // CHECK-NEXT:    func.return
 func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16> {
@@ -54,11 +54,10 @@ func.func @bf16(%x: tensor<16x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<16x4xbf16
 
 // -----
 
-// batch_matmul with transpose_b goes to cutlass; without, cutlass rejects it and cuBLASLt
-// (any transposes) takes it.
+// batch_matmul goes to cutlass with or without transpose_b.
 // CHECK-LABEL: func.func @bmm
 // CHECK:         byoc.partition(%a, %b) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.batch_matmul"}
-// CHECK:         byoc.partition(%0, %c) {byoc.compiler = "cublas", {{.*}}, byoc.composite = "cublas.batch_matmul"}
+// CHECK:         byoc.partition(%0, %c) {byoc.compiler = "cutlass", {{.*}}, byoc.composite = "cutlass.batch_matmul"}
 // CHECK:         nn.batch_matmul %{{.*}}, %{{.*}} {transpose_b = false}
 func.func @bmm(%a: tensor<2x16x8xf32>, %b: tensor<2x4x8xf32>, %c: tensor<2x4x4xf32>) -> tensor<2x16x4xf32> {
   %0 = nn.batch_matmul %a, %b : (tensor<2x16x8xf32>, tensor<2x4x8xf32>) -> tensor<2x16x4xf32>

@@ -1,0 +1,80 @@
+"""``torch.compile(model, backend="partita")``: TorchDynamo hands each captured graph to
+:func:`partita_backend`, which exports it, converts it to nn and compiles it with
+``partita.compile``. A graph Partita cannot convert runs eagerly (with a warning), as a
+graph break does; compiled graphs are cached per input signature (shapes and dtypes),
+so a new batch size compiles once and is then reused.
+
+Importing this module registers the backend with TorchDynamo; ``pyproject.toml`` also
+names it under ``torch_dynamo_backends`` so an installed Partita needs no import.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from partita.ir.diagnostics import PartitaError
+
+__all__ = ["PartitaGraph", "partita_backend"]
+
+
+def _signature(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple((tuple(t.shape), str(t.dtype)) if hasattr(t, "shape") else ("scalar", repr(t)) for t in inputs)
+
+
+class PartitaGraph:
+    """The callable TorchDynamo runs in place of one captured graph."""
+
+    def __init__(self, graph_module: Any, options: dict[str, Any]):
+        self.graph_module = graph_module
+        self.options = options
+        self.executables: dict[tuple[Any, ...], Any] = {}
+        self.eager_signatures: set[tuple[Any, ...]] = set()
+        outputs = next(n for n in graph_module.graph.nodes if n.op == "output").args[0]
+        self.returns_sequence = isinstance(outputs, (tuple, list))
+
+    def _compile(self, inputs: Sequence[Any]) -> Any:
+        import partita
+
+        return partita.compile(self.graph_module, example_inputs=tuple(inputs), **self.options)
+
+    def __call__(self, *inputs: Any) -> Any:
+        import torch
+
+        key = _signature(inputs)
+        if key in self.eager_signatures:
+            return self.graph_module(*inputs)
+        exe = self.executables.get(key)
+        if exe is None:
+            try:
+                exe = self.executables[key] = self._compile(inputs)
+            except PartitaError as err:
+                warnings.warn(f"partita: running this graph eagerly: {err}", stacklevel=2)
+                self.eager_signatures.add(key)
+                return self.graph_module(*inputs)
+        device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        if device.type == "cuda":
+            # Results stay on the GPU: read through DLPack, then copied on the device, since
+            # a device output is only valid until this graph's next run.
+            outputs = tuple(torch.from_dlpack(o).clone() for o in exe.run(*inputs, outputs="device"))
+        else:
+            outputs = tuple(torch.from_numpy(o) for o in exe.run(*inputs))
+        return outputs if self.returns_sequence else outputs[0]
+
+
+def partita_backend(graph_module: Any, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
+    """A TorchDynamo backend; ``options`` are ``partita.compile``'s (targets, partitioner...),
+    given as ``torch.compile(model, backend="partita", options={...})``."""
+    return PartitaGraph(graph_module, dict(options.get("options", options)))
+
+
+def register() -> None:
+    """Registers ``partita`` with TorchDynamo (once)."""
+    from torch._dynamo import list_backends, register_backend
+
+    if "partita" not in list_backends(exclude_tags=()):
+        register_backend(name="partita")(partita_backend)
+
+
+register()

@@ -1,0 +1,315 @@
+"""``cutlass-codegen``: module-at-a-time CUTLASS lowering (TVM's custom lowering hook).
+
+1. outlines the ``cutlass`` partitions (existing global symbols);
+2. maps every ``byoc.compiler = "cutlass"`` function, by the ops in its body, to a
+   CUTLASS kernel spec and configuration;
+3. emits ONE CUDA C++ unit for the whole module and compiles it with NVRTC (cached);
+4. records the artifact as a ``byoc.binary`` beside the functions it implements;
+5. marks the functions extern (their semantics stay in a reference sibling).
+
+Reading the whole module at once is what lets identical kernels share one CUTLASS
+instantiation and lets one NVRTC program serve every partition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.target import Target
+
+from partita.dialects import byoc, nn
+from partita.ir import PartitaError, op_error
+from partita.lowering import nvrtc
+from partita.lowering.binaries import cache_attributes
+from partita.lowering.cubin import read_int_global
+from partita.lowering.cutlass import (
+    CudaSource,
+    KernelSpec,
+    UnsupportedKernel,
+    choose_config,
+    emit_module,
+)
+from partita.lowering.cutlass.kernels import batched_gemm
+from partita.lowering.cutlass.options import CutlassOptions, function_options
+from partita.lowering.cutlass.records import entry_from_record, entry_record
+from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
+from partita.target import Target as PartitaTarget
+
+COMPILER = "cutlass"
+
+
+@dataclass(frozen=True)
+class PartitionKernel:
+    """A cutlass partition function and the kernel that implements it."""
+
+    function: FuncOp
+    spec: KernelSpec
+    inputs: tuple[str, ...]  # the entry role of each function argument, in order
+
+    @property
+    def name(self) -> str:
+        return self.function.sym_name.data
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def _static(dim: int) -> int | None:
+    return None if dim < 0 else dim
+
+
+def _dtype(op: Operation) -> str:
+    element = op.results[0].type.element_type  # type: ignore[attr-defined]
+    name = str(element)
+    if name not in ("f16", "bf16", "f32"):
+        raise op_error(op, f"CUTLASS kernels take f16, bf16 or f32, not {name}")
+    return nn.NUMPY_DTYPES[name].name
+
+
+def _argument_roles(function: FuncOp, roles: dict[SSAValue, str]) -> tuple[str, ...]:
+    args = function.body.block.args
+    names = []
+    for arg in args:
+        if arg not in roles:
+            raise op_error(function, f"argument #{arg.index} is not an operand of the CUTLASS kernel")
+        names.append(roles[arg])
+    if len(set(names)) != len(names):
+        raise op_error(function, "an argument feeds more than one kernel operand")
+    return tuple(names)
+
+
+def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, channel_axis: int) -> tuple[str, SSAValue | None]:
+    """Reads ``[bias_add | add(bias)] [relu | gelu]`` after the main op."""
+    bias: SSAValue | None = None
+    rest = list(ops)
+    if rest and isinstance(rest[0], nn.BiasAddOp | nn.AddOp):
+        op = rest.pop(0)
+        candidate = op.operands[1]
+        if isinstance(op, nn.BiasAddOp) and op.axis not in (channel_axis, -1):
+            raise op_error(op, "the CUTLASS epilogue adds the bias along the output channels only")
+        # [N] or [1, ..., 1, N]: the same N contiguous values, broadcast over the rows.
+        shape = _shape(candidate)
+        if not shape or shape[-1] != out_channels or any(d != 1 for d in shape[:-1]):
+            raise op_error(op, f"the CUTLASS epilogue takes a bias of shape [{out_channels}] (or [1, ..., {out_channels}])")
+        bias = candidate
+    activation = ""
+    if rest and isinstance(rest[0], nn.ReluOp | nn.GeluOp):
+        op = rest.pop(0)
+        if isinstance(op, nn.GeluOp) and op.approximate != "none":
+            raise op_error(op, "the CUTLASS GELU epilogue is the erf form, not the tanh approximation")
+        activation = "relu" if isinstance(op, nn.ReluOp) else "gelu"
+    if rest:
+        raise op_error(rest[0], "is not part of a CUTLASS kernel's epilogue")
+    if activation and bias is None:
+        raise op_error(function, f"a CUTLASS {activation} epilogue needs a bias")
+    return ("bias" + ("_" + activation if activation else "")) if bias is not None else "none", bias
+
+
+def _batched_spec(main: Operation, epilogue_ops: Sequence[Operation], function: FuncOp) -> KernelSpec:
+    """The batched-GEMM spec of an ``nn.matmul`` (A ``[..., M, K]``, B ``[..., K, N]``)
+    or ``nn.batch_matmul`` (its ``transpose_a`` / ``transpose_b``)."""
+    if isinstance(main, nn.BatchMatmulOp):
+        ta, tb = bool(main.transpose_a), bool(main.transpose_b)
+    else:
+        ta, tb = False, False
+    a, b = _shape(main.operands[0]), _shape(main.operands[1])
+    dims = batched_gemm(a, b, ta, tb)
+    if isinstance(dims, str):
+        raise op_error(main, dims)
+    out = _shape(main.results[0])
+    epilogue, _ = _epilogue(epilogue_ops, function, out[-1], len(out) - 1)
+    return KernelSpec.batch_matmul(dims["batch"], dims["M"], dims["N"], dims["K"], _dtype(main), epilogue,  # type: ignore[arg-type]
+                                   transpose_a=ta, transpose_b=tb, broadcast_a=bool(dims["broadcast_a"]),
+                                   broadcast_b=bool(dims["broadcast_b"]))
+
+
+def partition_kernel(function: FuncOp) -> PartitionKernel:
+    """The CUTLASS kernel a partition function's body describes (located error if none)."""
+    ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp)]
+    if not ops:
+        raise op_error(function, "has no operation for CUTLASS to implement")
+    main, epilogue_ops = ops[0], ops[1:]
+    try:
+        if isinstance(main, nn.DenseOp):
+            x, w = _shape(main.operands[0]), _shape(main.operands[1])
+            m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
+            epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
+            spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
+            roles = {main.operands[0]: "x", main.operands[1]: "w"}
+        elif isinstance(main, nn.BatchMatmulOp | nn.MatmulOp):
+            spec = _batched_spec(main, epilogue_ops, function)
+            roles = {main.operands[0]: "a", main.operands[1]: "b"}
+            bias = _epilogue(epilogue_ops, function, _shape(main.results[0])[-1], len(_shape(main.results[0])) - 1)[1]
+        elif isinstance(main, nn.Conv2DOp):
+            if main.data_layout != "NHWC" or main.kernel_layout != "OHWI" or main.groups != 1:
+                raise op_error(main, "CUTLASS conv2d takes NHWC data, OHWI weights and groups = 1")
+            x, w = _shape(main.operands[0]), _shape(main.operands[1])
+            if any(d < 0 for d in x[1:]):
+                raise op_error(main, "CUTLASS conv2d needs static H, W and C")
+            epilogue, bias = _epilogue(epilogue_ops, function, w[0], 3)
+            spec = KernelSpec.conv2d(
+                (_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding), tuple(main.dilation),
+                _dtype(main), epilogue,
+            )
+            roles = {main.operands[0]: "x", main.operands[1]: "w"}
+        else:
+            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul and NHWC conv2d do)")
+    except UnsupportedKernel as err:
+        raise op_error(function, str(err)) from None
+    if bias is not None:
+        roles[bias] = "bias"
+    if any(not isinstance(v, BlockArgument) for v in roles):
+        raise op_error(main, "the operands of a CUTLASS kernel must be the partition's arguments")
+    return PartitionKernel(function, spec, _argument_roles(function, roles))
+
+
+def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
+    """Functions with a body whose compiler is cutlass, in module order."""
+    return byoc.compiler_functions(module, COMPILER)
+
+
+def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[PartitionKernel], CudaSource | None]:
+    """The kernels of the module's cutlass functions and their source, configured by the
+    target ``options`` (an ``int`` is an sm with the kind's other defaults)."""
+    if isinstance(options, int):
+        options = CutlassOptions(sm=options)
+    kernels = [partition_kernel(f) for f in cutlass_functions(module)]
+    if not kernels:
+        return kernels, None
+    configs = []
+    for k in kernels:
+        try:
+            cfg = choose_config(k.spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
+        except UnsupportedKernel as err:
+            raise op_error(k.function, str(err)) from None
+        configs.append((k.name, k.spec, cfg))
+    return kernels, emit_module(configs)
+
+
+def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
+    """``90`` -> (90, ""), ``"90a"`` / ``"sm_90a"`` -> (90, "a"); an error naming the
+    option and its ``owner`` (``pass 'cutlass-codegen'``, ``target 'cutlass-cpp'``) for
+    anything else."""
+    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", str(sm).strip())
+    if m is None:
+        raise PartitaError(f"option 'sm' of {owner} takes a compute capability (80, 90, 90a, ...), not '{sm}'")
+    return int(m.group(1)), m.group(2)
+
+
+@dataclass(frozen=True)
+class CutlassCodegen(ModulePass):
+    """Lower every cutlass partition of the module to one NVRTC-compiled cubin."""
+
+    name = "cutlass-codegen"
+
+    sm: int | str = 0
+    """Compute capability (80, 86, 89, 90, or ``90a``: the cubin is built for the
+    arch-specific target); 0 takes the cutlass target's ``sm`` option."""
+    cache_dir: str | None = None
+    """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        outline_compiler_partitions(op, COMPILER)
+        number, suffix = _sm_option(f"pass '{self.name}'", self.sm)
+        options = function_options(cutlass_functions(op), number)
+        sm = f"{options.sm}{suffix}"  # kernels are chosen by the number, built for the arch
+        try:
+            nvrtc.check_arch(f"sm_{sm}")
+        except ValueError as err:
+            raise PartitaError(f"{self.name}: sm={sm}: {err}") from None
+        kernels, source = emit_cutlass(op, options)
+        if source is None:
+            return
+        cache_dir = self.cache_dir or options.tmp_dir or None
+        try:
+            binary = nvrtc.compile_cuda(source, arch=f"sm_{sm}", cache_dir=cache_dir,
+                                        fast_math=options.use_fast_math)
+        except nvrtc.NvrtcError as err:
+            names = ", ".join(f"@{e}" for e in err.entries) or "the module"
+            raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
+        records = {
+            k.name: entry_record(
+                source.entries[k.name], k.inputs, read_int_global(binary.cubin, source.entries[k.name].smem_symbol)
+            )
+            for k in kernels
+        }
+        attributes: dict[str, Attribute] = {
+            "format": StringAttr("cubin"),
+            # every option it was compiled with (those left at their defaults are implied)
+            "target": byoc.TargetAttr.from_target(PartitaTarget(COMPILER, options.explicit())),
+            "arch": StringAttr(f"sm_{sm}"),
+            "key": StringAttr(binary.key),
+            byoc.DIGEST: StringAttr(binary.digest),
+            **cache_attributes(binary.path),
+            byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
+            "kernels": DictionaryAttr(records),
+        }
+        name = f"cutlass_sm{sm}"
+        taken = {o.sym_name.data for o in op.ops if isinstance(o, FuncOp | byoc.BinaryOp)}
+        k = 0
+        while name in taken:
+            k += 1
+            name = f"cutlass_sm{sm}_{k}"
+        op.body.block.add_op(byoc.BinaryOp(name, attributes))
+        mark_compiler_functions(op, COMPILER)
+
+
+@dataclass(frozen=True)
+class CutlassCppTarget(Target):
+    """``partita-opt -t cutlass-cpp``: the CUDA C++ the codegen would compile, with the
+    configuration chosen for each partition in a comment above the code."""
+
+    name = "cutlass-cpp"
+
+    sm: int | str = 0
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        number, suffix = _sm_option(f"target '{self.name}'", self.sm)
+        options = function_options(cutlass_functions(module), number)
+        sm = f"{options.sm}{suffix}"
+        kernels, source = emit_cutlass(module, options)
+        if source is None:
+            output.write("// no cutlass partition functions in this module\n")
+            return
+        output.write(f"// CUTLASS kernels for sm_{sm}, one translation unit\n")
+        for k in kernels:
+            entry = source.entries[k.name]
+            cfg = entry.config
+            output.write(
+                f"// @{k.name}: {cfg.name} ({k.spec.op}, {k.spec.dtype}, epilogue {k.spec.epilogue}; "
+                f"threadblock {'x'.join(map(str, cfg.threadblock))}, {cfg.stages} stages, "
+                f"warps {'x'.join(map(str, cfg.warp_count))}, align {cfg.alignment_a}/{cfg.alignment_b}/{cfg.alignment_c}, "
+                f"split-k {cfg.split_k}; args ({', '.join(k.inputs)}))\n"
+            )
+        output.write(source.code)
+        if not source.code.endswith("\n"):
+            output.write("\n")
+
+
+def cpp_from_binaries(module: ModuleOp) -> str:
+    """The C++ each ``byoc.binary`` was compiled from, rebuilt from its kernel records
+    (the records keep spec and configuration, so the source comes out the same)."""
+    units = []
+    for op in module.ops:
+        if not isinstance(op, byoc.BinaryOp):
+            continue
+        target = op.attributes.get("target")
+        if not isinstance(target, byoc.TargetAttr) or target.kind.data != COMPILER:
+            continue  # another codegen's artifact
+        kernels = op.attributes["kernels"]
+        assert isinstance(kernels, DictionaryAttr)
+        entries = [entry_from_record(record)[0] for record in kernels.data.values()]  # type: ignore[arg-type]
+        source = emit_module([(e.name, e.spec, e.config) for e in entries])
+        units.append(f"// byoc.binary @{op.sym_name.data}\n{source.code}")
+    return "\n".join(units) if units else "// no compiled CUTLASS kernels in this module"

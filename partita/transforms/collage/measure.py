@@ -1,0 +1,304 @@
+"""Measured costs for Collage: compile a candidate and time it on a CUDA device.
+
+TVM's Collage costs a candidate by building it with its backend and running it. Here
+:class:`CandidateTimer` does that for the targets Partita can compile on its own:
+
+1. the candidate's ops (clones) become the body of a one-function module: values entering
+   from outside (arguments, constants, results of other ops) become arguments, the values
+   used outside become results (:func:`candidate_module`);
+2. the function is lowered by its target's codegen: ``cutlass`` -> a ``byoc.compiler =
+   "cutlass"`` function through ``cutlass-codegen``; ``cuda`` -> ``fuse-native-kernels``
+   then ``cuda-codegen`` (every op must end up in a fused kernel);
+3. each kernel of the module is loaded on the device, given random inputs of its argument
+   types (dynamic dims take ``dynamic_dim``) and launched through its runtime handle
+   (``partita.runtime.extern``), whose launches are replaced by timed ones: ``warmup``
+   launches, then ``rounds`` CUDA-event samples of ``repeat`` launches each; a kernel's
+   time is the median sample, a candidate's the sum over its kernels, in seconds.
+
+Library targets (``cublas``, ``cudnn``, ``tensorrt``) are lowered by their codegen to a
+record and each library call is timed on the stream (``partita.transforms.collage.library_timing``);
+without the library's extra they fall back too.
+
+Targets without a codegen here (``llvm``), candidates
+the codegen would not take (a ``cuda`` group with a non-injective op, a CUTLASS match whose
+shape the kernel library rejects) and graphs not built from IR are *unmeasurable*:
+:meth:`CandidateTimer.time` returns ``None`` and :func:`measuring_estimator` asks its
+fallback (the roofline model), recording why in :attr:`CandidateTimer.unmeasured`.
+
+What costs what: every new candidate is one NVRTC compile (seconds, more for CUTLASS).
+The cubin cache (``cache_dir``, content-addressed) makes a candidate whose C++ was
+compiled before cost no NVRTC work, but it is still loaded and launched. The persistent
+:class:`~partita.collage.cost.CostCache` (``collage-partition{cache=...}``) is what makes a
+second partitioning measure nothing at all: candidates are then looked up by structural
+hash before the timer is asked.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+
+from partita.collage.cost import CostEstimator, MeasuringEstimator
+from partita.collage.graph import DataflowGraph
+from partita.collage.search import Candidate
+from partita.dialects import byoc, make_context, nn
+from partita.ir import PartitaError
+from partita.lowering.binaries import binary_images
+from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
+from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
+from partita.runtime.contracts import TimingDevice
+from partita.runtime.extern import kernel_handles
+from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
+from partita.transforms.fuse_native_kernels import FuseNativeKernels
+
+__all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
+
+LIBRARY_TARGETS: frozenset[str] = frozenset({"cublas", "cudnn", "tensorrt"})
+"""Targets whose candidates are library calls (``partita.transforms.collage.library_timing``)."""
+MEASURABLE_TARGETS: frozenset[str] = frozenset({"cutlass", "cuda"}) | LIBRARY_TARGETS
+"""Targets whose candidates :class:`CandidateTimer` compiles; the others fall back."""
+
+FUNCTION = "collage_measure"
+"""Name of the candidate function (fixed, so equal candidates give equal C++ and hit the
+cubin cache across runs)."""
+
+
+
+def candidate_module(ops: Sequence[Operation], name: str = FUNCTION) -> ModuleOp:
+    """A module holding ``func.func @name`` whose body is clones of ``ops`` (in the given
+    order, which must be a topological one): the values ``ops`` use but do not define are
+    its arguments, in order of first use; the results used by ops outside ``ops`` are its
+    results (the last op's result if none is)."""
+    members = set(ops)
+    inputs: list[SSAValue] = []
+    for op in ops:
+        for operand in op.operands:
+            if not (isinstance(operand, OpResult) and operand.op in members) and operand not in inputs:
+                inputs.append(operand)
+    outputs = [r for op in ops for r in op.results if any(use.operation not in members for use in r.uses)]
+    if not outputs:
+        outputs = list(ops[-1].results)
+    block = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args))
+    for op in ops:
+        block.add_op(op.clone(value_mapper=mapping))
+    block.add_op(ReturnOp(*(mapping[v] for v in outputs)))
+    function = FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]), Region(block))
+    return ModuleOp([function])
+
+
+class _TimedModule:
+    """A loaded cubin whose ``launch`` is timed: handles launch through it unchanged."""
+
+    def __init__(self, module: Any, warmup: int, repeat: int, rounds: int) -> None:
+        self.module, self.warmup, self.repeat, self.rounds = module, warmup, repeat, rounds
+        self.seconds: list[float] = []
+
+    def global_int(self, name: str) -> int:
+        return self.module.global_int(name)
+
+    def launch(self, name: str, grid: Sequence[int], block: Sequence[int], args: Sequence[tuple[str, object]],
+               smem: int = 0, stream: object = 0) -> None:
+        samples = [
+            self.module.time_launch(name, grid, block, args, smem, repeat=self.repeat,
+                                    warmup=self.warmup if k == 0 else 0)
+            for k in range(self.rounds)
+        ]
+        self.seconds.append(statistics.median(samples) / 1e3)  # time_launch gives ms per launch
+
+
+@dataclass
+class CandidateTimer:
+    """Compiles candidates for ``cutlass``/``cuda`` and times them on ``device`` (a
+    ``partita.runtime.cuda.CudaDevice`` or any ``TimingDevice``); see the module docstring."""
+
+    device: TimingDevice
+    arch: str | None = None
+    """``sm_90``...; default ``device.arch``."""
+    cache_dir: str | Path | None = None
+    """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
+    dynamic_dim: int = 1
+    """The size given to every dynamic dimension of the inputs."""
+    warmup: int = 2
+    repeat: int = 10
+    rounds: int = 5
+    seed: int = 0
+    measured: int = 0
+    """Candidates timed on the device."""
+    unmeasured: dict[str, int] = field(default_factory=dict)
+    """Why candidates were not measured -> how many times."""
+    libraries: dict[str, Any] = field(default_factory=dict)
+    """Library bindings by target (loaded on first use; stand-ins in tests)."""
+    _ctx: Context | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.dynamic_dim < 1:
+            raise PartitaError(f"cost=measure: the dynamic dimension size must be >= 1, got {self.dynamic_dim}")
+        if self.warmup < 0 or self.repeat < 1 or self.rounds < 1:
+            raise PartitaError("cost=measure: needs warmup >= 0, repeat >= 1 and rounds >= 1")
+        if self.arch is None:
+            self.arch = str(getattr(self.device, "arch", "") or "sm_90")
+        if not self.arch.startswith("sm_"):
+            self.arch = f"sm_{self.arch}"
+
+    @property
+    def name(self) -> str:
+        return f"measure:{getattr(self.device, 'name', 'cuda')}:{self.arch}:h{self.dynamic_dim}"
+
+    # ---------------------------------------------------------------- entry points
+    def __call__(self, graph: DataflowGraph, candidate: Candidate) -> float | None:
+        """Seconds for ``candidate`` of ``graph`` (an ``OpGraph``: it knows its ops), or
+        ``None`` when it cannot be measured."""
+        ops = getattr(graph, "ops", None)
+        if ops is None:
+            return self._skip("graph not built from IR")
+        return self.time([ops[v] for v in sorted(candidate.nodes)], candidate.target)
+
+    def time(self, ops: Sequence[Operation], target: str) -> float | None:
+        """Seconds for ``ops`` (topologically ordered) on ``target``, or ``None``."""
+        if target not in MEASURABLE_TARGETS:
+            return self._skip(f"no codegen for {target}")
+        if not ops:
+            return self._skip("empty candidate")
+        module = candidate_module(ops)
+        (function,) = module.ops
+        assert isinstance(function, FuncOp)
+        if target in LIBRARY_TARGETS:
+            return self._time_library(module, function, target)
+        lowered = self._lower_cutlass(module, function) if target == "cutlass" else self._lower_cuda(module, function)
+        if isinstance(lowered, str):
+            return self._skip(lowered)
+        seconds = self._time_kernels(module)
+        self.measured += 1
+        return seconds
+
+    # -------------------------------------------------------------------- lowering
+    def _skip(self, why: str) -> None:
+        self.unmeasured[why] = self.unmeasured.get(why, 0) + 1
+
+    @property
+    def ctx(self) -> Context:
+        if self._ctx is None:
+            self._ctx = make_context()
+        return self._ctx
+
+    def _lower_cutlass(self, module: ModuleOp, function: FuncOp) -> str | None:
+        """``cutlass-codegen`` on the function (a reason string if it would not take it)."""
+        if len(function.function_type.outputs) != 1:
+            return "cutlass candidate with several results"
+        function.attributes[byoc.COMPILER] = StringAttr("cutlass")
+        try:
+            partition_kernel(function)  # what the codegen checks first; rejecting is not an error here
+        except PartitaError:
+            return "not a CUTLASS kernel"
+        assert self.arch is not None
+        CutlassCodegen(sm=int(self.arch.removeprefix("sm_").rstrip("a")), cache_dir=_str(self.cache_dir)).apply(
+            self.ctx, module
+        )
+        return None
+
+    def _lower_cuda(self, module: ModuleOp, function: FuncOp) -> str | None:
+        """``fuse-native-kernels`` + ``cuda-codegen``: every op must land in a kernel."""
+        function.attributes[byoc.TARGET] = byoc.TargetAttr("cuda", {"arch": StringAttr(str(self.arch))})
+        FuseNativeKernels(target="cuda").apply(self.ctx, module)
+        if any(not isinstance(op, CallOp | ReturnOp | nn.ReshapeOp) for op in function.body.block.ops):
+            return "cuda candidate with an op no fused kernel runs"
+        kernels = [f for f in module.ops if isinstance(f, FuncOp) and f is not function]
+        if not kernels:
+            return "cuda candidate with no kernel (reshapes only)"
+        if len(fused_functions(module)) != len(kernels):  # what cuda-codegen would leave to the host
+            return "cuda candidate the fused-kernel emitter rejects"
+        CudaCodegen(arch=str(self.arch), cache_dir=_str(self.cache_dir)).apply(self.ctx, module)
+        return None
+
+    # ---------------------------------------------------------------------- timing
+    def _time_library(self, module: ModuleOp, function: FuncOp, target: str) -> float | None:
+        if (why := lower_library_candidate(self.ctx, module, function, target)) is not None:
+            return self._skip(why)
+        rng = np.random.default_rng(self.seed)
+        try:
+            seconds = time_library_calls(module, self.device, self.libraries, lambda t: self._array(t, rng),
+                                         warmup=self.warmup, repeat=self.repeat, rounds=self.rounds)
+        except PartitaError:  # the extra (or its library) is missing: the roofline answers
+            return self._skip(f"no {target} library")
+        self.measured += 1
+        return seconds
+
+    def _time_kernels(self, module: ModuleOp) -> float:
+        functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
+        images = binary_images(module)  # read as the launch plan reads them: sha256 checked
+        handles = kernel_handles(module)
+        if not handles:
+            raise PartitaError("cost=measure: the codegen produced no kernel for a candidate")
+        rng = np.random.default_rng(self.seed)
+        loaded: dict[Path, Any] = {}  # one cubin may hold several kernels
+        total = 0.0
+        try:
+            for name, handle in handles.items():
+                signature = functions[name].function_type
+                inputs = [self._array(t, rng) for t in signature.inputs]
+                (out_type,) = signature.outputs
+                out = np.empty(self._shape(out_type), self._dtype(out_type))
+                if handle.path not in loaded:
+                    loaded[handle.path] = self.device.load_module(images[handle.binary].read())
+                timed = _TimedModule(loaded[handle.path], self.warmup, self.repeat, self.rounds)
+                handle.launch(self.device, timed, inputs, out)
+                total += sum(timed.seconds)
+        finally:
+            for cubin in loaded.values():  # candidates are many: keep no cubin loaded
+                unload = getattr(cubin, "unload", None)
+                if unload is not None:
+                    unload()
+        return total
+
+    def _shape(self, typ: Any) -> tuple[int, ...]:
+        assert isinstance(typ, TensorType)
+        return tuple(self.dynamic_dim if d < 0 else d for d in typ.get_shape())
+
+    @staticmethod
+    def _dtype(typ: Any) -> np.dtype:
+        assert isinstance(typ, TensorType)
+        name = str(typ.element_type)
+        if name not in nn.NUMPY_DTYPES:
+            raise PartitaError(f"cost=measure: cannot make inputs of element type {name}")
+        return nn.NUMPY_DTYPES[name]
+
+    def _array(self, typ: Any, rng: np.random.Generator) -> np.ndarray:
+        shape, dtype = self._shape(typ), self._dtype(typ)
+        if dtype.kind == "f" or dtype.name == "bfloat16":
+            return rng.uniform(-1.0, 1.0, shape).astype(dtype)
+        if dtype.kind == "b":
+            return rng.integers(0, 2, shape).astype(dtype)
+        return rng.integers(0, 4, shape).astype(dtype)
+
+
+def _str(path: str | Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def measuring_estimator(
+    timer: Callable[[DataflowGraph, Candidate], float | None] | CandidateTimer,
+    fallback: CostEstimator,
+    *,
+    available: Callable[[], bool] | None = None,
+    name: str | None = None,
+) -> MeasuringEstimator:
+    """A :class:`MeasuringEstimator` timing candidates with ``timer``, and costing those it
+    cannot measure with ``fallback``. The name (part of cost-cache keys) says both."""
+
+    def build_and_time(graph: DataflowGraph, candidate: Candidate) -> float:
+        seconds = timer(graph, candidate)
+        return fallback.estimate(graph, candidate) if seconds is None else seconds
+
+    if name is None:
+        name = f"{getattr(timer, 'name', 'measure')}/{getattr(fallback, 'name', type(fallback).__name__)}"
+    return MeasuringEstimator(build_and_time, available=available, name=name)

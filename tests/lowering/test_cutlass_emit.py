@@ -1,0 +1,149 @@
+"""Configuration choice and C++ emission for CUTLASS partitions (no NVRTC)."""
+
+import re
+
+import pytest
+
+from partita.lowering.cutlass import (
+    KernelSpec,
+    UnsupportedKernel,
+    choose_config,
+    emit_module,
+)
+
+
+def test_alignment_rules_dense_f16():
+    assert choose_config(KernelSpec.dense(256, 512, 768), 80).alignment_a == 8
+    cfg = choose_config(KernelSpec.dense(256, 510, 772), 80)  # K % 4 == 0, N % 2 == 0
+    assert (cfg.alignment_a, cfg.alignment_b, cfg.alignment_c) == (4, 4, 2)
+    assert cfg.opcode_class == "tensorop"
+    assert cfg.threadblock[:2] == (64, 64)  # low alignment -> small tile
+    cfg = choose_config(KernelSpec.dense(256, 512, 770), 80)  # K % 2 == 0 only
+    assert cfg.alignment_a == 2 and cfg.opcode_class == "tensorop"
+    # odd K: no cp.async for one f16 element -> tensor cores fed by the 2-stage
+    # register-staged pipeline, alignment 1
+    cfg = choose_config(KernelSpec.dense(256, 512, 771), 80)
+    assert (cfg.opcode_class, cfg.alignment_a, cfg.stages, cfg.math) == ("tensorop", 1, 2, "f16")
+    # before sm_80 it is still the SIMT kernel
+    cfg = choose_config(KernelSpec.dense(256, 512, 771), 75)
+    assert cfg.opcode_class == "simt" and cfg.alignment_a == 1 and cfg.arch_tag == 50
+
+
+def test_alignment_rules_f32_and_conv():
+    cfg = choose_config(KernelSpec.dense(256, 512, 768, "float32"), 80)
+    assert cfg.opcode_class == "simt" and cfg.instruction_shape == (1, 1, 1)
+    assert cfg.alignment_a == 1 and cfg.stages >= 3
+    conv = KernelSpec.conv2d((1, 32, 32, 12), (20, 3, 3, 12), padding=(1, 1))
+    cfg = choose_config(conv, 80)
+    assert (cfg.alignment_a, cfg.alignment_b, cfg.alignment_c) == (4, 4, 4)
+    conv = KernelSpec.conv2d((1, 32, 32, 64), (64, 3, 3, 64), padding=(1, 1))
+    assert choose_config(conv, 80).alignment_a == 8
+
+
+def test_names_follow_cutlass_convention():
+    big = choose_config(KernelSpec.dense(4096, 4096, 4096), 80)
+    assert big.name == "cutlass_tensorop_f16_s16816gemm_f16_128x128_32x3_tn_align8"
+    small = choose_config(KernelSpec.dense(64, 64, 64, epilogue="bias_relu"), 80)
+    assert small.name == "cutlass_tensorop_f16_s16816gemm_f16_64x64_32x3_tn_align8_bias_relu"
+    s = choose_config(KernelSpec.dense(1024, 1024, 1024, "float32"), 80)
+    assert re.fullmatch(r"cutlass_simt_sgemm_128x128_8x\d_tn_align1", s.name)
+    c = choose_config(KernelSpec.conv2d((1, 56, 56, 64), (64, 3, 3, 64), padding=1,
+                                        epilogue="bias_relu"), 80)
+    assert c.name.startswith("cutlass_tensorop_f16_s16816fprop_optimized_f16_")
+    assert c.name.endswith("_nhwc_align8_bias_relu")
+    b = choose_config(KernelSpec.batch_matmul(8, 128, 128, 64), 80)
+    assert "gemm_batched" in b.name
+
+
+def test_split_k_decision():
+    # K-heavy, few output tiles -> serial split-k
+    cfg = choose_config(KernelSpec.dense(64, 64, 8192), 80)
+    assert cfg.split_k > 1 and cfg.name.endswith("_splitk")
+    # big output -> none; dynamic M -> none; batch_matmul -> none
+    assert choose_config(KernelSpec.dense(2048, 2048, 8192), 80).split_k == 1
+    assert choose_config(KernelSpec.dense(None, 64, 8192), 80).split_k == 1
+    assert choose_config(KernelSpec.dense(64, 64, 128), 80).split_k == 1
+    assert choose_config(KernelSpec.batch_matmul(4, 64, 64, 8192), 80).split_k == 1
+    spec = KernelSpec.dense(64, 64, 8192)
+    src = emit_module([("f", spec, choose_config(spec, 80))])
+    e = src.entries["f"]
+    assert [p.name for p in e.params] == ["x", "w", "out", "workspace"]
+    assert e.grid() == (1, 1, cfg.split_k)
+    assert e.workspace_bytes() == 4
+    assert ", true, cutlass::arch::OpMultiplyAdd" in src.code
+
+
+def test_dynamic_dims_become_params():
+    spec = KernelSpec.dense(None, 768, 3072, epilogue="bias_gelu")
+    src = emit_module([("tvmgen_default_cutlass_main_0", spec, choose_config(spec, 80))])
+    e = src.entries["tvmgen_default_cutlass_main_0"]
+    assert [(p.name, p.kind, p.size) for p in e.params] == [
+        ("x", "ptr", 8), ("w", "ptr", 8), ("bias", "ptr", 8), ("out", "ptr", 8), ("M", "int", 4)]
+    # the runner takes every dim; the entry passes its static ones as constants
+    assert "int M, int N, int K)" in src.code and "problem(M, N, K)" in src.code
+    assert "_run(x, w, bias, out, M, 768, 3072);" in src.code
+    with pytest.raises(ValueError, match="missing run-time dims"):
+        e.grid()
+    assert e.output_shape({"M": 5}) == (5, 768)
+    # static: no int params, sizes baked in
+    s2 = KernelSpec.dense(128, 768, 3072)
+    src2 = emit_module([("k", s2, choose_config(s2, 80))])
+    assert all(p.kind == "ptr" for p in src2.entries["k"].params)
+    assert "_run(x, w, out, workspace, 128, 768, 3072);" in src2.code  # split-k
+    bmm = KernelSpec.batch_matmul(None, None, 64, 64)
+    conv = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1)
+    src3 = emit_module([("b", bmm, choose_config(bmm, 80)), ("c", conv, choose_config(conv, 80))])
+    assert [p.name for p in src3.entries["b"].params if p.kind == "int"] == ["batch", "M"]
+    assert [p.name for p in src3.entries["c"].params if p.kind == "int"] == ["N"]
+
+
+def test_launch_geometry():
+    spec = KernelSpec.dense(None, 1000, 256)
+    cfg = choose_config(spec, 80)
+    e = emit_module([("g", spec, cfg)]).entries["g"]
+    tm, tn = cfg.threadblock[:2]
+    M = 300
+    tiles_m, tiles_n = -(-M // tm), -(-1000 // tn)
+    tile = 8 if tiles_n >= 6 else 4 if tiles_n >= 3 else 2 if tiles_n >= 2 else 1
+    assert e.grid({"M": M}) == (tiles_m * tile, -(-tiles_n // tile), 1)
+    assert e.block == (cfg.threads, 1, 1) == (128, 1, 1)
+    b = KernelSpec.batch_matmul(70000, 64, 64, 64)
+    eb = emit_module([("b", b, choose_config(b, 80))]).entries["b"]
+    assert eb.grid() == (1, 1, 65535)  # the kernel loops over the rest
+    c = KernelSpec.conv2d((2, 16, 16, 32), (64, 3, 3, 32), strides=2, padding=(1, 1, 0, 0))
+    ec = emit_module([("c", c, choose_config(c, 80))]).entries["c"]
+    assert c.output_hw == (8, 8)
+    assert ec.output_shape() == (2, 8, 8, 64)
+    assert ec.tiled_shape()[:2] == (-(-2 * 8 * 8 // ec.config.threadblock[0]),
+                                    -(-64 // ec.config.threadblock[1]))
+
+
+def test_dedup_identical_kernels():
+    a = KernelSpec.dense(None, 768, 768, epilogue="bias")
+    b = KernelSpec.dense(None, 768, 3072, epilogue="bias")   # same kernel type, other sizes
+    c = KernelSpec.dense(None, 768, 768, epilogue="bias_gelu")
+    ks = [(f"tvmgen_default_cutlass_main_{i}", s, choose_config(s, 80))
+          for i, s in enumerate([a, b, a, c])]
+    src = emit_module(ks)
+    assert len(re.findall(r"^using \w+ = ", src.code, re.MULTILINE)) == 2
+    types = [src.entries[n].kernel_type for n, _, _ in ks]
+    assert types[0] == types[1] == types[2] != types[3]
+    assert src.code.count('extern "C" __global__') == 4
+    # line ranges: each entry's lines hold its own definition
+    lines = src.code.splitlines()
+    for name, *_ in ks:
+        lo, hi = src.entries[name].lines
+        assert any(name + "(" in ln for ln in lines[lo - 1:hi])
+        assert name in src.entries_at_line(lo)
+
+
+def test_rejects_bad_specs():
+    with pytest.raises(UnsupportedKernel):
+        KernelSpec.dense(1, 2, 3, dtype="int8")
+    with pytest.raises(UnsupportedKernel):
+        KernelSpec.conv2d((1, 8, 8, 4), (4, 3, 3, 4), epilogue="bias_gelu")
+    with pytest.raises(UnsupportedKernel):
+        KernelSpec.conv2d((1, 8, 8, 4), (4, 3, 3, 8))
+    with pytest.raises(ValueError):
+        spec = KernelSpec.dense(1, 8, 8)
+        emit_module([("not an identifier", spec, choose_config(spec, 80))])

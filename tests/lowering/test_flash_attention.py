@@ -1,0 +1,226 @@
+"""Partita's flash attention kernel (``partita.lowering.cuda.flash_attention``):
+
+- built for the host (``tests/support/flash_host.py``: ``mma.sync`` emulated by fragment exchange)
+  and compared with the ``nn.attention`` reference: f16 / bf16, head dims 32..256, odd and
+  run-time lengths, causal with Sq != Skv, key padding masks with fully masked rows, NaN
+  scores, GQA and MQA;
+- compiled by NVRTC for sm_90: the SASS has the expected HMMA count per key tile, 128-bit
+  global loads, and no local-memory spills (ptxas's own report);
+- on a GPU (marker ``gpu``), against ``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+from support.flash_host import build, build_decode, launch, launch_decode  # tests/support/flash_host.py
+
+from partita.lowering.cuda.flash_attention import (
+    HEAD_DIMS,
+    FlashConfig,
+    flash_attention_source,
+    flash_decode_source,
+)
+from partita.runtime.reference.nn.attention import attention
+
+DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}
+
+
+def _reference(q, k, v, key_mask, scale, causal, zero):
+    mask = None if key_mask is None else key_mask.astype(bool)[:, None, None, :]
+    f32 = [a.astype(np.float32) for a in (q, k, v)]
+    return attention(*f32, mask, scale=scale, causal=causal, zero_undefined_rows=zero)
+
+
+def _check(lib, config, q, k, v, key_mask=None, scale=0.3):
+    got = launch(lib, config, q, k, v, key_mask, scale).astype(np.float64)
+    want = _reference(q, k, v, key_mask, scale, config.causal, config.zero_undefined_rows)
+    want = want.astype(q.dtype).astype(np.float64)  # the kernel rounds once to the storage type
+    tol = TOLERANCE[config.dtype]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    return got
+
+
+def _inputs(rng, dtype, b, h, hkv, sq, skv, d):
+    t = DTYPES[dtype]
+    return (rng.standard_normal((b, h, sq, d)).astype(t), rng.standard_normal((b, hkv, skv, d)).astype(t),
+            rng.standard_normal((b, hkv, skv, d)).astype(t))
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    if not have_gxx():
+        pytest.skip("needs g++")
+    configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z)
+               for t, d, c, z in [("f16", 32, False, True), ("f16", 64, True, True), ("bf16", 64, False, True),
+                                  ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False)]]
+    return build(configs, tmp_path_factory.mktemp("flash")), {(c.dtype, c.head_dim): c for c in configs}
+
+
+def test_odd_lengths_gqa_and_dynamic_lengths(host):
+    lib, configs = host
+    rng = np.random.default_rng(0)
+    config = configs["f16", 32]
+    # GQA (4 query heads on 2 KV heads), lengths that fill neither a 64-row block nor a
+    # 64-key tile; the same kernel then at other run-time lengths.
+    for sq, skv in ((70, 75), (1, 130), (65, 3)):
+        _check(lib, config, *_inputs(rng, "f16", 2, 4, 2, sq, skv, 32))
+
+
+def test_bf16_multi_query_and_key_padding_with_fully_masked_rows(host):
+    lib, configs = host
+    rng = np.random.default_rng(1)
+    q, k, v = _inputs(rng, "bf16", 2, 3, 1, 17, 40, 64)
+    key_mask = rng.integers(0, 2, (2, 40)).astype(np.uint8)
+    key_mask[1] = 0  # batch 1 attends to nothing: zeros (zero_undefined_rows)
+    got = _check(lib, configs["bf16", 64], q, k, v, key_mask)
+    assert (got[1] == 0).all() and np.abs(got[0]).sum() > 0
+
+
+def test_causal_with_more_keys_than_queries(host):
+    """Bottom-right aligned: query i sees keys j <= i + (Skv - Sq), so the last query
+    sees every key; a 64-key tile past the frontier is skipped."""
+    lib, configs = host
+    rng = np.random.default_rng(2)
+    _check(lib, configs["f16", 64], *_inputs(rng, "f16", 1, 2, 2, 33, 150, 64))
+
+
+def test_causal_rows_before_every_key_are_nan_without_the_guard(host):
+    """Sq > Skv: the first Sq - Skv queries see no key. Without zero_undefined_rows they
+    are NaN, as the plain softmax gives; the other rows match the reference."""
+    lib, configs = host
+    rng = np.random.default_rng(3)
+    got = _check(lib, configs["f16", 128], *_inputs(rng, "f16", 1, 1, 1, 20, 12, 128))
+    assert np.isnan(got[0, 0, :8]).all() and np.isfinite(got[0, 0, 8:]).all()
+
+
+def test_nan_score_makes_its_row_undefined_only(host):
+    lib, configs = host
+    rng = np.random.default_rng(4)
+    q, k, v = _inputs(rng, "f16", 1, 2, 2, 9, 20, 96)
+    q[0, 1, 4, 7] = np.nan
+    got = _check(lib, configs["f16", 96], q, k, v)
+    assert np.isnan(got[0, 1, 4]).all()
+    assert np.isfinite(np.delete(got[0, 1], 4, axis=0)).all() and np.isfinite(got[0, 0]).all()
+
+
+def test_head_dim_256(host):
+    lib, configs = host
+    rng = np.random.default_rng(5)
+    _check(lib, configs["bf16", 256], *_inputs(rng, "bf16", 1, 2, 1, 19, 45, 256), scale=0.0625)
+
+
+def test_configs_reject_what_the_kernel_does_not_take():
+    with pytest.raises(ValueError, match="f16 or bf16"):
+        FlashConfig("f32", 64)
+    with pytest.raises(ValueError, match="head dim"):
+        FlashConfig("f16", 48)
+    assert HEAD_DIMS[0] == 32 and HEAD_DIMS[-1] == 256
+
+
+# -- decode: one query row, split-KV ------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, head_dim, splits", [("f16", 64, 7), ("bf16", 128, 1), ("f16", 256, 3)])
+def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path):
+    """One query row against a long KV (GQA, odd length), split over blocks and merged;
+    a batch with every key masked gives zeros, a NaN in q makes only its row undefined."""
+    if not have_gxx():
+        pytest.skip("needs g++")
+    lib = build_decode(dtype, head_dim, tmp_path)
+    rng = np.random.default_rng(7)
+    q, k, v = _inputs(rng, dtype, 2, 4, 2, 1, 1003, head_dim)
+    q[0, 2, 0, 5] = np.nan
+    key_mask = rng.integers(0, 2, (2, 1003)).astype(np.uint8)
+    key_mask[1] = 0
+    scale = head_dim ** -0.5
+    got = launch_decode(lib, dtype, q, k, v, key_mask, scale, splits, True).astype(np.float64)
+    want = _reference(q, k, v, key_mask, scale, False, True).astype(q.dtype).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+    assert (got[1] == 0).all() and (got[0, 2] == 0).all() and np.abs(got[0, 1]).sum() > 0
+    nan = launch_decode(lib, dtype, q, k, v, key_mask, scale, splits, False).astype(np.float64)
+    assert np.isnan(nan[1]).all() and np.isnan(nan[0, 2]).all() and np.isfinite(nan[0, 1]).all()
+
+
+# -- NVRTC, sm_90 SASS ---------------------------------------------------------------------
+
+
+def _nvdisasm():
+    import shutil
+    import sys
+    from pathlib import Path
+
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
+    return str(candidate) if candidate.exists() else None
+
+
+def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
+    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm is not installed")
+    configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256)]
+    try:
+        binary = nvrtc.compile_cuda(flash_attention_source(configs) + flash_decode_source("f16", 128), arch="sm_90",
+                                    options=["--ptxas-options=-v"], use_cache=False)
+    except Exception as err:  # noqa: BLE001 - no NVRTC here
+        pytest.skip(f"NVRTC unavailable: {err}")
+    (tmp_path / "flash.cubin").write_bytes(binary.cubin)
+    sass = subprocess.run([tool, str(tmp_path / "flash.cubin")], check=True, capture_output=True,
+                          text=True).stdout
+    for c in configs:
+        text = sass.split(f".text.{c.entry}:")[1].split(".section")[0]
+        k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8
+        # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles).
+        assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (c.block_n // 16) * d_tiles
+        assert ".BF16" in text if c.dtype == "bf16" else ".BF16" not in text
+        assert "LDG.E.128" in text  # 128-bit K / V tile loads
+        assert "LDL" not in text and "STL" not in text  # nothing spilled to local memory
+        report = binary.log.split(f"Function properties for {c.entry}")[1]
+        assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])
+    decode = sass.split(".text.flash_decode_f16_d128:")[1].split(".section")[0]
+    assert "SHFL.BFLY" in decode and "LDL" not in decode  # warp-reduced scores, no spills
+
+
+# -- GPU -----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, causal", [("f16", False), ("f16", True), ("bf16", False)])
+def test_gpu_matches_torch_sdpa(dtype, causal):
+    from partita.runtime.cuda import CudaDevice, cuda_status
+
+    if cuda_status() is not None:
+        pytest.skip(f"needs a CUDA device ({cuda_status()})")
+    torch = pytest.importorskip("torch")
+    from partita.lowering.nvrtc import compile_cuda
+
+    device = CudaDevice()
+    config = FlashConfig(dtype, 128, causal=causal)
+    module = device.load_module(compile_cuda(flash_attention_source(config), arch=device.arch).cubin)
+    rng = np.random.default_rng(6)
+    b, h, hkv, sq, skv, d = 2, 8, 2, 300, 300, 128
+    q, k, v = _inputs(rng, dtype, b, h, hkv, sq, skv, d)
+    bufs = [device.to_device(a) for a in (q, k, v)]
+    out = device.alloc(q.nbytes)
+    scale = d ** -0.5
+    module.launch(config.entry, config.grid(b, h, sq), config.block,
+                  [("ptr", int(bufs[0])), ("ptr", int(bufs[1])), ("ptr", int(bufs[2])), ("ptr", 0),
+                   ("ptr", int(out)), ("i32", h), ("i32", hkv), ("i32", sq), ("i32", skv), ("f32", scale)])
+    got = device.from_device(out, q.shape, q.dtype).astype(np.float32)
+    tt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    tq, tk, tv = (torch.from_numpy(a.astype(np.float32)).to(tt) for a in (q, k, v))
+    tk, tv = tk.repeat_interleave(h // hkv, dim=1), tv.repeat_interleave(h // hkv, dim=1)
+    want = torch.nn.functional.scaled_dot_product_attention(tq.float(), tk.float(), tv.float(),
+                                                            is_causal=causal, scale=scale).numpy()
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])

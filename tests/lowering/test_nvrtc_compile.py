@@ -1,0 +1,146 @@
+"""NVRTC compilation of emitted CUTLASS modules (no GPU needed).
+
+NVRTC runs are slow (~4-15 s each), so the kernels are grouped: one program per
+arch holding every supported op x dtype x epilogue (compiled in parallel), one
+small program for the special configurations, one deliberately broken program.
+"""
+
+import pytest
+
+from partita.lowering import cubin, nvrtc
+from partita.lowering.cutlass import (
+    DTYPES,
+    SUPPORTED_EPILOGUES,
+    KernelSpec,
+    choose_config,
+    emit_module,
+)
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def _all_kernels(sm: int):
+    ks = []
+    for dt in DTYPES:
+        t = "h" if dt == "float16" else "s"
+        for ep in SUPPORTED_EPILOGUES["dense"]:
+            ks.append((f"dense_{t}_{ep}",
+                       KernelSpec.dense(None if ep == "bias_gelu" else 256, 512, 768, dt, ep)))
+        for ep in SUPPORTED_EPILOGUES["batch_matmul"]:
+            ks.append((f"bmm_{t}_{ep}",
+                       KernelSpec.batch_matmul(None if ep == "none" else 4, 128, 64, 64, dt, ep)))
+        for ep in SUPPORTED_EPILOGUES["conv2d"]:
+            ks.append((f"conv_{t}_{ep}",
+                       KernelSpec.conv2d((None if ep == "bias" else 2, 16, 16, 32), (64, 3, 3, 32),
+                                         strides=1, padding=1, dtype=dt, epilogue=ep)))
+    return [(n, s, choose_config(s, sm)) for n, s in ks]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Both arch programs, compiled in parallel into a fresh cache."""
+    cache = tmp_path_factory.mktemp("cubins")
+    sources = {arch: emit_module(_all_kernels(int(arch[3:]))) for arch in ARCHS}
+    bins = nvrtc.compile_many([(sources[a], {"arch": a}) for a in ARCHS], jobs=2,
+                              cache_dir=cache)
+    assert len(bins) == len(ARCHS) and not any(b.cache_hit for b in bins)
+    return cache, sources, dict(zip(ARCHS, bins))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_op_dtype_epilogue_compiles(compiled, arch):
+    _, sources, bins = compiled
+    src, binary = sources[arch], bins[arch]
+    assert not binary.cache_hit and binary.cubin[:4] == b"\x7fELF"
+    syms = cubin.kernel_symbols(binary.cubin)
+    assert set(src.entries) <= syms
+    for name, e in src.entries.items():
+        params = cubin.kernel_params(binary.cubin, name)
+        assert [p.size for p in params] == [p.size for p in e.params], name
+        smem = cubin.read_int_global(binary.cubin, e.smem_symbol)
+        # main loop: stages * (A tile + B tile) bytes, the epilogue shares it
+        tm, tn, tk = e.config.threadblock
+        elt = 2 if e.spec.dtype == "float16" else 4
+        assert smem >= e.config.stages * (tm + tn) * tk * elt > 0, name
+
+
+def test_warm_compile_is_a_cache_hit(compiled):
+    cache, sources, bins = compiled
+    for arch in ARCHS:
+        again = nvrtc.compile_cuda(sources[arch], arch=arch, cache_dir=cache)
+        assert again.cache_hit and again.cubin == bins[arch].cubin
+        assert again.key == bins[arch].key
+    # the key depends on arch and options
+    assert bins["sm_80"].key != bins["sm_90"].key
+    cached = sorted(p.name for p in cache.iterdir())
+    # a ref per key and a cubin named by its digest; no temporary files left
+    assert cached == sorted([f"{b.key}.ref" for b in bins.values()] + [f"{b.digest}.cubin" for b in bins.values()])
+
+
+def test_dynamic_m_dense_takes_m_as_int(compiled):
+    _, sources, bins = compiled
+    params = cubin.kernel_params(bins["sm_80"].cubin, "dense_h_bias_gelu")
+    # x, w, bias, out, M
+    assert [(p.ordinal, p.offset, p.size) for p in params] == [
+        (0, 0, 8), (1, 8, 8), (2, 16, 8), (3, 24, 8), (4, 32, 4)]
+    static = cubin.kernel_params(bins["sm_80"].cubin, "dense_h_bias")
+    assert [p.size for p in static] == [8, 8, 8, 8]
+
+
+def test_special_configs_compile(tmp_path):
+    """Odd K (f16 SIMT fallback), 4-element alignment, serial split-k, shared types."""
+    specs = {
+        "f16_odd_k": KernelSpec.dense(64, 64, 99, "float16", "bias_relu"),
+        "f16_align4": KernelSpec.dense(None, 36, 68, "float16", "bias"),
+        "f16_splitk": KernelSpec.dense(64, 64, 8192, "float16", "bias_gelu"),
+        "f16_splitk_again": KernelSpec.dense(64, 64, 4096, "float16", "bias_gelu"),
+        "conv_c4": KernelSpec.conv2d((1, 9, 9, 4), (8, 3, 3, 4), strides=2, padding=(1, 1, 0, 0)),
+    }
+    ks = [(n, s, choose_config(s, 80)) for n, s in specs.items()]
+    src = emit_module(ks)
+    e = src.entries
+    assert e["f16_odd_k"].config.opcode_class == "simt"
+    assert e["f16_splitk"].config.split_k > 1
+    assert e["f16_splitk"].kernel_type == e["f16_splitk_again"].kernel_type
+    binary = nvrtc.compile_cuda(src, arch="sm_80", cache_dir=tmp_path)
+    assert not binary.cache_hit
+    assert set(specs) <= cubin.kernel_symbols(binary.cubin)
+    ps = cubin.kernel_params(binary.cubin, "f16_splitk")
+    assert [p.size for p in ps] == [8, 8, 8, 8, 8]  # x, w, bias, out, workspace
+
+
+def test_broken_kernel_raises_with_log(tmp_path):
+    good = KernelSpec.dense(64, 64, 64)
+    src = emit_module([("tvmgen_default_cutlass_main_0", good, choose_config(good, 80)),
+                       ("tvmgen_default_cutlass_main_1", good, choose_config(good, 80))])
+    lo, hi = src.entries["tvmgen_default_cutlass_main_1"].lines
+    lines = src.code.split("\n")
+    lines[hi - 3] += " this_is_not_cxx;"  # inside the second entry's body
+    broken = type(src)(code="\n".join(lines), entries=src.entries, kernel_lines=src.kernel_lines)
+    with pytest.raises(nvrtc.NvrtcError) as info:
+        nvrtc.compile_cuda(broken, arch="sm_80", cache_dir=tmp_path)
+    err = info.value
+    assert "this_is_not_cxx" in err.log and "error" in err.log
+    assert err.entries == ["tvmgen_default_cutlass_main_1"]
+    assert "tvmgen_default_cutlass_main_1" in str(err) and err.log in str(err)
+    assert not list(tmp_path.iterdir())  # nothing cached
+
+
+def test_include_paths_come_from_wheels():
+    paths = nvrtc.cuda_include_paths()
+    assert any(p.endswith("cutlass_library/source/include") for p in paths)
+    assert any(p.endswith("cu13/include") for p in paths)
+    assert any(p.endswith("cu13/include/cccl") for p in paths)
+
+
+def test_two_processes_compiling_the_same_key(tmp_path):
+    """Concurrent cold compiles of one key both succeed and leave one cache file."""
+    src = 'extern "C" __global__ void tiny(int* p, int n) { if (threadIdx.x < n) p[threadIdx.x] = n; }\n'
+    a, b = nvrtc.compile_many([src, src], jobs=2, arch="sm_80", cache_dir=tmp_path)
+    assert not a.cache_hit and not b.cache_hit and a.key == b.key
+    assert a.digest == b.digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{a.key}.ref", f"{a.digest}.cubin"])
+    assert cubin.kernel_symbols(a.cubin) == {"tiny"}
+    assert [(p.offset, p.size) for p in cubin.kernel_params(a.cubin, "tiny")] == [(0, 8), (8, 4)]
+    (c,) = nvrtc.compile_many([src], jobs=2, arch="sm_80", cache_dir=tmp_path)
+    assert c.cache_hit

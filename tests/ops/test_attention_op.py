@@ -1,0 +1,306 @@
+"""``nn.attention`` in every layer below the importer: the verifier, the NumPy reference
+against a plain softmax written out, and the native window kernel built for the host
+(``tests/support/cuda_host.py``) against the reference on chosen inputs: NaN scores, -inf and
+boolean masks, fully masked rows, odd lengths, GQA, causal with Sq != Skv, dynamic dims."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
+from support.kernel_check import fuse, fused_functions, host_ops  # tests/support/kernel_check.py
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f16, f32, i1
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.test_value import create_ssa_value
+
+from partita.dialects import nn
+from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.records import RECORDS, fused_record
+from partita.runtime.reference import run
+from partita.runtime.reference.nn.attention import attention
+
+DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+TOLERANCE = {"f32": 2e-5, "f16": 4e-3, "bf16": 3e-2}
+
+
+def _t(shape, t=f16):
+    return create_ssa_value(TensorType(t, shape))
+
+
+# -- dialect -------------------------------------------------------------------------------
+
+
+def test_shape_rule_and_variants():
+    op = nn.AttentionOp(_t([2, 8, 5, 16]), _t([2, 2, 9, 16]), _t([2, 2, 9, 32]),
+                        _t([2, 1, 1, 9], i1), scale=0.25, causal=True)
+    op.verify()
+    assert op.result.type == TensorType(f16, [2, 8, 5, 32])
+    assert (op.mask_kind, op.groups, op.scale, op.causal, op.zero_undefined_rows) == \
+        ("boolean", 4, 0.25, True, False)
+    plain = nn.AttentionOp(_t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), scale=0.5)
+    assert plain.mask_kind == "none" and plain.groups == 1
+    additive = nn.AttentionOp(_t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([3, 3]),
+                              scale=0.5)
+    assert additive.mask_kind == "additive"
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: nn.AttentionOp(_t([2, 6, 5, 16]), _t([2, 4, 9, 16]), _t([2, 4, 9, 16]), scale=1.0),
+     "6 query heads cannot share 4 KV heads"),
+    (lambda: nn.AttentionOp(_t([2, 4, 5, 16]), _t([2, 4, 9, 8]), _t([2, 4, 9, 16]), scale=1.0),
+     "head dim mismatch"),
+    (lambda: nn.AttentionOp(_t([2, 4, 5, 16]), _t([2, 4, 9, 16]), _t([2, 4, 7, 16]), scale=1.0),
+     "KV length mismatch"),
+    (lambda: nn.AttentionOp(_t([2, 4, 5, 16]), _t([2, 4, 9, 16]), _t([2, 4, 9, 16]),
+                            _t([2, 1, 5, 8]), scale=1.0), "does not broadcast"),
+    (lambda: nn.AttentionOp(_t([4, 5, 16]), _t([4, 9, 16]), _t([4, 9, 16]), scale=1.0),
+     "rank 4"),
+])
+def test_verifier_rejections(build, message):
+    with pytest.raises(VerifyException, match=message):
+        build().verify()
+
+
+def test_mask_type_must_be_bool_or_the_query_type():
+    op = nn.AttentionOp(_t([1, 1, 2, 4]), _t([1, 1, 2, 4]), _t([1, 1, 2, 4]), _t([2, 2], f32),
+                        scale=1.0)
+    with pytest.raises(VerifyException, match="mask element type"):
+        op.verify()
+
+
+# -- reference -----------------------------------------------------------------------------
+
+
+def _softmax_attention(q, k, v, bias):
+    """The decomposed form, written out: per head, with the KV head repeated."""
+    groups = q.shape[1] // k.shape[1]
+    out = np.zeros(q.shape[:3] + v.shape[3:], np.float64)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            s = q[b, h] @ k[b, h // groups].T + bias
+            p = np.exp(s - s.max(-1, keepdims=True))
+            out[b, h] = (p / p.sum(-1, keepdims=True)) @ v[b, h // groups]
+    return out
+
+
+def test_reference_matches_written_out_softmax_with_gqa_and_causal():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(s) for s in ((2, 6, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3)))
+    got = attention(q * 0.5, k, v, None, scale=1.0, causal=True, zero_undefined_rows=False)
+    frontier = np.arange(5)[None, :] <= np.arange(3)[:, None] + 2  # bottom-right aligned
+    want = _softmax_attention(q * 0.5, k, v, np.where(frontier, 0.0, -np.inf))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_reference_fully_masked_rows_are_nan_or_zero():
+    q = k = v = np.ones((1, 1, 2, 2), np.float32)
+    mask = np.array([[True, True], [False, False]])
+    nan = attention(q, k, v, mask, scale=1.0, causal=False, zero_undefined_rows=False)
+    zero = attention(q, k, v, mask, scale=1.0, causal=False, zero_undefined_rows=True)
+    assert np.isnan(nan[0, 0, 1]).all() and (zero[0, 0, 1] == 0).all()
+    np.testing.assert_allclose(zero[0, 0, 0], [1.0, 1.0])
+
+
+# -- the native kernel on the host ---------------------------------------------------------
+
+
+def _module(q, k, v, mask, dtype, attrs, dynamic=False):
+    def ty(shape, t=dtype):
+        dims = ["?" if dynamic and a in (0, 2) else str(d) for a, d in enumerate(shape)]
+        return f"tensor<{'x'.join(dims)}x{t}>"
+    qt, kt, vt = ty(q), ty(k), ty(v)
+    out = ty((*q[:3], v[3]))
+    args = f"%q: {qt}, %k: {kt}, %v: {vt}"
+    operands, types = "%q, %k, %v", f"{qt}, {kt}, {vt}"
+    if mask is not None:
+        shape, kind = mask
+        mt = f"tensor<{'x'.join(map(str, shape))}x{'i1' if kind == 'boolean' else dtype}>"
+        args, operands, types = f"{args}, %m: {mt}", f"{operands}, %m", f"{types}, {mt}"
+    return f"""
+func.func @main({args}) -> {out} {{
+  %0 = nn.attention {operands} {attrs} : ({types}) -> {out}
+  func.return %0 : {out}
+}}"""
+
+
+def _launch(module, inputs, tmp_path):
+    """Run the one fused kernel of ``module`` on the host; returns (kernel out, reference)."""
+    (name, function), = fused_functions(module).items()
+    program = program_of(module)
+    rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
+    host = HostKernels(program.code, [rec], tmp_path)
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (expected,) = run(ModuleOp([clone]), *inputs, entry=name)
+    out = np.full(expected.shape, 7, expected.dtype)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, grid, block, [np.ascontiguousarray(a) for a in inputs], out)
+    return out, expected
+
+
+CASES = {
+    # name: (q, k, v shapes, mask (shape, kind) or None, attributes)
+    "mha": ((2, 2, 5, 8), (2, 2, 5, 8), (2, 2, 5, 8), None, "{scale = 0.35355 : f64}"),
+    "gqa_causal_odd": ((1, 4, 3, 5), (1, 2, 7, 5), (1, 2, 7, 6), None,
+                       "{scale = 0.5 : f64, causal = true}"),
+    "mqa_bool_mask": ((2, 3, 4, 8), (2, 1, 6, 8), (2, 1, 6, 8), ((2, 1, 1, 6), "boolean"),
+                      "{scale = 0.25 : f64, zero_undefined_rows = true}"),
+    "additive_mask": ((1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), ((5, 5), "additive"),
+                      "{scale = 0.5 : f64}"),
+    # [B, S, H, D]: 4 query heads on 2 KV heads, causal with Sq != Skv.
+    "bshd_gqa_causal": ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 6), None,
+                        '{scale = 0.5 : f64, causal = true, layout = "BSHD"}'),
+}
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kernel_matches_reference(case, dtype, tmp_path):
+    q, k, v, mask, attrs = CASES[case]
+    module = fuse(_module(q, k, v, mask, dtype, attrs))
+    assert host_ops(module) == []
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, v)]
+    if mask is not None:
+        shape, kind = mask
+        if kind == "boolean":
+            m = rng.integers(0, 2, shape).astype(bool)
+            m[0, ..., :] = False  # batch 0: every key masked (zeros, zero_undefined_rows)
+        else:
+            m = np.where(rng.integers(0, 3, shape) == 0, -np.inf, rng.standard_normal(shape))
+            m[1, :] = -np.inf  # row 1: fully masked (NaN, the plain softmax)
+            m = m.astype(DTYPES[dtype])
+        inputs.append(m)
+    out, want = _launch(module, inputs, tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    if mask is not None and mask[1] == "boolean":
+        assert (out[0] == 0).all()
+    if mask is not None and mask[1] == "additive":
+        assert np.isnan(out.astype(np.float32)[:, :, 1]).all()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_kernel_nan_scores_and_dynamic_lengths(tmp_path):
+    """A NaN in one query row makes that row undefined (zeros with the guard) and no other;
+    the batch and sequence dims are run-time dims of the kernel."""
+    q, k, v = (1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)
+    module = fuse(_module(q, k, v, None, "f32", "{scale = 0.5 : f64, zero_undefined_rows = true}",
+                          dynamic=True))
+    assert host_ops(module) == []
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in (q, k, v)]
+    inputs[0][0, 1, 2, 3] = np.nan
+    out, want = _launch(module, inputs, tmp_path)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    assert (out[0, 1, 2] == 0).all() and np.isfinite(out).all()
+    assert np.abs(out[0, 1, :2]).sum() > 0
+
+
+def test_bshd_layout_is_the_transposed_bhsd_op():
+    from xdsl.dialects.builtin import ModuleOp as Module
+
+    from partita.dialects import make_context
+    from partita.ir import parse_module
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 8)))
+    text = _module((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 8), None, "f32",
+                   '{scale = 0.5 : f64, causal = true, layout = "BSHD"}')
+    module = parse_module(text, make_context(), "bshd.mlir")
+    module.verify()
+    assert isinstance(module, Module)
+    (got,) = run(module, q, k, v)
+    want = attention(*(x.swapaxes(1, 2) for x in (q, k, v)), None, scale=0.5, causal=True,
+                     zero_undefined_rows=False).swapaxes(1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(VerifyException, match="layout must be BHSD or BSHD"):
+        nn.AttentionOp(_t([1, 2, 3, 4]), _t([1, 2, 3, 4]), _t([1, 2, 3, 4]), scale=1.0,
+                       layout="SBHD").verify()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_f16_attention_alone_takes_the_flash_kernel(dtype, tmp_path):
+    """f16 / bf16, BHSD, head dim 32 and a key padding mask: the kernel is the flash one
+    (128 threads, mma fragments), launched with its record's geometry, and matches the
+    reference; batch 1 has every key masked (zeros)."""
+    q, k, v = (2, 3, 70, 32), (2, 1, 75, 32), (2, 1, 75, 32)
+    module = fuse(_module(q, k, v, ((2, 1, 1, 75), "boolean"), dtype,
+                          "{scale = 0.2 : f64, causal = true, zero_undefined_rows = true}"))
+    program = program_of(module)
+    (kernel,) = program.kernels.values()
+    assert kernel.block == 128 and f"flash_attention_{dtype}_d32_cz_tile(" in kernel.code
+    rng = np.random.default_rng(4)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, v)]
+    mask = rng.integers(0, 2, (2, 1, 1, 75)).astype(bool)
+    mask[1] = False
+    out, want = _launch(module, [*inputs, mask], tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    assert (out[1] == 0).all()
+
+
+def test_other_forms_keep_the_window_kernel():
+    """f32, a full [B, 1, Sq, Skv] mask, or BSHD: the per-element window kernel."""
+    for q, k, mask, dtype, attrs in [
+        ((1, 2, 8, 32), (1, 2, 8, 32), None, "f32", "{scale = 0.5 : f64}"),
+        ((1, 2, 8, 32), (1, 2, 8, 32), ((1, 1, 8, 8), "boolean"), "f16", "{scale = 0.5 : f64}"),
+        ((1, 8, 2, 32), (1, 8, 2, 32), None, "f16", '{scale = 0.5 : f64, layout = "BSHD"}'),
+    ]:
+        (kernel,) = program_of(fuse(_module(q, k, k, mask, dtype, attrs))).kernels.values()
+        assert "flash_attention" not in kernel.code and "expf(m - s)" in kernel.code
+
+
+def test_collage_counts_the_flops_of_attention():
+    """Q·Kᵀ and P·V: 2·B·H·Sq·Skv·(D + Dv), plus 5 per score for the softmax, in both
+    layouts."""
+    from partita.collage.cost import node_flops
+    from partita.collage.ir_graph import graph_from_ops
+    from partita.dialects import make_context
+    from partita.ir import parse_module
+
+    for q, k, v, attrs in [((2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 6), "{scale = 0.5 : f64}"),
+                           ((2, 5, 4, 8), (2, 7, 2, 8), (2, 7, 2, 6), '{scale = 0.5 : f64, layout = "BSHD"}')]:
+        module = parse_module(_module(q, k, v, None, "f16", attrs), make_context(), "a.mlir")
+        op = next(o for o in module.walk() if isinstance(o, nn.AttentionOp))
+        (node,) = graph_from_ops([op]).graph.nodes
+        scores = 2 * 4 * 5 * 7
+        assert node_flops(node) == scores * (2 * 8 + 2 * 6 + 5)
+
+
+SDPA = """
+func.func @main(%q: tensor<1x2x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x5x8xf32>) -> tensor<1x2x8x5xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x5x8xf32>, tensor<1x2x8x5xf32>) -> tensor<1x2x5x5xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : (tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x5x5xf32>, tensor<1x2x5x8xf32>) -> tensor<1x2x5x8xf32>
+  func.return %o : tensor<1x2x5x8xf32>
+}
+"""
+
+
+def test_compile_fuses_attention_unless_cudnn_or_tensorrt_may_take_it(tmp_path):
+    import partita
+
+    exe = partita.compile(SDPA, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path)
+    assert "fuse-attention" in exe.pipeline
+    assert [row.ops for row in exe.report().rows] == [("nn.attention",)]
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, 2, 5, 8)).astype(np.float32) for _ in range(3))
+    (got,) = exe.run(q, k, v)
+    want = attention(q, k, v, None, scale=1.0, causal=False, zero_undefined_rows=False)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for library in ("cudnn", "tensorrt"):
+        from partita.dialects import make_context
+        from partita.driver import build_pipeline
+        from partita.ir import parse_module
+        from partita.target import CompilationConfig
+
+        module = parse_module(SDPA, make_context(), "sdpa.mlir")
+        steps = build_pipeline(module, CompilationConfig.parse(["cuda -arch=sm_90", library, "llvm"]),
+                               partitioner="collage", cost="roofline", device="h100", max_depth=4,
+                               cache_dir=None, layout="auto")
+        assert "fuse-attention" not in steps

@@ -1,0 +1,219 @@
+"""Resize and depth / space rearrangement: NumPy references against onnx's node suite,
+native kernels (built for the host) against the references, and end to end."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
+from test_ops_conv import DYN, NP, TOL, _function, _inputs
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import PassPipeline
+
+import partita
+from partita.dialects import make_context, nn
+from partita.ir import PartitaError
+from partita.lowering.cuda.codegen import program_of
+from partita.runtime.extern import kernel_handles
+from partita.runtime.reference import run
+from partita.transforms import get_all_passes
+
+
+def _resize(**kw):
+    return lambda x: [nn.ResizeOp(x, **kw)]
+
+
+CASES = {
+    "nearest_up_half_pixel": ([(DYN, 2, 3, 4)], _resize(
+        sizes=(-1, 2, 7, 9), scales=(1.0, 1.0, 7 / 3, 2.25))),
+    "nearest_ceil_asymmetric": ([(1, 2, 5, 4)], _resize(
+        sizes=(1, 2, 3, 8), scales=(1.0, 1.0, 0.6, 2.0), coordinate_transformation_mode="asymmetric",
+        nearest_mode="ceil")),
+    "linear_align_corners": ([(2, 3, 4, 5)], _resize(
+        sizes=(2, 3, 7, 3), scales=(1.0, 1.0, 1.75, 0.6), mode="linear",
+        coordinate_transformation_mode="align_corners")),
+    "linear_pytorch_1d": ([(DYN, 3, 6)], _resize(
+        sizes=(-1, 3, 4), scales=(1.0, 1.0, 4 / 6), mode="linear",
+        coordinate_transformation_mode="pytorch_half_pixel")),
+    "cubic_exclude_outside": ([(1, 1, 4, 4)], _resize(
+        sizes=(1, 1, 8, 3), scales=(1.0, 1.0, 2.0, 0.8), mode="cubic", cubic_coeff_a=-0.5,
+        exclude_outside=True)),
+    "cubic_symmetric_3d": ([(1, 2, 3, 4, 5)], _resize(
+        sizes=(1, 2, 5, 4, 3), scales=(1.0, 1.0, 5 / 3, 1.0, 0.6), mode="cubic",
+        coordinate_transformation_mode="half_pixel_symmetric")),
+    "tf_crop_and_resize": ([(1, 1, 4, 4)], _resize(
+        sizes=(1, 1, 3, 3), scales=(1.0, 1.0, 0.75, 0.75), mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=10.0,
+        roi=(0, 0, 0.4, -0.2, 1, 1, 1.2, 0.7))),
+    "depth_to_space_dcr": ([(DYN, 8, 2, 3)], lambda x: [nn.DepthToSpaceOp(x, 2)]),
+    "depth_to_space_crd": ([(2, 18, 2, 2)], lambda x: [nn.DepthToSpaceOp(x, 3, mode="CRD")]),
+    "space_to_depth_dcr": ([(DYN, 3, 4, 6)], lambda x: [nn.SpaceToDepthOp(x, 2)]),
+    "space_to_depth_crd": ([(1, 2, 6, 3)], lambda x: [nn.SpaceToDepthOp(x, 3, mode="CRD")]),
+}
+
+
+# Scales (and a roi) read at run time (f32 arguments): (input shape, sizes, scales, mode,
+# coordinate mode[, roi[, axes the operands describe]]).
+RUNTIME_SCALES = {
+    "linear_runtime_scales": ((DYN, 2, 3, 4), (-1, 2, 5, 6), (1, 1, 5 / 3, 1.5), "linear",
+                              "align_corners"),
+    "cubic_runtime_scales": ((1, 2, 4, 4), (1, 2, 7, 3), (1, 1, 1.75, 0.8), "cubic",
+                             "half_pixel_symmetric"),
+    "nearest_runtime_scales": ((2, 1, 5, 4), (2, 1, 3, 9), (1, 1, 0.6, 2.3), "nearest",
+                               "pytorch_half_pixel"),
+    "crop_runtime_scales_and_roi": ((1, 2, 4, 5), (1, 2, 3, 3), (1, 1, 0.75, 0.6), "linear",
+                                    "tf_crop_and_resize", (0, 0, 0.4, -0.2, 1, 1, 1.2, 0.7)),
+    "crop_runtime_axes_3_2": ((1, 2, 4, 5), (1, 2, 3, 3), (0.6, 0.75), "cubic",
+                              "tf_crop_and_resize", (-0.2, 0.4, 0.7, 1.2), (3, 2)),
+}
+
+
+def _runtime_scales_function(name: str, dtype: str) -> FuncOp:
+    from xdsl.dialects.builtin import Float32Type, TensorType
+    from xdsl.dialects.func import ReturnOp
+    from xdsl.ir import Block, Region
+
+    shape, sizes, scales, mode, coordinate, *rest = RUNTIME_SCALES[name]
+    roi, axes = (rest + [None, None])[:2]
+    block = Block(arg_types=[TensorType(nn.element_type_of(NP[dtype]), shape),
+                             TensorType(Float32Type(), (len(scales),)),
+                             *([TensorType(Float32Type(), (len(roi),))] if roi else [])])
+    op = nn.ResizeOp(block.args[0], sizes, block.args[1], mode=mode,
+                     coordinate_transformation_mode=coordinate, extrapolation_value=-3.0,
+                     roi=block.args[2] if roi else None, axes=axes)
+    block.add_ops([op, ReturnOp(op.result)])
+    return FuncOp(f"{name}_{dtype}", (block.arg_types, [op.result.type]), Region(block))
+
+
+def _module(dtype: str) -> ModuleOp:
+    return ModuleOp([_function(f"{name}_{dtype}", shapes, dtype, build)
+                     for name, (shapes, build) in CASES.items()]
+                    + [_runtime_scales_function(name, dtype) for name in RUNTIME_SCALES])
+
+
+def _case_inputs(function: FuncOp, name: str, dtype: str, seed: int) -> list[np.ndarray]:
+    if name in RUNTIME_SCALES:
+        _, _, scales, _, _, *roi = RUNTIME_SCALES[name]
+        roi = roi[:1]
+        x = _inputs(function, dtype, seed)[0]
+        return [x, np.array(scales, np.float32), *(np.array(r, np.float32) for r in roi)]
+    return _inputs(function, dtype, seed)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_kernels_compute_the_reference_semantics(dtype: str, tmp_path) -> None:
+    if not have_gxx():
+        pytest.skip("needs g++ to build the kernels for the host")
+    ctx = make_context()
+    fused = _module(dtype)
+    PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
+    module = _module(dtype)
+    pipeline = f'fuse-native-kernels,cuda-codegen{{arch=sm_90 cache-dir="{tmp_path}"}},lower-extern-calls'
+    PassPipeline.parse_spec(get_all_passes(), pipeline).apply(ctx, module)
+    handles = kernel_handles(module)
+    names = [*CASES, *RUNTIME_SCALES]
+    assert sorted(handles) == sorted(f"{name}_{dtype}_fused_0" for name in names)
+    host = HostKernels(program_of(fused).code, [h.record for h in handles.values()], tmp_path)
+    originals = {f.sym_name.data: f for f in _module(dtype).ops}
+    for k, name in enumerate(names):
+        entry = f"{name}_{dtype}"
+        args = _case_inputs(originals[entry], name, dtype, k)
+        (expected,) = run(ModuleOp([originals[entry].clone()]), *args, entry=entry)
+        rec = handles[f"{entry}_fused_0"].record
+        out = np.zeros(expected.shape, NP[dtype])
+        grid, block = rec.geometry(out.shape)
+        host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
+        np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64),
+                                   rtol=TOL[dtype], atol=TOL[dtype], err_msg=name)
+
+
+def _node_cases(pattern: str):
+    import onnx.backend.test.case.node as node_cases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [c for c in node_cases.collect_testcases(None) if re.match(pattern, c.name)]
+
+
+def _constant_inputs(case) -> tuple[onnx.ModelProto, np.ndarray, np.ndarray]:
+    """The case's model with every input but the first made an initializer (Resize's
+    scales / sizes / roi decide the output shape, so they must be constants)."""
+    (ins, outs), *_ = case.data_sets
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    graph = model.graph
+    first = graph.input[0]
+    for info, value in list(zip(graph.input, ins))[1:]:
+        graph.initializer.append(numpy_helper.from_array(value, info.name))
+    del graph.input[:]
+    graph.input.append(first)
+    return model, ins[0], outs[0]
+
+
+RESIZE_CASES = _node_cases(r"test_(resize|upsample)_")
+
+
+@pytest.mark.parametrize("case", RESIZE_CASES, ids=[c.name for c in RESIZE_CASES])
+def test_node_suite_resize_with_constant_scales(case, tmp_path) -> None:
+    """Every Resize / Upsample case of onnx's node suite, scales / sizes / roi as
+    initializers: the kernel's result matches onnx's (antialias is refused)."""
+    model, x, want = _constant_inputs(case)
+    if "antialias" in case.name:
+        with pytest.raises(PartitaError, match="antialias is not supported"):
+            partita.compile(model, cache_dir=tmp_path)
+        return
+    exe = partita.compile(model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
+    (got,) = exe.run(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# Refused: antialias, run-time sizes with keep_aspect_ratio_policy.
+REFUSED = re.compile(r".*(antialias|not_larger|not_smaller)")
+RUNTIME = [c for c in RESIZE_CASES if not REFUSED.match(c.name)]
+
+
+@pytest.mark.parametrize("case", RUNTIME, ids=[c.name for c in RUNTIME])
+def test_node_suite_resize_as_given(case, tmp_path) -> None:
+    """Scales or sizes fed at run time, as the node suite does: sizes are the declared
+    output shape ("stretch" policy); the kernel reads run-time scales."""
+    exe = partita.compile(case.model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
+    (ins, outs), *_ = case.data_sets
+    (got,) = exe.run(*ins)
+    np.testing.assert_allclose(got, outs[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("test_resize_downsample_scales_linear_antialias", r"'Y' \(Resize\): antialias is not supported"),
+    ("test_resize_upsample_sizes_nearest_not_larger", "with keep_aspect_ratio_policy"),
+])
+def test_refused_run_time_parameters_are_located_errors(name, message) -> None:
+    (case,) = _node_cases(f"{name}$")
+    with pytest.raises(PartitaError, match=message):
+        partita.compile(case.model)
+
+
+def test_dynamic_batch_resize_and_depth_to_space_end_to_end(tmp_path) -> None:
+    nodes = [helper.make_node("Resize", ["x", "", "s"], ["r"], mode="linear"),
+             helper.make_node("DepthToSpace", ["r"], ["y"], blocksize=2, mode="CRD")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 12, 12])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    exe = partita.compile(model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
+    from onnx.reference import ReferenceEvaluator
+
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 8, 3, 4)).astype(np.float32)
+        (got,) = exe.run(x)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

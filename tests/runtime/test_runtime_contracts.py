@@ -1,0 +1,88 @@
+"""The device, module, launch and library-handle contracts are ``typing.Protocol``s that
+the real devices, the simulated one and the test stand-ins all satisfy."""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+import pytest
+from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
+from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+
+from partita.runtime.contracts import (
+    CapturedGraph,
+    Device,
+    LibraryHandle,
+    LoadedModule,
+    PreparedLaunch,
+    TimedModule,
+    TimingDevice,
+)
+from partita.runtime.cuda import CudaDevice, CudaModule
+from partita.runtime.device import SimulatedDevice
+from partita.runtime.libraries import handle_class
+
+
+def _members(protocol: type) -> set[str]:
+    """The names a protocol asks for (its own and its bases', not ``object``'s)."""
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls in (object, typing.Protocol, typing.Generic):
+            continue
+        names |= {n for n in vars(cls) if not n.startswith("_")} | set(getattr(cls, "__annotations__", {}))
+    return names
+
+
+@pytest.mark.parametrize("device", [SimulatedDevice(), CudaDevice(driver=RecordingDriver())],
+                         ids=["simulated", "cuda"])
+def test_both_devices_are_launch_plan_devices(device) -> None:
+    assert isinstance(device, Device)
+    stream = device.create_stream()
+    buf = device.alloc(64)
+    device.upload(int(buf), np.arange(16, dtype=np.float32), stream)
+    device.synchronize(stream)
+    device.free(buf)
+    device.destroy_stream(stream)
+
+
+def test_the_cuda_device_and_its_modules_time_candidates() -> None:
+    device = CudaDevice(driver=RecordingDriver())
+    assert isinstance(device, TimingDevice)
+    assert _members(TimedModule) <= set(dir(CudaModule))
+    assert _members(LoadedModule) <= set(dir(CudaModule))
+
+
+def test_the_measurement_stand_in_keeps_the_contract() -> None:
+    fake = FakeDevice()
+    assert isinstance(fake, TimingDevice)
+    assert isinstance(fake.load_module(b"\x7fELF"), TimedModule)
+
+
+def test_a_stand_in_missing_a_call_is_no_device() -> None:
+    class Partial:
+        name = "partial"
+        simulated = True
+
+        def alloc(self, nbytes):
+            return 0
+
+    assert not isinstance(Partial(), Device)
+    assert not isinstance(Partial(), TimingDevice)
+
+
+def test_simulated_launches_and_graphs_keep_the_contract() -> None:
+    device = SimulatedDevice()
+    module = device.load_module(b"")
+    assert isinstance(module, LoadedModule)
+    kernel = module.kernel("k", 0, lambda inputs, outputs: None)
+    launch = device.prepare_launch(kernel, (1, 1, 1), (1, 1, 1), 0, [("ptr", 0)])
+    assert isinstance(launch, PreparedLaunch)
+    stream = device.create_stream()
+    assert isinstance(device.capture(stream, lambda s: launch(s)), CapturedGraph)
+
+
+@pytest.mark.parametrize("kind", ["cublaslt", "cudnn", "tensorrt"])
+def test_library_handles_keep_the_contract(kind: str) -> None:
+    cls = handle_class(kind)
+    assert _members(LibraryHandle) <= set(dir(cls)) | set(getattr(cls, "__dataclass_fields__", {}))

@@ -1,0 +1,270 @@
+"""``partita-doctor``: the report (with the recording driver standing in for a GPU), and
+``--validate``'s steps, limits, table and JSON, exercised here without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from support.recording_driver import RecordingDriver
+
+from partita.tools import doctor, validate
+
+REPO = Path(__file__).parents[2]
+
+
+def _values(rows) -> dict[str, str]:
+    return {r.name: r.value for r in rows}
+
+
+def test_report_names_the_gpu_and_where_default_compiles_run() -> None:
+    rows, arch = doctor.gpu_findings(RecordingDriver(arch=(9, 0), devices=2, version=13020))
+    values = _values(rows)
+    assert arch == "sm_90"
+    assert values["GPU"] == "Recording GPU (sm_90), device 0 of 2"
+    assert values["CUDA driver"].startswith("13.2 ")
+    (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
+    assert runs_on.ok and "the GPU (sm_90)" in runs_on.value
+
+
+def test_report_says_when_default_targets_miss_the_gpu() -> None:
+    _, arch = doctor.gpu_findings(RecordingDriver(arch=(8, 0)))
+    (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
+    assert not runs_on.ok and "cuda -arch=sm_80" in runs_on.value
+
+
+def test_report_without_a_usable_driver() -> None:
+    rows, arch = doctor.gpu_findings(RecordingDriver(version=12080))
+    values = _values(rows)
+    assert arch is None
+    assert values["GPU"].startswith("none (the CUDA driver is version 12.8; these CUDA 13 bindings need a driver >= 13.0)")
+    rows, arch = doctor.gpu_findings(RecordingDriver(fail={"cuInit": 100}))
+    assert arch is None and "did not initialise" in _values(rows)["GPU"]
+
+
+def test_library_backends_say_what_to_install() -> None:
+    def probe(module: str) -> str:
+        if module == "cudnn":
+            raise ImportError("No module named 'cudnn'")
+        if module == "tensorrt":
+            raise ImportError("No module named 'tensorrt'")
+        raise OSError("libcublasLt.so.13: cannot open shared object file")
+
+    values = _values(doctor.library_findings(probe))
+    assert values["library cudnn"] == "not installed (No module named 'cudnn'); pip install 'partita[cudnn]'"
+    assert values["library tensorrt"].endswith("pip install 'partita[tensorrt]' --extra-index-url https://pypi.nvidia.com")
+    assert values["library cublas"].startswith("does not load (libcublasLt: OSError: libcublasLt.so.13")
+    assert values["library cudnn"] and "onnxruntime" in values
+
+
+def test_doctor_without_a_gpu_exits_0(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(doctor, "gpu_findings", lambda driver=None: ([doctor.Finding("GPU", "none (no driver)", False)], None))
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert "GPU:" in out and "none (no driver)" in out
+    assert "runs on:" in out and "the simulated device (CPU): no usable GPU (compiles still make real cubins)" in out
+    assert "NVRTC:" in out and "cubin cache:" in out and "partita.compile:" in out
+
+
+def test_validate_without_a_gpu_exits_1(monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.setattr(doctor, "gpu_findings", lambda driver=None: ([doctor.Finding("GPU", "none (no driver)", False)], None))
+    assert doctor.main(["--validate", "--json", str(tmp_path / "v.json")]) == 1
+    err = capsys.readouterr().err
+    assert "error: --validate needs a CUDA device: none (no driver); nothing was validated" in err
+    assert "Traceback" not in err and not (tmp_path / "v.json").exists()
+
+
+def test_unknown_step_is_an_error(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(doctor, "gpu_findings", lambda driver=None: ([doctor.Finding("GPU", "X", True)], "sm_90"))
+    assert doctor.main(["--validate", "--steps", "models,bogus"]) == 1
+    assert "unknown validation step(s) bogus" in capsys.readouterr().err
+
+
+def _child(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code), "{out}"]
+
+
+WRITE_ROW = """
+    import json, sys, time
+    row = dict(step="s", item="first", metric="m", partita=1.0, reference=2.0, status="ok", note="")
+    open(sys.argv[1], "w").write(json.dumps({"rows": [row]}))
+"""
+
+
+def test_steps_are_bounded_and_keep_partial_rows(capsys, tmp_path: Path) -> None:
+    steps = [
+        validate.Step("fine", _child(WRITE_ROW)),
+        validate.Step("hangs", _child(WRITE_ROW + "\n    time.sleep(60)\n")),
+        validate.Step("crashes", _child("import sys; print('boom'); sys.exit(3)")),
+        validate.Step("no-checkout", []),
+    ]
+    code = validate.run_validation([], None, tmp_path / "v.json", environment={"GPU": "test"},
+                                   step_timeout=5, total_timeout=60, steps=steps)
+    assert code == 1
+    data = json.loads((tmp_path / "v.json").read_text())
+    status = {s["name"]: s["status"] for s in data["steps"]}
+    assert status == {"fine": "ok", "hangs": "timeout", "crashes": "failed", "no-checkout": "not run"}
+    assert next(s for s in data["steps"] if s["name"] == "hangs")["seconds"] < 30
+    hangs = [r for r in data["rows"] if r["step"] == "s"]
+    assert len(hangs) == 2  # the hung step's row survived its kill
+    (crash,) = [r for r in data["rows"] if r["step"] == "crashes"]
+    assert crash["status"] == "FAIL" and "exit 3: boom" in crash["note"]
+    assert data["environment"] == {"GPU": "test"} and data["passed"] is False
+    table = capsys.readouterr().out
+    assert table.count("\n") > 6 and "hangs: timeout in" in table and "stopped after 5s" in table
+
+
+def test_the_total_budget_stops_starting_steps(tmp_path: Path) -> None:
+    ticks = iter([0.0, 0.0, 1150.0])
+    results = validate.run_steps([validate.Step("a", _child(WRITE_ROW)), validate.Step("b", _child(WRITE_ROW))],
+                                 step_timeout=600, total_timeout=1200, clock=lambda: next(ticks))
+    assert [r.status for r in results] == ["ok", "not run"]
+    assert "1200s budget is spent" in results[1].rows[0].note
+
+
+def test_every_step_passing_exits_0(tmp_path: Path) -> None:
+    code = validate.run_validation([], None, tmp_path / "v.json", environment={},
+                                   steps=[validate.Step("fine", _child(WRITE_ROW))])
+    assert code == 0 and json.loads((tmp_path / "v.json").read_text())["passed"] is True
+
+
+GPU_TESTS = """
+import pytest
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    assert True
+
+@pytest.mark.gpu
+def test_wrong():
+    assert 1 == 2, "kernel differs"
+
+@pytest.mark.gpu
+def test_needs_an_extra():
+    pytest.skip("no tensorrt")
+
+@pytest.mark.gpu
+def test_falls_back():
+    from partita.runtime.device import SimulatedDevice
+    SimulatedDevice()
+
+def test_not_gpu_may_simulate():
+    from partita.runtime.device import SimulatedDevice
+    SimulatedDevice()
+"""
+
+
+def test_gpu_test_results_and_the_simulated_fallback_guard(tmp_path: Path) -> None:
+    """The gpu-tests step's reading of pytest, on a real pytest run with the suite's guard."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_fake_gpu.py").write_text(GPU_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers = gpu: needs a GPU\n")
+    step = validate.gpu_test_step(tmp_path)
+    at = step.argv.index("gpu")
+    step.argv[at - 1:at + 1] = ["-p", "support.gpu_guard"]  # load the guard plugin, run every test (not only -m gpu)
+    step.env = {"PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    result = validate.run_step(step, timeout=120)
+    assert result.status == "failed", result.log
+    summary, *rows = result.rows
+    assert summary.note == "2 passed, 2 failed, 1 skipped", result.log
+    by_name = {r.item.split("::")[-1]: r for r in rows}
+    assert by_name["test_wrong"].status == "FAIL" and "kernel differs" in by_name["test_wrong"].note
+    assert by_name["test_falls_back"].status == "FAIL"
+    assert "fell back to the simulated device" in by_name["test_falls_back"].note
+    assert by_name["test_needs_an_extra"].status == "skipped" and "no tensorrt" in by_name["test_needs_an_extra"].note
+    assert "test_not_gpu_may_simulate" not in by_name
+
+
+def _tiny_model(path: Path) -> Path:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "y"], ["out"])]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8]),
+                                              helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 8])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_models_step_compares_with_onnxruntime(tmp_path: Path) -> None:
+    """The models step end to end on the simulated device (its timings mean nothing here),
+    the cache filled first by parallel compiles."""
+    good = _tiny_model(tmp_path / "tiny.onnx")
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not onnx")
+    writer = validate.RowWriter(tmp_path / "rows.json")
+    validate.models_step(None, writer, arch="sm_90", device="simulated", models=[broken, good], jobs=2)
+    rows = [validate.Row(**r) for r in json.loads((tmp_path / "rows.json").read_text())["rows"]]
+    assert [(r.item, r.status) for r in rows] == [("broken", "FAIL"), ("tiny", "ok"), ("tiny", "info"), ("tiny", "ok")]
+    error = rows[1]
+    assert error.metric == "max rel. error vs onnxruntime" and error.partita < 1e-6 and error.reference == 1e-2
+    assert rows[2].metric == "latency eager ms" and rows[2].partita > 0
+
+
+def test_no_models_is_a_failure_not_a_pass() -> None:
+    writer = validate.RowWriter(None)
+    validate.models_step(None, writer, arch="sm_90")
+    (row,) = writer.rows
+    assert row.status == "FAIL" and "no models found" in row.note
+
+
+def test_model_files_are_the_bundled_then_the_exported() -> None:
+    names = [p.relative_to(REPO).as_posix() for p in validate.model_files(REPO)]
+    assert names[:2] == ["examples/cnn.onnx", "examples/encoder.onnx"]
+    assert "tests/models/exported/bert.onnx" in names and all(n.endswith(".onnx") for n in names)
+
+
+def test_model_inputs_come_from_the_recorded_npz() -> None:
+    path = REPO / "tests" / "models" / "exported" / "bert.onnx"
+    feeds = validate.model_inputs(path)
+    with np.load(path.with_suffix(".npz")) as recorded:
+        assert set(feeds) <= set(recorded.files) and feeds
+        for name, value in feeds.items():
+            np.testing.assert_array_equal(value, recorded[name])
+
+
+def test_model_inputs_otherwise_follow_the_signature(tmp_path: Path) -> None:
+    feeds = validate.model_inputs(_tiny_model(tmp_path / "tiny.onnx"))
+    assert feeds["x"].shape == (2, 8) and feeds["y"].shape == (8,) and feeds["x"].dtype == np.float32
+
+
+class _Timer:
+    def __init__(self, seconds):
+        self.seconds, self.unmeasured = seconds, {"no cublas library": 1}
+
+    def time(self, ops, backend):
+        assert [op.name for op in ops] in (["nn.dense"], ["nn.reduce_sum"])
+        return self.seconds.get(backend)
+
+
+def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> None:
+    writer = validate.RowWriter(None)
+    validate.gemm_rows(writer, _Timer({"cutlass": 2e-3}), lambda: 1e-3, 1000, 1000, 1000)
+    validate.reduction_rows(writer, _Timer({"cuda": 4e-3}), lambda: None, 1000, 1000)
+    cutlass, cublas, reduction = writer.rows
+    assert (cutlass.partita, cutlass.reference, cutlass.metric) == (pytest.approx(1.0), pytest.approx(2.0), "TFLOP/s")
+    assert cublas.status == "skipped" and "no cublas library" in cublas.note
+    assert (reduction.partita, reduction.reference) == (pytest.approx(1.0), None)
+
+
+def test_models_are_compiled_for_the_gpus_arch() -> None:
+    assert validate.model_targets("sm_90a") == ["cuda -arch=sm_90a", "cutlass -sm=90", "llvm"]
+    assert validate.model_targets("sm_89", "cudnn") == ["cuda -arch=sm_89", "cutlass -sm=89", "cudnn", "llvm"]
+
+
+def test_attention_model_is_what_exporters_write() -> None:
+    model = validate.attention_model(1, 2, 8, 4)
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node] == ["Transpose", "MatMul", "Mul", "Softmax", "MatMul"]
+
+
+def test_doctor_runs_as_a_module() -> None:
+    proc = subprocess.run([sys.executable, "-m", "partita.tools.doctor", "--help"], check=False, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 0 and "--validate" in proc.stdout and "exit 1 without a GPU" in proc.stdout
