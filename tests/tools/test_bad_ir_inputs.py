@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from partita.tools import opt, run
 from partita.tools import compile as compile_tool
+from partita.tools import opt, run
 
 MULTI_BLOCK = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   cf.br ^bb1
