@@ -2,21 +2,32 @@
 or IREE's ``.vmfb``: ``Executable.save(path)`` writes it, ``partita.load(path)`` reads it
 back, with no cubin cache, no NVRTC and no ONNX file.
 
-Layout (all integers little-endian)::
+Layout of format 2 (all integers little-endian)::
 
     magic       16 bytes  b"PARTITA-MODEL\\0" + format version (u16)
     header_len   8 bytes  length of the JSON header
-    header       JSON     entry, pipeline, targets, partition rows, weights table,
-                          and every part as {name, offset, size, sha256}
-    parts        bytes    module.mlir, weights.bin, one cubin per byoc.binary
-    trailer     32 bytes  sha256 of everything before it
+    header       JSON     entry, pipeline, targets, partition rows, the weights table
+                          [offset, size, sha256] and every other part as
+                          {name, offset, size, sha256}
+    parts        bytes    module.mlir, one cubin per byoc.binary
+    padding      zeros    up to a multiple of 4 KiB (the page size), for ``mmap``
+    weights      bytes    each weight at a multiple of 64 bytes, zeros between
+    trailer     32 bytes  sha256 of magic, header_len and header
 
-The trailer catches any changed or missing byte (a truncated copy, a flipped bit); the
-per-part digests say which part is damaged. The module is the lowered IR as text, with
-every ``nn.constant`` printed as a zero splat and its exact payload in ``weights.bin``
-(text would round small float constants to 7 digits). A ``byoc.binary`` names its cubin by
-``sha256`` only (no cache directory of the machine that saved it): its bytes are the part
-``cubin/@symbol``, checked against that ``sha256`` again before the driver sees them.
+The header holds the digest of every part and weight, and the trailer the digest of the
+header: a changed byte anywhere is caught, and the digests say what is damaged. The file
+is written by streaming: each weight is hashed as it is copied, and the header (whose
+digests have a fixed length) is written last, over its placeholder, so nothing holds the
+whole model in memory. Loading checks every digest by reading (the page cache, not the
+process's memory), then maps the file: each ``nn.constant`` refers to its bytes in the
+mapping (read-only), as MLIR's ``dense_resource`` and IREE's parameter archives do.
+Format 1 (one sha256 over the whole file, weights in one unaligned part) still loads.
+
+The module is the lowered IR as text, with every ``nn.constant`` printed as a zero splat
+and its exact payload among the weights (text would round small float constants to 7
+digits). A ``byoc.binary`` names its cubin by ``sha256`` only (no cache directory of the
+machine that saved it): its bytes are the part ``cubin/@symbol``, checked against that
+``sha256`` again before the driver sees them.
 """
 
 from __future__ import annotations
@@ -24,11 +35,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import mmap
 import os
 import struct
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
@@ -40,10 +53,17 @@ from partita.lowering.binaries import CACHE_DIR, binary_images
 from partita.report import PartitionRow
 from partita.target import CompilationConfig, TargetError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
+_MAGIC_V1 = b"PARTITA-MODEL\0" + struct.pack("<H", 1)
 _PREFIX = len(MAGIC) + 8
 _TRAILER = 32
+SECTION_ALIGNMENT = 4096
+"""The weights section starts on a page boundary, so it maps straight into memory."""
+WEIGHT_ALIGNMENT = 64
+"""Each weight starts on a multiple of 64 bytes: aligned for every element type and for
+vector loads of its view."""
+_CHUNK = 4 << 20
 SUFFIX = ".partita"
 
 
@@ -71,15 +91,31 @@ class CompiledModel:
     """Cubins by ``byoc.binary`` symbol; a binary not here is read from its ``path``."""
 
 
-def serialize(exe: CompiledModel) -> bytes:
-    """The bytes of the compiled-model file for ``exe``."""
-    module = exe.module.clone()
+def _align(offset: int, alignment: int) -> int:
+    return -(-offset // alignment) * alignment
+
+
+def _copy_hashed(handle: BinaryIO, data: bytes | memoryview) -> str:
+    """Writes ``data`` in chunks, hashing each chunk as it is copied."""
+    digest, view = hashlib.sha256(), memoryview(data).cast("B")
+    for at in range(0, len(view), _CHUNK):
+        chunk = view[at : at + _CHUNK]
+        digest.update(chunk)
+        handle.write(chunk)
+    return digest.hexdigest()
+
+
+def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
+    """What writes the compiled-model file of ``exe`` to a seekable binary handle, by
+    streaming (see the module docstring)."""
+    module = exe.module.clone()  # attributes are shared, not copied: no weight is copied
     weights: list[bytes] = []
-    table: list[list[int]] = []
+    table: list[list] = []
     offset = 0
     for op in _constants(module):
         data = op.properties["value"].data.data
-        table.append([offset, len(data)])
+        offset = _align(offset, WEIGHT_ALIGNMENT)
+        table.append([offset, len(data), "0" * 64])
         weights.append(data)
         offset += len(data)
         op.properties["value"] = _payload_placeholder(op.properties["value"])
@@ -93,25 +129,45 @@ def serialize(exe: CompiledModel) -> bytes:
                 op.attributes.pop(name, None)
     text = StringIO()
     Printer(stream=text).print_op(module)
-    parts = [("module.mlir", text.getvalue().encode()), ("weights.bin", b"".join(weights))]
+    parts = [("module.mlir", text.getvalue().encode())]
     parts += [(f"cubin/@{symbol}", data) for symbol, data in sorted(cubins.items())]
     entries, at = [], 0
     for name, data in parts:
-        entries.append({"name": name, "offset": at, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        entries.append({"name": name, "offset": at, "size": len(data), "sha256": "0" * 64})
         at += len(data)
-    header = json.dumps(
-        {
-            "entry": exe.entry,
-            "pipeline": exe.pipeline,
-            "targets": str(exe.targets),
-            "partitions": [dataclasses.asdict(row) for row in exe.partitions],
-            "weights": table,
-            "parts": entries,
-        },
-        sort_keys=True,
-    ).encode()
-    body = b"".join([MAGIC, struct.pack("<Q", len(header)), header, *(data for _, data in parts)])
-    return body + hashlib.sha256(body).digest()
+
+    def header() -> bytes:
+        return json.dumps(
+            {
+                "entry": exe.entry,
+                "pipeline": exe.pipeline,
+                "targets": str(exe.targets),
+                "partitions": [dataclasses.asdict(row) for row in exe.partitions],
+                "weights": table,
+                "parts": entries,
+            },
+            sort_keys=True,
+        ).encode()
+
+    def write(handle: BinaryIO) -> None:
+        placeholder = header()  # digests are fixed-length hex: the real header is as long
+        handle.write(MAGIC + struct.pack("<Q", len(placeholder)) + placeholder)
+        for entry, (_, data) in zip(entries, parts):
+            entry["sha256"] = _copy_hashed(handle, data)
+        section = _align(_PREFIX + len(placeholder) + at, SECTION_ALIGNMENT)
+        written = _PREFIX + len(placeholder) + at
+        for row, data in zip(table, weights):
+            handle.write(bytes(section + row[0] - written))
+            row[2] = _copy_hashed(handle, data)
+            written = section + row[0] + len(data)
+        final = header()
+        assert len(final) == len(placeholder)
+        prefix = MAGIC + struct.pack("<Q", len(final)) + final
+        handle.write(hashlib.sha256(prefix).digest())
+        handle.seek(0)
+        handle.write(prefix)
+
+    return write
 
 
 def _check_path(path: Any) -> None:
@@ -123,9 +179,8 @@ def _check_path(path: Any) -> None:
 
 def save(exe: CompiledModel, path: str | Path) -> None:
     _check_path(path)
-    data = serialize(exe)
     try:
-        write_atomically(path, data, durable=True)
+        write_atomically(path, writer(exe), durable=True)
     except OSError as err:  # an API error is a PartitaError, naming the file
         raise PartitaError(f"cannot write '{err.filename or path}': {err.strerror or err}") from None
 
@@ -135,12 +190,12 @@ def _damaged(path: str | Path, why: str) -> PartitaError:
 
 
 def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
-    """The header and the parts of a compiled-model file, every digest checked."""
+    """The header and the parts of a format-1 compiled-model file, every digest checked."""
     if not data.startswith(MAGIC[:-2]):
         raise _damaged(path, "it is not a Partita compiled model (bad magic)")
     if len(data) < _PREFIX + _TRAILER:
         raise _damaged(path, f"it is truncated ({len(data)} bytes)")
-    if data[: len(MAGIC)] != MAGIC:
+    if data[: len(MAGIC)] != _MAGIC_V1:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
         raise _damaged(path, f"format version {version} is not supported (this Partita reads {FORMAT_VERSION})")
     if len(data) < _PREFIX + _TRAILER or hashlib.sha256(data[:-_TRAILER]).digest() != data[-_TRAILER:]:
@@ -163,34 +218,104 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
     return header, parts
 
 
+def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, dict[str, bytes], list[memoryview]]:
+    """The header, the parts and the weights (read-only views of the mapped file) of a
+    format-2 file, every digest checked by reading through the file once."""
+    size = os.fstat(handle.fileno()).st_size
+    (header_len,) = struct.unpack("<Q", prefix[len(MAGIC) : _PREFIX]) if len(prefix) == _PREFIX else (size,)
+    if size < _PREFIX + header_len + _TRAILER:
+        raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
+    header_bytes = handle.read(header_len)
+    handle.seek(size - _TRAILER)
+    if hashlib.sha256(prefix + header_bytes).digest() != handle.read(_TRAILER):
+        raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
+    limit = size - _TRAILER
+    try:
+        header = json.loads(header_bytes)
+        base = end = _PREFIX + header_len
+        parts = {}
+        for entry in header["parts"]:
+            start, length = base + int(entry["offset"]), int(entry["size"])
+            if start < base or length < 0 or start + length > limit:
+                raise _damaged(path, f"part '{entry['name']}' lies outside the file")
+            handle.seek(start)
+            blob = handle.read(length)
+            if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+                raise _damaged(path, f"part '{entry['name']}' does not match its sha256")
+            parts[entry["name"]] = blob
+            end = max(end, start + length)
+        rows = [(int(offset), int(length), str(digest)) for offset, length, digest in header["weights"]]
+    except (ValueError, KeyError, TypeError) as err:
+        raise _damaged(path, f"its header is malformed ({err})") from None
+    section = _align(end, SECTION_ALIGNMENT)
+    handle.seek(end)
+    position = end
+    for index, (offset, length, digest) in enumerate(sorted(rows)):
+        start = section + offset
+        if start < position or length < 0 or start + length > limit:
+            raise _damaged(path, f"weight {index} lies outside the weights section")
+        if handle.read(start - position).count(0) != start - position:
+            raise _damaged(path, "the padding before a weight is not zeros (the file is changed)")
+        hashed, left = hashlib.sha256(), length
+        while left:  # read, not mapped: the page cache holds the bytes, not this process
+            chunk = handle.read(min(left, _CHUNK))
+            if not chunk:
+                break
+            hashed.update(chunk)
+            left -= len(chunk)
+        if hashed.hexdigest() != digest:
+            raise _damaged(path, f"weight {index} does not match its sha256")
+        position = start + length
+    if position != limit:
+        raise _damaged(path, f"it has {limit - position} bytes after its last weight")
+    if not rows:
+        return header, parts, []
+    mapping = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+    return header, parts, [mapping[section + offset : section + offset + length] for offset, length, _ in rows]
+
+
 def load(path: str | Path) -> CompiledModel:
     """The compiled model saved in ``path``; any damage is a ``PartitaError``."""
     _check_path(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            prefix = handle.read(_PREFIX)
+            if prefix[: len(MAGIC)] == MAGIC:
+                header, parts, weights = _read_v2(handle, path, prefix)
+            else:  # format 1 (or not a compiled model: read_parts says which)
+                handle.seek(0)
+                header, parts = read_parts(handle.read(), path)
+                if "weights.bin" not in parts:
+                    raise _damaged(path, "it has no part 'weights.bin'")
+                blob = parts["weights.bin"]
+                weights = []
+                try:
+                    for offset, size in header.get("weights", []):
+                        if offset < 0 or offset + size > len(blob):
+                            raise _damaged(path, f"a weight of {size} bytes lies outside 'weights.bin'")
+                        weights.append(blob[offset : offset + size])
+                except (ValueError, TypeError) as err:
+                    raise _damaged(path, f"its header is malformed ({err})") from None
     except OSError as err:
         raise PartitaError(f"cannot read '{path}': {err.strerror or err}") from None
-    header, parts = read_parts(data, path)
     _check_header(header, path)
-    for name in ("module.mlir", "weights.bin"):
-        if name not in parts:
-            raise _damaged(path, f"it has no part '{name}'")
+    if "module.mlir" not in parts:
+        raise _damaged(path, "it has no part 'module.mlir'")
     try:
         text = parts["module.mlir"].decode()
     except UnicodeDecodeError:
         raise _damaged(path, "its module is not UTF-8 text") from None
     module = parse_module(text, make_context(), f"{path}:module.mlir", verify=False)
     constants = _constants(module)
-    weights, table = parts["weights.bin"], header.get("weights", [])
-    if len(table) != len(constants):
-        raise _damaged(path, f"it has {len(table)} weights for {len(constants)} constants")
-    for op, (offset, size) in zip(constants, table):
+    if len(weights) != len(constants):
+        raise _damaged(path, f"it has {len(weights)} weights for {len(constants)} constants")
+    for op, data in zip(constants, weights):
         value = op.properties["value"]
         itemsize = value.get_element_type().compile_time_size
         # A splat constant keeps its one element (partita.ir.constants.is_splat).
-        if size not in (_elements(value) * itemsize, itemsize) or offset + size > len(weights):
-            raise _damaged(path, f"a weight of type {value.type} has {size} bytes")
-        op.properties["value"] = DenseIntOrFPElementsAttr(value.type, BytesAttr(weights[offset : offset + size]))
+        if len(data) not in (_elements(value) * itemsize, itemsize):
+            raise _damaged(path, f"a weight of type {value.type} has {len(data)} bytes")
+        op.properties["value"] = DenseIntOrFPElementsAttr(value.type, BytesAttr(data))
     verify_module(module)
     binaries = {}
     for op in module.ops:
@@ -238,8 +363,9 @@ def _check_header(header, path) -> None:
                 or any(not isinstance(v, _ROW_TYPES[k]) or isinstance(v, bool) for k, v in row.items()) \
                 or not all(isinstance(op, str) for op in row["ops"]):
             raise _damaged(path, f"its header has a malformed partition row {str(row)[:80]}")
-    for item in header.get("weights", []):
-        if not (isinstance(item, list) and len(item) == 2 and all(type(v) is int and v >= 0 for v in item)):
+    for item in header.get("weights", []):  # [offset, size], and its sha256 from format 2
+        if not (isinstance(item, list) and len(item) in (2, 3) and all(type(v) is int and v >= 0 for v in item[:2])
+                and all(isinstance(v, str) for v in item[2:])):
             raise _damaged(path, f"its header has a malformed weight entry {str(item)[:80]}")
 
 
@@ -261,4 +387,4 @@ def is_compiled_model(path: str | Path) -> bool:
         return False
 
 
-__all__ = ["FORMAT_VERSION", "SUFFIX", "CompiledModel", "is_compiled_model", "load", "save", "serialize"]
+__all__ = ["FORMAT_VERSION", "SUFFIX", "CompiledModel", "is_compiled_model", "load", "save", "writer"]

@@ -6,7 +6,9 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 
 def same_file(a: Path | str, b: Path | str) -> bool:
@@ -17,7 +19,15 @@ def same_file(a: Path | str, b: Path | str) -> bool:
         return False
 
 
-def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = False, parents: bool = False) -> None:
+def _emit(handle: BinaryIO, data: str | bytes | Callable[[BinaryIO], None]) -> None:
+    if callable(data):
+        data(handle)  # a writer that streams (a compiled model larger than memory)
+    else:
+        handle.write(data.encode() if isinstance(data, str) else data)
+
+
+def write_atomically(path: Path | str, data: str | bytes | Callable[[BinaryIO], None], *,
+                     durable: bool = False, parents: bool = False) -> None:
     """Writes through a temporary file in the same directory and renames it into place,
     so a reader (or a concurrent writer of the same content) sees the old file or the
     whole new one, and a failure leaves the old content. ``durable`` also fsyncs, for
@@ -42,7 +52,7 @@ def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = Fal
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file name", spelled)
     if existing is not None and not stat.S_ISREG(existing):
         with open(path, "wb") as handle:  # a device or FIFO: write through, keep the node
-            handle.write(data.encode() if isinstance(data, str) else data)
+            _emit(handle, data)
         return
     if existing is not None and not existing & 0o222:  # as a shell redirect would refuse
         raise PermissionError(errno.EACCES, "the file is read-only", spelled)
@@ -64,7 +74,7 @@ def write_atomically(path: Path | str, data: str | bytes, *, durable: bool = Fal
             mode = 0o666 & ~umask
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode() if isinstance(data, str) else data)
+            _emit(handle, data)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

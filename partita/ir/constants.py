@@ -7,11 +7,12 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 ``LocatingParser`` builds splats that way (``splat_attr``), and so does
 ``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
-Whoever needs the values asks ``constant_values``: a splat comes back as a read-only
-``np.broadcast_to`` view (no memory) unless a real buffer is needed (a host pass that writes
-into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES`` is an error located at the op. The
-launch plan never asks for one: it fills a splat weight's device buffer from
-``splat_element`` (a driver memset), so device memory is the only limit there.
+Whoever needs the values asks ``constant_values``: a read-only view, never a copy of a
+weight. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
+is needed (a host pass that writes into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES``
+is an error located at the op. The launch plan never asks for one: it fills a splat
+weight's device buffer from ``splat_element`` (a driver memset), so device memory is the
+only limit there.
 Works for every element type of the builtin dense attribute (floats, integers, ``i1``,
 ``index``); the dtype comes from the element type, never a fixed list of floats.
 """
@@ -112,16 +113,18 @@ def is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
 
 
 def dense_values(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """The values of ``attr`` in its shape (``i1`` as bool). A splat is a read-only
-    broadcast view of its one element; anything else a fresh writable array."""
+    """The values of ``attr`` in its shape (``i1`` as bool), read-only. A splat is a
+    broadcast view of its one element; anything else a view of the attribute's own bytes
+    where the host is little-endian (a weight is never copied to be read), else a copy."""
     dtype = storage_dtype(attr.get_element_type())
     flat = np.frombuffer(attr.data.data, dtype=dtype)
     if dtype.itemsize > 1:
-        flat = flat.astype(dtype.newbyteorder("="))
+        if dtype != dtype.newbyteorder("="):
+            flat = flat.astype(dtype.newbyteorder("="))
+            flat.flags.writeable = False
     elif isinstance(attr.get_element_type(), IntegerType) and attr.get_element_type().width.data == 1:
         flat = flat != 0
-    else:
-        flat = flat.copy()
+        flat.flags.writeable = False
     shape = tuple(attr.get_shape())
     if is_splat(attr):
         return np.broadcast_to(flat.reshape(()), shape)
@@ -136,10 +139,11 @@ def splat_bytes(attr: DenseIntOrFPElementsAttr) -> int:
 def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None, *, buffer: bool = False) -> np.ndarray:
     """The values of the constant ``op`` (its ``value`` property, or ``attr``).
 
-    Without ``buffer`` a splat is a read-only view that costs no memory (enough for NumPy
-    arithmetic, references and folding). With ``buffer`` the result is a writable array
-    of its own (to upload or write into); building one from a splat over the
-    materialization limit is an error naming ``op``, at its location."""
+    The result is read-only: a view of the attribute's bytes, never a copy of a weight
+    (enough for NumPy arithmetic, references and folding; copy it to write into it).
+    Without ``buffer`` a splat is a broadcast view that costs no memory. With ``buffer``
+    every element is stored: a splat is materialized into an array of its own,
+    and one over the materialization limit is an error naming ``op``, at its location."""
     if attr is None:
         attr = op.properties["value"]  # type: ignore[assignment]
         assert isinstance(attr, DenseIntOrFPElementsAttr)
@@ -166,7 +170,8 @@ def splat_element(array: np.ndarray) -> np.ndarray | None:
 
 
 def cast(array: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
-    """``array.astype(dtype)`` that keeps a broadcast (splat) view a view."""
+    """``array.astype(dtype)`` that keeps a broadcast (splat) view a view, and returns
+    ``array`` itself when it has ``dtype`` already (a weight is not copied to be kept)."""
     if array.size > 1 and not any(array.strides):
         return np.broadcast_to(np.asarray(array[(0,) * array.ndim], dtype), array.shape)
-    return array.astype(dtype)
+    return array.astype(dtype, copy=False)

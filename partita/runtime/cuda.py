@@ -287,6 +287,10 @@ class CudaDevice:
         """Host to device on ``stream``; ``array`` must stay alive until the stream syncs."""
         self._call(self.drv.cuMemcpyHtoDAsync(ptr, array.ctypes.data, array.nbytes, stream), "cuMemcpyHtoDAsync")
 
+    def pinned_staging(self, chunk_bytes: int) -> PinnedStaging:
+        """Page-locked buffers to upload weights through (see ``PinnedStaging``)."""
+        return PinnedStaging(self, chunk_bytes)
+
     def download(self, array: np.ndarray, ptr: int, stream) -> None:
         self._call(self.drv.cuMemcpyDtoHAsync(array.ctypes.data, ptr, array.nbytes, stream), "cuMemcpyDtoHAsync")
 
@@ -362,6 +366,53 @@ class CudaDevice:
             self._call(drv.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
         finally:
             drv.cuEventDestroy(event)  # released once the wait is done
+
+
+class PinnedStaging:
+    """Two page-locked host buffers of ``chunk_bytes`` that weights go up through, in
+    chunks, on the plan's stream: a weight read from a mapped file is copied into one
+    buffer while the other's copy to the device runs, so host memory for the upload is
+    two chunks whatever the model's size (and the copy is a real asynchronous DMA, which
+    pageable memory is not). An event per buffer says when the device is done with it."""
+
+    def __init__(self, device: CudaDevice, chunk_bytes: int, buffers: int = 2):
+        self.device, self.chunk = device, max(1, int(chunk_bytes))
+        self.hosts: list[int] = []
+        self.events: list[int] = []
+        self.pending = [False] * buffers
+        self.next = 0
+        try:
+            for _ in range(buffers):
+                self.hosts.append(int(device._call(device.drv.cuMemHostAlloc(self.chunk, 0), "cuMemHostAlloc")))
+                self.events.append(device._call(device.drv.cuEventCreate(2), "cuEventCreate"))  # no timing
+        except BaseException:
+            self.close()
+            raise
+
+    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
+        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk."""
+        drv, flat = self.device.drv, np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        for at in range(0, flat.size, self.chunk):
+            piece = flat[at : at + self.chunk]
+            k, self.next = self.next, (self.next + 1) % len(self.hosts)
+            if self.pending[k]:  # the device may still be reading this buffer
+                self.device._call(drv.cuEventSynchronize(self.events[k]), "cuEventSynchronize")
+            staged = (ctypes.c_uint8 * piece.size).from_address(self.hosts[k])
+            np.copyto(np.frombuffer(staged, np.uint8), piece)
+            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.size, stream), "cuMemcpyHtoDAsync")
+            self.device._call(drv.cuEventRecord(self.events[k], stream), "cuEventRecord")
+            self.pending[k] = True
+
+    def close(self) -> None:
+        """Waits for the last copies, then frees the buffers and events."""
+        drv = self.device.drv
+        for k, event in enumerate(self.events):
+            if self.pending[k]:
+                drv.cuEventSynchronize(event)
+            drv.cuEventDestroy(event)
+        for host in self.hosts:
+            drv.cuMemFreeHost(host)
+        self.hosts, self.events = [], []
 
 
 def _free_quietly(buf) -> None:

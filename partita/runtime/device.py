@@ -147,6 +147,18 @@ class SimulatedDevice:
         bisect.insort(self._bases, base)
         return base
 
+    def map_host(self, array: np.ndarray) -> int:
+        """A device address for the host array ``array``, read in place (no copy): the
+        simulated device's weights are views of the mapped model file. Read-only arrays
+        stay read-only (a kernel writing a weight fails); ``free`` unmaps."""
+        self.counts["map_host"] += 1
+        base = self._next
+        self._next += max(_SPACING, -(-int(array.nbytes) // _SPACING) * _SPACING)
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        self._arenas[base] = flat if flat.size else np.zeros(1, np.uint8)
+        bisect.insort(self._bases, base)
+        return base
+
     def free(self, ptr: int) -> None:
         self.counts["free"] += 1
         ptr = int(ptr)

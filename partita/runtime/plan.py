@@ -79,6 +79,9 @@ INPUT_ALIGNMENT = 16
 kernel is compiled for (128-bit ``cp.async`` / vector loads, TMA). A misaligned one would
 fault (a sticky ``MISALIGNED_ADDRESS`` that loses the context), so it is copied into its
 slot of the arena (256-byte aligned) instead."""
+STAGING_CHUNK_BYTES = 16 << 20
+"""Each of the two pinned buffers weights go up through on a GPU (at most the largest
+weight): large enough for full-bandwidth copies, small beside any model."""
 RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 """What decoding a kernel record that a file (untrusted) carries can raise: a located
 error, never an internal one."""
@@ -223,6 +226,7 @@ class LaunchPlan:
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
         self.params = None
+        self.mapped: list[int] = []  # weights the device reads in place (map_host)
         self.arena = None
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
@@ -307,12 +311,29 @@ class LaunchPlan:
         fill of its element) each, one sync."""
         if not self.constants:
             return
-        values = list(self.constants)
+        map_host = getattr(self.device, "map_host", None)
+        values = []
+        for value, array in self.constants.items():
+            if map_host is not None and splat_element(array) is None:
+                # The simulated device reads a weight where it lies (a view of the mapped
+                # model file, or of the IR's bytes): no copy.
+                self.param_ptr[value] = map_host(array)
+                self.mapped.append(self.param_ptr[value])
+            else:
+                values.append(value)
+        if not values:
+            return
         sizes = [self.constants[v].nbytes for v in values]
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
         self.params = self.device.alloc(total)
         stream = self.device.create_stream()
+        staging = None
         try:
+            make_staging = getattr(self.device, "pinned_staging", None)
+            largest = max((self.constants[v].nbytes for v in values if splat_element(self.constants[v]) is None),
+                          default=0)
+            if make_staging is not None and largest:  # a GPU: host memory stays two chunks (issue 25)
+                staging = make_staging(min(STAGING_CHUNK_BYTES, largest))
             for value, offset in zip(values, offsets):
                 array = self.constants[value]
                 self.param_ptr[value] = int(self.params) + offset
@@ -320,9 +341,11 @@ class LaunchPlan:
                 if element is not None:
                     self.device.fill(int(self.params) + offset, element, array.size, stream)
                 elif array.nbytes:
-                    self.device.upload(int(self.params) + offset, array, stream)
+                    (staging or self.device).upload(int(self.params) + offset, array, stream)
             self.device.synchronize(stream)
         finally:
+            if staging is not None:
+                staging.close()
             self.device.destroy_stream(stream)
 
     def _place_static(self) -> None:
@@ -353,10 +376,11 @@ class LaunchPlan:
         return BoundPlan(self, inputs, stats)
 
     def close(self) -> None:
-        for buffer in (self.params, self.arena):
+        for buffer in (self.params, self.arena, *self.mapped):
             if buffer is not None:
                 self.device.free(buffer)
         self.params = self.arena = None
+        self.mapped = []
         for call in self.calls.values():  # library handles, descriptors, engines
             close = getattr(call.prepared, "close", None)
             if close is not None:

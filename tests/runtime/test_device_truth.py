@@ -160,7 +160,7 @@ def test_a_new_shape_a_device_output_and_close_on_other_threads(mlp) -> None:
 def test_graphs_are_captured_after_a_warm_up_run_for_the_libraries() -> None:
     """cuDNN builds its engine at the first execute and TensorRT needs one enqueue after
     its shapes: neither may happen inside a capture, so the first run is eager."""
-    from test_cudnn import _args, _check, _compile, conv_ir
+    from lowering.test_cudnn import _args, _check, _compile, conv_ir
 
     text, shapes = conv_ir("NHWC", "f16")
     exe = _compile(text)
@@ -330,17 +330,17 @@ def test_close_destroys_every_library_object(library: str, tmp_path, monkeypatch
     drv = RecordingDriver()
     device = CudaDevice(driver=drv)
     if library == "cublas":
-        import test_cublas as t
+        from lowering import test_cublas as t
 
         text, shapes = t._dense("f16", "bias")
         exe, lib, args = t._compile(text), RecordingCublasLt(drv), t._args([(5, 24), *shapes[1:]], "f16")
     elif library == "cudnn":
-        import test_cudnn as t
+        from lowering import test_cudnn as t
 
         text, shapes = t.conv_ir("NCHW", "f16")
         exe, lib, args = t._compile(text), RecordingCudnn(drv), t._args(shapes, "f16")
     else:
-        import test_tensorrt as t
+        from lowering import test_tensorrt as t
 
         exe = partita.compile(t.MLP, ["cuda -arch=sm_90", "tensorrt", "llvm"], partitioner="eager")
         lib, args = RecordingTensorRT(drv), t._inputs(t.MLP_SHAPES, np.float32)

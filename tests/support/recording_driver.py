@@ -88,6 +88,7 @@ class RecordingDriver:
         self.images: list[bytes] = []
         self.fail = dict(fail or {})
         self.memory: dict[int, np.ndarray] = {}
+        self.pinned: dict[int, np.ndarray] = {}  # cuMemHostAlloc
         self.launches: list[dict] = []  # executed (eagerly or by a graph)
         self.log: list[tuple] = []  # (what, stream, ...) of asynchronous work, in enqueue order
         self.func_attributes: dict[tuple[str, int], int] = {}
@@ -244,6 +245,24 @@ class RecordingDriver:
         ptr = block.ctypes.data
         self.memory[ptr] = block
         return SUCCESS, ptr
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        """Page-locked host memory: kept apart from device memory, so a test sees what
+        went up through it."""
+        result = self._call("cuMemHostAlloc", 0)
+        if result[0] != SUCCESS:
+            return result
+        block = np.zeros(int(nbytes), np.uint8)
+        self.pinned[block.ctypes.data] = block
+        return SUCCESS, block.ctypes.data
+
+    def cuMemFreeHost(self, ptr):
+        result = self._call("cuMemFreeHost")
+        if result[0] == SUCCESS:
+            if int(ptr) not in self.pinned:
+                return (INVALID_VALUE,)
+            del self.pinned[int(ptr)]
+        return result
 
     def cuMemFree(self, ptr):
         result = self._call("cuMemFree")

@@ -438,11 +438,20 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     """Dense attribute holding ``array`` in its own element type (bool as i1). A broadcast
     view of one value (``np.broadcast_to``, all strides zero) becomes a splat."""
     typ = TensorType(element_type_of(array.dtype), array.shape)
+    owner = array.base
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, bytes) and array.dtype != np.bool_ and array.dtype == array.dtype.newbyteorder("<") \
+            and array.flags.c_contiguous and array.nbytes == len(owner):
+        # A read-only view over whole little-endian bytes (a weight read from a file):
+        # the attribute keeps those bytes rather than a copy of them.
+        return DenseIntOrFPElementsAttr(typ, BytesAttr(owner))
     splat = array.size > 1 and not any(array.strides)
-    array = np.ascontiguousarray(array[(0,) * array.ndim] if splat else array)
+    # tobytes lays out a strided view (a transposed weight) in C order: one copy, no temporary.
+    array = np.ascontiguousarray(array[(0,) * array.ndim]) if splat else np.asarray(array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
-    data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     return splat_attr(typ, data) if splat else DenseIntOrFPElementsAttr(typ, BytesAttr(data))
 
 

@@ -36,28 +36,39 @@ from partita.ir import PartitaError, verify_module
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
 
-def load_model(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
-    """An ONNX model from a proto or a file; errors are ``PartitaError``s."""
+def load_model(model: onnx.ModelProto | str | Path, *, external_data: bool = True) -> onnx.ModelProto:
+    """An ONNX model from a proto or a file; errors are ``PartitaError``s. Without
+    ``external_data`` the tensors stored outside the model stay references (the importer
+    reads each one once, from the model's own folder)."""
     if isinstance(model, onnx.ModelProto):
         return model
     path = Path(model)
     if not path.is_file():
         raise PartitaError(f"cannot read '{path}': no such file")
     try:
-        proto = onnx.load(str(path))
+        proto = onnx.load(str(path), load_external_data=external_data)
     except Exception as err:  # onnx raises DecodeError, ValidationError, OSError...
         why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise PartitaError(f"'{path}' is not an ONNX model: {why}") from None
     if not proto.HasField("graph") or not proto.opset_import:
         raise PartitaError(f"'{path}' is not an ONNX model (no graph or opset)")
+    if not external_data:  # what onnx.load checks when it reads the data itself
+        from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+        for tensor in proto.graph.initializer:
+            where = Path(ExternalDataInfo(tensor).location) if uses_external_data(tensor) else None
+            if where is not None and (where.is_absolute() or ".." in where.parts):
+                raise PartitaError(f"'{path}' is not an ONNX model: tensor '{tensor.name}' has its external data at "
+                                   f"'{where}', which points outside the directory of the model")
     return proto
 
 
 def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> ModuleOp:
     """Import an ONNX model as a module with one public ``func.func @name`` of nn ops."""
-    proto = load_model(model)
+    proto = load_model(model, external_data=False)
     source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
-    module = Importer(proto, source).run(name)
+    folder = None if isinstance(model, onnx.ModelProto) else Path(model).resolve().parent
+    module = Importer(proto, source, external_dir=folder).run(name)
 
     verify_module(module)
     return module

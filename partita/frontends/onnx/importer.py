@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,9 +160,10 @@ def const_scalar(v: Value, what: str) -> float:
 
 
 class Importer:
-    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>"):
+    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>", external_dir: Path | None = None):
         self.model = model
         self.source = source
+        self.external_dir = external_dir  # where external data lives: the model's folder
         self.location: NameLoc | None = None
         self.graph = model.graph
         self.opset = _default_opset(model)
@@ -308,7 +310,7 @@ class Importer:
     def run(self, name: str) -> ModuleOp:
         _check_single_assignment(self.graph)
         for init in self.graph.initializer:
-            self.values[init.name] = tensor_array(init, "initializer")
+            self.values[init.name] = tensor_array(init, "initializer", self.external_dir)
         if self.graph.sparse_initializer:
             raise PartitaError("sparse initializers are not supported")
         arg_types, arg_names = [], []
@@ -322,9 +324,11 @@ class Importer:
             self.names[id(arg)] = inp.name
             arg_types.append(typ)
             arg_names.append(inp.name)
-        gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)}, tensor_array)
+        gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)},
+                                    lambda t, what: tensor_array(t, what, self.external_dir))
         self.gelu.update(gelu)
         self.absorbed.update(absorbed)
+        release = _initializer_last_uses(self.graph)
         for index, node in enumerate(self.graph.node):
             self.node = node
             self.location = NameLoc(StringAttr(f"{self.source}: {_describe(index, node)}"), UnknownLoc())
@@ -332,6 +336,10 @@ class Importer:
                 self.convert(index, node)
             except (Unsupported, VerifyException, ValueError) as err:
                 raise PartitaError(f"{_describe(index, node)}: {err}") from None
+            for done in release.get(index, ()):
+                # No later node reads it: a weight transformed on import (MatMul's
+                # transpose) is not held twice until the import ends.
+                self.values.pop(done, None)
         results = []
         for out in self.graph.output:
             if out.name not in self.values:
@@ -758,6 +766,62 @@ def converter(*op_types: str, symbolic: bool = False):
 
 
 
+def _node_inputs(node: onnx.NodeProto) -> Iterator[str]:
+    """The names ``node`` reads, those of its subgraphs (If, Loop, Scan) included."""
+    yield from node.input
+    for attr in node.attribute:
+        for graph in [attr.g] if attr.HasField("g") else attr.graphs:
+            for inner in graph.node:
+                yield from _node_inputs(inner)
+
+
+def _initializer_last_uses(graph: onnx.GraphProto) -> dict[int, list[str]]:
+    """For each node index, the initializers no later node (nor a graph output) reads."""
+    last: dict[str, int] = {}
+    initializers = {init.name for init in graph.initializer}
+    for index, node in enumerate(graph.node):
+        for name in _node_inputs(node):
+            if name in initializers:
+                last[name] = index
+    outputs = {out.name for out in graph.output}
+    release: dict[int, list[str]] = {}
+    for name, index in last.items():
+        if name not in outputs:
+            release.setdefault(index, []).append(name)
+    return release
+
+
+def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.ndarray | None:
+    """The external data of ``tensor`` read once, straight into the bytes a dense
+    attribute keeps (a read-only view over them: no copy on the way into the IR), from
+    ``folder`` (the model's, never the working directory). None for element types whose
+    file layout is not NumPy's (those take ``numpy_helper``'s path)."""
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    if dtype.kind not in "fiub" or tensor.data_type == onnx.TensorProto.BFLOAT16:
+        return None
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = Path(info.get("location", ""))
+    if not info.get("location") or location.is_absolute() or ".." in location.parts:
+        raise PartitaError(f"{what} '{tensor.name}' has external data at '{location}', which is not a file "
+                           "beside the model")
+    expected = math.prod(tensor.dims) * dtype.itemsize
+    offset, length = int(info.get("offset", 0)), int(info.get("length", expected))
+    if length != expected:
+        raise PartitaError(f"{what} '{tensor.name}' has {length} bytes of external data for its declared "
+                           f"{list(tensor.dims)} {dtype} tensor ({expected} bytes)")
+    try:
+        with open(folder / location, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError as err:
+        raise PartitaError(f"{what} '{tensor.name}': cannot read its external data "
+                           f"'{folder / location}': {err.strerror or err}") from None
+    if len(data) != length:
+        raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
+                           f"byte {offset + length}")
+    return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
+
+
 def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
     """The node's attributes against its ONNX schema: every required one present, every
     one given of the schema's type (a LeakyRelu ``alpha`` given as a list is an invalid
@@ -832,16 +896,28 @@ def _static_bytes(typ) -> int | None:
     return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
 
 
-def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None = None) -> np.ndarray:
     """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
-    (or external data that cannot be read) is a ``PartitaError`` naming the tensor."""
+    (or external data that cannot be read) is a ``PartitaError`` naming the tensor.
+    External data not loaded yet is read from ``external_dir``."""
     if any(d < 0 for d in tensor.dims):
         raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
     if tensor.data_type not in ONNX_DTYPES:
         known = tensor.data_type in onnx.TensorProto.DataType.values()
         raise PartitaError(f"{what} '{tensor.name}' has unsupported element type "
                            f"{onnx.TensorProto.DataType.Name(tensor.data_type) if known else tensor.data_type}")
-    if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+    external = tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data)
+    if external and not tensor.HasField("raw_data") and external_dir is not None:
+        array = _external_array(tensor, what, external_dir)
+        if array is not None:
+            return array
+        from onnx.external_data_helper import load_external_data_for_tensor
+
+        try:
+            load_external_data_for_tensor(tensor, str(external_dir))
+        except (OSError, ValueError, onnx.checker.ValidationError) as err:
+            raise PartitaError(f"{what} '{tensor.name}': cannot read its external data: {err}") from None
+    elif external and not tensor.HasField("raw_data"):
         # onnx.load(path) reads external data beside the model file; left unread here it
         # would be read relative to the working directory, never the model's own folder.
         location = next((e.value for e in tensor.external_data if e.key == "location"), "?")

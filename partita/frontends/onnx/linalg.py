@@ -23,7 +23,7 @@ from partita.frontends.onnx.importer import (
 def transpose_value(cx: Importer, v: Value, like: SSAValue | None = None) -> SSAValue:
     """A 2-D value transposed: constants at import time, others by ``nn.transpose``."""
     if is_const(v):
-        return cx.tensor(np.ascontiguousarray(np.asarray(v).T), like)
+        return cx.tensor(np.asarray(v).T, like)  # laid out once, by the constant's tobytes
     return cx.emit(nn.TransposeOp(cx.tensor(v), [1, 0]))
 
 

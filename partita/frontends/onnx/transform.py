@@ -47,7 +47,7 @@ def _dropout(cx, ins, attrs):
 @converter("Constant")
 def _constant(cx, ins, attrs):
     if "value" in attrs:
-        return tensor_array(attrs["value"], "Constant value")
+        return tensor_array(attrs["value"], "Constant value", cx.external_dir)
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
                        ("value_int", np.int64), ("value_ints", np.int64)):
         if key in attrs:

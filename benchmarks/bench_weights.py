@@ -1,0 +1,110 @@
+"""Compile and load models of N GB of random weights, and show how time and peak memory
+grow with size (issue 25, item 4).
+
+    python benchmarks/bench_weights.py --sizes 0.1,0.25,0.5 [--hidden 2048] [--keep DIR]
+
+Each model is built from code with ``onnx.helper`` (no download): a stack of
+``MatMul -> Add -> Relu`` layers of ``hidden x hidden`` f32 weights, as many as make the
+size, saved with its weights as ONNX external data next to the model file. For each size
+it runs ``partita-compile`` and then ``partita-run`` of the compiled file (simulated
+device) in fresh processes, and prints their wall time and peak resident memory
+(the child's own ``VmHWM`` from ``/proc``: ``ru_maxrss`` would count the parent's) as a
+multiple of the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+_CHILD = r"""
+import json, re, sys, time
+start = time.perf_counter()
+from partita.tools import {tool}
+code = {tool}.main({argv!r})
+seconds = time.perf_counter() - start
+peak = int(re.search(r'VmHWM:\s*(\d+)', open('/proc/self/status').read()).group(1))
+print(json.dumps({{"code": code, "seconds": seconds, "peak_kib": peak}}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def build_model(path: Path, gigabytes: float, hidden: int, seed: int = 0) -> int:
+    """Writes the MLP of about ``gigabytes`` of f32 weights to ``path`` (external data in
+    ``path.name + '.data'``); returns the bytes of weights."""
+    rng = np.random.default_rng(seed)
+    per_layer = hidden * hidden * 4 + hidden * 4
+    layers = max(1, round(gigabytes * 1e9 / per_layer))
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((hidden, hidden), dtype=np.float32) / np.sqrt(hidden)).astype(np.float32)
+        b = rng.standard_normal(hidden, dtype=np.float32) * 0.01
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Relu", [f"a{i}"], [f"h{i}"]),
+        ]
+        x = f"h{i}"
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, hidden])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, hidden])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=path.name + ".data", size_threshold=1024)
+    return layers * per_layer
+
+
+def measure(tool: str, argv: list[str], cwd: Path) -> dict:
+    script = _CHILD.format(tool=tool, argv=argv)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, check=False)
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if done.returncode != 0 or not last.startswith("{"):
+        raise SystemExit(f"{tool} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(last)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="0.1,0.25", help="comma-separated sizes in GB (default: %(default)s)")
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--targets", default="cuda -arch=sm_90,llvm")
+    parser.add_argument("--keep", type=Path, help="build the models in this folder and keep them")
+    args = parser.parse_args()
+    print(f"{'GB':>6} {'layers':>6} | {'compile s':>9} {'peak GB':>8} {'x w':>5} | {'file GB':>7} |"
+          f" {'run s':>6} {'peak GB':>8} {'x w':>5}")
+    for size in (float(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = args.keep or Path(scratch)
+            folder.mkdir(parents=True, exist_ok=True)
+            model = folder / f"mlp_{size:g}gb.onnx"
+            compiled = model.with_suffix(".partita")
+            weights = build_model(model, size, args.hidden)
+            # Another working directory: external data must be found next to the model.
+            cwd = Path(tempfile.mkdtemp())
+            start = time.perf_counter()
+            c = measure("compile", [str(model), "-o", str(compiled), "-q", "--targets", args.targets], cwd)
+            c["seconds"] = time.perf_counter() - start
+            start = time.perf_counter()
+            r = measure("run", [str(compiled), "-q"], cwd)
+            r["seconds"] = time.perf_counter() - start
+            gb = 1e9
+            print(f"{weights / gb:6.2f} {round(weights / (args.hidden * (args.hidden + 1) * 4)):6d} | "
+                  f"{c['seconds']:9.1f} {c['peak_kib'] * 1024 / gb:8.2f} {c['peak_kib'] * 1024 / weights:5.2f} | "
+                  f"{compiled.stat().st_size / gb:7.2f} | "
+                  f"{r['seconds']:6.1f} {r['peak_kib'] * 1024 / gb:8.2f} {r['peak_kib'] * 1024 / weights:5.2f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
