@@ -41,7 +41,7 @@ import struct
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
 from xdsl.printer import Printer
@@ -170,7 +170,15 @@ def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
     return write
 
 
+def _check_path(path: Any) -> None:
+    """``path`` must be a non-empty file path: anything else is the caller's mistake,
+    named as one (never a TypeError from ``open``)."""
+    if not isinstance(path, str | os.PathLike) or not isinstance(os.fspath(path), str) or not os.fspath(path):
+        raise PartitaError(f"path={path!r} must be a file path (a non-empty str or os.PathLike)")
+
+
 def save(exe: CompiledModel, path: str | Path) -> None:
+    _check_path(path)
     try:
         write_atomically(path, writer(exe), durable=True)
     except OSError as err:  # an API error is a PartitaError, naming the file
@@ -268,7 +276,7 @@ def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, d
 
 def load(path: str | Path) -> CompiledModel:
     """The compiled model saved in ``path``; any damage is a ``PartitaError``."""
-
+    _check_path(path)
     try:
         with open(path, "rb") as handle:
             prefix = handle.read(_PREFIX)

@@ -6,6 +6,7 @@ pipeline as one string, which ``partita-opt -p`` reproduces step by step.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.legalize_to_nn import needs_legalization
-from partita.validation import check_compile_arguments, check_entry, check_target_archs
+from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
 
@@ -73,6 +74,8 @@ def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, 
             raise PartitaError(f"the file is not UTF-8 text (byte {err.start})", f"{path}:{line}:1") from None
         return parse_module(text, make_context(), str(path))
     if isinstance(model, str):
+        if "\n" not in model and os.path.isdir(model):  # a path, not IR text: say so
+            raise PartitaError(f"cannot read '{model}': Is a directory")
         return parse_module(model, make_context(), "<string>")
     if is_torch_model(model):
         return export_module(model, example_inputs, dynamic_shapes)
@@ -259,7 +262,18 @@ class Executable:
         """Runs the entry function on NumPy arrays, CUDA arrays or DLPack tensors
         (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
         device (see ``partita.runtime.interop.DeviceArray``)."""
-        return self.runtime.run(*args, outputs=outputs, **named)
+        try:
+            return self.runtime.run(*args, outputs=outputs, **named)
+        except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
+            raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
+        except ValueError as err:
+            # A host op interpreted on inputs whose dynamic dims the graph cannot take (a
+            # 3-column input to a dense over 8): the inputs' fault, as a device kernel says.
+            # TODO(issue 23): check dynamic dims against each op's constraints up front.
+            if not any("Error while interpreting op" in note for note in getattr(err, "__notes__", ())):
+                raise
+            raise PartitaError(f"@{self.entry}: a host op failed on these inputs (do their dynamic dims fit "
+                               f"the graph?): {str(err).splitlines()[0]}") from None
 
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
@@ -407,6 +421,8 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                             entry=entry, progress=progress)
     module = load_module(model, example_inputs, dynamic_shapes)
     check_entry(module, entry)
+    check_calls(module)
+    check_ranks(module)
     try:
         if isinstance(targets, CompilationConfig):
             config = targets if fallback_device is None else CompilationConfig(list(targets), fallback_device)
@@ -470,6 +486,8 @@ def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
     estimator = RooflineEstimator(device)
 
     def estimate(function: FuncOp, target: str) -> float | None:
+        if len(function.body.blocks) != 1 or not any(op.results for op in function.body.block.ops):
+            return None  # nothing to cost: a pass after this one names what is wrong with it
         graph, candidate = function_candidate(function, target)
         return estimator.estimate(graph, candidate)
 

@@ -83,4 +83,43 @@ def check_entry(module: ModuleOp, entry: str) -> None:
     raise PartitaError(f"entry=@{entry}: no such function in the module (it defines {', '.join('@' + d for d in defined) or 'none'})")
 
 
+def check_calls(module: ModuleOp) -> None:
+    """Every ``func.call`` must reach a function with a body or a ``byoc.extern``
+    declaration (which ``lower-extern-calls`` turns into a runtime call); anything else
+    has nothing to run."""
+    from xdsl.dialects.func import CallOp
+
+    from partita.dialects.byoc import EXTERN
+    from partita.ir import op_error
+
+    functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
+    for op in module.walk():
+        if not isinstance(op, CallOp):
+            continue
+        callee = functions.get(op.callee.root_reference.data)
+        if callee is not None and not callee.body.blocks and EXTERN not in callee.attributes:
+            raise op_error(op, f"calls @{callee.sym_name.data}, a declaration with no body "
+                           f"(define it, or mark it '{EXTERN}')")
+
+
+MAX_RANK = 64
+"""NumPy's limit on array dimensions: inputs and outputs of more cannot cross the API."""
+
+
+def check_ranks(module: ModuleOp) -> None:
+    """Functions take and return tensors of at most ``MAX_RANK`` dimensions."""
+    from xdsl.dialects.builtin import TensorType
+
+    from partita.ir import op_error
+
+    for op in module.ops:
+        if not isinstance(op, FuncOp):
+            continue
+        for kind, types in (("argument", op.function_type.inputs), ("result", op.function_type.outputs)):
+            for i, t in enumerate(types):
+                if isinstance(t, TensorType) and len(t.get_shape()) > MAX_RANK:
+                    raise op_error(op, f"@{op.sym_name.data} {kind} #{i} has rank {len(t.get_shape())}: "
+                                   f"tensors of more than {MAX_RANK} dimensions are not supported")
+
+
 ProgressCallback = Callable[[str, int, int], None]

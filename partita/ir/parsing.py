@@ -145,7 +145,10 @@ class LocatingParser(Parser):
                     value = element_type.get_normalized_value(value)
                 except ValueError as err:
                     self.raise_error(str(err), element.span)
-            payload = element_type.pack([value])
+            try:
+                payload = element_type.pack([value])
+            except OverflowError:  # struct refuses a float beyond the type's range
+                self.raise_error(f"{value} is out of range for {element_type}", element.span)
         return splat_attr(type, payload)
 
     _depth = 0

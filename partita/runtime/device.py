@@ -137,8 +137,13 @@ class SimulatedDevice:
     def alloc(self, nbytes: int) -> int:
         self.counts["alloc"] += 1
         base = self._next
+        try:
+            arena = np.zeros(max(1, int(nbytes)), np.uint8)
+        except (MemoryError, ValueError):  # NumPy says ValueError past its largest array
+            raise MemoryError(f"out of device memory: cannot allocate {int(nbytes)} bytes "
+                              f"on the {self.name}") from None
         self._next += max(_SPACING, -(-int(nbytes) // _SPACING) * _SPACING)
-        self._arenas[base] = np.zeros(max(1, int(nbytes)), np.uint8)
+        self._arenas[base] = arena
         bisect.insort(self._bases, base)
         return base
 

@@ -55,6 +55,7 @@ from partita.runtime.contracts import TimingDevice
 from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
 from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
 from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
+from partita.transforms.partition_utils import func_bodies
 
 __all__ = ["CollagePartition", "make_estimator"]
 
@@ -171,6 +172,7 @@ class CollagePartition(ModulePass):
         return self.reports[-1] if self.reports else None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        func_bodies(op)  # refuses multi-block functions, located, before any costing
         with ExitStack() as stack:
             self.reports.append(self._partition(ctx, op, stack))
         if self.report:

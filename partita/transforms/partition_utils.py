@@ -12,6 +12,7 @@ from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 
 from partita.backends.pattern import CONSTANT_OPS
 from partita.dialects.byoc import COMPILER, GLOBAL_SYMBOL, INLINE, PRIMITIVE, PartitionOp, YieldOp
+from partita.ir import op_error
 
 __all__ = [
     "create_partition",
@@ -22,8 +23,16 @@ __all__ = [
 
 
 def func_bodies(module: ModuleOp) -> list[Block]:
-    """The entry blocks of the module's function definitions."""
-    return [op.body.block for op in module.ops if isinstance(op, FuncOp) and op.body.blocks]
+    """The bodies of the module's function definitions; the partitioners group ops of one
+    block, so a function with branches (several blocks) is refused, located."""
+    bodies = []
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.body.blocks:
+            if len(op.body.blocks) > 1:
+                raise op_error(op, f"has {len(op.body.blocks)} blocks: Partita partitions "
+                               "single-block functions only (no unstructured control flow)")
+            bodies.append(op.body.block)
+    return bodies
 
 
 def create_partition(

@@ -368,6 +368,7 @@ class Importer:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
         _check_attributes(node, self.opset)
+        _check_inputs(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \
@@ -839,6 +840,21 @@ def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
             have = onnx.AttributeProto.AttributeType.Name(attr.type) \
                 if attr.type in onnx.AttributeProto.AttributeType.values() else str(attr.type)
             fail(f"attribute '{name}' must be {want}, not {have}")
+
+
+def _check_inputs(node: onnx.NodeProto, opset: int) -> None:
+    """The node's inputs against its ONNX schema: every required one given (not dropped
+    as ``""``), no more than the schema takes; converters may then index them freely."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        return
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for i, formal in enumerate(schema.inputs):
+        if formal.option == single and (i >= len(node.input) or not node.input[i]):
+            fail(f"missing required input #{i} ('{formal.name}')")
+    if len(node.input) > schema.max_input:
+        fail(f"takes at most {schema.max_input} inputs, got {len(node.input)}")
 
 
 def _check_single_assignment(graph: onnx.GraphProto) -> None:

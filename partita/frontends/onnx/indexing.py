@@ -237,7 +237,13 @@ def _trilu(cx, ins, attrs):
     if _present(ins, 1) and not is_const(ins[1]):  # a run-time diagonal
         return cx.emit(nn.TriluOp(cx.tensor(ins[0]), 0, upper, diagonal=_indices(cx, ins[1])))
     k = int(const_scalar(ins[1], "k")) if _present(ins, 1) else 0
-    return cx.emit(nn.TriluOp(cx.tensor(ins[0]), k, upper))
+    x = cx.tensor(ins[0])
+    # Any k past the matrix's extent means the same as the extent; clamping keeps k a
+    # value every backend's integer type holds (-2^63 is no C literal).
+    rows, cols = list(shape_of(x))[-2:] if len(shape_of(x)) >= 2 else (nn.DYN, nn.DYN)
+    low = -rows if rows != nn.DYN else -(2**62)
+    high = cols if cols != nn.DYN else 2**62
+    return cx.emit(nn.TriluOp(x, min(max(k, low), high), upper))
 
 
 @converter("Range", symbolic=True)
