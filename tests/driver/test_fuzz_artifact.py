@@ -5,7 +5,6 @@ editing a ``.partita`` can do). Each either loads and runs, or fails with a
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import struct
 
@@ -13,7 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_untrusted_model import MODEL, reseal  # tests/driver/test_untrusted_model.py
+from support.artifact_files import pack, reseal, unpack  # tests/support/artifact_files.py
+from test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
 
 import partita
 from partita import artifact
@@ -84,15 +84,15 @@ JUNK = [None, 0, -1, 2**64, "x", [], {}, [[1, 2, 3]], [["a"]], {"name": 1}, [{"s
        junk=st.sampled_from([*JUNK, "drop"]))
 def test_edited_headers_load_or_fail_cleanly(model, tmp_path, key, junk) -> None:
     data, inputs = model
-    header, parts = artifact.read_parts(data, "model")
-    if junk == "drop":
-        header.pop(key)
-    else:
-        header[key] = junk
-    blobs = b"".join(parts[e["name"]] for e in artifact.read_parts(data, "model")[0]["parts"])
-    head = json.dumps(header, sort_keys=True).encode()
-    body = b"".join([artifact.MAGIC, struct.pack("<Q", len(head)), head, blobs])
-    _load_and_run(body + hashlib.sha256(body).digest(), inputs, tmp_path)
+    header, parts, weights = unpack(data)
+
+    def mutate(header: dict) -> None:
+        if junk == "drop":
+            header.pop(key)
+        else:
+            header[key] = junk
+
+    _load_and_run(pack(header, parts, weights, mutate), inputs, tmp_path)
 
 
 @FUZZ

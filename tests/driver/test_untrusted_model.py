@@ -5,17 +5,15 @@ allocated or loaded, and names no host file."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.artifact_files import reseal  # tests/support/artifact_files.py
 from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
 
 import partita
-from partita import artifact
 from partita.ir import PartitaError
 from partita.runtime.cuda import CudaDevice
 from partita.runtime.device import SimulatedDevice
@@ -30,25 +28,6 @@ func.func @main(%x: tensor<8x64xf32>, %w1: tensor<32x64xf32>, %w2: tensor<16x32x
   func.return %3 : tensor<8x16xf32>
 }
 """
-
-
-def reseal(data: bytes, edit_module=None, edit_parts=None) -> bytes:
-    """``data`` with its module text edited, every part digest and the trailer recomputed."""
-    header, parts = artifact.read_parts(data, "model")
-    if edit_module is not None:
-        parts["module.mlir"] = edit_module(parts["module.mlir"].decode()).encode()
-    if edit_parts is not None:
-        edit_parts(parts)
-    entries, at, blobs = [], 0, []
-    for entry in header["parts"]:
-        blob = parts[entry["name"]]
-        entries.append({"name": entry["name"], "offset": at, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()})
-        blobs.append(blob)
-        at += len(blob)
-    header["parts"] = entries
-    head = json.dumps(header, sort_keys=True).encode()
-    body = b"".join([artifact.MAGIC, struct.pack("<Q", len(head)), head, *blobs])
-    return body + hashlib.sha256(body).digest()
 
 
 @pytest.fixture(scope="module")
