@@ -27,7 +27,7 @@ from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
 from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
-from partita.frontends.torch import export_module, is_torch_model
+from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
@@ -261,8 +261,12 @@ class Executable:
     def run(self, *args: Any, outputs: str = "host", **named: Any) -> tuple[Any, ...]:
         """Runs the entry function on NumPy arrays, CUDA arrays or DLPack tensors
         (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
-        device (see ``partita.runtime.interop.DeviceArray``)."""
+        device (see ``partita.runtime.interop.DeviceArray``). Torch tensors in give torch
+        tensors out, on the inputs' device (the GPU's stay there)."""
         try:
+            torch_device = torch_device_of((*args, *named.values())) if outputs == "host" else None
+            if torch_device is not None:
+                return run_on_torch_tensors(self.runtime.run, torch_device, args, named)
             return self.runtime.run(*args, outputs=outputs, **named)
         except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
             raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None

@@ -69,8 +69,10 @@ def test_compiled_module_matches_torch(model: torch.nn.Module, shape: tuple[int,
     model = fresh(model)
     x = torch.randn(shape)
     exe = partita.compile(model, example_inputs=(x,), **HOST)
-    want = model(x).detach().numpy()
-    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5)
+    (got,) = exe.run(x)
+    assert isinstance(got, torch.Tensor)  # torch tensors in, torch tensors out
+    torch.testing.assert_close(got, model(x).detach(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(exe.run(x.numpy())[0], got.numpy(), rtol=0, atol=0)  # NumPy in, NumPy out
     assert any(op.name.startswith("nn.") for op in exe.module.walk())
 
 
@@ -157,6 +159,10 @@ def test_torch_compile_keeps_cuda_tensors_on_the_gpu() -> None:
     out = compiled(x)
     assert out.device.type == "cuda"
     torch.testing.assert_close(out, model(x), rtol=2e-3, atol=2e-3)  # TF32 / f16 kernels
+    exe = partita.compile(model, example_inputs=(x,))
+    (direct,) = exe.run(x)  # partita.compile's executable: the result stays on the GPU too
+    assert isinstance(direct, torch.Tensor) and direct.device.type == "cuda"
+    torch.testing.assert_close(direct, model(x), rtol=2e-3, atol=2e-3)
 
 
 ENTRY_POINT_SCRIPT = """

@@ -9,19 +9,46 @@ extra).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
 from partita.ir.diagnostics import PartitaError
 
-__all__ = ["export_module", "import_exported_program", "is_torch_model"]
+__all__ = ["export_module", "import_exported_program", "is_torch_model", "run_on_torch_tensors", "torch_device_of"]
 
 
 def is_torch_model(model: Any) -> bool:
     """A ``torch.nn.Module`` or an ``ExportedProgram``, told apart without importing torch."""
     names = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
     return "torch.nn.modules.module.Module" in names or "torch.export.exported_program.ExportedProgram" in names
+
+
+def torch_device_of(values: Any) -> Any:
+    """The device of the first torch tensor among ``values`` (a dict's values count), or
+    None when there is none; torch is not imported for that."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    for value in values:
+        for item in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(item, torch.Tensor):
+                return item.device
+    return None
+
+
+def run_on_torch_tensors(run: Callable[..., tuple[Any, ...]], device: Any, args: Any, named: Any) -> tuple[Any, ...]:
+    """``run(*args, **named)`` with torch tensors out, where ``device`` has them: on the
+    GPU the results stay there (read through DLPack, then copied on the device, since a
+    device output is valid only until the next run), on the CPU they share the host
+    arrays the run returns."""
+    import torch
+
+    if device.type == "cuda":
+        return tuple(torch.from_dlpack(o).clone() for o in run(*args, outputs="device", **named))
+    return tuple(torch.from_numpy(o) for o in run(*args, **named))
 
 
 def export_module(model: Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:

@@ -40,7 +40,6 @@ class PartitaGraph:
         return partita.compile(self.graph_module, example_inputs=tuple(inputs), **self.options)
 
     def __call__(self, *inputs: Any) -> Any:
-        import torch
 
         key = _signature(inputs)
         if key in self.eager_signatures:
@@ -53,13 +52,7 @@ class PartitaGraph:
                 warnings.warn(f"partita: running this graph eagerly: {err}", stacklevel=2)
                 self.eager_signatures.add(key)
                 return self.graph_module(*inputs)
-        device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        if device.type == "cuda":
-            # Results stay on the GPU: read through DLPack, then copied on the device, since
-            # a device output is only valid until this graph's next run.
-            outputs = tuple(torch.from_dlpack(o).clone() for o in exe.run(*inputs, outputs="device"))
-        else:
-            outputs = tuple(torch.from_numpy(o) for o in exe.run(*inputs))
+        outputs = exe.run(*inputs)  # torch tensors in, torch tensors out, on their device
         return outputs if self.returns_sequence else outputs[0]
 
 
