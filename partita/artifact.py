@@ -348,7 +348,8 @@ def load(path: str | Path) -> CompiledModel:
 
 
 _ROW_TYPES = {"symbol": (str,), "target": (str,), "ops": (list,), "composite": (str, type(None)),
-              "cost": (int, float, type(None)), "kernel": (str, type(None)), "calls": (int,)}
+              "cost": (int, float, type(None)), "bound": (str, type(None)), "kernel": (str, type(None)),
+              "calls": (int,)}
 
 
 def _check_header(header, path) -> None:

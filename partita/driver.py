@@ -350,7 +350,7 @@ def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
     return total
 
 
-def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, str], float | None]) -> list[PartitionRow]:
+def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, str], dict[str, Any]]) -> list[PartitionRow]:
     """Where every op went: partition functions (by compiler), fused native kernels, and
     what is left in the entry function, which runs in the host program."""
     rows = []
@@ -370,13 +370,13 @@ def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, st
                     target=compiler.data,
                     ops=ops,
                     composite=composite.data if isinstance(composite, StringAttr) else None,
-                    cost=estimate(op, compiler.data),
                     calls=n_calls,
+                    **estimate(op, compiler.data),
                 )
             )
         elif byoc.PRIMITIVE in op.attributes and isinstance(target, byoc.TargetAttr):
-            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, cost=estimate(op, target.kind.data),
-                                     calls=n_calls))
+            rows.append(PartitionRow(op.sym_name.data, target.kind.data, ops, calls=n_calls,
+                                     **estimate(op, target.kind.data)))
         elif op.sym_name.data == entry and ops:
             host = target.host_target if isinstance(target, byoc.TargetAttr) else None
             where = host.kind.data if host is not None else "host"
@@ -485,15 +485,20 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     )
 
 
-def _cost_estimator(device: str) -> Callable[[FuncOp, str], float | None]:
-    """Roofline cost of a partition function on its target (None where it cannot say)."""
+def _cost_estimator(device: str) -> Callable[[FuncOp, str], dict[str, Any]]:
+    """Roofline cost of a partition function on its target and what bounds it, as
+    ``PartitionRow`` fields (none where it cannot say)."""
     estimator = RooflineEstimator(device)
 
-    def estimate(function: FuncOp, target: str) -> float | None:
+    def estimate(function: FuncOp, target: str) -> dict[str, Any]:
         if len(function.body.blocks) != 1 or not any(op.results for op in function.body.block.ops):
-            return None  # nothing to cost: a pass after this one names what is wrong with it
+            return {}  # nothing to cost: a pass after this one names what is wrong with it
         graph, candidate = function_candidate(function, target)
-        return estimator.estimate(graph, candidate)
+        parts = estimator.breakdown(graph, candidate)
+        work = max(parts["compute_time"], parts["memory_time"])
+        bound = "launch" if parts["launch_overhead"] > work else (
+            "compute" if parts["compute_time"] >= parts["memory_time"] else "memory")
+        return {"cost": parts["time"], "bound": bound}
 
     return estimate
 

@@ -17,6 +17,9 @@ class PartitionRow:
     composite: str | None = None
     cost: float | None = None
     """Estimated seconds (roofline) on the target."""
+    bound: str | None = None
+    """What bounds the estimate: ``compute``, ``memory`` or ``launch`` (a kernel whose work
+    takes less than its launch overhead, as every kernel of a small model does)."""
     kernel: str | None = None
     """Name of the compiled kernel implementing the partition, when there is one."""
     calls: int = 1
@@ -29,6 +32,12 @@ class PartitionRow:
     def op_summary(self) -> str:
         counts = Counter(op.removeprefix("nn.") for op in self.ops)
         return ", ".join(f"{name}" + (f" x{n}" if n > 1 else "") for name, n in counts.items())
+
+
+def format_cost(row: PartitionRow) -> str:
+    """A row's estimated time and what bounds it."""
+    text = format_seconds(row.cost)
+    return text if row.bound is None or row.cost is None else f"{text} ({row.bound})"
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -70,7 +79,7 @@ class Report:
     def table(self) -> str:
         header = ["partition", "target", "ops", "est. cost", "calls", "kernel"]
         rows = [
-            [r.symbol, r.target, r.op_summary, format_seconds(r.cost), str(r.calls), r.kernel or "-"]
+            [r.symbol, r.target, r.op_summary, format_cost(r), str(r.calls), r.kernel or "-"]
             for r in self.rows
         ]
         return format_table(header, rows) if rows else "(no partitions: everything runs on the host)"
