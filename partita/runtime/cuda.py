@@ -42,6 +42,9 @@ class CudaError(RuntimeError):
     pass
 
 
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
 def pack_kernel_args(params: Iterable[tuple[str, object]]) -> tuple[bytes, list[int]]:
     """Pack kernel arguments following the C ABI.
 
@@ -239,7 +242,10 @@ class CudaDevice:
 
     # -- memory ------------------------------------------------------------
     def alloc(self, nbytes: int) -> DeviceBuffer:
-        ptr = self._call(self.drv.cuMemAlloc(max(1, int(nbytes))), "cuMemAlloc")
+        result = self.drv.cuMemAlloc(max(1, int(nbytes)))
+        if result[0] == CUDA_ERROR_OUT_OF_MEMORY:  # the model's size, not a fault: as the simulated device says it
+            raise MemoryError(f"out of device memory: cannot allocate {int(nbytes)} bytes")
+        ptr = self._call(result, "cuMemAlloc")
         return DeviceBuffer(int(ptr), int(nbytes), self)
 
     def free(self, buf: DeviceBuffer | int) -> None:

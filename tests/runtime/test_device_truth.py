@@ -369,3 +369,13 @@ def test_plans_are_never_made_inside_a_capture() -> None:
     assert drv.cuMemAlloc(16)[0] == CAPTURE_UNSUPPORTED
     drv.cuStreamEndCapture(stream)
     device.destroy_stream(stream)
+
+
+def test_a_model_the_gpu_cannot_hold_is_out_of_memory_not_a_driver_fault(mlp) -> None:
+    """``CUDA_ERROR_OUT_OF_MEMORY`` is the model's size, not a fault: ``MemoryError`` as the
+    simulated device raises it (``Executable.run`` makes both a ``PartitaError``)."""
+    for code, raised, message in [(2, MemoryError, "out of device memory: cannot allocate"),
+                                  (1, CudaError, "cuMemAlloc failed")]:  # any other refusal stays a driver error
+        drv = RecordingDriver(fail={"cuMemAlloc": code})
+        with pytest.raises(raised, match=message):
+            Runtime(mlp.module, CudaDevice(driver=drv)).run(*_inputs(4))
