@@ -29,6 +29,7 @@ from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
+from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.runtime.cuda import parse_arch
@@ -471,7 +472,9 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     rows = _partition_rows(module, entry, _cost_estimator(device))
     PassPipeline(codegen, between).apply(ctx, module)
     report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
-    compiles, hits = byoc.compile_counts(module)
+    # The codegens' pass statistics (MLIR's way: on the pass instances, not in the IR).
+    statistics = [p.statistics for p in codegen if isinstance(getattr(p, "statistics", None), nvrtc.CompileStatistics)]
+    compiles, hits = sum(s.compiled for s in statistics), sum(s.cached for s in statistics)
     return Executable(
         module,
         pipeline,

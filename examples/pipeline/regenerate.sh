@@ -3,7 +3,7 @@
 # exactly as partita.compile(..., partitioner="eager") runs them. The byoc.binary ops in
 # 5-codegen.mlir name their cubins by sha256 only (no path of this machine): the codegen
 # leaves them in the cubin cache, and on another machine the same pinned NVRTC reproduces
-# them (tests/test_hardened_tools.py checks that). Run it with the pinned NVRTC.
+# them (tests/tools/test_tool_errors.py checks that). Run it with the pinned NVRTC.
 set -euo pipefail
 cd "$(dirname "$0")"
 python3 -c 'from partita.lowering.nvrtc import nvrtc_version as v

@@ -477,18 +477,6 @@ class CallExternOp(IRDLOperation):
 
 DIGEST = "sha256"
 """The ``byoc.binary`` attribute holding the sha256 of the binary's bytes."""
-CACHE_HIT = "cache_hit"
-"""The ``byoc.binary`` attribute saying whether a compiled binary came from the cache
-(``true``) or was compiled by this codegen run (``false``): the compile's statistics."""
-
-
-def compile_counts(module: Operation) -> tuple[int, int]:
-    """(binaries compiled, binaries found in the cache) among the module's ``byoc.binary``
-    ops (those whose codegen says which: ``cache_hit``)."""
-    hits = [op.attributes[CACHE_HIT] for op in module.walk()
-            if isinstance(op, BinaryOp) and isinstance(op.attributes.get(CACHE_HIT), IntegerAttr)]
-    cached = sum(bool(h.value.data) for h in hits)
-    return len(hits) - cached, cached
 
 
 #: Checks of a ``byoc.binary``'s kernel records, each raising ``ValueError`` on a record it
@@ -513,8 +501,7 @@ class BinaryOp(IRDLOperation):
     the content-addressed cubin cache and is checked before they reach the driver),
     ``nvrtc`` (the compiler's version), ``cache_dir`` only when compiled into a cache other
     than the default one (``path`` in IR written before), and ``kernels``: per extern
-    function, a dictionary with the entry name and launch description, verified here. A
-    compiled binary also says whether it came from the compile cache (``cache_hit``).
+    function, a dictionary with the entry name and launch description, verified here.
     """
 
     name = "byoc.binary"

@@ -16,7 +16,7 @@ concurrent compilers of the same key are harmless; temporary files a killed comp
 left behind are removed once they are an hour old. A cache directory that cannot be
 used (a file, read-only, ``/proc``) is replaced by a private temporary one, with a
 warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work
-(``CompiledBinary.cache_hit``; the codegens record it on their ``byoc.binary`` ops).
+(``CompiledBinary.cache_hit``; each codegen pass counts them in its ``CompileStatistics``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,24 @@ class NvrtcError(RuntimeError):
         super().__init__(message)
         self.log = log
         self.entries = list(entries)
+
+
+@dataclass
+class CompileStatistics:
+    """What a codegen pass compiled, as MLIR keeps pass statistics: on the pass instance
+    that did the work (``CodegenPass.statistics``), read by whoever ran the pipeline, never
+    in the IR (printed IR must not depend on whether the cache was warm)."""
+
+    compiled: int = 0
+    """Cubins NVRTC compiled."""
+    cached: int = 0
+    """Cubins taken from the cache."""
+
+    def record(self, binary: CompiledBinary) -> None:
+        if binary.cache_hit:
+            self.cached += 1
+        else:
+            self.compiled += 1
 
 
 @dataclass(frozen=True)

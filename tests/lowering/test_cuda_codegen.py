@@ -14,7 +14,7 @@ from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
 from support.recording_driver import recorded_run  # tests/support/recording_driver.py
 from xdsl.passes import PassPipeline
 
-from partita.dialects import byoc, make_context
+from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_params, kernel_symbols
@@ -75,8 +75,10 @@ def lowered(tmp_path_factory: pytest.TempPathFactory):
     fused = parse_module(MODEL, ctx, "model.mlir")
     PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
     module = parse_module(MODEL, ctx, "model.mlir")
-    PassPipeline.parse_spec(get_all_passes(), PIPELINE.format(cache=cache)).apply(ctx, module)
-    assert byoc.compile_counts(module) == (1, 0)  # one NVRTC program, compiled (a fresh cache)
+    pipeline = PassPipeline.parse_spec(get_all_passes(), PIPELINE.format(cache=cache))
+    pipeline.apply(ctx, module)
+    (codegen,) = [p for p in pipeline.passes if p.name == "cuda-codegen"]
+    assert (codegen.statistics.compiled, codegen.statistics.cached) == (1, 0)  # one NVRTC program, compiled (a fresh cache)
     return module, fused, cache
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, ModuleOp, StringAttr, SymbolRefAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
@@ -88,6 +88,9 @@ class CudaCodegen(ModulePass):
     cache_dir: str | None = None
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "statistics", nvrtc.CompileStatistics())  # not an option
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.arch:  # a typo in the option is an error even when nothing is fused
             try:
@@ -113,7 +116,6 @@ class CudaCodegen(ModulePass):
             "key": StringAttr(binary.key),
             byoc.DIGEST: StringAttr(binary.digest),
             **cache_attributes(binary.path),
-            byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}
@@ -123,6 +125,7 @@ class CudaCodegen(ModulePass):
             k += 1
             name = f"{base}_{k}"
         op.body.block.add_op(byoc.BinaryOp(name, attributes))
+        self.statistics.record(binary)
         mark_extern(op, functions)
 
 

@@ -20,7 +20,7 @@ from math import prod
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import BoolAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -219,6 +219,9 @@ class CutlassCodegen(ModulePass):
     cache_dir: str | None = None
     """Cubin cache directory; default ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "statistics", nvrtc.CompileStatistics())  # not an option
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_compiler_partitions(op, COMPILER)
         number, suffix = _sm_option(f"pass '{self.name}'", self.sm)
@@ -252,7 +255,6 @@ class CutlassCodegen(ModulePass):
             "key": StringAttr(binary.key),
             byoc.DIGEST: StringAttr(binary.digest),
             **cache_attributes(binary.path),
-            byoc.CACHE_HIT: BoolAttr.from_bool(binary.cache_hit),
             "kernels": DictionaryAttr(records),
         }
         name = f"cutlass_sm{sm}"
@@ -262,6 +264,7 @@ class CutlassCodegen(ModulePass):
             k += 1
             name = f"cutlass_sm{sm}_{k}"
         op.body.block.add_op(byoc.BinaryOp(name, attributes))
+        self.statistics.record(binary)
         mark_compiler_functions(op, COMPILER)
 
 
