@@ -197,7 +197,7 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
         raise _damaged(path, f"it is truncated ({len(data)} bytes)")
     if data[: len(MAGIC)] != _MAGIC_V1:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
-        raise _damaged(path, f"format version {version} is not supported (this Partita reads {FORMAT_VERSION})")
+        raise _damaged(path, f"format version {version} is not supported (this Partita reads 1 and {FORMAT_VERSION})")
     if len(data) < _PREFIX + _TRAILER or hashlib.sha256(data[:-_TRAILER]).digest() != data[-_TRAILER:]:
         raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
     (header_len,) = struct.unpack("<Q", data[len(MAGIC) : _PREFIX])

@@ -197,7 +197,7 @@ def test_measures_a_real_kernel(cubins) -> None:
 def test_a_measured_cubin_is_checked_against_its_sha256(tmp_path, monkeypatch) -> None:
     """Collage loads a candidate's cubin as the launch plan does: the bytes must match the
     digest its byoc.binary recorded, or the driver never sees them."""
-    from partita.lowering import cuda_codegen
+    from partita.lowering.cuda import codegen as cuda_codegen
 
     original = cuda_codegen.CudaCodegen.apply
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.artifact_files import unpack  # tests/support/artifact_files.py
 
 import partita
-from partita.artifact import read_parts
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering import nvrtc
@@ -78,7 +78,7 @@ def test_a_saved_model_names_no_cache_and_loads_without_one(tmp_path: Path, monk
     monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path / "default"))
     exe = partita.compile(MODEL, TARGETS, partitioner="eager", cache_dir=tmp_path / "own")
     exe.save(tmp_path / "m.partita")
-    _, parts = read_parts((tmp_path / "m.partita").read_bytes(), "m.partita")
+    _, parts, _ = unpack((tmp_path / "m.partita").read_bytes())
     module = parts["module.mlir"].decode()  # (the header's pipeline keeps the cache-dir option it ran)
     assert str(tmp_path) not in module and "path = " not in module and "cache_dir" not in module
     assert re.search(r'sha256 = "[0-9a-f]{64}"', module)

@@ -22,7 +22,7 @@ ARCHS = ("sm_80", "sm_90")
 def _all_kernels(sm: int):
     ks = []
     for dt in DTYPES:
-        t = "h" if dt == "float16" else "s"
+        t = {"float16": "h", "bfloat16": "b", "float32": "s"}[dt]
         for ep in SUPPORTED_EPILOGUES["dense"]:
             ks.append((f"dense_{t}_{ep}",
                        KernelSpec.dense(None if ep == "bias_gelu" else 256, 512, 768, dt, ep)))
@@ -60,7 +60,7 @@ def test_every_op_dtype_epilogue_compiles(compiled, arch):
         smem = cubin.read_int_global(binary.cubin, e.smem_symbol)
         # main loop: stages * (A tile + B tile) bytes, the epilogue shares it
         tm, tn, tk = e.config.threadblock
-        elt = 2 if e.spec.dtype == "float16" else 4
+        elt = 2 if e.spec.dtype in ("float16", "bfloat16") else 4
         assert smem >= e.config.stages * (tm + tn) * tk * elt > 0, name
 
 
@@ -88,7 +88,8 @@ def test_dynamic_m_dense_takes_m_as_int(compiled):
 
 
 def test_special_configs_compile(tmp_path):
-    """Odd K (f16 SIMT fallback), 4-element alignment, serial split-k, shared types."""
+    """Odd K (f16 on tensor cores at alignment 1, CUTLASS's 2-stage pipeline), 4-element
+    alignment, serial split-k, shared types."""
     specs = {
         "f16_odd_k": KernelSpec.dense(64, 64, 99, "float16", "bias_relu"),
         "f16_align4": KernelSpec.dense(None, 36, 68, "float16", "bias"),
@@ -99,7 +100,8 @@ def test_special_configs_compile(tmp_path):
     ks = [(n, s, choose_config(s, 80)) for n, s in specs.items()]
     src = emit_module(ks)
     e = src.entries
-    assert e["f16_odd_k"].config.opcode_class == "simt"
+    odd = e["f16_odd_k"].config
+    assert (odd.opcode_class, odd.stages, odd.alignment_a, odd.alignment_b) == ("tensorop", 2, 1, 1)
     assert e["f16_splitk"].config.split_k > 1
     assert e["f16_splitk"].kernel_type == e["f16_splitk_again"].kernel_type
     binary = nvrtc.compile_cuda(src, arch="sm_80", cache_dir=tmp_path)
