@@ -379,3 +379,27 @@ def test_a_model_the_gpu_cannot_hold_is_out_of_memory_not_a_driver_fault(mlp) ->
         drv = RecordingDriver(fail={"cuMemAlloc": code})
         with pytest.raises(raised, match=message):
             Runtime(mlp.module, CudaDevice(driver=drv)).run(*_inputs(4))
+
+
+def test_splats_on_a_gpu_are_limited_by_device_memory_alone(monkeypatch) -> None:
+    """Splat constants are device fills: the host-memory budget that guards the simulated
+    device (whose memory is the host's) does not apply on a GPU (here a 1 MiB budget for
+    two 1 MiB splats)."""
+    import functools
+
+    import partita.runtime.plan as plan_module
+    from partita.ir.constants import check_splat_budget
+    from partita.runtime.device import SimulatedDevice
+    from partita.runtime.plan import LaunchPlan
+
+    monkeypatch.setattr(plan_module, "check_splat_budget", functools.partial(check_splat_budget, total=1 << 20))
+    splats = "\n".join(f"  %c{i} = nn.constant dense<1.0> : tensor<262144xf32>" for i in range(2))
+    text = (f"func.func @main(%x: tensor<4xf32>) -> (tensor<262144xf32>, tensor<262144xf32>) {{\n{splats}\n"
+            "  func.return %c0, %c1 : tensor<262144xf32>, tensor<262144xf32>\n}")
+    module = parse_module(text, make_context(), "splats.mlir")
+    with pytest.raises(PartitaError, match="splat constants would take"):
+        LaunchPlan(module, SimulatedDevice())
+    drv = RecordingDriver()
+    plan = LaunchPlan(module, CudaDevice(driver=drv))  # both filled on the device by memsets
+    assert drv.calls["cuMemsetD32Async"] == 2 and drv.calls["cuMemcpyHtoDAsync"] == 0
+    plan.close()

@@ -35,6 +35,7 @@ class FakeDevice:
 
     name = "fake"
     arch = "sm_90"
+    simulated = False
 
     def __init__(self, times=None) -> None:
         self.memory: dict[int, np.ndarray] = {}
