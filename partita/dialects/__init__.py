@@ -30,9 +30,9 @@ def make_context(*, allow_unregistered: bool = False) -> Context:
     """The context every Partita tool and pass uses: every xDSL dialect and ``nn``/``byoc``,
     all registered lazily."""
     ctx = Context(allow_unregistered=allow_unregistered)
-    for name, factory in Universe.get_multiverse().all_dialects.items():
-        ctx.register_dialect(name, factory)
-    for name, factory in get_all_dialects().items():
+    # With Partita's own ``xdsl.universe`` plugin installed, the multiverse already holds
+    # ``nn`` and ``byoc``: each name is registered once (twice raises).
+    for name, factory in {**Universe.get_multiverse().all_dialects, **get_all_dialects()}.items():
         ctx.register_dialect(name, factory)
     return ctx
 

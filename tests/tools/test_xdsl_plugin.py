@@ -10,6 +10,8 @@ import pytest
 from xdsl.universe import Universe
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from partita.dialects import make_context
+from partita.ir import parse_module
 from partita.tools import opt
 from partita.tools.universe import PARTITA_UNIVERSE
 
@@ -105,3 +107,13 @@ def test_xdsl_opt_loads_the_plugin_through_the_entry_point(tmp_path: Path) -> No
                           check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "func.call @tvmgen_default_cutlass_main_0(%x)" in proc.stdout
+
+
+def test_make_context_with_the_plugin_installed(plugin_installed: None) -> None:
+    """The multiverse already holds nn and byoc once the plugin is installed: the context
+    every Partita tool and test makes registers each name once (twice raises)."""
+    ctx = make_context()
+    module = parse_module("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+                          "  %0 = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n"
+                          "  func.return %0 : tensor<4xf32>\n}", ctx, "plugin.mlir")
+    assert any(op.name == "nn.relu" for op in module.walk())
