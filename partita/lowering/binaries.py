@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from partita.dialects import byoc
 from partita.files import read_regular_file
-from partita.ir import PartitaError
+from partita.ir import PartitaError, symbol_name
 from partita.lowering.nvrtc import default_cache_dir
 
 CACHE_DIR = "cache_dir"
@@ -105,6 +105,17 @@ def cubin_file(op: byoc.BinaryOp, cache_dir: Path | str | None = None) -> Path |
         return None
     cache = _string(op, CACHE_DIR) or cache_dir
     return (Path(cache) if cache else default_cache_dir()).expanduser() / f"{digest}.cubin"
+
+
+def fresh_symbol(module: ModuleOp, base: str) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first name no top-level symbol of
+    ``module`` has (a codegen's ``byoc.binary`` beside earlier ones)."""
+    taken = {name for op in module.ops if (name := symbol_name(op)) is not None}
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
 
 
 def cache_attributes(cubin_path: Path) -> dict[str, StringAttr]:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from support.recording_driver import CAPTURE_UNSUPPORTED, INVALID_CONTEXT, RecordingDriver
 from support.recording_libs import RecordingCublasLt, RecordingCudnn, RecordingTensorRT
+from test_extern_runtime import MLP  # tests/runtime/test_extern_runtime.py
 
 import partita
 import partita.runtime.cuda as cuda_module
@@ -20,15 +21,6 @@ from partita.ir import PartitaError, parse_module
 from partita.runtime.cuda import CudaDevice, CudaError
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
-
-MLP = """
-func.func @main(%x: tensor<?x64xf16>, %w1: tensor<256x64xf16>, %b1: tensor<256xf16>) -> tensor<?x256xf16> {
-  %0 = nn.dense %x, %w1 : (tensor<?x64xf16>, tensor<256x64xf16>) -> tensor<?x256xf16>
-  %1 = nn.bias_add %0, %b1 : (tensor<?x256xf16>, tensor<256xf16>) -> tensor<?x256xf16>
-  %2 = nn.relu %1 : (tensor<?x256xf16>) -> tensor<?x256xf16>
-  func.return %2 : tensor<?x256xf16>
-}
-"""
 
 
 @pytest.fixture(scope="module")

@@ -34,9 +34,9 @@ from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 from partita.dialects import byoc
-from partita.ir import PartitaError, symbol_name
+from partita.ir import PartitaError
 from partita.lowering import nvrtc
-from partita.lowering.binaries import cache_attributes
+from partita.lowering.binaries import cache_attributes, fresh_symbol
 from partita.lowering.cuda.emitter import (
     CudaProgram,
     emit_program,
@@ -118,13 +118,7 @@ class CudaCodegen(ModulePass):
             **cache_attributes(binary.path),
             "kernels": DictionaryAttr({name: fused_record(k) for name, k in program.kernels.items()}),
         }
-        taken = {name for o in op.ops if (name := symbol_name(o)) is not None}
-        base = name = f"cuda_{arch.replace('_', '')}"
-        k = 0
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        op.body.block.add_op(byoc.BinaryOp(name, attributes))
+        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, f"cuda_{arch.replace('_', '')}"), attributes))
         self.statistics.record(binary)
         mark_extern(op, functions)
 

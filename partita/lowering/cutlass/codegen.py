@@ -29,7 +29,7 @@ from xdsl.utils.target import Target
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.lowering import nvrtc
-from partita.lowering.binaries import cache_attributes
+from partita.lowering.binaries import cache_attributes, fresh_symbol
 from partita.lowering.cubin import read_int_global
 from partita.lowering.cutlass import (
     CudaSource,
@@ -257,13 +257,7 @@ class CutlassCodegen(ModulePass):
             **cache_attributes(binary.path),
             "kernels": DictionaryAttr(records),
         }
-        name = f"cutlass_sm{sm}"
-        taken = {o.sym_name.data for o in op.ops if isinstance(o, FuncOp | byoc.BinaryOp)}
-        k = 0
-        while name in taken:
-            k += 1
-            name = f"cutlass_sm{sm}_{k}"
-        op.body.block.add_op(byoc.BinaryOp(name, attributes))
+        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, f"cutlass_sm{sm}"), attributes))
         self.statistics.record(binary)
         mark_compiler_functions(op, COMPILER)
 
