@@ -271,14 +271,6 @@ class Executable:
             return self.runtime.run(*args, outputs=outputs, **named)
         except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
             raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
-        except ValueError as err:
-            # A host op interpreted on inputs whose dynamic dims the graph cannot take (a
-            # 3-column input to a dense over 8): the inputs' fault, as a device kernel says.
-            # TODO(issue 23): check dynamic dims against each op's constraints up front.
-            if not any("Error while interpreting op" in note for note in getattr(err, "__notes__", ())):
-                raise
-            raise PartitaError(f"@{self.entry}: a host op failed on these inputs (do their dynamic dims fit "
-                               f"the graph?): {str(err).splitlines()[0]}") from None
 
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the

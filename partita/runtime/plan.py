@@ -49,8 +49,9 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
+from partita.analysis.bound_shapes import bound_function_shapes, bound_result_shape
 from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
@@ -59,7 +60,6 @@ from partita.analysis.liveness import (
     check_memory_plan,
     live_ranges,
 )
-from partita.analysis.shape_functions import ShapeBuilder, result_dims
 from partita.dialects import byoc, nn
 from partita.dialects.byoc import REFERENCE_SUFFIX
 from partita.ir import PartitaError, op_error
@@ -309,6 +309,22 @@ class LaunchPlan:
 
         return emulate
 
+    def check_call_shapes(self, op: byoc.CallExternOp, values: dict[SSAValue, Any]) -> None:
+        """A located error when the bound shapes of a call with dynamic dims do not fit the
+        partition it calls (checked on its reference body, when kept), before a kernel
+        or the emulation sees them."""
+        if not any(DYNAMIC_INDEX in v.type.get_shape() for v in op.inputs if isinstance(v.type, TensorType)):
+            return
+        name = op.callee.string_value()
+        reference = self.symbols.get(name + REFERENCE_SUFFIX)
+        if reference is None or not reference.body.blocks:
+            return
+        shapes = bound_function_shapes(reference, [values[v] for v in op.inputs])
+        for out, shape in zip(op.outs, shapes):
+            if tuple(values[out]) != tuple(shape):
+                raise op_error(op, f"@{name} computes a result of shape {shape} from these inputs, but its "
+                                   f"shape function allocated {values[out]}")
+
     def _place_constants(self) -> None:
         """Weights to the device once: one buffer, one upload (or, for a splat, one device
         fill of its element) each, one sync."""
@@ -425,11 +441,12 @@ class BoundPlan:
             if isinstance(op, byoc.AllocTensorOp):
                 sizes = iter(args)
                 values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in op.result.type.get_shape())
-                if any(d < 0 for d in values[op.result]):
-                    raise op_error(op, f"negative dimension in {values[op.result]}")
+                if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
+                    raise op_error(op, f"dimension out of the int64 range in {values[op.result]}")
             elif isinstance(op, byoc.CallExternOp):
                 for out, res in zip(op.outs, op.res):
                     values[res] = values[out]
+                plan.check_call_shapes(op, values)
                 call = plan.calls[op]
                 if call.prepared is not None and op.outs:
                     size = call.prepared.workspace_bytes([values[v] for v in op.inputs])
@@ -438,7 +455,7 @@ class BoundPlan:
             elif isinstance(op, nn.ConstantOp):
                 values[op.result] = tuple(op.result.type.get_shape())
             elif isinstance(op, nn.NNOp):
-                values[op.result] = _host_result_shape(op, values)
+                values[op.result] = bound_result_shape(op, values.__getitem__)
                 if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
                     raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
                                        f"{values[op.input]} as {values[op.result]}")
@@ -614,20 +631,6 @@ def _where(op: Operation) -> str:
     if loc is not None and hasattr(loc, "filename"):
         return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
     return ""
-
-
-def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, ...]:
-    """Concrete result shape of a host op, by the shape rules shape functions use (every
-    input dim known, so they fold to integers)."""
-    typ = op.result.type
-    assert isinstance(typ, TensorType)
-    static = typ.get_shape()
-    if DYNAMIC_INDEX not in static:
-        return tuple(static)
-    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
-    if not all(isinstance(d, int) for d in dims):
-        raise op_error(op, "its result shape could not be computed from its input shapes")
-    return tuple(int(d) for d in dims)
 
 
 class Runtime:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
@@ -67,6 +67,15 @@ def seeds() -> list[onnx.ModelProto]:
                 helper.make_node("Gelu" if False else "Tanh", ["n"], ["y"])],
                [_vi("x", [2, 3, 8])], [_f32("s", [8], 4), _f32("b", [8], 5)]),
     ]
+
+
+def pad_past_int64() -> onnx.ModelProto:
+    """Found by the fuzzer (minimized): the Pad/Tile seed with pads whose sum passes
+    2^63. The padded tensor has no elements (x is 0 x 3), so no memory budget stops it; its
+    type had a dim MLIR's int64 cannot hold, and the run ended in NumPy's ValueError."""
+    return _graph([helper.make_node("Pad", ["x", "pads"], ["p"], mode="constant"),
+                   helper.make_node("Tile", ["p", "reps"], ["y"])],
+                  [_vi("x", [0, 3])], [_i64("pads", [0, 2**63 - 1, 0, 1]), _i64("reps", [2, 1])])
 
 
 SEEDS = seeds()
@@ -179,6 +188,7 @@ def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(model=mutated_models())
+@example(model=pad_past_int64())
 def test_mutated_onnx_models_give_a_correct_result_or_a_partita_error(model: onnx.ModelProto, tmp_path_factory) -> None:
     cache = tmp_path_factory.getbasetemp() / "fuzz-onnx-cache"
     try:
@@ -234,5 +244,31 @@ def test_dynamic_dims_that_do_not_fit_a_host_op_are_a_partita_error(tmp_path) ->
                    [_f32("w", [6, 8], 0)])
     exe = partita.compile(model, targets="llvm", partitioner="none", cache_dir=tmp_path)
     np.testing.assert_allclose(exe.run(np.ones((2, 8), np.float32))[0].shape, (2, 6))
-    with pytest.raises(PartitaError, match="a host op failed on these inputs"):
+    with pytest.raises(PartitaError, match=r"cannot run on operands of shapes \(2x3, 6x8\) bound from these inputs"):
         exe.run(np.ones((2, 3), np.float32))
+
+
+def test_a_pad_past_int64_is_a_located_error(tmp_path) -> None:
+    with pytest.raises(PartitaError, match=r"node 0 'p' \(Pad\): error: 'nn.pad' op shape \[0, 9223372036854775811\]: "
+                                           r"dimension 9223372036854775811 does not fit in int64"):
+        partita.compile(pad_past_int64(), targets="llvm", partitioner="none", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("reps", [[2, 2**62], [2**62, 3]])
+def test_a_tile_past_int64_is_a_located_error(reps, tmp_path) -> None:
+    # 3 * 2^62 is a Python int, but no int64 dim, stride or element count can hold it.
+    model = _graph([helper.make_node("Tile", ["x", "reps"], ["y"])], [_vi("x", [2, 3])], [_i64("reps", reps)])
+    with pytest.raises(PartitaError, match=r"\(Tile\): error: 'nn.tile' op shape .* does not fit in int64"):
+        partita.compile(model, targets="llvm", partitioner="none", cache_dir=tmp_path)
+
+
+def test_a_dynamic_pad_past_int64_is_a_located_error_at_bind(tmp_path) -> None:
+    # The dim is known only once the input is, so the launch plan checks it at bind, before
+    # any step: 2^61 - 1 rows of 4 bytes still fit in int64 byte offsets, 2^61 do not.
+    model = _graph([helper.make_node("Pad", ["x", "pads"], ["y"], mode="constant")], [_vi("x", ["n", 0])],
+                   [_i64("pads", [2**61 - 2, 0, 0, 0])])
+    exe = partita.compile(model, targets="llvm", partitioner="none", cache_dir=tmp_path)
+    assert exe.run(np.ones((1, 0), np.float32))[0].shape == (2**61 - 1, 0)
+    with pytest.raises(PartitaError, match=r"'nn.pad' op bound result shape \[2305843009213693952, 0\]: "
+                                           r"9223372036854775808 bytes of 4-byte elements do not fit in int64"):
+        exe.run(np.ones((2, 0), np.float32))

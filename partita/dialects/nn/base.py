@@ -187,6 +187,24 @@ def check_compatible_shapes(declared: Shape, inferred: Shape) -> None:
         )
 
 
+MAX_DIM = 2**63 - 1
+"""MLIR's dims are int64; so are the strides and element counts kernels compute from them."""
+
+
+def check_dims_fit(shape: Shape, itemsize: int, what: str) -> None:
+    """Every dim, and the bytes the dims span (zero dims aside: a 0x2^62 tensor holds
+    nothing, yet its strides still span the others), must fit in int64, as byte offsets,
+    strides and NumPy's array sizes do."""
+    span = itemsize
+    for d in shape:
+        if d > MAX_DIM or d < DYN:
+            raise VerifyException(f"{what} {_fmt(shape)}: dimension {d} does not fit in int64")
+        if d > 0:
+            span *= d
+    if span > MAX_DIM:
+        raise VerifyException(f"{what} {_fmt(shape)}: {span} bytes of {itemsize}-byte elements do not fit in int64")
+
+
 def _fmt(shape: Shape) -> str:
     return "[" + ", ".join("?" if d == DYN else str(d) for d in shape) + "]"
 
@@ -399,6 +417,8 @@ class NNOp(IRDLOperation):
             if not isinstance(v.type, TensorType) or v.type.element_type not in ELEMENT_TYPES:
                 raise VerifyException(f"expected a ranked tensor of an nn element type, got "
                                       f"{v.type}")
+        for v in (*self.operands, *self.results):
+            check_dims_fit(_shape(v), numpy_dtype(v.type.element_type).itemsize, "shape")
         self.verify_element_types()
         check_compatible_shapes(_shape(self.results[0]), self.infer_shape())
 
