@@ -19,3 +19,6 @@ main_fused_0(const __half* __restrict__ in0, const __half* __restrict__ in1, __h
     out[i] = st_f16(v2);
   }
 }
+
+// Launch contracts (partita.lowering.cuda.contracts), checked at load
+extern "C" __device__ const unsigned char main_fused_0_contract[32] = {145, 106, 129, 241, 83, 9, 134, 253, 144, 233, 35, 121, 11, 59, 242, 18, 87, 82, 231, 49, 31, 242, 117, 220, 9, 137, 186, 113, 55, 27, 170, 35};

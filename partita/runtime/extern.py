@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.binaries import cubin_file
+from partita.lowering.cuda.contracts import contract_digest, contract_symbol
 from partita.lowering.cuda.records import (
     FusedRecord,
     GemmRecord,
@@ -55,6 +56,7 @@ from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, prob
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand
 from partita.runtime.libraries import handle_class as library_handle_class
+from partita.runtime.validate import CheckedModule
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,9 @@ class FusedKernelHandle:
                    cls.record_type.from_attr(record))
 
     def prepare(self, loader: Any) -> PreparedFused:
-        return PreparedFused(self, loader.module(self).kernel(self.record.entry, 0, loader.emulation))
+        module = loader.module(self)
+        kernel = module.kernel(self.record.entry, 0, loader.emulation)
+        return PreparedFused(self, kernel, module if isinstance(module, CheckedModule) else None)
 
     def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
         rec = self.record
@@ -222,6 +226,8 @@ class FusedKernelHandle:
 class PreparedFused:
     handle: FusedKernelHandle
     kernel: Any
+    checked: CheckedModule | None = None
+    """The cubin's checked module, whose launch contract the record must match."""
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         return 0
@@ -239,7 +245,12 @@ class PreparedFused:
         grid, block = rec.geometry(tuple(out.shape))
         operands = [Operand(i, tuple(t.shape), np.dtype(t.dtype)) for i, t in enumerate(inputs)]
         operands.append(Operand(len(inputs), tuple(out.shape), np.dtype(out.dtype), output=True))
-        return [device.prepare_launch(self.kernel, grid, block, 0, args, operands)]
+        launch = device.prepare_launch(self.kernel, grid, block, 0, args, operands)
+        if self.checked is not None:  # after the geometry and layout checks, before any run
+            handle = self.handle
+            self.checked.check_contract(rec.entry, contract_symbol(rec.entry),
+                                        contract_digest(handle.function, handle.kind, rec), handle.function)
+        return [launch]
 
 
 @dataclass(frozen=True)

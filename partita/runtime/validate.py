@@ -9,6 +9,9 @@ are checked before anything reaches the driver.
   from ``EIATTR_KPARAM_INFO`` and its ``__launch_bounds__``), read once per cubin;
 * ``CheckedModule.kernel``: a kernel name must be a kernel of the cubin, its dynamic
   shared memory within the device's opt-in limit;
+* ``CheckedModule.check_contract``: a generated kernel's launch contract (a digest in
+  its cubin) must be that of the record launching it, so kernels of identical parameter
+  layouts cannot be swapped;
 * ``CheckedDevice.prepare_launch``: grid and block within CUDA's limits and the kernel's
   launch bounds, and the packed arguments laid out exactly as the kernel's parameters
   (count, offsets, sizes), so swapped or missing parameters are refused.
@@ -26,6 +29,7 @@ from partita.lowering.cubin import (
     kernel_max_threads,
     kernel_params,
     kernel_symbols,
+    read_global,
 )
 
 __all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
@@ -111,6 +115,24 @@ class CheckedModule:
         if cubin.symbols is not None:
             self._registry[id(function)] = (function, _Kernel(name, cubin))
         return function
+
+    def check_contract(self, entry: str, symbol: str, expected: bytes, function: str) -> None:
+        """The launch contract the cubin holds for kernel ``entry`` (``symbol``, see
+        ``partita.lowering.cuda.contracts``) must be ``expected``, the digest of the record
+        ``@function`` launches it with: a record naming another kernel of the same
+        parameter layout is refused."""
+        cubin = self._cubin
+        if cubin.symbols is None:  # not an ELF cubin: the driver alone checks it
+            return
+        try:
+            held = read_global(cubin.image, symbol)
+        except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
+            raise PartitaError(f"kernel '{entry}' of @{cubin.binary} carries no launch contract ({err}); "
+                               "recompile the model") from None
+        if held != expected:
+            raise PartitaError(f"kernel '{entry}' of @{cubin.binary} was not generated for the launch the record "
+                               f"of @{function} describes (its launch contract differs): the record names the "
+                               "wrong kernel")
 
     def __getattr__(self, attr: str) -> Any:  # global_int, unload, ...
         return getattr(self._module, attr)

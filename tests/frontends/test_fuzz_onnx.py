@@ -78,6 +78,13 @@ def pad_past_int64() -> onnx.ModelProto:
                   [_vi("x", [0, 3])], [_i64("pads", [0, 2**63 - 1, 0, 1]), _i64("reps", [2, 1])])
 
 
+def keepdims_out_of_range() -> onnx.ModelProto:
+    """Found by the fuzzer (minimized): keepdims = -2^31 - 1. onnxruntime reads it as false,
+    Partita read it as true; ONNX allows only 0 and 1."""
+    return _graph([helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=-(2**31) - 1)],
+                  [_vi("x", [3, 4])])
+
+
 SEEDS = seeds()
 INTS = st.one_of(st.integers(-3, 4), st.sampled_from([-(2**63), 2**63 - 1, 2**31, -(2**31) - 1, 10**6]))
 FLOATS = st.one_of(st.floats(-2, 2, width=32), st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e38, 0.0]))
@@ -189,6 +196,7 @@ def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(model=mutated_models())
 @example(model=pad_past_int64())
+@example(model=keepdims_out_of_range())
 def test_mutated_onnx_models_give_a_correct_result_or_a_partita_error(model: onnx.ModelProto, tmp_path_factory) -> None:
     cache = tmp_path_factory.getbasetemp() / "fuzz-onnx-cache"
     try:
@@ -272,3 +280,9 @@ def test_a_dynamic_pad_past_int64_is_a_located_error_at_bind(tmp_path) -> None:
     with pytest.raises(PartitaError, match=r"'nn.pad' op bound result shape \[2305843009213693952, 0\]: "
                                            r"9223372036854775808 bytes of 4-byte elements do not fit in int64"):
         exe.run(np.ones((2, 0), np.float32))
+
+
+def test_a_flag_other_than_0_or_1_is_a_located_error(tmp_path) -> None:
+    with pytest.raises(PartitaError, match=r"node 0 'y' \(ReduceMean\): attribute 'keepdims' must be 0 or 1, "
+                                           r"got -2147483649"):
+        partita.compile(keepdims_out_of_range(), targets="llvm", partitioner="none", cache_dir=tmp_path)

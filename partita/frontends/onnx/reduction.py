@@ -30,6 +30,15 @@ REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
 before)."""
 
 
+def flag(attrs, name: str, default: int) -> bool:
+    """A 0/1 attribute: onnxruntime reads anything but 1 as false, NumPy-minded code
+    anything but 0 as true; ONNX defines neither, so other values are an error."""
+    value = attrs.get(name, default)
+    if value not in (0, 1):
+        fail(f"attribute '{name}' must be 0 or 1, got {value}")
+    return bool(value)
+
+
 def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
     """The reduced axes, or ``None`` for the identity (empty axes with
     ``noop_with_empty_axes``); ONNX's default (no axes) reduces every axis."""
@@ -42,7 +51,7 @@ def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
     else:
         axes = attrs.get("axes")
     if not axes:
-        if attrs.get("noop_with_empty_axes", 0):
+        if flag(attrs, "noop_with_empty_axes", 0):
             return None
         return list(range(rank))
     return list(nn.normalize_axes(axes, rank))
@@ -55,15 +64,15 @@ def _reduce(cx, ins, attrs):
     axes = reduction_axes(cx, [x, *ins[1:]], attrs, axes_input_opset)
     if axes is None:
         return x
-    return cx.emit(op_type(x, axes, keepdims=bool(attrs.get("keepdims", 1))))
+    return cx.emit(op_type(x, axes, keepdims=flag(attrs, "keepdims", 1)))
 
 
 @converter("ArgMax", "ArgMin")
 def _arg_reduce(cx, ins, attrs):
     op_type = nn.ArgMaxOp if cx.node.op_type == "ArgMax" else nn.ArgMinOp
     return cx.emit(op_type(cx.tensor(ins[0]), axis=attrs.get("axis", 0),
-                           keepdims=bool(attrs.get("keepdims", 1)),
-                           select_last_index=bool(attrs.get("select_last_index", 0))))
+                           keepdims=flag(attrs, "keepdims", 1),
+                           select_last_index=flag(attrs, "select_last_index", 0)))
 
 
 @converter("TopK")

@@ -37,6 +37,7 @@ from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
+from partita.lowering.cuda.contracts import with_contracts
 from partita.lowering.cuda.emitter import (
     CudaProgram,
     emit_program,
@@ -101,7 +102,7 @@ class CudaCodegen(ModulePass):
         if not functions:
             return
         arch = target_arch(functions, self.arch)
-        program = emit_program(functions)
+        program = with_contracts(emit_program(functions))
         try:
             binary = nvrtc.compile_cuda(program, arch=arch, name="partita_fused.cu", cache_dir=self.cache_dir)
         except nvrtc.NvrtcError as err:
@@ -131,7 +132,7 @@ class CudaCTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         functions = fused_functions(module)
-        output.write(emit_program(functions).code if functions else "// no fused cuda functions in this module\n")
+        output.write(with_contracts(emit_program(functions)).code if functions else "// no fused cuda functions in this module\n")
 
 
 def cuda_from_binaries(module: ModuleOp) -> str:
@@ -154,7 +155,7 @@ def cuda_from_binaries(module: ModuleOp) -> str:
             if reference is None or reference.attributes.get(byoc.REFERENCE_IMPL) != SymbolRefAttr(name):
                 raise PartitaError(f"cannot rebuild the CUDA C of @{name}: its @{name}_reference body is gone")
             bodies.append(_renamed(reference, name))
-        units.append(f"// byoc.binary @{op.sym_name.data}\n{emit_program(bodies).code}")
+        units.append(f"// byoc.binary @{op.sym_name.data}\n{with_contracts(emit_program(bodies)).code}")
     return "\n".join(units) if units else "// no compiled fused CUDA kernels in this module"
 
 
@@ -167,4 +168,4 @@ def _renamed(function: FuncOp, name: str) -> FuncOp:
 def program_of(module: ModuleOp) -> CudaProgram | None:
     """The translation unit ``cuda-codegen`` would compile for ``module`` (None if empty)."""
     functions = fused_functions(module)
-    return emit_program(functions) if functions else None
+    return with_contracts(emit_program(functions)) if functions else None
