@@ -29,6 +29,7 @@ from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
+from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
@@ -219,6 +220,9 @@ class Executable:
     binaries: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Embedded cubins by ``byoc.binary`` symbol (a loaded compiled model); else each
     binary's ``sha256`` is looked up in the cubin cache (its digest checked either way)."""
+    budget: MemoryBudget | None = field(default=None, repr=False, compare=False)
+    """The host-memory budget import and compile charged, charged again by loads and
+    runs (``partita.ir.budget``); a fresh default one when None."""
     _runtime: Any = field(default=None, repr=False)
     _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -231,9 +235,16 @@ class Executable:
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
-        self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug,
-                                embedded=self.binaries, libraries=libraries)
+        with self.memory_budget.active():  # the simulated device's memory is the host's
+            self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug,
+                                    embedded=self.binaries, libraries=libraries)
         return self._runtime
+
+    @property
+    def memory_budget(self) -> MemoryBudget:
+        if self.budget is None:
+            self.budget = MemoryBudget.create()
+        return self.budget
 
     @property
     def runtime(self):
@@ -265,10 +276,12 @@ class Executable:
         device (see ``partita.runtime.interop.DeviceArray``). Torch tensors in give torch
         tensors out, on the inputs' device (the GPU's stay there)."""
         try:
-            torch_device = torch_device_of((*args, *named.values())) if outputs == "host" else None
-            if torch_device is not None:
-                return run_on_torch_tensors(self.runtime.run, torch_device, args, named)
-            return self.runtime.run(*args, outputs=outputs, **named)
+            runtime = self.runtime
+            with self.memory_budget.active():  # a new shape signature's buffers charge it
+                torch_device = torch_device_of((*args, *named.values())) if outputs == "host" else None
+                if torch_device is not None:
+                    return run_on_torch_tensors(runtime.run, torch_device, args, named)
+                return runtime.run(*args, outputs=outputs, **named)
         except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
             raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
 
@@ -312,12 +325,13 @@ class Executable:
         return out.getvalue()
 
 
-def load(path: str | Path) -> Executable:
+def load(path: str | Path, *, memory_budget: int | str | MemoryBudget | None = None) -> Executable:
     """The ``Executable`` saved in ``path`` by ``Executable.save`` (no cache, NVRTC or ONNX
-    file needed); any damage is a ``PartitaError``."""
+    file needed); any damage is a ``PartitaError``. ``memory_budget`` as for ``compile``."""
+    budget = MemoryBudget.create(memory_budget)
     model = artifact.load(path)
     return Executable(model.module, model.pipeline, model.targets, model.partitions, [],
-                      entry=model.entry, binaries=model.binaries)
+                      entry=model.entry, binaries=model.binaries, budget=budget)
 
 
 def call_counts(module: ModuleOp, entry: str) -> Counter[str]:
@@ -399,6 +413,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     example_inputs: Any = None,
     dynamic_shapes: Any = None,
     precision: str | None = None,
+    memory_budget: int | str | MemoryBudget | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
@@ -412,11 +427,16 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
     an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
     stay f32, inputs and outputs keep the model's types); ``None`` / ``"fp32"`` as written.
+    ``memory_budget``: the host memory import, compile and runs of this model may take
+    together (bytes or ``"4G"``; default ``$PARTITA_MEMORY_BUDGET``, else half the RAM),
+    see ``partita.ir.budget``.
     """
+    budget = MemoryBudget.create(memory_budget)
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
-    module = load_module(model, example_inputs, dynamic_shapes)
+    with budget.active():  # import folding charges it
+        module = load_module(model, example_inputs, dynamic_shapes)
     check_entry(module, entry)
     check_calls(module)
     check_ranks(module)
@@ -459,10 +479,11 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                 progress(next_.name, len(times), count)
             started[0] = time.perf_counter()
 
-    PassPipeline(placement, between).apply(ctx, module)
-    # Everything is placed and outlined: capture it before codegen drops bodies.
-    rows = _partition_rows(module, entry, _cost_estimator(device))
-    PassPipeline(codegen, between).apply(ctx, module)
+    with budget.active():  # constant materialization charges it
+        PassPipeline(placement, between).apply(ctx, module)
+        # Everything is placed and outlined: capture it before codegen drops bodies.
+        rows = _partition_rows(module, entry, _cost_estimator(device))
+        PassPipeline(codegen, between).apply(ctx, module)
     report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
     # The codegens' pass statistics (MLIR's way: on the pass instances, not in the IR).
     statistics = [p.statistics for p in codegen if isinstance(getattr(p, "statistics", None), nvrtc.CompileStatistics)]
@@ -477,6 +498,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
         cache_hits=hits,
         compiles=compiles,
         entry=entry,
+        budget=budget,
     )
 
 

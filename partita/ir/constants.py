@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
+from partita.ir.budget import charge
 from partita.ir.diagnostics import op_error
 
 MATERIALIZE_LIMIT_BYTES = 256 << 20
@@ -157,6 +158,7 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
             f"splat constant of type {attr.type} would take {size / 2**20:.0f} MiB once materialized, over the "
             f"limit of {limit / 2**20:.0f} MiB",
         )
+    charge(size, f"materializing splat constant of type {attr.type}", op)
     return np.full(values.shape, values[(0,) * values.ndim], values.dtype)
 
 

@@ -28,9 +28,11 @@ import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from partita.ir.budget import active_budget
 from partita.runtime.cuda import pack_kernel_args
 
 __all__ = ["Operand", "SimulatedDevice"]
@@ -131,17 +133,28 @@ class SimulatedDevice:
     counts: Counter[str] = field(default_factory=Counter)
     _bases: list[int] = field(default_factory=list)
     _arenas: dict[int, np.ndarray] = field(default_factory=dict)
+    _charged: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    """Allocations charged to a memory budget, released by ``free``."""
     _next: int = _BASE
 
     # -- memory ----------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:
         self.counts["alloc"] += 1
         base = self._next
+        # Its memory is the host's: charged to the active budget (NumPy's zeroed pages are
+        # only reserved, so a too-large arena would otherwise fail later, when touched).
+        budget = active_budget()
+        if budget is not None:
+            budget.charge(int(nbytes), f"allocating {int(nbytes)} bytes on the {self.name}")
         try:
             arena = np.zeros(max(1, int(nbytes)), np.uint8)
         except (MemoryError, ValueError):  # NumPy says ValueError past its largest array
+            if budget is not None:
+                budget.release(int(nbytes))
             raise MemoryError(f"out of device memory: cannot allocate {int(nbytes)} bytes "
                               f"on the {self.name}") from None
+        if budget is not None:
+            self._charged[base] = (budget, int(nbytes))
         self._next += max(_SPACING, -(-int(nbytes) // _SPACING) * _SPACING)
         self._arenas[base] = arena
         bisect.insort(self._bases, base)
@@ -166,6 +179,9 @@ class SimulatedDevice:
             raise RuntimeError(f"free of {ptr:#x}, which is not an allocation")
         del self._arenas[ptr]
         self._bases.remove(ptr)
+        charged = self._charged.pop(ptr, None)
+        if charged is not None:
+            charged[0].release(charged[1])
 
     @property
     def allocated_bytes(self) -> int:

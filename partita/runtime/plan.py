@@ -344,7 +344,11 @@ class LaunchPlan:
             return
         sizes = [self.constants[v].nbytes for v in values]
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
-        self.params = self.device.alloc(total)
+        try:
+            self.params = self.device.alloc(total)
+        except PartitaError as err:  # over the memory budget: name the largest constant
+            largest = max(values, key=lambda v: self.constants[v].nbytes)
+            raise op_error(largest.owner, f"{err.message}, for the constants (the largest is this one)") from None
         stream = self.device.create_stream()
         staging = None
         try:
@@ -494,7 +498,16 @@ class BoundPlan:
         self.arena_bytes = total
         self.pointers: dict[Any, int] = {}
         if total:
-            self.arena = self.device.alloc(total)
+            try:
+                self.arena = self.device.alloc(total)
+            except PartitaError as err:  # over the memory budget: name the largest buffer's op
+                root = roots[max(range(len(sizes)), key=sizes.__getitem__)]
+                owner = root if isinstance(root, Operation) else root.owner
+                if isinstance(owner, Operation):
+                    raise op_error(owner, f"{err.message}, for the buffers of these input shapes (the largest "
+                                          "is this op's)") from None
+                raise op_error(plan.function, f"{err.message}, for the buffers of these input shapes (the "
+                                              "largest is an argument's)") from None
             self.stats["allocations"] += 1
             base = int(self.arena)
             self.pointers = {root: base + offset for root, offset in zip(roots, offsets)}

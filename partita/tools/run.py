@@ -63,6 +63,9 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"),
                         help="compute an f32 model in f16 / bf16 storage (softmax and normalizations in f32; "
                              "partita-run also prints the deviation from an f32 run; default: fp32)")
+    parser.add_argument("--memory-budget", metavar="SIZE",
+                        help="host memory import, compile and run may take together, e.g. 4G "
+                             "(default: $PARTITA_MEMORY_BUDGET, else half the RAM)")
 
 
 _COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir", "precision")
@@ -75,6 +78,7 @@ def compile_options(args: argparse.Namespace) -> dict[str, object]:
         if options[name] is None:
             options[name] = default
     options["entry"] = args.entry or "main"
+    options["memory_budget"] = args.memory_budget
     return options
 
 
@@ -279,7 +283,7 @@ def _main(args: argparse.Namespace) -> int:
             check_output_path(path)
     if is_compiled_model(args.model):  # compiled by partita-compile: nothing to compile
         refuse_compile_options(args)
-        exe = partita.load(args.model)
+        exe = partita.load(args.model, memory_budget=args.memory_budget)
         if args.entry is not None and args.entry != exe.entry:
             raise PartitaError(f"'{args.model}' was compiled for entry @{exe.entry}, not @{args.entry}")
     else:

@@ -37,6 +37,7 @@ from partita.dialects import nn
 from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
+from partita.ir.budget import charge
 from partita.ir.constants import cast
 from partita.runtime.reference.nn import NN_FUNCTIONS
 
@@ -390,6 +391,14 @@ class Importer:
             outs = converter(self, ins, attrs)
         if not isinstance(outs, list | tuple):
             outs = [outs]
+        # Folded values built here (not views of initializers, nor splats) count against
+        # the model's one memory budget, within the per-fold caps.
+        built = sum(v.nbytes for v in outs if isinstance(v, np.ndarray) and v.flags.owndata)
+        if built:
+            try:
+                charge(built, "folding it at import")
+            except PartitaError as err:
+                fail(err.message)
         for i, name in enumerate(node.output):
             if not name:
                 continue
