@@ -56,6 +56,8 @@ def bound_result_shape(op: nn.NNOp, shapes: Callable[[SSAValue], Any]) -> tuple[
     except VerifyException as err:
         given = ", ".join(_fmt(shapes(v)) if isinstance(v.type, TensorType) else "index" for v in op.operands)
         raise op_error(op, f"cannot run on operands of shapes ({given}) bound from these inputs: {err}") from None
+    except (AttributeError, TypeError, IndexError):  # a rule that reads more than operand types
+        return _fits(op, _by_rule(op, shapes))
     finally:
         scratch.drop_all_references()
     if len(inferred) != len(declared) or any(d not in (DYNAMIC_INDEX, i) and i != DYNAMIC_INDEX

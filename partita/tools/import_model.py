@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="the .onnx file")
     parser.add_argument("-o", "--output", help="output .mlir file (default: stdout)")
     parser.add_argument("--entry", default="main", help="name of the function (default: main)")
+    parser.add_argument("--memory-budget", metavar="SIZE",
+                        help="host memory the import may take, e.g. 4G (default: $PARTITA_MEMORY_BUDGET, "
+                             "else half the RAM)")
     return parser
 
 
@@ -35,11 +38,13 @@ def _main(args: argparse.Namespace) -> int:
     from partita.files import same_file, write_atomically
     from partita.frontends.file_kind import FileKind, require_kind
     from partita.frontends.onnx import import_onnx
+    from partita.ir.budget import MemoryBudget
 
     if args.output and same_file(args.model, args.output):
         raise PartitaError(f"refusing to overwrite the input file '{args.model}'")
     require_kind(args.model, (FileKind.ONNX,), "partita-import")
-    module = import_onnx(args.model, name=args.entry)
+    with MemoryBudget.create(args.memory_budget).active():  # import folding charges it
+        module = import_onnx(args.model, name=args.entry)
     out = StringIO()
     Printer(stream=out).print_op(module)
     out.write("\n")

@@ -16,6 +16,7 @@ from partita.ir import PartitaError, parse_module
 from partita.ir.budget import ENV, MemoryBudget, active_budget
 from partita.ir.constants import constant_values
 from partita.tools import compile as compile_tool
+from partita.tools import import_model as import_tool
 from partita.tools import run as run_tool
 
 MIB = 1 << 20
@@ -111,6 +112,8 @@ def test_compile_passes_are_charged(tmp_path) -> None:
 def test_the_tools_take_a_memory_budget(tmp_path, capsys) -> None:
     model = tmp_path / "range.onnx"
     onnx.save(_range_model(), model)
+    assert import_tool.main([str(model), "-o", str(tmp_path / "m.mlir"), "--memory-budget", "2M"]) == 1
+    assert "(Range): folding it at import needs 4.0 MiB" in capsys.readouterr().err
     assert compile_tool.main([str(model), "-o", str(tmp_path / "m.partita"), "--targets", "llvm",
                               "--partitioner", "none", "--memory-budget", "2M"]) == 1
     assert "(Range): folding it at import needs 4.0 MiB" in capsys.readouterr().err
