@@ -272,3 +272,11 @@ def test_a_launch_the_kernel_was_not_compiled_for_never_reaches_a_device(saved, 
     with pytest.raises(PartitaError, match=message):
         loaded.load(target).run(*saved[1])
     assert not driver.launches and driver.calls["cuLaunchKernel"] == 0
+
+
+@pytest.mark.parametrize("edit", [_sub(r'layout = "tn"', 'layout = ""'), _sub(r'layout = "tn"', 'layout = "main"'),
+                                  _sub(r'broadcast = ""', 'broadcast = "tn"')])
+def test_a_gemm_layout_that_is_no_layout_is_refused(saved, tmp_path, edit) -> None:
+    # Found by the artifact fuzzer (two string literals swapped): an IndexError at load.
+    with pytest.raises(PartitaError, match=r"'byoc.binary' op kernel record of @\w+: spec '(layout|broadcast)' = "):
+        partita.load(_edited(tmp_path, saved, edit)).run(*saved[1])

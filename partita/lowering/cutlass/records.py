@@ -44,6 +44,10 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
         # records written before GEMM layouts were recorded: the one layout there was
         spec_record = DictionaryAttr({**spec_record.data, "layout": StringAttr("tn"), "broadcast": StringAttr("")})
     spec = dataclass_from(KernelSpec, spec_record)
+    if not (isinstance(spec.layout, str) and len(spec.layout) == 2 and set(spec.layout) <= {"t", "n"}):
+        raise ValueError(f"spec 'layout' = {spec.layout!r} is not two of 't' / 'n'")
+    if spec.broadcast not in ("", "a", "b"):
+        raise ValueError(f"spec 'broadcast' = {spec.broadcast!r} is not '', 'a' or 'b'")
     config = dataclass_from(KernelConfig, data["config"])
     # Read back from untrusted text: every tile, warp and stage count is a positive size
     # (the launch geometry divides by them), and the block the record states is the one
