@@ -185,6 +185,11 @@ def _inputs(model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.nd
 
 
 def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
+    if any(name == "" for node in model.graph.node for name in node.input):
+        # onnxruntime 1.2x segfaults creating a session for some dropped optional inputs
+        # (LayerNormalization's bias: found running this fuzzer longer), which would end
+        # the whole test process: no oracle for those (Partita still compiles and runs them).
+        return None
     try:
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         return session.run(None, feeds)
@@ -286,3 +291,16 @@ def test_a_flag_other_than_0_or_1_is_a_located_error(tmp_path) -> None:
     with pytest.raises(PartitaError, match=r"node 0 'y' \(ReduceMean\): attribute 'keepdims' must be 0 or 1, "
                                            r"got -2147483649"):
         partita.compile(keepdims_out_of_range(), targets="llvm", partitioner="none", cache_dir=tmp_path)
+
+
+def test_layer_norm_without_its_optional_bias(tmp_path) -> None:
+    # The model that crashed onnxruntime (the oracle) in a longer fuzz run: checked
+    # against NumPy instead.
+    scale = _f32("s", [8], 4)
+    model = _graph([helper.make_node("LayerNormalization", ["x", "s", ""], ["y"], axis=-1, epsilon=1e-5)],
+                   [_vi("x", [2, 3, 8])], [scale])
+    x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
+    (got,) = partita.compile(model, targets="llvm", partitioner="none", cache_dir=tmp_path).run(x)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-5) * onnx.numpy_helper.to_array(scale)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
