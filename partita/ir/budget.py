@@ -8,9 +8,12 @@ input asks for charges it:
 
 * the ONNX importer, for each tensor it folds at import;
 * ``constant_values(buffer=True)``, for each splat constant it materializes;
-* the launch plan on the simulated device (whose memory is the host's), for constants
-  and splat fills at load, and for each shape signature's arena and host-step buffers at
-  bind, released when the signature's plan is dropped.
+* the simulated device (whose memory is the host's), for each allocation: the constants,
+  splat fills and static arena at load, each shape signature's arena at bind; released
+  when freed. (Host steps' per-run NumPy buffers and a GPU's memory are not charged.)
+
+Compile-time charges are kept for the model's lifetime, a conservative count: the
+materialized arrays are gone after their pass, but what they became is in the IR.
 
 Going over the limit is an error located at the op (or node) that asked, naming what was
 spent before it. The limit comes from the ``memory_budget`` option (bytes, or a size such
