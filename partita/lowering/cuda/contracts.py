@@ -22,7 +22,7 @@ import dataclasses
 import hashlib
 import json
 
-from partita.lowering.cuda.emitter import CudaProgram
+from partita.lowering.cuda.program import CudaProgram
 from partita.lowering.cuda.records import RECORDS, FusedRecord, fused_record
 
 __all__ = ["CONTRACT_SUFFIX", "contract_digest", "contract_symbol", "with_contracts"]
