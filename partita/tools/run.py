@@ -152,7 +152,7 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
     names = [n or f"arg{k}" for k, n in enumerate(argument_names(function))]
     types = function.function_type.inputs.data
     if args.inputs is not None:
-        stored = _read_npz(args.inputs)
+        stored = _read_npz(args.inputs, exe.memory_budget)
         arrays = []
         for index, name in enumerate(names):
             # The model's own input name, else the SSA name, else the position.
@@ -223,10 +223,13 @@ def _check_npz(path: Path, limit: int) -> None:
         raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
+def _read_npz(path: Path, budget=None) -> dict[str, np.ndarray]:
+    """The arrays of ``path``, refused before reading past ``MAX_INPUTS_BYTES`` or what the
+    model's memory budget has left, and charged to that budget once read."""
     regular_file(path, "--inputs")
+    limit = MAX_INPUTS_BYTES if budget is None else min(MAX_INPUTS_BYTES, budget.limit - budget.spent)
     try:
-        _check_npz(path, MAX_INPUTS_BYTES)
+        _check_npz(path, limit)
     except OSError as err:
         raise PartitaError(f"cannot read inputs from '{path}': {err.strerror or err}") from None
     try:
@@ -239,9 +242,12 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise PartitaError(f"'{path}' holds one array, not named inputs: write them with numpy.savez")
     with data:
         try:
-            return dict(data)
+            arrays = dict(data)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise PartitaError(f"cannot read inputs from '{path}': {err}") from None
+    if budget is not None:
+        budget.charge(sum(a.nbytes for a in arrays.values()), f"the --inputs arrays of '{path}'")
+    return arrays
 
 
 def write_outputs(path: Path | str, outputs: Sequence[np.ndarray], names: Sequence[str],

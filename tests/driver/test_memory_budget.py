@@ -120,6 +120,13 @@ def test_the_tools_take_a_memory_budget(tmp_path, capsys) -> None:
     assert compile_tool.main([str(model), "-o", str(tmp_path / "m.partita"), "--targets", "llvm",
                               "--partitioner", "none", "--memory-budget", "64M"]) == 0
     np.savez(tmp_path / "in.npz", x=np.ones(N, np.float32))
+    # 3 MiB: the 4 MiB --inputs file is refused before it is read.
     assert run_tool.main([str(tmp_path / "m.partita"), "--inputs", str(tmp_path / "in.npz"),
-                          "--output", str(tmp_path / "out.npz"), "--memory-budget", "1M"]) == 1
-    assert "over the memory budget" in capsys.readouterr().err
+                          "--output", str(tmp_path / "out.npz"), "--memory-budget", "3M"]) == 1
+    assert "in.npz' would expand to 4194" in capsys.readouterr().err
+    # 6 MiB: the inputs fit, the inputs and the run's buffers do not.
+    assert run_tool.main([str(tmp_path / "m.partita"), "--inputs", str(tmp_path / "in.npz"),
+                          "--output", str(tmp_path / "out.npz"), "--memory-budget", "6M"]) == 1
+    assert "over the memory budget: 4.0 MiB of 6.0 MiB already spent" in capsys.readouterr().err
+    assert run_tool.main([str(tmp_path / "m.partita"), "--inputs", str(tmp_path / "in.npz"),
+                          "--output", str(tmp_path / "out.npz"), "--memory-budget", "64M"]) == 0
