@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import fuzz  # tests/support/fuzz.py
 from support.artifact_files import pack, reseal, unpack  # tests/support/artifact_files.py
 from test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
 
@@ -21,7 +22,7 @@ from partita.ir import PartitaError
 from partita.runtime.device import SimulatedDevice
 
 INTERESTING = [0, 1, -1, 3, 255, 1024, 2**31 - 1, 2**31, 2**32, 2**40, 2**62, 2**63 - 1, -(2**63), -(2**36)]
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=fuzz.examples(60), deadline=None, derandomize=fuzz.derandomize(),
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import fuzz  # tests/support/fuzz.py
 from xdsl.dialects.builtin import DYNAMIC_INDEX, Float16Type, Float32Type, FunctionType, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region, SSAValue
@@ -91,14 +92,14 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Library backends (emulated here) and native targets: no NVRTC, so many examples.
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz.examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(module=graphs(), partitioner=st.sampled_from(["collage", "eager", "none"]))
 def test_random_graphs_without_codegen(module: ModuleOp, partitioner: str, cache: Path) -> None:
     check_pipeline(module, ["cuda -arch=sm_80", "cublas", "cudnn", "llvm"], partitioner, cache)
 
 
 # With CUTLASS every example compiles a kernel module with NVRTC (seconds each): few examples.
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz.examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(module=graphs(), partitioner=st.sampled_from(["collage", "eager"]))
 def test_random_graphs_through_cutlass_codegen(module: ModuleOp, partitioner: str, cache: Path) -> None:
     check_pipeline(module, ["cuda -arch=sm_80", "cutlass", "llvm"], partitioner, cache)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
+from support import fuzz  # tests/support/fuzz.py
 
 import partita
 from partita.ir import PartitaError
@@ -197,7 +198,7 @@ def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
         return None
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=fuzz.examples(40), deadline=None, derandomize=fuzz.derandomize(),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(model=mutated_models())
 @example(model=pad_past_int64())
