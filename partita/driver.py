@@ -93,16 +93,17 @@ def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
 
-def cutlass_sm(config: CompilationConfig) -> int:
-    """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
+def cutlass_sm(config: CompilationConfig) -> int | str:
+    """The cutlass target's ``sm``; left unset, the cuda target's arch decides (``90a``
+    from ``sm_90a``: the CUTLASS 3 Hopper kernels need the arch-specific target)."""
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
             return parse_arch(str(cutlass.options["sm"]))[0]
         cuda = config.find_target_for_kind("cuda")
         if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
-            # sm_90a and the like: CUTLASS's sm80-style kernels take the numeric part.
-            return parse_arch(str(cuda.get("arch")))[0]
+            number, suffix = parse_arch(str(cuda.get("arch")))
+            return f"{number}{suffix}" if suffix == "a" and number == 90 else number
     except ValueError as err:
         raise PartitaError(str(err)) from None
     return int(Target("cutlass").get("sm"))

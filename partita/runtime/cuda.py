@@ -57,6 +57,18 @@ def pack_kernel_args(params: Iterable[tuple[str, object]]) -> tuple[bytes, list[
     offsets: list[int] = []
     max_align = 1
     for kind, value in params:
+        if kind in ("bytes", "tensormap"):
+            # a slice of a struct passed by value (a Hopper kernel's Params), or a TMA
+            # descriptor in it (CUtensorMap: 128 bytes, 64-byte aligned)
+            raw = bytes(value) if kind == "bytes" else bytes(value.raw)  # type: ignore[call-overload, attr-defined]
+            align = 1 if kind == "bytes" else 64
+            if kind == "tensormap" and len(raw) != 128:
+                raise ValueError(f"a tensor map is 128 bytes, not {len(raw)}")
+            max_align = max(max_align, align)
+            buf += bytes((-len(buf)) % align)
+            offsets.append(len(buf))
+            buf += raw
+            continue
         try:
             fmt, size, align = _KINDS[kind]
         except KeyError:
@@ -324,12 +336,30 @@ class CudaDevice:
         else:
             raise ValueError(f"no device fill for elements of {len(raw)} bytes")
 
-    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
+    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=(),
+                       cluster=None) -> CudaLaunch:
         """A launch packed once; ``operands`` (which argument is which tensor) let the plan
-        patch a zero-copy input's pointer into it."""
+        patch a zero-copy input's pointer into it. With ``cluster`` (CTAs per thread-block
+        cluster) it is a ``cuLaunchKernelEx`` with the cluster-dimension attribute."""
         launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
         launch.args, launch.operands = tuple(args), tuple(operands)
+        if cluster is not None:
+            launch.with_cluster(_dim3(cluster))
         return launch
+
+    def encode_tensor_map(self, request):
+        """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
+        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_256B, SWIZZLES, TensorMap
+
+        drv = self.drv
+        encoded = self._call(drv.cuTensorMapEncodeTiled(
+            drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), request.rank, request.address,
+            list(request.dims), list(request.strides), list(request.box),
+            list(request.element_strides or (1,) * request.rank),
+            drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[request.swizzle]),
+            drv.CUtensorMapL2promotion(L2_PROMOTION_256B), drv.CUtensorMapFloatOOBfill(0)),
+            f"cuTensorMapEncodeTiled(dims {request.dims}, box {request.box})")
+        return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 
     # -- CUDA graphs ------------------------------------------------------------
     def capture(self, stream, record) -> CudaGraph:
@@ -459,6 +489,7 @@ class CudaLaunch:
 
     __slots__ = (
         "_address",
+        "_config",
         "_launch",
         "args",
         "block",
@@ -477,16 +508,45 @@ class CudaLaunch:
         self.buffer, self.kparams, self.offsets = buffer, kparams, offsets
         self._address = ctypes.addressof(kparams)
         self._launch = device.drv.cuLaunchKernel
+        self._config = None
+        self.args: tuple = ()
 
     @property
     def params(self) -> bytes:
         return self.buffer.raw
 
     def set_pointer(self, arg: int, ptr: int) -> None:
-        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input)."""
+        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input); a TMA
+        descriptor's address is opaque, so that argument is encoded again."""
+        kind, value = self.args[arg] if self.args and arg < len(self.args) else ("ptr", None)
+        if kind == "tensormap":
+            encoded = self.device.encode_tensor_map(value.request.at(ptr))  # type: ignore[union-attr]
+            self.args = (*self.args[:arg], ("tensormap", encoded), *self.args[arg + 1:])
+            ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[arg], encoded.raw, len(encoded.raw))
+            return
         struct.pack_into("<Q", self.buffer, self.offsets[arg], ptr)
 
+    def with_cluster(self, cluster: tuple[int, int, int]) -> None:
+        """Launch through ``cuLaunchKernelEx`` with ``cluster`` CTAs per cluster."""
+        drv = self.device.drv
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+        config.sharedMemBytes = self.smem
+        attribute = drv.CUlaunchAttribute()
+        attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster
+        config.attrs, config.numAttrs = [attribute], 1
+        self._config = config
+
     def __call__(self, stream) -> None:
+        if self._config is not None:
+            self._config.hStream = stream
+            result = self.device.drv.cuLaunchKernelEx(self._config, self.function.handle, self._address, 0)
+            err = result[0] if isinstance(result, tuple) else result
+            if err != self.device.drv.CUresult.CUDA_SUCCESS:
+                self.device._call(result, f"cuLaunchKernelEx({self.function.name})")
+            return
         g, b = self.grid, self.block
         result = self._launch(self.function.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem, stream, self._address, 0)
         err = result[0] if isinstance(result, tuple) else result
