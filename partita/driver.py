@@ -416,7 +416,9 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
-    since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
+    since a cold CUTLASS compile takes a while), and by ``cutlass-codegen`` as each of its
+    NVRTC programs is done (``pass_name`` then says which, compiled or from the cache).
+    ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
     is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
     an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
@@ -468,6 +470,11 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                 progress(next_.name, len(times), count)
             started[0] = time.perf_counter()
 
+    if progress is not None:  # codegens that compile several programs say when each is done
+        for step in codegen:
+            if hasattr(step, "progress"):
+                object.__setattr__(step, "progress",
+                                   lambda line, name=step.name: progress(f"{name}: {line}", len(times), count))
     PassPipeline(placement, between).apply(ctx, module)
     # Everything is placed and outlined: capture it before codegen drops bodies.
     rows = _partition_rows(module, entry, _cost_estimator(device))

@@ -349,7 +349,7 @@ class CudaDevice:
 
     def encode_tensor_map(self, request):
         """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
-        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_256B, SWIZZLES, TensorMap
+        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, TensorMap
 
         drv = self.drv
         encoded = self._call(drv.cuTensorMapEncodeTiled(
@@ -357,7 +357,7 @@ class CudaDevice:
             list(request.dims), list(request.strides), list(request.box),
             list(request.element_strides or (1,) * request.rank),
             drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[request.swizzle]),
-            drv.CUtensorMapL2promotion(L2_PROMOTION_256B), drv.CUtensorMapFloatOOBfill(0)),
+            drv.CUtensorMapL2promotion(L2_PROMOTION_128B), drv.CUtensorMapFloatOOBfill(0)),
             f"cuTensorMapEncodeTiled(dims {request.dims}, box {request.box})")
         return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 

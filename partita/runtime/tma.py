@@ -6,7 +6,7 @@ the cubin), with TMA descriptors that the device encodes when a launch is bound
 (``cuTensorMapEncodeTiled`` on a GPU; a readable stand-in on the simulated device). The
 descriptors follow what CUTLASS's ``make_tma_copy`` builds for a K-major operand: a rank-3
 tensor (K, rows, batch), a box of one K tile by the CTA tile's rows, 128-byte swizzle,
-256-byte L2 promotion, zero fill out of bounds.
+128-byte L2 promotion, zero fill out of bounds.
 
 :meth:`TensorMapRequest.why_invalid` states the driver's rules for an encode, so the
 simulated device refuses what a GPU would.
@@ -22,7 +22,7 @@ DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
 DATA_TYPE_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "float16": 2, "bfloat16": 2}
 #: CUtensorMapSwizzle values by swizzle width in bytes
 SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
-L2_PROMOTION_256B = 3
+L2_PROMOTION_128B = 2  # what cute::make_tma_copy asks for
 TENSOR_MAP_BYTES = 128
 
 

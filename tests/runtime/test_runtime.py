@@ -559,8 +559,10 @@ def test_static_shapes_run_in_the_arena_plan_memory_sized(cache: Path) -> None:
     runtime.close()
 
 
-def test_an_sm_90a_target_compiles_and_runs(cache: Path) -> None:
-    exe = partita.compile(MLP, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager", cache_dir=cache)
+def test_an_sm_90a_target_compiles_and_runs() -> None:
+    # the shared cubin cache (content-addressed, verified on every hit): a cold Hopper
+    # compile takes minutes, and only the first run on a machine should pay it
+    exe = partita.compile(MLP, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager")
     # sm_90a reaches the codegen whole: the MLP's f16 denses become CUTLASS 3 TMA kernels
     assert "cutlass-codegen{sm=90a " in exe.pipeline
     drv = RecordingDriver(arch=(9, 0))

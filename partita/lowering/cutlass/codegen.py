@@ -13,6 +13,7 @@ instantiation and lets one NVRTC program serve every partition.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,12 +44,14 @@ from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.cutlass.sm90 import (
     RECORD_KIND,
+    Sm90Config,
     Sm90Source,
     choose_sm90_config,
     emit_sm90_module,
     read_layout,
     sm90_from_record,
     sm90_record,
+    sm90_type_key,
     why_not_sm90,
 )
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
@@ -211,12 +214,17 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: boo
     return kernels, emit_module(configs)
 
 
-def emit_hopper(module: ModuleOp) -> tuple[list[PartitionKernel], Sm90Source | None]:
-    """The cutlass functions that have a CUTLASS 3 Hopper kernel, and one source for them."""
-    kernels = [k for k in (partition_kernel(f) for f in cutlass_functions(module)) if why_not_sm90(k.spec) is None]
-    if not kernels:
-        return kernels, None
-    return kernels, emit_sm90_module([(k.name, k.spec, choose_sm90_config(k.spec)) for k in kernels])
+def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Source]]:
+    """The cutlass functions that have a CUTLASS 3 Hopper kernel, grouped by kernel
+    configuration, with one source per group: each group is its own NVRTC program (about
+    a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
+    groups: dict[tuple, list[tuple[PartitionKernel, Sm90Config]]] = {}
+    for k in (partition_kernel(f) for f in cutlass_functions(module)):
+        if why_not_sm90(k.spec) is None:
+            cfg = choose_sm90_config(k.spec)
+            groups.setdefault(sm90_type_key(k.spec, cfg), []).append((k, cfg))
+    return [([k for k, _ in group], emit_sm90_module([(k.name, k.spec, cfg) for k, cfg in group]))
+            for group in groups.values()]
 
 
 def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
@@ -243,6 +251,8 @@ class CutlassCodegen(ModulePass):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "statistics", nvrtc.CompileStatistics())  # not an option
+        # not an option either: who hears of each NVRTC program as it is done (the tools)
+        object.__setattr__(self, "progress", None)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_compiler_partitions(op, COMPILER)
@@ -257,14 +267,22 @@ class CutlassCodegen(ModulePass):
         # two NVRTC programs, compiled side by side
         hopper = suffix == "a" and options.sm == 90
         kernels, source = emit_cutlass(op, options, hopper=hopper)
-        sm90_kernels, sm90_source = emit_hopper(op) if hopper else ([], None)
-        sources = [s for s in (source, sm90_source) if s is not None]
+        groups = emit_hopper(op) if hopper else []
+        sources = ([source] if source is not None else []) + [g[1] for g in groups]
         if not sources:
             return
         cache_dir = self.cache_dir or options.tmp_dir or None
+        names = ([f"{len(kernels)} CUTLASS 2.x kernel(s)"] if source is not None else []) + \
+            [next(iter(s.entries.values())).config.name for _, s in groups]
+
+        def compiled(i: int, binary: nvrtc.CompiledBinary, seconds: float) -> None:
+            if self.progress is not None:
+                how = "from the cache" if binary.cache_hit else "compiled"
+                self.progress(f"{how}: {names[i]} for sm_{sm} [{i + 1}/{len(sources)}] +{seconds:.1f}s")
+
         try:
-            binaries = nvrtc.compile_many(sources, jobs=len(sources), arch=f"sm_{sm}", cache_dir=cache_dir,
-                                          fast_math=options.use_fast_math)
+            binaries = nvrtc.compile_many(sources, jobs=min(len(sources), os.cpu_count() or 1), progress=compiled,
+                                          arch=f"sm_{sm}", cache_dir=cache_dir, fast_math=options.use_fast_math)
         except nvrtc.NvrtcError as err:
             names = ", ".join(f"@{e}" for e in err.entries) or "the module"
             raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
@@ -277,8 +295,7 @@ class CutlassCodegen(ModulePass):
                 for k in kernels
             }
             self._add_binary(op, options, sm, binary, records, "")
-        if sm90_source is not None:
-            binary = binaries[-1]
+        for (sm90_kernels, sm90_source), binary in zip(groups, binaries[len(binaries) - len(groups):]):
             layouts = {t: read_layout(binary.cubin, t) for t in {e.kernel_type for e in sm90_source.entries.values()}}
             records = {k.name: sm90_record(sm90_source.entries[k.name], k.inputs,
                                            layouts[sm90_source.entries[k.name].kernel_type]) for k in sm90_kernels}
@@ -316,16 +333,16 @@ class CutlassCppTarget(Target):
         sm = f"{options.sm}{suffix}"
         hopper = suffix == "a" and options.sm == 90
         kernels, source = emit_cutlass(module, options, hopper=hopper)
-        sm90_kernels, sm90_source = emit_hopper(module) if hopper else ([], None)
-        if sm90_source is not None:
-            output.write(f"// CUTLASS 3 Hopper kernels for sm_{sm}, one translation unit\n")
+        groups = emit_hopper(module) if hopper else []
+        for sm90_kernels, sm90_source in groups:
+            output.write(f"// CUTLASS 3 Hopper kernels for sm_{sm}, one translation unit per configuration\n")
             for k in sm90_kernels:
                 cfg = sm90_source.entries[k.name].config
                 output.write(f"// @{k.name}: {cfg.name} (tile {'x'.join(map(str, cfg.tile))}, cluster "
                              f"{'x'.join(map(str, cfg.cluster))}, {cfg.schedule}; args ({', '.join(k.inputs)}))\n")
             output.write(sm90_source.code)
         if source is None:
-            if sm90_source is None:
+            if not groups:
                 output.write("// no cutlass partition functions in this module\n")
             return
         output.write(f"// CUTLASS kernels for sm_{sm}, one translation unit\n")

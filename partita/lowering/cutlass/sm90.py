@@ -148,7 +148,8 @@ def sm90_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     return name + ("_" + spec.epilogue if spec.epilogue != "none" else "")
 
 
-def _type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
+def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
+    """What makes two entries' kernels differ (their shapes do not)."""
     # the bias is a run-time C operand: "none" and "bias" differ only in beta and dC
     act = _ACTIVATION[spec.epilogue]
     return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule)
@@ -258,7 +259,7 @@ def emit_sm90_module(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> Sm90S
     for name, spec, cfg in kernels:
         if not _IDENT.match(name) or name in entries:
             raise ValueError(f"entry name {name!r} is not a fresh C identifier")
-        key = _type_key(spec, cfg)
+        key = sm90_type_key(spec, cfg)
         alias = types.get(key)
         if alias is None:
             alias = f"partita_sm90_k{len(types)}"
