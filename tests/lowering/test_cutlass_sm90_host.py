@@ -1,0 +1,40 @@
+"""Partita's TMA descriptors and grids for the Hopper kernels against CUTLASS's own host
+code (``to_underlying_arguments`` / ``get_grid_shape``, built with g++ and a stub
+``cuTensorMapEncodeTiled``; ``support/cutlass_host.py``): the same encode arguments, the
+same grid, the same transaction bytes as the layout probe, for each tuning-table tile."""
+
+from __future__ import annotations
+
+import pytest
+from support import cutlass_host
+
+from partita.lowering.cutlass.kernels import KernelSpec
+from partita.lowering.cutlass.sm90 import choose_sm90_config
+from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, operand_map, sm90_grid
+
+pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
+
+CASES = [
+    # (spec, (M, N, K, L) to run): a 128-row tile, a partial one, and batched 64-row tiles
+    (KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
+    (KernelSpec.batch_matmul(12, 64, 200, 64, "bfloat16", "none"), [(64, 200, 64, 12)]),
+]
+
+
+@pytest.mark.parametrize(("spec", "problems"), CASES, ids=["f16-128x128", "bf16-64x128-batched"])
+def test_descriptors_and_grid_are_cutlass_s(tmp_path, spec: KernelSpec, problems) -> None:
+    cfg = choose_sm90_config(spec)
+    binary = cutlass_host.build(spec, cfg, tmp_path)  # about 20 s of g++
+    bm, bn, bk = cfg.tile
+    for M, N, K, L in problems:
+        reference = cutlass_host.run(binary, M, N, K, L)
+        ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, 2),
+                operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, 2)]
+        assert len(reference["encodes"]) == 2
+        for theirs, mine in zip(reference["encodes"], ours, strict=True):
+            assert theirs == {"dtype": DATA_TYPES[mine.dtype], "rank": mine.rank, "address": mine.address,
+                              "dims": mine.dims, "strides": mine.strides, "box": mine.box,
+                              "element_strides": mine.element_strides, "interleave": 0,
+                              "swizzle": SWIZZLES[mine.swizzle], "l2_promotion": L2_PROMOTION_128B, "oob_fill": 0}
+        assert reference["grid"] == sm90_grid((M, N, K, L), cfg.tile, cfg.cluster)
+        assert reference["tx"] == ((bm + bn) * bk * 2, bm * bk * 2, bn * bk * 2)
