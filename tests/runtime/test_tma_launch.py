@@ -217,3 +217,28 @@ def test_hopper_gemms_on_the_gpu(exe) -> None:
         args = _inputs(m, seed=m)
         for g, w in zip(runtime.run(*args), _expected(*args), strict=True):
             np.testing.assert_allclose(g.astype(np.float32), w, rtol=3e-2, atol=3e-2)
+
+
+def test_graph_replays_and_repointed_operands_re_encode(exe) -> None:
+    """A captured graph replays the cluster launches; pointing a launch's operand elsewhere
+    (a zero-copy input) encodes its descriptor again, since a descriptor's address is opaque."""
+    drv = RecordingDriver(arch=(9, 0))
+    device = CudaDevice(driver=drv)
+    runtime = Runtime(exe.module, device)
+    args = _inputs(3)
+    runtime.run(*args)
+    runtime.run(*args)  # the signature's second run replays its graph
+    assert drv.calls["cuGraphLaunch"] >= 1
+    replayed = [r for r in drv.launches if r.get("graph")]
+    assert len(replayed) == 2 and all(r["cluster"] == (1, 1, 1) for r in replayed)
+    runtime.close()
+
+    device.make_current()
+    request = operand_map(0x10000, 128, 256, 1, 128, 64, "", 2)
+    tensor_map = device.encode_tensor_map(request)
+    launch = device.prepare_launch(type("F", (), {"handle": ("function", "k"), "name": "k"})(), (1, 1, 1),
+                                   (256, 1, 1), 0, [("bytes", bytes(64)), ("tensormap", tensor_map)], cluster=(1, 1, 1))
+    encodes = drv.calls["cuTensorMapEncodeTiled"]
+    launch.set_pointer(1, 0x50000)
+    assert drv.calls["cuTensorMapEncodeTiled"] == encodes + 1 and drv.tensor_maps[-1]["address"] == 0x50000
+    assert struct.unpack_from("<Q", launch.params, 64)[0] == 0x50000
