@@ -313,6 +313,9 @@ def sm90_record(entry: Sm90Entry, inputs: tuple[str, ...], layout: dict) -> Dict
         "spec": fields_attr(entry.spec),
         "config": fields_attr(entry.config),
         "layout": DictionaryAttr({k: to_attr(v) for k, v in layout.items()}),
+        # what every kernel record states (reports read them): threads and dynamic smem
+        "block": to_attr((layout["threads"], 1, 1)),
+        "smem": to_attr(layout["smem"]),
     })
 
 
@@ -331,6 +334,9 @@ def sm90_from_record(record: DictionaryAttr) -> tuple[Sm90Entry, tuple[str, ...]
         raise ValueError(f"'entry' {name!r} / 'kernel_type' {kernel_type!r} are not C identifiers")
     layout = {k: from_attr(v) for k, v in data["layout"].data.items()}
     _check_layout(layout)
+    for key, value in (("block", (layout["threads"], 1, 1)), ("smem", layout["smem"])):
+        if key in data and from_attr(data[key]) != value:
+            raise ValueError(f"'{key}' = {from_attr(data[key])} is not the {value} its layout states")
     roles = from_attr(data["inputs"])
     if not isinstance(roles, tuple) or sorted(roles) != sorted(spec.input_names):
         raise ValueError(f"'inputs' = {roles} are not the kernel's inputs {spec.input_names}")
