@@ -566,7 +566,7 @@ def test_an_sm_90a_target_compiles_and_runs() -> None:
     # compile takes minutes, and only the first run on a machine should pay it
     exe = partita.compile(MLP, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager")
     # sm_90a reaches the codegen whole: the MLP's f16 denses become CUTLASS 3 TMA kernels
-    assert "cutlass-codegen{sm=90a " in exe.pipeline
+    assert "cutlass-codegen{sm=90a}" in exe.pipeline
     drv = RecordingDriver(arch=(9, 0))
     runtime = Runtime(exe.module, CudaDevice(driver=drv))
     (out,) = runtime.run(*_mlp_inputs(2))
