@@ -61,8 +61,8 @@ class TensorMapRequest:
             return f"global address {self.address:#x} is not 16-byte aligned"
         if any(not 1 <= d <= 1 << 32 for d in self.dims):
             return f"global dims {self.dims} must be 1..2^32"
-        if any(s % 16 or not 0 < s < 1 << 40 for s in self.strides):
-            return f"global strides {self.strides} must be positive multiples of 16 bytes below 2^40"
+        if any(s % 16 or not 0 <= s < 1 << 40 for s in self.strides):
+            return f"global strides {self.strides} must be multiples of 16 bytes below 2^40"
         if any(not 1 <= b <= 256 for b in self.box):
             return f"box dims {self.box} must be 1..256"
         if self.box[0] * size % 16:

@@ -532,7 +532,7 @@ class RecordingDriver:
             and int(interleave) == 0  # what Partita encodes; interleaved layouts have rules of their own
             and len(dims) == rank and len(strides) == rank - 1 and len(box) == rank and len(element_strides) == rank
             and address % 16 == 0 and all(1 <= d <= 2**32 for d in dims)
-            and all(st % 16 == 0 and 0 < st < 2**40 for st in strides)
+            and all(st % 16 == 0 and 0 <= st < 2**40 for st in strides)
             and all(1 <= b <= 256 for b in box) and (box[0] * size) % 16 == 0
             and (width == 0 or box[0] * size <= width) and all(1 <= e <= 8 for e in element_strides)
         )
