@@ -98,15 +98,19 @@ def simulated_tensor_map(request: TensorMapRequest) -> TensorMap:
 
 
 def operand_map(address: int, rows: int, k: int, batch: int, box_rows: int, box_k: int, dtype: str,
-                element_bytes: int) -> TensorMapRequest:
-    """The descriptor of a K-major operand ``[batch, rows, K]`` (contiguous), as CUTLASS
-    encodes it: dims (K, rows, batch), box (one K tile, the tile's rows, 1)."""
+                element_bytes: int, k_major: bool = True) -> TensorMapRequest:
+    """The descriptor of an operand ``[batch, rows, K]`` (K-major) or ``[batch, K, rows]``
+    (rows-major), contiguous, as CUTLASS's ``make_tma_copy`` encodes it: the contiguous dim
+    first; the box is one K tile by the tile's rows, except that a rows-major box spans one
+    128-byte swizzle row of rows (the kernel issues one copy per such slice)."""
     tma_type = {1: "uint8", 2: "uint16", 4: "uint32"}[element_bytes]
     del dtype  # CUTLASS moves 16-bit floats as uint16 (no arithmetic in a plain load)
-    return TensorMapRequest(
-        tma_type, int(address), (k, rows, batch),
-        (k * element_bytes, rows * k * element_bytes), (box_k, box_rows, 1), 128, (1, 1, 1),
-    )
+    if k_major:
+        dims, box = (k, rows, batch), (box_k, box_rows, 1)
+    else:
+        dims, box = (rows, k, batch), (min(box_rows, 128 // element_bytes), box_k, 1)
+    return TensorMapRequest(tma_type, int(address), dims,
+                            (dims[0] * element_bytes, rows * k * element_bytes), box, 128, (1, 1, 1))
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,12 @@ class Sm90Arguments:
 
 
 def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
-                   problem: tuple[int, int, int, int], pointers: dict[str, int], has_bias: bool, encode
-                   ) -> Sm90Arguments:
-    """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(a[L,M,K] @ b[L,N,K]^T (+ bias[N]))``
-    as launch argument pieces. ``encode(request) -> TensorMap`` is the device's encoder."""
+                   problem: tuple[int, int, int, int], pointers: dict[str, int], has_bias: bool, encode,
+                   gemm_layout: str = "tn") -> Sm90Arguments:
+    """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) (+ bias[N]))`` as
+    launch argument pieces; ``gemm_layout`` is CUTLASS's letters (``t``: A row-major, i.e.
+    K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is the
+    device's encoder."""
     M, N, K, L = problem
     bm, bn, bk = tile
     size = layout["params_size"]
@@ -143,9 +149,12 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     for at, value in zip(layout["stride_offsets"], (N, M * N)):
         struct.pack_into("<q", blob, layout["stride_d"] + at, value)
     # multicast splits a box across the cluster: A is shared along N, B along M
+    a_k_major, b_k_major = gemm_layout[0] == "t", gemm_layout[1] == "n"
+    if (not a_k_major or not b_k_major) and cluster != (1, 1, 1):
+        raise ValueError("multicast boxes of rows-major operands are not encoded: use clusters of 1")
     maps = {
-        "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes)),
-        "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes)),
+        "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes, a_k_major)),
+        "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes, b_k_major)),
     }
     desc = layout["tma_desc"]
     fields = sorted([

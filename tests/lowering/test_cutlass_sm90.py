@@ -48,7 +48,9 @@ def test_what_the_hopper_kernels_take() -> None:
     assert "float32" in why_not_sm90(KernelSpec.dense(8, 16, 16, "float32"))
     assert "multiple of 8" in why_not_sm90(KernelSpec.dense(8, 16, 20, "float16"))
     assert "run-time" not in (why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, None, "float16")) or "run-time")
-    assert "layout tn" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", transpose_b=False))
+    assert why_not_sm90(KernelSpec.batch_matmul(2, 8, 16, 8, "float16", transpose_b=False)) is None  # x @ w[K,N]
+    assert "N-major B" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 12, 8, "float16", transpose_b=False))
+    assert "M-major A" in why_not_sm90(KernelSpec.batch_matmul(2, None, 16, 8, "float16", transpose_a=True))
     assert "broadcast" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", broadcast_b=True))
     assert "conv2d" in why_not_sm90(KernelSpec.conv2d((1, 8, 8, 16), (16, 3, 3, 16), padding=1))
     with pytest.raises(UnsupportedKernel, match="K must be static"):
@@ -130,3 +132,15 @@ def test_records_round_trip_and_refuse_bad_layouts(compiled) -> None:
         sm90_from_record(broken(ptr_d=layout["params_size"]))
     with pytest.raises(ValueError, match="smem"):
         sm90_from_record(broken(smem=10**7))
+
+
+def test_n_major_weights_compile_to_wgmma_too() -> None:
+    """An exported ``MatMul(x, W[K,N]) + bias`` (B N-major, CUTLASS ``tt``) is a Hopper kernel
+    too: TMA loads N-major tiles, wgmma reads them transposed."""
+    spec = KernelSpec.batch_matmul(1, None, 768, 3072, "float16", "bias", transpose_b=False)
+    source = emit_sm90_module([("gemm_tt", spec, choose_sm90_config(spec))])
+    assert "cutlass::layout::RowMajor, 8, T, cutlass::layout::RowMajor, 8" in source.code
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about a minute of NVRTC
+    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))["gemm_tt"]))
+    assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, ops
+    assert read_layout(binary.cubin, source.entries["gemm_tt"].kernel_type)["swizzle_b"] == 3

@@ -18,18 +18,22 @@ CASES = [
     # (spec, (M, N, K, L) to run): a 128-row tile, a partial one, and batched 64-row tiles
     (KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
     (KernelSpec.batch_matmul(12, 64, 200, 64, "bfloat16", "none"), [(64, 200, 64, 12)]),
+    # B N-major (x @ w[K,N]): its box is one 128-byte row of N by a K tile
+    (KernelSpec.batch_matmul(1, None, 768, 256, "float16", "bias", transpose_b=False), [(300, 768, 256, 2)]),
+    # A M-major (a transposed), B K-major
+    (KernelSpec.batch_matmul(4, 192, 64, 128, "bfloat16", "none", transpose_a=True), [(192, 64, 128, 4)]),
 ]
 
 
-@pytest.mark.parametrize(("spec", "problems"), CASES, ids=["f16-128x128", "bf16-64x128-batched"])
+@pytest.mark.parametrize(("spec", "problems"), CASES, ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn"])
 def test_descriptors_and_grid_are_cutlass_s(tmp_path, spec: KernelSpec, problems) -> None:
     cfg = choose_sm90_config(spec)
     binary = cutlass_host.build(spec, cfg, tmp_path)  # about 20 s of g++
     bm, bn, bk = cfg.tile
     for M, N, K, L in problems:
         reference = cutlass_host.run(binary, M, N, K, L)
-        ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, 2),
-                operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, 2)]
+        ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, 2, not spec.transpose_a),
+                operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, 2, spec.transpose_b)]
         assert len(reference["encodes"]) == 2
         for theirs, mine in zip(reference["encodes"], ours, strict=True):
             assert theirs == {"dtype": DATA_TYPES[mine.dtype], "rank": mine.rank, "address": mine.address,

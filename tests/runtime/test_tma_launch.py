@@ -242,3 +242,34 @@ def test_graph_replays_and_repointed_operands_re_encode(exe) -> None:
     launch.set_pointer(1, 0x50000)
     assert drv.calls["cuTensorMapEncodeTiled"] == encodes + 1 and drv.tensor_maps[-1]["address"] == 0x50000
     assert struct.unpack_from("<Q", launch.params, 64)[0] == 0x50000
+
+
+# an exported MatMul with its weight [K, N] (B N-major) and a bias, at a run-time M
+MODEL_KN = """
+func.func @main(%x: tensor<?x256xf16>, %w: tensor<256x96xf16>, %b: tensor<96xf16>) -> tensor<?x96xf16> {
+  %0 = nn.matmul %x, %w : (tensor<?x256xf16>, tensor<256x96xf16>) -> tensor<?x96xf16>
+  %1 = nn.add %0, %b : (tensor<?x96xf16>, tensor<96xf16>) -> tensor<?x96xf16>
+  func.return %1 : tensor<?x96xf16>
+}
+"""
+
+
+def test_n_major_weights_run_through_tma() -> None:
+    """``x @ w[K,N] + b`` on sm_90a: a Hopper kernel whose B descriptor is N-major (box one
+    128-byte row of N by a K tile), right on the simulated device, the descriptors valid on
+    the recording driver."""
+    exe = partita.compile(MODEL_KN, TARGETS, partitioner="eager")  # cold: about a minute of NVRTC
+    (binary,) = [op for op in exe.module.ops if isinstance(op, byoc.BinaryOp)]
+    (record,) = binary.attributes["kernels"].data.values()
+    assert record.data["kind"].data == "cutlass_sm90" and record.data["spec"].data["layout"].data == "tt"
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((50, 256)) * 0.25).astype(np.float16)
+    w = (rng.standard_normal((256, 96)) * 0.25).astype(np.float16)
+    b = rng.standard_normal(96).astype(np.float16)
+    want = x.astype(np.float32) @ w.astype(np.float32) + b.astype(np.float32)
+    (got,) = Runtime(exe.module, SimulatedDevice()).run(x, w, b)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+    drv, _, _ = recorded_run(exe.module, "main", [x, w, b])
+    maps = {m["dims"]: m for m in drv.tensor_maps}
+    assert maps[(96, 256, 1)]["box"] == (64, 64, 1) and maps[(96, 256, 1)]["strides"] == (192, 96 * 256 * 2)
+    assert maps[(256, 50, 1)]["box"] == (64, 128, 1)  # x: K-major, 128-row tiles (M is a run-time dim)

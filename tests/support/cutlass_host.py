@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]);
   auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<T*>(0x20000);
   auto* C = reinterpret_cast<T*>(0x30000); auto* D = reinterpret_cast<T*>(0x40000);
-  typename Mainloop::StrideA dA{int64_t(K), cute::Int<1>{}, int64_t(M) * K};
-  typename Mainloop::StrideB dB{int64_t(K), cute::Int<1>{}, int64_t(N) * K};
+  typename Mainloop::StrideA dA{STRIDE_A};
+  typename Mainloop::StrideB dB{STRIDE_B};
   StrideC dC{int64_t(0), cute::Int<1>{}, int64_t(0)};
   StrideC dD{int64_t(N), cute::Int<1>{}, int64_t(M) * N};
   typename Kernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},
@@ -93,7 +93,12 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
     decl = _kernel_decl("k", spec, cfg)
     decl = decl[: decl.index("__device__ __noinline__")]
     source = where / "host.cpp"
-    source.write_text(include + decl + _MAIN)
+    # packed operands: K-major A [M,K] / B [N,K], or M- / N-major A [K,M] / B [K,N]
+    stride_a = "cute::Int<1>{}, int64_t(M), int64_t(M) * K" if spec.transpose_a else \
+        "int64_t(K), cute::Int<1>{}, int64_t(M) * K"
+    stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
+        "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
+    source.write_text(include + decl + _MAIN.replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b))
     binary = where / "host"
     flags = ["-std=c++17", "-O0", "-w", "-fpermissive", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL",
              "-DCUTLASS_SM90_COLLECTIVE_BUILDER_SUPPORTED"]

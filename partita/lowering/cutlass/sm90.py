@@ -21,10 +21,10 @@ Problem shapes are run-time values in ``Params``: one instantiation per configur
 serves every shape (and every partition) that uses it.
 
 What is taken (everything else stays on the Sm80 kernels of ``kernels.py``): dense and
-``batch_matmul`` with both operands K-major (CUTLASS ``tn``: ``x[M,K]`` times ``w[N,K]``,
-no operand broadcast over the batch), f16 or bf16, a static K that is a multiple of 8
-(TMA needs 16-byte strides), epilogues none / bias / bias_relu / bias_gelu (dense) and
-none / bias (batched).
+``batch_matmul`` / ``matmul`` in every layout (``x[M,K]`` times ``w[N,K]`` or ``w[K,N]``,
+transposed A too) with no operand broadcast over the batch, f16 or bf16, whose operands'
+contiguous extents are static multiples of 8 (TMA needs 16-byte strides), epilogues
+none / bias / bias_relu / bias_gelu (dense) and none / bias (batched).
 """
 
 from __future__ import annotations
@@ -121,10 +121,15 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
         return f"{spec.op} has no CUTLASS 3 kernel here"
     if spec.dtype not in HALF_DTYPES:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
-    if spec.layout != "tn" or spec.broadcast:
-        return "only K-major operands with a batch of their own (layout tn, no broadcast) take TMA here"
+    if spec.broadcast:
+        return "an operand broadcast over the batch (batch stride 0) is not encoded for TMA here"
+    # TMA needs 16-byte strides: the contiguous extent of each operand a multiple of 8
     if spec.K is None or spec.K % 8:
         return "TMA needs 16-byte row strides: K must be static and a multiple of 8"
+    if spec.transpose_a and (spec.M is None or spec.M % 8):
+        return "TMA needs 16-byte row strides: an M-major A needs a static M, a multiple of 8"
+    if not spec.transpose_b and (spec.N is None or spec.N % 8):
+        return "TMA needs 16-byte row strides: an N-major B needs a static N, a multiple of 8"
     return None
 
 
@@ -152,7 +157,7 @@ def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     """What makes two entries' kernels differ (their shapes do not)."""
     # the bias is a run-time C operand: "none" and "bias" differ only in beta and dC
     act = _ACTIVATION[spec.epilogue]
-    return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule)
+    return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,9 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     bm, bn, bk = cfg.tile
     cm, cn, ck = cfg.cluster
     act = f"cutlass::epilogue::thread::{_ACTIVATION[spec.epilogue]}"
+    # A [M,K] row-major is K-major; B [N,K] (CUTLASS column-major) is K-major too
+    layout_a = "ColumnMajor" if spec.transpose_a else "RowMajor"
+    layout_b = "ColumnMajor" if spec.transpose_b else "RowMajor"
     return f"""\
 namespace {alias}_ns {{
 using namespace cute;
@@ -192,7 +200,7 @@ using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAd
                                                    cutlass::gemm::EpilogueDefault>>;
 using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    T, cutlass::layout::RowMajor, 8, T, cutlass::layout::ColumnMajor, 8, float,
+    T, cutlass::layout::{layout_a}, 8, T, cutlass::layout::{layout_b}, 8, float,
     TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
     cutlass::gemm::{cfg.schedule}>::CollectiveOp;
