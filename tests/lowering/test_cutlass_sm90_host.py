@@ -25,13 +25,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "problems"), CASES, ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn"])
-def test_descriptors_and_grid_are_cutlass_s(tmp_path, spec: KernelSpec, problems) -> None:
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    # one g++ build for every case (about a minute on a busy machine)
+    return cutlass_host.build([(spec, choose_sm90_config(spec)) for spec, _ in CASES], tmp_path_factory.mktemp("host"))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn"])
+def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
+    spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)
-    binary = cutlass_host.build(spec, cfg, tmp_path)  # about 20 s of g++
     bm, bn, bk = cfg.tile
     for M, N, K, L in problems:
-        reference = cutlass_host.run(binary, M, N, K, L)
+        reference = cutlass_host.run(host, case, M, N, K, L)
         ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, 2, not spec.transpose_a),
                 operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, 2, spec.transpose_b)]
         assert len(reference["encodes"]) == 2

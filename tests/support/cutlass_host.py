@@ -47,14 +47,9 @@ extern "C" CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType
 #define __CUDACC_VER_MINOR__ 0
 '''
 
-_MAIN = r'''
-// the runtime calls the workspace helpers name (never reached for this kernel)
-extern "C" cudaError_t cudaGetLastError() { return cudaSuccess; }
-extern "C" cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t) { return cudaSuccess; }
-
-int main(int argc, char** argv) {
-  using namespace k_ns;
-  int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]);
+_RUN = r'''
+static void run_KERNEL(int M, int N, int K, int L) {
+  using namespace KERNEL_ns;
   auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<T*>(0x20000);
   auto* C = reinterpret_cast<T*>(0x30000); auto* D = reinterpret_cast<T*>(0x40000);
   typename Mainloop::StrideA dA{STRIDE_A};
@@ -71,14 +66,26 @@ int main(int argc, char** argv) {
 }
 '''
 
+_MAIN = r'''
+// the runtime calls the workspace helpers name (never reached for these kernels)
+extern "C" cudaError_t cudaGetLastError() { return cudaSuccess; }
+extern "C" cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t) { return cudaSuccess; }
+
+int main(int argc, char** argv) {
+  int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]), which = atoi(argv[5]);
+  switch (which) {
+CASES  }
+}
+'''
+
 
 def host_compiler() -> str | None:
     return shutil.which("g++")
 
 
-def build(spec: KernelSpec, cfg: Sm90Config, where: Path) -> Path:
-    """An executable printing CUTLASS's encodes, grid and transaction bytes for
-    ``M N K L`` given on its command line."""
+def build(kernels: list[tuple[KernelSpec, Sm90Config]], where: Path) -> Path:
+    """One executable printing CUTLASS's encodes, grid and transaction bytes for kernel
+    ``i`` of ``kernels`` and the problem ``M N K L i`` on its command line."""
     include = PREAMBLE.replace("#include <cuda/std/type_traits>\n", _STUBS)
     include = re.sub(r"namespace std \{[^\n]*\n", "", include)  # the host has its standard library
     include = include.replace("#include <cutlass/gemm/kernel/gemm_universal.hpp>\n", """\
@@ -90,26 +97,30 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
 }
 #include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized.hpp>
 """)
-    decl = _kernel_decl("k", spec, cfg)
-    decl = decl[: decl.index("__device__ __noinline__")]
+    parts, cases = [], []
+    for i, (spec, cfg) in enumerate(kernels):
+        decl = _kernel_decl(f"k{i}", spec, cfg)
+        # packed operands: K-major A [M,K] / B [N,K], or M- / N-major A [K,M] / B [K,N]
+        stride_a = "cute::Int<1>{}, int64_t(M), int64_t(M) * K" if spec.transpose_a else \
+            "int64_t(K), cute::Int<1>{}, int64_t(M) * K"
+        stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
+            "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
+        parts.append(decl[: decl.index("__device__ __noinline__")])
+        parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b))
+        cases.append(f"    case {i}: run_k{i}(M, N, K, L); break;\n")
     source = where / "host.cpp"
-    # packed operands: K-major A [M,K] / B [N,K], or M- / N-major A [K,M] / B [K,N]
-    stride_a = "cute::Int<1>{}, int64_t(M), int64_t(M) * K" if spec.transpose_a else \
-        "int64_t(K), cute::Int<1>{}, int64_t(M) * K"
-    stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
-        "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
-    source.write_text(include + decl + _MAIN.replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b))
+    source.write_text(include + "".join(parts) + _MAIN.replace("CASES", "".join(cases)))
     binary = where / "host"
     flags = ["-std=c++17", "-O0", "-w", "-fpermissive", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL",
              "-DCUTLASS_SM90_COLLECTIVE_BUILDER_SUPPORTED"]
     subprocess.run([host_compiler() or "g++", *flags, *(f"-I{p}" for p in nvrtc.cuda_include_paths()),
-                    str(source), "-o", str(binary)], check=True, capture_output=True, timeout=600)
+                    str(source), "-o", str(binary)], check=True, capture_output=True, timeout=900)
     return binary
 
 
-def run(binary: Path, M: int, N: int, K: int, L: int) -> dict:
-    """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk)}``."""
-    out = subprocess.run([str(binary), str(M), str(N), str(K), str(L)], check=True, capture_output=True,
+def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
+    """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk)}`` of kernel ``which``."""
+    out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which)], check=True, capture_output=True,
                          text=True, timeout=60).stdout
     encodes = []
     for line in out.splitlines():
