@@ -26,14 +26,12 @@ from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
 from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
-from partita.files import write_atomically
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
-from partita.report_graph import placement_graph, render_html
 from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
 from partita.target import CompilationConfig, Target, TargetError
@@ -308,6 +306,9 @@ class Executable:
     def report_graph(self, path: str | Path | None = None) -> str:
         """The placement as one self-contained HTML page (see ``partita.report_graph``);
         written to ``path`` when given."""
+        from partita.files import write_atomically
+        from partita.report_graph import placement_graph, render_html
+
         page = render_html(placement_graph(self))
         if path is not None:
             write_atomically(path, page)
