@@ -170,12 +170,12 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         if offset < at or offset % (64 if kind == "tensormap" else 8):
             raise ValueError(f"Params field '{role}' at {offset} overlaps or is misaligned")
         if offset > at:
-            args.append(("bytes", bytes(blob[at:offset])))
+            args.append((f"bytes{offset - at}", bytes(blob[at:offset])))
         index[role] = len(args)
         args.append((kind, value))
         at = offset + width
     if at < size:
-        args.append(("bytes", bytes(blob[at:size])))
+        args.append((f"bytes{size - at}", bytes(blob[at:size])))
     if not has_bias:
         del index["bias"]
     return Sm90Arguments(tuple(args), index, size)

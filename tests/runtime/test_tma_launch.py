@@ -18,7 +18,8 @@ import partita
 from partita.dialects import byoc
 from partita.dialects.nn import numpy_dtype
 from partita.ir import PartitaError
-from partita.runtime.cuda import CudaDevice, CudaError, cuda_status, pack_kernel_args
+from partita.runtime.arguments import pack_kernel_args
+from partita.runtime.cuda import CudaDevice, CudaError, cuda_status
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.plan import Runtime
 from partita.runtime.tma import TensorMapRequest, operand_map, simulated_tensor_map, sm90_arguments, sm90_grid
@@ -237,7 +238,7 @@ def test_graph_replays_and_repointed_operands_re_encode(exe) -> None:
     request = operand_map(0x10000, 128, 256, 1, 128, 64, "", 2)
     tensor_map = device.encode_tensor_map(request)
     launch = device.prepare_launch(type("F", (), {"handle": ("function", "k"), "name": "k"})(), (1, 1, 1),
-                                   (256, 1, 1), 0, [("bytes", bytes(64)), ("tensormap", tensor_map)], cluster=(1, 1, 1))
+                                   (256, 1, 1), 0, [("bytes64", bytes(64)), ("tensormap", tensor_map)], cluster=(1, 1, 1))
     encodes = drv.calls["cuTensorMapEncodeTiled"]
     launch.set_pointer(1, 0x50000)
     assert drv.calls["cuTensorMapEncodeTiled"] == encodes + 1 and drv.tensor_maps[-1]["address"] == 0x50000
