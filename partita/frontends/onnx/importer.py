@@ -19,6 +19,7 @@ from (``Importer.materialize``).
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from partita.frontends.onnx.gelu import match_gelu
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
+from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES
 from partita.runtime.reference.nn import NN_FUNCTIONS
 
 MIN_OPSET = 9
@@ -259,7 +261,7 @@ class Importer:
             array = cast(array, nn.numpy_dtype(like.type.element_type))
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
-        return self.emit(nn.ConstantOp(array))
+        return self.emit(nn.ConstantOp(array, getattr(v, "parameter_name", None)))
 
     def materialize(self, v: np.ndarray, like: SSAValue | None = None) -> SSAValue:
         """A shape computation over dynamic dims used as data: each dim is read at run time
@@ -811,14 +813,20 @@ def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.nda
                            f"{list(tensor.dims)} {dtype} tensor ({expected} bytes)")
     try:
         with open(folder / location, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size < offset + length:
+                raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
+                                   f"byte {offset + length}")
+            if length >= PARAMETER_THRESHOLD_BYTES and dtype != np.bool_:
+                # Mapped, not read: the constant becomes a named parameter of this file
+                # region (partita.ir.parameters), so the bytes never enter the process.
+                mapped = np.memmap(handle, dtype.newbyteorder("<"), "r", offset, tuple(tensor.dims))
+                mapped.parameter_name = tensor.name  # type: ignore[attr-defined]
+                return mapped
             handle.seek(offset)
             data = handle.read(length)
     except OSError as err:
         raise PartitaError(f"{what} '{tensor.name}': cannot read its external data "
                            f"'{folder / location}': {err.strerror or err}") from None
-    if len(data) != length:
-        raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
-                           f"byte {offset + length}")
     return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
 
 

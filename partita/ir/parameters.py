@@ -1,0 +1,226 @@
+"""Named parameters: weights that stay in their storage, referred to by the IR (issue 25).
+
+A large constant is not held in the IR as a dense attribute (every pass that clones,
+folds, digests or prints the module would touch its bytes). It is an ``#nn.parameter``:
+its name, its tensor type and where its bytes lie (a file and a byte offset: the ONNX
+external-data file, or the weights section of a compiled-model file), as IREE's parameter
+archives (``#flow.parameter.named<"scope"::"key">``) and MLIR's ``dense_resource`` do::
+
+    %w = nn.constant #nn.parameter<"fc1.weight" : tensor<1024x1024xf32>, file "model.onnx.data" at 4096>
+
+Passes see the type and the name; printing shows the reference, never the bytes, so a
+module prints, parses and digests in time independent of its weights. The bytes are
+reached through one accessor, ``parameter_values``, which maps the file lazily (a
+read-only ``np.memmap``: the page cache holds the bytes, not the process).
+
+A parameter may be stored at another element type than it is computed in (``as f32``):
+``to-mixed-precision`` turns an f32 weight into an f16 parameter without converting
+anything; the conversion happens once, streamed in chunks, where the bytes are needed (the
+compiled-model file is written at the computed type, so it and device memory halve).
+
+xDSL 0.74's builtin ``DenseResourceAttr`` keeps its blobs as hex strings on the
+process-wide builtin dialect object: neither the bytes nor the storage can live there.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator, Sequence
+from math import prod
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntAttr,
+    IntegerType,
+    NoneAttr,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+
+from partita.ir.diagnostics import PartitaError
+
+PARAMETER_THRESHOLD_BYTES = 1024
+"""Constants of at least this many bytes become parameters when their bytes lie in a file
+(ONNX's own external-data threshold); smaller ones stay dense attributes, and fold."""
+
+CONVERT_CHUNK_BYTES = 4 << 20
+"""A stored-at-another-type parameter is converted this many source bytes at a time."""
+
+
+def storage_dtype(element_type: Attribute) -> np.dtype:
+    """The little-endian NumPy dtype of a dense attribute's payload."""
+    if isinstance(element_type, Float16Type):
+        return np.dtype("<f2")
+    if isinstance(element_type, Float32Type):
+        return np.dtype("<f4")
+    if isinstance(element_type, Float64Type):
+        return np.dtype("<f8")
+    if isinstance(element_type, BFloat16Type):
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    if isinstance(element_type, IndexType):
+        return np.dtype("<i8")
+    if isinstance(element_type, IntegerType):
+        width = element_type.width.data
+        bytes_ = element_type.compile_time_size
+        if width == 1:
+            return np.dtype(np.uint8)
+        signed = not element_type.signedness.data.name == "UNSIGNED"
+        return np.dtype(f"<{'i' if signed else 'u'}{bytes_}")
+    raise ValueError(f"no dense payload for element type {element_type}")
+
+
+@irdl_attr_definition
+class ParameterAttr(ParametrizedAttribute):
+    """``#nn.parameter<"key" : tensor<...>, file "path" at offset [as f32]>``: a constant
+    whose bytes are ``prod(shape) * itemsize(stored)`` bytes of ``file`` from ``offset``."""
+
+    name = "nn.parameter"
+
+    key: StringAttr
+    type: TensorType
+    file: StringAttr
+    offset: IntAttr
+    stored: Attribute
+    """The element type of the stored bytes, or ``NoneAttr`` when it is the type's."""
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            key = parser.parse_str_literal("parameter name")
+            parser.parse_punctuation(":")
+            type_ = parser.parse_type()
+            if not isinstance(type_, TensorType):
+                parser.raise_error(f"a parameter has a tensor type, got {type_}")
+            parser.parse_punctuation(",")
+            parser.parse_keyword("file")
+            file = parser.parse_str_literal("parameter file")
+            parser.parse_keyword("at")
+            offset = parser.parse_integer(allow_boolean=False, allow_negative=False)
+            stored: Attribute = NoneAttr()
+            if parser.parse_optional_keyword("as") is not None:
+                stored = parser.parse_type()
+        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.key.data)
+            printer.print_string(" : ")
+            printer.print_attribute(self.type)
+            printer.print_string(", file ")
+            printer.print_string_literal(self.file.data)
+            printer.print_string(f" at {self.offset.data}")
+            if not isinstance(self.stored, NoneAttr):
+                printer.print_string(" as ")
+                printer.print_attribute(self.stored)
+
+    @staticmethod
+    def make(key: str, type_: TensorType, file: str | Path, offset: int,
+             stored: Attribute | None = None) -> ParameterAttr:
+        if stored is not None and stored == type_.element_type:
+            stored = None
+        return ParameterAttr(StringAttr(key), type_, StringAttr(os.fspath(file)), IntAttr(offset),
+                             NoneAttr() if stored is None else stored)
+
+    @property
+    def stored_element(self) -> Attribute:
+        return self.type.element_type if isinstance(self.stored, NoneAttr) else self.stored
+
+    def get_shape(self) -> tuple[int, ...]:
+        return tuple(self.type.get_shape())
+
+    def get_element_type(self) -> Attribute:
+        return self.type.element_type
+
+    def stored_bytes(self) -> int:
+        """Bytes of the parameter in its storage."""
+        return prod(self.get_shape()) * storage_dtype(self.stored_element).itemsize
+
+    def retyped(self, element: Attribute) -> ParameterAttr:
+        """The same stored bytes computed as ``element`` (converted where they are read)."""
+        type_ = TensorType(element, self.type.get_shape())
+        return ParameterAttr.make(self.key.data, type_, self.file.data, self.offset.data, self.stored_element)
+
+
+def stored_values(attr: ParameterAttr) -> np.ndarray:
+    """The stored bytes of ``attr`` as a read-only array mapped from its file (at the
+    stored element type); a file that does not hold them is a ``PartitaError``."""
+
+    dtype = storage_dtype(attr.stored_element)
+    path, offset, size = attr.file.data, attr.offset.data, attr.stored_bytes()
+    try:
+        length = os.stat(path).st_size
+    except OSError as err:
+        raise PartitaError(f"parameter '{attr.key.data}': cannot read its file '{path}': "
+                           f"{err.strerror or err}") from None
+    if offset + size > length:
+        raise PartitaError(f"parameter '{attr.key.data}': its {size} bytes at offset {offset} lie beyond the end "
+                           f"of '{path}' ({length} bytes)")
+    if size == 0:
+        return np.zeros(attr.get_shape(), dtype)
+    # np.memmap maps from the page below ``offset``; the array starts at ``offset``.
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=attr.get_shape())
+
+
+def parameter_values(attr: ParameterAttr) -> np.ndarray:
+    """The values of ``attr`` in its shape and type, read-only: a view of the mapped file,
+    or, for a parameter stored at another type, one array converted chunk by chunk (never
+    a whole-size temporary of the stored type)."""
+
+    source = stored_values(attr)
+    dtype = storage_dtype(attr.get_element_type())
+    if source.dtype == dtype:
+        return source
+    out = np.empty(source.shape, dtype)
+    for flat_out, flat_in in _chunks(out.reshape(-1), np.asarray(source).reshape(-1)):
+        flat_out[...] = flat_in
+    out.flags.writeable = False
+    return out
+
+
+def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
+    """The bytes of ``attr`` at its computed type, a chunk at a time (what a file writer
+    streams: at most one chunk is converted at once)."""
+
+    source = np.asarray(stored_values(attr)).reshape(-1)
+    dtype = storage_dtype(attr.get_element_type())
+    step = max(1, CONVERT_CHUNK_BYTES // max(1, source.dtype.itemsize))
+    for at in range(0, source.size, step):
+        chunk = source[at : at + step]
+        yield memoryview(chunk if chunk.dtype == dtype else chunk.astype(dtype)).cast("B")
+
+
+def _chunks(out: np.ndarray, source: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    step = max(1, CONVERT_CHUNK_BYTES // max(1, source.dtype.itemsize))
+    for at in range(0, source.size, step):
+        yield out[at : at + step], source[at : at + step]
+
+
+def mapped_region(array: np.ndarray) -> tuple[str, int] | None:
+    """(file, offset) when ``array`` is exactly a whole ``np.memmap`` of a file (C order,
+    little-endian, as mapped): such an array can be named rather than copied."""
+    owner = array
+    while isinstance(owner, np.ndarray) and not isinstance(owner, np.memmap):
+        owner = owner.base
+    if not isinstance(owner, np.memmap) or not isinstance(owner.base, mmap.mmap) or owner.filename is None:
+        return None
+    if (array.ctypes.data != owner.ctypes.data or array.shape != owner.shape or array.dtype != owner.dtype
+            or not array.flags.c_contiguous or array.dtype != array.dtype.newbyteorder("<")):
+        return None
+    return owner.filename, int(owner.offset)
+
+
+__all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "parameter_values",
+           "storage_dtype", "stored_values"]
