@@ -199,7 +199,8 @@ def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
     step = max(1, CONVERT_CHUNK_BYTES // max(1, source.dtype.itemsize))
     for at in range(0, source.size, step):
         chunk = source[at : at + step]
-        yield memoryview(chunk if chunk.dtype == dtype else chunk.astype(dtype)).cast("B")
+        chunk = chunk if chunk.dtype == dtype else chunk.astype(dtype)
+        yield memoryview(chunk.view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
 
 def _chunks(out: np.ndarray, source: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -1,0 +1,15 @@
+// RUN: partita-opt %s --split-input-file --verify-diagnostics
+
+func.func @not_a_tensor() {
+  // expected-error@+1 {{a parameter has a tensor type, got f32}}
+  %w = nn.constant #nn.parameter<"w" : f32, file "w.bin" at 0>
+  func.return
+}
+
+// -----
+
+func.func @type_mismatch() {
+  // expected-error@+1 {{value type tensor<4xf32> does not match result type tensor<8xf32>}}
+  %w = "nn.constant"() <{value = #nn.parameter<"w" : tensor<4xf32>, file "w.bin" at 0>}> : () -> tensor<8xf32>
+  func.return
+}
