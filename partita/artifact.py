@@ -2,30 +2,39 @@
 or IREE's ``.vmfb``: ``Executable.save(path)`` writes it, ``partita.load(path)`` reads it
 back, with no cubin cache, no NVRTC and no ONNX file.
 
-Layout of format 2 (all integers little-endian)::
+Layout of format 3 (all integers little-endian; format 2 is the same without named
+parameters, and still loads)::
 
     magic       16 bytes  b"PARTITA-MODEL\\0" + format version (u16)
     header_len   8 bytes  length of the JSON header
     header       JSON     entry, pipeline, targets, partition rows, the weights table
-                          [offset, size, sha256] and every other part as
-                          {name, offset, size, sha256}
+                          [offset, size, sha256] (+ the name, for a named parameter) and
+                          every other part as {name, offset, size, sha256}
     parts        bytes    module.mlir, one cubin per byoc.binary
     padding      zeros    up to a multiple of 4 KiB (the page size), for ``mmap``
     weights      bytes    each weight at a multiple of 64 bytes, zeros between
     trailer     32 bytes  sha256 of magic, header_len and header
 
-The header holds the digest of every part and weight, and the trailer the digest of the
+Every offset and size is 64-bit (JSON integers, ``<Q``): files over 4 GiB work. The
+header holds the digest of every part and weight, and the trailer the digest of the
 header: a changed byte anywhere is caught, and the digests say what is damaged. The file
 is written by streaming: each weight is hashed as it is copied, and the header (whose
 digests have a fixed length) is written last, over its placeholder, so nothing holds the
-whole model in memory. Loading checks every digest by reading (the page cache, not the
-process's memory), then maps the file: each ``nn.constant`` refers to its bytes in the
-mapping (read-only), as MLIR's ``dense_resource`` and IREE's parameter archives do.
+whole model in memory.
+
+Weights of ``PARAMETER_THRESHOLD_BYTES`` or more are stored by name, as named parameters
+(``partita.ir.parameters``): the module says ``#nn.parameter<"fc1.weight" : tensor<...>,
+file "" at N>`` (``""``: this file's weights section, ``N`` the weight's offset in it),
+and loading rebinds each to the file's path and absolute offset, from where whoever reads
+it maps it (read-only: the page cache holds the bytes, not the process). A parameter
+computed at another type than it is stored at (``to-mixed-precision``) is converted while
+it is streamed, a chunk at a time, and stored at the type it is computed in. Smaller
+constants are printed as a zero splat and their exact payload is a weight by position
+(text would round float constants to 7 digits); loading makes them views of the mapped
+file. Loading checks every digest by reading (the page cache, not the process's memory).
 Format 1 (one sha256 over the whole file, weights in one unaligned part) still loads.
 
-The module is the lowered IR as text, with every ``nn.constant`` printed as a zero splat
-and its exact payload among the weights (text would round small float constants to 7
-digits). A ``byoc.binary`` names its cubin by ``sha256`` only (no cache directory of the
+A ``byoc.binary`` names its cubin by ``sha256`` only (no cache directory of the
 machine that saved it): its bytes are the part ``cubin/@symbol``, checked against that
 ``sha256`` again before the driver sees them.
 """
@@ -55,9 +64,11 @@ from partita.lowering.binaries import CACHE_DIR, binary_images
 from partita.report import PartitionRow
 from partita.target import CompilationConfig, TargetError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""3: format 2's layout with named parameters (a reader of 2 would not know them)."""
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
 _MAGIC_V1 = b"PARTITA-MODEL\0" + struct.pack("<H", 1)
+_MAGIC_V2 = b"PARTITA-MODEL\0" + struct.pack("<H", 2)
 _PREFIX = len(MAGIC) + 8
 _TRAILER = 32
 SECTION_ALIGNMENT = 4096
@@ -242,7 +253,7 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
         raise _damaged(path, f"it is truncated ({len(data)} bytes)")
     if data[: len(MAGIC)] != _MAGIC_V1:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
-        raise _damaged(path, f"format version {version} is not supported (this Partita reads 1 and {FORMAT_VERSION})")
+        raise _damaged(path, f"format version {version} is not supported (this Partita reads 1 to {FORMAT_VERSION})")
     if len(data) < _PREFIX + _TRAILER or hashlib.sha256(data[:-_TRAILER]).digest() != data[-_TRAILER:]:
         raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
     (header_len,) = struct.unpack("<Q", data[len(MAGIC) : _PREFIX])
@@ -333,7 +344,7 @@ def load(path: str | Path) -> CompiledModel:
     try:
         with open(path, "rb") as handle:
             prefix = handle.read(_PREFIX)
-            if prefix[: len(MAGIC)] == MAGIC:
+            if prefix[: len(MAGIC)] in (MAGIC, _MAGIC_V2):
                 header, parts, weights, section = _read_v2_section(handle, path, prefix)
             else:  # format 1 (or not a compiled model: read_parts says which)
                 section = 0

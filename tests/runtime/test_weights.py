@@ -121,7 +121,7 @@ def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped
     exe, saved, arrays = compiled
     header, _, section = _layout(saved)
     data = saved.read_bytes()
-    assert data[14:16] == struct.pack("<H", 2) and section % 4096 == 0
+    assert data[14:16] == struct.pack("<H", 3) and section % 4096 == 0
     assert len(header["weights"]) == len(_constants(exe.module)) > 0
     for row, op in zip(header["weights"], _constants(exe.module)):
         offset, size, digest = row[:3]
