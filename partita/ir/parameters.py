@@ -95,6 +95,9 @@ class ParameterAttr(ParametrizedAttribute):
     offset: IntAttr
     stored: Attribute
     """The element type of the stored bytes, or ``NoneAttr`` when it is the type's."""
+    transposed: IntAttr
+    """1: a 2-D parameter stored as its transpose (an ONNX ``MatMul`` weight [K, N] that
+    ``nn.dense`` takes as [N, K]): read as a view, laid out once where it is saved."""
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -112,7 +115,10 @@ class ParameterAttr(ParametrizedAttribute):
             stored: Attribute = NoneAttr()
             if parser.parse_optional_keyword("as") is not None:
                 stored = parser.parse_type()
-        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored)
+            transposed = parser.parse_optional_keyword("transposed") is not None
+            if transposed and len(type_.get_shape()) != 2:
+                parser.raise_error(f"only a 2-D parameter is stored transposed, not {type_}")
+        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored, IntAttr(int(transposed)))
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -125,14 +131,16 @@ class ParameterAttr(ParametrizedAttribute):
             if not isinstance(self.stored, NoneAttr):
                 printer.print_string(" as ")
                 printer.print_attribute(self.stored)
+            if self.transposed.data:
+                printer.print_string(" transposed")
 
     @staticmethod
     def make(key: str, type_: TensorType, file: str | Path, offset: int,
-             stored: Attribute | None = None) -> ParameterAttr:
+             stored: Attribute | None = None, transposed: bool = False) -> ParameterAttr:
         if stored is not None and stored == type_.element_type:
             stored = None
         return ParameterAttr(StringAttr(key), type_, StringAttr(os.fspath(file)), IntAttr(offset),
-                             NoneAttr() if stored is None else stored)
+                             NoneAttr() if stored is None else stored, IntAttr(int(transposed)))
 
     @property
     def stored_element(self) -> Attribute:
@@ -151,12 +159,17 @@ class ParameterAttr(ParametrizedAttribute):
     def retyped(self, element: Attribute) -> ParameterAttr:
         """The same stored bytes computed as ``element`` (converted where they are read)."""
         type_ = TensorType(element, self.type.get_shape())
-        return ParameterAttr.make(self.key.data, type_, self.file.data, self.offset.data, self.stored_element)
+        return ParameterAttr.make(self.key.data, type_, self.file.data, self.offset.data, self.stored_element,
+                                  bool(self.transposed.data))
+
+    def stored_shape(self) -> tuple[int, ...]:
+        return self.get_shape()[::-1] if self.transposed.data else self.get_shape()
 
 
 def stored_values(attr: ParameterAttr) -> np.ndarray:
-    """The stored bytes of ``attr`` as a read-only array mapped from its file (at the
-    stored element type); a file that does not hold them is a ``PartitaError``."""
+    """The stored bytes of ``attr`` as a read-only array mapped from its file, in its shape
+    (a transposed view for a transposed parameter) at the stored element type; a file that
+    does not hold them is a ``PartitaError``."""
 
     dtype = storage_dtype(attr.stored_element)
     path, offset, size = attr.file.data, attr.offset.data, attr.stored_bytes()
@@ -171,56 +184,73 @@ def stored_values(attr: ParameterAttr) -> np.ndarray:
     if size == 0:
         return np.zeros(attr.get_shape(), dtype)
     # np.memmap maps from the page below ``offset``; the array starts at ``offset``.
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=attr.get_shape())
+    mapped = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=attr.stored_shape())
+    return mapped.T if attr.transposed.data else mapped
+
+
+def _stored_layout(attr: ParameterAttr) -> np.ndarray:
+    """The mapped bytes in the order they are stored (C order of ``stored_shape``)."""
+    values = stored_values(attr)
+    return values.T if attr.transposed.data else values
 
 
 def parameter_values(attr: ParameterAttr) -> np.ndarray:
-    """The values of ``attr`` in its shape and type, read-only: a view of the mapped file,
-    or, for a parameter stored at another type, one array converted chunk by chunk (never
-    a whole-size temporary of the stored type)."""
-
+    """The values of ``attr`` in its shape and type, read-only: a view of the mapped file
+    (transposed: a strided view), or, for a parameter stored at another type, one array
+    converted chunk by chunk (never a whole-size temporary of the stored type)."""
     source = stored_values(attr)
     dtype = storage_dtype(attr.get_element_type())
     if source.dtype == dtype:
         return source
-    out = np.empty(source.shape, dtype)
-    for flat_out, flat_in in _chunks(out.reshape(-1), np.asarray(source).reshape(-1)):
-        flat_out[...] = flat_in
+    stored = _stored_layout(attr)
+    out = np.empty(stored.shape, dtype)
+    flat_in, flat_out = stored.reshape(-1), out.reshape(-1)  # views: both are C order
+    step = max(1, CONVERT_CHUNK_BYTES // max(1, stored.dtype.itemsize))
+    for at in range(0, flat_in.size, step):
+        flat_out[at : at + step] = flat_in[at : at + step]
     out.flags.writeable = False
-    return out
+    return out.T if attr.transposed.data else out
 
 
 def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
-    """The bytes of ``attr`` at its computed type, a chunk at a time (what a file writer
-    streams: at most one chunk is converted at once)."""
-
-    source = np.asarray(stored_values(attr)).reshape(-1)
+    """The bytes of ``attr`` in C order of its type, a chunk at a time (what a file
+    writer streams: at most one chunk is converted, or laid out from a transposed
+    parameter, at once)."""
+    source = stored_values(attr)
     dtype = storage_dtype(attr.get_element_type())
-    step = max(1, CONVERT_CHUNK_BYTES // max(1, source.dtype.itemsize))
-    for at in range(0, source.size, step):
-        chunk = source[at : at + step]
+    if source.ndim == 0 or source.size == 0:
+        yield memoryview(np.ascontiguousarray(source, dtype).reshape(-1).view(np.uint8))
+        return
+    # Whole rows of the result per chunk (one row at least); a row of a transposed
+    # parameter is a column of the mapped bytes.
+    row = max(1, source[0].size * source.dtype.itemsize)
+    rows = max(1, CONVERT_CHUNK_BYTES // row)
+    for at in range(0, source.shape[0], rows):
+        chunk = np.ascontiguousarray(source[at : at + rows])
         chunk = chunk if chunk.dtype == dtype else chunk.astype(dtype)
-        yield memoryview(chunk.view(np.uint8))  # f16 / bf16 have no buffer-protocol format
+        yield memoryview(chunk.reshape(-1).view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
 
-def _chunks(out: np.ndarray, source: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    step = max(1, CONVERT_CHUNK_BYTES // max(1, source.dtype.itemsize))
-    for at in range(0, source.size, step):
-        yield out[at : at + step], source[at : at + step]
-
-
-def mapped_region(array: np.ndarray) -> tuple[str, int] | None:
-    """(file, offset) when ``array`` is exactly a whole ``np.memmap`` of a file (C order,
-    little-endian, as mapped): such an array can be named rather than copied."""
+def mapped_region(array: np.ndarray) -> tuple[str, int, bool, str | None] | None:
+    """(file, offset, transposed, name) when ``array`` is exactly a whole ``np.memmap``
+    of a file (C order, little-endian, as mapped), or the transpose of a 2-D one: such an
+    array can be named rather than copied. ``name``: the one its reader gave the mapping
+    (a ``parameter_name`` attribute), if any."""
     owner = array
     while isinstance(owner, np.ndarray) and not isinstance(owner, np.memmap):
         owner = owner.base
     if not isinstance(owner, np.memmap) or not isinstance(owner.base, mmap.mmap) or owner.filename is None:
         return None
-    if (array.ctypes.data != owner.ctypes.data or array.shape != owner.shape or array.dtype != owner.dtype
-            or not array.flags.c_contiguous or array.dtype != array.dtype.newbyteorder("<")):
+    if (array.ctypes.data != owner.ctypes.data or array.dtype != owner.dtype or not owner.flags.c_contiguous
+            or array.dtype != array.dtype.newbyteorder("<")):
         return None
-    return owner.filename, int(owner.offset)
+    if array.shape == owner.shape and array.flags.c_contiguous:
+        transposed = False
+    elif array.ndim == 2 and array.shape == owner.shape[::-1] and array.strides == owner.strides[::-1]:
+        transposed = True
+    else:
+        return None
+    return owner.filename, int(owner.offset), transposed, getattr(owner, "parameter_name", None)
 
 
 __all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "parameter_values",

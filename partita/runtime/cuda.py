@@ -396,16 +396,23 @@ class PinnedStaging:
             raise
 
     def upload(self, ptr: int, array: np.ndarray, stream) -> None:
-        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk."""
-        drv, flat = self.device.drv, np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for at in range(0, flat.size, self.chunk):
-            piece = flat[at : at + self.chunk]
+        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk. A strided
+        array (a transposed weight viewed in its file) is laid out whole rows at a time
+        into the staging buffer, never as a whole copy."""
+        if array.flags.c_contiguous or array.ndim == 0 or not array.size or array[0].nbytes > self.chunk:
+            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            pieces = ((at, flat[at : at + self.chunk]) for at in range(0, flat.size, self.chunk))
+        else:
+            rows = self.chunk // array[0].nbytes
+            pieces = ((r * array[0].nbytes, array[r : r + rows]) for r in range(0, array.shape[0], rows))
+        drv = self.device.drv
+        for at, piece in pieces:
             k, self.next = self.next, (self.next + 1) % len(self.hosts)
             if self.pending[k]:  # the device may still be reading this buffer
                 self.device._call(drv.cuEventSynchronize(self.events[k]), "cuEventSynchronize")
-            staged = (ctypes.c_uint8 * piece.size).from_address(self.hosts[k])
-            np.copyto(np.frombuffer(staged, np.uint8), piece)
-            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.size, stream), "cuMemcpyHtoDAsync")
+            staged = (ctypes.c_uint8 * piece.nbytes).from_address(self.hosts[k])
+            np.copyto(np.frombuffer(staged, piece.dtype).reshape(piece.shape), piece)
+            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.nbytes, stream), "cuMemcpyHtoDAsync")
             self.device._call(drv.cuEventRecord(self.events[k], stream), "cuEventRecord")
             self.pending[k] = True
 

@@ -282,7 +282,9 @@ class LaunchPlan:
             # Constants nothing reads are not placed at all.
             if op.result.uses:
                 values = op.to_numpy()
-                self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
+                # Kept as read (a transposed parameter is a strided view of its file): the
+                # device lays each one out as it takes it, a weight or a chunk at a time.
+                self.constants[op.result] = values
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):

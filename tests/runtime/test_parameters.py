@@ -287,3 +287,78 @@ def test_a_gpu_load_holds_the_staging_buffers_and_a_small_constant_of_host_memor
     x = np.random.default_rng(3).standard_normal((2, 1024)).astype(np.float32)
     np.testing.assert_allclose(runtime.run(x)[0], _expected(x, arrays), rtol=1e-4, atol=1e-4)
     runtime.close()
+
+
+def _matmul(folder: Path, hidden: int, layers: int = 2) -> tuple[Path, list[np.ndarray]]:
+    """MatMul by [K, N] weights: ``nn.dense`` takes [N, K], so each is a transposed parameter."""
+    rng = np.random.default_rng(4)
+    nodes, inits, arrays, x = [], [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
+        arrays.append(w)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Relu", [f"m{i}"], [f"h{i}"])]
+        x = f"h{i}"
+    graph = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, hidden])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, hidden])], inits)
+    path = folder / "mm.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path),
+                    save_as_external_data=True, all_tensors_to_one_file=True, location="mm.bin", size_threshold=0)
+    return path, arrays
+
+
+def _matmul_expected(x: np.ndarray, arrays: list[np.ndarray]) -> np.ndarray:
+    for w in arrays:
+        x = np.maximum(x @ w, 0)
+    return x
+
+
+def test_a_matmul_weight_is_a_transposed_parameter_laid_out_once_where_it_is_saved(tmp_path: Path) -> None:
+    path, arrays = _matmul(tmp_path, 128)
+    module = load_module(str(path))
+    params = [op.value for op in _constants(module) if isinstance(op.value, ParameterAttr)]
+    assert [p.key.data for p in params] == ["w0", "w1"] and all(p.transposed.data for p in params)
+    assert " at 0 transposed>" in str(module)
+    for attr, w in zip(params, arrays):  # a strided view of the file: no copy
+        values = constant_values(next(op for op in _constants(module) if op.value == attr))
+        assert not values.flags.c_contiguous and np.array_equal(values, w.T)
+    x = np.random.default_rng(5).standard_normal((2, 128)).astype(np.float32)
+    for precision, tolerance in (("fp32", 1e-5), ("fp16", 2e-2)):
+        exe = partita.compile(path, ["llvm"], precision=precision, cache_dir=tmp_path / "cache")
+        np.testing.assert_allclose(exe.run(x)[0], _matmul_expected(x, arrays), rtol=tolerance, atol=tolerance)
+        saved = tmp_path / f"mm-{precision}.partita"
+        exe.save(saved)
+        loaded = partita.load(saved)
+        stored = [op for op in _constants(loaded.module) if isinstance(op.value, ParameterAttr)]
+        assert len(stored) == 2 and not any(op.value.transposed.data for op in stored)
+        for op, w in zip(stored, arrays):  # saved laid out as nn.dense takes it: [N, K], C order
+            values = constant_values(op)
+            assert values.flags.c_contiguous
+            np.testing.assert_allclose(values.astype(np.float32), w.T, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(loaded.run(x)[0], _matmul_expected(x, arrays), rtol=tolerance, atol=tolerance)
+
+
+def test_a_transposed_parameter_goes_up_to_a_gpu_in_row_blocks(tmp_path: Path, monkeypatch) -> None:
+    path, arrays = _matmul(tmp_path, 512)
+    exe = partita.compile(path, ["llvm"], cache_dir=tmp_path / "cache")
+    chunk = 64 << 10  # 32 rows of 512 f32 a chunk
+    monkeypatch.setattr(plan_module, "STAGING_CHUNK_BYTES", chunk)
+    drv = RecordingDriver()
+    tracemalloc.start()
+    try:
+        runtime = Runtime(exe.module, CudaDevice(driver=drv))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    stand_ins = sum(block.nbytes for block in drv.memory.values()) + 2 * chunk
+    assert peak - stand_ins < 512 << 10, (peak, stand_ins)  # a weight is 1 MiB: never copied whole
+    for op in _constants(exe.module):
+        if isinstance(op.value, ParameterAttr):
+            ptr = runtime.plan.param_ptr[op.result]
+            block = next(b for base, b in drv.memory.items() if base <= ptr < base + b.nbytes)
+            start = ptr - block.ctypes.data
+            got = block[start : start + 512 * 512 * 4].view(np.float32).reshape(512, 512)
+            np.testing.assert_array_equal(got, arrays[int(op.value.key.data[1])].T)
+    x = np.random.default_rng(6).standard_normal((2, 512)).astype(np.float32)
+    np.testing.assert_allclose(runtime.run(x)[0], _matmul_expected(x, arrays), rtol=1e-4, atol=1e-4)
+    runtime.close()

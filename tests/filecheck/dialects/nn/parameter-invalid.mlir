@@ -13,3 +13,11 @@ func.func @type_mismatch() {
   %w = "nn.constant"() <{value = #nn.parameter<"w" : tensor<4xf32>, file "w.bin" at 0>}> : () -> tensor<8xf32>
   func.return
 }
+
+// -----
+
+func.func @transposed_3d() {
+  // expected-error@+1 {{only a 2-D parameter is stored transposed, not tensor<2x3x4xf32>}}
+  %w = nn.constant #nn.parameter<"w" : tensor<2x3x4xf32>, file "w.bin" at 0 transposed>
+  func.return
+}

@@ -38,3 +38,17 @@ func.func @stored_as_f32() -> tensor<64x64xbf16> {
   %w = nn.constant #nn.parameter<"w" : tensor<64x64xbf16>, file "w.bin" at 0 as f32>
   func.return %w : tensor<64x64xbf16>
 }
+
+// -----
+
+// A MatMul weight [K, N] that nn.dense takes as [N, K]: stored transposed, read as a view.
+
+// CHECK-LABEL: func.func @transposed
+// CHECK-NEXT:    %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 transposed>
+// F16-LABEL: func.func @transposed
+// F16:           nn.constant #nn.parameter<"w" : tensor<32x64xf16>, file "w.bin" at 4096 as f32 transposed>
+func.func @transposed(%x: tensor<2x64xf32>) -> tensor<2x32xf32> {
+  %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 transposed>
+  %0 = nn.dense %x, %w : (tensor<2x64xf32>, tensor<32x64xf32>) -> tensor<2x32xf32>
+  func.return %0 : tensor<2x32xf32>
+}
