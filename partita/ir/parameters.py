@@ -134,6 +134,22 @@ class ParameterAttr(ParametrizedAttribute):
             if self.transposed.data:
                 printer.print_string(" transposed")
 
+    def verify(self) -> None:
+        # Both types must have a little-endian NumPy layout (i1 has none: bytes are not bools).
+        from xdsl.utils.exceptions import VerifyException
+
+        for element in (self.type.element_type, self.stored_element):
+            try:
+                storage_dtype(element)
+            except ValueError:
+                raise VerifyException(f"a parameter of element type {element} has no stored layout") from None
+            if isinstance(element, IntegerType) and element.width.data == 1:
+                raise VerifyException("a parameter of i1 elements has no stored layout (use a dense attribute)")
+        if self.transposed.data and len(self.type.get_shape()) != 2:
+            raise VerifyException(f"only a 2-D parameter is stored transposed, not {self.type}")
+        if any(d < 0 for d in self.type.get_shape()):
+            raise VerifyException(f"a parameter has a static shape, not {self.type}")
+
     @staticmethod
     def make(key: str, type_: TensorType, file: str | Path, offset: int,
              stored: Attribute | None = None, transposed: bool = False) -> ParameterAttr:

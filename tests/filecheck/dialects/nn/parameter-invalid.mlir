@@ -21,3 +21,19 @@ func.func @transposed_3d() {
   %w = nn.constant #nn.parameter<"w" : tensor<2x3x4xf32>, file "w.bin" at 0 transposed>
   func.return
 }
+
+// -----
+
+func.func @bool_parameter() {
+  // expected-error@+1 {{a parameter of i1 elements has no stored layout}}
+  %w = nn.constant #nn.parameter<"w" : tensor<4096xi1>, file "w.bin" at 0>
+  func.return
+}
+
+// -----
+
+func.func @dynamic_parameter() {
+  // expected-error@+1 {{a parameter has a static shape, not tensor<?x4xf32>}}
+  %w = nn.constant #nn.parameter<"w" : tensor<?x4xf32>, file "w.bin" at 0>
+  func.return
+}
