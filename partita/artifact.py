@@ -383,7 +383,7 @@ def load(path: str | Path) -> CompiledModel:
             # A parameter names its weight in this file's weights section: it is mapped
             # from there (lazily, by whoever reads it), every byte already checked.
             key = value.key.data
-            if key not in named or value.file.data or not isinstance(value.stored, NoneAttr) or value.transposed.data:
+            if key not in named or value.file.data or not isinstance(value.stored, NoneAttr) or value.perm.data:
                 raise _damaged(path, f"parameter '{key}' is not a weight of the file")
             row, _ = named[key]
             if row[0] != value.offset.data or row[1] != value.stored_bytes():

@@ -124,7 +124,7 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | ParameterAtt
         try:
             return parameter_values(attr)
         except PartitaError as err:
-            raise op_error(op, str(err)) from None
+            raise op_error(op, err.message) from None
     assert isinstance(attr, DenseIntOrFPElementsAttr)
     values = dense_values(attr)
     if not buffer or not is_splat(attr):

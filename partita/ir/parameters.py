@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -95,9 +96,11 @@ class ParameterAttr(ParametrizedAttribute):
     offset: IntAttr
     stored: Attribute
     """The element type of the stored bytes, or ``NoneAttr`` when it is the type's."""
-    transposed: IntAttr
-    """1: a 2-D parameter stored as its transpose (an ONNX ``MatMul`` weight [K, N] that
-    ``nn.dense`` takes as [N, K]): read as a view, laid out once where it is saved."""
+    perm: ArrayAttr[IntAttr]
+    """Empty, or the permutation that makes the value from the stored array
+    (``stored.transpose(perm)``): an ONNX ``MatMul`` weight [K, N] that ``nn.dense`` takes
+    as [N, K] is ``perm [1, 0]``, an OIHW convolution weight used as OHWI ``perm [0, 2,
+    3, 1]``. Read as a strided view; laid out once where it is saved."""
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -115,10 +118,10 @@ class ParameterAttr(ParametrizedAttribute):
             stored: Attribute = NoneAttr()
             if parser.parse_optional_keyword("as") is not None:
                 stored = parser.parse_type()
-            transposed = parser.parse_optional_keyword("transposed") is not None
-            if transposed and len(type_.get_shape()) != 2:
-                parser.raise_error(f"only a 2-D parameter is stored transposed, not {type_}")
-        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored, IntAttr(int(transposed)))
+            perm: list[int] = []
+            if parser.parse_optional_keyword("perm") is not None:
+                perm = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored, ArrayAttr(IntAttr(p) for p in perm))
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -131,8 +134,8 @@ class ParameterAttr(ParametrizedAttribute):
             if not isinstance(self.stored, NoneAttr):
                 printer.print_string(" as ")
                 printer.print_attribute(self.stored)
-            if self.transposed.data:
-                printer.print_string(" transposed")
+            if self.perm.data:
+                printer.print_string(f" perm [{', '.join(str(p.data) for p in self.perm)}]")
 
     def verify(self) -> None:
         # Both types must have a little-endian NumPy layout (i1 has none: bytes are not bools).
@@ -145,18 +148,20 @@ class ParameterAttr(ParametrizedAttribute):
                 raise VerifyException(f"a parameter of element type {element} has no stored layout") from None
             if isinstance(element, IntegerType) and element.width.data == 1:
                 raise VerifyException("a parameter of i1 elements has no stored layout (use a dense attribute)")
-        if self.transposed.data and len(self.type.get_shape()) != 2:
-            raise VerifyException(f"only a 2-D parameter is stored transposed, not {self.type}")
+        if self.perm.data and sorted(p.data for p in self.perm) != list(range(len(self.type.get_shape()))):
+            raise VerifyException(f"perm {[p.data for p in self.perm]} is not a permutation of the dims of {self.type}")
         if any(d < 0 for d in self.type.get_shape()):
             raise VerifyException(f"a parameter has a static shape, not {self.type}")
 
     @staticmethod
     def make(key: str, type_: TensorType, file: str | Path, offset: int,
-             stored: Attribute | None = None, transposed: bool = False) -> ParameterAttr:
+             stored: Attribute | None = None, perm: Sequence[int] = ()) -> ParameterAttr:
         if stored is not None and stored == type_.element_type:
             stored = None
+        if list(perm) == list(range(len(perm))):
+            perm = ()
         return ParameterAttr(StringAttr(key), type_, StringAttr(os.fspath(file)), IntAttr(offset),
-                             NoneAttr() if stored is None else stored, IntAttr(int(transposed)))
+                             NoneAttr() if stored is None else stored, ArrayAttr(IntAttr(p) for p in perm))
 
     @property
     def stored_element(self) -> Attribute:
@@ -176,15 +181,27 @@ class ParameterAttr(ParametrizedAttribute):
         """The same stored bytes computed as ``element`` (converted where they are read)."""
         type_ = TensorType(element, self.type.get_shape())
         return ParameterAttr.make(self.key.data, type_, self.file.data, self.offset.data, self.stored_element,
-                                  bool(self.transposed.data))
+                                  self.permutation)
+
+    @property
+    def permutation(self) -> tuple[int, ...]:
+        """``perm`` as ints (empty: none)."""
+        return tuple(p.data for p in self.perm)
 
     def stored_shape(self) -> tuple[int, ...]:
-        return self.get_shape()[::-1] if self.transposed.data else self.get_shape()
+        """The shape of the stored array (``shape`` before ``perm``)."""
+        shape, perm = self.get_shape(), self.permutation
+        if not perm:
+            return shape
+        stored = [0] * len(shape)
+        for axis, source in enumerate(perm):
+            stored[source] = shape[axis]
+        return tuple(stored)
 
 
 def stored_values(attr: ParameterAttr) -> np.ndarray:
     """The stored bytes of ``attr`` as a read-only array mapped from its file, in its shape
-    (a transposed view for a transposed parameter) at the stored element type; a file that
+    (a strided view for a permuted parameter) at the stored element type; a file that
     does not hold them is a ``PartitaError``."""
 
     dtype = storage_dtype(attr.stored_element)
@@ -201,18 +218,20 @@ def stored_values(attr: ParameterAttr) -> np.ndarray:
         return np.zeros(attr.get_shape(), dtype)
     # np.memmap maps from the page below ``offset``; the array starts at ``offset``.
     mapped = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=attr.stored_shape())
-    return mapped.T if attr.transposed.data else mapped
+    # A pass that makes a constant of this view (a transpose) names the same parameter.
+    mapped.parameter_name, mapped.parameter_file = attr.key.data, path  # type: ignore[attr-defined]
+    return mapped.transpose(attr.permutation) if attr.perm.data else mapped
 
 
 def _stored_layout(attr: ParameterAttr) -> np.ndarray:
     """The mapped bytes in the order they are stored (C order of ``stored_shape``)."""
     values = stored_values(attr)
-    return values.T if attr.transposed.data else values
+    return values.transpose(np.argsort(attr.permutation)) if attr.perm.data else values
 
 
 def parameter_values(attr: ParameterAttr) -> np.ndarray:
     """The values of ``attr`` in its shape and type, read-only: a view of the mapped file
-    (transposed: a strided view), or, for a parameter stored at another type, one array
+    (permuted: a strided view), or, for a parameter stored at another type, one array
     converted chunk by chunk (never a whole-size temporary of the stored type)."""
     source = stored_values(attr)
     dtype = storage_dtype(attr.get_element_type())
@@ -225,19 +244,19 @@ def parameter_values(attr: ParameterAttr) -> np.ndarray:
     for at in range(0, flat_in.size, step):
         flat_out[at : at + step] = flat_in[at : at + step]
     out.flags.writeable = False
-    return out.T if attr.transposed.data else out
+    return out.transpose(attr.permutation) if attr.perm.data else out
 
 
 def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
     """The bytes of ``attr`` in C order of its type, a chunk at a time (what a file
-    writer streams: at most one chunk is converted, or laid out from a transposed
+    writer streams: at most one chunk is converted, or laid out from a permuted
     parameter, at once)."""
     source = stored_values(attr)
     dtype = storage_dtype(attr.get_element_type())
     if source.ndim == 0 or source.size == 0:
         yield memoryview(np.ascontiguousarray(source, dtype).reshape(-1).view(np.uint8))
         return
-    # Whole rows of the result per chunk (one row at least); a row of a transposed
+    # Whole rows of the result per chunk (one row at least); a row of a permuted
     # parameter is a column of the mapped bytes.
     row = max(1, source[0].size * source.dtype.itemsize)
     rows = max(1, CONVERT_CHUNK_BYTES // row)
@@ -247,26 +266,28 @@ def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
         yield memoryview(chunk.reshape(-1).view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
 
-def mapped_region(array: np.ndarray) -> tuple[str, int, bool, str | None] | None:
-    """(file, offset, transposed, name) when ``array`` is exactly a whole ``np.memmap``
-    of a file (C order, little-endian, as mapped), or the transpose of a 2-D one: such an
-    array can be named rather than copied. ``name``: the one its reader gave the mapping
-    (a ``parameter_name`` attribute), if any."""
-    owner = array
-    while isinstance(owner, np.ndarray) and not isinstance(owner, np.memmap):
+def mapped_region(array: np.ndarray) -> tuple[str, int, tuple[int, ...], str | None] | None:
+    """(file, offset, perm, name) when ``array`` is exactly a whole ``np.memmap`` of a
+    file (little-endian, as mapped), or a permutation of its axes (``perm``, empty for
+    none): such an array can be named rather than copied. ``name``: the one its reader
+    gave the mapping (a ``parameter_name`` attribute), if any."""
+    owner = array  # views of a memmap are memmaps too: the mapping is the one over the mmap
+    while isinstance(owner, np.ndarray) and not isinstance(owner.base, mmap.mmap):
         owner = owner.base
-    if not isinstance(owner, np.memmap) or not isinstance(owner.base, mmap.mmap) or owner.filename is None:
+    if not isinstance(owner, np.memmap) or owner.filename is None:
         return None
     if (array.ctypes.data != owner.ctypes.data or array.dtype != owner.dtype or not owner.flags.c_contiguous
-            or array.dtype != array.dtype.newbyteorder("<")):
+            or array.ndim != owner.ndim or array.dtype != array.dtype.newbyteorder("<")):
         return None
-    if array.shape == owner.shape and array.flags.c_contiguous:
-        transposed = False
-    elif array.ndim == 2 and array.shape == owner.shape[::-1] and array.strides == owner.strides[::-1]:
-        transposed = True
-    else:
+    # Axes by decreasing stride (ties, from size-1 axes, by position): then checked.
+    order = sorted(range(array.ndim), key=lambda i: (-array.strides[i], i))
+    perm = tuple(order.index(i) for i in range(array.ndim))  # array = owner.transpose(perm)
+    if owner.transpose(perm).shape != array.shape or owner.transpose(perm).strides != array.strides:
         return None
-    return owner.filename, int(owner.offset), transposed, getattr(owner, "parameter_name", None)
+    if perm == tuple(range(array.ndim)):
+        perm = ()
+    return (getattr(owner, "parameter_file", owner.filename), int(owner.offset), perm,
+            getattr(owner, "parameter_name", None))
 
 
 __all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "parameter_values",

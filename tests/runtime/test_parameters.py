@@ -290,7 +290,7 @@ def test_a_gpu_load_holds_the_staging_buffers_and_a_small_constant_of_host_memor
 
 
 def _matmul(folder: Path, hidden: int, layers: int = 2) -> tuple[Path, list[np.ndarray]]:
-    """MatMul by [K, N] weights: ``nn.dense`` takes [N, K], so each is a transposed parameter."""
+    """MatMul by [K, N] weights: ``nn.dense`` takes [N, K], so each is a parameter with perm [1, 0]."""
     rng = np.random.default_rng(4)
     nodes, inits, arrays, x = [], [], [], "x"
     for i in range(layers):
@@ -317,8 +317,8 @@ def test_a_matmul_weight_is_a_transposed_parameter_laid_out_once_where_it_is_sav
     path, arrays = _matmul(tmp_path, 128)
     module = load_module(str(path))
     params = [op.value for op in _constants(module) if isinstance(op.value, ParameterAttr)]
-    assert [p.key.data for p in params] == ["w0", "w1"] and all(p.transposed.data for p in params)
-    assert " at 0 transposed>" in str(module)
+    assert [p.key.data for p in params] == ["w0", "w1"] and all(p.permutation == (1, 0) for p in params)
+    assert " at 0 perm [1, 0]>" in str(module)
     for attr, w in zip(params, arrays):  # a strided view of the file: no copy
         values = constant_values(next(op for op in _constants(module) if op.value == attr))
         assert not values.flags.c_contiguous and np.array_equal(values, w.T)
@@ -330,7 +330,7 @@ def test_a_matmul_weight_is_a_transposed_parameter_laid_out_once_where_it_is_sav
         exe.save(saved)
         loaded = partita.load(saved)
         stored = [op for op in _constants(loaded.module) if isinstance(op.value, ParameterAttr)]
-        assert len(stored) == 2 and not any(op.value.transposed.data for op in stored)
+        assert len(stored) == 2 and not any(op.value.perm.data for op in stored)
         for op, w in zip(stored, arrays):  # saved laid out as nn.dense takes it: [N, K], C order
             values = constant_values(op)
             assert values.flags.c_contiguous
@@ -362,3 +362,29 @@ def test_a_transposed_parameter_goes_up_to_a_gpu_in_row_blocks(tmp_path: Path, m
     x = np.random.default_rng(6).standard_normal((2, 512)).astype(np.float32)
     np.testing.assert_allclose(runtime.run(x)[0], _matmul_expected(x, arrays), rtol=1e-4, atol=1e-4)
     runtime.close()
+
+
+def test_convert_layout_makes_an_ohwi_view_of_a_conv_weight_not_a_copy(tmp_path: Path) -> None:
+    w = np.random.default_rng(7).standard_normal((8, 4, 3, 3)).astype(np.float32)
+    (tmp_path / "conv.bin").write_bytes(bytes(4096) + w.tobytes())
+    text = f"""
+func.func @main(%x: tensor<1x4x8x8xf32>) -> tensor<1x8x8x8xf32> {{
+  %w = nn.constant #nn.parameter<"conv.weight" : tensor<8x4x3x3xf32>, file "{tmp_path / 'conv.bin'}" at 4096>
+  %0 = nn.conv2d %x, %w {{padding = array<i64: 1, 1, 1, 1>}} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>) -> tensor<1x8x8x8xf32>
+  func.return %0 : tensor<1x8x8x8xf32>
+}}"""
+    from xdsl.context import Context
+
+    from partita.transforms.convert_layout import ConvertLayout
+
+    module = parse_module(text, make_context(), "conv.mlir")
+    ConvertLayout(conv2d="NHWC").apply(Context(), module)
+    (op,) = _constants(module)
+    assert isinstance(op.value, ParameterAttr) and op.value.permutation == (0, 2, 3, 1)
+    assert op.value.key.data == "conv.weight" and op.value.offset.data == 4096
+    np.testing.assert_array_equal(constant_values(op), w.transpose(0, 2, 3, 1))
+    x = np.random.default_rng(8).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    before = partita.compile(text, ["llvm"], cache_dir=tmp_path / "cache").run(x)[0]
+    exe = partita.compile(str(module), ["llvm"], cache_dir=tmp_path / "cache")
+    exe.save(tmp_path / "conv.partita")
+    np.testing.assert_allclose(partita.load(tmp_path / "conv.partita").run(x)[0], before, rtol=1e-5, atol=1e-5)

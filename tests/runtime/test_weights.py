@@ -92,10 +92,10 @@ def test_external_data_is_read_beside_the_model_into_the_ir_without_a_copy(tmp_p
     assert not values.flags.writeable
     assert np.shares_memory(values, np.frombuffer(bias.value.data.data, np.uint8))
     assert any(np.array_equal(values, b) for b in arrays[1::2])
-    # MatMul's weight is used transposed (nn.dense takes [N, K]): a transposed parameter,
-    # a strided view of the file, right values.
+    # MatMul's weight is used transposed (nn.dense takes [N, K]): a parameter with perm
+    # [1, 0], a strided view of the file, right values.
     weights = [op for op in _constants(module) if op.value.get_shape() == (HIDDEN, HIDDEN)]
-    assert all(isinstance(op.value, ParameterAttr) and op.value.transposed.data for op in weights)
+    assert all(isinstance(op.value, ParameterAttr) and op.value.permutation == (1, 0) for op in weights)
     assert any(np.array_equal(constant_values(op), arrays[0].T) for op in weights)
 
 

@@ -313,12 +313,12 @@ class ConstantOp(NNOp):
 
 def constant_attr(array: np.ndarray, name: str | None = None) -> DenseIntOrFPElementsAttr | ParameterAttr:
     """The value attribute of a constant holding ``array``: a parameter naming the file
-    region ``array`` is mapped from (or whose transpose it is), when it is one and large
+    region ``array`` is mapped from (or a permutation of its axes), when it is one and large
     enough, else a dense attribute over its bytes."""
     region = mapped_region(array) if array.nbytes >= PARAMETER_THRESHOLD_BYTES and array.dtype != np.bool_ else None
     if region is None:
         return dense_from_numpy(array)
-    file, offset, transposed, given = region
+    file, offset, perm, given = region
     key = name or given or f"{Path(file).name}@{offset}"
     return ParameterAttr.make(key, TensorType(element_type_of(array.dtype), array.shape), file, offset,
-                              transposed=transposed)
+                              perm=perm)

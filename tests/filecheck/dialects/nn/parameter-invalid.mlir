@@ -16,9 +16,9 @@ func.func @type_mismatch() {
 
 // -----
 
-func.func @transposed_3d() {
-  // expected-error@+1 {{only a 2-D parameter is stored transposed, not tensor<2x3x4xf32>}}
-  %w = nn.constant #nn.parameter<"w" : tensor<2x3x4xf32>, file "w.bin" at 0 transposed>
+func.func @not_a_permutation() {
+  // expected-error@+1 {{perm [0, 2, 2] is not a permutation of the dims of tensor<2x3x4xf32>}}
+  %w = nn.constant #nn.parameter<"w" : tensor<2x3x4xf32>, file "w.bin" at 0 perm [0, 2, 2]>
   func.return
 }
 

@@ -41,14 +41,24 @@ func.func @stored_as_f32() -> tensor<64x64xbf16> {
 
 // -----
 
-// A MatMul weight [K, N] that nn.dense takes as [N, K]: stored transposed, read as a view.
+// A MatMul weight [K, N] that nn.dense takes as [N, K], and an OIHW convolution weight
+// used as OHWI (convert-layout): stored as they are, read as permuted views.
 
 // CHECK-LABEL: func.func @transposed
-// CHECK-NEXT:    %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 transposed>
+// CHECK-NEXT:    %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 perm [1, 0]>
 // F16-LABEL: func.func @transposed
-// F16:           nn.constant #nn.parameter<"w" : tensor<32x64xf16>, file "w.bin" at 4096 as f32 transposed>
+// F16:           nn.constant #nn.parameter<"w" : tensor<32x64xf16>, file "w.bin" at 4096 as f32 perm [1, 0]>
 func.func @transposed(%x: tensor<2x64xf32>) -> tensor<2x32xf32> {
-  %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 transposed>
+  %w = nn.constant #nn.parameter<"w" : tensor<32x64xf32>, file "w.bin" at 4096 perm [1, 0]>
   %0 = nn.dense %x, %w : (tensor<2x64xf32>, tensor<32x64xf32>) -> tensor<2x32xf32>
   func.return %0 : tensor<2x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @ohwi
+// CHECK-NEXT:    %w = nn.constant #nn.parameter<"conv.weight" : tensor<8x3x3x4xf32>, file "w.bin" at 0 perm [0, 2, 3, 1]>
+func.func @ohwi() -> tensor<8x3x3x4xf32> {
+  %w = nn.constant #nn.parameter<"conv.weight" : tensor<8x3x3x4xf32>, file "w.bin" at 0 perm [0, 2, 3, 1]>
+  func.return %w : tensor<8x3x3x4xf32>
 }
