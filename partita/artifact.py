@@ -162,11 +162,15 @@ def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
             continue
         data = value.data.data
         if len(data) >= PARAMETER_THRESHOLD_BYTES:  # a large dense constant is stored by name too
-            hint = op.results[0].name_hint
-            name = _stored(hint or f"constant{index}", id(data), named)
-            named[name] = id(data)
-            start = place(len(data), lambda data=data: (data,), name)
-            op.properties["value"] = ParameterAttr.make(name, value.type, "", start)
+            # By identity (the module keeps it alive): hashing an attribute would read its bytes.
+            key = (id(data), value.type)
+            if key not in placed:  # one payload used twice is stored once
+                hint = op.results[0].name_hint
+                name = _stored(hint or f"constant{index}", id(data), named)
+                named[name] = id(data)
+                start = place(len(data), lambda data=data: (data,), name)
+                placed[key] = ParameterAttr.make(name, value.type, "", start)
+            op.properties["value"] = placed[key]
             continue
         place(len(data), lambda data=data: (data,), None)
         op.properties["value"] = _payload_placeholder(value)

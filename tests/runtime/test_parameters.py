@@ -388,3 +388,25 @@ func.func @main(%x: tensor<1x4x8x8xf32>) -> tensor<1x8x8x8xf32> {{
     exe = partita.compile(str(module), ["llvm"], cache_dir=tmp_path / "cache")
     exe.save(tmp_path / "conv.partita")
     np.testing.assert_allclose(partita.load(tmp_path / "conv.partita").run(x)[0], before, rtol=1e-5, atol=1e-5)
+
+
+def test_one_large_dense_constant_used_twice_is_stored_once_by_name(tmp_path: Path) -> None:
+    w = np.random.default_rng(9).standard_normal((32, 32)).astype(np.float32)
+    module = parse_module("""
+func.func @main(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  func.return %x : tensor<2x32xf32>
+}""", make_context(), "dup.mlir")
+    block = module.ops.first.body.block
+    first, second = nn.ConstantOp(w), nn.ConstantOp(w)
+    second.properties["value"] = first.value  # the same attribute, as a clone shares it
+    block.insert_op_before(first, block.first_op)
+    block.insert_op_before(second, block.first_op)
+    saved = tmp_path / "dup.partita"
+    artifact.save(artifact.CompiledModel(module, "", CompilationConfig("llvm"), []), saved)
+    data = saved.read_bytes()
+    (header_len,) = struct.unpack("<Q", data[16:24])
+    rows = json.loads(data[24 : 24 + header_len])["weights"]
+    assert len(rows) == 1 and rows[0][1] == w.nbytes and len(rows[0]) == 4
+    loaded = artifact.load(saved)
+    values = [constant_values(op) for op in _constants(loaded.module)]
+    assert len(values) == 2 and all(np.array_equal(v, w) for v in values)
