@@ -410,3 +410,24 @@ func.func @main(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
     loaded = artifact.load(saved)
     values = [constant_values(op) for op in _constants(loaded.module)]
     assert len(values) == 2 and all(np.array_equal(v, w) for v in values)
+
+
+def test_small_external_constants_still_fold_while_weights_stay_parameters(tmp_path: Path) -> None:
+    """A Reshape's shape stored as external data (16 bytes) is read and folded into the
+    op; the 64 KiB weight beside it stays a parameter."""
+    w = np.random.default_rng(10).standard_normal((128, 128)).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([2, 128], np.int64), "shape"), numpy_helper.from_array(w, "w")]
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Gemm", ["r", "w"], ["y"], transB=1)],
+        "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 128])], inits)
+    path = tmp_path / "fold.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path),
+                    save_as_external_data=True, all_tensors_to_one_file=True, location="fold.bin", size_threshold=0)
+    module = load_module(str(path))
+    constants = _constants(module)
+    assert [op.value.key.data for op in constants] == ["w"]  # the shape was folded away
+    assert any(op.name == "nn.reshape" for op in module.walk())
+    x = np.random.default_rng(11).standard_normal((2, 2, 64)).astype(np.float32)
+    exe = partita.compile(path, ["llvm"], cache_dir=tmp_path / "cache")
+    np.testing.assert_allclose(exe.run(x)[0], x.reshape(2, 128) @ w.T, rtol=1e-5, atol=1e-5)
