@@ -8,7 +8,8 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 ``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
 Whoever needs the values asks ``constant_values``: a read-only view, never a copy of a
-weight. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
+weight. A named parameter (``#nn.parameter``, ``partita.ir.parameters``) is mapped from its
+file there, on first use. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
 is needed (a host pass that writes into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES``
 is an error located at the op. The launch plan never asks for one: it fills a splat
 weight's device buffer from ``splat_element`` (a driver memset), so device memory is the
