@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support.recording_driver import RecordingDriver
 
 import partita
-import partita.runtime.plan as plan_module
+import partita.runtime.plan_load as plan_load
 from partita import artifact
 from partita.dialects import make_context, nn
 from partita.driver import load_module
@@ -255,7 +255,7 @@ def test_a_gpu_load_holds_the_staging_buffers_and_a_small_constant_of_host_memor
     exe.save(saved)
     loaded = partita.load(saved)
     chunk = 512 << 10
-    monkeypatch.setattr(plan_module, "STAGING_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", chunk)
     drv = RecordingDriver()
     live, peak_pinned = {}, [0]
     alloc, free = drv.cuMemHostAlloc, drv.cuMemFreeHost
@@ -342,7 +342,7 @@ def test_a_transposed_parameter_goes_up_to_a_gpu_in_row_blocks(tmp_path: Path, m
     path, arrays = _matmul(tmp_path, 512)
     exe = partita.compile(path, ["llvm"], cache_dir=tmp_path / "cache")
     chunk = 64 << 10  # 32 rows of 512 f32 a chunk
-    monkeypatch.setattr(plan_module, "STAGING_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", chunk)
     drv = RecordingDriver()
     tracemalloc.start()
     try:
