@@ -431,3 +431,34 @@ def test_small_external_constants_still_fold_while_weights_stay_parameters(tmp_p
     x = np.random.default_rng(11).standard_normal((2, 2, 64)).astype(np.float32)
     exe = partita.compile(path, ["llvm"], cache_dir=tmp_path / "cache")
     np.testing.assert_allclose(exe.run(x)[0], x.reshape(2, 128) @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_an_fp16_parameter_is_converted_a_staging_chunk_at_a_time_on_its_way_to_a_gpu(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """Compiled for fp16 and run without saving: the f32 weights are read from their
+    file and converted into the pinned buffers, never into a whole converted copy; the
+    device holds f16."""
+    path, arrays = _matmul(tmp_path, 512, layers=3)
+    exe = partita.compile(path, ["llvm"], precision="fp16", cache_dir=tmp_path / "cache")
+    params = [op for op in _constants(exe.module) if isinstance(op.value, ParameterAttr)]
+    assert len(params) == 3 and all(str(op.value.stored_element) == "f32" for op in params)
+    chunk = 64 << 10
+    monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", chunk)
+    drv = RecordingDriver()
+    tracemalloc.start()
+    try:
+        runtime = Runtime(exe.module, CudaDevice(driver=drv))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    stand_ins = sum(block.nbytes for block in drv.memory.values()) + 2 * chunk
+    assert peak - stand_ins < 256 << 10, (peak, stand_ins)  # a converted weight would be 512 KiB
+    for op in params:
+        ptr = runtime.plan.param_ptr[op.result]
+        block = next(b for base, b in drv.memory.items() if base <= ptr < base + b.nbytes)
+        start = ptr - block.ctypes.data
+        got = block[start : start + 512 * 512 * 2].view(np.float16).reshape(512, 512)
+        np.testing.assert_array_equal(got, arrays[int(op.value.key.data[1])].T.astype(np.float16))
+    x = np.random.default_rng(12).standard_normal((2, 512)).astype(np.float32)
+    np.testing.assert_allclose(runtime.run(x)[0], _matmul_expected(x, arrays), rtol=3e-2, atol=3e-2)
+    runtime.close()
