@@ -59,7 +59,13 @@ from xdsl.printer import Printer
 from partita.dialects import byoc, make_context
 from partita.files import write_atomically
 from partita.ir import PartitaError, parse_module, verify_module
-from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES, ParameterAttr, converted_chunks, storage_dtype
+from partita.ir.parameters import (
+    PARAMETER_THRESHOLD_BYTES,
+    ParameterAttr,
+    converted_chunks,
+    file_identity,
+    storage_dtype,
+)
 from partita.lowering.binaries import CACHE_DIR, binary_images
 from partita.report import PartitionRow
 from partita.target import CompilationConfig, TargetError
@@ -350,8 +356,9 @@ def load(path: str | Path) -> CompiledModel:
             prefix = handle.read(_PREFIX)
             if prefix[: len(MAGIC)] in (MAGIC, _MAGIC_V2):
                 header, parts, weights, section = _read_v2_section(handle, path, prefix)
+                identity = file_identity(os.fstat(handle.fileno()))  # of the file whose digests were checked
             else:  # format 1 (or not a compiled model: read_parts says which)
-                section = 0
+                section, identity = 0, ""
                 handle.seek(0)
                 header, parts = read_parts(handle.read(), path)
                 if "weights.bin" not in parts:
@@ -387,14 +394,15 @@ def load(path: str | Path) -> CompiledModel:
             # A parameter names its weight in this file's weights section: it is mapped
             # from there (lazily, by whoever reads it), every byte already checked.
             key = value.key.data
-            if key not in named or value.file.data or not isinstance(value.stored, NoneAttr) or value.perm.data:
+            if (key not in named or value.file.data or not isinstance(value.stored, NoneAttr) or value.perm.data
+                    or value.checked.data):
                 raise _damaged(path, f"parameter '{key}' is not a weight of the file")
             row, _ = named[key]
             if row[0] != value.offset.data or row[1] != value.stored_bytes():
                 raise _damaged(path, f"parameter '{key}' of type {value.type} does not match its weight "
                                      f"({row[1]} bytes at {row[0]})")
             op.properties["value"] = ParameterAttr.make(key, value.type, os.path.abspath(path),
-                                                        section + row[0])
+                                                        section + row[0], checked=identity)
     for op, data in zip(constants, unnamed):
         value = op.properties["value"]
         itemsize = value.get_element_type().compile_time_size

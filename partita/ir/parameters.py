@@ -101,6 +101,9 @@ class ParameterAttr(ParametrizedAttribute):
     (``stored.transpose(perm)``): an ONNX ``MatMul`` weight [K, N] that ``nn.dense`` takes
     as [N, K] is ``perm [1, 0]``, an OIHW convolution weight used as OHWI ``perm [0, 2,
     3, 1]``. Read as a strided view; laid out once where it is saved."""
+    checked: StringAttr
+    """Empty, or the identity of the file (``file_identity``) when its digests were
+    checked (a loaded compiled model): mapping it refuses a file replaced since then."""
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -121,7 +124,11 @@ class ParameterAttr(ParametrizedAttribute):
             perm: list[int] = []
             if parser.parse_optional_keyword("perm") is not None:
                 perm = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
-        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored, ArrayAttr(IntAttr(p) for p in perm))
+            checked = ""
+            if parser.parse_optional_keyword("checked") is not None:
+                checked = parser.parse_str_literal("file identity")
+        return (StringAttr(key), type_, StringAttr(file), IntAttr(offset), stored, ArrayAttr(IntAttr(p) for p in perm),
+                StringAttr(checked))
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -136,6 +143,9 @@ class ParameterAttr(ParametrizedAttribute):
                 printer.print_attribute(self.stored)
             if self.perm.data:
                 printer.print_string(f" perm [{', '.join(str(p.data) for p in self.perm)}]")
+            if self.checked.data:
+                printer.print_string(" checked ")
+                printer.print_string_literal(self.checked.data)
 
     def verify(self) -> None:
         # Both types must have a little-endian NumPy layout (i1 has none: bytes are not bools).
@@ -155,13 +165,14 @@ class ParameterAttr(ParametrizedAttribute):
 
     @staticmethod
     def make(key: str, type_: TensorType, file: str | Path, offset: int,
-             stored: Attribute | None = None, perm: Sequence[int] = ()) -> ParameterAttr:
+             stored: Attribute | None = None, perm: Sequence[int] = (), checked: str = "") -> ParameterAttr:
         if stored is not None and stored == type_.element_type:
             stored = None
         if list(perm) == list(range(len(perm))):
             perm = ()
         return ParameterAttr(StringAttr(key), type_, StringAttr(os.fspath(file)), IntAttr(offset),
-                             NoneAttr() if stored is None else stored, ArrayAttr(IntAttr(p) for p in perm))
+                             NoneAttr() if stored is None else stored, ArrayAttr(IntAttr(p) for p in perm),
+                             StringAttr(checked))
 
     @property
     def stored_element(self) -> Attribute:
@@ -181,7 +192,7 @@ class ParameterAttr(ParametrizedAttribute):
         """The same stored bytes computed as ``element`` (converted where they are read)."""
         type_ = TensorType(element, self.type.get_shape())
         return ParameterAttr.make(self.key.data, type_, self.file.data, self.offset.data, self.stored_element,
-                                  self.permutation)
+                                  self.permutation, self.checked.data)
 
     @property
     def permutation(self) -> tuple[int, ...]:
@@ -199,6 +210,12 @@ class ParameterAttr(ParametrizedAttribute):
         return tuple(stored)
 
 
+def file_identity(stat: os.stat_result) -> str:
+    """What tells one file version from another without reading it: device, inode, size
+    and modification time."""
+    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
 def stored_values(attr: ParameterAttr) -> np.ndarray:
     """The stored bytes of ``attr`` as a read-only array mapped from its file, in its shape
     (a strided view for a permuted parameter) at the stored element type; a file that
@@ -211,6 +228,9 @@ def stored_values(attr: ParameterAttr) -> np.ndarray:
     except OSError as err:
         raise PartitaError(f"parameter '{attr.key.data}': cannot read its file '{path}': "
                            f"{err.strerror or err}") from None
+    if attr.checked.data and file_identity(os.stat(path)) != attr.checked.data:
+        raise PartitaError(f"parameter '{attr.key.data}': '{path}' was replaced or changed since it was loaded "
+                           "(its digests were checked then); load it again")
     if offset + size > length:
         raise PartitaError(f"parameter '{attr.key.data}': its {size} bytes at offset {offset} lie beyond the end "
                            f"of '{path}' ({length} bytes)")
@@ -291,4 +311,4 @@ def mapped_region(array: np.ndarray) -> tuple[str, int, tuple[int, ...], str | N
 
 
 __all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "parameter_values",
-           "storage_dtype", "stored_values"]
+           "file_identity", "storage_dtype", "stored_values"]

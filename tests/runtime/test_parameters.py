@@ -462,3 +462,25 @@ def test_an_fp16_parameter_is_converted_a_staging_chunk_at_a_time_on_its_way_to_
     x = np.random.default_rng(12).standard_normal((2, 512)).astype(np.float32)
     np.testing.assert_allclose(runtime.run(x)[0], _matmul_expected(x, arrays), rtol=3e-2, atol=3e-2)
     runtime.close()
+
+
+def test_a_loaded_model_refuses_weights_from_a_file_replaced_since_it_was_loaded(tmp_path: Path) -> None:
+    """Weights are mapped when the plan is made, after the load checked the digests: a
+    compiled model written over the loaded one in between is refused, never run."""
+    path, arrays = _linear(tmp_path, 64)
+    exe = partita.compile(path, ["llvm"], cache_dir=tmp_path / "cache")
+    saved = tmp_path / "model.partita"
+    exe.save(saved)
+    loaded = partita.load(saved)
+    op = next(op for op in _constants(loaded.module) if isinstance(op.value, ParameterAttr))
+    assert ' checked "' in str(op)
+    np.testing.assert_array_equal(constant_values(op), arrays[0])
+    (tmp_path / "other").mkdir()
+    other, _ = _linear(tmp_path / "other", 64, layers=3)
+    partita.compile(other, ["llvm"], cache_dir=tmp_path / "cache").save(saved)  # written atomically over it
+    with pytest.raises(PartitaError, match="was replaced or changed since it was loaded"):
+        constant_values(op)
+    with pytest.raises(PartitaError, match="was replaced or changed since it was loaded"):
+        Runtime(loaded.module, SimulatedDevice())
+    x = np.random.default_rng(13).standard_normal((2, 64)).astype(np.float32)
+    assert partita.load(saved).run(x)[0].shape == (2, 64)  # loading it again is fine

@@ -62,3 +62,15 @@ func.func @ohwi() -> tensor<8x3x3x4xf32> {
   %w = nn.constant #nn.parameter<"conv.weight" : tensor<8x3x3x4xf32>, file "w.bin" at 0 perm [0, 2, 3, 1]>
   func.return %w : tensor<8x3x3x4xf32>
 }
+
+// -----
+
+// A loaded compiled model's parameter records the identity of the file whose digests
+// were checked (device:inode:size:mtime); it prints and parses like the rest.
+
+// CHECK-LABEL: func.func @checked
+// CHECK-NEXT:    %w = nn.constant #nn.parameter<"w" : tensor<64xf32>, file "/m.partita" at 8192 checked "2049:131:20480:1700000000000000000">
+func.func @checked() -> tensor<64xf32> {
+  %w = nn.constant #nn.parameter<"w" : tensor<64xf32>, file "/m.partita" at 8192 checked "2049:131:20480:1700000000000000000">
+  func.return %w : tensor<64xf32>
+}
