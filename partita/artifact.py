@@ -26,7 +26,8 @@ Weights of ``PARAMETER_THRESHOLD_BYTES`` or more are stored by name, as named pa
 (``partita.ir.parameters``): the module says ``#nn.parameter<"fc1.weight" : tensor<...>,
 file "" at N>`` (``""``: this file's weights section, ``N`` the weight's offset in it),
 and loading rebinds each to the file's path and absolute offset, from where whoever reads
-it maps it (read-only: the page cache holds the bytes, not the process). A parameter
+it maps it (read-only: the page cache holds the bytes, not the process), with the identity
+of the file whose digests it checked (a file replaced since is refused, not mapped). A parameter
 computed at another type than it is stored at (``to-mixed-precision``) is converted while
 it is streamed, a chunk at a time, and stored at the type it is computed in. Smaller
 constants are printed as a zero splat and their exact payload is a weight by position
