@@ -91,11 +91,25 @@ def _same(a: Dim, b: Dim) -> bool:
 
 @dataclass
 class CausalSplit:
-    """A mask seen as the causal frontier and the rest: ``mask`` (bool, true attends, or
-    additive) is None when the frontier was all of it; ``ops`` create it."""
+    """A mask seen as the causal frontier (``causal``) and the rest: ``mask`` (bool, true
+    attends) is None when nothing else is left; ``ops`` create it."""
 
+    causal: bool
     mask: SSAValue | None
     ops: list[Operation] = field(default_factory=list)
+
+
+def _always_true(op: Operation) -> bool:
+    """``positions >= c`` (or ``c <= positions``) with ``c`` at most the first position:
+    Hugging Face's BERT mask ands one in (its query-axis shape only broadcasts)."""
+    if isinstance(op, nn.GreaterEqualOp):
+        positions, bound = op.lhs, op.rhs
+    elif isinstance(op, nn.LessEqualOp):
+        positions, bound = op.rhs, op.lhs
+    else:
+        return False
+    found, c = _positions(positions), _scalar(bound)
+    return found is not None and c is not None and found[1] >= c
 
 
 def _constant(value: SSAValue) -> np.ndarray | None:
@@ -225,7 +239,7 @@ def _terms(frontier: _Frontier, cond: SSAValue, negated: bool) -> list:
     if isinstance(op, nn.NotOp):
         return _terms(frontier, op.input, not negated)
     fill = _fill(cond)
-    if fill is not None and bool(fill) != negated:
+    if (fill is not None and bool(fill) != negated) or (not negated and _always_true(op)):
         return []  # attends everywhere
     found = frontier.keeps(cond)
     if found is not None and found != negated:
@@ -262,7 +276,7 @@ def split_causal(mask: SSAValue, *, boolean: bool | None, dims: Callable[[SSAVal
                  q_len: Dim) -> CausalSplit | None:
     """``mask`` (the scores' mask: ``boolean`` True for a bool keep mask, False for a bool
     mask of masked positions, None for an additive bias) as the causal frontier and the
-    rest, or None when the frontier is not part of it (the mask is left as it is)."""
+    rest (terms that attend everywhere dropped), or None when neither simplifies it."""
     frontier = _Frontier(dims, q_len)
     if boolean is None:
         found = _bias_terms(frontier, mask)
@@ -271,11 +285,12 @@ def split_causal(mask: SSAValue, *, boolean: bool | None, dims: Callable[[SSAVal
         terms, finite = found
     else:
         terms, finite = _terms(frontier, mask, not boolean), False
-    if _CAUSAL not in terms:
-        return None
+    causal = _CAUSAL in terms
     rest = [t for t in terms if t != _CAUSAL]
-    if finite and rest:
+    if finite and (rest or not causal):
         return None  # finite fills with padding: fully masked rows are not undefined
+    if not causal and rest == [(mask, True)]:
+        return None  # nothing to simplify
     ops: list[Operation] = []
     keep: SSAValue | None = None
     for value, attends in rest:
@@ -286,4 +301,4 @@ def split_causal(mask: SSAValue, *, boolean: bool | None, dims: Callable[[SSAVal
             ops.append(nn.AndOp(keep, value))
             value = ops[-1].results[0]
         keep = value
-    return CausalSplit(keep, ops)
+    return CausalSplit(causal, keep, ops)

@@ -10,7 +10,9 @@ PyTorch's exporters (TorchScript and dynamo, the function body of
                                                     transpose(k) or any [.., D, Skv] value
     s  = cast(s, f32)                               optional: f16 / bf16 scores widened
                                                     (V widened too; the op runs in the
-                                                    narrow type, its result widened)
+                                                    narrow type, its result widened), or
+                                                    widened here and p narrowed back after
+                                                    the softmax (to-mixed-precision's form)
     s  = s + mask                                   optional: additive, or where(m, 0, -inf)
                                                     (a boolean mask)
     p  = softmax(s, axis=-1)
@@ -217,11 +219,24 @@ class FuseScaledDotProductAttention(RewritePattern):
         if isnan is not None and isnan.input is w.on_false and _scalar(w.on_true) == 0.0:
             chain += [w, isnan]
             probs, guard = w.on_false, True
+        narrow = _owner(probs, nn.CastOp)  # to-mixed-precision: f16 scores softmaxed in f32
+        if narrow is not None and str(narrow.input.type.element_type) == "f32" \
+                and narrow.result.type.element_type == op.result.type.element_type:
+            chain.append(narrow)
+            probs = narrow.input
+        else:
+            narrow = None
         softmax = _owner(probs, nn.SoftmaxOp)
         if softmax is None or softmax.axis % 4 != 3 or len(_shape(probs)) != 4:
             return
         chain.append(softmax)
         scores, mask, mask_form = softmax.input, None, None
+        if narrow is not None:
+            back = _widening(scores)
+            if back is None or back.input.type.element_type != narrow.result.type.element_type:
+                return
+            chain.append(back)
+            scores = back.input
         add = _owner(scores, nn.AddOp)
         fill = _owner(scores, nn.WhereOp)
         if add is not None:
@@ -275,7 +290,7 @@ class FuseScaledDotProductAttention(RewritePattern):
             split = split_causal(mask, boolean=mask_form, dims=self._dims(op).of,
                                  q_len=self._dims(op).of(qk.result)[-2])
             if split is not None:
-                causal, mask, mask_ops = True, split.mask, split.ops
+                causal, mask, mask_ops = split.causal, split.mask, split.ops
             elif mask_form is None:
                 mask = _mask(mask)
             elif not mask_form:  # attends where the condition is false
