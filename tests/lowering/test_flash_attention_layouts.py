@@ -103,7 +103,7 @@ def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
     # (ptxas drops the MMAs whose accumulators are never stored).
     k_steps, n_tiles, d_tiles = config.padded_dim // 16, config.block_n // 8, config.head_dim // 8
     assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (config.block_n // 16) * d_tiles
-    assert "LDG.E.128" in text  # one 16-byte K / V row per load at D = 8
+    assert "LDGSTS.E.BYPASS.128" in text  # one 16-byte K / V row per cp.async at D = 8
     assert "LDL" not in text and "STL" not in text
     report = binary.log.split(f"Function properties for {config.entry}")[1]
     assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])

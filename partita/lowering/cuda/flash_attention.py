@@ -5,11 +5,13 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 
 - **Q in registers**: a warp loads its 16 x D query tile once, as ``mma.sync`` A fragments
   (``D / 16`` k-steps x 4 registers of two halves).
-- **K / V streamed through shared memory**: tiles of ``BLOCK_N`` keys x D, loaded by the
-  whole block with 128-bit global loads (``uint4``, eight halves; D is a multiple of 16);
-  K kept as ``[key][dim]``, V stored transposed ``[dim][key]``, rows padded by 16 bytes
-  (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands of two
-  MMAs, per instruction); keys past ``kv_len`` are zero-filled and masked.
+- **K / V streamed through shared memory, double-buffered**: tiles of ``BLOCK_N`` keys x D
+  copied by the whole block with ``cp.async`` (16 bytes a copy, global to shared without
+  registers: LDGSTS), two stages: tile t + 1 is in flight while tile t is computed
+  (``cp.async.wait_group 1``). K and V both kept as ``[key][dim]``, rows padded by 16
+  bytes (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands
+  of two MMAs, per instruction; V's through ``ldmatrix.trans``); keys past ``kv_len`` are
+  zero-filled by the copy and masked.
 - **S = Q K^T** with ``mma.sync.m16n8k16`` (f16 or bf16 in, f32 accumulate): for each of
   the ``BLOCK_N / 8`` key columns of the tile, ``D / 16`` MMAs. K's rows are the B
   operand's columns, so the B fragments come from ``ldmatrix`` without transposition.
@@ -95,10 +97,11 @@ class FlashConfig:
 
     @property
     def block_n(self) -> int:
-        """Keys per shared-memory tile: 64 up to D = 128, 32 up to D = 192, 16 above, to
-        keep the Q fragments, S and O accumulators (``D / 4 + block_n / 2 + D / 2``
-        registers a lane) within 255 registers without spilling."""
-        return 64 if self.padded_dim <= 128 else 32 if self.padded_dim <= 192 else 16
+        """Keys per shared-memory tile: 64 up to D = 64, 32 up to D = 128, 16 above, so
+        that two stages of K and V stay within the 48 KiB of static shared memory (34 KiB
+        at D = 128) and the Q fragments, S and O accumulators (``D / 4 + block_n / 2 +
+        D / 2`` registers a lane) within 255 registers without spilling."""
+        return 64 if self.padded_dim <= 64 else 32 if self.padded_dim <= 128 else 16
 
     @property
     def min_blocks(self) -> int:
@@ -114,7 +117,7 @@ class FlashConfig:
 
     @property
     def shared_bytes(self) -> int:
-        return 2 * (self.block_n * (self.padded_dim + 8) + self.padded_dim * (self.block_n + 8))
+        return 2 * 2 * 2 * self.block_n * (self.padded_dim + 8)  # 2 stages of K and V, halves
 
     def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
         return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
@@ -202,6 +205,26 @@ static void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
   for (int i = 0; i < 4; ++i) memcpy(&r[i], fa_stage_p[w][i * 8 + lane / 4] + 2 * (lane % 4), 4);
   __syncthreads();
 }
+// ldmatrix.x4.trans: register i of a lane receives column lane / 4, rows 2 * (lane % 4)
+// and + 1, of matrix i (its 8x8 block transposed).
+static void fa_ldsm_x4_trans(unsigned r[4], const unsigned short* p, int pitch) {
+  const unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+  fa_stage_p[w][lane] = p;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) {
+    const unsigned short lo = fa_stage_p[w][i * 8 + 2 * (lane % 4)][lane / 4];
+    const unsigned short hi = fa_stage_p[w][i * 8 + 2 * (lane % 4) + 1][lane / 4];
+    r[i] = (unsigned)lo | ((unsigned)hi << 16);
+  }
+  __syncthreads();
+  (void)pitch;
+}
+// cp.async: the copy happens at once (zero-filled when src_bytes is 0); groups are no-ops.
+static void fa_cp_async16(void* dst, const void* src, int src_bytes) {
+  if (src_bytes) memcpy(dst, src, 16); else memset(dst, 0, 16);
+}
+static void fa_cp_async_commit() {}
+static void fa_cp_async_wait_one() {}
 #define FA_MMA_F16(d, a, b, c) fa_mma<false>(d, a, b, c)
 #define FA_MMA_BF16(d, a, b, c) fa_mma<true>(d, a, b, c)
 #else
@@ -210,6 +233,19 @@ static __device__ __forceinline__ void fa_ldsm_x4(unsigned r[4], const unsigned 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
+static __device__ __forceinline__ void fa_ldsm_x4_trans(unsigned r[4], const unsigned short* p, int) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+// 16 bytes global -> shared without registers (LDGSTS); src_bytes 0 zero-fills.
+static __device__ __forceinline__ void fa_cp_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(src), "r"(src_bytes));
+}
+static __device__ __forceinline__ void fa_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Every group but the newest has landed (the tile being computed, not the one in flight).
+static __device__ __forceinline__ void fa_cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
 #define FA_MMA_F16(d, a, b, c) asm volatile( \
   "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
   : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
@@ -239,9 +275,11 @@ static __device__ __forceinline__ void $entry_tile(
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
-  constexpr int KP = DP + 8, VP = BN + 8;
-  __shared__ __align__(16) unsigned short ks[BN * KP];  // K tile, [key][dim]
-  __shared__ __align__(16) unsigned short vt[DP * VP];  // V tile transposed, [dim][key]
+  constexpr int KP = DP + 8;
+  // Two stages of K and V tiles, both [key][dim]: tile t + 1 streams in (cp.async) while
+  // tile t is computed; V's B fragments come from ldmatrix.trans.
+  __shared__ __align__(16) unsigned short ks[2][BN * KP];
+  __shared__ __align__(16) unsigned short vs[2][BN * KP];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
@@ -253,8 +291,11 @@ static __device__ __forceinline__ void $entry_tile(
   const long long kv_base = $BSHD ? ((long long)b * kv_len * kv_heads + hk) * D
                                   : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
   if (D < DP) {  // the padding dims are zeros (K's: 0 * garbage could be NaN), never loaded
-    for (int c = threadIdx.x; c < BN * (DP - D); c += $THREADS) ks[(c / (DP - D)) * KP + D + c % (DP - D)] = 0;
-    for (int c = threadIdx.x; c < (DP - D) * VP; c += $THREADS) vt[D * VP + c] = 0;
+    for (int c = threadIdx.x; c < 2 * BN * (DP - D); c += $THREADS) {
+      const int stage = c / (BN * (DP - D)), e = c % (BN * (DP - D));
+      ks[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
+      vs[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
+    }
   }
   const int row0 = qtile * BM + warp * 16;         // this warp's first query row
   const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;   // the two rows this lane holds
@@ -279,23 +320,26 @@ static __device__ __forceinline__ void $entry_tile(
   }
   const unsigned short* kb = (const unsigned short*)k + kv_base;
   const unsigned short* vb = (const unsigned short*)v + kv_base;
+  // Tile t's keys, 16 bytes a copy, into stage t % 2; keys past kv_len zero-filled.
+  auto load_tile = [&](int t) {
+    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {
+      const int row = (c * 8) / D, dim = (c * 8) % D, key = t * BN + row;
+      const long long at = key < kv_len ? (long long)key * kv_stride + dim : 0;
+      const int bytes = key < kv_len ? 16 : 0;
+      fa_cp_async16(ks[t % 2] + row * KP + dim, kb + at, bytes);
+      fa_cp_async16(vs[t % 2] + row * KP + dim, vb + at, bytes);
+    }
+    fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
+  };
+  if (tiles > 0) load_tile(0);
   for (int tile = 0; tile < tiles; ++tile) {
     const int key0 = tile * BN;
-    __syncthreads();  // the previous tile's readers are done
-    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {  // 128-bit global loads
-      const int row = (c * 8) / D, dim = (c * 8) % D, key = key0 + row;
-      uint4 kw = {0, 0, 0, 0}, vw = {0, 0, 0, 0};
-      if (key < kv_len) {
-        kw = *(const uint4*)(kb + (long long)key * kv_stride + dim);
-        vw = *(const uint4*)(vb + (long long)key * kv_stride + dim);
-      }
-      *(uint4*)(ks + row * KP + dim) = kw;
-      // V is stored transposed so that P V's B fragments are 32-bit shared loads.
-      unsigned short h8[8];
-      memcpy(h8, &vw, 16);
-      for (int e = 0; e < 8; ++e) vt[(dim + e) * VP + row] = h8[e];
-    }
-    __syncthreads();
+    const unsigned short* kt = ks[tile % 2];
+    const unsigned short* vtile = vs[tile % 2];
+    __syncthreads();  // every warp is done with tile - 1, whose stage the next copy reuses
+    if (tile + 1 < tiles) load_tile(tile + 1); else fa_cp_async_commit();
+    fa_cp_async_wait_one();  // this thread's copies of tile have landed
+    __syncthreads();         // and every thread's
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles). A tile inside kv_len, with
     // no key mask and wholly below this warp's causal frontier, needs no masking.
     const bool full = key0 + BN <= kv_len && key_mask == 0 && (!$CAUSAL || key0 + BN - 1 <= row0 + shift);
@@ -304,7 +348,7 @@ static __device__ __forceinline__ void $entry_tile(
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
         unsigned r[4];
-        fa_ldsm_x4(r, ks + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
+        fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         $MMA(c0, qa[st], b0, c0);
         $MMA(c0, qa[st + 1], b1, c0);
@@ -362,7 +406,8 @@ static __device__ __forceinline__ void $entry_tile(
 #pragma unroll
       for (int t = 0; t < DTU; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
         unsigned r[4];
-        fa_ldsm_x4(r, vt + ((t + lane / 16) * 8 + lane % 8) * VP + j * 16 + ((lane / 8) % 2) * 8);
+        // matrix lane / 8: keys + 8 * (its bit 0), d-tile t + (its bit 1); rows are keys
+        fa_ldsm_x4_trans(r, vtile + (j * 16 + ((lane / 8) % 2) * 8 + lane % 8) * KP + (t + lane / 16) * 8, KP);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         $MMA(acc[t], pa, b0, acc[t]);
         $MMA(acc[t + 1], pa, b1, acc[t + 1]);
