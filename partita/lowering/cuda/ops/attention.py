@@ -7,7 +7,10 @@ This is the portable rule every shape, mask kind, GQA grouping and dynamic lengt
 (each thread recomputes its row's scores, D multiply-adds per key); it is correct, not
 fast. NaN and +inf scores and fully masked rows follow the reference: the row is NaN, or
 zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies its
-value (0 * NaN is NaN), as the reference's ``p @ v`` does."""
+value (0 * NaN is NaN), as the reference's ``p @ v`` does.
+
+``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
+its rotation pair."""
 
 from __future__ import annotations
 
@@ -115,3 +118,33 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     ]
     rows = "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
     return [*lines, y_decl(emitter, op, f"dead ? {rows} : acc / l")]
+
+
+@window(nn.RotaryEmbeddingOp, dims=lambda emitter, op: list(emitter.dims[op.input]))
+def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
+    """One thread per output element ``out[b, h, s, d]``: its own value and its pair's
+    (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos / sin at ``[b, s, i]``."""
+    T = emitter.index_type
+    b, h, s, d = emitter.out_index
+    rotated = str(op.rotary_dim) if op.rotary_dim else _p(emitter.dims[op.input][3])
+    x = lambda at: emitter.load(op.input, [b, h, s, at])  # noqa: E731
+    half, i, v = emitter.var("half"), emitter.var("i"), emitter.var("v")
+    lines = [
+        f"    const {T} {half} = {rotated} / 2;",
+        f"    float {v} = {x(d)};",
+        f"    if ({d} < 2 * {half}) {{",
+    ]
+    if op.interleaved:
+        lines += [
+            f"      const {T} {i} = {d} / 2;",
+            f"      const float c = {emitter.load(op.cos, [b, s, i])}, sn = {emitter.load(op.sin, [b, s, i])};",
+            f"      {v} = ({d} % 2 == 0) ? {v} * c - {x(f'{d} + 1')} * sn : {v} * c + {x(f'{d} - 1')} * sn;",
+        ]
+    else:
+        lines += [
+            f"      const {T} {i} = {d} < {half} ? {d} : {d} - {half};",
+            f"      const float c = {emitter.load(op.cos, [b, s, i])}, sn = {emitter.load(op.sin, [b, s, i])};",
+            f"      if ({d} < {half}) {v} = {v} * c - {x(f'{d} + {half}')} * sn;",
+            f"      else {v} = {v} * c + {x(f'{d} - {half}')} * sn;",
+        ]
+    return [*lines, "    }", y_decl(emitter, op, v)]
