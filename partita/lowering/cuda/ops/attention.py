@@ -15,7 +15,7 @@ its rotation pair."""
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import _c_float
+from partita.lowering.cuda.cexpr import _c_float
 from partita.lowering.cuda.flash_attention import (
     FlashConfig,
     flash_attention_source,
