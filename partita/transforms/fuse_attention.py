@@ -52,6 +52,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.transforms.causal_mask import SymbolicDims, split_causal
+from partita.transforms.fuse_rotary import FuseRotaryEmbedding
 
 __all__ = ["FuseAttention", "FuseScaledDotProductAttention"]
 
@@ -374,12 +375,14 @@ def _erase_if_dead(rewriter: PatternRewriter, op: Operation) -> None:
 
 @dataclass(frozen=True)
 class FuseAttention(ModulePass):
-    """Scaled dot-product attention chains -> ``nn.attention`` (see the module docstring)."""
+    """Scaled dot-product attention chains -> ``nn.attention`` (see the module docstring),
+    and the exporters' rotary embeddings -> ``nn.rotary_embedding`` (``fuse_rotary``)."""
 
     name = "fuse-attention"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseScaledDotProductAttention()], dce_enabled=False),
+            GreedyRewritePatternApplier([FuseScaledDotProductAttention(), FuseRotaryEmbedding()],
+                                        dce_enabled=False),
             apply_recursively=False,
         ).rewrite_module(op)

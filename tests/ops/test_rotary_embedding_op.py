@@ -58,9 +58,9 @@ def test_reference_matches_onnx(interleaved, rotary_dim):
     assert not np.allclose(got, x)  # it rotates
 
 
-def _module(dtype: str, interleaved: bool, rotary_dim: int) -> str:
+def _module(dtype: str, interleaved: bool, rotary_dim: int, cache_batch: str = "2") -> str:
     x = f"tensor<2x3x?x8x{dtype}>"
-    c = f"tensor<2x?x{(rotary_dim or 8) // 2}x{dtype}>"
+    c = f"tensor<{cache_batch}x?x{(rotary_dim or 8) // 2}x{dtype}>"
     attrs = f"{{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64}}"
     return f"""
 func.func @main(%x: {x}, %c: {c}, %s: {c}) -> {x} {{
@@ -70,10 +70,11 @@ func.func @main(%x: {x}, %c: {c}, %s: {c}) -> {x} {{
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype, cache_batch", [("f32", "2"), ("f16", "2"), ("f32", "1"), ("f32", "?")])
 @pytest.mark.parametrize("interleaved, rotary_dim", VARIANTS)
-def test_native_kernel_matches_the_reference(dtype, interleaved, rotary_dim, tmp_path):
-    module = fuse(_module(dtype, interleaved, rotary_dim))
+def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, rotary_dim, tmp_path):
+    """Caches per batch row, or one row shared by both (static 1, or a run-time 1)."""
+    module = fuse(_module(dtype, interleaved, rotary_dim, cache_batch))
     (name, function), = fused_functions(module).items()
     program = program_of(module)
     rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
@@ -81,7 +82,8 @@ def test_native_kernel_matches_the_reference(dtype, interleaved, rotary_dim, tmp
     t = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(1)
     r = rotary_dim or 8
-    inputs = [rng.standard_normal(s).astype(t) for s in ((2, 3, 5, 8), (2, 5, r // 2), (2, 5, r // 2))]
+    rows = 2 if cache_batch == "2" else 1
+    inputs = [rng.standard_normal(s).astype(t) for s in ((2, 3, 5, 8), (rows, 5, r // 2), (rows, 5, r // 2))]
     clone = function.clone()
     clone.sym_visibility = StringAttr("public")
     (want,) = run(ModuleOp([clone]), *inputs, entry=name)

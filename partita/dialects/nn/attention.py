@@ -165,7 +165,7 @@ class AttentionOp(NNOp):
 @irdl_op_definition
 class RotaryEmbeddingOp(NNOp):
     """Rotary position embedding (RoPE, ONNX ``RotaryEmbedding``) of ``input[B, H, S, D]``
-    with ``cos`` and ``sin`` ``[B, S, R / 2]`` (already gathered at the positions): the
+    with ``cos`` and ``sin`` ``[B | 1, S, R / 2]`` (already gathered at the positions): the
     first ``R`` dims of each head (``rotary_dim``; 0: all ``D``) are rotated in pairs, the
     rest copied. A pair is ``(d, d + R / 2)`` (halves, the exporters' ``rotate_half``) or
     ``(2i, 2i + 1)`` (``interleaved``); with ``c, s`` at the pair's index ``i``:
@@ -216,7 +216,8 @@ class RotaryEmbeddingOp(NNOp):
         if rotated is not None and DYN not in (c[2],) and c[2] != rotated // 2:
             raise VerifyException(f"rotary_embedding cos / sin have {c[2]} columns, expected {rotated // 2}")
         for d in (c, s):
-            merge_dims(d[0], x[0], "rotary_embedding batch mismatch")
+            if d[0] != 1:  # a batch of 1 is shared by every batch row
+                merge_dims(d[0], x[0], "rotary_embedding batch mismatch")
             merge_dims(d[1], x[2], "rotary_embedding sequence mismatch")
         return x
 

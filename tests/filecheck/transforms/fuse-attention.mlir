@@ -188,3 +188,45 @@ func.func @constant_triangle(%q: tensor<1x2x3x8xf16>, %k: tensor<1x2x3x8xf16>, %
   %o = nn.matmul %p, %v : (tensor<1x2x3x3xf16>, tensor<1x2x3x8xf16>) -> tensor<1x2x3x8xf16>
   func.return %o : tensor<1x2x3x8xf16>
 }
+
+// -----
+
+// Hugging Face's rotate_half: x * C + concat(-x[.., 4:], x[.., :4]) * S, the caches
+// cos / sin of concat(f, f) (equal halves): one nn.rotary_embedding on the caches' first
+// halves. In @rotary_unequal_halves the cache is not built as concat(f, f): left as it is.
+
+// CHECK-LABEL: func.func @rotary_rotate_half
+// CHECK:         [[C:%.*]] = nn.strided_slice %cos {begin = array<i64: 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1>} : (tensor<1x?x8xf32>) -> tensor<1x?x4xf32>
+// CHECK-NEXT:    [[S:%.*]] = nn.strided_slice %sin
+// CHECK-NEXT:    [[R:%.*]] = nn.rotary_embedding %x, [[C]], [[S]] : (tensor<?x4x?x8xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32>
+// CHECK-NEXT:    func.return [[R]]
+// CHECK-LABEL: func.func @rotary_unequal_halves
+// CHECK-NOT:     nn.rotary_embedding
+// CHECK:         nn.neg
+func.func @rotary_rotate_half(%x: tensor<?x4x?x8xf32>, %f: tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32> {
+  %e = nn.concatenate %f, %f {axis = -1 : i64} : (tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<1x?x8xf32>
+  %cos = nn.cos %e : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+  %sin = nn.sin %e : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+  %c4 = nn.reshape %cos : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %s4 = nn.reshape %sin : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %a = nn.multiply %x, %c4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 4>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %n = nn.neg %hi : (tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  %b = nn.multiply %t, %s4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %y = nn.add %a, %b : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %y : tensor<?x4x?x8xf32>
+}
+func.func @rotary_unequal_halves(%x: tensor<?x4x?x8xf32>, %cos: tensor<1x?x8xf32>, %sin: tensor<1x?x8xf32>) -> tensor<?x4x?x8xf32> {
+  %c4 = nn.reshape %cos : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %s4 = nn.reshape %sin : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %a = nn.multiply %x, %c4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 4>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %n = nn.neg %hi : (tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  %b = nn.multiply %t, %s4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %y = nn.add %a, %b : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %y : tensor<?x4x?x8xf32>
+}

@@ -128,6 +128,8 @@ def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
     b, h, s, d = emitter.out_index
     rotated = str(op.rotary_dim) if op.rotary_dim else _p(emitter.dims[op.input][3])
     x = lambda at: emitter.load(op.input, [b, h, s, at])  # noqa: E731
+    cache_batch = emitter.dims[op.cos][0]  # 1: one cache row shared by every batch row
+    cb = "0" if cache_batch == 1 else b if isinstance(cache_batch, int) else f"({cache_batch} == 1 ? 0 : {b})"
     half, i, v = emitter.var("half"), emitter.var("i"), emitter.var("v")
     lines = [
         f"    const {T} {half} = {rotated} / 2;",
@@ -137,13 +139,13 @@ def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
     if op.interleaved:
         lines += [
             f"      const {T} {i} = {d} / 2;",
-            f"      const float c = {emitter.load(op.cos, [b, s, i])}, sn = {emitter.load(op.sin, [b, s, i])};",
+            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
             f"      {v} = ({d} % 2 == 0) ? {v} * c - {x(f'{d} + 1')} * sn : {v} * c + {x(f'{d} - 1')} * sn;",
         ]
     else:
         lines += [
             f"      const {T} {i} = {d} < {half} ? {d} : {d} - {half};",
-            f"      const float c = {emitter.load(op.cos, [b, s, i])}, sn = {emitter.load(op.sin, [b, s, i])};",
+            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
             f"      if ({d} < {half}) {v} = {v} * c - {x(f'{d} + {half}')} * sn;",
             f"      else {v} = {v} * c + {x(f'{d} - {half}')} * sn;",
         ]
