@@ -11,7 +11,9 @@ TorchScript and dynamo exporters' output (opsets 14 to 20) and in Hugging Face m
   forms ``greater(j, i)`` / ``less(i, j)``; ``and`` / ``or`` / ``not`` of such terms;
 - additive biases ``where(keep, 0, -inf)``, ``where(masked, -inf, 0)`` and
   ``trilu(-inf, upper, k = 1)``, and constants holding the triangle;
-- ``where(keep, s, -inf)`` / ``where(masked, -inf, s)`` on the scores themselves.
+- ``where(keep, s, -inf)`` / ``where(masked, -inf, s)`` on the scores themselves;
+- terms that attend everywhere (a true fill, ``positions >= 0``) are dropped, so BERT's
+  ``[B, 1, S, S]`` padding mask becomes the key padding mask ``[B, 1, 1, S]``.
 
 The op's frontier is ``j <= i + Skv - Sq``; it equals ``j <= i`` only when ``Sq == Skv``.
 That is proved from the mask's own dims: a square mask whose rows are the scores' query
@@ -38,7 +40,9 @@ from partita.dialects import nn
 __all__ = ["CausalSplit", "SymbolicDims", "split_causal"]
 
 _CAUSAL = "causal"
-_FINITE_FILL = -1e30  # finfo.min-style fills (f32 and f16 minima are far below -6e4)
+# A finite fill counts as "masked" at or below f32's finfo.min range; f16's -65504 does not
+# (such masks stay additive: safe, only not folded).
+_FINITE_FILL = -1e30
 
 
 class SymbolicDims:
