@@ -16,6 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
@@ -118,19 +119,44 @@ class FuseRotaryEmbedding(RewritePattern):
             if cos is None or sin is None:
                 continue
             half = _shape(x)[3] // 2
-            slices = [nn.StridedSliceOp(c, [0, 0, 0], [_END, _END, half], [1, 1, 1]) for c in (cos, sin)]
+            bounds = ([0, 0, 0], [_END, _END, half], [1, 1, 1])
+            # The caches' first halves, shared by every rotary reading them (Q and K of
+            # every layer): one slice each, not one per use.
+            found = [_existing_slice(c, *bounds) for c in (cos, sin)]
+            slices = [f if f is not None else nn.StridedSliceOp(c, *bounds) for f, c in zip(found, (cos, sin))]
+            created = [s for s, f in zip(slices, found) if f is None]
             rotary = nn.RotaryEmbeddingOp(x, slices[0], slices[1], result_type=op.result.type)
             try:
-                for s in slices:
+                for s in created:
                     s.verify()
                 rotary.verify()
             except VerifyException:
                 return
             rotary.location = op.location
-            rewriter.replace(op, [*slices, rotary])
+            if created:  # right after the caches, so that later rotaries can reuse them
+                rewriter.insert(created, _after_defs(cos, sin, op.parent_block()))
+            rewriter.replace(op, [rotary])
             for dead in (a.owner, b.owner):
                 _erase_if_dead(rewriter, dead)
             return
+
+
+def _existing_slice(cache: SSAValue, begin, end, strides) -> nn.StridedSliceOp | None:
+    for use in cache.uses:
+        user = use.operation
+        if isinstance(user, nn.StridedSliceOp) and not user.refs and user.input is cache and \
+                (tuple(user.begin), tuple(user.end), tuple(user.strides)) == (tuple(begin), tuple(end), tuple(strides)):
+            return user
+    return None
+
+
+def _after_defs(a: SSAValue, b: SSAValue, block) -> InsertPoint:
+    """Right after the later of the two values' definitions in ``block`` (its start when
+    both are arguments)."""
+    ops = [v.owner for v in (a, b) if isinstance(v.owner, Operation)]
+    if not ops:
+        return InsertPoint.at_start(block)
+    return InsertPoint.after(max(ops, key=block.get_operation_index))
 
 
 def _erase_if_dead(rewriter: PatternRewriter, op: Operation | None) -> None:
