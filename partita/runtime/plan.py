@@ -69,6 +69,7 @@ from partita.lowering.binaries import BinaryImage, binary_images
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
+from partita.runtime.profile import NO_CLOCK, Profile, StepClock, StepTime
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
@@ -405,6 +406,8 @@ class BoundPlan:
         self.eager_reason: str | None = None
         """Why this signature runs eagerly although graphs are on (its capture failed)."""
         self.steps: list[Callable[[Any], None]] = []
+        self.step_ops: list[Operation] = []
+        """The op of the entry block each step comes from (a profile's partition)."""
         self.host_steps: list[HostStep] = []
         try:
             self._bind(inputs)
@@ -523,6 +526,7 @@ class BoundPlan:
                         raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
                                            f"({type(err).__name__}: {err})") from None
                     self.steps.extend(launches)
+                    self.step_ops.extend([op] * len(launches))
                     for j, value in enumerate(op.inputs):
                         if value in arguments:
                             uses = patches[arguments[value]]
@@ -540,7 +544,7 @@ class BoundPlan:
                         emulate(arrays, results)
                         return results
 
-                    self._host(f"@{op.callee.string_value()}", compute, ins, outs)
+                    self._host(op, f"@{op.callee.string_value()}", compute, ins, outs)
             elif isinstance(op, nn.ReshapeOp):
                 # A view (``buffer_of``): no step; an input it views must be in its slot.
                 root = plan.alias.get(op.input, op.input)
@@ -549,7 +553,7 @@ class BoundPlan:
             elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
                 tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
                 readers.update(arguments[v] for v in tensors if v in arguments)
-                self._host(op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
+                self._host(op, op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
                            [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
         self.inputs = [self.tensor(arg) for arg in plan.block.args]
         self.outputs = [self.tensor(v) for v in plan.outputs]
@@ -561,10 +565,11 @@ class BoundPlan:
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
         self.bound_inputs = [t.ptr for t in self.inputs]
 
-    def _host(self, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
+    def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
         step = HostStep(label, compute, ins, outs, self.stats)
         step.device = self.device
         self.steps.append(step)
+        self.step_ops.append(op)
         self.host_steps.append(step)
 
     @property
@@ -693,7 +698,7 @@ class Runtime:
 
     __call__ = run
 
-    def _run(self, values: list[Any], outputs: str) -> tuple:
+    def _run(self, values: list[Any], outputs: str, clock: StepClock | None = None) -> tuple:
         device, stream = self.device, self.stream
         signature = tuple(v.shape for v in values)
         bound = self._bound.get(signature)
@@ -719,7 +724,9 @@ class Runtime:
                 array = np.ascontiguousarray(value)
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
-        if self.debug:
+        if clock is not None:  # profiled: eager, events around each step
+            clock(bound.steps, stream)
+        elif self.debug:
             self._run_debug(bound)
         elif bound.graph is not None:
             bound.graph.launch(stream)
@@ -743,6 +750,40 @@ class Runtime:
         if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
             self._capture(bound)  # after the first (warm-up) run of the signature
         return results
+
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+        """Runs the plan ``warmup`` times, then ``repeat`` times with device events around
+        each step (see ``partita.runtime.profile``): per-step and per-partition times, the
+        median over the timed runs; ``None`` for every step on a device without a clock."""
+        if repeat < 1 or warmup < 0:
+            raise PartitaError(f"profile needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+        self.device.make_current()
+        values = self._arguments(args, named)
+        with self._lock:
+            for _ in range(warmup):
+                self._run(values, "host")
+            signature = tuple(v.shape for v in values)
+            bound = self._bound.get(signature) or self._bind(signature, values)
+            clock = StepClock(self.device, len(bound.steps))
+            try:
+                for _ in range(repeat):
+                    self._run(values, "host", clock)
+                    clock.collect()
+            finally:
+                clock.close()
+        steps = []
+        index = {op: i for i, op in enumerate(self.plan.block.ops)}
+        for k, (step, op, seconds) in enumerate(zip(bound.steps, bound.step_ops, clock.seconds())):
+            call = self.plan.calls.get(op)
+            if isinstance(op, byoc.CallExternOp):
+                partition = op.callee.string_value()
+                kind = "host" if call is None or call.prepared is None else ("library" if hasattr(call.handle, "library") else "kernel")
+            else:
+                partition, kind = None, "host"
+            label = getattr(step, "label", None) or getattr(getattr(step, "function", None), "name", None) or str(op.name)
+            steps.append(StepTime(k, label, kind, partition, index[op], seconds))
+        note = None if clock.timing else NO_CLOCK.format(device=self.device.name)
+        return Profile(self.device.name, repeat, tuple(steps), note)
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:
