@@ -91,7 +91,7 @@ class Profile:
         rows = [(str(s.index), s.kind, s.partition or "-", s.label, time(s.seconds)) for s in self.steps]
         head = f"profile on {self.device}: {self.runs} timed run(s), median per step"
         lines = [head + (f" ({self.note})" if self.note else ""),
-                 format_table(("step", "kind", "partition", "runs", "time"), rows)]
+                 format_table(("step", "kind", "partition", "what it runs", "time"), rows)]
         partitions = self.partitions()
         if partitions:
             lines.append(format_table(("partition", "time per run"), [(p, time(t)) for p, t in partitions.items()]))
