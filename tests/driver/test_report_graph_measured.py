@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +101,26 @@ def test_on_a_gpu_the_page_is_profiled_without_asking(tmp_path: Path, monkeypatc
     assert "measured: " in page.read_text()  # the script draws it on each node
     # One plain run, then the profile's warm-up and 10 timed runs, each launching the kernel once.
     assert len(drv.launches) == 1 + 1 + 10
+
+
+def _chromium() -> str | None:
+    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Chromium (apt-get install chromium) to render the page")
+def test_chromium_shows_the_measured_times(exe: partita.Executable, tmp_path: Path) -> None:
+    exe.load(CudaDevice(driver=_driver(exe)))
+    page = tmp_path / "placement.html"
+    exe.report_graph(page, exe.profile(*_inputs(), repeat=2))
+    exe.close()
+    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-dev-shm-usage",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                          check=False, capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert 'data-rendered="true"' in dom, proc.stderr[-2000:]
+    node = re.search(r'<g class="node partition" data-backend="cutlass".*?</g>', dom, re.DOTALL).group(0)
+    assert ">measured: 40.00 us per run</text>" in node
+    host = re.search(r'<g class="node host".*?</g>', dom, re.DOTALL).group(0)
+    assert ">measured: 7.68 us per run</text>" in host
+    assert re.search(r'<p id="summary">[^<]*; measured: 47.68 us</p>', dom)
