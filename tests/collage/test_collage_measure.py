@@ -109,6 +109,18 @@ def test_cutlass_and_fused_candidates_are_compiled_and_timed(cubins) -> None:
     assert drv.live() == {}
 
 
+def test_a_device_without_a_clock_measures_nothing(cubins) -> None:
+    """The simulated device runs the candidate's plan but has no clock: cost=measure says
+    so rather than costing candidates with invented times."""
+    from partita.runtime.device import SimulatedDevice
+
+    timer = CandidateTimer(SimulatedDevice(), cache_dir=cubins, dynamic_dim=16, warmup=0, repeat=1)
+    graph, _, cands = candidates(ELEMENTWISE, "cuda")
+    with pytest.raises(PartitaError, match="simulated device \\(CPU\\) has no device clock"):
+        timer(graph, cands[("cuda.fused", (0, 1))])
+    assert timer.measured == 0
+
+
 def test_unmeasurable_candidates_fall_back_to_the_roofline(cubins) -> None:
     drv, device = recording_device()
     roofline = RooflineEstimator("h100", dynamic_dim_hint=16)
