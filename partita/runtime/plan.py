@@ -69,7 +69,7 @@ from partita.lowering.binaries import BinaryImage, binary_images
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.libraries import library_binding
-from partita.runtime.profile import NO_CLOCK, Profile, StepClock, StepTime
+from partita.runtime.profile import Profile, StepClock
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["BoundPlan", "HostStep", "LaunchPlan", "Tensor"]
@@ -771,19 +771,7 @@ class Runtime:
                     clock.collect()
             finally:
                 clock.close()
-        steps = []
-        index = {op: i for i, op in enumerate(self.plan.block.ops)}
-        for k, (step, op, seconds) in enumerate(zip(bound.steps, bound.step_ops, clock.seconds())):
-            call = self.plan.calls.get(op)
-            if isinstance(op, byoc.CallExternOp):
-                partition = op.callee.string_value()
-                kind = "host" if call is None or call.prepared is None else ("library" if hasattr(call.handle, "library") else "kernel")
-            else:
-                partition, kind = None, "host"
-            label = getattr(step, "label", None) or getattr(getattr(step, "function", None), "name", None) or str(op.name)
-            steps.append(StepTime(k, label, kind, partition, index[op], seconds))
-        note = None if clock.timing else NO_CLOCK.format(device=self.device.name)
-        return Profile(self.device.name, repeat, tuple(steps), note)
+        return clock.profile(self.device.name, repeat, list(self.plan.block.ops), self.plan.calls, bound.steps, bound.step_ops)
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:

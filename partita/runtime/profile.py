@@ -17,13 +17,15 @@ same steps, and every step's time is ``None`` ("n/a"), never an invented number.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.report import format_seconds, format_table
 from partita.runtime.contracts import TimingDevice
+from partita.runtime.libraries import LibraryHandle
 
 __all__ = ["NO_CLOCK", "Profile", "StepClock", "StepTime", "time_steps"]
 
@@ -143,6 +145,27 @@ class StepClock:
         if not self.timing:
             return [None] * len(self.samples)
         return [statistics.median(s) if s else None for s in self.samples]
+
+    def profile(self, device: str, runs: int, ops: Sequence[Any], calls: Mapping[Any, Any],
+                steps: Sequence[Any], step_ops: Sequence[Any]) -> Profile:
+        """The collected times as a ``Profile``: each step named by what it runs and by the
+        op of the entry block (``ops``) it comes from (``step_ops``); ``calls``: the plan's
+        prepared extern calls by op (a call without a compiled kernel is a host step)."""
+        index = {op: i for i, op in enumerate(ops)}
+        out = []
+        for k, (step, op, seconds) in enumerate(zip(steps, step_ops, self.seconds(), strict=True)):
+            call = calls.get(op)
+            if isinstance(op, byoc.CallExternOp):
+                partition = op.callee.string_value()
+                if call is None or call.prepared is None:
+                    kind = "host"
+                else:
+                    kind = "library" if isinstance(call.handle, LibraryHandle) else "kernel"
+            else:
+                partition, kind = None, "host"
+            label = getattr(step, "label", None) or getattr(getattr(step, "function", None), "name", None) or op.name
+            out.append(StepTime(k, str(label), kind, partition, index[op], seconds))
+        return Profile(device, runs, tuple(out), None if self.timing else NO_CLOCK.format(device=device))
 
     def close(self) -> None:
         events, self.events = self.events, []
