@@ -88,3 +88,29 @@ def test_profile_options_are_checked(exe) -> None:
     with pytest.raises(PartitaError, match="repeat >= 1"):
         exe.load("simulated").profile(*_inputs(), repeat=0)
     exe.close()
+
+
+def test_the_stand_in_clock_counts_replayed_work_and_refuses_untimed_events() -> None:
+    """The recording driver's events time what the stream executed, eagerly or replayed
+    from a captured graph; like the driver, it refuses to time an event made without
+    timing or never recorded."""
+    drv = RecordingDriver(kernel_us={"k": 3.0}, copy_bytes_per_us=2.0)
+    device = CudaDevice(driver=drv)
+    stream = device.create_stream()
+    launch = device.prepare_launch(device.load_module(b"cubin").kernel("k"), (1, 1, 1), (32, 1, 1), 0, [("ptr", 0x1000)])
+    buffer, host = device.alloc(16), np.zeros(16, np.uint8)
+
+    def record(s) -> None:
+        launch(s)
+        device.upload(int(buffer), host, s)
+
+    graph = device.capture(stream, record)
+    start, stop = device.create_event(), device.create_event()
+    device.record_event(start, stream)
+    graph.launch(stream)
+    device.record_event(stop, stream)
+    assert device.elapsed_ms(start, stop) == pytest.approx((3.0 + 16 / 2.0) / 1e3)
+    assert drv.cuEventElapsedTime(start, drv.cuEventCreate(0)[1])[0] != 0  # never recorded
+    untimed = drv.cuEventCreate(2)[1]  # CU_EVENT_DISABLE_TIMING
+    drv.cuEventRecord(untimed, stream)
+    assert drv.cuEventElapsedTime(start, untimed)[0] != 0

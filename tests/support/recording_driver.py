@@ -187,8 +187,9 @@ class RecordingDriver:
     def _stream_ok(self, stream) -> bool:
         return stream in _DEFAULT_STREAMS or stream in self.streams
 
-    def _async(self, name: str, stream, work, *values):
-        """Asynchronous work on ``stream``: done now, or recorded into its capture."""
+    def _async(self, name: str, stream, work, *values, us: float = 0.0):
+        """Asynchronous work on ``stream``: done now, or recorded into its capture (``us``:
+        what it advances the stream's clock by when it is done)."""
         result = self._call(name, *values)
         if result[0] != SUCCESS:
             return result
@@ -198,9 +199,10 @@ class RecordingDriver:
             return (CAPTURE_INVALIDATED, *([None] * len(values))) if values else (CAPTURE_INVALIDATED,)
         self.log.append((name, stream))
         if stream in self._capturing:
-            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True})
+            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True, "us": us})
         else:
             work()
+            self.clock[stream] += us
         return result
 
     # -- errors, init, devices, contexts -----------------------------------------
@@ -296,9 +298,9 @@ class RecordingDriver:
 
     def _copy_async(self, name: str, dst: int, src: int, nbytes: int, stream):
         self.calls[name + ":bytes"] += int(nbytes)
-        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)),
+                             us=int(nbytes) / self.copy_bytes_per_us)
         if result[0] == SUCCESS:
-            self.clock[stream] += int(nbytes) / self.copy_bytes_per_us
             if not name.endswith("HtoDAsync"):
                 self._read(stream, int(src), int(nbytes))
             if not name.endswith("DtoHAsync"):
@@ -580,6 +582,7 @@ class RecordingDriver:
         for record in self._execs[executable[1]]:
             if record.get("copy"):
                 record["work"]()
+                self.clock[stream] += record["us"]
             else:
                 self._executed({**record, "stream": stream, "graph": True})
         return result
