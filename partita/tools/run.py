@@ -6,7 +6,10 @@
 Inputs come from ``--inputs in.npz`` (keys are argument names, e.g. ``x`` for ``%x``, or
 ``arg0``, ``arg1``...) or are random of the declared shapes (``?`` dims take
 ``--dynamic-size``). A ``.partita`` file from ``partita-compile`` runs as compiled, with
-no cache, NVRTC or ONNX file needed (the compile options are then ignored). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
+no cache, NVRTC or ONNX file needed (the compile options are then ignored). ``--profile``
+times every step of the launch plan with device events (``Executable.profile``; "n/a" on the
+simulated device); ``--report-graph`` shows those times, profiling on its own on a GPU.
+Exit codes: 0 ok, 1 user error (with a message, never a traceback).
 """
 
 from __future__ import annotations
