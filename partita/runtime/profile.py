@@ -118,8 +118,12 @@ class StepClock:
         if self.timing:
             try:
                 for _ in range(count):
-                    self.events.append((device.create_event(), None))  # closed even if the next fails
-                    self.events[-1] = (self.events[-1][0], device.create_event())
+                    start = device.create_event()
+                    try:
+                        self.events.append((start, device.create_event()))
+                    except BaseException:
+                        device.destroy_event(start)
+                        raise
             except BaseException:
                 self.close()
                 raise
@@ -171,8 +175,7 @@ class StepClock:
         events, self.events = self.events, []
         for pair in events:
             for event in pair:
-                if event is not None:
-                    self.device.destroy_event(event)
+                self.device.destroy_event(event)
 
 
 def time_steps(device: Any, steps: Sequence[Callable[[Any], None]], *, repeat: int = 10, warmup: int = 2) -> list[float]:

@@ -114,3 +114,23 @@ def test_the_stand_in_clock_counts_replayed_work_and_refuses_untimed_events() ->
     untimed = drv.cuEventCreate(2)[1]  # CU_EVENT_DISABLE_TIMING
     drv.cuEventRecord(untimed, stream)
     assert drv.cuEventElapsedTime(start, untimed)[0] != 0
+
+
+def test_events_that_cannot_be_made_are_all_released(exe) -> None:
+    drv = RecordingDriver(arch=(8, 0))
+    runtime = Runtime(exe.module, CudaDevice(driver=drv))
+    created = []
+    original = drv.cuEventCreate
+
+    def third_fails(flags):
+        if len(created) == 2:  # the second step's start event
+            return (2, None)
+        result = original(flags)
+        created.append(result[1])
+        return result
+
+    drv.cuEventCreate = third_fails
+    with pytest.raises(Exception, match="cuEventCreate"):
+        runtime.profile(*_inputs(), repeat=1, warmup=0)
+    assert not drv.events  # the first step's pair was destroyed
+    runtime.close()
