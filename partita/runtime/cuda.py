@@ -373,17 +373,29 @@ class PinnedStaging:
             self.close()
             raise
 
-    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
-        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk."""
-        drv, flat = self.device.drv, np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for at in range(0, flat.size, self.chunk):
-            piece = flat[at : at + self.chunk]
+    def upload(self, ptr: int, array: np.ndarray, stream, dtype: np.dtype | None = None) -> None:
+        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk, as ``dtype``
+        (converted into the staging buffer: a weight stored at another type than it is
+        computed in). A strided array (a permuted weight viewed in its file) is laid out
+        whole rows at a time into the staging buffer, never as a whole copy."""
+        dtype = array.dtype if dtype is None else np.dtype(dtype)
+        source = array.reshape(1) if array.ndim == 0 else array
+        row = source[0].size * dtype.itemsize  # device bytes of one row
+        if source.flags.c_contiguous or row > self.chunk:
+            source = np.ascontiguousarray(source).reshape(-1)  # no copy when contiguous
+            row, step = dtype.itemsize, max(1, self.chunk // dtype.itemsize)
+        else:
+            step = self.chunk // row
+        drv = self.device.drv
+        for at in range(0, source.shape[0], step):
+            piece = source[at : at + step]
+            nbytes = piece.size * dtype.itemsize
             k, self.next = self.next, (self.next + 1) % len(self.hosts)
             if self.pending[k]:  # the device may still be reading this buffer
                 self.device._call(drv.cuEventSynchronize(self.events[k]), "cuEventSynchronize")
-            staged = (ctypes.c_uint8 * piece.size).from_address(self.hosts[k])
-            np.copyto(np.frombuffer(staged, np.uint8), piece)
-            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.size, stream), "cuMemcpyHtoDAsync")
+            staged = (ctypes.c_uint8 * nbytes).from_address(self.hosts[k])
+            np.copyto(np.frombuffer(staged, dtype).reshape(piece.shape), piece, casting="unsafe")
+            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at * row, self.hosts[k], nbytes, stream), "cuMemcpyHtoDAsync")
             self.device._call(drv.cuEventRecord(self.events[k], stream), "cuEventRecord")
             self.pending[k] = True
 
