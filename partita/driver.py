@@ -34,6 +34,7 @@ from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
+from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
@@ -281,6 +282,13 @@ class Executable:
             raise PartitaError(f"@{self.entry}: a host op failed on these inputs (do their dynamic dims fit "
                                f"the graph?): {str(err).splitlines()[0]}") from None
 
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+        """Per-step and per-partition device times of runs on these inputs: the launch
+        plan run ``warmup`` times, then ``repeat`` times with device events around each
+        step (kernel launch, library call, host step); medians per run. On the simulated
+        device every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
+        return self.runtime.profile(*args, repeat=repeat, warmup=warmup, **named)
+
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
@@ -304,13 +312,14 @@ class Executable:
             pass_times=self.pass_times,
         )
 
-    def report_graph(self, path: str | Path | None = None) -> str:
+    def report_graph(self, path: str | Path | None = None, profile: Profile | None = None) -> str:
         """The placement as one self-contained HTML page (see ``partita.report_graph``);
-        written to ``path`` when given."""
+        written to ``path`` when given. With a ``profile`` (``Executable.profile``) each
+        partition shows its measured time."""
         from partita.files import write_atomically
         from partita.report_graph import placement_graph, render_html
 
-        page = render_html(placement_graph(self))
+        page = render_html(placement_graph(self, profile))
         if path is not None:
             write_atomically(path, page)
         return page
