@@ -69,6 +69,14 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
 from partita.ir import op_error
+from partita.lowering.cuda.row_stats import (
+    ONE_PASS_HELPERS,
+    RowElement,
+    fold_pass,
+    softmax_stats,
+    square_stats,
+    welford_stats,
+)
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, RowReduction, Rule
 
 __all__ = [
@@ -83,6 +91,7 @@ __all__ = [
     "is_anchor",
     "is_fusable",
     "kernel_function_error",
+    "prologue_error",
 ]
 
 BLOCK_SIZE = 256
@@ -98,7 +107,7 @@ kernel can compute; whether an op is element-wise or injective is its ``OpPatter
 WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
 ANCHOR_OPS: tuple[type[Operation], ...] = (
-    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
+    nn.SoftmaxOp, nn.LayerNormOp, nn.RMSNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
@@ -191,7 +200,7 @@ def kernel_kind(op: Operation) -> str:
         return "rowwise"
     if isinstance(op, WINDOW_OPS) or _rule_for(op, _rules()[1]) is not None:
         return "window"
-    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
+    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp | nn.RMSNormOp) else "gemm"
 
 
 _SPATIAL = {"NCHW": (1, 2, 3), "NHWC": (3, 1, 2)}
@@ -213,6 +222,35 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
     if isinstance(op, nn.BiasAddOp) and op.bias in derived:
         return "a bias derived from the anchor"
     return None
+
+
+def prologue_error(op: Operation, anchor: Operation) -> str | None:
+    """Why ``op`` cannot compute part of ``anchor``'s row input inside the anchor's kernel
+    (``None`` if it can): rowwise anchors only (the row is computed where it is read, in
+    both passes), element-wise ops only, to the input's shape (so every element is
+    computed from the same element of its operands, vector loads included)."""
+    if kernel_kind(anchor) != "rowwise":
+        return f"'{anchor.name}' reads its operands from memory"
+    if not is_fusable(op):
+        return f"'{op.name}' is not an injective op a kernel computes"
+    rule = _rules()[0].get(type(op))
+    if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
+        return f"'{op.name}' remaps indices"
+    if len(op.results) != 1 or _shape(op.results[0]) != _shape(anchor.operands[0]):
+        return f"'{op.name}' does not have the shape of the '{anchor.name}' input"
+    return None
+
+
+def _producers(value: SSAValue) -> list[Operation]:
+    """The ops of ``value``'s block that ``value`` is computed from (itself included)."""
+    seen: list[Operation] = []
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        if isinstance(v.owner, Operation) and v.owner not in seen:
+            seen.append(v.owner)
+            pending.extend(v.owner.operands)
+    return seen
 
 
 def _dtype(typ: Attribute) -> str:
@@ -312,12 +350,16 @@ def kernel_function_error(function: FuncOp) -> str | None:
         return f"contains several reductions, GEMMs or pools ('{anchors[0].name}', '{anchors[1].name}')"
     if anchors:
         (anchor,) = anchors
-        if not all(isinstance(v, BlockArgument) for v in anchor.operands):
+        if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
             return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
+        prologue = _producers(anchor.operands[0])
+        for op in prologue:
+            if (why := prologue_error(op, anchor)) is not None:
+                return f"computes an operand of '{anchor.name}' it cannot fuse: {why}"
         derived: set[SSAValue] = {anchor.results[0]}
         for op in block.ops:
-            if op is block.last_op or op is anchor or not any(v in derived for v in op.operands):
-                continue
+            if op is block.last_op or op is anchor or op in prologue or not any(v in derived for v in op.operands):
+                continue  # the anchor's row input, or a side input of its epilogue
             if (why := epilogue_error(op, anchor, derived)) is not None:
                 return f"has an epilogue it cannot fuse: {why}"
             derived.add(op.results[0])
@@ -715,7 +757,7 @@ class KernelEmitter:
             body = self._row_reduction(reduction, split, cols, used, store)
             extra = {"kind": "rowwise", "split": split, "block": block}
         elif kernel_kind(self.anchor) == "rowwise":
-            split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp) else rank - 1
+            split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp | nn.RMSNormOp) else rank - 1
             body = self._rowwise(split, used, store)
             extra = {"kind": "rowwise", "split": split}
         else:
@@ -746,57 +788,86 @@ class KernelEmitter:
     def _epilogue(self, indent: str, store: str) -> list[str]:
         return [indent + line[4:] for line in [*self.lines, store]]
 
+    def _row_element(self, x: SSAValue, cols: Dim, vector: bool = True) -> RowElement:
+        """``x`` (the anchor's row input) at element ``j`` of row ``r``: a load of the row
+        ``xr`` (an argument), or the expression of its fused element-wise producers at the
+        element's linear index ``xi`` (their operands of ``x``'s shape read from memory at
+        ``xi``). With ``vector``, rows of a multiple of 16 bytes are read as 16-byte
+        vectors: ``xr``'s, or those of the producers' operands that have ``x``'s shape."""
+        T = self.index_type
+        if isinstance(x, BlockArgument):
+            xt = _dtype(x.type)
+            if vector and (width := _vector_width(xt, cols)):
+                return RowElement(width, self._load("e[u]", xt), vector=(
+                    "const partita_v16 w = ((const partita_v16*)xr)[jv];",
+                    f"const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;"))
+            return RowElement(0, self._load("xr[j]", xt))
+        saved = self.lines, self.memo
+        self.lines, self.memo = [], {}  # the producers' lines go into the row pass, not the epilogue
+        try:
+            expr = self.value(x, self._decompose("xi", self.dims[x]))
+            body = [line.strip() for line in self.lines]
+        finally:
+            self.lines, self.memo = saved
+        lines = [f"const {T} xi = r * cols + j;", *body]
+        text = "\n".join(body)
+        rows = [a for a in self.block.args if self.dims[a] == self.dims[x] and f"in{a.index}[xi]" in text]
+        width = _vector_width(_dtype(rows[0].type), cols) if vector and rows else 0
+        if not width:
+            return RowElement(0, expr, tuple(lines))
+        loads: list[str] = []
+        for a in rows:
+            if _vector_width(_dtype(a.type), cols) == width:
+                ct = _C_TYPES[_dtype(a.type)]
+                loads += [f"const partita_v16 w{a.index} = ((const partita_v16*)(in{a.index} + r * cols))[jv];",
+                          f"const {ct}* e{a.index} = (const {ct}*)&w{a.index};"]
+                lines = [line.replace(f"in{a.index}[xi]", f"e{a.index}[u]") for line in lines]
+        return RowElement(width, expr, tuple(lines), tuple(loads))
+
+    def _row_pointer(self, x: SSAValue) -> list[str]:
+        """The declaration of ``xr``, row ``r`` of ``x`` when it is an argument."""
+        if not isinstance(x, BlockArgument):
+            return []
+        return [f"    const {_C_TYPES[_dtype(x.type)]}* xr = in{x.index} + r * cols;"]
+
     def _rowwise(self, split: int, used: str, store: str) -> list[str]:
-        """One block per row (grid-stride over rows), threads stride along the row."""
+        """One block per row (grid-stride over rows), threads stride along the row: one
+        pass over the row for its statistics (``row_stats``), one for the output."""
         anchor = self.anchor
         assert anchor is not None
         T = self.index_type
-        x = self._arg(anchor.operands[0])
-        xt = _dtype(x.type)
+        x = anchor.operands[0]
         rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
-        row_loop = f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x)"
-        xj = self._load("xr[j]", xt)
-        vector = _vector_width(xt, cols)
-
-        def stats(statement: str) -> list[str]:
-            """A pass over the row applying ``statement`` (``X`` = the element)."""
-            if not vector:
-                return [f"{row_loop} {statement.replace('X', xj)}"]
-            return self._vector_pass(vector, xt, [statement.replace("X", "v")])
+        stats_of = (softmax_stats if isinstance(anchor, nn.SoftmaxOp)
+                    else square_stats if isinstance(anchor, nn.RMSNormOp) else welford_stats)
         lines = [
             f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
             "  __shared__ float red[32];",
             f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
-            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+            *self._row_pointer(x),
+            *stats_of(T, self._row_element(x, cols)),
         ]
+        element = self._row_element(x, cols, vector=False)
+        xj = element.expr
         if isinstance(anchor, nn.SoftmaxOp):
-            lines += [
-                "    float mx = __int_as_float(0xff800000);",
-                *stats("mx = fmaxf(mx, X);"),
-                "    mx = partita_block_max(mx, red);",
-                "    float sum = 0.0f;",
-                *stats("sum += expf(X - mx);"),
-                "    sum = partita_block_sum(sum, red);",
-            ]
             y = f"expf({xj} - mx) / sum"
+        elif isinstance(anchor, nn.RMSNormOp):
+            s = self._arg(anchor.scale)
+            tail = self.out_dims[split:]
+            at = self._linear(self.dims[s], self._broadcast_dims_index(self.dims[s], tail, self._decompose("j", tail)))
+            lines.append(f"    const float rs = sqrtf(ms + {_c_float(float(anchor.epsilon))});")
+            y = f"{xj} / rs * {self._load(f'in{s.index}[{at}]', _dtype(s.type))}"
         else:
             assert isinstance(anchor, nn.LayerNormOp)
             g, b = self._arg(anchor.gamma), self._arg(anchor.beta)
-            lines += [
-                "    float mean = 0.0f;",
-                *stats("mean += X;"),
-                "    mean = partita_block_sum(mean, red) / (float)cols;",
-                "    float var = 0.0f;",
-                *stats("{ const float t = X - mean; var += t * t; }"),
-                "    var = partita_block_sum(var, red) / (float)cols;",
-                f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});",
-            ]
+            lines.append(f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});")
             gj = self._load(f"in{g.index}[j]", _dtype(g.type))
             bj = self._load(f"in{b.index}[j]", _dtype(b.type))
             y = f"({xj} - mean) / sd * {gj} + {bj}"
         lines += [
-            f"{row_loop} {{",
+            f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+            *(f"      {line}" for line in element.lines),
             f"      const {T} i = r * cols + j;",
             *self._axis_lines("r", range(split), used, "      "),
             *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
@@ -813,27 +884,20 @@ class KernelEmitter:
         computes ``y`` and runs the epilogue. A row is the input's trailing ``cols``
         elements, whose output element's linear index is the row's."""
         T = self.index_type
-        x = self._arg(red.input)
-        xt = _dtype(x.type)
+        x = red.input
         lines = [
             f"  const {T} rows = {_product(self.out_dims[:split])};",
             f"  const {T} cols = {cols};",
             *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds),
             *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg),
             f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
-            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+            *self._row_pointer(x),
         ]
         for f in red.folds:
             lines.append(f"    {f.ctype} {f.acc} = {f.init};")
             if f.is_arg:
                 lines.append(f"    long long {f.acc}_at = -1;")
-            if (vector := _vector_width(xt, cols)):
-                lines += self._vector_pass(vector, xt, f.step("j"))
-            else:
-                lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
-                          f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
-                          *(f"      {line}" for line in f.step("j")),
-                          "    }"]
+            lines += fold_pass(T, self._row_element(x, cols), f.step("j"), _C_COMPUTE[_dtype(x.type)])
             if f.is_arg:
                 better = f.better("t", "k", "b", "j")
                 lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
@@ -854,23 +918,6 @@ class KernelEmitter:
             "  }",
         ]
         return lines
-
-    def _vector_pass(self, width: int, xt: str, body: Sequence[str]) -> list[str]:
-        """A pass over the row ``xr`` in 16-byte vectors of ``width`` elements (one
-        128-bit load each, coalesced across the block); ``body`` sees the element as ``v``
-        and its index along the row as ``j``."""
-        T = self.index_type
-        return [
-            f"    for ({T} jv = threadIdx.x; jv < cols / {width}; jv += blockDim.x) {{",
-            "      const partita_v16 w = ((const partita_v16*)xr)[jv];",
-            f"      const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;",
-            f"      for (int u = 0; u < {width}; ++u) {{",
-            f"        const {T} j = jv * {width} + u;",
-            f"        const {_C_COMPUTE[xt]} v = {self._load('e[u]', xt)};",
-            *(f"        {line}" for line in body),
-            "      }",
-            "    }",
-        ]
 
     def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
@@ -1259,7 +1306,7 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     head += "".join(_HELPERS[t] for t in ("f16", "bf16") if t in dtypes)
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if any(f"partita_mma_{t}(" in k.code for k in kernels.values()))
     if any(k.kind == "rowwise" for k in kernels.values()):
-        head += _REDUCE_HELPERS
+        head += _REDUCE_HELPERS + ONE_PASS_HELPERS
     parts = [head]
     lines: dict[str, tuple[int, int]] = {}
     line = head.count("\n") + 1
