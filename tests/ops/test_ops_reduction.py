@@ -355,8 +355,8 @@ func.func @ls(%x: tensor<4x6xf32>, %b: tensor<4x1xf32>) -> tensor<4x1xf32> {
 }
 """
     module = fuse(text)
-    # The square is a kernel of its own; the reduction and its epilogue are one.
-    assert check_kernels(module, tmp_path) == ["", "nn.reduce_log_sum"]
+    # The square (the reduction's prologue), the reduction and its epilogue are one kernel.
+    assert check_kernels(module, tmp_path) == ["nn.reduce_log_sum"]
 
 
 # -- end to end ---------------------------------------------------------------------------------
@@ -592,8 +592,8 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
 
 
 def test_row_reduction_fuses_its_epilogue():
-    """RMSNorm's statistics: mean of squares over the hidden size, + eps, sqrt: the square
-    is a kernel of its own (the anchor reads arguments), the rest one rowwise kernel."""
+    """RMSNorm's statistics: mean of squares over the hidden size, + eps, sqrt: one rowwise
+    kernel, the square computed where the row is read (the anchor's prologue)."""
     module = fuse("""
 func.func @rms(%x: tensor<?x4096xf16>, %eps: tensor<f16>) -> tensor<?x1xf16> {
   %0 = nn.multiply %x, %x : (tensor<?x4096xf16>, tensor<?x4096xf16>) -> tensor<?x4096xf16>
@@ -605,8 +605,7 @@ func.func @rms(%x: tensor<?x4096xf16>, %eps: tensor<f16>) -> tensor<?x1xf16> {
 """)
     kernels = program_of(module).kernels
     assert [(k.kind, k.ops, k.block, k.split) for k in kernels.values()] == [
-        ("fused", ("nn.multiply",), 256, 0),
-        ("rowwise", ("nn.reduce_mean", "nn.add", "nn.sqrt"), 256, 1)]
+        ("rowwise", ("nn.multiply", "nn.reduce_mean", "nn.add", "nn.sqrt"), 256, 1)]
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
