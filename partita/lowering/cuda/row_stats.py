@@ -115,7 +115,7 @@ def _loop(T: str, x: RowElement, body: list[str]) -> list[str]:
         f"      float f[{w}];",
         "      #pragma unroll",
         f"      for (int u = 0; u < {w}; ++u) {{",
-        f"        const {T} j = jv * {w} + u;",
+        *([f"        const {T} j = jv * {w} + u;"] if x.lines else []),  # the producers' index
         *(f"        {line}" for line in x.lines),
         f"        f[u] = {x.expr};",
         "      }",

@@ -88,16 +88,28 @@
 // CUDA-NEXT:       const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
 // CUDA-NEXT:       out[i] = st_f16(v2);
 
-// A row reduction: one block per row (grid-stride), block-wide sums, the normalized
-// value and its epilogue per element of the row.
+// A row reduction: one block per row (grid-stride), one pass over the row for Welford's
+// statistics (merged across the block), the normalized value and its epilogue per element
+// of the row in a second pass.
 
 // CUDA:      // @main_rows: nn.layer_norm, nn.sigmoid
 // CUDA:        const long long rows = d0 * 8;
 // CUDA-NEXT:   const long long cols = 20;
 // CUDA-NEXT:   __shared__ float red[32];
 // CUDA-NEXT:   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-// CUDA:          mean = partita_block_sum(mean, red) / (float)cols;
-// CUDA:          var = partita_block_sum(var, red) / (float)cols;
+// CUDA-NEXT:     const float* xr = in0 + r * cols;
+// CUDA-NEXT:     __shared__ float red_w[96];
+// CUDA-NEXT:     float wn = 0.0f, mean = 0.0f, wq = 0.0f;
+// CUDA-NEXT:     for (long long jv = threadIdx.x; jv < cols / 4; jv += blockDim.x) {
+// CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
+// CUDA-NEXT:       const float* e = (const float*)&w;
+// CUDA:            for (int u = 0; u < 4; ++u) {
+// CUDA-NEXT:         f[u] = e[u];
+// CUDA:            const float vmean = vs * 0.25f;
+// CUDA:            partita_welford_merge(wn, mean, wq, 4.0f, vmean, vq);
+// CUDA-NEXT:     }
+// CUDA-NEXT:     partita_block_welford(wn, mean, wq, red_w);
+// CUDA-NEXT:     const float var = wq / (float)cols;
 // CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
 // CUDA-NEXT:     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
 // CUDA-NEXT:       const long long i = r * cols + j;
