@@ -172,12 +172,13 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
     numel = batch * 8 * 16
     for name, (grid, block, kernel_args, smem) in launches.items():
         handle = handles[name]
-        assert block == (256, 1, 1) and smem == 0
-        if name == "main_f16_fused_0":  # the softmax and its prologue: one block per row
-            assert isinstance(handle, RowwiseKernelHandle) and grid == (batch * 8, 1, 1)
+        assert smem == 0
+        if name == "main_f16_fused_0":  # the softmax and its prologue: rows of 16, a warp each
+            assert isinstance(handle, RowwiseKernelHandle) and handle.record.schedule == "warp-per-row"
+            assert grid == (batch * 8 // 4, 1, 1) and block == (128, 1, 1)
         else:
             assert isinstance(handle, FusedKernelHandle) and handle.kind == "fused"
-            assert grid == (-(-numel // 256), 1, 1)
+            assert grid == (-(-numel // 256), 1, 1) and block == (256, 1, 1)
         assert [kind for kind, _ in kernel_args][-1] == "int" and kernel_args[-1][1] == batch
         # The packed buffer matches the kernel's parameter table in the cubin.
         _, offsets = pack_kernel_args(kernel_args)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, fused_functions, host_ops  # tests/support/kernel_check.py
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
@@ -35,11 +35,14 @@ NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
 def _row_passes(code: str, entry: str) -> int:
     """Loops over a row (``j`` or ``jv`` striding by the block) in one kernel's code."""
     body = code.split(f"{entry}(")[1]
-    return len(re.findall(r"for \((?:int|long long) jv? = threadIdx\.x;", body.split('extern "C"')[0]))
+    return len(re.findall(r"for \((?:int|long long) jv? = (?:threadIdx\.x|lane);", body.split('extern "C"')[0]))
 
 
-@pytest.mark.parametrize("dtype, cols", [("f16", 96), ("bf16", 40), ("f32", 36), ("f16", 33), ("f32", 1000)])
-def test_one_statistics_pass_and_the_reference(dtype, cols, tmp_path):
+@pytest.mark.parametrize("dtype, cols, schedule", [
+    ("f16", 96, "warp-per-row"), ("bf16", 40, "warp-per-row"), ("f32", 36, "warp-per-row"),
+    ("f16", 33, "warp-per-row"), ("f32", 1000, "warp-per-row"), ("f32", 1028, "block-per-row"),
+    ("f16", 2056, "block-per-row"), ("bf16", 300, "block-per-row")])
+def test_one_statistics_pass_and_the_reference(dtype, cols, schedule, tmp_path):
     module = fuse(ROWS.format(C=cols, T=dtype))
     assert host_ops(module) == []
     program = program_of(module)
@@ -47,6 +50,8 @@ def test_one_statistics_pass_and_the_reference(dtype, cols, tmp_path):
     assert kinds == {"nn.softmax": "rowwise", "nn.layer_norm": "rowwise", "nn.rms_norm": "rowwise"}
     for kernel in program.kernels.values():
         assert _row_passes(program.code, kernel.entry) == 2, kernel.anchor  # statistics + output
+        assert kernel.schedule == schedule
+        assert (kernel.block, kernel.rows_per_block) == ((128, 4) if schedule == "warp-per-row" else (256, 1))
     assert "partita_block_softmax(" in program.code and "partita_block_welford(" in program.code
     assert sorted(check_kernels(module, tmp_path)) == ["nn.layer_norm", "nn.rms_norm", "nn.softmax"]
 
@@ -132,3 +137,42 @@ def test_sm90_one_pass_kernels_load_128_bits_without_spills():
         text = sass.split(f".text.{kernel.entry}:")[1].split(".section")[0]
         assert "LDG.E.128" in text, kernel.anchor
         assert not re.search(r"\b(STL|LDL)\b", text), f"{kernel.anchor} spills to local memory"
+
+
+@pytest.mark.parametrize("cols, schedule", [(64, "warp-per-row"), (2048 + 8, "block-per-row")])
+def test_one_block_strides_over_every_row(cols, schedule, tmp_path):
+    """Eleven rows through one block: the warp-per-row kernel's block takes four rows at a
+    time (its last warps past the end), the block-per-row one a row at a time."""
+    text = f"""
+func.func @main(%x: tensor<11x{cols}xf16>, %g: tensor<{cols}xf16>) -> tensor<11x{cols}xf16> {{
+  %0 = nn.rms_norm %x, %g {{axis = 1 : i64, epsilon = 1.0e-06 : f64}} : (tensor<11x{cols}xf16>, tensor<{cols}xf16>) -> tensor<11x{cols}xf16>
+  func.return %0 : tensor<11x{cols}xf16>
+}}
+"""
+    module = fuse(text)
+    program = program_of(module)
+    (kernel,) = program.kernels.values()
+    assert kernel.schedule == schedule
+    rec = RECORDS["rowwise"].from_attr(fused_record(kernel))
+    assert rec.geometry((11, cols))[0][0] == (3 if schedule == "warp-per-row" else 11)
+    host = HostKernels(program.code, [rec], tmp_path)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((11, cols)).astype(np.float16)
+    g = rng.standard_normal(cols).astype(np.float16)
+    (function,) = fused_functions(module).values()
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (expected,) = run(ModuleOp([clone]), x, g, entry=function.sym_name.data)
+    out = np.zeros_like(expected)
+    host.launch(rec, (1, 1, 1), (rec.block, 1, 1), [x, g], out)
+    np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=4e-3, atol=4e-3)
+
+
+def test_records_from_before_named_schedules_read_as_a_block_per_row():
+    program = program_of(fuse(ROWS.format(C=4096, T="f32")))
+    kernel = next(k for k in program.kernels.values() if k.anchor == "nn.softmax")
+    record = fused_record(kernel)
+    old = DictionaryAttr({k: v for k, v in record.data.items() if k not in ("rows_per_block", "schedule")})
+    rec = RECORDS["rowwise"].from_attr(old)
+    assert (rec.rows_per_block, rec.schedule) == (1, "block-per-row")
+    assert rec.geometry((5, 4096)) == ((5, 1, 1), (kernel.block, 1, 1))

@@ -72,7 +72,9 @@ from partita.ir import op_error
 from partita.lowering.cuda.row_stats import (
     ONE_PASS_HELPERS,
     RowElement,
+    RowSchedule,
     fold_pass,
+    row_schedule,
     softmax_stats,
     square_stats,
     welford_stats,
@@ -394,6 +396,11 @@ class FusedKernel:
     rest is one row), the batch of a ``gemm`` kernel (then M axes, then N)."""
     tile: int = 0
     """Output tile edge of a ``gemm`` kernel (threads ``tile x tile`` per block)."""
+    rows_per_block: int = 1
+    """Rows a block of a ``rowwise`` kernel takes at a time (a warp each when more than one:
+    ``row_stats.RowSchedule``)."""
+    schedule: str = ""
+    """The named schedule of a ``rowwise`` kernel (``block-per-row``, ``warp-per-row``)."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -753,13 +760,14 @@ class KernelEmitter:
             reduction: RowReduction = rule.emit(self, self.anchor)
             split = len(self.dims[reduction.input]) - len(reduction.axes)
             cols = _product([self.dims[reduction.input][a] for a in reduction.axes])
-            block = _row_block(_product(self.out_dims[:split]), cols)
-            body = self._row_reduction(reduction, split, cols, used, store)
-            extra = {"kind": "rowwise", "split": split, "block": block}
+            body, sched = self._row_reduction(reduction, split, cols, used, store)
+            extra = {"kind": "rowwise", "split": split, "block": sched.threads,
+                     "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         elif kernel_kind(self.anchor) == "rowwise":
             split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp | nn.RMSNormOp) else rank - 1
-            body = self._rowwise(split, used, store)
-            extra = {"kind": "rowwise", "split": split}
+            body, sched = self._rowwise(split, used, store)
+            extra = {"kind": "rowwise", "split": split, "block": sched.threads,
+                     "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         else:
             split = 0 if isinstance(self.anchor, nn.DenseOp) else rank - 2
             mma = self._mma_dtype()
@@ -830,9 +838,15 @@ class KernelEmitter:
             return []
         return [f"    const {_C_TYPES[_dtype(x.type)]}* xr = in{x.index} + r * cols;"]
 
-    def _rowwise(self, split: int, used: str, store: str) -> list[str]:
-        """One block per row (grid-stride over rows), threads stride along the row: one
-        pass over the row for its statistics (``row_stats``), one for the output."""
+    def _schedule(self, x: SSAValue, rows: Dim, cols: Dim) -> tuple[RowSchedule, RowElement]:
+        """The row schedule (``row_stats.row_schedule``) and the statistics pass's element."""
+        element = self._row_element(x, cols)
+        return row_schedule(rows, cols, element.width, _row_block(rows, cols)), element
+
+    def _rowwise(self, split: int, used: str, store: str) -> tuple[list[str], RowSchedule]:
+        """Rows by the schedule (a block or a warp each, grid-stride), threads stride along
+        the row: one pass over the row for its statistics (``row_stats``), one for the
+        output."""
         anchor = self.anchor
         assert anchor is not None
         T = self.index_type
@@ -840,13 +854,14 @@ class KernelEmitter:
         rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
         stats_of = (softmax_stats if isinstance(anchor, nn.SoftmaxOp)
                     else square_stats if isinstance(anchor, nn.RMSNormOp) else welford_stats)
+        sched, element = self._schedule(x, rows, cols)
         lines = [
             f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
-            "  __shared__ float red[32];",
-            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            *([] if sched.warp else ["  __shared__ float red[32];"]),
+            *sched.row_loop(T),
             *self._row_pointer(x),
-            *stats_of(T, self._row_element(x, cols)),
+            *stats_of(T, element, sched),
         ]
         element = self._row_element(x, cols, vector=False)
         xj = element.expr
@@ -866,7 +881,7 @@ class KernelEmitter:
             bj = self._load(f"in{b.index}[j]", _dtype(b.type))
             y = f"({xj} - mean) / sd * {gj} + {bj}"
         lines += [
-            f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+            f"    for ({T} j = {sched.lane}; {sched.live}j < cols; j += {sched.stride}) {{",
             *(f"      {line}" for line in element.lines),
             f"      const {T} i = r * cols + j;",
             *self._axis_lines("r", range(split), used, "      "),
@@ -876,40 +891,46 @@ class KernelEmitter:
             "    }",
             "  }",
         ]
-        return lines
+        return lines, sched
 
-    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str, store: str) -> list[str]:
+    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str,
+                       store: str) -> tuple[list[str], RowSchedule]:
         """One block per row (grid-stride over rows): each fold runs over the row with the
         threads striding along it (coalesced), then combines across the block; thread 0
         computes ``y`` and runs the epilogue. A row is the input's trailing ``cols``
         elements, whose output element's linear index is the row's."""
         T = self.index_type
         x = red.input
+        rows = _product(self.out_dims[:split])
+        sched, element = self._schedule(x, rows, cols)
         lines = [
-            f"  const {T} rows = {_product(self.out_dims[:split])};",
+            f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
-            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds),
-            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg),
-            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds if not sched.warp),
+            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg and not sched.warp),
+            *sched.row_loop(T),
             *self._row_pointer(x),
         ]
         for f in red.folds:
             lines.append(f"    {f.ctype} {f.acc} = {f.init};")
             if f.is_arg:
                 lines.append(f"    long long {f.acc}_at = -1;")
-            lines += fold_pass(T, self._row_element(x, cols), f.step("j"), _C_COMPUTE[_dtype(x.type)])
+            lines += fold_pass(T, element, f.step("j"), _C_COMPUTE[_dtype(x.type)], sched)
             if f.is_arg:
-                better = f.better("t", "k", "b", "j")
-                lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
-                             f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
-                             f"{{ return {better}; }});")
+                better = (f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
+                          f"{{ return {f.better('t', 'k', 'b', 'j')}; }}")
+                lines.append(f"    {sched.reduce('arg', f.acc, f'{f.acc}_at', better, shared=(f'red_{f.acc}', f'red_{f.acc}_at'))};"
+                             if sched.warp else
+                             f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, {better});")
             else:
-                op = {"+": "add", "*": "mul", "max": "max", "min": "min"}[f.combine]
-                lines.append(f"    {f.acc} = partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, partita_{op}());")
+                op = f"partita_{ {'+': 'add', '*': 'mul', 'max': 'max', 'min': 'min'}[f.combine]}()"
+                call = (f"partita_warp_reduce({f.acc}, {op})" if sched.warp
+                        else f"partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, {op})")
+                lines.append(f"    {f.acc} = {call};")
             lines += [f"    {line}" for line in f.then]
         result = _dtype(self.anchor.results[0].type)  # type: ignore[union-attr]
         lines += [
-            "    if (threadIdx.x == 0) {",
+            f"    if ({'live && lane' if sched.warp else 'threadIdx.x'} == 0) {{",
             f"      const {T} i = r;",
             *self._axis_lines("r", range(split), used, "      "),
             f"      const {_C_COMPUTE[result]} y = {self._round(red.y, result)};",
@@ -917,7 +938,7 @@ class KernelEmitter:
             "    }",
             "  }",
         ]
-        return lines
+        return lines, sched
 
     def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""

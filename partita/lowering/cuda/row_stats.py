@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ONE_PASS_HELPERS", "RowElement", "fold_pass", "softmax_stats", "square_stats", "welford_stats"]
+__all__ = ["ONE_PASS_HELPERS", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
+           "square_stats", "welford_stats"]
 
 _NEG_INF = "__int_as_float(0xff800000)"
 
@@ -79,8 +80,106 @@ ONE_PASS_HELPERS = (
     "  }\n"
     "  __syncthreads();\n"
     "}\n"
+    "// Warp-wide versions (a warp per row): xor shuffles only, every lane gets the result.\n"
+    "static __device__ __forceinline__ void partita_warp_softmax(float& m, float& s) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);\n"
+    "    partita_softmax_merge(m, s, m2, s2);\n"
+    "  }\n"
+    "}\n"
+    "static __device__ __forceinline__ void partita_warp_welford(float& n, float& mean, float& m2) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const float nb = __shfl_xor_sync(0xffffffffu, n, o), mb = __shfl_xor_sync(0xffffffffu, mean, o);\n"
+    "    const float qb = __shfl_xor_sync(0xffffffffu, m2, o);\n"
+    "    partita_welford_merge(n, mean, m2, nb, mb, qb);\n"
+    "  }\n"
+    "}\n"
+    "template <class T, class Op>\n"
+    "static __device__ __forceinline__ T partita_warp_reduce(T v, Op op) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = op(v, partita_shfl_xor(v, o));\n"
+    "  return v;\n"
+    "}\n"
+    "template <class T, class Better>\n"
+    "static __device__ __forceinline__ void partita_warp_arg(T& v, long long& at, Better better) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const T w = partita_shfl_xor(v, o);\n"
+    "    const long long k = partita_shfl_xor(at, o);\n"
+    "    if (better(w, k, v, at)) { v = w; at = k; }\n"
+    "  }\n"
+    "}\n"
 )
-"""Device helpers of the one-pass statistics (after the row-reduction helpers)."""
+"""Device helpers of the one-pass statistics and of warp-per-row kernels (after the
+row-reduction helpers)."""
+
+WARP_ROW_ITERATIONS = 256
+"""Rows of at most this many loads (16-byte vectors, or elements for scalar rows: 8 per
+lane) take a warp each; longer rows a block each."""
+WARP_ROWS_PER_BLOCK = 4
+"""Rows (warps) per block of the warp-per-row schedule: 128 threads."""
+
+
+@dataclass(frozen=True)
+class RowSchedule:
+    """How a ``rowwise`` kernel maps rows to threads, a named choice made from the row's
+    length (``row_schedule``) and written in the kernel's record:
+
+    * ``block-per-row``: a block strides along each row (grid-stride over rows), partial
+      results combined across the block (warp shuffles, then shared memory);
+    * ``warp-per-row``: each warp of the block takes its own row (short rows: a block per
+      row would leave most threads idle and pay block barriers for nothing), combined with
+      warp shuffles alone; ``rows_per_block`` rows per block.
+
+    Both read the row in 16-byte vectors when its length allows (``RowElement.width``).
+    The C spelled here is what the row passes use: ``lane`` / ``stride`` (the thread's
+    first index along the row, and the step), ``live`` (the guard of a warp past the last
+    row), ``reduce`` (the warp or block combine of a helper)."""
+
+    name: str
+    threads: int
+    rows_per_block: int = 1
+
+    @property
+    def warp(self) -> bool:
+        return self.rows_per_block > 1
+
+    @property
+    def lane(self) -> str:
+        return "lane" if self.warp else "threadIdx.x"
+
+    @property
+    def stride(self) -> str:
+        return "32" if self.warp else "blockDim.x"
+
+    @property
+    def live(self) -> str:
+        return "live && " if self.warp else ""
+
+    def reduce(self, helper: str, *args: str, shared: tuple[str, ...] = ()) -> str:
+        """The call combining ``args`` across the row's threads (``shared``: the block
+        version's shared arrays)."""
+        scope = "warp" if self.warp else "block"
+        return f"partita_{scope}_{helper}({', '.join([*args, *(() if self.warp else shared)])})"
+
+    def row_loop(self, T: str) -> list[str]:
+        """The loop over the rows (``r``) a block takes, opened (one ``}`` closes it)."""
+        if not self.warp:
+            return [f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{"]
+        n = self.rows_per_block
+        return [
+            "  const int lane = threadIdx.x & 31;",
+            f"  for ({T} r0 = ({T})blockIdx.x * {n}; r0 < rows; r0 += ({T})gridDim.x * {n}) {{",
+            f"    const {T} r = r0 + (threadIdx.x >> 5);",
+            "    const bool live = r < rows;  // every warp keeps going: the block's loop is uniform",
+        ]
+
+
+def row_schedule(rows, cols, width: int, block: int) -> RowSchedule:
+    """The schedule of rows of ``cols`` elements (an ``int``, or a C expression when known at
+    run time only) read ``width`` at a time (0: one), given the block a block-per-row
+    schedule would take."""
+    if isinstance(cols, int) and -(-cols // max(width, 1)) <= WARP_ROW_ITERATIONS:
+        return RowSchedule("warp-per-row", 32 * WARP_ROWS_PER_BLOCK, WARP_ROWS_PER_BLOCK)
+    return RowSchedule("block-per-row", block)
 
 
 @dataclass(frozen=True)
@@ -97,12 +196,12 @@ class RowElement:
     vector: tuple[str, ...] = ()
 
 
-def _loop(T: str, x: RowElement, body: list[str]) -> list[str]:
+def _loop(T: str, x: RowElement, body: list[str], s: RowSchedule) -> list[str]:
     """A pass over the row, ``body`` seeing the element as ``t`` (scalar rows) or the
     iteration's elements as ``f[0..width)`` (vector rows)."""
     if not x.width:
         return [
-            f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+            f"    for ({T} j = {s.lane}; {s.live}j < cols; j += {s.stride}) {{",
             *(f"      {line}" for line in x.lines),
             f"      const float t = {x.expr};",
             *(f"      {line}" for line in body),
@@ -110,7 +209,7 @@ def _loop(T: str, x: RowElement, body: list[str]) -> list[str]:
         ]
     w = x.width
     return [
-        f"    for ({T} jv = threadIdx.x; jv < cols / {w}; jv += blockDim.x) {{",
+        f"    for ({T} jv = {s.lane}; {s.live}jv < cols / {w}; jv += {s.stride}) {{",
         *(f"      {line}" for line in x.vector),
         f"      float f[{w}];",
         "      #pragma unroll",
@@ -124,7 +223,7 @@ def _loop(T: str, x: RowElement, body: list[str]) -> list[str]:
     ]
 
 
-def softmax_stats(T: str, x: RowElement) -> list[str]:
+def softmax_stats(T: str, x: RowElement, s: RowSchedule) -> list[str]:
     """Lines leaving the row's max in ``mx`` and ``sum(exp(x - mx))`` in ``sum`` (every
     thread), from one read of the row."""
     if x.width:
@@ -144,14 +243,14 @@ def softmax_stats(T: str, x: RowElement) -> list[str]:
             f"sum += t == {_NEG_INF} ? 0.0f : expf(t - mx);",
         ]
     return [
-        "    __shared__ float red_s[32];",
+        *([] if s.warp else ["    __shared__ float red_s[32];"]),
         f"    float mx = {_NEG_INF}, sum = 0.0f;",
-        *_loop(T, x, body),
-        "    partita_block_softmax(mx, sum, red, red_s);",
+        *_loop(T, x, body, s),
+        f"    {s.reduce('softmax', 'mx', 'sum', shared=('red', 'red_s'))};",
     ]
 
 
-def welford_stats(T: str, x: RowElement) -> list[str]:
+def welford_stats(T: str, x: RowElement, s: RowSchedule) -> list[str]:
     """Lines leaving the row's ``mean`` and (biased) ``var`` in every thread, from one read
     of the row (Welford per thread, Chan's merge per vector and across the block)."""
     if x.width:
@@ -168,28 +267,28 @@ def welford_stats(T: str, x: RowElement) -> list[str]:
     else:
         body = ["wn += 1.0f;", "const float d = t - mean;", "mean += d / wn;", "wq += d * (t - mean);"]
     return [
-        "    __shared__ float red_w[96];",
+        *([] if s.warp else ["    __shared__ float red_w[96];"]),
         "    float wn = 0.0f, mean = 0.0f, wq = 0.0f;",
-        *_loop(T, x, body),
-        "    partita_block_welford(wn, mean, wq, red_w);",
+        *_loop(T, x, body, s),
+        f"    {s.reduce('welford', 'wn', 'mean', 'wq', shared=('red_w',))};",
         "    const float var = wq / (float)cols;",
     ]
 
 
-def square_stats(T: str, x: RowElement) -> list[str]:
+def square_stats(T: str, x: RowElement, s: RowSchedule) -> list[str]:
     """Lines leaving the row's mean square ``ms`` in every thread (one read of the row)."""
     body = (["#pragma unroll", f"for (int u = 0; u < {x.width}; ++u) ms += f[u] * f[u];"]
             if x.width else ["ms += t * t;"])
-    return ["    float ms = 0.0f;", *_loop(T, x, body),
-            "    ms = partita_block_sum(ms, red) / (float)cols;"]
+    return ["    float ms = 0.0f;", *_loop(T, x, body, s),
+            f"    ms = {s.reduce('sum', 'ms', shared=('red',))} / (float)cols;"]
 
 
-def fold_pass(T: str, x: RowElement, step: list[str], ctype: str) -> list[str]:
+def fold_pass(T: str, x: RowElement, step: list[str], ctype: str, s: RowSchedule) -> list[str]:
     """A pass folding each element, as ``v`` of C type ``ctype``, with the ``step`` lines
     (a row reduction's fold; ``j`` is the element's index along the row)."""
     if not x.width:
         return [
-            f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+            f"    for ({T} j = {s.lane}; {s.live}j < cols; j += {s.stride}) {{",
             *(f"      {line}" for line in x.lines),
             f"      const {ctype} v = {x.expr};",
             *(f"      {line}" for line in step),
@@ -197,7 +296,7 @@ def fold_pass(T: str, x: RowElement, step: list[str], ctype: str) -> list[str]:
         ]
     w = x.width
     return [
-        f"    for ({T} jv = threadIdx.x; jv < cols / {w}; jv += blockDim.x) {{",
+        f"    for ({T} jv = {s.lane}; {s.live}jv < cols / {w}; jv += {s.stride}) {{",
         *(f"      {line}" for line in x.vector),
         f"      for (int u = 0; u < {w}; ++u) {{",
         f"        const {T} j = jv * {w} + u;",

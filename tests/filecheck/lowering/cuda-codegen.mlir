@@ -23,7 +23,7 @@
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
 // CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 128 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 64 : i64},
-// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64},
+// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 128 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
 // CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d"},
 // CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
 
@@ -88,19 +88,20 @@
 // CUDA-NEXT:       const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
 // CUDA-NEXT:       out[i] = st_f16(v2);
 
-// A row reduction: one block per row (grid-stride), one pass over the row for Welford's
-// statistics (merged across the block), the normalized value and its epilogue per element
-// of the row in a second pass.
+// A row reduction: rows of 20 floats, a warp each (four rows a block, grid-stride), one
+// pass over the row for Welford's statistics (merged across the warp), the normalized
+// value and its epilogue per element of the row in a second pass.
 
 // CUDA:      // @main_rows: nn.layer_norm, nn.sigmoid
 // CUDA:        const long long rows = d0 * 8;
 // CUDA-NEXT:   const long long cols = 20;
-// CUDA-NEXT:   __shared__ float red[32];
-// CUDA-NEXT:   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+// CUDA-NEXT:   const int lane = threadIdx.x & 31;
+// CUDA-NEXT:   for (long long r0 = (long long)blockIdx.x * 4; r0 < rows; r0 += (long long)gridDim.x * 4) {
+// CUDA-NEXT:     const long long r = r0 + (threadIdx.x >> 5);
+// CUDA-NEXT:     const bool live = r < rows;
 // CUDA-NEXT:     const float* xr = in0 + r * cols;
-// CUDA-NEXT:     __shared__ float red_w[96];
 // CUDA-NEXT:     float wn = 0.0f, mean = 0.0f, wq = 0.0f;
-// CUDA-NEXT:     for (long long jv = threadIdx.x; jv < cols / 4; jv += blockDim.x) {
+// CUDA-NEXT:     for (long long jv = lane; live && jv < cols / 4; jv += 32) {
 // CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
 // CUDA-NEXT:       const float* e = (const float*)&w;
 // CUDA:            for (int u = 0; u < 4; ++u) {
@@ -108,10 +109,10 @@
 // CUDA:            const float vmean = vs * 0.25f;
 // CUDA:            partita_welford_merge(wn, mean, wq, 4.0f, vmean, vq);
 // CUDA-NEXT:     }
-// CUDA-NEXT:     partita_block_welford(wn, mean, wq, red_w);
+// CUDA-NEXT:     partita_warp_welford(wn, mean, wq);
 // CUDA-NEXT:     const float var = wq / (float)cols;
 // CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
-// CUDA-NEXT:     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+// CUDA-NEXT:     for (long long j = lane; live && j < cols; j += 32) {
 // CUDA-NEXT:       const long long i = r * cols + j;
 // CUDA-NEXT:       const float y = (xr[j] - mean) / sd * in1[j] + in2[j];
 // CUDA-NEXT:       const float v0 = 1.0f / (1.0f + expf(-y));
