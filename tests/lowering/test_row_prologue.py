@@ -11,7 +11,7 @@ from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, fused_functions, host_ops  # tests/support/kernel_check.py
 
 from partita.lowering.cuda.codegen import program_of
-from partita.lowering.cuda.emitter import kernel_function_error
+from partita.lowering.cuda.fusion import kernel_function_error
 
 PROLOGUES = """
 func.func @main(%x: tensor<3x{C}x{T}>, %r: tensor<3x{C}x{T}>, %g: tensor<{C}x{T}>, %b: tensor<{C}x{T}>) -> (tensor<3x1x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>) {{

@@ -5,14 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    const_ints,
-    converter,
-    fail,
-    is_const,
-    is_symbolic,
-    shape_of,
-)
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import const_ints, fail, is_const, is_symbolic, shape_of
 
 REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
     "ReduceSum": (nn.ReduceSumOp, 13),

@@ -9,21 +9,20 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    CONVERTERS,
-    Importer,
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.indexing import broadcast_to
+from partita.frontends.onnx.model import tensor_array
+from partita.frontends.onnx.registry import CONVERTERS, converter
+from partita.frontends.onnx.values import (
     SymDim,
     const_ints,
     const_scalar,
-    converter,
     fail,
     is_const,
     shape_of,
     sym_arith,
     sym_factors,
-    tensor_array,
 )
-from partita.frontends.onnx.indexing import broadcast_to
 
 
 @converter("Identity")
