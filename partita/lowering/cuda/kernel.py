@@ -448,9 +448,12 @@ class KernelEmitter(ScheduleMixin):
         extra: dict = {}
         rank = len(self.out_dims)
         if self.anchor is None:
+            vectors, first = self._injective_vectors(used, store, out_dtype)
+            start = f"{first} + " if first != "0" else ""
             body = [
                 f"  const {T} n = {numel};",
-                f"  for ({T} i = ({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
+                *vectors,
+                f"  for ({T} i = {start}({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
                 *self._axis_lines("i", range(rank), used, "    "),
                 *self.lines,
                 store,

@@ -23,10 +23,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ONE_PASS_HELPERS", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
+__all__ = ["ONE_PASS_HELPERS", "VECTOR16", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
            "square_stats", "welford_stats"]
 
 _NEG_INF = "__int_as_float(0xff800000)"
+
+VECTOR16 = (
+    "// 16 bytes, read or written with one 128-bit access (LDG.E.128 / STG.E.128).\n"
+    "struct alignas(16) partita_v16 { unsigned w[4]; };\n"
+)
+"""The vector type of the row and injective kernels' 16-byte accesses (emitted when used)."""
 
 ONE_PASS_HELPERS = (
     "// Online softmax statistics: (m, s) = (running max, sum of exp(x - m)).\n"

@@ -98,8 +98,6 @@ def _mma_helper(dtype: str) -> str:
 
 
 _REDUCE_HELPERS = (
-    "// 16 bytes of a row, read with one 128-bit load (LDG.E.128) where the row allows it.\n"
-    "struct alignas(16) partita_v16 { unsigned w[4]; };\n"
     "// Block-wide reductions: warp shuffles, then one value per warp through red[32];\n"
     "// every thread gets the result (blockDim.x a multiple of 32, at most 1024).\n"
     "static __device__ __forceinline__ float partita_warp_sum(float v) {\n"
@@ -332,6 +330,46 @@ class ScheduleMixin:
             "  }",
         ]
         return lines, sched
+
+    def _injective_vectors(self, used: str, store: str, out_dtype: str) -> tuple[list[str], str]:
+        """The 16-byte vector loop of an injective kernel (``[]`` when its output type has
+        no vector width) and the first element the scalar loop then takes: each thread
+        computes the ``width`` consecutive outputs of a vector and stores them with one
+        128-bit store, the operands read at the output index (same shape and element
+        size) loaded as 16-byte vectors too; the scalar loop finishes the ``n % width``
+        tail. Vector ``iv`` starts at byte ``16 * iv`` of every such buffer, so any length
+        is aligned (buffers are 256-byte aligned)."""
+        T = self.index_type
+        widths = {"f16": 8, "bf16": 8, "f32": 4}
+        width = widths.get(out_dtype, 0)
+        if not width:
+            return [], "0"
+        body = "\n".join(self.lines)
+        loads: list[str] = []
+        lines = list(self.lines)
+        for a in self.block.args:
+            at = f"in{a.index}[i]"
+            if self.dims[a] == self.out_dims and at in body and widths.get(_dtype(a.type)) == width:
+                ct = _C_TYPES[_dtype(a.type)]
+                loads += [f"    const partita_v16 w{a.index} = ((const partita_v16*)in{a.index})[iv];",
+                          f"    const {ct}* e{a.index} = (const {ct}*)&w{a.index};"]
+                lines = [line.replace(at, f"e{a.index}[u]") for line in lines]
+        ot = _C_TYPES[out_dtype]
+        return [
+            f"  for ({T} iv = ({T})blockIdx.x * blockDim.x + threadIdx.x; iv < n / {width}; iv += ({T})gridDim.x * blockDim.x) {{",
+            *loads,
+            "    partita_v16 wo;",
+            f"    {ot}* eo = ({ot}*)&wo;",
+            "    #pragma unroll",
+            f"    for (int u = 0; u < {width}; ++u) {{",
+            f"      const {T} i = iv * {width} + u;",
+            *self._axis_lines("i", range(len(self.out_dims)), used, "      "),
+            *(f"  {line}" for line in lines),
+            "  " + store.replace("out[i] =", "eo[u] ="),
+            "    }",
+            "    ((partita_v16*)out)[iv] = wo;",
+            "  }",
+        ], f"n / {width} * {width}"
 
     def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""

@@ -32,12 +32,30 @@
 // CUDA:      static __device__ __forceinline__ void partita_mma_f16(float* c, const float* a, const float* b) {
 // CUDA-NEXT: #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // CUDA:        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+// An injective kernel: each thread computes a 16-byte vector of outputs (x read as one
+// too, the broadcast bias element-wise) and stores it at once; a scalar loop takes the
+// tail.
+
 // CUDA:      // @main_fused_0: nn.relu, nn.add, nn.gelu
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
 // CUDA-NEXT: main_fused_0(const __half* __restrict__ in0, const __half* __restrict__ in1, __half* __restrict__ out, int dim0) {
 // CUDA-NEXT:   const long long d0 = dim0;
 // CUDA-NEXT:   const long long n = d0 * 64;
-// CUDA-NEXT:   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:   for (long long iv = (long long)blockIdx.x * blockDim.x + threadIdx.x; iv < n / 8; iv += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:     const partita_v16 w0 = ((const partita_v16*)in0)[iv];
+// CUDA-NEXT:     const __half* e0 = (const __half*)&w0;
+// CUDA-NEXT:     partita_v16 wo;
+// CUDA-NEXT:     __half* eo = (__half*)&wo;
+// CUDA-NEXT:     #pragma unroll
+// CUDA-NEXT:     for (int u = 0; u < 8; ++u) {
+// CUDA-NEXT:       const long long i = iv * 8 + u;
+// CUDA-NEXT:       const long long o1 = i % 64;
+// CUDA-NEXT:       const float v0 = ld_f16(e0[u]);
+// CUDA:            eo[u] = st_f16(v4);
+// CUDA-NEXT:     }
+// CUDA-NEXT:     ((partita_v16*)out)[iv] = wo;
+// CUDA-NEXT:   }
+// CUDA-NEXT:   for (long long i = n / 8 * 8 + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 // CUDA-NEXT:     const long long o1 = i % 64;
 // CUDA-NEXT:     const float v0 = ld_f16(in0[i]);
 // CUDA-NEXT:     const float v1 = rn_f16(v0 < 0.0f ? 0.0f : v0);
@@ -55,7 +73,7 @@
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
 // CUDA-NEXT: main_fused_1(const __nv_bfloat16* __restrict__ in0, const __nv_bfloat16* __restrict__ in1, __nv_bfloat16* __restrict__ out) {
 // CUDA-NEXT:   const int n = 24;
-// CUDA-NEXT:   for (int i = (int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * blockDim.x) {
+// CUDA:        for (int i = n / 8 * 8 + (int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * blockDim.x) {
 // CUDA-NEXT:     const int o0 = i / 6;
 // CUDA-NEXT:     const int o1 = i % 6;
 // CUDA-NEXT:     const int t0 = o1 * 4 + o0;
@@ -155,7 +173,7 @@
 // CUDA-NEXT:     const int c1 = s1 < 0 ? 0 : (s1 < 3 ? s1 : 3 - 1);
 // CUDA-NEXT:     const float v0 = in0[c0 * 3 + c1];
 // CUDA-NEXT:     const float v1 = (s0 == c0 && s1 == c1) ? v0 : 0.5f;
-// CUDA-NEXT:     out[i] = v1;
+// CUDA-NEXT:     eo[u] = v1;
 // CUDA-NOT:  not_a_kernel
 
 func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
