@@ -93,16 +93,17 @@ def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
 
-def cutlass_sm(config: CompilationConfig) -> int:
-    """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
+def cutlass_sm(config: CompilationConfig) -> int | str:
+    """The cutlass target's ``sm``; left unset, the cuda target's arch decides (``90a``
+    from ``sm_90a``: the CUTLASS 3 Hopper kernels need the arch-specific target)."""
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
             return parse_arch(str(cutlass.options["sm"]))[0]
         cuda = config.find_target_for_kind("cuda")
         if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
-            # sm_90a and the like: CUTLASS's sm80-style kernels take the numeric part.
-            return parse_arch(str(cuda.get("arch")))[0]
+            number, suffix = parse_arch(str(cuda.get("arch")))
+            return f"{number}{suffix}" if suffix == "a" and number == 90 else number
     except ValueError as err:
         raise PartitaError(str(err)) from None
     return int(Target("cutlass").get("sm"))
@@ -418,7 +419,9 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
-    since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
+    since a cold CUTLASS compile takes a while), and by ``cutlass-codegen`` as each of its
+    NVRTC programs is done (``pass_name`` then says which, compiled or from the cache).
+    ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
     is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
     an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
@@ -470,6 +473,11 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                 progress(next_.name, len(times), count)
             started[0] = time.perf_counter()
 
+    if progress is not None:  # codegens that compile several programs say when each is done
+        for step in codegen:
+            if hasattr(step, "progress"):
+                object.__setattr__(step, "progress",
+                                   lambda line, name=step.name: progress(f"{name}: {line}", len(times), count))
     PassPipeline(placement, between).apply(ctx, module)
     # Everything is placed and outlined: capture it before codegen drops bodies.
     rows = _partition_rows(module, entry, _cost_estimator(device))

@@ -11,8 +11,8 @@
   with the same calls (tests use a recording one).
 * :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
   at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
-* :func:`pack_kernel_args` -- pure C-ABI packing of ``[(kind, value)]``,
-  testable without a GPU against ``partita.lowering.cubin.kernel_params``.
+* Launch arguments are packed by ``partita.runtime.arguments`` (C ABI, one layout per
+  parameter-kind list, testable without a GPU against ``partita.lowering.cubin.kernel_params``).
 """
 
 from __future__ import annotations
@@ -20,22 +20,12 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-#: kind -> (struct format, size, alignment)
-_KINDS = {
-    "ptr": ("<Q", 8, 8),
-    "int": ("<i", 4, 4),
-    "i32": ("<i", 4, 4),
-    "u32": ("<I", 4, 4),
-    "i64": ("<q", 8, 8),
-    "u64": ("<Q", 8, 8),
-    "f32": ("<f", 4, 4),
-    "f64": ("<d", 8, 8),
-}
+from partita.runtime.arguments import ArgumentLayout
 
 
 class CudaError(RuntimeError):
@@ -43,33 +33,6 @@ class CudaError(RuntimeError):
 
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
-
-
-def pack_kernel_args(params: Iterable[tuple[str, object]]) -> tuple[bytes, list[int]]:
-    """Pack kernel arguments following the C ABI.
-
-    ``params`` is ``[(kind, value)]`` with kind in ``ptr``/``int``/``i32``/
-    ``u32``/``i64``/``u64``/``f32``/``f64``; each argument is placed at the next
-    offset aligned to its size (pointers 8, ints 4).  Returns the buffer (padded
-    to a multiple of 8 when it holds any 8-byte argument) and the offsets.
-    """
-    buf = bytearray()
-    offsets: list[int] = []
-    max_align = 1
-    for kind, value in params:
-        try:
-            fmt, size, align = _KINDS[kind]
-        except KeyError:
-            raise ValueError(f"unknown kernel argument kind {kind!r}") from None
-        max_align = max(max_align, align)
-        pad = (-len(buf)) % align
-        buf += bytes(pad)
-        offsets.append(len(buf))
-        if kind in ("ptr", "u64") and int(value) < 0:  # type: ignore[call-overload]
-            raise ValueError("negative pointer")
-        buf += struct.pack(fmt, value)
-    buf += bytes((-len(buf)) % max_align)
-    return bytes(buf), offsets
 
 
 def _driver():
@@ -324,12 +287,31 @@ class CudaDevice:
         else:
             raise ValueError(f"no device fill for elements of {len(raw)} bytes")
 
-    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
-        """A launch packed once; ``operands`` (which argument is which tensor) let the plan
-        patch a zero-copy input's pointer into it."""
-        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
+    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=(),
+                       layout: ArgumentLayout | None = None, cluster=None) -> CudaLaunch:
+        """A launch packed once (with ``layout``, the plan's layout of these argument kinds,
+        when given); ``operands`` (which argument is which tensor) let the plan patch a
+        zero-copy input's pointer into it. With ``cluster`` (CTAs per thread-block cluster)
+        it is a ``cuLaunchKernelEx`` with the cluster-dimension attribute."""
+        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args, layout))
         launch.args, launch.operands = tuple(args), tuple(operands)
+        if cluster is not None:
+            launch.with_cluster(_dim3(cluster))
         return launch
+
+    def encode_tensor_map(self, request):
+        """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
+        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, TensorMap
+
+        drv = self.drv
+        encoded = self._call(drv.cuTensorMapEncodeTiled(
+            drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), request.rank, request.address,
+            list(request.dims), list(request.strides), list(request.box),
+            list(request.element_strides or (1,) * request.rank),
+            drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[request.swizzle]),
+            drv.CUtensorMapL2promotion(L2_PROMOTION_128B), drv.CUtensorMapFloatOOBfill(0)),
+            f"cuTensorMapEncodeTiled(dims {request.dims}, box {request.box})")
+        return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 
     # -- CUDA graphs ------------------------------------------------------------
     def capture(self, stream, record) -> CudaGraph:
@@ -395,17 +377,29 @@ class PinnedStaging:
             self.close()
             raise
 
-    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
-        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk."""
-        drv, flat = self.device.drv, np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for at in range(0, flat.size, self.chunk):
-            piece = flat[at : at + self.chunk]
+    def upload(self, ptr: int, array: np.ndarray, stream, dtype: np.dtype | None = None) -> None:
+        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk, as ``dtype``
+        (converted into the staging buffer: a weight stored at another type than it is
+        computed in). A strided array (a permuted weight viewed in its file) is laid out
+        whole rows at a time into the staging buffer, never as a whole copy."""
+        dtype = array.dtype if dtype is None else np.dtype(dtype)
+        source = array.reshape(1) if array.ndim == 0 else array
+        row = source[0].size * dtype.itemsize  # device bytes of one row
+        if source.flags.c_contiguous or row > self.chunk:
+            source = np.ascontiguousarray(source).reshape(-1)  # no copy when contiguous
+            row, step = dtype.itemsize, max(1, self.chunk // dtype.itemsize)
+        else:
+            step = self.chunk // row
+        drv = self.device.drv
+        for at in range(0, source.shape[0], step):
+            piece = source[at : at + step]
+            nbytes = piece.size * dtype.itemsize
             k, self.next = self.next, (self.next + 1) % len(self.hosts)
             if self.pending[k]:  # the device may still be reading this buffer
                 self.device._call(drv.cuEventSynchronize(self.events[k]), "cuEventSynchronize")
-            staged = (ctypes.c_uint8 * piece.size).from_address(self.hosts[k])
-            np.copyto(np.frombuffer(staged, np.uint8), piece)
-            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.size, stream), "cuMemcpyHtoDAsync")
+            staged = (ctypes.c_uint8 * nbytes).from_address(self.hosts[k])
+            np.copyto(np.frombuffer(staged, dtype).reshape(piece.shape), piece, casting="unsafe")
+            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at * row, self.hosts[k], nbytes, stream), "cuMemcpyHtoDAsync")
             self.device._call(drv.cuEventRecord(self.events[k], stream), "cuEventRecord")
             self.pending[k] = True
 
@@ -434,10 +428,12 @@ def _dim3(values: Sequence[int]) -> tuple[int, int, int]:
     return out  # type: ignore[return-value]
 
 
-def _packed(args: Sequence[tuple[str, object]]):
+def _packed(args: Sequence[tuple[str, object]], layout: ArgumentLayout | None = None):
     """The C-ABI argument buffer and the ``kernelParams`` array pointing into it (both
     ctypes objects the launch keeps alive)."""
-    payload, offsets = pack_kernel_args(args)
+    if layout is None:
+        layout = ArgumentLayout.of(kind for kind, _ in args)
+    payload, offsets = bytes(layout.pack([value for _, value in args])), layout.offsets
     buf = ctypes.create_string_buffer(payload, max(8, len(payload)))
     base = ctypes.addressof(buf)
     kparams = (ctypes.c_void_p * max(1, len(offsets)))(*[base + o for o in offsets])
@@ -459,6 +455,7 @@ class CudaLaunch:
 
     __slots__ = (
         "_address",
+        "_config",
         "_launch",
         "args",
         "block",
@@ -477,16 +474,45 @@ class CudaLaunch:
         self.buffer, self.kparams, self.offsets = buffer, kparams, offsets
         self._address = ctypes.addressof(kparams)
         self._launch = device.drv.cuLaunchKernel
+        self._config = None
+        self.args: tuple = ()
 
     @property
     def params(self) -> bytes:
         return self.buffer.raw
 
     def set_pointer(self, arg: int, ptr: int) -> None:
-        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input)."""
+        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input); a TMA
+        descriptor's address is opaque, so that argument is encoded again."""
+        kind, value = self.args[arg] if self.args and arg < len(self.args) else ("ptr", None)
+        if kind == "tensormap":
+            encoded = self.device.encode_tensor_map(value.request.at(ptr))  # type: ignore[union-attr]
+            self.args = (*self.args[:arg], ("tensormap", encoded), *self.args[arg + 1:])
+            ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[arg], encoded.raw, len(encoded.raw))
+            return
         struct.pack_into("<Q", self.buffer, self.offsets[arg], ptr)
 
+    def with_cluster(self, cluster: tuple[int, int, int]) -> None:
+        """Launch through ``cuLaunchKernelEx`` with ``cluster`` CTAs per cluster."""
+        drv = self.device.drv
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+        config.sharedMemBytes = self.smem
+        attribute = drv.CUlaunchAttribute()
+        attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster
+        config.attrs, config.numAttrs = [attribute], 1
+        self._config = config
+
     def __call__(self, stream) -> None:
+        if self._config is not None:
+            self._config.hStream = stream
+            result = self.device.drv.cuLaunchKernelEx(self._config, self.function.handle, self._address, 0)
+            err = result[0] if isinstance(result, tuple) else result
+            if err != self.device.drv.CUresult.CUDA_SUCCESS:
+                self.device._call(result, f"cuLaunchKernelEx({self.function.name})")
+            return
         g, b = self.grid, self.block
         result = self._launch(self.function.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem, stream, self._address, 0)
         err = result[0] if isinstance(result, tuple) else result
@@ -558,7 +584,7 @@ class CudaModule:
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[tuple[str, object]], smem: int = 0, stream=0) -> None:
-        """Launch ``name`` with C-ABI-packed ``args`` (see :func:`pack_kernel_args`)."""
+        """Launch ``name`` with C-ABI-packed ``args`` (see ``partita.runtime.arguments.pack_kernel_args``)."""
         self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)(stream)
 
     def time_launch(self, name: str, grid, block, args, smem: int = 0,

@@ -54,6 +54,7 @@ from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand
+from partita.runtime.hopper import Sm90KernelHandle
 from partita.runtime.libraries import handle_class as library_handle_class
 
 
@@ -275,7 +276,8 @@ Handle = KernelHandle | FusedKernelHandle
 
 #: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
 HANDLE_KINDS: dict[str, Any] = {
-    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle)
+    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle,
+                        Sm90KernelHandle)
 }
 
 

@@ -28,6 +28,14 @@ What the real driver refuses, this one refuses too:
   that reads bytes another stream wrote, with no event wait or synchronization ordering
   it after that write, is a race, listed in ``races`` (the hardware would read stale
   bytes without a word);
+* TMA and clusters (Hopper): ``cuTensorMapEncodeTiled`` checks the driver's rules (sm_90 or
+  newer, rank 1..5, a known data type, a 16-byte-aligned global address, global strides
+  that are multiples of 16 bytes below 2^40, box dims 1..256 whose inner extent is a
+  multiple of 16 bytes and fits the swizzle width, element strides 1..8) and returns a
+  descriptor whose bytes name the request (``tensor_maps`` lists what was encoded);
+  ``cuLaunchKernelEx`` takes a ``CUlaunchConfig``: grid, block and shared memory as
+  ``cuLaunchKernel`` (opt-in above 48 KiB), a cluster-dimension attribute of at most 8
+  CTAs (16 with the non-portable opt-in) that divides the grid, only on sm_90 or newer;
 * everything created is tracked until destroyed: ``live()`` lists what ``close()``
   left behind (memory, modules, streams, events, graphs, retained contexts).
 """
@@ -81,6 +89,25 @@ class RecordingDriver:
                                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
     CUstreamCaptureMode = SimpleNamespace(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
+    # cuda.bindings' enums are IntEnums called with their value; ints stand in for them
+    CUtensorMapDataType = CUtensorMapInterleave = CUtensorMapSwizzle = int
+    CUtensorMapL2promotion = CUtensorMapFloatOOBfill = int
+    CUlaunchAttributeID = SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4)
+    #: CUtensorMapDataType -> element bytes (UINT8, UINT16, UINT32, INT32, UINT64, INT64,
+    #: FLOAT16, FLOAT32, FLOAT64, BFLOAT16, ...)
+    TENSOR_MAP_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
+    TENSOR_MAP_SWIZZLE = {0: 0, 1: 32, 2: 64, 3: 128}
+
+    class CUlaunchConfig:
+        def __init__(self):
+            self.gridDimX = self.gridDimY = self.gridDimZ = 1
+            self.blockDimX = self.blockDimY = self.blockDimZ = 1
+            self.sharedMemBytes, self.hStream, self.attrs, self.numAttrs = 0, 0, [], 0
+
+    class CUlaunchAttribute:
+        def __init__(self):
+            self.id = 0
+            self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0))
 
     def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None):
         self.version, self.arch, self.devices = version, arch, devices
@@ -94,6 +121,8 @@ class RecordingDriver:
         self.func_attributes: dict[tuple[str, int], int] = {}
         self.static_smem: dict[str, int] = {}
         self.alignment: dict[str, dict[int, int]] = {}
+        self.tensor_maps: list[dict] = []  # cuTensorMapEncodeTiled requests that succeeded
+        self.non_portable_clusters: set[str] = set()  # kernels opted in to 16-CTA clusters
         self.sticky: int | None = None
         self.current: dict[int, object] = {}  # thread id -> context
         self.retained = 0
@@ -481,6 +510,66 @@ class RecordingDriver:
             return (CAPTURE_INVALIDATED,)
         record["misaligned"] = self._misaligned(f[1], params)
         self.log.append(("cuLaunchKernel", stream, f[1]))
+        if stream in self._capturing:
+            self._capturing[stream].append(record)
+        else:
+            self._executed(record)
+        return result
+
+    # -- Hopper: TMA descriptors and cluster launches --------------------------------------
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, element_strides, interleave,
+                               swizzle, l2_promotion, oob_fill):
+        result = self._call("cuTensorMapEncodeTiled", None)
+        if result[0] != SUCCESS:
+            return result
+        dtype, rank, address = int(dtype), int(rank), int(address)
+        dims, strides, box = [int(d) for d in dims], [int(s) for s in strides], [int(b) for b in box]
+        element_strides = [int(e) for e in element_strides]
+        size = self.TENSOR_MAP_BYTES.get(dtype)
+        width = self.TENSOR_MAP_SWIZZLE.get(int(swizzle))
+        valid = (
+            tuple(self.arch) >= (9, 0) and size is not None and width is not None and 1 <= rank <= 5
+            and int(interleave) == 0  # what Partita encodes; interleaved layouts have rules of their own
+            and len(dims) == rank and len(strides) == rank - 1 and len(box) == rank and len(element_strides) == rank
+            and address % 16 == 0 and all(1 <= d <= 2**32 for d in dims)
+            and all(st % 16 == 0 and 0 <= st < 2**40 for st in strides)
+            and all(1 <= b <= 256 for b in box) and (box[0] * size) % 16 == 0
+            and (width == 0 or box[0] * size <= width) and all(1 <= e <= 8 for e in element_strides)
+        )
+        if not valid:
+            return INVALID_VALUE, None
+        request = {"dtype": dtype, "address": address, "dims": tuple(dims), "strides": tuple(strides),
+                   "box": tuple(box), "swizzle": width, "l2_promotion": int(l2_promotion), "oob_fill": int(oob_fill)}
+        self.tensor_maps.append(request)
+        # the descriptor's words: the address, then a reference to the request
+        return SUCCESS, SimpleNamespace(opaque=[address, len(self.tensor_maps) - 1] + [0] * 14)
+
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+        block = (config.blockDimX, config.blockDimY, config.blockDimZ)
+        cluster = None
+        for attribute in list(config.attrs)[: config.numAttrs]:
+            if attribute.id == self.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+                d = attribute.value.clusterDim
+                cluster = (int(d.x), int(d.y), int(d.z))
+        record = {"name": f[1], "grid": grid, "block": block, "smem": int(config.sharedMemBytes),
+                  "stream": config.hStream, "params": params, "cluster": cluster}
+        result = self._call("cuLaunchKernelEx")
+        if result[0] != SUCCESS:
+            return result
+        if cluster is not None:
+            ctas = cluster[0] * cluster[1] * cluster[2]
+            limit = 16 if f[1] in self.non_portable_clusters else 8
+            if tuple(self.arch) < (9, 0) or min(cluster) < 1 or ctas > limit \
+                    or any(g % c for g, c in zip(grid, cluster)):
+                return (INVALID_VALUE,)
+        err = self._launch_error(f[1], grid, block, int(config.sharedMemBytes))
+        stream = config.hStream
+        if err or not self._stream_ok(stream):
+            return (err or INVALID_VALUE,)
+        if stream in self._invalidated:
+            return (CAPTURE_INVALIDATED,)
+        self.log.append(("cuLaunchKernelEx", stream, f[1]))
         if stream in self._capturing:
             self._capturing[stream].append(record)
         else:
