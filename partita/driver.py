@@ -25,7 +25,7 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, ReduceMeanOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
@@ -150,6 +150,9 @@ def _pipeline_stages(
         # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
         # target the chain stays, for them (and Collage) to take.
         steps.append("fuse-attention")
+    if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
+        # Decomposed RMSNorm (pow, mean, sqrt, scale) as one nn.rms_norm: one row kernel.
+        steps.append("fuse-rms-norm")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")
