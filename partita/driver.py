@@ -25,7 +25,7 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import BatchNormOp, Conv2DOp, SoftmaxOp
+from partita.dialects.nn import BatchNormOp, Conv2DOp, ReduceMeanOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
@@ -35,6 +35,7 @@ from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
+from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
@@ -150,6 +151,9 @@ def _pipeline_stages(
         # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
         # target the chain stays, for them (and Collage) to take.
         steps.append("fuse-attention")
+    if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
+        # Decomposed RMSNorm (pow, mean, sqrt, scale) as one nn.rms_norm: one row kernel.
+        steps.append("fuse-rms-norm")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")
@@ -286,6 +290,13 @@ class Executable:
         except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
             raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
 
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+        """Per-step and per-partition device times of runs on these inputs: the launch
+        plan run ``warmup`` times, then ``repeat`` times with device events around each
+        step (kernel launch, library call, host step); medians per run. On the simulated
+        device every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
+        return self.runtime.profile(*args, repeat=repeat, warmup=warmup, **named)
+
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
@@ -309,13 +320,14 @@ class Executable:
             pass_times=self.pass_times,
         )
 
-    def report_graph(self, path: str | Path | None = None) -> str:
+    def report_graph(self, path: str | Path | None = None, profile: Profile | None = None) -> str:
         """The placement as one self-contained HTML page (see ``partita.report_graph``);
-        written to ``path`` when given."""
+        written to ``path`` when given. With a ``profile`` (``Executable.profile``) each
+        partition shows its measured time."""
         from partita.files import write_atomically
         from partita.report_graph import placement_graph, render_html
 
-        page = render_html(placement_graph(self))
+        page = render_html(placement_graph(self, profile))
         if path is not None:
             write_atomically(path, page)
         return page

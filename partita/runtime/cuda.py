@@ -10,7 +10,8 @@
   (:class:`CudaGraph`: one ``cuGraphLaunch`` per replay). ``driver`` can be a stand-in
   with the same calls (tests use a recording one).
 * :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
-  at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
+  at ``>= 48 KiB``. Events time steps (``create_event``... used by
+  ``partita.runtime.profile``).
 * Launch arguments are packed by ``partita.runtime.arguments`` (C ABI, one layout per
   parameter-kind list, testable without a GPU against ``partita.lowering.cubin.kernel_params``).
 """
@@ -340,8 +341,20 @@ class CudaDevice:
     def load_module(self, cubin: bytes) -> CudaModule:
         return CudaModule(self, cubin)
 
-    def event(self) -> int:
+    def create_event(self):
+        """An event that can time (``partita.runtime.profile``)."""
         return self._call(self.drv.cuEventCreate(0), "cuEventCreate")
+
+    def record_event(self, event, stream) -> None:
+        self._call(self.drv.cuEventRecord(event, stream), "cuEventRecord")
+
+    def elapsed_ms(self, start, stop) -> float:
+        """Milliseconds between two recorded events, once ``stop`` has completed."""
+        self._call(self.drv.cuEventSynchronize(stop), "cuEventSynchronize")
+        return float(self._call(self.drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+
+    def destroy_event(self, event) -> None:
+        self._call(self.drv.cuEventDestroy(event), "cuEventDestroy")
 
     def wait_for(self, producer, stream) -> None:
         """Orders ``stream`` after what ``producer`` (a stream handle, ``1``/``2`` the legacy
@@ -586,33 +599,6 @@ class CudaModule:
                args: Sequence[tuple[str, object]], smem: int = 0, stream=0) -> None:
         """Launch ``name`` with C-ABI-packed ``args`` (see ``partita.runtime.arguments.pack_kernel_args``)."""
         self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)(stream)
-
-    def time_launch(self, name: str, grid, block, args, smem: int = 0,
-                    repeat: int = 10, warmup: int = 2) -> float:
-        """Mean milliseconds per launch, measured with CUDA events around ``repeat``
-        launches of one pre-packed argument buffer (no Python packing between them, so a
-        short kernel is not measured as host overhead)."""
-        drv = self.device.drv
-        launch = self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)
-        for _ in range(warmup):
-            launch(0)
-        start = self.device.event()
-        try:
-            stop = self.device.event()
-        except BaseException:
-            drv.cuEventDestroy(start)
-            raise
-        try:
-            self.device._call(drv.cuEventRecord(start, 0), "cuEventRecord")
-            for _ in range(repeat):
-                launch(0)
-            self.device._call(drv.cuEventRecord(stop, 0), "cuEventRecord")
-            self.device._call(drv.cuEventSynchronize(stop), f"cuEventSynchronize (after {name})")
-            ms = self.device._call(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
-        finally:
-            drv.cuEventDestroy(start)
-            drv.cuEventDestroy(stop)
-        return float(ms) / repeat
 
     def unload(self) -> None:
         if self.module is not None:

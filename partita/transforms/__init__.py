@@ -38,6 +38,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "to-mixed-precision": ("partita.transforms.to_mixed_precision", "ToMixedPrecision"),
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
+    "fuse-rms-norm": ("partita.transforms.fuse_rms_norm", "FuseRMSNorm"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
     "cuda-codegen": ("partita.lowering.cuda.codegen", "CudaCodegen"),

@@ -10,7 +10,9 @@ PyTorch's exporters (TorchScript and dynamo, the function body of
                                                     transpose(k) or any [.., D, Skv] value
     s  = cast(s, f32)                               optional: f16 / bf16 scores widened
                                                     (V widened too; the op runs in the
-                                                    narrow type, its result widened)
+                                                    narrow type, its result widened), or
+                                                    widened here and p narrowed back after
+                                                    the softmax (to-mixed-precision's form)
     s  = s + mask                                   optional: additive, or where(m, 0, -inf)
                                                     (a boolean mask)
     p  = softmax(s, axis=-1)
@@ -21,8 +23,8 @@ When Q, V and the output are head-split / head-merge transposes of ``[B, S, H, D
 values (and K^T a ``[0, 2, 3, 1]`` transpose of one), the op takes and gives that layout
 (``layout = "BSHD"``) and the transposes go away.
 
-Repeat-kv expansions of K and V (``reshape -> broadcast_to -> reshape`` inserting and
-expanding a head-group axis) are folded into the op's GQA grouping. A ``kT`` that is not a
+Repeat-kv expansions of K and V (``reshape -> broadcast_to | tile -> reshape`` inserting
+and expanding a head-group axis) are folded into the op's GQA grouping. A ``kT`` that is not a
 transpose of the last two axes gets one (``nn.transpose``, an injective kernel).
 
 Only the chain's own intermediates are replaced, and only when each is used once
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -49,6 +51,8 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.transforms.causal_mask import SymbolicDims, split_causal
+from partita.transforms.fuse_rotary import FuseRotaryEmbedding
 
 __all__ = ["FuseAttention", "FuseScaledDotProductAttention"]
 
@@ -102,7 +106,9 @@ def _repeat_kv(value: SSAValue) -> tuple[SSAValue, int]:
     ``x[B, Hkv, S, D] -> [B, Hkv, 1, S, D] -> [B, Hkv, g, S, D] -> [B, Hkv * g, S, D]``:
     (x, g); else (value, 1)."""
     merge = _owner(value, nn.ReshapeOp)
-    expand = merge and _owner(merge.input, nn.BroadcastToOp)
+    expand = merge and (_owner(merge.input, nn.BroadcastToOp) or _owner(merge.input, nn.TileOp))
+    if isinstance(expand, nn.TileOp) and [r for i, r in enumerate(expand.repeats) if i != 2] != [1] * 4:
+        return value, 1
     split = expand and _owner(expand.input, nn.ReshapeOp)
     if split is None:
         return value, 1
@@ -194,6 +200,16 @@ def _mask(bias: SSAValue) -> SSAValue:
 class FuseScaledDotProductAttention(RewritePattern):
     """``matmul(softmax(scale * q @ kT [+ mask]) [guarded], v)`` -> ``nn.attention``."""
 
+    def __init__(self):
+        self._symbolic: dict[Block, SymbolicDims] = {}  # per function body, for causal masks
+
+    def _dims(self, op: Operation) -> SymbolicDims:
+        block = op.parent_block()
+        assert block is not None
+        if block not in self._symbolic:
+            self._symbolic[block] = SymbolicDims(block)
+        return self._symbolic[block]
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         if not isinstance(op, nn.MatmulOp) or str(op.result.type.element_type) not in _TYPES:
             return
@@ -204,17 +220,42 @@ class FuseScaledDotProductAttention(RewritePattern):
         if isnan is not None and isnan.input is w.on_false and _scalar(w.on_true) == 0.0:
             chain += [w, isnan]
             probs, guard = w.on_false, True
+        narrow = _owner(probs, nn.CastOp)  # to-mixed-precision: f16 scores softmaxed in f32
+        if narrow is not None and str(narrow.input.type.element_type) == "f32" \
+                and narrow.result.type.element_type == op.result.type.element_type:
+            chain.append(narrow)
+            probs = narrow.input
+        else:
+            narrow = None
         softmax = _owner(probs, nn.SoftmaxOp)
         if softmax is None or softmax.axis % 4 != 3 or len(_shape(probs)) != 4:
             return
         chain.append(softmax)
-        scores, mask = softmax.input, None
+        scores, mask, mask_form = softmax.input, None, None
+        if narrow is not None:
+            back = _widening(scores)
+            if back is None or back.input.type.element_type != narrow.result.type.element_type:
+                return
+            chain.append(back)
+            scores = back.input
         add = _owner(scores, nn.AddOp)
+        fill = _owner(scores, nn.WhereOp)
         if add is not None:
             for s, m in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
                 if _is_product(s) and _shape(s) == _shape(add.result):
-                    scores, mask = s, _mask(m)
+                    scores, mask = s, m
                     chain.append(add)
+                    break
+            else:
+                return
+        elif fill is not None:  # masked_fill: where(keep, s, -inf) / where(masked, -inf, s)
+            for s, other, keeps in ((fill.on_true, fill.on_false, True),
+                                    (fill.on_false, fill.on_true, False)):
+                if _is_product(s) and _shape(s) == _shape(fill.result) \
+                        and _scalar(other) == -np.inf \
+                        and str(fill.condition.type.element_type) == "i1":
+                    scores, mask, mask_form = s, fill.condition, keeps
+                    chain.append(fill)
                     break
             else:
                 return
@@ -245,8 +286,19 @@ class FuseScaledDotProductAttention(RewritePattern):
             k, v = k0, v0
         if len(_shape(q)) != 4:
             return
-        bshd = None if widen is not None or k_groups != 1 or v_groups != 1 else \
-            _bshd_operands(qk, op, None if created else k)
+        causal, mask_ops = False, []
+        if mask is not None:
+            split = split_causal(mask, boolean=mask_form, dims=self._dims(op).of,
+                                 q_len=self._dims(op).of(qk.result)[-2])
+            if split is not None:
+                causal, mask, mask_ops = split.causal, split.mask, split.ops
+            elif mask_form is None:
+                mask = _mask(mask)
+            elif not mask_form:  # attends where the condition is false
+                mask_ops = [nn.NotOp(mask)]
+                mask = mask_ops[0].results[0]
+        bshd = None if widen is not None or k_groups != v_groups else \
+            _bshd_operands(qk, op, None if created else k, v)
         narrow = qk.result.type.element_type
         out_type = TensorType(narrow, _shape(op.result)) if widen is not None else op.result.type
         if bshd is not None:  # the head transposes fold into the op's indexing
@@ -257,17 +309,17 @@ class FuseScaledDotProductAttention(RewritePattern):
             out_type = merge.result.type
         try:
             fused = nn.AttentionOp(q, k, v, mask, scale=scale * q_scale * k_scale,
-                                   causal=False, zero_undefined_rows=guard, result_type=out_type,
+                                   causal=causal, zero_undefined_rows=guard, result_type=out_type,
                                    layout="BSHD" if bshd is not None else None)
             fused.verify()
         except VerifyException:
-            for c in created:
+            for c in (*created, *mask_ops):
                 c.drop_all_references()
             return
         fused.location = op.location
         values = op.rhs
         # The f32 result of a widened chain: the f16 / bf16 attention, widened once.
-        ops = [*created, fused] + ([nn.CastOp(fused, op.result.type.element_type)] if widen else [])
+        ops = [*created, *mask_ops, fused] + ([nn.CastOp(fused, op.result.type.element_type)] if widen else [])
         if bshd is not None:
             rewriter.replace(merge, ops)
             rewriter.erase(op)
@@ -288,7 +340,7 @@ def _transposed(value: SSAValue, perm: tuple[int, ...]) -> SSAValue | None:
     return t.input if t is not None and tuple(t.perm) == perm else None
 
 
-def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None):
+def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None, value: SSAValue):
     """``((q, k, v), merge)`` in ``[B, S, H, D]`` when every head-split transpose of the
     chain and the head-merge one after it (``merge``, the only reader of ``pv``) can fold
     into the op; else None."""
@@ -303,7 +355,7 @@ def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None):
     k = _transposed(kt, _HEAD_SPLIT_T)
     if k is None and key is not None:  # K^T = swap(k[B, H, S, D]), k a head split
         k = _transposed(key, _HEAD_SPLIT)
-    v = _transposed(pv.rhs, _HEAD_SPLIT)
+    v = _transposed(value, _HEAD_SPLIT)  # value: pv.rhs, or its KV heads before repeat-kv
     if q is None or k is None or v is None:
         return None
     return (q, k, v), merge
@@ -323,12 +375,14 @@ def _erase_if_dead(rewriter: PatternRewriter, op: Operation) -> None:
 
 @dataclass(frozen=True)
 class FuseAttention(ModulePass):
-    """Scaled dot-product attention chains -> ``nn.attention`` (see the module docstring)."""
+    """Scaled dot-product attention chains -> ``nn.attention`` (see the module docstring),
+    and the exporters' rotary embeddings -> ``nn.rotary_embedding`` (``fuse_rotary``)."""
 
     name = "fuse-attention"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseScaledDotProductAttention()], dce_enabled=False),
+            GreedyRewritePatternApplier([FuseScaledDotProductAttention(), FuseRotaryEmbedding()],
+                                        dce_enabled=False),
             apply_recursively=False,
         ).rewrite_module(op)

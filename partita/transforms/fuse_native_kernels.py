@@ -10,13 +10,16 @@ group has exactly one result leaving it (its last op's) and is convex: nothing c
 it and come back. A value also used outside (by a ``nn.conv2d``, a ``func.return``, an op
 that did not join) ends its group.
 
-Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``), GEMMs (``nn.dense``,
-``nn.matmul``, ``nn.batch_matmul``) and ops with a ``window`` lowering rule (convolutions,
-pools, LRN, resize, reductions, ...; ``partita.lowering.cuda.ops``) anchor a group of their own (TVM's
-``kCommReduce`` / ``kOutEWiseFusable``): they never join their producers, so their
-operands stay kernel arguments, and their injective consumers join them as an epilogue
-under the same single-output rule, when the consumer is element-wise (or ``bias_add``) on
-the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
+Row reductions (``nn.softmax`` on the last axis, ``nn.layer_norm``, ``nn.rms_norm``,
+``reduce_*`` over trailing axes), GEMMs (``nn.dense``, ``nn.matmul``, ``nn.batch_matmul``)
+and ops with a ``window`` lowering rule (convolutions, pools, LRN, resize, reductions, ...;
+``partita.lowering.cuda.ops``) anchor a group of their own (TVM's ``kCommReduce`` /
+``kOutEWiseFusable``). A row anchor takes in the element-wise group computing its row
+input (its *prologue*: RMSNorm's ``x * x`` before its mean, a residual add before a
+norm) when every value of that group is used only there, so the kernel computes the row
+where it reads it; other operands stay kernel arguments. Injective consumers join an
+anchor as an epilogue under the same single-output rule, when the consumer is
+element-wise (or ``bias_add``) on the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
 injective group computing an operand of the anchor never joins it. Other non-injective
 ops (those without a lowering rule, or whose rule does not accept them, e.g. a windowed
 op with dynamic spatial dims) stay where they are and run on the host.
@@ -57,7 +60,7 @@ from partita.dialects.byoc import (
 )
 from partita.ir import symbol_name
 from partita.ir.structural import structural_hash, structurally_equal
-from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable
+from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable, prologue_error
 from partita.transforms.target_utils import func_target_attr, is_entry
 
 __all__ = ["FuseNativeKernels", "fuse_groups"]
@@ -91,6 +94,22 @@ def _admissible(op: Operation, candidates: list[list[Operation]]) -> list[list[O
     return [g for g in candidates if g is first or (_anchor_of(g) is None and not feeding.intersection(g))]
 
 
+def _prologue(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> list[Operation]:
+    """The injective group computing ``anchor``'s row input, if the anchor's kernel can
+    compute it instead (TVM fuses a reduction's element-wise producers the same way):
+    a row anchor, element-wise ops of the input's shape, every value used only inside the
+    group or by the anchor as its row input. Else ``[]``."""
+    x = anchor.operands[0] if anchor.operands else None
+    group = group_of.get(x.op) if isinstance(x, OpResult) else None
+    if group is None or _anchor_of(group) is not None or any(prologue_error(o, anchor) for o in group):
+        return []
+    members = {anchor, *group}
+    if any(use.operation not in members or (use.operation is anchor and use.index != 0)
+           for o in group for r in o.results for use in r.uses):
+        return []
+    return group
+
+
 def fuse_groups(block: Block) -> list[list[Operation]]:
     """The fused groups of ``block``'s injective ops, reductions and GEMMs, each in
     program order, groups in the order of their last op."""
@@ -98,7 +117,9 @@ def fuse_groups(block: Block) -> list[list[Operation]]:
     position = {op: k for k, op in enumerate(block.ops)}
     for op in block.ops:
         if is_anchor(op):
-            group_of[op] = [op]
+            group = [*_prologue(op, group_of), op]
+            for member in group:
+                group_of[member] = group
             continue
         if not is_fusable(op):
             continue

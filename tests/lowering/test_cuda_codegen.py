@@ -10,7 +10,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
-from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
 from support.recording_driver import recorded_run  # tests/support/recording_driver.py
 from xdsl.passes import PassPipeline
 
@@ -26,9 +25,9 @@ from partita.transforms import get_all_passes
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
-# Every fusable op, dynamic batch; the softmax (a rowwise kernel of its own: a transpose
-# cannot be its epilogue) splits the injective ops of @main into two kernels; @perm has a
-# transpose that is not its own inverse.
+# Every fusable op, dynamic batch; the softmax (a rowwise kernel: a transpose cannot be its
+# epilogue) takes in the element-wise ops computing its row (its prologue), so @main is two
+# kernels; @perm has a transpose that is not its own inverse.
 TEMPLATE = """
 func.func @main_T(%x: tensor<?x8x16xT>, %y: tensor<16xT>, %z: tensor<8x1xT>, %b: tensor<8xT>) -> tensor<?x16x8xT> {
   %0 = nn.add %x, %y : (tensor<?x8x16xT>, tensor<16xT>) -> tensor<?x8x16xT>
@@ -85,7 +84,7 @@ def lowered(tmp_path_factory: pytest.TempPathFactory):
 def test_every_op_and_dtype_compiles_into_one_cubin(lowered) -> None:
     module, fused, cache = lowered
     handles = kernel_handles(module)
-    assert sorted(handles) == sorted([f"main_{t}_fused_{k}" for t in DTYPES for k in (0, 1, 2)] + [f"perm_{t}_fused_0" for t in DTYPES])
+    assert sorted(handles) == sorted([f"main_{t}_fused_{k}" for t in DTYPES for k in (0, 1)] + [f"perm_{t}_fused_0" for t in DTYPES])
     (path,) = {h.path for h in handles.values()}
     cubin = path.read_bytes()
     assert kernel_symbols(cubin) == {h.record.entry for h in handles.values()}
@@ -109,8 +108,8 @@ def test_lowered_module_runs_like_the_original(lowered, dtype: str) -> None:
         (expected,) = run(original, *args, entry=f"main_{dtype}")
         assert out.shape == (batch, 16, 8) and out.dtype == DTYPES[dtype]
         np.testing.assert_array_equal(out, expected)
-    # Three kernels a run, each emulated at its packed pointers; nothing left to the host.
-    assert runtime.device.counts["launch"] == 2 * 3 and not runtime.stats["host_steps"]
+    # Two kernels a run, each emulated at its packed pointers; nothing left to the host.
+    assert runtime.device.counts["launch"] == 2 * 2 and not runtime.stats["host_steps"]
 
 
 # -- the kernels' semantics, built for the host -------------------------------------------
@@ -132,7 +131,7 @@ def test_kernels_compute_the_reference_semantics(lowered, host_kernels: HostKern
     module, fused, _ = lowered
     handles = kernel_handles(module)
     functions = {f.sym_name.data: f for f in fused.ops if hasattr(f, "sym_name")}
-    names = [f"main_{dtype}_fused_{k}" for k in (0, 1, 2)] + [f"perm_{dtype}_fused_0"]
+    names = [f"main_{dtype}_fused_{k}" for k in (0, 1)] + [f"perm_{dtype}_fused_0"]
     for k, name in enumerate(names):
         rec = handles[name].record
         rng = np.random.default_rng(k)
@@ -166,18 +165,19 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
     batch = 700
     args = _inputs("f16", batch)
     drv, launches, (out,) = recorded_run(module, "main_f16", args)
-    assert drv.calls["cuModuleLoadData"] == 1  # one cubin, loaded once for the three kernels
+    assert drv.calls["cuModuleLoadData"] == 1  # one cubin, loaded once for the two kernels
     cubin = handles["main_f16_fused_0"].path.read_bytes()
-    assert sorted(launches) == ["main_f16_fused_0", "main_f16_fused_1", "main_f16_fused_2"]
+    assert sorted(launches) == ["main_f16_fused_0", "main_f16_fused_1"]
     numel = batch * 8 * 16
     for name, (grid, block, kernel_args, smem) in launches.items():
         handle = handles[name]
-        assert block == (256, 1, 1) and smem == 0
-        if name == "main_f16_fused_1":  # the softmax: one block per row
-            assert isinstance(handle, RowwiseKernelHandle) and grid == (batch * 8, 1, 1)
+        assert smem == 0
+        if name == "main_f16_fused_0":  # the softmax and its prologue: rows of 16, a warp each
+            assert isinstance(handle, RowwiseKernelHandle) and handle.record.schedule == "warp-per-row"
+            assert grid == (batch * 8 // 4, 1, 1) and block == (128, 1, 1)
         else:
             assert isinstance(handle, FusedKernelHandle) and handle.kind == "fused"
-            assert grid == (-(-numel // 256), 1, 1)
+            assert grid == (-(-numel // 256), 1, 1) and block == (256, 1, 1)
         assert [kind for kind, _ in kernel_args][-1] == "int" and kernel_args[-1][1] == batch
         # The packed buffer matches the kernel's parameter table in the cubin.
         _, offsets = pack_kernel_args(kernel_args)
@@ -186,26 +186,35 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
             (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
         ]
         assert len(params) == len(handle.record.params)
-    # The first kernel read x and the two broadcast operands byte for byte; the softmax
-    # reads where the first wrote; the last kernel's output is what the host got back.
+    # The softmax's kernel read x and the two broadcast operands byte for byte; the last
+    # kernel reads where it wrote, and its output is what the host got back.
     first = launches["main_f16_fused_0"][2]
     assert drv.read(first[0][1], args[0].nbytes) == args[0].tobytes()
     assert drv.read(first[2][1], args[2].nbytes) == args[2].tobytes()
     assert launches["main_f16_fused_1"][2][0] == first[len(handles["main_f16_fused_0"].record.inputs)]
-    last = launches["main_f16_fused_2"][2][len(handles["main_f16_fused_2"].record.inputs)]
+    last = launches["main_f16_fused_1"][2][len(handles["main_f16_fused_1"].record.inputs)]
     assert out.shape == (batch, 16, 8) and drv.read(last[1], out.nbytes) == out.tobytes()
-    assert [launch["name"] for launch in drv.launches] == [f"main_f16_fused_{k}" for k in (0, 1, 2)]
+    assert [launch["name"] for launch in drv.launches] == [f"main_f16_fused_{k}" for k in (0, 1)]
 
 
-def test_launch_rejects_arrays_that_do_not_fit(lowered) -> None:
+def test_binding_rejects_operands_that_do_not_fit(lowered) -> None:
     from partita.ir import PartitaError
+    from partita.runtime.device import SimulatedDevice
+    from partita.runtime.extern import PreparedFused
+    from partita.runtime.plan import Tensor
 
     module, _, _ = lowered
     handle = kernel_handles(module)["main_f32_fused_0"]
-    device = FakeDevice()
+    prepared = PreparedFused(handle, kernel=None)
+    device = SimulatedDevice()
     x, y, z, _ = _inputs("f32", 2)
+
+    def tensors(*arrays):
+        return [Tensor(0x1000 * (k + 1), a.shape, a.dtype) for k, a in enumerate(arrays)]
+
+    (out,) = tensors(np.empty((2, 8, 16), np.float32))
     with pytest.raises(PartitaError, match=r"@main_f32_fused_0: input #1 has shape \(15,\), the kernel takes \(16,\)"):
-        handle.launch(device, None, [x, y[:15], z], np.empty((2, 8, 16), np.float32))
+        prepared.bind(device, tensors(x, y[:15], z), [out], None)
     with pytest.raises(PartitaError, match="input #0 is float16, the kernel takes float32"):
-        handle.launch(device, None, [x.astype(np.float16), y, z], np.empty((2, 8, 16), np.float32))
-    assert not device.memory
+        prepared.bind(device, tensors(x.astype(np.float16), y, z), [out], None)
+    assert not device.counts  # nothing was packed or allocated

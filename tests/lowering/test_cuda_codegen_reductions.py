@@ -232,9 +232,9 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
     # M = 5 * 8 = 40 -> 1 tile, no batch.
     grid, block, gemm_args, smem = launches["mlp_f16_fused_0"]
     assert (grid, block, smem) == ((1, 1, 1), (128, 1, 1), 0)
-    # The layer_norm: one block of 256 threads per row (5 * 8 rows).
+    # The layer_norm: short rows, a warp each, four a block of 128 threads (5 * 8 rows).
     grid, block, row_args, smem = launches["mlp_f16_fused_1"]
-    assert (grid, block, smem) == ((40, 1, 1), (256, 1, 1), 0)
+    assert (grid, block, smem) == ((10, 1, 1), (128, 1, 1), 0)
     for name, kernel_args in (("mlp_f16_fused_0", gemm_args), ("mlp_f16_fused_1", row_args)):
         handle = handles[name]
         assert kernel_args[-1] == ("int", batch)
@@ -303,8 +303,9 @@ func.func @stats(%x: tensor<?x4x4096xf16>, %e: tensor<f16>, %img: tensor<?x8x7x7
 
 def test_device_path_launches_row_reductions(tmp_path) -> None:
     """RMSNorm's statistics (mean over 4096, + eps, sqrt), global average pooling and an
-    argmax over the last axes: one block per output element (grid = the rows), 256 threads
-    for rows of 4096 and 64 for rows of 49, arguments as the cubin's parameter table."""
+    argmax over the last axes: a row per output element, a block of 256 threads each for
+    rows of 4096, a warp each (4 rows a block of 128) for rows of 49, arguments as the
+    cubin's parameter table."""
     from partita.runtime.arguments import pack_kernel_args
 
     ctx = make_context()
@@ -323,7 +324,7 @@ def test_device_path_launches_row_reductions(tmp_path) -> None:
             rng.standard_normal((batch, 8, 7, 7)).astype(np.float32)]
     _, launches, outs = recorded_run(module, "stats", args)
     cubin = handles["stats_fused_0"].path.read_bytes()
-    geometry = {"stats_fused_0": (batch * 4, 256), "stats_fused_1": (batch * 8, 64), "stats_fused_2": (batch * 4, 256)}
+    geometry = {"stats_fused_0": (batch * 4, 256), "stats_fused_1": (batch * 8 // 4, 128), "stats_fused_2": (batch * 4, 256)}
     for name, (rows, threads) in geometry.items():
         grid, block, kernel_args, smem = launches[name]
         assert (grid, block, smem) == ((rows, 1, 1), (threads, 1, 1), 0)

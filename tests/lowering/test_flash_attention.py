@@ -4,8 +4,9 @@
   and compared with the ``nn.attention`` reference: f16 / bf16, head dims 32..256, odd and
   run-time lengths, causal with Sq != Skv, key padding masks with fully masked rows, NaN
   scores, GQA and MQA;
-- compiled by NVRTC for sm_90: the SASS has the expected HMMA count per key tile, 128-bit
-  global loads, and no local-memory spills (ptxas's own report);
+- compiled by NVRTC for sm_90: the SASS has the expected HMMA count per key tile, K / V
+  tiles double-buffered by ``cp.async`` (LDGSTS, its commit and wait barriers),
+  ``ldmatrix.trans`` for V, and no local-memory spills (ptxas's own report);
 - on a GPU (marker ``gpu``), against ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
@@ -120,7 +121,7 @@ def test_configs_reject_what_the_kernel_does_not_take():
     with pytest.raises(ValueError, match="f16 or bf16"):
         FlashConfig("f32", 64)
     with pytest.raises(ValueError, match="head dim"):
-        FlashConfig("f16", 48)
+        FlashConfig("f16", 12)
     assert HEAD_DIMS[0] == 32 and HEAD_DIMS[-1] == 256
 
 
@@ -166,7 +167,9 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles).
         assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (c.block_n // 16) * d_tiles
         assert ".BF16" in text if c.dtype == "bf16" else ".BF16" not in text
-        assert "LDG.E.128" in text  # 128-bit K / V tile loads
+        assert "LDGSTS.E.BYPASS.128" in text and "LDG.E.128" not in text  # K / V tiles by cp.async, not registers
+        assert "LDGDEPBAR" in text and "DEPBAR.LE SB0, 0x1" in text  # commit, wait for all but the newest tile
+        assert "LDSM.16.MT88.4" in text  # V's B fragments by ldmatrix.trans
         assert "LDL" not in text and "STL" not in text  # nothing spilled to local memory
         report = binary.log.split(f"Function properties for {c.entry}")[1]
         assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])

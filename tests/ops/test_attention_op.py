@@ -243,12 +243,31 @@ def test_f16_attention_alone_takes_the_flash_kernel(dtype, tmp_path):
     assert (out[1] == 0).all()
 
 
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_small_head_dim_bshd_with_a_batch_broadcast_mask_takes_the_flash_kernel(tmp_path):
+    """The exported fixtures' shape: D = 8 (zero-padded to 32 in registers), BSHD read
+    through its strides, GQA, causal, and a key padding mask [1, 1, 1, Skv] shared by both
+    batch rows (batch stride 0)."""
+    q, k = (2, 7, 4, 8), (2, 7, 2, 8)
+    module = fuse(_module(q, k, k, ((1, 1, 1, 7), "boolean"), "f16",
+                          '{scale = 0.35 : f64, causal = true, zero_undefined_rows = true, layout = "BSHD"}'))
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.block == 128 and "flash_attention_f16_d8_cz_bshd_tile(" in kernel.code
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
+    mask = np.array([True, False, True, True, True, False, True]).reshape(1, 1, 1, 7)
+    out, want = _launch(module, [*inputs, mask], tmp_path)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3, atol=4e-3)
+    assert (out[:, 0] != 0).any() and np.isfinite(out).all()
+
+
 def test_other_forms_keep_the_window_kernel():
-    """f32, a full [B, 1, Sq, Skv] mask, or BSHD: the per-element window kernel."""
+    """f32, a full [B, 1, Sq, Skv] mask, or a head dim that is not a multiple of 8: the
+    per-element window kernel."""
     for q, k, mask, dtype, attrs in [
         ((1, 2, 8, 32), (1, 2, 8, 32), None, "f32", "{scale = 0.5 : f64}"),
         ((1, 2, 8, 32), (1, 2, 8, 32), ((1, 1, 8, 8), "boolean"), "f16", "{scale = 0.5 : f64}"),
-        ((1, 8, 2, 32), (1, 8, 2, 32), None, "f16", '{scale = 0.5 : f64, layout = "BSHD"}'),
+        ((1, 8, 2, 20), (1, 8, 2, 20), None, "f16", '{scale = 0.5 : f64, layout = "BSHD"}'),
     ]:
         (kernel,) = program_of(fuse(_module(q, k, k, mask, dtype, attrs))).kernels.values()
         assert "flash_attention" not in kernel.code and "expf(m - s)" in kernel.code

@@ -512,13 +512,19 @@ def test_a_failed_copy_frees_what_it_allocated() -> None:
     assert not drv.memory and drv.calls["cuMemFree"] == 1
 
 
-def test_time_launch_launches_one_prepacked_buffer() -> None:
-    drv = RecordingDriver()
-    module = CudaDevice(driver=drv).load_module(b"cubin")
-    ms = module.time_launch("k", (1, 1, 1), (32, 1, 1), [("ptr", 0x1000), ("int", 3)], repeat=5, warmup=2)
-    assert ms == pytest.approx(1.0 / 5)
+def test_a_benchmark_times_steps_with_the_profile_clock() -> None:
+    from partita.runtime.profile import time_steps
+
+    drv = RecordingDriver(kernel_us={"k": 12.5})
+    device = CudaDevice(driver=drv)
+    module = device.load_module(b"cubin")
+    launch = device.prepare_launch(module.kernel("k"), (1, 1, 1), (32, 1, 1), 0, [("ptr", 0x1000), ("int", 3)])
+    (seconds,) = time_steps(device, [launch], repeat=5, warmup=2)
+    assert seconds == pytest.approx(12.5e-6)  # the stand-in clock's time for k, per launch
     assert len(drv.launches) == 7 and len({launch["params"] for launch in drv.launches}) == 1
-    assert drv.calls["cuEventDestroy"] == 2
+    assert drv.calls["cuEventDestroy"] == 2 and not drv.events and not drv.streams
+    with pytest.raises(PartitaError, match="has no device clock"):
+        time_steps(SimulatedDevice(), [launch])
 
 
 STATIC = """

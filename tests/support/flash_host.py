@@ -38,9 +38,14 @@ def _t(c: FlashConfig) -> str:
 
 def launch(lib: ctypes.CDLL, config: FlashConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray,
            key_mask: np.ndarray | None, scale: float) -> np.ndarray:
-    """``o[B, H, Sq, D]`` from the kernel run on the host, every block launched."""
-    b, heads, q_len, _ = q.shape
-    kv_heads, kv_len = k.shape[1], k.shape[2]
+    """``o`` from the kernel run on the host, every block launched; q, k, v and o in the
+    config's layout (``[B, H, S, D]`` or ``[B, S, H, D]``)."""
+    if config.layout == "BSHD":
+        b, q_len, heads, _ = q.shape
+        kv_len, kv_heads = k.shape[1], k.shape[2]
+    else:
+        b, heads, q_len, _ = q.shape
+        kv_heads, kv_len = k.shape[1], k.shape[2]
     out = np.full(q.shape, np.nan, q.dtype)
     arrays = [np.ascontiguousarray(a) for a in (q, k, v)]
     mask = None if key_mask is None else np.ascontiguousarray(key_mask.astype(np.uint8))

@@ -37,7 +37,15 @@ What the real driver refuses, this one refuses too:
   ``cuLaunchKernel`` (opt-in above 48 KiB), a cluster-dimension attribute of at most 8
   CTAs (16 with the non-portable opt-in) that divides the grid, only on sm_90 or newer;
 * everything created is tracked until destroyed: ``live()`` lists what ``close()``
-  left behind (memory, modules, streams, events, graphs, retained contexts).
+  left behind (memory, modules, streams, events, graphs, retained contexts);
+* events time work as the driver does, on a stand-in clock: each stream has a clock (in
+  microseconds) that the work it executes advances, a kernel launch by
+  ``kernel_us[name]`` (default ``launch_us``), a library call by ``library_us[name]``
+  (default ``launch_us``), a copy by its bytes at ``copy_bytes_per_us``; an event
+  recorded on a stream takes its clock, and ``cuEventElapsedTime`` is the difference in
+  milliseconds. Deterministic, derived from the recorded work only; an event created
+  with ``CU_EVENT_DISABLE_TIMING``, or not yet recorded, cannot be timed (as the driver
+  says).
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ import numpy as np
 SUCCESS = 0
 INVALID_VALUE = 1
 INVALID_CONTEXT = 201
+INVALID_HANDLE = 400
+NOT_READY = 600
 MISALIGNED_ADDRESS = 716
 CAPTURE_UNSUPPORTED = 900
 CAPTURE_INVALIDATED = 901
@@ -64,7 +74,7 @@ class CUresult(int):
 _ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
            719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 201: "CUDA_ERROR_INVALID_CONTEXT",
            716: "CUDA_ERROR_MISALIGNED_ADDRESS", 900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"}
+           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY"}
 
 #: Calls that need no current context (device queries, init, the primary context's own).
 _CONTEXT_FREE = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
@@ -109,7 +119,8 @@ class RecordingDriver:
             self.id = 0
             self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0))
 
-    def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None):
+    def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None,
+                 kernel_us=None, library_us=None, launch_us: float = 5.0, copy_bytes_per_us: float = 1000.0):
         self.version, self.arch, self.devices = version, arch, devices
         self.calls: Counter[str] = Counter()
         self.images: list[bytes] = []
@@ -140,6 +151,12 @@ class RecordingDriver:
         self._graphs: dict[int, list] = {}
         self._execs: dict[int, list] = {}  # instantiated graph -> its records
         self._next = 0x1000  # clear of the numbered default streams (0, 1, 2)
+        # The stand-in clock (see the module docstring).
+        self.kernel_us, self.library_us = dict(kernel_us or {}), dict(library_us or {})
+        self.launch_us, self.copy_bytes_per_us = float(launch_us), float(copy_bytes_per_us)
+        self.clock: Counter = Counter()  # stream -> microseconds of work it has executed
+        self._timing: dict[int, bool] = {}  # event -> created able to time
+        self._event_us: dict[int, float] = {}  # event -> its stream's clock when recorded
 
     # -- bookkeeping -------------------------------------------------------------
     def _handle(self) -> int:
@@ -199,8 +216,9 @@ class RecordingDriver:
     def _stream_ok(self, stream) -> bool:
         return stream in _DEFAULT_STREAMS or stream in self.streams
 
-    def _async(self, name: str, stream, work, *values):
-        """Asynchronous work on ``stream``: done now, or recorded into its capture."""
+    def _async(self, name: str, stream, work, *values, us: float = 0.0):
+        """Asynchronous work on ``stream``: done now, or recorded into its capture (``us``:
+        what it advances the stream's clock by when it is done)."""
         result = self._call(name, *values)
         if result[0] != SUCCESS:
             return result
@@ -210,9 +228,10 @@ class RecordingDriver:
             return (CAPTURE_INVALIDATED, *([None] * len(values))) if values else (CAPTURE_INVALIDATED,)
         self.log.append((name, stream))
         if stream in self._capturing:
-            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True})
+            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True, "us": us})
         else:
             work()
+            self.clock[stream] += us
         return result
 
     # -- errors, init, devices, contexts -----------------------------------------
@@ -308,7 +327,8 @@ class RecordingDriver:
 
     def _copy_async(self, name: str, dst: int, src: int, nbytes: int, stream):
         self.calls[name + ":bytes"] += int(nbytes)
-        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)),
+                             us=int(nbytes) / self.copy_bytes_per_us)
         if result[0] == SUCCESS:
             if not name.endswith("HtoDAsync"):
                 self._read(stream, int(src), int(nbytes))
@@ -410,6 +430,7 @@ class RecordingDriver:
             return result
         event = self._handle()
         self.events[event] = None
+        self._timing[event] = not int(flags) & 2  # CU_EVENT_DISABLE_TIMING
         return SUCCESS, event
 
     def cuEventRecord(self, event, stream):
@@ -418,6 +439,7 @@ class RecordingDriver:
             if event not in self.events or not self._stream_ok(stream):
                 return (INVALID_VALUE,)
             self.events[event] = (stream, self._work[stream])
+            self._event_us[event] = self.clock[stream]
             self.log.append(("cuEventRecord", stream, event))
         return result
 
@@ -437,7 +459,14 @@ class RecordingDriver:
         return self._call("cuEventSynchronize")
 
     def cuEventElapsedTime(self, start, stop):
-        return self._call("cuEventElapsedTime", 1.0)
+        result = self._call("cuEventElapsedTime", 0.0)
+        if result[0] != SUCCESS:
+            return result
+        if not (self._timing.get(start) and self._timing.get(stop)):
+            return INVALID_HANDLE, None  # an unknown event, or one made without timing
+        if start not in self._event_us or stop not in self._event_us:
+            return NOT_READY, None  # never recorded
+        return SUCCESS, (self._event_us[stop] - self._event_us[start]) / 1e3
 
     def cuEventDestroy(self, event):
         result = self._call("cuEventDestroy")
@@ -445,6 +474,8 @@ class RecordingDriver:
             if event not in self.events:
                 return (INVALID_VALUE,)
             del self.events[event]
+            self._timing.pop(event, None)
+            self._event_us.pop(event, None)
         return result
 
     # -- modules, launches ---------------------------------------------------------------
@@ -578,6 +609,8 @@ class RecordingDriver:
 
     def _executed(self, record: dict) -> None:
         self.launches.append(record)
+        costs = self.library_us if record.get("library") else self.kernel_us
+        self.clock[record["stream"]] += costs.get(record["name"], self.launch_us)
         if record.get("misaligned"):
             self.sticky = MISALIGNED_ADDRESS  # the kernel faults; the context is lost
         elif "work" in record:
@@ -638,6 +671,7 @@ class RecordingDriver:
         for record in self._execs[executable[1]]:
             if record.get("copy"):
                 record["work"]()
+                self.clock[stream] += record["us"]
             else:
                 self._executed({**record, "stream": stream, "graph": True})
         return result

@@ -52,6 +52,7 @@ from partita.dialects.nn.base import (
     _float_prop,
     _fmt,
     _init,
+    _int_prop,
     _shape,
     _str_prop,
     _tensor,
@@ -159,3 +160,66 @@ class AttentionOp(NNOp):
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         q, v = dims(self.query), dims(self.value)  # the same positions in both layouts
         return [q[0], q[1], q[2], v[3]]
+
+
+@irdl_op_definition
+class RotaryEmbeddingOp(NNOp):
+    """Rotary position embedding (RoPE, ONNX ``RotaryEmbedding``) of ``input[B, H, S, D]``
+    with ``cos`` and ``sin`` ``[B | 1, S, R / 2]`` (already gathered at the positions): the
+    first ``R`` dims of each head (``rotary_dim``; 0: all ``D``) are rotated in pairs, the
+    rest copied. A pair is ``(d, d + R / 2)`` (halves, the exporters' ``rotate_half``) or
+    ``(2i, 2i + 1)`` (``interleaved``); with ``c, s`` at the pair's index ``i``:
+
+        out[first] = x[first] * c - x[second] * s
+        out[second] = x[second] * c + x[first] * s
+    """
+    traits = kind_trait(OpKind.INJECTIVE)
+
+    name = "nn.rotary_embedding"
+    ALLOWED_TYPES: ClassVar = FLOATS[:3]
+    input = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    result = result_def(TensorType)
+    interleaved_attr = _bool_prop("interleaved", False)
+    rotary_dim_attr = _int_prop("rotary_dim", 0)
+    interleaved = _value("interleaved")
+    rotary_dim = _value("rotary_dim")
+    assembly_format = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, cos: SSAValue | Operation, sin: SSAValue | Operation, *,
+                 interleaved: bool | None = None, rotary_dim: int | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [input, cos, sin], result_type, interleaved=interleaved, rotary_dim=rotary_dim)
+
+    @property
+    def rotated_dims(self) -> int | None:
+        """``R``: the rotated dims of each head (None while the head dim is dynamic)."""
+        d = _shape(self.input)[3]
+        return self.rotary_dim or (None if d == DYN else d)
+
+    def verify_element_types(self) -> None:
+        t = _tensor(self.input).element_type
+        self.check_element_type(t, "element type")
+        for v, what in ((self.cos, "cos"), (self.sin, "sin"), (self.result, "result")):
+            self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
+
+    def infer_shape(self) -> Shape:
+        x, c, s = _shape(self.input), _shape(self.cos), _shape(self.sin)
+        if len(x) != 4 or len(c) != 3 or len(s) != 3:
+            raise VerifyException(f"rotary_embedding expects input [B, H, S, D] and cos / sin [B, S, R / 2], "
+                                  f"got ranks {len(x)}, {len(c)} and {len(s)}")
+        rotated = self.rotated_dims
+        if self.rotary_dim < 0 or (rotated is not None and (rotated % 2 or (x[3] != DYN and rotated > x[3]))):
+            raise VerifyException(f"rotary_dim {self.rotary_dim} must be even and at most the head dim {x[3]}")
+        merge_dims(c[2], s[2], "rotary_embedding cos / sin mismatch")
+        if rotated is not None and DYN not in (c[2],) and c[2] != rotated // 2:
+            raise VerifyException(f"rotary_embedding cos / sin have {c[2]} columns, expected {rotated // 2}")
+        for d in (c, s):
+            if d[0] != 1:  # a batch of 1 is shared by every batch row
+                merge_dims(d[0], x[0], "rotary_embedding batch mismatch")
+            merge_dims(d[1], x[2], "rotary_embedding sequence mismatch")
+        return x
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return list(dims(self.input))

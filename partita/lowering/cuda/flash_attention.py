@@ -5,11 +5,13 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 
 - **Q in registers**: a warp loads its 16 x D query tile once, as ``mma.sync`` A fragments
   (``D / 16`` k-steps x 4 registers of two halves).
-- **K / V streamed through shared memory**: tiles of ``BLOCK_N`` keys x D, loaded by the
-  whole block with 128-bit global loads (``uint4``, eight halves; D is a multiple of 16);
-  K kept as ``[key][dim]``, V stored transposed ``[dim][key]``, rows padded by 16 bytes
-  (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands of two
-  MMAs, per instruction); keys past ``kv_len`` are zero-filled and masked.
+- **K / V streamed through shared memory, double-buffered**: tiles of ``BLOCK_N`` keys x D
+  copied by the whole block with ``cp.async`` (16 bytes a copy, global to shared without
+  registers: LDGSTS), two stages: tile t + 1 is in flight while tile t is computed
+  (``cp.async.wait_group 1``). K and V both kept as ``[key][dim]``, rows padded by 16
+  bytes (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands
+  of two MMAs, per instruction; V's through ``ldmatrix.trans``); keys past ``kv_len`` are
+  zero-filled by the copy and masked.
 - **S = Q K^T** with ``mma.sync.m16n8k16`` (f16 or bf16 in, f32 accumulate): for each of
   the ``BLOCK_N / 8`` key columns of the tile, ``D / 16`` MMAs. K's rows are the B
   operand's columns, so the B fragments come from ``ldmatrix`` without transposition.
@@ -25,14 +27,18 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   NaN / +inf score) is 0 with ``zero_undefined_rows``, else NaN (the reference's).
 - **Masks**: causal (bottom-right aligned, ``j <= i + kv_len - q_len``: tiles entirely
   above the frontier are skipped), a key padding mask ``key_mask[B, Skv]`` (nonzero =
-  attend; optional), and ``kv_len`` itself (run-time: dynamic sequence lengths).
+  attend; optional; the tile function takes its batch and key strides, 0 where a
+  ``[1, 1, 1, Skv]`` or ``[B, 1, 1, 1]`` mask broadcasts), and ``kv_len`` itself (run-time:
+  dynamic sequence lengths).
 - **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
 - **Decode (split-KV)**: ``flash_decode_*`` runs one query row per (batch, head, split):
   each split streams ``ceil(kv_len / splits)`` keys and writes its partial ``(m, l, o)``;
   ``flash_decode_combine_*`` merges the splits with the same rescaling.
 
 Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
-contiguous. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
+contiguous, or the same in ``[B, S, H, D]`` (``layout = "BSHD"``: rows ``H * D`` apart, the
+head transposes folded into the strides). Head dims below a multiple of 32 (the fixtures'
+8, say) are padded in registers and shared memory, loaded and stored at their own size. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
 nor nvcc compiles it), the same kernel runs on the host
 (``tests/support/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
 exchanging fragments through shared memory between two block barriers, which is exact in
@@ -43,26 +49,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source", "flash_decode_entry", "flash_decode_source"]
+__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source", "flash_decode_entry", "flash_decode_source",
+           "head_dim_supported"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
-"""Head dims the kernel is built for (multiples of 16 from 32 to 256)."""
+"""Head dims the kernel computes at their own size (multiples of 32 from 32 to 256)."""
+
+
+def head_dim_supported(head_dim: int) -> bool:
+    """Any multiple of 8 up to 256: the others are padded to the next of ``HEAD_DIMS`` in
+    registers and shared memory (zeros), and loaded and stored at their own size."""
+    return head_dim % 8 == 0 and 8 <= head_dim <= 256
 
 
 @dataclass(frozen=True)
 class FlashConfig:
-    """One instantiation: element type, head dim and the tile shape."""
+    """One instantiation: element type, head dim, layout and the tile shape."""
 
     dtype: str  # "f16" or "bf16"
     head_dim: int
     causal: bool = False
     zero_undefined_rows: bool = True
+    layout: str = "BHSD"  # or "BSHD": [batch, seq, heads, dim], read through its strides
 
     def __post_init__(self):
         if self.dtype not in ("f16", "bf16"):
             raise ValueError(f"flash attention takes f16 or bf16, not {self.dtype}")
-        if self.head_dim not in HEAD_DIMS:
-            raise ValueError(f"flash attention head dim must be one of {HEAD_DIMS}, got {self.head_dim}")
+        if not head_dim_supported(self.head_dim):
+            raise ValueError(f"flash attention head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
+        if self.layout not in ("BHSD", "BSHD"):
+            raise ValueError(f"flash attention layout must be BHSD or BSHD, got {self.layout}")
+
+    @property
+    def padded_dim(self) -> int:
+        """The head dim the MMAs run at: ``head_dim`` rounded up to a multiple of 32 (two
+        k16 steps per ``ldmatrix.x4``)."""
+        return -(-self.head_dim // 32) * 32
 
     @property
     def warps(self) -> int:
@@ -75,10 +97,11 @@ class FlashConfig:
 
     @property
     def block_n(self) -> int:
-        """Keys per shared-memory tile: 64 up to D = 128, 32 up to D = 192, 16 above, to
-        keep the Q fragments, S and O accumulators (``D / 4 + block_n / 2 + D / 2``
-        registers a lane) within 255 registers without spilling."""
-        return 64 if self.head_dim <= 128 else 32 if self.head_dim <= 192 else 16
+        """Keys per shared-memory tile: 64 up to D = 64, 32 up to D = 128, 16 above, so
+        that two stages of K and V stay within the 48 KiB of static shared memory (34 KiB
+        at D = 128) and the Q fragments, S and O accumulators (``D / 4 + block_n / 2 +
+        D / 2`` registers a lane) within 255 registers without spilling."""
+        return 64 if self.padded_dim <= 64 else 32 if self.padded_dim <= 128 else 16
 
     @property
     def min_blocks(self) -> int:
@@ -89,11 +112,12 @@ class FlashConfig:
     @property
     def entry(self) -> str:
         mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
-        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}"
+        layout = "_bshd" if self.layout == "BSHD" else ""
+        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}"
 
     @property
     def shared_bytes(self) -> int:
-        return 2 * (self.block_n * (self.head_dim + 8) + self.head_dim * (self.block_n + 8))
+        return 2 * 2 * 2 * self.block_n * (self.padded_dim + 8)  # 2 stages of K and V, halves
 
     def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
         return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
@@ -181,6 +205,26 @@ static void fa_ldsm_x4(unsigned r[4], const unsigned short* p) {
   for (int i = 0; i < 4; ++i) memcpy(&r[i], fa_stage_p[w][i * 8 + lane / 4] + 2 * (lane % 4), 4);
   __syncthreads();
 }
+// ldmatrix.x4.trans: register i of a lane receives column lane / 4, rows 2 * (lane % 4)
+// and + 1, of matrix i (its 8x8 block transposed).
+static void fa_ldsm_x4_trans(unsigned r[4], const unsigned short* p, int pitch) {
+  const unsigned t = threadIdx.x, w = t / 32, lane = t % 32;
+  fa_stage_p[w][lane] = p;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) {
+    const unsigned short lo = fa_stage_p[w][i * 8 + 2 * (lane % 4)][lane / 4];
+    const unsigned short hi = fa_stage_p[w][i * 8 + 2 * (lane % 4) + 1][lane / 4];
+    r[i] = (unsigned)lo | ((unsigned)hi << 16);
+  }
+  __syncthreads();
+  (void)pitch;
+}
+// cp.async: the copy happens at once (zero-filled when src_bytes is 0); groups are no-ops.
+static void fa_cp_async16(void* dst, const void* src, int src_bytes) {
+  if (src_bytes) memcpy(dst, src, 16); else memset(dst, 0, 16);
+}
+static void fa_cp_async_commit() {}
+static void fa_cp_async_wait_one() {}
 #define FA_MMA_F16(d, a, b, c) fa_mma<false>(d, a, b, c)
 #define FA_MMA_BF16(d, a, b, c) fa_mma<true>(d, a, b, c)
 #else
@@ -189,6 +233,19 @@ static __device__ __forceinline__ void fa_ldsm_x4(unsigned r[4], const unsigned 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
+static __device__ __forceinline__ void fa_ldsm_x4_trans(unsigned r[4], const unsigned short* p, int) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+// 16 bytes global -> shared without registers (LDGSTS); src_bytes 0 zero-fills.
+static __device__ __forceinline__ void fa_cp_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(src), "r"(src_bytes));
+}
+static __device__ __forceinline__ void fa_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Every group but the newest has landed (the tile being computed, not the one in flight).
+static __device__ __forceinline__ void fa_cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
 #define FA_MMA_F16(d, a, b, c) asm volatile( \
   "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
   : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
@@ -211,18 +268,35 @@ _KERNEL = r"""
 static __device__ __forceinline__ void $entry_tile(
     const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
     const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
-    int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh) {
-  constexpr int D = $D, BM = $BM, BN = $BN, KS = D / 16, NT = BN / 8, DT = D / 8;
+    int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh,
+    long long mask_batch_stride, int mask_key_stride) {
+  // D: the stored head dim; DP: the one the MMAs run at (D rounded up to 32, zero-padded).
+  constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, KS = DP / 16, NT = BN / 8, DT = DP / 8;
+  constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
-  constexpr int KP = D + 8, VP = BN + 8;
-  __shared__ __align__(16) unsigned short ks[BN * KP];  // K tile, [key][dim]
-  __shared__ __align__(16) unsigned short vt[D * VP];   // V tile transposed, [dim][key]
+  constexpr int KP = DP + 8;
+  // Two stages of K and V tiles, both [key][dim]: tile t + 1 streams in (cp.async) while
+  // tile t is computed; V's B fragments come from ldmatrix.trans.
+  __shared__ __align__(16) unsigned short ks[2][BN * KP];
+  __shared__ __align__(16) unsigned short vs[2][BN * KP];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
-  const long long q_base = ((long long)bh * q_len) * D;
-  const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  // Row strides and (batch, head) bases of Q / O and K / V in the layout: BSHD rows are
+  // heads * D apart, so the head-split transposes around attention never run.
+  const long long q_stride = $BSHD ? (long long)heads * D : D;
+  const long long kv_stride = $BSHD ? (long long)kv_heads * D : D;
+  const long long q_base = $BSHD ? ((long long)b * q_len * heads + h) * D : ((long long)bh * q_len) * D;
+  const long long kv_base = $BSHD ? ((long long)b * kv_len * kv_heads + hk) * D
+                                  : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  if (D < DP) {  // the padding dims are zeros (K's: 0 * garbage could be NaN), never loaded
+    for (int c = threadIdx.x; c < 2 * BN * (DP - D); c += $THREADS) {
+      const int stage = c / (BN * (DP - D)), e = c % (BN * (DP - D));
+      ks[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
+      vs[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
+    }
+  }
   const int row0 = qtile * BM + warp * 16;         // this warp's first query row
   const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;   // the two rows this lane holds
   const unsigned short* qb = (const unsigned short*)q + q_base;
@@ -232,7 +306,7 @@ static __device__ __forceinline__ void $entry_tile(
     for (int r = 0; r < 4; ++r) {
       const int row = (r % 2) ? r_hi : r_lo, col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
       unsigned word = 0;
-      if (row < q_len) memcpy(&word, qb + (long long)row * D + col, 4);
+      if (row < q_len && col < D) memcpy(&word, qb + (long long)row * q_stride + col, 4);
       qa[s][r] = word;
     }
   float acc[DT][4];
@@ -246,23 +320,26 @@ static __device__ __forceinline__ void $entry_tile(
   }
   const unsigned short* kb = (const unsigned short*)k + kv_base;
   const unsigned short* vb = (const unsigned short*)v + kv_base;
+  // Tile t's keys, 16 bytes a copy, into stage t % 2; keys past kv_len zero-filled.
+  auto load_tile = [&](int t) {
+    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {
+      const int row = (c * 8) / D, dim = (c * 8) % D, key = t * BN + row;
+      const long long at = key < kv_len ? (long long)key * kv_stride + dim : 0;
+      const int bytes = key < kv_len ? 16 : 0;
+      fa_cp_async16(ks[t % 2] + row * KP + dim, kb + at, bytes);
+      fa_cp_async16(vs[t % 2] + row * KP + dim, vb + at, bytes);
+    }
+    fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
+  };
+  if (tiles > 0) load_tile(0);
   for (int tile = 0; tile < tiles; ++tile) {
     const int key0 = tile * BN;
-    __syncthreads();  // the previous tile's readers are done
-    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {  // 128-bit global loads
-      const int row = (c * 8) / D, dim = (c * 8) % D, key = key0 + row;
-      uint4 kw = {0, 0, 0, 0}, vw = {0, 0, 0, 0};
-      if (key < kv_len) {
-        kw = *(const uint4*)(kb + (long long)key * D + dim);
-        vw = *(const uint4*)(vb + (long long)key * D + dim);
-      }
-      *(uint4*)(ks + row * KP + dim) = kw;
-      // V is stored transposed so that P V's B fragments are 32-bit shared loads.
-      unsigned short h8[8];
-      memcpy(h8, &vw, 16);
-      for (int e = 0; e < 8; ++e) vt[(dim + e) * VP + row] = h8[e];
-    }
-    __syncthreads();
+    const unsigned short* kt = ks[tile % 2];
+    const unsigned short* vtile = vs[tile % 2];
+    __syncthreads();  // every warp is done with tile - 1, whose stage the next copy reuses
+    if (tile + 1 < tiles) load_tile(tile + 1); else fa_cp_async_commit();
+    fa_cp_async_wait_one();  // this thread's copies of tile have landed
+    __syncthreads();         // and every thread's
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles). A tile inside kv_len, with
     // no key mask and wholly below this warp's causal frontier, needs no masking.
     const bool full = key0 + BN <= kv_len && key_mask == 0 && (!$CAUSAL || key0 + BN - 1 <= row0 + shift);
@@ -271,7 +348,7 @@ static __device__ __forceinline__ void $entry_tile(
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
         unsigned r[4];
-        fa_ldsm_x4(r, ks + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
+        fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         $MMA(c0, qa[st], b0, c0);
         $MMA(c0, qa[st + 1], b1, c0);
@@ -283,7 +360,8 @@ static __device__ __forceinline__ void $entry_tile(
           const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
           bool keep = key < kv_len;
           if ($CAUSAL) keep = keep && key <= row + shift;
-          if (key_mask != 0 && key < kv_len) keep = keep && key_mask[(long long)b * kv_len + key] != 0;
+          if (key_mask != 0 && key < kv_len)  // strides 0: a mask broadcast over batch / keys
+            keep = keep && key_mask[(long long)b * mask_batch_stride + (long long)key * mask_key_stride] != 0;
           s[n][e] = keep ? c0[e] * scale : __int_as_float(0xff800000);
         }
       }
@@ -317,16 +395,19 @@ static __device__ __forceinline__ void $entry_tile(
     }
     l_lo = l_lo * f_lo + p_lo;
     l_hi = l_hi * f_hi + p_hi;
-    for (int t = 0; t < DT; ++t) {
+    for (int t = 0; t < DTU; ++t) {
       acc[t][0] *= f_lo; acc[t][1] *= f_lo; acc[t][2] *= f_hi; acc[t][3] *= f_hi;
     }
     // O += P V: two n8 tiles of P are one k16 A fragment, in registers.
+#pragma unroll
     for (int j = 0; j < NT / 2; ++j) {
       unsigned pa[4] = {$PACK(s[2 * j][0], s[2 * j][1]), $PACK(s[2 * j][2], s[2 * j][3]),
                         $PACK(s[2 * j + 1][0], s[2 * j + 1][1]), $PACK(s[2 * j + 1][2], s[2 * j + 1][3])};
-      for (int t = 0; t < DT; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
+#pragma unroll
+      for (int t = 0; t < DTU; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
         unsigned r[4];
-        fa_ldsm_x4(r, vt + ((t + lane / 16) * 8 + lane % 8) * VP + j * 16 + ((lane / 8) % 2) * 8);
+        // matrix lane / 8: keys + 8 * (its bit 0), d-tile t + (its bit 1); rows are keys
+        fa_ldsm_x4_trans(r, vtile + (j * 16 + ((lane / 8) % 2) * 8 + lane % 8) * KP + (t + lane / 16) * 8, KP);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         $MMA(acc[t], pa, b0, acc[t]);
         $MMA(acc[t + 1], pa, b1, acc[t + 1]);
@@ -342,13 +423,14 @@ static __device__ __forceinline__ void $entry_tile(
   const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
   for (int t = 0; t < DT; ++t) {
     const int col = t * 8 + (lane % 4) * 2;
+    if (col >= D) break;  // the padding dims
     if (r_lo < q_len) {
       const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] * inv_lo, acc[t][1] * inv_lo);
-      memcpy(ob + (long long)r_lo * D + col, &w, 4);
+      memcpy(ob + (long long)r_lo * q_stride + col, &w, 4);
     }
     if (r_hi < q_len) {
       const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] * inv_hi, acc[t][3] * inv_hi);
-      memcpy(ob + (long long)r_hi * D + col, &w, 4);
+      memcpy(ob + (long long)r_hi * q_stride + col, &w, 4);
     }
   }
 }
@@ -357,7 +439,8 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MINBLOCKS)
 $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
        const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
        int heads, int kv_heads, int q_len, int kv_len, float scale) {
-  $entry_tile(q, k, v, key_mask, o, heads, kv_heads, q_len, kv_len, scale, (int)blockIdx.x, (int)blockIdx.y);
+  $entry_tile(q, k, v, key_mask, o, heads, kv_heads, q_len, kv_len, scale, (int)blockIdx.x, (int)blockIdx.y,
+              kv_len, 1);
 }
 #endif
 """
@@ -458,7 +541,9 @@ $entry_combine(const float* __restrict__ part_o, const float* __restrict__ part_
 
 def flash_decode_entry(dtype: str, head_dim: int) -> str:
     """The decode kernel's entry (its combine kernel is ``<entry>_combine``)."""
-    FlashConfig(dtype, head_dim)  # the same dtype / head-dim checks
+    FlashConfig(dtype, head_dim)  # the same dtype checks
+    if head_dim not in HEAD_DIMS:  # a lane holds D / 32 dims
+        raise ValueError(f"flash decode head dim must be one of {HEAD_DIMS}, got {head_dim}")
     return f"flash_decode_{dtype}_d{head_dim}"
 
 
@@ -484,7 +569,8 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
     parts = [_PRELUDE]
     for c in configs:
         text = _KERNEL
-        for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$D", str(c.head_dim)),
+        for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$DP", str(c.padded_dim)),
+                           ("$D", str(c.head_dim)), ("$BSHD", "true" if c.layout == "BSHD" else "false"),
                            ("$BM", str(c.block_m)), ("$BN", str(c.block_n)),
                            ("$MINBLOCKS", str(c.min_blocks)),
                            ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),

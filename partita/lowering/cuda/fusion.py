@@ -17,7 +17,8 @@ from partita.dialects import nn
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "kernel_function_error", "kernel_kind"]
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "kernel_function_error", "kernel_kind",
+           "prologue_error"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
@@ -29,7 +30,7 @@ kernel can compute; whether an op is element-wise or injective is its ``OpPatter
 WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
 ANCHOR_OPS: tuple[type[Operation], ...] = (
-    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
+    nn.SoftmaxOp, nn.LayerNormOp, nn.RMSNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
@@ -88,7 +89,7 @@ def kernel_kind(op: Operation) -> str:
         return "rowwise"
     if isinstance(op, WINDOW_OPS) or _rule_for(op, _rules()[1]) is not None:
         return "window"
-    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
+    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp | nn.RMSNormOp) else "gemm"
 
 
 _SPATIAL = {"NCHW": (1, 2, 3), "NHWC": (3, 1, 2)}
@@ -112,6 +113,35 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
     return None
 
 
+def prologue_error(op: Operation, anchor: Operation) -> str | None:
+    """Why ``op`` cannot compute part of ``anchor``'s row input inside the anchor's kernel
+    (``None`` if it can): rowwise anchors only (the row is computed where it is read, in
+    both passes), element-wise ops only, to the input's shape (so every element is
+    computed from the same element of its operands, vector loads included)."""
+    if kernel_kind(anchor) != "rowwise":
+        return f"'{anchor.name}' reads its operands from memory"
+    if not is_fusable(op):
+        return f"'{op.name}' is not an injective op a kernel computes"
+    rule = _rules()[0].get(type(op))
+    if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
+        return f"'{op.name}' remaps indices"
+    if len(op.results) != 1 or _shape(op.results[0]) != _shape(anchor.operands[0]):
+        return f"'{op.name}' does not have the shape of the '{anchor.name}' input"
+    return None
+
+
+def _producers(value: SSAValue) -> list[Operation]:
+    """The ops of ``value``'s block that ``value`` is computed from (itself included)."""
+    seen: list[Operation] = []
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        if isinstance(v.owner, Operation) and v.owner not in seen:
+            seen.append(v.owner)
+            pending.extend(v.owner.operands)
+    return seen
+
+
 def kernel_function_error(function: FuncOp) -> str | None:
     """Why ``function`` cannot become a fused kernel (``None`` if it can)."""
     if len(function.body.blocks) != 1:
@@ -133,12 +163,16 @@ def kernel_function_error(function: FuncOp) -> str | None:
         return f"contains several reductions, GEMMs or pools ('{anchors[0].name}', '{anchors[1].name}')"
     if anchors:
         (anchor,) = anchors
-        if not all(isinstance(v, BlockArgument) for v in anchor.operands):
+        if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
             return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
+        prologue = _producers(anchor.operands[0])
+        for op in prologue:
+            if (why := prologue_error(op, anchor)) is not None:
+                return f"computes an operand of '{anchor.name}' it cannot fuse: {why}"
         derived: set[SSAValue] = {anchor.results[0]}
         for op in block.ops:
-            if op is block.last_op or op is anchor or not any(v in derived for v in op.operands):
-                continue
+            if op is block.last_op or op is anchor or op in prologue or not any(v in derived for v in op.operands):
+                continue  # the anchor's row input, or a side input of its epilogue
             if (why := epilogue_error(op, anchor, derived)) is not None:
                 return f"has an epilogue it cannot fuse: {why}"
             derived.add(op.results[0])

@@ -87,7 +87,6 @@ from partita.lowering.cuda.schedules import (
     MMA_THREADS,
     MMA_TILE,
     ScheduleMixin,
-    _row_block,
 )
 
 __all__ = ["FusedKernel", "KernelEmitter", "emit_kernel"]
@@ -119,6 +118,11 @@ class FusedKernel:
     rest is one row), the batch of a ``gemm`` kernel (then M axes, then N)."""
     tile: int = 0
     """Output tile edge of a ``gemm`` kernel (threads ``tile x tile`` per block)."""
+    rows_per_block: int = 1
+    """Rows a block of a ``rowwise`` kernel takes at a time (a warp each when more than one:
+    ``row_stats.RowSchedule``)."""
+    schedule: str = ""
+    """The named schedule of a ``rowwise`` kernel (``block-per-row``, ``warp-per-row``)."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -444,9 +448,12 @@ class KernelEmitter(ScheduleMixin):
         extra: dict = {}
         rank = len(self.out_dims)
         if self.anchor is None:
+            vectors, first = self._injective_vectors(used, store, out_dtype)
+            start = f"{first} + " if first != "0" else ""
             body = [
                 f"  const {T} n = {numel};",
-                f"  for ({T} i = ({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
+                *vectors,
+                f"  for ({T} i = {start}({T})blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ({T})gridDim.x * blockDim.x) {{",
                 *self._axis_lines("i", range(rank), used, "    "),
                 *self.lines,
                 store,
@@ -471,13 +478,14 @@ class KernelEmitter(ScheduleMixin):
             reduction: RowReduction = rule.emit(self, self.anchor)
             split = len(self.dims[reduction.input]) - len(reduction.axes)
             cols = _product([self.dims[reduction.input][a] for a in reduction.axes])
-            block = _row_block(_product(self.out_dims[:split]), cols)
-            body = self._row_reduction(reduction, split, cols, used, store)
-            extra = {"kind": "rowwise", "split": split, "block": block}
+            body, sched = self._row_reduction(reduction, split, cols, used, store)
+            extra = {"kind": "rowwise", "split": split, "block": sched.threads,
+                     "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         elif kernel_kind(self.anchor) == "rowwise":
-            split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp) else rank - 1
-            body = self._rowwise(split, used, store)
-            extra = {"kind": "rowwise", "split": split}
+            split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp | nn.RMSNormOp) else rank - 1
+            body, sched = self._rowwise(split, used, store)
+            extra = {"kind": "rowwise", "split": split, "block": sched.threads,
+                     "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         else:
             split = 0 if isinstance(self.anchor, nn.DenseOp) else rank - 2
             mma = self._mma_dtype()

@@ -11,6 +11,7 @@ from xdsl.dialects.func import FuncOp
 
 from partita.lowering.cuda.cexpr import _HEADERS
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
+from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
 from partita.lowering.cuda.schedules import _REDUCE_HELPERS, MMA_DTYPES, _mma_helper
 
 __all__ = ["CudaProgram", "emit_program"]
@@ -53,8 +54,10 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     head += "".join(f"#include <{_HEADERS[t]}>\n" for t in ("f16", "bf16") if t in dtypes)
     head += "".join(_HELPERS[t] for t in ("f16", "bf16") if t in dtypes)
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if any(f"partita_mma_{t}(" in k.code for k in kernels.values()))
+    if any("partita_v16" in k.code for k in kernels.values()):
+        head += VECTOR16
     if any(k.kind == "rowwise" for k in kernels.values()):
-        head += _REDUCE_HELPERS
+        head += _REDUCE_HELPERS + ONE_PASS_HELPERS
     parts = [head]
     lines: dict[str, tuple[int, int]] = {}
     line = head.count("\n") + 1

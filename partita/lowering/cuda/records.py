@@ -7,11 +7,14 @@ list (``name:kind:size``) like the CUTLASS records. The runtime reads it without
 
 Anchored kernels add their schedule's launch geometry, computed from the output shape:
 
-* ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm``, or a
-  reduction / arg-reduction over the input's last axes) and ``rows``, the number of
-  leading output axes that are rows: one block of ``block`` threads per row (a reduction's
-  row is the input's reduced trailing axes, its block 32 to 1024 threads by the rows'
-  count and length), ``grid = (min(rows, 65535), 1, 1)`` (the kernel strides over the rest);
+* ``kind = "rowwise"`` adds ``anchor`` (``nn.softmax`` / ``nn.layer_norm`` /
+  ``nn.rms_norm``, or a reduction / arg-reduction over the input's last axes), ``rows``,
+  the number of leading output axes that are rows, ``schedule`` and ``rows_per_block``:
+  ``block-per-row`` is one block of ``block`` threads per row (a reduction's row is the
+  input's reduced trailing axes; 32 to 1024 threads by the rows' count and length),
+  ``warp-per-row`` a warp per row, ``rows_per_block`` rows a block of ``block`` threads;
+  ``grid = (min(ceil(rows / rows_per_block), 65535), 1, 1)`` (the kernel strides over
+  the rest);
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
@@ -119,13 +122,29 @@ class FusedRecord:
 
 @dataclass(frozen=True)
 class RowwiseRecord(FusedRecord):
-    """A ``rowwise`` kernel: one block per row of the output's trailing axes."""
+    """A ``rowwise`` kernel: rows of the output's trailing axes, ``rows_per_block`` a block
+    (one: a block per row; more: a warp per row), by its named ``schedule``."""
 
     anchor: str
     rows: int
+    rows_per_block: int
+    schedule: str
+
+    @classmethod
+    def from_attr(cls, record: DictionaryAttr) -> RowwiseRecord:
+        # Records written before row schedules were named: a block per row.
+        if "rows_per_block" not in record.data and "schedule" not in record.data:
+            record = DictionaryAttr({**record.data, "rows_per_block": to_attr(1), "schedule": to_attr("block-per-row")})
+        return dataclass_from(cls, record, ignore=("kind",))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.rows_per_block, int) or not 1 <= self.rows_per_block <= self.block // 32 + 1:
+            raise ValueError(f"'rows_per_block' = {self.rows_per_block} does not fit a block of {self.block} threads")
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        return (max(1, min(MAX_GRID, prod(out_shape[: self.rows]))), 1, 1), (self.block, 1, 1)
+        rows = -(-prod(out_shape[: self.rows]) // self.rows_per_block)
+        return (max(1, min(MAX_GRID, rows)), 1, 1), (self.block, 1, 1)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,27 @@
-"""The schedules of anchored native CUDA kernels: row blocks (``rowwise``: softmax, layer
-norm and the row reductions of ``@rowwise`` rules, with 128-bit vector loads), SIMT and
+"""The schedules of anchored native CUDA kernels: rows (``rowwise``: softmax, layer_norm,
+rms_norm and the row reductions of ``@rowwise`` rules, a warp or a block per row, one
+statistics pass, 128-bit vector loads, element-wise producers of the row computed where it
+is read: ``row_stats``), SIMT and
 tensor-core (``mma.sync``) GEMM tiles, and pool windows, with the device helpers they call.
 ``ScheduleMixin`` is mixed into ``KernelEmitter``: its methods read the emitter's state
 (``dims``, ``lines``, ``anchor``, ``index_type``, ``out_dims``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _C_COMPUTE, _C_TYPES, Dim, _c_float, _dtype, _mul, _paren, _product
 from partita.lowering.cuda.fusion import _SPATIAL, _rule_for, _rules
+from partita.lowering.cuda.row_stats import (
+    RowElement,
+    RowSchedule,
+    fold_pass,
+    row_schedule,
+    softmax_stats,
+    square_stats,
+    welford_stats,
+)
 from partita.lowering.cuda.rules import RowReduction
 
 BLOCK_SIZE = 256
@@ -89,8 +98,6 @@ def _mma_helper(dtype: str) -> str:
 
 
 _REDUCE_HELPERS = (
-    "// 16 bytes of a row, read with one 128-bit load (LDG.E.128) where the row allows it.\n"
-    "struct alignas(16) partita_v16 { unsigned w[4]; };\n"
     "// Block-wide reductions: warp shuffles, then one value per warp through red[32];\n"
     "// every thread gets the result (blockDim.x a multiple of 32, at most 1024).\n"
     "static __device__ __forceinline__ float partita_warp_sum(float v) {\n"
@@ -180,57 +187,93 @@ class ScheduleMixin:
     def _epilogue(self, indent: str, store: str) -> list[str]:
         return [indent + line[4:] for line in [*self.lines, store]]
 
-    def _rowwise(self, split: int, used: str, store: str) -> list[str]:
-        """One block per row (grid-stride over rows), threads stride along the row."""
+    def _row_element(self, x: SSAValue, cols: Dim, vector: bool = True) -> RowElement:
+        """``x`` (the anchor's row input) at element ``j`` of row ``r``: a load of the row
+        ``xr`` (an argument), or the expression of its fused element-wise producers at the
+        element's linear index ``xi`` (their operands of ``x``'s shape read from memory at
+        ``xi``). With ``vector``, rows of a multiple of 16 bytes are read as 16-byte
+        vectors: ``xr``'s, or those of the producers' operands that have ``x``'s shape."""
+        T = self.index_type
+        if isinstance(x, BlockArgument):
+            xt = _dtype(x.type)
+            if vector and (width := _vector_width(xt, cols)):
+                return RowElement(width, self._load("e[u]", xt), vector=(
+                    "const partita_v16 w = ((const partita_v16*)xr)[jv];",
+                    f"const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;"))
+            return RowElement(0, self._load("xr[j]", xt))
+        saved = self.lines, self.memo
+        self.lines, self.memo = [], {}  # the producers' lines go into the row pass, not the epilogue
+        try:
+            expr = self.value(x, self._decompose("xi", self.dims[x]))
+            body = [line.strip() for line in self.lines]
+        finally:
+            self.lines, self.memo = saved
+        lines = [f"const {T} xi = r * cols + j;", *body]
+        text = "\n".join(body)
+        rows = [a for a in self.block.args if self.dims[a] == self.dims[x] and f"in{a.index}[xi]" in text]
+        width = _vector_width(_dtype(rows[0].type), cols) if vector and rows else 0
+        if not width:
+            return RowElement(0, expr, tuple(lines))
+        loads: list[str] = []
+        for a in rows:
+            if _vector_width(_dtype(a.type), cols) == width:
+                ct = _C_TYPES[_dtype(a.type)]
+                loads += [f"const partita_v16 w{a.index} = ((const partita_v16*)(in{a.index} + r * cols))[jv];",
+                          f"const {ct}* e{a.index} = (const {ct}*)&w{a.index};"]
+                lines = [line.replace(f"in{a.index}[xi]", f"e{a.index}[u]") for line in lines]
+        return RowElement(width, expr, tuple(lines), tuple(loads))
+
+    def _row_pointer(self, x: SSAValue) -> list[str]:
+        """The declaration of ``xr``, row ``r`` of ``x`` when it is an argument."""
+        if not isinstance(x, BlockArgument):
+            return []
+        return [f"    const {_C_TYPES[_dtype(x.type)]}* xr = in{x.index} + r * cols;"]
+
+    def _schedule(self, x: SSAValue, rows: Dim, cols: Dim) -> tuple[RowSchedule, RowElement]:
+        """The row schedule (``row_stats.row_schedule``) and the statistics pass's element."""
+        element = self._row_element(x, cols)
+        return row_schedule(rows, cols, element.width, _row_block(rows, cols)), element
+
+    def _rowwise(self, split: int, used: str, store: str) -> tuple[list[str], RowSchedule]:
+        """Rows by the schedule (a block or a warp each, grid-stride), threads stride along
+        the row: one pass over the row for its statistics (``row_stats``), one for the
+        output."""
         anchor = self.anchor
         assert anchor is not None
         T = self.index_type
-        x = self._arg(anchor.operands[0])
-        xt = _dtype(x.type)
+        x = anchor.operands[0]
         rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
-        row_loop = f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x)"
-        xj = self._load("xr[j]", xt)
-        vector = _vector_width(xt, cols)
-
-        def stats(statement: str) -> list[str]:
-            """A pass over the row applying ``statement`` (``X`` = the element)."""
-            if not vector:
-                return [f"{row_loop} {statement.replace('X', xj)}"]
-            return self._vector_pass(vector, xt, [statement.replace("X", "v")])
+        stats_of = (softmax_stats if isinstance(anchor, nn.SoftmaxOp)
+                    else square_stats if isinstance(anchor, nn.RMSNormOp) else welford_stats)
+        sched, element = self._schedule(x, rows, cols)
         lines = [
             f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
-            "  __shared__ float red[32];",
-            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
-            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+            *([] if sched.warp else ["  __shared__ float red[32];"]),
+            *sched.row_loop(T),
+            *self._row_pointer(x),
+            *stats_of(T, element, sched),
         ]
+        element = self._row_element(x, cols, vector=False)
+        xj = element.expr
         if isinstance(anchor, nn.SoftmaxOp):
-            lines += [
-                "    float mx = __int_as_float(0xff800000);",
-                *stats("mx = fmaxf(mx, X);"),
-                "    mx = partita_block_max(mx, red);",
-                "    float sum = 0.0f;",
-                *stats("sum += expf(X - mx);"),
-                "    sum = partita_block_sum(sum, red);",
-            ]
             y = f"expf({xj} - mx) / sum"
+        elif isinstance(anchor, nn.RMSNormOp):
+            s = self._arg(anchor.scale)
+            tail = self.out_dims[split:]
+            at = self._linear(self.dims[s], self._broadcast_dims_index(self.dims[s], tail, self._decompose("j", tail)))
+            lines.append(f"    const float rs = sqrtf(ms + {_c_float(float(anchor.epsilon))});")
+            y = f"{xj} / rs * {self._load(f'in{s.index}[{at}]', _dtype(s.type))}"
         else:
             assert isinstance(anchor, nn.LayerNormOp)
             g, b = self._arg(anchor.gamma), self._arg(anchor.beta)
-            lines += [
-                "    float mean = 0.0f;",
-                *stats("mean += X;"),
-                "    mean = partita_block_sum(mean, red) / (float)cols;",
-                "    float var = 0.0f;",
-                *stats("{ const float t = X - mean; var += t * t; }"),
-                "    var = partita_block_sum(var, red) / (float)cols;",
-                f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});",
-            ]
+            lines.append(f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});")
             gj = self._load(f"in{g.index}[j]", _dtype(g.type))
             bj = self._load(f"in{b.index}[j]", _dtype(b.type))
             y = f"({xj} - mean) / sd * {gj} + {bj}"
         lines += [
-            f"{row_loop} {{",
+            f"    for ({T} j = {sched.lane}; {sched.live}j < cols; j += {sched.stride}) {{",
+            *(f"      {line}" for line in element.lines),
             f"      const {T} i = r * cols + j;",
             *self._axis_lines("r", range(split), used, "      "),
             *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
@@ -239,47 +282,46 @@ class ScheduleMixin:
             "    }",
             "  }",
         ]
-        return lines
+        return lines, sched
 
-    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str, store: str) -> list[str]:
+    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str,
+                       store: str) -> tuple[list[str], RowSchedule]:
         """One block per row (grid-stride over rows): each fold runs over the row with the
         threads striding along it (coalesced), then combines across the block; thread 0
         computes ``y`` and runs the epilogue. A row is the input's trailing ``cols``
         elements, whose output element's linear index is the row's."""
         T = self.index_type
-        x = self._arg(red.input)
-        xt = _dtype(x.type)
+        x = red.input
+        rows = _product(self.out_dims[:split])
+        sched, element = self._schedule(x, rows, cols)
         lines = [
-            f"  const {T} rows = {_product(self.out_dims[:split])};",
+            f"  const {T} rows = {rows};",
             f"  const {T} cols = {cols};",
-            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds),
-            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg),
-            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
-            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds if not sched.warp),
+            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg and not sched.warp),
+            *sched.row_loop(T),
+            *self._row_pointer(x),
         ]
         for f in red.folds:
             lines.append(f"    {f.ctype} {f.acc} = {f.init};")
             if f.is_arg:
                 lines.append(f"    long long {f.acc}_at = -1;")
-            if (vector := _vector_width(xt, cols)):
-                lines += self._vector_pass(vector, xt, f.step("j"))
-            else:
-                lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
-                          f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
-                          *(f"      {line}" for line in f.step("j")),
-                          "    }"]
+            lines += fold_pass(T, element, f.step("j"), _C_COMPUTE[_dtype(x.type)], sched)
             if f.is_arg:
-                better = f.better("t", "k", "b", "j")
-                lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
-                             f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
-                             f"{{ return {better}; }});")
+                better = (f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
+                          f"{{ return {f.better('t', 'k', 'b', 'j')}; }}")
+                lines.append(f"    {sched.reduce('arg', f.acc, f'{f.acc}_at', better, shared=(f'red_{f.acc}', f'red_{f.acc}_at'))};"
+                             if sched.warp else
+                             f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, {better});")
             else:
-                op = {"+": "add", "*": "mul", "max": "max", "min": "min"}[f.combine]
-                lines.append(f"    {f.acc} = partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, partita_{op}());")
+                op = f"partita_{ {'+': 'add', '*': 'mul', 'max': 'max', 'min': 'min'}[f.combine]}()"
+                call = (f"partita_warp_reduce({f.acc}, {op})" if sched.warp
+                        else f"partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, {op})")
+                lines.append(f"    {f.acc} = {call};")
             lines += [f"    {line}" for line in f.then]
         result = _dtype(self.anchor.results[0].type)  # type: ignore[union-attr]
         lines += [
-            "    if (threadIdx.x == 0) {",
+            f"    if ({'live && lane' if sched.warp else 'threadIdx.x'} == 0) {{",
             f"      const {T} i = r;",
             *self._axis_lines("r", range(split), used, "      "),
             f"      const {_C_COMPUTE[result]} y = {self._round(red.y, result)};",
@@ -287,24 +329,47 @@ class ScheduleMixin:
             "    }",
             "  }",
         ]
-        return lines
+        return lines, sched
 
-    def _vector_pass(self, width: int, xt: str, body: Sequence[str]) -> list[str]:
-        """A pass over the row ``xr`` in 16-byte vectors of ``width`` elements (one
-        128-bit load each, coalesced across the block); ``body`` sees the element as ``v``
-        and its index along the row as ``j``."""
+    def _injective_vectors(self, used: str, store: str, out_dtype: str) -> tuple[list[str], str]:
+        """The 16-byte vector loop of an injective kernel (``[]`` when its output type has
+        no vector width) and the first element the scalar loop then takes: each thread
+        computes the ``width`` consecutive outputs of a vector and stores them with one
+        128-bit store, the operands read at the output index (same shape and element
+        size) loaded as 16-byte vectors too; the scalar loop finishes the ``n % width``
+        tail. Vector ``iv`` starts at byte ``16 * iv`` of every such buffer, so any length
+        is aligned (buffers are 256-byte aligned)."""
         T = self.index_type
+        widths = {"f16": 8, "bf16": 8, "f32": 4}
+        width = widths.get(out_dtype, 0)
+        if not width:
+            return [], "0"
+        body = "\n".join(self.lines)
+        loads: list[str] = []
+        lines = list(self.lines)
+        for a in self.block.args:
+            at = f"in{a.index}[i]"
+            if self.dims[a] == self.out_dims and at in body and widths.get(_dtype(a.type)) == width:
+                ct = _C_TYPES[_dtype(a.type)]
+                loads += [f"    const partita_v16 w{a.index} = ((const partita_v16*)in{a.index})[iv];",
+                          f"    const {ct}* e{a.index} = (const {ct}*)&w{a.index};"]
+                lines = [line.replace(at, f"e{a.index}[u]") for line in lines]
+        ot = _C_TYPES[out_dtype]
         return [
-            f"    for ({T} jv = threadIdx.x; jv < cols / {width}; jv += blockDim.x) {{",
-            "      const partita_v16 w = ((const partita_v16*)xr)[jv];",
-            f"      const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;",
-            f"      for (int u = 0; u < {width}; ++u) {{",
-            f"        const {T} j = jv * {width} + u;",
-            f"        const {_C_COMPUTE[xt]} v = {self._load('e[u]', xt)};",
-            *(f"        {line}" for line in body),
-            "      }",
+            f"  for ({T} iv = ({T})blockIdx.x * blockDim.x + threadIdx.x; iv < n / {width}; iv += ({T})gridDim.x * blockDim.x) {{",
+            *loads,
+            "    partita_v16 wo;",
+            f"    {ot}* eo = ({ot}*)&wo;",
+            "    #pragma unroll",
+            f"    for (int u = 0; u < {width}; ++u) {{",
+            f"      const {T} i = iv * {width} + u;",
+            *self._axis_lines("i", range(len(self.out_dims)), used, "      "),
+            *(f"  {line}" for line in lines),
+            "  " + store.replace("out[i] =", "eo[u] ="),
             "    }",
-        ]
+            "    ((partita_v16*)out)[iv] = wo;",
+            "  }",
+        ], f"n / {width} * {width}"
 
     def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""

@@ -1,14 +1,16 @@
 // RUN: partita-opt %s -p 'cuda-codegen{arch=sm_90 cache-dir="%t"}' | filecheck %s
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
-// Reductions over the last axes are rowwise kernels: one block per output element, the
-// block sized to the row (64 threads for rows of 49, 256 for longer ones), rows = the
-// kept leading axes. A reduction over a middle axis stays a window kernel.
+// Reductions over the last axes are rowwise kernels, a row per output element: a block
+// per long row (256 threads for rows of 4096 halves), a warp per row of at most 256 loads
+// (49 floats; 1000 floats in 250 vectors: four rows a block of 128 threads), rows = the
+// kept leading axes. A reduction over a middle axis
+// stays a window kernel.
 
 // CHECK:       byoc.binary @cuda_sm90
-// CHECK-SAME:    kernels = {rms_stats = {kind = "rowwise", entry = "rms_stats", block = 256 : i64, {{.*}} ops = ["nn.reduce_mean", "nn.add", "nn.sqrt"], anchor = "nn.reduce_mean", rows = 2 : i64},
-// CHECK-SAME:    gap = {kind = "rowwise", entry = "gap", block = 64 : i64, {{.*}} ops = ["nn.reduce_mean"], anchor = "nn.reduce_mean", rows = 2 : i64},
-// CHECK-SAME:    pick = {kind = "rowwise", entry = "pick", block = 256 : i64, {{.*}} ops = ["nn.argmax"], anchor = "nn.argmax", rows = 1 : i64},
+// CHECK-SAME:    kernels = {rms_stats = {kind = "rowwise", entry = "rms_stats", block = 256 : i64, {{.*}} ops = ["nn.reduce_mean", "nn.add", "nn.sqrt"], anchor = "nn.reduce_mean", rows = 2 : i64, rows_per_block = 1 : i64, schedule = "block-per-row"},
+// CHECK-SAME:    gap = {kind = "rowwise", entry = "gap", block = 128 : i64, {{.*}} ops = ["nn.reduce_mean"], anchor = "nn.reduce_mean", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
+// CHECK-SAME:    pick = {kind = "rowwise", entry = "pick", block = 128 : i64, {{.*}} ops = ["nn.argmax"], anchor = "nn.argmax", rows = 1 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
 // CHECK-SAME:    middle = {kind = "window", entry = "middle", block = 256 : i64, {{.*}} ops = ["nn.reduce_sum"], anchor = "nn.reduce_sum"}}
 
 // RMSNorm's statistics: threads stride along the row (coalesced, 16 bytes per load where
@@ -46,18 +48,27 @@
 // CUDA-NEXT:    }
 // CUDA-NEXT:  }
 
-// Global average pooling over H, W of NCHW: rows of 49 on 64 threads.
+// Global average pooling over H, W of NCHW: rows of 49, a warp each (four a block), the
+// warps of a block in step over their rows (a warp past the last row idles), one
+// warp-wide tree, lane 0 stores.
 
 // CUDA-LABEL: // @gap: nn.reduce_mean
-// CUDA-NEXT:  extern "C" __global__ void __launch_bounds__(64)
+// CUDA-NEXT:  extern "C" __global__ void __launch_bounds__(128)
 // CUDA:         const int rows = 16;
 // CUDA-NEXT:    const int cols = 49;
+// CUDA-NEXT:    const int lane = threadIdx.x & 31;
+// CUDA-NEXT:    for (int r0 = (int)blockIdx.x * 4; r0 < rows; r0 += (int)gridDim.x * 4) {
+// CUDA-NEXT:      const int r = r0 + (threadIdx.x >> 5);
+// CUDA-NEXT:      const bool live = r < rows;
+// CUDA:           for (int j = lane; live && j < cols; j += 32) {
+// CUDA:           acc = partita_warp_reduce(acc, partita_add());
+// CUDA-NEXT:      if (live && lane == 0) {
 
 // An arg-reduction folds (value, index) pairs: NaN first, then the first best index.
 
 // CUDA-LABEL: // @pick: nn.argmax
 // CUDA:         long long best_at = -1;
-// CUDA:         partita_block_arg(best, best_at, red_best, red_best_at, [](const float t, const long long k, const float b, const long long j) { return k >= 0 && (j < 0 || (t != t ? (b == b || k < j) : (b == b && (t > b || (t == b && k < j))))); });
+// CUDA:         partita_warp_arg(best, best_at, [](const float t, const long long k, const float b, const long long j) { return k >= 0 && (j < 0 || (t != t ? (b == b || k < j) : (b == b && (t > b || (t == b && k < j))))); });
 // CUDA:           const long long y = best_at;
 
 // CUDA-LABEL: // @middle: nn.reduce_sum

@@ -23,7 +23,7 @@
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
 // CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 128 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 64 : i64},
-// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 256 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64},
+// CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 128 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
 // CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d"},
 // CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
 
@@ -32,12 +32,30 @@
 // CUDA:      static __device__ __forceinline__ void partita_mma_f16(float* c, const float* a, const float* b) {
 // CUDA-NEXT: #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // CUDA:        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+// An injective kernel: each thread computes a 16-byte vector of outputs (x read as one
+// too, the broadcast bias element-wise) and stores it at once; a scalar loop takes the
+// tail.
+
 // CUDA:      // @main_fused_0: nn.relu, nn.add, nn.gelu
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
 // CUDA-NEXT: main_fused_0(const __half* __restrict__ in0, const __half* __restrict__ in1, __half* __restrict__ out, int dim0) {
 // CUDA-NEXT:   const long long d0 = dim0;
 // CUDA-NEXT:   const long long n = d0 * 64;
-// CUDA-NEXT:   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:   for (long long iv = (long long)blockIdx.x * blockDim.x + threadIdx.x; iv < n / 8; iv += (long long)gridDim.x * blockDim.x) {
+// CUDA-NEXT:     const partita_v16 w0 = ((const partita_v16*)in0)[iv];
+// CUDA-NEXT:     const __half* e0 = (const __half*)&w0;
+// CUDA-NEXT:     partita_v16 wo;
+// CUDA-NEXT:     __half* eo = (__half*)&wo;
+// CUDA-NEXT:     #pragma unroll
+// CUDA-NEXT:     for (int u = 0; u < 8; ++u) {
+// CUDA-NEXT:       const long long i = iv * 8 + u;
+// CUDA-NEXT:       const long long o1 = i % 64;
+// CUDA-NEXT:       const float v0 = ld_f16(e0[u]);
+// CUDA:            eo[u] = st_f16(v4);
+// CUDA-NEXT:     }
+// CUDA-NEXT:     ((partita_v16*)out)[iv] = wo;
+// CUDA-NEXT:   }
+// CUDA-NEXT:   for (long long i = n / 8 * 8 + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 // CUDA-NEXT:     const long long o1 = i % 64;
 // CUDA-NEXT:     const float v0 = ld_f16(in0[i]);
 // CUDA-NEXT:     const float v1 = rn_f16(v0 < 0.0f ? 0.0f : v0);
@@ -55,7 +73,7 @@
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256)
 // CUDA-NEXT: main_fused_1(const __nv_bfloat16* __restrict__ in0, const __nv_bfloat16* __restrict__ in1, __nv_bfloat16* __restrict__ out) {
 // CUDA-NEXT:   const int n = 24;
-// CUDA-NEXT:   for (int i = (int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * blockDim.x) {
+// CUDA:        for (int i = n / 8 * 8 + (int)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int)gridDim.x * blockDim.x) {
 // CUDA-NEXT:     const int o0 = i / 6;
 // CUDA-NEXT:     const int o1 = i % 6;
 // CUDA-NEXT:     const int t0 = o1 * 4 + o0;
@@ -88,18 +106,31 @@
 // CUDA-NEXT:       const float v2 = rn_f16(v1 < 0.0f ? 0.0f : v1);
 // CUDA-NEXT:       out[i] = st_f16(v2);
 
-// A row reduction: one block per row (grid-stride), block-wide sums, the normalized
-// value and its epilogue per element of the row.
+// A row reduction: rows of 20 floats, a warp each (four rows a block, grid-stride), one
+// pass over the row for Welford's statistics (merged across the warp), the normalized
+// value and its epilogue per element of the row in a second pass.
 
 // CUDA:      // @main_rows: nn.layer_norm, nn.sigmoid
 // CUDA:        const long long rows = d0 * 8;
 // CUDA-NEXT:   const long long cols = 20;
-// CUDA-NEXT:   __shared__ float red[32];
-// CUDA-NEXT:   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-// CUDA:          mean = partita_block_sum(mean, red) / (float)cols;
-// CUDA:          var = partita_block_sum(var, red) / (float)cols;
+// CUDA-NEXT:   const int lane = threadIdx.x & 31;
+// CUDA-NEXT:   for (long long r0 = (long long)blockIdx.x * 4; r0 < rows; r0 += (long long)gridDim.x * 4) {
+// CUDA-NEXT:     const long long r = r0 + (threadIdx.x >> 5);
+// CUDA-NEXT:     const bool live = r < rows;
+// CUDA-NEXT:     const float* xr = in0 + r * cols;
+// CUDA-NEXT:     float wn = 0.0f, mean = 0.0f, wq = 0.0f;
+// CUDA-NEXT:     for (long long jv = lane; live && jv < cols / 4; jv += 32) {
+// CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
+// CUDA-NEXT:       const float* e = (const float*)&w;
+// CUDA:            for (int u = 0; u < 4; ++u) {
+// CUDA-NEXT:         f[u] = e[u];
+// CUDA:            const float vmean = vs * 0.25f;
+// CUDA:            partita_welford_merge(wn, mean, wq, 4.0f, vmean, vq);
+// CUDA-NEXT:     }
+// CUDA-NEXT:     partita_warp_welford(wn, mean, wq);
+// CUDA-NEXT:     const float var = wq / (float)cols;
 // CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
-// CUDA-NEXT:     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+// CUDA-NEXT:     for (long long j = lane; live && j < cols; j += 32) {
 // CUDA-NEXT:       const long long i = r * cols + j;
 // CUDA-NEXT:       const float y = (xr[j] - mean) / sd * in1[j] + in2[j];
 // CUDA-NEXT:       const float v0 = 1.0f / (1.0f + expf(-y));
@@ -142,7 +173,7 @@
 // CUDA-NEXT:     const int c1 = s1 < 0 ? 0 : (s1 < 3 ? s1 : 3 - 1);
 // CUDA-NEXT:     const float v0 = in0[c0 * 3 + c1];
 // CUDA-NEXT:     const float v1 = (s0 == c0 && s1 == c1) ? v0 : 0.5f;
-// CUDA-NEXT:     out[i] = v1;
+// CUDA-NEXT:     eo[u] = v1;
 // CUDA-NOT:  not_a_kernel
 
 func.func private @main_fused_0(%0: tensor<?x64xf16>, %1: tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {

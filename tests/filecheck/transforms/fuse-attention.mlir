@@ -119,3 +119,114 @@ func.func @head_transposes_fold(%q: tensor<?x?x4x8xf32>, %k: tensor<?x?x4x8xf32>
   %m = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x?x8xf32>) -> tensor<?x?x4x8xf32>
   func.return %m : tensor<?x?x4x8xf32>
 }
+
+// -----
+
+// Hugging Face's causal mask: Range positions compared (j <= i) over the query length,
+// and-ed with a key padding mask, as where(m, 0, -inf): the frontier becomes causal, the
+// padding mask stays; the positions and the comparison are gone.
+
+// CHECK-LABEL: func.func @causal_and_padding
+// CHECK-NOT:     nn.arange
+// CHECK-NOT:     nn.less_equal
+// CHECK:         [[A:%.*]] = nn.attention %q, %k, %v, %pad {scale = 1.000000e+00 : f64, causal = true} : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x1x1x?xi1>) -> tensor<?x4x?x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @causal_and_padding(%q: tensor<?x4x?x8xf32>, %k: tensor<?x4x?x8xf32>, %v: tensor<?x4x?x8xf32>, %pad: tensor<?x1x1x?xi1>) -> tensor<?x4x?x8xf32> {
+  %pos = nn.arange %q {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 2>, targets = array<i64: 0>} : (tensor<?x4x?x8xf32>) -> tensor<?xi64>
+  %j = nn.reshape %pos : (tensor<?xi64>) -> tensor<1x?xi64>
+  %i = nn.reshape %pos : (tensor<?xi64>) -> tensor<?x1xi64>
+  %keep = nn.less_equal %j, %i : (tensor<1x?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %m = nn.and %keep, %pad : (tensor<?x?xi1>, tensor<?x1x1x?xi1>) -> tensor<?x1x?x?xi1>
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x8x?xf32>
+  %s = nn.matmul %q, %kt : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %ninf = nn.constant dense<0xff800000> : tensor<f32>
+  %bias = nn.where %m, %zero, %ninf : (tensor<?x1x?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x1x?x?xf32>
+  %sm = nn.add %s, %bias : (tensor<?x4x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %sm {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %p, %v : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %o : tensor<?x4x?x8xf32>
+}
+
+// -----
+
+// The same frontier over the key length (%k's sequence axis): with Skv = 1 a [1, 1] mask
+// keeps every key while causal would hide them from all but the last query, so it stays a
+// mask. masked_fill(m, -inf) on the scores is a boolean mask of its complement.
+
+// CHECK-LABEL: func.func @frontier_on_key_length
+// CHECK:         [[N:%.*]] = nn.not %m : (tensor<?x?xi1>) -> tensor<?x?xi1>
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v, [[N]] {scale = 1.000000e+00 : f64} : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x?xi1>) -> tensor<?x4x?x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+func.func @frontier_on_key_length(%q: tensor<?x4x?x8xf32>, %k: tensor<?x4x?x8xf32>, %v: tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32> {
+  %pos = nn.arange %k {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 2>, targets = array<i64: 0>} : (tensor<?x4x?x8xf32>) -> tensor<?xi64>
+  %j = nn.reshape %pos : (tensor<?xi64>) -> tensor<1x?xi64>
+  %i = nn.reshape %pos : (tensor<?xi64>) -> tensor<?x1xi64>
+  %m = nn.greater %j, %i : (tensor<1x?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x8x?xf32>
+  %s = nn.matmul %q, %kt : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %ninf = nn.constant dense<0xff800000> : tensor<f32>
+  %sm = nn.where %m, %ninf, %s : (tensor<?x?xi1>, tensor<f32>, tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %sm {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %p, %v : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %o : tensor<?x4x?x8xf32>
+}
+
+// -----
+
+// A static additive triangle (0 on and below the diagonal, -inf above) is the frontier.
+
+// CHECK-LABEL: func.func @constant_triangle
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v {scale = 1.000000e+00 : f64, causal = true} : (tensor<1x2x3x8xf16>, tensor<1x2x3x8xf16>, tensor<1x2x3x8xf16>) -> tensor<1x2x3x8xf16>
+// CHECK-NEXT:    func.return [[A]]
+func.func @constant_triangle(%q: tensor<1x2x3x8xf16>, %k: tensor<1x2x3x8xf16>, %v: tensor<1x2x3x8xf16>) -> tensor<1x2x3x8xf16> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x3x8xf16>) -> tensor<1x2x8x3xf16>
+  %s = nn.matmul %q, %kt : (tensor<1x2x3x8xf16>, tensor<1x2x8x3xf16>) -> tensor<1x2x3x3xf16>
+  %bias = nn.constant dense<[[0.0, 0xFC00, 0xFC00], [0.0, 0.0, 0xFC00], [0.0, 0.0, 0.0]]> : tensor<3x3xf16>
+  %sm = nn.add %s, %bias : (tensor<1x2x3x3xf16>, tensor<3x3xf16>) -> tensor<1x2x3x3xf16>
+  %p = nn.softmax %sm {axis = 3 : i64} : (tensor<1x2x3x3xf16>) -> tensor<1x2x3x3xf16>
+  %o = nn.matmul %p, %v : (tensor<1x2x3x3xf16>, tensor<1x2x3x8xf16>) -> tensor<1x2x3x8xf16>
+  func.return %o : tensor<1x2x3x8xf16>
+}
+
+// -----
+
+// Hugging Face's rotate_half: x * C + concat(-x[.., 4:], x[.., :4]) * S, the caches
+// cos / sin of concat(f, f) (equal halves): one nn.rotary_embedding on the caches' first
+// halves. In @rotary_unequal_halves the cache is not built as concat(f, f): left as it is.
+
+// CHECK-LABEL: func.func @rotary_rotate_half
+// CHECK:         [[C:%.*]] = nn.strided_slice %cos {begin = array<i64: 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1>} : (tensor<1x?x8xf32>) -> tensor<1x?x4xf32>
+// CHECK-NEXT:    [[S:%.*]] = nn.strided_slice %sin
+// CHECK-NEXT:    [[R:%.*]] = nn.rotary_embedding %x, [[C]], [[S]] : (tensor<?x4x?x8xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32>
+// CHECK-NEXT:    func.return [[R]]
+// CHECK-LABEL: func.func @rotary_unequal_halves
+// CHECK-NOT:     nn.rotary_embedding
+// CHECK:         nn.neg
+func.func @rotary_rotate_half(%x: tensor<?x4x?x8xf32>, %f: tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32> {
+  %e = nn.concatenate %f, %f {axis = -1 : i64} : (tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<1x?x8xf32>
+  %cos = nn.cos %e : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+  %sin = nn.sin %e : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+  %c4 = nn.reshape %cos : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %s4 = nn.reshape %sin : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %a = nn.multiply %x, %c4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 4>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %n = nn.neg %hi : (tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  %b = nn.multiply %t, %s4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %y = nn.add %a, %b : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %y : tensor<?x4x?x8xf32>
+}
+func.func @rotary_unequal_halves(%x: tensor<?x4x?x8xf32>, %cos: tensor<1x?x8xf32>, %sin: tensor<1x?x8xf32>) -> tensor<?x4x?x8xf32> {
+  %c4 = nn.reshape %cos : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %s4 = nn.reshape %sin : (tensor<1x?x8xf32>) -> tensor<1x1x?x8xf32>
+  %a = nn.multiply %x, %c4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 4>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 4>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<?x4x?x8xf32>) -> tensor<?x4x?x4xf32>
+  %n = nn.neg %hi : (tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  %b = nn.multiply %t, %s4 : (tensor<?x4x?x8xf32>, tensor<1x1x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %y = nn.add %a, %b : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  func.return %y : tensor<?x4x?x8xf32>
+}

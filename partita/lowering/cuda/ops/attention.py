@@ -7,16 +7,19 @@ This is the portable rule every shape, mask kind, GQA grouping and dynamic lengt
 (each thread recomputes its row's scores, D multiply-adds per key); it is correct, not
 fast. NaN and +inf scores and fully masked rows follow the reference: the row is NaN, or
 zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies its
-value (0 * NaN is NaN), as the reference's ``p @ v`` does."""
+value (0 * NaN is NaN), as the reference's ``p @ v`` does.
+
+``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
+its rotation pair."""
 
 from __future__ import annotations
 
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _c_float
 from partita.lowering.cuda.flash_attention import (
-    HEAD_DIMS,
     FlashConfig,
     flash_attention_source,
+    head_dim_supported,
 )
 from partita.lowering.cuda.ops.reduction import y_decl
 from partita.lowering.cuda.rules import window
@@ -36,31 +39,38 @@ def _dims(emitter, op: nn.AttentionOp) -> list:
 
 def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     """The flash attention kernel (``partita.lowering.cuda.flash_attention``) for a kernel
-    that is the op alone: f16 / bf16, BHSD, a head dim it is built for, no mask or a
-    boolean key padding mask ``[B, 1, 1, Skv]``. Its blocks stride over the
-    (query tile, batch x head) pairs."""
+    that is the op alone: f16 / bf16, BHSD or BSHD (read through its strides), a head dim
+    that is a multiple of 8 (below 32: zero-padded in registers), no mask or a boolean
+    key padding mask ``[B | 1, 1, 1, Skv | 1]``. Its blocks stride over the (query tile,
+    batch x head) pairs."""
     dtype = str(op.result.type.element_type)
     head_dim = op.query.type.get_shape()[3]
-    if dtype not in ("f16", "bf16") or op.layout != "BHSD" or head_dim not in HEAD_DIMS:
+    if dtype not in ("f16", "bf16") or not head_dim_supported(head_dim):
         return None
     if op.value.type.get_shape()[3] != head_dim:
         return None
-    mask = "0"
+    mask, strides = "0", "0, 0"
+    T = emitter.index_type
+    # (batch, heads, seq) of query and key in the op's layout
+    axes = (0, 2, 1) if op.layout == "BSHD" else (0, 1, 2)
+    dq, dk = emitter.dims[op.query], emitter.dims[op.key]
+    batch, heads, q_len = (_p(dq[a]) for a in axes)
+    kv_heads, kv_len = _p(dk[axes[1]]), _p(dk[axes[2]])
     if op.mask is not None:
         shape = op.mask.type.get_shape()
         if op.mask_kind != "boolean" or len(shape) != 4 or tuple(shape[1:3]) != (1, 1):
             return None
         mask = "(const unsigned char*)in3"
-    config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows)
-    dq, dk = emitter.dims[op.query], emitter.dims[op.key]
-    batch, heads, q_len, kv_heads, kv_len = (_p(d) for d in (dq[0], dq[1], dq[2], dk[1], dk[2]))
-    T = emitter.index_type
+        mb, mk = (_p(d) for d in (emitter.dims[op.mask][0], emitter.dims[op.mask][3]))
+        strides = f"({mb} == 1 ? 0LL : (long long){mk}), ({mk} == 1 ? 0 : 1)"
+    config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows,
+                         layout=op.layout)
     lines = [
         f"  const int q_tiles = ({q_len} + {config.block_m - 1}) / {config.block_m};",
         f"  const {T} tiles = ({T})q_tiles * {batch} * {heads};",
         f"  for ({T} t = blockIdx.x; t < tiles; t += gridDim.x)  // uniform per block",
         f"    {config.entry}_tile(in0, in1, in2, {mask}, out, {heads}, {kv_heads}, {q_len}, {kv_len},",
-        f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles));",
+        f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles), {strides});",
     ]
     emitter.prelude.append(flash_attention_source(config))
     return lines, config.block[0]
@@ -108,3 +118,35 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     ]
     rows = "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
     return [*lines, y_decl(emitter, op, f"dead ? {rows} : acc / l")]
+
+
+@window(nn.RotaryEmbeddingOp, dims=lambda emitter, op: list(emitter.dims[op.input]))
+def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
+    """One thread per output element ``out[b, h, s, d]``: its own value and its pair's
+    (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos / sin at ``[b, s, i]``."""
+    T = emitter.index_type
+    b, h, s, d = emitter.out_index
+    rotated = str(op.rotary_dim) if op.rotary_dim else _p(emitter.dims[op.input][3])
+    x = lambda at: emitter.load(op.input, [b, h, s, at])  # noqa: E731
+    cache_batch = emitter.dims[op.cos][0]  # 1: one cache row shared by every batch row
+    cb = "0" if cache_batch == 1 else b if isinstance(cache_batch, int) else f"({cache_batch} == 1 ? 0 : {b})"
+    half, i, v = emitter.var("half"), emitter.var("i"), emitter.var("v")
+    lines = [
+        f"    const {T} {half} = {rotated} / 2;",
+        f"    float {v} = {x(d)};",
+        f"    if ({d} < 2 * {half}) {{",
+    ]
+    if op.interleaved:
+        lines += [
+            f"      const {T} {i} = {d} / 2;",
+            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
+            f"      {v} = ({d} % 2 == 0) ? {v} * c - {x(f'{d} + 1')} * sn : {v} * c + {x(f'{d} - 1')} * sn;",
+        ]
+    else:
+        lines += [
+            f"      const {T} {i} = {d} < {half} ? {d} : {d} - {half};",
+            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
+            f"      if ({d} < {half}) {v} = {v} * c - {x(f'{d} + {half}')} * sn;",
+            f"      else {v} = {v} * c + {x(f'{d} - {half}')} * sn;",
+        ]
+    return [*lines, "    }", y_decl(emitter, op, v)]

@@ -1,5 +1,5 @@
 """CUDA lowering rules of the ``nn.normalization`` family beyond the built-in row-wise
-kernels (softmax on the last axis and layer_norm in f16 / bf16 / f32 stay there): ``window``
+kernels (softmax on the last axis, layer_norm and rms_norm in f16 / bf16 / f32 stay there): ``window``
 rules in which one thread computes one output element, looping over its normalization
 group for the statistics (simple and correct; each thread recomputes its group's)."""
 
@@ -93,7 +93,8 @@ def _layer_norm(emitter, op: nn.LayerNormOp) -> list[str]:
     ]
 
 
-@window(nn.RMSNormOp, dims=same_dims)
+@window(nn.RMSNormOp, supports=lambda op: str(op.result.type.element_type) not in _ROWWISE_DTYPES,
+        dims=same_dims)
 def _rms_norm(emitter, op: nn.RMSNormOp) -> list[str]:
     x = op.input
     rank = _rank(x)

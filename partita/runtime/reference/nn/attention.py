@@ -1,5 +1,5 @@
 """NumPy reference of ``nn.attention`` (f16 / bf16 compute in f32, the result rounded once,
-as the fused kernels do)."""
+as the fused kernels do) and of ``nn.rotary_embedding``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,26 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         return p @ v
 
 
+def rotary_embedding(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, interleaved: bool,
+                     rotary_dim: int) -> np.ndarray:
+    """RoPE of ``x[B, H, S, D]`` with ``cos`` / ``sin`` ``[B, S, R / 2]`` (see
+    ``nn.rotary_embedding``), in ``x``'s compute type."""
+    r = rotary_dim or x.shape[-1]
+    c, s = cos[:, None], sin[:, None]  # [B, 1, S, R / 2]: shared by the heads
+    rot = x[..., :r]
+    if interleaved:
+        first, second = rot[..., 0::2], rot[..., 1::2]
+    else:
+        first, second = rot[..., : r // 2], rot[..., r // 2:]
+    out_first, out_second = first * c - second * s, second * c + first * s
+    out = x.copy()
+    if interleaved:
+        out[..., 0:r:2], out[..., 1:r:2] = out_first, out_second
+    else:
+        out[..., : r // 2], out[..., r // 2: r] = out_first, out_second
+    return out
+
+
 @register_impls
 class AttentionFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` attention family."""
@@ -51,3 +71,8 @@ class AttentionFunctions(InterpreterFunctions):
         out = attention(q, k, v, mask, scale=op.scale, causal=op.causal,
                         zero_undefined_rows=op.zero_undefined_rows)
         return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)
+
+    @impl(nn.RotaryEmbeddingOp)
+    def run_rotary_embedding(self, interpreter: Interpreter, op: nn.RotaryEmbeddingOp, args: tuple[Any, ...]):
+        x, cos, sin = (compute_type(a) for a in args)
+        return store(op, rotary_embedding(x, cos, sin, interleaved=op.interleaved, rotary_dim=op.rotary_dim))

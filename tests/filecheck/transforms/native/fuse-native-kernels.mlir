@@ -268,3 +268,52 @@ func.func @cnn(%x: tensor<?x8x16x16xf32>, %b: tensor<8xf32>, %y: tensor<?x2x10x1
   %8 = nn.avg_pool2d %z {pool_size = array<i64: 2, 2>} : (tensor<1x1x?x?xf32>) -> tensor<1x1x?x?xf32>
   func.return %7, %8 : tensor<?x10x1x1xf32>, tensor<1x1x?x?xf32>
 }
+
+// -----
+// A row anchor takes in the element-wise group computing its row input (its prologue)
+// when every value of that group is used only there: the square before a mean, the
+// residual add before a layer norm. A producer also read elsewhere (the relu, read by the
+// softmax's epilogue) or one that remaps indices (the transpose) stays outside.
+
+// CHECK-LABEL: func.func private @q_fused_0(%0: tensor<4x16xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT:    %1 = nn.multiply %0, %0
+// CHECK-NEXT:    %2 = nn.reduce_mean %1
+// CHECK-NEXT:    func.return %2
+// CHECK-LABEL: func.func private @q_fused_1(%0: tensor<4x16xf32>, %1: tensor<4x16xf32>, %2: tensor<16xf32>, %3: tensor<16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %4 = nn.add %0, %1
+// CHECK-NEXT:    %5 = nn.layer_norm %4, %2, %3
+// CHECK-NEXT:    func.return %5
+// CHECK-LABEL: func.func private @q_fused_2(%0: tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %1 = nn.relu %0
+// CHECK-NEXT:    func.return %1
+// CHECK-LABEL: func.func private @q_fused_3(%0: tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %1 = nn.softmax %0
+// CHECK-NEXT:    %2 = nn.add %1, %0
+// CHECK-NEXT:    func.return %2
+// CHECK-LABEL: func.func private @q_fused_4(%0: tensor<4x16xf32>) -> tensor<16x4xf32>
+// CHECK-NEXT:    %1 = nn.transpose %0
+// CHECK-NEXT:    func.return %1
+// CHECK-LABEL: func.func private @q_fused_5(%0: tensor<16x4xf32>) -> tensor<16x4xf32>
+// CHECK-NEXT:    %1 = nn.softmax %0
+// CHECK-NEXT:    func.return %1
+// CHECK-LABEL: func.func @q
+// CHECK-NEXT:    %0 = func.call @q_fused_0(%x)
+// CHECK-NEXT:    %1 = func.call @q_fused_1(%x, %r, %g, %b)
+// CHECK-NEXT:    %2 = func.call @q_fused_2(%r)
+// CHECK-NEXT:    %3 = func.call @q_fused_3(%2)
+// CHECK-NEXT:    %4 = func.call @q_fused_4(%x)
+// CHECK-NEXT:    %5 = func.call @q_fused_5(%4)
+// CHECK-NEXT:    func.return %0, %1, %3, %5
+
+func.func @q(%x: tensor<4x16xf32>, %r: tensor<4x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>) -> (tensor<4x1xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<16x4xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %0 = nn.multiply %x, %x : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %1 = nn.reduce_mean %0 {axes = array<i64: 1>, keepdims = true} : (tensor<4x16xf32>) -> tensor<4x1xf32>
+  %2 = nn.add %x, %r : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %3 = nn.layer_norm %2, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %4 = nn.relu %r : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %5 = nn.softmax %4 : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %6 = nn.add %5, %4 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %7 = nn.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x16xf32>) -> tensor<16x4xf32>
+  %8 = nn.softmax %7 : (tensor<16x4xf32>) -> tensor<16x4xf32>
+  func.return %1, %3, %6, %8 : tensor<4x1xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<16x4xf32>
+}

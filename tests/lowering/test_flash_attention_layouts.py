@@ -1,0 +1,109 @@
+"""The flash attention kernel at the exported fixtures' shapes: head dims below 32 (8, 16,
+24, and 40 padded to 64) computed zero-padded in registers and shared memory, and the
+``[B, S, H, D]`` layout read through its strides, on the host emulation
+(``tests/support/flash_host.py``) against the ``nn.attention`` reference: causal with a key
+padding mask, GQA, odd lengths, fully masked rows; and the sm_90 SASS of the D = 8 BSHD
+instantiation: 128-bit loads, the padded MMA count, no spills."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+from support.flash_host import build, launch  # tests/support/flash_host.py
+from support.sass import sass_of  # tests/support/sass.py
+
+from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source, head_dim_supported
+from partita.runtime.reference.nn.attention import attention
+
+CONFIGS = [FlashConfig("f16", 8, causal=True, layout="BSHD"), FlashConfig("f16", 8, causal=True),
+           FlashConfig("bf16", 16, layout="BSHD", zero_undefined_rows=False), FlashConfig("f16", 24),
+           FlashConfig("f16", 40, causal=True, layout="BSHD"), FlashConfig("f16", 64, layout="BSHD")]
+TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    if not have_gxx():
+        pytest.skip("needs g++")
+    return build(CONFIGS, tmp_path_factory.mktemp("flash_layouts"))
+
+
+def _run(lib, config: FlashConfig, b, h, hkv, sq, skv, key_mask=None, seed=0, scale=0.35):
+    """Kernel and reference on the same inputs, in the config's layout; returns the
+    kernel's output (BHSD) after checking it."""
+    import ml_dtypes
+    t = np.float16 if config.dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    d = config.head_dim
+    q, k, v = (rng.standard_normal(s).astype(t) for s in ((b, h, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+    bshd = config.layout == "BSHD"
+    args = [x.swapaxes(1, 2).copy() if bshd else x for x in (q, k, v)]
+    got = launch(lib, config, *args, key_mask, scale)
+    got = (got.swapaxes(1, 2) if bshd else got).astype(np.float64)
+    mask = None if key_mask is None else key_mask.astype(bool)[:, None, None, :]
+    want = attention(*(x.astype(np.float32) for x in (q, k, v)), mask, scale=scale, causal=config.causal,
+                     zero_undefined_rows=config.zero_undefined_rows)
+    want = want.astype(t).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE[config.dtype], atol=TOLERANCE[config.dtype])
+    return got
+
+
+def test_head_dims_accepted():
+    assert [d for d in range(1, 300) if head_dim_supported(d)] == list(range(8, 257, 8))
+    assert FlashConfig("f16", 8).padded_dim == 32 and FlashConfig("f16", 40).padded_dim == 64
+    assert FlashConfig("f16", 8, layout="BSHD").entry.endswith("_bshd")
+    with pytest.raises(ValueError, match="layout"):
+        FlashConfig("f16", 8, layout="SBHD")
+
+
+def test_d8_bshd_causal_with_key_padding_gqa(lib):
+    """The exported LLaMA's attention: D = 8, causal, a key padding mask padding the end
+    of the second row, 4 query heads on 2 KV heads, in BSHD."""
+    key_mask = np.ones((2, 7), np.uint8)
+    key_mask[1, 4:] = 0
+    _run(lib, CONFIGS[0], 2, 4, 2, 7, 7, key_mask)
+
+
+def test_d8_bhsd_causal_left_padding_rows_are_zero(lib):
+    key_mask = np.ones((2, 70), np.uint8)
+    key_mask[1, :3] = 0  # left padding: queries 0..2 of batch 1 see no key
+    got = _run(lib, CONFIGS[1], 2, 2, 2, 70, 70, key_mask, seed=1)
+    assert (got[1, :, :3] == 0).all() and np.abs(got[1, :, 3:]).sum() > 0
+
+
+def test_small_dims_odd_lengths(lib):
+    _run(lib, CONFIGS[2], 1, 3, 1, 5, 130, seed=2)   # bf16 D = 16, MQA, BSHD, many key tiles
+    _run(lib, CONFIGS[3], 2, 2, 2, 65, 9, seed=3)    # D = 24, two query tiles
+    _run(lib, CONFIGS[4], 1, 4, 2, 33, 40, seed=4)   # D = 40 padded to 64, causal Sq != Skv
+
+
+def test_undefined_rows_without_the_guard_are_nan(lib):
+    key_mask = np.zeros((1, 6), np.uint8)
+    got = _run(lib, CONFIGS[2], 1, 2, 1, 3, 6, key_mask, seed=5)
+    assert np.isnan(got).all()
+
+
+def test_bshd_at_a_native_head_dim(lib):
+    _run(lib, CONFIGS[5], 2, 2, 2, 17, 80, seed=6)
+
+
+def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
+    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
+    config = CONFIGS[0]
+    try:
+        binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
+                                    options=["--ptxas-options=-v"], use_cache=False)
+    except Exception as err:  # noqa: BLE001 - no NVRTC here
+        pytest.skip(f"NVRTC unavailable: {err}")
+    text = sass_of(binary.cubin).split(f".text.{config.entry}:")[1].split(".section")[0]
+    # S at the padded dim (2 k-steps); P V only into the n8 d-tile holding the 8 real dims
+    # (ptxas drops the MMAs whose accumulators are never stored).
+    k_steps, n_tiles, d_tiles = config.padded_dim // 16, config.block_n // 8, config.head_dim // 8
+    assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (config.block_n // 16) * d_tiles
+    assert "LDGSTS.E.BYPASS.128" in text  # one 16-byte K / V row per cp.async at D = 8
+    assert "LDL" not in text and "STL" not in text
+    report = binary.log.split(f"Function properties for {config.entry}")[1]
+    assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])

@@ -1,0 +1,90 @@
+"""Element-wise producers of a row anchor's input run in the anchor's kernel (its
+prologue): RMSNorm's square before its mean, a residual add (with a broadcast bias) before
+a layer norm or a softmax. The kernels compute the row where they read it, with 16-byte
+loads of the producers' operands that have the row's shape, and match the reference on
+the host (``tests/support/kernel_check.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+from support.kernel_check import check_kernels, fuse, fused_functions, host_ops  # tests/support/kernel_check.py
+
+from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.fusion import kernel_function_error
+
+PROLOGUES = """
+func.func @main(%x: tensor<3x{C}x{T}>, %r: tensor<3x{C}x{T}>, %g: tensor<{C}x{T}>, %b: tensor<{C}x{T}>) -> (tensor<3x1x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>) {{
+  %0 = nn.multiply %x, %x : (tensor<3x{C}x{T}>, tensor<3x{C}x{T}>) -> tensor<3x{C}x{T}>
+  %1 = nn.reduce_mean %0 {{axes = array<i64: 1>, keepdims = true}} : (tensor<3x{C}x{T}>) -> tensor<3x1x{T}>
+  %2 = nn.add %x, %r : (tensor<3x{C}x{T}>, tensor<3x{C}x{T}>) -> tensor<3x{C}x{T}>
+  %3 = nn.add %2, %b : (tensor<3x{C}x{T}>, tensor<{C}x{T}>) -> tensor<3x{C}x{T}>
+  %4 = nn.layer_norm %3, %g, %b {{axis = 1 : i64, epsilon = 1.0e-05 : f64}} : (tensor<3x{C}x{T}>, tensor<{C}x{T}>, tensor<{C}x{T}>) -> tensor<3x{C}x{T}>
+  %5 = nn.subtract %r, %x : (tensor<3x{C}x{T}>, tensor<3x{C}x{T}>) -> tensor<3x{C}x{T}>
+  %6 = nn.softmax %5 {{axis = 1 : i64}} : (tensor<3x{C}x{T}>) -> tensor<3x{C}x{T}>
+  %7 = nn.sigmoid %x : (tensor<3x{C}x{T}>) -> tensor<3x{C}x{T}>
+  %8 = nn.rms_norm %7, %g {{axis = 1 : i64, epsilon = 1.0e-06 : f64}} : (tensor<3x{C}x{T}>, tensor<{C}x{T}>) -> tensor<3x{C}x{T}>
+  func.return %1, %4, %6, %8 : tensor<3x1x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>, tensor<3x{C}x{T}>
+}}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype, cols, vector", [("f16", 64, True), ("f32", 36, True), ("bf16", 24, True),
+                                                 ("f16", 30, False), ("f32", 7, False)])
+def test_prologues_run_in_the_row_kernel(dtype, cols, vector, tmp_path):
+    module = fuse(PROLOGUES.format(C=cols, T=dtype))
+    assert host_ops(module) == []
+    functions = fused_functions(module)
+    assert len(functions) == 4  # one kernel per anchor, its producers inside
+    program = program_of(module)
+    assert {k.anchor: k.kind for k in program.kernels.values()} == {
+        "nn.reduce_mean": "rowwise", "nn.layer_norm": "rowwise", "nn.softmax": "rowwise", "nn.rms_norm": "rowwise"}
+    by_anchor = {k.anchor: k for k in program.kernels.values()}
+    assert by_anchor["nn.layer_norm"].ops == ("nn.add", "nn.add", "nn.layer_norm")
+    # the residual's two row operands in 16-byte vectors; the broadcast bias element-wise
+    code = by_anchor["nn.layer_norm"].code
+    assert ("((const partita_v16*)(in0 + r * cols))[jv]" in code) == vector
+    assert ("((const partita_v16*)(in1 + r * cols))[jv]" in code) == vector
+    assert sorted(check_kernels(module, tmp_path)) == ["nn.layer_norm", "nn.reduce_mean", "nn.rms_norm", "nn.softmax"]
+
+
+def test_a_producer_that_remaps_indices_is_no_prologue():
+    module = fuse(PROLOGUES.format(C=8, T="f32"))
+    (function,) = [f for f in fused_functions(module).values()
+                   if any(o.name == "nn.layer_norm" for o in f.body.ops)]
+    assert kernel_function_error(function) is None
+    # the same kernel with a transpose computing the row: refused, with the reason
+    text = """
+func.func @main(%x: tensor<8x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8x8xf32> {
+  %0 = nn.transpose %x {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = nn.layer_norm %0, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  func.return %1 : tensor<8x8xf32>
+}
+"""
+    fused = fuse(text)
+    assert len(fused_functions(fused)) == 2  # the transpose stays a kernel of its own
+    from partita.dialects import make_context
+    from partita.ir import parse_module
+
+    whole = parse_module(text.replace("func.func @main", "func.func private @main"), make_context(), "t.mlir")
+    (main,) = whole.ops
+    assert "remaps indices" in (kernel_function_error(main) or "")
+
+
+def test_sm90_prologue_kernels_load_128_bits_without_spills():
+    import re
+
+    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
+    from support.sass import sass_of  # tests/support/sass.py
+
+    program = program_of(fuse(PROLOGUES.format(C=768, T="f16")))
+    try:
+        binary = nvrtc.compile_cuda(program.code, arch="sm_90")
+    except Exception as err:  # noqa: BLE001 - no NVRTC here
+        pytest.skip(f"NVRTC unavailable: {err}")
+    sass = sass_of(binary.cubin)
+    for kernel in program.kernels.values():
+        text = sass.split(f".text.{kernel.entry}:")[1].split(".section")[0]
+        assert "LDG.E.128" in text, kernel.anchor
+        assert not re.search(r"\b(STL|LDL)\b", text), f"{kernel.anchor} spills to local memory"

@@ -1,0 +1,58 @@
+"""The exported fixtures' attention in Partita's flash kernel: compiled at f16
+(``precision="fp16"``), BERT (its padding mask [B, 1, S, S] simplified to the key padding
+mask [B, 1, 1, S]), GPT-2 and LLaMA (causal, from Hugging Face's Range mask, with their key
+padding mask; LLaMA with GQA) and ViT (no mask) each have one attention kernel, in the
+``[B, S, H, D]`` layout where the exporter's head transposes allow it, at head dim 8: its
+SASS is the flash kernel's (``mma.sync`` as HMMA, ``ldmatrix`` as LDSM), and a forward
+through the recording driver launches it once per layer. The kernel's numerics at these
+shapes are the host emulation's (``tests/lowering/test_flash_attention_layouts.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+from support.sass import sass_by_function, sass_of  # tests/support/sass.py
+
+import partita
+from partita.dialects import byoc
+from partita.lowering.binaries import cubin_file
+from partita.runtime.cuda import CudaDevice
+from partita.runtime.plan import Runtime
+
+EXPORTED = Path(__file__).resolve().parent / "exported"
+# fixture -> layout of its attention (BERT / GPT-2 / ViT project to [B, S, H, D])
+FLASH = {"bert": "BSHD", "bert_opset14": "BSHD", "gpt2": "BSHD", "llama": "BHSD", "vit": "BSHD"}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cubins")
+
+
+@pytest.mark.parametrize("name", sorted(FLASH))
+def test_fixture_attention_runs_in_the_flash_kernel(name: str, cache: Path) -> None:
+    exe = partita.compile(EXPORTED / f"{name}.onnx", precision="fp16", cache_dir=cache)
+    rows = [r for r in exe.report().rows if "nn.attention" in r.ops]
+    assert len(rows) == 1 and rows[0].ops == ("nn.attention",) and rows[0].calls == 2, rows
+    kernel = rows[0].kernel.split(" (")[0]
+    attention = [op for op in exe.module.walk() if op.name == "nn.attention"]
+    assert {a.layout for a in attention} == {FLASH[name]} and all(str(a.result.type.element_type) == "f16"
+                                                                 for a in attention)
+    images, sass = {}, {}
+    for op in exe.module.walk():
+        if isinstance(op, byoc.BinaryOp) and not op.is_inline:
+            path = cubin_file(op, cache)
+            images[op.sym_name.data] = path.read_bytes()
+            sass.update(sass_by_function(sass_of(path)))
+    body = sass[kernel]
+    assert body.count("HMMA.16816.F32") >= 8 and "LDSM" in body  # mma.sync + ldmatrix: the flash kernel
+    # One forward on the recording driver: the attention kernel is launched once a layer.
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False, embedded=images)
+    sample = dict(np.load(EXPORTED / f"{name}.npz"))
+    runtime.run(*sample.values())
+    assert [launch["name"] for launch in drv.launches].count(kernel) == 2
+    runtime.close()

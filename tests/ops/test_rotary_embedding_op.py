@@ -1,0 +1,96 @@
+"""``nn.rotary_embedding`` in every layer: the verifier, the NumPy reference against ONNX's
+own reference implementation of ``RotaryEmbedding`` (halves and interleaved, full and
+partial rotary dims), and the native window kernel built for the host
+(``tests/support/cuda_host.py``) against the reference, f32 and f16, with a dynamic
+sequence length. The ONNX node suite's RotaryEmbedding cases run the importer end to end
+(``tests/support/onnx_node_expected.txt``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
+from support.kernel_check import fuse, fused_functions  # tests/support/kernel_check.py
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.test_value import create_ssa_value
+
+from partita.dialects import nn
+from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.records import RECORDS, fused_record
+from partita.runtime.reference import run
+from partita.runtime.reference.nn.attention import rotary_embedding
+
+onnx_reference = pytest.importorskip("onnx.reference.ops.op_rotary_embedding")
+
+
+def _t(shape, t=f32):
+    return create_ssa_value(TensorType(t, shape))
+
+
+def test_verifier():
+    op = nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 2]), _t([2, 7, 2]), rotary_dim=4, interleaved=True)
+    op.verify()
+    assert (op.result.type, op.rotated_dims, op.interleaved) == (TensorType(f32, [2, 4, 7, 8]), 4, True)
+    for build, message in [
+        (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 3]), _t([2, 7, 3])), "3 columns, expected 4"),
+        (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 2]), _t([2, 7, 2]), rotary_dim=3), "even"),
+        (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 6, 4]), _t([2, 6, 4])), "sequence mismatch"),
+        (lambda: nn.RotaryEmbeddingOp(_t([4, 7, 8]), _t([2, 7, 4]), _t([2, 7, 4])), "ranks"),
+    ]:
+        with pytest.raises(VerifyException, match=message):
+            build().verify()
+
+
+VARIANTS = [(False, 0), (True, 0), (False, 4), (True, 4)]
+
+
+@pytest.mark.parametrize("interleaved, rotary_dim", VARIANTS)
+def test_reference_matches_onnx(interleaved, rotary_dim):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 8))
+    r = rotary_dim or 8
+    cos, sin = rng.standard_normal((2, 5, r // 2)), rng.standard_normal((2, 5, r // 2))
+    got = rotary_embedding(x, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
+    want = onnx_reference.rotary_embedding(x, cos, sin, interleaved=int(interleaved),
+                                           rotary_embedding_dim=rotary_dim)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert not np.allclose(got, x)  # it rotates
+
+
+def _module(dtype: str, interleaved: bool, rotary_dim: int, cache_batch: str = "2") -> str:
+    x = f"tensor<2x3x?x8x{dtype}>"
+    c = f"tensor<{cache_batch}x?x{(rotary_dim or 8) // 2}x{dtype}>"
+    attrs = f"{{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64}}"
+    return f"""
+func.func @main(%x: {x}, %c: {c}, %s: {c}) -> {x} {{
+  %0 = nn.rotary_embedding %x, %c, %s {attrs} : ({x}, {c}, {c}) -> {x}
+  func.return %0 : {x}
+}}"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype, cache_batch", [("f32", "2"), ("f16", "2"), ("f32", "1"), ("f32", "?")])
+@pytest.mark.parametrize("interleaved, rotary_dim", VARIANTS)
+def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, rotary_dim, tmp_path):
+    """Caches per batch row, or one row shared by both (static 1, or a run-time 1)."""
+    module = fuse(_module(dtype, interleaved, rotary_dim, cache_batch))
+    (name, function), = fused_functions(module).items()
+    program = program_of(module)
+    rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
+    host = HostKernels(program.code, [rec], tmp_path)
+    t = np.float16 if dtype == "f16" else np.float32
+    rng = np.random.default_rng(1)
+    r = rotary_dim or 8
+    rows = 2 if cache_batch == "2" else 1
+    inputs = [rng.standard_normal(s).astype(t) for s in ((2, 3, 5, 8), (rows, 5, r // 2), (rows, 5, r // 2))]
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (want,) = run(ModuleOp([clone]), *inputs, entry=name)
+    out = np.full(want.shape, 7, want.dtype)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, grid, block, [np.ascontiguousarray(a) for a in inputs], out)
+    tol = 2e-3 if dtype == "f16" else 1e-6
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    expected = rotary_embedding(*(a.astype(np.float64) for a in inputs), interleaved=interleaved, rotary_dim=rotary_dim)
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=5 * tol, atol=5 * tol)
