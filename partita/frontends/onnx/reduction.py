@@ -36,6 +36,8 @@ def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
     rank = len(shape_of(ins[0]))
     if cx.opset >= axes_input_opset:
         given = ins[1] if len(ins) > 1 else None
+        if given is not None and not is_const(given) and shape_of(given) == (0,):
+            given = np.zeros(0, np.int64)  # an empty axes input has no value to wait for
         if given is not None and not is_const(given):
             fail("reduction axes computed at run time are not supported")
         axes = None if given is None else const_ints(given, "axes")
