@@ -50,6 +50,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from partita.analysis.liveness import (
     ARENA_SIZE,
@@ -231,6 +232,9 @@ class LaunchPlan:
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
+        self.sizing_args = sizing_arguments(self.block)
+        """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
+        are part of a run's shape signature, like TensorRT's shape tensors."""
         # Library bindings by library name (``cublas``...): loaded on first use; tests pass
         # recording stand-ins.
         self.libraries: dict[str, Any] = dict(libraries or {})
@@ -375,8 +379,9 @@ class LaunchPlan:
                 out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
         return out
 
-    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]) -> BoundPlan:
-        return BoundPlan(self, inputs, stats)
+    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+             sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
+        return BoundPlan(self, inputs, stats, sizing)
 
     def close(self) -> None:
         for buffer in (self.params, self.arena, *self.mapped):
@@ -398,8 +403,10 @@ class LaunchPlan:
 class BoundPlan:
     """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed."""
 
-    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]):
+    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+                 sizing: Mapping[int, np.ndarray] | None = None):
         self.plan, self.device, self.stats = plan, plan.device, stats
+        self.sizing = dict(sizing or {})  # argument index -> its values, where they size a result
         self.arena = None
         self.graph = None
         self.eager_reason: str | None = None
@@ -417,6 +424,7 @@ class BoundPlan:
         values: dict[SSAValue, Any] = {}  # index values -> int, tensors -> shape
         for arg, (shape, _) in zip(plan.block.args, inputs):
             values[arg] = tuple(shape)
+        contents = {plan.block.args[i]: array for i, array in self.sizing.items()}
         workspaces: dict[Operation, int] = {}
         for op in plan.block.ops:
             if isinstance(op, func.ReturnOp):
@@ -437,6 +445,8 @@ class BoundPlan:
                         workspaces[op] = size
             elif isinstance(op, nn.ConstantOp):
                 values[op.result] = tuple(op.result.type.get_shape())
+            elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
+                values[op.result] = _sized_result_shape(op, values, contents)
             elif isinstance(op, nn.NNOp):
                 values[op.result] = _host_result_shape(op, values)
                 if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
@@ -616,6 +626,31 @@ def _where(op: Operation) -> str:
     return ""
 
 
+def sizing_arguments(block: Block) -> list[int]:
+    """The arguments of ``block`` that an op reads as a ``SIZED_BY`` operand."""
+    args = {arg: i for i, arg in enumerate(block.args)}
+    return sorted({args[v] for op in block.ops for name in getattr(op, "SIZED_BY", ())
+                   if (v := getattr(op, name)) in args})
+
+
+def _sized_result_shape(op: nn.NNOp, shapes: dict[SSAValue, Any], contents: dict[SSAValue, np.ndarray]) -> tuple[int, ...]:
+    """The result shape of an op sized by the values of some operands: graph inputs (the
+    run's signature holds them) or constants."""
+
+    def value(v: SSAValue) -> np.ndarray:
+        if v in contents:
+            return contents[v]
+        if isinstance(v.owner, nn.ConstantOp):
+            return v.owner.to_numpy()
+        raise op_error(op, "its result shape depends on the values of an operand computed at run time "
+                           "(only graph inputs and constants may size a result)")
+
+    try:
+        return tuple(int(d) for d in op.result_shape_from_values(lambda v: tuple(shapes[v]), value))
+    except VerifyException as err:
+        raise op_error(op, str(err)) from None
+
+
 def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, ...]:
     """Concrete result shape of a host op, by the shape rules shape functions use (every
     input dim known, so they fold to integers)."""
@@ -695,10 +730,11 @@ class Runtime:
 
     def _run(self, values: list[Any], outputs: str) -> tuple:
         device, stream = self.device, self.stream
-        signature = tuple(v.shape for v in values)
+        sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
+        signature = tuple(v.shape for v in values) + tuple((i, a.tobytes()) for i, a in sizing.items())
         bound = self._bound.get(signature)
         if bound is None:
-            bound = self._bind(signature, values)
+            bound = self._bind(signature, values, sizing)
         else:
             self._bound.move_to_end(signature)
         staged = []  # host arrays the stream reads from, alive until the synchronization
@@ -773,8 +809,19 @@ class Runtime:
         except ValueError as err:
             raise PartitaError(str(err)) from None
 
-    def _bind(self, signature: tuple, values: list[Any]) -> BoundPlan:
-        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats)
+    def _host_values(self, value: Any) -> np.ndarray:
+        """An input's values on the host (a device input is read back: a shape input is small)."""
+        if not isinstance(value, DeviceTensor):
+            return np.array(value)
+        array = np.empty(value.shape, value.dtype)
+        if array.nbytes:
+            self.device.download(array, value.ptr, self.stream)
+            self.device.synchronize(self.stream)
+        self.stats["sizing_reads"] += 1
+        return array
+
+    def _bind(self, signature: tuple, values: list[Any], sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
+        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing)
         self.stats["binds"] += 1
         self._bound[signature] = bound
         while len(self._bound) > self.max_signatures:

@@ -1,0 +1,98 @@
+"""Results sized by the values of a graph input (ONNX Reduce* with a run-time ``axes``
+input): the run's shape signature holds those values, as TensorRT's shape tensors do, so
+each distinct value binds the plan once and the result is sized from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import partita
+from partita.ir import PartitaError
+
+
+def _reduce_model(keepdims: int, computed_axes: bool = False):
+    nodes = [helper.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=keepdims)]
+    if computed_axes:  # axes = axes_in + 0: a value computed at run time
+        nodes.insert(0, helper.make_node("Add", ["axes", "zero"], ["a"]))
+    else:
+        nodes[0].input[1] = "axes"
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5]),
+         helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("zero", TensorProto.INT64, [1], [0])] if computed_axes else [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.fixture(scope="module")
+def exe() -> partita.Executable:
+    return partita.compile(_reduce_model(keepdims=0))
+
+
+X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+
+
+def test_each_axes_value_binds_once_and_sizes_the_result(exe):
+    binds = exe.runtime.stats["binds"]
+    for axis in (1, -1, 1, 0):
+        (y,) = exe.run(X, np.array([axis], np.int64))
+        np.testing.assert_array_equal(y, X.sum(axis=axis))
+    assert exe.runtime.stats["binds"] - binds == 3  # axes 1, -1 and 0; the second 1 is cached
+
+
+def test_keepdims_keeps_the_reduced_axis_as_one():
+    exe = partita.compile(_reduce_model(keepdims=1))
+    (y,) = exe.run(X, np.array([2], np.int64))
+    assert y.shape == (3, 4, 1)
+    np.testing.assert_array_equal(y, X.sum(axis=2, keepdims=True))
+
+
+class _CudaArray:
+    """A device array as CuPy shows it (the CUDA array interface), here in the simulated
+    device's memory."""
+
+    def __init__(self, ptr: int, like: np.ndarray):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": like.shape,
+                                         "typestr": like.dtype.str, "version": 3}
+
+
+def test_axes_on_the_device_are_read_back_once_per_run(exe):
+    device, stream = exe.runtime.device, exe.runtime.stream
+    axes = np.array([0], np.int64)
+    ptr = device.alloc(axes.nbytes)
+    try:
+        device.upload(int(ptr), axes, stream)
+        device.synchronize(stream)
+        reads = exe.runtime.stats["sizing_reads"]
+        (y,) = exe.run(X, _CudaArray(int(ptr), axes))
+        np.testing.assert_array_equal(y, X.sum(axis=0))
+        assert exe.runtime.stats["sizing_reads"] - reads == 1
+    finally:
+        device.free(ptr)
+
+
+def test_an_axis_out_of_range_is_a_located_error(exe):
+    with pytest.raises(PartitaError, match=r"nn.dynamic_reduce.*reduction axis"):
+        exe.run(X, np.array([3], np.int64))
+
+
+def test_axes_computed_at_run_time_are_refused_at_import():
+    with pytest.raises(PartitaError, match=r"\(ReduceSum\): reduction axes computed at run time are not supported"):
+        partita.compile(_reduce_model(keepdims=0, computed_axes=True))
+
+
+COMPUTED = """func.func @main(%x: tensor<3x4xf32>, %a: tensor<1xi64>) -> tensor<?xf32> {
+  %b = nn.neg %a : (tensor<1xi64>) -> tensor<1xi64>
+  %y = nn.dynamic_reduce %x, %b {keepdims = false} : (tensor<3x4xf32>, tensor<1xi64>) -> tensor<?xf32>
+  func.return %y : tensor<?xf32>
+}
+"""
+
+
+def test_a_plan_never_guesses_a_size_from_a_computed_value():
+    exe = partita.compile(COMPUTED, partitioner="none", fallback_device="cpu")
+    with pytest.raises(PartitaError, match="only graph inputs and constants may size a result"):
+        exe.run(np.ones((3, 4), np.float32), np.array([1], np.int64))
