@@ -629,8 +629,16 @@ def _where(op: Operation) -> str:
 def sizing_arguments(block: Block) -> list[int]:
     """The arguments of ``block`` that an op reads as a ``SIZED_BY`` operand."""
     args = {arg: i for i, arg in enumerate(block.args)}
-    return sorted({args[v] for op in block.ops for name in getattr(op, "SIZED_BY", ())
-                   if (v := getattr(op, name)) in args})
+    return sorted({args[v] for op in block.ops for v in sizing_operands(op) if v in args})
+
+
+def sizing_operands(op: Operation) -> list[SSAValue]:
+    """The operands whose values size ``op``'s result (its ``SIZED_BY`` operands)."""
+    out: list[SSAValue] = []
+    for name in getattr(op, "SIZED_BY", ()):
+        v = getattr(op, name)
+        out += [v] if isinstance(v, SSAValue) else list(v)
+    return out
 
 
 def _sized_result_shape(op: nn.NNOp, shapes: dict[SSAValue, Any], contents: dict[SSAValue, np.ndarray]) -> tuple[int, ...]:

@@ -96,3 +96,77 @@ def test_a_plan_never_guesses_a_size_from_a_computed_value():
     exe = partita.compile(COMPUTED, partitioner="none", fallback_device="cpu")
     with pytest.raises(PartitaError, match="only graph inputs and constants may size a result"):
         exe.run(np.ones((3, 4), np.float32), np.array([1], np.int64))
+
+
+# -- nn.dyn: ops parameterized by run-time values (TVM's relay.dyn) -------------------------
+
+
+def _model(nodes, inputs, outputs, opset=18):
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def test_reshape_to_a_run_time_shape():
+    exe = partita.compile(_model([helper.make_node("Reshape", ["x", "s"], ["y"])],
+                                 [("x", F, [2, 3, 4]), ("s", I64, [2])], [("y", F)]))
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for shape, want in (([4, -1], (4, 6)), ([0, 12], (2, 12)), ([24, 1], (24, 1))):
+        (y,) = exe.run(x, np.array(shape, np.int64))
+        assert y.shape == want
+        np.testing.assert_array_equal(y, x.reshape(want))
+    with pytest.raises(PartitaError, match=r"nn.dyn.*cannot reshape \[2, 3, 4\] into \[5, -1\]"):
+        exe.run(x, np.array([5, -1], np.int64))
+
+
+def test_split_and_topk_by_run_time_sizes():
+    exe = partita.compile(_model(
+        [helper.make_node("Split", ["x", "parts"], ["a", "b"], axis=1),
+         helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)],
+        [("x", F, [2, 6]), ("parts", I64, [2]), ("k", I64, [1])], [("a", F), ("b", F), ("v", F), ("i", I64)]))
+    x = np.array([[5, 1, 4, 2, 6, 3], [0, 9, 8, 7, 1, 2]], np.float32)
+    a, b, v, i = exe.run(x, np.array([2, 4], np.int64), np.array([3], np.int64))
+    np.testing.assert_array_equal(a, x[:, :2])
+    np.testing.assert_array_equal(b, x[:, 2:])
+    np.testing.assert_array_equal(v, [[6, 5, 4], [9, 8, 7]])
+    np.testing.assert_array_equal(i, [[4, 0, 2], [1, 2, 3]])
+
+
+def test_pad_and_slice_by_run_time_values():
+    exe = partita.compile(_model(
+        [helper.make_node("Pad", ["x", "pads", "value"], ["p"], mode="constant"),
+         helper.make_node("Slice", ["x", "starts", "ends"], ["s"])],
+        [("x", F, [2, 3]), ("pads", I64, [4]), ("value", F, []), ("starts", I64, [2]), ("ends", I64, [2])],
+        [("p", F), ("s", F)]))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    p, s = exe.run(x, np.array([0, 1, 1, 0], np.int64), np.array(7, np.float32),
+                   np.array([1, -2], np.int64), np.array([2, 100], np.int64))
+    np.testing.assert_array_equal(p, np.pad(x, [(0, 1), (1, 0)], constant_values=7))
+    np.testing.assert_array_equal(s, x[1:2, -2:100])
+
+
+def test_a_computed_shape_is_refused_at_import():
+    model = _model([helper.make_node("Neg", ["s"], ["t"]), helper.make_node("Tile", ["x", "t"], ["y"])],
+                   [("x", F, [2, 3]), ("s", I64, [2])], [("y", F)])
+    with pytest.raises(PartitaError, match=r"\(Tile\): repeats computed at run time is not supported"):
+        partita.compile(model)
+
+
+def test_dyn_prints_and_parses_back():
+    from partita.dialects import make_context
+    from partita.ir import parse_module
+
+    text = """func.func @main(%x: tensor<2x3xf32>, %s: tensor<2xi64>) -> tensor<?x?xf32> {
+  %y = nn.dyn(%x : tensor<2x3xf32>) params(%s : tensor<2xi64>) {kind = "reshape", param_names = "shape", options = {allowzero = false}} -> tensor<?x?xf32>
+  func.return %y : tensor<?x?xf32>
+}
+"""
+    module = parse_module(text, make_context())
+    again = parse_module(str(module), make_context())
+    assert str(again) == str(module)
+    (op,) = [o for o in module.walk() if o.name == "nn.dyn"]
+    assert op.kind == "reshape" and op.param_names == ["shape"] and op.options == {"allowzero": False}

@@ -186,6 +186,7 @@ class DynamicReduceOp(NNOp):
     (``result_shape_from_values``): the op runs as a host step."""
 
     name = "nn.dynamic_reduce"
+    traits = kind_trait(OpKind.OPAQUE)  # sized at bind time, on the host: no rule fuses it
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
     SIZED_BY: ClassVar = ("axes",)
     """The operands whose values (not only shapes) size the result."""

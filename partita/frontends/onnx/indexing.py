@@ -14,6 +14,7 @@ from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, run_time, static_length
 from partita.frontends.onnx.importer import (
     FOLD_LIMIT_BYTES,
     ONNX_DTYPES,
@@ -104,6 +105,9 @@ def _slice(cx, ins, attrs):
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
+    if cx.opset >= 10 and any(run_time(v) for v in ins[1:]):
+        params = dict(zip(("starts", "ends", "axes", "steps"), ins[1:]))
+        return dyn(cx, "slice", [x], params, rank, x.type.element_type, "the slice bounds")
     if cx.opset < 10:
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
         axes = list(attrs.get("axes", range(len(starts))))
@@ -154,6 +158,9 @@ def _split(cx, ins, attrs):
     if dims[axis] == nn.DYN:
         fail("splitting a dynamic dimension is not supported")
     size = dims[axis]
+    if cx.opset >= 13 and _present(ins, 1) and run_time(ins[1]):
+        return [dyn(cx, "split", [x], {"split": ins[1]}, len(dims), x.type.element_type, "split",
+                    axis=axis, index=k) for k in range(len(cx.node.output))]
     if cx.opset < 13 and "split" in attrs:
         split = list(attrs["split"])
     elif cx.opset >= 13 and _present(ins, 1):
@@ -207,6 +214,10 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
 
 @converter("Expand", symbolic=True)
 def _expand(cx, ins, attrs):
+    if run_time(ins[1]) and not is_symbolic(ins[0]):
+        x = cx.tensor(ins[0])
+        rank = max(len(shape_of(x)), static_length(ins[1], "the shape"))
+        return dyn(cx, "expand", [x], {"shape": ins[1]}, rank, x.type.element_type, "the shape")
     target = _shape_entries(ins[1], "the shape")
     return broadcast_to(cx, cx.tensor(ins[0]), target, "the expanded shape")
 
@@ -225,6 +236,8 @@ def _constant_of_shape(cx, ins, attrs):
 @converter("Tile")
 def _tile(cx, ins, attrs):
     x = cx.tensor(ins[0])
+    if run_time(ins[1]):
+        return dyn(cx, "tile", [x], {"repeats": ins[1]}, len(shape_of(x)), x.type.element_type, "repeats")
     repeats = const_ints(ins[1], "repeats")
     if len(repeats) != len(shape_of(x)):
         fail(f"repeats must have {len(shape_of(x))} values")

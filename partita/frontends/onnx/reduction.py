@@ -6,6 +6,7 @@ import numpy as np
 from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, run_time
 from partita.frontends.onnx.importer import (
     const_ints,
     converter,
@@ -84,9 +85,11 @@ def _topk(cx, ins, attrs):
     x = cx.tensor(ins[0])
     if cx.opset < 10:
         k = attrs["k"]
+    elif run_time(ins[1]):
+        rank, options = len(shape_of(x)), {"axis": attrs.get("axis", -1), "largest": bool(attrs.get("largest", 1))}
+        return [dyn(cx, "topk_values", [x], {"k": ins[1]}, rank, x.type.element_type, "K", **options),
+                dyn(cx, "topk_indices", [x], {"k": ins[1]}, rank, nn.INDEX_TYPE, "K", **options)]
     else:
-        if not is_const(ins[1]):
-            fail("TopK with K computed at run time is not supported")
         (k,) = const_ints(ins[1], "K")
     axis, largest = attrs.get("axis", -1), bool(attrs.get("largest", 1))
     # sorted = 0 leaves the order unspecified: sorted is one valid order.
