@@ -170,3 +170,22 @@ def test_dyn_prints_and_parses_back():
     assert str(again) == str(module)
     (op,) = [o for o in module.walk() if o.name == "nn.dyn"]
     assert op.kind == "reshape" and op.param_names == ["shape"] and op.options == {"allowzero": False}
+
+
+def test_range_one_hot_and_constant_of_shape_by_run_time_values():
+    exe = partita.compile(_model(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+         helper.make_node("OneHot", ["idx", "depth", "values"], ["o"], axis=-1),
+         helper.make_node("ConstantOfShape", ["shape"], ["c"],
+                          value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5]))],
+        [("start", F, []), ("limit", F, []), ("delta", F, []), ("idx", I64, [3]), ("depth", I64, []),
+         ("values", F, [2]), ("shape", I64, [2])],
+        [("r", F), ("o", F), ("c", F)]))
+    for limit, depth in ((3.0, 4), (10.0, 2)):
+        r, o, c = exe.run(np.array(1, np.float32), np.array(limit, np.float32), np.array(2, np.float32),
+                          np.array([0, 1, 3], np.int64),
+                          np.array(depth, np.int64), np.array([-1, 5], np.float32), np.array([2, depth], np.int64))
+        np.testing.assert_array_equal(r, np.arange(1, limit, 2, dtype=np.float32))
+        want = np.where(np.arange(depth)[None, :] == np.array([0, 1, 3])[:, None], 5, -1).astype(np.float32)
+        np.testing.assert_array_equal(o, want)
+        np.testing.assert_array_equal(c, np.full((2, depth), 2.5, np.float32))

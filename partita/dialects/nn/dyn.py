@@ -40,13 +40,15 @@ from partita.dialects.nn.base import (
     _value,
     kind_trait,
 )
-from partita.dialects.nn.indexing import BroadcastToOp, StridedSliceOp, TileOp
+from partita.dialects.nn.indexing import ArangeOp, BroadcastToOp, OneHotOp, StridedSliceOp, TileOp
 from partita.dialects.nn.reduction import TopKIndicesOp, TopKValuesOp
 from partita.dialects.nn.transform import PadOp, ReshapeOp
 
 INT64_MAX = 2**63 - 1
 
 Specializer = Callable[[list[SSAValue], dict[str, np.ndarray], dict[str, Any]], NNOp]
+"""(data operands, param values by name, options with the declared ``element_type``) ->
+the static op."""
 
 
 def _ints(values: np.ndarray) -> list[int]:
@@ -168,7 +170,27 @@ def _expand(inputs, params, options):
     return BroadcastToOp(x, out)
 
 
+def _scalar(values: np.ndarray):
+    return np.asarray(values).reshape(-1)[0].item()
+
+
+def _range(inputs, params, options):
+    start, limit, delta = (_scalar(params[k]) for k in ("start", "limit", "delta"))
+    if delta == 0:
+        raise VerifyException("the delta of a range must be non-zero")
+    size = max(math.ceil((limit - start) / delta), 0)
+    return ArangeOp(start, delta, size, options["element_type"])
+
+
+def _one_hot(inputs, params, options):
+    (indices,) = inputs
+    off, on = (float(v) for v in np.asarray(params["values"]).reshape(-1)[:2])
+    return OneHotOp(indices, int(_scalar(params["depth"])), options["axis"], on, off, options["element_type"])
+
+
 SPECIALIZERS: dict[str, Specializer] = {
+    "range": _range,
+    "one_hot": _one_hot,
     "reshape": _reshape,
     "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
@@ -244,9 +266,10 @@ class DynOp(NNOp):
         """The static op for the bound values, on scratch values of the inputs' shapes."""
         scratch = Block(arg_types=[TensorType(_tensor(v).element_type, shape(v)) for v in self.inputs])
         values = {n: np.asarray(value(v)) for n, v in zip(self.param_names, self.params)}
-        op = SPECIALIZERS[self.kind](list(scratch.args), values, self.options)
-        op.verify_()
         declared = _tensor(self.result)
+        options = {**self.options, "element_type": declared.element_type}
+        op = SPECIALIZERS[self.kind](list(scratch.args), values, options)
+        op.verify_()
         got = _tensor(op.results[0])
         if got.element_type != declared.element_type or len(got.get_shape()) != len(declared.get_shape()):
             raise VerifyException(f"the bound values give a {got} result where {declared} was declared")

@@ -226,6 +226,10 @@ def _expand(cx, ins, attrs):
 def _constant_of_shape(cx, ins, attrs):
     value = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs else \
         np.zeros(1, np.float32)
+    if run_time(ins[0]) and not is_symbolic(ins[0]):  # a shape given at run time: expand the value
+        scalar = cx.emit(nn.ConstantOp(value.reshape(())))
+        return dyn(cx, "expand", [scalar], {"shape": ins[0]}, static_length(ins[0], "the shape"),
+                   scalar.type.element_type, "the shape")
     target = _shape_entries(ins[0], "the shape")
     if not any(isinstance(d, SymDim) for d in target):
         return np.broadcast_to(value[0], target)  # stays a splat, however large
@@ -261,6 +265,10 @@ def _trilu(cx, ins, attrs):
 
 @converter("Range", symbolic=True)
 def _range(cx, ins, attrs):
+    if any(run_time(v) for v in ins) and not any(is_symbolic(v) for v in ins):
+        element = next(v.type.element_type for v in ins if not is_const(v))
+        return dyn(cx, "range", [], dict(zip(("start", "limit", "delta"), ins)), 1, element,
+                   "start, limit and delta")
     if any(not is_const(v) for v in ins):
         fail("start, limit and delta must be constants or shape computations")
     start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in ins)
@@ -329,6 +337,13 @@ def _eye_like(cx, ins, attrs):
 
 @converter("OneHot")
 def _one_hot(cx, ins, attrs):
+    if run_time(ins[1]) or run_time(ins[2]):
+        if not is_const(ins[2]) and len(shape_of(ins[2])) != 1:
+            fail("values must be [off_value, on_value]")
+        indices = cx.tensor(ins[0])
+        element = ins[2].type.element_type if not is_const(ins[2]) else nn.element_type_of(np.asarray(ins[2]).dtype)
+        return dyn(cx, "one_hot", [indices], {"depth": ins[1], "values": ins[2]}, len(shape_of(indices)) + 1,
+                   element, "depth", axis=attrs.get("axis", -1))
     depth = const_scalar(ins[1], "depth")
     if not is_const(ins[2]) or is_symbolic(ins[2]) or np.asarray(ins[2]).size != 2:
         fail("values must be a constant [off_value, on_value]")
