@@ -26,7 +26,7 @@ import partita.lowering.cuda.ops  # noqa: F401  (registers the lowering rules)
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering import nvrtc
-from partita.lowering.cuda.emitter import emit_program
+from partita.lowering.cuda.program import emit_program
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda.rules import ROWWISE
 from partita.runtime.cuda import CudaDevice, cuda_available, cuda_status

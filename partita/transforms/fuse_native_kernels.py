@@ -57,7 +57,7 @@ from partita.dialects.byoc import (
 )
 from partita.ir import symbol_name
 from partita.ir.structural import structural_hash, structurally_equal
-from partita.lowering.cuda.emitter import epilogue_error, is_anchor, is_fusable
+from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable
 from partita.transforms.target_utils import func_target_attr, is_entry
 
 __all__ = ["FuseNativeKernels", "fuse_groups"]

@@ -179,7 +179,7 @@ def test_native_cuda_rule_rejects_a_tapped_group():
 
 
 def test_cuda_kind_follows_the_fusers_predicates(monkeypatch):
-    from partita.lowering.cuda import emitter
+    from partita.lowering.cuda import fusion
 
     text = """
 func.func @main(%x: tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32> {
@@ -193,8 +193,8 @@ func.func @main(%x: tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32> {
     cands = cuda_rule(3).candidates(ctx)
     assert {(tuple(sorted(c.nodes)), c.target) for c in cands} == {((0,), "llvm"), ((1,), "cuda")}
     # An op the fuser learns to anchor becomes a native candidate with its epilogue.
-    anchors = emitter.is_anchor
-    monkeypatch.setattr(emitter, "is_anchor", lambda op: isinstance(op, nn.MaxPool2DOp) or anchors(op))
+    anchors = fusion.is_anchor
+    monkeypatch.setattr(fusion, "is_anchor", lambda op: isinstance(op, nn.MaxPool2DOp) or anchors(op))
     assert cuda_kind(ctx.graph, 0) == OpKind.OUT_EWISE_FUSABLE
     assert {(0,), (1,), (0, 1)} == sets(c for c in cuda_rule(3).candidates(ctx) if c.target == "cuda")
 

@@ -28,7 +28,7 @@ from partita.collage.rules import RuleContext, host_rule
 from partita.collage.search import Candidate
 from partita.dialects import nn
 from partita.dialects.nn import NN, OpKind, OpPattern, UnaryOp, kind_trait, op_kind
-from partita.lowering.cuda import emitter
+from partita.lowering.cuda import fusion
 from partita.lowering.cuda.rules import INJECTIVE
 
 NN_OPS = sorted(NN.operations, key=lambda op: op.name)
@@ -144,4 +144,4 @@ def test_an_opaque_op_is_not_fused():
     assert (0, 1) not in fused
     host = {tuple(sorted(c.nodes)) for c in host_rule(2).candidates(RuleContext(graph))}
     assert (0, 1) not in host
-    assert not emitter.is_fusable(graph.ops[1])  # type: ignore[attr-defined]
+    assert not fusion.is_fusable(graph.ops[1])  # type: ignore[attr-defined]

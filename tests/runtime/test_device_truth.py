@@ -379,12 +379,12 @@ def test_splats_on_a_gpu_are_limited_by_device_memory_alone(monkeypatch) -> None
     two 1 MiB splats)."""
     import functools
 
-    import partita.runtime.plan as plan_module
+    import partita.runtime.plan_load as plan_load
     from partita.ir.constants import check_splat_budget
     from partita.runtime.device import SimulatedDevice
     from partita.runtime.plan import LaunchPlan
 
-    monkeypatch.setattr(plan_module, "check_splat_budget", functools.partial(check_splat_budget, total=1 << 20))
+    monkeypatch.setattr(plan_load, "check_splat_budget", functools.partial(check_splat_budget, total=1 << 20))
     splats = "\n".join(f"  %c{i} = nn.constant dense<1.0> : tensor<262144xf32>" for i in range(2))
     text = (f"func.func @main(%x: tensor<4xf32>) -> (tensor<262144xf32>, tensor<262144xf32>) {{\n{splats}\n"
             "  func.return %c0, %c1 : tensor<262144xf32>, tensor<262144xf32>\n}")

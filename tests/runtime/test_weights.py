@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support.recording_driver import RecordingDriver
 
 import partita
-import partita.runtime.plan as plan_module
+import partita.runtime.plan_load as plan_load
 from partita import artifact
 from partita.dialects import nn
 from partita.driver import load_module
@@ -198,7 +198,7 @@ def test_the_simulated_device_reads_weights_in_place(compiled) -> None:
 def test_gpu_weights_go_up_in_chunks_through_pinned_staging(compiled, monkeypatch) -> None:
     _, saved, _ = compiled
     loaded = partita.load(saved)
-    monkeypatch.setattr(plan_module, "STAGING_CHUNK_BYTES", 4096)  # a 16 KiB weight: 4 chunks
+    monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", 4096)  # a 16 KiB weight: 4 chunks
     drv = RecordingDriver()
     runtime = Runtime(loaded.module, CudaDevice(driver=drv))
     constants = _constants(loaded.module)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partita.lowering.cuda.emitter import _C_TYPES  # the storage type of every dtype
+from partita.lowering.cuda.cexpr import _C_TYPES  # the storage type of every dtype
 
 SHIM = r"""
 #include <math.h>

@@ -21,7 +21,7 @@ from partita.collage.rules.only_valid import OnlyValid, SubGraphConfig
 from partita.collage.rules.op_call_by_kind import OpCallByKind
 from partita.collage.rules.styles import tvm_combiners
 from partita.collage.rules.union import Union
-from partita.lowering.cuda import emitter
+from partita.lowering.cuda import fusion
 
 __all__ = ["cuda_kind", "cuda_rule", "host_rule", "native_rule"]
 
@@ -29,12 +29,12 @@ __all__ = ["cuda_kind", "cuda_rule", "host_rule", "native_rule"]
 def cuda_kind(graph: DataflowGraph, v: int) -> OpKind:
     """The kind of node ``v`` for the native CUDA fuser (needs the graph's IR ops): an op
     that anchors a kernel takes an epilogue, one no kernel computes is opaque, the others
-    keep their declared kind. (The predicates are read through the emitter module, so a
+    keep their declared kind. (The predicates are read through the fusion module, so a
     test or a new anchor that patches them is seen here too.)"""
     op = graph.ops[v]  # type: ignore[attr-defined]  (an OpGraph)
-    if emitter.is_anchor(op):
+    if fusion.is_anchor(op):
         return OpKind.OUT_EWISE_FUSABLE
-    if not emitter.is_fusable(op):
+    if not fusion.is_fusable(op):
         return OpKind.OPAQUE
     return default_op_kind(graph, v)
 

@@ -32,7 +32,9 @@ from partita.frontends.onnx import (  # noqa: F401
     reduction,
     transform,
 )
-from partita.frontends.onnx.importer import CONVERTERS, MAX_OPSET, MIN_OPSET, Importer
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.model import MAX_OPSET, MIN_OPSET
+from partita.frontends.onnx.registry import CONVERTERS
 from partita.ir import PartitaError, verify_module
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))

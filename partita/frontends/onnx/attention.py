@@ -28,7 +28,9 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import Importer, converter, fail, is_const, shape_of
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import fail, is_const, shape_of
 
 
 def _input(ins: list, k: int):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import converter, fail, shape_of
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import fail, shape_of
 
 CONV_OPS = {1: nn.Conv1DOp, 2: nn.Conv2DOp, 3: nn.Conv3DOp}
 CONV_TRANSPOSE_OPS = {1: nn.Conv1DTransposeOp, 2: nn.Conv2DTransposeOp,

@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import Value, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
 
 
 def run_time(v: Value) -> bool:

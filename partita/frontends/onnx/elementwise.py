@@ -10,16 +10,9 @@ import onnx
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    CONVERTERS,
-    ONNX_DTYPES,
-    Importer,
-    Value,
-    converter,
-    fail,
-    is_const,
-    is_symbolic,
-)
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.registry import CONVERTERS, converter
+from partita.frontends.onnx.values import ONNX_DTYPES, Value, fail, is_const, is_symbolic
 
 
 def _binary(op_cls, **fixed):

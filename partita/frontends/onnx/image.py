@@ -6,13 +6,8 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    converter,
-    fail,
-    is_const,
-    is_symbolic,
-    shape_of,
-)
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import fail, is_const, is_symbolic, shape_of
 
 
 def _text(attrs, name: str, default: str) -> str:

@@ -1,4 +1,6 @@
-"""The ONNX importer's core: values, the node loop, constant folding and the converter table.
+"""The ONNX importer's core: the node loop (``Importer``) that turns a graph into one function.
+Its parts live beside it: values and symbolic dims (``values``), the converter table
+(``registry``), constant folding (``folding``) and the model's checks and tensors (``model``).
 
 The importer walks the graph in order and dispatches each node to a converter registered in
 ``CONVERTERS`` (one function per op type, in the family modules beside this one). Values are
@@ -20,152 +22,53 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.frontends.onnx.folding import _NO_FOLD, FOLD_LIMIT_BYTES, FOLD_TOTAL_BYTES, _fold, _static_bytes
 from partita.frontends.onnx.gelu import match_gelu
+from partita.frontends.onnx.model import (
+    MIN_OPSET,
+    _check_attributes,
+    _check_inputs,
+    _check_single_assignment,
+    _default_opset,
+    _describe,
+    _dim_labels,
+    _initializer_last_uses,
+    _value_type,
+    legacy_version_check,
+    tensor_array,
+)
+from partita.frontends.onnx.registry import CONVERTERS, SYMBOLIC_CONVERTERS, Converter
+from partita.frontends.onnx.values import (
+    _SYM_ARITH,
+    ONNX_DTYPES,
+    SymDim,
+    Unsupported,
+    Value,
+    _broadcast_labels,
+    fail,
+    is_const,
+    is_symbolic,
+    shape_of,
+    sym_arith,
+    sym_linear,
+)
 from partita.ir import PartitaError
 from partita.ir.abi import name_attrs
 from partita.ir.constants import cast
 from partita.runtime.reference.nn import NN_FUNCTIONS
 
-MIN_OPSET = 9
-MAX_OPSET = onnx.defs.onnx_opset_version()
-OLDEST_OPSET = 1
-"""Models of opsets ``OLDEST_OPSET`` to ``MIN_OPSET - 1`` import when each of their ops is
-the version it is at ``MIN_OPSET`` (``And``-7, ``Not``-1): the converters then see the
-semantics they were written for (``legacy_version_check``)."""
-
-ONNX_DTYPES = {
-    onnx.TensorProto.FLOAT: np.dtype(np.float32),
-    onnx.TensorProto.FLOAT16: np.dtype(np.float16),
-    onnx.TensorProto.BFLOAT16: nn.numpy_dtype(nn.BFloat16Type()),
-    onnx.TensorProto.DOUBLE: np.dtype(np.float64),
-    onnx.TensorProto.BOOL: np.dtype(np.bool_),
-    onnx.TensorProto.INT8: np.dtype(np.int8),
-    onnx.TensorProto.INT16: np.dtype(np.int16),
-    onnx.TensorProto.INT32: np.dtype(np.int32),
-    onnx.TensorProto.INT64: np.dtype(np.int64),
-    onnx.TensorProto.UINT8: np.dtype(np.uint8),
-    onnx.TensorProto.UINT16: np.dtype(np.uint16),
-    onnx.TensorProto.UINT32: np.dtype(np.uint32),
-    onnx.TensorProto.UINT64: np.dtype(np.uint64),
-    onnx.TensorProto.FLOAT8E4M3FN: nn.NUMPY_DTYPES["f8E4M3FN"],
-    onnx.TensorProto.FLOAT8E4M3FNUZ: nn.NUMPY_DTYPES["f8E4M3FNUZ"],
-    onnx.TensorProto.FLOAT8E5M2: nn.NUMPY_DTYPES["f8E5M2"],
-    onnx.TensorProto.FLOAT8E5M2FNUZ: nn.NUMPY_DTYPES["f8E5M2FNUZ"],
-}
-
-
-@dataclass(frozen=True)
-class SymDim:
-    """A dimension known only at run time inside a folded shape computation; ``label``
-    is the ONNX symbolic name (``dim_param``) when shape inference knows one."""
-
-    label: object
-
-    def __repr__(self) -> str:
-        return f"?{self.label}"
-
-
-Value = SSAValue | np.ndarray | None
-
-_SYM_ARITH = {"add", "sub", "mul", "div"}
-
-
-def sym_arith(kind: str, x: SymDim | int, y: SymDim | int) -> SymDim | int:
-    """``x kind y`` on dims where one side may be dynamic, as a structural ``SymDim``
-    (identities simplified, so ``Shape(x)[0] * 1`` is ``Shape(x)[0]`` again)."""
-    if not isinstance(x, SymDim) and not isinstance(y, SymDim):
-        x, y = int(x), int(y)
-        return {"add": x + y, "sub": x - y, "mul": x * y, "div": x // y if y else 0}[kind]
-    if kind == "mul" and not isinstance(x, SymDim) and int(x) == 1:
-        return y
-    if (kind in ("mul", "div") and not isinstance(y, SymDim) and int(y) == 1) or \
-            (kind in ("add", "sub") and not isinstance(y, SymDim) and int(y) == 0):
-        return x
-    if kind == "add" and not isinstance(x, SymDim) and int(x) == 0:
-        return y
-    norm = lambda d: d if isinstance(d, SymDim) else int(d)  # noqa: E731
-    return SymDim((kind, norm(x), norm(y)))
-
-
-def sym_linear(d: SymDim | int) -> tuple[frozenset, int]:
-    """``d`` as a sum of integer multiples of dims plus a constant, so ``(past + 1) - past``
-    is the constant 1 and ``seq + past`` the same dim as ``past + seq``; a product or
-    quotient of two dynamic dims is one term of its own."""
-    terms: dict[object, int] = {}
-
-    def walk(x: SymDim | int, scale: int) -> int:
-        if not isinstance(x, SymDim):
-            return scale * int(x)
-        label = x.label
-        if isinstance(label, tuple) and label[:1] in (("add",), ("sub",)):
-            return walk(label[1], scale) + walk(label[2], scale if label[0] == "add" else -scale)
-        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[1], SymDim):
-            return walk(label[2], scale * int(label[1]))
-        if isinstance(label, tuple) and label[:1] == ("mul",) and not isinstance(label[2], SymDim):
-            return walk(label[1], scale * int(label[2]))
-        terms[x] = terms.get(x, 0) + scale
-        return 0
-
-    constant = walk(d, 1)
-    return frozenset((k, v) for k, v in terms.items() if v), constant
-
-
-def sym_factors(dims: list[object]) -> list[object]:
-    """The factors of a product of dims: ``mul`` expressions split, ones dropped."""
-    out: list[object] = []
-    for d in dims:
-        if isinstance(d, SymDim) and isinstance(d.label, tuple) and d.label[:1] == ("mul",):
-            out += sym_factors([d.label[1], d.label[2]])
-        elif isinstance(d, SymDim) or int(d) != 1:
-            out.append(d)
-    return out
-
-
-class Unsupported(Exception):
-    """Raised by converters; the importer adds the node's name."""
-
-
-def fail(message: str) -> None:
-    raise Unsupported(message)
-
-
-def is_const(v: Value) -> bool:
-    return isinstance(v, np.ndarray)
-
-
-def is_symbolic(v: Value) -> bool:
-    return isinstance(v, np.ndarray) and v.dtype == object
-
-
-def shape_of(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
-
-
-def const_ints(v: Value, what: str) -> list[int]:
-    if not is_const(v) or is_symbolic(v):
-        fail(f"{what} must be a constant")
-    return [int(i) for i in np.asarray(v).reshape(-1)]
-
-
-def const_scalar(v: Value, what: str) -> float:
-    if not is_const(v) or is_symbolic(v) or np.asarray(v).size != 1:
-        fail(f"{what} must be a constant scalar")
-    return float(np.asarray(v).reshape(-1)[0])
-
+__all__ = ["Importer"]
 
 class Importer:
     def __init__(self, model: onnx.ModelProto, source: str = "<onnx>", external_dir: Path | None = None):
@@ -503,55 +406,6 @@ class Importer:
              "no tensor of the graph")
 
 
-# ---------------------------------------------------------------------------------------
-# Model-level helpers
-# ---------------------------------------------------------------------------------------
-
-
-def _broadcast_labels(operands: list[list[object]], result: tuple[int, ...]) -> list[object]:
-    """NumPy broadcasting on dim labels, right-aligned: a dynamic result dim is the one
-    symbol its operands have there besides 1s (``None`` when they name several)."""
-    out: list[object] = []
-    for k, d in enumerate(result):
-        if d != nn.DYN:
-            out.append(d)
-            continue
-        at = {ls[len(ls) - len(result) + k] for ls in operands if len(ls) - len(result) + k >= 0}
-        named = {x for x in at if not (not isinstance(x, SymDim) and x == 1)}
-        out.append(next(iter(named)) if len(named) == 1 and isinstance(next(iter(named)), SymDim) else None)
-    return out
-
-
-def _default_opset(model: onnx.ModelProto) -> int:
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            version = entry.version
-            if not OLDEST_OPSET <= version <= MAX_OPSET:
-                raise PartitaError(f"unsupported ONNX opset {version} (supported: "
-                                   f"{OLDEST_OPSET} to {MAX_OPSET})")
-            return version
-    raise PartitaError("the model imports no default-domain (ai.onnx) opset")
-
-
-def legacy_version_check(node: onnx.NodeProto, opset: int) -> None:
-    """An op of an opset older than ``MIN_OPSET`` is accepted only when its schema did not
-    change between the model's opset and ``MIN_OPSET`` (the registry's ``since_version``)."""
-    try:
-        old = onnx.defs.get_schema(node.op_type, opset, node.domain or "").since_version
-        new = onnx.defs.get_schema(node.op_type, MIN_OPSET, node.domain or "").since_version
-    except onnx.defs.SchemaError:
-        return  # unknown ops are reported by the converter look-up
-    if old != new:
-        fail(f"unsupported ONNX opset {opset} for {node.op_type}: its version {old} changed in "
-             f"opset {new} (models older than opset {MIN_OPSET} import when their ops are the "
-             f"versions of opset {MIN_OPSET})")
-
-
-def _describe(index: int, node: onnx.NodeProto) -> str:
-    label = node.name or (node.output[0] if node.output else "")
-    return f"node {index} '{label}' ({node.op_type})"
-
-
 def _set_name(value: SSAValue, name: str) -> None:
     hint = re.sub(r"[^A-Za-z0-9_$.]", "_", name)
     if hint and not hint[0].isalpha() and hint[0] != "_":
@@ -561,399 +415,3 @@ def _set_name(value: SSAValue, name: str) -> None:
     except Exception:  # an invalid hint only costs readability
         pass
 
-
-def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
-    t = info.type
-    if not t.HasField("tensor_type"):
-        raise PartitaError(f"{what} '{info.name}' is not a tensor")
-    elem = t.tensor_type.elem_type
-    if elem not in ONNX_DTYPES:
-        supported = ", ".join(onnx.TensorProto.DataType.Name(t) for t in ONNX_DTYPES)
-        known = elem in onnx.TensorProto.DataType.values()
-        raise PartitaError(f"{what} '{info.name}' has unsupported element type "
-                           f"{onnx.TensorProto.DataType.Name(elem) if known else elem} (supported: {supported})")
-    if not t.tensor_type.HasField("shape"):
-        raise PartitaError(f"{what} '{info.name}' has no shape (rank must be known)")
-    dims = [d.dim_value if d.HasField("dim_value") else nn.DYN
-            for d in t.tensor_type.shape.dim]
-    negative = [d.dim_value for d in t.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
-    if negative:
-        raise PartitaError(f"{what} '{info.name}' has a negative dimension {negative[0]} (dims must be >= 0, "
-                           "or symbolic for a dynamic size)")
-    return TensorType(nn.element_type_of(ONNX_DTYPES[elem]), dims)
-
-
-def _dim_labels(model: onnx.ModelProto) -> dict[str, list[object]]:
-    """Symbolic dimension names per value, from ONNX shape inference (best effort)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:
-        inferred = model
-    labels: dict[str, list[object]] = {}
-    g = inferred.graph
-    for info in [*g.input, *g.value_info, *g.output]:
-        tt = info.type.tensor_type
-        if tt.HasField("shape"):
-            labels[info.name] = [
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tt.shape.dim
-            ]
-    return labels
-
-
-# ---------------------------------------------------------------------------------------
-# Constant folding
-# ---------------------------------------------------------------------------------------
-
-# Ops converted even when all their inputs are constant (they produce or pass data).
-_NO_FOLD = {"Constant", "Identity", "Dropout"}
-
-
-def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> list[Value]:
-    """Evaluate a node whose inputs are all constants at import time."""
-    if any(is_symbolic(v) for v in ins if v is not None):
-        folder = _SYMBOLIC_FOLDERS.get(node.op_type)
-        if folder is None:
-            fail("cannot fold this shape computation over a dynamic dimension")
-        out = np.empty((), dtype=object)
-        result = folder(cx, ins, attrs)
-        if isinstance(result, np.ndarray):
-            return [settle(result)]
-        out[()] = result
-        return [settle(out)]
-    from onnx.reference import ReferenceEvaluator
-
-    names = [n if n else "" for n in node.input]
-    inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
-              for n in names if n]
-    outputs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
-               for n in node.output if n]
-    graph = helper.make_graph([node], "fold", inputs, outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", cx.opset)])
-    try:
-        results = ReferenceEvaluator(model).run(
-            None, {n: np.asarray(v) for n, v in zip(names, ins) if n})
-    except Exception as err:
-        fail(f"constant folding failed: {err}")
-    it = iter(results)
-    return [np.asarray(next(it)) if n else None for n in node.output]
-
-
-def settle(v: np.ndarray) -> np.ndarray:
-    """A folded shape computation: object dtype while it holds a ``SymDim``, plain NumPy
-    (``int64``, ``bool``) once every entry is known (``Shape(x)[3]`` of a static dim)."""
-    flat = np.asarray(v, dtype=object).reshape(-1)
-    if any(isinstance(d, SymDim) for d in flat):
-        return np.asarray(v, dtype=object)
-    if v.dtype != object:
-        return v
-    kinds = {type(d) for d in flat}
-    dtype = np.bool_ if kinds and all(issubclass(k, bool | np.bool_) for k in kinds) else np.int64
-    return np.asarray(v.tolist() if v.ndim else v[()], dtype=dtype)
-
-
-def _sym_gather(cx, ins, attrs):
-    data, idx = ins
-    return np.take(data, np.asarray(idx, dtype=np.int64), axis=attrs.get("axis", 0))
-
-
-def _sym_concat(cx, ins, attrs):
-    return np.concatenate([np.asarray(v, dtype=object) for v in ins], axis=attrs["axis"])
-
-
-def _sym_unsqueeze(cx, ins, attrs):
-    axes = attrs["axes"] if cx.opset < 13 else const_ints(ins[1], "axes")
-    out = np.asarray(ins[0], dtype=object)
-    rank = out.ndim + len(axes)
-    for a in sorted(a % rank for a in axes):
-        out = np.expand_dims(out, a)
-    return out
-
-
-def _sym_squeeze(cx, ins, attrs):
-    axes = attrs.get("axes") if cx.opset < 13 else (
-        const_ints(ins[1], "axes") if len(ins) > 1 and ins[1] is not None else None)
-    data = np.asarray(ins[0], dtype=object)
-    if axes is None:
-        return data.squeeze()
-    return data.squeeze(axis=tuple(a % data.ndim for a in axes))
-
-
-def _sym_slice(cx, ins, attrs):
-    if cx.opset < 10:
-        starts, ends, axes = attrs["starts"], attrs["ends"], attrs.get("axes")
-        steps = None
-    else:
-        starts, ends = const_ints(ins[1], "starts"), const_ints(ins[2], "ends")
-        axes = const_ints(ins[3], "axes") if len(ins) > 3 and ins[3] is not None else None
-        steps = const_ints(ins[4], "steps") if len(ins) > 4 and ins[4] is not None else None
-    data = np.asarray(ins[0], dtype=object)
-    axes = axes or list(range(len(starts)))
-    steps = steps or [1] * len(starts)
-    index = [slice(None)] * data.ndim
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        index[a] = slice(s, e, st)
-    return data[tuple(index)]
-
-
-def _sym_binary(kind: str):
-    def fold(cx, ins, attrs):
-        a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object),
-                                   np.asarray(ins[1], dtype=object))
-        out = np.empty(a.shape, dtype=object)
-        for i in np.ndindex(a.shape):
-            out[i] = sym_arith(kind, a[i], b[i])
-        return out
-
-    return fold
-
-
-def _sym_reshape(cx, ins, attrs):
-    data = np.asarray(ins[0], dtype=object)
-    shape = const_ints(ins[1], "shape")
-    shape = [data.shape[i] if s == 0 and not attrs.get("allowzero", 0) else s
-             for i, s in enumerate(shape)]
-    return data.reshape(shape)
-
-
-def _sym_equal(cx, ins, attrs):
-    """``Equal`` on shape vectors: a dim is never negative (``Where(Equal(s, -1), ...)``
-    in PyTorch's Expand exports), and equals itself; other comparisons are unknown."""
-    a, b = np.broadcast_arrays(np.asarray(ins[0], dtype=object), np.asarray(ins[1], dtype=object))
-    out = np.empty(a.shape, dtype=np.bool_)
-    for i in np.ndindex(a.shape):
-        x, y = a[i], b[i]
-        if isinstance(x, SymDim) and isinstance(y, SymDim) and x == y:
-            out[i] = True
-        elif isinstance(x, SymDim) or isinstance(y, SymDim):
-            other = y if isinstance(x, SymDim) else x
-            if isinstance(other, SymDim) or int(other) >= 0:
-                fail("cannot compare a dynamic dimension at import")
-            out[i] = False
-        else:
-            out[i] = int(x) == int(y)
-    return out
-
-
-def _sym_where(cx, ins, attrs):
-    cond = np.asarray(ins[0])
-    if any(isinstance(c, SymDim) for c in cond.reshape(-1)):
-        fail("a Where condition depending on a dynamic dimension")
-    return np.where(cond.astype(bool), np.asarray(ins[1], dtype=object),
-                    np.asarray(ins[2], dtype=object))
-
-
-def _sym_shape(cx, ins, attrs):
-    dims = np.asarray(ins[0], dtype=object).shape
-    return np.asarray(dims[slice(attrs.get("start", 0), attrs.get("end", len(dims)))], dtype=np.int64)
-
-
-_SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
-    "Shape": _sym_shape,
-    "Equal": _sym_equal,
-    "Where": _sym_where,
-    "Gather": _sym_gather,
-    "Concat": _sym_concat,
-    "Unsqueeze": _sym_unsqueeze,
-    "Squeeze": _sym_squeeze,
-    "Slice": _sym_slice,
-    "Cast": lambda cx, ins, attrs: ins[0],
-    "Identity": lambda cx, ins, attrs: ins[0],
-    "Reshape": _sym_reshape,
-    "Mul": _sym_binary("mul"),
-    "Add": _sym_binary("add"),
-    "Sub": _sym_binary("sub"),
-    "Div": _sym_binary("div"),
-}
-
-
-# ---------------------------------------------------------------------------------------
-# Converters: (importer, inputs, attributes) -> output value(s)
-
-Converter = Callable[[Importer, list[Value], dict[str, Any]], Any]
-CONVERTERS: dict[str, Converter] = {}
-SYMBOLIC_CONVERTERS: set[str] = set()
-"""Op types whose converters take shape inputs holding ``SymDim``s (they emit ops with
-dynamic dims instead of folding)."""
-
-
-def converter(*op_types: str, symbolic: bool = False):
-    def register(fn: Converter) -> Converter:
-        for t in op_types:
-            CONVERTERS[t] = fn
-            if symbolic:
-                SYMBOLIC_CONVERTERS.add(t)
-        return fn
-
-    return register
-
-
-
-
-def _node_inputs(node: onnx.NodeProto) -> Iterator[str]:
-    """The names ``node`` reads, those of its subgraphs (If, Loop, Scan) included."""
-    yield from node.input
-    for attr in node.attribute:
-        for graph in [attr.g] if attr.HasField("g") else attr.graphs:
-            for inner in graph.node:
-                yield from _node_inputs(inner)
-
-
-def _initializer_last_uses(graph: onnx.GraphProto) -> dict[int, list[str]]:
-    """For each node index, the initializers no later node (nor a graph output) reads."""
-    last: dict[str, int] = {}
-    initializers = {init.name for init in graph.initializer}
-    for index, node in enumerate(graph.node):
-        for name in _node_inputs(node):
-            if name in initializers:
-                last[name] = index
-    outputs = {out.name for out in graph.output}
-    release: dict[int, list[str]] = {}
-    for name, index in last.items():
-        if name not in outputs:
-            release.setdefault(index, []).append(name)
-    return release
-
-
-def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.ndarray | None:
-    """The external data of ``tensor`` read once, straight into the bytes a dense
-    attribute keeps (a read-only view over them: no copy on the way into the IR), from
-    ``folder`` (the model's, never the working directory). None for element types whose
-    file layout is not NumPy's (those take ``numpy_helper``'s path)."""
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
-    if dtype.kind not in "fiub" or tensor.data_type == onnx.TensorProto.BFLOAT16:
-        return None
-    info = {entry.key: entry.value for entry in tensor.external_data}
-    location = Path(info.get("location", ""))
-    if not info.get("location") or location.is_absolute() or ".." in location.parts:
-        raise PartitaError(f"{what} '{tensor.name}' has external data at '{location}', which is not a file "
-                           "beside the model")
-    expected = math.prod(tensor.dims) * dtype.itemsize
-    offset, length = int(info.get("offset", 0)), int(info.get("length", expected))
-    if length != expected:
-        raise PartitaError(f"{what} '{tensor.name}' has {length} bytes of external data for its declared "
-                           f"{list(tensor.dims)} {dtype} tensor ({expected} bytes)")
-    try:
-        with open(folder / location, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(length)
-    except OSError as err:
-        raise PartitaError(f"{what} '{tensor.name}': cannot read its external data "
-                           f"'{folder / location}': {err.strerror or err}") from None
-    if len(data) != length:
-        raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
-                           f"byte {offset + length}")
-    return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
-
-
-def _check_attributes(node: onnx.NodeProto, opset: int) -> None:
-    """The node's attributes against its ONNX schema: every required one present, every
-    one given of the schema's type (a LeakyRelu ``alpha`` given as a list is an invalid
-    model, not a crash inside a converter)."""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
-    except onnx.defs.SchemaError:
-        return  # unknown ops are reported by the converter look-up
-    given = {a.name: a for a in node.attribute}
-    for name, spec in schema.attributes.items():
-        if spec.required and name not in given:
-            fail(f"missing required attribute '{name}'")
-        attr = given.get(name)
-        if attr is not None and attr.type != int(spec.type.value):
-            want = onnx.AttributeProto.AttributeType.Name(int(spec.type.value))
-            have = onnx.AttributeProto.AttributeType.Name(attr.type) \
-                if attr.type in onnx.AttributeProto.AttributeType.values() else str(attr.type)
-            fail(f"attribute '{name}' must be {want}, not {have}")
-
-
-def _check_inputs(node: onnx.NodeProto, opset: int) -> None:
-    """The node's inputs against its ONNX schema: every required one given (not dropped
-    as ``""``), no more than the schema takes; converters may then index them freely."""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
-    except onnx.defs.SchemaError:
-        return
-    single = onnx.defs.OpSchema.FormalParameterOption.Single
-    for i, formal in enumerate(schema.inputs):
-        if formal.option == single and (i >= len(node.input) or not node.input[i]):
-            fail(f"missing required input #{i} ('{formal.name}')")
-    if len(node.input) > schema.max_input:
-        fail(f"takes at most {schema.max_input} inputs, got {len(node.input)}")
-
-
-def _check_single_assignment(graph: onnx.GraphProto) -> None:
-    """ONNX graphs are in SSA form: every name is defined once (an input listed again as
-    an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or
-    two nodes writing one output, are invalid models, refused rather than resolved by
-    whichever comes last."""
-    defined: dict[str, str] = {}
-    for inp in graph.input:
-        if inp.name in defined:
-            raise PartitaError(f"invalid ONNX model: two graph inputs are named '{inp.name}'")
-        defined[inp.name] = "a graph input"
-    for init in graph.initializer:
-        if init.name in defined and defined[init.name] != "a graph input":
-            raise PartitaError(f"invalid ONNX model: two initializers are named '{init.name}'")
-        defined[init.name] = "an initializer"
-    for index, node in enumerate(graph.node):
-        for out in node.output:
-            if not out:
-                continue
-            if out in defined:
-                raise PartitaError(f"invalid ONNX model: {_describe(index, node)} writes '{out}', which "
-                                   f"{defined[out]} already defines")
-            defined[out] = f"{_describe(index, node)}"
-
-
-FOLD_LIMIT_BYTES = 64 << 20
-"""The largest value import-time folding builds; a larger result stays an op of the graph."""
-FOLD_TOTAL_BYTES = 512 << 20
-"""What folding may build over one import, all values together."""
-
-
-def _static_bytes(typ) -> int | None:
-    """Bytes of a static tensor type (None for a dynamic one, 0 for no tensor)."""
-    if not isinstance(typ, TensorType):
-        return 0
-    if nn.DYN in typ.get_shape():
-        return None
-    return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
-
-
-def tensor_array(tensor: onnx.TensorProto, what: str, external_dir: Path | None = None) -> np.ndarray:
-    """The NumPy value of a TensorProto; a payload that does not fit its dims and dtype
-    (or external data that cannot be read) is a ``PartitaError`` naming the tensor.
-    External data not loaded yet is read from ``external_dir``."""
-    if any(d < 0 for d in tensor.dims):
-        raise PartitaError(f"{what} '{tensor.name}' has a negative dimension in {list(tensor.dims)}")
-    if tensor.data_type not in ONNX_DTYPES:
-        known = tensor.data_type in onnx.TensorProto.DataType.values()
-        raise PartitaError(f"{what} '{tensor.name}' has unsupported element type "
-                           f"{onnx.TensorProto.DataType.Name(tensor.data_type) if known else tensor.data_type}")
-    external = tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data)
-    if external and not tensor.HasField("raw_data") and external_dir is not None:
-        array = _external_array(tensor, what, external_dir)
-        if array is not None:
-            return array
-        from onnx.external_data_helper import load_external_data_for_tensor
-
-        try:
-            load_external_data_for_tensor(tensor, str(external_dir))
-        except (OSError, ValueError, onnx.checker.ValidationError) as err:
-            raise PartitaError(f"{what} '{tensor.name}': cannot read its external data: {err}") from None
-    elif external and not tensor.HasField("raw_data"):
-        # onnx.load(path) reads external data beside the model file; left unread here it
-        # would be read relative to the working directory, never the model's own folder.
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
-        raise PartitaError(f"{what} '{tensor.name}' keeps its data in an external file ('{location}') that was "
-                           "not loaded; pass the model's path, or onnx.load it from its folder with its "
-                           "external data")
-    try:
-        return numpy_helper.to_array(tensor)
-    except Exception as err:  # ValueError from a reshape of raw_data, TypeError, OSError
-        elements = math.prod(tensor.dims)
-        raise PartitaError(
-            f"{what} '{tensor.name}' does not hold its declared {list(tensor.dims)} "
-            f"{onnx.TensorProto.DataType.Name(tensor.data_type)} tensor ({elements} elements, "
-            f"{len(tensor.raw_data)} bytes of raw_data): {err}"
-        ) from None

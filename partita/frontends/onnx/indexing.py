@@ -15,16 +15,15 @@ from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time, static_length
-from partita.frontends.onnx.importer import (
-    FOLD_LIMIT_BYTES,
+from partita.frontends.onnx.folding import FOLD_LIMIT_BYTES, _sym_slice
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import (
     ONNX_DTYPES,
-    Importer,
     SymDim,
     Value,
-    _sym_slice,
     const_ints,
     const_scalar,
-    converter,
     fail,
     is_const,
     is_symbolic,

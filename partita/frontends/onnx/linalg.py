@@ -10,14 +10,9 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    Importer,
-    Value,
-    converter,
-    fail,
-    is_const,
-    shape_of,
-)
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import Value, fail, is_const, shape_of
 
 
 def transpose_value(cx: Importer, v: Value, like: SSAValue | None = None) -> SSAValue:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import converter, fail, shape_of
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import fail, shape_of
 
 _REDUCTIONS = ("none", "sum", "mean")
 

@@ -9,13 +9,8 @@ import math
 import numpy as np
 
 from partita.dialects import nn
-from partita.frontends.onnx.importer import (
-    ONNX_DTYPES,
-    converter,
-    fail,
-    is_const,
-    shape_of,
-)
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import ONNX_DTYPES, fail, is_const, shape_of
 
 SOFTMAX_OPS = {"Softmax": nn.SoftmaxOp, "LogSoftmax": nn.LogSoftmaxOp, "Hardmax": nn.HardmaxOp}
 

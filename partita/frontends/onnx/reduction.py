@@ -7,14 +7,8 @@ from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time
-from partita.frontends.onnx.importer import (
-    const_ints,
-    converter,
-    fail,
-    is_const,
-    is_symbolic,
-    shape_of,
-)
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.values import const_ints, fail, is_const, is_symbolic, shape_of
 
 REDUCTIONS: dict[str, tuple[type[nn.ReduceOp], int]] = {
     "ReduceSum": (nn.ReduceSumOp, 13),

@@ -10,21 +10,20 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time, static_length
-from partita.frontends.onnx.importer import (
-    CONVERTERS,
-    Importer,
+from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.indexing import broadcast_to
+from partita.frontends.onnx.model import tensor_array
+from partita.frontends.onnx.registry import CONVERTERS, converter
+from partita.frontends.onnx.values import (
     SymDim,
     const_ints,
     const_scalar,
-    converter,
     fail,
     is_const,
     shape_of,
     sym_arith,
     sym_factors,
-    tensor_array,
 )
-from partita.frontends.onnx.indexing import broadcast_to
 
 
 @converter("Identity")

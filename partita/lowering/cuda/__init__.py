@@ -8,19 +8,11 @@ Typical use (``cuda-codegen`` does this for a whole module)::
     records = {name: fused_record(k) for name, k in program.kernels.items()}
 """
 
-from .emitter import (
-    ANCHOR_OPS,
-    BLOCK_SIZE,
-    GEMM_TILE,
-    WINDOW_OPS,
-    CudaProgram,
-    FusedKernel,
-    emit_kernel,
-    emit_program,
-    is_anchor,
-    is_fusable,
-)
+from .fusion import ANCHOR_OPS, WINDOW_OPS, is_anchor, is_fusable
+from .kernel import FusedKernel, emit_kernel
+from .program import CudaProgram, emit_program
 from .records import KIND, KINDS, MAX_GRID, FusedRecord, GemmRecord, RowwiseRecord, WindowRecord, fused_record
+from .schedules import BLOCK_SIZE, GEMM_TILE
 
 __all__ = [
     "ANCHOR_OPS", "BLOCK_SIZE", "GEMM_TILE", "KIND", "KINDS", "MAX_GRID", "WINDOW_OPS",

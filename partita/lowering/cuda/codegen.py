@@ -8,7 +8,7 @@ TVM's lowering of primitive functions for the ``cuda`` target, for the groups
    reduction or arg-reduction over the last axes), GEMM
    (dense, matmul, batch_matmul) or pool (max / avg / global avg) with an element-wise
    epilogue (others are left as they are and run on the host);
-2. emits one CUDA C kernel per function (``partita.lowering.cuda.emitter``), all of them
+2. emits one CUDA C kernel per function (``partita.lowering.cuda.kernel``), all of them
    in ONE translation unit, and compiles it with NVRTC (content-addressed cache);
 3. records the cubin as ``byoc.binary @cuda_sm90`` with one kernel record per function,
    of kind ``fused``, ``rowwise``, ``gemm`` or ``window`` (``partita.lowering.cuda.records``);
@@ -37,11 +37,8 @@ from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
-from partita.lowering.cuda.emitter import (
-    CudaProgram,
-    emit_program,
-    kernel_function_error,
-)
+from partita.lowering.cuda.fusion import kernel_function_error
+from partita.lowering.cuda.program import CudaProgram, emit_program
 from partita.lowering.cuda.records import KINDS, fused_record
 from partita.lowering.functions import mark_extern
 from partita.target import Target as PartitaTarget

@@ -31,7 +31,7 @@ from math import prod
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import FusedKernel
+from partita.lowering.cuda.kernel import FusedKernel
 from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:  # pragma: no cover
-    from partita.lowering.cuda.emitter import Dim, KernelEmitter
+    from partita.lowering.cuda.cexpr import Dim
+    from partita.lowering.cuda.kernel import KernelEmitter
 
 __all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "RowReduction", "Rule", "injective", "rowwise", "window"]
 

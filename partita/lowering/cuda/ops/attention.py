@@ -12,7 +12,7 @@ value (0 * NaN is NaN), as the reference's ``p @ v`` does."""
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import _c_float
+from partita.lowering.cuda.cexpr import _c_float
 from partita.lowering.cuda.flash_attention import (
     HEAD_DIMS,
     FlashConfig,

@@ -16,12 +16,16 @@ from __future__ import annotations
 import functools
 import math
 import re
+from typing import TYPE_CHECKING
 
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import _C_TYPES, KernelEmitter, _c_float
+from partita.lowering.cuda.cexpr import _C_TYPES, _c_float, broadcast_dims, ctype
 from partita.lowering.cuda.rules import injective
+
+if TYPE_CHECKING:  # pragma: no cover
+    from partita.lowering.cuda.kernel import KernelEmitter
 
 _INT_SUFFIX = {"int": "", "long long": "LL", "unsigned int": "U", "unsigned long long": "ULL"}
 
@@ -51,7 +55,7 @@ def _is_float(v: SSAValue) -> bool:
 
 
 def _is_unsigned(v: SSAValue) -> bool:
-    return KernelEmitter.ctype(v).startswith("unsigned")
+    return ctype(v).startswith("unsigned")
 
 
 def _temp(e: KernelEmitter, v: SSAValue, expr: str) -> str:
@@ -66,7 +70,7 @@ def _same_dims(e: KernelEmitter, op: Operation) -> list:
 
 
 def _broadcast_dims(e: KernelEmitter, op: Operation) -> list:
-    return functools.reduce(KernelEmitter._broadcast_dims, [e.dims[v] for v in op.operands])
+    return functools.reduce(broadcast_dims, [e.dims[v] for v in op.operands])
 
 
 def unary(*op_types):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import _add, _c_float, _mul, _paren, _product
+from partita.lowering.cuda.cexpr import _add, _c_float, _mul, _paren, _product
 from partita.lowering.cuda.rules import injective, window
 
 

@@ -10,7 +10,7 @@ expressions of the run-time sizes); it never reads the input's elements.
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.lowering.cuda.emitter import _paren
+from partita.lowering.cuda.cexpr import _paren
 from partita.lowering.cuda.ops.indexing import literal
 from partita.lowering.cuda.rules import injective
 

@@ -1,0 +1,32 @@
+"""The ONNX converter registry: one converter per op type, ``(importer, inputs,
+attributes) -> output value(s)``, registered by the family modules beside this one with
+``@converter``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from partita.frontends.onnx.values import Value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from partita.frontends.onnx.importer import Importer
+
+Converter = Callable[["Importer", list[Value], dict[str, Any]], Any]
+CONVERTERS: dict[str, Converter] = {}
+SYMBOLIC_CONVERTERS: set[str] = set()
+"""Op types whose converters take shape inputs holding ``SymDim``s (they emit ops with
+dynamic dims instead of folding)."""
+
+
+def converter(*op_types: str, symbolic: bool = False):
+    def register(fn: Converter) -> Converter:
+        for t in op_types:
+            CONVERTERS[t] = fn
+            if symbolic:
+                SYMBOLIC_CONVERTERS.add(t)
+        return fn
+
+    return register
+
+

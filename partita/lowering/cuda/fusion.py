@@ -1,0 +1,147 @@
+"""What a native CUDA kernel can fuse: injective ops (by their ``OpPattern`` kind and a
+lowering rule), the anchors of ``rowwise`` / ``gemm`` / ``window`` kernels, their
+element-wise epilogues, and whether a whole fused function can become one kernel.
+``fuse-native-kernels`` and Collage's native rules ask these; the kernel emitter checks
+them again. Importing this module registers the lowering rules (``partita.lowering.cuda.ops``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+import partita.lowering.cuda.ops  # noqa: F401  (registers the lowering rules)
+from partita.dialects import nn
+from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
+from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, Rule
+
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "kernel_function_error", "kernel_kind"]
+
+_SPELLED_OPS: tuple[type[Operation], ...] = (
+    nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
+    nn.ConcatenateOp,
+)
+"""Injective ops ``_compute`` spells itself instead of through a registered rule (what a
+kernel can compute; whether an op is element-wise or injective is its ``OpPattern``)."""
+
+WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
+"""Pools (``window`` kernels: one thread per output element loops over its window)."""
+ANCHOR_OPS: tuple[type[Operation], ...] = (
+    nn.SoftmaxOp, nn.LayerNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
+)
+"""Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
+kernel."""
+
+
+def _rules():
+    """The registered lowering rules (this module's import of the family modules registered them)."""
+    return INJECTIVE, WINDOW, ROWWISE
+
+
+def _rule_for(op: Operation, table: dict) -> Rule | None:
+    """``op``'s rule in ``table`` if it applies: types, ``supports``, and dims (a dynamic
+    result needs a ``dims`` rule)."""
+    rule = table.get(type(op))
+    if rule is None or not _typed(op) or not rule.accepts(op):
+        return None
+    if rule.dims is None and any(DYNAMIC_INDEX in _shape(r) for r in op.results):
+        return None
+    return rule
+
+
+def is_fusable(op: Operation) -> bool:
+    """Whether ``op`` is injective (by its ``OpPattern`` kind) and a kernel can compute it."""
+    if nn.op_kind(op) > nn.OpKind.INJECTIVE:
+        return False
+    if isinstance(op, _SPELLED_OPS):
+        return _typed(op)
+    return len(op.results) == 1 and _rule_for(op, _rules()[0]) is not None
+
+
+def _typed(op: Operation, dtypes: Sequence[str] = DTYPES) -> bool:
+    return all(isinstance(v.type, TensorType) and str(v.type.element_type) in dtypes
+               for v in (*op.operands, *op.results))
+
+
+def is_anchor(op: Operation) -> bool:
+    """Whether ``op`` can anchor a ``rowwise``, ``gemm`` or ``window`` kernel (softmax only
+    along its last axis, windowed pools only with static spatial dims: others run on the
+    host)."""
+    if len(op.results) == 1 and (_rule_for(op, _rules()[2]) or _rule_for(op, _rules()[1])) is not None:
+        return True
+    if not isinstance(op, ANCHOR_OPS) or not _typed(op, FLOAT_DTYPES):
+        return False
+    if isinstance(op, nn.Pool2DOp):
+        _, h, w = _SPATIAL[op.layout]
+        shape = _shape(op.operands[0])
+        return DYNAMIC_INDEX not in (shape[h], shape[w])
+    if isinstance(op, nn.SoftmaxOp):
+        rank = len(_shape(op.result))
+        return rank >= 1 and op.axis % rank == rank - 1
+    return True
+
+
+def kernel_kind(op: Operation) -> str:
+    if _rule_for(op, _rules()[2]) is not None:
+        return "rowwise"
+    if isinstance(op, WINDOW_OPS) or _rule_for(op, _rules()[1]) is not None:
+        return "window"
+    return "rowwise" if isinstance(op, nn.SoftmaxOp | nn.LayerNormOp) else "gemm"
+
+
+_SPATIAL = {"NCHW": (1, 2, 3), "NHWC": (3, 1, 2)}
+"""(channel, height, width) axes of each activation layout."""
+
+
+def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> str | None:
+    """Why ``op``, reading values ``derived`` from ``anchor``'s result, cannot be part of
+    its epilogue (``None`` if it can): element-wise only, on and to the anchor's shape."""
+    shape = _shape(anchor.results[0])
+    rule = _rules()[0].get(type(op))
+    if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
+        return f"'{op.name}' remaps indices"
+    if _shape(op.results[0]) != shape:
+        return f"'{op.name}' does not keep the shape of the '{anchor.name}' result"
+    for operand in op.operands:
+        if operand in derived and _shape(operand) != shape:
+            return f"'{op.name}' broadcasts the '{anchor.name}' result"
+    if isinstance(op, nn.BiasAddOp) and op.bias in derived:
+        return "a bias derived from the anchor"
+    return None
+
+
+def kernel_function_error(function: FuncOp) -> str | None:
+    """Why ``function`` cannot become a fused kernel (``None`` if it can)."""
+    if len(function.body.blocks) != 1:
+        return "has several blocks"
+    block = function.body.block
+    if not isinstance(block.last_op, ReturnOp) or len(block.last_op.arguments) != 1:
+        return "must return exactly one tensor"
+    for arg in block.args:
+        if not isinstance(arg.type, TensorType) or str(arg.type.element_type) not in DTYPES:
+            return f"takes a {arg.type}, not a tensor of {', '.join(DTYPES)}"
+    anchors = [op for op in block.ops if is_anchor(op)]
+    for op in block.ops:
+        if op is not block.last_op and not is_fusable(op) and not is_anchor(op):
+            return f"contains '{op.name}', which is not an injective op, a row reduction, a GEMM or a pool"
+    result = block.last_op.arguments[0]
+    if isinstance(result, BlockArgument):
+        return "returns an argument: there is nothing to compute"
+    if len(anchors) > 1:
+        return f"contains several reductions, GEMMs or pools ('{anchors[0].name}', '{anchors[1].name}')"
+    if anchors:
+        (anchor,) = anchors
+        if not all(isinstance(v, BlockArgument) for v in anchor.operands):
+            return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
+        derived: set[SSAValue] = {anchor.results[0]}
+        for op in block.ops:
+            if op is block.last_op or op is anchor or not any(v in derived for v in op.operands):
+                continue
+            if (why := epilogue_error(op, anchor, derived)) is not None:
+                return f"has an epilogue it cannot fuse: {why}"
+            derived.add(op.results[0])
+        if result not in derived:
+            return f"does not return a value computed from '{anchor.name}'"
+    return None

@@ -1,0 +1,497 @@
+"""The schedules of anchored native CUDA kernels: row blocks (``rowwise``: softmax, layer
+norm and the row reductions of ``@rowwise`` rules, with 128-bit vector loads), SIMT and
+tensor-core (``mma.sync``) GEMM tiles, and pool windows, with the device helpers they call.
+``ScheduleMixin`` is mixed into ``KernelEmitter``: its methods read the emitter's state
+(``dims``, ``lines``, ``anchor``, ``index_type``, ``out_dims``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import Operation, SSAValue
+
+from partita.dialects import nn
+from partita.lowering.cuda.cexpr import _C_COMPUTE, _C_TYPES, Dim, _c_float, _dtype, _mul, _paren, _product
+from partita.lowering.cuda.fusion import _SPATIAL, _rule_for, _rules
+from partita.lowering.cuda.rules import RowReduction
+
+BLOCK_SIZE = 256
+"""Threads per block of every fused kernel."""
+GEMM_TILE = 16
+"""Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
+MMA_TILE = 64
+"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 4 warps, each
+a 32x32 register tile of 2x4 ``mma.sync`` m16n8k16 products per K step of 16."""
+MMA_THREADS = 128
+MMA_DTYPES = ("f16", "bf16")
+
+
+ROW_BLOCK_FEW = 1024
+"""Threads per block of a row reduction with few long rows (a block per row cannot fill
+the device, so each block takes as many threads as it may)."""
+
+
+def _vector_width(dtype: str, cols: Dim) -> int:
+    """Elements per 128-bit load of a row of ``cols`` elements (0: scalar loads). Rows
+    start 16-byte aligned when their length is a multiple of the width (buffers are
+    256-byte aligned by plan-memory and the allocator)."""
+    width = {"f16": 8, "bf16": 8, "f32": 4}.get(dtype, 0)
+    return width if width and isinstance(cols, int) and cols % width == 0 else 0
+
+
+def _row_block(rows: Dim, cols: Dim) -> int:
+    """Threads per block of a row reduction: the row's length rounded up to a power of
+    two, 32 (a warp) to ``BLOCK_SIZE``; ``ROW_BLOCK_FEW`` for at most 16 rows of 8192
+    elements or more; ``BLOCK_SIZE`` when the length is known at run time only."""
+    if isinstance(cols, str):
+        return BLOCK_SIZE
+    if isinstance(rows, int) and rows <= 16 and cols >= 8192:
+        return ROW_BLOCK_FEW
+    return min(BLOCK_SIZE, max(32, 1 << (cols - 1).bit_length()))
+
+
+def _mma_helper(dtype: str) -> str:
+    """``partita_mma_<dtype>(c, a, b)``: ``c += A·B`` for one warp's m16n8k16 tile, the
+    fragments in PTX's layout (lane = 4 * group + t: a[0..7] = A[g][2t..2t+1],
+    A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b[0..3] = B[2t..2t+1][g], B[2t+8..][g];
+    c[0..3] = C[g][2t..2t+1], C[g+8][2t..]), operands as floats already rounded to the
+    type. sm_80 and later: one ``mma.sync`` (HMMA); elsewhere (and in host builds) the
+    same product from warp shuffles, with f32 accumulation."""
+    ptx, pack = {"f16": ("f16", "__floats2half2_rn"), "bf16": ("bf16", "__floats2bfloat162_rn")}[dtype]
+    return (
+        f"static __device__ __forceinline__ void partita_mma_{dtype}(float* c, const float* a, const float* b) {{\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+        "  unsigned r[6];\n"
+        "  #pragma unroll\n"
+        "  for (int j = 0; j < 6; ++j) {\n"
+        "    const float* p = j < 4 ? a + 2 * j : b + 2 * (j - 4);\n"
+        f"    const auto h = {pack}(p[0], p[1]);  // the lower half holds the lower index\n"
+        "    r[j] = *reinterpret_cast<const unsigned*>(&h);\n"
+        "  }\n"
+        f'  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "\n'
+        '               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"\n'
+        '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+        '               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));\n'
+        "#else\n"
+        "  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
+        "  for (int k = 0; k < 16; ++k) {\n"
+        "    const int src = (k & 7) >> 1, ia = (k & 1) + (k >> 3) * 4, ib = (k & 1) + (k >> 3) * 2;\n"
+        "    // every lane shuffles the same registers: A[g][k], A[g+8][k], B[k][2t], B[k][2t+1]\n"
+        "    const float a0 = __shfl_xor_sync(0xffffffffu, a[ia], (g * 4 + src) ^ lane);\n"
+        "    const float a1 = __shfl_xor_sync(0xffffffffu, a[ia + 2], (g * 4 + src) ^ lane);\n"
+        "    const float b0 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t) * 4 + src) ^ lane);\n"
+        "    const float b1 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t + 1) * 4 + src) ^ lane);\n"
+        "    c[0] += a0 * b0; c[1] += a0 * b1; c[2] += a1 * b0; c[3] += a1 * b1;\n"
+        "  }\n"
+        "#endif\n"
+        "}\n"
+    )
+
+
+_REDUCE_HELPERS = (
+    "// 16 bytes of a row, read with one 128-bit load (LDG.E.128) where the row allows it.\n"
+    "struct alignas(16) partita_v16 { unsigned w[4]; };\n"
+    "// Block-wide reductions: warp shuffles, then one value per warp through red[32];\n"
+    "// every thread gets the result (blockDim.x a multiple of 32, at most 1024).\n"
+    "static __device__ __forceinline__ float partita_warp_sum(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_warp_max(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_block_sum(float v, float* red) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  v = partita_warp_sum(v);\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = partita_warp_sum(lane < warps ? red[lane] : 0.0f);\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+    "static __device__ __forceinline__ float partita_block_max(float v, float* red) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  v = partita_warp_max(v);\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = partita_warp_max(lane < warps ? red[lane] : __int_as_float(0xff800000));\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+    "// The same for any compute type and combine (reduce_* / argmax / argmin rows).\n"
+    "template <class T> static __device__ __forceinline__ T partita_shfl_xor(T v, int o) {\n"
+    "  return __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "}\n"
+    "static __device__ __forceinline__ bool partita_shfl_xor(bool v, int o) {\n"
+    "  return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0;\n"
+    "}\n"
+    "struct partita_add { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };\n"
+    "struct partita_mul { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };\n"
+    "// max / min propagate a NaN from either side (a != a only for a float NaN).\n"
+    "struct partita_max { template <class T> __device__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; } };\n"
+    "struct partita_min { template <class T> __device__ T operator()(T a, T b) const { return (b < a || b != b) ? b : a; } };\n"
+    "template <class T, class Op>\n"
+    "static __device__ __forceinline__ T partita_block_reduce(T v, T identity, T* red, Op op) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = op(v, partita_shfl_xor(v, o));\n"
+    "  if (lane == 0) red[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  v = lane < warps ? red[lane] : identity;\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = op(v, partita_shfl_xor(v, o));\n"
+    "  __syncthreads();\n"
+    "  return v;\n"
+    "}\n"
+    "// (value, index) pairs; better(t, k, b, j): t at k beats b at j (an index < 0 is none).\n"
+    "template <class T, class Better>\n"
+    "static __device__ __forceinline__ void partita_block_arg(T& v, long long& at, T* red, long long* red_at, Better better) {\n"
+    "  const int lane = threadIdx.x & 31, warps = (blockDim.x + 31) >> 5;\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const T w = partita_shfl_xor(v, o);\n"
+    "    const long long k = partita_shfl_xor(at, o);\n"
+    "    if (better(w, k, v, at)) { v = w; at = k; }\n"
+    "  }\n"
+    "  if (lane == 0) { red[threadIdx.x >> 5] = v; red_at[threadIdx.x >> 5] = at; }\n"
+    "  __syncthreads();\n"
+    "  if (lane < warps) { v = red[lane]; at = red_at[lane]; } else { at = -1; }\n"
+    "  for (int o = 16; o > 0; o >>= 1) {\n"
+    "    const T w = partita_shfl_xor(v, o);\n"
+    "    const long long k = partita_shfl_xor(at, o);\n"
+    "    if (better(w, k, v, at)) { v = w; at = k; }\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "}\n"
+)
+
+
+
+class ScheduleMixin:
+    """The schedules of ``KernelEmitter`` (see the module docstring)."""
+
+    anchor: Operation | None
+    block: object
+    dims: dict[SSAValue, list[Dim]]
+    lines: list[str]
+    prelude: list[str]
+    index_type: str
+    out_dims: list[Dim]
+    out_index: list[str]
+
+    def _epilogue(self, indent: str, store: str) -> list[str]:
+        return [indent + line[4:] for line in [*self.lines, store]]
+
+    def _rowwise(self, split: int, used: str, store: str) -> list[str]:
+        """One block per row (grid-stride over rows), threads stride along the row."""
+        anchor = self.anchor
+        assert anchor is not None
+        T = self.index_type
+        x = self._arg(anchor.operands[0])
+        xt = _dtype(x.type)
+        rows, cols = _product(self.out_dims[:split]), _product(self.out_dims[split:])
+        row_loop = f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x)"
+        xj = self._load("xr[j]", xt)
+        vector = _vector_width(xt, cols)
+
+        def stats(statement: str) -> list[str]:
+            """A pass over the row applying ``statement`` (``X`` = the element)."""
+            if not vector:
+                return [f"{row_loop} {statement.replace('X', xj)}"]
+            return self._vector_pass(vector, xt, [statement.replace("X", "v")])
+        lines = [
+            f"  const {T} rows = {rows};",
+            f"  const {T} cols = {cols};",
+            "  __shared__ float red[32];",
+            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+        ]
+        if isinstance(anchor, nn.SoftmaxOp):
+            lines += [
+                "    float mx = __int_as_float(0xff800000);",
+                *stats("mx = fmaxf(mx, X);"),
+                "    mx = partita_block_max(mx, red);",
+                "    float sum = 0.0f;",
+                *stats("sum += expf(X - mx);"),
+                "    sum = partita_block_sum(sum, red);",
+            ]
+            y = f"expf({xj} - mx) / sum"
+        else:
+            assert isinstance(anchor, nn.LayerNormOp)
+            g, b = self._arg(anchor.gamma), self._arg(anchor.beta)
+            lines += [
+                "    float mean = 0.0f;",
+                *stats("mean += X;"),
+                "    mean = partita_block_sum(mean, red) / (float)cols;",
+                "    float var = 0.0f;",
+                *stats("{ const float t = X - mean; var += t * t; }"),
+                "    var = partita_block_sum(var, red) / (float)cols;",
+                f"    const float sd = sqrtf(var + {_c_float(float(anchor.epsilon))});",
+            ]
+            gj = self._load(f"in{g.index}[j]", _dtype(g.type))
+            bj = self._load(f"in{b.index}[j]", _dtype(b.type))
+            y = f"({xj} - mean) / sd * {gj} + {bj}"
+        lines += [
+            f"{row_loop} {{",
+            f"      const {T} i = r * cols + j;",
+            *self._axis_lines("r", range(split), used, "      "),
+            *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
+            f"      const float y = {self._round(y, _dtype(anchor.results[0].type))};",
+            *self._epilogue("      ", store),
+            "    }",
+            "  }",
+        ]
+        return lines
+
+    def _row_reduction(self, red: RowReduction, split: int, cols: Dim, used: str, store: str) -> list[str]:
+        """One block per row (grid-stride over rows): each fold runs over the row with the
+        threads striding along it (coalesced), then combines across the block; thread 0
+        computes ``y`` and runs the epilogue. A row is the input's trailing ``cols``
+        elements, whose output element's linear index is the row's."""
+        T = self.index_type
+        x = self._arg(red.input)
+        xt = _dtype(x.type)
+        lines = [
+            f"  const {T} rows = {_product(self.out_dims[:split])};",
+            f"  const {T} cols = {cols};",
+            *(f"  __shared__ {f.ctype} red_{f.acc}[32];" for f in red.folds),
+            *(f"  __shared__ long long red_{f.acc}_at[32];" for f in red.folds if f.is_arg),
+            f"  for ({T} r = blockIdx.x; r < rows; r += gridDim.x) {{",
+            f"    const {_C_TYPES[xt]}* xr = in{x.index} + r * cols;",
+        ]
+        for f in red.folds:
+            lines.append(f"    {f.ctype} {f.acc} = {f.init};")
+            if f.is_arg:
+                lines.append(f"    long long {f.acc}_at = -1;")
+            if (vector := _vector_width(xt, cols)):
+                lines += self._vector_pass(vector, xt, f.step("j"))
+            else:
+                lines += [f"    for ({T} j = threadIdx.x; j < cols; j += blockDim.x) {{",
+                          f"      const {_C_COMPUTE[xt]} v = {self._load('xr[j]', xt)};",
+                          *(f"      {line}" for line in f.step("j")),
+                          "    }"]
+            if f.is_arg:
+                better = f.better("t", "k", "b", "j")
+                lines.append(f"    partita_block_arg({f.acc}, {f.acc}_at, red_{f.acc}, red_{f.acc}_at, "
+                             f"[](const {f.ctype} t, const long long k, const {f.ctype} b, const long long j) "
+                             f"{{ return {better}; }});")
+            else:
+                op = {"+": "add", "*": "mul", "max": "max", "min": "min"}[f.combine]
+                lines.append(f"    {f.acc} = partita_block_reduce({f.acc}, ({f.ctype})({f.init}), red_{f.acc}, partita_{op}());")
+            lines += [f"    {line}" for line in f.then]
+        result = _dtype(self.anchor.results[0].type)  # type: ignore[union-attr]
+        lines += [
+            "    if (threadIdx.x == 0) {",
+            f"      const {T} i = r;",
+            *self._axis_lines("r", range(split), used, "      "),
+            f"      const {_C_COMPUTE[result]} y = {self._round(red.y, result)};",
+            *self._epilogue("      ", store),
+            "    }",
+            "  }",
+        ]
+        return lines
+
+    def _vector_pass(self, width: int, xt: str, body: Sequence[str]) -> list[str]:
+        """A pass over the row ``xr`` in 16-byte vectors of ``width`` elements (one
+        128-bit load each, coalesced across the block); ``body`` sees the element as ``v``
+        and its index along the row as ``j``."""
+        T = self.index_type
+        return [
+            f"    for ({T} jv = threadIdx.x; jv < cols / {width}; jv += blockDim.x) {{",
+            "      const partita_v16 w = ((const partita_v16*)xr)[jv];",
+            f"      const {_C_TYPES[xt]}* e = (const {_C_TYPES[xt]}*)&w;",
+            f"      for (int u = 0; u < {width}; ++u) {{",
+            f"        const {T} j = jv * {width} + u;",
+            f"        const {_C_COMPUTE[xt]} v = {self._load('e[u]', xt)};",
+            *(f"        {line}" for line in body),
+            "      }",
+            "    }",
+        ]
+
+    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
+        """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
+        if self.anchor is None or result is not self.anchor.results[0]:
+            return None
+        rule = _rule_for(self.anchor, _rules()[1])
+        return rule.kernel(self, self.anchor) if rule is not None and rule.kernel is not None else None
+
+    def _window(self) -> list[str]:
+        """The anchor's value ``y`` at the output index: a loop over its window."""
+        anchor = self.anchor
+        assert anchor is not None
+        if (rule := _rule_for(anchor, _rules()[1])) is not None:
+            return rule.emit(self, anchor)
+        T = self.index_type
+        x = self._arg(anchor.operands[0])
+        xt, xd = _dtype(x.type), self.dims[x]
+        c_ax, h_ax, w_ax = _SPATIAL[anchor.layout]
+        o = self.out_index
+        lines = []
+        at = ["0"] * 4
+        at[0], at[c_ax], at[h_ax], at[w_ax] = o[0], o[c_ax], "ih", "iw"
+        load = self._load(f"in{x.index}[{self._linear(xd, at)}]", xt)
+        # Windowed pools go through the conv family's rule above; the global pool is left.
+        assert isinstance(anchor, nn.GlobalAvgPool2DOp)
+        lines += [
+            "    float acc = 0.0f;",
+            f"    for ({T} ih = 0; ih < {xd[h_ax]}; ++ih)",
+            f"      for ({T} iw = 0; iw < {xd[w_ax]}; ++iw) acc += {load};",
+            f"    const float y = {self._round(f'acc / (float)({_product([xd[h_ax], xd[w_ax]])})', _dtype(anchor.result.type))};",
+        ]
+        return lines
+
+    def _gemm_problem(self, split: int) -> tuple:
+        """What both GEMM schedules share: the operands, whether each is stored with its
+        GEMM rows contiguous-last (``a[m, k]``, ``b[k, n]``), the problem dims M, N, K, the
+        batch dims (the output's first ``split``), and each operand's pointer at batch
+        ``bz`` (broadcast operands repeat their batch)."""
+        anchor = self.anchor
+        assert anchor is not None
+        a, b = self._arg(anchor.operands[0]), self._arg(anchor.operands[1])
+        ad, bd = self.dims[a], self.dims[b]
+        (am, ak), (bk, bn) = self._gemm_axes(anchor)
+        if isinstance(anchor, nn.DenseOp):
+            m: Dim = _product(ad[:-1])
+            a_batch: list[Dim] = []
+            b_batch: list[Dim] = []
+        else:
+            m, a_batch, b_batch = ad[am], ad[:-2], bd[:-2]
+        n, k = bd[bn], ad[ak]
+        batch_dims = self.out_dims[:split]
+        batch_index = self._decompose("bz", batch_dims)
+
+        def pointer(value, dims: list[Dim], size: Dim) -> str:
+            linear = self._linear(dims, self._broadcast_dims_index(dims, batch_dims, batch_index))
+            return f"in{value.index}" + ("" if linear == "0" else f" + {_paren(linear)} * {_paren(size)}")
+
+        return (a, b, (am, ak) == (-2, -1), (bk, bn) == (-2, -1), m, n, k, batch_dims,
+                pointer(a, a_batch, _mul(m, k)), pointer(b, b_batch, _mul(k, n)))
+
+    def _gemm(self, split: int, used: str, store: str) -> list[str]:
+        """16x16 output tiles, K in steps of 16 through shared memory."""
+        anchor = self.anchor
+        assert anchor is not None
+        T, tile = self.index_type, GEMM_TILE
+        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
+        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
+        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
+        # Each load walks the operand's contiguous axis with threadIdx.x.
+        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
+        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if b_rows else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
+        at, bt = _dtype(a.type), _dtype(b.type)
+        return [
+            f"  const {T} M = {m};",
+            f"  const {T} N = {n};",
+            f"  const {T} K = {k};",
+            f"  const {T} batch = {_product(batch_dims)};",
+            f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
+            f"  __shared__ float As[{tile}][{tile + 1}];",
+            f"  __shared__ float Bs[{tile}][{tile + 1}];",
+            "  const int tx = threadIdx.x, ty = threadIdx.y;",
+            f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
+            f"    const {_C_TYPES[at]}* a = {a_ptr};",
+            f"    const {_C_TYPES[bt]}* b = {b_ptr};",
+            f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
+            f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
+            "      float acc = 0.0f;",
+            f"      for ({T} k0 = 0; k0 < K; k0 += {tile}) {{",
+            f"        {{ const {T} mm = {a_load[0]}, kk = {a_load[1]}; {a_load[2]} = mm < M && kk < K ? {self._load(a_at, at)} : 0.0f; }}",
+            f"        {{ const {T} kk = {b_load[0]}, nn = {b_load[1]}; {b_load[2]} = kk < K && nn < N ? {self._load(b_at, bt)} : 0.0f; }}",
+            "        __syncthreads();",
+            f"        for (int q = 0; q < {tile}; ++q) acc += As[ty][q] * Bs[q][tx];",
+            "        __syncthreads();",
+            "      }",
+            f"      const {T} m = m0 + ty, n = n0 + tx;",
+            "      if (m < M && n < N) {",
+            f"        const {T} i = (bz * M + m) * N + n;",
+            *self._axis_lines("bz", range(split), used, "        "),
+            *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "        "),
+            *self._axis_lines("n", [len(self.out_dims) - 1], used, "        "),
+            f"        const float y = {self._round('acc', _dtype(anchor.results[0].type))};",
+            *self._epilogue("        ", store),
+            "      }",
+            "    }",
+            "  }",
+        ]
+
+
+    def _mma_dtype(self) -> str | None:
+        """The operand type of a tensor-core GEMM (both operands f16, or both bf16)."""
+        anchor = self.anchor
+        assert anchor is not None
+        a, b = (_dtype(v.type) for v in anchor.operands[:2])
+        return a if a == b and a in MMA_DTYPES else None
+
+    def _gemm_mma(self, split: int, used: str, store: str, dtype: str) -> list[str]:
+        """64x64 output tiles on tensor cores: K in steps of 16 through shared memory (each
+        operand loaded along its contiguous axis, bounds-checked, so any alignment and
+        layout), then per warp 2x4 ``mma.sync`` m16n8k16 with f32 accumulators in registers
+        (``partita_mma_<dtype>``: fragments in PTX's m16n8k16 layout)."""
+        anchor = self.anchor
+        assert anchor is not None
+        T, tile = self.index_type, MMA_TILE
+        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
+        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
+        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
+        # consecutive threads take consecutive addresses of the operand's contiguous axis
+        a_rc = ("q >> 4", "q & 15") if a_rows else (f"q & {tile - 1}", "q >> 6")
+        b_rc = ("q >> 6", f"q & {tile - 1}") if b_rows else ("q & 15", "q >> 4")
+        ct = _C_TYPES[dtype]
+        return [
+            f"  const {T} M = {m};",
+            f"  const {T} N = {n};",
+            f"  const {T} K = {k};",
+            f"  const {T} batch = {_product(batch_dims)};",
+            f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
+            f"  __shared__ float As[{tile}][17];",
+            f"  __shared__ float Bs[16][{tile + 1}];",
+            "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
+            "  const int g = lane >> 2, t4 = lane & 3;",
+            "  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;",
+            f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
+            f"    const {ct}* a = {a_ptr};",
+            f"    const {ct}* b = {b_ptr};",
+            f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
+            f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
+            "      float acc[2][4][4];",
+            "      #pragma unroll",
+            "      for (int e = 0; e < 32; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
+            f"      for ({T} k0 = 0; k0 < K; k0 += 16) {{",
+            f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{",
+            f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
+            f"            As[r][c] = mm < M && kk < K ? {self._load(a_at, dtype)} : 0.0f; }}",
+            f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
+            f"            Bs[r][c] = kk < K && nn < N ? {self._load(b_at, dtype)} : 0.0f; }}",
+            "        }",
+            "        __syncthreads();",
+            "        float af[2][8], bf[4][4];",
+            "        #pragma unroll",
+            "        for (int mi = 0; mi < 2; ++mi)",
+            "          #pragma unroll",
+            "          for (int j = 0; j < 8; ++j)",
+            "            af[mi][j] = As[wm + mi * 16 + g + ((j >> 1) & 1) * 8][t4 * 2 + (j & 1) + (j >> 2) * 8];",
+            "        #pragma unroll",
+            "        for (int ni = 0; ni < 4; ++ni)",
+            "          #pragma unroll",
+            "          for (int j = 0; j < 4; ++j)",
+            "            bf[ni][j] = Bs[t4 * 2 + (j & 1) + (j >> 1) * 8][wn + ni * 8 + g];",
+            "        #pragma unroll",
+            "        for (int mi = 0; mi < 2; ++mi)",
+            "          #pragma unroll",
+            "          for (int ni = 0; ni < 4; ++ni) partita_mma_" + dtype + "(acc[mi][ni], af[mi], bf[ni]);",
+            "        __syncthreads();",
+            "      }",
+            "      #pragma unroll",  # register accumulators: every index must be static
+            "      for (int e = 0; e < 32; ++e) {",
+            "        const int mi = e >> 4, ni = (e >> 2) & 3, ce = e & 3;",
+            f"        const {T} m = m0 + wm + mi * 16 + g + (ce >> 1) * 8, n = n0 + wn + ni * 8 + t4 * 2 + (ce & 1);",
+            "        if (m < M && n < N) {",
+            f"          const {T} i = (bz * M + m) * N + n;",
+            *self._axis_lines("bz", range(split), used, "          "),
+            *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "          "),
+            *self._axis_lines("n", [len(self.out_dims) - 1], used, "          "),
+            f"          const float y = {self._round('acc[mi][ni][ce]', _dtype(anchor.results[0].type))};",
+            *self._epilogue("          ", store),
+            "        }",
+            "      }",
+            "    }",
+            "  }",
+        ]

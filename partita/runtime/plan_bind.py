@@ -1,0 +1,362 @@
+"""Binding a launch plan to one input-shape signature (``BoundPlan``): index values and
+host-op result shapes evaluated, every dynamically sized tensor placed in one arena by
+liveness, every launch packed with its final pointers (and patched in place per run for a
+device input only kernels read); host steps for what no kernel computes. Also the values
+the steps work on (``Tensor``: an operand at its planned address)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from xdsl.dialects import func, tensor
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    TensorType,
+)
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from partita.analysis.liveness import (
+    assign_offsets,
+)
+from partita.analysis.shape_functions import ShapeBuilder, result_dims
+from partita.dialects import byoc, nn
+from partita.ir import PartitaError, op_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from partita.runtime.plan_load import LaunchPlan
+
+__all__ = ["ALIGNMENT", "RECORD_ERRORS", "BoundPlan", "HostStep", "Tensor"]
+
+ALIGNMENT = 256
+RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
+"""What decoding a kernel record that a file (untrusted) carries can raise: a located
+error, never an internal one."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An operand at its planned device address."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.dtype.itemsize
+
+
+def _dtype(typ: TensorType) -> np.dtype:
+    return np.dtype(nn.numpy_dtype(typ.element_type))
+
+
+@dataclass
+class HostStep:
+    """An op the host runs inside the plan: its tensor operands are downloaded (after a
+    synchronization), computed on with NumPy, and the results uploaded. Counted."""
+
+    label: str
+    compute: Callable[[list[np.ndarray]], Sequence[np.ndarray]]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    stats: Counter[str]
+    device: Any = None
+    keep: list = field(default_factory=list)
+
+    def __call__(self, stream) -> None:
+        device = self.device
+        host = []  # downloads follow the kernels before them on the stream
+        for t in self.inputs:
+            array = np.empty(t.shape, t.dtype)
+            if array.nbytes:
+                device.download(array, t.ptr, stream)
+            host.append(array)
+        device.synchronize(stream)
+        results = self.compute(host)
+        self.keep = []
+        for t, value in zip(self.outputs, results, strict=True):
+            value = np.ascontiguousarray(value, dtype=t.dtype)
+            if value.shape != t.shape:
+                raise PartitaError(f"host step {self.label}: result of shape {value.shape}, but {t.shape} was planned")
+            if value.nbytes:
+                device.upload(t.ptr, value, stream)
+            self.keep.append(value)  # alive until the stream has read it
+        stats = self.stats
+        stats["host_steps"] += 1
+        stats["host_downloads"] += len(self.inputs)
+        stats["host_download_bytes"] += sum(t.nbytes for t in self.inputs)
+        stats["host_uploads"] += len(self.outputs)
+        stats["host_upload_bytes"] += sum(t.nbytes for t in self.outputs)
+
+
+class BoundPlan:
+    """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed."""
+
+    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+                 sizing: Mapping[int, np.ndarray] | None = None):
+        self.plan, self.device, self.stats = plan, plan.device, stats
+        self.sizing = dict(sizing or {})  # argument index -> its values, where they size a result
+        self.arena = None
+        self.graph = None
+        self.eager_reason: str | None = None
+        """Why this signature runs eagerly although graphs are on (its capture failed)."""
+        self.steps: list[Callable[[Any], None]] = []
+        self.host_steps: list[HostStep] = []
+        try:
+            self._bind(inputs)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+        plan = self.plan
+        values: dict[SSAValue, Any] = {}  # index values -> int, tensors -> shape
+        for arg, (shape, _) in zip(plan.block.args, inputs):
+            values[arg] = tuple(shape)
+        contents = {plan.block.args[i]: array for i, array in self.sizing.items()}
+        workspaces: dict[Operation, int] = {}
+        for op in plan.block.ops:
+            if isinstance(op, func.ReturnOp):
+                break
+            args = [values.get(v) for v in op.operands]
+            if isinstance(op, byoc.AllocTensorOp):
+                sizes = iter(args)
+                values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in op.result.type.get_shape())
+                if any(d < 0 for d in values[op.result]):
+                    raise op_error(op, f"negative dimension in {values[op.result]}")
+            elif isinstance(op, byoc.CallExternOp):
+                for out, res in zip(op.outs, op.res):
+                    values[res] = values[out]
+                call = plan.calls[op]
+                if call.prepared is not None and op.outs:
+                    size = call.prepared.workspace_bytes([values[v] for v in op.inputs])
+                    if size:
+                        workspaces[op] = size
+            elif isinstance(op, nn.ConstantOp):
+                values[op.result] = tuple(op.result.type.get_shape())
+            elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
+                values[op.result] = _sized_result_shape(op, values, contents)
+            elif isinstance(op, nn.NNOp):
+                values[op.result] = _host_result_shape(op, values)
+                if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
+                    raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
+                                       f"{values[op.input]} as {values[op.result]}")
+            elif isinstance(op, tensor.DimOp):
+                values[op.result] = int(args[0][args[1]])
+            elif isinstance(op, func.CallOp):
+                results = plan.interpreter.call_op(plan.symbols[op.callee.string_value()], tuple(args))
+                for res, value in zip(op.results, results):
+                    values[res] = int(value)
+            else:  # arith on index values
+                for res, value in zip(op.results, plan.interpreter.run_op(op, tuple(args))):
+                    values[res] = value
+        self.shapes = values
+        self._place(workspaces)
+        self._build(workspaces)
+
+    def _place(self, workspaces: dict[Operation, int]) -> None:
+        """Dynamic buffers of this signature into one arena, by liveness."""
+        plan = self.plan
+        ops = list(plan.block.ops)
+        index = {op: i for i, op in enumerate(ops)}
+        roots: list[Any] = []
+        sizes: list[int] = []
+        ranges: list[tuple[int, int]] = []
+        for value, span in plan.ranges.items():
+            if value in plan.static_ptr or value in plan.param_ptr or not isinstance(value.type, TensorType):
+                continue
+            roots.append(value)
+            sizes.append(prod(self.shapes[value]) * _dtype(value.type).itemsize)
+            ranges.append(span)
+        for op, size in workspaces.items():
+            roots.append(op)
+            sizes.append(size)
+            ranges.append((index[op], index[op]))
+        offsets, total = assign_offsets(sizes, ranges, ALIGNMENT)
+        self.arena_bytes = total
+        self.pointers: dict[Any, int] = {}
+        if total:
+            self.arena = self.device.alloc(total)
+            self.stats["allocations"] += 1
+            base = int(self.arena)
+            self.pointers = {root: base + offset for root, offset in zip(roots, offsets)}
+        else:
+            self.pointers = dict.fromkeys(roots, 0)
+        if workspaces:  # zeroed once; the kernels leave their workspace zeroed again
+            stream = self.device.create_stream()
+            try:
+                for op, size in workspaces.items():
+                    self.device.memset(self.pointers[op], size, stream)
+                self.device.synchronize(stream)
+            finally:
+                self.device.destroy_stream(stream)
+
+    def tensor(self, value: SSAValue) -> Tensor:
+        plan = self.plan
+        root = plan.alias.get(value, value)
+        if root in plan.param_ptr:
+            ptr = plan.param_ptr[root]
+        elif root in plan.static_ptr:
+            ptr = plan.static_ptr[root]
+        else:
+            ptr = self.pointers[root]
+        assert isinstance(value.type, TensorType)
+        return Tensor(ptr, tuple(self.shapes[value]), _dtype(value.type))
+
+    def _build(self, workspaces: dict[Operation, int]) -> None:
+        plan = self.plan
+        arguments = {arg: i for i, arg in enumerate(plan.block.args)}
+        patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
+        readers: set[int] = set()  # arguments something other than a kernel argument reads
+        for op in plan.block.ops:
+            if isinstance(op, byoc.CallExternOp):
+                call = plan.calls[op]
+                if not op.outs:
+                    continue  # extern functions are pure: a call with no result does nothing
+                ins = [self.tensor(v) for v in op.inputs]
+                outs = [self.tensor(v) for v in op.outs]
+                if call.prepared is not None:
+                    try:
+                        launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
+                    except RECORD_ERRORS as err:
+                        raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
+                                           f"({type(err).__name__}: {err})") from None
+                    self.steps.extend(launches)
+                    for j, value in enumerate(op.inputs):
+                        if value in arguments:
+                            uses = patches[arguments[value]]
+                            for launch in launches:
+                                operands = getattr(launch, "operands", ())
+                                if j < len(operands) and operands[j].arg is not None and hasattr(launch, "set_pointer"):
+                                    uses.append((launch, operands[j].arg))
+                                else:
+                                    readers.add(arguments[value])
+                else:
+                    emulate = plan.emulation(op)
+
+                    def compute(arrays, emulate=emulate, outs=outs):
+                        results = [np.empty(t.shape, t.dtype) for t in outs]
+                        emulate(arrays, results)
+                        return results
+
+                    self._host(f"@{op.callee.string_value()}", compute, ins, outs)
+            elif isinstance(op, nn.ReshapeOp):
+                # A view (``buffer_of``): no step; an input it views must be in its slot.
+                root = plan.alias.get(op.input, op.input)
+                if root in arguments:
+                    readers.add(arguments[root])
+            elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+                tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
+                readers.update(arguments[v] for v in tensors if v in arguments)
+                self._host(op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
+                           [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
+        self.inputs = [self.tensor(arg) for arg in plan.block.args]
+        self.outputs = [self.tensor(v) for v in plan.outputs]
+        readers.update(arguments[v] for v in plan.outputs if v in arguments)
+        readers.update(i for op, call in plan.calls.items() if call.prepared is None
+                       for i in (arguments[v] for v in op.inputs if v in arguments))
+        # A device input only kernels read is passed to them in place (its pointer patched
+        # into their packed arguments); any other is copied device-to-device into its slot.
+        self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
+        self.bound_inputs = [t.ptr for t in self.inputs]
+
+    def _host(self, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
+        step = HostStep(label, compute, ins, outs, self.stats)
+        step.device = self.device
+        self.steps.append(step)
+        self.host_steps.append(step)
+
+    @property
+    def capturable(self) -> bool:
+        """A graph can replay this signature: no step needs the host in between."""
+        return not self.host_steps
+
+    def point_input(self, index: int, ptr: int) -> bool:
+        """Makes the kernels read input ``index`` at ``ptr``; False when they cannot
+        (a captured graph, or a reader other than kernel arguments)."""
+        uses = self.patches[index]
+        if uses is None or self.graph is not None:
+            return False
+        if self.bound_inputs[index] != ptr:
+            for launch, arg in uses:
+                launch.set_pointer(arg, ptr)
+            self.bound_inputs[index] = ptr
+        return True
+
+    def read_inputs_from_slots(self) -> None:
+        """Points every kernel back at the inputs' arena slots (before a capture: a graph
+        keeps the pointers it was captured with)."""
+        for index, slot in enumerate(self.inputs):
+            if self.patches[index] is not None and self.bound_inputs[index] != slot.ptr:
+                self.point_input(index, slot.ptr)
+
+    def capture(self, stream) -> None:
+        steps = self.steps
+
+        def record(s) -> None:
+            for step in steps:
+                step(s)
+
+        self.graph = self.device.capture(stream, record)
+
+    def close(self) -> None:
+        if self.graph is not None:
+            self.graph.destroy()
+            self.graph = None
+        if self.arena is not None:
+            self.device.free(self.arena)
+            self.arena = None
+
+
+def sizing_arguments(block: Block) -> list[int]:
+    """The arguments of ``block`` that an op reads as a ``SIZED_BY`` operand."""
+    args = {arg: i for i, arg in enumerate(block.args)}
+    return sorted({args[v] for op in block.ops for v in sizing_operands(op) if v in args})
+
+
+def sizing_operands(op: Operation) -> list[SSAValue]:
+    """The operands whose values size ``op``'s result (its ``SIZED_BY`` operands)."""
+    out: list[SSAValue] = []
+    for name in getattr(op, "SIZED_BY", ()):
+        v = getattr(op, name)
+        out += [v] if isinstance(v, SSAValue) else list(v)
+    return out
+
+
+def _sized_result_shape(op: nn.NNOp, shapes: dict[SSAValue, Any], contents: dict[SSAValue, np.ndarray]) -> tuple[int, ...]:
+    """The result shape of an op sized by the values of some operands: graph inputs (the
+    run's signature holds them) or constants."""
+
+    def value(v: SSAValue) -> np.ndarray:
+        if v in contents:
+            return contents[v]
+        if isinstance(v.owner, nn.ConstantOp):
+            return v.owner.to_numpy()
+        raise op_error(op, "its result shape depends on the values of an operand computed at run time "
+                           "(only graph inputs and constants may size a result)")
+
+    try:
+        return tuple(int(d) for d in op.result_shape_from_values(lambda v: tuple(shapes[v]), value))
+    except VerifyException as err:
+        raise op_error(op, str(err)) from None
+
+
+def _host_result_shape(op: nn.NNOp, values: dict[SSAValue, Any]) -> tuple[int, ...]:
+    """Concrete result shape of a host op, by the shape rules shape functions use (every
+    input dim known, so they fold to integers)."""
+    typ = op.result.type
+    assert isinstance(typ, TensorType)
+    static = typ.get_shape()
+    if DYNAMIC_INDEX not in static:
+        return tuple(static)
+    dims = result_dims(op, lambda v: list(values[v]), ShapeBuilder(Block()))
+    if not all(isinstance(d, int) for d in dims):
+        raise op_error(op, "its result shape could not be computed from its input shapes")
+    return tuple(int(d) for d in dims)
+

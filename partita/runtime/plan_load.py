@@ -1,0 +1,308 @@
+"""Loading a launch plan (``LaunchPlan``): the entry function read once into steps, each
+``byoc.call_extern`` prepared by its kernel handle (cubins loaded and checked against
+their sha256 and the device's arch, library bindings opened), weights uploaded once into
+one parameter buffer, the static arena ``plan-memory`` sized allocated once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import (
+    IntegerAttr,
+    ModuleOp,
+    SymbolRefAttr,
+)
+from xdsl.ir import Operation, SSAValue
+
+from partita.analysis.liveness import (
+    ARENA_SIZE,
+    OFFSET,
+    assign_offsets,
+    buffer_of,
+    check_memory_plan,
+    live_ranges,
+)
+from partita.dialects import byoc, nn
+from partita.dialects.byoc import REFERENCE_SUFFIX
+from partita.ir import PartitaError, op_error
+from partita.ir.constants import check_splat_budget, splat_element
+from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.contracts import Device, LoadedModule
+from partita.runtime.libraries import library_binding
+from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, sizing_arguments
+from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
+
+__all__ = ["LaunchPlan"]
+
+STAGING_CHUNK_BYTES = 16 << 20
+"""Each of the two pinned buffers weights go up through on a GPU (at most the largest
+weight): large enough for full-bandwidth copies, small beside any model."""
+
+
+class _Loader:
+    """What a handle's ``prepare`` gets: the device, cubins loaded once per file and
+    checked against the device's arch, library bindings loaded once per library, and of
+    the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
+    for a dynamic dim)."""
+
+    def __init__(self, device: Device, modules: dict[Path, LoadedModule], images: dict[str, BinaryImage],
+                 libraries: dict[str, Any], sealed: bool = False):
+        self.device, self.modules, self.images, self.libraries = device, modules, images, libraries
+        self.sealed = sealed
+        self.kernels: dict[int, Any] = {}  # the checked kernels, for CheckedDevice
+        self.emulation: Callable | None = None
+        self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
+
+    def library(self, handle: Any) -> Any:
+        """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
+        return library_binding(self.libraries, handle)
+
+    def module(self, handle: Any) -> LoadedModule:
+        path = Path(handle.path)
+        loaded = self.modules.get(path)
+        if loaded is None:
+            arch = getattr(self.device, "arch", None)
+            if arch is not None and not getattr(self.device, "simulated", False):
+                from partita.runtime.cuda import arch_runs_on
+
+                if not arch_runs_on(handle.arch, arch):
+                    raise PartitaError(
+                        f"the cubin of @{handle.binary} is built for {handle.arch} and does not run on "
+                        f"{self.device.name} ({arch}); compile for {arch}"
+                    )
+            # Embedded bytes or the cache file, checked against the binary's sha256 before
+            # the driver sees them. Only a binary with bytes of its own (not library or
+            # ONNX records) is ever read, and a sealed model (a loaded compiled-model file)
+            # reads no host path at all.
+            image = self.images.get(handle.binary)
+            if image is None:
+                raise PartitaError(f"the kernel of @{handle.function} lies in byoc.binary @{handle.binary}, "
+                                   "which is not a cubin (its format has no bytes of its own)")
+            if image.data is None and self.sealed:
+                raise PartitaError(f"byoc.binary @{handle.binary} has no embedded bytes; a compiled model "
+                                   "reads no host file")
+            if image.data is None:  # the handle's file, checked against the binary's digest
+                image = BinaryImage(handle.binary, path, image.digest, nvrtc=image.nvrtc)
+            cubin = image.read()
+            interface = CubinInterface.read(handle.binary, cubin)
+            loaded = self.modules[path] = CheckedModule(self.device.load_module(cubin), interface,
+                                                        getattr(self.device, "arch", None) or handle.arch,
+                                                        self.kernels)
+        return loaded
+
+
+@dataclass
+class _Call:
+    op: byoc.CallExternOp
+    prepared: Any  # None: an explicit host step running the reference body
+    handle: Any
+
+
+class LaunchPlan:
+    """The entry function of a lowered module as steps, prepared on ``device``."""
+
+    def __init__(self, module: ModuleOp, device: Device, *, entry: str = "main", handles: dict | None = None,
+                 embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
+        from partita.runtime.extern import kernel_handles
+        from partita.runtime.reference import ReferenceExecutor
+
+        self.module, self.device, self.entry = module, device, entry
+        self.function = self._entry(module, entry)
+        self.block = self.function.body.block
+        self.executor = ReferenceExecutor(module)
+        self.interpreter = self.executor.interpreter
+        try:
+            self.handles = kernel_handles(module) if handles is None else handles
+        except RECORD_ERRORS as err:
+            raise PartitaError(f"a kernel record of the module cannot be used ({type(err).__name__}: {err})") from None
+        self.symbols = {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
+        self.alias = buffer_of(self.block)
+        self.ranges = live_ranges(self.block)
+        self.modules: dict[Path, LoadedModule] = {}
+        self.calls: dict[Operation, _Call] = {}
+        self.constants: dict[SSAValue, np.ndarray] = {}
+        self.params = None
+        self.mapped: list[int] = []  # weights the device reads in place (map_host)
+        self.arena = None
+        self.param_ptr: dict[SSAValue, int] = {}
+        self.static_ptr: dict[SSAValue, int] = {}
+        self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
+        self.sizing_args = sizing_arguments(self.block)
+        """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
+        are part of a run's shape signature, like TensorRT's shape tensors."""
+        # Library bindings by library name (``cublas``...): loaded on first use; tests pass
+        # recording stand-ins.
+        self.libraries: dict[str, Any] = dict(libraries or {})
+        check_memory_plan(self.function)  # before anything is allocated
+        loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries,
+                         sealed=embedded is not None and bool(embedded))
+        # Launches are packed through it: geometry and argument layout checked against
+        # each kernel's cubin before a device sees them.
+        self.checked_device = CheckedDevice(device, loader.kernels)
+        try:
+            # Constants nothing reads are never built. Splats are device fills: on a GPU
+            # only device memory limits them; the simulated device's memory is the host's,
+            # so there they stay within one total budget.
+            if device.simulated:
+                check_splat_budget([op for op in self.block.ops if isinstance(op, nn.ConstantOp) and op.result.uses])
+            for op in self.block.ops:
+                self._load_op(op, loader)
+            self._place_constants()
+            self._place_static()
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _entry(module: ModuleOp, entry: str) -> func.FuncOp:
+        for op in module.ops:
+            if isinstance(op, func.FuncOp) and op.sym_name.data == entry and op.body.blocks:
+                if len(op.body.blocks) != 1:
+                    raise op_error(op, "the launch plan needs a function of a single block")
+                return op
+        raise PartitaError(f"no func.func @{entry} with a body in the module")
+
+    def _load_op(self, op: Operation, loader: _Loader) -> None:
+        if isinstance(op, byoc.CallExternOp):
+            name = op.callee.string_value()
+            handle = self.handles.get(name)
+            prepared = None
+            if handle is not None:
+                loader.emulation = self.emulation(op)
+                loader.operands = [(tuple(d if d >= 0 else -1 for d in v.type.get_shape()), _dtype(v.type))
+                                   for v in op.inputs]
+                try:
+                    prepared = handle.prepare(loader)
+                except RECORD_ERRORS as err:
+                    raise op_error(op, f"the kernel record of @{name} cannot be used ({type(err).__name__}: {err})") from None
+            self.calls[op] = _Call(op, prepared, handle)
+        elif isinstance(op, nn.ConstantOp):
+            # A splat stays a zero-stride view: the device fills its buffer (no host copy).
+            # Constants nothing reads are not placed at all.
+            if op.result.uses:
+                values = op.to_numpy()
+                self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
+        elif not isinstance(
+            op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
+        ) and not op.name.startswith("arith."):
+            raise op_error(op, "cannot be part of a launch plan (expected byoc, nn, arith, tensor.dim or shape-function calls)")
+
+    def emulation(self, op: byoc.CallExternOp) -> Callable[[list[np.ndarray], list[np.ndarray]], None]:
+        """The reference semantics of the extern function ``op`` calls, in
+        destination-passing style."""
+        name = op.callee.string_value()
+        reference = self.symbols.get(name + REFERENCE_SUFFIX)
+        if reference is None or reference.attributes.get(byoc.REFERENCE_IMPL) != SymbolRefAttr(name):
+            def missing(inputs, outputs):
+                raise op_error(op, f"cannot emulate @{name}: no @{name}{REFERENCE_SUFFIX} reference body "
+                               "(keep it with mark-compiler-functions-as-extern{keep-reference=true})")
+            return missing
+        interpreter = self.interpreter
+
+        def emulate(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+            results = interpreter.call_op(reference, tuple(inputs))
+            for out, result in zip(outputs, results, strict=True):
+                if out.shape != np.shape(result):
+                    raise op_error(op, f"@{name} computed a result of shape {np.shape(result)}, {out.shape} was allocated")
+                np.copyto(out, result)
+
+        return emulate
+
+    def _place_constants(self) -> None:
+        """Weights to the device once: one buffer, one upload (or, for a splat, one device
+        fill of its element) each, one sync."""
+        if not self.constants:
+            return
+        map_host = getattr(self.device, "map_host", None)
+        values = []
+        for value, array in self.constants.items():
+            if map_host is not None and splat_element(array) is None:
+                # The simulated device reads a weight where it lies (a view of the mapped
+                # model file, or of the IR's bytes): no copy.
+                self.param_ptr[value] = map_host(array)
+                self.mapped.append(self.param_ptr[value])
+            else:
+                values.append(value)
+        if not values:
+            return
+        sizes = [self.constants[v].nbytes for v in values]
+        offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
+        self.params = self.device.alloc(total)
+        stream = self.device.create_stream()
+        staging = None
+        try:
+            make_staging = getattr(self.device, "pinned_staging", None)
+            largest = max((self.constants[v].nbytes for v in values if splat_element(self.constants[v]) is None),
+                          default=0)
+            if make_staging is not None and largest:  # a GPU: host memory stays two chunks (issue 25)
+                staging = make_staging(min(STAGING_CHUNK_BYTES, largest))
+            for value, offset in zip(values, offsets):
+                array = self.constants[value]
+                self.param_ptr[value] = int(self.params) + offset
+                element = splat_element(array)
+                if element is not None:
+                    self.device.fill(int(self.params) + offset, element, array.size, stream)
+                elif array.nbytes:
+                    (staging or self.device).upload(int(self.params) + offset, array, stream)
+            self.device.synchronize(stream)
+        finally:
+            if staging is not None:
+                staging.close()
+            self.device.destroy_stream(stream)
+
+    def _place_static(self) -> None:
+        size = self.function.attributes.get(ARENA_SIZE)
+        planned = [op for op in self.block.ops if isinstance(op, byoc.AllocTensorOp) and OFFSET in op.attributes]
+        if not planned:
+            return
+        if not isinstance(size, IntegerAttr):
+            raise op_error(self.function, f"has planned allocations but no '{ARENA_SIZE}'")
+        self.arena = self.device.alloc(size.value.data)
+        for op in planned:
+            offset = op.attributes[OFFSET]
+            assert isinstance(offset, IntegerAttr)
+            self.static_ptr[op.result] = int(self.arena) + offset.value.data
+
+    @property
+    def host_ops(self) -> list[str]:
+        """Every step the host runs, named by its op and location."""
+        out = []
+        for op in self.block.ops:
+            if isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp | nn.ReshapeOp):
+                out.append(f"{op.name}{_where(op)}")
+            elif isinstance(op, byoc.CallExternOp) and self.calls[op].prepared is None:
+                out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
+        return out
+
+    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+             sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
+        return BoundPlan(self, inputs, stats, sizing)
+
+    def close(self) -> None:
+        for buffer in (self.params, self.arena, *self.mapped):
+            if buffer is not None:
+                self.device.free(buffer)
+        self.params = self.arena = None
+        self.mapped = []
+        for call in self.calls.values():  # library handles, descriptors, engines
+            close = getattr(call.prepared, "close", None)
+            if close is not None:
+                close()
+        for module in self.modules.values():
+            unload = getattr(module, "unload", None)
+            if unload is not None:
+                unload()
+        self.modules.clear()
+
+
+def _where(op: Operation) -> str:
+    loc = getattr(op, "location", None)
+    if loc is not None and hasattr(loc, "filename"):
+        return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return ""
