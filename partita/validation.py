@@ -11,7 +11,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from partita.collage.cost import load_devices
-from partita.ir import PartitaError
+from partita.dialects.byoc import EXTERN
+from partita.ir import PartitaError, op_error
 from partita.lowering.nvrtc import check_arch
 from partita.target import CompilationConfig, Target
 
@@ -89,9 +90,6 @@ def check_calls(module: ModuleOp) -> None:
     has nothing to run."""
     from xdsl.dialects.func import CallOp
 
-    from partita.dialects.byoc import EXTERN
-    from partita.ir import op_error
-
     functions = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
     for op in module.walk():
         if not isinstance(op, CallOp):
@@ -109,8 +107,6 @@ MAX_RANK = 64
 def check_ranks(module: ModuleOp) -> None:
     """Functions take and return tensors of at most ``MAX_RANK`` dimensions."""
     from xdsl.dialects.builtin import TensorType
-
-    from partita.ir import op_error
 
     for op in module.ops:
         if not isinstance(op, FuncOp):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
+from partita.backends.gemm_forms import batched_gemm
 from partita.backends.pattern import (
     Match,
     Pattern,
@@ -72,8 +73,6 @@ def check_dense_gelu(match: Match) -> bool:
 def check_batch_matmul(match: Match) -> bool:
     """``nn.batch_matmul`` (any transposes) or ``nn.matmul`` whose batch dims are equal,
     or broadcast as a whole operand (a batched GEMM with batch stride 0)."""
-    from partita.lowering.cutlass.kernels import batched_gemm
-
     gemm = match.find("nn.batch_matmul") or match.find("nn.matmul")
     if gemm is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False

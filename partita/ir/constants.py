@@ -57,8 +57,6 @@ def check_splat_budget(ops: list[Operation], total: int = MATERIALIZE_TOTAL_BYTE
         if isinstance(attr, DenseIntOrFPElementsAttr) and is_splat(attr):
             spent += splat_bytes(attr)
             if spent > total:
-                from partita.ir.diagnostics import op_error
-
                 raise op_error(op, f"splat constants would take {spent / 2**20:.0f} MiB once materialized "
                                    f"(this one included), over the total of {total / 2**20:.0f} MiB")
 

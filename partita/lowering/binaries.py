@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from partita.dialects import byoc
 from partita.files import read_regular_file
 from partita.ir import PartitaError, symbol_name
-from partita.lowering.nvrtc import default_cache_dir
+from partita.lowering.nvrtc import default_cache_dir, nvrtc_version
 
 CACHE_DIR = "cache_dir"
 """The ``byoc.binary`` attribute naming a cache other than the default one."""
@@ -123,8 +123,6 @@ def cache_attributes(cubin_path: Path) -> dict[str, StringAttr]:
     the NVRTC that compiled it (``nvrtc = "13.0"``: another version gives other digests),
     and the cache it used unless that is the default one (the IR then names no path of this
     machine)."""
-    from partita.lowering.nvrtc import nvrtc_version
-
     major, minor = nvrtc_version()
     attributes = {NVRTC: StringAttr(f"{major}.{minor}")}
     cache = Path(cubin_path).parent.absolute()

@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from partita.files import write_atomically
+from partita.lowering.cubin import kernel_symbols
 
 
 class NvrtcError(RuntimeError):
@@ -167,8 +168,6 @@ def declared_entries(code: str) -> set[str]:
 def _defines_entries(cubin: bytes, entries: set[str]) -> bool:
     if not entries:
         return True
-    from partita.lowering.cubin import kernel_symbols
-
     try:
         return entries <= kernel_symbols(cubin)
     except Exception:  # noqa: BLE001 - CubinError, or pyelftools' own errors on junk

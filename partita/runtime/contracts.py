@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from partita.runtime.arguments import ArgumentLayout
+
 __all__ = [
     "CapturedGraph", "Device", "LibraryHandle", "LoadedModule", "PreparedLaunch", "TimedModule", "TimingDevice",
 ]
@@ -80,7 +82,11 @@ class Device(Protocol):
     def load_module(self, cubin: bytes) -> LoadedModule: ...
 
     def prepare_launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
-                       args: Sequence[tuple[str, object]], operands: Sequence[Any] = ()) -> PreparedLaunch: ...
+                       args: Sequence[tuple[str, object]], operands: Sequence[Any] = (),
+                       layout: ArgumentLayout | None = None) -> PreparedLaunch:
+        """A launch packed once; ``layout`` is the plan's layout of these argument kinds
+        (built when absent), so the device only fills in values."""
+        ...
 
     def capture(self, stream: Any, record: Callable[[Any], None]) -> CapturedGraph: ...
 

@@ -11,8 +11,8 @@
   with the same calls (tests use a recording one).
 * :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
   at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
-* :func:`pack_kernel_args` -- pure C-ABI packing of ``[(kind, value)]``,
-  testable without a GPU against ``partita.lowering.cubin.kernel_params``.
+* Launch arguments are packed by ``partita.runtime.arguments`` (C ABI, one layout per
+  parameter-kind list, testable without a GPU against ``partita.lowering.cubin.kernel_params``).
 """
 
 from __future__ import annotations
@@ -20,22 +20,12 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-#: kind -> (struct format, size, alignment)
-_KINDS = {
-    "ptr": ("<Q", 8, 8),
-    "int": ("<i", 4, 4),
-    "i32": ("<i", 4, 4),
-    "u32": ("<I", 4, 4),
-    "i64": ("<q", 8, 8),
-    "u64": ("<Q", 8, 8),
-    "f32": ("<f", 4, 4),
-    "f64": ("<d", 8, 8),
-}
+from partita.runtime.arguments import ArgumentLayout
 
 
 class CudaError(RuntimeError):
@@ -43,33 +33,6 @@ class CudaError(RuntimeError):
 
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
-
-
-def pack_kernel_args(params: Iterable[tuple[str, object]]) -> tuple[bytes, list[int]]:
-    """Pack kernel arguments following the C ABI.
-
-    ``params`` is ``[(kind, value)]`` with kind in ``ptr``/``int``/``i32``/
-    ``u32``/``i64``/``u64``/``f32``/``f64``; each argument is placed at the next
-    offset aligned to its size (pointers 8, ints 4).  Returns the buffer (padded
-    to a multiple of 8 when it holds any 8-byte argument) and the offsets.
-    """
-    buf = bytearray()
-    offsets: list[int] = []
-    max_align = 1
-    for kind, value in params:
-        try:
-            fmt, size, align = _KINDS[kind]
-        except KeyError:
-            raise ValueError(f"unknown kernel argument kind {kind!r}") from None
-        max_align = max(max_align, align)
-        pad = (-len(buf)) % align
-        buf += bytes(pad)
-        offsets.append(len(buf))
-        if kind in ("ptr", "u64") and int(value) < 0:  # type: ignore[call-overload]
-            raise ValueError("negative pointer")
-        buf += struct.pack(fmt, value)
-    buf += bytes((-len(buf)) % max_align)
-    return bytes(buf), offsets
 
 
 def _driver():
@@ -324,10 +287,12 @@ class CudaDevice:
         else:
             raise ValueError(f"no device fill for elements of {len(raw)} bytes")
 
-    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=()) -> CudaLaunch:
-        """A launch packed once; ``operands`` (which argument is which tensor) let the plan
-        patch a zero-copy input's pointer into it."""
-        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args))
+    def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=(),
+                       layout: ArgumentLayout | None = None) -> CudaLaunch:
+        """A launch packed once (with ``layout``, the plan's layout of these argument kinds,
+        when given); ``operands`` (which argument is which tensor) let the plan patch a
+        zero-copy input's pointer into it."""
+        launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args, layout))
         launch.args, launch.operands = tuple(args), tuple(operands)
         return launch
 
@@ -434,10 +399,12 @@ def _dim3(values: Sequence[int]) -> tuple[int, int, int]:
     return out  # type: ignore[return-value]
 
 
-def _packed(args: Sequence[tuple[str, object]]):
+def _packed(args: Sequence[tuple[str, object]], layout: ArgumentLayout | None = None):
     """The C-ABI argument buffer and the ``kernelParams`` array pointing into it (both
     ctypes objects the launch keeps alive)."""
-    payload, offsets = pack_kernel_args(args)
+    if layout is None:
+        layout = ArgumentLayout.of(kind for kind, _ in args)
+    payload, offsets = bytes(layout.pack([value for _, value in args])), layout.offsets
     buf = ctypes.create_string_buffer(payload, max(8, len(payload)))
     base = ctypes.addressof(buf)
     kparams = (ctypes.c_void_p * max(1, len(offsets)))(*[base + o for o in offsets])
@@ -558,7 +525,7 @@ class CudaModule:
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[tuple[str, object]], smem: int = 0, stream=0) -> None:
-        """Launch ``name`` with C-ABI-packed ``args`` (see :func:`pack_kernel_args`)."""
+        """Launch ``name`` with C-ABI-packed ``args`` (see ``partita.runtime.arguments.pack_kernel_args``)."""
         self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)(stream)
 
     def time_launch(self, name: str, grid, block, args, smem: int = 0,

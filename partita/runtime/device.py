@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from partita.runtime.cuda import pack_kernel_args
+from partita.runtime.arguments import ArgumentLayout
 
 __all__ = ["Operand", "SimulatedDevice"]
 
@@ -225,9 +225,12 @@ class SimulatedDevice:
         self.counts["load_module"] += 1
         return SimulatedModule(self, cubin)
 
-    def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = ()):
-        params, offsets = pack_kernel_args(args)
-        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), bytearray(params), tuple(offsets),
+    def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = (),
+                       layout: ArgumentLayout | None = None):
+        if layout is None:  # a launch outside a plan
+            layout = ArgumentLayout.of(kind for kind, _ in args)
+        params = layout.pack([value for _, value in args])
+        launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), params, layout.offsets,
                                  tuple(operands))
         launch.args = tuple(args)  # what was packed, for reports and tests
         return launch

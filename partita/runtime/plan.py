@@ -49,6 +49,8 @@ from xdsl.dialects.builtin import (
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.ir.abi import argument_names
+from partita.runtime.cuda import CudaDevice, CudaError, arch_runs_on, cuda_status
+from partita.runtime.device import SimulatedDevice
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.plan_bind import BoundPlan, HostStep, Tensor, _dtype
 from partita.runtime.plan_load import LaunchPlan
@@ -328,9 +330,6 @@ def _bind(function: func.FuncOp, args: list[Any], named: dict[str, Any], stream:
 
 
 def _choose_device(module: ModuleOp, device: Any) -> tuple[Any, str | None]:
-    from partita.runtime.cuda import CudaDevice, CudaError, arch_runs_on, cuda_status
-    from partita.runtime.device import SimulatedDevice
-
     if device == "simulated":
         return SimulatedDevice(), None
     if device not in ("auto", "cuda"):

@@ -109,6 +109,9 @@ class LaunchPlan:
 
     def __init__(self, module: ModuleOp, device: Device, *, entry: str = "main", handles: dict | None = None,
                  embedded: Mapping[str, bytes] | None = None, libraries: Mapping[str, Any] | None = None):
+        # Imported here although no cycle needs it: imported with this module, they shift
+        # the heap so that partita-run keeps one more weight-sized block resident (seen by
+        # tests/runtime/test_weights.py::test_compile_and_run_grow_by_about_the_weights).
         from partita.runtime.extern import kernel_handles
         from partita.runtime.reference import ReferenceExecutor
 

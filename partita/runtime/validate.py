@@ -16,6 +16,7 @@ are checked before anything reaches the driver.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -27,6 +28,7 @@ from partita.lowering.cubin import (
     kernel_params,
     kernel_symbols,
 )
+from partita.runtime.arguments import ArgumentLayout, ArgumentLayouts
 
 __all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
 
@@ -118,24 +120,33 @@ class CheckedModule:
 
 class CheckedDevice:
     """``device`` whose ``prepare_launch`` checks geometry and argument layout of the
-    kernels ``registry`` knows (those of checked cubins) before packing a launch."""
+    kernels ``registry`` knows (those of checked cubins) before packing a launch. It packs
+    with ``layouts``: one layout per argument-kind list, built once for the plan that
+    made this device."""
 
-    def __init__(self, device: Any, registry: dict[int, tuple[Any, _Kernel]]):
+    def __init__(self, device: Any, registry: dict[int, tuple[Any, _Kernel]], layouts: ArgumentLayouts | None = None):
         self._device, self._registry = device, registry
+        self.layouts = ArgumentLayouts() if layouts is None else layouts
 
     def prepare_launch(self, function, grid, block, smem, args, operands=()):
         entry = self._registry.get(id(function))
+        where = f"kernel '{entry[1].name}' of @{entry[1].cubin.binary}" if entry is not None else "a kernel"
+        try:
+            layout = self.layouts(kind for kind, _ in args)
+        except ValueError as err:
+            raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
         if entry is not None and entry[0] is function:
-            check_launch(entry[1], tuple(grid), tuple(block), smem, list(args))
-        return self._device.prepare_launch(function, grid, block, smem, args, operands)
+            check_launch(entry[1], tuple(grid), tuple(block), smem, layout)
+        try:
+            return self._device.prepare_launch(function, grid, block, smem, args, operands, layout=layout)
+        except (ValueError, TypeError, struct.error) as err:  # a value its kind cannot hold
+            raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._device, attr)
 
 
-def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, args: list[tuple[str, Any]]) -> None:
-    from partita.runtime.cuda import pack_kernel_args
-
+def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, layout: ArgumentLayout) -> None:
     where = f"kernel '{kernel.name}' of @{kernel.cubin.binary}"
     if len(block) != 3 or any(not isinstance(b, int) or not 1 <= b <= m for b, m in zip(block, MAX_BLOCK)):
         raise PartitaError(f"{where}: block {block} is outside 1..{MAX_BLOCK} per dimension")
@@ -146,13 +157,7 @@ def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, args: li
                            "it was compiled for")
     if len(grid) != 3 or any(not isinstance(g, int) or not 1 <= g <= m for g, m in zip(grid, MAX_GRID)):
         raise PartitaError(f"{where}: grid {grid} is outside 1..{MAX_GRID} per dimension")
-    try:
-        _, offsets = pack_kernel_args(args)
-    except (ValueError, TypeError) as err:
-        raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
-    from partita.runtime.cuda import _KINDS
-
-    packed = [(offset, _KINDS[kind][1]) for offset, (kind, _) in zip(offsets, args)]
+    packed = list(zip(layout.offsets, layout.sizes))
     declared = [(p.offset, p.size) for p in kernel.cubin.params(kernel.name)]
     if packed != declared:
         raise PartitaError(f"{where}: its record packs arguments as (offset, size) {packed}, but the kernel "

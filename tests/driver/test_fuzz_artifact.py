@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.artifact_files import pack, reseal, unpack  # tests/support/artifact_files.py
-from test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
+from driver.test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
 
 import partita
 from partita import artifact

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import partita  # noqa: E402
-from partita.frontends.torch.dynamo import PartitaGraph, partita_backend  # noqa: E402
 from partita.ir import PartitaError  # noqa: E402
+from partita.tools.dynamo import PartitaGraph, partita_backend  # noqa: E402
 
 HOST = {"partitioner": "none", "fallback_device": "cpu"}  # reference semantics, no NVRTC
 
@@ -180,7 +180,7 @@ m = torch.nn.Linear(4, 3).eval()
 c = torch.compile(m, backend="partita", options={"partitioner": "none", "fallback_device": "cpu"})
 x = torch.randn(2, 4)
 torch.testing.assert_close(c(x), m(x))
-assert "partita.frontends.torch.dynamo" in sys.modules
+assert "partita.tools.dynamo" in sys.modules
 print("ok")
 """
 

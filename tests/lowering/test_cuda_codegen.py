@@ -159,7 +159,7 @@ def _run_function(function, args):
 
 
 def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
-    from partita.runtime.cuda import pack_kernel_args
+    from partita.runtime.arguments import pack_kernel_args
 
     module, _, _ = lowered
     handles = kernel_handles(module)

@@ -219,7 +219,7 @@ def test_kernels_compute_the_reference_semantics(lowered, host_kernels: HostKern
 
 
 def test_device_path_launches_the_recorded_geometry(lowered) -> None:
-    from partita.runtime.cuda import pack_kernel_args
+    from partita.runtime.arguments import pack_kernel_args
 
     module, _ = lowered
     handles = kernel_handles(module)
@@ -256,7 +256,7 @@ def test_device_path_launches_window_kernels(lowered) -> None:
     """The pools launch one thread per output element; the packed arguments match the
     cubin's parameter table; the epilogue's inputs (the bias, the other pool's result)
     are arguments of the max pool's kernel."""
-    from partita.runtime.cuda import pack_kernel_args
+    from partita.runtime.arguments import pack_kernel_args
 
     module, _ = lowered
     handles = kernel_handles(module)
@@ -305,7 +305,7 @@ def test_device_path_launches_row_reductions(tmp_path) -> None:
     """RMSNorm's statistics (mean over 4096, + eps, sqrt), global average pooling and an
     argmax over the last axes: one block per output element (grid = the rows), 256 threads
     for rows of 4096 and 64 for rows of 49, arguments as the cubin's parameter table."""
-    from partita.runtime.cuda import pack_kernel_args
+    from partita.runtime.arguments import pack_kernel_args
 
     ctx = make_context()
     module = parse_module(ROW_REDUCTIONS, ctx, "stats.mlir")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import partita
+from partita.backends.gemm_forms import batched_gemm
 from partita.lowering.cutlass import (
     KernelSpec,
     UnsupportedKernel,
@@ -22,7 +23,7 @@ from partita.lowering.cutlass import (
     emit_module,
 )
 from partita.lowering.cutlass.emitter import gemm_layout, gemm_strides
-from partita.lowering.cutlass.kernels import batched_gemm, problem_dims
+from partita.lowering.cutlass.kernels import problem_dims
 
 
 def _spec(a_shape, b_shape, ta=False, tb=False, dtype="float32", dynamic=()):

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
-from test_ops_conv import DYN, NP, TOL, _function, _inputs
+from ops.test_ops_conv import DYN, NP, TOL, _function, _inputs
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
-from test_ops_reduction import check_against_onnx, model, rand_like
+from ops.test_ops_reduction import check_against_onnx, model, rand_like
 
 import partita
 from partita.frontends.onnx import import_onnx

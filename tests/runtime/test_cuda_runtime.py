@@ -5,7 +5,8 @@ import pytest
 
 from partita.lowering import cubin, nvrtc
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
-from partita.runtime.cuda import CudaDevice, cuda_available, launch_entry, pack_kernel_args
+from partita.runtime.arguments import pack_kernel_args
+from partita.runtime.cuda import CudaDevice, cuda_available, launch_entry
 
 gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 

@@ -3,7 +3,7 @@
 ``partita.compile(module, example_inputs=(x,), dynamic_shapes=...)`` exports the module
 with ``torch.export`` and converts its ATen graph straight to ``nn`` ops (see
 :mod:`partita.frontends.torch.importer`); ``torch.compile(model, backend="partita")`` is
-in :mod:`partita.frontends.torch.dynamo`. torch is imported only when used (the ``[torch]``
+in :mod:`partita.tools.dynamo`. torch is imported only when used (the ``[torch]``
 extra).
 """
 

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, Unk
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from partita.dialects import nn
-from partita.dialects.nn.base import element_type_of
+from partita.dialects.nn.base import element_type_of, numpy_dtype
 from partita.ir.diagnostics import PartitaError
 
 __all__ = ["ATEN_CONVERTERS", "import_exported_program"]
@@ -60,8 +60,6 @@ class _Importer:
         else:
             dtype = np.float32
             if like is not None:
-                from partita.dialects.nn.base import numpy_dtype
-
                 dtype = numpy_dtype(like.type.element_type)  # type: ignore[attr-defined]
             array = np.asarray(value, dtype=dtype)
         return self.emit(nn.ConstantOp(np.ascontiguousarray(array)))

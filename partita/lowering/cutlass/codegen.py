@@ -26,6 +26,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
+from partita.backends.gemm_forms import batched_gemm
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.lowering import nvrtc
@@ -38,7 +39,6 @@ from partita.lowering.cutlass import (
     choose_config,
     emit_module,
 )
-from partita.lowering.cutlass.kernels import batched_gemm
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions

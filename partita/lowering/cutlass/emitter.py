@@ -143,7 +143,7 @@ class EntryInfo:
 
     def args(self, pointers: dict[str, int], dims: dict[str, int] | None = None
              ) -> list[tuple[str, int]]:
-        """``[(kind, value)]`` for :func:`partita.runtime.cuda.pack_kernel_args`.
+        """``[(kind, value)]`` for :func:`partita.runtime.arguments.pack_kernel_args`.
 
         ``pointers`` maps input names, ``"out"`` and (with split-k)
         ``"workspace"`` to device addresses; ``dims`` gives the run-time dims.

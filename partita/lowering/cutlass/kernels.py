@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cutlass_library.conv2d_operation import Conv2dOperation
@@ -244,48 +243,6 @@ class KernelSpec:
         if self.op != "batch_matmul":
             return 1
         return self.batch if self.batch is not None else dict(dims or {})["batch"]
-
-
-def _dim_or_none(d: int) -> int | None:
-    return None if d < 0 else d
-
-
-def _prod_or_none(dims: Sequence[int]) -> int | None:
-    return None if any(d < 0 for d in dims) else math.prod(dims)
-
-
-def batched_gemm(a: Sequence[int], b: Sequence[int], transpose_a: bool, transpose_b: bool
-                 ) -> dict[str, object] | str:
-    """The batched-GEMM reading of ``op(a) @ op(b)`` with NumPy batch broadcasting (shapes
-    with -1 for run-time dims): ``batch``, ``M``, ``N``, ``K`` (``None`` if dynamic) and
-    which operand is broadcast over the batch; or why CUTLASS cannot take it. A plain
-    ``a[..., M, K]`` times a matrix folds the batch into M (one GEMM)."""
-    if len(a) < 2 or len(b) < 2:
-        return "CUTLASS GEMMs need operands of rank >= 2"
-    bat_a, bat_b = tuple(a[:-2]), tuple(b[:-2])
-    M = _dim_or_none(a[-1] if transpose_a else a[-2])
-    K = _dim_or_none(a[-2] if transpose_a else a[-1])
-    N = _dim_or_none(b[-2] if transpose_b else b[-1])
-    dims: dict[str, object] = {"M": M, "N": N, "K": K, "broadcast_a": False, "broadcast_b": False}
-    ones_a, ones_b = all(d == 1 for d in bat_a), all(d == 1 for d in bat_b)
-    if ones_b and not transpose_a and len(a) >= len(b):
-        dims.update(batch=1, M=_prod_or_none(a[:-1]))   # one GEMM over every row of a
-    elif ones_b:
-        dims.update(batch=_prod_or_none(bat_a), broadcast_b=len(bat_a) > 0)
-    elif ones_a and len(b) >= len(a):
-        dims.update(batch=_prod_or_none(bat_b), broadcast_a=True)
-    elif len(bat_a) == len(bat_b) and all(x == y or (x < 0 and y != 1) or (y < 0 and x != 1)
-                                          for x, y in zip(bat_a, bat_b)):
-        # equal batch dims (a run-time one is checked against the other side at every call)
-        dims.update(batch=_prod_or_none([max(x, y) if min(x, y) >= 0 or max(x, y) > 1 else -1
-                                         for x, y in zip(bat_a, bat_b)]))
-    else:
-        return f"CUTLASS batched GEMMs broadcast a whole operand, not batch dims {list(bat_a)} against {list(bat_b)}"
-    if dims["broadcast_a"] and dims["batch"] == 1:
-        dims["broadcast_a"] = False
-    if dims["broadcast_b"] and dims["batch"] == 1:
-        dims["broadcast_b"] = False
-    return dims
 
 
 def problem_dims(spec: KernelSpec, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:

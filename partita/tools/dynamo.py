@@ -5,7 +5,9 @@ graph break does; compiled graphs are cached per input signature (shapes and dty
 so a new batch size compiles once and is then reused.
 
 Importing this module registers the backend with TorchDynamo; ``pyproject.toml`` also
-names it under ``torch_dynamo_backends`` so an installed Partita needs no import.
+names it under ``torch_dynamo_backends`` so an installed Partita needs no import. It sits
+with the tools, above the driver whose ``compile`` it calls (the importer it drives is
+``partita.frontends.torch``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from partita.driver import compile as compile_model
 from partita.ir.diagnostics import PartitaError
 
 __all__ = ["PartitaGraph", "partita_backend"]
@@ -35,9 +38,7 @@ class PartitaGraph:
         self.returns_sequence = isinstance(outputs, (tuple, list))
 
     def _compile(self, inputs: Sequence[Any]) -> Any:
-        import partita
-
-        return partita.compile(self.graph_module, example_inputs=tuple(inputs), **self.options)
+        return compile_model(self.graph_module, example_inputs=tuple(inputs), **self.options)
 
     def __call__(self, *inputs: Any) -> Any:
 
@@ -63,11 +64,21 @@ def partita_backend(graph_module: Any, example_inputs: Sequence[Any], **options:
 
 
 def register() -> None:
-    """Registers ``partita`` with TorchDynamo (once)."""
-    from torch._dynamo import list_backends, register_backend
+    """Registers ``partita`` with TorchDynamo (once). When the installed entry point names
+    this function, TorchDynamo registers it on first use and loading it runs this import:
+    registering here too would be a duplicate. An entry point naming another place (an
+    install older than the module's move) is replaced by registering here."""
+    from importlib.metadata import entry_points
 
-    if "partita" not in list_backends(exclude_tags=()):
+    from torch._dynamo import register_backend
+
+    ours = f"{__name__}:{partita_backend.__name__}"
+    if any(ep.name == "partita" and ep.value == ours for ep in entry_points(group="torch_dynamo_backends")):
+        return
+    try:
         register_backend(name="partita")(partita_backend)
+    except AssertionError:  # "duplicate name": registered already
+        pass
 
 
 register()

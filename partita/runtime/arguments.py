@@ -1,0 +1,107 @@
+"""Kernel argument buffers in the C ABI of ``cuLaunchKernel``'s ``kernelParams``.
+
+Each argument sits at the next offset aligned to its size (pointers and 64-bit values 8,
+32-bit values 4), and the buffer is padded to a multiple of its widest argument. An
+``ArgumentLayout`` is that layout for one list of parameter kinds, worked out once:
+offsets, size and one ``struct.Struct`` whose pad bytes are explicit. Packing a launch is
+then one ``pack_into`` of its values. A launch plan keeps one layout per kind list
+(``ArgumentLayouts``, made with the plan), so binding a shape signature only fills values;
+a run rewrites single pointers in place (``set_pointer``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["KINDS", "ArgumentLayout", "ArgumentLayouts", "pack_kernel_args"]
+
+KINDS: dict[str, tuple[str, int]] = {
+    "ptr": ("Q", 8),
+    "int": ("i", 4),
+    "i32": ("i", 4),
+    "u32": ("I", 4),
+    "i64": ("q", 8),
+    "u64": ("Q", 8),
+    "f32": ("f", 4),
+    "f64": ("d", 8),
+}
+"""The ``struct`` code (little-endian) and size of each parameter kind; every kind is
+aligned to its size."""
+
+
+@dataclass(frozen=True)
+class ArgumentLayout:
+    """Where each argument of one parameter-kind list goes in the packed buffer."""
+
+    kinds: tuple[str, ...]
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    size: int
+    """Bytes of the packed buffer (padding included)."""
+    packer: struct.Struct = field(repr=False, compare=False)
+    unsigned: tuple[int, ...] = field(repr=False, compare=False)
+    """Positions of the pointer / ``u64`` arguments (a negative value is refused)."""
+
+    @classmethod
+    def of(cls, kinds: Iterable[str]) -> ArgumentLayout:
+        kinds = tuple(kinds)
+        fmt, offsets, sizes, at, widest = ["<"], [], [], 0, 1
+        for kind in kinds:
+            try:
+                code, size = KINDS[kind]
+            except KeyError:
+                raise ValueError(f"unknown kernel argument kind {kind!r}") from None
+            pad = (-at) % size
+            if pad:
+                fmt.append(f"{pad}x")
+            offsets.append(at + pad)
+            sizes.append(size)
+            fmt.append(code)
+            at += pad + size
+            widest = max(widest, size)
+        tail = (-at) % widest
+        if tail:
+            fmt.append(f"{tail}x")
+        packer = struct.Struct("".join(fmt))
+        unsigned = tuple(i for i, kind in enumerate(kinds) if kind in ("ptr", "u64"))
+        return cls(kinds, tuple(offsets), tuple(sizes), packer.size, packer, unsigned)
+
+    def pack(self, values: Sequence[Any]) -> bytearray:
+        """The buffer holding ``values`` (one per kind, in order)."""
+        if len(values) != len(self.kinds):
+            raise ValueError(f"{len(values)} argument values for {len(self.kinds)} parameters")
+        for i in self.unsigned:
+            if int(values[i]) < 0:
+                raise ValueError("negative pointer")
+        buffer = bytearray(self.size)
+        self.packer.pack_into(buffer, 0, *values)
+        return buffer
+
+
+class ArgumentLayouts:
+    """The layouts one launch plan packs with: each kind list's layout built once, on
+    first use, and shared by every launch and shape signature with those kinds."""
+
+    def __init__(self) -> None:
+        self._by_kinds: dict[tuple[str, ...], ArgumentLayout] = {}
+
+    def __call__(self, kinds: Iterable[str]) -> ArgumentLayout:
+        kinds = tuple(kinds)
+        layout = self._by_kinds.get(kinds)
+        if layout is None:
+            layout = self._by_kinds[kinds] = ArgumentLayout.of(kinds)
+        return layout
+
+    def __len__(self) -> int:
+        return len(self._by_kinds)
+
+
+def pack_kernel_args(params: Iterable[tuple[str, object]]) -> tuple[bytes, list[int]]:
+    """``[(kind, value)]`` packed in one go: the buffer and the argument offsets (for a
+    one-off launch; a plan keeps the layout instead)."""
+    params = list(params)
+    layout = ArgumentLayout.of(kind for kind, _ in params)
+    return bytes(layout.pack([value for _, value in params])), list(layout.offsets)
