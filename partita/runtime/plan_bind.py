@@ -81,7 +81,7 @@ class HostStep:
         results = self.compute(host)
         self.keep = []
         for t, value in zip(self.outputs, results, strict=True):
-            value = np.ascontiguousarray(value, dtype=t.dtype)
+            value = np.asarray(value, dtype=t.dtype, order="C")  # ascontiguousarray would make a 0-d result 1-d
             if value.shape != t.shape:
                 raise PartitaError(f"host step {self.label}: result of shape {value.shape}, but {t.shape} was planned")
             if value.nbytes:
