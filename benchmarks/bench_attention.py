@@ -31,6 +31,7 @@ import numpy as np
 
 from partita.lowering import nvrtc
 from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
+from partita.runtime.profile import time_steps
 
 PEAK_TFLOPS = 989.4
 """H100 SXM dense f16 / bf16 tensor-core peak."""
@@ -96,7 +97,9 @@ def measure(config: FlashConfig, batch: int, heads: int, seq: int) -> float | No
     out = device.alloc(arrays[0].nbytes)
     args = [("ptr", int(b)) for b in bufs] + [("ptr", 0), ("ptr", int(out)), ("i32", heads), ("i32", heads),
                                               ("i32", seq), ("i32", seq), ("f32", config.head_dim ** -0.5)]
-    ms = module.time_launch(config.entry, config.grid(batch, heads, seq), config.block, args)
+    launch = device.prepare_launch(module.kernel(config.entry), config.grid(batch, heads, seq), config.block, 0, args)
+    (seconds,) = time_steps(device, [launch], repeat=10, warmup=2)
+    ms = seconds * 1e3
     flop = 4 * batch * heads * seq * seq * config.head_dim * (0.5 if config.causal else 1.0)
     tflops = flop / (ms * 1e-3) / 1e12
     print(f"measured: {ms * 1e3:.1f} us, {tflops:.1f} TFLOPS = {100 * tflops / PEAK_TFLOPS:.1f}% of the H100 dense peak")

@@ -1,7 +1,7 @@
 """TFLOP/s of cuBLASLt against Partita's CUTLASS kernel (and the native CUDA GEMM) on one
 GEMM: 4096x4096x4096 f16 by default, and the f16 encoder's GEMM shapes with ``--encoder``.
 Each backend is timed as Collage's ``cost=measure`` does it (``CandidateTimer``): lowered
-by its codegen, planned once, the kernel or library call alone timed with CUDA events.
+by its codegen, loaded as a launch plan (library plans made at load), each step timed with CUDA events.
 
     python benchmarks/bench_libraries.py [--m 4096 --n 4096 --k 4096] [--encoder] [--batch 32]
 
@@ -50,7 +50,7 @@ def main() -> None:
         return
     device = CudaDevice()
     with tempfile.TemporaryDirectory() as cache:
-        timer = CandidateTimer(device, cache_dir=cache, warmup=5, repeat=20, rounds=5)
+        timer = CandidateTimer(device, cache_dir=cache, warmup=5, repeat=20)
         print(f"{device.name} ({device.arch})")
         print(f"{'shape':14} {'M x N x K':>20} " + " ".join(f"{b:>14}" for b in BACKENDS))
         for label, m, n, k in shapes(args):

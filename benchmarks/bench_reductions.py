@@ -30,6 +30,7 @@ from partita.lowering.cuda.program import emit_program
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.lowering.cuda.rules import ROWWISE
 from partita.runtime.cuda import CudaDevice, cuda_available, cuda_status
+from partita.runtime.profile import time_steps
 
 NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
 
@@ -79,7 +80,9 @@ def main() -> None:
                 grid, block = record.geometry((args.rows, 1))
                 device.memset0(out_buf)  # what the check reads is this schedule's
                 kernel_args = record.args([int(x_buf)], int(out_buf), record.runtime_dims([x.shape]))
-                ms = module.time_launch(record.entry, grid, block, kernel_args, repeat=args.repeat, warmup=3)
+                launch = device.prepare_launch(module.kernel(record.entry), grid, block, 0, kernel_args)
+                (seconds,) = time_steps(device, [launch], repeat=args.repeat, warmup=3)
+                ms = seconds * 1e3
                 got = device.from_device(out_buf, (args.rows, 1), x.dtype).astype(np.float32)
                 err = float(np.max(np.abs(got - want)))
                 gbs = x.nbytes / (ms * 1e-3) / 1e9

@@ -2,6 +2,7 @@
 grow with size (issue 25, item 4).
 
     python benchmarks/bench_weights.py --sizes 0.1,0.25,0.5 [--hidden 2048] [--keep DIR]
+        [--form matmul|gemm] [--precision fp32|fp16|bf16]
 
 Each model is built from code with ``onnx.helper`` (no download): a stack of
 ``MatMul -> Add -> Relu`` layers of ``hidden x hidden`` f32 weights, as many as make the
@@ -10,6 +11,21 @@ it runs ``partita-compile`` and then ``partita-run`` of the compiled file (simul
 device) in fresh processes, and prints their wall time and peak resident memory
 (the child's own ``VmHWM`` from ``/proc``: ``ru_maxrss`` would count the parent's) as a
 multiple of the weights.
+
+Measured on the 2-core, 24 GB development VM (shared with other jobs, load ~8), default
+targets, matmul form (each weight a ``perm [1, 0]`` parameter of the ONNX data file)::
+
+        GB layers | compile s  peak GB   x w | file GB |  run s  peak GB   x w
+      1.01     60 |      25.4     0.15  0.15 |    1.01 |   14.4     1.09  1.08
+      2.00    119 |      39.9     0.15  0.08 |    2.00 |   27.6     2.08  1.04
+      3.99    238 |      70.0     0.15  0.04 |    4.00 |   61.1     4.08  1.02
+      1.01     60 |      17.2     0.19  0.19 |    0.50 |   15.7     0.60  0.60   (--precision fp16)
+
+Compile memory no longer grows with the weights (they are mapped, never read into the
+IR; the file is written a 4 MiB chunk at a time). A run's peak is the weights themselves:
+the simulated device reads them where the file is mapped, and those pages count as
+resident. Time is mostly sha256 (about 0.45 GB/s on this VM: once to save, once to check
+on load) and the simulated device's NumPy GEMMs.
 """
 
 from __future__ import annotations
@@ -24,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 _CHILD = r"""
 import json, re, sys, time
@@ -38,30 +54,48 @@ sys.exit(code)
 """
 
 
-def build_model(path: Path, gigabytes: float, hidden: int, seed: int = 0) -> int:
+def _external(name: str, dims: list[int], handle, location: str) -> onnx.TensorProto:
+    """An f32 initializer whose data is the next bytes written to ``handle``."""
+    tensor = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+    tensor.data_location = TensorProto.EXTERNAL
+    length = int(np.prod(dims)) * 4
+    for key, value in (("location", location), ("offset", str(handle.tell())), ("length", str(length))):
+        tensor.external_data.add(key=key, value=value)
+    return tensor
+
+
+def build_model(path: Path, gigabytes: float, hidden: int, form: str = "matmul", seed: int = 0) -> int:
     """Writes the MLP of about ``gigabytes`` of f32 weights to ``path`` (external data in
-    ``path.name + '.data'``); returns the bytes of weights."""
+    ``path.name + '.data'``, written a layer at a time: building a 4 GB model takes one
+    layer of memory); returns the bytes of weights. ``form``: ``matmul`` (``MatMul`` by a
+    [K, N] weight, imported as a transposed copy) or ``gemm`` (``Gemm`` with ``transB``, as
+    torch exports ``nn.Linear``: the weight is used as stored)."""
     rng = np.random.default_rng(seed)
     per_layer = hidden * hidden * 4 + hidden * 4
     layers = max(1, round(gigabytes * 1e9 / per_layer))
     nodes, inits, x = [], [], "x"
-    for i in range(layers):
-        w = (rng.standard_normal((hidden, hidden), dtype=np.float32) / np.sqrt(hidden)).astype(np.float32)
-        b = rng.standard_normal(hidden, dtype=np.float32) * 0.01
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
-        nodes += [
-            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu", [f"a{i}"], [f"h{i}"]),
-        ]
-        x = f"h{i}"
+    location = path.name + ".data"
+    with open(path.parent / location, "wb") as data:
+        for i in range(layers):
+            w = rng.standard_normal((hidden, hidden), dtype=np.float32)
+            w /= np.float32(np.sqrt(hidden))
+            b = rng.standard_normal(hidden, dtype=np.float32) * np.float32(0.01)
+            inits.append(_external(f"w{i}", [hidden, hidden], data, location))
+            data.write(w.tobytes())
+            inits.append(_external(f"b{i}", [hidden], data, location))
+            data.write(b.tobytes())
+            if form == "gemm":
+                nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [f"a{i}"], transB=1))
+            else:
+                nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+                          helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"])]
+            nodes.append(helper.make_node("Relu", [f"a{i}"], [f"h{i}"]))
+            x = f"h{i}"
     graph = helper.make_graph(
         nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, hidden])],
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, hidden])], inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=path.name + ".data", size_threshold=1024)
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return layers * per_layer
 
 
@@ -80,7 +114,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--targets", default="cuda -arch=sm_90,llvm")
     parser.add_argument("--keep", type=Path, help="build the models in this folder and keep them")
+    parser.add_argument("--form", choices=("matmul", "gemm"), default="matmul",
+                        help="MatMul by [K, N] weights (transposed on import) or Gemm transB=1 (used as stored)")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
     args = parser.parse_args()
+    print(f"{args.form}, {args.precision}, targets {args.targets!r}")
     print(f"{'GB':>6} {'layers':>6} | {'compile s':>9} {'peak GB':>8} {'x w':>5} | {'file GB':>7} |"
           f" {'run s':>6} {'peak GB':>8} {'x w':>5}")
     for size in (float(s) for s in args.sizes.split(",")):
@@ -89,11 +127,12 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             model = folder / f"mlp_{size:g}gb.onnx"
             compiled = model.with_suffix(".partita")
-            weights = build_model(model, size, args.hidden)
+            weights = build_model(model, size, args.hidden, args.form)
             # Another working directory: external data must be found next to the model.
             cwd = Path(tempfile.mkdtemp())
             start = time.perf_counter()
-            c = measure("compile", [str(model), "-o", str(compiled), "-q", "--targets", args.targets], cwd)
+            c = measure("compile", [str(model), "-o", str(compiled), "-q", "--targets", args.targets,
+                                    "--precision", args.precision], cwd)
             c["seconds"] = time.perf_counter() - start
             start = time.perf_counter()
             r = measure("run", [str(compiled), "-q"], cwd)

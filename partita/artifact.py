@@ -2,30 +2,40 @@
 or IREE's ``.vmfb``: ``Executable.save(path)`` writes it, ``partita.load(path)`` reads it
 back, with no cubin cache, no NVRTC and no ONNX file.
 
-Layout of format 2 (all integers little-endian)::
+Layout of format 3 (all integers little-endian; format 2 is the same without named
+parameters, and still loads)::
 
     magic       16 bytes  b"PARTITA-MODEL\\0" + format version (u16)
     header_len   8 bytes  length of the JSON header
     header       JSON     entry, pipeline, targets, partition rows, the weights table
-                          [offset, size, sha256] and every other part as
-                          {name, offset, size, sha256}
+                          [offset, size, sha256] (+ the name, for a named parameter) and
+                          every other part as {name, offset, size, sha256}
     parts        bytes    module.mlir, one cubin per byoc.binary
     padding      zeros    up to a multiple of 4 KiB (the page size), for ``mmap``
     weights      bytes    each weight at a multiple of 64 bytes, zeros between
     trailer     32 bytes  sha256 of magic, header_len and header
 
-The header holds the digest of every part and weight, and the trailer the digest of the
+Every offset and size is 64-bit (JSON integers, ``<Q``): files over 4 GiB work. The
+header holds the digest of every part and weight, and the trailer the digest of the
 header: a changed byte anywhere is caught, and the digests say what is damaged. The file
 is written by streaming: each weight is hashed as it is copied, and the header (whose
 digests have a fixed length) is written last, over its placeholder, so nothing holds the
-whole model in memory. Loading checks every digest by reading (the page cache, not the
-process's memory), then maps the file: each ``nn.constant`` refers to its bytes in the
-mapping (read-only), as MLIR's ``dense_resource`` and IREE's parameter archives do.
+whole model in memory.
+
+Weights of ``PARAMETER_THRESHOLD_BYTES`` or more are stored by name, as named parameters
+(``partita.ir.parameters``): the module says ``#nn.parameter<"fc1.weight" : tensor<...>,
+file "" at N>`` (``""``: this file's weights section, ``N`` the weight's offset in it),
+and loading rebinds each to the file's path and absolute offset, from where whoever reads
+it maps it (read-only: the page cache holds the bytes, not the process), with the identity
+of the file whose digests it checked (a file replaced since is refused, not mapped). A parameter
+computed at another type than it is stored at (``to-mixed-precision``) is converted while
+it is streamed, a chunk at a time, and stored at the type it is computed in. Smaller
+constants are printed as a zero splat and their exact payload is a weight by position
+(text would round float constants to 7 digits); loading makes them views of the mapped
+file. Loading checks every digest by reading (the page cache, not the process's memory).
 Format 1 (one sha256 over the whole file, weights in one unaligned part) still loads.
 
-The module is the lowered IR as text, with every ``nn.constant`` printed as a zero splat
-and its exact payload among the weights (text would round small float constants to 7
-digits). A ``byoc.binary`` names its cubin by ``sha256`` only (no cache directory of the
+A ``byoc.binary`` names its cubin by ``sha256`` only (no cache directory of the
 machine that saved it): its bytes are the part ``cubin/@symbol``, checked against that
 ``sha256`` again before the driver sees them.
 """
@@ -38,24 +48,34 @@ import json
 import mmap
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from io import StringIO
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp, NoneAttr, StringAttr
+from xdsl.ir import Attribute
 from xdsl.printer import Printer
 
 from partita.dialects import byoc, make_context
 from partita.files import write_atomically
 from partita.ir import PartitaError, parse_module, verify_module
+from partita.ir.parameters import (
+    PARAMETER_THRESHOLD_BYTES,
+    ParameterAttr,
+    converted_chunks,
+    file_identity,
+    storage_dtype,
+)
 from partita.lowering.binaries import CACHE_DIR, binary_images
 from partita.report import PartitionRow
 from partita.target import CompilationConfig, TargetError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""3: format 2's layout with named parameters (a reader of 2 would not know them)."""
 MAGIC = b"PARTITA-MODEL\0" + struct.pack("<H", FORMAT_VERSION)
 _MAGIC_V1 = b"PARTITA-MODEL\0" + struct.pack("<H", 1)
+_MAGIC_V2 = b"PARTITA-MODEL\0" + struct.pack("<H", 2)
 _PREFIX = len(MAGIC) + 8
 _TRAILER = 32
 SECTION_ALIGNMENT = 4096
@@ -95,9 +115,11 @@ def _align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
 
 
-def _copy_hashed(handle: BinaryIO, data: bytes | memoryview) -> str:
-    """Writes ``data`` in chunks, hashing each chunk as it is copied."""
-    digest, view = hashlib.sha256(), memoryview(data).cast("B")
+def _copy_hashed(handle: BinaryIO, data: bytes | memoryview, digest: Any = None) -> str:
+    """Writes ``data`` in chunks, hashing each chunk as it is copied (into ``digest``, to
+    go on with a weight written in several pieces); returns the digest so far."""
+    digest = hashlib.sha256() if digest is None else digest
+    view = memoryview(data).cast("B")
     for at in range(0, len(view), _CHUNK):
         chunk = view[at : at + _CHUNK]
         digest.update(chunk)
@@ -105,20 +127,60 @@ def _copy_hashed(handle: BinaryIO, data: bytes | memoryview) -> str:
     return digest.hexdigest()
 
 
+def _stored(key: str, value, keys: dict) -> str:
+    """A name for ``value`` in the weights section unique in the file: ``key``, or ``key``
+    with a suffix when another parameter of that name is stored already."""
+    name, n = key, 1
+    while name in keys and keys[name] != value:
+        name, n = f"{key}#{n}", n + 1
+    return name
+
+
 def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
     """What writes the compiled-model file of ``exe`` to a seekable binary handle, by
     streaming (see the module docstring)."""
     module = exe.module.clone()  # attributes are shared, not copied: no weight is copied
-    weights: list[bytes] = []
+    sources: list[Callable[[], Iterable[bytes | memoryview]]] = []
     table: list[list] = []
     offset = 0
-    for op in _constants(module):
-        data = op.properties["value"].data.data
+    named: dict[str, Any] = {}  # stored name -> the parameter (or bytes' owner) it holds
+    placed: dict[Any, Attribute] = {}  # a value already stored -> its attribute in the file
+
+    def place(size: int, chunks: Callable[[], Iterable[bytes | memoryview]], name: str | None) -> int:
+        nonlocal offset
         offset = _align(offset, WEIGHT_ALIGNMENT)
-        table.append([offset, len(data), "0" * 64])
-        weights.append(data)
-        offset += len(data)
-        op.properties["value"] = _payload_placeholder(op.properties["value"])
+        start = offset
+        table.append([start, size, "0" * 64] + ([name] if name is not None else []))
+        sources.append(chunks)
+        offset += size
+        return start
+
+    for index, op in enumerate(_constants(module)):
+        value = op.properties["value"]
+        if isinstance(value, ParameterAttr):
+            if value not in placed:
+                # Stored at the type it is computed in (converted while streamed, one chunk at a time).
+                name = _stored(value.key.data, value, named)
+                named[name] = value
+                size = _elements(value) * storage_dtype(value.get_element_type()).itemsize
+                start = place(size, lambda value=value: converted_chunks(value), name)
+                placed[value] = ParameterAttr.make(name, value.type, "", start)
+            op.properties["value"] = placed[value]
+            continue
+        data = value.data.data
+        if len(data) >= PARAMETER_THRESHOLD_BYTES:  # a large dense constant is stored by name too
+            # By identity (the module keeps it alive): hashing an attribute would read its bytes.
+            key = (id(data), value.type)
+            if key not in placed:  # one payload used twice is stored once
+                hint = op.results[0].name_hint
+                name = _stored(hint or f"constant{index}", id(data), named)
+                named[name] = id(data)
+                start = place(len(data), lambda data=data: (data,), name)
+                placed[key] = ParameterAttr.make(name, value.type, "", start)
+            op.properties["value"] = placed[key]
+            continue
+        place(len(data), lambda data=data: (data,), None)
+        op.properties["value"] = _payload_placeholder(value)
     cubins: dict[str, bytes] = {}
     for symbol, image in binary_images(exe.module, exe.binaries).items():
         cubins[symbol] = image.read()  # verified against the recorded sha256
@@ -156,10 +218,15 @@ def writer(exe: CompiledModel) -> Callable[[BinaryIO], None]:
             entry["sha256"] = _copy_hashed(handle, data)
         section = _align(_PREFIX + len(placeholder) + at, SECTION_ALIGNMENT)
         written = _PREFIX + len(placeholder) + at
-        for row, data in zip(table, weights):
+        for row, chunks in zip(table, sources):
             handle.write(bytes(section + row[0] - written))
-            row[2] = _copy_hashed(handle, data)
-            written = section + row[0] + len(data)
+            digest, size = hashlib.sha256(), 0
+            for chunk in chunks():
+                _copy_hashed(handle, chunk, digest)
+                size += len(chunk)
+            assert size == row[1], (row, size)
+            row[2] = digest.hexdigest()
+            written = section + row[0] + row[1]
         final = header()
         assert len(final) == len(placeholder)
         prefix = MAGIC + struct.pack("<Q", len(final)) + final
@@ -197,7 +264,7 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
         raise _damaged(path, f"it is truncated ({len(data)} bytes)")
     if data[: len(MAGIC)] != _MAGIC_V1:
         (version,) = struct.unpack("<H", data[len(MAGIC) - 2 : len(MAGIC)])
-        raise _damaged(path, f"format version {version} is not supported (this Partita reads 1 and {FORMAT_VERSION})")
+        raise _damaged(path, f"format version {version} is not supported (this Partita reads 1 to {FORMAT_VERSION})")
     if len(data) < _PREFIX + _TRAILER or hashlib.sha256(data[:-_TRAILER]).digest() != data[-_TRAILER:]:
         raise _damaged(path, "its sha256 does not match its content (the file is truncated or changed)")
     (header_len,) = struct.unpack("<Q", data[len(MAGIC) : _PREFIX])
@@ -221,6 +288,14 @@ def read_parts(data: bytes, path: str | Path) -> tuple[dict, dict[str, bytes]]:
 def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, dict[str, bytes], list[memoryview]]:
     """The header, the parts and the weights (read-only views of the mapped file) of a
     format-2 file, every digest checked by reading through the file once."""
+    header, parts, weights, _ = _read_v2_section(handle, path, prefix)
+    return header, parts, weights
+
+
+def _read_v2_section(handle: BinaryIO, path: str | Path,
+                     prefix: bytes) -> tuple[dict, dict[str, bytes], list[memoryview], int]:
+    """``_read_v2``, and the file offset of the weights section (named parameters are
+    rebound to it)."""
     size = os.fstat(handle.fileno()).st_size
     (header_len,) = struct.unpack("<Q", prefix[len(MAGIC) : _PREFIX]) if len(prefix) == _PREFIX else (size,)
     if size < _PREFIX + header_len + _TRAILER:
@@ -244,7 +319,7 @@ def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, d
                 raise _damaged(path, f"part '{entry['name']}' does not match its sha256")
             parts[entry["name"]] = blob
             end = max(end, start + length)
-        rows = [(int(offset), int(length), str(digest)) for offset, length, digest in header["weights"]]
+        rows = [(int(row[0]), int(row[1]), str(row[2])) for row in header["weights"]]
     except (ValueError, KeyError, TypeError) as err:
         raise _damaged(path, f"its header is malformed ({err})") from None
     section = _align(end, SECTION_ALIGNMENT)
@@ -269,9 +344,9 @@ def _read_v2(handle: BinaryIO, path: str | Path, prefix: bytes) -> tuple[dict, d
     if position != limit:
         raise _damaged(path, f"it has {limit - position} bytes after its last weight")
     if not rows:
-        return header, parts, []
+        return header, parts, [], section
     mapping = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
-    return header, parts, [mapping[section + offset : section + offset + length] for offset, length, _ in rows]
+    return header, parts, [mapping[section + offset : section + offset + length] for offset, length, _ in rows], section
 
 
 def load(path: str | Path) -> CompiledModel:
@@ -280,9 +355,11 @@ def load(path: str | Path) -> CompiledModel:
     try:
         with open(path, "rb") as handle:
             prefix = handle.read(_PREFIX)
-            if prefix[: len(MAGIC)] == MAGIC:
-                header, parts, weights = _read_v2(handle, path, prefix)
+            if prefix[: len(MAGIC)] in (MAGIC, _MAGIC_V2):
+                header, parts, weights, section = _read_v2_section(handle, path, prefix)
+                identity = file_identity(os.fstat(handle.fileno()))  # of the file whose digests were checked
             else:  # format 1 (or not a compiled model: read_parts says which)
+                section, identity = 0, ""
                 handle.seek(0)
                 header, parts = read_parts(handle.read(), path)
                 if "weights.bin" not in parts:
@@ -306,10 +383,28 @@ def load(path: str | Path) -> CompiledModel:
     except UnicodeDecodeError:
         raise _damaged(path, "its module is not UTF-8 text") from None
     module = parse_module(text, make_context(), f"{path}:module.mlir", verify=False)
-    constants = _constants(module)
-    if len(weights) != len(constants):
-        raise _damaged(path, f"it has {len(weights)} weights for {len(constants)} constants")
-    for op, data in zip(constants, weights):
+    rows = header.get("weights", [])
+    named = {row[3]: (row, data) for row, data in zip(rows, weights) if len(row) > 3}
+    unnamed = [data for row, data in zip(rows, weights) if len(row) <= 3]
+    constants = [op for op in _constants(module) if not isinstance(op.properties["value"], ParameterAttr)]
+    if len(unnamed) != len(constants) or len(named) != sum(len(row) > 3 for row in rows):
+        raise _damaged(path, f"it has {len(unnamed)} unnamed weights for {len(constants)} constants")
+    for op in _constants(module):
+        value = op.properties["value"]
+        if isinstance(value, ParameterAttr):
+            # A parameter names its weight in this file's weights section: it is mapped
+            # from there (lazily, by whoever reads it), every byte already checked.
+            key = value.key.data
+            if (key not in named or value.file.data or not isinstance(value.stored, NoneAttr) or value.perm.data
+                    or value.checked.data):
+                raise _damaged(path, f"parameter '{key}' is not a weight of the file")
+            row, _ = named[key]
+            if row[0] != value.offset.data or row[1] != value.stored_bytes():
+                raise _damaged(path, f"parameter '{key}' of type {value.type} does not match its weight "
+                                     f"({row[1]} bytes at {row[0]})")
+            op.properties["value"] = ParameterAttr.make(key, value.type, os.path.abspath(path),
+                                                        section + row[0], checked=identity)
+    for op, data in zip(constants, unnamed):
         value = op.properties["value"]
         itemsize = value.get_element_type().compile_time_size
         # A splat constant keeps its one element (partita.ir.constants.is_splat).
@@ -364,10 +459,12 @@ def _check_header(header, path) -> None:
                 or any(not isinstance(v, _ROW_TYPES[k]) or isinstance(v, bool) for k, v in row.items()) \
                 or not all(isinstance(op, str) for op in row["ops"]):
             raise _damaged(path, f"its header has a malformed partition row {str(row)[:80]}")
-    for item in header.get("weights", []):  # [offset, size], and its sha256 from format 2
-        if not (isinstance(item, list) and len(item) in (2, 3) and all(type(v) is int and v >= 0 for v in item[:2])
-                and all(isinstance(v, str) for v in item[2:])):
+    names = set()
+    for item in header.get("weights", []):  # [offset, size], its sha256 from format 2, a parameter's name
+        if not (isinstance(item, list) and len(item) in (2, 3, 4) and all(type(v) is int and v >= 0 for v in item[:2])
+                and all(isinstance(v, str) for v in item[2:]) and (len(item) < 4 or item[3] not in names)):
             raise _damaged(path, f"its header has a malformed weight entry {str(item)[:80]}")
+        names.update(item[3:])
 
 
 def _elements(value: DenseIntOrFPElementsAttr) -> int:

@@ -34,6 +34,7 @@ from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
 from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
+from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
@@ -93,16 +94,17 @@ def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
 
 
-def cutlass_sm(config: CompilationConfig) -> int:
-    """The cutlass target's ``sm``; left unset, the cuda target's arch decides."""
+def cutlass_sm(config: CompilationConfig) -> int | str:
+    """The cutlass target's ``sm``; left unset, the cuda target's arch decides (``90a``
+    from ``sm_90a``: the CUTLASS 3 Hopper kernels need the arch-specific target)."""
     cutlass = config.find_target_for_kind("cutlass")
     try:
         if cutlass is not None and "sm" in cutlass.options:
             return parse_arch(str(cutlass.options["sm"]))[0]
         cuda = config.find_target_for_kind("cuda")
         if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
-            # sm_90a and the like: CUTLASS's sm80-style kernels take the numeric part.
-            return parse_arch(str(cuda.get("arch")))[0]
+            number, suffix = parse_arch(str(cuda.get("arch")))
+            return f"{number}{suffix}" if suffix == "a" and number == 90 else number
     except ValueError as err:
         raise PartitaError(str(err)) from None
     return int(Target("cutlass").get("sm"))
@@ -280,6 +282,13 @@ class Executable:
             raise PartitaError(f"@{self.entry}: a host op failed on these inputs (do their dynamic dims fit "
                                f"the graph?): {str(err).splitlines()[0]}") from None
 
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+        """Per-step and per-partition device times of runs on these inputs: the launch
+        plan run ``warmup`` times, then ``repeat`` times with device events around each
+        step (kernel launch, library call, host step); medians per run. On the simulated
+        device every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
+        return self.runtime.profile(*args, repeat=repeat, warmup=warmup, **named)
+
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the
         lowered module, its weights and every cubin, each with its digest."""
@@ -303,13 +312,14 @@ class Executable:
             pass_times=self.pass_times,
         )
 
-    def report_graph(self, path: str | Path | None = None) -> str:
+    def report_graph(self, path: str | Path | None = None, profile: Profile | None = None) -> str:
         """The placement as one self-contained HTML page (see ``partita.report_graph``);
-        written to ``path`` when given."""
+        written to ``path`` when given. With a ``profile`` (``Executable.profile``) each
+        partition shows its measured time."""
         from partita.files import write_atomically
         from partita.report_graph import placement_graph, render_html
 
-        page = render_html(placement_graph(self))
+        page = render_html(placement_graph(self, profile))
         if path is not None:
             write_atomically(path, page)
         return page
@@ -415,7 +425,9 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     dimension); an ``ExportedProgram`` is taken as it is.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
-    since a cold CUTLASS compile takes a while). ``fallback_device`` is the device type
+    since a cold CUTLASS compile takes a while), and by ``cutlass-codegen`` as each of its
+    NVRTC programs is done (``pass_name`` then says which, compiled or from the cache).
+    ``fallback_device`` is the device type
     of ops no target claims (default: the only device type besides the host; ``"cpu"``
     is TVM's rule, see ``CompilationConfig``). ``precision="fp16"`` / ``"bf16"`` computes
     an f32 model in that storage type (``to-mixed-precision``: softmax and normalizations
@@ -467,6 +479,11 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                 progress(next_.name, len(times), count)
             started[0] = time.perf_counter()
 
+    if progress is not None:  # codegens that compile several programs say when each is done
+        for step in codegen:
+            if hasattr(step, "progress"):
+                object.__setattr__(step, "progress",
+                                   lambda line, name=step.name: progress(f"{name}: {line}", len(times), count))
     PassPipeline(placement, between).apply(ctx, module)
     # Everything is placed and outlined: capture it before codegen drops bodies.
     rows = _partition_rows(module, entry, _cost_estimator(device))

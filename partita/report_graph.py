@@ -2,7 +2,9 @@
 JS, no network) showing the entry function as a graph, each node coloured by the backend
 that runs it: partitions as boxes listing their ops, kernel and estimated cost, host
 steps marked as round trips (synchronize, download, NumPy, upload), and Collage's
-estimate beside the eager partitioner's. ``Executable.report_graph()`` and
+estimate beside the eager partitioner's. Given a ``Profile`` (``Executable.profile``),
+each partition and host step also shows its measured time per run, ``n/a`` where the
+device has no clock (the simulated device). ``Executable.report_graph()`` and
 ``partita-run --report-graph`` write it; people read a placement faster as a graph
 than as a table, as they read a model in Netron.
 """
@@ -33,9 +35,15 @@ def _reference_ops(module: Any, symbol: str) -> list[str]:
     return []
 
 
-def placement_graph(exe: Any) -> dict[str, Any]:
-    """The graph the page draws, as plain data (also what tests inspect)."""
+def _measured(seconds: float | None) -> str:
+    return "n/a" if seconds is None else format_seconds(seconds)
+
+
+def placement_graph(exe: Any, profile: Any = None) -> dict[str, Any]:
+    """The graph the page draws, as plain data (also what tests inspect). ``profile``
+    (a ``partita.runtime.profile.Profile`` of ``exe``): the measured time of each call."""
     report = exe.report()
+    measured = profile.by_op() if profile is not None else {}
     rows = {row.symbol: row for row in report.rows}
     function = exe.entry_function()
     nodes: list[dict[str, Any]] = []
@@ -57,7 +65,7 @@ def placement_graph(exe: Any) -> dict[str, Any]:
     for arg in function.body.block.args:
         index = add({"kind": "input", "backend": "input", "label": f"%{arg.name_hint or arg.index}", "type": str(arg.type)}, None, [])
         producer[arg] = index
-    for op in function.body.block.ops:
+    for op_index, op in enumerate(function.body.block.ops):
         if op.name == "byoc.call_extern":
             symbol = op.properties["callee"].root_reference.data  # type: ignore[attr-defined]
             row = rows.get(symbol)
@@ -70,6 +78,7 @@ def placement_graph(exe: Any) -> dict[str, Any]:
                 "roundtrip": row is None or row.kernel is None,
                 "cost": format_seconds(row.cost) if row is not None else "-",
                 "calls": row.calls if row is not None else 1,
+                "measured": _measured(measured.get(op_index)) if profile is not None else None,
             }, op, list(op.inputs))  # type: ignore[attr-defined]
         elif op.name == "nn.constant":
             continue  # weights: inputs of what uses them, not steps
@@ -78,8 +87,9 @@ def placement_graph(exe: Any) -> dict[str, Any]:
                 producer[op.results[0]] = producer[op.operands[0]]
         elif op.name.startswith("nn."):
             add({"kind": "host", "backend": "host", "label": op.name.removeprefix("nn."), "ops": [op.name],
-                 "kernel": "NumPy (host round trip)", "cost": "-", "calls": 1,
-                 "roundtrip": True}, op, list(op.operands))
+                 "kernel": "NumPy (host round trip)", "cost": "-", "calls": 1, "roundtrip": True,
+                 "measured": _measured(measured.get(op_index)) if profile is not None else None},
+                op, list(op.operands))
         elif isinstance(op, ReturnOp):
             for k, value in enumerate(op.operands):
                 add({"kind": "output", "backend": "output", "label": f"result {k}", "type": str(value.type)}, None, [value])
@@ -105,7 +115,9 @@ def placement_graph(exe: Any) -> dict[str, Any]:
         "collage": format_seconds(report.collage_total) if report.collage_total is not None else None,
         "eager": format_seconds(report.eager_total) if report.eager_total is not None else None,
         "estimated": format_seconds(report.total_cost),
-        "measured": None,  # per-partition timing needs a CUDA device; the page says so
+        # Device time per run from the profile's events; none without a profile or a clock.
+        "measured": format_seconds(profile.total) if profile is not None and profile.measured else None,
+        "measured_note": (profile.note if profile is not None else "not profiled: partita-run --profile"),
         "host_steps": sum(1 for n in nodes if n.get("roundtrip")),
     }
 
@@ -120,7 +132,7 @@ _SCRIPT = r"""
   const rows = {};
   const pos = data.nodes.map((n, i) => { const l = layer[i]; rows[l] = (rows[l] || 0) + 1;
                                           return [rows[l] - 1, l]; });
-  const W = 340, H = 96, GX = 30, GY = 40;
+  const W = 340, H = 116, GX = 30, GY = 40;
   const width = Math.max(...Object.values(rows)) * (W + GX) + GX;
   const height = (Math.max(...layer) + 1) * (H + GY) + GY;
   const svg = document.createElementNS(svgNS, "svg");
@@ -147,7 +159,7 @@ _SCRIPT = r"""
     const lines = n.kind === "partition" || n.kind === "host"
       ? [n.label + "  [" + n.backend + "]", (n.ops || []).join(", "), "kernel: " + n.kernel,
          "est. " + n.cost + (n.calls > 1 ? ", function shared by " + n.calls + " calls" : "") +
-         (n.roundtrip ? "  (host round trip)" : "")]
+         (n.roundtrip ? "  (host round trip)" : "")].concat(n.measured ? ["measured: " + n.measured + " per run"] : [])
       : [n.label + "  " + (n.type || "")];
     lines.forEach((t, k) => {
       const text = document.createElementNS(svgNS, "text");
@@ -173,7 +185,7 @@ _SCRIPT = r"""
   document.getElementById("summary").textContent =
     parts + " partition(s) in " + calls.length + " call(s), " + data.host_steps + " host round trip(s); estimated " + data.estimated +
     (data.collage ? "; Collage " + data.collage + " vs eager " + (data.eager || "n/a") : "") +
-    "; measured: " + (data.measured || "n/a (needs a CUDA device)");
+    "; measured: " + (data.measured || "n/a (" + data.measured_note + ")");
   // Collage's choice, group by group, under the totals that compare it with eager's.
   if (data.collage_groups.length) {
     const table = document.createElement("table");

@@ -8,7 +8,8 @@ a ``DenseIntOrFPElementsAttr`` whose payload holds one element while its type ho
 ``nn.ConstantOp(np.broadcast_to(...))`` (``dense_from_numpy`` sees the zero strides).
 
 Whoever needs the values asks ``constant_values``: a read-only view, never a copy of a
-weight. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
+weight. A named parameter (``#nn.parameter``, ``partita.ir.parameters``) is mapped from its
+file there, on first use. A splat comes back as an ``np.broadcast_to`` view (no memory) unless a real buffer
 is needed (a host pass that writes into it), and a buffer over ``MATERIALIZE_LIMIT_BYTES``
 is an error located at the op. The launch plan never asks for one: it fills a splat
 weight's device buffer from ``splat_element`` (a driver memset), so device memory is the
@@ -26,18 +27,14 @@ from math import prod
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     BytesAttr,
     DenseIntOrFPElementsAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
     IntegerType,
 )
 from xdsl.ir import Attribute, Operation
 
-from partita.ir.diagnostics import op_error
+from partita.ir.diagnostics import PartitaError, op_error
+from partita.ir.parameters import ParameterAttr, parameter_values, storage_dtype
 
 MATERIALIZE_LIMIT_BYTES = 256 << 20
 """The largest buffer Partita builds from a splat (256 MiB, several times the largest
@@ -72,38 +69,6 @@ def materialize_limit(limit: int | None) -> Iterator[None]:
         yield
     finally:
         _limit.reset(token)
-
-
-_FLOAT8 = {"f8E4M3FN": "float8_e4m3fn", "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E5M2": "float8_e5m2",
-           "f8E5M2FNUZ": "float8_e5m2fnuz"}
-
-
-def storage_dtype(element_type: Attribute) -> np.dtype:
-    """The little-endian NumPy dtype of a dense attribute's payload."""
-    if isinstance(element_type, Float16Type):
-        return np.dtype("<f2")
-    if isinstance(element_type, Float32Type):
-        return np.dtype("<f4")
-    if isinstance(element_type, Float64Type):
-        return np.dtype("<f8")
-    if isinstance(element_type, BFloat16Type):
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    if isinstance(element_type, IndexType):
-        return np.dtype("<i8")
-    if element_type.name in _FLOAT8:  # one byte each, in ml_dtypes' layouts
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, _FLOAT8[element_type.name]))
-    if isinstance(element_type, IntegerType):
-        width = element_type.width.data
-        bytes_ = element_type.compile_time_size
-        if width == 1:
-            return np.dtype(np.uint8)
-        signed = not element_type.signedness.data.name == "UNSIGNED"
-        return np.dtype(f"<{'i' if signed else 'u'}{bytes_}")
-    raise ValueError(f"no dense payload for element type {element_type}")
 
 
 def splat_attr(type_: Attribute, element: bytes) -> DenseIntOrFPElementsAttr:
@@ -142,8 +107,10 @@ def splat_bytes(attr: DenseIntOrFPElementsAttr) -> int:
     return prod(attr.get_shape()) * storage_dtype(attr.get_element_type()).itemsize
 
 
-def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None, *, buffer: bool = False) -> np.ndarray:
-    """The values of the constant ``op`` (its ``value`` property, or ``attr``).
+def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | ParameterAttr | None = None, *,
+                    buffer: bool = False) -> np.ndarray:
+    """The values of the constant ``op`` (its ``value`` property, or ``attr``): the one
+    accessor of a constant's bytes, dense attribute or named parameter alike.
 
     The result is read-only: a view of the attribute's bytes, never a copy of a weight
     (enough for NumPy arithmetic, references and folding; copy it to write into it).
@@ -152,7 +119,12 @@ def constant_values(op: Operation, attr: DenseIntOrFPElementsAttr | None = None,
     and one over the materialization limit is an error naming ``op``, at its location."""
     if attr is None:
         attr = op.properties["value"]  # type: ignore[assignment]
-        assert isinstance(attr, DenseIntOrFPElementsAttr)
+    if isinstance(attr, ParameterAttr):  # mapped from its file on first use (partita.ir.parameters)
+        try:
+            return parameter_values(attr)
+        except PartitaError as err:
+            raise op_error(op, err.message) from None
+    assert isinstance(attr, DenseIntOrFPElementsAttr)
     values = dense_values(attr)
     if not buffer or not is_splat(attr):
         return values

@@ -45,23 +45,26 @@ class ArgumentLayout:
     unsigned: tuple[int, ...] = field(repr=False, compare=False)
     """Positions of the pointer / ``u64`` arguments (a negative value is refused)."""
 
+    @property
+    def by_value(self) -> bool:
+        """Whether these are the pieces of ONE struct passed by value (a Hopper kernel's
+        ``Params``: ``bytes<n>`` slices, ``tensormap`` descriptors, pointers in between)."""
+        return bool(self.kinds) and (self.kinds[0].startswith("bytes") or self.kinds[0] == "tensormap")
+
     @classmethod
     def of(cls, kinds: Iterable[str]) -> ArgumentLayout:
         kinds = tuple(kinds)
         fmt, offsets, sizes, at, widest = ["<"], [], [], 0, 1
         for kind in kinds:
-            try:
-                code, size = KINDS[kind]
-            except KeyError:
-                raise ValueError(f"unknown kernel argument kind {kind!r}") from None
-            pad = (-at) % size
+            code, size, align = _kind(kind)
+            pad = (-at) % align
             if pad:
                 fmt.append(f"{pad}x")
             offsets.append(at + pad)
             sizes.append(size)
             fmt.append(code)
             at += pad + size
-            widest = max(widest, size)
+            widest = max(widest, align)
         tail = (-at) % widest
         if tail:
             fmt.append(f"{tail}x")
@@ -76,9 +79,33 @@ class ArgumentLayout:
         for i in self.unsigned:
             if int(values[i]) < 0:
                 raise ValueError("negative pointer")
+        values = [_raw(kind, value, size) if kind == "tensormap" or kind.startswith("bytes") else value
+                  for kind, value, size in zip(self.kinds, values, self.sizes)]
         buffer = bytearray(self.size)
         self.packer.pack_into(buffer, 0, *values)
         return buffer
+
+
+def _kind(kind: str) -> tuple[str, int, int]:
+    """(struct code, size, alignment) of a parameter kind: the scalar ``KINDS``, ``bytes<n>``
+    (n raw bytes of a by-value struct, unaligned) and ``tensormap`` (a CUtensorMap: 128
+    bytes, 64-byte aligned)."""
+    if kind == "tensormap":
+        return "128s", 128, 64
+    if kind.startswith("bytes") and kind[5:].isdigit() and int(kind[5:]) > 0:
+        return f"{int(kind[5:])}s", int(kind[5:]), 1
+    try:
+        code, size = KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown kernel argument kind {kind!r}") from None
+    return code, size, size
+
+
+def _raw(kind: str, value: Any, size: int) -> bytes:
+    raw = bytes(value.raw) if kind == "tensormap" else bytes(value)
+    if len(raw) != size:
+        raise ValueError(f"a {kind} argument holds {size} bytes, not {len(raw)}")
+    return raw
 
 
 class ArgumentLayouts:

@@ -18,7 +18,7 @@ import numpy as np
 from partita.runtime.arguments import ArgumentLayout
 
 __all__ = [
-    "CapturedGraph", "Device", "LibraryHandle", "LoadedModule", "PreparedLaunch", "TimedModule", "TimingDevice",
+    "CapturedGraph", "Device", "LibraryHandle", "LoadedModule", "PreparedLaunch", "TimingDevice",
 ]
 
 
@@ -83,52 +83,33 @@ class Device(Protocol):
 
     def prepare_launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
                        args: Sequence[tuple[str, object]], operands: Sequence[Any] = (),
-                       layout: ArgumentLayout | None = None) -> PreparedLaunch:
+                       layout: ArgumentLayout | None = None, cluster: Sequence[int] | None = None) -> PreparedLaunch:
         """A launch packed once; ``layout`` is the plan's layout of these argument kinds
-        (built when absent), so the device only fills in values."""
+        (built when absent), so the device only fills in values; ``cluster``: CTAs per
+        thread-block cluster (a Hopper kernel's cluster launch)."""
+        ...
+
+    def encode_tensor_map(self, request: Any) -> Any:
+        """A TMA descriptor (``partita.runtime.tma.TensorMap``) for a Hopper kernel's operand."""
         ...
 
     def capture(self, stream: Any, record: Callable[[Any], None]) -> CapturedGraph: ...
 
 
 @runtime_checkable
-class TimedModule(Protocol):
-    """A loaded cubin whose launches Collage's measurement times with device events."""
+class TimingDevice(Device, Protocol):
+    """A device whose stream can be timed: events recorded on the stream between steps
+    and read after a synchronization (``partita.runtime.profile``; Collage's
+    ``cost=measure`` times its candidates' plans with it). The simulated device has no
+    clock and is no ``TimingDevice``: its profiles say "n/a"."""
 
-    def global_int(self, name: str) -> int: ...
+    def create_event(self) -> Any: ...
 
-    def launch(self, name: str, grid: Sequence[int], block: Sequence[int],
-               args: Sequence[tuple[str, object]], smem: int = 0) -> None: ...
+    def record_event(self, event: Any, stream: Any) -> None: ...
 
-    def time_launch(self, name: str, grid: Sequence[int], block: Sequence[int],
-                    args: Sequence[tuple[str, object]], smem: int = 0, repeat: int = 10,
-                    warmup: int = 2) -> float: ...
+    def elapsed_ms(self, start: Any, stop: Any) -> float: ...
 
-
-@runtime_checkable
-class TimingDevice(Protocol):
-    """The device Collage's ``cost=measure`` times candidates on: its name and arch key the
-    cost-cache entries; buffers for the candidate's random inputs; modules that time
-    launches (``partita.transforms.collage.measure``, ``partita.transforms.collage.library_timing``)."""
-
-    name: str
-
-    @property
-    def arch(self) -> str | None: ...
-
-    def alloc(self, nbytes: int) -> Any: ...
-
-    def free(self, buf: Any) -> None: ...
-
-    def to_device(self, array: np.ndarray) -> Any: ...
-
-    def memset0(self, buf: Any) -> None: ...
-
-    def copy_dtoh(self, array: np.ndarray, buf: Any) -> np.ndarray: ...
-
-    def synchronize(self) -> None: ...
-
-    def load_module(self, cubin: bytes) -> TimedModule: ...
+    def destroy_event(self, event: Any) -> None: ...
 
 
 @runtime_checkable

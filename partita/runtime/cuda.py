@@ -10,7 +10,8 @@
   (:class:`CudaGraph`: one ``cuGraphLaunch`` per replay). ``driver`` can be a stand-in
   with the same calls (tests use a recording one).
 * :class:`CudaModule` -- a loaded cubin; ``kernel`` opts in to large dynamic shared memory
-  at ``>= 48 KiB``; ``time_launch`` times one pre-packed launch with events.
+  at ``>= 48 KiB``. Events time steps (``create_event``... used by
+  ``partita.runtime.profile``).
 * Launch arguments are packed by ``partita.runtime.arguments`` (C ABI, one layout per
   parameter-kind list, testable without a GPU against ``partita.lowering.cubin.kernel_params``).
 """
@@ -288,13 +289,30 @@ class CudaDevice:
             raise ValueError(f"no device fill for elements of {len(raw)} bytes")
 
     def prepare_launch(self, function: CudaFunction, grid, block, smem: int, args, operands=(),
-                       layout: ArgumentLayout | None = None) -> CudaLaunch:
+                       layout: ArgumentLayout | None = None, cluster=None) -> CudaLaunch:
         """A launch packed once (with ``layout``, the plan's layout of these argument kinds,
         when given); ``operands`` (which argument is which tensor) let the plan patch a
-        zero-copy input's pointer into it."""
+        zero-copy input's pointer into it. With ``cluster`` (CTAs per thread-block cluster)
+        it is a ``cuLaunchKernelEx`` with the cluster-dimension attribute."""
         launch = CudaLaunch(self, function, _dim3(grid), _dim3(block), int(smem), *_packed(args, layout))
         launch.args, launch.operands = tuple(args), tuple(operands)
+        if cluster is not None:
+            launch.with_cluster(_dim3(cluster))
         return launch
+
+    def encode_tensor_map(self, request):
+        """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
+        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, TensorMap
+
+        drv = self.drv
+        encoded = self._call(drv.cuTensorMapEncodeTiled(
+            drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), request.rank, request.address,
+            list(request.dims), list(request.strides), list(request.box),
+            list(request.element_strides or (1,) * request.rank),
+            drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[request.swizzle]),
+            drv.CUtensorMapL2promotion(L2_PROMOTION_128B), drv.CUtensorMapFloatOOBfill(0)),
+            f"cuTensorMapEncodeTiled(dims {request.dims}, box {request.box})")
+        return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 
     # -- CUDA graphs ------------------------------------------------------------
     def capture(self, stream, record) -> CudaGraph:
@@ -323,8 +341,20 @@ class CudaDevice:
     def load_module(self, cubin: bytes) -> CudaModule:
         return CudaModule(self, cubin)
 
-    def event(self) -> int:
+    def create_event(self):
+        """An event that can time (``partita.runtime.profile``)."""
         return self._call(self.drv.cuEventCreate(0), "cuEventCreate")
+
+    def record_event(self, event, stream) -> None:
+        self._call(self.drv.cuEventRecord(event, stream), "cuEventRecord")
+
+    def elapsed_ms(self, start, stop) -> float:
+        """Milliseconds between two recorded events, once ``stop`` has completed."""
+        self._call(self.drv.cuEventSynchronize(stop), "cuEventSynchronize")
+        return float(self._call(self.drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime"))
+
+    def destroy_event(self, event) -> None:
+        self._call(self.drv.cuEventDestroy(event), "cuEventDestroy")
 
     def wait_for(self, producer, stream) -> None:
         """Orders ``stream`` after what ``producer`` (a stream handle, ``1``/``2`` the legacy
@@ -360,17 +390,29 @@ class PinnedStaging:
             self.close()
             raise
 
-    def upload(self, ptr: int, array: np.ndarray, stream) -> None:
-        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk."""
-        drv, flat = self.device.drv, np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for at in range(0, flat.size, self.chunk):
-            piece = flat[at : at + self.chunk]
+    def upload(self, ptr: int, array: np.ndarray, stream, dtype: np.dtype | None = None) -> None:
+        """``array`` to device address ``ptr`` on ``stream``, chunk by chunk, as ``dtype``
+        (converted into the staging buffer: a weight stored at another type than it is
+        computed in). A strided array (a permuted weight viewed in its file) is laid out
+        whole rows at a time into the staging buffer, never as a whole copy."""
+        dtype = array.dtype if dtype is None else np.dtype(dtype)
+        source = array.reshape(1) if array.ndim == 0 else array
+        row = source[0].size * dtype.itemsize  # device bytes of one row
+        if source.flags.c_contiguous or row > self.chunk:
+            source = np.ascontiguousarray(source).reshape(-1)  # no copy when contiguous
+            row, step = dtype.itemsize, max(1, self.chunk // dtype.itemsize)
+        else:
+            step = self.chunk // row
+        drv = self.device.drv
+        for at in range(0, source.shape[0], step):
+            piece = source[at : at + step]
+            nbytes = piece.size * dtype.itemsize
             k, self.next = self.next, (self.next + 1) % len(self.hosts)
             if self.pending[k]:  # the device may still be reading this buffer
                 self.device._call(drv.cuEventSynchronize(self.events[k]), "cuEventSynchronize")
-            staged = (ctypes.c_uint8 * piece.size).from_address(self.hosts[k])
-            np.copyto(np.frombuffer(staged, np.uint8), piece)
-            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at, self.hosts[k], piece.size, stream), "cuMemcpyHtoDAsync")
+            staged = (ctypes.c_uint8 * nbytes).from_address(self.hosts[k])
+            np.copyto(np.frombuffer(staged, dtype).reshape(piece.shape), piece, casting="unsafe")
+            self.device._call(drv.cuMemcpyHtoDAsync(ptr + at * row, self.hosts[k], nbytes, stream), "cuMemcpyHtoDAsync")
             self.device._call(drv.cuEventRecord(self.events[k], stream), "cuEventRecord")
             self.pending[k] = True
 
@@ -426,6 +468,7 @@ class CudaLaunch:
 
     __slots__ = (
         "_address",
+        "_config",
         "_launch",
         "args",
         "block",
@@ -444,16 +487,45 @@ class CudaLaunch:
         self.buffer, self.kparams, self.offsets = buffer, kparams, offsets
         self._address = ctypes.addressof(kparams)
         self._launch = device.drv.cuLaunchKernel
+        self._config = None
+        self.args: tuple = ()
 
     @property
     def params(self) -> bytes:
         return self.buffer.raw
 
     def set_pointer(self, arg: int, ptr: int) -> None:
-        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input)."""
+        """Rewrites pointer argument ``arg`` in the packed buffer (a zero-copy input); a TMA
+        descriptor's address is opaque, so that argument is encoded again."""
+        kind, value = self.args[arg] if self.args and arg < len(self.args) else ("ptr", None)
+        if kind == "tensormap":
+            encoded = self.device.encode_tensor_map(value.request.at(ptr))  # type: ignore[union-attr]
+            self.args = (*self.args[:arg], ("tensormap", encoded), *self.args[arg + 1:])
+            ctypes.memmove(ctypes.addressof(self.buffer) + self.offsets[arg], encoded.raw, len(encoded.raw))
+            return
         struct.pack_into("<Q", self.buffer, self.offsets[arg], ptr)
 
+    def with_cluster(self, cluster: tuple[int, int, int]) -> None:
+        """Launch through ``cuLaunchKernelEx`` with ``cluster`` CTAs per cluster."""
+        drv = self.device.drv
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.block
+        config.sharedMemBytes = self.smem
+        attribute = drv.CUlaunchAttribute()
+        attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster
+        config.attrs, config.numAttrs = [attribute], 1
+        self._config = config
+
     def __call__(self, stream) -> None:
+        if self._config is not None:
+            self._config.hStream = stream
+            result = self.device.drv.cuLaunchKernelEx(self._config, self.function.handle, self._address, 0)
+            err = result[0] if isinstance(result, tuple) else result
+            if err != self.device.drv.CUresult.CUDA_SUCCESS:
+                self.device._call(result, f"cuLaunchKernelEx({self.function.name})")
+            return
         g, b = self.grid, self.block
         result = self._launch(self.function.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.smem, stream, self._address, 0)
         err = result[0] if isinstance(result, tuple) else result
@@ -527,33 +599,6 @@ class CudaModule:
                args: Sequence[tuple[str, object]], smem: int = 0, stream=0) -> None:
         """Launch ``name`` with C-ABI-packed ``args`` (see ``partita.runtime.arguments.pack_kernel_args``)."""
         self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)(stream)
-
-    def time_launch(self, name: str, grid, block, args, smem: int = 0,
-                    repeat: int = 10, warmup: int = 2) -> float:
-        """Mean milliseconds per launch, measured with CUDA events around ``repeat``
-        launches of one pre-packed argument buffer (no Python packing between them, so a
-        short kernel is not measured as host overhead)."""
-        drv = self.device.drv
-        launch = self.device.prepare_launch(self.kernel(name, smem), grid, block, smem, args)
-        for _ in range(warmup):
-            launch(0)
-        start = self.device.event()
-        try:
-            stop = self.device.event()
-        except BaseException:
-            drv.cuEventDestroy(start)
-            raise
-        try:
-            self.device._call(drv.cuEventRecord(start, 0), "cuEventRecord")
-            for _ in range(repeat):
-                launch(0)
-            self.device._call(drv.cuEventRecord(stop, 0), "cuEventRecord")
-            self.device._call(drv.cuEventSynchronize(stop), f"cuEventSynchronize (after {name})")
-            ms = self.device._call(drv.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
-        finally:
-            drv.cuEventDestroy(start)
-            drv.cuEventDestroy(stop)
-        return float(ms) / repeat
 
     def unload(self) -> None:
         if self.module is not None:

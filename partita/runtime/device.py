@@ -72,7 +72,7 @@ class SimulatedModule:
 class SimulatedLaunch:
     """A launch packed once; calling it runs the emulation at the packed pointers."""
 
-    __slots__ = ("args", "block", "device", "function", "grid", "offsets", "operands", "params", "smem")
+    __slots__ = ("args", "block", "cluster", "device", "function", "grid", "offsets", "operands", "params", "smem")
 
     def __init__(self, device, function, grid, block, smem, params, offsets, operands):
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
@@ -226,14 +226,23 @@ class SimulatedDevice:
         return SimulatedModule(self, cubin)
 
     def prepare_launch(self, function: SimulatedFunction, grid, block, smem: int, args, operands: Sequence[Operand] = (),
-                       layout: ArgumentLayout | None = None):
+                       layout: ArgumentLayout | None = None, cluster=None):
         if layout is None:  # a launch outside a plan
             layout = ArgumentLayout.of(kind for kind, _ in args)
         params = layout.pack([value for _, value in args])
         launch = SimulatedLaunch(self, function, tuple(grid), tuple(block), int(smem), params, layout.offsets,
                                  tuple(operands))
         launch.args = tuple(args)  # what was packed, for reports and tests
+        launch.cluster = None if cluster is None else tuple(cluster)
         return launch
+
+    def encode_tensor_map(self, request):
+        """A TMA descriptor in the simulated format (its address first, where a launch
+        reads the operand's pointer), refused where ``cuTensorMapEncodeTiled`` would be."""
+        from partita.runtime.tma import simulated_tensor_map
+
+        self.counts["encode_tensor_map"] += 1
+        return simulated_tensor_map(request)
 
     def capture(self, stream, record) -> SimulatedGraph:
         launches: list = []

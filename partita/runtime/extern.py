@@ -26,8 +26,8 @@ handle kind of its own (``partita.runtime.libraries``, imported when a record na
 whose ``bind`` returns a callable making the library call on the stream; on the simulated
 device, a simulated launch of its emulation.
 
-``launch(device, module, inputs, out)`` on the kernel handles is the one-shot path
-Collage's measurement uses (upload, launch, download, free); runs never take it.
+Collage's measurement runs a candidate through a launch plan too
+(``partita.transforms.collage.measure``): there is no other way to run a kernel.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand
+from partita.runtime.hopper import Sm90KernelHandle
 from partita.runtime.libraries import handle_class as library_handle_class
 
 
@@ -115,28 +116,6 @@ class KernelHandle:
             raise PartitaError(f"@{self.function}: output of {tuple(out[0])} does not fit the kernel's {expected}")
         return dims
 
-    def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
-        """Runs the kernel on ``device`` (``module`` is the loaded cubin) into ``out``."""
-        from partita.runtime.cuda import launch_entry
-
-        arrays = {role: np.ascontiguousarray(array) for role, array in zip(self.roles, inputs, strict=True)}
-        dims = self.check([(a.shape, a.dtype) for a in arrays.values()], (out.shape, out.dtype))
-        if out.size == 0:
-            return
-        buffers: dict[str, Any] = {}
-        try:
-            for role, array in arrays.items():
-                buffers[role] = device.to_device(array)
-            buffers["out"] = device.alloc(out.nbytes)
-            if (workspace := self.entry.workspace_bytes(dims)) > 0:
-                buffers["workspace"] = device.alloc(workspace)
-                device.memset0(buffers["workspace"])
-            launch_entry(module, self.entry, {k: int(v) for k, v in buffers.items()}, dims, smem=self.smem)
-            _copy_back(device, buffers["out"], out)
-        finally:
-            _free_all(device, buffers.values())
-
-
 class _Shaped:
     """A stand-in array carrying only a shape (``runtime_dims`` reads shapes)."""
 
@@ -197,27 +176,6 @@ class FusedKernelHandle:
     def prepare(self, loader: Any) -> PreparedFused:
         return PreparedFused(self, loader.module(self).kernel(self.record.entry, 0, loader.emulation))
 
-    def launch(self, device: Any, module: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
-        rec = self.record
-        shapes = [np.shape(x) for x in inputs]
-        why = rec.check_inputs(shapes, [np.asarray(x).dtype for x in inputs]) or rec.check_output(out.shape, out.dtype)
-        if why is not None:
-            raise PartitaError(f"@{self.function}: {why}")
-        if out.size == 0:
-            return
-        buffers: list[Any] = []
-        try:
-            for x in inputs:
-                buffers.append(device.to_device(np.ascontiguousarray(x)))
-            buffers.append(device.alloc(out.nbytes))
-            args = rec.args([int(b) for b in buffers[:-1]], int(buffers[-1]), rec.runtime_dims(shapes))
-            grid, block = rec.geometry(out.shape)
-            module.launch(rec.entry, grid, block, args, 0)
-            _copy_back(device, buffers[-1], out)
-        finally:
-            _free_all(device, buffers)
-
-
 @dataclass(frozen=True)
 class PreparedFused:
     handle: FusedKernelHandle
@@ -271,34 +229,13 @@ class WindowKernelHandle(FusedKernelHandle):
 
 Handle = KernelHandle | FusedKernelHandle
 """A compiled kernel: ``function``, ``binary``, ``path``, ``arch``, ``kind`` and
-``launch(device, module, inputs, out)``."""
+``prepare(loader)``."""
 
 #: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
 HANDLE_KINDS: dict[str, Any] = {
-    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle)
+    h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle,
+                        Sm90KernelHandle)
 }
-
-
-def _free_all(device: Any, buffers) -> None:
-    """Frees every buffer; a failing free does not hide the error already propagating
-    (and the first failing free is reported when nothing else failed)."""
-    import sys
-
-    failure = None
-    for buffer in buffers:
-        try:
-            device.free(buffer)
-        except Exception as err:
-            failure = failure or err
-    if failure is not None and sys.exc_info()[0] is None:
-        raise failure
-
-
-def _copy_back(device: Any, buffer: Any, out: np.ndarray) -> None:
-    device.synchronize()
-    result = np.empty(out.shape, out.dtype)
-    device.copy_dtoh(result, buffer)
-    np.copyto(out, result)
 
 
 def kernel_handles(module: ModuleOp) -> dict[str, Handle]:

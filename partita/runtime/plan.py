@@ -54,6 +54,7 @@ from partita.runtime.device import SimulatedDevice
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
 from partita.runtime.plan_bind import BoundPlan, HostStep, Tensor, _dtype
 from partita.runtime.plan_load import LaunchPlan
+from partita.runtime.profile import Profile, StepClock
 
 # The plan's parts are defined beside it (plan_load, plan_bind); they are named here too,
 # as the launch plan's public face.
@@ -129,7 +130,7 @@ class Runtime:
 
     __call__ = run
 
-    def _run(self, values: list[Any], outputs: str) -> tuple:
+    def _run(self, values: list[Any], outputs: str, clock: StepClock | None = None) -> tuple:
         device, stream = self.device, self.stream
         sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
         signature = tuple(v.shape for v in values) + tuple((i, a.tobytes()) for i, a in sizing.items())
@@ -156,7 +157,9 @@ class Runtime:
                 array = np.ascontiguousarray(value)
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
-        if self.debug:
+        if clock is not None:  # profiled: eager, events around each step
+            clock(bound.steps, stream)
+        elif self.debug:
             self._run_debug(bound)
         elif bound.graph is not None:
             bound.graph.launch(stream)
@@ -180,6 +183,28 @@ class Runtime:
         if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
             self._capture(bound)  # after the first (warm-up) run of the signature
         return results
+
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+        """Runs the plan ``warmup`` times, then ``repeat`` times with device events around
+        each step (see ``partita.runtime.profile``): per-step and per-partition times, the
+        median over the timed runs; ``None`` for every step on a device without a clock."""
+        if repeat < 1 or warmup < 0:
+            raise PartitaError(f"profile needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+        self.device.make_current()
+        values = self._arguments(args, named)
+        with self._lock:
+            for _ in range(warmup):
+                self._run(values, "host")
+            signature = tuple(v.shape for v in values)
+            bound = self._bound.get(signature) or self._bind(signature, values)
+            clock = StepClock(self.device, len(bound.steps))
+            try:
+                for _ in range(repeat):
+                    self._run(values, "host", clock)
+                    clock.collect()
+            finally:
+                clock.close()
+        return clock.profile(self.device.name, repeat, list(self.plan.block.ops), self.plan.calls, bound.steps, bound.step_ops)
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:

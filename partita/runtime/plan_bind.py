@@ -107,6 +107,8 @@ class BoundPlan:
         self.eager_reason: str | None = None
         """Why this signature runs eagerly although graphs are on (its capture failed)."""
         self.steps: list[Callable[[Any], None]] = []
+        self.step_ops: list[Operation] = []
+        """The op of the entry block each step comes from (a profile's partition)."""
         self.host_steps: list[HostStep] = []
         try:
             self._bind(inputs)
@@ -228,6 +230,7 @@ class BoundPlan:
                         raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
                                            f"({type(err).__name__}: {err})") from None
                     self.steps.extend(launches)
+                    self.step_ops.extend([op] * len(launches))
                     for j, value in enumerate(op.inputs):
                         if value in arguments:
                             uses = patches[arguments[value]]
@@ -245,7 +248,7 @@ class BoundPlan:
                         emulate(arrays, results)
                         return results
 
-                    self._host(f"@{op.callee.string_value()}", compute, ins, outs)
+                    self._host(op, f"@{op.callee.string_value()}", compute, ins, outs)
             elif isinstance(op, nn.ReshapeOp):
                 # A view (``buffer_of``): no step; an input it views must be in its slot.
                 root = plan.alias.get(op.input, op.input)
@@ -254,7 +257,7 @@ class BoundPlan:
             elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
                 tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
                 readers.update(arguments[v] for v in tensors if v in arguments)
-                self._host(op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
+                self._host(op, op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
                            [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
         self.inputs = [self.tensor(arg) for arg in plan.block.args]
         self.outputs = [self.tensor(v) for v in plan.outputs]
@@ -266,10 +269,11 @@ class BoundPlan:
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
         self.bound_inputs = [t.ptr for t in self.inputs]
 
-    def _host(self, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
+    def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
         step = HostStep(label, compute, ins, outs, self.stats)
         step.device = self.device
         self.steps.append(step)
+        self.step_ops.append(op)
         self.host_steps.append(step)
 
     @property

@@ -32,6 +32,7 @@ from partita.dialects import byoc, nn
 from partita.dialects.byoc import REFERENCE_SUFFIX
 from partita.ir import PartitaError, op_error
 from partita.ir.constants import check_splat_budget, splat_element
+from partita.ir.parameters import ParameterAttr, storage_dtype, stored_values
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
@@ -130,6 +131,7 @@ class LaunchPlan:
         self.modules: dict[Path, LoadedModule] = {}
         self.calls: dict[Operation, _Call] = {}
         self.constants: dict[SSAValue, np.ndarray] = {}
+        self.converted: dict[SSAValue, np.dtype] = {}  # constants uploaded at another dtype
         self.params = None
         self.mapped: list[int] = []  # weights the device reads in place (map_host)
         self.arena = None
@@ -189,8 +191,20 @@ class LaunchPlan:
             # A splat stays a zero-stride view: the device fills its buffer (no host copy).
             # Constants nothing reads are not placed at all.
             if op.result.uses:
-                values = op.to_numpy()
-                self.constants[op.result] = values if splat_element(values) is not None else np.ascontiguousarray(values)
+                value = op.value
+                if (isinstance(value, ParameterAttr) and value.stored_element != value.get_element_type()
+                        and getattr(self.device, "pinned_staging", None) is not None):
+                    # Stored at another type (to-mixed-precision): a GPU gets it converted
+                    # a staging chunk at a time, never a whole converted copy on the host.
+                    try:
+                        self.constants[op.result] = stored_values(value)
+                    except PartitaError as err:
+                        raise op_error(op, err.message) from None
+                    self.converted[op.result] = storage_dtype(value.get_element_type())
+                else:
+                    # Kept as read (a permuted parameter is a strided view of its file): the
+                    # device lays each one out as it takes it, a weight or a chunk at a time.
+                    self.constants[op.result] = op.to_numpy()
         elif not isinstance(
             op, arith.ConstantOp | tensor.DimOp | func.CallOp | func.ReturnOp | byoc.AllocTensorOp | nn.NNOp
         ) and not op.name.startswith("arith."):
@@ -234,15 +248,18 @@ class LaunchPlan:
                 values.append(value)
         if not values:
             return
-        sizes = [self.constants[v].nbytes for v in values]
+        def nbytes(v: SSAValue) -> int:  # on the device
+            array = self.constants[v]
+            return array.size * self.converted[v].itemsize if v in self.converted else array.nbytes
+
+        sizes = [nbytes(v) for v in values]
         offsets, total = assign_offsets(sizes, [(0, 0)] * len(values), ALIGNMENT)
         self.params = self.device.alloc(total)
         stream = self.device.create_stream()
         staging = None
         try:
             make_staging = getattr(self.device, "pinned_staging", None)
-            largest = max((self.constants[v].nbytes for v in values if splat_element(self.constants[v]) is None),
-                          default=0)
+            largest = max((nbytes(v) for v in values if splat_element(self.constants[v]) is None), default=0)
             if make_staging is not None and largest:  # a GPU: host memory stays two chunks (issue 25)
                 staging = make_staging(min(STAGING_CHUNK_BYTES, largest))
             for value, offset in zip(values, offsets):
@@ -251,6 +268,9 @@ class LaunchPlan:
                 element = splat_element(array)
                 if element is not None:
                     self.device.fill(int(self.params) + offset, element, array.size, stream)
+                elif value in self.converted and array.size:
+                    assert staging is not None  # converted only where staging exists
+                    staging.upload(int(self.params) + offset, array, stream, self.converted[value])
                 elif array.nbytes:
                     (staging or self.device).upload(int(self.params) + offset, array, stream)
             self.device.synchronize(stream)

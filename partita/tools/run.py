@@ -6,7 +6,10 @@
 Inputs come from ``--inputs in.npz`` (keys are argument names, e.g. ``x`` for ``%x``, or
 ``arg0``, ``arg1``...) or are random of the declared shapes (``?`` dims take
 ``--dynamic-size``). A ``.partita`` file from ``partita-compile`` runs as compiled, with
-no cache, NVRTC or ONNX file needed (the compile options are then ignored). Exit codes: 0 ok, 1 user error (with a message, never a traceback).
+no cache, NVRTC or ONNX file needed (the compile options are then ignored). ``--profile``
+times every step of the launch plan with device events (``Executable.profile``; "n/a" on the
+simulated device); ``--report-graph`` shows those times, profiling on its own on a GPU.
+Exit codes: 0 ok, 1 user error (with a message, never a traceback).
 """
 
 from __future__ import annotations
@@ -118,7 +121,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dynamic-size", type=_count(1), default=1, help="size of each '?' dimension of random inputs")
     parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
     parser.add_argument("--report", action="store_true", help="print the partition report")
-    parser.add_argument("--report-graph", metavar="HTML", help="write the placement as a self-contained HTML page")
+    parser.add_argument("--report-graph", metavar="HTML", help="write the placement as a self-contained HTML page "
+                        "(with measured times when profiled; on a GPU it is profiled)")
+    parser.add_argument("--profile", action="store_true",
+                        help="time every step of the launch plan with device events and print the times "
+                             "(n/a on the simulated device, which has no clock)")
+    parser.add_argument("--profile-runs", type=_count(1), default=10, help="timed runs of --profile (default: 10)")
     parser.add_argument("--emit", choices=("ir", "cpp"), help="print the lowered IR or the CUTLASS C++")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return parser.parse_args(argv)
@@ -300,14 +308,19 @@ def _main(args: argparse.Namespace) -> int:
     if args.output is not None:
         write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
     report = exe.report()
+    profile = None
+    if args.profile or (args.report_graph is not None and not exe.runtime.device.simulated):
+        profile = exe.profile(*arrays, repeat=args.profile_runs)
     if args.report_graph is not None:
-        exe.report_graph(args.report_graph)
+        exe.report_graph(args.report_graph, profile)
     if args.report:
         print(report)
     for name, out in zip(output_names, outputs):
         # An empty result has no mean (NumPy would warn and print nan).
         summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
         print(f"{name}: {out.dtype}{list(out.shape)} {summary}")
+    if args.profile:
+        print(profile.format())
     if args.precision not in (None, "fp32") and not is_compiled_model(args.model):
         reference = partita.compile(Path(args.model), **{**compile_options(args), "precision": "fp32"}).run(*arrays)
         for line in precision_deviation(args.precision, output_names, outputs, reference):

@@ -547,7 +547,7 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
     from partita.transforms.collage.measure import CandidateTimer
 
     device = CudaDevice()
-    timer = CandidateTimer(device, warmup=5, repeat=20, rounds=3)
+    timer = CandidateTimer(device, warmup=5, repeat=20)
 
     def matmul():
         import torch

@@ -1,5 +1,6 @@
-"""The measuring cost estimator: candidates compiled with real NVRTC and timed through a
-fake device (fixed kernel times), the roofline for what cannot be measured, and
+"""The measuring cost estimator: candidates compiled with real NVRTC, lowered to a launch
+plan and profiled on a CUDA device driven by the recording driver (whose stand-in clock
+gives each kernel a fixed time), the roofline for what cannot be measured, and
 ``collage-partition{cost=measure}`` choosing by the measured times.
 
 NVRTC compiles are the slow part: every test uses the module's cubin cache and the
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
+from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
 from xdsl.dialects.func import FuncOp
 
 from partita.collage.cost import CostCache, RooflineEstimator
@@ -18,7 +19,7 @@ from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.binaries import binary_images
-from partita.runtime.cuda import cuda_available
+from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.transforms import collage_partition as cp
 from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.transforms.collage.partitioner import function_candidates
@@ -51,6 +52,12 @@ CUTLASS_KERNEL = FUNCTION  # the CUTLASS entry is named after the candidate func
 FUSED_KERNEL = f"{FUNCTION}_fused_0"  # fuse-native-kernels' first group of it
 
 
+def recording_device(kernel_us=None) -> tuple[RecordingDriver, CudaDevice]:
+    """A CUDA device (sm_90) on the recording driver; ``kernel_us``: microseconds per launch."""
+    drv = RecordingDriver(kernel_us=kernel_us)
+    return drv, CudaDevice(driver=drv)
+
+
 @pytest.fixture(scope="module")
 def cubins(tmp_path_factory: pytest.TempPathFactory):
     return tmp_path_factory.mktemp("cubins")
@@ -76,33 +83,46 @@ def test_candidate_module_takes_outside_values_as_arguments() -> None:
 
 
 def test_cutlass_and_fused_candidates_are_compiled_and_timed(cubins) -> None:
-    device = FakeDevice(times={CUTLASS_KERNEL: 0.25, FUSED_KERNEL: 0.004})
-    timer = CandidateTimer(device, cache_dir=cubins, dynamic_dim=16, warmup=1, repeat=3, rounds=2)
+    drv, device = recording_device({CUTLASS_KERNEL: 250.0, FUSED_KERNEL: 4.0})
+    timer = CandidateTimer(device, cache_dir=cubins, dynamic_dim=16, warmup=1, repeat=3)
 
     graph, _, cands = candidates(DENSE, "cuda,cutlass")
     dense_bias = cands[("cutlass.dense_bias", (0, 1))]
-    assert timer(graph, dense_bias) == pytest.approx(0.25e-3)
-    (module,) = device.modules
-    assert module.timed == [CUTLASS_KERNEL] * 2  # two rounds, median taken
-    assert len(module.launched) == 1 + 3 + 3  # warmup once, then the rounds
+    assert timer(graph, dense_bias) == pytest.approx(250e-6)
+    # The cubin reached the driver as the cache holds it (read through its sha256).
     (cubin,) = list(cubins.glob("*.cubin"))
-    assert module.cubin == cubin.read_bytes()
-    # The launch is the handle's: inputs with M = dynamic_dim, the output, the dims.
-    name, _, _, args, _ = module.launched[0]
-    assert name == CUTLASS_KERNEL and args[-1] == ("int", 16)
-    pointers = [value for kind, value in args if kind == "ptr"]
-    sizes = sorted(device.memory[p].nbytes for p in pointers)
-    assert sizes == sorted([16 * 64 * 2, 128 * 64 * 2, 128 * 2, 16 * 128 * 2])
+    assert drv.images == [cubin.read_bytes()]
+    # Whole runs of the candidate's launch plan, one warm-up and three timed, each with
+    # events around the launch; the inputs took M = dynamic_dim.
+    assert [launch["name"] for launch in drv.launches] == [CUTLASS_KERNEL] * 4
+    assert drv.calls["cuEventRecord"] == 3 * 2
+    assert drv.calls["cuMemcpyHtoDAsync:bytes"] == 4 * (16 * 64 + 128 * 64 + 128) * 2
+    assert drv.calls["cuMemcpyDtoHAsync:bytes"] == 4 * 16 * 128 * 2
 
     graph, _, cands = candidates(ELEMENTWISE, "cuda")
     fused = cands[("cuda.fused", (0, 1))]
-    assert timer(graph, fused) == pytest.approx(0.004e-3)
-    assert device.modules[-1].timed == [FUSED_KERNEL] * 2
+    assert timer(graph, fused) == pytest.approx(4e-6)
+    assert drv.launches[-1]["name"] == FUSED_KERNEL
     assert timer.measured == 2 and not timer.unmeasured
+    # Every plan was closed: nothing allocated, loaded or created is left but the context.
+    device.close()
+    assert drv.live() == {}
+
+
+def test_a_device_without_a_clock_measures_nothing(cubins) -> None:
+    """The simulated device runs the candidate's plan but has no clock: cost=measure says
+    so rather than costing candidates with invented times."""
+    from partita.runtime.device import SimulatedDevice
+
+    timer = CandidateTimer(SimulatedDevice(), cache_dir=cubins, dynamic_dim=16, warmup=0, repeat=1)
+    graph, _, cands = candidates(ELEMENTWISE, "cuda")
+    with pytest.raises(PartitaError, match="simulated device \\(CPU\\) has no device clock"):
+        timer(graph, cands[("cuda.fused", (0, 1))])
+    assert timer.measured == 0
 
 
 def test_unmeasurable_candidates_fall_back_to_the_roofline(cubins) -> None:
-    device = FakeDevice()
+    drv, device = recording_device()
     roofline = RooflineEstimator("h100", dynamic_dim_hint=16)
     timer = CandidateTimer(device, cache_dir=cubins, dynamic_dim=16)
     estimator = measuring_estimator(timer, roofline)
@@ -116,12 +136,12 @@ def test_unmeasurable_candidates_fall_back_to_the_roofline(cubins) -> None:
     plain = DataflowGraph(graph.nodes, graph.outputs)
     key = ("cutlass.dense_bias", (0, 1))
     assert estimator.estimate(plain, cands[key]) == roofline.estimate(graph, cands[key])
-    assert device.modules == [] and timer.measured == 0
+    assert drv.images == [] and timer.measured == 0
     assert timer.unmeasured == {
         "no cudnn library": 1,
         "graph not built from IR": 1,
     }
-    assert estimator.name == f"measure:fake:sm_90:h16/{roofline.name}"
+    assert estimator.name == f"measure:Recording GPU:sm_90:h16/{roofline.name}"
 
 
 def placement(report) -> dict[str, str]:
@@ -131,22 +151,23 @@ def placement(report) -> dict[str, str]:
 
 def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypatch) -> None:
     def partition(times, cache=""):
-        device = FakeDevice(times=times)
+        drv, device = recording_device({name: ms * 1e3 for name, ms in times.items()})
         module = parse_module(DENSE, make_context(), "dense.mlir")
         pass_ = cp.CollagePartition(targets="cuda,cutlass,llvm", cost="measure", cache=cache,
                                     cache_dir=str(cubins), dynamic_dim=16, measure_device=device)
         pass_.apply(make_context(), module)
         assert len(pass_.reports) == 1
-        return pass_.last_report, device
+        return pass_.last_report, drv
 
-    fast, device = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002})
+    fast, drv = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002})
     assert placement(fast) == {"nn.dense": "cutlass", "nn.bias_add": "cutlass"}
     assert fast.partitions[0].label == "cutlass.dense_bias"
-    assert fast.estimator.startswith("measure:fake:sm_90:h16/roofline:h100:h16")
-    # Measured once each (5 rounds): cutlass.dense and cutlass.dense_bias, and native
-    # kernels (the bias_add; the native dense too where cuda-codegen has a GEMM kernel).
-    timed = [t for m in device.modules for t in m.timed]
-    assert timed.count(CUTLASS_KERNEL) == 10 and set(timed) == {CUTLASS_KERNEL, FUSED_KERNEL}
+    assert fast.estimator.startswith("measure:Recording GPU:sm_90:h16/roofline:h100:h16")
+    # Measured once each (2 warm-up and 10 timed runs of its plan): cutlass.dense and
+    # cutlass.dense_bias, and native kernels (the bias_add; the native dense too where
+    # cuda-codegen has a GEMM kernel).
+    timed = [launch["name"] for launch in drv.launches]
+    assert timed.count(CUTLASS_KERNEL) == 2 * 12 and set(timed) == {CUTLASS_KERNEL, FUSED_KERNEL}
     # CUTLASS reported slow: the dense goes native.
     slow, _ = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002})
     assert placement(slow) == {"nn.dense": "cuda", "nn.bias_add": "cuda"}
@@ -159,15 +180,15 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
         raise AssertionError("a cached cost was compiled again")
 
     monkeypatch.setattr(nvrtc, "_nvrtc_compile", no_nvrtc)
-    second, device = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002}, costs)
-    assert device.modules == [] and device.launches == 0
+    second, drv = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002}, costs)
+    assert drv.images == [] and drv.launches == []
     assert placement(second) == placement(first) == placement(fast)
     assert second.total == first.total
 
 
 def test_measure_options_are_checked() -> None:
     module = parse_module(DENSE, make_context(), "dense.mlir")
-    for device in (FakeDevice(), None):  # options are checked before any device is opened
+    for device in (recording_device()[1], None):  # options are checked before any device is opened
         with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
             cp.CollagePartition(targets="cuda,cutlass", cost="measure", dynamic_dim=0,
                                 measure_device=device).apply(make_context(), module)
@@ -209,9 +230,9 @@ def test_a_measured_cubin_is_checked_against_its_sha256(tmp_path, monkeypatch) -
             image.path.write_bytes(b"\x7fELF damaged")
 
     monkeypatch.setattr(cuda_codegen.CudaCodegen, "apply", apply_then_damage)
-    device = FakeDevice()
+    drv, device = recording_device()
     timer = CandidateTimer(device, cache_dir=tmp_path, dynamic_dim=16)
     graph, _, cands = candidates(ELEMENTWISE, "cuda")
     with pytest.raises(PartitaError, match="does not match the sha256 recorded at compile time"):
         timer(graph, cands[("cuda.fused", (0, 1))])
-    assert device.modules == []
+    assert drv.images == []

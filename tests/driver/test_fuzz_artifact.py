@@ -10,10 +10,10 @@ import struct
 
 import numpy as np
 import pytest
+from driver.test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.artifact_files import pack, reseal, unpack  # tests/support/artifact_files.py
-from driver.test_untrusted_model import MODEL  # tests/driver/test_untrusted_model.py
 
 import partita
 from partita import artifact

@@ -10,7 +10,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
-from support.fake_cuda import FakeDevice  # tests/support/fake_cuda.py
 from support.recording_driver import recorded_run  # tests/support/recording_driver.py
 from xdsl.passes import PassPipeline
 
@@ -197,15 +196,24 @@ def test_device_path_launches_what_the_cubin_declares(lowered) -> None:
     assert [launch["name"] for launch in drv.launches] == [f"main_f16_fused_{k}" for k in (0, 1, 2)]
 
 
-def test_launch_rejects_arrays_that_do_not_fit(lowered) -> None:
+def test_binding_rejects_operands_that_do_not_fit(lowered) -> None:
     from partita.ir import PartitaError
+    from partita.runtime.device import SimulatedDevice
+    from partita.runtime.extern import PreparedFused
+    from partita.runtime.plan import Tensor
 
     module, _, _ = lowered
     handle = kernel_handles(module)["main_f32_fused_0"]
-    device = FakeDevice()
+    prepared = PreparedFused(handle, kernel=None)
+    device = SimulatedDevice()
     x, y, z, _ = _inputs("f32", 2)
+
+    def tensors(*arrays):
+        return [Tensor(0x1000 * (k + 1), a.shape, a.dtype) for k, a in enumerate(arrays)]
+
+    (out,) = tensors(np.empty((2, 8, 16), np.float32))
     with pytest.raises(PartitaError, match=r"@main_f32_fused_0: input #1 has shape \(15,\), the kernel takes \(16,\)"):
-        handle.launch(device, None, [x, y[:15], z], np.empty((2, 8, 16), np.float32))
+        prepared.bind(device, tensors(x, y[:15], z), [out], None)
     with pytest.raises(PartitaError, match="input #0 is float16, the kernel takes float32"):
-        handle.launch(device, None, [x.astype(np.float16), y, z], np.empty((2, 8, 16), np.float32))
-    assert not device.memory
+        prepared.bind(device, tensors(x.astype(np.float16), y, z), [out], None)
+    assert not device.counts  # nothing was packed or allocated

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
 from ops.test_ops_conv import DYN, NP, TOL, _function, _inputs
+from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline

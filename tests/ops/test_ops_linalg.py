@@ -11,9 +11,9 @@ import onnx
 import onnx.reference
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ops.test_ops_reduction import check_against_onnx, model, rand_like
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
-from ops.test_ops_reduction import check_against_onnx, model, rand_like
 
 import partita
 from partita.frontends.onnx import import_onnx

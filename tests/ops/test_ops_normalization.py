@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ops.test_ops_reduction import _tensor, _value, check_against_onnx, model
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
-from ops.test_ops_reduction import _tensor, _value, check_against_onnx, model
 from xdsl.utils.exceptions import VerifyException
 
 import partita

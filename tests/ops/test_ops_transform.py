@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import helper as h
-from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from ops.test_ops_indexing import check, data, make  # tests/ops/test_ops_indexing.py
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 
 from partita.frontends.onnx import import_onnx
 from partita.ir import PartitaError

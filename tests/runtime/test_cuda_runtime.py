@@ -7,6 +7,7 @@ from partita.lowering import cubin, nvrtc
 from partita.lowering.cutlass import KernelSpec, choose_config, emit_module
 from partita.runtime.arguments import pack_kernel_args
 from partita.runtime.cuda import CudaDevice, cuda_available, launch_entry
+from partita.runtime.profile import time_steps
 
 gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 
@@ -105,9 +106,11 @@ def test_run_dense_bias_relu_on_device(tmp_path):
     out = dev.from_device(bufs["out"], (M, 64), np.float16)
     np.testing.assert_allclose(out.astype(np.float32), _bias_relu_reference(x, w, bias),
                                rtol=2e-2, atol=2e-1)
-    assert mod.time_launch("k", e.grid({"M": M}), e.block,
-                           e.args({k: v.ptr for k, v in bufs.items()}, {"M": M}),
-                           mod.global_int(e.smem_symbol), repeat=3) > 0
+    smem = mod.global_int(e.smem_symbol)
+    launch = dev.prepare_launch(mod.kernel("k", smem), e.grid({"M": M}), e.block, smem,
+                                e.args({k: v.ptr for k, v in bufs.items()}, {"M": M}))
+    (seconds,) = time_steps(dev, [launch], repeat=3)
+    assert seconds > 0
     for b in bufs.values():
         b.free()
     mod.unload()

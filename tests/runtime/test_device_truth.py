@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runtime.test_extern_runtime import MLP  # tests/runtime/test_extern_runtime.py
 from support.recording_driver import CAPTURE_UNSUPPORTED, INVALID_CONTEXT, RecordingDriver
 from support.recording_libs import RecordingCublasLt, RecordingCudnn, RecordingTensorRT
-from runtime.test_extern_runtime import MLP  # tests/runtime/test_extern_runtime.py
 
 import partita
 import partita.runtime.cuda as cuda_module

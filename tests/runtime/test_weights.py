@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
+import re
 import struct
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from partita.dialects import nn
 from partita.driver import load_module
 from partita.ir import PartitaError
 from partita.ir.constants import constant_values
+from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES, ParameterAttr
 from partita.runtime.cuda import CudaDevice
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.plan import Runtime
@@ -90,9 +92,11 @@ def test_external_data_is_read_beside_the_model_into_the_ir_without_a_copy(tmp_p
     assert not values.flags.writeable
     assert np.shares_memory(values, np.frombuffer(bias.value.data.data, np.uint8))
     assert any(np.array_equal(values, b) for b in arrays[1::2])
-    # MatMul's weight is transposed (nn.dense takes [N, K]): a new weight, right values.
-    weights = [constant_values(op) for op in _constants(module) if op.value.get_shape() == (HIDDEN, HIDDEN)]
-    assert any(np.array_equal(w, arrays[0].T) for w in weights)
+    # MatMul's weight is used transposed (nn.dense takes [N, K]): a parameter with perm
+    # [1, 0], a strided view of the file, right values.
+    weights = [op for op in _constants(module) if op.value.get_shape() == (HIDDEN, HIDDEN)]
+    assert all(isinstance(op.value, ParameterAttr) and op.value.permutation == (1, 0) for op in weights)
+    assert any(np.array_equal(constant_values(op), arrays[0].T) for op in weights)
 
 
 def test_missing_or_short_external_data_names_the_tensor(tmp_path: Path) -> None:
@@ -119,17 +123,29 @@ def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped
     exe, saved, arrays = compiled
     header, _, section = _layout(saved)
     data = saved.read_bytes()
-    assert data[14:16] == struct.pack("<H", 2) and section % 4096 == 0
+    assert data[14:16] == struct.pack("<H", 3) and section % 4096 == 0
     assert len(header["weights"]) == len(_constants(exe.module)) > 0
-    for (offset, size, digest), op in zip(header["weights"], _constants(exe.module)):
+    for row, op in zip(header["weights"], _constants(exe.module)):
+        offset, size, digest = row[:3]
+        payload = constant_values(op).tobytes()
         assert offset % artifact.WEIGHT_ALIGNMENT == 0
-        assert data[section + offset : section + offset + size] == op.value.data.data
-        assert hashlib.sha256(op.value.data.data).hexdigest() == digest
+        assert data[section + offset : section + offset + size] == payload
+        assert hashlib.sha256(payload).hexdigest() == digest
+        # A weight of at least the parameter threshold is stored by name (issue 25).
+        assert (len(row) == 4) == (size >= PARAMETER_THRESHOLD_BYTES)
     loaded = partita.load(saved)
+    kinds = set()
     for op in _constants(loaded.module):
-        payload = op.value.data.data
-        assert isinstance(payload, memoryview) and isinstance(payload.obj, mmap.mmap) and payload.readonly
+        if isinstance(op.value, ParameterAttr):  # names the file and the weight's offset in it
+            assert op.value.file.data == str(saved.resolve())
+            assert isinstance(constant_values(op), np.memmap)
+            kinds.add("parameter")
+        else:
+            payload = op.value.data.data
+            assert isinstance(payload, memoryview) and isinstance(payload.obj, mmap.mmap) and payload.readonly
+            kinds.add("dense")
         assert not constant_values(op).flags.writeable
+    assert kinds == {"parameter", "dense"}
     x = np.random.default_rng(1).standard_normal((2, HIDDEN)).astype(np.float32)
     np.testing.assert_allclose(loaded.run(x)[0], _expected(x, arrays), rtol=1e-5, atol=1e-5)
     # A loaded model saves again from its mapping, to the same bytes.
@@ -140,7 +156,7 @@ def test_saved_weights_are_page_aligned_hashed_and_loaded_as_views_of_the_mapped
 def test_a_changed_weight_or_padding_byte_is_named(compiled, tmp_path: Path) -> None:
     _, saved, _ = compiled
     header, _, section = _layout(saved)
-    offset, size, _ = header["weights"][1]
+    offset, size = header["weights"][1][:2]
     for at, why in [(section + offset + size // 2, "weight 1 does not match its sha256"),
                     (section - 1, "the padding before a weight is not zeros")]:
         data = bytearray(saved.read_bytes())
@@ -159,7 +175,11 @@ def test_a_format_1_file_still_loads(compiled, tmp_path: Path) -> None:
     data = saved.read_bytes()
     base = 24 + header_len
     parts = [(p["name"], data[base + p["offset"] : base + p["offset"] + p["size"]]) for p in header["parts"]]
-    weights = [data[section + o : section + o + n] for o, n, _ in header["weights"]]
+    # Format 1 had no parameters: each constant was a placeholder, its weight by position.
+    text = re.sub(r'#nn.parameter<"[^"]*" : (tensor<[^>]*>), file "" at \d+>', r"dense<0.0> : \1",
+                  parts[0][1].decode())
+    parts[0] = ("module.mlir", text.encode())
+    weights = [data[section + row[0] : section + row[0] + row[1]] for row in header["weights"]]
     table, at = [], 0
     for blob in weights:
         table.append([at, len(blob)])
@@ -188,7 +208,12 @@ def test_the_simulated_device_reads_weights_in_place(compiled) -> None:
     for op in constants:
         ptr = runtime.plan.param_ptr[op.result]
         seen = device.view(ptr, op.value.get_shape(), constant_values(op).dtype)
-        assert np.shares_memory(seen, constant_values(op)) and not seen.flags.writeable
+        assert np.shares_memory(seen, runtime.plan.constants[op.result]) and not seen.flags.writeable
+        if isinstance(op.value, ParameterAttr):  # a view of the mapped compiled-model file
+            owner = seen
+            while not isinstance(owner, np.memmap):
+                owner = owner.base
+            assert owner.filename == str(saved.resolve()) and owner.offset == op.value.offset.data
     x = np.random.default_rng(3).standard_normal((2, HIDDEN)).astype(np.float32)
     np.testing.assert_allclose(runtime.run(x)[0], _expected(x, arrays), rtol=1e-5, atol=1e-5)
     runtime.close()
@@ -202,15 +227,15 @@ def test_gpu_weights_go_up_in_chunks_through_pinned_staging(compiled, monkeypatc
     drv = RecordingDriver()
     runtime = Runtime(loaded.module, CudaDevice(driver=drv))
     constants = _constants(loaded.module)
-    chunks = sum(-(-len(op.value.data.data) // 4096) for op in constants)
+    chunks = sum(-(-constant_values(op).nbytes // 4096) for op in constants)
     assert drv.calls["cuMemHostAlloc"] == 2 and drv.calls["cuMemFreeHost"] == 2 and not drv.pinned
     assert drv.calls["cuMemcpyHtoDAsync"] == chunks > len(constants)
     for op in constants:  # every byte arrived where the plan says the weight is
         ptr = runtime.plan.param_ptr[op.result]
-        size = len(op.value.data.data)
+        payload = constant_values(op).tobytes()
         block = next(b for base, b in drv.memory.items() if base <= ptr < base + b.nbytes)
         start = ptr - block.ctypes.data
-        assert block[start : start + size].tobytes() == bytes(op.value.data.data)
+        assert block[start : start + len(payload)].tobytes() == payload
     runtime.close()
 
 

@@ -37,9 +37,11 @@ def pack(header: dict, parts: dict[str, bytes], weights: list[bytes],
         at += len(blob)
     header["parts"] = entries
     rows, offset = [], 0
-    for weight in weights:
+    kept = [row[3:] for row in header.get("weights", [])]  # a named parameter keeps its name
+    for index, weight in enumerate(weights):
         offset = -(-offset // artifact.WEIGHT_ALIGNMENT) * artifact.WEIGHT_ALIGNMENT
-        rows.append([offset, len(weight), hashlib.sha256(weight).hexdigest()])
+        rows.append([offset, len(weight), hashlib.sha256(weight).hexdigest(), *(kept[index] if index < len(kept)
+                                                                                  else [])])
         offset += len(weight)
     header["weights"] = rows
     if mutate is not None:
@@ -48,7 +50,7 @@ def pack(header: dict, parts: dict[str, bytes], weights: list[bytes],
     prefix = artifact.MAGIC + struct.pack("<Q", len(head)) + head
     out = bytearray(prefix + b"".join(parts[name] for name in names))
     section = -(-len(out) // artifact.SECTION_ALIGNMENT) * artifact.SECTION_ALIGNMENT
-    for (start, _, _), weight in zip(rows, weights):
+    for (start, *_), weight in zip(rows, weights):
         out += bytes(section + start - len(out))
         out += weight
     return bytes(out) + hashlib.sha256(prefix).digest()

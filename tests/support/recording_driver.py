@@ -28,8 +28,24 @@ What the real driver refuses, this one refuses too:
   that reads bytes another stream wrote, with no event wait or synchronization ordering
   it after that write, is a race, listed in ``races`` (the hardware would read stale
   bytes without a word);
+* TMA and clusters (Hopper): ``cuTensorMapEncodeTiled`` checks the driver's rules (sm_90 or
+  newer, rank 1..5, a known data type, a 16-byte-aligned global address, global strides
+  that are multiples of 16 bytes below 2^40, box dims 1..256 whose inner extent is a
+  multiple of 16 bytes and fits the swizzle width, element strides 1..8) and returns a
+  descriptor whose bytes name the request (``tensor_maps`` lists what was encoded);
+  ``cuLaunchKernelEx`` takes a ``CUlaunchConfig``: grid, block and shared memory as
+  ``cuLaunchKernel`` (opt-in above 48 KiB), a cluster-dimension attribute of at most 8
+  CTAs (16 with the non-portable opt-in) that divides the grid, only on sm_90 or newer;
 * everything created is tracked until destroyed: ``live()`` lists what ``close()``
-  left behind (memory, modules, streams, events, graphs, retained contexts).
+  left behind (memory, modules, streams, events, graphs, retained contexts);
+* events time work as the driver does, on a stand-in clock: each stream has a clock (in
+  microseconds) that the work it executes advances, a kernel launch by
+  ``kernel_us[name]`` (default ``launch_us``), a library call by ``library_us[name]``
+  (default ``launch_us``), a copy by its bytes at ``copy_bytes_per_us``; an event
+  recorded on a stream takes its clock, and ``cuEventElapsedTime`` is the difference in
+  milliseconds. Deterministic, derived from the recorded work only; an event created
+  with ``CU_EVENT_DISABLE_TIMING``, or not yet recorded, cannot be timed (as the driver
+  says).
 """
 
 from __future__ import annotations
@@ -44,6 +60,8 @@ import numpy as np
 SUCCESS = 0
 INVALID_VALUE = 1
 INVALID_CONTEXT = 201
+INVALID_HANDLE = 400
+NOT_READY = 600
 MISALIGNED_ADDRESS = 716
 CAPTURE_UNSUPPORTED = 900
 CAPTURE_INVALIDATED = 901
@@ -56,7 +74,7 @@ class CUresult(int):
 _ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
            719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 201: "CUDA_ERROR_INVALID_CONTEXT",
            716: "CUDA_ERROR_MISALIGNED_ADDRESS", 900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"}
+           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY"}
 
 #: Calls that need no current context (device queries, init, the primary context's own).
 _CONTEXT_FREE = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
@@ -81,8 +99,28 @@ class RecordingDriver:
                                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
     CUstreamCaptureMode = SimpleNamespace(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
+    # cuda.bindings' enums are IntEnums called with their value; ints stand in for them
+    CUtensorMapDataType = CUtensorMapInterleave = CUtensorMapSwizzle = int
+    CUtensorMapL2promotion = CUtensorMapFloatOOBfill = int
+    CUlaunchAttributeID = SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4)
+    #: CUtensorMapDataType -> element bytes (UINT8, UINT16, UINT32, INT32, UINT64, INT64,
+    #: FLOAT16, FLOAT32, FLOAT64, BFLOAT16, ...)
+    TENSOR_MAP_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
+    TENSOR_MAP_SWIZZLE = {0: 0, 1: 32, 2: 64, 3: 128}
 
-    def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None):
+    class CUlaunchConfig:
+        def __init__(self):
+            self.gridDimX = self.gridDimY = self.gridDimZ = 1
+            self.blockDimX = self.blockDimY = self.blockDimZ = 1
+            self.sharedMemBytes, self.hStream, self.attrs, self.numAttrs = 0, 0, [], 0
+
+    class CUlaunchAttribute:
+        def __init__(self):
+            self.id = 0
+            self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0))
+
+    def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None,
+                 kernel_us=None, library_us=None, launch_us: float = 5.0, copy_bytes_per_us: float = 1000.0):
         self.version, self.arch, self.devices = version, arch, devices
         self.calls: Counter[str] = Counter()
         self.images: list[bytes] = []
@@ -94,6 +132,8 @@ class RecordingDriver:
         self.func_attributes: dict[tuple[str, int], int] = {}
         self.static_smem: dict[str, int] = {}
         self.alignment: dict[str, dict[int, int]] = {}
+        self.tensor_maps: list[dict] = []  # cuTensorMapEncodeTiled requests that succeeded
+        self.non_portable_clusters: set[str] = set()  # kernels opted in to 16-CTA clusters
         self.sticky: int | None = None
         self.current: dict[int, object] = {}  # thread id -> context
         self.retained = 0
@@ -111,6 +151,12 @@ class RecordingDriver:
         self._graphs: dict[int, list] = {}
         self._execs: dict[int, list] = {}  # instantiated graph -> its records
         self._next = 0x1000  # clear of the numbered default streams (0, 1, 2)
+        # The stand-in clock (see the module docstring).
+        self.kernel_us, self.library_us = dict(kernel_us or {}), dict(library_us or {})
+        self.launch_us, self.copy_bytes_per_us = float(launch_us), float(copy_bytes_per_us)
+        self.clock: Counter = Counter()  # stream -> microseconds of work it has executed
+        self._timing: dict[int, bool] = {}  # event -> created able to time
+        self._event_us: dict[int, float] = {}  # event -> its stream's clock when recorded
 
     # -- bookkeeping -------------------------------------------------------------
     def _handle(self) -> int:
@@ -170,8 +216,9 @@ class RecordingDriver:
     def _stream_ok(self, stream) -> bool:
         return stream in _DEFAULT_STREAMS or stream in self.streams
 
-    def _async(self, name: str, stream, work, *values):
-        """Asynchronous work on ``stream``: done now, or recorded into its capture."""
+    def _async(self, name: str, stream, work, *values, us: float = 0.0):
+        """Asynchronous work on ``stream``: done now, or recorded into its capture (``us``:
+        what it advances the stream's clock by when it is done)."""
         result = self._call(name, *values)
         if result[0] != SUCCESS:
             return result
@@ -181,9 +228,10 @@ class RecordingDriver:
             return (CAPTURE_INVALIDATED, *([None] * len(values))) if values else (CAPTURE_INVALIDATED,)
         self.log.append((name, stream))
         if stream in self._capturing:
-            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True})
+            self._capturing[stream].append({"name": name, "stream": stream, "work": work, "copy": True, "us": us})
         else:
             work()
+            self.clock[stream] += us
         return result
 
     # -- errors, init, devices, contexts -----------------------------------------
@@ -279,7 +327,8 @@ class RecordingDriver:
 
     def _copy_async(self, name: str, dst: int, src: int, nbytes: int, stream):
         self.calls[name + ":bytes"] += int(nbytes)
-        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)))
+        result = self._async(name, stream, lambda: ctypes.memmove(int(dst), int(src), int(nbytes)),
+                             us=int(nbytes) / self.copy_bytes_per_us)
         if result[0] == SUCCESS:
             if not name.endswith("HtoDAsync"):
                 self._read(stream, int(src), int(nbytes))
@@ -381,6 +430,7 @@ class RecordingDriver:
             return result
         event = self._handle()
         self.events[event] = None
+        self._timing[event] = not int(flags) & 2  # CU_EVENT_DISABLE_TIMING
         return SUCCESS, event
 
     def cuEventRecord(self, event, stream):
@@ -389,6 +439,7 @@ class RecordingDriver:
             if event not in self.events or not self._stream_ok(stream):
                 return (INVALID_VALUE,)
             self.events[event] = (stream, self._work[stream])
+            self._event_us[event] = self.clock[stream]
             self.log.append(("cuEventRecord", stream, event))
         return result
 
@@ -408,7 +459,14 @@ class RecordingDriver:
         return self._call("cuEventSynchronize")
 
     def cuEventElapsedTime(self, start, stop):
-        return self._call("cuEventElapsedTime", 1.0)
+        result = self._call("cuEventElapsedTime", 0.0)
+        if result[0] != SUCCESS:
+            return result
+        if not (self._timing.get(start) and self._timing.get(stop)):
+            return INVALID_HANDLE, None  # an unknown event, or one made without timing
+        if start not in self._event_us or stop not in self._event_us:
+            return NOT_READY, None  # never recorded
+        return SUCCESS, (self._event_us[stop] - self._event_us[start]) / 1e3
 
     def cuEventDestroy(self, event):
         result = self._call("cuEventDestroy")
@@ -416,6 +474,8 @@ class RecordingDriver:
             if event not in self.events:
                 return (INVALID_VALUE,)
             del self.events[event]
+            self._timing.pop(event, None)
+            self._event_us.pop(event, None)
         return result
 
     # -- modules, launches ---------------------------------------------------------------
@@ -487,8 +547,70 @@ class RecordingDriver:
             self._executed(record)
         return result
 
+    # -- Hopper: TMA descriptors and cluster launches --------------------------------------
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, element_strides, interleave,
+                               swizzle, l2_promotion, oob_fill):
+        result = self._call("cuTensorMapEncodeTiled", None)
+        if result[0] != SUCCESS:
+            return result
+        dtype, rank, address = int(dtype), int(rank), int(address)
+        dims, strides, box = [int(d) for d in dims], [int(s) for s in strides], [int(b) for b in box]
+        element_strides = [int(e) for e in element_strides]
+        size = self.TENSOR_MAP_BYTES.get(dtype)
+        width = self.TENSOR_MAP_SWIZZLE.get(int(swizzle))
+        valid = (
+            tuple(self.arch) >= (9, 0) and size is not None and width is not None and 1 <= rank <= 5
+            and int(interleave) == 0  # what Partita encodes; interleaved layouts have rules of their own
+            and len(dims) == rank and len(strides) == rank - 1 and len(box) == rank and len(element_strides) == rank
+            and address % 16 == 0 and all(1 <= d <= 2**32 for d in dims)
+            and all(st % 16 == 0 and 0 <= st < 2**40 for st in strides)
+            and all(1 <= b <= 256 for b in box) and (box[0] * size) % 16 == 0
+            and (width == 0 or box[0] * size <= width) and all(1 <= e <= 8 for e in element_strides)
+        )
+        if not valid:
+            return INVALID_VALUE, None
+        request = {"dtype": dtype, "address": address, "dims": tuple(dims), "strides": tuple(strides),
+                   "box": tuple(box), "swizzle": width, "l2_promotion": int(l2_promotion), "oob_fill": int(oob_fill)}
+        self.tensor_maps.append(request)
+        # the descriptor's words: the address, then a reference to the request
+        return SUCCESS, SimpleNamespace(opaque=[address, len(self.tensor_maps) - 1] + [0] * 14)
+
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+        block = (config.blockDimX, config.blockDimY, config.blockDimZ)
+        cluster = None
+        for attribute in list(config.attrs)[: config.numAttrs]:
+            if attribute.id == self.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+                d = attribute.value.clusterDim
+                cluster = (int(d.x), int(d.y), int(d.z))
+        record = {"name": f[1], "grid": grid, "block": block, "smem": int(config.sharedMemBytes),
+                  "stream": config.hStream, "params": params, "cluster": cluster}
+        result = self._call("cuLaunchKernelEx")
+        if result[0] != SUCCESS:
+            return result
+        if cluster is not None:
+            ctas = cluster[0] * cluster[1] * cluster[2]
+            limit = 16 if f[1] in self.non_portable_clusters else 8
+            if tuple(self.arch) < (9, 0) or min(cluster) < 1 or ctas > limit \
+                    or any(g % c for g, c in zip(grid, cluster)):
+                return (INVALID_VALUE,)
+        err = self._launch_error(f[1], grid, block, int(config.sharedMemBytes))
+        stream = config.hStream
+        if err or not self._stream_ok(stream):
+            return (err or INVALID_VALUE,)
+        if stream in self._invalidated:
+            return (CAPTURE_INVALIDATED,)
+        self.log.append(("cuLaunchKernelEx", stream, f[1]))
+        if stream in self._capturing:
+            self._capturing[stream].append(record)
+        else:
+            self._executed(record)
+        return result
+
     def _executed(self, record: dict) -> None:
         self.launches.append(record)
+        costs = self.library_us if record.get("library") else self.kernel_us
+        self.clock[record["stream"]] += costs.get(record["name"], self.launch_us)
         if record.get("misaligned"):
             self.sticky = MISALIGNED_ADDRESS  # the kernel faults; the context is lost
         elif "work" in record:
@@ -549,6 +671,7 @@ class RecordingDriver:
         for record in self._execs[executable[1]]:
             if record.get("copy"):
                 record["work"]()
+                self.clock[stream] += record["us"]
             else:
                 self._executed({**record, "stream": stream, "graph": True})
         return result

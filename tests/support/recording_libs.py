@@ -8,7 +8,7 @@ gives a wrong result, not just a wrong record. ``RecordingCudnn`` and ``Recordin
 do the same for cuDNN graphs and TensorRT engines.
 
 "Device memory" is that of the recording CUDA driver (``recording_driver.py``: host
-memory at real addresses, so a launch plan's arena works) or of ``fake_cuda.FakeDevice``.
+memory at real addresses, so a launch plan's arena works).
 Work a library enqueues goes through the driver's ``enqueue``, so a CUDA graph capture
 records it and replays it, as on a GPU.
 
@@ -33,7 +33,7 @@ import numpy as np
 
 
 class DeviceMemory:
-    """The allocations of a recording driver or fake device (``owner.memory``: base
+    """The allocations of a recording driver (``owner.memory``: base
     address -> bytes), looked up by any address inside them."""
 
     def __init__(self, owner) -> None:
@@ -41,7 +41,7 @@ class DeviceMemory:
 
     def buffer(self, ptr: int) -> tuple[int, np.ndarray]:
         memory = self.owner.memory
-        if ptr in memory:  # FakeDevice's buffers may overlap in address: exact first
+        if ptr in memory:  # an allocation's own base first
             return ptr, memory[ptr]
         for base, block in memory.items():
             if base <= ptr < base + max(block.nbytes, 1):

@@ -40,6 +40,7 @@ from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
+from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
             attention, dyn)
@@ -53,4 +54,4 @@ def _ops_of(module) -> list[type]:
             and cls.__module__ == module.__name__ and isinstance(vars(cls).get("name"), str)]
 
 
-NN = Dialect("nn", [op for family in FAMILIES for op in _ops_of(family)], [])
+NN = Dialect("nn", [op for family in FAMILIES for op in _ops_of(family)], [ParameterAttr])

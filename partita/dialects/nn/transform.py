@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -40,11 +41,13 @@ from partita.dialects.nn.base import (
     _tensor,
     _value,
     dense_from_numpy,
+    element_type_of,
     kind_trait,
     merge_dims,
     normalize_axis,
 )
 from partita.ir.constants import constant_values
+from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES, ParameterAttr, mapped_region
 
 
 def infer_pad_shape(x: Shape, before: Sequence[int], after: Sequence[int]) -> Shape:
@@ -256,17 +259,22 @@ class ShapeOfOp(NNOp):
 
 @irdl_op_definition
 class ConstantOp(NNOp):
-    """A constant tensor; ``nn.constant dense<...> : tensor<...>``."""
+    """A constant tensor; ``nn.constant dense<...> : tensor<...>``, or a named parameter
+    whose bytes stay in their file, ``nn.constant #nn.parameter<"w" : tensor<...>, file
+    "..." at N>`` (``partita.ir.parameters``)."""
     traits = kind_trait(OpKind.OPAQUE)
 
     name = "nn.constant"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
-    value = prop_def(DenseIntOrFPElementsAttr)
+    value = prop_def(DenseIntOrFPElementsAttr | ParameterAttr)
     result = result_def(TensorType)
 
-    def __init__(self, value: DenseIntOrFPElementsAttr | np.ndarray):
+    def __init__(self, value: DenseIntOrFPElementsAttr | ParameterAttr | np.ndarray, name: str | None = None):
+        """A whole array mapped from a file (``np.memmap``, as the ONNX importer reads
+        external data) of ``PARAMETER_THRESHOLD_BYTES`` or more becomes a parameter named
+        ``name`` (else after its file and offset): its bytes are not copied into the IR."""
         if isinstance(value, np.ndarray):
-            value = dense_from_numpy(value)
+            value = constant_attr(value, name)
         super(NNOp, self).__init__(result_types=[value.type], properties={"value": value})
 
     def infer_shape(self) -> Shape:
@@ -274,6 +282,8 @@ class ConstantOp(NNOp):
             raise VerifyException(
                 f"value type {self.value.type} does not match result type {self.result.type}")
         shape = tuple(self.value.get_shape())
+        if isinstance(self.value, ParameterAttr):
+            return shape
         if len(self.value) not in (1, math.prod(shape)):  # one element stands for a splat
             raise VerifyException(f"value holds {len(self.value)} elements, its type {math.prod(shape)}")
         return shape
@@ -287,8 +297,8 @@ class ConstantOp(NNOp):
     def parse(cls, parser: Parser) -> ConstantOp:
         # Partita's parser keeps ``dense<v> : tensor<...>`` a splat (partita.ir.parsing).
         value = parser.parse_attribute()
-        if not isinstance(value, DenseIntOrFPElementsAttr):
-            parser.raise_error(f"expected a dense elements attribute, got {value}")
+        if not isinstance(value, DenseIntOrFPElementsAttr | ParameterAttr):
+            parser.raise_error(f"expected a dense elements attribute or an #nn.parameter, got {value}")
         op = cls(value)
         op.attributes.update(parser.parse_optional_attr_dict())
         return op
@@ -299,3 +309,16 @@ class ConstantOp(NNOp):
         printer.print_op_attributes(self.attributes)
 
 
+
+
+def constant_attr(array: np.ndarray, name: str | None = None) -> DenseIntOrFPElementsAttr | ParameterAttr:
+    """The value attribute of a constant holding ``array``: a parameter naming the file
+    region ``array`` is mapped from (or a permutation of its axes), when it is one and large
+    enough, else a dense attribute over its bytes."""
+    region = mapped_region(array) if array.nbytes >= PARAMETER_THRESHOLD_BYTES and array.dtype != np.bool_ else None
+    if region is None:
+        return dense_from_numpy(array)
+    file, offset, perm, given = region
+    key = name or given or f"{Path(file).name}@{offset}"
+    return ParameterAttr.make(key, TensorType(element_type_of(array.dtype), array.shape), file, offset,
+                              perm=perm)

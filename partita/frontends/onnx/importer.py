@@ -170,7 +170,7 @@ class Importer:
             array = cast(array, nn.numpy_dtype(like.type.element_type))
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
-        return self.emit(nn.ConstantOp(array))
+        return self.emit(nn.ConstantOp(array, getattr(v, "parameter_name", None)))
 
     def materialize(self, v: np.ndarray, like: SSAValue | None = None) -> SSAValue:
         """A shape computation over dynamic dims used as data: each dim is read at run time

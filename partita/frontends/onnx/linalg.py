@@ -37,7 +37,7 @@ def _gemm(cx, ins, attrs):
         out = cx.emit(nn.MultiplyOp(out, cx.tensor(np.asarray(alpha, np.float32), a)))
     if len(ins) > 2 and ins[2] is not None and beta != 0.0:
         c = ins[2]
-        if is_const(c):
+        if is_const(c) and beta != 1.0:
             c = np.asarray(c, np.float32) * np.float32(beta)
         elif beta != 1.0:
             c = cx.emit(nn.MultiplyOp(c, cx.tensor(np.asarray(beta, np.float32), a)))

@@ -6,6 +6,7 @@ their protos or external data files (from the model's folder only)."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from xdsl.dialects.builtin import TensorType
 from partita.dialects import nn
 from partita.frontends.onnx.values import ONNX_DTYPES, fail
 from partita.ir import PartitaError
+from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -141,14 +143,20 @@ def _external_array(tensor: onnx.TensorProto, what: str, folder: Path) -> np.nda
                            f"{list(tensor.dims)} {dtype} tensor ({expected} bytes)")
     try:
         with open(folder / location, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size < offset + length:
+                raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
+                                   f"byte {offset + length}")
+            if length >= PARAMETER_THRESHOLD_BYTES and dtype != np.bool_:
+                # Mapped, not read: the constant becomes a named parameter of this file
+                # region (partita.ir.parameters), so the bytes never enter the process.
+                mapped = np.memmap(handle, dtype.newbyteorder("<"), "r", offset, tuple(tensor.dims))
+                mapped.parameter_name = tensor.name  # type: ignore[attr-defined]
+                return mapped
             handle.seek(offset)
             data = handle.read(length)
     except OSError as err:
         raise PartitaError(f"{what} '{tensor.name}': cannot read its external data "
                            f"'{folder / location}': {err.strerror or err}") from None
-    if len(data) != length:
-        raise PartitaError(f"{what} '{tensor.name}': its external data '{folder / location}' ends before "
-                           f"byte {offset + length}")
     return np.frombuffer(data, dtype.newbyteorder("<")).reshape(tuple(tensor.dims))
 
 

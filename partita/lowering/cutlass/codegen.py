@@ -13,6 +13,7 @@ instantiation and lets one NVRTC program serve every partition.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,18 @@ from partita.lowering.cutlass import (
 )
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
+from partita.lowering.cutlass.sm90 import (
+    RECORD_KIND,
+    Sm90Config,
+    Sm90Source,
+    choose_sm90_config,
+    emit_sm90_module,
+    read_layout,
+    sm90_from_record,
+    sm90_record,
+    sm90_type_key,
+    why_not_sm90,
+)
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
 
@@ -179,12 +192,16 @@ def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
     return byoc.compiler_functions(module, COMPILER)
 
 
-def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[PartitionKernel], CudaSource | None]:
+def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: bool = False
+                 ) -> tuple[list[PartitionKernel], CudaSource | None]:
     """The kernels of the module's cutlass functions and their source, configured by the
-    target ``options`` (an ``int`` is an sm with the kind's other defaults)."""
+    target ``options`` (an ``int`` is an sm with the kind's other defaults). With
+    ``hopper``, the functions :func:`emit_hopper` takes are left out."""
     if isinstance(options, int):
         options = CutlassOptions(sm=options)
     kernels = [partition_kernel(f) for f in cutlass_functions(module)]
+    if hopper:
+        kernels = [k for k in kernels if why_not_sm90(k.spec) is not None]
     if not kernels:
         return kernels, None
     configs = []
@@ -195,6 +212,19 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int) -> tuple[list[
             raise op_error(k.function, str(err)) from None
         configs.append((k.name, k.spec, cfg))
     return kernels, emit_module(configs)
+
+
+def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Source]]:
+    """The cutlass functions that have a CUTLASS 3 Hopper kernel, grouped by kernel
+    configuration, with one source per group: each group is its own NVRTC program (about
+    a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
+    groups: dict[tuple, list[tuple[PartitionKernel, Sm90Config]]] = {}
+    for k in (partition_kernel(f) for f in cutlass_functions(module)):
+        if why_not_sm90(k.spec) is None:
+            cfg = choose_sm90_config(k.spec)
+            groups.setdefault(sm90_type_key(k.spec, cfg), []).append((k, cfg))
+    return [([k for k, _ in group], emit_sm90_module([(k.name, k.spec, cfg) for k, cfg in group]))
+            for group in groups.values()]
 
 
 def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
@@ -221,6 +251,8 @@ class CutlassCodegen(ModulePass):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "statistics", nvrtc.CompileStatistics())  # not an option
+        # not an option either: who hears of each NVRTC program as it is done (the tools)
+        object.__setattr__(self, "progress", None)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_compiler_partitions(op, COMPILER)
@@ -231,22 +263,47 @@ class CutlassCodegen(ModulePass):
             nvrtc.check_arch(f"sm_{sm}")
         except ValueError as err:
             raise PartitaError(f"{self.name}: sm={sm}: {err}") from None
-        kernels, source = emit_cutlass(op, options)
-        if source is None:
+        # sm_90a: CUTLASS 3 TMA + wgmma kernels where they apply, Sm80 kernels for the rest;
+        # two NVRTC programs, compiled side by side
+        hopper = suffix == "a" and options.sm == 90
+        kernels, source = emit_cutlass(op, options, hopper=hopper)
+        groups = emit_hopper(op) if hopper else []
+        sources = ([source] if source is not None else []) + [g[1] for g in groups]
+        if not sources:
             return
         cache_dir = self.cache_dir or options.tmp_dir or None
+        names = ([f"{len(kernels)} CUTLASS 2.x kernel(s)"] if source is not None else []) + \
+            [next(iter(s.entries.values())).config.name for _, s in groups]
+
+        def compiled(i: int, binary: nvrtc.CompiledBinary, seconds: float) -> None:
+            if self.progress is not None:
+                how = "from the cache" if binary.cache_hit else "compiled"
+                self.progress(f"{how}: {names[i]} for sm_{sm} [{i + 1}/{len(sources)}] +{seconds:.1f}s")
+
         try:
-            binary = nvrtc.compile_cuda(source, arch=f"sm_{sm}", cache_dir=cache_dir,
-                                        fast_math=options.use_fast_math)
+            binaries = nvrtc.compile_many(sources, jobs=min(len(sources), os.cpu_count() or 1), progress=compiled,
+                                          arch=f"sm_{sm}", cache_dir=cache_dir, fast_math=options.use_fast_math)
         except nvrtc.NvrtcError as err:
             names = ", ".join(f"@{e}" for e in err.entries) or "the module"
             raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
-        records = {
-            k.name: entry_record(
-                source.entries[k.name], k.inputs, read_int_global(binary.cubin, source.entries[k.name].smem_symbol)
-            )
-            for k in kernels
-        }
+        if source is not None:
+            binary = binaries[0]
+            records = {
+                k.name: entry_record(
+                    source.entries[k.name], k.inputs, read_int_global(binary.cubin, source.entries[k.name].smem_symbol)
+                )
+                for k in kernels
+            }
+            self._add_binary(op, options, sm, binary, records, "")
+        for (sm90_kernels, sm90_source), binary in zip(groups, binaries[len(binaries) - len(groups):]):
+            layouts = {t: read_layout(binary.cubin, t) for t in {e.kernel_type for e in sm90_source.entries.values()}}
+            records = {k.name: sm90_record(sm90_source.entries[k.name], k.inputs,
+                                           layouts[sm90_source.entries[k.name].kernel_type]) for k in sm90_kernels}
+            self._add_binary(op, options, sm, binary, records, "_tma")
+        mark_compiler_functions(op, COMPILER)
+
+    def _add_binary(self, op: ModuleOp, options: CutlassOptions, sm: str, binary: nvrtc.CompiledBinary,
+                    records: dict[str, Attribute], tag: str) -> None:
         attributes: dict[str, Attribute] = {
             "format": StringAttr("cubin"),
             # every option it was compiled with (those left at their defaults are implied)
@@ -257,9 +314,8 @@ class CutlassCodegen(ModulePass):
             **cache_attributes(binary.path),
             "kernels": DictionaryAttr(records),
         }
-        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, f"cutlass_sm{sm}"), attributes))
+        op.body.block.add_op(byoc.BinaryOp(fresh_symbol(op, f"cutlass_sm{sm}{tag}"), attributes))
         self.statistics.record(binary)
-        mark_compiler_functions(op, COMPILER)
 
 
 @dataclass(frozen=True)
@@ -275,9 +331,19 @@ class CutlassCppTarget(Target):
         number, suffix = _sm_option(f"target '{self.name}'", self.sm)
         options = function_options(cutlass_functions(module), number)
         sm = f"{options.sm}{suffix}"
-        kernels, source = emit_cutlass(module, options)
+        hopper = suffix == "a" and options.sm == 90
+        kernels, source = emit_cutlass(module, options, hopper=hopper)
+        groups = emit_hopper(module) if hopper else []
+        for sm90_kernels, sm90_source in groups:
+            output.write(f"// CUTLASS 3 Hopper kernels for sm_{sm}, one translation unit per configuration\n")
+            for k in sm90_kernels:
+                cfg = sm90_source.entries[k.name].config
+                output.write(f"// @{k.name}: {cfg.name} (tile {'x'.join(map(str, cfg.tile))}, cluster "
+                             f"{'x'.join(map(str, cfg.cluster))}, {cfg.schedule}; args ({', '.join(k.inputs)}))\n")
+            output.write(sm90_source.code)
         if source is None:
-            output.write("// no cutlass partition functions in this module\n")
+            if not groups:
+                output.write("// no cutlass partition functions in this module\n")
             return
         output.write(f"// CUTLASS kernels for sm_{sm}, one translation unit\n")
         for k in kernels:
@@ -306,7 +372,13 @@ def cpp_from_binaries(module: ModuleOp) -> str:
             continue  # another codegen's artifact
         kernels = op.attributes["kernels"]
         assert isinstance(kernels, DictionaryAttr)
-        entries = [entry_from_record(record)[0] for record in kernels.data.values()]  # type: ignore[arg-type]
-        source = emit_module([(e.name, e.spec, e.config) for e in entries])
-        units.append(f"// byoc.binary @{op.sym_name.data}\n{source.code}")
+        records = list(kernels.data.values())
+        if records and all(isinstance(r, DictionaryAttr) and r.data.get("kind") == StringAttr(RECORD_KIND)
+                           for r in records):
+            hopper = [sm90_from_record(r)[0] for r in records]  # type: ignore[arg-type]
+            code = emit_sm90_module([(e.name, e.spec, e.config) for e in hopper]).code
+        else:
+            entries = [entry_from_record(record)[0] for record in records]  # type: ignore[arg-type]
+            code = emit_module([(e.name, e.spec, e.config) for e in entries]).code
+        units.append(f"// byoc.binary @{op.sym_name.data}\n{code}")
     return "\n".join(units) if units else "// no compiled CUTLASS kernels in this module"

@@ -1,33 +1,32 @@
-"""Measured costs for Collage: compile a candidate and time it on a CUDA device.
+"""Measured costs for Collage: a candidate lowered like a model and timed through its launch plan.
 
-TVM's Collage costs a candidate by building it with its backend and running it. Here
-:class:`CandidateTimer` does that for the targets Partita can compile on its own:
+TVM's Collage costs a candidate by building it with its backend and running it through
+its VM. Here :class:`CandidateTimer` does the same through Partita's one launch plan:
 
 1. the candidate's ops (clones) become the body of a one-function module: values entering
    from outside (arguments, constants, results of other ops) become arguments, the values
    used outside become results (:func:`candidate_module`);
-2. the function is lowered by its target's codegen: ``cutlass`` -> a ``byoc.compiler =
+2. the function is lowered as a partition is: ``cutlass`` -> a ``byoc.compiler =
    "cutlass"`` function through ``cutlass-codegen``; ``cuda`` -> ``fuse-native-kernels``
-   then ``cuda-codegen`` (every op must end up in a fused kernel);
-3. each kernel of the module is loaded on the device, given random inputs of its argument
-   types (dynamic dims take ``dynamic_dim``) and launched through its runtime handle
-   (``partita.runtime.extern``), whose launches are replaced by timed ones: ``warmup``
-   launches, then ``rounds`` CUDA-event samples of ``repeat`` launches each; a kernel's
-   time is the median sample, a candidate's the sum over its kernels, in seconds.
+   then ``cuda-codegen`` (every op must end up in a fused kernel); ``cublas`` / ``cudnn``
+   / ``tensorrt`` -> their codegen's library record; then, as ``partita.compile`` ends,
+   ``mark-compiler-functions-as-extern``, ``lower-extern-calls`` and ``plan-memory``;
+3. a ``LaunchPlan`` of it is made on the measurement device (cubins read as at load,
+   sha256 checked; library plans made outside the timed region) and profiled
+   (``Runtime.profile``, ``partita.runtime.profile``): ``warmup`` runs, then ``repeat``
+   runs with device events around each step on the plan's stream; a candidate's time is
+   the sum of its kernel and library steps' medians, in seconds.
 
-Library targets (``cublas``, ``cudnn``, ``tensorrt``) are lowered by their codegen to a
-record and each library call is timed on the stream (``partita.transforms.collage.library_timing``);
-without the library's extra they fall back too.
-
-Targets without a codegen here (``llvm``), candidates
-the codegen would not take (a ``cuda`` group with a non-injective op, a CUTLASS match whose
-shape the kernel library rejects) and graphs not built from IR are *unmeasurable*:
-:meth:`CandidateTimer.time` returns ``None`` and :func:`measuring_estimator` asks its
-fallback (the roofline model), recording why in :attr:`CandidateTimer.unmeasured`.
+Targets without a codegen here (``llvm``), candidates the codegen would not take (a
+``cuda`` group with a non-injective op, a CUTLASS match whose shape the kernel library
+rejects), library targets whose library is not installed, and graphs not built from IR
+are *unmeasurable*: :meth:`CandidateTimer.time` returns ``None`` and
+:func:`measuring_estimator` asks its fallback (the roofline model), recording why in
+:attr:`CandidateTimer.unmeasured`.
 
 What costs what: every new candidate is one NVRTC compile (seconds, more for CUTLASS).
 The cubin cache (``cache_dir``, content-addressed) makes a candidate whose C++ was
-compiled before cost no NVRTC work, but it is still loaded and launched. The persistent
+compiled before cost no NVRTC work, but it is still loaded and run. The persistent
 :class:`~partita.collage.cost.CostCache` (``collage-partition{cache=...}``) is what makes a
 second partitioning measure nothing at all: candidates are then looked up by structural
 hash before the timer is asked.
@@ -35,7 +34,7 @@ hash before the timer is asked.
 
 from __future__ import annotations
 
-import statistics
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,18 +51,20 @@ from partita.collage.graph import DataflowGraph
 from partita.collage.search import Candidate
 from partita.dialects import byoc, make_context, nn
 from partita.ir import PartitaError
-from partita.lowering.binaries import binary_images
 from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
 from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
+from partita.lowering.library import LIBRARY_CODEGENS
 from partita.runtime.contracts import TimingDevice
-from partita.runtime.extern import kernel_handles
-from partita.transforms.collage.library_timing import lower_library_candidate, time_library_calls
+from partita.runtime.plan import Runtime
 from partita.transforms.fuse_native_kernels import FuseNativeKernels
+from partita.transforms.lower_extern_calls import LowerExternCalls
+from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
+from partita.transforms.plan_memory import PlanMemory
 
 __all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
 
 LIBRARY_TARGETS: frozenset[str] = frozenset({"cublas", "cudnn", "tensorrt"})
-"""Targets whose candidates are library calls (``partita.transforms.collage.library_timing``)."""
+"""Targets whose candidates are library calls (their codegen's record, a library step of the plan)."""
 MEASURABLE_TARGETS: frozenset[str] = frozenset({"cutlass", "cuda"}) | LIBRARY_TARGETS
 """Targets whose candidates :class:`CandidateTimer` compiles; the others fall back."""
 
@@ -96,30 +97,11 @@ def candidate_module(ops: Sequence[Operation], name: str = FUNCTION) -> ModuleOp
     return ModuleOp([function])
 
 
-class _TimedModule:
-    """A loaded cubin whose ``launch`` is timed: handles launch through it unchanged."""
-
-    def __init__(self, module: Any, warmup: int, repeat: int, rounds: int) -> None:
-        self.module, self.warmup, self.repeat, self.rounds = module, warmup, repeat, rounds
-        self.seconds: list[float] = []
-
-    def global_int(self, name: str) -> int:
-        return self.module.global_int(name)
-
-    def launch(self, name: str, grid: Sequence[int], block: Sequence[int], args: Sequence[tuple[str, object]],
-               smem: int = 0, stream: object = 0) -> None:
-        samples = [
-            self.module.time_launch(name, grid, block, args, smem, repeat=self.repeat,
-                                    warmup=self.warmup if k == 0 else 0)
-            for k in range(self.rounds)
-        ]
-        self.seconds.append(statistics.median(samples) / 1e3)  # time_launch gives ms per launch
-
-
 @dataclass
 class CandidateTimer:
-    """Compiles candidates for ``cutlass``/``cuda`` and times them on ``device`` (a
-    ``partita.runtime.cuda.CudaDevice`` or any ``TimingDevice``); see the module docstring."""
+    """Compiles candidates and times their launch plans on ``device`` (a
+    ``partita.runtime.cuda.CudaDevice`` or any ``TimingDevice``; its owner closes it);
+    see the module docstring."""
 
     device: TimingDevice
     arch: str | None = None
@@ -129,8 +111,9 @@ class CandidateTimer:
     dynamic_dim: int = 1
     """The size given to every dynamic dimension of the inputs."""
     warmup: int = 2
+    """Untimed runs of a candidate's plan first (library warm-up, caches)."""
     repeat: int = 10
-    rounds: int = 5
+    """Timed runs; a step's time is their median."""
     seed: int = 0
     measured: int = 0
     """Candidates timed on the device."""
@@ -143,8 +126,8 @@ class CandidateTimer:
     def __post_init__(self) -> None:
         if self.dynamic_dim < 1:
             raise PartitaError(f"cost=measure: the dynamic dimension size must be >= 1, got {self.dynamic_dim}")
-        if self.warmup < 0 or self.repeat < 1 or self.rounds < 1:
-            raise PartitaError("cost=measure: needs warmup >= 0, repeat >= 1 and rounds >= 1")
+        if self.warmup < 0 or self.repeat < 1:
+            raise PartitaError("cost=measure: needs warmup >= 0 and repeat >= 1")
         if self.arch is None:
             self.arch = str(getattr(self.device, "arch", "") or "sm_90")
         if not self.arch.startswith("sm_"):
@@ -173,11 +156,21 @@ class CandidateTimer:
         (function,) = module.ops
         assert isinstance(function, FuncOp)
         if target in LIBRARY_TARGETS:
-            return self._time_library(module, function, target)
-        lowered = self._lower_cutlass(module, function) if target == "cutlass" else self._lower_cuda(module, function)
-        if isinstance(lowered, str):
-            return self._skip(lowered)
-        seconds = self._time_kernels(module)
+            why = lower_library_candidate(self.ctx, module, function, target)
+        elif target == "cutlass":
+            why = self._lower_cutlass(module, function)
+        else:
+            why = self._lower_cuda(module, function)
+        if why is not None:
+            return self._skip(why)
+        # A compiler function (cutlass, a library) is called from an entry, as from @main;
+        # a cuda candidate's function already calls its fused kernels.
+        entry = function if target == "cuda" else _entry_calling(module, function)
+        for pass_ in (MarkCompilerFunctionsAsExtern(), LowerExternCalls(), PlanMemory()):
+            pass_.apply(self.ctx, module)
+        seconds = self._time_plan(module, entry.sym_name.data, target)
+        if seconds is None:
+            return self._skip(f"no {target} library")
         self.measured += 1
         return seconds
 
@@ -221,44 +214,27 @@ class CandidateTimer:
         return None
 
     # ---------------------------------------------------------------------- timing
-    def _time_library(self, module: ModuleOp, function: FuncOp, target: str) -> float | None:
-        if (why := lower_library_candidate(self.ctx, module, function, target)) is not None:
-            return self._skip(why)
-        rng = np.random.default_rng(self.seed)
+    def _time_plan(self, module: ModuleOp, entry: str, target: str) -> float | None:
+        """Seconds per run of the kernel and library steps of ``entry``'s launch plan on
+        the device (``None``: the library of a library target is missing)."""
         try:
-            seconds = time_library_calls(module, self.device, self.libraries, lambda t: self._array(t, rng),
-                                         warmup=self.warmup, repeat=self.repeat, rounds=self.rounds)
-        except PartitaError:  # the extra (or its library) is missing: the roofline answers
-            return self._skip(f"no {target} library")
-        self.measured += 1
-        return seconds
-
-    def _time_kernels(self, module: ModuleOp) -> float:
-        functions = {f.sym_name.data: f for f in module.ops if isinstance(f, FuncOp)}
-        images = binary_images(module)  # read as the launch plan reads them: sha256 checked
-        handles = kernel_handles(module)
-        if not handles:
-            raise PartitaError("cost=measure: the codegen produced no kernel for a candidate")
-        rng = np.random.default_rng(self.seed)
-        loaded: dict[Path, Any] = {}  # one cubin may hold several kernels
-        total = 0.0
+            runtime = Runtime(module, self.device, entry=entry, graphs=False, libraries=self.libraries)
+        except PartitaError:
+            if target in LIBRARY_TARGETS:  # the extra (or its library) is missing: the roofline answers
+                return None
+            raise
         try:
-            for name, handle in handles.items():
-                signature = functions[name].function_type
-                inputs = [self._array(t, rng) for t in signature.inputs]
-                (out_type,) = signature.outputs
-                out = np.empty(self._shape(out_type), self._dtype(out_type))
-                if handle.path not in loaded:
-                    loaded[handle.path] = self.device.load_module(images[handle.binary].read())
-                timed = _TimedModule(loaded[handle.path], self.warmup, self.repeat, self.rounds)
-                handle.launch(self.device, timed, inputs, out)
-                total += sum(timed.seconds)
+            rng = np.random.default_rng(self.seed)
+            inputs = [self._array(t, rng) for t in runtime.plan.function.function_type.inputs]
+            profile = runtime.profile(*inputs, repeat=self.repeat, warmup=self.warmup)
         finally:
-            for cubin in loaded.values():  # candidates are many: keep no cubin loaded
-                unload = getattr(cubin, "unload", None)
-                if unload is not None:
-                    unload()
-        return total
+            runtime.close()  # candidates are many: keep no cubin loaded, no plan made
+        if not profile.measured:
+            raise PartitaError(f"cost=measure: {profile.note}")
+        steps = [s for s in profile.steps if s.kind != "host"]
+        if not steps:
+            raise PartitaError("cost=measure: the codegen produced no kernel for a candidate")
+        return sum(s.seconds for s in steps if s.seconds is not None)
 
     def _shape(self, typ: Any) -> tuple[int, ...]:
         assert isinstance(typ, TensorType)
@@ -283,6 +259,31 @@ class CandidateTimer:
 
 def _str(path: str | Path | None) -> str | None:
     return None if path is None else str(path)
+
+
+def lower_library_candidate(ctx: Context, module: ModuleOp, function: FuncOp, target: str) -> str | None:
+    """Runs ``target``'s codegen on the candidate module; a reason if it rejects it."""
+    module_name, cls = LIBRARY_CODEGENS[target]
+    codegen = getattr(importlib.import_module(module_name), cls)()
+    function.attributes[byoc.COMPILER] = StringAttr(target)
+    try:
+        codegen.apply(ctx, module.clone())  # a rejection must leave the module as it was
+    except PartitaError:
+        return f"not a {target} partition"
+    codegen.apply(ctx, module)
+    return None
+
+
+def _entry_calling(module: ModuleOp, function: FuncOp) -> FuncOp:
+    """``func.func @<function>_entry`` calling ``function`` with its arguments (what
+    ``outline-compiler-functions`` leaves in ``@main``), added to ``module``."""
+    inputs, outputs = function.function_type.inputs.data, function.function_type.outputs.data
+    block = Block(arg_types=inputs)
+    call = CallOp(function.sym_name.data, block.args, outputs)
+    block.add_ops([call, ReturnOp(*call.results)])
+    entry = FuncOp(f"{function.sym_name.data}_entry", (inputs, outputs), Region(block))
+    module.body.block.add_op(entry)
+    return entry
 
 
 def measuring_estimator(

@@ -1,0 +1,86 @@
+"""A KV-cache decode loop through the launch plan: per-token latency on the simulated device,
+and per token on a CUDA device driven by the recording driver: launches, copies (the cache
+stays on the device: each step's ``present`` key/values, returned with
+``outputs="device"``, are the next step's ``past`` inputs, read in place), allocations,
+binds and graph captures.
+
+    python benchmarks/bench_decode.py [--tokens 64]
+
+The decoder step is the one-layer attention step of ``tests/frontends/test_kv_cache_import.py``
+(positions ``Range(past, past + 1)``, causal mask, cache concatenated along the sequence).
+Every new past length is a new shape signature today: each token binds (allocates) a plan
+and captures a graph. Bucketed signatures (issue 24: a plan per power-of-two past length,
+masked) would make those a handful for the whole loop; this benchmark is the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import partita
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from frontends.test_kv_cache_import import HD, D, H, _decoder_step  # noqa: E402 (tests/ on the path first)
+from support.recording_driver import RecordingDriver  # noqa: E402
+
+from partita.runtime.cuda import CudaDevice  # noqa: E402
+
+
+def decode(exe: partita.Executable, tokens: int, cache=None, seed: int = 0) -> tuple[list[float], tuple]:
+    """Runs ``tokens`` decode steps from ``cache`` (default: empty); host seconds per
+    step, and the cache (on the device) after them."""
+    rng = np.random.default_rng(seed)
+    past_key, past_value = cache or (np.zeros((1, H, 0, HD), np.float32),) * 2
+    seconds = []
+    for _ in range(tokens):
+        x = rng.standard_normal((1, 1, D)).astype(np.float32)
+        start = time.perf_counter()
+        _, past_key, past_value = exe.run(x=x, past_key=past_key, past_value=past_value, outputs="device")
+        seconds.append(time.perf_counter() - start)
+    return seconds, (past_key, past_value)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "step.onnx"
+        _decoder_step(path, 1)
+        exe = partita.compile(str(path))
+    exe.load("simulated")
+    per_token, _ = decode(exe, args.tokens)
+    stats = exe.runtime.stats
+    print(f"simulated device: {statistics.median(per_token) * 1e3:.3f} ms per token (median host time of "
+          f"{args.tokens} tokens), {stats['binds'] / args.tokens:.2f} binds and "
+          f"{stats['captures'] / args.tokens:.2f} captures per token")
+
+    drv = RecordingDriver()
+    exe.load(CudaDevice(driver=drv))
+    half = args.tokens // 2
+    _, cache = decode(exe, half)  # the second half is counted, the cache grown by the first
+    drv.reset()
+    before = dict(exe.runtime.stats)
+    decode(exe, args.tokens - half, cache, seed=1)
+    n = args.tokens - half
+    calls, stats = drv.calls, exe.runtime.stats
+    print(f"recording driver, per token over tokens {half + 1}..{args.tokens}: "
+          f"{len(drv.launches) / n:.1f} kernel launches, "
+          f"{calls['cuMemcpyHtoDAsync'] / n:.1f} uploads ({calls['cuMemcpyHtoDAsync:bytes'] / n:.0f} B), "
+          f"{calls['cuMemcpyDtoHAsync'] / n:.1f} downloads ({calls['cuMemcpyDtoHAsync:bytes'] / n:.0f} B), "
+          f"{calls['cuMemcpyDtoDAsync'] / n:.1f} device copies ({calls['cuMemcpyDtoDAsync:bytes'] / n:.0f} B), "
+          f"{calls['cuMemAlloc'] / n:.1f} allocations, "
+          f"{(stats['binds'] - before['binds']) / n:.1f} binds, {calls['cuStreamBeginCapture'] / n:.1f} captures")
+    exe.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Kernel choice per shape, as data: which CUTLASS tile and cluster a problem gets.
+
+Like the results of CUTLASS's profiler or TVM's ``tune_cutlass_kernels``, but chosen ahead
+of time from the problem's size: each row of a table is ``(min_m, min_n, tile, cluster)``
+and the first row whose minima the problem meets wins (a run-time M counts as large: the
+kernel serves every batch size). A row is a configuration the Hopper codegen builds and
+the SASS tests check; ``collage-partition{cost=measure}`` times whole candidates on a GPU.
+"""
+
+from __future__ import annotations
+
+#: sm_90a (H100 / H200), CUTLASS 3 TMA + wgmma, KernelTmaWarpSpecialized. 128x128x64 is
+#: CUTLASS's default Hopper f16 tile (one consumer warp group, 7 stages in 227 KiB); a
+#: small M wastes half of it, so M < 128 takes 64-row tiles.
+SM90_TABLE: tuple[tuple[int, int, tuple[int, int, int], tuple[int, int, int]], ...] = (
+    (128, 0, (128, 128, 64), (1, 1, 1)),
+    (0, 0, (64, 128, 64), (1, 1, 1)),
+)
+
+
+def sm90_tile(M: int | None, N: int | None, K: int | None,
+              table=SM90_TABLE) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(tile, cluster) of the first row of ``table`` the problem meets."""
+    m = 1 << 30 if M is None else M
+    n = 1 << 30 if N is None else N
+    for min_m, min_n, tile, cluster in table:
+        if m >= min_m and n >= min_n:
+            return tile, cluster
+    raise ValueError(f"no row of the sm90 table takes M={M}, N={N}")

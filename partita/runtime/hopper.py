@@ -1,0 +1,114 @@
+"""The launch-plan step of a CUTLASS 3 Hopper GEMM (record kind ``cutlass_sm90``).
+
+At load the cubin is loaded and the kernel opted in to its shared memory (over 200 KiB:
+the mainloop's stages); when a shape signature is bound, the operands' TMA descriptors are
+encoded (``device.encode_tensor_map``) and the kernel's ``Params`` packed once from the
+layout its probe recorded (``partita.runtime.tma``); a run is then one cluster launch
+(``cuLaunchKernelEx``) per call, or its replay in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+
+from partita.dialects import byoc
+from partita.ir import PartitaError
+from partita.lowering.binaries import cubin_file
+from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, problem_dims
+from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
+from partita.runtime.device import Operand
+from partita.runtime.tma import sm90_arguments, sm90_grid
+
+
+@dataclass(frozen=True)
+class Sm90KernelHandle:
+    """One extern function's Hopper GEMM, as recorded in a ``byoc.binary``."""
+
+    function: str
+    binary: str
+    path: Path
+    arch: str
+    entry: Sm90Entry
+    roles: tuple[str, ...]
+    layout: dict
+    kind: ClassVar[str] = RECORD_KIND
+
+    @property
+    def kernel_name(self) -> str:
+        return self.entry.config.name
+
+    @property
+    def smem(self) -> int:
+        return int(self.layout["smem"])
+
+    @classmethod
+    def from_record(cls, function: str, binary: byoc.BinaryOp, record: DictionaryAttr) -> Sm90KernelHandle:
+        entry, roles, layout = sm90_from_record(record)
+        arch = binary.attributes.get("arch")
+        return cls(function, binary.sym_name.data, cubin_file(binary),
+                   arch.data if isinstance(arch, StringAttr) else "", entry, roles, layout)
+
+    def prepare(self, loader: Any) -> PreparedSm90:
+        module = loader.module(self)
+        return PreparedSm90(self, module.kernel(self.entry.name, self.smem, loader.emulation))
+
+    def problem(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]
+                ) -> tuple[int, int, int, int]:
+        """(M, N, K, batch) of a call on operands of these (shape, dtype); a located error
+        when they do not fit the kernel."""
+        spec = self.entry.spec
+        want = np.dtype(spec.dtype)
+        if len(inputs) != len(self.roles):
+            raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
+        for role, (_shape, dtype) in zip(self.roles, inputs):
+            if np.dtype(dtype) != want:
+                raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
+        if np.dtype(out[1]) != want:
+            raise PartitaError(f"@{self.function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
+        shapes = {role: tuple(shape) for role, (shape, _) in zip(self.roles, inputs)}
+        try:
+            dims = problem_dims(spec, shapes)
+        except UnsupportedKernel as err:
+            raise PartitaError(f"@{self.function}: {spec.op} kernel: {err}") from None
+        problem = (dims["M"], dims["N"], dims["K"], dims.get("batch", 1))
+        if prod(problem[:2]) * problem[3] != prod(out[0]):
+            raise PartitaError(f"@{self.function}: output of {tuple(out[0])} does not fit the kernel's "
+                               f"{problem[3]} x {problem[0]} x {problem[1]}")
+        return problem
+
+
+@dataclass(frozen=True)
+class PreparedSm90:
+    handle: Sm90KernelHandle
+    kernel: Any
+
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+        return 0  # not split-K, not persistent: no workspace
+
+    def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
+        handle, entry = self.handle, self.handle.entry
+        (out,) = outputs
+        problem = handle.problem([(t.shape, t.dtype) for t in inputs], (out.shape, out.dtype))
+        if prod(out.shape) == 0:
+            return []
+        # a dense's x and w are the GEMM's A and B
+        operand = {role: {"x": "a", "w": "b"}.get(role, role) for role in handle.roles}
+        pointers = {operand[role]: t.ptr for role, t in zip(handle.roles, inputs)}
+        pointers["out"] = out.ptr
+        cfg = entry.config
+        args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
+                              pointers, entry.spec.has_bias, device.encode_tensor_map, entry.spec.layout)
+        operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
+                    for role, t in zip(handle.roles, inputs)]
+        operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
+        block = (int(handle.layout["threads"]), 1, 1)
+        grid = sm90_grid(problem, cfg.tile, cfg.cluster)
+        return [device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
+                                      cluster=cfg.cluster)]

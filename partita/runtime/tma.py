@@ -1,0 +1,190 @@
+"""TMA descriptors and the ``Params`` bytes of the CUTLASS 3 Hopper kernels.
+
+A Hopper kernel (``partita.lowering.cutlass.sm90``) takes its CUTLASS ``Params`` by value;
+Partita fills those bytes from the layout the kernel's probe reported (offsets read from
+the cubin), with TMA descriptors that the device encodes when a launch is bound
+(``cuTensorMapEncodeTiled`` on a GPU; a readable stand-in on the simulated device). The
+descriptors follow what CUTLASS's ``make_tma_copy`` builds for a K-major operand: a rank-3
+tensor (K, rows, batch), a box of one K tile by the CTA tile's rows, 128-byte swizzle,
+128-byte L2 promotion, zero fill out of bounds.
+
+:meth:`TensorMapRequest.why_invalid` states the driver's rules for an encode, so the
+simulated device refuses what a GPU would.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+
+#: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
+DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
+DATA_TYPE_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "float16": 2, "bfloat16": 2}
+#: CUtensorMapSwizzle values by swizzle width in bytes
+SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
+L2_PROMOTION_128B = 2  # what cute::make_tma_copy asks for
+TENSOR_MAP_BYTES = 128
+
+
+@dataclass(frozen=True)
+class TensorMapRequest:
+    """The arguments of one ``cuTensorMapEncodeTiled`` (dims innermost first; ``strides``
+    are the byte strides of dims 1.. as the driver takes them)."""
+
+    dtype: str
+    address: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int = 128
+    element_strides: tuple[int, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def at(self, address: int) -> TensorMapRequest:
+        return replace(self, address=int(address))
+
+    def why_invalid(self) -> str | None:
+        """What ``cuTensorMapEncodeTiled`` would refuse in this request (``None``: nothing)."""
+        if self.dtype not in DATA_TYPES:
+            return f"data type {self.dtype!r} is not a tensor-map type"
+        size = DATA_TYPE_BYTES[self.dtype]
+        if not 1 <= self.rank <= 5:
+            return f"rank {self.rank} is not 1..5"
+        if len(self.strides) != self.rank - 1 or len(self.box) != self.rank:
+            return f"{len(self.strides)} strides and {len(self.box)} box dims for rank {self.rank}"
+        if self.element_strides and len(self.element_strides) != self.rank:
+            return f"{len(self.element_strides)} element strides for rank {self.rank}"
+        if self.address % 16:
+            return f"global address {self.address:#x} is not 16-byte aligned"
+        if any(not 1 <= d <= 1 << 32 for d in self.dims):
+            return f"global dims {self.dims} must be 1..2^32"
+        if any(s % 16 or not 0 <= s < 1 << 40 for s in self.strides):
+            return f"global strides {self.strides} must be multiples of 16 bytes below 2^40"
+        if any(not 1 <= b <= 256 for b in self.box):
+            return f"box dims {self.box} must be 1..256"
+        if self.box[0] * size % 16:
+            return f"the inner box dim is {self.box[0] * size} bytes, not a multiple of 16"
+        if self.swizzle not in SWIZZLES:
+            return f"swizzle {self.swizzle} is not 0, 32, 64 or 128 bytes"
+        if self.swizzle and self.box[0] * size > self.swizzle:
+            return f"the inner box dim ({self.box[0] * size} bytes) exceeds the {self.swizzle}-byte swizzle"
+        if any(not 1 <= e <= 8 for e in self.element_strides):
+            return f"element strides {self.element_strides} must be 1..8"
+        return None
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """An encoded descriptor (128 bytes) and the request it was encoded from (a launch
+    re-encodes it when an operand's address changes)."""
+
+    request: TensorMapRequest
+    raw: bytes
+
+
+def simulated_tensor_map(request: TensorMapRequest) -> TensorMap:
+    """The simulated device's descriptor: the address first (where the simulated launch
+    reads an operand's pointer), then rank, dims and strides; refused as the driver
+    would refuse it."""
+    why = request.why_invalid()
+    if why is not None:
+        raise ValueError(f"cuTensorMapEncodeTiled: {why}")
+    raw = struct.pack("<QI", request.address, request.rank)
+    raw += struct.pack(f"<{request.rank}Q", *request.dims) + struct.pack(f"<{request.rank - 1}Q", *request.strides)
+    return TensorMap(request, raw.ljust(TENSOR_MAP_BYTES, b"\0"))
+
+
+def operand_map(address: int, rows: int, k: int, batch: int, box_rows: int, box_k: int, dtype: str,
+                element_bytes: int, k_major: bool = True) -> TensorMapRequest:
+    """The descriptor of an operand ``[batch, rows, K]`` (K-major) or ``[batch, K, rows]``
+    (rows-major), contiguous, as CUTLASS's ``make_tma_copy`` encodes it: the contiguous dim
+    first; the box is one K tile by the tile's rows, except that a rows-major box spans one
+    128-byte swizzle row of rows (the kernel issues one copy per such slice)."""
+    tma_type = {1: "uint8", 2: "uint16", 4: "uint32"}[element_bytes]
+    del dtype  # CUTLASS moves 16-bit floats as uint16 (no arithmetic in a plain load)
+    if k_major:
+        dims, box = (k, rows, batch), (box_k, box_rows, 1)
+    else:
+        dims, box = (rows, k, batch), (min(box_rows, 128 // element_bytes), box_k, 1)
+    return TensorMapRequest(tma_type, int(address), dims,
+                            (dims[0] * element_bytes, rows * k * element_bytes), box, 128, (1, 1, 1))
+
+
+@dataclass(frozen=True)
+class Sm90Arguments:
+    """A Hopper launch's argument pieces (for ``prepare_launch``): bytes, the two tensor
+    maps and the C / D pointers at the offsets the probe gave; ``index`` says which piece
+    holds each operand (``a``, ``b``, ``bias``, ``out``)."""
+
+    args: tuple[tuple[str, object], ...]
+    index: dict[str, int]
+    size: int
+
+
+def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
+                   problem: tuple[int, int, int, int], pointers: dict[str, int], has_bias: bool, encode,
+                   gemm_layout: str = "tn") -> Sm90Arguments:
+    """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) (+ bias[N]))`` as
+    launch argument pieces; ``gemm_layout`` is CUTLASS's letters (``t``: A row-major, i.e.
+    K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is the
+    device's encoder."""
+    M, N, K, L = problem
+    bm, bn, bk = tile
+    size = layout["params_size"]
+    blob = bytearray(size)
+    base = layout["problem_shape"]
+    for at, value in zip(layout["shape_offsets"], (M, N, K, L)):
+        struct.pack_into("<i", blob, base + at, value)
+    for field in ("tx_bytes", "tx_bytes_mk", "tx_bytes_nk"):
+        struct.pack_into("<I", blob, layout[field], layout[field + "_value"])
+    struct.pack_into("<f", blob, layout["alpha"], 1.0)
+    struct.pack_into("<f", blob, layout["beta"], 1.0 if has_bias else 0.0)
+    # C: the bias row broadcast over rows and batches (both strides 0), or unused (beta 0)
+    row_c, batch_c = (0, 0) if has_bias else (N, M * N)
+    for at, value in zip(layout["stride_offsets"], (row_c, batch_c)):
+        struct.pack_into("<q", blob, layout["stride_c"] + at, value)
+    for at, value in zip(layout["stride_offsets"], (N, M * N)):
+        struct.pack_into("<q", blob, layout["stride_d"] + at, value)
+    # multicast splits a box across the cluster: A is shared along N, B along M
+    a_k_major, b_k_major = gemm_layout[0] == "t", gemm_layout[1] == "n"
+    if (not a_k_major or not b_k_major) and cluster != (1, 1, 1):
+        raise ValueError("multicast boxes of rows-major operands are not encoded: use clusters of 1")
+    maps = {
+        "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes, a_k_major)),
+        "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes, b_k_major)),
+    }
+    desc = layout["tma_desc"]
+    fields = sorted([
+        (layout["tma_a"] + desc, "a", "tensormap", maps["a"], 128),
+        (layout["tma_b"] + desc, "b", "tensormap", maps["b"], 128),
+        (layout["ptr_c"], "bias", "ptr", pointers["bias"] if has_bias else pointers["out"], 8),
+        (layout["ptr_d"], "out", "ptr", pointers["out"], 8),
+    ], key=lambda f: f[0])
+    args: list[tuple[str, object]] = []
+    index: dict[str, int] = {}
+    at = 0
+    for offset, role, kind, value, width in fields:
+        if offset < at or offset % (64 if kind == "tensormap" else 8):
+            raise ValueError(f"Params field '{role}' at {offset} overlaps or is misaligned")
+        if offset > at:
+            args.append((f"bytes{offset - at}", bytes(blob[at:offset])))
+        index[role] = len(args)
+        args.append((kind, value))
+        at = offset + width
+    if at < size:
+        args.append((f"bytes{size - at}", bytes(blob[at:size])))
+    if not has_bias:
+        del index["bias"]
+    return Sm90Arguments(tuple(args), index, size)
+
+
+def sm90_grid(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cluster: tuple[int, int, int]
+              ) -> tuple[int, int, int]:
+    """CTAs of a non-persistent Hopper GEMM: tiles of M and N (rounded up to whole
+    clusters) by batches, as ``get_tiled_cta_shape_mnl``."""
+    M, N, _, L = problem
+    tm, tn = -(-M // tile[0]), -(-N // tile[1])
+    return (-(-tm // cluster[0]) * cluster[0], -(-tn // cluster[1]) * cluster[1], L)

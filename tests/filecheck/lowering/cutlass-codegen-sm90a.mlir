@@ -1,0 +1,42 @@
+// RUN: partita-opt %s --split-input-file -p outline-compiler-functions -t 'cutlass-cpp{sm=90a}' | filecheck %s
+
+// sm_90a: a K-major f16 dense with a bias is a CUTLASS 3 kernel (TMA + wgmma, warp
+// specialized), its Params passed by value, with the layout probe the runtime reads.
+
+// CHECK:      // CUTLASS 3 Hopper kernels for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias (tile 128x128x64, cluster 1x1x1, KernelTmaWarpSpecialized; args (x, w, bias))
+// CHECK:      namespace std { using cuda::std::is_pointer_v; using cuda::std::void_t; using cuda::std::is_const_v; }
+// CHECK:      namespace [[K:partita_sm90_k0]]_ns {
+// CHECK:      using TileShape = Shape<_128, _128, _64>;
+// CHECK:      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp;
+// CHECK:      extern "C" __device__ const long long [[K]]_layout[] = {
+// CHECK:      extern "C" __global__ void __launch_bounds__([[K]]_ns::Kernel::MaxThreadsPerBlock, 1)
+// CHECK-NEXT: tvmgen_default_cutlass_main_0(const __grid_constant__ [[K]]_ns::Params params) {
+// CHECK-NOT:  CUTLASS kernels for sm_90a
+// CHECK:      {{^// [-]+$}}
+
+func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304xf16>) -> tensor<1600x2304xf16> {
+  %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<1600x768xf16>, %c: tensor<2304x768xf16>, %d: tensor<2304xf16>):
+    %1 = nn.dense %a, %c : (tensor<1600x768xf16>, tensor<2304x768xf16>) -> tensor<1600x2304xf16>
+    %2 = nn.bias_add %1, %d : (tensor<1600x2304xf16>, tensor<2304xf16>) -> tensor<1600x2304xf16>
+    byoc.yield %2 : tensor<1600x2304xf16>
+  }) : (tensor<1600x768xf16>, tensor<2304x768xf16>, tensor<2304xf16>) -> tensor<1600x2304xf16>
+  func.return %0 : tensor<1600x2304xf16>
+}
+
+// -----
+
+// What TMA cannot take stays on the Sm80 kernels: an odd K (no 16-byte rows).
+
+// CHECK-NEXT: // CUTLASS kernels for sm_90a, one translation unit
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass_tensorop_f16_s16816gemm_f16_64x64_32x2_tn_align1
+
+func.func @main(%x: tensor<64x7xf16>, %w: tensor<32x7xf16>) -> tensor<64x32xf16> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<64x7xf16>, %c: tensor<32x7xf16>):
+    %1 = nn.dense %a, %c : (tensor<64x7xf16>, tensor<32x7xf16>) -> tensor<64x32xf16>
+    byoc.yield %1 : tensor<64x32xf16>
+  }) : (tensor<64x7xf16>, tensor<32x7xf16>) -> tensor<64x32xf16>
+  func.return %0 : tensor<64x32xf16>
+}

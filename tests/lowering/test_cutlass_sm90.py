@@ -1,0 +1,146 @@
+"""CUTLASS 3 Hopper GEMMs for sm_90a (``partita.lowering.cutlass.sm90``): which specs they
+take, the tuning table, one instantiation per configuration, the layout probe read back
+from the cubin, the SASS (wgmma, TMA, mbarriers, no spills) and the records."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from support.sass import sass_of
+
+from partita.lowering import nvrtc
+from partita.lowering.cubin import kernel_max_threads, kernel_params, sass_by_function
+from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel
+from partita.lowering.cutlass.sm90 import (
+    LAYOUT_FIELDS,
+    Sm90Config,
+    choose_sm90_config,
+    emit_sm90_module,
+    read_layout,
+    sm90_from_record,
+    sm90_record,
+    why_not_sm90,
+)
+from partita.lowering.cutlass.tuning import SM90_TABLE, sm90_tile
+
+# three partitions, two configurations: a BERT FFN dense at a run-time M and at M = 512
+# share one kernel type; a bf16 attention Q·Kᵀ (64 rows) takes 64-row tiles
+SPECS = [
+    ("gemm_a", KernelSpec.dense(None, 768, 768, "float16", "bias_gelu")),
+    ("gemm_b", KernelSpec.batch_matmul(12, 64, 64, 64, "bfloat16", "none")),
+    ("gemm_c", KernelSpec.dense(512, 3072, 768, "float16", "bias_gelu")),
+]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    source = emit_sm90_module([(name, spec, choose_sm90_config(spec)) for name, spec in SPECS])
+    # cold: about 40 s per kernel type with NVRTC alone on the CPU (2 minutes on a busy
+    # machine); the cubin cache serves it after
+    return source, nvrtc.compile_cuda(source, arch="sm_90a")
+
+
+def test_what_the_hopper_kernels_take() -> None:
+    assert why_not_sm90(KernelSpec.dense(None, 768, 768, "float16")) is None
+    assert why_not_sm90(KernelSpec.batch_matmul(None, None, None, 64, "bfloat16", "bias")) is None
+    assert "float32" in why_not_sm90(KernelSpec.dense(8, 16, 16, "float32"))
+    assert "multiple of 8" in why_not_sm90(KernelSpec.dense(8, 16, 20, "float16"))
+    assert "run-time" not in (why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, None, "float16")) or "run-time")
+    assert why_not_sm90(KernelSpec.batch_matmul(2, 8, 16, 8, "float16", transpose_b=False)) is None  # x @ w[K,N]
+    assert "N-major B" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 12, 8, "float16", transpose_b=False))
+    assert "M-major A" in why_not_sm90(KernelSpec.batch_matmul(2, None, 16, 8, "float16", transpose_a=True))
+    assert "broadcast" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", broadcast_b=True))
+    assert "conv2d" in why_not_sm90(KernelSpec.conv2d((1, 8, 8, 16), (16, 3, 3, 16), padding=1))
+    with pytest.raises(UnsupportedKernel, match="K must be static"):
+        choose_sm90_config(KernelSpec.batch_matmul(2, 8, 8, None, "float16"))
+
+
+def test_the_tuning_table_picks_tiles_by_shape() -> None:
+    assert sm90_tile(None, 768, 768) == ((128, 128, 64), (1, 1, 1))  # run-time M counts as large
+    assert sm90_tile(4096, 4096, 4096)[0] == (128, 128, 64)
+    assert sm90_tile(64, 4096, 4096)[0] == (64, 128, 64)
+    table = ((0, 1024, (128, 256, 64), (2, 1, 1)),) + SM90_TABLE  # a table is data: a row wins by order
+    assert sm90_tile(256, 2048, 64, table) == ((128, 256, 64), (2, 1, 1))
+    cfg = choose_sm90_config(KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"))
+    assert cfg.name == "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_gelu"
+    with pytest.raises(UnsupportedKernel, match="not a wgmma tile"):
+        Sm90Config(tile=(96, 128, 64))
+    with pytest.raises(UnsupportedKernel, match="cluster"):
+        Sm90Config(tile=(128, 128, 64), cluster=(4, 4, 1))
+
+
+def test_one_instantiation_per_configuration(compiled) -> None:
+    source, _ = compiled
+    kinds = {e.kernel_type for e in source.entries.values()}
+    assert len(kinds) == 2 and source.entries["gemm_a"].kernel_type == source.entries["gemm_c"].kernel_type
+    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 2
+    assert source.code.count("__grid_constant__") == 3  # one Params by value per entry
+
+
+def test_layout_probe(compiled) -> None:
+    """The Params layout, read from the cubin's initialized data: what the runtime fills."""
+    source, binary = compiled
+    for kind in {e.kernel_type for e in source.entries.values()}:
+        layout = read_layout(binary.cubin, kind)
+        assert set(LAYOUT_FIELDS) <= set(layout)
+        assert layout["params_size"] % 64 == 0 and layout["params_align"] == 64
+        assert (layout["tma_a"] + layout["tma_desc"]) % 64 == 0 and (layout["tma_b"] + layout["tma_desc"]) % 64 == 0
+        assert layout["shape_offsets"] == (0, 4, 8, 12) and layout["stride_offsets"] == (0, 8)
+        assert layout["threads"] == 256 and layout["stages"] >= 4
+        assert 48 * 1024 < layout["smem"] <= 227 * 1024
+        assert layout["swizzle_a"] == layout["swizzle_b"] == 3  # 128-byte swizzle
+    big = read_layout(binary.cubin, source.entries["gemm_a"].kernel_type)
+    assert big["tx_bytes_value"] == (128 + 128) * 64 * 2  # one stage: A and B tiles of 64 halves
+    small = read_layout(binary.cubin, source.entries["gemm_b"].kernel_type)
+    assert small["tx_bytes_mk_value"] == 64 * 64 * 2
+    for name, _ in SPECS:
+        (param,) = kernel_params(binary.cubin, name)
+        assert param.size == big["params_size"]  # one parameter: the Params struct
+        assert kernel_max_threads(binary.cubin, name) == 256
+
+
+def test_sass_is_wgmma_fed_by_tma(compiled) -> None:
+    """Every entry issues HGMMA (wgmma) fed by UTMALDG (TMA) with SYNCS mbarrier waits and
+    spills nothing to local memory."""
+    _, binary = compiled
+    functions = sass_by_function(sass_of(binary.cubin))
+    for name, _ in SPECS:
+        ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|SYNCS|STL|LDL|HMMA)\b", functions[name]))
+        assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["SYNCS"] >= 20, (name, ops)
+        assert ops["STL"] == 0 and ops["LDL"] == 0, (name, ops)
+        assert ops["HMMA"] == 0, (name, ops)  # no Sm80 mma.sync left
+
+
+def test_records_round_trip_and_refuse_bad_layouts(compiled) -> None:
+    source, binary = compiled
+    entry = source.entries["gemm_a"]
+    layout = read_layout(binary.cubin, entry.kernel_type)
+    record = sm90_record(entry, ("x", "w", "bias"), layout)
+    back, roles, layout_back = sm90_from_record(record)
+    assert back == entry and roles == ("x", "w", "bias") and layout_back == layout
+    from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
+
+    def broken(**change) -> DictionaryAttr:
+        fields = {**record.data["layout"].data, **{k: IntegerAttr(v, i64) for k, v in change.items()}}
+        return DictionaryAttr({**record.data, "layout": DictionaryAttr(fields)})
+
+    with pytest.raises(ValueError, match="64-byte aligned"):
+        sm90_from_record(broken(tma_a=72))
+    with pytest.raises(ValueError, match="outside"):
+        sm90_from_record(broken(ptr_d=layout["params_size"]))
+    with pytest.raises(ValueError, match="smem"):
+        sm90_from_record(broken(smem=10**7))
+
+
+def test_n_major_weights_compile_to_wgmma_too() -> None:
+    """An exported ``MatMul(x, W[K,N]) + bias`` (B N-major, CUTLASS ``tt``) is a Hopper kernel
+    too: TMA loads N-major tiles, wgmma reads them transposed."""
+    spec = KernelSpec.batch_matmul(1, None, 768, 3072, "float16", "bias", transpose_b=False)
+    source = emit_sm90_module([("gemm_tt", spec, choose_sm90_config(spec))])
+    assert "cutlass::layout::RowMajor, 8, T, cutlass::layout::RowMajor, 8" in source.code
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about a minute of NVRTC
+    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))["gemm_tt"]))
+    assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, ops
+    assert read_layout(binary.cubin, source.entries["gemm_tt"].kernel_type)["swizzle_b"] == 3

@@ -1,0 +1,137 @@
+"""CUTLASS's own host code for a Hopper kernel, built with the machine's C++ compiler: what
+``to_underlying_arguments`` and ``get_grid_shape`` produce for a problem, with
+``cuTensorMapEncodeTiled`` replaced by a stub that prints its arguments. Partita cannot run
+this code in NVRTC (no host code), so it rebuilds the same descriptors and grid itself;
+this is the reference its encoding is checked against. Device builtins the headers name in
+code never called on the host get inert stand-ins; ``__CUDACC_VER_MAJOR__`` is defined after
+``wmma.h`` (which would pull in device-only headers) so that cute builds real descriptors."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from partita.lowering import nvrtc
+from partita.lowering.cutlass.kernels import KernelSpec
+from partita.lowering.cutlass.sm90 import PREAMBLE, Sm90Config, _kernel_decl
+
+_STUBS = r'''#include <cstdio>
+#include <cstring>
+#include <cstdint>
+#include <cuda.h>
+#include <vector_types.h>
+static uint3 threadIdx{}, blockIdx{};
+static dim3 blockDim, gridDim;
+inline void __syncthreads() {}
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+extern "C" CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+    const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* estr,
+    CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  std::printf("ENCODE %d %u %llu |", (int)dt, rank, (unsigned long long)addr);
+  for (unsigned i = 0; i < rank; ++i) std::printf(" %llu", (unsigned long long)dims[i]);
+  std::printf(" |");
+  for (unsigned i = 0; i + 1 < rank; ++i) std::printf(" %llu", (unsigned long long)strides[i]);
+  std::printf(" |");
+  for (unsigned i = 0; i < rank; ++i) std::printf(" %u", box[i]);
+  std::printf(" |");
+  for (unsigned i = 0; i < rank; ++i) std::printf(" %u", estr[i]);
+  std::printf(" | %d %d %d %d\n", (int)il, (int)sw, (int)l2, (int)oob);
+  std::memset(map, 0, sizeof(CUtensorMap));
+  return CUDA_SUCCESS;
+}
+#include <cutlass/cutlass.h>
+#include <cutlass/arch/wmma.h>
+#define __CUDACC_VER_MAJOR__ 13
+#define __CUDACC_VER_MINOR__ 0
+'''
+
+_RUN = r'''
+static void run_KERNEL(int M, int N, int K, int L) {
+  using namespace KERNEL_ns;
+  auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<T*>(0x20000);
+  auto* C = reinterpret_cast<T*>(0x30000); auto* D = reinterpret_cast<T*>(0x40000);
+  typename Mainloop::StrideA dA{STRIDE_A};
+  typename Mainloop::StrideB dB{STRIDE_B};
+  StrideC dC{int64_t(0), cute::Int<1>{}, int64_t(0)};
+  StrideC dD{int64_t(N), cute::Int<1>{}, int64_t(M) * N};
+  typename Kernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},
+      {A, dA, B, dB}, {{1.0f, 1.0f}, C, dC, D, dD}};
+  Params p = Kernel::to_underlying_arguments(args, nullptr);
+  auto grid = Kernel::get_grid_shape(p);
+  std::printf("GRID %u %u %u\n", grid.x, grid.y, grid.z);
+  std::printf("TX %u %u %u\n", p.mainloop.tma_transaction_bytes, p.mainloop.tma_transaction_bytes_mk,
+              p.mainloop.tma_transaction_bytes_nk);
+}
+'''
+
+_MAIN = r'''
+// the runtime calls the workspace helpers name (never reached for these kernels)
+extern "C" cudaError_t cudaGetLastError() { return cudaSuccess; }
+extern "C" cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t) { return cudaSuccess; }
+
+int main(int argc, char** argv) {
+  int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]), which = atoi(argv[5]);
+  switch (which) {
+CASES  }
+}
+'''
+
+
+def host_compiler() -> str | None:
+    return shutil.which("g++")
+
+
+def build(kernels: list[tuple[KernelSpec, Sm90Config]], where: Path) -> Path:
+    """One executable printing CUTLASS's encodes, grid and transaction bytes for kernel
+    ``i`` of ``kernels`` and the problem ``M N K L i`` on its command line."""
+    include = PREAMBLE.replace("#include <cuda/std/type_traits>\n", _STUBS)
+    include = re.sub(r"namespace std \{[^\n]*\n", "", include)  # the host has its standard library
+    include = include.replace("#include <cutlass/gemm/kernel/gemm_universal.hpp>\n", """\
+#include <cutlass/gemm/kernel/gemm_universal_decl.h>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+namespace cutlass::gemm::kernel {  // from gemm_universal.hpp, which also pulls in every Sm100 kernel
+template <class P, class = void> struct IsCutlass3ArrayKernel : cute::false_type {};
+template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::UnderlyingProblemShape>> : cute::true_type {};
+}
+#include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized.hpp>
+""")
+    parts, cases = [], []
+    for i, (spec, cfg) in enumerate(kernels):
+        decl = _kernel_decl(f"k{i}", spec, cfg)
+        # packed operands: K-major A [M,K] / B [N,K], or M- / N-major A [K,M] / B [K,N]
+        stride_a = "cute::Int<1>{}, int64_t(M), int64_t(M) * K" if spec.transpose_a else \
+            "int64_t(K), cute::Int<1>{}, int64_t(M) * K"
+        stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
+            "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
+        parts.append(decl[: decl.index("__device__ __noinline__")])
+        parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b))
+        cases.append(f"    case {i}: run_k{i}(M, N, K, L); break;\n")
+    source = where / "host.cpp"
+    source.write_text(include + "".join(parts) + _MAIN.replace("CASES", "".join(cases)))
+    binary = where / "host"
+    flags = ["-std=c++17", "-O0", "-w", "-fpermissive", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL",
+             "-DCUTLASS_SM90_COLLECTIVE_BUILDER_SUPPORTED"]
+    subprocess.run([host_compiler() or "g++", *flags, *(f"-I{p}" for p in nvrtc.cuda_include_paths()),
+                    str(source), "-o", str(binary)], check=True, capture_output=True, timeout=900)
+    return binary
+
+
+def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
+    """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk)}`` of kernel ``which``."""
+    out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which)], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    encodes = []
+    for line in out.splitlines():
+        if line.startswith("ENCODE "):
+            head, dims, strides, box, estr, tail = line[len("ENCODE "):].split("|")
+            dtype, rank, address = (int(v) for v in head.split())
+            il, sw, l2, oob = (int(v) for v in tail.split())
+            encodes.append({"dtype": dtype, "rank": rank, "address": address,
+                            "dims": tuple(int(v) for v in dims.split()), "strides": tuple(int(v) for v in strides.split()),
+                            "box": tuple(int(v) for v in box.split()), "element_strides": tuple(int(v) for v in estr.split()),
+                            "interleave": il, "swizzle": sw, "l2_promotion": l2, "oob_fill": oob})
+    grid = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("GRID"))
+    tx = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("TX"))
+    return {"encodes": encodes, "grid": grid, "tx": tx}
