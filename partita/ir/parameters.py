@@ -59,6 +59,10 @@ CONVERT_CHUNK_BYTES = 4 << 20
 """A stored-at-another-type parameter is converted this many source bytes at a time."""
 
 
+_FLOAT8 = {"f8E4M3FN": "float8_e4m3fn", "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E5M2": "float8_e5m2",
+           "f8E5M2FNUZ": "float8_e5m2fnuz"}
+
+
 def storage_dtype(element_type: Attribute) -> np.dtype:
     """The little-endian NumPy dtype of a dense attribute's payload."""
     if isinstance(element_type, Float16Type):
@@ -73,6 +77,10 @@ def storage_dtype(element_type: Attribute) -> np.dtype:
         return np.dtype(ml_dtypes.bfloat16)
     if isinstance(element_type, IndexType):
         return np.dtype("<i8")
+    if element_type.name in _FLOAT8:  # one byte each, in ml_dtypes' layouts
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, _FLOAT8[element_type.name]))
     if isinstance(element_type, IntegerType):
         width = element_type.width.data
         bytes_ = element_type.compile_time_size

@@ -132,10 +132,11 @@ class Runtime:
 
     def _run(self, values: list[Any], outputs: str, clock: StepClock | None = None) -> tuple:
         device, stream = self.device, self.stream
-        signature = tuple(v.shape for v in values)
+        sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
+        signature = tuple(v.shape for v in values) + tuple((i, a.tobytes()) for i, a in sizing.items())
         bound = self._bound.get(signature)
         if bound is None:
-            bound = self._bind(signature, values)
+            bound = self._bind(signature, values, sizing)
         else:
             self._bound.move_to_end(signature)
         staged = []  # host arrays the stream reads from, alive until the synchronization
@@ -234,8 +235,19 @@ class Runtime:
         except ValueError as err:
             raise PartitaError(str(err)) from None
 
-    def _bind(self, signature: tuple, values: list[Any]) -> BoundPlan:
-        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats)
+    def _host_values(self, value: Any) -> np.ndarray:
+        """An input's values on the host (a device input is read back: a shape input is small)."""
+        if not isinstance(value, DeviceTensor):
+            return np.array(value)
+        array = np.empty(value.shape, value.dtype)
+        if array.nbytes:
+            self.device.download(array, value.ptr, self.stream)
+            self.device.synchronize(self.stream)
+        self.stats["sizing_reads"] += 1
+        return array
+
+    def _bind(self, signature: tuple, values: list[Any], sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
+        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing)
         self.stats["binds"] += 1
         self._bound[signature] = bound
         while len(self._bound) > self.max_signatures:

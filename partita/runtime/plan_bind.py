@@ -7,7 +7,7 @@ the steps work on (``Tensor``: an operand at its planned address)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,8 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     TensorType,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from partita.analysis.bound_shapes import bound_result_shape
 from partita.analysis.liveness import (
@@ -80,7 +81,7 @@ class HostStep:
         results = self.compute(host)
         self.keep = []
         for t, value in zip(self.outputs, results, strict=True):
-            value = np.ascontiguousarray(value, dtype=t.dtype)
+            value = np.asarray(value, dtype=t.dtype, order="C")  # ascontiguousarray would make a 0-d result 1-d
             if value.shape != t.shape:
                 raise PartitaError(f"host step {self.label}: result of shape {value.shape}, but {t.shape} was planned")
             if value.nbytes:
@@ -97,8 +98,10 @@ class HostStep:
 class BoundPlan:
     """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed."""
 
-    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]):
+    def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+                 sizing: Mapping[int, np.ndarray] | None = None):
         self.plan, self.device, self.stats = plan, plan.device, stats
+        self.sizing = dict(sizing or {})  # argument index -> its values, where they size a result
         self.arena = None
         self.graph = None
         self.eager_reason: str | None = None
@@ -118,6 +121,7 @@ class BoundPlan:
         values: dict[SSAValue, Any] = {}  # index values -> int, tensors -> shape
         for arg, (shape, _) in zip(plan.block.args, inputs):
             values[arg] = tuple(shape)
+        contents = {plan.block.args[i]: array for i, array in self.sizing.items()}
         workspaces: dict[Operation, int] = {}
         for op in plan.block.ops:
             if isinstance(op, func.ReturnOp):
@@ -139,6 +143,8 @@ class BoundPlan:
                         workspaces[op] = size
             elif isinstance(op, nn.ConstantOp):
                 values[op.result] = tuple(op.result.type.get_shape())
+            elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
+                values[op.result] = _sized_result_shape(op, values, contents)
             elif isinstance(op, nn.NNOp):
                 values[op.result] = bound_result_shape(op, values.__getitem__)
                 if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
@@ -322,3 +328,34 @@ class BoundPlan:
             self.arena = None
 
 
+def sizing_arguments(block: Block) -> list[int]:
+    """The arguments of ``block`` that an op reads as a ``SIZED_BY`` operand."""
+    args = {arg: i for i, arg in enumerate(block.args)}
+    return sorted({args[v] for op in block.ops for v in sizing_operands(op) if v in args})
+
+
+def sizing_operands(op: Operation) -> list[SSAValue]:
+    """The operands whose values size ``op``'s result (its ``SIZED_BY`` operands)."""
+    out: list[SSAValue] = []
+    for name in getattr(op, "SIZED_BY", ()):
+        v = getattr(op, name)
+        out += [v] if isinstance(v, SSAValue) else list(v)
+    return out
+
+
+def _sized_result_shape(op: nn.NNOp, shapes: dict[SSAValue, Any], contents: dict[SSAValue, np.ndarray]) -> tuple[int, ...]:
+    """The result shape of an op sized by the values of some operands: graph inputs (the
+    run's signature holds them) or constants."""
+
+    def value(v: SSAValue) -> np.ndarray:
+        if v in contents:
+            return contents[v]
+        if isinstance(v.owner, nn.ConstantOp):
+            return v.owner.to_numpy()
+        raise op_error(op, "its result shape depends on the values of an operand computed at run time "
+                           "(only graph inputs and constants may size a result)")
+
+    try:
+        return tuple(int(d) for d in op.result_shape_from_values(lambda v: tuple(shapes[v]), value))
+    except VerifyException as err:
+        raise op_error(op, str(err)) from None

@@ -39,7 +39,7 @@ from partita.ir.parameters import ParameterAttr, storage_dtype, stored_values
 from partita.lowering.binaries import BinaryImage, binary_images
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
-from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype
+from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, sizing_arguments
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["LaunchPlan"]
@@ -141,6 +141,9 @@ class LaunchPlan:
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
+        self.sizing_args = sizing_arguments(self.block)
+        """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
+        are part of a run's shape signature, like TensorRT's shape tensors."""
         # Library bindings by library name (``cublas``...): loaded on first use; tests pass
         # recording stand-ins.
         self.libraries: dict[str, Any] = dict(libraries or {})
@@ -323,8 +326,9 @@ class LaunchPlan:
                 out.append(f"@{op.callee.string_value()}{_where(op)} (no compiled kernel: its reference body)")
         return out
 
-    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str]) -> BoundPlan:
-        return BoundPlan(self, inputs, stats)
+    def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
+             sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
+        return BoundPlan(self, inputs, stats, sizing)
 
     def close(self) -> None:
         for buffer in (self.params, self.arena, *self.mapped):

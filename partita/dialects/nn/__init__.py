@@ -20,6 +20,7 @@ from partita.dialects.nn import (
     attention,
     base,
     conv,
+    dyn,
     elementwise,
     image,
     indexing,
@@ -31,6 +32,7 @@ from partita.dialects.nn import (
 from partita.dialects.nn.attention import *  # noqa: F403
 from partita.dialects.nn.base import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
+from partita.dialects.nn.dyn import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
 from partita.dialects.nn.image import *  # noqa: F403
 from partita.dialects.nn.indexing import *  # noqa: F403
@@ -41,7 +43,7 @@ from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention)
+            attention, dyn)
 """The operator families, in the order the dialect lists their ops."""
 
 

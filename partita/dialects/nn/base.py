@@ -24,6 +24,10 @@ from xdsl.dialects.builtin import (
     BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    Float8E4M3FNType,
+    Float8E4M3FNUZType,
+    Float8E5M2FNUZType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -73,6 +77,10 @@ _DTYPES: tuple[tuple[Attribute, np.dtype], ...] = (
     (IntegerType(16, _UNSIGNED), np.dtype(np.uint16)),
     (IntegerType(32, _UNSIGNED), np.dtype(np.uint32)),
     (IntegerType(64, _UNSIGNED), np.dtype(np.uint64)),
+    (Float8E4M3FNType(), np.dtype(ml_dtypes.float8_e4m3fn)),
+    (Float8E4M3FNUZType(), np.dtype(ml_dtypes.float8_e4m3fnuz)),
+    (Float8E5M2Type(), np.dtype(ml_dtypes.float8_e5m2)),
+    (Float8E5M2FNUZType(), np.dtype(ml_dtypes.float8_e5m2fnuz)),
 )
 """Every nn element type with its NumPy storage dtype. Signless integers are signed (as in
 MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool."""
@@ -83,8 +91,11 @@ NUMPY_DTYPES: dict[str, np.dtype] = {str(t): d for t, d in _DTYPES}
 """The same table by element type name (``"f16"``, ``"ui8"``): the project's one dtype table."""
 FLOATS = ELEMENT_TYPES[:4]
 """f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
-INTEGERS = ELEMENT_TYPES[5:]
+INTEGERS = ELEMENT_TYPES[5:13]
 """Signed and unsigned integer types (not ``i1``)."""
+FLOAT8_TYPES = ELEMENT_TYPES[13:]
+"""The float8 storage types (f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ): what casts and
+quantization read and write, and data movement carries; no arithmetic takes them."""
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
@@ -305,7 +316,7 @@ FORMAT_UNARY = "$input attr-dict `:` functional-type(operands, results)"
 FORMAT_BINARY = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 _FORMAT_1, _FORMAT_2 = FORMAT_UNARY, FORMAT_BINARY
 
-NUMERIC_TYPES = tuple(t for t in ELEMENT_TYPES if not is_bool(t))
+NUMERIC_TYPES = tuple(t for t in ELEMENT_TYPES if not is_bool(t) and t not in FLOAT8_TYPES)
 """Floats and integers (no bool)."""
 
 

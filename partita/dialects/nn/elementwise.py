@@ -30,6 +30,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects.nn.base import (
     DYN,
     ELEMENT_TYPES,
+    FLOAT8_TYPES,
     FLOATS,
     FORMAT_BINARY,
     INTEGERS,
@@ -687,9 +688,14 @@ class CastOp(ElementwiseUnaryOp):
 
     name = "nn.cast"
     ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    saturate_attr = _bool_prop("saturate", True)
+    saturate = _value("saturate")
+    """Into a float8 type (ONNX Cast's ``saturate``): out-of-range values and infinities
+    become the largest finite value; without it they overflow to infinity (f8E5M2) or NaN."""
 
-    def __init__(self, input: SSAValue | Operation, to: Attribute):
-        super().__init__(input, TensorType(to, _shape(SSAValue.get(input))))
+    def __init__(self, input: SSAValue | Operation, to: Attribute, saturate: bool = True):
+        super().__init__(input, TensorType(to, _shape(SSAValue.get(input))),
+                         saturate=None if saturate else False)
 
     def verify_element_types(self) -> None:
         self.check_element_type(_tensor(self.input).element_type, "operand element type")
@@ -783,12 +789,13 @@ class QuantizationOp(NNOp):
         self.check_element_type(_tensor(self.input).element_type, "input element type", x_types)
         self.check_element_type(_tensor(self.scale).element_type, "scale element type", FLOATS[:3])
         self.check_element_type(_tensor(self.zero_point).element_type,
-                                "zero point element type", QUANTIZED_TYPES + (IntegerType(32),))
+                                "zero point element type", QUANTIZED_TYPES + (IntegerType(32),) + FLOAT8_TYPES)
 
 
 @irdl_op_definition
 class QuantizeOp(QuantizationOp):
-    """``saturate(round_half_even(input / scale) + zero_point)`` in the zero point's type."""
+    """``saturate(round_half_even(input / scale) + zero_point)`` in the zero point's type
+    (into a float8 type: ``input / scale + zero_point`` rounded by the saturating cast)."""
 
     name = "nn.quantize"
 
@@ -798,7 +805,7 @@ class QuantizeOp(QuantizationOp):
     def verify_element_types(self) -> None:
         result = _tensor(self.result).element_type
         self._check_types((*FLOATS[:3], IntegerType(32)))
-        self.check_element_type(result, "result element type", QUANTIZED_TYPES)
+        self.check_element_type(result, "result element type", QUANTIZED_TYPES + FLOAT8_TYPES)
         if _tensor(self.zero_point).element_type != result:
             raise VerifyException("zero point and result must share one element type")
 
@@ -814,7 +821,7 @@ class DequantizeOp(QuantizationOp):
 
     def verify_element_types(self) -> None:
         x = _tensor(self.input).element_type
-        self._check_types(QUANTIZED_TYPES + (IntegerType(32),))
+        self._check_types(QUANTIZED_TYPES + (IntegerType(32),) + FLOAT8_TYPES)
         if _tensor(self.zero_point).element_type != x:
             raise VerifyException("zero point and input must share one element type")
         if _tensor(self.result).element_type != _tensor(self.scale).element_type:

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
+    FLOATS,
     FORMAT_BINARY,
     NUMERIC_TYPES,
     Dims,
@@ -26,6 +27,7 @@ from partita.dialects.nn.base import (
     OpKind,
     Shape,
     ShapeArith,
+    UnaryOp,
     _bool_prop,
     _fmt,
     _init,
@@ -211,3 +213,23 @@ class MatmulIntegerOp(NNOp):
         pa = [1] * (rank - len(a) + 2) + list(a[:-2])
         pb = [1] * (rank - len(b) + 2) + list(b[:-2])
         return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], b[-1]]
+
+
+@irdl_op_definition
+class DetOp(UnaryOp):
+    """Determinant of each square matrix in the last two axes (ONNX Det): the result has
+    the input's shape less those two axes. No kernel computes it: a host step (LU by
+    NumPy's LAPACK)."""
+    traits = kind_trait(OpKind.OPAQUE)
+
+    name = "nn.det"
+    ALLOWED_TYPES: ClassVar = FLOATS
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        if len(x) < 2 or DYN not in x[-2:] and x[-1] != x[-2]:
+            raise VerifyException(f"det needs square matrices in the last two axes, got {_fmt(x)}")
+        return x[:-2]
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return list(dims(self.input))[:-2]

@@ -8,12 +8,12 @@ with two ONNX outputs (``TopK``) are two single-result ops over the same input
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import irdl_op_definition
+from xdsl.irdl import irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
@@ -22,15 +22,18 @@ from partita.dialects.nn.base import (
     FLOATS,
     NUMERIC_TYPES,
     Dims,
+    NNOp,
     OpKind,
     Shape,
     ShapeArith,
     UnaryOp,
     _bool_prop,
     _float_prop,
+    _init,
     _int_prop,
     _ints_prop,
     _shape,
+    _str_prop,
     _tensor,
     _value,
     kind_trait,
@@ -172,6 +175,78 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (
     ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, ReduceL1Op,
     ReduceL2Op, ReduceSumSquareOp, ReduceLogSumOp, ReduceLogSumExpOp, ReduceInvStdDevOp,
 )
+
+
+@irdl_op_definition
+class DynamicReduceOp(NNOp):
+    """A reduction whose ``axes`` are a run-time ``i64`` tensor (ONNX Reduce* with an
+    ``axes`` input that is no constant): ``reduction`` names the ``nn.reduce_*`` op it
+    computes (``sum`` for ``nn.reduce_sum``). Its result dims depend on the values of ``axes``, so they are ``?``
+    (ones stay ones) until a launch plan binds them from those values
+    (``result_shape_from_values``): the op runs as a host step."""
+
+    name = "nn.dynamic_reduce"
+    traits = kind_trait(OpKind.OPAQUE)  # sized at bind time, on the host: no rule fuses it
+    ALLOWED_TYPES: ClassVar = ELEMENT_TYPES
+    SIZED_BY: ClassVar = ("axes",)
+    """The operands whose values (not only shapes) size the result."""
+    input = operand_def(TensorType)
+    axes = operand_def(TensorType)
+    result = result_def(TensorType)
+    reduction_attr = _str_prop("reduction", "sum")
+    reduction = _value("reduction")
+    keepdims_attr = _bool_prop("keepdims", True)
+    keepdims = _value("keepdims")
+    noop_with_empty_axes_attr = _bool_prop("noop_with_empty_axes", False)
+    noop_with_empty_axes = _value("noop_with_empty_axes")
+    assembly_format = "$input `,` $axes attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue | Operation, axes: SSAValue | Operation, reduction: str,
+                 keepdims: bool = True, noop_with_empty_axes: bool = False):
+        _init(self, [input, axes], None, reduction=reduction, keepdims=keepdims,
+              noop_with_empty_axes=noop_with_empty_axes)
+
+    @property
+    def static_op(self) -> type[ReduceOp]:
+        """The ``nn.reduce_*`` op this one computes once its axes are known."""
+        return _REDUCE_BY_NAME[self.reduction]
+
+    def verify_element_types(self) -> None:
+        if self.reduction not in _REDUCE_BY_NAME:
+            raise VerifyException(f"unknown reduction '{self.reduction}' (one of {', '.join(_REDUCE_BY_NAME)})")
+        self.check_element_type(_tensor(self.input).element_type, "element type", self.static_op.ALLOWED_TYPES)
+        if _tensor(self.axes).element_type != INDEX_TYPE:
+            raise VerifyException(f"axes must be i64, got {_tensor(self.axes).element_type}")
+        if _tensor(self.result).element_type != _tensor(self.input).element_type:
+            raise VerifyException("the result must have the input's element type")
+
+    def infer_shape(self) -> Shape:
+        x, axes = _shape(self.input), _shape(self.axes)
+        if len(axes) != 1:
+            raise VerifyException(f"axes must be 1-D, got rank {len(axes)}")
+        if self.keepdims:
+            return tuple(1 if d == 1 else DYN for d in x)
+        if axes[0] == DYN:
+            raise VerifyException("without keepdims the number of axes must be static (it is the rank lost)")
+        if axes[0] == 0:  # no axes: every axis, or none with noop_with_empty_axes
+            return x if self.noop_with_empty_axes else ()
+        return (DYN,) * (len(x) - axes[0])
+
+    def reduced_axes(self, axes: Sequence[int], rank: int) -> tuple[int, ...] | None:
+        """The normalized axes a run reduces for ``axes`` (``None``: the identity)."""
+        if not len(axes):
+            return None if self.noop_with_empty_axes else tuple(range(rank))
+        return normalize_axes([int(a) for a in axes], rank)
+
+    def result_shape_from_values(self, shape: Callable[[SSAValue], tuple[int, ...]],
+                                 value: Callable[[SSAValue], Any]) -> tuple[int, ...]:
+        x = shape(self.input)
+        axes = self.reduced_axes(value(self.axes).reshape(-1).tolist(), len(x))
+        return x if axes is None else infer_reduce_shape(x, axes, self.keepdims)
+
+
+_REDUCE_BY_NAME: dict[str, type[ReduceOp]] = {
+    op.name.removeprefix("nn.reduce_"): op for op in REDUCE_OPS if op is not ReduceInvStdDevOp}
 
 
 class IndexResultOp(UnaryOp):

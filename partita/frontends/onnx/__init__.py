@@ -27,6 +27,7 @@ from partita.frontends.onnx import (  # noqa: F401
     image,
     indexing,
     linalg,
+    loss,
     normalization,
     reduction,
     transform,

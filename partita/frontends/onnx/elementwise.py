@@ -153,10 +153,10 @@ def _where(cx, ins, attrs):
     return cx.emit(nn.WhereOp(cx.tensor(ins[0]), on_true, on_false))
 
 
-def _cast_to(cx: Importer, x: Value, dtype: np.dtype) -> Value:
+def _cast_to(cx: Importer, x: Value, dtype: np.dtype, saturate: bool = True) -> Value:
     x = cx.tensor(x)
     to = nn.element_type_of(dtype)
-    return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to))
+    return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to, saturate=saturate))
 
 
 def _to(attrs: dict, what: str) -> np.dtype:
@@ -170,8 +170,8 @@ def _to(attrs: dict, what: str) -> np.dtype:
 
 @converter("Cast")
 def _cast(cx, ins, attrs):
-    # ``saturate`` only concerns float8 targets, which nn does not have.
-    return _cast_to(cx, ins[0], _to(attrs, "cast"))
+    # ``saturate`` only concerns float8 targets: out-of-range values clamp to the largest finite.
+    return _cast_to(cx, ins[0], _to(attrs, "cast"), bool(attrs.get("saturate", 1)))
 
 
 @converter("BitCast")
@@ -190,7 +190,7 @@ def _cast_like(cx, ins, attrs):
         fail("the target of CastLike is missing or symbolic")
     if dtype not in ONNX_DTYPES.values():
         fail(f"cast to {dtype} is not supported")
-    return _cast_to(cx, ins[0], dtype)
+    return _cast_to(cx, ins[0], dtype, bool(attrs.get("saturate", 1)))
 
 
 _EXACT = 2.0**53

@@ -36,6 +36,7 @@ from partita.dialects import nn
 from partita.frontends.onnx.folding import _NO_FOLD, FOLD_LIMIT_BYTES, FOLD_TOTAL_BYTES, _fold, _static_bytes
 from partita.frontends.onnx.gelu import match_gelu
 from partita.frontends.onnx.model import (
+    MIN_OPSET,
     _check_attributes,
     _check_inputs,
     _check_single_assignment,
@@ -44,6 +45,7 @@ from partita.frontends.onnx.model import (
     _dim_labels,
     _initializer_last_uses,
     _value_type,
+    legacy_version_check,
     tensor_array,
 )
 from partita.frontends.onnx.registry import CONVERTERS, SYMBOLIC_CONVERTERS, Converter
@@ -277,6 +279,8 @@ class Importer:
         for n in node.input:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
+        if self.opset < MIN_OPSET:
+            legacy_version_check(node, self.opset)
         _check_attributes(node, self.opset)
         _check_inputs(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}

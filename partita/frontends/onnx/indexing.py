@@ -14,6 +14,7 @@ from onnx import numpy_helper
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, run_time, static_length
 from partita.frontends.onnx.folding import FOLD_LIMIT_BYTES, _sym_slice
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import converter
@@ -103,6 +104,9 @@ def _slice(cx, ins, attrs):
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
+    if cx.opset >= 10 and any(run_time(v) for v in ins[1:]):
+        params = dict(zip(("starts", "ends", "axes", "steps"), ins[1:]))
+        return dyn(cx, "slice", [x], params, rank, x.type.element_type, "the slice bounds")
     if cx.opset < 10:
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
         axes = list(attrs.get("axes", range(len(starts))))
@@ -153,6 +157,9 @@ def _split(cx, ins, attrs):
     if dims[axis] == nn.DYN:
         fail("splitting a dynamic dimension is not supported")
     size = dims[axis]
+    if cx.opset >= 13 and _present(ins, 1) and run_time(ins[1]):
+        return [dyn(cx, "split", [x], {"split": ins[1]}, len(dims), x.type.element_type, "split",
+                    axis=axis, index=k) for k in range(len(cx.node.output))]
     if cx.opset < 13 and "split" in attrs:
         split = list(attrs["split"])
     elif cx.opset >= 13 and _present(ins, 1):
@@ -206,6 +213,10 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
 
 @converter("Expand", symbolic=True)
 def _expand(cx, ins, attrs):
+    if run_time(ins[1]) and not is_symbolic(ins[0]):
+        x = cx.tensor(ins[0])
+        rank = max(len(shape_of(x)), static_length(ins[1], "the shape"))
+        return dyn(cx, "expand", [x], {"shape": ins[1]}, rank, x.type.element_type, "the shape")
     target = _shape_entries(ins[1], "the shape")
     return broadcast_to(cx, cx.tensor(ins[0]), target, "the expanded shape")
 
@@ -214,6 +225,10 @@ def _expand(cx, ins, attrs):
 def _constant_of_shape(cx, ins, attrs):
     value = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs else \
         np.zeros(1, np.float32)
+    if run_time(ins[0]) and not is_symbolic(ins[0]):  # a shape given at run time: expand the value
+        scalar = cx.emit(nn.ConstantOp(value.reshape(())))
+        return dyn(cx, "expand", [scalar], {"shape": ins[0]}, static_length(ins[0], "the shape"),
+                   scalar.type.element_type, "the shape")
     target = _shape_entries(ins[0], "the shape")
     if not any(isinstance(d, SymDim) for d in target):
         return np.broadcast_to(value[0], target)  # stays a splat, however large
@@ -224,6 +239,8 @@ def _constant_of_shape(cx, ins, attrs):
 @converter("Tile")
 def _tile(cx, ins, attrs):
     x = cx.tensor(ins[0])
+    if run_time(ins[1]):
+        return dyn(cx, "tile", [x], {"repeats": ins[1]}, len(shape_of(x)), x.type.element_type, "repeats")
     repeats = const_ints(ins[1], "repeats")
     if len(repeats) != len(shape_of(x)):
         fail(f"repeats must have {len(shape_of(x))} values")
@@ -247,6 +264,10 @@ def _trilu(cx, ins, attrs):
 
 @converter("Range", symbolic=True)
 def _range(cx, ins, attrs):
+    if any(run_time(v) for v in ins) and not any(is_symbolic(v) for v in ins):
+        element = next(v.type.element_type for v in ins if not is_const(v))
+        return dyn(cx, "range", [], dict(zip(("start", "limit", "delta"), ins)), 1, element,
+                   "start, limit and delta")
     if any(not is_const(v) for v in ins):
         fail("start, limit and delta must be constants or shape computations")
     start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in ins)
@@ -315,6 +336,13 @@ def _eye_like(cx, ins, attrs):
 
 @converter("OneHot")
 def _one_hot(cx, ins, attrs):
+    if run_time(ins[1]) or run_time(ins[2]):
+        if not is_const(ins[2]) and len(shape_of(ins[2])) != 1:
+            fail("values must be [off_value, on_value]")
+        indices = cx.tensor(ins[0])
+        element = ins[2].type.element_type if not is_const(ins[2]) else nn.element_type_of(np.asarray(ins[2]).dtype)
+        return dyn(cx, "one_hot", [indices], {"depth": ins[1], "values": ins[2]}, len(shape_of(indices)) + 1,
+                   element, "depth", axis=attrs.get("axis", -1))
     depth = const_scalar(ins[1], "depth")
     if not is_const(ins[2]) or is_symbolic(ins[2]) or np.asarray(ins[2]).size != 2:
         fail("values must be a constant [off_value, on_value]")

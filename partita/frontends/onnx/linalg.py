@@ -189,3 +189,8 @@ def _einsum(cx, ins, attrs):
     y = _reshape(cx, y, [*bs, *(sizes[c] for c in m + n)])
     perm = [order.index(c) for c in out]
     return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
+
+
+@converter("Det")
+def _det(cx, ins, attrs):
+    return cx.emit(nn.DetOp(cx.tensor(ins[0])))

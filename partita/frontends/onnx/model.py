@@ -22,17 +22,35 @@ from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
+OLDEST_OPSET = 1
+"""Models of opsets ``OLDEST_OPSET`` to ``MIN_OPSET - 1`` import when each of their ops is
+the version it is at ``MIN_OPSET`` (``And``-7, ``Not``-1): the converters then see the
+semantics they were written for (``legacy_version_check``)."""
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
             version = entry.version
-            if not MIN_OPSET <= version <= MAX_OPSET:
+            if not OLDEST_OPSET <= version <= MAX_OPSET:
                 raise PartitaError(f"unsupported ONNX opset {version} (supported: "
-                                   f"{MIN_OPSET} to {MAX_OPSET})")
+                                   f"{OLDEST_OPSET} to {MAX_OPSET})")
             return version
     raise PartitaError("the model imports no default-domain (ai.onnx) opset")
+
+
+def legacy_version_check(node: onnx.NodeProto, opset: int) -> None:
+    """An op of an opset older than ``MIN_OPSET`` is accepted only when its schema did not
+    change between the model's opset and ``MIN_OPSET`` (the registry's ``since_version``)."""
+    try:
+        old = onnx.defs.get_schema(node.op_type, opset, node.domain or "").since_version
+        new = onnx.defs.get_schema(node.op_type, MIN_OPSET, node.domain or "").since_version
+    except onnx.defs.SchemaError:
+        return  # unknown ops are reported by the converter look-up
+    if old != new:
+        fail(f"unsupported ONNX opset {opset} for {node.op_type}: its version {old} changed in "
+             f"opset {new} (models older than opset {MIN_OPSET} import when their ops are the "
+             f"versions of opset {MIN_OPSET})")
 
 
 def _describe(index: int, node: onnx.NodeProto) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, run_time
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import const_ints, fail, is_const, is_symbolic, shape_of
 
@@ -39,6 +41,8 @@ def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
     rank = len(shape_of(ins[0]))
     if cx.opset >= axes_input_opset:
         given = ins[1] if len(ins) > 1 else None
+        if given is not None and not is_const(given) and shape_of(given) == (0,):
+            given = np.zeros(0, np.int64)  # an empty axes input has no value to wait for
         if given is not None and not is_const(given):
             fail("reduction axes computed at run time are not supported")
         axes = None if given is None else const_ints(given, "axes")
@@ -55,6 +59,16 @@ def reduction_axes(cx, ins, attrs, axes_input_opset: int) -> list[int] | None:
 def _reduce(cx, ins, attrs):
     op_type, axes_input_opset = REDUCTIONS[cx.node.op_type]
     x = cx.tensor(ins[0])
+    axes = ins[1] if cx.opset >= axes_input_opset and len(ins) > 1 else None
+    if axes is not None and not is_const(axes) and shape_of(axes) != (0,):
+        # Axes known only at run time: the result is sized when the plan binds their values,
+        # which a run's signature holds for a graph input (a computed one is not read back).
+        if not isinstance(axes, BlockArgument):
+            fail("reduction axes computed at run time are not supported (a graph input or a constant may "
+                 "give them)")
+        return cx.emit(nn.DynamicReduceOp(
+            x, cx.tensor(axes), op_type.name.removeprefix("nn.reduce_"), keepdims=bool(attrs.get("keepdims", 1)),
+            noop_with_empty_axes=bool(attrs.get("noop_with_empty_axes", 0))))
     axes = reduction_axes(cx, [x, *ins[1:]], attrs, axes_input_opset)
     if axes is None:
         return x
@@ -74,9 +88,11 @@ def _topk(cx, ins, attrs):
     x = cx.tensor(ins[0])
     if cx.opset < 10:
         k = attrs["k"]
+    elif run_time(ins[1]):
+        rank, options = len(shape_of(x)), {"axis": attrs.get("axis", -1), "largest": bool(attrs.get("largest", 1))}
+        return [dyn(cx, "topk_values", [x], {"k": ins[1]}, rank, x.type.element_type, "K", **options),
+                dyn(cx, "topk_indices", [x], {"k": ins[1]}, rank, nn.INDEX_TYPE, "K", **options)]
     else:
-        if not is_const(ins[1]):
-            fail("TopK with K computed at run time is not supported")
         (k,) = const_ints(ins[1], "K")
     axis, largest = attrs.get("axis", -1), bool(attrs.get("largest", 1))
     # sorted = 0 leaves the order unspecified: sorted is one valid order.

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.ir import SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, run_time, static_length
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.indexing import broadcast_to
 from partita.frontends.onnx.model import tensor_array
@@ -64,6 +65,9 @@ def _pad(cx, ins, attrs):
         fail(f"pad mode '{mode}' is not supported ({', '.join(nn.PadOp.MODES)})")
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
+    if cx.opset >= 11 and any(run_time(v) for v in ins[1:]):
+        params = dict(zip(("pads", "constant_value", "axes"), ins[1:]))
+        return dyn(cx, "pad", [x], params, rank, x.type.element_type, "pads", mode=mode)
     if cx.opset < 11:
         pads, value = list(attrs["pads"]), attrs.get("value", 0.0)
     else:
@@ -152,6 +156,10 @@ def _inferred_dim(x: SSAValue, in_labels: list[object], rest: list[object], targ
 
 @converter("Reshape")
 def _reshape(cx, ins, attrs):
+    if run_time(ins[1]) and isinstance(ins[1], BlockArgument):
+        x = cx.tensor(ins[0])
+        return dyn(cx, "reshape", [x], {"shape": ins[1]}, static_length(ins[1], "the shape"),
+                   x.type.element_type, "the shape", allowzero=bool(attrs.get("allowzero", 0)))
     if not is_const(ins[1]):
         fail("the shape input must be a constant (or a foldable shape computation)")
     target = list(np.asarray(ins[1]).reshape(-1))
@@ -200,6 +208,9 @@ def _concat(cx, ins, attrs):
 @converter("Unsqueeze")
 def _unsqueeze(cx, ins, attrs):
     x = cx.tensor(ins[0])
+    if cx.opset >= 13 and run_time(ins[1]):
+        rank = len(shape_of(x)) + static_length(ins[1], "axes")
+        return dyn(cx, "unsqueeze", [x], {"axes": ins[1]}, rank, x.type.element_type, "axes")
     axes = attrs.get("axes") if cx.opset < 13 else const_ints(ins[1], "axes")
     labels: list[object] = cx.labels(x)
     rank = len(labels) + len(axes)
@@ -211,6 +222,9 @@ def _unsqueeze(cx, ins, attrs):
 @converter("Squeeze")
 def _squeeze(cx, ins, attrs):
     x = cx.tensor(ins[0])
+    if cx.opset >= 13 and len(ins) > 1 and run_time(ins[1]):
+        rank = len(shape_of(x)) - static_length(ins[1], "axes")
+        return dyn(cx, "squeeze", [x], {"axes": ins[1]}, rank, x.type.element_type, "axes")
     if cx.opset < 13:
         axes = attrs.get("axes")
     else:

@@ -27,6 +27,10 @@ ONNX_DTYPES = {
     onnx.TensorProto.UINT16: np.dtype(np.uint16),
     onnx.TensorProto.UINT32: np.dtype(np.uint32),
     onnx.TensorProto.UINT64: np.dtype(np.uint64),
+    onnx.TensorProto.FLOAT8E4M3FN: nn.NUMPY_DTYPES["f8E4M3FN"],
+    onnx.TensorProto.FLOAT8E4M3FNUZ: nn.NUMPY_DTYPES["f8E4M3FNUZ"],
+    onnx.TensorProto.FLOAT8E5M2: nn.NUMPY_DTYPES["f8E5M2"],
+    onnx.TensorProto.FLOAT8E5M2FNUZ: nn.NUMPY_DTYPES["f8E5M2FNUZ"],
 }
 
 

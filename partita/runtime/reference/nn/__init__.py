@@ -11,6 +11,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from partita.runtime.reference.nn import (
     attention,
     conv,
+    dyn,
     elementwise,
     image,
     indexing,
@@ -33,7 +34,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention)
+               attention, dyn)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)

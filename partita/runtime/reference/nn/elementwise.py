@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 
@@ -82,6 +83,12 @@ def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
     to = nn.numpy_dtype(op.result.type.element_type)
     if to.name in ("float16", "bfloat16") and x.dtype != np.float32:
         x = x.astype(np.float32)  # kernels round to f16 / bf16 from float
+    if op.result.type.element_type in nn.FLOAT8_TYPES:
+        # ml_dtypes rounds to nearest even and overflows like a non-saturating cast.
+        x = x.astype(np.float32)
+        if op.saturate:
+            largest = float(ml_dtypes.finfo(to).max)
+            x = np.clip(x, -largest, largest)  # infinities too; NaN stays NaN
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(to)
 
@@ -109,6 +116,10 @@ def _per_channel(op: nn.QuantizationOp, v: np.ndarray) -> np.ndarray:
 
 
 def _quantize(op: nn.QuantizeOp, x: np.ndarray, scale: np.ndarray, zp: np.ndarray) -> np.ndarray:
+    if op.result.type.element_type in nn.FLOAT8_TYPES:
+        q = x.astype(np.float32) / _per_channel(op, scale) + _per_channel(op, zp).astype(np.float32)
+        largest = float(ml_dtypes.finfo(nn.numpy_dtype(op.result.type.element_type)).max)
+        return np.clip(q, -largest, largest)
     info = np.iinfo(nn.numpy_dtype(op.result.type.element_type))
     q = np.rint(x.astype(np.float32) / _per_channel(op, scale)) \
         + _per_channel(op, zp).astype(np.float32)

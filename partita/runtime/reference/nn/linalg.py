@@ -17,6 +17,7 @@ class LinalgFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` linear-algebra ops."""
 
     # -- linear algebra ----------------------------------------------------------------
+    run_det = impl(nn.DetOp)(in_compute_type(lambda op, x: np.linalg.det(x)))
     run_dense = impl(nn.DenseOp)(in_compute_type(lambda op, x, w: x @ w.T))
     run_matmul = impl(nn.MatmulOp)(in_compute_type(lambda op, a, b: a @ b))
 

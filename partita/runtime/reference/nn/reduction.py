@@ -45,32 +45,42 @@ def inv_std_dev(x: np.ndarray, axes: tuple[int, ...], keepdims: bool, eps: float
 
 
 def reduce(op: nn.ReduceOp, x: np.ndarray) -> np.ndarray:
-    axes, keep = op.axes, op.keepdims
+    return reduce_over(type(op), x, op.axes, op.keepdims,
+                       op.epsilon if isinstance(op, nn.ReduceInvStdDevOp) else 0.0)
+
+
+def reduce_over(kind: type[nn.ReduceOp], x: np.ndarray, axes: tuple[int, ...], keep: bool,
+                epsilon: float = 0.0) -> np.ndarray:
+    """The reduction ``kind`` (an ``nn.reduce_*`` op class) of ``x`` over ``axes``."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        match op:
-            case nn.ReduceSumOp():
-                return np.sum(x, axis=axes, keepdims=keep)
-            case nn.ReduceMeanOp():
-                return np.mean(x, axis=axes, keepdims=keep)
-            case nn.ReduceMaxOp():
-                return np.max(x, axis=axes, keepdims=keep, initial=_lowest(x.dtype))
-            case nn.ReduceMinOp():
-                return np.min(x, axis=axes, keepdims=keep, initial=_highest(x.dtype))
-            case nn.ReduceProdOp():
-                return np.prod(x, axis=axes, keepdims=keep)
-            case nn.ReduceL1Op():
-                return np.sum(np.abs(x), axis=axes, keepdims=keep)
-            case nn.ReduceL2Op():
-                return np.sqrt(_real(np.sum(x * x, axis=axes, keepdims=keep)))
-            case nn.ReduceSumSquareOp():
-                return np.sum(x * x, axis=axes, keepdims=keep)
-            case nn.ReduceLogSumOp():
-                return np.log(_real(np.sum(x, axis=axes, keepdims=keep)))
-            case nn.ReduceLogSumExpOp():
-                return log_sum_exp(x, axes, keep)
-            case nn.ReduceInvStdDevOp():
-                return inv_std_dev(x, axes, keep, op.epsilon)
-    raise NotImplementedError(op.name)  # pragma: no cover
+        if kind is nn.ReduceSumOp:
+            return np.sum(x, axis=axes, keepdims=keep)
+        if kind is nn.ReduceMeanOp:
+            return np.mean(x, axis=axes, keepdims=keep)
+        if kind is nn.ReduceMaxOp:
+            return np.max(x, axis=axes, keepdims=keep, initial=_lowest(x.dtype))
+        if kind is nn.ReduceMinOp:
+            return np.min(x, axis=axes, keepdims=keep, initial=_highest(x.dtype))
+        if kind is nn.ReduceProdOp:
+            return np.prod(x, axis=axes, keepdims=keep)
+        if kind is nn.ReduceL1Op:
+            return np.sum(np.abs(x), axis=axes, keepdims=keep)
+        if kind is nn.ReduceL2Op:
+            return np.sqrt(_real(np.sum(x * x, axis=axes, keepdims=keep)))
+        if kind is nn.ReduceSumSquareOp:
+            return np.sum(x * x, axis=axes, keepdims=keep)
+        if kind is nn.ReduceLogSumOp:
+            return np.log(_real(np.sum(x, axis=axes, keepdims=keep)))
+        if kind is nn.ReduceLogSumExpOp:
+            return log_sum_exp(x, axes, keep)
+        if kind is nn.ReduceInvStdDevOp:
+            return inv_std_dev(x, axes, keep, epsilon)
+    raise NotImplementedError(kind.name)  # pragma: no cover
+
+
+def dynamic_reduce(op: nn.DynamicReduceOp, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    reduced = op.reduced_axes(axes.reshape(-1).tolist(), x.ndim)
+    return x if reduced is None else reduce_over(op.static_op, x, reduced, op.keepdims)
 
 
 def arg_reduce(op: nn.ArgReduceOp, x: np.ndarray) -> np.ndarray:
@@ -124,6 +134,7 @@ class ReductionFunctions(InterpreterFunctions):
     run_reduce_log_sum = impl(nn.ReduceLogSumOp)(in_compute_type(reduce))
     run_reduce_log_sum_exp = impl(nn.ReduceLogSumExpOp)(in_compute_type(reduce))
     run_reduce_inv_std_dev = impl(nn.ReduceInvStdDevOp)(in_compute_type(reduce))
+    run_dynamic_reduce = impl(nn.DynamicReduceOp)(in_compute_type(dynamic_reduce))
 
     run_argmax = impl(nn.ArgMaxOp)(in_compute_type(arg_reduce))
     run_argmin = impl(nn.ArgMinOp)(in_compute_type(arg_reduce))

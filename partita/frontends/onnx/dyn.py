@@ -1,0 +1,47 @@
+"""ONNX inputs that parameterize an op (pads, a target shape, slice bounds, split sizes,
+``k``) given at run time: ``nn.dyn`` ops, sized when a launch plan binds the values.
+
+Only a graph input (or a constant) may give such values: the run's shape signature holds
+them. A value computed inside the graph would need the device to stop and read it back
+before the rest of the plan could be sized, which the plan does not do."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, BlockArgument, SSAValue
+
+from partita.dialects import nn
+from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
+
+
+def run_time(v: Value) -> bool:
+    """Whether ``v`` is an operand known only at run time (not a constant)."""
+    return v is not None and not is_const(v)
+
+
+def dyn(cx, kind: str, inputs: list[SSAValue], params: dict[str, Value], rank: int,
+        element_type: Attribute, what: str, **options: object) -> SSAValue:
+    """An ``nn.dyn`` of ``kind`` with a ``rank``-D result of ``?`` dims."""
+    operands: dict[str, SSAValue] = {}
+    for name, v in params.items():
+        if v is None:
+            continue
+        if is_symbolic(v):
+            fail(f"{what} mixing dynamic dimensions and run-time values is not supported")
+        if is_const(v):
+            operands[name] = cx.emit(nn.ConstantOp(np.asarray(v)))
+        elif not isinstance(v, BlockArgument):
+            fail(f"{what} computed at run time is not supported (a graph input or a constant may give it)")
+        else:
+            operands[name] = v
+    result = TensorType(element_type, (nn.DYN,) * rank)
+    return cx.emit(nn.DynOp(kind, inputs, operands, result, **options))
+
+
+def static_length(v: SSAValue, what: str) -> int:
+    """The number of values of a 1-D run-time operand (the rank it adds or removes)."""
+    shape = shape_of(v)
+    if len(shape) != 1 or shape[0] == nn.DYN:
+        fail(f"{what} given at run time must be 1-D of a static length")
+    return shape[0]
