@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from partita.ir import PartitaError
 from partita.ir.budget import active_budget
 from partita.runtime.arguments import ArgumentLayout
 
-__all__ = ["Operand", "SimulatedDevice"]
+__all__ = ["Operand", "SimulatedDevice", "check_operand_dtypes"]
 
 _BASE = 0x7F00_0000_0000
 _SPACING = 1 << 36  # room between arenas, so an overrun is caught, not silently aliased
@@ -50,6 +51,19 @@ class Operand:
     shape: tuple[int, ...]
     dtype: np.dtype
     output: bool = False
+
+
+def check_operand_dtypes(function: str, roles: Sequence[str], inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
+                         out: tuple[tuple[int, ...], np.dtype], want: np.dtype) -> None:
+    """A kernel that reads and writes one dtype (``want``), called with these (shape,
+    dtype) operands: a located error naming @``function`` when they do not fit it."""
+    if len(inputs) != len(roles):
+        raise PartitaError(f"@{function}: the kernel takes {len(roles)} inputs, got {len(inputs)}")
+    for role, (_shape, dtype) in zip(roles, inputs):
+        if np.dtype(dtype) != want:
+            raise PartitaError(f"@{function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
+    if np.dtype(out[1]) != want:
+        raise PartitaError(f"@{function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
 
 
 class SimulatedFunction:

@@ -54,7 +54,7 @@ from partita.lowering.cuda.records import (
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
-from partita.runtime.device import Operand
+from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.hopper import Sm90KernelHandle
 from partita.runtime.libraries import handle_class as library_handle_class
 from partita.runtime.validate import CheckedModule
@@ -102,13 +102,7 @@ class KernelHandle:
         """The run-time dims of a call on operands of these (shape, dtype); a located error
         when they do not fit the kernel."""
         want = np.dtype(self.entry.spec.dtype)
-        if len(inputs) != len(self.roles):
-            raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
-        for role, (_shape, dtype) in zip(self.roles, inputs):
-            if np.dtype(dtype) != want:
-                raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
-        if np.dtype(out[1]) != want:
-            raise PartitaError(f"@{self.function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
+        check_operand_dtypes(self.function, self.roles, inputs, out, want)
         try:
             dims = runtime_dims(self.entry.spec, {role: _Shaped(shape) for role, (shape, _) in zip(self.roles, inputs)})
         except PartitaError as err:

@@ -23,7 +23,7 @@ from partita.ir import PartitaError
 from partita.lowering.binaries import cubin_file
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
-from partita.runtime.device import Operand
+from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.tma import sm90_arguments, sm90_grid
 
 
@@ -65,13 +65,7 @@ class Sm90KernelHandle:
         when they do not fit the kernel."""
         spec = self.entry.spec
         want = np.dtype(spec.dtype)
-        if len(inputs) != len(self.roles):
-            raise PartitaError(f"@{self.function}: the kernel takes {len(self.roles)} inputs, got {len(inputs)}")
-        for role, (_shape, dtype) in zip(self.roles, inputs):
-            if np.dtype(dtype) != want:
-                raise PartitaError(f"@{self.function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
-        if np.dtype(out[1]) != want:
-            raise PartitaError(f"@{self.function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
+        check_operand_dtypes(self.function, self.roles, inputs, out, want)
         shapes = {role: tuple(shape) for role, (shape, _) in zip(self.roles, inputs)}
         try:
             dims = problem_dims(spec, shapes)

@@ -52,6 +52,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.transforms.causal_mask import SymbolicDims, split_causal
+from partita.transforms.dead_ops import erase_dead_chain
 from partita.transforms.fuse_rotary import FuseRotaryEmbedding
 
 __all__ = ["FuseAttention", "FuseScaledDotProductAttention"]
@@ -327,7 +328,7 @@ class FuseScaledDotProductAttention(RewritePattern):
             rewriter.replace(op, ops)
         for dead in (*chain[1:], values.owner):
             if isinstance(dead, Operation):
-                _erase_if_dead(rewriter, dead)
+                erase_dead_chain(rewriter, dead)
 
 
 _HEAD_SPLIT = (0, 2, 1, 3)
@@ -359,18 +360,6 @@ def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None, value
     if q is None or k is None or v is None:
         return None
     return (q, k, v), merge
-
-
-def _erase_if_dead(rewriter: PatternRewriter, op: Operation) -> None:
-    """Erase ``op`` when nothing reads it, then its producers that became dead (the
-    scale constants, a mask fill, the q / kT scalings used only here)."""
-    if op.parent is None or any(r.uses for r in op.results):
-        return
-    producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
-    rewriter.erase(op)
-    for p in producers:
-        if isinstance(p, nn.NNOp):
-            _erase_if_dead(rewriter, p)
 
 
 @dataclass(frozen=True)

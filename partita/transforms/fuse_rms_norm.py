@@ -35,6 +35,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from partita.dialects import nn
+from partita.transforms.dead_ops import erase_dead_chain
 
 __all__ = ["FuseRMSNorm", "FuseRMSNormChain"]
 
@@ -137,18 +138,7 @@ class FuseRMSNormChain(RewritePattern):
         norm = nn.RMSNormOp(x, scale, axis=rank - 1, epsilon=eps, result_type=last.results[0].type)
         rewriter.insert_op(norm, InsertPoint.before(last))
         rewriter.replace_all_uses_with(last.results[0], norm.result)
-        _erase_if_dead(rewriter, last)
-
-
-def _erase_if_dead(rewriter: PatternRewriter, op: Operation) -> None:
-    """Erase ``op`` when nothing reads it, then its producers that became dead."""
-    if op.parent is None or any(r.uses for r in op.results):
-        return
-    producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
-    rewriter.erase(op)
-    for p in producers:
-        if isinstance(p, nn.NNOp):
-            _erase_if_dead(rewriter, p)
+        erase_dead_chain(rewriter, last)
 
 
 @dataclass(frozen=True)

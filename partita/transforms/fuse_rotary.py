@@ -20,6 +20,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.transforms.dead_ops import erase_dead_chain
 
 __all__ = ["FuseRotaryEmbedding"]
 
@@ -137,7 +138,7 @@ class FuseRotaryEmbedding(RewritePattern):
                 rewriter.insert(created, _after_defs(cos, sin, op.parent_block()))
             rewriter.replace(op, [rotary])
             for dead in (a.owner, b.owner):
-                _erase_if_dead(rewriter, dead)
+                erase_dead_chain(rewriter, dead)
             return
 
 
@@ -157,12 +158,3 @@ def _after_defs(a: SSAValue, b: SSAValue, block) -> InsertPoint:
     if not ops:
         return InsertPoint.at_start(block)
     return InsertPoint.after(max(ops, key=block.get_operation_index))
-
-
-def _erase_if_dead(rewriter: PatternRewriter, op: Operation | None) -> None:
-    if not isinstance(op, nn.NNOp) or op.parent is None or any(r.uses for r in op.results):
-        return
-    producers = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
-    rewriter.erase(op)
-    for p in producers:
-        _erase_if_dead(rewriter, p)
