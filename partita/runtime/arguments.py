@@ -5,8 +5,8 @@ Each argument sits at the next offset aligned to its size (pointers and 64-bit v
 ``ArgumentLayout`` is that layout for one list of parameter kinds, worked out once:
 offsets, size and one ``struct.Struct`` whose pad bytes are explicit. Packing a launch is
 then one ``pack_into`` of its values. A launch plan keeps one layout per kind list
-(``ArgumentLayouts``, made with the plan), so binding a shape signature only fills values;
-a run rewrites single pointers in place (``set_pointer``).
+(``ArgumentLayouts``, all built when the plan is loaded), so binding a shape signature
+only fills values; a run rewrites single pointers in place (``set_pointer``).
 """
 
 from __future__ import annotations
@@ -109,17 +109,27 @@ def _raw(kind: str, value: Any, size: int) -> bytes:
 
 
 class ArgumentLayouts:
-    """The layouts one launch plan packs with: each kind list's layout built once, on
-    first use, and shared by every launch and shape signature with those kinds."""
+    """The layouts one launch plan packs with: each kind list's layout built once, when
+    the plan is loaded (``add``), and only looked up (``[kinds]``) when a shape signature
+    is bound, by every launch with those kinds."""
 
     def __init__(self) -> None:
         self._by_kinds: dict[tuple[str, ...], ArgumentLayout] = {}
 
-    def __call__(self, kinds: Iterable[str]) -> ArgumentLayout:
+    def add(self, kinds: Iterable[str]) -> ArgumentLayout:
+        """The layout of ``kinds``, built on its first ``add``."""
         kinds = tuple(kinds)
         layout = self._by_kinds.get(kinds)
         if layout is None:
             layout = self._by_kinds[kinds] = ArgumentLayout.of(kinds)
+        return layout
+
+    def __getitem__(self, kinds: Iterable[str]) -> ArgumentLayout:
+        kinds = tuple(kinds)
+        layout = self._by_kinds.get(kinds)
+        # every call of a plan reports its kinds at load: a kind list met first at bind
+        # is a bug in a handle, not in the file
+        assert layout is not None, f"no argument layout for {kinds} was built at load"
         return layout
 
     def __len__(self) -> int:

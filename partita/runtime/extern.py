@@ -11,6 +11,10 @@ extern function's record in a ``byoc.binary`` (``kind`` in the record; none mean
   arch), look up kernels, opt in to shared memory, create library handles or plans.
   ``loader.emulation`` is the function's reference semantics
   (``emulation(inputs, outputs)`` on NumPy arrays), for simulated devices;
+* ``prepared.argument_kinds() -> [(kernel, kinds), ...]``: each kernel its binds launch
+  through ``device.prepare_launch`` and that launch's parameter kinds, known from the
+  record alone: the launch plan builds every argument layout at load from them and
+  checks it against the kernel's cubin, so a bind only looks layouts up;
 * ``prepared.workspace_bytes(input_shapes) -> int``: scratch memory per call (zeroed once
   when the shape signature is first bound; kernels leave it zeroed);
 * ``prepared.bind(device, inputs, outputs, workspace) -> [launch, ...]``, called once per
@@ -125,6 +129,10 @@ class PreparedCutlass:
     kernel: Any
     smem: int
 
+    def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
+        """The kernel this call launches and its parameter kinds, from the record alone."""
+        return [(self.kernel, self.handle.entry.arg_kinds)]
+
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         dims = runtime_dims(self.handle.entry.spec, {r: _Shaped(s) for r, s in zip(self.handle.roles, shapes)})
         return self.handle.entry.workspace_bytes(dims)
@@ -180,6 +188,10 @@ class PreparedFused:
     kernel: Any
     checked: CheckedModule | None = None
     """The cubin's checked module, whose launch contract the record must match."""
+
+    def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
+        """The kernel this call launches and its parameter kinds, from the record alone."""
+        return [(self.kernel, self.handle.record.arg_kinds)]
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         return 0

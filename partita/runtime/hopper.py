@@ -24,7 +24,7 @@ from partita.lowering.binaries import cubin_file
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
-from partita.runtime.tma import sm90_arguments, sm90_grid
+from partita.runtime.tma import sm90_arguments, sm90_grid, sm90_pieces
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ class Sm90KernelHandle:
 class PreparedSm90:
     handle: Sm90KernelHandle
     kernel: Any
+
+    def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
+        """The kernel and the pieces of its ``Params``, from the probe's recorded layout."""
+        return [(self.kernel, tuple(kind for kind, *_ in sm90_pieces(self.handle.layout)))]
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         return 0  # not split-K, not persistent: no workspace

@@ -37,6 +37,7 @@ from partita.ir import PartitaError, op_error
 from partita.ir.constants import check_splat_budget, splat_element
 from partita.ir.parameters import ParameterAttr, storage_dtype, stored_values
 from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.arguments import ArgumentLayouts
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
 from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, sizing_arguments
@@ -52,8 +53,8 @@ weight): large enough for full-bandwidth copies, small beside any model."""
 class _Loader:
     """What a handle's ``prepare`` gets: the device, cubins loaded once per file and
     checked against the device's arch, library bindings loaded once per library, and of
-    the call being prepared its emulation and its operands' ``(shape, dtype)`` (``-1``
-    for a dynamic dim)."""
+    the call being prepared its emulation, its operands' ``(shape, dtype)`` (``-1``
+    for a dynamic dim) and its number of results."""
 
     def __init__(self, device: Device, modules: dict[Path, LoadedModule], images: dict[str, BinaryImage],
                  libraries: dict[str, Any], sealed: bool = False):
@@ -62,6 +63,7 @@ class _Loader:
         self.kernels: dict[int, Any] = {}  # the checked kernels, for CheckedDevice
         self.emulation: Callable | None = None
         self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
+        self.results = 0  # the call's outputs
 
     def library(self, handle: Any) -> Any:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""
@@ -150,9 +152,10 @@ class LaunchPlan:
         check_memory_plan(self.function)  # before anything is allocated
         loader = _Loader(device, self.modules, binary_images(module, embedded), self.libraries,
                          sealed=embedded is not None and bool(embedded))
-        # Launches are packed through it: geometry and argument layout checked against
-        # each kernel's cubin before a device sees them.
-        self.checked_device = CheckedDevice(device, loader.kernels)
+        # Launches are packed through it: every argument layout is built and checked
+        # against its kernel's cubin as the calls are prepared (below), a launch's
+        # geometry when a shape signature is bound, before a device sees either.
+        self.checked_device = CheckedDevice(device, loader.kernels, ArgumentLayouts())
         try:
             # Constants nothing reads are never built. Splats are device fills: on a GPU
             # only device memory limits them; the simulated device's memory is the host's,
@@ -185,10 +188,17 @@ class LaunchPlan:
                 loader.emulation = self.emulation(op)
                 loader.operands = [(tuple(d if d >= 0 else -1 for d in v.type.get_shape()), _dtype(v.type))
                                    for v in op.inputs]
+                loader.results = len(op.outs)
                 try:
                     prepared = handle.prepare(loader)
+                    kernels = prepared.argument_kinds()
                 except RECORD_ERRORS as err:
                     raise op_error(op, f"the kernel record of @{name} cannot be used ({type(err).__name__}: {err})") from None
+                for kernel, kinds in kernels:  # a file whose record the cubin contradicts: refused now
+                    try:
+                        self.checked_device.admit(kernel, kinds)
+                    except PartitaError as err:
+                        raise op_error(op, err.message) from None
             self.calls[op] = _Call(op, prepared, handle)
         elif isinstance(op, nn.ConstantOp):
             # A splat stays a zero-stride view: the device fills its buffer (no host copy).

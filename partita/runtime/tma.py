@@ -156,29 +156,46 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes, a_k_major)),
         "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes, b_k_major)),
     }
-    desc = layout["tma_desc"]
-    fields = sorted([
-        (layout["tma_a"] + desc, "a", "tensormap", maps["a"], 128),
-        (layout["tma_b"] + desc, "b", "tensormap", maps["b"], 128),
-        (layout["ptr_c"], "bias", "ptr", pointers["bias"] if has_bias else pointers["out"], 8),
-        (layout["ptr_d"], "out", "ptr", pointers["out"], 8),
-    ], key=lambda f: f[0])
+    values = {"a": maps["a"], "b": maps["b"], "bias": pointers["bias"] if has_bias else pointers["out"],
+              "out": pointers["out"]}
     args: list[tuple[str, object]] = []
     index: dict[str, int] = {}
-    at = 0
-    for offset, role, kind, value, width in fields:
-        if offset < at or offset % (64 if kind == "tensormap" else 8):
-            raise ValueError(f"Params field '{role}' at {offset} overlaps or is misaligned")
-        if offset > at:
-            args.append((f"bytes{offset - at}", bytes(blob[at:offset])))
-        index[role] = len(args)
-        args.append((kind, value))
-        at = offset + width
-    if at < size:
-        args.append((f"bytes{size - at}", bytes(blob[at:size])))
+    for kind, role, start, end in sm90_pieces(layout):
+        if role is None:
+            args.append((kind, bytes(blob[start:end])))
+        else:
+            index[role] = len(args)
+            args.append((kind, values[role]))
     if not has_bias:
         del index["bias"]
     return Sm90Arguments(tuple(args), index, size)
+
+
+def sm90_pieces(layout: dict) -> list[tuple[str, str | None, int, int]]:
+    """The pieces a Hopper kernel's ``Params`` is passed in, from the layout its probe
+    recorded and known without a launch: ``(kind, operand, start, end)`` in order, the
+    operand ``None`` for the ``bytes<n>`` between the tensor maps and C / D pointers."""
+    desc = layout["tma_desc"]
+    fields = sorted([
+        (layout["tma_a"] + desc, "a", "tensormap", 128),
+        (layout["tma_b"] + desc, "b", "tensormap", 128),
+        (layout["ptr_c"], "bias", "ptr", 8),
+        (layout["ptr_d"], "out", "ptr", 8),
+    ], key=lambda f: f[0])
+    pieces: list[tuple[str, str | None, int, int]] = []
+    at, size = 0, layout["params_size"]
+    for offset, role, kind, width in fields:
+        if offset < at or offset % (64 if kind == "tensormap" else 8):
+            raise ValueError(f"Params field '{role}' at {offset} overlaps or is misaligned")
+        if offset > at:
+            pieces.append((f"bytes{offset - at}", None, at, offset))
+        pieces.append((kind, role, offset, offset + width))
+        at = offset + width
+    if at > size:
+        raise ValueError(f"Params fields end at {at}, past its {size} bytes")
+    if at < size:
+        pieces.append((f"bytes{size - at}", None, at, size))
+    return pieces
 
 
 def sm90_grid(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cluster: tuple[int, int, int]

@@ -12,9 +12,11 @@ are checked before anything reaches the driver.
 * ``CheckedModule.check_contract``: a generated kernel's launch contract (a digest in
   its cubin) must be that of the record launching it, so kernels of identical parameter
   layouts cannot be swapped;
-* ``CheckedDevice.prepare_launch``: grid and block within CUDA's limits and the kernel's
-  launch bounds, and the packed arguments laid out exactly as the kernel's parameters
-  (count, offsets, sizes), so swapped or missing parameters are refused.
+* ``CheckedDevice.admit`` (at load, per kernel and parameter-kind list): the packed
+  arguments laid out exactly as the kernel's parameters (count, offsets, sizes), so
+  swapped or missing parameters are refused before any bind;
+* ``CheckedDevice.prepare_launch`` (at bind): grid and block within CUDA's limits and the
+  kernel's launch bounds.
 """
 
 from __future__ import annotations
@@ -141,35 +143,51 @@ class CheckedModule:
 
 
 class CheckedDevice:
-    """``device`` whose ``prepare_launch`` checks geometry and argument layout of the
-    kernels ``registry`` knows (those of checked cubins) before packing a launch. It packs
-    with ``layouts``: one layout per argument-kind list, built once for the plan that
-    made this device."""
+    """``device`` whose launches are checked against the kernels ``registry`` knows (those
+    of checked cubins). ``admit`` runs at load, once per kernel and parameter-kind list a
+    prepared call reports: the layout is built into ``layouts`` and checked against the
+    kernel's parameters. ``prepare_launch`` (at bind) then only checks the geometry and
+    packs with the layout already built."""
 
-    def __init__(self, device: Any, registry: dict[int, tuple[Any, _Kernel]], layouts: ArgumentLayouts | None = None):
-        self._device, self._registry = device, registry
-        self.layouts = ArgumentLayouts() if layouts is None else layouts
+    def __init__(self, device: Any, registry: dict[int, tuple[Any, _Kernel]], layouts: ArgumentLayouts):
+        self._device, self._registry, self.layouts = device, registry, layouts
+        self._admitted: set[tuple[int, tuple[str, ...]]] = set()
+
+    def _where(self, function: Any) -> str:
+        entry = self._registry.get(id(function))
+        return f"kernel '{entry[1].name}' of @{entry[1].cubin.binary}" if entry is not None else "a kernel"
+
+    def admit(self, function: Any, kinds: tuple[str, ...]) -> ArgumentLayout:
+        """The layout of ``kinds`` (built once per plan), refused when ``function`` is a
+        checked kernel whose cubin declares other parameters."""
+        try:
+            layout = self.layouts.add(kinds)
+        except ValueError as err:
+            raise PartitaError(f"{self._where(function)}: cannot pack its arguments ({err})") from None
+        entry = self._registry.get(id(function))
+        if entry is not None and entry[0] is function:
+            check_layout(entry[1], layout)
+            self._admitted.add((id(function), layout.kinds))
+        return layout
 
     def prepare_launch(self, function, grid, block, smem, args, operands=(), cluster=None):
+        kinds = tuple(kind for kind, _ in args)
+        layout = self.layouts[kinds]
         entry = self._registry.get(id(function))
-        where = f"kernel '{entry[1].name}' of @{entry[1].cubin.binary}" if entry is not None else "a kernel"
-        try:
-            layout = self.layouts(kind for kind, _ in args)
-        except ValueError as err:
-            raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
         if entry is not None and entry[0] is function:
-            check_launch(entry[1], tuple(grid), tuple(block), smem, layout)
+            assert (id(function), kinds) in self._admitted, f"{kinds} of kernel '{entry[1].name}' not checked at load"
+            check_geometry(entry[1], tuple(grid), tuple(block))
         extra = {} if cluster is None else {"cluster": cluster}  # a Hopper kernel's cluster launch
         try:
             return self._device.prepare_launch(function, grid, block, smem, args, operands, layout=layout, **extra)
         except (ValueError, TypeError, struct.error) as err:  # a value its kind cannot hold
-            raise PartitaError(f"{where}: cannot pack its arguments ({err})") from None
+            raise PartitaError(f"{self._where(function)}: cannot pack its arguments ({err})") from None
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._device, attr)
 
 
-def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, layout: ArgumentLayout) -> None:
+def check_geometry(kernel: _Kernel, grid: tuple, block: tuple) -> None:
     where = f"kernel '{kernel.name}' of @{kernel.cubin.binary}"
     if len(block) != 3 or any(not isinstance(b, int) or not 1 <= b <= m for b, m in zip(block, MAX_BLOCK)):
         raise PartitaError(f"{where}: block {block} is outside 1..{MAX_BLOCK} per dimension")
@@ -180,6 +198,12 @@ def check_launch(kernel: _Kernel, grid: tuple, block: tuple, smem: int, layout: 
                            "it was compiled for")
     if len(grid) != 3 or any(not isinstance(g, int) or not 1 <= g <= m for g, m in zip(grid, MAX_GRID)):
         raise PartitaError(f"{where}: grid {grid} is outside 1..{MAX_GRID} per dimension")
+
+
+def check_layout(kernel: _Kernel, layout: ArgumentLayout) -> None:
+    """The packed arguments must sit exactly where the kernel's parameters are (count,
+    offsets, sizes from ``EIATTR_KPARAM_INFO``)."""
+    where = f"kernel '{kernel.name}' of @{kernel.cubin.binary}"
     packed = list(zip(layout.offsets, layout.sizes))
     declared = [(p.offset, p.size) for p in kernel.cubin.params(kernel.name)]
     if layout.by_value:

@@ -107,9 +107,17 @@ class FusedRecord:
         """``(grid, block)`` of a launch writing an output of ``out_shape``."""
         return self.grid(prod(out_shape)), (self.block, 1, 1)
 
+    @property
+    def arg_kinds(self) -> tuple[str, ...]:
+        """The kernel's parameter kinds, known without a launch: what ``args`` packs."""
+        return ("ptr",) * (len(self.inputs) + 1) + ("int",) * len(self.dims)
+
     def args(self, inputs: list[int], out: int, dims: list[int]) -> list[tuple[str, int]]:
         """Kernel arguments for ``CudaModule.launch``: input pointers, output, int dims."""
-        return [("ptr", p) for p in inputs] + [("ptr", out)] + [("int", d) for d in dims]
+        values = [*inputs, out, *dims]
+        if len(values) != len(self.arg_kinds):
+            raise ValueError(f"{len(values)} arguments for the kernel's {len(self.arg_kinds)} parameters")
+        return list(zip(self.arg_kinds, values))
 
     def check_output(self, shape, dtype) -> str | None:
         """Why an output array does not fit the kernel (``None`` when it does)."""

@@ -150,12 +150,17 @@ class EntryInfo:
         """
         self._check_dims(dims)
         out = []
-        for p in self.params:
-            if p.kind == "ptr":
+        for p, kind in zip(self.params, self.arg_kinds):
+            if kind == "ptr":
                 out.append(("ptr", int(pointers[p.name])))
             else:
                 out.append(("int", int(dims[p.name])))  # type: ignore[index]
         return out
+
+    @property
+    def arg_kinds(self) -> tuple[str, ...]:
+        """The kernel's parameter kinds, known without a launch: what ``args`` packs."""
+        return tuple("ptr" if p.kind == "ptr" else "int" for p in self.params)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ class LibraryHandle:
         """At load: the library (on a device), and the plan of a static signature."""
         shapes = [shape for shape, _ in loader.operands]
         dtypes = tuple(str(dtype) for _, dtype in loader.operands)
-        prepared = PreparedLibraryCall(self, loader.device, dtypes, loader.emulation)
+        prepared = PreparedLibraryCall(self, loader.device, dtypes, loader.emulation,
+                                       operands=len(loader.operands) + loader.results)
         if not getattr(loader.device, "simulated", False):
             prepared.lib = loader.library(self)
             if all(d >= 0 for shape in shapes for d in shape):
@@ -140,6 +141,8 @@ class PreparedLibraryCall:
     emulation: Callable[[list[np.ndarray], list[np.ndarray]], None] | None
     lib: Any = None
     plans: dict[tuple, Any] = field(default_factory=dict)
+    operands: int = 0
+    """Inputs and outputs of the call: the pointers a simulated launch of it takes."""
 
     @property
     def simulated(self) -> bool:
@@ -157,6 +160,11 @@ class PreparedLibraryCall:
         plans, self.plans = list(self.plans.values()), {}
         for plan in plans:
             self.handle.release_plan(self.lib, plan)
+
+    def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
+        """On the simulated device, a launch of one pointer per operand (its emulation,
+        no cubin's kernel); on a GPU the library call launches nothing of ours."""
+        return [(None, ("ptr",) * self.operands)] if self.simulated else []
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
         if self.simulated:
