@@ -11,6 +11,7 @@ import struct
 
 import numpy as np
 import pytest
+from support.artifact_files import reseal
 from support.recording_driver import RecordingDriver, recorded_run
 from xdsl.dialects.builtin import BFloat16Type
 
@@ -285,3 +286,17 @@ def test_a_compiled_model_file_carries_the_hopper_kernels(exe, tmp_path) -> None
     args = _inputs(9, seed=9)
     for g, w in zip(loaded.load("simulated").run(*args), _expected(*args), strict=True):
         np.testing.assert_allclose(g.astype(np.float32), w, rtol=3e-2, atol=3e-2)
+
+
+def test_a_params_size_the_cubin_contradicts_is_refused_at_load(exe, tmp_path) -> None:
+    """A file whose probe layout says ``Params`` is larger than the kernel's parameter (a
+    valid layout on its own) is refused when the plan is loaded, before any bind."""
+    path = tmp_path / "hopper.partita"
+    exe.save(path)
+    edited = tmp_path / "edited.partita"
+    edited.write_bytes(reseal(path.read_bytes(), lambda text: text.replace("params_size = 640 : i64",
+                                                                           "params_size = 704 : i64")))
+    loaded = partita.load(edited)
+    with pytest.raises(PartitaError, match=r"'byoc.call_extern' op kernel '\w+' of @\w+: its record packs arguments "
+                                           r"as \(offset, size\) \[\(\d+, 704\)\], but the kernel takes \[\(\d+, 640\)\]"):
+        loaded.load(SimulatedDevice())
