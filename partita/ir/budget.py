@@ -10,7 +10,10 @@ input asks for charges it:
 * ``constant_values(buffer=True)``, for each splat constant it materializes;
 * the simulated device (whose memory is the host's), for each allocation: the constants,
   splat fills and static arena at load, each shape signature's arena at bind; released
-  when freed. (Host steps' per-run NumPy buffers and a GPU's memory are not charged.)
+  when freed;
+* each host step of a run, for its NumPy copies of its operands and its results; given
+  back at the end of the run. (A GPU's memory and the run's returned arrays are not
+  charged.)
 
 Compile-time charges are kept for the model's lifetime, a conservative count: the
 materialized arrays are gone after their pass, but what they became is in the IR.

@@ -157,27 +157,32 @@ class Runtime:
                 array = np.ascontiguousarray(value)
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
-        if clock is not None:  # profiled: eager, events around each step
-            clock(bound.steps, stream)
-        elif self.debug:
-            self._run_debug(bound)
-        elif bound.graph is not None:
-            bound.graph.launch(stream)
-        else:
-            for step in bound.steps:
-                step(stream)
-        if outputs == "device":
-            results: tuple = tuple(DeviceArray(device, t.ptr, t.shape, t.dtype) for t in bound.outputs)
-        else:
-            results = tuple(np.empty(t.shape, t.dtype) for t in bound.outputs)
-            for array, t in zip(results, bound.outputs):
-                if array.nbytes:
-                    device.download(array, t.ptr, stream)
+        synchronized = False
         try:
-            device.synchronize(stream)
-        except Exception as err:
-            raise PartitaError(f"{err}: a kernel of this run failed; run with debug=True (or "
-                               "PARTITA_CUDA_DEBUG=1) to name it") from None
+            if clock is not None:  # profiled: eager, events around each step
+                clock(bound.steps, stream)
+            elif self.debug:
+                self._run_debug(bound)
+            elif bound.graph is not None:
+                bound.graph.launch(stream)
+            else:
+                for step in bound.steps:
+                    step(stream)
+            if outputs == "device":
+                results: tuple = tuple(DeviceArray(device, t.ptr, t.shape, t.dtype) for t in bound.outputs)
+            else:
+                results = tuple(np.empty(t.shape, t.dtype) for t in bound.outputs)
+                for array, t in zip(results, bound.outputs):
+                    if array.nbytes:
+                        device.download(array, t.ptr, stream)
+            try:
+                device.synchronize(stream)
+            except Exception as err:
+                raise PartitaError(f"{err}: a kernel of this run failed; run with debug=True (or "
+                                   "PARTITA_CUDA_DEBUG=1) to name it") from None
+            synchronized = True
+        finally:  # the host steps' NumPy buffers go back to the memory budget
+            bound.release_host_buffers(synchronized)
         del staged
         self.stats["runs"] += 1
         if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:

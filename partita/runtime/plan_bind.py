@@ -27,6 +27,7 @@ from partita.analysis.liveness import (
 )
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
+from partita.ir.budget import active_budget
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.runtime.plan_load import LaunchPlan
@@ -59,7 +60,11 @@ def _dtype(typ: TensorType) -> np.dtype:
 @dataclass
 class HostStep:
     """An op the host runs inside the plan: its tensor operands are downloaded (after a
-    synchronization), computed on with NumPy, and the results uploaded. Counted."""
+    synchronization), computed on with NumPy, and the results uploaded. Counted.
+
+    Its host buffers (the operands' copies and the planned results) are charged to the
+    active memory budget, located at ``op``: the operands' copies until NumPy has read them,
+    the results until ``release`` at the end of the run (the stream reads them until then)."""
 
     label: str
     compute: Callable[[list[np.ndarray]], Sequence[np.ndarray]]
@@ -68,8 +73,33 @@ class HostStep:
     stats: Counter[str]
     device: Any = None
     keep: list = field(default_factory=list)
+    op: Operation | None = None
+    charged: list = field(default_factory=list)
+    """(budget, bytes) this run's results hold until ``release``."""
 
     def __call__(self, stream) -> None:
+        budget = active_budget()
+        in_bytes = sum(t.nbytes for t in self.inputs)
+        out_bytes = sum(t.nbytes for t in self.outputs)
+        if budget is not None:
+            budget.charge(in_bytes + out_bytes, "its host step (NumPy copies of its operands and results)", self.op)
+            self.charged.append((budget, out_bytes))
+        try:
+            self._compute(stream)
+        finally:
+            if budget is not None:
+                budget.release(in_bytes)  # the operands' copies are garbage once computed on
+
+    def release(self, synchronized: bool = True) -> None:
+        """At the end of the run: the charges given back; the results dropped once the
+        stream is synchronized (before, an upload may still read them)."""
+        if synchronized:
+            self.keep = []
+        while self.charged:
+            budget, nbytes = self.charged.pop()
+            budget.release(nbytes)
+
+    def _compute(self, stream) -> None:
         device = self.device
         host = []  # downloads follow the kernels before them on the stream
         for t in self.inputs:
@@ -280,8 +310,7 @@ class BoundPlan:
         self.bound_inputs = [t.ptr for t in self.inputs]
 
     def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
-        step = HostStep(label, compute, ins, outs, self.stats)
-        step.device = self.device
+        step = HostStep(label, compute, ins, outs, self.stats, device=self.device, op=op)
         self.steps.append(step)
         self.step_ops.append(op)
         self.host_steps.append(step)
@@ -319,7 +348,13 @@ class BoundPlan:
 
         self.graph = self.device.capture(stream, record)
 
+    def release_host_buffers(self, synchronized: bool = True) -> None:
+        """Gives back what this run's host steps charged."""
+        for step in self.host_steps:
+            step.release(synchronized)
+
     def close(self) -> None:
+        self.release_host_buffers(synchronized=False)
         if self.graph is not None:
             self.graph.destroy()
             self.graph = None

@@ -21,6 +21,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from partita.dialects import nn
 from partita.dialects.nn.base import element_type_of, numpy_dtype
+from partita.ir.budget import charge
 from partita.ir.diagnostics import PartitaError
 
 __all__ = ["ATEN_CONVERTERS", "import_exported_program"]
@@ -62,6 +63,10 @@ class _Importer:
             if like is not None:
                 dtype = numpy_dtype(like.type.element_type)  # type: ignore[attr-defined]
             array = np.asarray(value, dtype=dtype)
+        try:  # the constant's attribute is a copy: charged like the ONNX import's folds
+            charge(array.nbytes, "materializing it as a constant at import")
+        except PartitaError as err:
+            raise PartitaError(err.message, self.location or self.source) from None
         return self.emit(nn.ConstantOp(np.ascontiguousarray(array)))
 
     def tensor(self, value: Any, like: SSAValue | None = None) -> SSAValue:
