@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from partita.runtime.arguments import ArgumentLayout
+from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, TensorMap
 
 
 class CudaError(RuntimeError):
@@ -302,8 +303,6 @@ class CudaDevice:
 
     def encode_tensor_map(self, request):
         """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
-        from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, TensorMap
-
         drv = self.drv
         encoded = self._call(drv.cuTensorMapEncodeTiled(
             drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), request.rank, request.address,

@@ -35,6 +35,7 @@ import numpy as np
 from partita.ir import PartitaError
 from partita.ir.budget import active_budget
 from partita.runtime.arguments import ArgumentLayout
+from partita.runtime.tma import simulated_tensor_map
 
 __all__ = ["Operand", "SimulatedDevice", "check_operand_dtypes"]
 
@@ -269,8 +270,6 @@ class SimulatedDevice:
     def encode_tensor_map(self, request):
         """A TMA descriptor in the simulated format (its address first, where a launch
         reads the operand's pointer), refused where ``cuTensorMapEncodeTiled`` would be."""
-        from partita.runtime.tma import simulated_tensor_map
-
         self.counts["encode_tensor_map"] += 1
         return simulated_tensor_map(request)
 
