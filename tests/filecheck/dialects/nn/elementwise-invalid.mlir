@@ -97,7 +97,7 @@ func.func @quantize_scale_size(%x: tensor<2x3xf32>, %s: tensor<2xf32>, %z: tenso
 // -----
 
 func.func @quantize_to_float(%x: tensor<3xf32>, %s: tensor<f32>, %z: tensor<f32>) {
-  // expected-error@+1 {{zero point element type must be one of i8, ui8, i16, ui16, i32, got f32}}
+  // expected-error@+1 {{zero point element type must be one of i8, ui8, i16, ui16, i32, f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ, got f32}}
   %0 = nn.quantize %x, %s, %z : (tensor<3xf32>, tensor<f32>, tensor<f32>) -> tensor<3xf32>
   func.return
 }
