@@ -69,6 +69,18 @@ def _external_offsets(path: Path) -> dict[str, int]:
     return {t.name: int(next(e.value for e in t.external_data if e.key == "offset")) for t in model.graph.initializer}
 
 
+def _load_on_recording_gpu(module, drv: RecordingDriver) -> tuple[Runtime, int]:
+    """A runtime loading ``module`` onto the recording driver, and the peak of Python's
+    host allocations during that load less the driver's stand-ins for device memory."""
+    tracemalloc.start()
+    try:
+        runtime = Runtime(module, CudaDevice(driver=drv))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return runtime, peak - sum(block.nbytes for block in drv.memory.values())
+
+
 def test_external_weights_import_as_named_parameters_and_print_by_name(tmp_path: Path) -> None:
     texts = {}
     for hidden in (64, 256):
@@ -274,16 +286,10 @@ def test_a_gpu_load_holds_the_staging_buffers_and_a_small_constant_of_host_memor
     monkeypatch.setattr(drv, "cuMemFreeHost", host_free)
     weights = sum(a.nbytes for a in arrays)
     assert weights > 16 << 20
-    tracemalloc.start()
-    try:
-        runtime = Runtime(loaded.module, CudaDevice(driver=drv))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    stand_ins = sum(block.nbytes for block in drv.memory.values()) + peak_pinned[0]
+    runtime, host = _load_on_recording_gpu(loaded.module, drv)
     assert peak_pinned[0] == 2 * chunk and not live
     assert drv.calls["cuMemcpyHtoDAsync"] >= weights // chunk
-    assert peak - stand_ins < 2 << 20, (peak, stand_ins)
+    assert host - peak_pinned[0] < 2 << 20, (host, peak_pinned[0])
     x = np.random.default_rng(3).standard_normal((2, 1024)).astype(np.float32)
     np.testing.assert_allclose(runtime.run(x)[0], _expected(x, arrays), rtol=1e-4, atol=1e-4)
     runtime.close()
@@ -344,14 +350,8 @@ def test_a_transposed_parameter_goes_up_to_a_gpu_in_row_blocks(tmp_path: Path, m
     chunk = 64 << 10  # 32 rows of 512 f32 a chunk
     monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", chunk)
     drv = RecordingDriver()
-    tracemalloc.start()
-    try:
-        runtime = Runtime(exe.module, CudaDevice(driver=drv))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    stand_ins = sum(block.nbytes for block in drv.memory.values()) + 2 * chunk
-    assert peak - stand_ins < 512 << 10, (peak, stand_ins)  # a weight is 1 MiB: never copied whole
+    runtime, host = _load_on_recording_gpu(exe.module, drv)
+    assert host - 2 * chunk < 512 << 10, host  # a weight is 1 MiB: never copied whole
     for op in _constants(exe.module):
         if isinstance(op.value, ParameterAttr):
             ptr = runtime.plan.param_ptr[op.result]
@@ -445,14 +445,8 @@ def test_an_fp16_parameter_is_converted_a_staging_chunk_at_a_time_on_its_way_to_
     chunk = 64 << 10
     monkeypatch.setattr(plan_load, "STAGING_CHUNK_BYTES", chunk)
     drv = RecordingDriver()
-    tracemalloc.start()
-    try:
-        runtime = Runtime(exe.module, CudaDevice(driver=drv))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    stand_ins = sum(block.nbytes for block in drv.memory.values()) + 2 * chunk
-    assert peak - stand_ins < 256 << 10, (peak, stand_ins)  # a converted weight would be 512 KiB
+    runtime, host = _load_on_recording_gpu(exe.module, drv)
+    assert host - 2 * chunk < 256 << 10, host  # a converted weight would be 512 KiB
     for op in params:
         ptr = runtime.plan.param_ptr[op.result]
         block = next(b for base, b in drv.memory.items() if base <= ptr < base + b.nbytes)
