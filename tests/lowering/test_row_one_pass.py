@@ -12,7 +12,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
-from support.kernel_check import check_kernels, fuse, fused_functions, host_ops  # tests/support/kernel_check.py
+from support.kernel_check import (  # tests/support/kernel_check.py
+    build_for_host,
+    check_kernels,
+    fuse,
+    fused_functions,
+    host_ops,
+    launch_beside_reference,
+)
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 
 from partita.lowering.cuda.codegen import program_of
@@ -60,21 +67,10 @@ def _host_run(text: str, inputs: list[np.ndarray], tmp_path) -> list[tuple[np.nd
     """(kernel output, reference output) of each fused function of ``text`` on ``inputs``
     (the function's arguments, which must be the entry's)."""
     module = fuse(text)
-    program = program_of(module)
-    records = {name: RECORDS[k.kind].from_attr(fused_record(k)) for name, k in program.kernels.items()}
-    host = HostKernels(program.code, list(records.values()), tmp_path)
-    results = []
-    for name, function in fused_functions(module).items():
-        rec = records[name]
-        args = [inputs[0], *inputs[1:len(rec.inputs)]]
-        clone = function.clone()
-        clone.sym_visibility = StringAttr("public")
-        (expected,) = run(ModuleOp([clone]), *args, entry=name)
-        out = np.zeros(expected.shape, expected.dtype)
-        grid, block = rec.geometry(out.shape)
-        host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
-        results.append((out, expected))
-    return results
+    _, records, host = build_for_host(module, tmp_path)
+    return [launch_beside_reference(function, name, records[name], host,
+                                    [inputs[0], *inputs[1:len(records[name].inputs)]])
+            for name, function in fused_functions(module).items()]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value")  # the reference's inf - inf

@@ -12,18 +12,20 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import (  # tests/support/kernel_check.py
     TOLERANCE,
+    build_for_host,
     check_kernels,
     fuse,
     fused_functions,
     host_ops,
+    launch_beside_reference,
     random_input,
 )
 from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
 from xdsl.dialects import test as xdsl_test
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32, i64
+from xdsl.dialects.builtin import TensorType, f32, i64
 from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
@@ -33,7 +35,7 @@ from partita.frontends.onnx import import_onnx
 from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_symbols
 from partita.lowering.cuda.codegen import program_of
-from partita.lowering.cuda.records import RECORDS, RowwiseRecord, fused_record
+from partita.lowering.cuda.records import RowwiseRecord
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
@@ -437,14 +439,6 @@ def _row_function(t: str, n: int) -> tuple[str, dict[str, tuple[str, int]]]:
     return "\n".join([*lines, "}"]), want
 
 
-def _host_build(module, directory):
-    """The fused kernels of ``module``: the program, the records by function, and the
-    kernels built for the host."""
-    program = program_of(module)
-    records = {n: RECORDS[k.kind].from_attr(fused_record(k)) for n, k in program.kernels.items()}
-    return program, records, HostKernels(program.code, list(records.values()), directory)
-
-
 def _launch_all(module, built, inputs_of, tolerance_of, only=None):
     """Launch the kernels ``built`` from ``module`` (at most two blocks, so blocks stride
     over rows) on ``inputs_of(name, record)`` and compare with the reference on their
@@ -456,12 +450,7 @@ def _launch_all(module, built, inputs_of, tolerance_of, only=None):
             continue
         rec = records[name]
         args = inputs_of(name, rec)
-        clone = function.clone()
-        clone.sym_visibility = StringAttr("public")
-        (expected,) = run(ModuleOp([clone]), *args, entry=name)
-        out = np.zeros(expected.shape, expected.dtype)
-        grid, block = rec.geometry(out.shape)
-        host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
+        out, expected = launch_beside_reference(function, name, rec, host, args)
         tol = tolerance_of(name, rec.output_dtype)
         if tol is None:
             np.testing.assert_array_equal(out, expected, err_msg=name)
@@ -505,7 +494,7 @@ def test_row_reductions_run_by_their_row_schedule(tmp_path, t):
         tol = TOLERANCE.get(dtype)
         return None if tol is None else (tol, tol * np.sqrt(length[name]))
 
-    built = _host_build(module, tmp_path)
+    built = build_for_host(module, tmp_path)
     outs = _launch_all(module, built, inputs_of, tolerance_of)
     assert set(outs) == set(want)
     records = built[1]
@@ -573,7 +562,7 @@ def test_row_reductions_propagate_nan_and_reduce_empty_rows(tmp_path):
         return [{(4, 6): x, (3, 0): np.zeros((3, 0), np.float32), (2, 5): i, (2, -1): d,
                  (2, 3, 3000): big}[rec.inputs[0]]]
 
-    built = _host_build(module, tmp_path)
+    built = build_for_host(module, tmp_path)
     with np.errstate(invalid="ignore", over="ignore"):
         outs = _launch_all(module, built, inputs_of, lambda name, dtype: None)
     records = built[1]

@@ -56,25 +56,39 @@ def random_input(shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(lo, 6, shape).astype(info)
 
 
-def check_kernels(module: ModuleOp, directory: Path, dynamic: int = 3) -> list[str]:
-    """Build every fused function's kernel for the host, launch it on random inputs
-    (each ``?`` dim = ``dynamic``) and compare with the reference. Returns the anchors."""
+def build_for_host(module: ModuleOp, directory: Path):
+    """The fused kernels of ``module``: the program, the records by function, and the
+    kernels built for the host."""
     program = program_of(module)
     assert program is not None
     records = {name: RECORDS[k.kind].from_attr(fused_record(k)) for name, k in program.kernels.items()}
-    host = HostKernels(program.code, list(records.values()), directory)
+    return program, records, HostKernels(program.code, list(records.values()), directory)
+
+
+def launch_beside_reference(function: FuncOp, name: str, rec, host: HostKernels,
+                            args: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel output, reference output) of the fused ``function`` on ``args``: the kernel
+    launched on the host with at most two blocks, so blocks stride over rows."""
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (expected,) = run(ModuleOp([clone]), *args, entry=name)
+    out = np.zeros(expected.shape, expected.dtype)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
+    return out, expected
+
+
+def check_kernels(module: ModuleOp, directory: Path, dynamic: int = 3) -> list[str]:
+    """Build every fused function's kernel for the host, launch it on random inputs
+    (each ``?`` dim = ``dynamic``) and compare with the reference. Returns the anchors."""
+    program, records, host = build_for_host(module, directory)
     anchors = []
     for k, (name, function) in enumerate(fused_functions(module).items()):
         rec, kernel = records[name], program.kernels[name]
         rng = np.random.default_rng(k)
         args = [random_input(tuple(dynamic if d < 0 else d for d in shape), t, rng)
                 for shape, t in zip(rec.inputs, rec.dtypes)]
-        clone = function.clone()
-        clone.sym_visibility = StringAttr("public")
-        (expected,) = run(ModuleOp([clone]), *args, entry=name)
-        out = np.zeros(expected.shape, expected.dtype)
-        grid, block = rec.geometry(out.shape)
-        host.launch(rec, (min(grid[0], 2), 1, 1), block, args, out)
+        out, expected = launch_beside_reference(function, name, rec, host, args)
         tol = TOLERANCE.get(kernel.output_dtype)
         if tol is None:
             np.testing.assert_array_equal(out, expected, err_msg=name)
