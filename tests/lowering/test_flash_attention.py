@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.flash_host import build, build_decode, launch, launch_decode  # tests/support/flash_host.py
-from support.sass import sass_of  # tests/support/sass.py
+from support.sass import compiled_sass  # tests/support/sass.py
 
 from partita.lowering.cuda.flash_attention import (
     HEAD_DIMS,
@@ -153,16 +153,11 @@ def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path
 
 
 def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
-    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256)]
-    try:
-        binary = nvrtc.compile_cuda(flash_attention_source(configs) + flash_decode_source("f16", 128), arch="sm_90",
-                                    options=["--ptxas-options=-v"], use_cache=False)
-    except Exception as err:  # noqa: BLE001 - no NVRTC here
-        pytest.skip(f"NVRTC unavailable: {err}")
-    sass = sass_of(binary.cubin)
+    binary, sass = compiled_sass(flash_attention_source(configs) + flash_decode_source("f16", 128),
+                                 options=["--ptxas-options=-v"], use_cache=False)
     for c in configs:
-        text = sass.split(f".text.{c.entry}:")[1].split(".section")[0]
+        text = sass[c.entry]
         k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8
         # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles).
         assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (c.block_n // 16) * d_tiles
@@ -173,7 +168,7 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         assert "LDL" not in text and "STL" not in text  # nothing spilled to local memory
         report = binary.log.split(f"Function properties for {c.entry}")[1]
         assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])
-    decode = sass.split(".text.flash_decode_f16_d128:")[1].split(".section")[0]
+    decode = sass["flash_decode_f16_d128"]
     assert "SHFL.BFLY" in decode and "LDL" not in decode  # warp-reduced scores, no spills
 
 

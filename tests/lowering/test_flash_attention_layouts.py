@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.flash_host import build, launch  # tests/support/flash_host.py
-from support.sass import sass_of  # tests/support/sass.py
+from support.sass import compiled_sass  # tests/support/sass.py
 
 from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source, head_dim_supported
 from partita.runtime.reference.nn.attention import attention
@@ -91,14 +91,9 @@ def test_bshd_at_a_native_head_dim(lib):
 
 
 def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
-    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
     config = CONFIGS[0]
-    try:
-        binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
-                                    options=["--ptxas-options=-v"], use_cache=False)
-    except Exception as err:  # noqa: BLE001 - no NVRTC here
-        pytest.skip(f"NVRTC unavailable: {err}")
-    text = sass_of(binary.cubin).split(f".text.{config.entry}:")[1].split(".section")[0]
+    binary, sass = compiled_sass(flash_attention_source(config), options=["--ptxas-options=-v"], use_cache=False)
+    text = sass[config.entry]
     # S at the padded dim (2 k-steps); P V only into the n8 d-tile holding the 8 real dims
     # (ptxas drops the MMAs whose accumulators are never stored).
     k_steps, n_tiles, d_tiles = config.padded_dim // 16, config.block_n // 8, config.head_dim // 8

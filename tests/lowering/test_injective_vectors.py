@@ -35,15 +35,11 @@ def test_vectors_and_the_scalar_tail_match_the_reference(dtype, rows, cols, tmp_
 
 
 def test_sm90_injective_kernels_load_and_store_128_bits():
-    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
-    from support.sass import sass_of  # tests/support/sass.py
+    from support.sass import compiled_sass  # tests/support/sass.py
 
     program = program_of(fuse(CHAIN.format(S="64x768", C=768, T="f16")))
-    try:
-        binary = nvrtc.compile_cuda(program.code, arch="sm_90")
-    except Exception as err:  # noqa: BLE001 - no NVRTC here
-        pytest.skip(f"NVRTC unavailable: {err}")
+    _, sass = compiled_sass(program.code)
     (kernel,) = program.kernels.values()
-    text = sass_of(binary.cubin).split(f".text.{kernel.entry}:")[1].split(".section")[0]
+    text = sass[kernel.entry]
     assert len(re.findall(r"LDG\.E\.128", text)) >= 2 and "STG.E.128" in text
     assert not re.search(r"\b(STL|LDL)\b", text)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
-from support.sass import sass_of  # tests/support/sass.py
+from support.sass import compiled_sass  # tests/support/sass.py
 
 from partita.lowering.cuda.codegen import program_of
 
@@ -34,15 +34,10 @@ def test_rows_use_vector_loads_and_match_the_reference(dtype, cols, vector, tmp_
 
 
 def test_sm90_row_kernels_load_128_bits(tmp_path):
-    nvrtc = pytest.importorskip("partita.lowering.nvrtc")
     program = program_of(fuse(ROWS.format(C=768, T="f16")))
-    try:
-        binary = nvrtc.compile_cuda(program.code, arch="sm_90", use_cache=False)
-    except Exception as err:  # noqa: BLE001 - no NVRTC here
-        pytest.skip(f"NVRTC unavailable: {err}")
-    sass = sass_of(binary.cubin)
+    _, sass = compiled_sass(program.code, use_cache=False)
     entries = [k.entry for k in program.kernels.values()]
     assert len(entries) == 3
     for entry in entries:
-        text = sass.split(f".text.{entry}:")[1].split(".section")[0]
+        text = sass[entry]
         assert "LDG.E.128" in text, entry
