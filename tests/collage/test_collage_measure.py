@@ -21,6 +21,7 @@ from partita.lowering import nvrtc
 from partita.lowering.binaries import binary_images
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.transforms import collage_partition as cp
+from partita.transforms.collage import measure
 from partita.transforms.collage.measure import FUNCTION, CandidateTimer, candidate_module, measuring_estimator
 from partita.transforms.collage.partitioner import function_candidates
 
@@ -107,6 +108,27 @@ def test_cutlass_and_fused_candidates_are_compiled_and_timed(cubins) -> None:
     # Every plan was closed: nothing allocated, loaded or created is left but the context.
     device.close()
     assert drv.live() == {}
+
+
+@pytest.mark.parametrize(("arch", "sm"), [("sm_90a", "90a"), ("sm_90", 90), ("sm_80", 80)])
+def test_cutlass_candidates_are_built_for_the_timers_arch(arch, sm, monkeypatch) -> None:
+    """A timer for ``sm_90a`` lowers CUTLASS candidates as ``cutlass-codegen{sm=90a}``: it
+    times the CUTLASS 3 Hopper kernel a compile for that arch runs, not the Sm80 one."""
+    seen = []
+
+    class Codegen:
+        def __init__(self, sm, cache_dir):
+            seen.append(sm)
+
+        def apply(self, ctx, module):
+            raise PartitaError("stop here: only the arch is checked")
+
+    monkeypatch.setattr(measure, "CutlassCodegen", Codegen)
+    _, device = recording_device()
+    graph, _, cands = candidates(DENSE, "cuda,cutlass")
+    with pytest.raises(PartitaError, match="stop here"):
+        CandidateTimer(device, arch=arch)(graph, cands[("cutlass.dense_bias", (0, 1))])
+    assert seen == [sm]
 
 
 def test_a_device_without_a_clock_measures_nothing(cubins) -> None:

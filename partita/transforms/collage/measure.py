@@ -55,6 +55,7 @@ from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
 from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.runtime.contracts import TimingDevice
+from partita.runtime.cuda import parse_arch
 from partita.runtime.plan import Runtime
 from partita.transforms.fuse_native_kernels import FuseNativeKernels
 from partita.transforms.lower_extern_calls import LowerExternCalls
@@ -194,9 +195,11 @@ class CandidateTimer:
         except PartitaError:
             return "not a CUTLASS kernel"
         assert self.arch is not None
-        CutlassCodegen(sm=int(self.arch.removeprefix("sm_").rstrip("a")), cache_dir=_str(self.cache_dir)).apply(
-            self.ctx, module
-        )
+        # sm_90a keeps its suffix: the candidate is timed as the CUTLASS 3 Hopper kernel a
+        # compile for that arch would run, not as the Sm80 one
+        number, suffix = parse_arch(self.arch)
+        sm = f"{number}{suffix}" if suffix == "a" and number == 90 else number
+        CutlassCodegen(sm=sm, cache_dir=_str(self.cache_dir)).apply(self.ctx, module)
         return None
 
     def _lower_cuda(self, module: ModuleOp, function: FuncOp) -> str | None:
