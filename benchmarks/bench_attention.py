@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 from partita.lowering import nvrtc
+from partita.lowering.cubin import sass_listing
 from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
 from partita.runtime.profile import time_steps
 
@@ -41,19 +38,10 @@ MMA_SYNC_SHARE = 0.66
 the estimate, not a measurement here)."""
 
 
-def _nvdisasm() -> str:
-    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "nvidia" / "cu13" / "bin" / "nvdisasm"
-    return str(candidate)
-
-
 def sass_estimate(config: FlashConfig) -> dict:
     binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
                                 options=["--ptxas-options=-v"], use_cache=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "flash.cubin"
-        path.write_bytes(binary.cubin)
-        sass = subprocess.run([_nvdisasm(), str(path)], check=True, capture_output=True, text=True).stdout
+    sass = sass_listing(binary.cubin)
     text = sass.split(f".text.{config.entry}:")[1].split(".section")[0]
     code = [line for line in text.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
     hmma = [k for k, line in enumerate(code) if "HMMA" in line]
