@@ -22,7 +22,27 @@ def test_pip_freeze_of_the_machine_is_read(tmp_path: Path) -> None:
 def test_default_machine_has_torch_and_its_cuda_wheels() -> None:
     present = prepare.read_present(None)
     assert {"torch", "cuda-bindings", "nvidia-cuda-nvrtc", "onnxruntime", "nvidia-cudnn-cu13"} <= set(present)
-    assert "xdsl" not in present and "onnx" not in present
+    assert "xdsl" not in present and "nvidia-cutlass" not in present
+
+
+def test_requirements_read_from_the_wheel_for_the_extras(tmp_path: Path) -> None:
+    """Only the base requirements and those of the asked extras; markers dropped. The
+    resolver is then given those the machine does not already have, so the test extra's
+    torch pin never pulls torch's own CUDA pins into the resolution."""
+    import zipfile
+
+    wheel = tmp_path / "partita-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("partita-0.1.0.dist-info/METADATA", "\n".join([
+            "Metadata-Version: 2.1", "Name: partita", "Requires-Dist: xdsl==0.74.*",
+            "Requires-Dist: numpy>=1.26", 'Requires-Dist: torch==2.13.0; extra == "test"',
+            'Requires-Dist: lit>=18; extra == "test"', 'Requires-Dist: tensorrt<12,>=11; extra == "tensorrt"',
+            'Requires-Dist: nvmath-python>=0.5; extra == "cublas"']))
+    wanted = prepare.wheel_requirements(wheel, {"test", "cublas"})
+    assert wanted == ["xdsl==0.74.*", "numpy>=1.26", "torch==2.13.0", "lit>=18", "nvmath-python>=0.5"]
+    present = prepare.read_present(None)
+    assert [r for r in wanted if prepare.requirement_name(r) not in present] == ["xdsl==0.74.*", "lit>=18",
+                                                                                  "nvmath-python>=0.5"]
 
 
 def test_carried_are_the_missing_needed_wheels() -> None:
