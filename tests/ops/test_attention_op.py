@@ -261,16 +261,53 @@ def test_small_head_dim_bshd_with_a_batch_broadcast_mask_takes_the_flash_kernel(
     assert (out[:, 0] != 0).any() and np.isfinite(out).all()
 
 
-def test_other_forms_keep_the_window_kernel():
-    """f32, a full [B, 1, Sq, Skv] mask, or a head dim that is not a multiple of 8: the
-    per-element window kernel."""
+def test_other_forms_take_the_rows_schedule():
+    """f32, a full [B, 1, Sq, Skv] mask, or a head dim that is not a multiple of 8: a warp
+    per query row, the block's rows sharing each key tile in shared memory (no score is
+    recomputed per output column); past a head dim of 256, the per-element kernel."""
     for q, k, mask, dtype, attrs in [
         ((1, 2, 8, 32), (1, 2, 8, 32), None, "f32", "{scale = 0.5 : f64}"),
         ((1, 2, 8, 32), (1, 2, 8, 32), ((1, 1, 8, 8), "boolean"), "f16", "{scale = 0.5 : f64}"),
         ((1, 8, 2, 20), (1, 8, 2, 20), None, "f16", '{scale = 0.5 : f64, layout = "BSHD"}'),
     ]:
         (kernel,) = program_of(fuse(_module(q, k, k, mask, dtype, attrs))).kernels.values()
-        assert "flash_attention" not in kernel.code and "expf(m - s)" in kernel.code
+        assert "flash_attention" not in kernel.code and kernel.block == 128
+        assert "__shfl_xor_sync(0xffffffffu, s, o)" in kernel.code and "__shared__ float ks" in kernel.code
+    (kernel,) = program_of(fuse(_module((1, 1, 2, 264), (1, 1, 3, 264), (1, 1, 3, 264), None, "f32",
+                                        "{scale = 0.5 : f64}"))).kernels.values()
+    assert "__shfl_xor_sync" not in kernel.code and "expf(m - s)" in kernel.code
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_rows_schedule_with_several_key_tiles_and_lanes(dtype, tmp_path):
+    """Head dims past one warp (40 and 72: two and three values a lane), 8 warps a block
+    (Sq = 66: the last block's rows are mostly past the sequence), three key tiles of 32
+    (the last partial), GQA and a full additive [B, H, Sq, Skv] mask with masked-out rows."""
+    q, k, v = (2, 4, 66, 40), (2, 2, 70, 40), (2, 2, 70, 72)
+    mask = ((2, 4, 66, 70), "additive")
+    module = fuse(_module(q, k, v, mask, dtype, "{scale = 0.15 : f64}"))
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.block == 256 and "__shared__ float ks0[32][40], vs0[32][72];" in kernel.code
+    rng = np.random.default_rng(6)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, v)]
+    m = np.where(rng.integers(0, 4, mask[0]) == 0, -np.inf, rng.standard_normal(mask[0]))
+    m[1, 2, 5] = -np.inf  # one fully masked row: NaN, as the plain softmax
+    inputs.append(m.astype(DTYPES[dtype]))
+    out, want = _launch(module, inputs, tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    assert np.isnan(out.astype(np.float32)[1, 2, 5]).all() and np.isfinite(out.astype(np.float32)[0]).all()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_per_element_kernel_past_the_rows_head_dims(tmp_path):
+    """A head dim of 264 keeps the portable per-element kernel; it still matches."""
+    q, k = (1, 2, 3, 264), (1, 2, 5, 264)
+    module = fuse(_module(q, k, k, None, "f32", "{scale = 0.05 : f64, causal = true}"))
+    rng = np.random.default_rng(7)
+    out, want = _launch(module, [rng.standard_normal(s).astype(np.float32) for s in (q, k, k)], tmp_path)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
 
 
 def test_collage_counts_the_flops_of_attention():

@@ -1,13 +1,21 @@
-"""CUDA lowering rule of ``nn.attention``: a ``window`` kernel, one thread per output
-element ``out[b, h, i, c]``, streaming the keys once with the online softmax
-(running max ``m``, running sum ``l``, running ``sum_j p_j * v[j, c]``, rescaled when the
-max grows), so the scores never reach memory.
+"""CUDA lowering rule of ``nn.attention``: a ``window`` kernel with three schedules, all
+streaming the keys once with the online softmax (running max ``m``, running sum ``l``,
+running ``sum_j p_j * v[j, c]``, rescaled when the max grows), so the scores never reach
+memory:
 
-This is the portable rule every shape, mask kind, GQA grouping and dynamic length takes
-(each thread recomputes its row's scores, D multiply-adds per key); it is correct, not
-fast. NaN and +inf scores and fully masked rows follow the reference: the row is NaN, or
-zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies its
-value (0 * NaN is NaN), as the reference's ``p @ v`` does.
+* **flash** (``partita.lowering.cuda.flash_attention``): f16 / bf16 tensor-core tiles, for
+  the op alone with no mask or a boolean key padding mask;
+* **rows**: the op alone otherwise (f32, any mask, any head dim up to 256): one warp per
+  query row, its lanes splitting the head dim, the block's rows (same batch and head)
+  sharing each tile of keys and values staged in shared memory. A key costs one product per
+  head-dim element and a warp reduction, nothing recomputed per output column;
+* **per element**: the portable fallback (an epilogue fused after the op, a head dim past
+  256 or not static): one thread per output element ``out[b, h, i, c]``, each recomputing
+  its row's scores (D multiply-adds per key); correct, not fast.
+
+NaN and +inf scores and fully masked rows follow the reference in all three: the row is
+NaN, or zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies
+its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
 its rotation pair."""
@@ -76,12 +84,150 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     return lines, config.block[0]
 
 
-@window(nn.AttentionOp, dims=_dims, kernel=_flash)
+ROWS_MAX_HEAD_DIM = 256
+"""Past this (8 values a lane), the rows schedule would hold too much in registers."""
+ROWS_TILE_FLOATS = 4096
+"""Shared memory per key tile, in floats (16 KB): K and V rows of the tile together."""
+
+
+def _layout(op: nn.AttentionOp):
+    """``at(b, h, s, d)``: the index of (batch, head, position, dim) in the op's layout."""
+    if op.layout == "BSHD":
+        return lambda b_, h_, s_, d_: [b_, s_, h_, d_]
+    return lambda b_, h_, s_, d_: [b_, h_, s_, d_]
+
+
+def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, indent: str) -> list[str]:
+    """The mask and causal rules on the score ``s`` of query ``i`` and key ``j``."""
+    at = _layout(op)
+    dq, dk = emitter.dims[op.query], emitter.dims[op.key]
+    _, heads, q_len, _ = at(*dq)
+    _, _, kv_len, _ = at(*dk)
+    lines = []
+    if op.mask is not None:
+        scores = [dq[0], heads, q_len, kv_len]
+        rank = len(op.mask.type.get_shape())
+        index = emitter._broadcast_dims_index(emitter.dims[op.mask], scores[4 - rank:], [b, h, i, j][4 - rank:])
+        value = emitter.load(op.mask, index)
+        lines.append(f"{indent}if (!{value}) s = {_NEG_INF};" if op.mask_kind == "boolean"
+                     else f"{indent}s += {value};")
+    if op.causal:
+        lines.append(f"{indent}if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {_NEG_INF};")
+    return lines
+
+
+def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
+    """The rows schedule (see the module docstring): ``warps`` query rows of one (batch,
+    head) a block, keys staged ``tile`` at a time. Every thread of the block runs every
+    loop (rows past the sequence compute on a clamped row and store nothing), so the
+    barriers and warp shuffles are uniform."""
+    at = _layout(op)
+    T = emitter.index_type
+    dq, dk, dv = emitter.dims[op.query], emitter.dims[op.key], emitter.dims[op.value]
+    batch, heads, q_len, head_dim = at(*dq)
+    _, kv_heads, kv_len, _ = at(*dk)
+    value_dim = at(*dv)[3]
+    if not isinstance(head_dim, int) or not isinstance(value_dim, int):
+        return None
+    if max(head_dim, value_dim) > ROWS_MAX_HEAD_DIM:
+        return None
+    warps = 8 if isinstance(q_len, int) and q_len >= 64 else 4
+    tile = 32
+    while tile > 1 and tile * (head_dim + value_dim) > ROWS_TILE_FLOATS:
+        tile //= 2
+    qpl, vpl = -(-head_dim // 32), -(-value_dim // 32)  # values a lane holds
+    v = emitter.var
+    ks, vs, lane, warp = v("ks"), v("vs"), v("lane"), v("warp")
+    q_tiles, tiles, t = v("q_tiles"), v("tiles"), v("t")
+    b, h, hk, i, raw, active = v("b"), v("h"), v("hk"), v("i"), v("i_raw"), v("active")
+    qv, acc, j0, n, jj, j, e, c = v("qv"), v("acc"), v("kstart"), v("n"), v("jj"), v("j"), v("e"), v("c")
+    undefined, rows = v("undefined"), "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
+    out_t = str(op.result.type.element_type)
+    store = (lambda x: f"st_{out_t}({x})") if out_t in ("f16", "bf16") else (lambda x: x)
+    lines = [
+        f"  __shared__ float {ks}[{tile}][{head_dim}], {vs}[{tile}][{value_dim}];",
+        f"  const int {lane} = threadIdx.x % 32, {warp} = threadIdx.x / 32;",
+        f"  const {T} {q_tiles} = ({_p(q_len)} + {warps - 1}) / {warps};",
+        f"  const {T} {tiles} = {q_tiles} * {_p(batch)} * {_p(heads)};",
+        f"  for ({T} {t} = blockIdx.x; {t} < {tiles}; {t} += gridDim.x) {{  // uniform per block",
+        f"    const {T} {b} = {t} / {q_tiles} / {_p(heads)};",
+        f"    const {T} {h} = {t} / {q_tiles} % {_p(heads)};",
+        # Query head h reads KV head h / (H / Hkv) (repeat_kv's interleaved expansion).
+        f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
+        f"    const {T} {raw} = {t} % {q_tiles} * {warps} + {warp};",
+        f"    const bool {active} = {raw} < {_p(q_len)};",
+        f"    const {T} {i} = {active} ? {raw} : {_p(q_len)} - 1;",
+        f"    float {qv}[{qpl}], {acc}[{vpl}];",
+        "    #pragma unroll",
+        f"    for (int u = 0; u < {qpl}; ++u) {{",
+        f"      const {T} {c} = {lane} + 32 * u;",
+        f"      {qv}[u] = {c} < {head_dim} ? {emitter.load(op.query, at(b, h, i, c))} : 0.0f;",
+        "    }",
+        "    #pragma unroll",
+        f"    for (int u = 0; u < {vpl}; ++u) {acc}[u] = 0.0f;",
+        f"    float m = {_NEG_INF}, l = 0.0f;",
+        f"    bool {undefined} = false;",
+        f"    for ({T} {j0} = 0; {j0} < {_p(kv_len)}; {j0} += {tile}) {{",
+        f"      const int {n} = (int)({_p(kv_len)} - {j0} < {tile} ? {_p(kv_len)} - {j0} : {tile});",
+        "      __syncthreads();  // the previous tile is read by every warp",
+    ]
+    for buf, operand, dim in ((ks, op.key, head_dim), (vs, op.value, value_dim)):
+        lines += [
+            f"      for (int {e} = threadIdx.x; {e} < {tile * dim}; {e} += blockDim.x) {{",
+            f"        const {T} {j} = {j0} + {e} / {dim}, {c} = {e} % {dim};",
+            f"        {buf}[{e} / {dim}][{c}] = {e} / {dim} < {n} ? {emitter.load(operand, at(b, hk, j, c))} : 0.0f;",
+            "      }",
+        ]
+    lines += [
+        "      __syncthreads();",
+        f"      for (int {jj} = 0; {jj} < {n}; ++{jj}) {{",
+        f"        const {T} {j} = {j0} + {jj};",
+        "        float s = 0.0f;",
+        "        #pragma unroll",
+        f"        for (int u = 0; u < {qpl}; ++u)",
+        f"          if ({lane} + 32 * u < {head_dim}) s += {qv}[u] * {ks}[{jj}][{lane} + 32 * u];",
+        "        #pragma unroll",
+        "        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);",
+        f"        s *= {_c_float(op.scale)};",
+        *_mask_lines(emitter, op, b, h, i, j, "        "),
+        f"        if (s != s || s == {_POS_INF}) {undefined} = true;",
+        "        if (s > m) {",
+        "          const float r = expf(m - s);",
+        "          l *= r;",
+        "          #pragma unroll",
+        f"          for (int u = 0; u < {vpl}; ++u) {acc}[u] *= r;",
+        "          m = s;",
+        "        }",
+        f"        const float p = s == {_NEG_INF} ? 0.0f : expf(s - m);",
+        "        l += p;",
+        "        #pragma unroll",
+        f"        for (int u = 0; u < {vpl}; ++u)",
+        f"          if ({lane} + 32 * u < {value_dim}) {acc}[u] += p * {vs}[{jj}][{lane} + 32 * u];",
+        "      }",
+        "    }",
+        f"    const bool dead = {undefined} || m == {_NEG_INF};",
+        f"    if ({active}) {{",
+        "      #pragma unroll",
+        f"      for (int u = 0; u < {vpl}; ++u) {{",
+        f"        const {T} {c} = {lane} + 32 * u;",
+        f"        if ({c} < {value_dim}) out[{emitter._linear(emitter.out_dims, at(b, h, i, c))}] = "
+        f"{store(f'dead ? {rows} : {acc}[u] / l')};",
+        "      }",
+        "    }",
+        "  }",
+    ]
+    return lines, 32 * warps
+
+
+def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
+    """The op alone in its kernel: flash where it applies, else the rows schedule."""
+    return _flash(emitter, op) or _rows(emitter, op)
+
+
+@window(nn.AttentionOp, dims=_dims, kernel=_schedule)
 def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     T = emitter.index_type
-    bshd = op.layout == "BSHD"
-    # The index of (batch, head, position, dim) in the op's layout.
-    at = (lambda b_, h_, s_, d_: [b_, s_, h_, d_]) if bshd else (lambda b_, h_, s_, d_: [b_, h_, s_, d_])
+    at = _layout(op)
     b, h, i, c = at(*emitter.out_index)  # the same swap maps the output index back
     dq, dk = emitter.dims[op.query], emitter.dims[op.key]
     _, heads, q_len, head_dim = at(*dq)
@@ -98,15 +244,7 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
         f"        s += {emitter.load(op.query, at(b, h, i, d))} * {emitter.load(op.key, at(b, hk, j, d))};",
         f"      s *= {_c_float(op.scale)};",
     ]
-    if op.mask is not None:
-        scores = [dq[0], heads, q_len, kv_len]
-        rank = len(op.mask.type.get_shape())
-        index = emitter._broadcast_dims_index(emitter.dims[op.mask], scores[4 - rank:], [b, h, i, j][4 - rank:])
-        value = emitter.load(op.mask, index)
-        lines.append(f"      if (!{value}) s = {_NEG_INF};" if op.mask_kind == "boolean"
-                     else f"      s += {value};")
-    if op.causal:
-        lines.append(f"      if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {_NEG_INF};")
+    lines += _mask_lines(emitter, op, b, h, i, j, "      ")
     lines += [
         f"      if (s != s || s == {_POS_INF}) undefined = true;",
         "      if (s > m) { const float r = expf(m - s); l *= r; acc *= r; m = s; }",
