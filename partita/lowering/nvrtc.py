@@ -22,6 +22,7 @@ warning, so a binary's ``path`` is always an absolute path to a verified file.  
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import threading
@@ -226,9 +227,11 @@ def _cache_store(cdir: Path, key: str, cubin: bytes) -> Path:
 @lru_cache(maxsize=1)
 def cuda_include_paths() -> tuple[str, ...]:
     """Header directories from the installed wheels (CUTLASS, CCCL, CUDA crt)."""
-    import cutlass_library
-
-    paths = [Path(cutlass_library.__file__).parent / "source" / "include"]
+    # located, not imported: importing cutlass_library parses sys.argv (see lowering.cutlass)
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        raise NvrtcError("CUTLASS headers not found: install nvidia-cutlass")
+    paths = [Path(spec.origin).parent / "source" / "include"]
     try:
         import nvidia  # namespace package from the nvidia-* wheels
 

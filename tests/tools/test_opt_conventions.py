@@ -4,6 +4,8 @@ raises meeting their expectations, the input kind by content, the xDSL plugin's 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -107,3 +109,14 @@ def test_every_pass_is_described_with_its_options() -> None:
             assert "_" not in info.name, (name, info.name)
     infos = {i.name: i for i in option_infos(get_all_passes()["collage-partition"]())}
     assert (infos["max-depth"].type_name, infos["max-depth"].default) == ("int", "3")
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_partita_opts_own(flag: str) -> None:
+    """In a fresh process (where ``cutlass_library``, which parses ``sys.argv`` when first
+    imported, has not been imported yet): partita-opt's own usage, not CUTLASS's."""
+    done = subprocess.run([sys.executable, "-c", "import sys; from partita.tools.opt import main; sys.exit(main())", flag],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "--pass-pipeline" in done.stdout and "--list-passes" in done.stdout
+    assert "cutlass-package-imports" not in done.stdout

@@ -8,8 +8,24 @@ Typical use (IR independent)::
     binary = partita.lowering.nvrtc.compile_cuda(src, arch="sm_80")
 """
 
-from .emitter import CudaSource, EntryInfo, ParamDesc, emit_module
-from .kernels import (
+import sys
+
+
+def _import_cutlass_library() -> None:
+    """Imports ``cutlass_library`` with a bare command line. Its generator module parses
+    ``sys.argv`` when first imported (``argparse.parse_known_args``), so a tool's own ``-h``
+    or ``--help`` printed CUTLASS's usage (``--disable-cutlass-package-imports``) and exited."""
+    argv, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        import cutlass_library  # noqa: F401 - imported for its side effect, once
+    finally:
+        sys.argv = argv
+
+
+_import_cutlass_library()
+
+from .emitter import CudaSource, EntryInfo, ParamDesc, emit_module  # noqa: E402 - after the guarded import
+from .kernels import (  # noqa: E402
     DTYPES,
     EPILOGUES,
     OPS,
