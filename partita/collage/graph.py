@@ -15,6 +15,8 @@ Conventions
 * Node sets are passed either as iterables of node ids or as bitmasks (Python
   ``int`` with bit ``i`` set for node ``i``).  All reachability queries are
   implemented with such bitmasks.
+* Element types are the ``nn`` names (``f16``, ``ui8``, ``f8E4M3FN``); their sizes come
+  from the dialect's one dtype table (no op or value of the IR is needed).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from partita.dialects.nn import NUMPY_DTYPES
+
 __all__ = [
-    "DTYPE_BYTES",
     "DataflowGraph",
     "NodeInfo",
     "TensorInfo",
@@ -32,42 +35,13 @@ __all__ = [
     "to_mask",
 ]
 
-#: Size in bytes of the element types the cost model knows about.
-DTYPE_BYTES: dict[str, float] = {
-    "f64": 8,
-    "f32": 4,
-    "tf32": 4,
-    "f16": 2,
-    "bf16": 2,
-    "f8": 1,
-    "f8e4m3": 1,
-    "f8e5m2": 1,
-    "i64": 8,
-    "i32": 4,
-    "i16": 2,
-    "i8": 1,
-    "u8": 1,
-    "i1": 1,
-    "bool": 1,
-}
-
-_DTYPE_ALIASES = {
-    "float64": "f64",
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "int64": "i64",
-    "int32": "i32",
-    "int16": "i16",
-    "int8": "i8",
-    "uint8": "u8",
-}
+#: NumPy's names of the nn element types (``float16`` -> ``f16``), for graphs built by hand.
+_NUMPY_NAMES = {dtype.name: name for name, dtype in NUMPY_DTYPES.items()}
 
 
 def normalize_dtype(dtype: str) -> str:
     """Map spellings such as ``float16`` to the short form (``f16``)."""
-    d = dtype.lower()
-    return _DTYPE_ALIASES.get(d, d)
+    return _NUMPY_NAMES.get(dtype, dtype)
 
 
 @dataclass(frozen=True)
@@ -96,7 +70,8 @@ class TensorInfo:
 
     @property
     def itemsize(self) -> float:
-        return DTYPE_BYTES.get(self.dtype, 4)
+        known = NUMPY_DTYPES.get(self.dtype)  # the project's one dtype table
+        return known.itemsize if known is not None else 4
 
     def nbytes(self, dynamic_dim_hint: int = 1) -> float:
         return self.numel(dynamic_dim_hint) * self.itemsize

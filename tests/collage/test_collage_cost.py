@@ -209,3 +209,11 @@ def test_cost_cache_recovers_from_corrupt_file(tmp_path):
     cache = CostCache(path, MockEstimator({"cuda": 3.0}))
     assert cache.estimate(g, C({1}, "cuda")) == 3.0
     assert json.loads(path.read_text())["entries"]
+
+
+@pytest.mark.parametrize(("dtype", "size"), [("f16", 2), ("float16", 2), ("bf16", 2), ("f8E4M3FN", 1), ("f8E5M2", 1),
+                                             ("ui64", 8), ("i1", 1), ("f64", 8)])
+def test_element_sizes_come_from_the_dialects_dtype_table(dtype: str, size: int) -> None:
+    """The cost model sizes tensors with the nn dialect's one dtype table (a table of its
+    own had costed float8 and ui64 as 4 bytes)."""
+    assert TensorInfo((3, 5), dtype).nbytes() == 15 * size
