@@ -35,6 +35,7 @@ from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
+from partita.runtime.profile import time_steps
 from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
@@ -162,7 +163,9 @@ def measure(device, kernel, module: ModuleOp, names: list[str], args, cols: int,
             loaded = device.load_module(nvrtc.compile_cuda(program.code, arch=device.arch, cache_dir=cache).cubin)
             grid, block = record.geometry(want.shape)
             launch_args = record.args([int(b) for b in bufs], int(out), record.runtime_dims([a.shape for a in inputs]))
-            ms = loaded.time_launch(record.entry, grid, block, launch_args, repeat=args.repeat, warmup=3)
+            launch = device.prepare_launch(loaded.kernel(record.entry), grid, block, 0, launch_args)
+            (seconds,) = time_steps(device, [launch], repeat=args.repeat, warmup=3)  # the plan's step clock
+            ms = seconds * 1e3
             got = device.from_device(out, want.shape, want.dtype).astype(np.float32)
             loaded.unload()
     finally:
