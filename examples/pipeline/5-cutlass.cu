@@ -65,3 +65,7 @@ tvmgen_default_cutlass_main_1(const cutlass::half_t* __restrict__ x, const cutla
   cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias_run(x, w, bias, out, M, 64, 256);
 }
 extern "C" __device__ int tvmgen_default_cutlass_main_1_smem_bytes = (int)sizeof(typename cutlass_tensorop_f16_s16816gemm_f16_128x64_32x3_tn_align8_bias::SharedStorage);
+
+// Launch contracts (partita.lowering.contracts), checked at load
+extern "C" __device__ const unsigned char tvmgen_default_cutlass_main_0_contract[32] = {181, 128, 155, 141, 76, 187, 1, 12, 226, 122, 62, 219, 241, 125, 233, 143, 188, 62, 230, 101, 100, 244, 213, 217, 129, 38, 63, 241, 22, 68, 110, 16};
+extern "C" __device__ const unsigned char tvmgen_default_cutlass_main_1_contract[32] = {130, 102, 104, 236, 212, 33, 54, 104, 54, 198, 198, 35, 82, 78, 186, 207, 253, 24, 127, 114, 68, 198, 213, 104, 164, 28, 15, 196, 56, 182, 154, 68};

@@ -61,7 +61,7 @@ from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.hopper import Sm90KernelHandle
 from partita.runtime.libraries import handle_class as library_handle_class
-from partita.runtime.validate import CheckedModule
+from partita.runtime.validate import CheckedModule, check_cutlass_contract
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,9 @@ class KernelHandle:
         smem = self.smem
         if smem is None:
             smem = module.global_int(self.entry.smem_symbol) if hasattr(module, "global_int") else 0
-        return PreparedCutlass(self, module.kernel(self.entry.name, smem, loader.emulation), smem)
+        kernel = module.kernel(self.entry.name, smem, loader.emulation)
+        check_cutlass_contract(module, self.entry, self.function)
+        return PreparedCutlass(self, kernel, smem)
 
     def check(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]) -> dict[str, int]:
         """The run-time dims of a call on operands of these (shape, dtype); a located error

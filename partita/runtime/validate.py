@@ -27,6 +27,7 @@ from math import prod
 from typing import Any
 
 from partita.ir import PartitaError
+from partita.lowering.contracts import contract_symbol
 from partita.lowering.cubin import (
     ParamInfo,
     kernel_max_threads,
@@ -34,6 +35,7 @@ from partita.lowering.cubin import (
     kernel_symbols,
     read_global,
 )
+from partita.lowering.cutlass.kernels import entry_contract
 from partita.runtime.arguments import ArgumentLayout, ArgumentLayouts
 
 __all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
@@ -122,7 +124,7 @@ class CheckedModule:
 
     def check_contract(self, entry: str, symbol: str, expected: bytes, function: str) -> None:
         """The launch contract the cubin holds for kernel ``entry`` (``symbol``, see
-        ``partita.lowering.cuda.contracts``) must be ``expected``, the digest of the record
+        ``partita.lowering.contracts``) must be ``expected``, the digest of the record
         ``@function`` launches it with: a record naming another kernel of the same
         parameter layout is refused."""
         cubin = self._cubin
@@ -213,3 +215,12 @@ def check_layout(kernel: _Kernel, layout: ArgumentLayout) -> None:
     if packed != declared:
         raise PartitaError(f"{where}: its record packs arguments as (offset, size) {packed}, but the kernel "
                            f"takes {declared}")
+
+
+def check_cutlass_contract(module: Any, entry: Any, function: str) -> None:
+    """A CUTLASS entry (2.x or Hopper) must carry the launch contract of the spec and
+    configuration its record states (``partita.lowering.contracts``): an entry of another
+    epilogue with the same parameters, named by an edited record, is refused at load."""
+    if isinstance(module, CheckedModule):
+        module.check_contract(entry.name, contract_symbol(entry.name),
+                              entry_contract(entry.name, entry.spec, entry.config), function)

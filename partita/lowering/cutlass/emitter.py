@@ -31,7 +31,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec
+from partita.lowering.contracts import contract_constant
+
+from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec, entry_contract
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float"}
 _EPILOGUE = {
@@ -464,6 +466,8 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
         out.append(text)
         info = EntryInfo(**{**info.__dict__, "lines": (lo, lo + text.count("\n") - 1)})
         entries[name] = info
+    out.append("\n// Launch contracts (partita.lowering.contracts), checked at load\n")
+    out += [contract_constant(name, entry_contract(name, spec, cfg)) + "\n" for name, spec, cfg, _ in plan]
     return CudaSource(code="".join(out), entries=entries, kernel_lines=kernel_lines)
 
 

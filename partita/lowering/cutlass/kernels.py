@@ -14,9 +14,11 @@ SIMT fallback); such kernels run unchanged on sm_80 .. sm_90.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from cutlass_library.conv2d_operation import Conv2dOperation
 from cutlass_library.gemm_operation import GemmOperation
@@ -34,6 +36,8 @@ from cutlass_library.library import (
     TensorDescription,
     TileDescription,
 )
+
+from partita.lowering.contracts import digest_fields
 
 OPS = ("dense", "batch_matmul", "conv2d")
 DTYPES = ("float16", "bfloat16", "float32")
@@ -510,3 +514,11 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
     if cfg.alignment_b != cfg.alignment_a:
         name += f"_b{cfg.alignment_b}"  # the library's name spells A's alignment only
     return name
+
+
+def entry_contract(name: str, spec: KernelSpec, config: Any) -> bytes:
+    """The launch contract of CUTLASS entry ``name`` (``partita.lowering.contracts``): its
+    name, spec and configuration (a ``KernelConfig``, or a Hopper ``Sm90Config``), which
+    decide the kernel it instantiates; the emitters put it in the cubin, the runtime checks
+    a record against it at load."""
+    return digest_fields({"entry": name, "spec": dataclasses.asdict(spec), "config": dataclasses.asdict(config)})

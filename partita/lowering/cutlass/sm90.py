@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
+from partita.lowering.contracts import contract_constant
 from partita.lowering.cubin import read_global
-from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel
+from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract
 from partita.lowering.cutlass.tuning import sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
@@ -275,6 +276,8 @@ def emit_sm90_module(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> Sm90S
             decls.append(_kernel_decl(alias, spec, cfg))
         entries[name] = Sm90Entry(name, spec, cfg, alias, f"{alias}_layout")
     code = PREAMBLE + "".join(decls) + "".join(_entry(e) for e in entries.values())
+    code += "\n// Launch contracts (partita.lowering.contracts), checked at load\n" + "".join(
+        contract_constant(e.name, entry_contract(e.name, e.spec, e.config)) + "\n" for e in entries.values())
     return Sm90Source(code, entries)
 
 

@@ -1,0 +1,94 @@
+"""CUTLASS entries of identical parameter layouts cannot be swapped in a compiled-model
+file either: each entry's cubin holds the digest of the spec and configuration it was
+instantiated for (``partita.lowering.contracts``, ``entry_contract``), checked against the
+record that names it when the plan is loaded."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from support.artifact_files import reseal  # tests/support/artifact_files.py
+from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+
+import partita
+from partita.ir import PartitaError
+from partita.lowering.contracts import contract_symbol
+from partita.lowering.cubin import kernel_params, read_global
+from partita.lowering.cutlass.kernels import entry_contract
+from partita.runtime.cuda import CudaDevice
+from partita.runtime.device import SimulatedDevice
+from partita.runtime.extern import kernel_handles
+
+# Two GEMMs with a bias of one parameter layout (x, w, bias, out, M): only their epilogues
+# (ReLU, GELU) differ.
+MODEL = """
+func.func @main(%x: tensor<?x64xf16>, %w: tensor<32x64xf16>, %b: tensor<32xf16>) -> (tensor<?x32xf16>, tensor<?x32xf16>) {
+  %0 = nn.dense %x, %w : (tensor<?x64xf16>, tensor<32x64xf16>) -> tensor<?x32xf16>
+  %1 = nn.bias_add %0, %b : (tensor<?x32xf16>, tensor<32xf16>) -> tensor<?x32xf16>
+  %2 = nn.relu %1 : (tensor<?x32xf16>) -> tensor<?x32xf16>
+  %3 = nn.dense %x, %w : (tensor<?x64xf16>, tensor<32x64xf16>) -> tensor<?x32xf16>
+  %4 = nn.bias_add %3, %b : (tensor<?x32xf16>, tensor<32xf16>) -> tensor<?x32xf16>
+  %5 = nn.gelu %4 : (tensor<?x32xf16>) -> tensor<?x32xf16>
+  func.return %2, %5 : tensor<?x32xf16>, tensor<?x32xf16>
+}
+"""
+
+RNG = np.random.default_rng(0)
+X, W, B = (RNG.standard_normal(s).astype(np.float16) * 0.5 for s in ((4, 64), (32, 64), (32,)))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    exe = partita.compile(MODEL, targets="cuda -arch=sm_90,cutlass,llvm", partitioner="eager")
+    path = tmp_path_factory.mktemp("cutlass_contracts") / "model.partita"
+    exe.save(path)
+    return exe, path.read_bytes()
+
+
+def _entries(exe) -> list:
+    handles = [h for h in kernel_handles(exe.module).values() if getattr(h, "kind", "") == "cutlass"]
+    assert sorted(h.entry.spec.epilogue for h in handles) == ["bias_gelu", "bias_relu"]
+    return handles
+
+
+def _swap_entries(names):
+    first, second = names
+
+    def swap(text: str) -> str:
+        swapped, n = re.subn(rf'entry = "({first}|{second})"',
+                             lambda m: f'entry = "{second if m.group(1) == first else first}"', text)
+        assert n == 2
+        return swapped
+
+    return swap
+
+
+def test_the_entries_share_a_parameter_layout_and_carry_their_contracts(saved) -> None:
+    exe, _ = saved
+    relu, gelu = sorted(_entries(exe), key=lambda h: h.entry.spec.epilogue, reverse=True)
+    cubin = exe.binaries.get(relu.binary) or relu.path.read_bytes()
+    assert kernel_params(cubin, relu.entry.name) == kernel_params(cubin, gelu.entry.name)
+    for handle in (relu, gelu):
+        entry = handle.entry
+        assert read_global(cubin, contract_symbol(entry.name)) == entry_contract(entry.name, entry.spec, entry.config)
+    assert read_global(cubin, contract_symbol(relu.entry.name)) != read_global(cubin, contract_symbol(gelu.entry.name))
+
+
+@pytest.mark.parametrize("device", ["simulated", "recording"])
+def test_swapped_entries_are_refused_at_load(saved, tmp_path, device) -> None:
+    exe, data = saved
+    path = tmp_path / "model.partita"
+    path.write_bytes(reseal(data))
+    relu, gelu = partita.load(path).run(X, W, B)
+    np.testing.assert_array_equal(relu, np.maximum(relu, 0))  # the unedited file runs the ReLU where it should
+    assert (gelu < 0).any()
+
+    names = [h.entry.name for h in _entries(exe)]
+    path.write_bytes(reseal(data, _swap_entries(names)))
+    driver = RecordingDriver()
+    target = SimulatedDevice() if device == "simulated" else CudaDevice(driver=driver)
+    with pytest.raises(PartitaError, match=r"was not generated for the launch the record of @\w+ describes"):
+        partita.load(path).load(target).run(X, W, B)
+    assert not driver.launches and driver.calls["cuLaunchKernel"] == 0
