@@ -44,7 +44,13 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
+    """A size people read: bytes below a KiB, else KiB, MiB or GiB with one decimal."""
+    if n < 1 << 10:
+        return f"{n} B"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    raise AssertionError(n)  # pragma: no cover
 
 
 def parse_size(text: str | int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from partita.analysis.bound_shapes import bound_function_shapes
 from partita.analysis.liveness import (
@@ -319,7 +320,11 @@ class LaunchPlan:
             return
         if not isinstance(size, IntegerAttr):
             raise op_error(self.function, f"has planned allocations but no '{ARENA_SIZE}'")
-        self.arena = self.device.alloc(size.value.data)
+        try:
+            self.arena = self.device.alloc(size.value.data)
+        except PartitaError as err:  # over the memory budget: name the largest planned buffer
+            largest = max(planned, key=lambda op: _static_bytes(op.result.type))
+            raise op_error(largest, f"{err.message}, for the static arena (the largest buffer is this op's)") from None
         for op in planned:
             offset = op.attributes[OFFSET]
             assert isinstance(offset, IntegerAttr)
@@ -362,3 +367,10 @@ def _where(op: Operation) -> str:
     if loc is not None and hasattr(loc, "filename"):
         return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
     return ""
+
+
+def _static_bytes(t: Attribute) -> int:
+    """Bytes of a planned buffer of type ``t`` (0 for anything but a static tensor)."""
+    if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+        return 0
+    return prod(t.get_shape()) * _dtype(t).itemsize

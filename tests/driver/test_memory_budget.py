@@ -62,9 +62,17 @@ def test_sizes_options_and_the_environment(monkeypatch) -> None:
     assert MemoryBudget.create(shared) is shared
 
 
+def test_small_budgets_read_in_their_own_units() -> None:
+    budget = MemoryBudget(20 << 10)
+    budget.charge(300, "a")
+    with pytest.raises(PartitaError, match=r"b needs 29.3 KiB, over the memory budget: 300 B of 20.0 KiB already spent"):
+        budget.charge(30000, "b")
+    assert repr(budget) == "MemoryBudget(300 B of 20.0 KiB)"
+
+
 def test_import_folding_is_charged_and_located_at_the_node(tmp_path) -> None:
     with pytest.raises(PartitaError, match=r"node 0 'r' \(Range\): folding it at import needs 4.0 MiB, over the "
-                                           r"memory budget: 0.0 MiB of 2.0 MiB already spent"):
+                                           r"memory budget: 0 B of 2.0 MiB already spent"):
         partita.compile(_range_model(), targets="llvm", partitioner="none", cache_dir=tmp_path, memory_budget="2M")
 
 
@@ -130,3 +138,20 @@ def test_the_tools_take_a_memory_budget(tmp_path, capsys) -> None:
     assert "over the memory budget: 4.0 MiB of 6.0 MiB already spent" in capsys.readouterr().err
     assert run_tool.main([str(tmp_path / "m.partita"), "--inputs", str(tmp_path / "in.npz"),
                           "--output", str(tmp_path / "out.npz"), "--memory-budget", "64M"]) == 0
+
+
+def test_a_static_arena_over_the_budget_names_its_largest_buffer() -> None:
+    """The arena plan-memory laid out is allocated at load: over the budget, the error is
+    located at the op whose buffer is the largest (the 8 MiB product here)."""
+    text = """
+func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %0 = nn.relu %x : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %1 = nn.matmul %0, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %2 = nn.exp %1 : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  func.return %2 : tensor<1024x1024xf32>
+}"""
+    exe = partita.compile(text, targets="cuda -arch=sm_90,llvm", partitioner="eager", memory_budget="6M")
+    with pytest.raises(PartitaError, match=r"^<string>:\d+:\d+: error: 'byoc.alloc_tensor' op allocating \d+ bytes .* "
+                                           r"needs 8.0 MiB, over the memory budget: 0 B of 6.0 MiB already spent .*for "
+                                           r"the static arena \(the largest buffer is this op's\)"):
+        exe.run(np.zeros((1024, 1024), np.float32))
