@@ -1,7 +1,7 @@
 """Per-kernel resources and instruction mix of a compiled model, read from its cubins.
 
 Usage: python benchmarks/kernel_report.py MODEL [--partitioner eager|collage]
-       [--targets "cuda -arch=sm_90,cutlass,llvm"] [--arch sm_90]
+       [--targets "cuda -arch=sm_90,cutlass,llvm"]   (sm_90a: the CUTLASS 3 Hopper kernels)
 
 For every GPU kernel of the compiled model (CUTLASS entries and ``cuda-codegen``'s fused
 kernels), from its cubin alone (no GPU): registers per thread, static shared memory

@@ -9,7 +9,8 @@ time still reports what it finished.
 * ``gpu-tests``: ``pytest -m gpu tests`` of the checkout (``--repo``), read back from its
   JUnit XML. The suite's guard (``tests/support/gpu_guard.py``) fails a ``gpu`` test that ran on
   the simulated device instead.
-* ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt) against ``torch.matmul``, a row
+* ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt, and on an H100/H200 the CUTLASS 3
+  Hopper kernel ``sm_90a`` builds) against ``torch.matmul``, a row
   reduction's GB/s against ``torch.sum``, and attention against
   ``torch.nn.functional.scaled_dot_product_attention``, on the same device.
 * ``models``: the bundled models (``examples/*.onnx``) and the exported ones
@@ -479,13 +480,16 @@ def _ops(text: str) -> list:
     return [op for op in func.body.block.ops if op.name.startswith("nn.")]
 
 
-def gemm_rows(writer: RowWriter, timer: Any, torch_seconds: Callable[[], float | None], m: int, n: int, k: int) -> None:
+def gemm_rows(writer: RowWriter, timers: dict[str, Any], torch_seconds: Callable[[], float | None],
+              m: int, n: int, k: int) -> None:
+    """One row per timed column: ``cutlass``, ``cublas``, and on an H100/H200
+    ``cutlass sm_90a`` (the CUTLASS 3 TMA + wgmma kernel ``sm_90a`` builds)."""
     flops = 2.0 * m * n * k
     reference = torch_seconds()
     ref_tflops = flops / reference / 1e12 if reference else None
-    for backend in ("cutlass", "cublas"):
-        seconds = timer.time(_ops(dense_ir(m, n, k)), backend)
-        writer.add(Row("benchmarks", f"GEMM f16 {m}x{n}x{k} ({backend})", "TFLOP/s",
+    for column, timer in timers.items():
+        seconds = timer.time(_ops(dense_ir(m, n, k)), column.split()[0])
+        writer.add(Row("benchmarks", f"GEMM f16 {m}x{n}x{k} ({column})", "TFLOP/s",
                        flops / seconds / 1e12 if seconds else "n/a", ref_tflops,
                        "info" if seconds else "skipped", "reference: torch.matmul" if seconds else
                        f"not measured: {dict(timer.unmeasured)}"))
@@ -509,20 +513,23 @@ def attention_rows(writer: RowWriter, arch: str, batch: int = 8, heads: int = 16
     flops = 4.0 * batch * heads * seq * seq * dim
     import importlib.util
 
-    cudnn = ["cudnn"] if importlib.util.find_spec("cudnn") is not None else []  # else the native kernels
-    exe = partita.compile(attention_model(batch, heads, seq, dim), model_targets(arch, *cudnn))
-    exe.load("cuda")  # never the simulated device: that is an error here, not a fallback
     q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
-    (out,) = exe.run(q, k, v, outputs="device")
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    error = relative_error([np.asarray(out.numpy(), np.float32)], [want.float().cpu().numpy()])
-    ours = median_seconds(lambda: exe.run(q, k, v, outputs="device"), repeat, sync=torch.cuda.synchronize)
     theirs = median_seconds(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), repeat,
                             sync=torch.cuda.synchronize)
-    where = ", ".join(sorted({row.target for row in exe.partitions})) if exe.partitions else "?"
-    writer.add(Row("benchmarks", f"attention f16 b{batch} h{heads} s{seq} d{dim} ({where})", "TFLOP/s",
-                   flops / ours / 1e12, flops / theirs / 1e12, "ok" if error <= 5e-2 else "FAIL",
-                   f"reference: torch sdpa; max rel. error {error:.2g}"))
+    # Partita's own flash kernel, then (where the cuDNN frontend is installed) what Collage
+    # places with cuDNN among the targets
+    variants = [[]] + ([["cudnn"]] if importlib.util.find_spec("cudnn") is not None else [])
+    for libraries in variants:
+        exe = partita.compile(attention_model(batch, heads, seq, dim), model_targets(arch, *libraries))
+        exe.load("cuda")  # never the simulated device: that is an error here, not a fallback
+        (out,) = exe.run(q, k, v, outputs="device")
+        error = relative_error([np.asarray(out.numpy(), np.float32)], [want.float().cpu().numpy()])
+        ours = median_seconds(lambda: exe.run(q, k, v, outputs="device"), repeat, sync=torch.cuda.synchronize)  # noqa: B023
+        where = ", ".join(sorted({row.target for row in exe.partitions})) if exe.partitions else "?"
+        writer.add(Row("benchmarks", f"attention f16 b{batch} h{heads} s{seq} d{dim} ({where})", "TFLOP/s",
+                       flops / ours / 1e12, flops / theirs / 1e12, "ok" if error <= 5e-2 else "FAIL",
+                       f"reference: torch sdpa; max rel. error {error:.2g}"))
 
 
 def torch_timer(make: Callable[[], Callable[[], Any]] | None, repeat: int = 20) -> Callable[[], float | None]:
@@ -548,6 +555,9 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
     device = CudaDevice()
     timer = CandidateTimer(device, warmup=5, repeat=20)
+    gemm_timers = {"cutlass": timer, "cublas": timer}
+    if device.arch in ("sm_90", "sm_90a"):
+        gemm_timers["cutlass sm_90a"] = CandidateTimer(device, arch="sm_90a", warmup=5, repeat=20)
 
     def matmul():
         import torch
@@ -561,7 +571,7 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
         x = torch.randn(8192, 8192, device="cuda", dtype=torch.float32)
         return lambda: torch.sum(x, dim=1, keepdim=True)
 
-    for name, bench in (("gemm", lambda: gemm_rows(writer, timer, torch_timer(matmul), 4096, 4096, 4096)),
+    for name, bench in (("gemm", lambda: gemm_rows(writer, gemm_timers, torch_timer(matmul), 4096, 4096, 4096)),
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
                         ("attention", lambda: attention_rows(writer, arch))):
         try:

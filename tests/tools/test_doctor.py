@@ -245,11 +245,15 @@ class _Timer:
 
 def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> None:
     writer = validate.RowWriter(None)
-    validate.gemm_rows(writer, _Timer({"cutlass": 2e-3}), lambda: 1e-3, 1000, 1000, 1000)
+    timer = _Timer({"cutlass": 2e-3})
+    hopper = _Timer({"cutlass": 1e-3})  # the sm_90a timer: its own column on an H100/H200
+    validate.gemm_rows(writer, {"cutlass": timer, "cublas": timer, "cutlass sm_90a": hopper}, lambda: 1e-3,
+                       1000, 1000, 1000)
     validate.reduction_rows(writer, _Timer({"cuda": 4e-3}), lambda: None, 1000, 1000)
-    cutlass, cublas, reduction = writer.rows
+    cutlass, cublas, sm90a, reduction = writer.rows
     assert (cutlass.partita, cutlass.reference, cutlass.metric) == (pytest.approx(1.0), pytest.approx(2.0), "TFLOP/s")
     assert cublas.status == "skipped" and "no cublas library" in cublas.note
+    assert sm90a.item == "GEMM f16 1000x1000x1000 (cutlass sm_90a)" and sm90a.partita == pytest.approx(2.0)
     assert (reduction.partita, reduction.reference) == (pytest.approx(1.0), None)
 
 
