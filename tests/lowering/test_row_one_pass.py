@@ -127,7 +127,40 @@ def test_sm90_one_pass_kernels_load_128_bits_without_spills():
     for kernel in program.kernels.values():
         text = sass[kernel.entry]
         assert "LDG.E.128" in text, kernel.anchor
+        assert "STG.E.128" in text and "STG.E.U16" not in text, f"{kernel.anchor} stores scalars"
         assert not re.search(r"\b(STL|LDL)\b", text), f"{kernel.anchor} spills to local memory"
+
+
+VECTOR_OUT = "((partita_v16*)(out + r * cols))[jv] = wo;"
+
+
+@pytest.mark.parametrize("dtype, cols, out, vector", [
+    ("f16", 64, "f16", True), ("f32", 1028, "f32", True), ("f32", 64, "f16", False), ("f16", 33, "f16", False)])
+def test_the_output_pass_stores_128_bits_with_a_prologue_and_an_epilogue(dtype, cols, out, vector, tmp_path):
+    """A residual add before the norm (its operands read as vectors in both passes), a
+    ReLU and a cast after it: the output pass computes a 16-byte vector of outputs per
+    thread and stores it at once when the output's elements per vector are the input's
+    (a scalar loop for an f32 row cast to f16, or a row of no whole vectors)."""
+    cast = "" if out == dtype else f"""
+  %4 = nn.cast %3 : (tensor<7x{cols}x{dtype}>) -> tensor<7x{cols}x{out}>"""
+    last = "%4" if cast else "%3"
+    text = f"""
+func.func @main(%x: tensor<7x{cols}x{dtype}>, %r: tensor<7x{cols}x{dtype}>, %g: tensor<{cols}x{dtype}>, %b: tensor<{cols}x{dtype}>) -> tensor<7x{cols}x{out}> {{
+  %0 = nn.add %x, %r : (tensor<7x{cols}x{dtype}>, tensor<7x{cols}x{dtype}>) -> tensor<7x{cols}x{dtype}>
+  %1 = nn.layer_norm %0, %g, %b {{axis = 1 : i64, epsilon = 1.0e-05 : f64}} : (tensor<7x{cols}x{dtype}>, tensor<{cols}x{dtype}>, tensor<{cols}x{dtype}>) -> tensor<7x{cols}x{dtype}>
+  %3 = nn.relu %1 : (tensor<7x{cols}x{dtype}>) -> tensor<7x{cols}x{dtype}>{cast}
+  func.return {last} : tensor<7x{cols}x{out}>
+}}
+"""
+    module = fuse(text)
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.kind == "rowwise" and (VECTOR_OUT in kernel.code) == vector
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s).astype(NP[dtype]) for s in ((7, cols), (7, cols), (cols,), (cols,))]
+    ((got, want),) = _host_run(text, inputs, tmp_path)
+    tol = 1e-5 if out == "f32" else 4e-3
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    assert (got.astype(np.float32) >= 0).all() and (got.astype(np.float32) > 0).any()
 
 
 @pytest.mark.parametrize("cols, schedule", [(64, "warp-per-row"), (2048 + 8, "block-per-row")])

@@ -483,7 +483,7 @@ class KernelEmitter(ScheduleMixin):
                      "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         elif kernel_kind(self.anchor) == "rowwise":
             split = self.anchor.axis % rank if isinstance(self.anchor, nn.LayerNormOp | nn.RMSNormOp) else rank - 1
-            body, sched = self._rowwise(split, used, store)
+            body, sched = self._rowwise(split, used, store, out_dtype)
             extra = {"kind": "rowwise", "split": split, "block": sched.threads,
                      "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         else:

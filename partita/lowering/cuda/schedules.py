@@ -234,7 +234,7 @@ class ScheduleMixin:
         element = self._row_element(x, cols)
         return row_schedule(rows, cols, element.width, _row_block(rows, cols)), element
 
-    def _rowwise(self, split: int, used: str, store: str) -> tuple[list[str], RowSchedule]:
+    def _rowwise(self, split: int, used: str, store: str, out_dtype: str) -> tuple[list[str], RowSchedule]:
         """Rows by the schedule (a block or a warp each, grid-stride), threads stride along
         the row: one pass over the row for its statistics (``row_stats``), one for the
         output."""
@@ -254,7 +254,14 @@ class ScheduleMixin:
             *self._row_pointer(x),
             *stats_of(T, element, sched),
         ]
-        element = self._row_element(x, cols, vector=False)
+        # The output pass reads the row in 16-byte vectors too, and stores each thread's
+        # ``width`` outputs with one 128-bit store, when the kernel's output (the anchor's,
+        # or its epilogue's) has the same elements per vector (a scalar loop otherwise).
+        out_t = _dtype(anchor.results[0].type)
+        element = self._row_element(x, cols)
+        width = element.width if element.width and element.width == _vector_width(out_dtype, cols) else 0
+        if not width:
+            element = self._row_element(x, cols, vector=False)
         xj = element.expr
         if isinstance(anchor, nn.SoftmaxOp):
             y = f"expf({xj} - mx) / sum"
@@ -271,14 +278,36 @@ class ScheduleMixin:
             gj = self._load(f"in{g.index}[j]", _dtype(g.type))
             bj = self._load(f"in{b.index}[j]", _dtype(b.type))
             y = f"({xj} - mean) / sd * {gj} + {bj}"
+        if not width:
+            lines += [
+                f"    for ({T} j = {sched.lane}; {sched.live}j < cols; j += {sched.stride}) {{",
+                *(f"      {line}" for line in element.lines),
+                f"      const {T} i = r * cols + j;",
+                *self._axis_lines("r", range(split), used, "      "),
+                *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
+                f"      const float y = {self._round(y, out_t)};",
+                *self._epilogue("      ", store),
+                "    }",
+                "  }",
+            ]
+            return lines, sched
+        ot = _C_TYPES[out_dtype]
         lines += [
-            f"    for ({T} j = {sched.lane}; {sched.live}j < cols; j += {sched.stride}) {{",
-            *(f"      {line}" for line in element.lines),
-            f"      const {T} i = r * cols + j;",
-            *self._axis_lines("r", range(split), used, "      "),
-            *self._axis_lines("j", range(split, len(self.out_dims)), used, "      "),
-            f"      const float y = {self._round(y, _dtype(anchor.results[0].type))};",
-            *self._epilogue("      ", store),
+            f"    for ({T} jv = {sched.lane}; {sched.live}jv < cols / {width}; jv += {sched.stride}) {{",
+            *(f"      {line}" for line in element.vector),
+            "      partita_v16 wo;",
+            f"      {ot}* eo = ({ot}*)&wo;",
+            "      #pragma unroll",
+            f"      for (int u = 0; u < {width}; ++u) {{",
+            f"        const {T} j = jv * {width} + u;",
+            *(f"        {line}" for line in element.lines),
+            f"        const {T} i = r * cols + j;",
+            *self._axis_lines("r", range(split), used, "        "),
+            *self._axis_lines("j", range(split, len(self.out_dims)), used, "        "),
+            f"        const float y = {self._round(y, out_t)};",
+            *self._epilogue("        ", store.replace("out[i] =", "eo[u] =")),
+            "      }",
+            "      ((partita_v16*)(out + r * cols))[jv] = wo;",
             "    }",
             "  }",
         ]

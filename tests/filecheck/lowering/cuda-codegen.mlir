@@ -108,7 +108,8 @@
 
 // A row reduction: rows of 20 floats, a warp each (four rows a block, grid-stride), one
 // pass over the row for Welford's statistics (merged across the warp), the normalized
-// value and its epilogue per element of the row in a second pass.
+// value and its epilogue per element of the row in a second pass, which reads the row and
+// stores its outputs 16 bytes at a time too.
 
 // CUDA:      // @main_rows: nn.layer_norm, nn.sigmoid
 // CUDA:        const long long rows = d0 * 8;
@@ -130,11 +131,19 @@
 // CUDA-NEXT:     partita_warp_welford(wn, mean, wq);
 // CUDA-NEXT:     const float var = wq / (float)cols;
 // CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
-// CUDA-NEXT:     for (long long j = lane; live && j < cols; j += 32) {
-// CUDA-NEXT:       const long long i = r * cols + j;
-// CUDA-NEXT:       const float y = (xr[j] - mean) / sd * in1[j] + in2[j];
-// CUDA-NEXT:       const float v0 = 1.0f / (1.0f + expf(-y));
-// CUDA-NEXT:       out[i] = v0;
+// CUDA-NEXT:     for (long long jv = lane; live && jv < cols / 4; jv += 32) {
+// CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
+// CUDA-NEXT:       const float* e = (const float*)&w;
+// CUDA-NEXT:       partita_v16 wo;
+// CUDA-NEXT:       float* eo = (float*)&wo;
+// CUDA:            for (int u = 0; u < 4; ++u) {
+// CUDA-NEXT:         const long long j = jv * 4 + u;
+// CUDA-NEXT:         const long long i = r * cols + j;
+// CUDA-NEXT:         const float y = (e[u] - mean) / sd * in1[j] + in2[j];
+// CUDA-NEXT:         const float v0 = 1.0f / (1.0f + expf(-y));
+// CUDA-NEXT:         eo[u] = v0;
+// CUDA-NEXT:       }
+// CUDA-NEXT:       ((partita_v16*)(out + r * cols))[jv] = wo;
 
 // A pool: one thread per output element loops over its window, skipping the padding
 // (ceil_mode reads past it); the divisor counts the cells in the input.
