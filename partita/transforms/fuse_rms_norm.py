@@ -133,10 +133,10 @@ class FuseRMSNormChain(RewritePattern):
             last, scale = weighted
         else:
             ones = nn.ConstantOp(np.ones(1, dtype=nn.NUMPY_DTYPES[str(x.type.element_type)]))  # type: ignore[attr-defined]
-            rewriter.insert_op(ones, InsertPoint.before(n))
+            rewriter.insert(ones, InsertPoint.before(n))
             last, scale = n, ones.result
         norm = nn.RMSNormOp(x, scale, axis=rank - 1, epsilon=eps, result_type=last.results[0].type)
-        rewriter.insert_op(norm, InsertPoint.before(last))
+        rewriter.insert(norm, InsertPoint.before(last))
         rewriter.replace_all_uses_with(last.results[0], norm.result)
         erase_dead_chain(rewriter, last)
 
