@@ -101,8 +101,7 @@ class KernelHandle:
         if smem is None:
             smem = module.global_int(self.entry.smem_symbol) if hasattr(module, "global_int") else 0
         kernel = module.kernel(self.entry.name, smem, loader.emulation)
-        check_cutlass_contract(module, self.entry, self.function)
-        return PreparedCutlass(self, kernel, smem)
+        return PreparedCutlass(self, kernel, smem, module if isinstance(module, CheckedModule) else None)
 
     def check(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]) -> dict[str, int]:
         """The run-time dims of a call on operands of these (shape, dtype); a located error
@@ -130,6 +129,8 @@ class PreparedCutlass:
     handle: KernelHandle
     kernel: Any
     smem: int
+    checked: CheckedModule | None = None
+    """The cubin's checked module, whose launch contract the record must match."""
 
     def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
         """The kernel this call launches and its parameter kinds, from the record alone."""
@@ -153,7 +154,9 @@ class PreparedCutlass:
         operands = [Operand(names.index(role), tuple(t.shape), np.dtype(t.dtype)) for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(names.index("out"), tuple(out.shape), np.dtype(out.dtype), output=True))
         args = entry.args(pointers, dims)
-        return [device.prepare_launch(self.kernel, entry.grid(dims), entry.block, self.smem, args, operands)]
+        launch = device.prepare_launch(self.kernel, entry.grid(dims), entry.block, self.smem, args, operands)
+        check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks
+        return [launch]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, pro
 from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.tma import sm90_arguments, sm90_grid, sm90_pieces
-from partita.runtime.validate import check_cutlass_contract
+from partita.runtime.validate import CheckedModule, check_cutlass_contract
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ class Sm90KernelHandle:
     def prepare(self, loader: Any) -> PreparedSm90:
         module = loader.module(self)
         kernel = module.kernel(self.entry.name, self.smem, loader.emulation)
-        check_cutlass_contract(module, self.entry, self.function)
-        return PreparedSm90(self, kernel)
+        return PreparedSm90(self, kernel, module if isinstance(module, CheckedModule) else None)
 
     def problem(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]
                 ) -> tuple[int, int, int, int]:
@@ -85,6 +84,8 @@ class Sm90KernelHandle:
 class PreparedSm90:
     handle: Sm90KernelHandle
     kernel: Any
+    checked: CheckedModule | None = None
+    """The cubin's checked module, whose launch contract the record must match."""
 
     def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
         """The kernel and the pieces of its ``Params``, from the probe's recorded layout."""
@@ -111,5 +112,7 @@ class PreparedSm90:
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
         block = (int(handle.layout["threads"]), 1, 1)
         grid = sm90_grid(problem, cfg.tile, cfg.cluster)
-        return [device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
-                                      cluster=cfg.cluster)]
+        launch = device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
+                                       cluster=cfg.cluster)
+        check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks
+        return [launch]

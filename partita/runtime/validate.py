@@ -217,10 +217,11 @@ def check_layout(kernel: _Kernel, layout: ArgumentLayout) -> None:
                            f"takes {declared}")
 
 
-def check_cutlass_contract(module: Any, entry: Any, function: str) -> None:
+def check_cutlass_contract(module: CheckedModule | None, entry: Any, function: str) -> None:
     """A CUTLASS entry (2.x or Hopper) must carry the launch contract of the spec and
     configuration its record states (``partita.lowering.contracts``): an entry of another
-    epilogue with the same parameters, named by an edited record, is refused at load."""
-    if isinstance(module, CheckedModule):
+    epilogue with the same parameters, named by an edited record, is refused before it
+    runs. ``module`` is None for a cubin the loader could not check (not an ELF image)."""
+    if module is not None:
         module.check_contract(entry.name, contract_symbol(entry.name),
                               entry_contract(entry.name, entry.spec, entry.config), function)

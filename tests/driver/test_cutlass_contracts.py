@@ -1,7 +1,7 @@
 """CUTLASS entries of identical parameter layouts cannot be swapped in a compiled-model
 file either: each entry's cubin holds the digest of the spec and configuration it was
 instantiated for (``partita.lowering.contracts``, ``entry_contract``), checked against the
-record that names it when the plan is loaded."""
+record that names it when a shape signature is bound, before anything runs."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_the_entries_share_a_parameter_layout_and_carry_their_contracts(saved) -
 
 
 @pytest.mark.parametrize("device", ["simulated", "recording"])
-def test_swapped_entries_are_refused_at_load(saved, tmp_path, device) -> None:
+def test_swapped_entries_are_refused_before_any_launch(saved, tmp_path, device) -> None:
     exe, data = saved
     path = tmp_path / "model.partita"
     path.write_bytes(reseal(data))
