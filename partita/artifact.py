@@ -49,6 +49,7 @@ import mmap
 import os
 import struct
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -323,30 +324,45 @@ def _read_v2_section(handle: BinaryIO, path: str | Path,
     except (ValueError, KeyError, TypeError) as err:
         raise _damaged(path, f"its header is malformed ({err})") from None
     section = _align(end, SECTION_ALIGNMENT)
-    handle.seek(end)
     position = end
-    for index, (offset, length, digest) in enumerate(sorted(rows)):
+    ordered = sorted(rows)
+    fd = handle.fileno()
+    for index, (offset, length, _) in enumerate(ordered):
         start = section + offset
         if start < position or length < 0 or start + length > limit:
             raise _damaged(path, f"weight {index} lies outside the weights section")
-        if handle.read(start - position).count(0) != start - position:
+        if os.pread(fd, start - position, position).count(0) != start - position:
             raise _damaged(path, "the padding before a weight is not zeros (the file is changed)")
-        hashed, left = hashlib.sha256(), length
-        while left:  # read, not mapped: the page cache holds the bytes, not this process
-            chunk = handle.read(min(left, _CHUNK))
-            if not chunk:
-                break
-            hashed.update(chunk)
-            left -= len(chunk)
-        if hashed.hexdigest() != digest:
-            raise _damaged(path, f"weight {index} does not match its sha256")
         position = start + length
+    # Every weight's sha256 at once, a thread each (hashlib lets go of the GIL while it
+    # hashes): loading is bound by the disk and the cores, not by one core's sha256.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ordered), os.cpu_count() or 1))) as pool:
+        digests = list(pool.map(lambda row: _hash_region(fd, section + row[0], row[1]), ordered))
+    for index, ((_, _, digest), found) in enumerate(zip(ordered, digests)):
+        if found != digest:
+            raise _damaged(path, f"weight {index} does not match its sha256")
     if position != limit:
         raise _damaged(path, f"it has {limit - position} bytes after its last weight")
     if not rows:
         return header, parts, [], section
     mapping = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
     return header, parts, [mapping[section + offset : section + offset + length] for offset, length, _ in rows], section
+
+
+def _hash_region(fd: int, start: int, length: int) -> str:
+    """The sha256 of ``length`` bytes of file ``fd`` at ``start``, read a chunk at a time
+    into one buffer (read, not mapped: the page cache holds the bytes, not this process;
+    one buffer, so no thread's heap keeps a chunk per read)."""
+    hashed, done = hashlib.sha256(), 0
+    buffer = bytearray(min(length, _CHUNK))
+    view = memoryview(buffer)
+    while done < length:
+        n = os.preadv(fd, [view[: min(length - done, _CHUNK)]], start + done)
+        if n <= 0:
+            break
+        hashed.update(view[:n])
+        done += n
+    return hashed.hexdigest()
 
 
 def load(path: str | Path) -> CompiledModel:
