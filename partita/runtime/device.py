@@ -215,6 +215,13 @@ class SimulatedDevice:
             raise RuntimeError(f"simulated device: {nbytes} bytes at {ptr:#x} are outside every allocation")
         return np.ndarray(tuple(shape), dtype, buffer=arena, offset=ptr - base)
 
+    def host_view(self, ptr: int, shape: Sequence[int], dtype) -> np.ndarray:
+        """``view``, read-only: what a host step reads its operands through (this
+        device's memory is the host's, so a download would only copy it)."""
+        array = self.view(ptr, shape, dtype)
+        array.flags.writeable = False
+        return array
+
     # -- the stream ----------------------------------------------------------------
     def create_stream(self):
         return _Stream()

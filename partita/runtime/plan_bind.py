@@ -101,8 +101,15 @@ class HostStep:
 
     def _compute(self, stream) -> None:
         device = self.device
-        host = []  # downloads follow the kernels before them on the stream
+        # A device whose memory is the host's (the simulated one) lends the operands as
+        # read-only views: a weight read by a host step is not copied. Elsewhere they are
+        # downloaded, after the kernels before them on the stream.
+        host_view = getattr(device, "host_view", None)
+        host = []
         for t in self.inputs:
+            if host_view is not None:
+                host.append(host_view(t.ptr, t.shape, t.dtype))
+                continue
             array = np.empty(t.shape, t.dtype)
             if array.nbytes:
                 device.download(array, t.ptr, stream)
