@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from support.artifact_files import reseal  # tests/support/artifact_files.py
+from support.artifact_files import compile_and_save, reseal  # tests/support/artifact_files.py
 from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
 
 import partita
@@ -41,10 +41,7 @@ X, W, B = (RNG.standard_normal(s).astype(np.float16) * 0.5 for s in ((4, 64), (3
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    exe = partita.compile(MODEL, targets="cuda -arch=sm_90,cutlass,llvm", partitioner="eager")
-    path = tmp_path_factory.mktemp("cutlass_contracts") / "model.partita"
-    exe.save(path)
-    return exe, path.read_bytes()
+    return compile_and_save(MODEL, "cuda -arch=sm_90,cutlass,llvm", tmp_path_factory.mktemp("cutlass_contracts"))
 
 
 def _entries(exe) -> list:

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from support.artifact_files import reseal  # tests/support/artifact_files.py
+from support.artifact_files import compile_and_save, reseal  # tests/support/artifact_files.py
 from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
 
 import partita
@@ -37,10 +37,7 @@ Y = X[::-1].copy()
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    exe = partita.compile(MODEL, targets="cuda -arch=sm_90,llvm", partitioner="eager")
-    path = tmp_path_factory.mktemp("contracts") / "model.partita"
-    exe.save(path)
-    return exe, path.read_bytes()
+    return compile_and_save(MODEL, "cuda -arch=sm_90,llvm", tmp_path_factory.mktemp("contracts"))
 
 
 def _swap_entries(text: str) -> str:

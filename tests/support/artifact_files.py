@@ -9,7 +9,9 @@ import json
 import struct
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
+import partita
 from partita import artifact
 
 
@@ -65,3 +67,12 @@ def reseal(data: bytes, edit_module: Callable[[str], str] | None = None,
     if edit_parts is not None:
         edit_parts(parts)
     return pack(header, parts, weights)
+
+
+def compile_and_save(text: str, targets: str, folder: Path):
+    """``text`` compiled eagerly for ``targets`` and saved in ``folder``: the executable
+    and the file's bytes (what the edits above start from)."""
+    exe = partita.compile(text, targets=targets, partitioner="eager")
+    path = folder / "model.partita"
+    exe.save(path)
+    return exe, path.read_bytes()
