@@ -7,8 +7,9 @@ body defines it, so that the pieces reach the kernels and patterns that already 
 - 3-D inputs ``[B, S, heads * D]`` are split into heads (``q_num_heads`` /
   ``kv_num_heads``) and merged back; ``past_key`` / ``past_value`` are concatenated on the
   sequence axis and returned as ``present_key`` / ``present_value``.
-- Grouped-query attention repeats each KV head (interleaved, as ``np.repeat``) by a
-  broadcasting multiply with ones, which is exact.
+- Grouped-query attention repeats each KV head (interleaved, as ``np.repeat``) as the
+  exporters' ``repeat_kv`` does (reshape, broadcast, reshape), the form ``fuse-attention``
+  folds into the attention op's head grouping (no expanded K and V are materialized).
 - The bias is the mask (a bool mask selects 0 / -inf, a float mask adds), padded with
   -inf to the KV length, plus the causal frontier ``j <= i + past_length`` when
   ``is_causal``.
@@ -49,8 +50,7 @@ def _repeat_heads(cx: Importer, x: SSAValue, groups: int) -> SSAValue:
     """``np.repeat(x, groups, axis=1)`` for ``x[B, H, S, D]``."""
     b, h, s, d = shape_of(x)
     x = cx.emit(nn.ReshapeOp(x, [b, h, 1, s, d]))
-    ones = cx.tensor(np.ones((1, 1, groups, 1, 1)), x)
-    x = cx.emit(nn.MultiplyOp(x, ones))
+    x = cx.emit(nn.BroadcastToOp(x, [b, h, groups, s, d]))
     return cx.emit(nn.ReshapeOp(x, [b, h * groups, s, d]))
 
 
