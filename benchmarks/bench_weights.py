@@ -53,6 +53,18 @@ print(json.dumps({{"code": code, "seconds": seconds, "peak_kib": peak}}), file=s
 sys.exit(code)
 """
 
+# Loading alone: the file mapped, every weight's sha256 checked, the launch plan made on the
+# simulated device (weights as views of the mapping); the time after the imports.
+_LOAD = r"""
+import json, re, sys, time
+import partita
+start = time.perf_counter()
+partita.load({path!r}).load("simulated")
+seconds = time.perf_counter() - start
+peak = int(re.search(r'VmHWM:\s*(\d+)', open('/proc/self/status').read()).group(1))
+print(json.dumps({{"code": 0, "seconds": seconds, "peak_kib": peak}}), file=sys.stderr)
+"""
+
 
 def _external(name: str, dims: list[int], handle, location: str) -> onnx.TensorProto:
     """An f32 initializer whose data is the next bytes written to ``handle``."""
@@ -99,8 +111,8 @@ def build_model(path: Path, gigabytes: float, hidden: int, form: str = "matmul",
     return layers * per_layer
 
 
-def measure(tool: str, argv: list[str], cwd: Path) -> dict:
-    script = _CHILD.format(tool=tool, argv=argv)
+def measure(tool: str, argv: list[str], cwd: Path, script: str | None = None) -> dict:
+    script = script or _CHILD.format(tool=tool, argv=argv)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, check=False)
     last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     if done.returncode != 0 or not last.startswith("{"):
@@ -120,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.form}, {args.precision}, targets {args.targets!r}")
     print(f"{'GB':>6} {'layers':>6} | {'compile s':>9} {'peak GB':>8} {'x w':>5} | {'file GB':>7} |"
-          f" {'run s':>6} {'peak GB':>8} {'x w':>5}")
+          f" {'load s':>6} {'s/GB':>5} | {'run s':>6} {'peak GB':>8} {'x w':>5}")
     for size in (float(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as scratch:
             folder = args.keep or Path(scratch)
@@ -134,6 +146,7 @@ def main() -> None:
             c = measure("compile", [str(model), "-o", str(compiled), "-q", "--targets", args.targets,
                                     "--precision", args.precision], cwd)
             c["seconds"] = time.perf_counter() - start
+            load = measure("load", [], cwd, _LOAD.format(path=str(compiled)))
             start = time.perf_counter()
             r = measure("run", [str(compiled), "-q"], cwd)
             r["seconds"] = time.perf_counter() - start
@@ -141,6 +154,7 @@ def main() -> None:
             print(f"{weights / gb:6.2f} {round(weights / (args.hidden * (args.hidden + 1) * 4)):6d} | "
                   f"{c['seconds']:9.1f} {c['peak_kib'] * 1024 / gb:8.2f} {c['peak_kib'] * 1024 / weights:5.2f} | "
                   f"{compiled.stat().st_size / gb:7.2f} | "
+                  f"{load['seconds']:6.1f} {load['seconds'] * gb / weights:5.1f} | "
                   f"{r['seconds']:6.1f} {r['peak_kib'] * 1024 / gb:8.2f} {r['peak_kib'] * 1024 / weights:5.2f}",
                   flush=True)
 
