@@ -12,20 +12,23 @@ device) in fresh processes, and prints their wall time and peak resident memory
 (the child's own ``VmHWM`` from ``/proc``: ``ru_maxrss`` would count the parent's) as a
 multiple of the weights.
 
-Measured on the 2-core, 24 GB development VM (shared with other jobs, load ~8), default
-targets, matmul form (each weight a ``perm [1, 0]`` parameter of the ONNX data file)::
+Measured on the 2-core, 24 GB development VM (idle), default targets, matmul form (each
+weight a ``perm [1, 0]`` parameter of the ONNX data file)::
 
-        GB layers | compile s  peak GB   x w | file GB |  run s  peak GB   x w
-      1.01     60 |      25.4     0.15  0.15 |    1.01 |   14.4     1.09  1.08
-      2.00    119 |      39.9     0.15  0.08 |    2.00 |   27.6     2.08  1.04
-      3.99    238 |      70.0     0.15  0.04 |    4.00 |   61.1     4.08  1.02
-      1.01     60 |      17.2     0.19  0.19 |    0.50 |   15.7     0.60  0.60   (--precision fp16)
+        GB layers | compile s  peak GB   x w | file GB | load s  s/GB |  run s  peak GB   x w
+      0.50     30 |       7.1     0.15  0.29 |    0.50 |    1.3   2.5 |    4.4     0.59  1.18
+      1.01     60 |      12.4     0.15  0.15 |    1.01 |    2.4   2.4 |    4.9     1.10  1.09
+      2.00    119 |      19.6     0.15  0.07 |    2.00 |    4.7   2.3 |    8.8     2.09  1.05
+      3.99    238 |      46.3     0.15  0.04 |    4.00 |   10.8   2.7 |   16.1     4.09  1.02
+
+(load at 1 GB was 4.0 s with the weights hashed one after the other: each is now hashed on
+a thread of its own.)
 
 Compile memory no longer grows with the weights (they are mapped, never read into the
 IR; the file is written a 4 MiB chunk at a time). A run's peak is the weights themselves:
 the simulated device reads them where the file is mapped, and those pages count as
-resident. Time is mostly sha256 (about 0.45 GB/s on this VM: once to save, once to check
-on load) and the simulated device's NumPy GEMMs.
+resident. Loading is sha256 (about 0.3 GB/s a core on this VM, which has no SHA
+extensions), on every core at once; a run adds the simulated device's NumPy GEMMs.
 """
 
 from __future__ import annotations
@@ -54,10 +57,11 @@ sys.exit(code)
 """
 
 # Loading alone: the file mapped, every weight's sha256 checked, the launch plan made on the
-# simulated device (weights as views of the mapping); the time after the imports.
+# simulated device (weights as views of the mapping); the time after the imports (partita
+# imports its driver lazily: a second or two of the first call otherwise).
 _LOAD = r"""
 import json, re, sys, time
-import partita
+import partita, partita.driver, partita.runtime.plan_load, partita.runtime.reference  # imported before the clock starts
 start = time.perf_counter()
 partita.load({path!r}).load("simulated")
 seconds = time.perf_counter() - start
