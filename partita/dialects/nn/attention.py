@@ -29,13 +29,22 @@ write:
   or +inf score) gives zeros, as the guard ``where(isnan(p), 0, p)`` that PyTorch's and
   ONNX's exports put after the softmax makes it; without it such a row is NaN, as the
   plain softmax gives.
+
+Split-KV decode (``split-kv-attention``) writes attention of one query row as two ops,
+so that the keys of one (batch, head) spread over many thread blocks and the partial
+results are an ordinary tensor the memory planner places:
+
+- ``nn.attention_partial`` (pass 1): each of ``splits`` contiguous key ranges gives its
+  unnormalized output and its softmax statistics (``[B, H, splits, Dv + 2]``, f32);
+- ``nn.attention_combine`` (pass 2): the splits rescaled to their common maximum and
+  normalized, which is ``nn.attention`` of the row.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
@@ -61,6 +70,13 @@ from partita.dialects.nn.base import (
     kind_trait,
     merge_dims,
 )
+
+
+def _swap_bshd(layout: str):
+    """``[B, S, H, D] <-> [B, H, S, D]`` in BSHD (shapes of rank 3 and more), else the identity."""
+    if layout == "BSHD":
+        return lambda s: (s[0], s[2], s[1], *s[3:]) if len(s) >= 3 else s
+    return lambda s: s
 
 
 def infer_attention_shape(q: Shape, k: Shape, v: Shape, mask: Shape | None) -> Shape:
@@ -151,8 +167,7 @@ class AttentionOp(NNOp):
         if self.layout not in ("BHSD", "BSHD"):
             raise VerifyException(f"attention layout must be BHSD or BSHD, got {self.layout}")
         mask = None if self.mask is None else _shape(self.mask)
-        swap = (lambda s: (s[0], s[2], s[1], *s[3:]) if len(s) >= 3 else s) if self.layout == "BSHD" \
-            else (lambda s: s)
+        swap = _swap_bshd(self.layout)
         out = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
                                     swap(_shape(self.value)), mask)
         return swap(out)
@@ -160,6 +175,144 @@ class AttentionOp(NNOp):
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         q, v = dims(self.query), dims(self.value)  # the same positions in both layouts
         return [q[0], q[1], q[2], v[3]]
+
+
+def partial_row_size(value_dim: int) -> int:
+    """Floats of one split's partial: the unnormalized output (``Dv``), then ``m`` and ``l``."""
+    return value_dim + 2
+
+
+@irdl_op_definition
+class AttentionPartialOp(NNOp):
+    """Pass 1 of split-KV decode attention: ``query[B, H, 1, D]`` (``[B, 1, H, D]`` in
+    BSHD), ``key`` / ``value`` and the optional ``mask`` as in ``nn.attention`` (same
+    ``scale``, ``layout``, mask kinds and head groups) give f32 ``[B, H, splits, Dv + 2]``
+    (always head-major: it is the op's own intermediate).
+
+    Split ``s`` takes the keys ``[s * c, min(Skv, (s + 1) * c))`` with
+    ``c = ceil(Skv / splits)`` (a split past the keys has none). With the scores ``x_j`` of
+    ``nn.attention`` for those keys (``-inf`` where a boolean mask is false, the float mask
+    added), its row ``[o[0..Dv), m, l]`` is:
+
+        m    = max_j x_j                      (-inf: no key, or every score -inf)
+        l    = sum_j exp(x_j - m)             (0 when m = -inf)
+        o[c] = sum_j exp(x_j - m) * v[j, c]   (a key with probability 0 still multiplies
+                                               its value: 0 * NaN is NaN, as p @ v)
+
+    and ``o``, ``m`` and ``l`` are all NaN when a score of the split is NaN or +inf (the
+    row's softmax is undefined, whatever the other splits hold).
+
+    There is no ``causal`` property: for one query row the bottom-right causal frontier
+    (``j <= 0 + Skv - 1``) keeps every key, so ``split-kv-attention`` drops the flag."""
+    traits = kind_trait(OpKind.OPAQUE)  # its own kernel (grid-strided over splits), no epilogue
+
+    name = "nn.attention_partial"
+    ALLOWED_TYPES: ClassVar = FLOATS[:3]
+    query = operand_def(TensorType)
+    key = operand_def(TensorType)
+    value = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    scale_attr = _float_prop("scale")
+    splits_attr = _int_prop("splits")
+    layout_attr = _str_prop("layout", "BHSD")
+    layout = _value("layout")
+    scale = _value("scale")
+    splits = _value("splits")
+    assembly_format = ("$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, query: SSAValue | Operation, key: SSAValue | Operation,
+                 value: SSAValue | Operation, mask: SSAValue | Operation | None = None, *,
+                 scale: float, splits: int, layout: str | None = None,
+                 result_type: Attribute | None = None):
+        _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
+              scale=float(scale), splits=int(splits), layout=layout)
+
+    mask_kind = AttentionOp.mask_kind
+    groups = AttentionOp.groups
+    heads_axis = AttentionOp.heads_axis
+
+    def infer_element_type(self) -> Attribute:
+        return f32
+
+    def verify_element_types(self) -> None:
+        t = _tensor(self.query).element_type
+        self.check_element_type(t, "element type")
+        for v, what in ((self.key, "key"), (self.value, "value")):
+            self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
+        self.check_element_type(_tensor(self.result).element_type, "result element type", (f32,))
+        if self.mask is not None:
+            self.check_element_type(_tensor(self.mask).element_type, "mask element type",
+                                    (t, IntegerType(1)))
+
+    def infer_shape(self) -> Shape:
+        if self.layout not in ("BHSD", "BSHD"):
+            raise VerifyException(f"attention_partial layout must be BHSD or BSHD, got {self.layout}")
+        if self.splits < 1:
+            raise VerifyException(f"attention_partial needs at least one split, got {self.splits}")
+        swap = _swap_bshd(self.layout)
+        mask = None if self.mask is None else _shape(self.mask)
+        b, h, rows, dv = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
+                                               swap(_shape(self.value)), mask)
+        if rows not in (1, DYN):
+            raise VerifyException(f"attention_partial takes one query row, got {rows}")
+        return (b, h, self.splits, DYN if dv == DYN else partial_row_size(dv))
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        q, v = dims(self.query), dims(self.value)
+        return [q[0], q[self.heads_axis], self.splits, arith.add(v[3], 2)]
+
+
+@irdl_op_definition
+class AttentionCombineOp(NNOp):
+    """Pass 2 of split-KV decode attention: the partials ``[B, H, splits, Dv + 2]`` of
+    ``nn.attention_partial`` give the row ``[B, H, 1, Dv]`` (``[B, 1, H, Dv]`` in BSHD) of
+    the result type (f16, bf16 or f32):
+
+        M = max_s m_s,  w_s = exp(m_s - M) (0 where m_s = -inf)
+        out[c] = sum_s w_s * o_s[c] / sum_s w_s * l_s
+
+    which is ``nn.attention``'s row: a split with a NaN ``m`` (a NaN or +inf score) or
+    ``M = -inf`` (every key masked) leaves the softmax undefined, and the row is NaN, or
+    zeros with ``zero_undefined_rows``."""
+    traits = kind_trait(OpKind.OPAQUE)  # a reduction over splits with its own rule
+
+    name = "nn.attention_combine"
+    ALLOWED_TYPES: ClassVar = FLOATS[:3]
+    partial = operand_def(TensorType)
+    result = result_def(TensorType)
+    zero_undefined_rows_attr = _bool_prop("zero_undefined_rows", False)
+    layout_attr = _str_prop("layout", "BHSD")
+    layout = _value("layout")
+    zero_undefined_rows = _value("zero_undefined_rows")
+    assembly_format = "$partial attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, partial: SSAValue | Operation, *, result_type: Attribute,
+                 zero_undefined_rows: bool | None = None, layout: str | None = None):
+        _init(self, [partial], result_type, zero_undefined_rows=zero_undefined_rows, layout=layout)
+
+    @property
+    def value_dim(self) -> int:
+        """``Dv``: the partial's row less ``m`` and ``l``."""
+        return _shape(self.partial)[3] - partial_row_size(0)
+
+    def verify_element_types(self) -> None:
+        self.check_element_type(_tensor(self.partial).element_type, "partial element type", (f32,))
+        self.check_element_type(_tensor(self.result).element_type, "result element type")
+
+    def infer_shape(self) -> Shape:
+        if self.layout not in ("BHSD", "BSHD"):
+            raise VerifyException(f"attention_combine layout must be BHSD or BSHD, got {self.layout}")
+        p = _shape(self.partial)
+        if len(p) != 4 or p[3] == DYN or p[3] < partial_row_size(1):
+            raise VerifyException(f"attention_combine expects partials [B, H, splits, Dv + 2] with a "
+                                  f"static Dv >= 1, got {_fmt(p)}")
+        return _swap_bshd(self.layout)((p[0], p[1], 1, self.value_dim))
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        p = dims(self.partial)
+        return list(_swap_bshd(self.layout)((p[0], p[1], 1, self.value_dim)))
 
 
 @irdl_op_definition

@@ -1,5 +1,6 @@
 """NumPy reference of ``nn.attention`` (f16 / bf16 compute in f32, the result rounded once,
-as the fused kernels do) and of ``nn.rotary_embedding``."""
+as the fused kernels do), of its split-KV decode pair ``nn.attention_partial`` /
+``nn.attention_combine``, and of ``nn.rotary_embedding``."""
 
 from __future__ import annotations
 
@@ -38,6 +39,56 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         return p @ v
 
 
+def _scores(q, k, mask, scale):
+    """``scale * q @ k^T`` with the mask applied (KV heads repeated for GQA), as ``attention``."""
+    k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
+    scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
+    if mask is None:
+        return scores
+    if mask.dtype == np.bool_:
+        return np.where(mask, scores, -np.inf).astype(q.dtype)
+    return scores + compute_type(mask)
+
+
+def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
+                      scale: float, splits: int) -> np.ndarray:
+    """The per-split ``[o, m, l]`` of ``nn.attention_partial`` for ``q[B, H, 1, D]`` (BHSD,
+    compute type): ``[B, H, splits, Dv + 2]`` in f32 (f64 for f64 inputs)."""
+    v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)
+    b, h, dv = q.shape[0], q.shape[1], v.shape[3]
+    out_type = np.promote_types(q.dtype, np.float32)
+    out = np.empty((b, h, splits, dv + 2), out_type)
+    kv_len = k.shape[2]
+    chunk = -(-kv_len // splits)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = _scores(q, k, mask, scale)[:, :, 0, :]  # [B, H, Skv]
+        x = np.broadcast_to(x, (b, h, kv_len))
+        for s in range(splits):
+            lo, hi = min(s * chunk, kv_len), min((s + 1) * chunk, kv_len)
+            xs, vs = x[..., lo:hi], v[:, :, lo:hi, :]
+            undefined = (np.isnan(xs) | (xs == np.inf)).any(axis=-1)
+            m = xs.max(axis=-1, initial=-np.inf)
+            e = np.where(xs == -np.inf, 0, np.exp(xs - np.where(m == -np.inf, 0, m)[..., None]))
+            out[:, :, s, :dv] = (e[..., None, :] @ vs)[..., 0, :]
+            out[:, :, s, dv] = m
+            out[:, :, s, dv + 1] = e.sum(axis=-1)
+            out[:, :, s][undefined] = np.nan
+    return out
+
+
+def attention_combine(partial: np.ndarray, *, zero_undefined_rows: bool) -> np.ndarray:
+    """``nn.attention_combine``: the splits' partials ``[B, H, splits, Dv + 2]`` merged into
+    the rows ``[B, H, 1, Dv]`` (f32 or f64, the partial's type)."""
+    o, m, total = partial[..., :-2], partial[..., -2], partial[..., -1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        peak = m.max(axis=-1, keepdims=True)  # NaN when any split's is
+        w = np.where(m == -np.inf, 0, np.exp(m - peak))
+        row = (w[..., None] * o).sum(axis=-2) / (w * total).sum(axis=-1, keepdims=True)
+    undefined = np.isnan(peak) | (peak == -np.inf)
+    fill = 0 if zero_undefined_rows else np.nan
+    return np.where(undefined, fill, row)[:, :, None, :]
+
+
 def rotary_embedding(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, interleaved: bool,
                      rotary_dim: int) -> np.ndarray:
     """RoPE of ``x[B, H, S, D]`` with ``cos`` / ``sin`` ``[B, S, R / 2]`` (see
@@ -70,6 +121,21 @@ class AttentionFunctions(InterpreterFunctions):
         mask = np.asarray(args[3]) if len(args) > 3 else None
         out = attention(q, k, v, mask, scale=op.scale, causal=op.causal,
                         zero_undefined_rows=op.zero_undefined_rows)
+        return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)
+
+    @impl(nn.AttentionPartialOp)
+    def run_attention_partial(self, interpreter: Interpreter, op: nn.AttentionPartialOp,
+                              args: tuple[Any, ...]):
+        q, k, v = (compute_type(a) for a in args[:3])
+        if op.layout == "BSHD":
+            q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
+        mask = np.asarray(args[3]) if len(args) > 3 else None
+        return store(op, attention_partial(q, k, v, mask, scale=op.scale, splits=op.splits))
+
+    @impl(nn.AttentionCombineOp)
+    def run_attention_combine(self, interpreter: Interpreter, op: nn.AttentionCombineOp,
+                              args: tuple[Any, ...]):
+        out = attention_combine(np.asarray(args[0]), zero_undefined_rows=op.zero_undefined_rows)
         return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)
 
     @impl(nn.RotaryEmbeddingOp)
