@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from partita.lowering.cuda.flash_attention import (
+    DecodeConfig,
     FlashConfig,
     flash_attention_source,
-    flash_decode_entry,
     flash_decode_source,
 )
 from support.cuda_host import SHIM  # tests/support/cuda_host.py
@@ -57,39 +57,48 @@ def launch(lib: ctypes.CDLL, config: FlashConfig, q: np.ndarray, k: np.ndarray, 
     return out
 
 
-def build_decode(dtype: str, head_dim: int, directory: Path) -> ctypes.CDLL:
-    """The split-KV decode kernels of ``flash_decode_source`` for the host."""
-    entry = flash_decode_entry(dtype, head_dim)
-    t = "__half" if dtype == "f16" else "__nv_bfloat16"
-    wrappers = (
-        f'extern "C" void host_{entry}(const unsigned* geo, void** p, const int* d, float scale) {{\n'
-        f"  partita_launch(geo, [&] {{ {entry}((const {t}*)p[0], (const {t}*)p[1], (const {t}*)p[2], "
-        f"(const unsigned char*)p[3], (float*)p[4], (float*)p[5], d[0], d[1], d[2], scale, d[3]); }});\n}}\n"
-        f'extern "C" void host_{entry}_combine(const unsigned* geo, void** p, const int* d) {{\n'
-        f"  partita_launch(geo, [&] {{ {entry}_combine((const float*)p[0], (const float*)p[1], ({t}*)p[2], d[0], d[1]); }});\n}}\n")
-    source = SHIM + flash_decode_source(dtype, head_dim) + wrappers
-    (directory / f"{entry}.cpp").write_text(source)
-    subprocess.run(["g++", "-O1", "-std=c++17", "-mf16c", "-shared", "-fPIC", "-o", str(directory / f"{entry}.so"),
-                    str(directory / f"{entry}.cpp")], check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(directory / f"{entry}.so"))
+def build_decode(configs: list[DecodeConfig], directory: Path) -> ctypes.CDLL:
+    """The split-KV decode pass 1 of ``flash_decode_source`` for the host, each config's
+    device function under a ``host_<entry>`` launch whose blocks stride over the
+    (split, batch x head) pairs as the window kernel's do."""
+    wrappers = "".join(
+        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale, long long mb) {{\n'
+        f"  partita_launch(geo, [&] {{\n"
+        f"    for (int t = blockIdx.x; t < d[3] * d[4]; t += gridDim.x)\n"
+        f"      {c.entry}((const {_T[c.dtype]}*)p[0], (const {_T[c.dtype]}*)p[1], (const {_T[c.dtype]}*)p[2], "
+        f"(const {_MASK_T[c.mask] or _T[c.dtype]}*)p[3], (float*)p[4], d[0], d[1], d[2], scale, d[3], t % d[3], "
+        f"t / d[3], mb, d[5]);\n  }});\n}}\n"
+        for c in configs)
+    source = SHIM + flash_decode_source(configs) + wrappers
+    (directory / "decode.cpp").write_text(source)
+    subprocess.run(["g++", "-O1", "-std=c++17", "-mf16c", "-shared", "-fPIC", "-o", str(directory / "decode.so"),
+                    str(directory / "decode.cpp")], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(directory / "decode.so"))
 
 
-def launch_decode(lib: ctypes.CDLL, dtype: str, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                  key_mask: np.ndarray | None, scale: float, splits: int, zero_undefined_rows: bool) -> np.ndarray:
-    """``o[B, H, 1, D]``: pass 1 on grid ``(splits, B * H)``, then the combine."""
-    b, heads, _, d = q.shape
-    kv_heads, kv_len = k.shape[1], k.shape[2]
-    entry = flash_decode_entry(dtype, d)
-    part_o = np.full((b * heads, splits, d), np.nan, np.float32)
-    part_ml = np.full((b * heads, splits, 2), np.nan, np.float32)
-    out = np.full(q.shape, np.nan, q.dtype)
+_T = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
+_MASK_T = {"none": "unsigned char", "boolean": "unsigned char", "additive": ""}
+
+
+def launch_decode(lib: ctypes.CDLL, config: DecodeConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                  mask: np.ndarray | None, scale: float, splits: int, blocks: int | None = None) -> np.ndarray:
+    """The partials ``[B, H, splits, D + 2]`` of pass 1 run on the host (q, k, v in the
+    config's layout; ``mask`` ``[B | 1, Skv | 1]``, bool or the query's type), on
+    ``blocks`` blocks (default: one per pair)."""
+    bshd = config.layout == "BSHD"
+    b, heads = (q.shape[0], q.shape[2]) if bshd else q.shape[:2]
+    kv_heads, kv_len = (k.shape[2], k.shape[1]) if bshd else k.shape[1:3]
+    part = np.full((b, heads, splits, config.head_dim + 2), 7.0, np.float32)  # every value written
     arrays = [np.ascontiguousarray(a) for a in (q, k, v)]
-    mask = None if key_mask is None else np.ascontiguousarray(key_mask.astype(np.uint8))
-    pointers = (ctypes.c_void_p * 6)(*[a.ctypes.data for a in arrays], None if mask is None else mask.ctypes.data,
-                                      part_o.ctypes.data, part_ml.ctypes.data)
-    getattr(lib, f"host_{entry}")((ctypes.c_uint * 6)(splits, b * heads, 1, 128, 1, 1), pointers,
-                                  (ctypes.c_int * 4)(heads, kv_heads, kv_len, splits), ctypes.c_float(scale))
-    pointers = (ctypes.c_void_p * 3)(part_o.ctypes.data, part_ml.ctypes.data, out.ctypes.data)
-    getattr(lib, f"host_{entry}_combine")((ctypes.c_uint * 6)(b * heads, 1, 1, min(256, d), 1, 1), pointers,
-                                          (ctypes.c_int * 2)(splits, int(zero_undefined_rows)))
-    return out
+    mb = mk = 0
+    if mask is not None:
+        mb = 0 if mask.shape[0] == 1 else mask.shape[1]
+        mk = 0 if mask.shape[1] == 1 else 1
+        mask = np.ascontiguousarray(mask.astype(np.uint8) if mask.dtype == np.bool_ else mask)
+    pointers = (ctypes.c_void_p * 5)(*[a.ctypes.data for a in arrays], None if mask is None else mask.ctypes.data,
+                                      part.ctypes.data)
+    pairs = splits * b * heads
+    geo = (ctypes.c_uint * 6)(blocks or pairs, 1, 1, *config.block)
+    dims = (ctypes.c_int * 6)(heads, kv_heads, kv_len, splits, b * heads, mk)
+    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale), ctypes.c_longlong(mb))
+    return part

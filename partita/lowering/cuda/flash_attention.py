@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HEAD_DIMS", "FlashConfig", "flash_attention_source", "flash_decode_entry", "flash_decode_source",
+__all__ = ["HEAD_DIMS", "DecodeConfig", "FlashConfig", "flash_attention_source", "flash_decode_source",
            "head_dim_supported"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
@@ -446,120 +446,265 @@ $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict_
 """
 
 
+@dataclass(frozen=True)
+class DecodeConfig:
+    """One instantiation of the split-KV decode pass 1 (``nn.attention_partial``): element
+    type, head dim (``D == Dv``), layout and mask kind."""
+
+    dtype: str  # "f16", "bf16" or "f32"
+    head_dim: int
+    layout: str = "BHSD"
+    mask: str = "none"  # "boolean" (nonzero attends) or "additive" (the query's type)
+
+    def __post_init__(self):
+        if self.dtype not in ("f16", "bf16", "f32"):
+            raise ValueError(f"flash decode takes f16, bf16 or f32, not {self.dtype}")
+        if not head_dim_supported(self.head_dim):
+            raise ValueError(f"flash decode head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
+        if self.layout not in ("BHSD", "BSHD"):
+            raise ValueError(f"flash decode layout must be BHSD or BSHD, got {self.layout}")
+        if self.mask not in ("none", "boolean", "additive"):
+            raise ValueError(f"flash decode mask must be none, boolean or additive, got {self.mask}")
+
+    @property
+    def vec(self) -> int:
+        """Elements in one 16-byte load: 8 halves or 4 floats."""
+        return 4 if self.dtype == "f32" else 8
+
+    @property
+    def group(self) -> int:
+        """Lanes sharing one key: the row's 16-byte vectors rounded up to a power of two
+        (aligned groups, so xor shuffles reduce a key's dot product), at most the warp."""
+        chunks = self.head_dim // self.vec
+        return min(32, 1 << (chunks - 1).bit_length())
+
+    @property
+    def vectors(self) -> int:
+        """16-byte vectors of a row each lane holds (2 for f32 past D = 128, else 1)."""
+        return -(-(self.head_dim // self.vec) // self.group)
+
+    @property
+    def warps(self) -> int:
+        """Warps per block: up to 4, and no more threads than floats in one split's partial
+        row (``D + 2``), so the window launch (``ceil(numel / block)`` blocks) gives every
+        (split, batch x head) pair a block of its own."""
+        return max(1, min(4, (self.head_dim + 2) // 32))
+
+    @property
+    def unroll(self) -> int:
+        """Keys a lane group loads before using any (K and V: 8 x 16 bytes in flight)."""
+        return 4
+
+    @property
+    def entry(self) -> str:
+        layout = "_bshd" if self.layout == "BSHD" else ""
+        mask = {"none": "", "boolean": "_mb", "additive": "_ma"}[self.mask]
+        return f"flash_decode_{self.dtype}_d{self.head_dim}{layout}{mask}_split"
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (32 * self.warps, 1, 1)
+
+
+_DECODE_PRELUDE = r"""
+#ifndef PARTITA_DECODE_PRELUDE
+#define PARTITA_DECODE_PRELUDE
+// 16 bytes of a row as floats: 8 halves (f16 / bf16) or 4 floats.
+static __device__ __forceinline__ void fd_unpack_f16(const uint4& u, float* x) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = fa_f16((unsigned short)(w[i] & 0xffffu)); x[2 * i + 1] = fa_f16((unsigned short)(w[i] >> 16));
+  }
+}
+static __device__ __forceinline__ void fd_unpack_bf16(const uint4& u, float* x) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = fa_bf16((unsigned short)(w[i] & 0xffffu)); x[2 * i + 1] = fa_bf16((unsigned short)(w[i] >> 16));
+  }
+}
+static __device__ __forceinline__ void fd_unpack_f32(const uint4& u, float* x) { memcpy(x, &u, 16); }
+static __device__ __forceinline__ float fd_load_f16(const __half* p) { return __half2float(*p); }
+static __device__ __forceinline__ float fd_load_bf16(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ float fd_load_f32(const float* p) { return *p; }
+#endif
+"""
+
 _DECODE = r"""
 #ifndef $entry_DEFINED
 #define $entry_DEFINED
-// Decode (one query row) split-KV, pass 1: block (split, bh) streams keys
-// [split * chunk, (split + 1) * chunk); its 4 warps take every 4th key, a lane holds D / 32
-// dims of q and of the running output; each warp keeps its online softmax (m, l), and the
-// block merges its warps through shared memory into the unnormalized partial
-// (m, l, o[D]) of the split (m = NaN: a NaN / +inf score, the row is undefined).
-extern "C" __global__ void __launch_bounds__(128)
-$entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
-       const unsigned char* __restrict__ key_mask, float* __restrict__ part_o,
-       float* __restrict__ part_ml, int heads, int kv_heads, int kv_len, float scale, int splits) {
-  constexpr int D = $D, L = D / 32;
-  __shared__ float wm[4], wl[4], wo[4][D];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int split = (int)blockIdx.x, bh = (int)blockIdx.y, b = bh / heads, h = bh % heads;
-  const int hk = h / (heads / kv_heads);
+// Split-KV decode, pass 1 ($entry): split ``split`` of (batch, head) ``bh`` streams its
+// keys [split * chunk, min(kv_len, (split + 1) * chunk)) once and writes its partial row
+// [o[D], m, l] (nn.attention_partial); every thread of the block calls it alike.
+// Bandwidth-bound, so K and V move in 16-byte loads (LDG.E.128): a group of G lanes
+// holds one key row, a lane VEC consecutive elements of it (NV vectors), and each group
+// loads U keys' K and V before using any, so 2 * U * NV loads a lane are in flight. A
+// group's lanes reduce the dot product with xor shuffles and share the key's online
+// softmax (m, l); the groups of a warp, then the warps (shared memory) merge theirs.
+static __device__ __forceinline__ void $entry(
+    const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
+    const $M* __restrict__ mask, float* __restrict__ part,
+    int heads, int kv_heads, int kv_len, float scale, int splits, int split, int bh,
+    long long mask_batch_stride, int mask_key_stride) {
+  constexpr int D = $D, VEC = $VEC, CH = D / VEC, G = $G, NV = $NV, KPW = 32 / G, W = $W, U = $U;
+  constexpr int STEP = W * KPW * U, ROW = D + 2;
+  __shared__ float wo[W][D];
+  __shared__ float wm[W], wl[W];
+  const float neg_inf = __int_as_float(0xff800000), pos_inf = __int_as_float(0x7f800000);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / G, gl = lane % G;
+  const int b = bh / heads, h = bh % heads, hk = h / (heads / kv_heads);
   const int chunk = (kv_len + splits - 1) / splits;
-  const int start = split * chunk, end = min(kv_len, start + chunk);
-  const unsigned short* qb = (const unsigned short*)q + (long long)bh * D;
-  const long long kv_base = ((long long)b * kv_heads + hk) * (long long)kv_len * D;
-  const unsigned short* kb = (const unsigned short*)k + kv_base;
-  const unsigned short* vb = (const unsigned short*)v + kv_base;
-  float qr[L], acc[L];
-  for (int e = 0; e < L; ++e) { qr[e] = $LOAD(qb[lane + 32 * e]); acc[e] = 0.0f; }
-  float m = __int_as_float(0xff800000), l = 0.0f;
-  int bad = 0;
-  for (int j0 = start; j0 < end; j0 += 4) {  // the same trip count in every warp
-    const int j = j0 + warp;
-    const bool live = j < end && (key_mask == 0 || key_mask[(long long)b * kv_len + j] != 0);
-    float s = 0.0f;
-    if (j < end)
-      for (int e = 0; e < L; ++e) s += qr[e] * $LOAD(kb[(long long)j * D + lane + 32 * e]);
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-    s = live ? s * scale : __int_as_float(0xff800000);
-    bad |= (s != s || s == __int_as_float(0x7f800000));
-    if (s > m) { const float r = __expf(m - s); l *= r; for (int e = 0; e < L; ++e) acc[e] *= r; m = s; }
-    if (j < end) {
-      const float p = s == __int_as_float(0xff800000) ? 0.0f : __expf(s - m);
+  const int start = min(kv_len, split * chunk), end = min(kv_len, start + chunk);
+  // Key rows are D apart (BHSD) or kv_heads * D (BSHD: the head transposes folded in);
+  // the one query row of (b, h) is at bh * D in both layouts.
+  const long long kv_stride = $BSHD ? (long long)kv_heads * D : D;
+  const long long kv_base = $BSHD ? (long long)b * kv_len * kv_heads * D + (long long)hk * D
+                                  : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  const $T* kb = k + kv_base;
+  const $T* vb = v + kv_base;
+  float qr[NV][VEC], acc[NV][VEC];
+#pragma unroll
+  for (int n = 0; n < NV; ++n) {
+    const int c = gl + n * G;  // this lane's vectors of the row: gl, gl + G, ...
+    if (c < CH) {
+      const uint4 u = *(const uint4*)(q + (long long)bh * D + c * VEC);
+      $UNPACK(u, qr[n]);
+    } else {
+      for (int e = 0; e < VEC; ++e) qr[n][e] = 0.0f;
+    }
+    for (int e = 0; e < VEC; ++e) acc[n][e] = 0.0f;
+  }
+  float m = neg_inf, l = 0.0f;
+  bool bad = false;  // a NaN or +inf score: the split's (and the row's) softmax is undefined
+  for (int j0 = start; j0 < end; j0 += STEP) {  // the same trip count in every warp
+    int key[U];
+    uint4 kr[U][NV], vr[U][NV];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      key[u] = j0 + (u * W + warp) * KPW + g;  // consecutive groups: consecutive keys
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        const int c = gl + n * G;
+        if (key[u] < end && c < CH) {
+          kr[u][n] = *(const uint4*)(kb + key[u] * kv_stride + c * VEC);
+          vr[u][n] = *(const uint4*)(vb + key[u] * kv_stride + c * VEC);
+        } else {
+          kr[u][n] = vr[u][n] = uint4{0u, 0u, 0u, 0u};
+        }
+      }
+    }
+    float s[U];
+    float top = neg_inf;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float x[VEC], dot = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        $UNPACK(kr[u][n], x);
+        for (int e = 0; e < VEC; ++e) dot += qr[n][e] * x[e];
+      }
+      for (int off = G / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      float x_u = dot * scale;
+      if (key[u] >= end) {
+        x_u = neg_inf;
+      } else {
+$MASK_LINES        bad = bad || x_u != x_u || x_u == pos_inf;
+      }
+      s[u] = x_u;
+      top = fmaxf(top, x_u);
+    }
+    // Online softmax: rescale what came before when the maximum grows (exp(-inf - -inf)
+    // is NaN: a group with nothing yet keeps its zero state).
+    const float grown = fmaxf(m, top);
+    const float r = grown == neg_inf ? 1.0f : __expf(m - grown);
+    m = grown;
+    l *= r;
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+      for (int e = 0; e < VEC; ++e) acc[n][e] *= r;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (key[u] >= end) continue;
+      // A masked key (p = 0) still multiplies its value: 0 * NaN is NaN, as p @ v.
+      const float p = s[u] == neg_inf ? 0.0f : __expf(s[u] - m);
       l += p;
-      for (int e = 0; e < L; ++e) acc[e] += p * $LOAD(vb[(long long)j * D + lane + 32 * e]);
+      float x[VEC];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        $UNPACK(vr[u][n], x);
+        for (int e = 0; e < VEC; ++e) acc[n][e] += p * x[e];
+      }
     }
   }
+  // The warp's groups merge (xor across groups: lane gl of each holds the same dims).
+  for (int off = G; off < 32; off *= 2) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
+    const int bad2 = __shfl_xor_sync(0xffffffffu, (int)bad, off);
+    const float top = fmaxf(m, m2);
+    const float w1 = m == neg_inf ? 0.0f : __expf(m - top), w2 = m2 == neg_inf ? 0.0f : __expf(m2 - top);
+    l = l * w1 + l2 * w2;
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+      for (int e = 0; e < VEC; ++e) {
+        const float a2 = __shfl_xor_sync(0xffffffffu, acc[n][e], off);
+        acc[n][e] = acc[n][e] * w1 + a2 * w2;
+      }
+    m = top;
+    bad = bad || bad2;
+  }
+  if (lane < G)
+    for (int n = 0; n < NV; ++n)
+      if (gl + n * G < CH)
+        for (int e = 0; e < VEC; ++e) wo[warp][(gl + n * G) * VEC + e] = acc[n][e];
   if (lane == 0) { wm[warp] = bad ? __int_as_float(0x7fc00000) : m; wl[warp] = l; }
-  for (int e = 0; e < L; ++e) wo[warp][lane + 32 * e] = acc[e];
   __syncthreads();
-  float mm = __int_as_float(0xff800000);
+  // Then the warps: the split's row, every value NaN when any warp saw an undefined score.
+  float top = neg_inf;
   bool undefined = false;
-  for (int w = 0; w < 4; ++w) { undefined = undefined || wm[w] != wm[w]; mm = fmaxf(mm, wm[w]); }
-  float* po = part_o + ((long long)bh * splits + split) * D;
-  for (int d = threadIdx.x; d < D; d += 128) {
-    float o = 0.0f;
-    for (int w = 0; w < 4; ++w)
-      if (wm[w] != __int_as_float(0xff800000)) o += wo[w][d] * __expf(wm[w] - mm);
-    po[d] = o;
+  for (int w = 0; w < W; ++w) { undefined = undefined || wm[w] != wm[w]; top = fmaxf(top, wm[w]); }
+  float* row = part + ((long long)bh * splits + split) * ROW;
+  for (int d = threadIdx.x; d < ROW; d += 32 * W) {
+    float y = top;
+    if (d != D) {
+      y = 0.0f;
+      for (int w = 0; w < W; ++w) {
+        const float f = wm[w] == neg_inf ? 0.0f : __expf(wm[w] - top);
+        y += f * (d < D ? wo[w][d] : wl[w]);
+      }
+    }
+    row[d] = undefined ? __int_as_float(0x7fc00000) : y;
   }
-  if (threadIdx.x == 0) {
-    float ll = 0.0f;
-    for (int w = 0; w < 4; ++w)
-      if (wm[w] != __int_as_float(0xff800000)) ll += wl[w] * __expf(wm[w] - mm);
-    float* ml = part_ml + ((long long)bh * splits + split) * 2;
-    ml[0] = undefined ? __int_as_float(0x7fc00000) : mm;
-    ml[1] = ll;
-  }
-}
-
-// Pass 2: block bh merges the splits' partials, thread d its output dim.
-extern "C" __global__ void __launch_bounds__(256)
-$entry_combine(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-               $T* __restrict__ o, int splits, int zero_undefined_rows) {
-  constexpr int D = $D;
-  const int bh = (int)blockIdx.x;
-  const float* ml = part_ml + (long long)bh * splits * 2;
-  float mm = __int_as_float(0xff800000);
-  bool undefined = false;
-  for (int s = 0; s < splits; ++s) { undefined = undefined || ml[2 * s] != ml[2 * s]; mm = fmaxf(mm, ml[2 * s]); }
-  undefined = undefined || mm == __int_as_float(0xff800000);
-  float ll = 0.0f;
-  for (int s = 0; s < splits; ++s)
-    if (ml[2 * s] != __int_as_float(0xff800000)) ll += ml[2 * s + 1] * __expf(ml[2 * s] - mm);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int s = 0; s < splits; ++s)
-      if (ml[2 * s] != __int_as_float(0xff800000))
-        acc += part_o[((long long)bh * splits + s) * D + d] * __expf(ml[2 * s] - mm);
-    const float y = undefined ? (zero_undefined_rows ? 0.0f : __int_as_float(0x7fc00000)) : acc / ll;
-    $STORE(o + (long long)bh * D + d, y);
-  }
+  __syncthreads();  // the next (split, bh) of this block reuses wo, wm and wl
 }
 #endif
 """
 
 
-def flash_decode_entry(dtype: str, head_dim: int) -> str:
-    """The decode kernel's entry (its combine kernel is ``<entry>_combine``)."""
-    FlashConfig(dtype, head_dim)  # the same dtype checks
-    if head_dim not in HEAD_DIMS:  # a lane holds D / 32 dims
-        raise ValueError(f"flash decode head dim must be one of {HEAD_DIMS}, got {head_dim}")
-    return f"flash_decode_{dtype}_d{head_dim}"
-
-
-def flash_decode_source(dtype: str, head_dim: int) -> str:
-    """The CUDA C of the split-KV decode kernels (one query row per (batch, head)):
-    ``flash_decode_<dtype>_d<D>(q, k, v, key_mask, part_o, part_ml, heads, kv_heads,
-    kv_len, scale, splits)`` on grid ``(splits, B * H)`` x 128 threads, then
-    ``..._combine(part_o, part_ml, o, splits, zero_undefined_rows)`` on ``B * H`` blocks;
-    ``part_o`` holds ``B * H * splits * D`` floats, ``part_ml`` ``B * H * splits * 2``."""
-    load = "fa_f16" if dtype == "f16" else "fa_bf16"
-    text = _DECODE
-    for key, value in (("$entry", flash_decode_entry(dtype, head_dim)), ("$D", str(head_dim)),
-                       ("$T", "__half" if dtype == "f16" else "__nv_bfloat16"), ("$LOAD", load),
-                       ("$STORE", f"fa_store_{dtype}")):
-        text = text.replace(key, value)
-    return _PRELUDE + text
+def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
+    """The CUDA C of the split-KV decode pass 1 for the given instantiations: one device
+    function each, ``<entry>(q, k, v, mask, part, heads, kv_heads, kv_len, scale, splits,
+    split, bh, mask_batch_stride, mask_key_stride)`` called by every thread of a block of
+    ``config.block`` threads for one (split, batch x head) pair; ``part`` is
+    ``[B, H, splits, D + 2]`` floats, ``mask`` is null without one (strides 0 where it
+    broadcasts). Pass 2 (``nn.attention_combine``) is a plain window kernel."""
+    if isinstance(configs, DecodeConfig):
+        configs = [configs]
+    parts = [_PRELUDE, _DECODE_PRELUDE]
+    ctypes = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
+    for c in configs:
+        mask_type = {"none": "unsigned char", "boolean": "unsigned char", "additive": ctypes[c.dtype]}[c.mask]
+        at = "(long long)b * mask_batch_stride + (long long)key[u] * mask_key_stride"
+        mask_lines = {"none": "",
+                      "boolean": f"        if (mask[{at}] == 0) x_u = neg_inf;\n",
+                      "additive": f"        x_u += fd_load_{c.dtype}(mask + {at});\n"}[c.mask]
+        text = _DECODE
+        substitutions = {"$entry": c.entry, "$D": str(c.head_dim), "$VEC": str(c.vec), "$G": str(c.group),
+                         "$NV": str(c.vectors), "$W": str(c.warps), "$U": str(c.unroll),
+                         "$BSHD": "true" if c.layout == "BSHD" else "false", "$T": ctypes[c.dtype],
+                         "$M": mask_type, "$MASK_LINES": mask_lines, "$UNPACK": f"fd_unpack_{c.dtype}"}
+        for key in sorted(substitutions, key=len, reverse=True):  # $UNPACK before $U
+            text = text.replace(key, substitutions[key])
+        parts.append(text)
+    return "\n".join(parts)
 
 
 def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:

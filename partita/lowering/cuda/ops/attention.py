@@ -23,10 +23,13 @@ its rotation pair."""
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.lowering.cuda.cexpr import _c_float
+from partita.dialects.nn.attention import partial_row_size
+from partita.lowering.cuda.cexpr import _add, _c_float
 from partita.lowering.cuda.flash_attention import (
+    DecodeConfig,
     FlashConfig,
     flash_attention_source,
+    flash_decode_source,
     head_dim_supported,
 )
 from partita.lowering.cuda.ops.reduction import y_decl
@@ -104,6 +107,7 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     _, heads, q_len, _ = at(*dq)
     _, _, kv_len, _ = at(*dk)
     lines = []
+    causal = isinstance(op, nn.AttentionOp) and op.causal  # nn.attention_partial: one row, no frontier
     if op.mask is not None:
         scores = [dq[0], heads, q_len, kv_len]
         rank = len(op.mask.type.get_shape())
@@ -111,7 +115,7 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
         value = emitter.load(op.mask, index)
         lines.append(f"{indent}if (!{value}) s = {_NEG_INF};" if op.mask_kind == "boolean"
                      else f"{indent}s += {value};")
-    if op.causal:
+    if causal:
         lines.append(f"{indent}if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {_NEG_INF};")
     return lines
 
@@ -256,6 +260,120 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     ]
     rows = "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
     return [*lines, y_decl(emitter, op, f"dead ? {rows} : acc / l")]
+
+
+def _key_padding_strides(emitter, op) -> str | None:
+    """``batch stride, key stride`` of a key padding mask ``[B | 1, 1, 1, Skv | 1]`` (0 on
+    a broadcast axis), ``"0, 0"`` without a mask, None for any other mask."""
+    if op.mask is None:
+        return "0, 0"
+    shape = op.mask.type.get_shape()
+    if len(shape) != 4 or tuple(shape[1:3]) != (1, 1):
+        return None
+    mb, mk = (_p(d) for d in (emitter.dims[op.mask][0], emitter.dims[op.mask][3]))
+    return f"({mb} == 1 ? 0LL : (long long){mk}), ({mk} == 1 ? 0 : 1)"
+
+
+def _partial_dims(emitter, op: nn.AttentionPartialOp) -> list:
+    q, v = emitter.dims[op.query], emitter.dims[op.value]
+    return [q[0], q[op.heads_axis], op.splits, _add(v[3], partial_row_size(0))]
+
+
+def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
+    """Split-KV pass 1 (``partita.lowering.cuda.flash_attention.DecodeConfig``) for a
+    kernel that is the op alone: f16 / bf16 / f32, either layout, ``D == Dv`` a multiple
+    of 8 up to 256, no mask or a key padding mask (boolean or additive) ``[B | 1, 1, 1,
+    Skv | 1]``. Its blocks stride over the (split, batch x head) pairs; a block has at most
+    ``D + 2`` threads, so the window launch gives each pair a block."""
+    dtype = str(op.query.type.element_type)
+    head_dim = op.query.type.get_shape()[3]
+    if not head_dim_supported(head_dim) or op.value.type.get_shape()[3] != head_dim:
+        return None
+    strides = _key_padding_strides(emitter, op)
+    if strides is None:
+        return None
+    config = DecodeConfig(dtype, head_dim, layout=op.layout, mask=op.mask_kind)
+    T = emitter.index_type
+    at = _layout(op)
+    batch, heads, _, _ = at(*emitter.dims[op.query])
+    _, kv_heads, kv_len, _ = at(*emitter.dims[op.key])
+    mask = {"none": "(const unsigned char*)0", "boolean": "(const unsigned char*)in3", "additive": "in3"}[op.mask_kind]
+    lines = [
+        f"  const {T} pairs = ({T}){op.splits} * {_p(batch)} * {_p(heads)};",
+        f"  for ({T} t = blockIdx.x; t < pairs; t += gridDim.x)  // uniform per block",
+        f"    {config.entry}(in0, in1, in2, {mask}, out, {_p(heads)}, {_p(kv_heads)}, {_p(kv_len)},",
+        f"        {_c_float(op.scale)}, {op.splits}, (int)(t % {op.splits}), (int)(t / {op.splits}), {strides});",
+    ]
+    emitter.prelude.append(flash_decode_source(config))
+    return lines, config.block[0]
+
+
+@window(nn.AttentionPartialOp, dims=_partial_dims, kernel=_decode)
+def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
+    """The portable fallback: one thread per partial value ``[b, h, split, c]``, looping
+    over its split's keys (any mask, any head dim)."""
+    T = emitter.index_type
+    at = _layout(op)
+    b, h, split, c = emitter.out_index
+    dq, dk, dv = emitter.dims[op.query], emitter.dims[op.key], emitter.dims[op.value]
+    _, heads, _, head_dim = at(*dq)
+    _, kv_heads, kv_len, _ = at(*dk)
+    value_dim = _p(dv[3])
+    hk, j, d, chunk, lo, hi = (emitter.var(n) for n in ("hk", "j", "d", "chunk", "lo", "hi"))
+    lines = [
+        f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
+        f"    const {T} {chunk} = ({_p(kv_len)} + {op.splits - 1}) / {op.splits};",
+        f"    const {T} {lo} = {split} * {chunk} < {_p(kv_len)} ? {split} * {chunk} : {_p(kv_len)};",
+        f"    const {T} {hi} = {lo} + {chunk} < {_p(kv_len)} ? {lo} + {chunk} : {_p(kv_len)};",
+        f"    float m = {_NEG_INF}, l = 0.0f, acc = 0.0f;",
+        "    bool undefined = false;",
+        f"    for ({T} {j} = {lo}; {j} < {hi}; ++{j}) {{",
+        "      float s = 0.0f;",
+        f"      for ({T} {d} = 0; {d} < {_p(head_dim)}; ++{d})",
+        f"        s += {emitter.load(op.query, at(b, h, '0', d))} * {emitter.load(op.key, at(b, hk, j, d))};",
+        f"      s *= {_c_float(op.scale)};",
+        *_mask_lines(emitter, op, b, h, "0", j, "      "),
+        f"      if (s != s || s == {_POS_INF}) undefined = true;",
+        "      if (s > m) { const float r = expf(m - s); l *= r; acc *= r; m = s; }",
+        f"      const float p = s == {_NEG_INF} ? 0.0f : expf(s - m);",
+        "      l += p;",
+        f"      if ({c} < {value_dim}) acc += p * {emitter.load(op.value, at(b, hk, j, c))};",
+        "    }",
+    ]
+    value = f"{c} < {value_dim} ? acc : ({c} == {value_dim} ? m : l)"
+    return [*lines, y_decl(emitter, op, f"undefined ? __int_as_float(0x7fc00000) : ({value})")]
+
+
+@window(nn.AttentionCombineOp, dims=lambda emitter, op: op.result_dims(lambda v: emitter.dims[v], None))
+def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
+    """Split-KV pass 2: one thread per output element reads its (batch, head)'s splits'
+    ``m`` (twice: the maximum, then the weights) and its column of ``o`` and ``l``; the
+    partials are small and stay in L1 / L2, the kernel is a short tail after pass 1."""
+    T = emitter.index_type
+    b, h, _, c = _layout(op)(*emitter.out_index)
+    splits, row = emitter.dims[op.partial][2], op.value_dim
+    s, ms, w = emitter.var("split"), emitter.var("ms"), emitter.var("w")
+    m_at = emitter.load(op.partial, [b, h, s, str(row)])
+    rows = "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
+    lines = [
+        f"    float top = {_NEG_INF}, num = 0.0f, den = 0.0f;",
+        "    bool undefined = false;",
+        f"    for ({T} {s} = 0; {s} < {_p(splits)}; ++{s}) {{",
+        f"      const float {ms} = {m_at};",
+        f"      undefined = undefined || {ms} != {ms};",
+        f"      top = fmaxf(top, {ms});",
+        "    }",
+        f"    undefined = undefined || top == {_NEG_INF};",
+        f"    for ({T} {s} = 0; {s} < {_p(splits)}; ++{s}) {{",
+        f"      const float {ms} = {m_at};",
+        # exp(-inf - top) is 0 unless top is -inf too (then NaN, and the row is undefined);
+        # an empty split's 0 * o still propagates a NaN of o, as the reference's.
+        f"      const float {w} = {ms} == {_NEG_INF} ? 0.0f : expf({ms} - top);",
+        f"      num += {w} * {emitter.load(op.partial, [b, h, s, c])};",
+        f"      den += {w} * {emitter.load(op.partial, [b, h, s, str(row + 1)])};",
+        "    }",
+    ]
+    return [*lines, y_decl(emitter, op, f"undefined ? {rows} : num / den")]
 
 
 @window(nn.RotaryEmbeddingOp, dims=lambda emitter, op: list(emitter.dims[op.input]))
