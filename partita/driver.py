@@ -25,7 +25,7 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import BatchNormOp, Conv2DOp, ReduceMeanOp, SoftmaxOp
+from partita.dialects.nn import AttentionOp, BatchNormOp, Conv2DOp, ReduceMeanOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
@@ -173,6 +173,11 @@ def _pipeline_stages(
     steps.append("inline-private-functions")
     steps.append("verify-targets")
     cuda = config.find_target_for_kind("cuda")
+    if cuda is not None and ("fuse-attention" in steps or any(isinstance(op, AttentionOp) for op in module.walk())):
+        # Decode attention (one query row, a long KV) placed on the cuda target: split-KV,
+        # two kernels that spread the keys over the GPU (after placement, so cuDNN,
+        # TensorRT and the host keep their nn.attention whole).
+        steps.append("split-kv-attention{target=cuda}")
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
