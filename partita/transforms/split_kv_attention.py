@@ -111,7 +111,7 @@ class SplitKVDecode(RewritePattern):
                                         splits=splits, layout=op.layout)
         combine = nn.AttentionCombineOp(partial, result_type=op.result.type,
                                         zero_undefined_rows=op.zero_undefined_rows, layout=op.layout)
-        rewriter.replace_op(op, [partial, combine])
+        rewriter.replace(op, [partial, combine])
 
 
 def _in_scope(function: FuncOp, kind: str) -> bool:
