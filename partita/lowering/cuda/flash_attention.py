@@ -31,9 +31,14 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   ``[1, 1, 1, Skv]`` or ``[B, 1, 1, 1]`` mask broadcasts), and ``kv_len`` itself (run-time:
   dynamic sequence lengths).
 - **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
-- **Decode (split-KV)**: ``flash_decode_*`` runs one query row per (batch, head, split):
-  each split streams ``ceil(kv_len / splits)`` keys and writes its partial ``(m, l, o)``;
-  ``flash_decode_combine_*`` merges the splits with the same rescaling.
+- **Decode (split-KV)**: ``DecodeConfig`` / ``flash_decode_source``, pass 1 of
+  ``nn.attention_partial``: one block per (split, batch x head) pair streams the split's
+  ``ceil(kv_len / splits)`` keys once and writes its partial row ``[o[D], m, l]``. No
+  tensor cores (one query row): a group of lanes holds one key row in 16-byte vectors
+  (``LDG.E.128``: 8 halves or 4 floats a lane), loads 4 keys' K and V before using any,
+  reduces the dot product by xor shuffles; groups, then warps merge their online softmax.
+  f16 / bf16 / f32, either layout, no mask or a boolean / additive key padding mask.
+  ``nn.attention_combine`` (pass 2) is a plain window kernel of ``ops/attention.py``.
 
 Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
 contiguous, or the same in ``[B, S, H, D]`` (``layout = "BSHD"``: rows ``H * D`` apart, the

@@ -1,7 +1,7 @@
-"""CUDA lowering rule of ``nn.attention``: a ``window`` kernel with three schedules, all
-streaming the keys once with the online softmax (running max ``m``, running sum ``l``,
-running ``sum_j p_j * v[j, c]``, rescaled when the max grows), so the scores never reach
-memory:
+"""CUDA lowering rules of ``nn.attention`` and its split-KV pair. ``nn.attention`` is a
+``window`` kernel with three schedules, all streaming the keys once with the online
+softmax (running max ``m``, running sum ``l``, running ``sum_j p_j * v[j, c]``, rescaled
+when the max grows), so the scores never reach memory:
 
 * **flash** (``partita.lowering.cuda.flash_attention``): f16 / bf16 tensor-core tiles, for
   the op alone with no mask or a boolean key padding mask;
@@ -13,7 +13,16 @@ memory:
   256 or not static): one thread per output element ``out[b, h, i, c]``, each recomputing
   its row's scores (D multiply-adds per key); correct, not fast.
 
-NaN and +inf scores and fully masked rows follow the reference in all three: the row is
+Split-KV decode (``split-kv-attention``) has two ops of its own:
+
+* ``nn.attention_partial``: the **decode** schedule (``flash_attention.DecodeConfig``:
+  16-byte K / V loads by lane groups, one block per (split, batch x head) pair, blocks
+  grid-striding over the pairs) for f16 / bf16 / f32, D = Dv a multiple of 8 up to 256,
+  no mask or a key padding mask; else a per-element kernel over the split's keys;
+* ``nn.attention_combine``: per element, the splits' partials rescaled to their common
+  maximum (a short tail: the partials are ``B * H * splits * (D + 2)`` floats).
+
+NaN and +inf scores and fully masked rows follow the reference in every schedule: the row is
 NaN, or zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies
 its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 
