@@ -162,3 +162,18 @@ def test_bf16_and_already_external_initializers(tmp_path: Path) -> None:
     assert parse_leaving_weights(external, PARAMETER_THRESHOLD_BYTES) is None  # nothing embedded to leave
     files = {p.file.data for p in _parameters(import_onnx(external)).values()}
     assert files == {str((external.parent / "ext.bin").resolve())}
+
+
+def test_an_explicit_default_data_location_is_still_embedded(tmp_path: Path) -> None:
+    """``onnx.save`` of a model loaded with its external data writes ``data_location:
+    DEFAULT`` out (as torch's exports re-saved in one file have it): still a payload."""
+    path, arrays = _mlp(tmp_path)
+    model = onnx.load(str(path))
+    for tensor in model.graph.initializer:
+        tensor.data_location = TensorProto.DEFAULT
+    assert all(t.HasField("data_location") for t in model.graph.initializer)
+    onnx.save_model(model, str(path))
+    assert set(_parameters(import_onnx(path))) == {"w0", "w1"}
+    x = np.ones((2, 64), np.float32)
+    exe = partita.compile(str(path), ["llvm"], cache_dir=tmp_path / "cache")
+    np.testing.assert_allclose(exe.run(x)[0], _expected(x, arrays), rtol=1e-5, atol=1e-5)

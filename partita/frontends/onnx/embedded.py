@@ -36,6 +36,7 @@ _GRAPH_INITIALIZER = 5
 _TENSOR_RAW_DATA = 9
 _TENSOR_EXTERNAL_DATA = 13
 _TENSOR_DATA_LOCATION = 14
+_DEFAULT_LOCATION = 0  # TensorProto.DataLocation.DEFAULT
 
 _VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
 
@@ -90,8 +91,8 @@ def _fields(buf, start: int, end: int):
         if field == 0:
             raise _Declined
         if wire == _VARINT:
-            _, pos = _varint(buf, pos, end)
             payload = pos
+            _, pos = _varint(buf, pos, end)
         elif wire == _FIXED64:
             payload, pos = pos, pos + 8
         elif wire == _FIXED32:
@@ -113,10 +114,14 @@ def _message(field: int, body: bytes) -> bytes:
 def _tensor_without_payload(buf, start: int, end: int, threshold: int) -> tuple[bytes, int, int] | None:
     """The TensorProto in ``buf[start:end]`` without its raw_data, and the payload's
     (offset, length); None when it keeps its payload (small, absent, or not plain)."""
-    raw = [(head, payload, stop) for field, wire, head, payload, stop in _fields(buf, start, end)
-           if field == _TENSOR_RAW_DATA and wire == _LENGTH_DELIMITED]
-    others = {field for field, *_ in _fields(buf, start, end)}
-    if len(raw) != 1 or _TENSOR_EXTERNAL_DATA in others or _TENSOR_DATA_LOCATION in others:
+    raw, external = [], False
+    for field, wire, head, payload, stop in _fields(buf, start, end):
+        if field == _TENSOR_RAW_DATA and wire == _LENGTH_DELIMITED:
+            raw.append((head, payload, stop))
+        elif field == _TENSOR_EXTERNAL_DATA or (field == _TENSOR_DATA_LOCATION and wire == _VARINT
+                                                and _varint(buf, payload, stop)[0] != _DEFAULT_LOCATION):
+            external = True  # (onnx.save writes data_location DEFAULT out explicitly)
+    if len(raw) != 1 or external:
         return None  # no payload, a payload given twice (the last would win), or already external
     head, payload, stop = raw[0]
     if stop - payload < threshold:
