@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 _CHILD = r"""
 import json, re, sys, time
@@ -80,26 +81,32 @@ def _external(name: str, dims: list[int], handle, location: str) -> onnx.TensorP
     return tensor
 
 
-def build_model(path: Path, gigabytes: float, hidden: int, form: str = "matmul", seed: int = 0) -> int:
-    """Writes the MLP of about ``gigabytes`` of f32 weights to ``path`` (external data in
-    ``path.name + '.data'``, written a layer at a time: building a 4 GB model takes one
-    layer of memory); returns the bytes of weights. ``form``: ``matmul`` (``MatMul`` by a
-    [K, N] weight, imported as a transposed copy) or ``gemm`` (``Gemm`` with ``transB``, as
-    torch exports ``nn.Linear``: the weight is used as stored)."""
+def build_model(path: Path, gigabytes: float, hidden: int, form: str = "matmul", seed: int = 0,
+                storage: str = "external") -> int:
+    """Writes the MLP of about ``gigabytes`` of f32 weights to ``path``; returns the bytes
+    of weights. ``storage``: ``external`` (ONNX external data in ``path.name + '.data'``,
+    written a layer at a time: building a 4 GB model takes one layer of memory) or
+    ``embedded`` (every initializer's ``raw_data`` inside the ``.onnx`` file, as exporters
+    write models under 2 GB; built in memory). ``form``: ``matmul`` (``MatMul`` by a [K, N]
+    weight, imported as a transposed copy) or ``gemm`` (``Gemm`` with ``transB``, as torch
+    exports ``nn.Linear``: the weight is used as stored)."""
     rng = np.random.default_rng(seed)
     per_layer = hidden * hidden * 4 + hidden * 4
     layers = max(1, round(gigabytes * 1e9 / per_layer))
     nodes, inits, x = [], [], "x"
     location = path.name + ".data"
-    with open(path.parent / location, "wb") as data:
+    with open(path.parent / location if storage == "external" else os.devnull, "wb") as data:
         for i in range(layers):
             w = rng.standard_normal((hidden, hidden), dtype=np.float32)
             w /= np.float32(np.sqrt(hidden))
             b = rng.standard_normal(hidden, dtype=np.float32) * np.float32(0.01)
-            inits.append(_external(f"w{i}", [hidden, hidden], data, location))
-            data.write(w.tobytes())
-            inits.append(_external(f"b{i}", [hidden], data, location))
-            data.write(b.tobytes())
+            if storage == "embedded":
+                inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+            else:
+                inits.append(_external(f"w{i}", [hidden, hidden], data, location))
+                data.write(w.tobytes())
+                inits.append(_external(f"b{i}", [hidden], data, location))
+                data.write(b.tobytes())
             if form == "gemm":
                 nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [f"a{i}"], transB=1))
             else:
@@ -133,8 +140,10 @@ def main() -> None:
     parser.add_argument("--form", choices=("matmul", "gemm"), default="matmul",
                         help="MatMul by [K, N] weights (transposed on import) or Gemm transB=1 (used as stored)")
     parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
+    parser.add_argument("--storage", choices=("external", "embedded"), default="external",
+                        help="weights as ONNX external data, or inside the .onnx file (under 2 GB)")
     args = parser.parse_args()
-    print(f"{args.form}, {args.precision}, targets {args.targets!r}")
+    print(f"{args.form}, {args.storage}, {args.precision}, targets {args.targets!r}")
     print(f"{'GB':>6} {'layers':>6} | {'compile s':>9} {'peak GB':>8} {'x w':>5} | {'file GB':>7} |"
           f" {'load s':>6} {'s/GB':>5} | {'run s':>6} {'peak GB':>8} {'x w':>5}")
     for size in (float(s) for s in args.sizes.split(",")):
@@ -143,7 +152,7 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             model = folder / f"mlp_{size:g}gb.onnx"
             compiled = model.with_suffix(".partita")
-            weights = build_model(model, size, args.hidden, args.form)
+            weights = build_model(model, size, args.hidden, args.form, storage=args.storage)
             # Another working directory: external data must be found next to the model.
             cwd = Path(tempfile.mkdtemp())
             start = time.perf_counter()

@@ -32,24 +32,30 @@ from partita.frontends.onnx import (  # noqa: F401
     reduction,
     transform,
 )
+from partita.frontends.onnx.embedded import parse_leaving_weights
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.model import MAX_OPSET, MIN_OPSET
 from partita.frontends.onnx.registry import CONVERTERS
 from partita.ir import PartitaError, verify_module
+from partita.ir.parameters import PARAMETER_THRESHOLD_BYTES
 
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
 
 def load_model(model: onnx.ModelProto | str | Path, *, external_data: bool = True) -> onnx.ModelProto:
     """An ONNX model from a proto or a file; errors are ``PartitaError``s. Without
     ``external_data`` the tensors stored outside the model stay references (the importer
-    reads each one once, from the model's own folder)."""
+    reads each one once, from the model's own folder), and so do the large initializers
+    stored inside it (``partita.frontends.onnx.embedded``): the model's weights are never
+    read into memory."""
     if isinstance(model, onnx.ModelProto):
         return model
     path = Path(model)
     if not path.is_file():
         raise PartitaError(f"cannot read '{path}': no such file")
+    proto = None if external_data else parse_leaving_weights(path.resolve(), PARAMETER_THRESHOLD_BYTES)
     try:
-        proto = onnx.load(str(path), load_external_data=external_data)
+        if proto is None:
+            proto = onnx.load(str(path), load_external_data=external_data)
     except Exception as err:  # onnx raises DecodeError, ValidationError, OSError...
         why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise PartitaError(f"'{path}' is not an ONNX model: {why}") from None
