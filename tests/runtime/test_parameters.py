@@ -478,3 +478,44 @@ def test_a_loaded_model_refuses_weights_from_a_file_replaced_since_it_was_loaded
         Runtime(loaded.module, SimulatedDevice())
     x = np.random.default_rng(13).standard_normal((2, 64)).astype(np.float32)
     assert partita.load(saved).run(x)[0].shape == (2, 64)  # loading it again is fine
+
+
+def test_a_transposed_weight_is_a_parameter_however_large(tmp_path: Path) -> None:
+    """``MatMul(x, Transpose(W))`` (torch's export of a tied lm_head): the transpose of a
+    mapped weight is a permuted view, so ``nn.dense`` takes ``W`` as stored, with no
+    transpose op left to run, even past the import's fold budget (80 MiB here, in a sparse
+    external file: nothing is read)."""
+    from partita.frontends.onnx.folding import FOLD_LIMIT_BYTES
+
+    rows, cols = 20480, 1024  # [vocab, hidden]
+    assert rows * cols * 4 > FOLD_LIMIT_BYTES
+    data = tmp_path / "w.bin"
+    with open(data, "wb") as handle:
+        handle.truncate(rows * cols * 4)
+        handle.seek(0)
+        handle.write(np.arange(cols, dtype=np.float32).tobytes())  # row 0 of W: 0, 1, 2, ...
+    weight = TensorProto(name="lm_head.weight", data_type=TensorProto.FLOAT, dims=[rows, cols])
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", str(rows * cols * 4))):
+        weight.external_data.add(key=key, value=value)
+    graph = helper.make_graph([helper.make_node("Transpose", ["lm_head.weight"], ["wt"], perm=[1, 0]),
+                               helper.make_node("MatMul", ["x", "wt"], ["y"])], "tied",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cols])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows])], [weight])
+    path = tmp_path / "tied.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    tracemalloc.start()
+    try:
+        module = load_module(str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+    kinds = [op.name for op in module.walk() if op.name.startswith("nn.")]
+    assert "nn.transpose" not in kinds and "nn.dense" in kinds, kinds
+    (param,) = [op.value for op in _constants(module) if isinstance(op.value, ParameterAttr)]
+    assert param.get_shape() == (rows, cols) and not param.perm.data  # W as stored: [N, K]
+    x = np.zeros((1, cols), np.float32)
+    x[0, 2] = 1.0
+    y = partita.compile(str(path), ["llvm"], cache_dir=tmp_path / "cache").run(x)[0]
+    assert y.shape == (1, rows) and y[0, 0] == 2.0 and not y[0, 1:].any()

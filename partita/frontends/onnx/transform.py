@@ -24,6 +24,7 @@ from partita.frontends.onnx.values import (
     sym_arith,
     sym_factors,
 )
+from partita.ir.parameters import mapped_region
 
 
 @converter("Identity")
@@ -194,6 +195,11 @@ def _flatten(cx, ins, attrs):
 
 @converter("Transpose")
 def _transpose(cx, ins, attrs):
+    if is_const(ins[0]) and mapped_region(ins[0]) is not None:
+        # A transposed weight (an exported MatMul(x, Transpose(W)): tied embeddings, an
+        # lm_head) is a permuted view of its mapping, a parameter with a perm: no bytes,
+        # whatever its size (the fold budget is for values that folding builds).
+        return ins[0].transpose(attrs.get("perm", list(range(ins[0].ndim))[::-1]))
     x = cx.tensor(ins[0])
     perm = attrs.get("perm", list(range(len(shape_of(x))))[::-1])
     return cx.emit(nn.TransposeOp(x, perm))
