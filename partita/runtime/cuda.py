@@ -265,6 +265,10 @@ class CudaDevice:
     def download(self, array: np.ndarray, ptr: int, stream) -> None:
         self._call(self.drv.cuMemcpyDtoHAsync(array.ctypes.data, ptr, array.nbytes, stream), "cuMemcpyDtoHAsync")
 
+    def host_view(self, ptr: int, shape, dtype) -> None:
+        """None: device memory is not the host's, a host step downloads its operands."""
+        return None
+
     def copy(self, dst: int, src: int, nbytes: int, stream) -> None:
         self._call(self.drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
 

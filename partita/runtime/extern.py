@@ -61,7 +61,7 @@ from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.hopper import Sm90KernelHandle
 from partita.runtime.libraries import handle_class as library_handle_class
-from partita.runtime.validate import CheckedModule, check_cutlass_contract
+from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class KernelHandle:
         if smem is None:
             smem = module.global_int(self.entry.smem_symbol) if hasattr(module, "global_int") else 0
         kernel = module.kernel(self.entry.name, smem, loader.emulation)
-        return PreparedCutlass(self, kernel, smem, module if isinstance(module, CheckedModule) else None)
+        return PreparedCutlass(self, kernel, smem, as_checked(module))
 
     def check(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]) -> dict[str, int]:
         """The run-time dims of a call on operands of these (shape, dtype); a located error
@@ -185,7 +185,7 @@ class FusedKernelHandle:
     def prepare(self, loader: Any) -> PreparedFused:
         module = loader.module(self)
         kernel = module.kernel(self.record.entry, 0, loader.emulation)
-        return PreparedFused(self, kernel, module if isinstance(module, CheckedModule) else None)
+        return PreparedFused(self, kernel, as_checked(module))
 
 @dataclass(frozen=True)
 class PreparedFused:

@@ -25,7 +25,7 @@ from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, pro
 from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.tma import sm90_arguments, sm90_grid, sm90_pieces
-from partita.runtime.validate import CheckedModule, check_cutlass_contract
+from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Sm90KernelHandle:
     def prepare(self, loader: Any) -> PreparedSm90:
         module = loader.module(self)
         kernel = module.kernel(self.entry.name, self.smem, loader.emulation)
-        return PreparedSm90(self, kernel, module if isinstance(module, CheckedModule) else None)
+        return PreparedSm90(self, kernel, as_checked(module))
 
     def problem(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]
                 ) -> tuple[int, int, int, int]:

@@ -104,11 +104,11 @@ class HostStep:
         # A device whose memory is the host's (the simulated one) lends the operands as
         # read-only views: a weight read by a host step is not copied. Elsewhere they are
         # downloaded, after the kernels before them on the stream.
-        host_view = getattr(device, "host_view", None)
         host = []
         for t in self.inputs:
-            if host_view is not None:
-                host.append(host_view(t.ptr, t.shape, t.dtype))
+            view = device.host_view(t.ptr, t.shape, t.dtype)
+            if view is not None:
+                host.append(view)
                 continue
             array = np.empty(t.shape, t.dtype)
             if array.nbytes:

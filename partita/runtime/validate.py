@@ -38,7 +38,7 @@ from partita.lowering.cubin import (
 from partita.lowering.cutlass.kernels import entry_contract
 from partita.runtime.arguments import ArgumentLayout, ArgumentLayouts
 
-__all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "max_dynamic_smem"]
+__all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "as_checked", "max_dynamic_smem"]
 
 MAX_BLOCK = (1024, 1024, 64)
 MAX_THREADS = 1024
@@ -215,6 +215,12 @@ def check_layout(kernel: _Kernel, layout: ArgumentLayout) -> None:
     if packed != declared:
         raise PartitaError(f"{where}: its record packs arguments as (offset, size) {packed}, but the kernel "
                            f"takes {declared}")
+
+
+def as_checked(module: Any) -> CheckedModule | None:
+    """``module`` when it is a checked cubin (loaded through a launch plan), else None (a
+    module loaded directly, whose kernels nothing checks)."""
+    return module if isinstance(module, CheckedModule) else None
 
 
 def check_cutlass_contract(module: CheckedModule | None, entry: Any, function: str) -> None:
