@@ -289,7 +289,13 @@ def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
     row = max(1, source[0].size * source.dtype.itemsize)
     rows = max(1, CONVERT_CHUNK_BYTES // row)
     for at in range(0, source.shape[0], rows):
-        chunk = np.ascontiguousarray(source[at : at + rows])
+        chunk = source[at : at + rows]
+        if chunk.dtype == dtype and chunk.flags.c_contiguous:
+            # The mapped bytes themselves, aligned or not (a weight embedded in an .onnx
+            # file lies at any offset; NumPy would copy an unaligned chunk to align it).
+            yield memoryview(chunk.reshape(-1).view(np.uint8))
+            continue
+        chunk = np.ascontiguousarray(chunk)
         chunk = chunk if chunk.dtype == dtype else chunk.astype(dtype)
         yield memoryview(chunk.reshape(-1).view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
