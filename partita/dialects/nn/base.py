@@ -376,9 +376,9 @@ def op_kind(op: Operation | type[Operation]) -> OpKind:
     return OpKind.OPAQUE if trait is None else trait.kind
 
 
-def kind_trait(kind: OpKind):
-    """``traits`` of an op class (or family base) of pattern ``kind``."""
-    return traits_def(OpPattern(kind))
+def kind_trait(kind: OpKind, *more: OpTrait):
+    """``traits`` of an op class (or family base) of pattern ``kind``, and ``more``."""
+    return traits_def(OpPattern(kind), *more)
 
 
 class NNOp(IRDLOperation):

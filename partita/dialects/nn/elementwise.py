@@ -25,6 +25,7 @@ from xdsl.irdl import (
     opt_prop_def,
     result_def,
 )
+from xdsl.traits import Commutative
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
@@ -87,6 +88,7 @@ class ElementwiseBinaryOp(NNOp):
 @irdl_op_definition
 class AddOp(ElementwiseBinaryOp):
     name = "nn.add"
+    traits = kind_trait(OpKind.BROADCAST, Commutative())
 
 
 @irdl_op_definition
@@ -97,6 +99,7 @@ class SubtractOp(ElementwiseBinaryOp):
 @irdl_op_definition
 class MultiplyOp(ElementwiseBinaryOp):
     name = "nn.multiply"
+    traits = kind_trait(OpKind.BROADCAST, Commutative())
 
 
 @irdl_op_definition

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import onnx
 from xdsl.ir import SSAValue
+from xdsl.traits import Commutative
 
 from partita.dialects import nn
 from partita.frontends.onnx.importer import Importer
@@ -16,8 +17,15 @@ from partita.frontends.onnx.values import ONNX_DTYPES, Value, fail, is_const, is
 
 
 def _binary(op_cls, **fixed):
+    commutative = op_cls.has_trait(Commutative)
+
     def convert(cx: Importer, ins, attrs):
-        a, b = cx.operands(ins[0], ins[1])
+        lhs, rhs = ins[0], ins[1]
+        if commutative and is_const(lhs) and not is_const(rhs):
+            # MLIR's canonical form of a commutative op, the constant on the right: an
+            # exported Add(bias, MatMul) is then a GEMM with a bias epilogue to the patterns.
+            lhs, rhs = rhs, lhs
+        a, b = cx.operands(lhs, rhs)
         return cx.emit(op_cls(a, b, **fixed))
 
     return convert
