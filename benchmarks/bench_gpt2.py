@@ -18,14 +18,13 @@ The table in the README (section "Compile once, run many") was measured with it 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 import numpy as np
+from bench_weights import measure  # benchmarks/: the child process that reports its own peak
 
 _EXPORT = textwrap.dedent("""
     import sys, numpy as np, onnx, torch, transformers
@@ -41,36 +40,17 @@ _EXPORT = textwrap.dedent("""
     np.savez(f"{folder}/inputs.npz", input_ids=ids)
 """)
 
-_CHILD = textwrap.dedent("""
-    import json, re, sys, time
-    start = time.perf_counter()
-    from partita.tools import {tool}
-    code = {tool}.main({argv!r})
-    seconds = time.perf_counter() - start
-    peak = int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))
-    print(json.dumps({{"code": code, "seconds": seconds, "peak_kib": peak}}), file=sys.stderr)
-    sys.exit(code)
-""")
-
 _ORT = textwrap.dedent("""
     import json, re, sys, time
     import numpy as np, onnxruntime as ort
     start = time.perf_counter()
-    session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
-    (logits,) = session.run(None, dict(np.load(sys.argv[2])))
+    session = ort.InferenceSession({model!r}, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, dict(np.load({inputs!r})))
     seconds = time.perf_counter() - start
-    np.save(sys.argv[3], logits)
+    np.save({out!r}, logits)
     peak = int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))
-    print(json.dumps({"code": 0, "seconds": seconds, "peak_kib": peak}), file=sys.stderr)
+    print(json.dumps({{"code": 0, "seconds": seconds, "peak_kib": peak}}), file=sys.stderr)
 """)
-
-
-def child(script: str, *args: str, cwd: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd, check=False)
-    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    if done.returncode != 0 or not last.startswith("{"):
-        raise SystemExit(f"failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(last)
 
 
 def main() -> None:
@@ -92,10 +72,10 @@ def main() -> None:
         for storage in ("external", "embedded"):
             model, cwd = folder / storage / "gpt2.onnx", Path(tempfile.mkdtemp())
             compiled, out, ort_out = cwd / "gpt2.partita", cwd / "y.npz", cwd / "ort.npy"
-            c = child(_CHILD.format(tool="compile", argv=[str(model), "-o", str(compiled), "-q"]), cwd=cwd)
-            r = child(_CHILD.format(tool="run", argv=[str(compiled), "-q", "--inputs", str(folder / "inputs.npz"),
-                                                      "--output", str(out)]), cwd=cwd)
-            o = child(_ORT, str(model), str(folder / "inputs.npz"), str(ort_out), cwd=cwd)
+            c = measure("compile", [str(model), "-o", str(compiled), "-q"], cwd)
+            r = measure("run", [str(compiled), "-q", "--inputs", str(folder / "inputs.npz"), "--output", str(out)], cwd)
+            o = measure("onnxruntime", [], cwd, _ORT.format(model=str(model), inputs=str(folder / "inputs.npz"),
+                                                            out=str(ort_out)))
             got = np.load(out)
             diff = float(np.abs(got[next(iter(got.keys()))] - np.load(ort_out)).max())
             gb = 1e9

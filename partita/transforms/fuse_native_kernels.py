@@ -52,16 +52,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.dialects import nn
 from partita.dialects.byoc import (
-    COMPILER,
     PRIMITIVE,
-    REFERENCE_IMPL,
     TARGET,
     TargetAttr,
 )
 from partita.ir import symbol_name
 from partita.ir.structural import structural_hash, structurally_equal
 from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable, prologue_error
-from partita.transforms.target_utils import func_target_attr, is_entry
+from partita.transforms.target_utils import func_target_attr, lowers_on_target
 
 __all__ = ["FuseNativeKernels", "fuse_groups"]
 
@@ -186,13 +184,6 @@ class _LoweredFunctions:
         self.buckets.setdefault(structural_hash(function.body), []).append(function)
 
 
-def _in_scope(function: FuncOp, kind: str) -> bool:
-    if not function.body.blocks or any(a in function.attributes for a in (COMPILER, PRIMITIVE, REFERENCE_IMPL)):
-        return False
-    target = func_target_attr(function)
-    return target.kind.data == kind if target is not None else is_entry(function)
-
-
 @dataclass(frozen=True)
 class FuseNativeKernels(ModulePass):
     """Outline maximal convex groups of injective ops, alone or as the epilogue of one
@@ -206,7 +197,7 @@ class FuseNativeKernels(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         taken = {name for o in op.ops if (name := symbol_name(o)) is not None}
         lowered = _LoweredFunctions()
-        for function in [f for f in op.ops if isinstance(f, FuncOp) and _in_scope(f, self.target)]:
+        for function in [f for f in op.ops if isinstance(f, FuncOp) and lowers_on_target(f, self.target)]:
             attr = func_target_attr(function)
             target = attr.without_host() if attr is not None else TargetAttr(self.target)
             k = 0

@@ -49,8 +49,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from partita.dialects import nn
-from partita.dialects.byoc import COMPILER, PRIMITIVE, REFERENCE_IMPL
-from partita.transforms.target_utils import func_target_attr, is_entry
+from partita.transforms.target_utils import lowers_on_target
 
 __all__ = ["MAX_SPLITS", "SplitKVAttention", "SplitKVDecode", "choose_splits"]
 
@@ -114,14 +113,6 @@ class SplitKVDecode(RewritePattern):
         rewriter.replace(op, [partial, combine])
 
 
-def _in_scope(function: FuncOp, kind: str) -> bool:
-    """A body that ``fuse-native-kernels{target=kind}`` lowers (see the module docstring)."""
-    if not function.body.blocks or any(a in function.attributes for a in (COMPILER, PRIMITIVE, REFERENCE_IMPL)):
-        return False
-    target = func_target_attr(function)
-    return target.kind.data == kind if target is not None else is_entry(function)
-
-
 @dataclass(frozen=True)
 class SplitKVAttention(ModulePass):
     """Split-KV decode attention on the native CUDA target (module docstring)."""
@@ -137,7 +128,7 @@ class SplitKVAttention(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         pattern = SplitKVDecode(self.sms, self.min_kv_len)
-        for function in [f for f in op.ops if isinstance(f, FuncOp) and _in_scope(f, self.target)]:
+        for function in [f for f in op.ops if isinstance(f, FuncOp) and lowers_on_target(f, self.target)]:
             PatternRewriteWalker(GreedyRewritePatternApplier([pattern], dce_enabled=False),
                                  apply_recursively=False).rewrite_region(function.body)
 

@@ -69,6 +69,25 @@ def _external_offsets(path: Path) -> dict[str, int]:
     return {t.name: int(next(e.value for e in t.external_data if e.key == "offset")) for t in model.graph.initializer}
 
 
+def _external_f32(name: str, dims: list[int], location: str, offset: int = 0) -> TensorProto:
+    """An f32 initializer whose data is ``location``'s bytes from ``offset``."""
+    tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(4 * int(np.prod(dims))))):
+        tensor.external_data.add(key=key, value=value)
+    return tensor
+
+
+def _import_peak(path: Path) -> tuple[object, int]:
+    """The module of ``path`` and the peak of Python's allocations while importing it."""
+    tracemalloc.start()
+    try:
+        module = load_module(str(path))
+        return module, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def _load_on_recording_gpu(module, drv: RecordingDriver) -> tuple[Runtime, int]:
     """A runtime loading ``module`` onto the recording driver, and the peak of Python's
     host allocations during that load less the driver's stand-ins for device memory."""
@@ -234,21 +253,13 @@ def test_an_onnx_model_over_2_gb_imports_without_reading_its_weights(tmp_path: P
     data = tmp_path / "big.bin"
     with open(data, "wb") as handle:
         handle.truncate(4096 + rows * cols * 4)
-    weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[rows, cols])
-    weight.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", "big.bin"), ("offset", "4096"), ("length", str(rows * cols * 4))):
-        weight.external_data.add(key=key, value=value)
+    weight = _external_f32("w", [rows, cols], "big.bin", 4096)
     graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "big",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cols])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows])], [weight])
     path = tmp_path / "big.onnx"
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    tracemalloc.start()
-    try:
-        module = load_module(str(path))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    module, peak = _import_peak(path)
     (op,) = [op for op in _constants(module) if isinstance(op.value, ParameterAttr)]
     assert op.value.type.get_shape() == (rows, cols) and op.value.offset.data == 4096
     assert op.value.stored_bytes() > 2**31
@@ -494,22 +505,14 @@ def test_a_transposed_weight_is_a_parameter_however_large(tmp_path: Path) -> Non
         handle.truncate(rows * cols * 4)
         handle.seek(0)
         handle.write(np.arange(cols, dtype=np.float32).tobytes())  # row 0 of W: 0, 1, 2, ...
-    weight = TensorProto(name="lm_head.weight", data_type=TensorProto.FLOAT, dims=[rows, cols])
-    weight.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", str(rows * cols * 4))):
-        weight.external_data.add(key=key, value=value)
+    weight = _external_f32("lm_head.weight", [rows, cols], "w.bin")
     graph = helper.make_graph([helper.make_node("Transpose", ["lm_head.weight"], ["wt"], perm=[1, 0]),
                                helper.make_node("MatMul", ["x", "wt"], ["y"])], "tied",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cols])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows])], [weight])
     path = tmp_path / "tied.onnx"
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    tracemalloc.start()
-    try:
-        module = load_module(str(path))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    module, peak = _import_peak(path)
     assert peak < 16 << 20, peak
     kinds = [op.name for op in module.walk() if op.name.startswith("nn.")]
     assert "nn.transpose" not in kinds and "nn.dense" in kinds, kinds

@@ -69,20 +69,16 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         return None
     if op.value.type.get_shape()[3] != head_dim:
         return None
-    mask, strides = "0", "0, 0"
+    strides = _key_padding_strides(emitter, op)
+    if strides is None or op.mask_kind == "additive":
+        return None
+    mask = "0" if op.mask is None else "(const unsigned char*)in3"
     T = emitter.index_type
     # (batch, heads, seq) of query and key in the op's layout
     axes = (0, 2, 1) if op.layout == "BSHD" else (0, 1, 2)
     dq, dk = emitter.dims[op.query], emitter.dims[op.key]
     batch, heads, q_len = (_p(dq[a]) for a in axes)
     kv_heads, kv_len = _p(dk[axes[1]]), _p(dk[axes[2]])
-    if op.mask is not None:
-        shape = op.mask.type.get_shape()
-        if op.mask_kind != "boolean" or len(shape) != 4 or tuple(shape[1:3]) != (1, 1):
-            return None
-        mask = "(const unsigned char*)in3"
-        mb, mk = (_p(d) for d in (emitter.dims[op.mask][0], emitter.dims[op.mask][3]))
-        strides = f"({mb} == 1 ? 0LL : (long long){mk}), ({mk} == 1 ? 0 : 1)"
     config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows,
                          layout=op.layout)
     lines = [
