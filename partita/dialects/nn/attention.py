@@ -261,7 +261,7 @@ class AttentionPartialOp(NNOp):
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         q, v = dims(self.query), dims(self.value)
-        return [q[0], q[self.heads_axis], self.splits, arith.add(v[3], 2)]
+        return [q[0], q[self.heads_axis], self.splits, arith.add(v[3], partial_row_size(0))]
 
 
 @irdl_op_definition

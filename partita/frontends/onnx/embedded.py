@@ -132,18 +132,15 @@ def _tensor_without_payload(buf, start: int, end: int, threshold: int) -> tuple[
 def _graph_without_payloads(buf, start: int, end: int, threshold: int) -> tuple[bytes, list[EmbeddedWeight]]:
     parts: list[bytes] = []
     weights: list[EmbeddedWeight] = []
-    index = 0
+    initializers = 0
     for field, wire, head, payload, stop in _fields(buf, start, end):
+        left = None
         if field == _GRAPH_INITIALIZER and wire == _LENGTH_DELIMITED:
             left = _tensor_without_payload(buf, payload, stop, threshold)
             if left is not None:
-                body, offset, length = left
-                parts.append(_message(_GRAPH_INITIALIZER, body))
-                weights.append(EmbeddedWeight(index, offset, length))
-                index += 1
-                continue
-            index += 1
-        parts.append(bytes(buf[head:stop]))
+                weights.append(EmbeddedWeight(initializers, left[1], left[2]))
+            initializers += 1
+        parts.append(bytes(buf[head:stop]) if left is None else _message(_GRAPH_INITIALIZER, left[0]))
     return b"".join(parts), weights
 
 

@@ -32,8 +32,7 @@ its rotation pair."""
 from __future__ import annotations
 
 from partita.dialects import nn
-from partita.dialects.nn.attention import partial_row_size
-from partita.lowering.cuda.cexpr import _add, _c_float
+from partita.lowering.cuda.cexpr import _c_float
 from partita.lowering.cuda.flash_attention import (
     DecodeConfig,
     FlashConfig,
@@ -41,6 +40,7 @@ from partita.lowering.cuda.flash_attention import (
     flash_decode_source,
     head_dim_supported,
 )
+from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
 from partita.lowering.cuda.rules import window
 
@@ -50,11 +50,6 @@ _POS_INF = "__int_as_float(0x7f800000)"
 
 def _p(d) -> str:
     return f"({d})"
-
-
-def _dims(emitter, op: nn.AttentionOp) -> list:
-    q, v = emitter.dims[op.query], emitter.dims[op.value]
-    return [q[0], q[1], q[2], v[3]]
 
 
 def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
@@ -233,7 +228,7 @@ def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     return _flash(emitter, op) or _rows(emitter, op)
 
 
-@window(nn.AttentionOp, dims=_dims, kernel=_schedule)
+@window(nn.AttentionOp, dims=derived_dims, kernel=_schedule)
 def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     T = emitter.index_type
     at = _layout(op)
@@ -279,11 +274,6 @@ def _key_padding_strides(emitter, op) -> str | None:
     return f"({mb} == 1 ? 0LL : (long long){mk}), ({mk} == 1 ? 0 : 1)"
 
 
-def _partial_dims(emitter, op: nn.AttentionPartialOp) -> list:
-    q, v = emitter.dims[op.query], emitter.dims[op.value]
-    return [q[0], q[op.heads_axis], op.splits, _add(v[3], partial_row_size(0))]
-
-
 def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     """Split-KV pass 1 (``partita.lowering.cuda.flash_attention.DecodeConfig``) for a
     kernel that is the op alone: f16 / bf16 / f32, either layout, ``D == Dv`` a multiple
@@ -313,7 +303,7 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     return lines, config.block[0]
 
 
-@window(nn.AttentionPartialOp, dims=_partial_dims, kernel=_decode)
+@window(nn.AttentionPartialOp, dims=derived_dims, kernel=_decode)
 def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
     """The portable fallback: one thread per partial value ``[b, h, split, c]``, looping
     over its split's keys (any mask, any head dim)."""
@@ -349,7 +339,7 @@ def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
     return [*lines, y_decl(emitter, op, f"undefined ? __int_as_float(0x7fc00000) : ({value})")]
 
 
-@window(nn.AttentionCombineOp, dims=lambda emitter, op: op.result_dims(lambda v: emitter.dims[v], None))
+@window(nn.AttentionCombineOp, dims=derived_dims)
 def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
     """Split-KV pass 2: one thread per output element reads its (batch, head)'s splits'
     ``m`` (twice: the maximum, then the weights) and its column of ``o`` and ``l``; the
@@ -381,7 +371,7 @@ def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
     return [*lines, y_decl(emitter, op, f"undefined ? {rows} : num / den")]
 
 
-@window(nn.RotaryEmbeddingOp, dims=lambda emitter, op: list(emitter.dims[op.input]))
+@window(nn.RotaryEmbeddingOp, dims=derived_dims)
 def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
     """One thread per output element ``out[b, h, s, d]``: its own value and its pair's
     (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos / sin at ``[b, s, i]``."""

@@ -13,20 +13,25 @@ from partita.dialects import nn
 from partita.runtime.reference.nn.base import compute_type, store
 
 
+def _scores(q, k, mask, scale):
+    """``scale * q @ k^T`` with the mask applied (KV heads repeated for GQA): a boolean mask
+    makes the scores it leaves out -inf, a float one is added."""
+    k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
+    scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
+    if mask is None:
+        return scores
+    if mask.dtype == np.bool_:
+        return np.where(mask, scores, -np.inf).astype(q.dtype)
+    return scores + compute_type(mask)
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
               scale: float, causal: bool, zero_undefined_rows: bool) -> np.ndarray:
     """``softmax(scale * q @ k^T [+ mask], keys) @ v`` with the variants of ``nn.attention``
     (``q``, ``k``, ``v`` in their compute type)."""
-    groups = q.shape[1] // k.shape[1]
-    k = np.repeat(k, groups, axis=1)  # query head h reads KV head h // groups
-    v = np.repeat(v, groups, axis=1)
+    v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)  # query head h reads KV head h // groups
     with np.errstate(invalid="ignore", over="ignore"):
-        scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
-        if mask is not None:
-            if mask.dtype == np.bool_:
-                scores = np.where(mask, scores, -np.inf).astype(q.dtype)
-            else:
-                scores = scores + compute_type(mask)
+        scores = _scores(q, k, mask, scale)
         if causal:
             sq, skv = scores.shape[-2:]
             keep = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
@@ -37,17 +42,6 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         if zero_undefined_rows:
             p = np.where(np.isnan(p), q.dtype.type(0), p)
         return p @ v
-
-
-def _scores(q, k, mask, scale):
-    """``scale * q @ k^T`` with the mask applied (KV heads repeated for GQA), as ``attention``."""
-    k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
-    scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
-    if mask is None:
-        return scores
-    if mask.dtype == np.bool_:
-        return np.where(mask, scores, -np.inf).astype(q.dtype)
-    return scores + compute_type(mask)
 
 
 def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
