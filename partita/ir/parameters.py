@@ -290,13 +290,11 @@ def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
     rows = max(1, CONVERT_CHUNK_BYTES // row)
     for at in range(0, source.shape[0], rows):
         chunk = source[at : at + rows]
-        if chunk.dtype == dtype and chunk.flags.c_contiguous:
-            # The mapped bytes themselves, aligned or not (a weight embedded in an .onnx
-            # file lies at any offset; NumPy would copy an unaligned chunk to align it).
-            yield memoryview(chunk.reshape(-1).view(np.uint8))
-            continue
-        chunk = np.ascontiguousarray(chunk)
-        chunk = chunk if chunk.dtype == dtype else chunk.astype(dtype)
+        if chunk.dtype != dtype or not chunk.flags.c_contiguous:
+            # Converted or laid out; otherwise the mapped bytes themselves, aligned or not
+            # (a weight embedded in an .onnx file lies at any offset, and ascontiguousarray
+            # would copy an unaligned chunk only to align it).
+            chunk = np.ascontiguousarray(chunk).astype(dtype, copy=False)
         yield memoryview(chunk.reshape(-1).view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
 
