@@ -53,7 +53,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects import nn
 from partita.transforms.causal_mask import SymbolicDims, split_causal
 from partita.transforms.dead_ops import erase_dead_chain
-from partita.transforms.fuse_rotary import FuseRotaryEmbedding
+from partita.transforms.fuse_rotary import FuseRotaryEmbedding, SinkHeadSplitPastRotary
 
 __all__ = ["FuseAttention", "FuseScaledDotProductAttention"]
 
@@ -298,8 +298,7 @@ class FuseScaledDotProductAttention(RewritePattern):
             elif not mask_form:  # attends where the condition is false
                 mask_ops = [nn.NotOp(mask)]
                 mask = mask_ops[0].results[0]
-        bshd = None if widen is not None or k_groups != v_groups else \
-            _bshd_operands(qk, op, None if created else k, v)
+        bshd = None if k_groups != v_groups else _bshd_operands(qk, op, None if created else k, v)
         narrow = qk.result.type.element_type
         out_type = TensorType(narrow, _shape(op.result)) if widen is not None else op.result.type
         if bshd is not None:  # the head transposes fold into the op's indexing
@@ -307,7 +306,7 @@ class FuseScaledDotProductAttention(RewritePattern):
                 c.drop_all_references()
             created = []
             (q, k, v), merge = bshd
-            out_type = merge.result.type
+            out_type = TensorType(narrow, merge.result.type.get_shape())
         try:
             fused = nn.AttentionOp(q, k, v, mask, scale=scale * q_scale * k_scale,
                                    causal=causal, zero_undefined_rows=guard, result_type=out_type,
@@ -365,13 +364,18 @@ def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None, value
 @dataclass(frozen=True)
 class FuseAttention(ModulePass):
     """Scaled dot-product attention chains -> ``nn.attention`` (see the module docstring),
-    and the exporters' rotary embeddings -> ``nn.rotary_embedding`` (``fuse_rotary``)."""
+    and the exporters' rotary embeddings -> ``nn.rotary_embedding``, the head splits before
+    them moved after them (``fuse_rotary``)."""
 
     name = "fuse-attention"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Rotaries first, to a fixed point: the head splits they move reach the attention
+        # chains as transposes the BSHD form folds.
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseScaledDotProductAttention(), FuseRotaryEmbedding()],
-                                        dce_enabled=False),
+            GreedyRewritePatternApplier([FuseRotaryEmbedding(), SinkHeadSplitPastRotary()], dce_enabled=False),
+        ).rewrite_module(op)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([FuseScaledDotProductAttention()], dce_enabled=False),
             apply_recursively=False,
         ).rewrite_module(op)

@@ -8,6 +8,11 @@
 becomes ``nn.rotary_embedding(x, c[..., :D/2], s[..., :D/2])`` (halves, the whole head
 rotated). The halves must be provably equal (the op has one cos / sin per pair); a cache
 that is not built as ``concat(a, a)`` leaves the ops as they are.
+
+A head-split transpose feeding the op (``x = transpose(p, [0, 2, 1, 3])``, ``p`` the
+``[B, S, H, D]`` projection, read by nothing else) moves after it: the op rotates ``p``
+in ``layout = "BSHD"`` and the transpose now feeds the attention, which folds it into
+its own indexing (``fuse-attention``'s BSHD form). The head split is then no kernel.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects import nn
 from partita.transforms.dead_ops import erase_dead_chain
 
-__all__ = ["FuseRotaryEmbedding"]
+__all__ = ["FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
 
 _END = 2**63 - 1  # strided_slice's "to the end"
 
@@ -140,6 +145,28 @@ class FuseRotaryEmbedding(RewritePattern):
             for dead in (a.owner, b.owner):
                 erase_dead_chain(rewriter, dead)
             return
+
+
+_HEAD_SPLIT = (0, 2, 1, 3)
+
+
+class SinkHeadSplitPastRotary(RewritePattern):
+    """``rotary(transpose(p, [0, 2, 1, 3]))`` -> ``transpose(rotary_bshd(p), [0, 2, 1, 3])``
+    (module docstring), when the transpose has no other reader."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op, nn.RotaryEmbeddingOp) or op.layout != "BHSD":
+            return
+        split = op.input.owner
+        if not isinstance(split, nn.TransposeOp) or tuple(split.perm) != _HEAD_SPLIT \
+                or not op.input.has_one_use():
+            return
+        rotary = nn.RotaryEmbeddingOp(split.input, op.cos, op.sin, interleaved=op.interleaved,
+                                      rotary_dim=op.rotary_dim, layout="BSHD",
+                                      result_type=split.input.type)
+        rotary.location = op.location
+        rewriter.replace(op, [rotary, nn.TransposeOp(rotary, list(_HEAD_SPLIT), result_type=op.result.type)])
+        rewriter.erase(split)
 
 
 def _existing_slice(cache: SSAValue, begin, end, strides) -> nn.StridedSliceOp | None:

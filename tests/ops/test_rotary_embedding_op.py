@@ -15,7 +15,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
-from partita.dialects import nn
+from partita.dialects import make_context, nn
+from partita.ir import parse_module
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.runtime.reference import run
@@ -37,6 +38,10 @@ def test_verifier():
         (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 2]), _t([2, 7, 2]), rotary_dim=3), "even"),
         (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 6, 4]), _t([2, 6, 4])), "sequence mismatch"),
         (lambda: nn.RotaryEmbeddingOp(_t([4, 7, 8]), _t([2, 7, 4]), _t([2, 7, 4])), "ranks"),
+        # BSHD: the sequence is axis 1 ([2, 4, 7, 8] has 4 positions, the caches 7)
+        (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 4]), _t([2, 7, 4]), layout="BSHD"),
+         "sequence mismatch"),
+        (lambda: nn.RotaryEmbeddingOp(_t([2, 4, 7, 8]), _t([2, 7, 4]), _t([2, 7, 4]), layout="SBHD"), "layout"),
     ]:
         with pytest.raises(VerifyException, match=message):
             build().verify()
@@ -58,10 +63,21 @@ def test_reference_matches_onnx(interleaved, rotary_dim):
     assert not np.allclose(got, x)  # it rotates
 
 
-def _module(dtype: str, interleaved: bool, rotary_dim: int, cache_batch: str = "2") -> str:
-    x = f"tensor<2x3x?x8x{dtype}>"
+def test_bshd_is_bhsd_with_the_heads_transposed():
+    """The reference in BSHD is the BHSD rotary of the head-split input, merged back."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 3, 8))  # [B, S, H, D]
+    cos, sin = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 4))
+    module = parse_module(_module("f32", False, 0, layout="BSHD"), make_context(), "rotary.mlir")
+    (got,) = run(module, x.astype(np.float32), cos.astype(np.float32), sin.astype(np.float32))
+    want = rotary_embedding(x.swapaxes(1, 2), cos, sin, interleaved=False, rotary_dim=0).swapaxes(1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _module(dtype: str, interleaved: bool, rotary_dim: int, cache_batch: str = "2", layout: str = "BHSD") -> str:
+    x = f"tensor<2x3x?x8x{dtype}>" if layout == "BHSD" else f"tensor<2x?x3x8x{dtype}>"
     c = f"tensor<{cache_batch}x?x{(rotary_dim or 8) // 2}x{dtype}>"
-    attrs = f"{{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64}}"
+    attrs = f"{{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64, layout = \"{layout}\"}}"
     return f"""
 func.func @main(%x: {x}, %c: {c}, %s: {c}) -> {x} {{
   %0 = nn.rotary_embedding %x, %c, %s {attrs} : ({x}, {c}, {c}) -> {x}
@@ -72,9 +88,11 @@ func.func @main(%x: {x}, %c: {c}, %s: {c}) -> {x} {{
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
 @pytest.mark.parametrize("dtype, cache_batch", [("f32", "2"), ("f16", "2"), ("f32", "1"), ("f32", "?")])
 @pytest.mark.parametrize("interleaved, rotary_dim", VARIANTS)
-def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, rotary_dim, tmp_path):
-    """Caches per batch row, or one row shared by both (static 1, or a run-time 1)."""
-    module = fuse(_module(dtype, interleaved, rotary_dim, cache_batch))
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, rotary_dim, layout, tmp_path):
+    """Caches per batch row, or one row shared by both (static 1, or a run-time 1); heads
+    before or after the sequence."""
+    module = fuse(_module(dtype, interleaved, rotary_dim, cache_batch, layout))
     (name, function), = fused_functions(module).items()
     program = program_of(module)
     rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
@@ -83,7 +101,8 @@ def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, ro
     rng = np.random.default_rng(1)
     r = rotary_dim or 8
     rows = 2 if cache_batch == "2" else 1
-    inputs = [rng.standard_normal(s).astype(t) for s in ((2, 3, 5, 8), (rows, 5, r // 2), (rows, 5, r // 2))]
+    x_shape = (2, 3, 5, 8) if layout == "BHSD" else (2, 5, 3, 8)
+    inputs = [rng.standard_normal(s).astype(t) for s in (x_shape, (rows, 5, r // 2), (rows, 5, r // 2))]
     clone = function.clone()
     clone.sym_visibility = StringAttr("public")
     (want,) = run(ModuleOp([clone]), *inputs, entry=name)
@@ -92,5 +111,8 @@ def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, ro
     host.launch(rec, grid, block, [np.ascontiguousarray(a) for a in inputs], out)
     tol = 2e-3 if dtype == "f16" else 1e-6
     np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
-    expected = rotary_embedding(*(a.astype(np.float64) for a in inputs), interleaved=interleaved, rotary_dim=rotary_dim)
+    x, cos, sin = (a.astype(np.float64) for a in inputs)
+    heads_first = x if layout == "BHSD" else x.swapaxes(1, 2)
+    expected = rotary_embedding(heads_first, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
+    expected = expected if layout == "BHSD" else expected.swapaxes(1, 2)
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=5 * tol, atol=5 * tol)

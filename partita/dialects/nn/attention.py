@@ -325,6 +325,10 @@ class RotaryEmbeddingOp(NNOp):
 
         out[first] = x[first] * c - x[second] * s
         out[second] = x[second] * c + x[first] * s
+
+    ``layout`` is ``"BHSD"`` (the default) or ``"BSHD"`` (``input`` and result
+    ``[B, S, H, D]``, the projections before the head-split transpose), as ``nn.attention``'s,
+    so a head-split transpose moves past the op and folds into the attention after it.
     """
     traits = kind_trait(OpKind.INJECTIVE)
 
@@ -336,14 +340,22 @@ class RotaryEmbeddingOp(NNOp):
     result = result_def(TensorType)
     interleaved_attr = _bool_prop("interleaved", False)
     rotary_dim_attr = _int_prop("rotary_dim", 0)
+    layout_attr = _str_prop("layout", "BHSD")
     interleaved = _value("interleaved")
     rotary_dim = _value("rotary_dim")
+    layout = _value("layout")
     assembly_format = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue | Operation, cos: SSAValue | Operation, sin: SSAValue | Operation, *,
-                 interleaved: bool | None = None, rotary_dim: int | None = None,
+                 interleaved: bool | None = None, rotary_dim: int | None = None, layout: str | None = None,
                  result_type: Attribute | None = None):
-        _init(self, [input, cos, sin], result_type, interleaved=interleaved, rotary_dim=rotary_dim)
+        _init(self, [input, cos, sin], result_type, interleaved=interleaved, rotary_dim=rotary_dim,
+              layout=layout)
+
+    @property
+    def seq_axis(self) -> int:
+        """The sequence axis of the input and result (2 in BHSD, 1 in BSHD)."""
+        return 1 if self.layout == "BSHD" else 2
 
     @property
     def rotated_dims(self) -> int | None:
@@ -358,10 +370,12 @@ class RotaryEmbeddingOp(NNOp):
             self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
 
     def infer_shape(self) -> Shape:
+        if self.layout not in ("BHSD", "BSHD"):
+            raise VerifyException(f"rotary_embedding layout must be BHSD or BSHD, got {self.layout}")
         x, c, s = _shape(self.input), _shape(self.cos), _shape(self.sin)
         if len(x) != 4 or len(c) != 3 or len(s) != 3:
-            raise VerifyException(f"rotary_embedding expects input [B, H, S, D] and cos / sin [B, S, R / 2], "
-                                  f"got ranks {len(x)}, {len(c)} and {len(s)}")
+            raise VerifyException(f"rotary_embedding expects input [B, H, S, D] (or [B, S, H, D]) and cos / sin "
+                                  f"[B, S, R / 2], got ranks {len(x)}, {len(c)} and {len(s)}")
         rotated = self.rotated_dims
         if self.rotary_dim < 0 or (rotated is not None and (rotated % 2 or (x[3] != DYN and rotated > x[3]))):
             raise VerifyException(f"rotary_dim {self.rotary_dim} must be even and at most the head dim {x[3]}")
@@ -371,7 +385,7 @@ class RotaryEmbeddingOp(NNOp):
         for d in (c, s):
             if d[0] != 1:  # a batch of 1 is shared by every batch row
                 merge_dims(d[0], x[0], "rotary_embedding batch mismatch")
-            merge_dims(d[1], x[2], "rotary_embedding sequence mismatch")
+            merge_dims(d[1], x[self.seq_axis], "rotary_embedding sequence mismatch")
         return x
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:

@@ -165,7 +165,8 @@ def _bias(cx: Importer, q: SSAValue, mask, q_len: int, kv_len: int, past_len: in
 def _rotary_embedding(cx: Importer, ins, attrs):
     """ONNX ``RotaryEmbedding`` (opset 23) as ``nn.rotary_embedding`` on ``[B, H, S, D]``:
     the caches gathered at ``position_ids`` when given (else already ``[B, S, R / 2]``),
-    a 3-D input split into ``num_heads`` heads and merged back."""
+    a 3-D input ``[B, S, H * D]`` rotated as ``[B, S, H, D]`` (``layout = "BSHD"``: its
+    heads split and merged by reshapes, no transpose)."""
     x, cos, sin = (cx.tensor(v) for v in ins[:3])
     positions = _input(ins, 3)
     if positions is not None:
@@ -175,14 +176,17 @@ def _rotary_embedding(cx: Importer, ins, attrs):
     if rank == 3:
         if not attrs.get("num_heads"):
             fail("a 3-D input needs num_heads")
-        x = _split_heads(cx, x, attrs["num_heads"])
+        b, s, hidden = shape_of(x)
+        if hidden % attrs["num_heads"]:
+            fail(f"hidden size {hidden} is not a multiple of {attrs['num_heads']} heads")
+        x = cx.emit(nn.ReshapeOp(x, [b, s, attrs["num_heads"], hidden // attrs["num_heads"]]))
     elif rank != 4:
         fail(f"input must have rank 3 or 4, got {rank}")
     if len(shape_of(cos)) != 3 or len(shape_of(sin)) != 3:
         fail("cos_cache and sin_cache must be [batch, sequence, rotary_dim / 2] (or 2-D with position_ids)")
     y = cx.emit(nn.RotaryEmbeddingOp(x, cos, sin, interleaved=bool(attrs.get("interleaved", 0)),
-                                     rotary_dim=int(attrs.get("rotary_embedding_dim", 0))))
+                                     rotary_dim=int(attrs.get("rotary_embedding_dim", 0)),
+                                     layout="BSHD" if rank == 3 else None))
     if rank == 3:
-        b, heads, s, d = shape_of(y)
-        y = cx.emit(nn.ReshapeOp(cx.emit(nn.TransposeOp(y, [0, 2, 1, 3])), [b, s, heads * d]))
+        y = cx.emit(nn.ReshapeOp(y, [b, s, hidden]))
     return [y]

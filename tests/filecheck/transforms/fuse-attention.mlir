@@ -122,6 +122,38 @@ func.func @head_transposes_fold(%q: tensor<?x?x4x8xf32>, %k: tensor<?x?x4x8xf32>
 
 // -----
 
+// A head split before a rotary embedding moves after it (the rotary in BSHD), so the
+// attention folds it as above and no transpose is left. In @head_split_read_twice the
+// split has another reader: it stays, and so does the rotary's layout.
+
+// CHECK-LABEL: func.func @head_split_past_rotary
+// CHECK-NEXT:    [[R:%.*]] = nn.rotary_embedding %q, %cos, %sin {layout = "BSHD"} : (tensor<?x?x4x8xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<?x?x4x8xf32>
+// CHECK-NEXT:    [[A:%.*]] = nn.attention [[R]], %k, %v {scale = 5.000000e-01 : f64, layout = "BSHD"} : (tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>, tensor<?x?x4x8xf32>) -> tensor<?x?x4x8xf32>
+// CHECK-NEXT:    func.return [[A]]
+// CHECK-LABEL: func.func @head_split_read_twice
+// CHECK:         [[T:%.*]] = nn.transpose %q
+// CHECK-NEXT:    nn.rotary_embedding [[T]], %cos, %sin : (tensor<?x4x?x8xf32>
+func.func @head_split_past_rotary(%q: tensor<?x?x4x8xf32>, %k: tensor<?x?x4x8xf32>, %v: tensor<?x?x4x8xf32>, %cos: tensor<1x?x4xf32>, %sin: tensor<1x?x4xf32>) -> tensor<?x?x4x8xf32> {
+  %qh = nn.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %qr = nn.rotary_embedding %qh, %cos, %sin : (tensor<?x4x?x8xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x8x?xf32>
+  %vh = nn.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %s = nn.matmul %qr, %kt : (tensor<?x4x?x8xf32>, tensor<?x4x8x?xf32>) -> tensor<?x4x?x?xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %ss = nn.multiply %s, %c : (tensor<?x4x?x?xf32>, tensor<f32>) -> tensor<?x4x?x?xf32>
+  %p = nn.softmax %ss {axis = 3 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = nn.matmul %p, %vh : (tensor<?x4x?x?xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
+  %m = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x?x8xf32>) -> tensor<?x?x4x8xf32>
+  func.return %m : tensor<?x?x4x8xf32>
+}
+func.func @head_split_read_twice(%q: tensor<?x?x4x8xf32>, %cos: tensor<1x?x4xf32>, %sin: tensor<1x?x4xf32>) -> (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) {
+  %qh = nn.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x8xf32>) -> tensor<?x4x?x8xf32>
+  %qr = nn.rotary_embedding %qh, %cos, %sin : (tensor<?x4x?x8xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<?x4x?x8xf32>
+  func.return %qr, %qh : tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>
+}
+
+// -----
+
 // Hugging Face's causal mask: Range positions compared (j <= i) over the query length,
 // and-ed with a key padding mask, as where(m, 0, -inf): the frontier becomes causal, the
 // padding mask stays; the positions and the comparison are gone.

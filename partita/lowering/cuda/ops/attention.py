@@ -373,12 +373,14 @@ def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
 
 @window(nn.RotaryEmbeddingOp, dims=derived_dims)
 def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
-    """One thread per output element ``out[b, h, s, d]``: its own value and its pair's
-    (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos / sin at ``[b, s, i]``."""
+    """One thread per output element ``out[b, h, s, d]`` (``out[b, s, h, d]`` in BSHD): its
+    own value and its pair's (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos /
+    sin at ``[b, s, i]``."""
     T = emitter.index_type
-    b, h, s, d = emitter.out_index
+    b, *rows, d = emitter.out_index
+    s = rows[op.seq_axis - 1]
     rotated = str(op.rotary_dim) if op.rotary_dim else _p(emitter.dims[op.input][3])
-    x = lambda at: emitter.load(op.input, [b, h, s, at])  # noqa: E731
+    x = lambda at: emitter.load(op.input, [b, *rows, at])  # noqa: E731
     cache_batch = emitter.dims[op.cos][0]  # 1: one cache row shared by every batch row
     cb = "0" if cache_batch == 1 else b if isinstance(cache_batch, int) else f"({cache_batch} == 1 ? 0 : {b})"
     half, i, v = emitter.var("half"), emitter.var("i"), emitter.var("v")

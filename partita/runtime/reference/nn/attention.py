@@ -135,4 +135,7 @@ class AttentionFunctions(InterpreterFunctions):
     @impl(nn.RotaryEmbeddingOp)
     def run_rotary_embedding(self, interpreter: Interpreter, op: nn.RotaryEmbeddingOp, args: tuple[Any, ...]):
         x, cos, sin = (compute_type(a) for a in args)
-        return store(op, rotary_embedding(x, cos, sin, interleaved=op.interleaved, rotary_dim=op.rotary_dim))
+        bshd = op.layout == "BSHD"
+        out = rotary_embedding(x.swapaxes(1, 2) if bshd else x, cos, sin, interleaved=op.interleaved,
+                               rotary_dim=op.rotary_dim)
+        return store(op, out.swapaxes(1, 2) if bshd else out)
