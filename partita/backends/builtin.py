@@ -3,7 +3,8 @@
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
 ``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
-activation epilogues, NHWC/OHWI non-grouped conv2d in f16 or f32.
+activation epilogues (and, for a dense, a residual add), NHWC/OHWI non-grouped conv2d in
+f16 or f32.
 """
 
 from __future__ import annotations
@@ -70,6 +71,20 @@ def check_dense_gelu(match: Match) -> bool:
     return check_dense(match) and gelu is not None and op_attr(gelu, "approximate") == "none"
 
 
+def check_dense_residual(match: Match) -> bool:
+    """``dense + r`` in either order, ``r`` of the output's shape (a residual, not a bias
+    row): CUTLASS reads it as its epilogue's source C."""
+    dense, add = match.find("nn.dense"), match.find("nn.add")
+    if dense is None or add is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
+        return False
+    weight, out = shape_of(dense.operands[1]), dense.results[0]
+    operands = list(add.operands)
+    if weight is None or len(weight) != 2 or operands.count(out) != 1:
+        return False
+    residual = operands[1 - operands.index(out)]
+    return shape_of(residual) == shape_of(out) == shape_of(add.results[0])
+
+
 def check_batch_matmul(match: Match) -> bool:
     """``nn.batch_matmul`` (any transposes) or ``nn.matmul`` whose batch dims are equal,
     or broadcast as a whole operand (a batched GEMM with batch stride 0)."""
@@ -117,6 +132,8 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_dense_gelu),
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
         ("dense_bias", _with_bias(_dense()), check_dense),
+        ("dense_residual", is_op("nn.add")(_dense(), wildcard()), check_dense_residual),
+        ("residual_dense", is_op("nn.add")(wildcard(), _dense()), check_dense_residual),
         ("dense", _dense(), check_dense),
         ("batch_matmul_bias", _with_bias(_batch_matmul()), check_batch_matmul),
         ("batch_matmul", _batch_matmul(), check_batch_matmul),

@@ -152,3 +152,32 @@ def test_nvrtc_failure_names_the_partition(tmp_path: Path, monkeypatch: pytest.M
     module = _module()
     with pytest.raises(PartitaError, match=r"(?s)NVRTC failed to compile the CUTLASS kernels of @dense_a.*this_is_not_cxx"):
         CutlassCodegen(sm=80, cache_dir=str(tmp_path)).apply(make_context(), module)
+
+
+RESIDUAL = """
+func.func @main(%x: tensor<?x64xf16>, %w: tensor<32x64xf16>, %r: tensor<?x32xf16>) -> tensor<?x32xf16> {
+  %0 = nn.dense %x, %w : (tensor<?x64xf16>, tensor<32x64xf16>) -> tensor<?x32xf16>
+  %1 = nn.add %r, %0 : (tensor<?x32xf16>, tensor<?x32xf16>) -> tensor<?x32xf16>
+  func.return %1 : tensor<?x32xf16>
+}
+"""
+
+
+def test_a_residual_add_is_the_dense_kernels_epilogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``r + x @ w^T`` is one CUTLASS kernel (NVRTC-compiled) whose entry takes the residual,
+    and the compiled model computes the sum."""
+    import numpy as np
+
+    import partita
+    from partita.runtime.extern import kernel_handles
+
+    monkeypatch.setenv("PARTITA_CACHE_DIR", str(tmp_path))
+    exe = partita.compile(RESIDUAL, targets="cuda -arch=sm_90,cutlass,llvm", partitioner="eager")
+    (handle,) = kernel_handles(exe.module).values()  # the add is no kernel of its own
+    assert handle.kind == "cutlass" and handle.entry.spec.epilogue == "residual"
+    assert [p.name for p in handle.entry.params] == ["x", "w", "residual", "out", "M"]
+    rng = np.random.default_rng(0)
+    x, w, r = (rng.standard_normal(s).astype(np.float16) for s in ((6, 64), (32, 64), (6, 32)))
+    (out,) = exe.load("simulated").run(x, w, r)
+    want = r.astype(np.float32) + x.astype(np.float32) @ w.astype(np.float32).T
+    np.testing.assert_allclose(out.astype(np.float32), want, rtol=2e-2, atol=2e-2)

@@ -147,3 +147,29 @@ def test_rejects_bad_specs():
     with pytest.raises(ValueError):
         spec = KernelSpec.dense(1, 8, 8)
         emit_module([("not an identifier", spec, choose_config(spec, 80))])
+
+
+def test_residual_epilogue_reads_the_residual_as_source_c():
+    """``out = x @ w^T + r``: the residual is C with the output's row stride (not a bias
+    row's 0) and beta 1; its kernel type differs from the plain dense's."""
+    spec = KernelSpec.dense(None, 256, 128, epilogue="residual")
+    assert (spec.input_names, spec.source, spec.has_bias) == (("x", "w", "residual"), "residual", False)
+    cfg = choose_config(spec, 80)
+    assert cfg.name.endswith("_residual")
+    code = emit_module([("k", spec, cfg)]).code
+    assert "cutlass::half_t* C = const_cast<cutlass::half_t*>(residual);" in code
+    assert "epi(1.0f, 1.0f)" in code and "{C, N}, {out, N}" in code
+    plain = emit_module([("k", KernelSpec.dense(None, 256, 128), choose_config(KernelSpec.dense(None, 256, 128), 80))]).code
+    assert "epi(1.0f, 0.0f)" in plain and "{C, N}" in plain and "(out);" in plain
+    with pytest.raises(UnsupportedKernel, match="residual"):
+        KernelSpec.batch_matmul(2, 64, 64, 64, epilogue="residual")
+
+
+def test_a_residual_of_another_shape_is_refused_at_bind():
+    from partita.lowering.cutlass.kernels import problem_dims
+
+    spec = KernelSpec.dense(None, 32, 64, epilogue="residual")
+    assert problem_dims(spec, {"x": (2, 5, 64), "residual": (2, 5, 32)})["M"] == 10
+    for r in ((1, 32), (10, 1), (2, 5, 16)):  # broadcast rows, broadcast columns, too few
+        with pytest.raises(UnsupportedKernel, match="residual"):
+            problem_dims(spec, {"x": (2, 5, 64), "residual": r})

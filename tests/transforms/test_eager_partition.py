@@ -73,7 +73,8 @@ def test_partition_structure_all_backends():
     assert got == [
         ("cutlass.dense_bias_gelu", "cutlass", "tvmgen_default_cutlass_main_0"),
         ("cutlass.dense", "cutlass", "tvmgen_default_cutlass_main_1"),
-        ("cutlass.dense", "cutlass", "tvmgen_default_cutlass_main_2"),
+        # dense(%3, %c) + dense(%3, %w2): the first GEMM reads the second one's result as its residual
+        ("cutlass.dense_residual", "cutlass", "tvmgen_default_cutlass_main_2"),
         ("cutlass.conv2d_bias_relu", "cutlass", "tvmgen_default_cutlass_main_3"),
     ]
     assert len({p.global_symbol for p in top}) == len(top)

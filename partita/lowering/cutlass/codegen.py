@@ -102,6 +102,19 @@ def _argument_roles(function: FuncOp, roles: dict[SSAValue, str]) -> tuple[str, 
     return tuple(names)
 
 
+def _residual(ops: Sequence[Operation], main: Operation) -> SSAValue | None:
+    """The other operand of ``add(main, r)`` / ``add(r, main)`` when that add is the whole
+    epilogue and ``r`` has the result's shape (a residual, not a bias row)."""
+    if len(ops) != 1 or not isinstance(ops[0], nn.AddOp):
+        return None
+    add, result = ops[0], main.results[0]
+    operands = list(add.operands)
+    if result not in operands:
+        return None
+    other = operands[1 - operands.index(result)]
+    return other if other is not result and _shape(other) == _shape(result) == _shape(add.result) else None
+
+
 def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, channel_axis: int) -> tuple[str, SSAValue | None]:
     """Reads ``[bias_add | add(bias)] [relu | gelu]`` after the main op."""
     bias: SSAValue | None = None
@@ -157,9 +170,14 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
         if isinstance(main, nn.DenseOp):
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
             m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
-            epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
-            spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
+            residual = _residual(epilogue_ops, main)
+            if residual is not None:  # out = x @ w^T + r, r read as the source C
+                epilogue, bias = "residual", None
+                roles[residual] = "residual"
+            else:
+                epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
+            spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
         elif isinstance(main, nn.BatchMatmulOp | nn.MatmulOp):
             spec = _batched_spec(main, epilogue_ops, function)
             roles = {main.operands[0]: "a", main.operands[1]: "b"}

@@ -41,6 +41,7 @@ _EPILOGUE = {
     "bias": "cutlass::epilogue::thread::LinearCombination",
     "bias_relu": "cutlass::epilogue::thread::LinearCombinationRelu",
     "bias_gelu": "cutlass::epilogue::thread::LinearCombinationGELU",
+    "residual": "cutlass::epilogue::thread::LinearCombination",
 }
 _HEADERS = (
     "cutlass/cutlass.h",
@@ -350,8 +351,8 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     Kt = alias
     T = _CTYPE[spec.dtype]
     params = _runner_params(spec, cfg)
-    beta = "1.0f" if spec.has_bias else "0.0f"
-    src = "bias" if spec.has_bias else "out"
+    beta = "1.0f" if spec.source else "0.0f"
+    src = spec.source or "out"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
@@ -364,7 +365,8 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"  {T}* C = const_cast<{T}*>({src});",
             f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
         ]
-        # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0)
+        # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0); a
+        # residual is [M, N] like the output
         ldc = "0" if spec.has_bias else "N"
         if spec.op == "dense":
             ws = "workspace" if cfg.split_k > 1 else "nullptr"

@@ -43,10 +43,11 @@ OPS = ("dense", "batch_matmul", "conv2d")
 DTYPES = ("float16", "bfloat16", "float32")
 #: 16-bit float types: tensor cores with mma 16x8x16 and f32 accumulation
 HALF_DTYPES = ("float16", "bfloat16")
-EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
-#: epilogues each op supports
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "residual")
+#: epilogues each op supports; ``residual`` adds an ``[M, N]`` tensor (the source C of
+#: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart)
 SUPPORTED_EPILOGUES = {
-    "dense": ("none", "bias", "bias_relu", "bias_gelu"),
+    "dense": ("none", "bias", "bias_relu", "bias_gelu", "residual"),
     "batch_matmul": ("none", "bias"),
     "conv2d": ("none", "bias", "bias_relu"),
 }
@@ -208,11 +209,18 @@ class KernelSpec:
     def input_names(self) -> tuple[str, ...]:
         """Names of the tensor inputs, in entry-argument order."""
         base = {"dense": ("x", "w"), "batch_matmul": ("a", "b"), "conv2d": ("x", "w")}[self.op]
-        return base + (("bias",) if self.has_bias else ())
+        return base + ((self.source,) if self.source else ())
 
     @property
     def has_bias(self) -> bool:
-        return self.epilogue != "none"
+        """A bias row is the source C (broadcast over the rows: ``ldc = 0``)."""
+        return self.epilogue.startswith("bias")
+
+    @property
+    def source(self) -> str:
+        """The input read as the epilogue's source C (``beta = 1``): ``"bias"``,
+        ``"residual"``, or ``""`` (none: C is unread, ``beta = 0``)."""
+        return "bias" if self.has_bias else "residual" if self.epilogue == "residual" else ""
 
     def gemm_problem(self, dims: dict[str, int] | None = None) -> tuple[int, int, int]:
         """The (implicit) GEMM problem (M, N, K) with run-time dims filled in."""
@@ -257,6 +265,9 @@ def problem_dims(spec: KernelSpec, shapes: dict[str, tuple[int, ...]]) -> dict[s
     if spec.op == "dense":
         x, w = shapes["x"], shapes.get("w")  # a dense's N and K are static: x alone will do
         dims = {"M": math.prod(x[:-1]), "N": spec.N if w is None else w[0], "K": x[-1]}
+        r = shapes.get("residual")  # read as C with the output's rows: every row, no broadcast
+        if r is not None and (math.prod(r) != dims["M"] * dims["N"] or r[-1:] != (dims["N"],)):
+            raise UnsupportedKernel(f"the residual {list(r)} is not the output's {dims['M']} x {dims['N']}")
     elif spec.op == "batch_matmul":
         a, b = shapes["a"], shapes["b"]
         if len(a) < 2 or len(b) < 2:

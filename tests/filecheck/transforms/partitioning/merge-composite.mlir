@@ -122,3 +122,34 @@ func.func @existing_partition(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>) -> tenso
   }) : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
   func.return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// A residual add after a dense, in either operand order, is the dense's epilogue (CUTLASS
+// reads the residual as its source C). A bias row is no residual (dense_bias takes it),
+// and neither is a tensor broadcast along the rows: the dense is matched alone.
+// CHECK-LABEL: func.func @dense_residual
+// CHECK:         byoc.partition(%x, %w, %r) {byoc.composite = "cutlass.dense_residual"}
+// CHECK:         byoc.partition(%x, %w, %r) {byoc.composite = "cutlass.residual_dense"}
+// CHECK:           nn.add %{{.*}}, %{{.*}} :
+// CHECK-NEXT:      byoc.yield
+// CHECK-LABEL: func.func @not_a_residual
+// CHECK:         byoc.partition(%x, %w, %b) {byoc.composite = "cutlass.dense_bias"}
+// CHECK:         byoc.partition(%x, %w) {byoc.composite = "cutlass.dense"}
+// CHECK:         byoc.yield
+// CHECK-NEXT:    })
+// CHECK-NEXT:    nn.add
+func.func @dense_residual(%x: tensor<?x8xf16>, %w: tensor<4x8xf16>, %r: tensor<?x4xf16>) -> (tensor<?x4xf16>, tensor<?x4xf16>) {
+  %0 = nn.dense %x, %w : (tensor<?x8xf16>, tensor<4x8xf16>) -> tensor<?x4xf16>
+  %1 = nn.add %0, %r : (tensor<?x4xf16>, tensor<?x4xf16>) -> tensor<?x4xf16>
+  %2 = nn.dense %x, %w : (tensor<?x8xf16>, tensor<4x8xf16>) -> tensor<?x4xf16>
+  %3 = nn.add %r, %2 : (tensor<?x4xf16>, tensor<?x4xf16>) -> tensor<?x4xf16>
+  func.return %1, %3 : tensor<?x4xf16>, tensor<?x4xf16>
+}
+func.func @not_a_residual(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<1x4xf16>, %c: tensor<16x1xf16>) -> (tensor<16x4xf16>, tensor<16x4xf16>) {
+  %0 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<4x8xf16>) -> tensor<16x4xf16>
+  %1 = nn.add %0, %b : (tensor<16x4xf16>, tensor<1x4xf16>) -> tensor<16x4xf16>
+  %2 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<4x8xf16>) -> tensor<16x4xf16>
+  %3 = nn.add %2, %c : (tensor<16x4xf16>, tensor<16x1xf16>) -> tensor<16x4xf16>
+  func.return %1, %3 : tensor<16x4xf16>, tensor<16x4xf16>
+}
