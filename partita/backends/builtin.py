@@ -73,7 +73,8 @@ def check_dense_gelu(match: Match) -> bool:
 
 def check_dense_residual(match: Match) -> bool:
     """``dense + r`` in either order, ``r`` of the output's shape (a residual, not a bias
-    row): CUTLASS reads it as its epilogue's source C."""
+    row) and not an operand of the dense (each kernel argument has one role): CUTLASS reads
+    it as its epilogue's source C."""
     dense, add = match.find("nn.dense"), match.find("nn.add")
     if dense is None or add is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
@@ -82,6 +83,8 @@ def check_dense_residual(match: Match) -> bool:
     if weight is None or len(weight) != 2 or operands.count(out) != 1:
         return False
     residual = operands[1 - operands.index(out)]
+    if residual in dense.operands:
+        return False
     return shape_of(residual) == shape_of(out) == shape_of(add.results[0])
 
 

@@ -23,8 +23,9 @@ from partita.runtime.cuda import CudaDevice
 from partita.runtime.plan import Runtime
 
 EXPORTED = Path(__file__).resolve().parent / "exported"
-# fixture -> layout of its attention (BERT / GPT-2 / ViT project to [B, S, H, D])
-FLASH = {"bert": "BSHD", "bert_opset14": "BSHD", "gpt2": "BSHD", "llama": "BHSD", "vit": "BSHD"}
+# fixture -> layout of its attention (each projects to [B, S, H, D]; LLaMA's Q and K through
+# rotary embeddings that take that layout too)
+FLASH = {"bert": "BSHD", "bert_opset14": "BSHD", "gpt2": "BSHD", "llama": "BSHD", "vit": "BSHD"}
 
 
 @pytest.fixture(scope="module")

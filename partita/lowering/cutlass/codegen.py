@@ -104,7 +104,8 @@ def _argument_roles(function: FuncOp, roles: dict[SSAValue, str]) -> tuple[str, 
 
 def _residual(ops: Sequence[Operation], main: Operation) -> SSAValue | None:
     """The other operand of ``add(main, r)`` / ``add(r, main)`` when that add is the whole
-    epilogue and ``r`` has the result's shape (a residual, not a bias row)."""
+    epilogue, ``r`` has the result's shape (a residual, not a bias row) and is no operand
+    of ``main`` (a kernel argument has one role)."""
     if len(ops) != 1 or not isinstance(ops[0], nn.AddOp):
         return None
     add, result = ops[0], main.results[0]
@@ -112,7 +113,9 @@ def _residual(ops: Sequence[Operation], main: Operation) -> SSAValue | None:
     if result not in operands:
         return None
     other = operands[1 - operands.index(result)]
-    return other if other is not result and _shape(other) == _shape(result) == _shape(add.result) else None
+    if other is result or other in main.operands:
+        return None
+    return other if _shape(other) == _shape(result) == _shape(add.result) else None
 
 
 def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, channel_axis: int) -> tuple[str, SSAValue | None]:

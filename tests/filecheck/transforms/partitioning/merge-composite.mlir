@@ -153,3 +153,18 @@ func.func @not_a_residual(%x: tensor<16x8xf16>, %w: tensor<4x8xf16>, %b: tensor<
   %3 = nn.add %2, %c : (tensor<16x4xf16>, tensor<16x1xf16>) -> tensor<16x4xf16>
   func.return %1, %3 : tensor<16x4xf16>, tensor<16x4xf16>
 }
+
+// -----
+
+// x + x @ W^T (a square W): the residual is the dense's own input, which a kernel argument
+// cannot be twice; the dense is matched alone.
+// CHECK-LABEL: func.func @residual_is_the_input
+// CHECK:         byoc.partition(%x, %w) {byoc.composite = "cutlass.dense"}
+// CHECK:         byoc.yield
+// CHECK-NEXT:    })
+// CHECK-NEXT:    nn.add
+func.func @residual_is_the_input(%x: tensor<16x8xf16>, %w: tensor<8x8xf16>) -> tensor<16x8xf16> {
+  %0 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<8x8xf16>) -> tensor<16x8xf16>
+  %1 = nn.add %x, %0 : (tensor<16x8xf16>, tensor<16x8xf16>) -> tensor<16x8xf16>
+  func.return %1 : tensor<16x8xf16>
+}
