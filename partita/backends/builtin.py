@@ -12,7 +12,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
-from partita.backends.gemm_forms import batched_gemm
+from partita.backends.gemm_forms import batched_gemm, residual_of
 from partita.backends.pattern import (
     Match,
     Pattern,
@@ -78,14 +78,8 @@ def check_dense_residual(match: Match) -> bool:
     dense, add = match.find("nn.dense"), match.find("nn.add")
     if dense is None or add is None or not _dtypes_ok(match, CUTLASS_GEMM_DTYPES):
         return False
-    weight, out = shape_of(dense.operands[1]), dense.results[0]
-    operands = list(add.operands)
-    if weight is None or len(weight) != 2 or operands.count(out) != 1:
-        return False
-    residual = operands[1 - operands.index(out)]
-    if residual in dense.operands:
-        return False
-    return shape_of(residual) == shape_of(out) == shape_of(add.results[0])
+    weight = shape_of(dense.operands[1])
+    return weight is not None and len(weight) == 2 and residual_of(add, dense) is not None
 
 
 def check_batch_matmul(match: Match) -> bool:

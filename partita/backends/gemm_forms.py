@@ -1,14 +1,35 @@
-"""The GEMM forms CUTLASS takes, as shapes: which ``op(a) @ op(b)`` with NumPy batch
-broadcasting is one (batched) CUTLASS GEMM. Shape logic only, below the lowering: the
-``cutlass`` pattern table asks it which matches to take, and the CUTLASS codegen reads
-the same problem dims off it, so the two never disagree."""
+"""The GEMM forms CUTLASS takes: which ``op(a) @ op(b)`` with NumPy batch broadcasting is
+one (batched) CUTLASS GEMM, and which add after a GEMM is a residual its epilogue reads.
+Below the lowering: the ``cutlass`` pattern table asks it which matches to take, and the
+CUTLASS codegen reads the same problem dims and residual off it, so the two never
+disagree."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-__all__ = ["batched_gemm"]
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+
+__all__ = ["batched_gemm", "residual_of"]
+
+
+def residual_of(add: Operation, gemm: Operation) -> SSAValue | None:
+    """``r`` of ``add(gemm, r)`` / ``add(r, gemm)`` when it is a residual CUTLASS reads as
+    its epilogue's source C: of the GEMM result's shape (not a bias row broadcast over it)
+    and no operand of the GEMM (a kernel argument has one role); else None."""
+    result = gemm.results[0]
+    operands = list(add.operands)
+    if operands.count(result) != 1:
+        return None
+    residual = operands[1 - operands.index(result)]
+    if residual in gemm.operands:
+        return None
+    values = (residual, result, add.results[0])
+    if not all(isinstance(v.type, TensorType) for v in values):
+        return None
+    return residual if len({tuple(v.type.get_shape()) for v in values}) == 1 else None  # type: ignore[attr-defined]
 
 
 def _dim_or_none(d: int) -> int | None:

@@ -53,7 +53,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects import nn
 from partita.transforms.causal_mask import SymbolicDims, split_causal
 from partita.transforms.dead_ops import erase_dead_chain
-from partita.transforms.fuse_rotary import FuseRotaryEmbedding, SinkHeadSplitPastRotary
+from partita.transforms.fuse_rotary import HEAD_SPLIT, FuseRotaryEmbedding, SinkHeadSplitPastRotary
 
 __all__ = ["FuseAttention", "FuseScaledDotProductAttention"]
 
@@ -330,7 +330,6 @@ class FuseScaledDotProductAttention(RewritePattern):
                 erase_dead_chain(rewriter, dead)
 
 
-_HEAD_SPLIT = (0, 2, 1, 3)
 _HEAD_SPLIT_T = (0, 2, 3, 1)
 
 
@@ -346,16 +345,16 @@ def _bshd_operands(qk: nn.MatmulOp, pv: nn.MatmulOp, key: SSAValue | None, value
     into the op; else None."""
     uses = list(pv.result.uses)
     merge = uses[0].operation if len(uses) == 1 else None
-    if not isinstance(merge, nn.TransposeOp) or tuple(merge.perm) != _HEAD_SPLIT:
+    if not isinstance(merge, nn.TransposeOp) or tuple(merge.perm) != HEAD_SPLIT:
         return None
-    q = _transposed(_scaled(qk.lhs)[0], _HEAD_SPLIT)
+    q = _transposed(_scaled(qk.lhs)[0], HEAD_SPLIT)
     kt = qk.rhs
     while (peeled := _scaled(kt))[2] is not None:
         kt = peeled[0]
     k = _transposed(kt, _HEAD_SPLIT_T)
     if k is None and key is not None:  # K^T = swap(k[B, H, S, D]), k a head split
-        k = _transposed(key, _HEAD_SPLIT)
-    v = _transposed(value, _HEAD_SPLIT)  # value: pv.rhs, or its KV heads before repeat-kv
+        k = _transposed(key, HEAD_SPLIT)
+    v = _transposed(value, HEAD_SPLIT)  # value: pv.rhs, or its KV heads before repeat-kv
     if q is None or k is None or v is None:
         return None
     return (q, k, v), merge

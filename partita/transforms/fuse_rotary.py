@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import VerifyException
 from partita.dialects import nn
 from partita.transforms.dead_ops import erase_dead_chain
 
-__all__ = ["FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
+__all__ = ["HEAD_SPLIT", "FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
 
 _END = 2**63 - 1  # strided_slice's "to the end"
 
@@ -147,7 +147,8 @@ class FuseRotaryEmbedding(RewritePattern):
             return
 
 
-_HEAD_SPLIT = (0, 2, 1, 3)
+HEAD_SPLIT = (0, 2, 1, 3)
+"""The head split (and merge) transpose: ``[B, S, H, D] <-> [B, H, S, D]``."""
 
 
 class SinkHeadSplitPastRotary(RewritePattern):
@@ -158,14 +159,14 @@ class SinkHeadSplitPastRotary(RewritePattern):
         if not isinstance(op, nn.RotaryEmbeddingOp) or op.layout != "BHSD":
             return
         split = op.input.owner
-        if not isinstance(split, nn.TransposeOp) or tuple(split.perm) != _HEAD_SPLIT \
+        if not isinstance(split, nn.TransposeOp) or tuple(split.perm) != HEAD_SPLIT \
                 or not op.input.has_one_use():
             return
         rotary = nn.RotaryEmbeddingOp(split.input, op.cos, op.sin, interleaved=op.interleaved,
                                       rotary_dim=op.rotary_dim, layout="BSHD",
                                       result_type=split.input.type)
         rotary.location = op.location
-        rewriter.replace(op, [rotary, nn.TransposeOp(rotary, list(_HEAD_SPLIT), result_type=op.result.type)])
+        rewriter.replace(op, [rotary, nn.TransposeOp(rotary, list(HEAD_SPLIT), result_type=op.result.type)])
         rewriter.erase(split)
 
 

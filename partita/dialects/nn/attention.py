@@ -72,6 +72,12 @@ from partita.dialects.nn.base import (
 )
 
 
+def _check_layout(what: str, layout: str) -> None:
+    """The family's layouts: ``BHSD`` or ``BSHD`` (module docstring)."""
+    if layout not in ("BHSD", "BSHD"):
+        raise VerifyException(f"{what} layout must be BHSD or BSHD, got {layout}")
+
+
 def _swap_bshd(layout: str):
     """``[B, S, H, D] <-> [B, H, S, D]`` in BSHD (shapes of rank 3 and more), else the identity."""
     if layout == "BSHD":
@@ -164,8 +170,7 @@ class AttentionOp(NNOp):
                                     (t, IntegerType(1)))
 
     def infer_shape(self) -> Shape:
-        if self.layout not in ("BHSD", "BSHD"):
-            raise VerifyException(f"attention layout must be BHSD or BSHD, got {self.layout}")
+        _check_layout("attention", self.layout)
         mask = None if self.mask is None else _shape(self.mask)
         swap = _swap_bshd(self.layout)
         out = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
@@ -247,8 +252,7 @@ class AttentionPartialOp(NNOp):
                                     (t, IntegerType(1)))
 
     def infer_shape(self) -> Shape:
-        if self.layout not in ("BHSD", "BSHD"):
-            raise VerifyException(f"attention_partial layout must be BHSD or BSHD, got {self.layout}")
+        _check_layout("attention_partial", self.layout)
         if self.splits < 1:
             raise VerifyException(f"attention_partial needs at least one split, got {self.splits}")
         swap = _swap_bshd(self.layout)
@@ -302,8 +306,7 @@ class AttentionCombineOp(NNOp):
         self.check_element_type(_tensor(self.result).element_type, "result element type")
 
     def infer_shape(self) -> Shape:
-        if self.layout not in ("BHSD", "BSHD"):
-            raise VerifyException(f"attention_combine layout must be BHSD or BSHD, got {self.layout}")
+        _check_layout("attention_combine", self.layout)
         p = _shape(self.partial)
         if len(p) != 4 or p[3] == DYN or p[3] < partial_row_size(1):
             raise VerifyException(f"attention_combine expects partials [B, H, splits, Dv + 2] with a "
@@ -370,8 +373,7 @@ class RotaryEmbeddingOp(NNOp):
             self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
 
     def infer_shape(self) -> Shape:
-        if self.layout not in ("BHSD", "BSHD"):
-            raise VerifyException(f"rotary_embedding layout must be BHSD or BSHD, got {self.layout}")
+        _check_layout("rotary_embedding", self.layout)
         x, c, s = _shape(self.input), _shape(self.cos), _shape(self.sin)
         if len(x) != 4 or len(c) != 3 or len(s) != 3:
             raise VerifyException(f"rotary_embedding expects input [B, H, S, D] (or [B, S, H, D]) and cos / sin "

@@ -38,12 +38,17 @@ def _input(ins: list, k: int):
     return ins[k] if len(ins) > k else None
 
 
-def _split_heads(cx: Importer, x: SSAValue, heads: int) -> SSAValue:
+def _heads(cx: Importer, x: SSAValue, heads: int) -> SSAValue:
+    """``x[B, S, H * D]`` as ``[B, S, H, D]``."""
     b, s, hidden = shape_of(x)
     if hidden % heads:
         fail(f"hidden size {hidden} is not a multiple of {heads} heads")
-    x = cx.emit(nn.ReshapeOp(x, [b, s, heads, hidden // heads]))
-    return cx.emit(nn.TransposeOp(x, [0, 2, 1, 3]))
+    return cx.emit(nn.ReshapeOp(x, [b, s, heads, hidden // heads]))
+
+
+def _split_heads(cx: Importer, x: SSAValue, heads: int) -> SSAValue:
+    """``x[B, S, H * D]`` as ``[B, H, S, D]``."""
+    return cx.emit(nn.TransposeOp(_heads(cx, x, heads), [0, 2, 1, 3]))
 
 
 def _repeat_heads(cx: Importer, x: SSAValue, groups: int) -> SSAValue:
@@ -177,9 +182,7 @@ def _rotary_embedding(cx: Importer, ins, attrs):
         if not attrs.get("num_heads"):
             fail("a 3-D input needs num_heads")
         b, s, hidden = shape_of(x)
-        if hidden % attrs["num_heads"]:
-            fail(f"hidden size {hidden} is not a multiple of {attrs['num_heads']} heads")
-        x = cx.emit(nn.ReshapeOp(x, [b, s, attrs["num_heads"], hidden // attrs["num_heads"]]))
+        x = _heads(cx, x, attrs["num_heads"])
     elif rank != 4:
         fail(f"input must have rank 3 or 4, got {rank}")
     if len(shape_of(cos)) != 3 or len(shape_of(sin)) != 3:

@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
-from partita.backends.gemm_forms import batched_gemm
+from partita.backends.gemm_forms import batched_gemm, residual_of
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.lowering import nvrtc
@@ -102,22 +102,6 @@ def _argument_roles(function: FuncOp, roles: dict[SSAValue, str]) -> tuple[str, 
     return tuple(names)
 
 
-def _residual(ops: Sequence[Operation], main: Operation) -> SSAValue | None:
-    """The other operand of ``add(main, r)`` / ``add(r, main)`` when that add is the whole
-    epilogue, ``r`` has the result's shape (a residual, not a bias row) and is no operand
-    of ``main`` (a kernel argument has one role)."""
-    if len(ops) != 1 or not isinstance(ops[0], nn.AddOp):
-        return None
-    add, result = ops[0], main.results[0]
-    operands = list(add.operands)
-    if result not in operands:
-        return None
-    other = operands[1 - operands.index(result)]
-    if other is result or other in main.operands:
-        return None
-    return other if _shape(other) == _shape(result) == _shape(add.result) else None
-
-
 def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, channel_axis: int) -> tuple[str, SSAValue | None]:
     """Reads ``[bias_add | add(bias)] [relu | gelu]`` after the main op."""
     bias: SSAValue | None = None
@@ -174,7 +158,8 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
             m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
-            residual = _residual(epilogue_ops, main)
+            residual = residual_of(epilogue_ops[0], main) \
+                if len(epilogue_ops) == 1 and isinstance(epilogue_ops[0], nn.AddOp) else None
             if residual is not None:  # out = x @ w^T + r, r read as the source C
                 epilogue, bias = "residual", None
                 roles[residual] = "residual"
