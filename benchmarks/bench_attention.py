@@ -84,7 +84,8 @@ def measure(config: FlashConfig, batch: int, heads: int, seq: int) -> float | No
     bufs = [device.to_device(a) for a in arrays]
     out = device.alloc(arrays[0].nbytes)
     args = [("ptr", int(b)) for b in bufs] + [("ptr", 0), ("ptr", int(out)), ("i32", heads), ("i32", heads),
-                                              ("i32", seq), ("i32", seq), ("f32", config.head_dim ** -0.5)]
+                                              ("i32", seq), ("i32", seq), ("f32", config.head_dim ** -0.5),
+                                              ("i64", 0), ("i64", 0), ("i64", 0)]  # row strides: BSHD only
     launch = device.prepare_launch(module.kernel(config.entry), config.grid(batch, heads, seq), config.block, 0, args)
     (seconds,) = time_steps(device, [launch], repeat=10, warmup=2)
     ms = seconds * 1e3

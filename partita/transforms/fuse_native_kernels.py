@@ -17,8 +17,11 @@ and ops with a ``window`` lowering rule (convolutions, pools, LRN, resize, reduc
 ``kOutEWiseFusable``). A row anchor takes in the element-wise group computing its row
 input (its *prologue*: RMSNorm's ``x * x`` before its mean, a residual add before a
 norm) when every value of that group is used only there, so the kernel computes the row
-where it reads it; other operands stay kernel arguments. Injective consumers join an
-anchor as an epilogue under the same single-output rule, when the consumer is
+where it reads it; other operands stay kernel arguments. An anchor whose rule reads through
+index views (``nn.attention``, ``nn.rotary_embedding``) takes in the groups of views
+(``nn.reshape``, ``nn.transpose``, ``nn.strided_slice``) computing any of its operands under
+the same rule: Q, K and V, head splits of one packed projection, are read where they lie.
+Injective consumers join an anchor as an epilogue under the same single-output rule, when the consumer is
 element-wise (or ``bias_add``) on the anchor's shape. A group holds one anchor at most (of two, the earlier is kept), and an
 injective group computing an operand of the anchor never joins it. Other non-injective
 ops (those without a lowering rule, or whose rule does not accept them, e.g. a windowed
@@ -58,7 +61,7 @@ from partita.dialects.byoc import (
 )
 from partita.ir import symbol_name
 from partita.ir.structural import structural_hash, structurally_equal
-from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable, prologue_error
+from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable, is_view, prologue_error, reads_views
 from partita.transforms.target_utils import func_target_attr, lowers_on_target
 
 __all__ = ["FuseNativeKernels", "fuse_groups"]
@@ -108,6 +111,23 @@ def _prologue(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> 
     return group
 
 
+def _views(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> list[Operation]:
+    """The groups of index views computing ``anchor``'s operands, when its kernel reads
+    through them (``reads_views``: attention reading Q, K and V as head splits of a packed
+    projection, FlashAttention's ``qkvpacked`` form): groups of views only, every value
+    used only inside the group or by the anchor. Else ``[]``."""
+    if not reads_views(anchor):
+        return []
+    taken: list[Operation] = []
+    for v in anchor.operands:
+        group = group_of.get(v.op) if isinstance(v, OpResult) else None
+        if group is None or group[0] in taken or not all(is_view(o) for o in group):
+            continue
+        if all(use.operation is anchor or use.operation in group for o in group for r in o.results for use in r.uses):
+            taken += group
+    return taken
+
+
 def fuse_groups(block: Block) -> list[list[Operation]]:
     """The fused groups of ``block``'s injective ops, reductions and GEMMs, each in
     program order, groups in the order of their last op."""
@@ -115,7 +135,7 @@ def fuse_groups(block: Block) -> list[list[Operation]]:
     position = {op: k for k, op in enumerate(block.ops)}
     for op in block.ops:
         if is_anchor(op):
-            group = [*_prologue(op, group_of), op]
+            group = sorted({*_views(op, group_of), *_prologue(op, group_of), op}, key=position.__getitem__)
             for member in group:
                 group_of[member] = group
             continue

@@ -196,7 +196,8 @@ def test_gpu_matches_torch_sdpa(dtype, causal):
     scale = d ** -0.5
     module.launch(config.entry, config.grid(b, h, sq), config.block,
                   [("ptr", int(bufs[0])), ("ptr", int(bufs[1])), ("ptr", int(bufs[2])), ("ptr", 0),
-                   ("ptr", int(out)), ("i32", h), ("i32", hkv), ("i32", sq), ("i32", skv), ("f32", scale)])
+                   ("ptr", int(out)), ("i32", h), ("i32", hkv), ("i32", sq), ("i32", skv), ("f32", scale),
+                   ("i64", 0), ("i64", 0), ("i64", 0)])  # token row strides: BSHD only
     got = device.from_device(out, q.shape, q.dtype).astype(np.float32)
     tt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     tq, tk, tv = (torch.from_numpy(a.astype(np.float32)).to(tt) for a in (q, k, v))

@@ -90,6 +90,24 @@ def test_bshd_at_a_native_head_dim(lib):
     _run(lib, CONFIGS[5], 2, 2, 2, 17, 80, seed=6)
 
 
+def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(lib):
+    """GPT-2's attention: Q, K and V are head views of one ``[B, S, 3 * H * D]``
+    projection, tokens ``3 * H * D`` apart; the kernel reads them in place (the harness
+    passes the views' pointers and row strides, no copies) and matches the reference."""
+    import ml_dtypes  # noqa: F401  (bf16 arrays for the bf16 config)
+    for config in (CONFIGS[0], CONFIGS[2]):
+        t = np.float16 if config.dtype == "f16" else np.dtype("bfloat16")
+        b, s, h, d = 2, 13, 3, config.head_dim
+        packed = np.random.default_rng(4).standard_normal((b, s, 3, h, d)).astype(t)
+        q, k, v = (packed[:, :, n] for n in range(3))
+        assert all(x.base is not None and x.strides[1] == 3 * h * d * x.itemsize for x in (q, k, v))
+        got = launch(lib, config, q, k, v, None, 0.35).astype(np.float64)
+        want = attention(*(x.swapaxes(1, 2).astype(np.float32) for x in (q, k, v)), None, scale=0.35,
+                         causal=config.causal, zero_undefined_rows=config.zero_undefined_rows)
+        want = want.swapaxes(1, 2).astype(t).astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=TOLERANCE[config.dtype], atol=TOLERANCE[config.dtype])
+
+
 def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
     config = CONFIGS[0]
     binary, sass = compiled_sass(flash_attention_source(config), options=["--ptxas-options=-v"], use_cache=False)

@@ -310,6 +310,85 @@ def test_per_element_kernel_past_the_rows_head_dims(tmp_path):
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
 
 
+def _packed(dtype, b, s, h, d, epilogue=False, dynamic=False):
+    """GPT-2's attention: Q, K and V are head splits of one packed ``[B, S, 3 * H * D]``
+    projection (``nn.strided_slice`` + ``nn.reshape`` each), causal BSHD with a key
+    padding mask; ``epilogue`` adds a residual after it (the per-element schedule);
+    ``dynamic`` makes B and S run-time dims (the exported fixture's form: the reshapes
+    take them from a shape reference ``%r``)."""
+    w = h * d
+    bs = "?x?" if dynamic else f"{b}x{s}"
+    big = 2**63 - 1
+    out = f"tensor<{bs}x{h}x{d}x{dtype}>"
+    args = f"%x: tensor<{bs}x{3 * w}x{dtype}>, %m: tensor<{'?' if dynamic else b}x1x1x{'?' if dynamic else s}xi1>"
+    refs = ""
+    if dynamic:
+        args += ", %r: tensor<?x?xi64>"
+        refs = ", %r, %r {ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 1>}"
+    if epilogue:
+        args += f", %res: {out}"
+    lines = [f"func.func @main({args}) -> {out} {{"]
+    for n in range(3):
+        lines += [
+            f"  %s{n} = nn.strided_slice %x {{begin = array<i64: 0, 0, {n * w}>, end = array<i64: {big}, {big}, "
+            f"{(n + 1) * w}>, strides = array<i64: 1, 1, 1>}} : (tensor<{bs}x{3 * w}x{dtype}>) -> tensor<{bs}x{w}x{dtype}>",
+            f"  %h{n} = nn.reshape %s{n}{refs} : (tensor<{bs}x{w}x{dtype}>{', tensor<?x?xi64>, tensor<?x?xi64>' if dynamic else ''})"
+            f" -> {out}",
+        ]
+    mt = f"tensor<{'?' if dynamic else b}x1x1x{'?' if dynamic else s}xi1>"
+    lines.append(f'  %a = nn.attention %h0, %h1, %h2, %m {{scale = 0.35 : f64, causal = true, zero_undefined_rows = true, '
+                 f'layout = "BSHD"}} : ({out}, {out}, {out}, {mt}) -> {out}')
+    result = "%a"
+    if epilogue:
+        lines.append(f"  %y = nn.add %a, %res : ({out}, {out}) -> {out}")
+        result = "%y"
+    lines += [f"  func.return {result} : {out}", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype, epilogue, dynamic, schedule", [
+    ("f32", False, True, "rows"),  # the exported GPT-2 fixture's form
+    ("f32", False, False, "rows"),
+    ("f16", False, False, "flash"),
+    ("bf16", False, True, "flash"),
+    ("f16", True, False, "per element"),
+])
+def test_packed_qkv_heads_are_read_in_place(dtype, epilogue, dynamic, schedule, tmp_path):
+    """The three strided slices and reshapes of a packed QKV projection join the attention's
+    kernel (one kernel, the packed tensor its one data input) in every schedule: flash
+    reads the heads through the token stride ``3 * H * D`` from the pointer advanced to the
+    slice, the rows and per-element schedules through the views' index arithmetic."""
+    b, s, h, d = 2, 9, 3, 8
+    module = fuse(_packed(dtype, b, s, h, d, epilogue, dynamic))
+    assert host_ops(module) == []
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.ops.count("nn.strided_slice") == 3 and kernel.ops.count("nn.reshape") == 3
+    assert kernel.inputs[0][-1] == 3 * h * d
+    # The kernel's arguments in order of first use: x, the shape reference, the mask, the residual.
+    flash = f"flash_attention_{dtype}_d{d}_cz_bshd_tile(in0, in0 + {h * d}, in0 + {2 * h * d}, " \
+            f"(const unsigned char*)in{2 if dynamic else 1}"
+    assert (flash in kernel.code) == (schedule == "flash")
+    assert ("__shared__ float ks" in kernel.code) == (schedule == "rows")
+    rng = np.random.default_rng(8)
+    mask = np.ones((b, 1, 1, s), bool)
+    mask[1, ..., 6:] = False
+    inputs = [rng.standard_normal((b, s, 3 * h * d)).astype(DTYPES[dtype]), mask]
+    if dynamic:
+        inputs.insert(1, np.zeros((b, s), np.int64))
+    if epilogue:
+        inputs.append(rng.standard_normal((b, s, h, d)).astype(DTYPES[dtype]))
+    out, want = _launch(module, inputs, tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    q, k, v = (inputs[0].reshape(b, s, 3, h, d)[:, :, n].astype(np.float32) for n in range(3))
+    again = attention(*(x.swapaxes(1, 2) for x in (q, k, v)), mask, scale=0.35, causal=True,
+                      zero_undefined_rows=True).swapaxes(1, 2)
+    if epilogue:
+        again = again + inputs[-1].astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float64), again, rtol=tol, atol=tol)
+
+
 def test_collage_counts_the_flops_of_attention():
     """Q·Kᵀ and P·V: 2·B·H·Sq·Skv·(D + Dv), plus 5 per score for the softmax, in both
     layouts."""

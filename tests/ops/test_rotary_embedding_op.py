@@ -116,3 +116,34 @@ def test_native_kernel_matches_the_reference(dtype, cache_batch, interleaved, ro
     expected = rotary_embedding(heads_first, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
     expected = expected if layout == "BHSD" else expected.swapaxes(1, 2)
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=5 * tol, atol=5 * tol)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_native_kernel_reads_the_heads_of_a_packed_projection(interleaved, tmp_path):
+    """LLaMA after ``combine-parallel-dense``: the rotary input is K's head split of the
+    packed [B, S, 64] QKV projection (a strided slice at columns 32..48 and a reshape into
+    2 heads of 8); the slice and reshape join the rotary's kernel, which reads K where it
+    lies, and matches the reference."""
+    text = f"""
+func.func @main(%p: tensor<2x5x64xf32>, %c: tensor<1x5x4xf32>, %s: tensor<1x5x4xf32>) -> tensor<2x5x2x8xf32> {{
+  %k = nn.strided_slice %p {{begin = array<i64: 0, 0, 32>, end = array<i64: 2, 5, 48>, strides = array<i64: 1, 1, 1>}} : (tensor<2x5x64xf32>) -> tensor<2x5x16xf32>
+  %h = nn.reshape %k : (tensor<2x5x16xf32>) -> tensor<2x5x2x8xf32>
+  %0 = nn.rotary_embedding %h, %c, %s {{interleaved = {str(interleaved).lower()}, layout = "BSHD"}} : (tensor<2x5x2x8xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x5x2x8xf32>
+  func.return %0 : tensor<2x5x2x8xf32>
+}}"""
+    module = fuse(text)
+    (name, function), = fused_functions(module).items()
+    assert [op.name for op in function.body.ops][:3] == ["nn.strided_slice", "nn.reshape", "nn.rotary_embedding"]
+    program = program_of(module)
+    rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
+    host = HostKernels(program.code, [rec], tmp_path)
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((2, 5, 64), (1, 5, 4), (1, 5, 4))]
+    out = np.full((2, 5, 2, 8), 7, np.float32)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, grid, block, inputs, out)
+    k = inputs[0][:, :, 32:48].reshape(2, 5, 2, 8).swapaxes(1, 2).astype(np.float64)
+    expected = rotary_embedding(k, *(a.astype(np.float64) for a in inputs[1:]), interleaved=interleaved,
+                                rotary_dim=0).swapaxes(1, 2)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

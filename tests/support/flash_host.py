@@ -21,9 +21,11 @@ from support.cuda_host import SHIM  # tests/support/cuda_host.py
 
 def build(configs: list[FlashConfig], directory: Path) -> ctypes.CDLL:
     wrappers = "".join(
-        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale) {{\n'
+        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale, '
+        f"const long long* rows) {{\n"
         f"  partita_launch(geo, [&] {{ {c.entry}((const {_t(c)}*)p[0], (const {_t(c)}*)p[1], "
-        f"(const {_t(c)}*)p[2], (const unsigned char*)p[3], ({_t(c)}*)p[4], d[0], d[1], d[2], d[3], scale); }});\n}}\n"
+        f"(const {_t(c)}*)p[2], (const unsigned char*)p[3], ({_t(c)}*)p[4], d[0], d[1], d[2], d[3], scale, "
+        f"rows[0], rows[1], rows[2]); }});\n}}\n"
         for c in configs)
     source = SHIM + flash_attention_source(configs) + wrappers
     (directory / "flash.cpp").write_text(source)
@@ -39,7 +41,9 @@ def _t(c: FlashConfig) -> str:
 def launch(lib: ctypes.CDLL, config: FlashConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray,
            key_mask: np.ndarray | None, scale: float) -> np.ndarray:
     """``o`` from the kernel run on the host, every block launched; q, k, v and o in the
-    config's layout (``[B, H, S, D]`` or ``[B, S, H, D]``)."""
+    config's layout (``[B, H, S, D]`` or ``[B, S, H, D]``). In BSHD, q, k and v may be
+    views whose tokens lie further apart (heads of a packed ``[B, S, 3, H, D]``
+    projection): the kernel reads them in place, with their row strides."""
     if config.layout == "BSHD":
         b, q_len, heads, _ = q.shape
         kv_len, kv_heads = k.shape[1], k.shape[2]
@@ -47,14 +51,27 @@ def launch(lib: ctypes.CDLL, config: FlashConfig, q: np.ndarray, k: np.ndarray, 
         b, heads, q_len, _ = q.shape
         kv_heads, kv_len = k.shape[1], k.shape[2]
     out = np.full(q.shape, np.nan, q.dtype)
-    arrays = [np.ascontiguousarray(a) for a in (q, k, v)]
+    arrays = [a if config.layout == "BSHD" and _token_rows(a) else np.ascontiguousarray(a) for a in (q, k, v)]
     mask = None if key_mask is None else np.ascontiguousarray(key_mask.astype(np.uint8))
     pointers = (ctypes.c_void_p * 5)(*[a.ctypes.data for a in arrays],
                                       None if mask is None else mask.ctypes.data, out.ctypes.data)
     geo = (ctypes.c_uint * 6)(*config.grid(b, heads, q_len), *config.block)
     dims = (ctypes.c_int * 4)(heads, kv_heads, q_len, kv_len)
-    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale))
+    rows = (ctypes.c_longlong * 3)(*[(_token_rows(a) or 0) if config.layout == "BSHD" else 0 for a in arrays])
+    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale), rows)
     return out
+
+
+def _token_rows(a: np.ndarray) -> int | None:
+    """The elements between consecutive tokens of a BSHD array whose heads are contiguous
+    ``[H, D]`` blocks and whose batches follow one another (contiguous, or a head view of
+    a packed projection), else None."""
+    item = a.itemsize
+    _, seq, heads, dim = a.shape
+    row, rest = a.strides[1] // item, a.strides
+    if rest[3] != item or rest[2] != dim * item or rest[1] % item or rest[0] != seq * rest[1]:
+        return None
+    return row
 
 
 def build_decode(configs: list[DecodeConfig], directory: Path) -> ctypes.CDLL:

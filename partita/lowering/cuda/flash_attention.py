@@ -41,8 +41,10 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   ``nn.attention_combine`` (pass 2) is a plain window kernel of ``ops/attention.py``.
 
 Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, all
-contiguous, or the same in ``[B, S, H, D]`` (``layout = "BSHD"``: rows ``H * D`` apart, the
-head transposes folded into the strides). Head dims below a multiple of 32 (the fixtures'
+contiguous, or the same in ``[B, S, H, D]`` (``layout = "BSHD"``: the head transposes
+folded into the strides), whose Q, K and V token rows are ``q_row``, ``k_row``, ``v_row``
+apart (run-time: ``H * D`` when contiguous, ``3 * H * D`` for head views of a packed QKV
+projection, GPT-2's ``c_attn``, read where they lie; O is contiguous). Head dims below a multiple of 32 (the fixtures'
 8, say) are padded in registers and shared memory, loaded and stored at their own size. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
 nor nvcc compiles it), the same kernel runs on the host
 (``tests/support/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
@@ -274,7 +276,7 @@ static __device__ __forceinline__ void $entry_tile(
     const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
     const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
     int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh,
-    long long mask_batch_stride, int mask_key_stride) {
+    long long mask_batch_stride, int mask_key_stride, long long q_row, long long k_row, long long v_row) {
   // D: the stored head dim; DP: the one the MMAs run at (D rounded up to 32, zero-padded).
   constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, KS = DP / 16, NT = BN / 8, DT = DP / 8;
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
@@ -288,13 +290,17 @@ static __device__ __forceinline__ void $entry_tile(
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
-  // Row strides and (batch, head) bases of Q / O and K / V in the layout: BSHD rows are
-  // heads * D apart, so the head-split transposes around attention never run.
-  const long long q_stride = $BSHD ? (long long)heads * D : D;
-  const long long kv_stride = $BSHD ? (long long)kv_heads * D : D;
-  const long long q_base = $BSHD ? ((long long)b * q_len * heads + h) * D : ((long long)bh * q_len) * D;
-  const long long kv_base = $BSHD ? ((long long)b * kv_len * kv_heads + hk) * D
-                                  : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  // Row strides and (batch, head) bases of Q, K, V and O in the layout. BSHD rows are
+  // q_row / k_row / v_row apart (heads * D contiguous, wider for head views of a packed
+  // QKV projection), so neither the head-split transposes nor the QKV split run; O is
+  // contiguous. BHSD rows are D apart.
+  const long long q_stride = $BSHD ? q_row : D, o_stride = $BSHD ? (long long)heads * D : D;
+  const long long k_stride = $BSHD ? k_row : D, v_stride = $BSHD ? v_row : D;
+  const long long q_base = $BSHD ? (long long)b * q_len * q_row + (long long)h * D : ((long long)bh * q_len) * D;
+  const long long o_base = $BSHD ? ((long long)b * q_len * heads + h) * D : ((long long)bh * q_len) * D;
+  const long long k_base = $BSHD ? (long long)b * kv_len * k_row + (long long)hk * D
+                                 : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
+  const long long v_base = $BSHD ? (long long)b * kv_len * v_row + (long long)hk * D : k_base;
   if (D < DP) {  // the padding dims are zeros (K's: 0 * garbage could be NaN), never loaded
     for (int c = threadIdx.x; c < 2 * BN * (DP - D); c += $THREADS) {
       const int stage = c / (BN * (DP - D)), e = c % (BN * (DP - D));
@@ -323,16 +329,16 @@ static __device__ __forceinline__ void $entry_tile(
     const int last = min(qtile * BM + BM - 1, q_len - 1) + shift;  // the block's last key
     tiles = max(0, min(tiles, (last + BN) / BN));
   }
-  const unsigned short* kb = (const unsigned short*)k + kv_base;
-  const unsigned short* vb = (const unsigned short*)v + kv_base;
+  const unsigned short* kb = (const unsigned short*)k + k_base;
+  const unsigned short* vb = (const unsigned short*)v + v_base;
   // Tile t's keys, 16 bytes a copy, into stage t % 2; keys past kv_len zero-filled.
   auto load_tile = [&](int t) {
     for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {
       const int row = (c * 8) / D, dim = (c * 8) % D, key = t * BN + row;
-      const long long at = key < kv_len ? (long long)key * kv_stride + dim : 0;
-      const int bytes = key < kv_len ? 16 : 0;
-      fa_cp_async16(ks[t % 2] + row * KP + dim, kb + at, bytes);
-      fa_cp_async16(vs[t % 2] + row * KP + dim, vb + at, bytes);
+      const bool real = key < kv_len;
+      const int bytes = real ? 16 : 0;
+      fa_cp_async16(ks[t % 2] + row * KP + dim, kb + (real ? (long long)key * k_stride + dim : 0), bytes);
+      fa_cp_async16(vs[t % 2] + row * KP + dim, vb + (real ? (long long)key * v_stride + dim : 0), bytes);
     }
     fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
   };
@@ -424,18 +430,18 @@ static __device__ __forceinline__ void $entry_tile(
   const float undefined_value = $ZERO ? 0.0f : __int_as_float(0x7fc00000);
   const bool dead_lo = l_lo != l_lo || m_lo == __int_as_float(0xff800000);
   const bool dead_hi = l_hi != l_hi || m_hi == __int_as_float(0xff800000);
-  unsigned short* ob = (unsigned short*)o + q_base;
+  unsigned short* ob = (unsigned short*)o + o_base;
   const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
   for (int t = 0; t < DT; ++t) {
     const int col = t * 8 + (lane % 4) * 2;
     if (col >= D) break;  // the padding dims
     if (r_lo < q_len) {
       const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] * inv_lo, acc[t][1] * inv_lo);
-      memcpy(ob + (long long)r_lo * q_stride + col, &w, 4);
+      memcpy(ob + (long long)r_lo * o_stride + col, &w, 4);
     }
     if (r_hi < q_len) {
       const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] * inv_hi, acc[t][3] * inv_hi);
-      memcpy(ob + (long long)r_hi * q_stride + col, &w, 4);
+      memcpy(ob + (long long)r_hi * o_stride + col, &w, 4);
     }
   }
 }
@@ -443,9 +449,10 @@ static __device__ __forceinline__ void $entry_tile(
 extern "C" __global__ void __launch_bounds__($THREADS, $MINBLOCKS)
 $entry(const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
        const unsigned char* __restrict__ key_mask, $T* __restrict__ o,
-       int heads, int kv_heads, int q_len, int kv_len, float scale) {
+       int heads, int kv_heads, int q_len, int kv_len, float scale, long long q_row, long long k_row,
+       long long v_row) {
   $entry_tile(q, k, v, key_mask, o, heads, kv_heads, q_len, kv_len, scale, (int)blockIdx.x, (int)blockIdx.y,
-              kv_len, 1);
+              kv_len, 1, q_row, k_row, v_row);
 }
 #endif
 """

@@ -17,8 +17,8 @@ from partita.dialects import nn
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "kernel_function_error", "kernel_kind",
-           "prologue_error"]
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "is_view", "kernel_function_error",
+           "kernel_kind", "prologue_error", "reads_views"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
@@ -59,6 +59,26 @@ def is_fusable(op: Operation) -> bool:
     if isinstance(op, _SPELLED_OPS):
         return _typed(op)
     return len(op.results) == 1 and _rule_for(op, _rules()[0]) is not None
+
+
+def is_view(op: Operation) -> bool:
+    """Whether ``op`` only remaps the indices of its first operand (``nn.reshape``,
+    ``nn.transpose``, an injective rule with a ``view`` index map such as
+    ``nn.strided_slice``; other operands give shapes): a kernel reads through it with
+    index arithmetic, no pass over memory of its own."""
+    if not is_fusable(op) or len(op.results) != 1:
+        return False
+    if isinstance(op, nn.ReshapeOp | nn.TransposeOp):
+        return True
+    rule = _rule_for(op, _rules()[0])
+    return rule is not None and rule.view is not None
+
+
+def reads_views(anchor: Operation) -> bool:
+    """Whether ``anchor``'s window rule reads its operands through index views
+    (``Rule.reads_views``), so views computing them join its kernel."""
+    rule = _rule_for(anchor, _rules()[1])
+    return rule is not None and rule.reads_views and _rule_for(anchor, _rules()[2]) is None
 
 
 def _typed(op: Operation, dtypes: Sequence[str] = DTYPES) -> bool:
@@ -163,12 +183,18 @@ def kernel_function_error(function: FuncOp) -> str | None:
         return f"contains several reductions, GEMMs or pools ('{anchors[0].name}', '{anchors[1].name}')"
     if anchors:
         (anchor,) = anchors
-        if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
-            return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
-        prologue = _producers(anchor.operands[0])
-        for op in prologue:
-            if (why := prologue_error(op, anchor)) is not None:
-                return f"computes an operand of '{anchor.name}' it cannot fuse: {why}"
+        if reads_views(anchor):
+            # Every operand a kernel argument or an index view of one.
+            prologue = [op for v in anchor.operands for op in _producers(v)]
+            if (view := next((op for op in prologue if not is_view(op)), None)) is not None:
+                return f"computes an operand of '{anchor.name}' with '{view.name}' (only index views can be fused)"
+        else:
+            if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
+                return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
+            prologue = _producers(anchor.operands[0])
+            for op in prologue:
+                if (why := prologue_error(op, anchor)) is not None:
+                    return f"computes an operand of '{anchor.name}' it cannot fuse: {why}"
         derived: set[SSAValue] = {anchor.results[0]}
         for op in block.ops:
             if op is block.last_op or op is anchor or op in prologue or not any(v in derived for v in op.operands):

@@ -79,7 +79,7 @@ from partita.lowering.cuda.cexpr import (
     broadcast_dims,
     ctype,
 )
-from partita.lowering.cuda.fusion import _rule_for, _rules, is_anchor, kernel_function_error, kernel_kind
+from partita.lowering.cuda.fusion import _rule_for, _rules, is_anchor, is_view, kernel_function_error, kernel_kind
 from partita.lowering.cuda.rules import RowReduction
 from partita.lowering.cuda.schedules import (
     BLOCK_SIZE,
@@ -133,8 +133,8 @@ class FusedKernel:
 
 class KernelEmitter(ScheduleMixin):
     """Builds one fused function's kernel. Lowering rules (``rules.py``) use its public
-    methods: ``value`` (an operand at an index, inlined), ``load`` (a kernel argument at an
-    index), ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
+    methods: ``value`` (an operand at an index, inlined), ``load`` (a kernel argument, or an
+    index view of one, at an index), ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
 
     def __init__(self, function: FuncOp, entry: str):
         self.function = function
@@ -287,9 +287,31 @@ class KernelEmitter(ScheduleMixin):
         return self._var(prefix)
 
     def load(self, arg: SSAValue, index: Sequence[str]) -> str:
-        """The C expression loading kernel argument ``arg`` at ``index`` (compute type)."""
-        assert isinstance(arg, BlockArgument)
+        """The C expression loading ``arg`` at ``index`` (compute type): a kernel argument,
+        or an index view of one (``fusion.is_view``: reshapes, transposes, strided slices),
+        read through its index arithmetic alone (no lines: loads sit inside loops)."""
+        arg, index = self.viewed(arg, index)
         return self._load(f"in{arg.index}[{self._linear(self.dims[arg], index)}]", _dtype(arg.type))
+
+    def viewed(self, value: SSAValue, index: Sequence[str]) -> tuple[BlockArgument, list[str]]:
+        """The kernel argument that ``value`` (itself, or a chain of index views of it) reads
+        at ``index``, and the index there."""
+        index = list(index)
+        while not isinstance(value, BlockArgument):
+            op = value.owner
+            assert isinstance(op, Operation) and is_view(op), f"{value} is no view of a kernel argument"
+            if isinstance(op, nn.TransposeOp):
+                inner = ["0"] * len(index)
+                for k, p in enumerate(op.perm):
+                    inner[p] = index[k]
+                index = inner
+            elif isinstance(op, nn.ReshapeOp):
+                linear = self._linear(self.dims[op.result], index)
+                index = self._decompose(_paren(linear), self.dims[op.input])
+            else:
+                index = _rules()[0][type(op)].view(self, op, index)
+            value = op.operands[0]
+        return value, index
 
     def broadcast_index(self, operand: SSAValue, result: SSAValue, index: Sequence[str]) -> list[str]:
         """The index into ``operand`` broadcast (NumPy rules) to ``result`` at ``index``."""

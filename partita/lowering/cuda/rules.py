@@ -12,8 +12,9 @@ the family modules of ``partita.lowering.cuda.ops`` (mirroring ``partita.dialect
 * ``@window(OpClass)``: the op anchors a kernel in which one thread computes one output
   element with a loop over the operand elements it needs (reductions over any axes,
   arg-reductions, scans, direct convolutions, ...; TVM's ``kCommReduce`` /
-  ``kOutEWiseFusable`` scheduled naively). Its operands are kernel arguments, read with
-  ``emitter.load(argument, index)``; the rule returns the C lines that declare ``y``, the
+  ``kOutEWiseFusable`` scheduled naively). Its operands are kernel arguments (or, for a
+  rule that ``reads_views``, index views of them), read with ``emitter.load(operand,
+  index)``; the rule returns the C lines that declare ``y``, the
   op's value at ``emitter.out_index``. Element-wise consumers join as an epilogue.
 * ``@rowwise(OpClass)``: the op reduces the trailing axes of its one input (a contiguous
   row per output element) and anchors a ``rowwise`` kernel: one thread block per row,
@@ -56,6 +57,15 @@ class Rule:
     whole-kernel schedule used instead of the per-element loop when the kernel is the
     anchor alone (no epilogue) and it returns one. Its blocks must stride over the tiles:
     the launch geometry stays the window one (``ceil(numel / block)`` blocks, capped)."""
+    view: Callable[..., Any] | None = None
+    """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
+    that only remaps the indices of its first operand (its other operands give shapes):
+    a kernel reads through it with index arithmetic alone (``fusion.is_view``)."""
+    reads_views: bool = False
+    """Window rules only: the rule reads its operands only with ``emitter.load``, so an
+    operand may be an index view of a kernel argument (a head split of a packed QKV
+    projection: ``nn.strided_slice`` + ``nn.reshape``) that the kernel reads through
+    instead of a kernel of its own copying it."""
 
     def accepts(self, op: Operation) -> bool:
         return self.supports is None or bool(self.supports(op))
@@ -137,29 +147,31 @@ class RowReduction:
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
-              kernel=None):
+              kernel=None, view=None, reads_views=False):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise, kernel)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, reads_views)
         return fn
 
     return decorate
 
 
-def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=False):
+def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=False, view=None):
     """Register ``fn(emitter, op, index) -> C expression`` for ``op_types``; pass
-    ``elementwise=True`` when the op reads its operands at the broadcast output index."""
-    return _register(INJECTIVE, op_types, supports, dims, elementwise)
+    ``elementwise=True`` when the op reads its operands at the broadcast output index, and
+    its index map ``view`` when it only remaps the indices of its first operand."""
+    return _register(INJECTIVE, op_types, supports, dims, elementwise, view=view)
 
 
-def window(*op_types: type[Operation], supports=None, dims=None, kernel=None):
+def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
-    a whole-kernel schedule ``kernel``, see ``Rule.kernel``)."""
-    return _register(WINDOW, op_types, supports, dims, kernel=kernel)
+    a whole-kernel schedule ``kernel``, see ``Rule.kernel``; ``reads_views``, see
+    ``Rule.reads_views``)."""
+    return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

@@ -4,7 +4,8 @@ softmax (running max ``m``, running sum ``l``, running ``sum_j p_j * v[j, c]``, 
 when the max grows), so the scores never reach memory:
 
 * **flash** (``partita.lowering.cuda.flash_attention``): f16 / bf16 tensor-core tiles, for
-  the op alone with no mask or a boolean key padding mask;
+  the op alone with no mask or a boolean key padding mask; Q, K and V kernel arguments or
+  BSHD head views of a packed QKV projection (``_token_rows``);
 * **rows**: the op alone otherwise (f32, any mask, any head dim up to 256): one warp per
   query row, its lanes splitting the head dim, the block's rows (same batch and head)
   sharing each tile of keys and values staged in shared memory. A key costs one product per
@@ -22,6 +23,10 @@ Split-KV decode (``split-kv-attention``) has two ops of its own:
 * ``nn.attention_combine``: per element, the splits' partials rescaled to their common
   maximum (a short tail: the partials are ``B * H * splits * (D + 2)`` floats).
 
+The op's rule ``reads_views``: Q, K, V (and the mask) may be index views of kernel arguments
+(GPT-2's ``c_attn`` output split by ``nn.strided_slice`` into Q, K and V, each reshaped into
+heads), which the kernel reads where they lie instead of three kernels copying them out.
+
 NaN and +inf scores and fully masked rows follow the reference in every schedule: the row is
 NaN, or zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies
 its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
@@ -30,6 +35,8 @@ its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 its rotation pair."""
 
 from __future__ import annotations
+
+from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _c_float
@@ -65,9 +72,13 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     if op.value.type.get_shape()[3] != head_dim:
         return None
     strides = _key_padding_strides(emitter, op)
-    if strides is None or op.mask_kind == "additive":
+    rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
+    if strides is None or op.mask_kind == "additive" or None in rows:
         return None
-    mask = "0" if op.mask is None else "(const unsigned char*)in3"
+    if op.mask is not None and not isinstance(op.mask, BlockArgument):
+        return None
+    (q, q_row), (k, k_row), (v, v_row) = rows  # type: ignore[misc]
+    mask = "0" if op.mask is None else f"(const unsigned char*)in{op.mask.index}"
     T = emitter.index_type
     # (batch, heads, seq) of query and key in the op's layout
     axes = (0, 2, 1) if op.layout == "BSHD" else (0, 1, 2)
@@ -80,11 +91,45 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         f"  const int q_tiles = ({q_len} + {config.block_m - 1}) / {config.block_m};",
         f"  const {T} tiles = ({T})q_tiles * {batch} * {heads};",
         f"  for ({T} t = blockIdx.x; t < tiles; t += gridDim.x)  // uniform per block",
-        f"    {config.entry}_tile(in0, in1, in2, {mask}, out, {heads}, {kv_heads}, {q_len}, {kv_len},",
-        f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles), {strides});",
+        f"    {config.entry}_tile({q}, {k}, {v}, {mask}, out, {heads}, {kv_heads}, {q_len}, {kv_len},",
+        f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles), {strides}, {q_row}, {k_row}, {v_row});",
     ]
     emitter.prelude.append(flash_attention_source(config))
     return lines, config.block[0]
+
+
+def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
+    """``(pointer, token row stride)`` the flash kernel reads ``value`` through, or None:
+    a kernel argument (BSHD rows ``H * D`` apart), or, in BSHD, the head split
+    ``reshape([..., H * D] -> [B, S, H, D])`` of a kernel argument or of its last-axis
+    slice ``[..., a:a + H * D]`` out of ``[..., W]`` (a packed QKV projection: tokens are
+    the rows of W, in order whatever the leading dims, so rows ``W`` apart and the pointer
+    advanced by ``a``). ``cp.async`` copies 16 bytes: ``a`` and ``W`` are multiples of 8
+    elements."""
+    if isinstance(value, BlockArgument):
+        dims = emitter.dims[value]
+        return f"in{value.index}", "0" if layout == "BHSD" else f"(long long){_p(dims[2])} * {_p(dims[3])}"
+    if layout != "BSHD" or not isinstance(value.owner, nn.ReshapeOp):
+        return None
+    split = value.owner.input
+    heads, dim = value.type.get_shape()[2:]
+    if split.type.get_shape()[-1] != heads * dim or heads < 0 or dim < 0:
+        return None
+    start = 0
+    if isinstance(split.owner, nn.StridedSliceOp):
+        sliced = split.owner
+        shape = sliced.input.type.get_shape()
+        *lead, last = range(len(shape))
+        full = all(sliced.begin[a] == 0 and sliced.strides[a] == 1 and a not in sliced.targets
+                   and (sliced.end[a] >= 2**62 or 0 <= shape[a] <= sliced.end[a]) for a in lead)
+        if not full or shape[last] < 0 or sliced.strides[last] != 1 or last in sliced.targets:
+            return None
+        start = range(shape[last])[slice(sliced.begin[last], sliced.end[last])].start
+        split = sliced.input
+    width = split.type.get_shape()[-1] if isinstance(split, BlockArgument) else -1
+    if width < 0 or width % 8 or start % 8:
+        return None
+    return f"in{split.index}" + (f" + {start}" if start else ""), str(width)
 
 
 ROWS_MAX_HEAD_DIM = 256
@@ -228,7 +273,7 @@ def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     return _flash(emitter, op) or _rows(emitter, op)
 
 
-@window(nn.AttentionOp, dims=derived_dims, kernel=_schedule)
+@window(nn.AttentionOp, dims=derived_dims, kernel=_schedule, reads_views=True)
 def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     T = emitter.index_type
     at = _layout(op)
@@ -292,11 +337,13 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     at = _layout(op)
     batch, heads, _, _ = at(*emitter.dims[op.query])
     _, kv_heads, kv_len, _ = at(*emitter.dims[op.key])
-    mask = {"none": "(const unsigned char*)0", "boolean": "(const unsigned char*)in3", "additive": "in3"}[op.mask_kind]
+    q, k, v = (f"in{x.index}" for x in (op.query, op.key, op.value))  # kernel arguments (no views)
+    m = f"in{op.mask.index}" if op.mask is not None else ""
+    mask = {"none": "(const unsigned char*)0", "boolean": f"(const unsigned char*){m}", "additive": m}[op.mask_kind]
     lines = [
         f"  const {T} pairs = ({T}){op.splits} * {_p(batch)} * {_p(heads)};",
         f"  for ({T} t = blockIdx.x; t < pairs; t += gridDim.x)  // uniform per block",
-        f"    {config.entry}(in0, in1, in2, {mask}, out, {_p(heads)}, {_p(kv_heads)}, {_p(kv_len)},",
+        f"    {config.entry}({q}, {k}, {v}, {mask}, out, {_p(heads)}, {_p(kv_heads)}, {_p(kv_len)},",
         f"        {_c_float(op.scale)}, {op.splits}, (int)(t % {op.splits}), (int)(t / {op.splits}), {strides});",
     ]
     emitter.prelude.append(flash_decode_source(config))
@@ -371,7 +418,7 @@ def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
     return [*lines, y_decl(emitter, op, f"undefined ? {rows} : num / den")]
 
 
-@window(nn.RotaryEmbeddingOp, dims=derived_dims)
+@window(nn.RotaryEmbeddingOp, dims=derived_dims, reads_views=True)
 def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
     """One thread per output element ``out[b, h, s, d]`` (``out[b, s, h, d]`` in BSHD): its
     own value and its pair's (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos /

@@ -96,8 +96,8 @@ def _gather_nd(emitter, op: nn.GatherNDOp, index: list[str]) -> str:
     return emitter.value(op.data, [*at, *index[len(ind) - 1:]])
 
 
-@injective(nn.StridedSliceOp, dims=derived_dims)
-def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
+def strided_slice_index(emitter, op: nn.StridedSliceOp, index: list[str]) -> list[str]:
+    """The index into ``op``'s input of its element at ``index`` (pure index arithmetic)."""
     shape = tuple(op.input.type.get_shape())
     inner = []
     for axis, (d, b, e, s) in enumerate(zip(shape, op.begin, op.end, op.strides)):
@@ -114,7 +114,12 @@ def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
             f"{index[axis]} * ({s})"
         # Parenthesized: the emitter multiplies index expressions by strides.
         inner.append(_paren(step if start == 0 else f"{start} + {_paren(step)}"))
-    return emitter.value(op.input, inner)
+    return inner
+
+
+@injective(nn.StridedSliceOp, dims=derived_dims, view=strided_slice_index)
+def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
+    return emitter.value(op.input, strided_slice_index(emitter, op, index))
 
 
 @injective(nn.BroadcastToOp, dims=derived_dims)

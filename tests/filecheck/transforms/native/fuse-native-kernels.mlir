@@ -317,3 +317,55 @@ func.func @q(%x: tensor<4x16xf32>, %r: tensor<4x16xf32>, %g: tensor<16xf32>, %b:
   %8 = nn.softmax %7 : (tensor<16x4xf32>) -> tensor<16x4xf32>
   func.return %1, %3, %6, %8 : tensor<4x1xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<16x4xf32>
 }
+
+// -----
+
+// An attention reads its operands through index views: the head splits of a packed QKV
+// projection (a strided slice and a reshape each) join its kernel, whose data input is the
+// packed tensor. A view used elsewhere too (%k4, also returned) and a group that computes
+// (%q2's multiply) stay kernels of their own.
+
+// CHECK-LABEL: func.func private @qkv_fused_0(%0: tensor<2x5x48xf16>) -> tensor<2x5x2x8xf16>
+// CHECK-NEXT:    %k = nn.strided_slice %0 {begin = array<i64: 0, 0, 16>
+// CHECK-NEXT:    %k4 = nn.reshape %k
+// CHECK-NEXT:    func.return %k4
+// CHECK-LABEL: func.func private @qkv_fused_1(%0: tensor<2x5x48xf16>, %1: tensor<2x5x2x8xf16>, %2: tensor<2x1x1x5xi1>) -> tensor<2x5x2x8xf16>
+// CHECK-NEXT:    %q = nn.strided_slice %0 {begin = array<i64: 0, 0, 0>
+// CHECK-NEXT:    %q4 = nn.reshape %q
+// CHECK-NEXT:    %v = nn.strided_slice %0 {begin = array<i64: 0, 0, 32>
+// CHECK-NEXT:    %v4 = nn.reshape %v
+// CHECK-NEXT:    %a = nn.attention %q4, %1, %v4, %2
+// CHECK-NEXT:    func.return %a
+// CHECK-LABEL: func.func private @qkv_fused_2(%0: tensor<2x5x48xf16>) -> tensor<2x5x2x8xf16>
+// CHECK-NEXT:    %t = nn.strided_slice %0
+// CHECK-NEXT:    %t4 = nn.reshape %t
+// CHECK-NEXT:    %q2 = nn.multiply %t4, %t4
+// CHECK-NEXT:    func.return %q2
+// CHECK-LABEL: func.func private @qkv_fused_3(%0: tensor<2x5x48xf16>, %1: tensor<2x5x2x8xf16>) -> tensor<2x5x2x8xf16>
+// CHECK-NEXT:    %u = nn.strided_slice %0
+// CHECK-NEXT:    %u4 = nn.reshape %u
+// CHECK-NEXT:    %b = nn.attention %1, %u4, %1
+// CHECK-NEXT:    func.return %b
+// CHECK-LABEL: func.func @qkv
+// CHECK-NEXT:    %k4 = func.call @qkv_fused_0(%x)
+// CHECK-NEXT:    %a = func.call @qkv_fused_1(%x, %k4, %m)
+// CHECK-NEXT:    %q2 = func.call @qkv_fused_2(%x)
+// CHECK-NEXT:    %b = func.call @qkv_fused_3(%x, %q2)
+// CHECK-NEXT:    func.return %a, %b, %k4
+
+func.func @qkv(%x: tensor<2x5x48xf16>, %m: tensor<2x1x1x5xi1>) -> (tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %q = nn.strided_slice %x {begin = array<i64: 0, 0, 0>, end = array<i64: 2, 5, 16>, strides = array<i64: 1, 1, 1>} : (tensor<2x5x48xf16>) -> tensor<2x5x16xf16>
+  %q4 = nn.reshape %q : (tensor<2x5x16xf16>) -> tensor<2x5x2x8xf16>
+  %k = nn.strided_slice %x {begin = array<i64: 0, 0, 16>, end = array<i64: 2, 5, 32>, strides = array<i64: 1, 1, 1>} : (tensor<2x5x48xf16>) -> tensor<2x5x16xf16>
+  %k4 = nn.reshape %k : (tensor<2x5x16xf16>) -> tensor<2x5x2x8xf16>
+  %v = nn.strided_slice %x {begin = array<i64: 0, 0, 32>, end = array<i64: 2, 5, 48>, strides = array<i64: 1, 1, 1>} : (tensor<2x5x48xf16>) -> tensor<2x5x16xf16>
+  %v4 = nn.reshape %v : (tensor<2x5x16xf16>) -> tensor<2x5x2x8xf16>
+  %a = nn.attention %q4, %k4, %v4, %m {scale = 0.35 : f64, causal = true, layout = "BSHD"} : (tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x1x1x5xi1>) -> tensor<2x5x2x8xf16>
+  %t = nn.strided_slice %x {begin = array<i64: 0, 0, 0>, end = array<i64: 2, 5, 16>, strides = array<i64: 1, 1, 1>} : (tensor<2x5x48xf16>) -> tensor<2x5x16xf16>
+  %t4 = nn.reshape %t : (tensor<2x5x16xf16>) -> tensor<2x5x2x8xf16>
+  %q2 = nn.multiply %t4, %t4 : (tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>) -> tensor<2x5x2x8xf16>
+  %u = nn.strided_slice %x {begin = array<i64: 0, 0, 16>, end = array<i64: 2, 5, 32>, strides = array<i64: 1, 1, 1>} : (tensor<2x5x48xf16>) -> tensor<2x5x16xf16>
+  %u4 = nn.reshape %u : (tensor<2x5x16xf16>) -> tensor<2x5x2x8xf16>
+  %b = nn.attention %q2, %u4, %q2 {scale = 0.35 : f64, layout = "BSHD"} : (tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>) -> tensor<2x5x2x8xf16>
+  func.return %a, %b, %k4 : tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>
+}
