@@ -66,9 +66,10 @@ def check_dense(match: Match) -> bool:
 
 
 def check_dense_gelu(match: Match) -> bool:
-    """CUTLASS's GELU epilogue is the erf form; the tanh approximation stays outside."""
+    """CUTLASS's GELU epilogues: the erf form (``LinearCombinationGELU``) and the tanh
+    approximation (``GELU_taylor``)."""
     gelu = match.find("nn.gelu")
-    return check_dense(match) and gelu is not None and op_attr(gelu, "approximate") == "none"
+    return check_dense(match) and gelu is not None and op_attr(gelu, "approximate") in ("none", "tanh")
 
 
 def check_dense_residual(match: Match) -> bool:

@@ -271,6 +271,31 @@ def test_erf_gelu_subgraph_becomes_one_gelu(variant):
     assert op_names(check(model)) == ["nn.gelu"]
 
 
+T = {**C, "k0": np.float32(math.sqrt(2 / math.pi)), "k1": np.float32(0.044715), "three": np.float32(3.0)}
+
+
+def _tanh_gelu_nodes(variant: str, k1: str = "k1"):
+    """GPT-2's ``gelu_new``: ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``."""
+    inner = [node("Pow", ["x", "three"], ["c"]), node("Mul", [k1, "c"], ["d"]),
+             node("Add", ["x", "d"] if variant != "swapped" else ["d", "x"], ["a"]),
+             node("Mul", ["a", "k0"], ["s"]), node("Tanh", ["s"], ["e"]), node("Add", ["e", "one"], ["p"])]
+    if variant == "half_first":  # the TorchScript export: (0.5 * x) * (1 + tanh)
+        return [node("Mul", ["half", "x"], ["h"])] + inner + [node("Mul", ["h", "p"])]
+    return inner + [node("Mul", ["x", "p"], ["m"]), node("Mul", ["m", "half"])]
+
+
+@pytest.mark.parametrize("variant", ["half_first", "half_last", "swapped"])
+def test_tanh_gelu_subgraph_becomes_one_tanh_gelu(variant):
+    module = check(make(_tanh_gelu_nodes(variant), X, Y3, T, 13))
+    (gelu,) = [op for op in module.walk() if isinstance(op, nn.GeluOp)]
+    assert op_names(module) == ["nn.gelu"] and gelu.approximate == "tanh"
+
+
+def test_tanh_gelu_with_another_cubic_coefficient_stays_decomposed():
+    module = import_onnx(make(_tanh_gelu_nodes("half_first", k1="half"), X, Y3, T, 13))
+    assert "nn.gelu" not in op_names(module) and "nn.tanh" in op_names(module)
+
+
 def test_lone_erf_is_nn_erf():
     model = make([node("Erf", ["x"])], X, Y3, {}, 13)
     assert op_names(import_onnx(model)) == ["nn.erf"]

@@ -146,3 +146,15 @@ def test_two_processes_compiling_the_same_key(tmp_path):
     assert [(p.offset, p.size) for p in cubin.kernel_params(a.cubin, "tiny")] == [(0, 8), (8, 4)]
     (c,) = nvrtc.compile_many([src], jobs=2, arch="sm_80", cache_dir=tmp_path)
     assert c.cache_hit
+
+
+def test_gelu_epilogues_are_the_erf_form_and_the_tanh_approximation(compiled):
+    """``bias_gelu`` evaluates erf (no tanh instruction), ``bias_gelu_tanh`` is
+    CUTLASS's ``GELU_taylor``: the hardware tanh (``MUFU.TANH``) in its epilogue."""
+    from support.sass import sass_by_function, sass_of  # tests/support/sass.py
+
+    _, _, bins = compiled
+    functions = sass_by_function(sass_of(bins["sm_90"].cubin))
+    for t in ("h", "b", "s"):
+        assert "MUFU.TANH" in functions[f"dense_{t}_bias_gelu_tanh"], t
+        assert "MUFU.TANH" not in functions[f"dense_{t}_bias_gelu"], t

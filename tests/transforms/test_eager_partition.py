@@ -11,8 +11,10 @@ from partita.dialects import make_context
 from partita.dialects.byoc import COMPILER, COMPOSITE, GLOBAL_SYMBOL, PartitionOp
 from partita.dialects.nn import numpy_dtype
 from partita.ir import parse_module
+from partita.lowering.cutlass.codegen import partition_kernel
 from partita.runtime.reference import run
 from partita.tools.opt import main as opt_main
+from partita.transforms.outline_compiler_functions import OutlineCompilerFunctions
 from partita.transforms.partition_eager import PartitionEager
 
 MODEL = """func.func @main(%x: tensor<8x16xf32>, %w1: tensor<16x16xf32>, %b1: tensor<16xf32>,
@@ -137,9 +139,9 @@ def test_unknown_backend_is_a_located_user_error(tmp_path, capsys):
     assert "unknown backend 'nope'" in err and "Traceback" not in err
 
 
-def test_tanh_gelu_is_not_fused_into_the_cutlass_epilogue():
-    # CUTLASS's GELU epilogue is the erf form: with the tanh approximation the dense and
-    # its bias still go to CUTLASS, the GELU stays outside.
+def test_both_gelu_forms_are_the_cutlass_epilogue():
+    # CUTLASS has both GELUs as epilogues: the erf form (LinearCombinationGELU) and the
+    # tanh approximation (GELU_taylor); the kernel spec says which.
     text = """
     func.func @main(%x: tensor<16x32xf16>, %w: tensor<64x32xf16>, %b: tensor<64xf16>) -> tensor<16x64xf16> {
       %0 = nn.dense %x, %w : (tensor<16x32xf16>, tensor<64x32xf16>) -> tensor<16x64xf16>
@@ -148,9 +150,13 @@ def test_tanh_gelu_is_not_fused_into_the_cutlass_epilogue():
       func.return %2 : tensor<16x64xf16>
     }
     """
-    composites = {}
+    composites, epilogues = {}, {}
     for approximate in ("none", "tanh"):
         module = parse_module(text.replace("APPROX", approximate), make_context(), "gelu.mlir")
         PartitionEager(backends="cutlass").apply(make_context(), module)
         composites[approximate] = [p.attributes[COMPOSITE].data for p in _partitions(module)]
-    assert composites == {"none": ["cutlass.dense_bias_gelu"], "tanh": ["cutlass.dense_bias"]}
+        OutlineCompilerFunctions().apply(make_context(), module)
+        (function,) = [f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data != "main"]
+        epilogues[approximate] = partition_kernel(function).spec.epilogue
+    assert composites == {"none": ["cutlass.dense_bias_gelu"], "tanh": ["cutlass.dense_bias_gelu"]}
+    assert epilogues == {"none": "bias_gelu", "tanh": "bias_gelu_tanh"}

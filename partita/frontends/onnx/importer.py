@@ -83,7 +83,7 @@ class Importer:
         self.block = Block()
         self.node: onnx.NodeProto | None = None
         self.dim_labels = _dim_labels(model)
-        self.gelu: dict[int, str] = {}  # final node index -> input name of x
+        self.gelu: dict[int, tuple[str, str]] = {}  # final node index -> (input name of x, approximate)
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
         self.sym_sources: dict[SymDim, tuple[SSAValue, int]] = {}  # a tensor dim it sizes
@@ -272,8 +272,8 @@ class Importer:
         if index in self.absorbed:
             return
         if index in self.gelu:
-            x = self.tensor(self.values[self.gelu[index]])
-            self.values[node.output[0]] = self.emit(nn.GeluOp(x))
+            name, approximate = self.gelu[index]
+            self.values[node.output[0]] = self.emit(nn.GeluOp(self.tensor(self.values[name]), approximate))
             return
         ins = [self.values.get(n) if n else None for n in node.input]
         for n in node.input:

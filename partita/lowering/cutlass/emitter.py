@@ -37,12 +37,18 @@ from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec, entry_contract
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float"}
 _EPILOGUE = {
-    "none": "cutlass::epilogue::thread::LinearCombination",
-    "bias": "cutlass::epilogue::thread::LinearCombination",
-    "bias_relu": "cutlass::epilogue::thread::LinearCombinationRelu",
-    "bias_gelu": "cutlass::epilogue::thread::LinearCombinationGELU",
-    "residual": "cutlass::epilogue::thread::LinearCombination",
+    "none": "cutlass::epilogue::thread::LinearCombination<{args}>",
+    "bias": "cutlass::epilogue::thread::LinearCombination<{args}>",
+    "bias_relu": "cutlass::epilogue::thread::LinearCombinationRelu<{args}>",
+    "bias_gelu": "cutlass::epilogue::thread::LinearCombinationGELU<{args}>",
+    # LinearCombinationGELU's own form with the tanh approximation (GELU_taylor) instead of erf.
+    "bias_gelu_tanh": "cutlass::epilogue::thread::LinearCombinationGeneric<cutlass::epilogue::thread::GELU_taylor, "
+                      "{args}, cutlass::epilogue::thread::ScaleType::Default, "
+                      "cutlass::FloatRoundStyle::round_to_nearest, true>",
+    "residual": "cutlass::epilogue::thread::LinearCombination<{args}>",
 }
+"""The thread epilogue of each ``KernelSpec.epilogue`` (``{args}``: output type, vector
+width, accumulator and compute types)."""
 _HEADERS = (
     "cutlass/cutlass.h",
     "cutlass/numeric_types.h",
@@ -266,7 +272,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
     arch = f"cutlass::arch::Sm{cfg.arch_tag}"
-    epi = f"{_EPILOGUE[spec.epilogue]}<{T}, {cfg.alignment_c}, float, float>"
+    epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
     swz = f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>"
     # 3xTF32 splits each f32 operand into two TF32 parts (three MMAs); plain f32 operands
     # on a tensor-op kernel are TF32.

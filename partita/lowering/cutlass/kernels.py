@@ -43,11 +43,12 @@ OPS = ("dense", "batch_matmul", "conv2d")
 DTYPES = ("float16", "bfloat16", "float32")
 #: 16-bit float types: tensor cores with mma 16x8x16 and f32 accumulation
 HALF_DTYPES = ("float16", "bfloat16")
-EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "residual")
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual")
 #: epilogues each op supports; ``residual`` adds an ``[M, N]`` tensor (the source C of
-#: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart)
+#: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart);
+#: ``bias_gelu`` is GELU's erf form, ``bias_gelu_tanh`` its tanh approximation (GPT-2's)
 SUPPORTED_EPILOGUES = {
-    "dense": ("none", "bias", "bias_relu", "bias_gelu", "residual"),
+    "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual"),
     "batch_matmul": ("none", "bias"),
     "conv2d": ("none", "bias", "bias_relu"),
 }

@@ -24,7 +24,7 @@ What is taken (everything else stays on the Sm80 kernels of ``kernels.py``): den
 ``batch_matmul`` / ``matmul`` in every layout (``x[M,K]`` times ``w[N,K]`` or ``w[K,N]``,
 transposed A too) with no operand broadcast over the batch, f16 or bf16, whose operands'
 contiguous extents are static multiples of 8 (TMA needs 16-byte strides), epilogues
-none / bias / bias_relu / bias_gelu (dense) and none / bias (batched).
+none / bias / bias_relu / bias_gelu / bias_gelu_tanh (dense) and none / bias (batched).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from partita.lowering.cutlass.tuning import sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t"}
-_ACTIVATION = {"none": "Identity", "bias": "Identity", "bias_relu": "ReLu", "bias_gelu": "GELU"}
+_ACTIVATION = {"none": "Identity", "bias": "Identity", "bias_relu": "ReLu", "bias_gelu": "GELU",
+               "bias_gelu_tanh": "GELU_taylor"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The probe's fields, in order: what the runtime needs to fill ``Params`` and launch.
