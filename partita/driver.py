@@ -40,6 +40,7 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.legalize_to_nn import needs_legalization
+from partita.transforms.sink_reshapes import sinks_a_reshape
 from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
@@ -154,6 +155,10 @@ def _pipeline_stages(
     if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
         # Decomposed RMSNorm (pow, mean, sqrt, scale) as one nn.rms_norm: one row kernel.
         steps.append("fuse-rms-norm")
+    if any(sinks_a_reshape(op) for op in module.walk()):
+        # An activation behind the reshape of a GEMM's result (GPT-2's GELU) moves before
+        # it, so the GEMM's epilogue takes it.
+        steps.append("sink-reshapes")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")

@@ -232,8 +232,11 @@ class RooflineEstimator:
         return table.get(dtype, table["f32"])
 
     def breakdown(self, graph: DataflowGraph, candidate: Candidate) -> dict[str, float]:
-        """flops, bytes, compute/memory/launch times and the total time."""
+        """flops, bytes, compute/memory/launch times and the total time. Reshapes alone
+        cost nothing: they become buffer aliases, not kernels (``fuse-native-kernels``)."""
         be = self._backend(candidate.target)
+        if all(graph.nodes[v].op == "nn.reshape" for v in candidate.nodes):
+            return dict.fromkeys(("flops", "bytes", "compute_time", "memory_time", "launch_overhead", "time"), 0.0)
         h = self.dynamic_dim_hint
         eff = be["efficiency"]
         flops = compute = 0.0

@@ -39,6 +39,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     "fuse-rms-norm": ("partita.transforms.fuse_rms_norm", "FuseRMSNorm"),
+    "sink-reshapes": ("partita.transforms.sink_reshapes", "SinkReshapes"),
     "split-kv-attention": ("partita.transforms.split_kv_attention", "SplitKVAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),

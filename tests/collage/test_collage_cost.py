@@ -127,6 +127,18 @@ def test_external_value_used_twice_counted_once():
     assert b["bytes"] == 2 * 4096  # read x once, write the result
 
 
+def test_reshapes_alone_cost_nothing():
+    """A candidate of reshapes only is a buffer alias after fusion, not a kernel: no launch,
+    no traffic; with a relu it is one kernel again."""
+    x, y = TensorInfo((64, 1024), "f32"), TensorInfo((64, 32, 32), "f32")
+    g = DataflowGraph([NodeInfo("nn.reshape", (), (x,), y), NodeInfo("nn.reshape", (0,), (y,), x),
+                       NodeInfo("nn.relu", (1,), (x,), x)], [2])
+    est = RooflineEstimator()
+    assert est.estimate(g, C({0, 1}, "cuda")) == 0.0 and est.breakdown(g, C({0}, "cuda"))["bytes"] == 0.0
+    with_relu = est.breakdown(g, C({0, 1, 2}, "cuda"))
+    assert with_relu["launch_overhead"] > 0 and with_relu["bytes"] == 2 * 64 * 1024 * 4
+
+
 def test_measuring_estimator():
     g = gemm_gelu(8, 8, 8)
     m = MeasuringEstimator(lambda g, c: [3.0, 1.0, 2.0])
