@@ -39,6 +39,7 @@ from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
+from partita.transforms.combine_parallel_dense import has_parallel_dense
 from partita.transforms.legalize_to_nn import needs_legalization
 from partita.transforms.sink_reshapes import sinks_a_reshape
 from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
@@ -155,6 +156,10 @@ def _pipeline_stages(
     if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
         # Decomposed RMSNorm (pow, mean, sqrt, scale) as one nn.rms_norm: one row kernel.
         steps.append("fuse-rms-norm")
+    if has_parallel_dense(module):
+        # Q, K and V (gate and up) projections of one input as one GEMM and its slices.
+        cache = f"{{cache-dir={_quote(cache_dir)}}}" if cache_dir else ""
+        steps.append(f"combine-parallel-dense{cache}")
     if any(sinks_a_reshape(op) for op in module.walk()):
         # An activation behind the reshape of a GEMM's result (GPT-2's GELU) moves before
         # it, so the GEMM's epilogue takes it.

@@ -1,0 +1,202 @@
+"""``combine-parallel-dense``: GEMMs reading the same input become one (TVM's
+``CombineParallelDense``).
+
+A transformer layer projects one activation ``x`` several times with weights of the same
+``K``: Q, K and V (BERT, ViT, LLaMA), LLaMA's gate and up projections. Each ``nn.dense(x,
+W_i)`` with a constant ``W_i`` (``[N_i, K]``), and its bias add when it has one, becomes a
+slice of one GEMM::
+
+    y   = nn.dense(x, concat(W_0, W_1, ...))          [..., N_0 + N_1 + ...]
+    y   = nn.add(y, concat(b_0, b_1, ...))            when some dense has a constant bias
+                                                      (zeros for one without)
+    y_i = nn.strided_slice(y, [..., o_i : o_i + N_i])
+
+One GEMM of ``sum N_i`` columns reads ``x`` once and fills more of the GPU than several
+small ones (FasterTransformer's and TensorRT-LLM's fused QKV); the slices cost nothing
+where their consumers read through them (``nn.attention`` and ``nn.rotary_embedding``
+read index views; element-wise kernels inline them). GEMMs of different element types,
+``K`` or input stay apart, as does a dense whose weight is computed or read elsewhere too.
+
+The combined weight is a new constant. Dense-attribute weights are concatenated in memory;
+when any weight is a named parameter (bytes in a file, ``partita.ir.parameters``) the
+concatenation is written once, row block by row block, to
+``<cache-dir>/parameters/<digest>.bin`` (the digest names the parts and the identity of
+their files, so a recompile finds it) and the new constant names that file: compiling
+never holds the weights in memory. Biases are small and always become dense attributes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from partita.dialects import nn
+from partita.ir.constants import constant_values
+from partita.ir.parameters import ParameterAttr, file_identity, storage_dtype
+
+__all__ = ["CombineParallelDense", "has_parallel_dense", "parameter_directory"]
+
+_END = 2**63 - 1
+"""A slice's end on an axis kept whole."""
+
+
+def parameter_directory(cache_dir: str | None) -> Path:
+    """Where passes write the parameters they make: ``<cache-dir>/parameters``, by default
+    under ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
+    root = cache_dir or os.environ.get("PARTITA_CACHE_DIR") or str(Path.home() / ".cache" / "partita")
+    return Path(root) / "parameters"
+
+
+def _weight(dense: nn.DenseOp) -> nn.ConstantOp | None:
+    """The dense's constant ``[N, K]`` weight when nothing else reads it (a weight read
+    elsewhere, a tied embedding, would be stored twice)."""
+    w = dense.weight.owner
+    if not isinstance(w, nn.ConstantOp) or len(w.result.type.get_shape()) != 2 or len(list(w.result.uses)) != 1:
+        return None
+    return w
+
+
+def _bias(dense: nn.DenseOp) -> tuple[Operation, nn.ConstantOp] | None:
+    """The dense's bias add (its one use: ``add(y, b)`` either order, or ``bias_add`` on the
+    last axis) and the constant ``b`` (``[N]`` or ``[1, ..., N]``)."""
+    uses = list(dense.result.uses)
+    if len(uses) != 1:
+        return None
+    add = uses[0].operation
+    if isinstance(add, nn.BiasAddOp) and add.input is dense.result and add.axis in (-1, len(_shape(add.result)) - 1):
+        bias = add.bias
+    elif isinstance(add, nn.AddOp) and add.result.type == dense.result.type:
+        bias = add.rhs if add.lhs is dense.result else add.lhs
+    else:
+        return None
+    n = _shape(dense.result)[-1]
+    shape = _shape(bias)
+    if not isinstance(bias.owner, nn.ConstantOp) or not shape or shape[-1] != n or any(d != 1 for d in shape[:-1]):
+        return None
+    return add, bias.owner
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
+
+
+def _groups(block: Block) -> list[list[nn.DenseOp]]:
+    """Denses of ``block`` sharing their input, constant weights of one type and ``K``, in
+    program order; groups of two or more."""
+    by_input: dict[tuple[SSAValue, object], list[nn.DenseOp]] = {}
+    for op in block.ops:
+        if isinstance(op, nn.DenseOp) and (w := _weight(op)) is not None:
+            key = (op.input, (w.result.type.element_type, _shape(w.result)[1], op.result.type.element_type))
+            by_input.setdefault(key, []).append(op)
+    return [denses for denses in by_input.values() if len(denses) > 1]
+
+
+def _parameter_file(parts: list[nn.ConstantOp], directory: Path, dtype: np.dtype, shape: tuple[int, int]) -> Path:
+    """The concatenation of ``parts`` (rows) written to a file named by their digest."""
+    digest = hashlib.sha256(f"{dtype.str}{shape}".encode())
+    for part in parts:
+        attr = part.value
+        if isinstance(attr, ParameterAttr):
+            identity = file_identity(os.stat(attr.file.data))
+            digest.update(f"{attr}|{identity}".encode())
+        else:
+            digest.update(np.ascontiguousarray(constant_values(part)).tobytes())
+    path = directory / f"{digest.hexdigest()[:32]}.bin"
+    size = int(np.prod(shape)) * dtype.itemsize
+    if path.is_file() and path.stat().st_size == size:
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    out = np.memmap(partial, dtype=dtype, mode="w+", shape=shape)
+    row = 0
+    for part in parts:
+        values = constant_values(part)  # a mapped (maybe permuted) view: streamed through the page cache
+        out[row : row + values.shape[0]] = values
+        row += values.shape[0]
+    out.flush()
+    del out
+    os.replace(partial, path)  # whole or absent: a concurrent compile sees one or the other
+    return path
+
+
+def _combined_weight(parts: list[nn.ConstantOp], directory: Path, name: str) -> nn.ConstantOp:
+    t = parts[0].result.type
+    assert isinstance(t, TensorType)
+    dtype = storage_dtype(t.element_type)
+    shape = (sum(_shape(p.result)[0] for p in parts), _shape(parts[0].result)[1])
+    if not any(isinstance(p.value, ParameterAttr) for p in parts):
+        return nn.ConstantOp(np.concatenate([constant_values(p) for p in parts]).astype(dtype, copy=False))
+    path = _parameter_file(parts, directory, dtype, shape)
+    return nn.ConstantOp(np.memmap(path, dtype=dtype, mode="r", shape=shape), name=name)
+
+
+def has_parallel_dense(module: ModuleOp) -> bool:
+    """Whether the pass has denses to combine in ``module``."""
+    return any(_groups(b) for o in module.walk() for r in o.regions for b in r.blocks)
+
+
+@dataclass(frozen=True)
+class CombineParallelDense(ModulePass):
+    """Denses sharing their input -> one dense and slices (see the module docstring)."""
+
+    name = "combine-parallel-dense"
+
+    cache_dir: str | None = None
+    """Where combined parameters are written (``<cache-dir>/parameters``); default
+    ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        directory = parameter_directory(self.cache_dir)
+        for block in [b for o in op.walk() for r in o.regions for b in r.blocks]:
+            for denses in _groups(block):
+                self._combine(denses, directory)
+
+    @staticmethod
+    def _combine(denses: list[nn.DenseOp], directory: Path) -> None:
+        first = denses[0]
+        weights = [_weight(d) for d in denses]
+        biases = [_bias(d) for d in denses]
+        names = [w.value.key.data for w in weights if isinstance(w.value, ParameterAttr)]  # type: ignore[union-attr]
+        weight = _combined_weight(weights, directory, "+".join(names))  # type: ignore[arg-type]
+        new: list[Operation] = [weight, dense := nn.DenseOp(first.input, weight)]
+        dense.location = first.location
+        y = dense.result
+        if any(b is not None for b in biases):
+            dtype = storage_dtype(first.result.type.element_type)
+            rows = [constant_values(b[1]).reshape(-1) if b is not None else np.zeros(_shape(d.result)[-1], dtype)
+                    for d, b in zip(denses, biases)]
+            bias = nn.ConstantOp(np.concatenate(rows).astype(dtype, copy=False))
+            new += [bias, add := nn.AddOp(y, bias)]
+            y = add.result
+        rank, offset = len(_shape(y)), 0
+        slices = []
+        for d in denses:
+            n = _shape(d.result)[-1]
+            part = nn.StridedSliceOp(y, [0] * (rank - 1) + [offset], [_END] * (rank - 1) + [offset + n], [1] * rank,
+                                     result_type=d.result.type)
+            part.location = d.location
+            slices.append(part)
+            offset += n
+        Rewriter.insert_op([*new, *slices], InsertPoint.before(first))
+        for d, b, part in zip(denses, biases, slices):
+            out = b[0] if b is not None else d
+            out.results[0].replace_all_uses_with(part.result)
+            if b is not None:
+                Rewriter.erase_op(b[0])
+            Rewriter.erase_op(d)
+        for w in weights:
+            if w is not None and not w.result.uses:
+                Rewriter.erase_op(w)
+        for b in biases:
+            if b is not None and not b[1].result.uses:
+                Rewriter.erase_op(b[1])
