@@ -25,7 +25,7 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import AttentionOp, BatchNormOp, Conv2DOp, ReduceMeanOp, SoftmaxOp
+from partita.dialects.nn import AttentionOp, BatchNormOp, Conv2DOp, ReduceMeanOp, RotaryEmbeddingOp, SoftmaxOp
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
@@ -160,6 +160,9 @@ def _pipeline_stages(
         # Q, K and V (gate and up) projections of one input as one GEMM and its slices.
         cache = f"{{cache-dir={_quote(cache_dir)}}}" if cache_dir else ""
         steps.append(f"combine-parallel-dense{cache}")
+        if any(isinstance(op, RotaryEmbeddingOp) for op in module.walk()) or "fuse-attention" in steps:
+            # Q's and K's rotations, now of adjacent slices of one GEMM, as one kernel.
+            steps.append("merge-rotary-embeddings")
     if any(sinks_a_reshape(op) for op in module.walk()):
         # An activation behind the reshape of a GEMM's result (GPT-2's GELU) moves before
         # it, so the GEMM's epilogue takes it.

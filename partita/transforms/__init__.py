@@ -41,6 +41,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "fuse-rms-norm": ("partita.transforms.fuse_rms_norm", "FuseRMSNorm"),
     "sink-reshapes": ("partita.transforms.sink_reshapes", "SinkReshapes"),
     "combine-parallel-dense": ("partita.transforms.combine_parallel_dense", "CombineParallelDense"),
+    "merge-rotary-embeddings": ("partita.transforms.merge_rotary", "MergeRotaryEmbeddings"),
     "split-kv-attention": ("partita.transforms.split_kv_attention", "SplitKVAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),

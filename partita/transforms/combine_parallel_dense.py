@@ -22,7 +22,8 @@ when any weight is a named parameter (bytes in a file, ``partita.ir.parameters``
 concatenation is written once, row block by row block, to
 ``<cache-dir>/parameters/<digest>.bin`` (the digest names the parts and the identity of
 their files, so a recompile finds it) and the new constant names that file: compiling
-never holds the weights in memory. Biases are small and always become dense attributes.
+never holds the weights in memory (where that file cannot be written, the GEMMs stay apart).
+Biases are small and always become dense attributes.
 """
 
 from __future__ import annotations
@@ -117,26 +118,34 @@ def _parameter_file(parts: list[nn.ConstantOp], directory: Path, dtype: np.dtype
         return path
     directory.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    out = np.memmap(partial, dtype=dtype, mode="w+", shape=shape)
-    row = 0
-    for part in parts:
-        values = constant_values(part)  # a mapped (maybe permuted) view: streamed through the page cache
-        out[row : row + values.shape[0]] = values
-        row += values.shape[0]
-    out.flush()
-    del out
-    os.replace(partial, path)  # whole or absent: a concurrent compile sees one or the other
+    try:
+        out = np.memmap(partial, dtype=dtype, mode="w+", shape=shape)
+        row = 0
+        for part in parts:
+            values = constant_values(part)  # a mapped (maybe permuted) view: streamed through the page cache
+            out[row : row + values.shape[0]] = values
+            row += values.shape[0]
+        out.flush()
+        del out
+        os.replace(partial, path)  # whole or absent: a concurrent compile sees one or the other
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
-def _combined_weight(parts: list[nn.ConstantOp], directory: Path, name: str) -> nn.ConstantOp:
+def _combined_weight(parts: list[nn.ConstantOp], directory: Path, name: str) -> nn.ConstantOp | None:
+    """The concatenated weight, or None when its file cannot be written (a read-only
+    cache: the GEMMs then stay apart, the compile goes on)."""
     t = parts[0].result.type
     assert isinstance(t, TensorType)
     dtype = storage_dtype(t.element_type)
     shape = (sum(_shape(p.result)[0] for p in parts), _shape(parts[0].result)[1])
     if not any(isinstance(p.value, ParameterAttr) for p in parts):
         return nn.ConstantOp(np.concatenate([constant_values(p) for p in parts]).astype(dtype, copy=False))
-    path = _parameter_file(parts, directory, dtype, shape)
+    try:
+        path = _parameter_file(parts, directory, dtype, shape)
+    except OSError:
+        return None
     return nn.ConstantOp(np.memmap(path, dtype=dtype, mode="r", shape=shape), name=name)
 
 
@@ -168,6 +177,8 @@ class CombineParallelDense(ModulePass):
         biases = [_bias(d) for d in denses]
         names = [w.value.key.data for w in weights if isinstance(w.value, ParameterAttr)]  # type: ignore[union-attr]
         weight = _combined_weight(weights, directory, "+".join(names))  # type: ignore[arg-type]
+        if weight is None:
+            return
         new: list[Operation] = [weight, dense := nn.DenseOp(first.input, weight)]
         dense.location = first.location
         y = dense.result

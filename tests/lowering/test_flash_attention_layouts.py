@@ -108,6 +108,23 @@ def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(lib):
         np.testing.assert_allclose(got, want, rtol=TOLERANCE[config.dtype], atol=TOLERANCE[config.dtype])
 
 
+def test_bshd_q_and_k_read_as_head_slices_of_one_merged_rotation(lib):
+    """LLaMA after merge-rotary-embeddings: Q (4 heads) and K (2) are head slices of one
+    [B, S, 6, D] rotation, tokens 6 * D apart; V is contiguous (GQA)."""
+    config = CONFIGS[0]
+    b, s, hq, hk, d = 2, 11, 4, 2, config.head_dim
+    rng = np.random.default_rng(5)
+    rotated = rng.standard_normal((b, s, hq + hk, d)).astype(np.float16)
+    q, k = rotated[:, :, :hq], rotated[:, :, hq:]
+    v = rng.standard_normal((b, s, hk, d)).astype(np.float16)
+    assert q.strides[1] == k.strides[1] == (hq + hk) * d * 2 and k.base is not None
+    got = launch(lib, config, q, k, v, None, 0.35).astype(np.float64)
+    want = attention(*(x.swapaxes(1, 2).astype(np.float32) for x in (q, k, v)), None, scale=0.35, causal=True,
+                     zero_undefined_rows=True)
+    want = want.swapaxes(1, 2).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE["f16"], atol=TOLERANCE["f16"])
+
+
 def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
     config = CONFIGS[0]
     binary, sass = compiled_sass(flash_attention_source(config), options=["--ptxas-options=-v"], use_cache=False)

@@ -28,9 +28,9 @@ EXPORTED = Path(__file__).resolve().parent / "exported"
 # rotary embeddings that take that layout too)
 FLASH = {"bert": "BSHD", "bert_opset14": "BSHD", "gpt2": "BSHD", "llama": "BSHD", "vit": "BSHD"}
 # Q, K and V are slices of one projection (GPT-2's c_attn; the others' three GEMMs after
-# combine-parallel-dense): the slices the attention reads in place (LLaMA's Q and K pass
-# through its rotary kernels first).
-SLICES = {"bert": 3, "bert_opset14": 3, "gpt2": 3, "llama": 1, "vit": 3}
+# combine-parallel-dense): the slices the attention reads in place (LLaMA's Q and K as
+# head slices of their one merged rotary embedding's output).
+SLICES = {"bert": 3, "bert_opset14": 3, "gpt2": 3, "llama": 3, "vit": 3}
 
 
 @pytest.fixture(scope="module")

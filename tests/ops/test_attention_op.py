@@ -439,3 +439,29 @@ def test_compile_fuses_attention_unless_cudnn_or_tensorrt_may_take_it(tmp_path):
                                partitioner="collage", cost="roofline", device="h100", max_depth=4,
                                cache_dir=None, layout="auto")
         assert "fuse-attention" not in steps
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_q_and_k_as_head_slices_of_one_rotation(dtype, tmp_path):
+    """After merge-rotary-embeddings, Q (4 heads) and K (2) are head slices of one [B, S, 6,
+    D] tensor: the slices join the attention's kernel; flash reads them with a pointer
+    advanced by h0 * D and tokens 6 * D apart, the rows schedule through the views."""
+    r, v, out = (f"tensor<2x9x{h}x8x{dtype}>" for h in (6, 2, 4))
+    text = f"""
+func.func @main(%r: {r}, %v: {v}) -> {out} {{
+  %q = nn.strided_slice %r {{begin = array<i64: 0, 0, 0, 0>, end = array<i64: 2, 9, 4, 8>, strides = array<i64: 1, 1, 1, 1>}} : ({r}) -> {out}
+  %k = nn.strided_slice %r {{begin = array<i64: 0, 0, 4, 0>, end = array<i64: 2, 9, 6, 8>, strides = array<i64: 1, 1, 1, 1>}} : ({r}) -> {v}
+  %a = nn.attention %q, %k, %v {{scale = 0.35 : f64, causal = true, zero_undefined_rows = true, layout = "BSHD"}} : ({out}, {v}, {v}) -> {out}
+  func.return %a : {out}
+}}"""
+    module = fuse(text)
+    assert host_ops(module) == []
+    (kernel,) = program_of(module).kernels.values()
+    flash = f"flash_attention_{dtype}_d8_cz_bshd_tile(in0, in0 + 32, in1, 0, out"
+    assert (flash in kernel.code) == (dtype == "f16") and kernel.ops.count("nn.strided_slice") == 2
+    rng = np.random.default_rng(9)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in ((2, 9, 6, 8), (2, 9, 2, 8))]
+    got, want = _launch(module, inputs, tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)

@@ -60,3 +60,18 @@ def test_parameters_are_concatenated_into_a_file_of_the_cache(tmp_path):
     (dense,) = [op for op in again.walk() if isinstance(op, nn.DenseOp)]
     assert dense.weight.owner.value.file.data == str(written) and written.stat().st_mtime_ns == stamp
     assert list((cache / "parameters").iterdir()) == [written]
+
+
+def test_an_unwritable_cache_leaves_the_gemms_apart(tmp_path):
+    """The combined weight's file cannot be written (its directory is a file): the denses
+    stay as they were and the module still computes the same."""
+    rng = np.random.default_rng(4)
+    wq, wk, bq = (rng.standard_normal(s).astype(np.float32) for s in ((16, 24), (8, 16), (24,)))
+    path = tmp_path / "weights.bin"
+    path.write_bytes(wq.tobytes() + wk.tobytes() + bq.tobytes())
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    module = parse_module(_module(path, wq.nbytes + wk.nbytes), make_context(), "m.mlir")
+    CombineParallelDense(cache_dir=str(blocked)).apply(make_context(), module)
+    assert [op.name for op in module.walk() if op.name.startswith("nn.")].count("nn.dense") == 2
+    assert "nn.strided_slice" not in [op.name for op in module.walk()]

@@ -109,6 +109,8 @@ def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
     if isinstance(value, BlockArgument):
         dims = emitter.dims[value]
         return f"in{value.index}", "0" if layout == "BHSD" else f"(long long){_p(dims[2])} * {_p(dims[3])}"
+    if layout == "BSHD" and isinstance(value.owner, nn.StridedSliceOp):
+        return _head_slice_rows(value.owner)
     if layout != "BSHD" or not isinstance(value.owner, nn.ReshapeOp):
         return None
     split = value.owner.input
@@ -130,6 +132,23 @@ def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
     if width < 0 or width % 8 or start % 8:
         return None
     return f"in{split.index}" + (f" + {start}" if start else ""), str(width)
+
+
+def _head_slice_rows(sliced: nn.StridedSliceOp) -> tuple[str, str] | None:
+    """``(pointer, token row stride)`` of heads ``[h0, h1)`` of a BSHD kernel argument
+    ``[B, S, H, D]`` (Q's and K's heads of one merged rotary embedding's output): rows
+    ``H * D`` apart, the pointer advanced by ``h0 * D``."""
+    source = sliced.input
+    shape = source.type.get_shape()
+    if not isinstance(source, BlockArgument) or len(shape) != 4 or sliced.refs or shape[2] < 0 or shape[3] < 0:
+        return None
+    whole = all(sliced.begin[a] == 0 and sliced.strides[a] == 1 and (sliced.end[a] >= 2**62 or 0 <= shape[a] <= sliced.end[a])
+                for a in (0, 1, 3))
+    heads = range(shape[2])[slice(sliced.begin[2], sliced.end[2], sliced.strides[2])]
+    if not whole or heads.step != 1 or (shape[2] * shape[3]) % 8 or (heads.start * shape[3]) % 8:
+        return None
+    start = heads.start * shape[3]
+    return f"in{source.index}" + (f" + {start}" if start else ""), str(shape[2] * shape[3])
 
 
 ROWS_MAX_HEAD_DIM = 256
