@@ -52,27 +52,33 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args(argv)
+    # The model's weights are parameters read from the file when the plan loads: the
+    # directory lives as long as the executable.
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "step.onnx"
         _decoder_step(path, 1)
         exe = partita.compile(str(path))
+        run(exe, args.tokens)
+
+
+def run(exe: partita.Executable, tokens: int) -> None:
     exe.load("simulated")
-    per_token, _ = decode(exe, args.tokens)
+    per_token, _ = decode(exe, tokens)
     stats = exe.runtime.stats
     print(f"simulated device: {statistics.median(per_token) * 1e3:.3f} ms per token (median host time of "
-          f"{args.tokens} tokens), {stats['binds'] / args.tokens:.2f} binds and "
-          f"{stats['captures'] / args.tokens:.2f} captures per token")
+          f"{tokens} tokens), {stats['binds'] / tokens:.2f} binds and "
+          f"{stats['captures'] / tokens:.2f} captures per token")
 
     drv = RecordingDriver()
     exe.load(CudaDevice(driver=drv))
-    half = args.tokens // 2
+    half = tokens // 2
     _, cache = decode(exe, half)  # the second half is counted, the cache grown by the first
     drv.reset()
     before = dict(exe.runtime.stats)
-    decode(exe, args.tokens - half, cache, seed=1)
-    n = args.tokens - half
+    decode(exe, tokens - half, cache, seed=1)
+    n = tokens - half
     calls, stats = drv.calls, exe.runtime.stats
-    print(f"recording driver, per token over tokens {half + 1}..{args.tokens}: "
+    print(f"recording driver, per token over tokens {half + 1}..{tokens}: "
           f"{len(drv.launches) / n:.1f} kernel launches, "
           f"{calls['cuMemcpyHtoDAsync'] / n:.1f} uploads ({calls['cuMemcpyHtoDAsync:bytes'] / n:.0f} B), "
           f"{calls['cuMemcpyDtoHAsync'] / n:.1f} downloads ({calls['cuMemcpyDtoHAsync:bytes'] / n:.0f} B), "
