@@ -122,12 +122,12 @@ class MergeAdjacentRotaries(RewritePattern):
         k = nn.StridedSliceOp(rotated.result, [0, 0, hq, 0], [_END, _END, hq + hk, _END], [1, 1, 1, 1],
                               result_type=second.result.type)
         earlier = first if first.is_before_in_block(second) else second
-        rewriter.insert_op([both, heads, rotated, q, k], InsertPoint.before(earlier))
+        rewriter.insert([both, heads, rotated, q, k], InsertPoint.before(earlier))
         for old, new in ((first, q), (second, k)):
             chain = [old, old.input.owner, old.input.owner.input.owner]
             old.result.replace_all_uses_with(new.result)
             for op in chain:
-                rewriter.erase_op(op)
+                rewriter.erase(op)
 
 
 @dataclass(frozen=True)

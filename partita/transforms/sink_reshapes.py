@@ -62,9 +62,9 @@ class SinkReshapePastElementwise(RewritePattern):
         moved.location = unary.location
         reshaped = op.clone()
         reshaped.operands = [moved.results[0], *op.operands[1:]]
-        rewriter.insert_op([moved, reshaped], InsertPoint.before(unary))
-        rewriter.replace_op(unary, [], [reshaped.results[0]])
-        rewriter.erase_op(op)
+        rewriter.insert([moved, reshaped], InsertPoint.before(unary))
+        rewriter.replace(unary, [], [reshaped.results[0]])
+        rewriter.erase(op)
 
 
 @dataclass(frozen=True)
