@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def cache_root() -> Path:
+    """Partita's cache of what compiles make (TensorRT engines, combined parameters):
+    ``$PARTITA_CACHE_DIR``, else ``~/.cache/partita``."""
+    return Path(os.environ.get("PARTITA_CACHE_DIR") or Path.home() / ".cache" / "partita")
+
+
 def same_file(a: Path | str, b: Path | str) -> bool:
     """Whether two paths name one existing file (so an output would overwrite an input)."""
     try:

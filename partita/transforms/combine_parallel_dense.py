@@ -41,20 +41,16 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from partita.dialects import nn
+from partita.files import cache_root
 from partita.ir.constants import constant_values
 from partita.ir.parameters import ParameterAttr, file_identity, storage_dtype
 
 __all__ = ["CombineParallelDense", "has_parallel_dense", "parameter_directory"]
 
-_END = 2**63 - 1
-"""A slice's end on an axis kept whole."""
-
-
 def parameter_directory(cache_dir: str | None) -> Path:
     """Where passes write the parameters they make: ``<cache-dir>/parameters``, by default
-    under ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
-    root = cache_dir or os.environ.get("PARTITA_CACHE_DIR") or str(Path.home() / ".cache" / "partita")
-    return Path(root) / "parameters"
+    under Partita's cache (``partita.files.cache_root``)."""
+    return (Path(cache_dir) if cache_dir else cache_root()) / "parameters"
 
 
 def _weight(dense: nn.DenseOp) -> nn.ConstantOp | None:
@@ -149,9 +145,13 @@ def _combined_weight(parts: list[nn.ConstantOp], directory: Path, name: str) -> 
     return nn.ConstantOp(np.memmap(path, dtype=dtype, mode="r", shape=shape), name=name)
 
 
+def _blocks(module: ModuleOp) -> list[Block]:
+    return [b for o in module.walk() for r in o.regions for b in r.blocks]
+
+
 def has_parallel_dense(module: ModuleOp) -> bool:
     """Whether the pass has denses to combine in ``module``."""
-    return any(_groups(b) for o in module.walk() for r in o.regions for b in r.blocks)
+    return any(_groups(b) for b in _blocks(module))
 
 
 @dataclass(frozen=True)
@@ -162,11 +162,11 @@ class CombineParallelDense(ModulePass):
 
     cache_dir: str | None = None
     """Where combined parameters are written (``<cache-dir>/parameters``); default
-    ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita``."""
+    ``$PARTITA_CACHE_DIR`` or ``~/.cache/partita`` (``partita.files.cache_root``)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         directory = parameter_directory(self.cache_dir)
-        for block in [b for o in op.walk() for r in o.regions for b in r.blocks]:
+        for block in _blocks(op):
             for denses in _groups(block):
                 self._combine(denses, directory)
 
@@ -193,7 +193,7 @@ class CombineParallelDense(ModulePass):
         slices = []
         for d in denses:
             n = _shape(d.result)[-1]
-            part = nn.StridedSliceOp(y, [0] * (rank - 1) + [offset], [_END] * (rank - 1) + [offset + n], [1] * rank,
+            part = nn.StridedSliceOp(y, [0] * (rank - 1) + [offset], [nn.SLICE_END] * (rank - 1) + [offset + n], [1] * rank,
                                      result_type=d.result.type)
             part.location = d.location
             slices.append(part)

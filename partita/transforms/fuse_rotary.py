@@ -29,7 +29,7 @@ from partita.transforms.dead_ops import erase_dead_chain
 
 __all__ = ["HEAD_SPLIT", "FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
 
-_END = 2**63 - 1  # strided_slice's "to the end"
+_END = nn.SLICE_END
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:

@@ -39,9 +39,6 @@ from partita.dialects import nn
 
 __all__ = ["MergeAdjacentRotaries", "MergeRotaryEmbeddings"]
 
-_END = 2**63 - 1
-
-
 def _shape(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, TensorType)
     return tuple(value.type.get_shape())
@@ -59,12 +56,8 @@ def _head_split(rotary: nn.RotaryEmbeddingOp) -> tuple[nn.ReshapeOp, nn.StridedS
     sliced = reshape.input.owner
     if not isinstance(sliced, nn.StridedSliceOp) or sliced.refs or len(_shape(sliced.input)) != 3:
         return None
-    b, s, width = _shape(sliced.input)
-    whole = all(e >= 2**62 or 0 <= d <= e for d, e in zip((b, s), sliced.end[:2]))
-    if width < 0 or tuple(sliced.strides) != (1, 1, 1) or tuple(sliced.begin[:2]) != (0, 0) or not whole:
-        return None
-    cols = range(width)[slice(sliced.begin[2], sliced.end[2])]
-    if cols.step != 1 or not len(cols):
+    cols = sliced.static_range(2)
+    if not (sliced.keeps_whole(0) and sliced.keeps_whole(1)) or cols is None or cols.step != 1 or not len(cols):
         return None
     return reshape, sliced, cols.start, cols.stop
 
@@ -108,7 +101,7 @@ class MergeAdjacentRotaries(RewritePattern):
         b, s, hq, d = _shape(first.result)
         hk = _shape(second.result)[2]
         element = first.result.type.element_type
-        both = nn.StridedSliceOp(sliced.input, [0, 0, start], [_END, _END, stop], [1, 1, 1],
+        both = nn.StridedSliceOp(sliced.input, [0, 0, start], [nn.SLICE_END, nn.SLICE_END, stop], [1, 1, 1],
                                  result_type=TensorType(element, [b, s, stop - start]))
         heads = type(reshape).create(operands=[both.result, *reshape.refs],
                                      result_types=[TensorType(element, [b, s, hq + hk, d])],
@@ -117,9 +110,9 @@ class MergeAdjacentRotaries(RewritePattern):
                                      result_types=[heads.result.type], properties=dict(first.properties),
                                      attributes=dict(first.attributes))
         rotated.location = first.location
-        q = nn.StridedSliceOp(rotated.result, [0, 0, 0, 0], [_END, _END, hq, _END], [1, 1, 1, 1],
+        q = nn.StridedSliceOp(rotated.result, [0, 0, 0, 0], [nn.SLICE_END, nn.SLICE_END, hq, nn.SLICE_END], [1, 1, 1, 1],
                               result_type=first.result.type)
-        k = nn.StridedSliceOp(rotated.result, [0, 0, hq, 0], [_END, _END, hq + hk, _END], [1, 1, 1, 1],
+        k = nn.StridedSliceOp(rotated.result, [0, 0, hq, 0], [nn.SLICE_END, nn.SLICE_END, hq + hk, nn.SLICE_END], [1, 1, 1, 1],
                               result_type=second.result.type)
         earlier = first if first.is_before_in_block(second) else second
         rewriter.insert([both, heads, rotated, q, k], InsertPoint.before(earlier))

@@ -61,6 +61,10 @@ REDUCTIONS = ("none", "add", "mul", "max", "min")
 """How a scatter combines an update with the value already there."""
 FORMAT_OPERANDS = "operands attr-dict `:` functional-type(operands, results)"
 
+SLICE_END = 2**63 - 1
+"""A slice end that means "to the end of the axis", whatever its size (ONNX's INT64_MAX)."""
+
+
 def dynamic_slice(begin: int, end: int, step: int) -> str | None:
     """The slices of an axis of unknown size that need no clamping: ``tail``
     (``[begin:]``, ``begin >= 0``: size ``dim - begin``) and ``last`` (``[-k:]`` or
@@ -359,6 +363,18 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
                 raise VerifyException(f"axis {t} ends at a ref dim: it must start at 0 "
                                       "with stride 1")
         return self.ref_shape(tuple(out))
+
+    def keeps_whole(self, axis: int) -> bool:
+        """Whether ``axis`` is read whole: from 0 with stride 1 to its end (an end at or past
+        a static size, or "to the end" of any), not a ``targets`` axis ending at a ref dim."""
+        d, end = _shape(self.input)[axis], self.end[axis]
+        return (self.begin[axis] == 0 and self.strides[axis] == 1 and axis not in self.targets
+                and (end >= 2**62 or 0 <= d <= end))
+
+    def static_range(self, axis: int) -> range | None:
+        """The input indices ``axis`` keeps, when its size is static (``None`` otherwise)."""
+        d = _shape(self.input)[axis]
+        return None if d == DYN else range(d)[slice(self.begin[axis], self.end[axis], self.strides[axis])]
 
     def result_dims(self, dims, arith):
         # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end.

@@ -44,9 +44,10 @@ Layouts: Q ``[B, H, Sq, D]``, K / V ``[B, Hkv, Skv, D]``, O ``[B, H, Sq, D]``, a
 contiguous, or the same in ``[B, S, H, D]`` (``layout = "BSHD"``: the head transposes
 folded into the strides), whose Q, K and V token rows are ``q_row``, ``k_row``, ``v_row``
 apart (run-time: ``H * D`` when contiguous, ``3 * H * D`` for head views of a packed QKV
-projection, GPT-2's ``c_attn``, read where they lie; O is contiguous). Head dims below a multiple of 32 (the fixtures'
-8, say) are padded in registers and shared memory, loaded and stored at their own size. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when neither NVRTC
-nor nvcc compiles it), the same kernel runs on the host
+projection, GPT-2's ``c_attn``, read where they lie; O is contiguous). Head dims below a
+multiple of 32 (the fixtures' 8, say) are padded in registers and shared memory, loaded and
+stored at their own size. Built by a host compiler (``PARTITA_HOST_EMULATION``, set when
+neither NVRTC nor nvcc compiles it), the same kernel runs on the host
 (``tests/support/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
 exchanging fragments through shared memory between two block barriers, which is exact in
 f32 accumulation order per k-step.

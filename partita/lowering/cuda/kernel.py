@@ -301,10 +301,7 @@ class KernelEmitter(ScheduleMixin):
             op = value.owner
             assert isinstance(op, Operation) and is_view(op), f"{value} is no view of a kernel argument"
             if isinstance(op, nn.TransposeOp):
-                inner = ["0"] * len(index)
-                for k, p in enumerate(op.perm):
-                    inner[p] = index[k]
-                index = inner
+                index = _transposed_from(op, index)
             elif isinstance(op, nn.ReshapeOp):
                 linear = self._linear(self.dims[op.result], index)
                 index = self._decompose(_paren(linear), self.dims[op.input])
@@ -372,10 +369,7 @@ class KernelEmitter(ScheduleMixin):
             bias = self.value(op.bias, [index[axis]])
             return f"{x} + {bias}"
         if isinstance(op, nn.TransposeOp):
-            inner = ["0"] * len(index)
-            for k, p in enumerate(op.perm):
-                inner[p] = index[k]
-            return self.value(op.input, inner)
+            return self.value(op.input, _transposed_from(op, index))
         if isinstance(op, nn.ConcatenateOp):
             axis = op.axis % len(index)
             parts: list[tuple[str, str]] = []
@@ -533,6 +527,14 @@ class KernelEmitter(ScheduleMixin):
             **extra,
         )
 
+
+
+def _transposed_from(op: nn.TransposeOp, index: Sequence[str]) -> list[str]:
+    """The index into ``op``'s input of its result's element at ``index``."""
+    inner = ["0"] * len(index)
+    for k, p in enumerate(op.perm):
+        inner[p] = index[k]
+    return inner
 
 
 def _entry_name(name: str, taken: set[str]) -> str:

@@ -25,14 +25,14 @@ import numpy as np
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import byoc
+from partita.files import cache_root
 from partita.ir import PartitaError
 from partita.lowering.tensorrt.codegen import decode_record
 from partita.runtime.libraries import LibraryHandle, require
 
 
 def engine_cache_dir() -> Path:
-    root = os.environ.get("PARTITA_CACHE_DIR") or str(Path.home() / ".cache" / "partita")
-    return Path(root) / "tensorrt"
+    return cache_root() / "tensorrt"
 
 
 @dataclass

@@ -120,13 +120,11 @@ def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
     start = 0
     if isinstance(split.owner, nn.StridedSliceOp):
         sliced = split.owner
-        shape = sliced.input.type.get_shape()
-        *lead, last = range(len(shape))
-        full = all(sliced.begin[a] == 0 and sliced.strides[a] == 1 and a not in sliced.targets
-                   and (sliced.end[a] >= 2**62 or 0 <= shape[a] <= sliced.end[a]) for a in lead)
-        if not full or shape[last] < 0 or sliced.strides[last] != 1 or last in sliced.targets:
+        *lead, last = range(len(sliced.input.type.get_shape()))
+        cols = sliced.static_range(last)
+        if not all(sliced.keeps_whole(a) for a in lead) or cols is None or cols.step != 1 or last in sliced.targets:
             return None
-        start = range(shape[last])[slice(sliced.begin[last], sliced.end[last])].start
+        start = cols.start
         split = sliced.input
     width = split.type.get_shape()[-1] if isinstance(split, BlockArgument) else -1
     if width < 0 or width % 8 or start % 8:
@@ -140,12 +138,11 @@ def _head_slice_rows(sliced: nn.StridedSliceOp) -> tuple[str, str] | None:
     ``H * D`` apart, the pointer advanced by ``h0 * D``."""
     source = sliced.input
     shape = source.type.get_shape()
-    if not isinstance(source, BlockArgument) or len(shape) != 4 or sliced.refs or shape[2] < 0 or shape[3] < 0:
+    if not isinstance(source, BlockArgument) or len(shape) != 4 or sliced.refs or shape[3] < 0:
         return None
-    whole = all(sliced.begin[a] == 0 and sliced.strides[a] == 1 and (sliced.end[a] >= 2**62 or 0 <= shape[a] <= sliced.end[a])
-                for a in (0, 1, 3))
-    heads = range(shape[2])[slice(sliced.begin[2], sliced.end[2], sliced.strides[2])]
-    if not whole or heads.step != 1 or (shape[2] * shape[3]) % 8 or (heads.start * shape[3]) % 8:
+    heads = sliced.static_range(2)
+    if not all(sliced.keeps_whole(a) for a in (0, 1, 3)) or heads is None or heads.step != 1 \
+            or (shape[2] * shape[3]) % 8 or (heads.start * shape[3]) % 8:
         return None
     start = heads.start * shape[3]
     return f"in{source.index}" + (f" + {start}" if start else ""), str(shape[2] * shape[3])
