@@ -77,13 +77,19 @@ def global_symbols(cubin: bytes) -> set[str]:
     return out
 
 
-def nv_info_records(cubin: bytes, entry: str) -> list[tuple[int, int, bytes]]:
-    """``(format, attribute, payload)`` records of ``.nv.info.<entry>``."""
-    elf = _elf(cubin)
-    sec = elf.get_section_by_name(f".nv.info.{entry}")
-    if sec is None:
+def nv_info_sections(cubin: bytes) -> dict[str, bytes]:
+    """Every kernel's ``.nv.info.<entry>`` section by entry, read in one pass over the ELF
+    (a lookup by name re-reads every section header: a module of many kernels is read once)."""
+    prefix = ".nv.info."
+    return {sec.name[len(prefix):]: sec.data() for sec in _elf(cubin).iter_sections() if sec.name.startswith(prefix)}
+
+
+def nv_info_records(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> list[tuple[int, int, bytes]]:
+    """``(format, attribute, payload)`` records of ``.nv.info.<entry>`` (from ``sections``,
+    ``nv_info_sections(cubin)``, when the caller has read them)."""
+    data = (nv_info_sections(cubin) if sections is None else sections).get(entry)
+    if data is None:
         raise CubinError(f"no .nv.info.{entry} section (is {entry!r} a kernel in this cubin?)")
-    data = sec.data()
     recs, i = [], 0
     # every record starts with a 4-byte header: format, attribute, u16 operand
     # (the payload size for SVAL, the value for HVAL/BVAL, unused for NVAL)
@@ -101,10 +107,10 @@ def nv_info_records(cubin: bytes, entry: str) -> list[tuple[int, int, bytes]]:
     return recs
 
 
-def kernel_params(cubin: bytes, entry: str) -> list[ParamInfo]:
+def kernel_params(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> list[ParamInfo]:
     """Parameters of ``entry`` sorted by ordinal: ``ParamInfo(ordinal, offset, size)``."""
     params = {}
-    for fmt, attr, payload in nv_info_records(cubin, entry):
+    for fmt, attr, payload in nv_info_records(cubin, entry, sections):
         if fmt == 0x04 and attr == EIATTR_KPARAM_INFO and len(payload) >= 12:
             _index, ordinal, offset, flags = struct.unpack_from("<IHHI", payload, 0)
             params[ordinal] = ParamInfo(ordinal=ordinal, offset=offset, size=(flags >> 18) & 0x3FFF)
@@ -137,9 +143,9 @@ def read_int_global(cubin: bytes, symbol: str) -> int:
     return v
 
 
-def kernel_max_threads(cubin: bytes, entry: str) -> int | None:
+def kernel_max_threads(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> int | None:
     """Threads per block ``entry`` was compiled for (its ``__launch_bounds__``), or None."""
-    for fmt, attr, payload in nv_info_records(cubin, entry):
+    for fmt, attr, payload in nv_info_records(cubin, entry, sections):
         if fmt == 0x04 and attr == EIATTR_MAX_THREADS and len(payload) >= 12:
             x, y, z = struct.unpack_from("<III", payload, 0)
             return x * max(y, 1) * max(z, 1)

@@ -33,6 +33,7 @@ from partita.lowering.cubin import (
     kernel_max_threads,
     kernel_params,
     kernel_symbols,
+    nv_info_sections,
     read_global,
 )
 from partita.lowering.cutlass.kernels import entry_contract
@@ -68,6 +69,12 @@ class CubinInterface:
     symbols: set[str] | None = None
     _params: dict[str, list[ParamInfo]] = field(default_factory=dict)
     _threads: dict[str, int | None] = field(default_factory=dict)
+    _info: dict[str, bytes] | None = None  # every kernel's .nv.info, read once
+
+    def _sections(self) -> dict[str, bytes]:
+        if self._info is None:
+            self._info = nv_info_sections(self.image)
+        return self._info
 
     @classmethod
     def read(cls, binary: str, image: bytes) -> CubinInterface:
@@ -82,7 +89,7 @@ class CubinInterface:
     def params(self, name: str) -> list[ParamInfo]:
         if name not in self._params:
             try:
-                self._params[name] = kernel_params(self.image, name)
+                self._params[name] = kernel_params(self.image, name, self._sections())
             except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
                 raise PartitaError(f"kernel '{name}' of @{self.binary}: unreadable parameter info ({err})") from None
         return self._params[name]
@@ -90,7 +97,7 @@ class CubinInterface:
     def max_threads(self, name: str) -> int | None:
         if name not in self._threads:
             try:
-                self._threads[name] = kernel_max_threads(self.image, name)
+                self._threads[name] = kernel_max_threads(self.image, name, self._sections())
             except Exception:  # noqa: BLE001 - no .nv.info: no bound recorded
                 self._threads[name] = None
         return self._threads[name]
