@@ -111,6 +111,7 @@ class Runtime:
             raise
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
+        self._stages: list[BoundPlan] = []  # the stages the last run went through
         # One stream, one arena per signature, packed launches patched per run and an
         # interpreter with one environment: a run owns them all until its synchronization,
         # so concurrent callers (a server's thread pool) take turns.
@@ -133,7 +134,7 @@ class Runtime:
     def _run(self, values: list[Any], outputs: str, clock: StepClock | None = None) -> tuple:
         device, stream = self.device, self.stream
         sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
-        signature = tuple(v.shape for v in values) + tuple((i, a.tobytes()) for i, a in sizing.items())
+        signature = self._signature(values, sizing)
         bound = self._bound.get(signature)
         if bound is None:
             bound = self._bind(signature, values, sizing)
@@ -158,21 +159,31 @@ class Runtime:
                 staged.append(array)
                 device.upload(slot.ptr, array, stream)
         synchronized = False
+        stages = [bound]  # a plan with data-dependent sizes: the stages this run binds
         try:
-            if clock is not None:  # profiled: eager, events around each step
-                clock(bound.steps, stream)
-            elif self.debug:
-                self._run_debug(bound)
-            elif bound.graph is not None:
-                bound.graph.launch(stream)
-            else:
-                for step in bound.steps:
-                    step(stream)
+            first = 0
+            while True:
+                stage = stages[-1]
+                if clock is not None:  # profiled: eager, events around each step
+                    clock(stage.steps, stream, first)
+                    first += len(stage.steps)
+                elif self.debug:
+                    self._run_debug(stage)
+                elif stage.graph is not None:
+                    stage.graph.launch(stream)
+                else:
+                    for step in stage.steps:
+                        step(stream)
+                if stage.boundary is None:
+                    break
+                stages.append(stage.next_stage(stream, self.max_signatures))
+            self._stages = stages
+            final = stages[-1]
             if outputs == "device":
-                results: tuple = tuple(DeviceArray(device, t.ptr, t.shape, t.dtype) for t in bound.outputs)
+                results: tuple = tuple(DeviceArray(device, t.ptr, t.shape, t.dtype) for t in final.outputs)
             else:
-                results = tuple(np.empty(t.shape, t.dtype) for t in bound.outputs)
-                for array, t in zip(results, bound.outputs):
+                results = tuple(np.empty(t.shape, t.dtype) for t in final.outputs)
+                for array, t in zip(results, final.outputs):
                     if array.nbytes:
                         device.download(array, t.ptr, stream)
             try:
@@ -182,7 +193,8 @@ class Runtime:
                                    "PARTITA_CUDA_DEBUG=1) to name it") from None
             synchronized = True
         finally:  # the host steps' NumPy buffers go back to the memory budget
-            bound.release_host_buffers(synchronized)
+            for stage in stages:
+                stage.release_host_buffers(synchronized)
         del staged
         self.stats["runs"] += 1
         if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
@@ -198,18 +210,26 @@ class Runtime:
         self.device.make_current()
         values = self._arguments(args, named)
         with self._lock:
-            for _ in range(warmup):
+            # At least one untimed run when the plan has stages: it binds the stages these
+            # inputs reach, whose steps the clock then times.
+            for _ in range(max(warmup, len(self.plan.stages) > 1)):
                 self._run(values, "host")
-            signature = tuple(v.shape for v in values)
-            bound = self._bound.get(signature) or self._bind(signature, values)
-            clock = StepClock(self.device, len(bound.steps))
+            if len(self.plan.stages) > 1:
+                stages = self._stages
+            else:
+                sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
+                signature = self._signature(values, sizing)
+                stages = [self._bound.get(signature) or self._bind(signature, values, sizing)]
+            steps = [step for stage in stages for step in stage.steps]
+            step_ops = [op for stage in stages for op in stage.step_ops]
+            clock = StepClock(self.device, len(steps))
             try:
                 for _ in range(repeat):
                     self._run(values, "host", clock)
                     clock.collect()
             finally:
                 clock.close()
-        return clock.profile(self.device.name, repeat, list(self.plan.block.ops), self.plan.calls, bound.steps, bound.step_ops)
+        return clock.profile(self.device.name, repeat, list(self.plan.block.ops), self.plan.calls, steps, step_ops)
 
     def _run_debug(self, bound: BoundPlan) -> None:
         for step in bound.steps:
@@ -239,6 +259,10 @@ class Runtime:
             return _bind(self.plan.function, list(args), dict(named), _handle(self.stream))
         except ValueError as err:
             raise PartitaError(str(err)) from None
+
+    @staticmethod
+    def _signature(values: Sequence[Any], sizing: Mapping[int, np.ndarray]) -> tuple:
+        return tuple(v.shape for v in values) + tuple((i, a.tobytes()) for i, a in sizing.items())
 
     def _host_values(self, value: Any) -> np.ndarray:
         """An input's values on the host (a device input is read back: a shape input is small)."""
@@ -286,6 +310,11 @@ class Runtime:
         lines = [f"{kernels}, {where} ({mode}, one stream)"]
         if self.device_note:
             lines.append(self.device_note)
+        boundaries = [stage[0] for stage in self.plan.stages[1:]]
+        if boundaries:
+            lines.append(f"{len(self.plan.stages)} stages: sizes known only at run time are read back before "
+                         + ", ".join(op.name for op in boundaries)
+                         + " (each distinct size binds the rest once)")
         for signature, bound in self._bound.items():
             if bound.eager_reason is not None:
                 shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature)

@@ -2,11 +2,18 @@
 host-op result shapes evaluated, every dynamically sized tensor placed in one arena by
 liveness, every launch packed with its final pointers (and patched in place per run for a
 device input only kernels read); host steps for what no kernel computes. Also the values
-the steps work on (``Tensor``: an operand at its planned address)."""
+the steps work on (``Tensor``: an operand at its planned address).
+
+A plan whose sizes depend on values it computes (a ``DATA_DEPENDENT`` op such as
+``nn.nonzero``, or an op ``SIZED_BY`` an operand computed in the plan) is cut into stages
+there (``plan_stages``), as TVM's VM and IREE do with a device-to-host read of a size: a
+stage is bound once its inputs' sizes are known, and runs; the host then reads back what
+sizes the next stage (the data-dependent op's results, computed on the host, or the sizing
+values) and binds that stage to them, once per distinct size (``BoundPlan.next_stage``)."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
@@ -18,7 +25,7 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     TensorType,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.analysis.bound_shapes import bound_result_shape
@@ -32,7 +39,7 @@ from partita.ir.budget import active_budget
 if TYPE_CHECKING:  # pragma: no cover
     from partita.runtime.plan_load import LaunchPlan
 
-__all__ = ["ALIGNMENT", "RECORD_ERRORS", "BoundPlan", "HostStep", "Tensor"]
+__all__ = ["ALIGNMENT", "RECORD_ERRORS", "BoundPlan", "HostStep", "Tensor", "is_data_dependent", "plan_stages"]
 
 ALIGNMENT = 256
 RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
@@ -133,12 +140,29 @@ class HostStep:
 
 
 class BoundPlan:
-    """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed."""
+    """A ``LaunchPlan`` for one input-shape signature: memory placed, launches packed.
+
+    For a plan cut into stages, one stage of it: ``before`` is the bound stage it follows
+    (whose shapes, sizing values and buffers it sees), ``boundary`` the op that starts the
+    next stage (``None`` for the last), ``after`` the next stage bound per distinct size."""
 
     def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
-                 sizing: Mapping[int, np.ndarray] | None = None):
+                 sizing: Mapping[int, np.ndarray] | None = None, *, before: BoundPlan | None = None,
+                 contents: Mapping[SSAValue, np.ndarray] | None = None,
+                 selected: Sequence[tuple[int, ...]] | None = None):
         self.plan, self.device, self.stats = plan, plan.device, stats
         self.sizing = dict(sizing or {})  # argument index -> its values, where they size a result
+        self.before = before
+        self.stage = 0 if before is None else before.stage + 1
+        self.ops: list[Operation] = plan.stages[self.stage]
+        self.boundary: Operation | None = plan.stages[self.stage + 1][0] if self.stage + 1 < len(plan.stages) else None
+        self.after: OrderedDict[tuple, BoundPlan] = OrderedDict()
+        self.contents: dict[SSAValue, np.ndarray] = dict(before.contents) if before is not None else {
+            plan.block.args[i]: array for i, array in self.sizing.items()}
+        self.contents.update(contents or {})
+        self.selected: list[np.ndarray] = []
+        """This run's results of the data-dependent op that starts this stage (computed on
+        the host at the boundary; its step uploads them)."""
         self.arena = None
         self.graph = None
         self.eager_reason: str | None = None
@@ -148,23 +172,26 @@ class BoundPlan:
         """The op of the entry block each step comes from (a profile's partition)."""
         self.host_steps: list[HostStep] = []
         try:
-            self._bind(inputs)
+            self._bind(inputs, selected)
         except BaseException:
             self.close()
             raise
 
-    def _bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+    def _bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
+              selected: Sequence[tuple[int, ...]] | None) -> None:
         plan = self.plan
-        values: dict[SSAValue, Any] = {}  # index values -> int, tensors -> shape
-        for arg, (shape, _) in zip(plan.block.args, inputs):
-            values[arg] = tuple(shape)
-        contents = {plan.block.args[i]: array for i, array in self.sizing.items()}
+        values: dict[SSAValue, Any]  # index values -> int, tensors -> shape
+        if self.before is None:
+            values = {arg: tuple(shape) for arg, (shape, _) in zip(plan.block.args, inputs)}
+        else:
+            values = dict(self.before.shapes)
+        contents = self.contents
         workspaces: dict[Operation, int] = {}
-        for op in plan.block.ops:
-            if isinstance(op, func.ReturnOp):
-                break
+        for op in self.ops:
             args = [values.get(v) for v in op.operands]
-            if isinstance(op, byoc.AllocTensorOp):
+            if selected is not None and op is self.ops[0]:  # sized by what it computed
+                values.update(zip(op.results, (tuple(s) for s in selected)))
+            elif isinstance(op, byoc.AllocTensorOp):
                 sizes = iter(args)
                 values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in op.result.type.get_shape())
                 if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
@@ -203,13 +230,14 @@ class BoundPlan:
     def _place(self, workspaces: dict[Operation, int]) -> None:
         """Dynamic buffers of this signature into one arena, by liveness."""
         plan = self.plan
-        ops = list(plan.block.ops)
-        index = {op: i for i, op in enumerate(ops)}
+        index = plan.op_index
         roots: list[Any] = []
         sizes: list[int] = []
         ranges: list[tuple[int, int]] = []
         for value, span in plan.ranges.items():
             if value in plan.static_ptr or value in plan.param_ptr or not isinstance(value.type, TensorType):
+                continue
+            if plan.stage_of(value) != self.stage:  # placed by the stage that defines it
                 continue
             roots.append(value)
             sizes.append(prod(self.shapes[value]) * _dtype(value.type).itemsize)
@@ -237,6 +265,8 @@ class BoundPlan:
             self.pointers = {root: base + offset for root, offset in zip(roots, offsets)}
         else:
             self.pointers = dict.fromkeys(roots, 0)
+        if self.before is not None:  # an earlier stage's buffers stay where it placed them
+            self.pointers = {**self.before.pointers, **self.pointers}
         if workspaces:  # zeroed once; the kernels leave their workspace zeroed again
             stream = self.device.create_stream()
             try:
@@ -263,8 +293,14 @@ class BoundPlan:
         arguments = {arg: i for i, arg in enumerate(plan.block.args)}
         patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
         readers: set[int] = set()  # arguments something other than a kernel argument reads
-        for op in plan.block.ops:
-            if isinstance(op, byoc.CallExternOp):
+        for later in plan.stages[1:]:  # a later stage reads every argument in its slot
+            readers.update(arguments[root] for op in later for v in op.operands
+                           if (root := plan.alias.get(v, v)) in arguments)
+        for op in self.ops:
+            if self.before is not None and op is self.ops[0] and is_data_dependent(op):
+                # Computed on the host at the boundary: this step uploads its results.
+                self._host(op, op.name, lambda arrays: self.selected, [], [self.tensor(r) for r in op.results])
+            elif isinstance(op, byoc.CallExternOp):
                 call = plan.calls[op]
                 if not op.outs:
                     continue  # extern functions are pure: a call with no result does nothing
@@ -307,7 +343,7 @@ class BoundPlan:
                 self._host(op, op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
                            [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
         self.inputs = [self.tensor(arg) for arg in plan.block.args]
-        self.outputs = [self.tensor(v) for v in plan.outputs]
+        self.outputs = [self.tensor(v) for v in plan.outputs] if self.boundary is None else []
         readers.update(arguments[v] for v in plan.outputs if v in arguments)
         readers.update(i for op, call in plan.calls.items() if call.prepared is None
                        for i in (arguments[v] for v in op.inputs if v in arguments))
@@ -325,7 +361,57 @@ class BoundPlan:
     @property
     def capturable(self) -> bool:
         """A graph can replay this signature: no step needs the host in between."""
-        return not self.host_steps
+        return not self.host_steps and len(self.plan.stages) == 1
+
+    def next_stage(self, stream: Any, keep: int) -> BoundPlan:
+        """After this stage's steps were issued on ``stream``: the next stage, bound to
+        what the host reads back at the boundary: the data-dependent op's results (it runs
+        here, on the host, after a synchronization) or the values of its sizing operands.
+        Each distinct size is bound once; the ``keep`` most recent stay bound."""
+        op = self.boundary
+        assert op is not None
+        plan = self.plan
+        contents: dict[SSAValue, np.ndarray] = {}
+        if is_data_dependent(op):
+            arrays = [self.read(v, stream) for v in op.operands]
+            results = plan.interpreter.run_op(op, tuple(arrays))
+            selected = [np.asarray(r, dtype=_dtype(res.type), order="C") for r, res in zip(results, op.results, strict=True)]
+            key: tuple = tuple(a.shape for a in selected)
+        else:
+            selected = None
+            for v in sizing_operands(op):
+                if v not in self.contents and not isinstance(v.owner, nn.ConstantOp):
+                    contents[v] = self.read(v, stream)
+            key = tuple((a.shape, a.tobytes()) for a in contents.values())
+        self.stats["sizing_reads"] += 1
+        following = self.after.get(key)
+        if following is None:
+            following = BoundPlan(plan, (), self.stats, before=self, contents=contents,
+                                  selected=None if selected is None else [a.shape for a in selected])
+            self.stats["binds"] += 1
+            self.after[key] = following
+            while len(self.after) > keep:
+                _, old = self.after.popitem(last=False)
+                old.close()
+        else:
+            self.after.move_to_end(key)
+        following.selected = selected
+        return following
+
+    def read(self, value: SSAValue, stream: Any) -> np.ndarray:
+        """``value``'s contents on the host, once the stream has computed them."""
+        t = self.tensor(value)
+        self.device.synchronize(stream)
+        view = self.device.host_view(t.ptr, t.shape, t.dtype)
+        if view is not None:
+            return np.array(view)
+        array = np.empty(t.shape, t.dtype)
+        if array.nbytes:
+            self.device.download(array, t.ptr, stream)
+            self.device.synchronize(stream)
+        self.stats["host_downloads"] += 1
+        self.stats["host_download_bytes"] += array.nbytes
+        return array
 
     def point_input(self, index: int, ptr: int) -> bool:
         """Makes the kernels read input ``index`` at ``ptr``; False when they cannot
@@ -361,6 +447,9 @@ class BoundPlan:
             step.release(synchronized)
 
     def close(self) -> None:
+        for following in self.after.values():
+            following.close()
+        self.after.clear()
         self.release_host_buffers(synchronized=False)
         if self.graph is not None:
             self.graph.destroy()
@@ -368,6 +457,32 @@ class BoundPlan:
         if self.arena is not None:
             self.device.free(self.arena)
             self.arena = None
+
+
+def is_data_dependent(op: Operation) -> bool:
+    """Whether ``op``'s result sizes are known only once it has run (``nn.nonzero``)."""
+    return bool(getattr(op, "DATA_DEPENDENT", False))
+
+
+def starts_stage(op: Operation) -> bool:
+    """Whether the plan must stop before ``op`` to size it: its results are data-dependent,
+    or an operand computed in the plan sizes them (graph inputs and constants are known
+    when the plan binds)."""
+    return is_data_dependent(op) or any(
+        not isinstance(v, BlockArgument) and not isinstance(v.owner, nn.ConstantOp) for v in sizing_operands(op))
+
+
+def plan_stages(block: Block) -> list[list[Operation]]:
+    """The ops of ``block`` before its return, cut before every op that ``starts_stage``
+    (the first stage may be empty)."""
+    stages: list[list[Operation]] = [[]]
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            break
+        if starts_stage(op):
+            stages.append([])
+        stages[-1].append(op)
+    return stages
 
 
 def sizing_arguments(block: Block) -> list[int]:
@@ -394,8 +509,7 @@ def _sized_result_shape(op: nn.NNOp, shapes: dict[SSAValue, Any], contents: dict
             return contents[v]
         if isinstance(v.owner, nn.ConstantOp):
             return v.owner.to_numpy()
-        raise op_error(op, "its result shape depends on the values of an operand computed at run time "
-                           "(only graph inputs and constants may size a result)")
+        raise op_error(op, "its result shape depends on the values of an operand not yet computed")
 
     try:
         return tuple(int(d) for d in op.result_shape_from_values(lambda v: tuple(shapes[v]), value))

@@ -41,7 +41,7 @@ from partita.lowering.binaries import BinaryImage, binary_images
 from partita.runtime.arguments import ArgumentLayouts
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
-from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, sizing_arguments
+from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, plan_stages, sizing_arguments
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["LaunchPlan"]
@@ -144,6 +144,11 @@ class LaunchPlan:
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
+        self.stages = plan_stages(self.block)
+        """The entry block's ops, cut where the sizes of the rest depend on values the plan
+        computes (see ``plan_bind``); one stage for most models."""
+        self.op_index = {op: i for i, op in enumerate(self.block.ops)}
+        self._stage_of_op = {op: k for k, ops in enumerate(self.stages) for op in ops}
         self.sizing_args = sizing_arguments(self.block)
         """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
         are part of a run's shape signature, like TensorRT's shape tensors."""
@@ -329,6 +334,11 @@ class LaunchPlan:
             offset = op.attributes[OFFSET]
             assert isinstance(offset, IntegerAttr)
             self.static_ptr[op.result] = int(self.arena) + offset.value.data
+
+    def stage_of(self, value: SSAValue) -> int:
+        """The stage that defines ``value`` (arguments: the first)."""
+        owner = value.owner
+        return self._stage_of_op.get(owner, 0) if isinstance(owner, Operation) else 0
 
     @property
     def host_ops(self) -> list[str]:

@@ -128,13 +128,15 @@ class StepClock:
                 self.close()
                 raise
 
-    def __call__(self, steps: Sequence[Callable[[Any], None]], stream: Any) -> None:
+    def __call__(self, steps: Sequence[Callable[[Any], None]], stream: Any, first: int = 0) -> None:
+        """Runs ``steps``, timed as the run's steps ``first``, ``first + 1``... (a plan
+        with stages gives its steps a stage at a time)."""
         if not self.timing:
             for step in steps:
                 step(stream)
             return
         record = self.device.record_event
-        for step, (start, stop) in zip(steps, self.events, strict=True):
+        for step, (start, stop) in zip(steps, self.events[first:first + len(steps)], strict=True):
             record(start, stream)
             step(stream)
             record(stop, stream)

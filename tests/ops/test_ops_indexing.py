@@ -235,20 +235,21 @@ def test_bert_style_dynamic_sequence(tmp_path) -> None:
         np.testing.assert_array_equal(outs[2], mask4)
 
 
-def test_data_dependent_shapes_are_clear_errors() -> None:
+def test_data_dependent_shapes_import_as_staged_ops() -> None:
+    """A run-time NonZero is ``nn.nonzero`` (its size known once it has run), a computed
+    Reshape target an ``nn.dyn`` the plan sizes when the value is read back
+    (tests/runtime/test_data_dependent_shapes.py runs both)."""
     m = make([h.make_node("NonZero", ["x"], ["y"])], [("x", np.float32, [3])], ["y"])
-    with pytest.raises(PartitaError, match="NonZero.*data-dependent"):
-        import_onnx(m)
-    # A shape given as a graph input is bound at run time (nn.dyn); one computed is refused.
+    assert "nn.nonzero" in str(import_onnx(m))
     m = make([h.make_node("Abs", ["s"], ["t"]), h.make_node("Reshape", ["x", "t"], ["y"])],
              [("x", np.float32, [6]), ("s", np.int64, [2])], ["y"])
-    with pytest.raises(PartitaError, match="Reshape.*constant"):
-        import_onnx(m)
+    assert 'param_names = "shape"' in str(import_onnx(m))
+    # A size computed from dims that size no tensor is still a located error.
     m = make([h.make_node("Shape", ["x"], ["s"]),
               h.make_node("Add", ["s", "s"], ["s2"]),
               h.make_node("Range", ["z", "s2", "o"], ["r"])],
              [("x", np.float32, ["n"])], ["r"], [("z", np.array(0)), ("o", np.array(1))])
-    with pytest.raises(PartitaError, match="Range"):
+    with pytest.raises(PartitaError, match="Range.*computed from other dimensions"):
         import_onnx(m)
 
 

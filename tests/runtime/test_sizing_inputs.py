@@ -79,9 +79,13 @@ def test_an_axis_out_of_range_is_a_located_error(exe):
         exe.run(X, np.array([3], np.int64))
 
 
-def test_axes_computed_at_run_time_are_refused_at_import():
-    with pytest.raises(PartitaError, match=r"\(ReduceSum\): reduction axes computed at run time are not supported"):
-        partita.compile(_reduce_model(keepdims=0, computed_axes=True))
+def test_axes_computed_at_run_time_are_read_back():
+    """Computed axes start a stage of the plan (tests/runtime/test_data_dependent_shapes.py)."""
+    exe = partita.compile(_reduce_model(keepdims=0, computed_axes=True))
+    for axis in (1, -1, 1):
+        (y,) = exe.run(X, np.array([axis], np.int64))
+        np.testing.assert_array_equal(y, X.sum(axis=axis))
+    assert len(exe.runtime.plan.stages) == 2 and exe.runtime.stats["sizing_reads"] == 3
 
 
 COMPUTED = """func.func @main(%x: tensor<3x4xf32>, %a: tensor<1xi64>) -> tensor<?xf32> {
@@ -92,10 +96,12 @@ COMPUTED = """func.func @main(%x: tensor<3x4xf32>, %a: tensor<1xi64>) -> tensor<
 """
 
 
-def test_a_plan_never_guesses_a_size_from_a_computed_value():
+def test_a_plan_sizes_a_result_from_a_computed_value_once_it_is_computed():
     exe = partita.compile(COMPUTED, partitioner="none", fallback_device="cpu")
-    with pytest.raises(PartitaError, match="only graph inputs and constants may size a result"):
-        exe.run(np.ones((3, 4), np.float32), np.array([1], np.int64))
+    (y,) = exe.run(np.arange(12, dtype=np.float32).reshape(3, 4), np.array([1], np.int64))  # axes -1
+    np.testing.assert_array_equal(y, np.arange(12, dtype=np.float32).reshape(3, 4).sum(axis=-1))
+    with pytest.raises(PartitaError, match="axis 2 is out of range|out of range"):
+        exe.run(np.ones((3, 4), np.float32), np.array([-2], np.int64))  # axes 2 of a 2-D tensor
 
 
 # -- nn.dyn: ops parameterized by run-time values (TVM's relay.dyn) -------------------------
@@ -147,13 +153,6 @@ def test_pad_and_slice_by_run_time_values():
                    np.array([1, -2], np.int64), np.array([2, 100], np.int64))
     np.testing.assert_array_equal(p, np.pad(x, [(0, 1), (1, 0)], constant_values=7))
     np.testing.assert_array_equal(s, x[1:2, -2:100])
-
-
-def test_a_computed_shape_is_refused_at_import():
-    model = _model([helper.make_node("Neg", ["s"], ["t"]), helper.make_node("Tile", ["x", "t"], ["y"])],
-                   [("x", F, [2, 3]), ("s", I64, [2])], [("y", F)])
-    with pytest.raises(PartitaError, match=r"\(Tile\): repeats computed at run time is not supported"):
-        partita.compile(model)
 
 
 def test_dyn_prints_and_parses_back():

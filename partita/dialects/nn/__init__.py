@@ -27,6 +27,7 @@ from partita.dialects.nn import (
     linalg,
     normalization,
     reduction,
+    selection,
     transform,
 )
 from partita.dialects.nn.attention import *  # noqa: F403
@@ -39,11 +40,12 @@ from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
+from partita.dialects.nn.selection import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention, dyn)
+            attention, dyn, selection)
 """The operator families, in the order the dialect lists their ops."""
 
 

@@ -30,6 +30,7 @@ from partita.frontends.onnx import (  # noqa: F401
     loss,
     normalization,
     reduction,
+    selection,
     transform,
 )
 from partita.frontends.onnx.embedded import parse_leaving_weights

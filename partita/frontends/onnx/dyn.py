@@ -1,15 +1,15 @@
 """ONNX inputs that parameterize an op (pads, a target shape, slice bounds, split sizes,
 ``k``) given at run time: ``nn.dyn`` ops, sized when a launch plan binds the values.
 
-Only a graph input (or a constant) may give such values: the run's shape signature holds
-them. A value computed inside the graph would need the device to stop and read it back
-before the rest of the plan could be sized, which the plan does not do."""
+A graph input giving such values is part of the run's shape signature; a value computed
+inside the graph starts a new stage of the plan: the device computes it, the host reads
+it back and binds the rest to it (``partita.runtime.plan_bind``)."""
 
 from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
@@ -29,12 +29,7 @@ def dyn(cx, kind: str, inputs: list[SSAValue], params: dict[str, Value], rank: i
             continue
         if is_symbolic(v):
             fail(f"{what} mixing dynamic dimensions and run-time values is not supported")
-        if is_const(v):
-            operands[name] = cx.emit(nn.ConstantOp(np.asarray(v)))
-        elif not isinstance(v, BlockArgument):
-            fail(f"{what} computed at run time is not supported (a graph input or a constant may give it)")
-        else:
-            operands[name] = v
+        operands[name] = cx.emit(nn.ConstantOp(np.asarray(v))) if is_const(v) else v
     result = TensorType(element_type, (nn.DYN,) * rank)
     return cx.emit(nn.DynOp(kind, inputs, operands, result, **options))
 

@@ -1,5 +1,5 @@
 """ONNX converters: gather/scatter, slice, split, expand, tile, trilu, range, one-hot and
-the shape-producing ops (ConstantOfShape, Size, EyeLike, NonZero).
+the shape-producing ops (ConstantOfShape, Size, EyeLike).
 
 Sizes that ONNX computes at run time from ``Shape`` (``Range(0, Shape(x)[1])``,
 ``Expand(m, Shape(x))``) reach these converters as ``SymDim``s; each becomes a shape
@@ -352,11 +352,3 @@ def _one_hot(cx, ins, attrs):
         indices = cx.tensor(np.asarray(indices).astype(np.int64))
     return cx.emit(nn.OneHotOp(indices, int(depth), attrs.get("axis", -1), float(values[1]),
                                float(values[0]), nn.element_type_of(values.dtype)))
-
-
-@converter("NonZero")
-def _non_zero(cx, ins, attrs):
-    # Constants fold; a run-time NonZero has a data-dependent shape.
-    if is_const(ins[0]) and not is_symbolic(ins[0]):
-        return np.asarray(np.nonzero(np.asarray(ins[0])), dtype=np.int64)
-    fail("NonZero of a run-time tensor has a data-dependent result shape (not supported)")

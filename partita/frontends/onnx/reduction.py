@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time
@@ -61,11 +60,8 @@ def _reduce(cx, ins, attrs):
     x = cx.tensor(ins[0])
     axes = ins[1] if cx.opset >= axes_input_opset and len(ins) > 1 else None
     if axes is not None and not is_const(axes) and shape_of(axes) != (0,):
-        # Axes known only at run time: the result is sized when the plan binds their values,
-        # which a run's signature holds for a graph input (a computed one is not read back).
-        if not isinstance(axes, BlockArgument):
-            fail("reduction axes computed at run time are not supported (a graph input or a constant may "
-                 "give them)")
+        # Axes known only at run time: the result is sized when the plan binds their values
+        # (a graph input's are part of the run's signature; a computed one's are read back).
         return cx.emit(nn.DynamicReduceOp(
             x, cx.tensor(axes), op_type.name.removeprefix("nn.reduce_"), keepdims=bool(attrs.get("keepdims", 1)),
             noop_with_empty_axes=bool(attrs.get("noop_with_empty_axes", 0))))

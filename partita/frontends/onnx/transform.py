@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time, static_length
@@ -157,7 +157,7 @@ def _inferred_dim(x: SSAValue, in_labels: list[object], rest: list[object], targ
 
 @converter("Reshape")
 def _reshape(cx, ins, attrs):
-    if run_time(ins[1]) and isinstance(ins[1], BlockArgument):
+    if run_time(ins[1]):
         x = cx.tensor(ins[0])
         return dyn(cx, "reshape", [x], {"shape": ins[1]}, static_length(ins[1], "the shape"),
                    x.type.element_type, "the shape", allowzero=bool(attrs.get("allowzero", 0)))

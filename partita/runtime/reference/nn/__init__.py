@@ -18,6 +18,7 @@ from partita.runtime.reference.nn import (
     linalg,
     normalization,
     reduction,
+    selection,
     transform,
 )
 
@@ -34,7 +35,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention, dyn)
+               attention, dyn, selection)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)
