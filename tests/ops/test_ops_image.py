@@ -217,3 +217,63 @@ def test_dynamic_batch_resize_and_depth_to_space_end_to_end(tmp_path) -> None:
         (got,) = exe.run(x)
         (want,) = ReferenceEvaluator(model).run(None, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# -- RoiAlign ----------------------------------------------------------------------------
+
+
+def _roi_align_model(rois: int | str, opset: int, **attrs) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 7]),
+         helper.make_tensor_value_info("rois", TensorProto.FLOAT, [rois, 4]),
+         helper.make_tensor_value_info("batch", TensorProto.INT64, [rois])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _regions(count: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, 9, 7)).astype(np.float32)
+    start = rng.uniform(-2, 6, (count, 2))
+    rois = np.concatenate([start, start + rng.uniform(0.2, 5, (count, 2))], axis=1).astype(np.float32)
+    rois[0] = [-3.0, -3.0, 9.0, 11.0]  # past every edge: samples beyond one pixel out count 0
+    return x, rois, rng.integers(0, 2, count).astype(np.int64)
+
+
+ROI_ALIGN = [
+    (16, {"mode": "avg", "output_height": 2, "output_width": 3, "sampling_ratio": 2}),
+    (16, {"mode": "max", "output_height": 3, "output_width": 2, "spatial_scale": 0.5}),
+    (16, {"coordinate_transformation_mode": "output_half_pixel", "output_height": 2, "output_width": 2}),
+    (10, {"mode": "max", "output_height": 2, "output_width": 2, "sampling_ratio": 0}),
+]
+
+
+@pytest.mark.parametrize("opset, attrs", ROI_ALIGN, ids=[f"opset{o}-{a.get('mode', 'avg')}-{k}"
+                                                          for k, (o, a) in enumerate(ROI_ALIGN)])
+def test_roi_align_kernel_computes_the_reference(opset, attrs, tmp_path) -> None:
+    if not have_gxx():
+        pytest.skip("needs g++ to build the kernels for the host")
+    from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
+
+    model = _roi_align_model(5, opset, **attrs)
+    x, rois, batch = _regions(5, len(attrs))
+    (got,), left = run_host_kernels(model, [x, rois, batch], tmp_path)
+    assert not left  # the op is a kernel, not a host step
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"x": x, "rois": rois, "batch": batch})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_roi_align_over_a_run_time_number_of_regions(tmp_path) -> None:
+    model = _roi_align_model("R", 16, output_height=2, output_width=2)
+    exe = partita.compile(model, cache_dir=tmp_path)
+    assert not [r for r in exe.report().rows if r.symbol.startswith("(")]  # a kernel
+    for count in (1, 4):
+        x, rois, batch = _regions(count, count)
+        (y,) = exe.run(x, rois, batch)
+        assert y.shape == (count, 3, 2, 2)
+    with pytest.raises(PartitaError, match="batch index 2 out of range for 2 images"):
+        exe.run(x, rois, np.full(4, 2, np.int64))

@@ -279,3 +279,81 @@ class ResizeOp(NNOp):
         """Symbolic result dims (shape functions): the static sizes, the input's where
         dynamic."""
         return [d if size == -1 else size for d, size in zip(dims(self.input), self.sizes)]
+
+
+ROI_ALIGN_MODES = ("avg", "max")
+ROI_COORDINATE_MODES = ("half_pixel", "output_half_pixel")
+
+
+@irdl_op_definition
+class RoiAlignOp(NNOp):
+    """ONNX RoiAlign (Mask R-CNN's pooling): for each region ``r`` of ``rois``
+    (``R x 4``: ``x1, y1, x2, y2`` in input pixels times ``spatial_scale``) on image
+    ``batch_indices[r]`` of ``input`` (NCHW), an ``output_height x output_width`` grid of
+    bins, each the average (``avg``) or maximum (``max``, of the weighted taps) of
+    ``sampling_ratio``² bilinear samples (``0``: ``ceil(bin size)`` per axis, per region).
+    ``half_pixel`` shifts coordinates by half a pixel (opset 16's default); without it, a
+    region is at least one pixel wide. Result ``R x C x output_height x output_width``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.roi_align"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    rois = operand_def(TensorType)
+    batch_indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
+    mode_attr = _str_prop("mode", "avg")
+    coordinate_transformation_mode_attr = _str_prop("coordinate_transformation_mode", "half_pixel")
+    output_height_attr = _int_prop("output_height", 1)
+    output_width_attr = _int_prop("output_width", 1)
+    sampling_ratio_attr = _int_prop("sampling_ratio", 0)
+    spatial_scale_attr = _float_prop("spatial_scale", 1.0)
+    mode = _value("mode")
+    coordinate_transformation_mode = _value("coordinate_transformation_mode")
+    output_height = _value("output_height")
+    output_width = _value("output_width")
+    sampling_ratio = _value("sampling_ratio")
+    spatial_scale = _value("spatial_scale")
+
+    def __init__(self, input: SSAValue | Operation, rois: SSAValue | Operation,
+                 batch_indices: SSAValue | Operation, *, mode: str = "avg",
+                 coordinate_transformation_mode: str = "half_pixel", output_height: int = 1,
+                 output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0):
+        _init(self, [input, rois, batch_indices], None, mode=mode,
+              coordinate_transformation_mode=coordinate_transformation_mode,
+              output_height=output_height, output_width=output_width,
+              sampling_ratio=sampling_ratio, spatial_scale=float(spatial_scale))
+
+    @property
+    def half_pixel(self) -> bool:
+        return self.coordinate_transformation_mode == "half_pixel"
+
+    def verify_element_types(self) -> None:
+        element = self.input.type.element_type
+        self.check_element_type(element, "element type")
+        for what, value in (("rois", self.rois), ("result", self.result)):
+            if value.type.element_type != element:
+                raise VerifyException(f"{what} must be {element} like the input, got {value.type.element_type}")
+        self.check_element_type(self.batch_indices.type.element_type, "batch_indices element type",
+                                INTEGERS)
+
+    def infer_shape(self) -> Shape:
+        x, rois, batch = _shape(self.input), _shape(self.rois), _shape(self.batch_indices)
+        if len(x) != 4:
+            raise VerifyException(f"the input must be NCHW (rank 4), got rank {len(x)}")
+        if len(rois) != 2 or rois[1] not in (4, DYN):
+            raise VerifyException(f"rois must be regions x 4, got {list(rois)}")
+        if len(batch) != 1 or DYN not in (batch[0], rois[0]) and batch[0] != rois[0]:
+            raise VerifyException(f"batch_indices must hold one index per region ({rois[0]}), got {list(batch)}")
+        for what, value, allowed in (("mode", self.mode, ROI_ALIGN_MODES),
+                                     ("coordinate_transformation_mode", self.coordinate_transformation_mode,
+                                      ROI_COORDINATE_MODES)):
+            if value not in allowed:
+                raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.output_height < 1 or self.output_width < 1 or self.sampling_ratio < 0:
+            raise VerifyException("output sizes must be positive and sampling_ratio non-negative")
+        return (rois[0], x[1], self.output_height, self.output_width)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [dims(self.rois)[0], dims(self.input)[1], self.output_height, self.output_width]

@@ -1,4 +1,4 @@
-"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth."""
+"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth, RoiAlign."""
 
 from __future__ import annotations
 
@@ -182,3 +182,17 @@ def _depth_to_space(cx, ins, attrs):
 def _space_to_depth(cx, ins, attrs):
     return cx.emit(nn.SpaceToDepthOp(cx.tensor(ins[0]), attrs["blocksize"],
                                      mode=_text(attrs, "mode", "DCR")))
+
+
+@converter("RoiAlign")
+def _roi_align(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    rois = cx.tensor(ins[1], like=x)
+    batch_indices = cx.tensor(ins[2])
+    # Opset 10 had no half-pixel shift (opset 16 named that "output_half_pixel").
+    default = "half_pixel" if cx.opset >= 16 else "output_half_pixel"
+    return cx.emit(nn.RoiAlignOp(
+        x, rois, batch_indices, mode=_text(attrs, "mode", "avg"),
+        coordinate_transformation_mode=_text(attrs, "coordinate_transformation_mode", default),
+        output_height=attrs.get("output_height", 1), output_width=attrs.get("output_width", 1),
+        sampling_ratio=attrs.get("sampling_ratio", 0), spatial_scale=attrs.get("spatial_scale", 1.0)))

@@ -174,3 +174,68 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
     y_type = emitter.ctype(op.result)
     lines.append(y_decl(emitter, op, f"({y_type})acc"))
     return lines
+
+
+def _roi_align_supported(op: nn.RoiAlignOp) -> bool:
+    """Channels and the image size static (the regions and images may be run-time many)."""
+    return DYNAMIC_INDEX not in op.input.type.get_shape()[1:]
+
+
+def _roi_align_dims(emitter, op: nn.RoiAlignOp) -> list:
+    return [emitter.dims[op.rois][0], *op.result.type.get_shape()[1:]]
+
+
+@window(nn.RoiAlignOp, supports=_roi_align_supported, dims=_roi_align_dims)
+def roi_align(emitter, op: nn.RoiAlignOp) -> list[str]:
+    """One output bin per thread: its region's ``gh x gw`` bilinear samples (the grid from
+    ``sampling_ratio`` or the region's size, so a loop bound read at run time), in double
+    precision like the reference; a batch index out of range reads image 0 (the reference
+    reports it)."""
+    r, ch, ph, pw = emitter.out_index
+    T = emitter.index_type
+    _, _, h, w = op.input.type.get_shape()
+    images = emitter.dims[op.input][0]
+    oh, ow = op.output_height, op.output_width
+    offset = 0.5 if op.half_pixel else 0.0
+    scale = _c(op.spatial_scale)
+    corner = [f"((double){emitter.load(op.rois, [r, str(k)])} * {scale} - {_c(offset)})" for k in range(4)]
+    lines = [f"    const double rx1 = {corner[0]}, ry1 = {corner[1]};",
+             f"    double rw = {corner[2]} - rx1, rh = {corner[3]} - ry1;"]
+    if not op.half_pixel:
+        lines.append("    rw = fmax(rw, 1.0); rh = fmax(rh, 1.0);")
+    ratio = op.sampling_ratio
+    lines += [f"    const double bh = rh / {_c(oh)}, bw = rw / {_c(ow)};",
+              f"    const int gh = {ratio if ratio > 0 else f'(int)ceil(rh / {_c(oh)})'};",
+              f"    const int gw = {ratio if ratio > 0 else f'(int)ceil(rw / {_c(ow)})'};",
+              f"    {T} b = ({T}){emitter.load(op.batch_indices, [r])};",
+              f"    if (b < 0 || b >= {images}) b = 0;",
+              "    double acc = 0.0;",
+              *(["    bool first = true;"] if op.mode == "max" else []),
+              "    for (int iy = 0; iy < gh; ++iy) {",
+              f"      const double sy = ry1 + {ph} * bh + (iy + 0.5) * bh / gh;",
+              "      for (int ix = 0; ix < gw; ++ix) {",
+              f"        const double sx = rx1 + {pw} * bw + (ix + 0.5) * bw / gw;",
+              "        double v = 0.0;",
+              f"        if (sy >= -1.0 && sy <= {_c(h)} && sx >= -1.0 && sx <= {_c(w)}) {{"]
+    for axis, size, s in (("y", h, "sy"), ("x", w, "sx")):
+        lines += [f"          double c{axis} = fmax({s}, 0.0);",
+                  f"          {T} {axis}0 = ({T})floor(c{axis}), {axis}1;",
+                  f"          if ({axis}0 >= {size - 1}) {{ {axis}0 = {axis}1 = {size - 1}; c{axis} = (double){axis}0; }}",
+                  f"          else {{ {axis}1 = {axis}0 + 1; }}",
+                  f"          const double l{axis} = c{axis} - (double){axis}0, h{axis} = 1.0 - l{axis};"]
+    taps = [("hy * hx", "y0", "x0"), ("hy * lx", "y0", "x1"), ("ly * hx", "y1", "x0"), ("ly * lx", "y1", "x1")]
+    values = [f"({wt}) * (double){emitter.load(op.input, ['b', ch, yi, xi])}" for wt, yi, xi in taps]
+    if op.mode == "avg":
+        lines.append(f"          v = {' + '.join(values)};")
+    else:
+        lines.append(f"          v = fmax(fmax(fmax({values[0]}, {values[1]}), {values[2]}), {values[3]});")
+    lines.append("        }")
+    if op.mode == "avg":
+        lines.append("        acc += v;")
+    else:
+        lines.append("        acc = first ? v : fmax(acc, v); first = false;")
+    lines += ["      }", "    }"]
+    if op.mode == "avg":
+        lines.append("    if (gh > 0 && gw > 0) acc /= (double)(gh * gw);")
+    lines.append(y_decl(emitter, op, f"({emitter.ctype(op.result)})acc"))
+    return lines

@@ -1,4 +1,4 @@
-"""NumPy references of the ``nn`` image ops (resize, depth / space rearrangement)."""
+"""NumPy references of the ``nn`` image ops (resize, depth / space rearrangement, RoiAlign)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 
 from partita.dialects import nn
+from partita.ir import PartitaError
 from partita.runtime.reference.nn.base import in_compute_type
 
 
@@ -118,6 +119,57 @@ def resize(op: nn.ResizeOp, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
     return result.astype(x.dtype)
 
 
+def _roi_taps(coord: np.ndarray, size: int) -> tuple[np.ndarray, ...]:
+    """Bilinear taps along one axis, as onnxruntime's RoiAlign takes them: (in range,
+    low index, high index, low weight, high weight); a sample beyond one pixel outside the
+    image is out of range, one at the last pixel uses it twice."""
+    valid = (coord >= -1.0) & (coord <= size)
+    c = np.maximum(coord, 0.0)
+    low = np.floor(c).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    high = np.where(edge, size - 1, low + 1)
+    frac = np.where(edge, 0.0, c - low)
+    return valid, low, high, 1.0 - frac, frac
+
+
+def roi_align(op: nn.RoiAlignOp, x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    oh, ow = op.output_height, op.output_width
+    offset = 0.5 if op.half_pixel else 0.0
+    out = np.zeros((rois.shape[0], c, oh, ow), np.float64)
+    for r, (roi, b) in enumerate(zip(np.asarray(rois, np.float64), np.asarray(batch_indices))):
+        if not 0 <= int(b) < n:
+            raise PartitaError(f"{op.name}: batch index {int(b)} out of range for {n} images")
+        x1, y1, x2, y2 = roi * op.spatial_scale - offset
+        rw, rh = x2 - x1, y2 - y1
+        if not op.half_pixel:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / oh, rw / ow
+        gh = op.sampling_ratio or int(np.ceil(rh / oh))
+        gw = op.sampling_ratio or int(np.ceil(rw / ow))
+        if gh <= 0 or gw <= 0:
+            continue  # no samples: the bins stay 0
+        ys = y1 + np.arange(oh)[:, None] * bh + (np.arange(gh)[None, :] + 0.5) * bh / gh  # [oh, gh]
+        xs = x1 + np.arange(ow)[:, None] * bw + (np.arange(gw)[None, :] + 0.5) * bw / gw  # [ow, gw]
+        y_ok, y_lo, y_hi, wy_lo, wy_hi = (a[:, :, None, None] for a in _roi_taps(ys, h))
+        x_ok, x_lo, x_hi, wx_lo, wx_hi = (a[None, None] for a in _roi_taps(xs, w))
+        image = x[int(b)]
+        valid = y_ok & x_ok  # [oh, gh, ow, gw]
+        terms = [np.where(valid, wy * wx, 0.0) * image[:, yi, xi]
+                 for wy, yi in ((wy_lo, y_lo), (wy_hi, y_hi)) for wx, xi in ((wx_lo, x_lo), (wx_hi, x_hi))]
+        if op.mode == "avg":  # summed sample by sample, in the kernel's order
+            per_sample = sum(terms)
+            acc = np.zeros((c, oh, ow))
+            for iy in range(gh):
+                for ix in range(gw):
+                    acc += per_sample[:, :, iy, :, ix]
+            out[r] = acc / (gh * gw)
+        else:  # the largest weighted tap of any sample
+            out[r] = np.maximum.reduce(terms).max(axis=(2, 4))
+    return out
+
+
 @register_impls
 class ImageFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` image ops."""
@@ -125,3 +177,4 @@ class ImageFunctions(InterpreterFunctions):
     run_depth_to_space = impl(nn.DepthToSpaceOp)(in_compute_type(depth_to_space))
     run_space_to_depth = impl(nn.SpaceToDepthOp)(in_compute_type(space_to_depth))
     run_resize = impl(nn.ResizeOp)(in_compute_type(resize))
+    run_roi_align = impl(nn.RoiAlignOp)(in_compute_type(roi_align))
