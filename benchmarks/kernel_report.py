@@ -31,9 +31,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
-
-from partita.lowering.cubin import sass_by_function, sass_listing
+from partita.lowering.cubin import sass_by_function, sass_listing, sections, symbols
 
 EIATTR_REGCOUNT = 0x2F
 # sm_90 limits per SM (CUDA occupancy calculator data)
@@ -89,19 +87,15 @@ class KernelStats:
         return f"~{share:.0%}", ", ".join(basis)
 
 
-def _elf(path: Path) -> ELFFile:
-    return ELFFile(open(path, "rb"))
-
-
-def registers(elf: ELFFile) -> dict[str, int]:
+def registers(cubin: bytes) -> dict[str, int]:
     """Registers per thread of each function: EIATTR_REGCOUNT records of ``.nv.info``
     (symbol index, count); the ``.text`` section's ``sh_info`` top byte as a fallback."""
-    symtab = elf.get_section_by_name(".symtab")
-    names = {i: s.name for i, s in enumerate(symtab.iter_symbols())} if symtab else {}
+    table = sections(cubin)
+    names = dict(enumerate(sym.name for sym in symbols(cubin, table)))
     out: dict[str, int] = {}
-    info = elf.get_section_by_name(".nv.info")
+    info = next((sec for sec in table if sec.name == ".nv.info"), None)
     if info is not None:
-        data, i = info.data(), 0
+        data, i = info.data(cubin), 0
         while i + 4 <= len(data):
             fmt, attr = data[i], data[i + 1]
             (operand,) = struct.unpack_from("<H", data, i + 2)
@@ -111,14 +105,14 @@ def registers(elf: ELFFile) -> dict[str, int]:
                     sym, count = struct.unpack_from("<II", data, i)
                     out[names.get(sym, str(sym))] = count
                 i += operand
-    for sec in elf.iter_sections():
+    for sec in table:
         if sec.name.startswith(".text."):
-            out.setdefault(sec.name[len(".text."):], sec["sh_info"] >> 24)
+            out.setdefault(sec.name[len(".text."):], sec.info >> 24)
     return out
 
 
-def static_smem(elf: ELFFile) -> dict[str, int]:
-    return {s.name[len(".nv.shared."):]: s["sh_size"] for s in elf.iter_sections() if s.name.startswith(".nv.shared.")}
+def static_smem(cubin: bytes) -> dict[str, int]:
+    return {sec.name[len(".nv.shared."):]: sec.size for sec in sections(cubin) if sec.name.startswith(".nv.shared.")}
 
 
 def instruction_mix(cubin: Path) -> dict[str, dict[str, int]]:
@@ -188,8 +182,8 @@ def report(module) -> list[KernelStats]:
     by_cubin: dict[Path, tuple[dict, dict, dict]] = {}
     for path, function, entry, threads, smem, kind in model_kernels(module):
         if path not in by_cubin:
-            elf = _elf(path)
-            by_cubin[path] = (registers(elf), static_smem(elf), instruction_mix(path))
+            image = path.read_bytes()
+            by_cubin[path] = (registers(image), static_smem(image), instruction_mix(path))
         regs, shared, mixes = by_cubin[path]
         stats.append(KernelStats(entry, function, regs.get(entry, 0), shared.get(entry, 0), smem, threads,
                                  mixes.get(entry, {}), kind))

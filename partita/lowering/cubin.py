@@ -1,4 +1,7 @@
-"""Inspection of NVIDIA cubins (ELF files) with pyelftools.
+"""Inspection of NVIDIA cubins (64-bit little-endian ELF files), read with ``struct``: a
+cubin's section and symbol tables are fixed-size records (pyelftools, which this replaced,
+built its parsers anew for every file and a symbol at a time, a third of a small model's
+compile).
 
 * :func:`kernel_symbols` -- names of the ``__global__`` functions;
 * :func:`kernel_params` -- per-parameter ordinal/offset/size from the
@@ -16,7 +19,6 @@ the parameter size in bytes being ``flags >> 18`` (bits 18..31).
 
 from __future__ import annotations
 
-import io
 import re
 import shutil
 import struct
@@ -25,9 +27,6 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
 
 EIATTR_KPARAM_INFO = 0x17
 EIATTR_PARAM_CBANK = 0x0A
@@ -48,40 +47,99 @@ class ParamInfo:
     size: int
 
 
-def _elf(cubin: bytes) -> ELFFile:
+@dataclass(frozen=True)
+class Section:
+    name: str
+    type: int  # sh_type: 2 SHT_SYMTAB, 8 SHT_NOBITS...
+    offset: int
+    size: int
+    link: int
+    info: int  # sh_info (a .text section's top byte: its register count)
+    entsize: int
+
+    def data(self, cubin: bytes) -> bytes:
+        return b"" if self.type == SHT_NOBITS else cubin[self.offset:self.offset + self.size]
+
+
+SHT_SYMTAB, SHT_NOBITS = 2, 8
+_ELF64_SECTION = struct.Struct("<IIQQQQIIQQ")  # sh_name, type, flags, addr, offset, size, link, info, addralign, entsize
+_ELF64_SYMBOL = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
+
+
+def _cstring(table: bytes, offset: int) -> str:
+    end = table.find(b"\0", offset)
+    return table[offset:end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
+def sections(cubin: bytes) -> list[Section]:
+    """The cubin's section headers, by index; a CubinError for anything that is not a 64-bit
+    little-endian ELF file or whose tables lie outside it."""
     if cubin[:4] != b"\x7fELF":
         raise CubinError("not an ELF cubin")
-    return ELFFile(io.BytesIO(cubin))
+    if len(cubin) < 0x40:
+        raise CubinError("truncated ELF header")
+    if cubin[4] != 2 or cubin[5] != 1:  # EI_CLASS ELFCLASS64, EI_DATA ELFDATA2LSB
+        raise CubinError("not a 64-bit little-endian ELF file")
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+    if entsize != _ELF64_SECTION.size or shoff + count * entsize > len(cubin) or names >= max(count, 1):
+        raise CubinError("its section header table lies outside the file")
+    headers = [_ELF64_SECTION.unpack_from(cubin, shoff + k * entsize) for k in range(count)]
+    raw = [Section("", h[1], h[4], h[5], h[6], h[7], h[9]) for h in headers]
+    table = raw[names].data(cubin) if count else b""
+    out = []
+    for (name, *_), sec in zip(headers, raw):
+        if sec.type != SHT_NOBITS and sec.offset + sec.size > len(cubin):
+            raise CubinError(f"section {_cstring(table, name)!r} lies outside the file")
+        out.append(Section(_cstring(table, name), sec.type, sec.offset, sec.size, sec.link, sec.info, sec.entsize))
+    return out
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    kind: int  # STT_*: 1 a data object, 2 a function
+    section: int  # st_shndx
+    value: int
+    size: int
+
+
+STT_OBJECT, STT_FUNC = 1, 2
+
+
+def symbols(cubin: bytes, table: list[Section] | None = None) -> list[Symbol]:
+    """Every symbol of the cubin's symbol tables (``table``: its ``sections``, when read)."""
+    table = sections(cubin) if table is None else table
+    out = []
+    for sec in table:
+        if sec.type != SHT_SYMTAB:
+            continue
+        if sec.entsize != _ELF64_SYMBOL.size or sec.link >= len(table):
+            raise CubinError(f"symbol table {sec.name!r} is malformed")
+        names = table[sec.link].data(cubin)
+        data = sec.data(cubin)
+        for name, info, _other, shndx, value, size in _ELF64_SYMBOL.iter_unpack(data[:len(data) - len(data) % 24]):
+            out.append(Symbol(_cstring(names, name), info & 0xF, shndx, value, size))
+    return out
 
 
 def kernel_symbols(cubin: bytes) -> set[str]:
     """Names of the kernels (function symbols with a ``.text.<name>`` section)."""
-    elf = _elf(cubin)
-    texts = {s.name[len(".text."):] for s in elf.iter_sections() if s.name.startswith(".text.")}
-    out = set()
-    for sec in elf.iter_sections():
-        if isinstance(sec, SymbolTableSection):
-            for sym in sec.iter_symbols():
-                if sym["st_info"]["type"] == STT_FUNC and sym.name in texts:
-                    out.add(sym.name)
-    return out
+    table = sections(cubin)
+    texts = {sec.name[len(".text."):] for sec in table if sec.name.startswith(".text.")}
+    return {sym.name for sym in symbols(cubin, table) if sym.kind == STT_FUNC and sym.name in texts}
 
 
 def global_symbols(cubin: bytes) -> set[str]:
     """Names of the data objects (``__device__`` / ``__constant__`` variables)."""
-    elf = _elf(cubin)
-    out = set()
-    for sec in elf.iter_sections():
-        if isinstance(sec, SymbolTableSection):
-            out |= {s.name for s in sec.iter_symbols() if s["st_info"]["type"] == "STT_OBJECT"}
-    return out
+    return {sym.name for sym in symbols(cubin) if sym.kind == STT_OBJECT}
 
 
 def nv_info_sections(cubin: bytes) -> dict[str, bytes]:
     """Every kernel's ``.nv.info.<entry>`` section by entry, read in one pass over the ELF
     (a lookup by name re-reads every section header: a module of many kernels is read once)."""
     prefix = ".nv.info."
-    return {sec.name[len(prefix):]: sec.data() for sec in _elf(cubin).iter_sections() if sec.name.startswith(prefix)}
+    return {sec.name[len(prefix):]: sec.data(cubin) for sec in sections(cubin) if sec.name.startswith(prefix)}
 
 
 def nv_info_records(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> list[tuple[int, int, bytes]]:
@@ -119,22 +177,16 @@ def kernel_params(cubin: bytes, entry: str, sections: dict[str, bytes] | None = 
 
 def read_global(cubin: bytes, symbol: str) -> bytes:
     """Initial bytes of a ``__device__``/``__constant__`` variable."""
-    elf = _elf(cubin)
-    for sec in elf.iter_sections():
-        if not isinstance(sec, SymbolTableSection):
+    table = sections(cubin)
+    for sym in symbols(cubin, table):
+        if sym.name != symbol or sym.kind != STT_OBJECT:
             continue
-        for sym in sec.iter_symbols():
-            if sym.name != symbol or sym["st_info"]["type"] != "STT_OBJECT":
-                continue
-            shndx = sym["st_shndx"]
-            if not isinstance(shndx, int):
-                raise CubinError(f"{symbol} is not defined in a section ({shndx})")
-            target = elf.get_section(shndx)
-            if target["sh_type"] == "SHT_NOBITS":
-                return bytes(sym["st_size"])
-            data = target.data()
-            off = sym["st_value"]  # relocatable cubin: offset within its section
-            return data[off:off + sym["st_size"]]
+        if not 0 < sym.section < min(len(table), 0xFF00):  # SHN_UNDEF, reserved (ABS, COMMON...)
+            raise CubinError(f"{symbol} is not defined in a section ({sym.section})")
+        target = table[sym.section]
+        if target.type == SHT_NOBITS:
+            return bytes(sym.size)
+        return target.data(cubin)[sym.value:sym.value + sym.size]  # relocatable: offset in its section
     raise CubinError(f"no data symbol {symbol!r} in cubin")
 
 

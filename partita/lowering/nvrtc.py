@@ -171,7 +171,7 @@ def _defines_entries(cubin: bytes, entries: set[str]) -> bool:
         return True
     try:
         return entries <= kernel_symbols(cubin)
-    except Exception:  # noqa: BLE001 - CubinError, or pyelftools' own errors on junk
+    except Exception:  # noqa: BLE001 - CubinError, or anything junk bytes raise
         return False
 
 

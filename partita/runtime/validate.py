@@ -82,7 +82,7 @@ class CubinInterface:
             return cls(binary, image)
         try:
             symbols = kernel_symbols(image)
-        except Exception as err:  # noqa: BLE001 - pyelftools' own errors on a damaged ELF
+        except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged ELF raises
             raise PartitaError(f"the cubin of @{binary} is not a readable ELF file ({err})") from None
         return cls(binary, image, symbols)
 
@@ -90,7 +90,7 @@ class CubinInterface:
         if name not in self._params:
             try:
                 self._params[name] = kernel_params(self.image, name, self._sections())
-            except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
+            except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged section raises
                 raise PartitaError(f"kernel '{name}' of @{self.binary}: unreadable parameter info ({err})") from None
         return self._params[name]
 
@@ -139,7 +139,7 @@ class CheckedModule:
             return
         try:
             held = read_global(cubin.image, symbol)
-        except Exception as err:  # noqa: BLE001 - CubinError, or pyelftools on a damaged section
+        except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged section raises
             raise PartitaError(f"kernel '{entry}' of @{cubin.binary} carries no launch contract ({err}); "
                                "recompile the model") from None
         if held != expected:
