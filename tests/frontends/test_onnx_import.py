@@ -227,7 +227,7 @@ def test_every_supported_op_has_a_case():
     # their node-suite cases (93 and 16): tests/frontends/test_onnx_node_suite.py
     covered |= {"Attention", "RotaryEmbedding"}
     # tests/runtime/test_data_dependent_shapes.py and tests/ops/test_ops_image.py
-    covered |= {"Compress", "Unique", "NonMaxSuppression", "RoiAlign"}
+    covered |= {"Compress", "Unique", "NonMaxSuppression", "RoiAlign", "GridSample"}
     assert set(SUPPORTED_OPS) <= covered, set(SUPPORTED_OPS) - covered
 
 

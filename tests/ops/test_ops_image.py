@@ -277,3 +277,48 @@ def test_roi_align_over_a_run_time_number_of_regions(tmp_path) -> None:
         assert y.shape == (count, 3, 2, 2)
     with pytest.raises(PartitaError, match="batch index 2 out of range for 2 images"):
         exe.run(x, rois, np.full(4, 2, np.int64))
+
+
+# -- GridSample --------------------------------------------------------------------------
+
+
+def _grid_sample_model(spatial: tuple[int, ...], points: tuple[int, ...], configs) -> onnx.ModelProto:
+    """One GridSample node per (mode, padding, align_corners) of ``configs``, over one input."""
+    nodes = [helper.make_node("GridSample", ["x", "grid"], [f"y{k}"], mode=mode, padding_mode=padding,
+                              align_corners=align) for k, (mode, padding, align) in enumerate(configs)]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, *spatial]),
+         helper.make_tensor_value_info("grid", TensorProto.FLOAT, [2, *points, len(spatial)])],
+        [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None) for k in range(len(configs))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+GRID_SAMPLE_2D = [("nearest", "zeros", 0), ("nearest", "reflection", 1), ("linear", "border", 0),
+                  ("linear", "reflection", 0), ("cubic", "reflection", 1), ("cubic", "border", 0),
+                  ("cubic", "zeros", 1)]
+GRID_SAMPLE_3D = [("nearest", "border", 1), ("linear", "reflection", 0), ("linear", "zeros", 1)]
+
+
+@pytest.mark.parametrize("spatial, configs", [((5, 6), GRID_SAMPLE_2D), ((3, 4, 5), GRID_SAMPLE_3D)], ids=["2d", "3d"])
+def test_grid_sample_kernels_compute_the_reference(spatial, configs, tmp_path) -> None:
+    """Every mode and padding (cubic is 2-D only), each a kernel built for the host: equal
+    to the reference, and to onnxruntime within rounding (the node suite checks the rest of
+    the combinations on the reference)."""
+    if not have_gxx():
+        pytest.skip("needs g++ to build the kernels for the host")
+    from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
+
+    points = (3, 4) if len(spatial) == 2 else (2, 2, 3)
+    model = _grid_sample_model(spatial, points, configs)
+    rng = np.random.default_rng(len(spatial))
+    x = rng.standard_normal((2, 3, *spatial)).astype(np.float32)
+    grid = rng.uniform(-1.6, 1.6, (2, *points, len(spatial))).astype(np.float32)  # some points outside
+    grid.reshape(-1, len(spatial))[:2] = 0.5  # 2-D, unaligned: between two pixels (nearest: half to even)
+    got, left = run_host_kernels(model, [x, grid], tmp_path)
+    assert not left  # every op is a kernel, not a host step
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for g, w, config in zip(got, session.run(None, {"x": x, "grid": grid}), configs, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=str(config))

@@ -357,3 +357,64 @@ class RoiAlignOp(NNOp):
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         return [dims(self.rois)[0], dims(self.input)[1], self.output_height, self.output_width]
+
+
+GRID_SAMPLE_MODES = ("nearest", "linear", "cubic")
+GRID_SAMPLE_PADDING = ("zeros", "border", "reflection")
+
+
+@irdl_op_definition
+class GridSampleOp(NNOp):
+    """ONNX GridSample (PyTorch's ``grid_sample``): ``result[n, c, o...]`` samples
+    ``input[n, c]`` (``N x C x D1 ... Dk``) at the point ``grid[n, o...]`` (``N x O1 ... Ok
+    x k``, normalized to ``[-1, 1]``, the last axis first: ``x, y(, z)``), by ``nearest``
+    (half to even), ``linear`` or ``cubic`` (Keys, ``a = -0.75``) interpolation.
+    ``align_corners``: -1 and 1 are the centres of the corner pixels (else their outer
+    edges). ``padding_mode``: ``zeros`` outside, or the ``border`` / ``reflection`` of the
+    coordinate and of every tap. Result ``N x C x O1 ... Ok``."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.grid_sample"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    grid = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
+    mode_attr = _str_prop("mode", "linear")
+    padding_mode_attr = _str_prop("padding_mode", "zeros")
+    align_corners_attr = _bool_prop("align_corners", False)
+    mode = _value("mode")
+    padding_mode = _value("padding_mode")
+    align_corners = _value("align_corners")
+
+    def __init__(self, input: SSAValue | Operation, grid: SSAValue | Operation, *, mode: str = "linear",
+                 padding_mode: str = "zeros", align_corners: bool = False):
+        _init(self, [input, grid], None, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+
+    def verify_element_types(self) -> None:
+        element = self.input.type.element_type
+        self.check_element_type(element, "element type")
+        self.check_element_type(self.grid.type.element_type, "grid element type")
+        if self.result.type.element_type != element:
+            raise VerifyException(f"result must be {element} like the input, got {self.result.type.element_type}")
+
+    def infer_shape(self) -> Shape:
+        x, grid = _shape(self.input), _shape(self.grid)
+        spatial = len(x) - 2
+        if spatial < 1 or len(grid) != spatial + 2:
+            raise VerifyException(f"input N x C x D1..Dk needs a grid N x O1..Ok x k, got ranks {len(x)} and "
+                                  f"{len(grid)}")
+        if grid[-1] not in (spatial, DYN):
+            raise VerifyException(f"the grid's last axis must hold {spatial} coordinates, got {grid[-1]}")
+        if DYN not in (x[0], grid[0]) and x[0] != grid[0]:
+            raise VerifyException(f"input and grid batches differ ({x[0]} and {grid[0]})")
+        if self.mode == "cubic" and spatial != 2:
+            raise VerifyException(f"cubic sampling takes 2 spatial axes (N x C x H x W), got {spatial}")
+        for what, value, allowed in (("mode", self.mode, GRID_SAMPLE_MODES),
+                                     ("padding_mode", self.padding_mode, GRID_SAMPLE_PADDING)):
+            if value not in allowed:
+                raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        return (grid[0] if x[0] == DYN else x[0], x[1], *grid[1:-1])
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [dims(self.input)[0], dims(self.input)[1], *dims(self.grid)[1:-1]]

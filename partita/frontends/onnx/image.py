@@ -1,4 +1,4 @@
-"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth, RoiAlign."""
+"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth, RoiAlign, GridSample."""
 
 from __future__ import annotations
 
@@ -196,3 +196,13 @@ def _roi_align(cx, ins, attrs):
         coordinate_transformation_mode=_text(attrs, "coordinate_transformation_mode", default),
         output_height=attrs.get("output_height", 1), output_width=attrs.get("output_width", 1),
         sampling_ratio=attrs.get("sampling_ratio", 0), spatial_scale=attrs.get("spatial_scale", 1.0)))
+
+
+@converter("GridSample")
+def _grid_sample(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    grid = cx.tensor(ins[1], like=x)
+    # Opset 16 named the modes after 2-D images; opset 20 generalized them to N-D.
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(_text(attrs, "mode", "linear"), _text(attrs, "mode", "linear"))
+    return cx.emit(nn.GridSampleOp(x, grid, mode=mode, padding_mode=_text(attrs, "padding_mode", "zeros"),
+                                   align_corners=bool(attrs.get("align_corners", 0))))

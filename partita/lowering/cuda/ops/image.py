@@ -239,3 +239,95 @@ def roi_align(emitter, op: nn.RoiAlignOp) -> list[str]:
         lines.append("    if (gh > 0 && gw > 0) acc /= (double)(gh * gw);")
     lines.append(y_decl(emitter, op, f"({emitter.ctype(op.result)})acc"))
     return lines
+
+
+def _grid_sample_supported(op: nn.GridSampleOp) -> bool:
+    """The image's spatial dims static (the batch, channels and sampled points may be
+    run-time)."""
+    return DYNAMIC_INDEX not in op.input.type.get_shape()[2:]
+
+
+def _grid_sample_dims(emitter, op: nn.GridSampleOp) -> list:
+    return [emitter.dims[op.input][0], emitter.dims[op.input][1], *emitter.dims[op.grid][1:-1]]
+
+
+def _grid_reflect(var: str, lo: float, hi: float) -> list[str]:
+    """Lines reflecting the double ``var`` off ``lo`` and ``hi`` until it lies between."""
+    span = hi - lo
+    if span <= 0:
+        return [f"      if ({var} < {_c(lo)} || {var} > {_c(hi)}) {var} = {_c(lo)};"]
+    return [f"      if ({var} < {_c(lo)} || {var} > {_c(hi)}) {{",
+            f"        const bool below = {var} < {_c(lo)};",
+            f"        const double dx = below ? {_c(lo)} - {var} : {var} - {_c(hi)};",
+            f"        const double turns = floor(dx / {_c(span)});",
+            f"        const double r = dx - turns * {_c(span)};",
+            "        const bool even = fmod(turns, 2.0) == 0.0;",
+            f"        {var} = below ? (even ? {_c(lo)} + r : {_c(hi)} - r) : (even ? {_c(hi)} - r : {_c(lo)} + r);",
+            "      }"]
+
+
+@window(nn.GridSampleOp, supports=_grid_sample_supported, dims=_grid_sample_dims)
+def grid_sample(emitter, op: nn.GridSampleOp) -> list[str]:
+    """One sampled point per thread: per spatial axis, the grid coordinate denormalized and
+    padded, then 1 / 2 / 4 taps whose indices are padded again (``zeros``: a tap outside
+    reads 0), in double precision and in the reference's order (the first axis outermost)."""
+    T = emitter.index_type
+    n, c, *points = emitter.out_index
+    spatial = op.input.type.get_shape()[2:]
+    k = len(spatial)
+    taps = {"nearest": 1, "linear": 2, "cubic": 4}[op.mode]
+    lines: list[str] = []
+    for axis, size in enumerate(spatial):
+        lo, hi = (0.0, size - 1.0) if op.align_corners else (-0.5, size - 0.5)
+        g = f"(double){emitter.load(op.grid, [n, *points, str(k - 1 - axis)])}"
+        x = f"x{axis}"
+        if op.align_corners:
+            lines.append(f"    double {x} = ({g} + 1.0) / 2.0 * {_c(size - 1)};")
+        else:
+            lines.append(f"    double {x} = (({g} + 1.0) * {_c(size)} - 1.0) / 2.0;")
+        if op.mode == "nearest":
+            lines.append(f"    {x} = rint({x});")
+        lines.append("    {")
+        if op.mode == "cubic":
+            pass  # the taps alone are padded (PyTorch's and onnxruntime's bicubic)
+        elif op.padding_mode == "border":
+            lines.append(f"      if ({x} < {_c(lo)} || {x} > {_c(hi)}) {x} = fmin(fmax({x}, 0.0), {_c(size - 1)});")
+        elif op.padding_mode == "reflection":
+            lines += _grid_reflect(x, lo, hi)
+        lines.append("    }")
+        lines += [f"    {T} i{axis}[{taps}];", f"    double w{axis}[{taps}];"]
+        if op.mode == "nearest":
+            lines += [f"    i{axis}[0] = ({T})trunc({x});", f"    w{axis}[0] = 1.0;"]
+        else:
+            lines += [f"    const double f{axis} = floor({x}), t{axis} = {x} - f{axis};",
+                      f"    const {T} b{axis} = ({T})f{axis};"]
+            if op.mode == "linear":
+                lines += [f"    i{axis}[0] = b{axis}; i{axis}[1] = b{axis} + 1;",
+                          f"    w{axis}[0] = 1.0 - t{axis}; w{axis}[1] = t{axis};"]
+            else:
+                t, a = f"t{axis}", _c(-0.75)
+                lines += [f"    for (int s = 0; s < 4; ++s) i{axis}[s] = b{axis} - 1 + s;",
+                          f"    w{axis}[0] = (({a} * ({t} + 1.0) - 5.0 * {a}) * ({t} + 1.0) + 8.0 * {a}) * ({t} + 1.0) - 4.0 * {a};",
+                          f"    w{axis}[1] = (({a} + 2.0) * {t} - ({a} + 3.0)) * {t} * {t} + 1.0;",
+                          f"    w{axis}[2] = (({a} + 2.0) * (1.0 - {t}) - ({a} + 3.0)) * (1.0 - {t}) * (1.0 - {t}) + 1.0;",
+                          f"    w{axis}[3] = (({a} * (2.0 - {t}) - 5.0 * {a}) * (2.0 - {t}) + 8.0 * {a}) * (2.0 - {t}) - 4.0 * {a};"]
+        # The taps' indices padded: clamped (border, and zeros after noting what is outside),
+        # or reflected. (Not ``in<k>``: the kernel's arguments are named so.)
+        lines += [f"    bool ok{axis}[{taps}];", f"    for (int s = 0; s < {taps}; ++s) {{",
+                  f"      ok{axis}[s] = i{axis}[s] >= 0 && i{axis}[s] < {size};"]
+        if op.padding_mode == "reflection":
+            lines += [f"      double r{axis} = (double)i{axis}[s];", *_grid_reflect(f"r{axis}", lo, hi),
+                      f"      i{axis}[s] = ({T})trunc(r{axis});", f"      ok{axis}[s] = true;"]
+        elif op.padding_mode == "border":
+            lines.append(f"      ok{axis}[s] = true;")
+        lines += [f"      i{axis}[s] = i{axis}[s] < 0 ? 0 : (i{axis}[s] > {size - 1} ? {size - 1} : i{axis}[s]);",
+                  "    }"]
+    lines.append("    double acc = 0.0;")
+    for axis in range(k):
+        lines.append("    " + "  " * axis + f"for (int s{axis} = 0; s{axis} < {taps}; ++s{axis})")
+    weight = " * ".join(f"w{a}[s{a}]" for a in range(k))
+    inside = " && ".join(f"ok{a}[s{a}]" for a in range(k))
+    value = emitter.load(op.input, [n, c, *(f"i{a}[s{a}]" for a in range(k))])
+    lines.append("    " + "  " * k + f"acc += {weight} * (({inside}) ? (double){value} : 0.0);")
+    lines.append(y_decl(emitter, op, f"({emitter.ctype(op.result)})acc"))
+    return lines

@@ -1,6 +1,9 @@
-"""NumPy references of the ``nn`` image ops (resize, depth / space rearrangement, RoiAlign)."""
+"""NumPy references of the ``nn`` image ops (resize, depth / space rearrangement, RoiAlign,
+GridSample)."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
@@ -170,6 +173,88 @@ def roi_align(op: nn.RoiAlignOp, x: np.ndarray, rois: np.ndarray, batch_indices:
     return out
 
 
+CUBIC_A = -0.75
+"""Keys' cubic convolution parameter of GridSample's ``cubic`` mode (PyTorch's)."""
+
+
+def grid_reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``x`` reflected off ``lo`` and ``hi`` until it lies between them."""
+    span = hi - lo
+    if span <= 0:
+        return np.where((x < lo) | (x > hi), lo, x)
+    below, above = x < lo, x > hi
+    dx = np.where(below, lo - x, x - hi)
+    turns = np.floor(dx / span)
+    r = dx - turns * span
+    even = turns % 2 == 0
+    return np.where(below, np.where(even, lo + r, hi - r), np.where(above, np.where(even, hi - r, lo + r), x))
+
+
+def grid_bounds(size: int, align_corners: bool) -> tuple[float, float]:
+    """The coordinates of the outer edges (or, aligned, the centres) of an axis' end pixels."""
+    return (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+
+
+def grid_taps(op: nn.GridSampleOp, normalized: np.ndarray, size: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Along one axis of ``size``: the taps' pixel indices (before padding) and weights."""
+    g = normalized.astype(np.float64)
+    x = (g + 1.0) / 2.0 * (size - 1.0) if op.align_corners else ((g + 1.0) * size - 1.0) / 2.0
+    if op.mode == "nearest":
+        x = np.rint(x)
+    lo, hi = grid_bounds(size, op.align_corners)
+    outside = (x < lo) | (x > hi)
+    if op.mode == "cubic":
+        pass  # PyTorch and onnxruntime pad only the taps of a cubic sample, not its coordinate
+    elif op.padding_mode == "border":
+        x = np.where(outside, np.clip(x, 0.0, size - 1.0), x)
+    elif op.padding_mode == "reflection":
+        x = np.where(outside, grid_reflect(x, lo, hi), x)
+    if op.mode == "nearest":
+        return [np.trunc(x).astype(np.int64)], [np.ones_like(x)]
+    base = np.floor(x)
+    t = x - base
+    base = base.astype(np.int64)
+    if op.mode == "linear":
+        return [base, base + 1], [1.0 - t, t]
+    a = CUBIC_A
+    weights = [((a * (t + 1.0) - 5.0 * a) * (t + 1.0) + 8.0 * a) * (t + 1.0) - 4.0 * a,
+               ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0,
+               ((a + 2.0) * (1.0 - t) - (a + 3.0)) * (1.0 - t) * (1.0 - t) + 1.0,
+               ((a * (2.0 - t) - 5.0 * a) * (2.0 - t) + 8.0 * a) * (2.0 - t) - 4.0 * a]
+    return [base - 1, base, base + 1, base + 2], weights
+
+
+def grid_pixel(op: nn.GridSampleOp, index: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A tap's index into an axis after padding, and whether it reads the image (``zeros``:
+    a tap outside reads 0)."""
+    if op.padding_mode == "zeros":
+        return np.clip(index, 0, size - 1), (index >= 0) & (index < size)
+    if op.padding_mode == "reflection":
+        index = np.trunc(grid_reflect(index.astype(np.float64), *grid_bounds(size, op.align_corners)))
+    return np.clip(index.astype(np.int64), 0, size - 1), np.ones(index.shape, bool)
+
+
+def grid_sample(op: nn.GridSampleOp, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    n, spatial = x.shape[0], x.shape[2:]
+    k = len(spatial)
+    taps = [grid_taps(op, grid[..., k - 1 - a], size) for a, size in enumerate(spatial)]
+    batch = np.arange(n).reshape(n, *[1] * k)
+    acc = np.zeros((n, x.shape[1], *grid.shape[1:-1]))
+    # Tap by tap, the first axis outermost, the weights multiplied in axis order: the
+    # kernel's order, so both round alike.
+    for combo in itertools.product(*(range(len(t[0])) for t in taps)):
+        weight, valid, index = None, None, []
+        for a, (t, size) in enumerate(zip(combo, spatial)):
+            pixel, inside = grid_pixel(op, taps[a][0][t], size)
+            w = taps[a][1][t]
+            weight = w if weight is None else weight * w
+            valid = inside if valid is None else valid & inside
+            index.append(pixel)
+        values = np.moveaxis(x[(batch, slice(None), *index)], -1, 1)  # [N, O..., C] -> [N, C, O...]
+        acc += weight[:, None] * np.where(valid[:, None], values, 0.0)
+    return acc
+
+
 @register_impls
 class ImageFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` image ops."""
@@ -178,3 +263,4 @@ class ImageFunctions(InterpreterFunctions):
     run_space_to_depth = impl(nn.SpaceToDepthOp)(in_compute_type(space_to_depth))
     run_resize = impl(nn.ResizeOp)(in_compute_type(resize))
     run_roi_align = impl(nn.RoiAlignOp)(in_compute_type(roi_align))
+    run_grid_sample = impl(nn.GridSampleOp)(in_compute_type(grid_sample))

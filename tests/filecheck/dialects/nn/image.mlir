@@ -15,3 +15,14 @@ func.func @image(%x: tensor<?x8x2x3xf32>, %s: tensor<4xf32>, %y: tensor<1x2x6x3x
   %4 = nn.resize %x scales(%s : tensor<4xf32>) roi(%r : tensor<8xf32>) {scales = array<f64>, roi = array<f64>, coordinate_transformation_mode = "tf_crop_and_resize", sizes = array<i64: -1, 8, 4, 4>} : tensor<?x8x2x3xf32> -> tensor<?x8x4x4xf32>
   func.return %0, %1, %2, %3, %4 : tensor<?x8x5x6xf32>, tensor<?x8x4x4xf32>, tensor<?x2x4x6xf32>, tensor<1x18x2x1xf16>, tensor<?x8x4x4xf32>
 }
+
+// CHECK-LABEL: func.func @sampling
+func.func @sampling(%x: tensor<2x3x9x7xf32>, %rois: tensor<?x4xf32>, %b: tensor<?xi64>, %g: tensor<2x4x5x2xf32>, %v: tensor<1x2x3x4x5xf16>, %g3: tensor<1x2x2x2x3xf16>) -> (tensor<?x3x2x2xf32>, tensor<2x3x4x5xf32>, tensor<1x2x2x2x2xf16>) {
+  // CHECK-NEXT: %0 = nn.roi_align %x, %rois, %b {mode = "max", output_height = 2 : i64, output_width = 2 : i64, spatial_scale = 5.000000e-01 : f64} : (tensor<2x3x9x7xf32>, tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x3x2x2xf32>
+  %0 = nn.roi_align %x, %rois, %b {mode = "max", output_height = 2 : i64, output_width = 2 : i64, spatial_scale = 0.5 : f64} : (tensor<2x3x9x7xf32>, tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x3x2x2xf32>
+  // CHECK-NEXT: %1 = nn.grid_sample %x, %g {mode = "cubic", padding_mode = "reflection", align_corners = true} : (tensor<2x3x9x7xf32>, tensor<2x4x5x2xf32>) -> tensor<2x3x4x5xf32>
+  %1 = nn.grid_sample %x, %g {mode = "cubic", padding_mode = "reflection", align_corners = true} : (tensor<2x3x9x7xf32>, tensor<2x4x5x2xf32>) -> tensor<2x3x4x5xf32>
+  // CHECK-NEXT: %2 = nn.grid_sample %v, %g3 : (tensor<1x2x3x4x5xf16>, tensor<1x2x2x2x3xf16>) -> tensor<1x2x2x2x2xf16>
+  %2 = nn.grid_sample %v, %g3 : (tensor<1x2x3x4x5xf16>, tensor<1x2x2x2x3xf16>) -> tensor<1x2x2x2x2xf16>
+  func.return %0, %1, %2 : tensor<?x3x2x2xf32>, tensor<2x3x4x5xf32>, tensor<1x2x2x2x2xf16>
+}
