@@ -19,7 +19,6 @@ from xdsl.utils.exceptions import VerifyException
 import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
-from partita.ir.diagnostics import PartitaError
 from partita.runtime.reference import run
 
 ONNX_OPS = ("Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "RMSNormalization",
@@ -84,11 +83,25 @@ def test_layer_norm_with_mean_and_inv_std_dev(axis):
     check_against_onnx(m, {"x": x}, rtol=1e-4, atol=1e-5)
 
 
-def test_layer_norm_statistics_in_another_stash_type_are_a_partita_error():
+def test_layer_norm_statistics_in_another_stash_type_run_as_the_function_body():
+    """The converter builds no f32 Mean / InvStdDev for an f16 input: the op is imported as
+    its ONNX function body (statistics computed and returned in f32), op by op."""
+    import onnxruntime as ort
+
     x = _value((2, 4)).astype(np.float16)
-    m = model("LayerNormalization", {"x": x}, 3, 17, {"s": np.ones(4, np.float16)})
-    with pytest.raises(PartitaError, match="stash_type other than the input's type"):
-        import_onnx(m)
+    f16, f32 = TensorProto.FLOAT16, TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean", "inv"])], "g",
+        [helper.make_tensor_value_info("x", f16, [2, 4])],
+        [helper.make_tensor_value_info("y", f16, [2, 4]), helper.make_tensor_value_info("mean", f32, [2, 1]),
+         helper.make_tensor_value_info("inv", f32, [2, 1])],
+        [helper.make_tensor("s", f16, [4], np.ones(4, np.float16).tobytes(), raw=True)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert "nn.layer_norm" not in str(import_onnx(m))
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for got, expected in zip(run(import_onnx(m), x), want, strict=True):
+        assert got.dtype == expected.dtype  # the statistics in f32, as stash_type says
+        np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), rtol=2e-3, atol=2e-3)
 
 
 def test_rms_norm():

@@ -17,8 +17,8 @@ body defines it, so that the pieces reach the kernels and patterns that already 
   replaced by 0, as ONNX specifies. With a constant bias the rows are known at import;
   with a run-time mask the guard selects on NaN.
 
-Not supported (a located error): ``nonpad_kv_seqlen`` (external caches) and sliding
-windows.
+Imported as the op's ONNX function body instead (op by op, ``UnsupportedVariant``):
+``nonpad_kv_seqlen`` (external caches) and sliding windows.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from xdsl.ir import SSAValue
 from partita.dialects import nn
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.values import fail, is_const, shape_of
+from partita.frontends.onnx.values import fail, fail_variant, is_const, shape_of
 
 
 def _input(ins: list, k: int):
@@ -66,9 +66,9 @@ def _scalar(cx: Importer, value: float, like: SSAValue) -> SSAValue:
 @converter("Attention")
 def _attention(cx: Importer, ins, attrs):
     if _input(ins, 6) is not None:
-        fail("nonpad_kv_seqlen (an external KV cache) is not supported")
+        fail_variant("nonpad_kv_seqlen (an external KV cache) is not supported")
     if attrs.get("left_window_size", -1) >= 0 or attrs.get("right_window_size", -1) >= 0:
-        fail("sliding-window attention is not supported")
+        fail_variant("sliding-window attention is not supported")
     q, k, v = (cx.tensor(x) for x in ins[:3])
     mask, past_k, past_v = _input(ins, 3), _input(ins, 4), _input(ins, 5)
     if (past_k is None) != (past_v is None):

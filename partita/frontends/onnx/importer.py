@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.frontends.onnx.folding import _NO_FOLD, FOLD_LIMIT_BYTES, FOLD_TOTAL_BYTES, _fold, _static_bytes
+from partita.frontends.onnx.functions import function_body
 from partita.frontends.onnx.gelu import match_gelu
 from partita.frontends.onnx.model import (
     MIN_OPSET,
@@ -54,6 +55,7 @@ from partita.frontends.onnx.values import (
     ONNX_DTYPES,
     SymDim,
     Unsupported,
+    UnsupportedVariant,
     Value,
     _broadcast_labels,
     fail,
@@ -79,9 +81,11 @@ class Importer:
         self.location: NameLoc | None = None
         self.graph = model.graph
         self.opset = _default_opset(model)
+        self.domain_opsets = {entry.domain: entry.version for entry in model.opset_import}
         self.values: dict[str, Value] = {}
         self.block = Block()
         self.node: onnx.NodeProto | None = None
+        self.expansions = 0  # function bodies imported so far (their values' name prefixes)
         self.dim_labels = _dim_labels(model)
         self.gelu: dict[int, tuple[str, str]] = {}  # final node index -> (input name of x, approximate)
         self.absorbed: set[int] = set()
@@ -266,7 +270,56 @@ class Importer:
                          res_attrs=name_attrs([o.name for o in self.graph.output]))
         return ModuleOp([fn])
 
-    def convert(self, index: int, node: onnx.NodeProto) -> None:
+    def convert(self, index: int | None, node: onnx.NodeProto) -> None:
+        """Converts ``node``. An op without a converter, or a variant its converter does not
+        build (``UnsupportedVariant``), is imported as its ONNX function body
+        (``functions.function_body``) where it has one; else the converter's reason is the
+        error (and invalid input always is)."""
+        try:
+            self._convert(index, node)
+        except Unsupported as err:
+            known = node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS
+            if known and not isinstance(err, UnsupportedVariant):
+                raise
+            body = self._function_body(node)
+            if body is None:
+                raise
+            where = self.location
+            outer = where.name if where is not None else node.op_type
+            for inner in body:
+                self.node = inner
+                self.location = NameLoc(StringAttr(f"{outer}, in its ONNX function: {inner.op_type}"), UnknownLoc())
+                try:
+                    self.convert(None, inner)
+                except (Unsupported, VerifyException, ValueError) as inner_err:
+                    # The op's own reason says more than its body's.
+                    raise Unsupported(f"{err} (its ONNX function body: {inner.op_type}: {inner_err})") from None
+            self.node, self.location = node, where
+
+    def _function_body(self, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+        types = []
+        for name in node.input:
+            value = self.values.get(name) if name else None
+            if isinstance(value, SSAValue) and isinstance(value.type, TensorType):
+                dtype, shape = nn.numpy_dtype(value.type.element_type), value.type.get_shape()
+                shape = [d if d != nn.DYN else None for d in shape]
+            elif isinstance(value, np.ndarray):
+                dtype, shape = (np.dtype(np.int64) if value.dtype == object else value.dtype), value.shape
+            else:
+                types.append(onnx.TypeProto())
+                continue
+            try:
+                elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+            except (KeyError, TypeError, ValueError):
+                return None
+            types.append(helper.make_tensor_type_proto(elem, shape))
+        self.expansions += 1
+        opset = self.opset if node.domain in ("", "ai.onnx") else self.domain_opsets.get(node.domain)
+        if opset is None:
+            return None
+        return function_body(node, opset, types, f"{node.op_type}.{self.expansions}/")
+
+    def _convert(self, index: int | None, node: onnx.NodeProto) -> None:
         if node.domain not in ("", "ai.onnx"):
             fail(f"unsupported op domain '{node.domain}'")
         if index in self.absorbed:

@@ -10,7 +10,7 @@ import numpy as np
 
 from partita.dialects import nn
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.values import ONNX_DTYPES, fail, is_const, shape_of
+from partita.frontends.onnx.values import ONNX_DTYPES, fail, fail_variant, is_const, shape_of
 
 SOFTMAX_OPS = {"Softmax": nn.SoftmaxOp, "LogSoftmax": nn.LogSoftmaxOp, "Hardmax": nn.HardmaxOp}
 
@@ -68,8 +68,8 @@ def _layer_norm(cx, ins, attrs):
     # compute in f32, f64 in f64); the Mean / InvStdDev outputs have the stash type.
     stats_used = cx._used_output(1) or cx._used_output(2)
     if stats_used and not _stash_type_matches(cx, x, attrs):
-        fail("the Mean / InvStdDev outputs in a stash_type other than the input's type "
-             "are not supported")
+        fail_variant("the Mean / InvStdDev outputs in a stash_type other than the input's type "
+                     "are not supported")
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros(norm_shape, np.float32)
     gamma = _broadcast_const(cx, ins[1], norm_shape, x, "scale")
     beta = _broadcast_const(cx, bias, norm_shape, x, "bias")

@@ -105,8 +105,18 @@ class Unsupported(Exception):
     """Raised by converters; the importer adds the node's name."""
 
 
+class UnsupportedVariant(Unsupported):
+    """A valid form of the op that its converter does not build (a sliding attention
+    window, an unusual stash type): the importer takes the op's ONNX function body instead,
+    where it has one. Invalid input stays an ``Unsupported`` error."""
+
+
 def fail(message: str) -> None:
     raise Unsupported(message)
+
+
+def fail_variant(message: str) -> None:
+    raise UnsupportedVariant(message)
 
 
 def is_const(v: Value) -> bool:
