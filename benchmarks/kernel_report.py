@@ -31,7 +31,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from partita.lowering.cubin import sass_by_function, sass_listing, sections, symbols
+from partita.lowering.cubin import Cubin, sass_by_function, sass_listing
 
 EIATTR_REGCOUNT = 0x2F
 # sm_90 limits per SM (CUDA occupancy calculator data)
@@ -87,15 +87,14 @@ class KernelStats:
         return f"~{share:.0%}", ", ".join(basis)
 
 
-def registers(cubin: bytes) -> dict[str, int]:
+def registers(cubin: Cubin) -> dict[str, int]:
     """Registers per thread of each function: EIATTR_REGCOUNT records of ``.nv.info``
     (symbol index, count); the ``.text`` section's ``sh_info`` top byte as a fallback."""
-    table = sections(cubin)
-    names = dict(enumerate(sym.name for sym in symbols(cubin, table)))
+    names = dict(enumerate(sym.name for sym in cubin.symbols))
     out: dict[str, int] = {}
-    info = next((sec for sec in table if sec.name == ".nv.info"), None)
+    info = next((sec for sec in cubin.sections if sec.name == ".nv.info"), None)
     if info is not None:
-        data, i = info.data(cubin), 0
+        data, i = info.data(cubin.image), 0
         while i + 4 <= len(data):
             fmt, attr = data[i], data[i + 1]
             (operand,) = struct.unpack_from("<H", data, i + 2)
@@ -105,14 +104,14 @@ def registers(cubin: bytes) -> dict[str, int]:
                     sym, count = struct.unpack_from("<II", data, i)
                     out[names.get(sym, str(sym))] = count
                 i += operand
-    for sec in table:
+    for sec in cubin.sections:
         if sec.name.startswith(".text."):
             out.setdefault(sec.name[len(".text."):], sec.info >> 24)
     return out
 
 
-def static_smem(cubin: bytes) -> dict[str, int]:
-    return {sec.name[len(".nv.shared."):]: sec.size for sec in sections(cubin) if sec.name.startswith(".nv.shared.")}
+def static_smem(cubin: Cubin) -> dict[str, int]:
+    return {sec.name[len(".nv.shared."):]: sec.size for sec in cubin.sections if sec.name.startswith(".nv.shared.")}
 
 
 def instruction_mix(cubin: Path) -> dict[str, dict[str, int]]:
@@ -182,8 +181,8 @@ def report(module) -> list[KernelStats]:
     by_cubin: dict[Path, tuple[dict, dict, dict]] = {}
     for path, function, entry, threads, smem, kind in model_kernels(module):
         if path not in by_cubin:
-            image = path.read_bytes()
-            by_cubin[path] = (registers(image), static_smem(image), instruction_mix(path))
+            cubin = Cubin(path.read_bytes())
+            by_cubin[path] = (registers(cubin), static_smem(cubin), instruction_mix(path))
         regs, shared, mixes = by_cubin[path]
         stats.append(KernelStats(entry, function, regs.get(entry, 0), shared.get(entry, 0), smem, threads,
                                  mixes.get(entry, {}), kind))

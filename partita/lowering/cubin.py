@@ -3,6 +3,8 @@ cubin's section and symbol tables are fixed-size records (pyelftools, which this
 built its parsers anew for every file and a symbol at a time, a third of a small model's
 compile).
 
+* :class:`Cubin` -- a cubin read once, for the many questions a plan or a code generator
+  asks of it; the functions below take one or the cubin's bytes;
 * :func:`kernel_symbols` -- names of the ``__global__`` functions;
 * :func:`kernel_params` -- per-parameter ordinal/offset/size from the
   ``.nv.info.<kernel>`` section (EIATTR_KPARAM_INFO records);
@@ -26,6 +28,7 @@ import subprocess
 import sysconfig
 import tempfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 EIATTR_KPARAM_INFO = 0x17
@@ -123,29 +126,75 @@ def symbols(cubin: bytes, table: list[Section] | None = None) -> list[Symbol]:
     return out
 
 
-def kernel_symbols(cubin: bytes) -> set[str]:
+class Cubin:
+    """One cubin, read once: its sections (at once), its symbols and ``.nv.info`` records
+    (when first asked). What a launch plan or a code generator asks of a cubin many times,
+    a kernel or a probe at a time, is then a look-up, not another pass over the file."""
+
+    def __init__(self, image: bytes):
+        self.image = image
+        self.sections = sections(image)
+
+    @classmethod
+    def of(cls, cubin: bytes | Cubin) -> Cubin:
+        """``cubin`` itself, or its bytes read."""
+        return cubin if isinstance(cubin, Cubin) else cls(cubin)
+
+    @cached_property
+    def symbols(self) -> list[Symbol]:
+        return symbols(self.image, self.sections)
+
+    @cached_property
+    def kernels(self) -> set[str]:
+        """Names of the kernels (function symbols with a ``.text.<name>`` section)."""
+        texts = {sec.name[len(".text."):] for sec in self.sections if sec.name.startswith(".text.")}
+        return {sym.name for sym in self.symbols if sym.kind == STT_FUNC and sym.name in texts}
+
+    @cached_property
+    def data_objects(self) -> dict[str, Symbol]:
+        """The ``__device__`` / ``__constant__`` variables by name (the first of a name)."""
+        out: dict[str, Symbol] = {}
+        for sym in self.symbols:
+            if sym.kind == STT_OBJECT:
+                out.setdefault(sym.name, sym)
+        return out
+
+    @cached_property
+    def nv_info(self) -> dict[str, bytes]:
+        """Every kernel's ``.nv.info.<entry>`` section by entry."""
+        prefix = ".nv.info."
+        return {sec.name[len(prefix):]: sec.data(self.image) for sec in self.sections if sec.name.startswith(prefix)}
+
+    def read_global(self, symbol: str) -> bytes:
+        """Initial bytes of a ``__device__``/``__constant__`` variable."""
+        sym = self.data_objects.get(symbol)
+        if sym is None:
+            raise CubinError(f"no data symbol {symbol!r} in cubin")
+        if not 0 < sym.section < min(len(self.sections), 0xFF00):  # SHN_UNDEF, reserved (ABS, COMMON...)
+            raise CubinError(f"{symbol} is not defined in a section ({sym.section})")
+        target = self.sections[sym.section]
+        if target.type == SHT_NOBITS:
+            return bytes(sym.size)
+        return target.data(self.image)[sym.value:sym.value + sym.size]  # relocatable: offset in its section
+
+    def read_int_global(self, symbol: str) -> int:
+        (v,) = struct.unpack("<i", self.read_global(symbol)[:4])
+        return v
+
+
+def kernel_symbols(cubin: bytes | Cubin) -> set[str]:
     """Names of the kernels (function symbols with a ``.text.<name>`` section)."""
-    table = sections(cubin)
-    texts = {sec.name[len(".text."):] for sec in table if sec.name.startswith(".text.")}
-    return {sym.name for sym in symbols(cubin, table) if sym.kind == STT_FUNC and sym.name in texts}
+    return Cubin.of(cubin).kernels
 
 
-def global_symbols(cubin: bytes) -> set[str]:
+def global_symbols(cubin: bytes | Cubin) -> set[str]:
     """Names of the data objects (``__device__`` / ``__constant__`` variables)."""
-    return {sym.name for sym in symbols(cubin) if sym.kind == STT_OBJECT}
+    return set(Cubin.of(cubin).data_objects)
 
 
-def nv_info_sections(cubin: bytes) -> dict[str, bytes]:
-    """Every kernel's ``.nv.info.<entry>`` section by entry, read in one pass over the ELF
-    (a lookup by name re-reads every section header: a module of many kernels is read once)."""
-    prefix = ".nv.info."
-    return {sec.name[len(prefix):]: sec.data(cubin) for sec in sections(cubin) if sec.name.startswith(prefix)}
-
-
-def nv_info_records(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> list[tuple[int, int, bytes]]:
-    """``(format, attribute, payload)`` records of ``.nv.info.<entry>`` (from ``sections``,
-    ``nv_info_sections(cubin)``, when the caller has read them)."""
-    data = (nv_info_sections(cubin) if sections is None else sections).get(entry)
+def nv_info_records(cubin: bytes | Cubin, entry: str) -> list[tuple[int, int, bytes]]:
+    """``(format, attribute, payload)`` records of ``.nv.info.<entry>``."""
+    data = Cubin.of(cubin).nv_info.get(entry)
     if data is None:
         raise CubinError(f"no .nv.info.{entry} section (is {entry!r} a kernel in this cubin?)")
     recs, i = [], 0
@@ -165,39 +214,28 @@ def nv_info_records(cubin: bytes, entry: str, sections: dict[str, bytes] | None 
     return recs
 
 
-def kernel_params(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> list[ParamInfo]:
+def kernel_params(cubin: bytes | Cubin, entry: str) -> list[ParamInfo]:
     """Parameters of ``entry`` sorted by ordinal: ``ParamInfo(ordinal, offset, size)``."""
     params = {}
-    for fmt, attr, payload in nv_info_records(cubin, entry, sections):
+    for fmt, attr, payload in nv_info_records(cubin, entry):
         if fmt == 0x04 and attr == EIATTR_KPARAM_INFO and len(payload) >= 12:
             _index, ordinal, offset, flags = struct.unpack_from("<IHHI", payload, 0)
             params[ordinal] = ParamInfo(ordinal=ordinal, offset=offset, size=(flags >> 18) & 0x3FFF)
     return [params[k] for k in sorted(params)]
 
 
-def read_global(cubin: bytes, symbol: str) -> bytes:
+def read_global(cubin: bytes | Cubin, symbol: str) -> bytes:
     """Initial bytes of a ``__device__``/``__constant__`` variable."""
-    table = sections(cubin)
-    for sym in symbols(cubin, table):
-        if sym.name != symbol or sym.kind != STT_OBJECT:
-            continue
-        if not 0 < sym.section < min(len(table), 0xFF00):  # SHN_UNDEF, reserved (ABS, COMMON...)
-            raise CubinError(f"{symbol} is not defined in a section ({sym.section})")
-        target = table[sym.section]
-        if target.type == SHT_NOBITS:
-            return bytes(sym.size)
-        return target.data(cubin)[sym.value:sym.value + sym.size]  # relocatable: offset in its section
-    raise CubinError(f"no data symbol {symbol!r} in cubin")
+    return Cubin.of(cubin).read_global(symbol)
 
 
-def read_int_global(cubin: bytes, symbol: str) -> int:
-    (v,) = struct.unpack("<i", read_global(cubin, symbol)[:4])
-    return v
+def read_int_global(cubin: bytes | Cubin, symbol: str) -> int:
+    return Cubin.of(cubin).read_int_global(symbol)
 
 
-def kernel_max_threads(cubin: bytes, entry: str, sections: dict[str, bytes] | None = None) -> int | None:
+def kernel_max_threads(cubin: bytes | Cubin, entry: str) -> int | None:
     """Threads per block ``entry`` was compiled for (its ``__launch_bounds__``), or None."""
-    for fmt, attr, payload in nv_info_records(cubin, entry, sections):
+    for fmt, attr, payload in nv_info_records(cubin, entry):
         if fmt == 0x04 and attr == EIATTR_MAX_THREADS and len(payload) >= 12:
             x, y, z = struct.unpack_from("<III", payload, 0)
             return x * max(y, 1) * max(z, 1)

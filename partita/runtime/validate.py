@@ -29,11 +29,10 @@ from typing import Any
 from partita.ir import PartitaError
 from partita.lowering.contracts import contract_symbol
 from partita.lowering.cubin import (
+    Cubin,
     ParamInfo,
     kernel_max_threads,
     kernel_params,
-    kernel_symbols,
-    nv_info_sections,
     read_global,
 )
 from partita.lowering.cutlass.kernels import entry_contract
@@ -67,29 +66,25 @@ class CubinInterface:
     binary: str
     image: bytes
     symbols: set[str] | None = None
+    cubin: Cubin | None = None  # the image read once (None: not an ELF cubin)
     _params: dict[str, list[ParamInfo]] = field(default_factory=dict)
     _threads: dict[str, int | None] = field(default_factory=dict)
-    _info: dict[str, bytes] | None = None  # every kernel's .nv.info, read once
-
-    def _sections(self) -> dict[str, bytes]:
-        if self._info is None:
-            self._info = nv_info_sections(self.image)
-        return self._info
 
     @classmethod
     def read(cls, binary: str, image: bytes) -> CubinInterface:
         if image[:4] != b"\x7fELF":
             return cls(binary, image)
         try:
-            symbols = kernel_symbols(image)
+            cubin = Cubin(image)
+            symbols = cubin.kernels
         except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged ELF raises
             raise PartitaError(f"the cubin of @{binary} is not a readable ELF file ({err})") from None
-        return cls(binary, image, symbols)
+        return cls(binary, image, symbols, cubin)
 
     def params(self, name: str) -> list[ParamInfo]:
         if name not in self._params:
             try:
-                self._params[name] = kernel_params(self.image, name, self._sections())
+                self._params[name] = kernel_params(self.cubin or self.image, name)
             except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged section raises
                 raise PartitaError(f"kernel '{name}' of @{self.binary}: unreadable parameter info ({err})") from None
         return self._params[name]
@@ -97,7 +92,7 @@ class CubinInterface:
     def max_threads(self, name: str) -> int | None:
         if name not in self._threads:
             try:
-                self._threads[name] = kernel_max_threads(self.image, name, self._sections())
+                self._threads[name] = kernel_max_threads(self.cubin or self.image, name)
             except Exception:  # noqa: BLE001 - no .nv.info: no bound recorded
                 self._threads[name] = None
         return self._threads[name]
@@ -138,7 +133,7 @@ class CheckedModule:
         if cubin.symbols is None:  # not an ELF cubin: the driver alone checks it
             return
         try:
-            held = read_global(cubin.image, symbol)
+            held = read_global(cubin.cubin or cubin.image, symbol)
         except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged section raises
             raise PartitaError(f"kernel '{entry}' of @{cubin.binary} carries no launch contract ({err}); "
                                "recompile the model") from None

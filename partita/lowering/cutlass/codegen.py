@@ -32,7 +32,7 @@ from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
-from partita.lowering.cubin import read_int_global
+from partita.lowering.cubin import Cubin
 from partita.lowering.cutlass import (
     CudaSource,
     KernelSpec,
@@ -292,15 +292,17 @@ class CutlassCodegen(ModulePass):
             raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
         if source is not None:
             binary = binaries[0]
+            cubin = Cubin(binary.cubin)  # read once for every kernel's shared-memory size
             records = {
                 k.name: entry_record(
-                    source.entries[k.name], k.inputs, read_int_global(binary.cubin, source.entries[k.name].smem_symbol)
+                    source.entries[k.name], k.inputs, cubin.read_int_global(source.entries[k.name].smem_symbol)
                 )
                 for k in kernels
             }
             self._add_binary(op, options, sm, binary, records, "")
         for (sm90_kernels, sm90_source), binary in zip(groups, binaries[len(binaries) - len(groups):]):
-            layouts = {t: read_layout(binary.cubin, t) for t in {e.kernel_type for e in sm90_source.entries.values()}}
+            cubin = Cubin(binary.cubin)  # read once for every kernel type's probe
+            layouts = {t: read_layout(cubin, t) for t in {e.kernel_type for e in sm90_source.entries.values()}}
             records = {k.name: sm90_record(sm90_source.entries[k.name], k.inputs,
                                            layouts[sm90_source.entries[k.name].kernel_type]) for k in sm90_kernels}
             self._add_binary(op, options, sm, binary, records, "_tma")

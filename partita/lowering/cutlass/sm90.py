@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
 from partita.lowering.contracts import contract_constant
-from partita.lowering.cubin import read_global
+from partita.lowering.cubin import Cubin
 from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract
 from partita.lowering.cutlass.tuning import sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
@@ -284,17 +284,18 @@ def emit_sm90_module(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> Sm90S
     return Sm90Source(code, entries)
 
 
-def read_layout(cubin: bytes, kernel_type: str) -> dict[str, int]:
+def read_layout(cubin: bytes | Cubin, kernel_type: str) -> dict[str, int]:
     """The probe of ``kernel_type`` read from ``cubin``: every :data:`LAYOUT_FIELDS` value,
     plus the byte offsets of the shape's four ints and of the stride's two int64s
     (``shape_offsets``, ``stride_offsets`` as tuples, checked against the sentinels)."""
-    raw = read_global(cubin, f"{kernel_type}_layout")
+    cubin = Cubin.of(cubin)  # three probes of one file
+    raw = cubin.read_global(f"{kernel_type}_layout")
     values = struct.unpack(f"<{len(raw) // 8}q", raw)
     if len(values) != len(LAYOUT_FIELDS):
         raise ValueError(f"{kernel_type}: layout probe has {len(values)} values, expected {len(LAYOUT_FIELDS)}")
     layout: dict = dict(zip(LAYOUT_FIELDS, values))
-    shape = read_global(cubin, f"{kernel_type}_probe_shape")
-    stride = read_global(cubin, f"{kernel_type}_probe_stride")
+    shape = cubin.read_global(f"{kernel_type}_probe_shape")
+    stride = cubin.read_global(f"{kernel_type}_probe_stride")
     layout["shape_offsets"] = tuple(_find(shape, struct.pack("<i", v), 4) for v in (0x11, 0x22, 0x33, 0x44))
     layout["stride_offsets"] = tuple(_find(stride, struct.pack("<q", v), 8) for v in (0x55, 0x66))
     layout["shape_size"], layout["stride_size"] = len(shape), len(stride)
