@@ -108,21 +108,7 @@ class HostStep:
 
     def _compute(self, stream) -> None:
         device = self.device
-        # A device whose memory is the host's (the simulated one) lends the operands as
-        # read-only views: a weight read by a host step is not copied. Elsewhere they are
-        # downloaded, after the kernels before them on the stream.
-        host = []
-        for t in self.inputs:
-            view = device.host_view(t.ptr, t.shape, t.dtype)
-            if view is not None:
-                host.append(view)
-                continue
-            array = np.empty(t.shape, t.dtype)
-            if array.nbytes:
-                device.download(array, t.ptr, stream)
-            host.append(array)
-        device.synchronize(stream)
-        results = self.compute(host)
+        results = self.compute(on_host(device, self.inputs, stream))
         self.keep = []
         for t, value in zip(self.outputs, results, strict=True):
             value = np.asarray(value, dtype=t.dtype, order="C")  # ascontiguousarray would make a 0-d result 1-d
@@ -137,6 +123,25 @@ class HostStep:
         stats["host_download_bytes"] += sum(t.nbytes for t in self.inputs)
         stats["host_uploads"] += len(self.outputs)
         stats["host_upload_bytes"] += sum(t.nbytes for t in self.outputs)
+
+
+def on_host(device: Any, tensors: Sequence[Tensor], stream: Any) -> list[np.ndarray]:
+    """``tensors`` on the host once the stream has computed them. A device whose memory is
+    the host's (the simulated one) lends them as read-only views: a weight read by a host
+    step is not copied. Elsewhere they are downloaded, after the kernels before them on
+    the stream, then the stream is synchronized once."""
+    host = []
+    for t in tensors:
+        view = device.host_view(t.ptr, t.shape, t.dtype)
+        if view is not None:
+            host.append(view)
+            continue
+        array = np.empty(t.shape, t.dtype)
+        if array.nbytes:
+            device.download(array, t.ptr, stream)
+        host.append(array)
+    device.synchronize(stream)
+    return host
 
 
 class BoundPlan:
@@ -160,9 +165,10 @@ class BoundPlan:
         self.contents: dict[SSAValue, np.ndarray] = dict(before.contents) if before is not None else {
             plan.block.args[i]: array for i, array in self.sizing.items()}
         self.contents.update(contents or {})
+        self.selects = before is not None and is_data_dependent(self.ops[0])
+        """Whether a data-dependent op starts this stage: it ran on the host at the boundary,
+        its step here uploads this run's results (``selected``)."""
         self.selected: list[np.ndarray] = []
-        """This run's results of the data-dependent op that starts this stage (computed on
-        the host at the boundary; its step uploads them)."""
         self.arena = None
         self.graph = None
         self.eager_reason: str | None = None
@@ -189,7 +195,8 @@ class BoundPlan:
         workspaces: dict[Operation, int] = {}
         for op in self.ops:
             args = [values.get(v) for v in op.operands]
-            if selected is not None and op is self.ops[0]:  # sized by what it computed
+            if self.selects and op is self.ops[0]:  # sized by what it computed
+                assert selected is not None
                 values.update(zip(op.results, (tuple(s) for s in selected)))
             elif isinstance(op, byoc.AllocTensorOp):
                 sizes = iter(args)
@@ -293,12 +300,9 @@ class BoundPlan:
         arguments = {arg: i for i, arg in enumerate(plan.block.args)}
         patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
         readers: set[int] = set()  # arguments something other than a kernel argument reads
-        for later in plan.stages[1:]:  # a later stage reads every argument in its slot
-            readers.update(arguments[root] for op in later for v in op.operands
-                           if (root := plan.alias.get(v, v)) in arguments)
+        readers.update(plan.read_by_later_stages)  # read in their slots
         for op in self.ops:
-            if self.before is not None and op is self.ops[0] and is_data_dependent(op):
-                # Computed on the host at the boundary: this step uploads its results.
+            if self.selects and op is self.ops[0]:  # computed at the boundary: uploaded here
                 self._host(op, op.name, lambda arrays: self.selected, [], [self.tensor(r) for r in op.results])
             elif isinstance(op, byoc.CallExternOp):
                 call = plan.calls[op]
@@ -371,19 +375,22 @@ class BoundPlan:
         op = self.boundary
         assert op is not None
         plan = self.plan
+        read = list(op.operands) if is_data_dependent(op) else [
+            v for v in sizing_operands(op) if v not in self.contents and not isinstance(v.owner, nn.ConstantOp)]
+        tensors = [self.tensor(v) for v in read]
+        arrays = on_host(self.device, tensors, stream)
+        self.stats["sizing_reads"] += 1
+        self.stats["host_downloads"] += len(tensors)
+        self.stats["host_download_bytes"] += sum(t.nbytes for t in tensors)
         contents: dict[SSAValue, np.ndarray] = {}
         if is_data_dependent(op):
-            arrays = [self.read(v, stream) for v in op.operands]
             results = plan.interpreter.run_op(op, tuple(arrays))
             selected = [np.asarray(r, dtype=_dtype(res.type), order="C") for r, res in zip(results, op.results, strict=True)]
             key: tuple = tuple(a.shape for a in selected)
         else:
             selected = None
-            for v in sizing_operands(op):
-                if v not in self.contents and not isinstance(v.owner, nn.ConstantOp):
-                    contents[v] = self.read(v, stream)
+            contents = {v: np.array(a) for v, a in zip(read, arrays)}  # kept: not a view of the arena
             key = tuple((a.shape, a.tobytes()) for a in contents.values())
-        self.stats["sizing_reads"] += 1
         following = self.after.get(key)
         if following is None:
             following = BoundPlan(plan, (), self.stats, before=self, contents=contents,
@@ -397,21 +404,6 @@ class BoundPlan:
             self.after.move_to_end(key)
         following.selected = selected
         return following
-
-    def read(self, value: SSAValue, stream: Any) -> np.ndarray:
-        """``value``'s contents on the host, once the stream has computed them."""
-        t = self.tensor(value)
-        self.device.synchronize(stream)
-        view = self.device.host_view(t.ptr, t.shape, t.dtype)
-        if view is not None:
-            return np.array(view)
-        array = np.empty(t.shape, t.dtype)
-        if array.nbytes:
-            self.device.download(array, t.ptr, stream)
-            self.device.synchronize(stream)
-        self.stats["host_downloads"] += 1
-        self.stats["host_download_bytes"] += array.nbytes
-        return array
 
     def point_input(self, index: int, ptr: int) -> bool:
         """Makes the kernels read input ``index`` at ``ptr``; False when they cannot

@@ -149,6 +149,10 @@ class LaunchPlan:
         computes (see ``plan_bind``); one stage for most models."""
         self.op_index = {op: i for i, op in enumerate(self.block.ops)}
         self._stage_of_op = {op: k for k, ops in enumerate(self.stages) for op in ops}
+        arguments = {arg: i for i, arg in enumerate(self.block.args)}
+        self.read_by_later_stages = {arguments[root] for ops in self.stages[1:] for op in ops for v in op.operands
+                                     if (root := self.alias.get(v, v)) in arguments}
+        """Arguments an op of a later stage reads: always copied into their arena slots."""
         self.sizing_args = sizing_arguments(self.block)
         """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
         are part of a run's shape signature, like TensorRT's shape tensors."""

@@ -139,7 +139,7 @@ def _roi_taps(coord: np.ndarray, size: int) -> tuple[np.ndarray, ...]:
 def roi_align(op: nn.RoiAlignOp, x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray) -> np.ndarray:
     n, c, h, w = x.shape
     oh, ow = op.output_height, op.output_width
-    offset = 0.5 if op.half_pixel else 0.0
+    offset = op.pixel_offset
     out = np.zeros((rois.shape[0], c, oh, ow), np.float64)
     for r, (roi, b) in enumerate(zip(np.asarray(rois, np.float64), np.asarray(batch_indices))):
         if not 0 <= int(b) < n:
@@ -173,10 +173,6 @@ def roi_align(op: nn.RoiAlignOp, x: np.ndarray, rois: np.ndarray, batch_indices:
     return out
 
 
-CUBIC_A = -0.75
-"""Keys' cubic convolution parameter of GridSample's ``cubic`` mode (PyTorch's)."""
-
-
 def grid_reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``x`` reflected off ``lo`` and ``hi`` until it lies between them."""
     span = hi - lo
@@ -190,18 +186,13 @@ def grid_reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.where(below, np.where(even, lo + r, hi - r), np.where(above, np.where(even, hi - r, lo + r), x))
 
 
-def grid_bounds(size: int, align_corners: bool) -> tuple[float, float]:
-    """The coordinates of the outer edges (or, aligned, the centres) of an axis' end pixels."""
-    return (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
-
-
 def grid_taps(op: nn.GridSampleOp, normalized: np.ndarray, size: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Along one axis of ``size``: the taps' pixel indices (before padding) and weights."""
     g = normalized.astype(np.float64)
     x = (g + 1.0) / 2.0 * (size - 1.0) if op.align_corners else ((g + 1.0) * size - 1.0) / 2.0
     if op.mode == "nearest":
         x = np.rint(x)
-    lo, hi = grid_bounds(size, op.align_corners)
+    lo, hi = op.bounds(size)
     outside = (x < lo) | (x > hi)
     if op.mode == "cubic":
         pass  # PyTorch and onnxruntime pad only the taps of a cubic sample, not its coordinate
@@ -216,7 +207,7 @@ def grid_taps(op: nn.GridSampleOp, normalized: np.ndarray, size: int) -> tuple[l
     base = base.astype(np.int64)
     if op.mode == "linear":
         return [base, base + 1], [1.0 - t, t]
-    a = CUBIC_A
+    a = op.CUBIC_A
     weights = [((a * (t + 1.0) - 5.0 * a) * (t + 1.0) + 8.0 * a) * (t + 1.0) - 4.0 * a,
                ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0,
                ((a + 2.0) * (1.0 - t) - (a + 3.0)) * (1.0 - t) * (1.0 - t) + 1.0,
@@ -230,7 +221,7 @@ def grid_pixel(op: nn.GridSampleOp, index: np.ndarray, size: int) -> tuple[np.nd
     if op.padding_mode == "zeros":
         return np.clip(index, 0, size - 1), (index >= 0) & (index < size)
     if op.padding_mode == "reflection":
-        index = np.trunc(grid_reflect(index.astype(np.float64), *grid_bounds(size, op.align_corners)))
+        index = np.trunc(grid_reflect(index.astype(np.float64), *op.bounds(size)))
     return np.clip(index.astype(np.int64), 0, size - 1), np.ones(index.shape, bool)
 
 
