@@ -329,6 +329,11 @@ class RoiAlignOp(NNOp):
     def half_pixel(self) -> bool:
         return self.coordinate_transformation_mode == "half_pixel"
 
+    @property
+    def pixel_offset(self) -> float:
+        """Subtracted from every scaled region coordinate (half a pixel, or none)."""
+        return 0.5 if self.half_pixel else 0.0
+
     def verify_element_types(self) -> None:
         element = self.input.type.element_type
         self.check_element_type(element, "element type")
@@ -418,3 +423,11 @@ class GridSampleOp(NNOp):
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         return [dims(self.input)[0], dims(self.input)[1], *dims(self.grid)[1:-1]]
+
+    CUBIC_A: ClassVar[float] = -0.75
+    """Keys' cubic convolution parameter of the ``cubic`` mode (PyTorch's)."""
+
+    def bounds(self, size: int) -> tuple[float, float]:
+        """Along an axis of ``size``, the coordinates of the outer edges of its end pixels
+        (with ``align_corners``, their centres): where padding starts."""
+        return (0.0, size - 1.0) if self.align_corners else (-0.5, size - 0.5)

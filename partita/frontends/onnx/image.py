@@ -203,6 +203,7 @@ def _grid_sample(cx, ins, attrs):
     x = cx.tensor(ins[0])
     grid = cx.tensor(ins[1], like=x)
     # Opset 16 named the modes after 2-D images; opset 20 generalized them to N-D.
-    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(_text(attrs, "mode", "linear"), _text(attrs, "mode", "linear"))
+    mode = _text(attrs, "mode", "linear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     return cx.emit(nn.GridSampleOp(x, grid, mode=mode, padding_mode=_text(attrs, "padding_mode", "zeros"),
                                    align_corners=bool(attrs.get("align_corners", 0))))

@@ -5,21 +5,12 @@ operands give a ``?`` dim the launch plan sizes once the op has run."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from partita.dialects import nn
 from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.transform import reshape_to
 from partita.frontends.onnx.values import fail, is_const, is_symbolic, shape_of
-
-
-def _flat(cx, x):
-    """``x`` as one axis (ONNX's "no axis": the flattened input)."""
-    shape = shape_of(x)
-    if len(shape) == 1:
-        return x
-    return cx.emit(nn.ReshapeOp(x, [nn.DYN if nn.DYN in shape else math.prod(shape)]))
 
 
 @converter("NonZero")
@@ -41,10 +32,10 @@ def _compress(cx, ins, attrs):
         condition = cx.tensor(condition)
         if len(shape_of(condition)) != 1:
             fail("condition must be 1-D")
-        index = cx.emit(nn.ReshapeOp(cx.emit(nn.NonZeroOp(condition)), [nn.DYN]))
+        index = reshape_to(cx, cx.emit(nn.NonZeroOp(condition)), [-1])
     x = cx.tensor(x)
     if axis is None:
-        x, axis = _flat(cx, x), 0
+        x, axis = reshape_to(cx, x, [-1]), 0
     if not -len(shape_of(x)) <= axis < len(shape_of(x)):
         fail(f"axis {axis} is out of range for rank {len(shape_of(x))}")
     return cx.emit(nn.TakeOp(x, index, axis))
@@ -55,7 +46,7 @@ def _unique(cx, ins, attrs):
     axis, sorted_ = attrs.get("axis"), bool(attrs.get("sorted", 1))
     x = cx.tensor(ins[0])
     if axis is None:
-        x, axis = _flat(cx, x), 0
+        x, axis = reshape_to(cx, x, [-1]), 0
     rank = len(shape_of(x))
     if not -rank <= axis < rank:
         fail(f"axis {axis} is out of range for rank {rank}")

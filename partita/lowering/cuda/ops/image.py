@@ -196,7 +196,7 @@ def roi_align(emitter, op: nn.RoiAlignOp) -> list[str]:
     _, _, h, w = op.input.type.get_shape()
     images = emitter.dims[op.input][0]
     oh, ow = op.output_height, op.output_width
-    offset = 0.5 if op.half_pixel else 0.0
+    offset = op.pixel_offset
     scale = _c(op.spatial_scale)
     corner = [f"((double){emitter.load(op.rois, [r, str(k)])} * {scale} - {_c(offset)})" for k in range(4)]
     lines = [f"    const double rx1 = {corner[0]}, ry1 = {corner[1]};",
@@ -278,7 +278,7 @@ def grid_sample(emitter, op: nn.GridSampleOp) -> list[str]:
     taps = {"nearest": 1, "linear": 2, "cubic": 4}[op.mode]
     lines: list[str] = []
     for axis, size in enumerate(spatial):
-        lo, hi = (0.0, size - 1.0) if op.align_corners else (-0.5, size - 0.5)
+        lo, hi = op.bounds(size)
         g = f"(double){emitter.load(op.grid, [n, *points, str(k - 1 - axis)])}"
         x = f"x{axis}"
         if op.align_corners:
@@ -305,7 +305,7 @@ def grid_sample(emitter, op: nn.GridSampleOp) -> list[str]:
                 lines += [f"    i{axis}[0] = b{axis}; i{axis}[1] = b{axis} + 1;",
                           f"    w{axis}[0] = 1.0 - t{axis}; w{axis}[1] = t{axis};"]
             else:
-                t, a = f"t{axis}", _c(-0.75)
+                t, a = f"t{axis}", _c(op.CUBIC_A)
                 lines += [f"    for (int s = 0; s < 4; ++s) i{axis}[s] = b{axis} - 1 + s;",
                           f"    w{axis}[0] = (({a} * ({t} + 1.0) - 5.0 * {a}) * ({t} + 1.0) + 8.0 * {a}) * ({t} + 1.0) - 4.0 * {a};",
                           f"    w{axis}[1] = (({a} + 2.0) * {t} - ({a} + 3.0)) * {t} * {t} + 1.0;",
