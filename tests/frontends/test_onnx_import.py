@@ -203,13 +203,16 @@ def test_single_op(name):
 
 
 def _family_test_ops() -> set[str]:
-    """The op types the family test files (``tests/ops/test_ops_<family>.py``) convert: each
-    lists them in ``ONNX_OPS``."""
+    """The op types the family test files (``tests/ops/test_ops_<family>.py``, and the
+    frontend's ``tests/frontends/test_onnx_<family>.py``) convert: each lists them in
+    ``ONNX_OPS``."""
     import importlib
     from pathlib import Path
 
-    return {op for path in (Path(__file__).parents[1] / "ops").glob("test_ops_*.py")
-            for op in getattr(importlib.import_module(f"ops.{path.stem}"), "ONNX_OPS", ())}
+    tests = Path(__file__).parents[1]
+    files = [*(tests / "ops").glob("test_ops_*.py"), *(tests / "frontends").glob("test_onnx_*.py")]
+    return {op for path in files
+            for op in getattr(importlib.import_module(f"{path.parent.name}.{path.stem}"), "ONNX_OPS", ())}
 
 
 def test_every_supported_op_has_a_case():

@@ -1,6 +1,7 @@
 """``nn`` ops whose result sizes are known only once they run: ``nonzero``, ``unique``,
 ``non_max_suppression`` (ONNX's NonZero, Unique, NonMaxSuppression; Compress is a
-``take`` of a ``nonzero``).
+``take`` of a ``nonzero``) and ``choose`` (an ONNX If on a run-time condition whose
+branches give different shapes).
 
 Every other op sizes its result from its operands' shapes (``indexing``'s "data-independent
 shape functions"). These select as many rows as their operands' *values* pass, so their
@@ -37,6 +38,7 @@ from partita.dialects.nn.base import (
     kind_trait,
     normalize_axis,
 )
+from partita.dialects.nn.elementwise import BOOL
 from partita.dialects.nn.reduction import INDEX_TYPE
 
 UNIQUE_RESULTS = ("values", "indices", "inverse", "counts")
@@ -185,4 +187,40 @@ class NonMaxSuppressionOp(SelectionOp):
         return (DYN, 3)
 
 
-__all__ = ["UNIQUE_RESULTS", "NonMaxSuppressionOp", "NonZeroOp", "SelectionOp", "UniqueOp"]
+@irdl_op_definition
+class ChooseOp(SelectionOp):
+    """``on_true`` if the one-element ``condition`` holds, else ``on_false``: whole operands of
+    one element type and rank whose shapes may differ (the results of an ONNX If's two
+    branches, both computed). A dim the two share stays; one they differ in is ``?``, known
+    once the condition is. Branches of one shape select element-wise instead (``nn.where``),
+    on the device."""
+
+    name = "nn.choose"
+    condition = operand_def(TensorType)
+    on_true = operand_def(TensorType)
+    on_false = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, condition: SSAValue, on_true: SSAValue, on_false: SSAValue):
+        a, b = _shape(SSAValue.get(on_true)), _shape(SSAValue.get(on_false))
+        shape = [x if x == y else DYN for x, y in zip(a, b)] if len(a) == len(b) else a
+        self._create([condition, on_true, on_false], TensorType(_tensor(SSAValue.get(on_true)).element_type, shape))
+
+    def verify_element_types(self) -> None:
+        self.check_element_type(_tensor(self.condition).element_type, "condition element type", BOOL)
+        types = {_tensor(v).element_type for v in (self.on_true, self.on_false, self.result)}
+        if len(types) > 1:
+            raise VerifyException(f"on_true, on_false and the result must have one element type, got "
+                                  f"{', '.join(sorted(str(t) for t in types))}")
+
+    def infer_shape(self) -> Shape:
+        condition, a, b = _shape(self.condition), _shape(self.on_true), _shape(self.on_false)
+        if DYN not in condition and math.prod(condition) != 1:
+            raise VerifyException(f"the condition must hold one value, got shape {list(condition)}")
+        if len(a) != len(b):
+            raise VerifyException(f"on_true and on_false must have one rank, got {list(a)} and {list(b)}")
+        return tuple(x if x == y else DYN for x, y in zip(a, b))
+
+
+__all__ = ["UNIQUE_RESULTS", "ChooseOp", "NonMaxSuppressionOp", "NonZeroOp", "SelectionOp", "UniqueOp"]

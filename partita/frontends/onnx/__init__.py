@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 # The family modules register their converters on import.
 from partita.frontends.onnx import (  # noqa: F401
     attention,
+    control_flow,
     conv,
     elementwise,
     image,

@@ -35,8 +35,9 @@ def _static_bytes(typ) -> int | None:
     return math.prod(typ.get_shape()) * nn.numpy_dtype(typ.element_type).itemsize
 
 
-# Ops converted even when all their inputs are constant (they produce or pass data).
-_NO_FOLD = {"Constant", "Identity", "Dropout"}
+# Ops converted even when all their inputs are constant (they produce or pass data, or
+# their bodies read values of the enclosing graph).
+_NO_FOLD = {"Constant", "Identity", "Dropout", "If", "Loop", "Scan"}
 
 
 def _fold(cx: Importer, node: onnx.NodeProto, ins: list[Value], attrs: dict) -> list[Value]:

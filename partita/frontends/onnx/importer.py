@@ -95,6 +95,7 @@ class Importer:
         self._materialized: dict[object, SSAValue] = {}  # SymDim / source -> run-time value
         self._folder = None
         self.folded_bytes = 0  # what import-time folding has built so far (FOLD_TOTAL_BYTES)
+        self._used_names: dict[int, tuple[onnx.GraphProto, set[str]]] = {}  # id(graph) -> it, the names it reads
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
@@ -296,6 +297,39 @@ class Importer:
                     raise Unsupported(f"{err} (its ONNX function body: {inner.op_type}: {inner_err})") from None
             self.node, self.location = node, where
 
+    def run_subgraph(self, graph: onnx.GraphProto, inputs: list[Value | None], what: str) -> list[Value]:
+        """Imports ``graph``, a control-flow op's body, in line: its inputs bound to
+        ``inputs`` (``None`` leaves one unbound), the enclosing scopes' values visible (ONNX's
+        outer-scope references), and its own names dropped again afterwards, so an unrolled
+        body can run once per iteration. Returns the values of its outputs."""
+        if len(inputs) != len(graph.input):
+            fail(f"its {what} takes {len(graph.input)} inputs, given {len(inputs)}")
+        outer_values, outer_graph, node, where = self.values, self.graph, self.node, self.location
+        scope = dict(outer_values)
+        for init in graph.initializer:
+            scope[init.name] = tensor_array(init, "initializer", self.external_dir)
+        for info, value in zip(graph.input, inputs):
+            if value is None:
+                scope.pop(info.name, None)
+            else:
+                scope[info.name] = value
+        self.values, self.graph = scope, graph
+        outer = where.name if where is not None else node.op_type
+        try:
+            for index, inner in enumerate(graph.node):
+                self.node = inner
+                self.location = NameLoc(StringAttr(f"{outer}, in its {what}: {_describe(index, inner)}"), UnknownLoc())
+                try:
+                    self.convert(None, inner)
+                except (Unsupported, VerifyException, ValueError) as err:
+                    raise Unsupported(f"its {what}: {_describe(index, inner)}: {err}") from None
+            missing = [out.name for out in graph.output if out.name not in scope]
+            if missing:
+                fail(f"its {what} never computes its output '{missing[0]}'")
+            return [scope[out.name] for out in graph.output]
+        finally:
+            self.values, self.graph, self.node, self.location = outer_values, outer_graph, node, where
+
     def _function_body(self, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         types = []
         for name in node.input:
@@ -423,8 +457,12 @@ class Importer:
         return self._folder
 
     def _used(self, name: str) -> bool:
-        return any(name in n.input for n in self.graph.node) or any(
-            o.name == name for o in self.graph.output)
+        """Whether a node of the current graph, or of a subgraph of one, reads ``name``."""
+        graph, names = self._used_names.get(id(self.graph), (None, None))
+        if graph is not self.graph:  # the graph is kept with its names: its id stays its own
+            graph, names = self.graph, _read_names(self.graph)
+            self._used_names[id(graph)] = graph, names
+        return name in names
 
     def _used_output(self, index: int) -> bool:
         """Whether output ``index`` of the current node is consumed anywhere."""
@@ -466,6 +504,19 @@ class Importer:
                 return value, axis
         fail(f"{what} depends on a dynamic dimension computed from other dimensions that sizes "
              "no tensor of the graph")
+
+
+def _read_names(graph: onnx.GraphProto) -> set[str]:
+    """The names ``graph``'s nodes read, nested bodies included (they may read any enclosing
+    scope's values), and its outputs."""
+    names = {out.name for out in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                        attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else []):
+                names |= _read_names(sub)
+    return names
 
 
 def _set_name(value: SSAValue, name: str) -> None:

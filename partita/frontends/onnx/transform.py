@@ -127,6 +127,20 @@ def reshape_to(cx: Importer, x: SSAValue, target: list[object]) -> SSAValue:
     return result
 
 
+def slice_axis(cx: Importer, x: SSAValue, axis: int, start: int, stop: int) -> SSAValue:
+    """``x[..., start:stop, ...]`` along ``axis``: a view that consumers read in place."""
+    rank = len(shape_of(x))
+    begin, end = [0] * rank, [nn.SLICE_END] * rank
+    begin[axis], end[axis] = start, stop
+    return cx.emit(nn.StridedSliceOp(x, begin, end, [1] * rank))
+
+
+def drop_axis(cx: Importer, x: SSAValue, axis: int) -> SSAValue:
+    """``x`` without its ``axis``, which has size 1: a reshape."""
+    labels = cx.labels(x)
+    return reshape_to(cx, x, labels[:axis] + labels[axis + 1:])
+
+
 def _is_minus_one(d: object) -> bool:
     return not isinstance(d, SymDim) and d == -1
 

@@ -1,5 +1,5 @@
 """NumPy references of the ops whose result sizes depend on values (``nonzero``,
-``unique``, ``non_max_suppression``): the launch plan runs these on the host at a stage
+``unique``, ``non_max_suppression``, ``choose``): the launch plan runs these on the host at a stage
 boundary, so they are also what a GPU run computes."""
 
 from __future__ import annotations
@@ -93,3 +93,8 @@ class SelectionFunctions(InterpreterFunctions):
         boxes, scores, max_out, iou, score = args
         return store(op, non_max_suppression(boxes, scores, int(_scalar(max_out, 0)), float(_scalar(iou, 0.0)),
                                              float(_scalar(score, -np.inf)), op.center_point_box))
+
+    @impl(nn.ChooseOp)
+    def run_choose(self, interpreter: Interpreter, op: nn.ChooseOp, args: tuple[Any, ...]):
+        condition, on_true, on_false = args
+        return store(op, np.array(on_true if bool(_scalar(condition, False)) else on_false, copy=True))

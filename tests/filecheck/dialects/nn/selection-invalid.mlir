@@ -47,3 +47,27 @@ func.func @nms_limit_of_two_values(%b: tensor<1x6x4xf32>, %s: tensor<1x2x6xf32>,
   %0 = nn.non_max_suppression %b, %s, %k, %iou, %min : (tensor<1x6x4xf32>, tensor<1x2x6xf32>, tensor<2xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<?x3xi64>
   func.return
 }
+
+// -----
+
+func.func @choose_between_ranks(%c: tensor<1xi1>, %a: tensor<3x4xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{on_true and on_false must have one rank, got [3, 4] and [4]}}
+  %0 = nn.choose %c, %a, %b : (tensor<1xi1>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @choose_by_two_conditions(%c: tensor<2xi1>, %a: tensor<3x4xf32>, %b: tensor<1x4xf32>) {
+  // expected-error@+1 {{the condition must hold one value, got shape [2]}}
+  %0 = nn.choose %c, %a, %b : (tensor<2xi1>, tensor<3x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @choose_between_types(%c: tensor<i1>, %a: tensor<3x4xf32>, %b: tensor<1x4xf16>) {
+  // expected-error@+1 {{on_true, on_false and the result must have one element type}}
+  %0 = nn.choose %c, %a, %b : (tensor<i1>, tensor<3x4xf32>, tensor<1x4xf16>) -> tensor<?x4xf32>
+  func.return
+}

@@ -28,3 +28,10 @@ func.func @nms(%b: tensor<1x6x4xf32>, %s: tensor<1x2x6xf32>, %k: tensor<1xi64>, 
   %0 = nn.non_max_suppression %b, %s, %k, %iou, %min {center_point_box = 1 : i64} : (tensor<1x6x4xf32>, tensor<1x2x6xf32>, tensor<1xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<?x3xi64>
   func.return %0 : tensor<?x3xi64>
 }
+
+// CHECK-LABEL: func.func @choose
+// CHECK:         nn.choose %{{.*}}, %{{.*}}, %{{.*}} : (tensor<i1>, tensor<3x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+func.func @choose(%c: tensor<i1>, %a: tensor<3x4xf32>, %b: tensor<1x4xf32>) -> tensor<?x4xf32> {
+  %0 = nn.choose %c, %a, %b : (tensor<i1>, tensor<3x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+  func.return %0 : tensor<?x4xf32>
+}

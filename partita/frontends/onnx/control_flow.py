@@ -1,0 +1,195 @@
+"""ONNX converters of the control-flow ops If, Loop and Scan, by import-time evaluation of
+their control: the bodies are imported in line (``Importer.run_subgraph``), so what they
+compute is ordinary ``nn`` ops that partition, fuse and launch like the rest of the graph.
+
+- ``If`` with a condition known at import (a constant, or folded from shapes, as exporters
+  emit it) imports the branch taken. With a condition computed at run time both branches are
+  imported and their results selected, the if-conversion compilers apply to pure branches
+  (ONNX ops have no side effects): element-wise on the device (``nn.where``) where the
+  branches give one shape, else whole by ``nn.choose``, whose result size the launch plan
+  learns from the condition at a stage boundary (a detector's "no boxes" branch).
+- ``Loop`` and ``Scan`` unroll: a Loop whose trip count and condition are known at import
+  (each iteration's condition folds, or the trip count bounds it), a Scan over a static
+  sequence axis. Scan elements are slices of the scanned tensors read in place (views); the
+  per-iteration outputs are concatenated. ``UNROLL_NODE_LIMIT`` bounds the nodes an unroll
+  imports, so a long loop is a located error instead of an import that never ends.
+
+A trip count, loop condition or sequence length known only at run time is not supported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+
+from partita.dialects import nn
+from partita.frontends.onnx.registry import converter
+from partita.frontends.onnx.transform import drop_axis, reshape_to, slice_axis
+from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from partita.frontends.onnx.importer import Importer
+
+UNROLL_NODE_LIMIT = 100_000
+"""The most body nodes one Loop or Scan may import when unrolled (iterations x nodes)."""
+
+
+def _known(v: Value | None) -> bool:
+    return v is not None and is_const(v) and not is_symbolic(v)
+
+
+def _scalar(v: np.ndarray, what: str) -> np.generic:
+    if v.size != 1:
+        fail(f"{what} must have one element, got shape {list(v.shape)}")
+    return v.reshape(-1)[0]
+
+
+def _count(graph: onnx.GraphProto) -> int:
+    """Nodes of ``graph``, its nested bodies included (what one unrolled iteration imports)."""
+    total = 0
+    for node in graph.node:
+        total += 1
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                total += _count(attr.g)
+    return total
+
+
+def _check_unroll(body: onnx.GraphProto, iterations: int, op: str) -> None:
+    """Refuses an unroll of more than ``UNROLL_NODE_LIMIT`` nodes (before importing any)."""
+    if iterations * max(_count(body), 1) > UNROLL_NODE_LIMIT:
+        fail(f"unrolling this {op} imports more than {UNROLL_NODE_LIMIT} nodes ({iterations} "
+             f"iterations of a {_count(body)}-node body)")
+
+
+@converter("If")
+def _if(cx, ins, attrs):
+    condition = ins[0]
+    if _known(condition):
+        taken = "then_branch" if bool(_scalar(condition, "the condition")) else "else_branch"
+        return cx.run_subgraph(attrs[taken], [], taken.replace("_", " "))
+    condition = cx.tensor(condition)
+    if len(shape_of(condition)) and (nn.DYN in shape_of(condition) or np.prod(shape_of(condition)) != 1):
+        fail(f"the condition must have one element, got shape {list(shape_of(condition))}")
+    on_true = cx.run_subgraph(attrs["then_branch"], [], "then branch")
+    on_false = cx.run_subgraph(attrs["else_branch"], [], "else branch")
+    if len(on_true) != len(on_false):
+        fail(f"the then branch gives {len(on_true)} outputs, the else branch {len(on_false)}")
+    predicate = reshape_to(cx, condition, [])
+    outs = []
+    for k, (a, b) in enumerate(zip(on_true, on_false)):
+        if a is b:
+            outs.append(a)
+            continue
+        a, b = cx.operands(a, b)
+        if a.type.element_type != b.type.element_type or len(shape_of(a)) != len(shape_of(b)):
+            fail(f"output {k}: the branches give {a.type} and {b.type}; a condition computed at "
+                 "run time selects between branch results of one element type and rank only")
+        if cx.labels(a) == cx.labels(b):
+            outs.append(cx.emit(nn.WhereOp(predicate, a, b)))
+        else:  # the result's shape is the condition's: a stage boundary of the launch plan
+            outs.append(cx.emit(nn.ChooseOp(predicate, a, b)))
+    return outs
+
+
+@converter("Loop")
+def _loop(cx, ins, attrs):
+    body = attrs["body"]
+    trip_count, condition = (ins + [None, None])[:2]
+    carried = list(ins[2:])
+    scanned = len(body.output) - 1 - len(carried)
+    if len(body.input) != 2 + len(carried) or scanned < 0:
+        fail(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs for "
+             f"{len(carried)} loop-carried values")
+    if trip_count is not None and not _known(trip_count):
+        fail("a trip count computed at run time is not supported (loops unroll at import)")
+    if condition is not None and not _known(condition):
+        fail("a loop condition computed at run time is not supported (loops unroll at import)")
+    limit = None if trip_count is None else int(_scalar(trip_count, "the trip count"))
+    running = True if condition is None else bool(_scalar(condition, "the condition"))
+    if limit is not None:
+        _check_unroll(body, limit, "Loop")
+    per_iteration: list[list[Value]] = [[] for _ in range(scanned)]
+    iteration = 0
+    while running and (limit is None or iteration < limit):
+        _check_unroll(body, iteration + 1, "Loop")  # a loop its condition ends
+        outs = cx.run_subgraph(body, [np.array(iteration, np.int64), np.array(running), *carried],
+                               f"body (iteration {iteration})")
+        if not _known(outs[0]):
+            fail(f"iteration {iteration} computes the loop condition at run time: not supported "
+                 "(loops unroll at import)")
+        running = bool(_scalar(outs[0], "the body's condition"))
+        carried = outs[1:1 + len(carried)]
+        for values, v in zip(per_iteration, outs[1 + len(carried):]):
+            values.append(v)
+        iteration += 1
+    if scanned and not iteration:
+        fail("a Loop that runs no iteration has scan outputs of unknown shape")
+    return carried + [_stack(cx, values, 0) for values in per_iteration]
+
+
+@converter("Scan")
+def _scan(cx, ins, attrs):
+    body, count = attrs["body"], attrs["num_scan_inputs"]
+    states, sequences = list(ins[:len(ins) - count]), ins[len(ins) - count:]
+    outputs = len(body.output) - len(states)
+    in_axes = list(attrs.get("scan_input_axes", [0] * count))
+    in_reverse = list(attrs.get("scan_input_directions", [0] * count))
+    out_axes = list(attrs.get("scan_output_axes", [0] * outputs))
+    out_reverse = list(attrs.get("scan_output_directions", [0] * outputs))
+    if not 1 <= count <= len(ins):
+        fail(f"num_scan_inputs = {count} must be between 1 and the {len(ins)} inputs")
+    if outputs < 0 or len(body.input) != len(ins):
+        fail(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs for "
+             f"{len(states)} states and {count} scanned inputs")
+    lengths = set()
+    for k, (x, axis) in enumerate(zip(sequences, in_axes)):
+        rank = len(x.shape) if is_const(x) else len(shape_of(x))
+        if not -rank <= axis < rank:
+            fail(f"scan_input_axes[{k}] = {axis} is out of range for rank {rank}")
+        in_axes[k] = axis % rank
+        lengths.add(x.shape[in_axes[k]] if is_const(x) else shape_of(x)[in_axes[k]])
+    if nn.DYN in lengths:
+        fail("a scanned axis of dynamic length is not supported (Scan unrolls at import)")
+    if len(lengths) != 1:
+        fail(f"the scanned axes have different lengths {sorted(lengths)}")
+    steps = lengths.pop()
+    _check_unroll(body, steps, "Scan")
+    per_iteration: list[list[Value]] = [[] for _ in range(outputs)]
+    for t in range(steps):
+        elements = [_element(cx, x, axis, steps - 1 - t if reverse else t)
+                    for x, axis, reverse in zip(sequences, in_axes, in_reverse)]
+        outs = cx.run_subgraph(body, states + elements, f"body (iteration {t})")
+        states = outs[:len(states)]
+        for values, v in zip(per_iteration, outs[len(states):]):
+            values.append(v)
+    if outputs and not steps:
+        fail("a Scan over an empty axis has scan outputs of unknown shape")
+    stacked = []
+    for values, axis, reverse in zip(per_iteration, out_axes, out_reverse):
+        stacked.append(_stack(cx, values[::-1] if reverse else values, axis))
+    return states + stacked
+
+
+def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
+    """``x[..., index, ...]`` along ``axis``, the axis dropped: views consumers read in place."""
+    if is_const(x):
+        return np.take(x, index, axis=axis)
+    return drop_axis(cx, slice_axis(cx, x, axis, index, index + 1), axis)
+
+
+def _stack(cx: Importer, values: list[Value], axis: int) -> Value:
+    """The iterations' values stacked along a new ``axis`` (ONNX's scan outputs)."""
+    rank = len(values[0].shape) if is_const(values[0]) else len(shape_of(values[0]))
+    if not -(rank + 1) <= axis <= rank:
+        fail(f"scan output axis {axis} is out of range for rank {rank + 1}")
+    axis %= rank + 1
+    if all(_known(v) for v in values):
+        return np.stack(values, axis=axis)
+    rows = []
+    for v in cx.operands(*values):
+        labels = cx.labels(v)
+        rows.append(reshape_to(cx, v, labels[:axis] + [1] + labels[axis:]))
+    return rows[0] if len(rows) == 1 else cx.emit(nn.ConcatenateOp(rows, axis=axis))
