@@ -4,7 +4,9 @@ Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
 ``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
 activation epilogues (and, for a dense, a residual add), NHWC/OHWI non-grouped conv2d in
-f16 or f32.
+f16 or f32; and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8 operands with a
+``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points that are constant
+zeros (the frontend folds a lhs zero point into an i32 bias row), with that bias added.
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
-from partita.backends.gemm_forms import batched_gemm, residual_of
+from partita.backends.gemm_forms import batched_gemm, residual_of, why_not_int8_gemm
 from partita.backends.pattern import (
     Match,
     Pattern,
     element_type_name,
     is_attention,
+    is_constant,
     is_op,
     op_attr,
     shape_of,
     wildcard,
 )
 from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
+from partita.ir.constants import constant_values
 
 GEMM_DTYPES = ("f16", "f32")
 """Element types CUTLASS convolutions accept."""
@@ -109,6 +113,38 @@ def check_conv2d(match: Match) -> bool:
     return op_attr(conv, "groups") == 1 and _bias_ok(match, conv, 3)
 
 
+INT8_TYPES = ("i8", "ui8")
+"""Operand types of CUTLASS's int8 tensor-core GEMMs (IMMA takes s8 and u8, mixed too)."""
+
+
+def _zero_constant(value) -> bool:
+    owner = getattr(value, "op", None)
+    return owner is not None and owner.name in ("nn.constant", "arith.constant") \
+        and not constant_values(owner).any()
+
+
+def check_matmul_integer(match: Match) -> bool:
+    """``nn.matmul_integer`` on int8 tensor cores: s8 / u8 operands, a static ``[N, K]``
+    weight (``transpose_b``) with K % 16 == 0 and N % 4 == 0, constant-zero zero points,
+    and an i32 bias row at most; the i32 result is exact (IMMA accumulates in i32)."""
+    gemm = match.find("nn.matmul_integer")
+    if gemm is None or not op_attr(gemm, "transpose_b"):
+        return False
+    if any(element_type_name(v) not in INT8_TYPES for v in gemm.operands[:2]):
+        return False
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    if lhs is None or rhs is None or len(rhs) != 2 or len(lhs) < 2 or min(rhs) < 0 or lhs[-1] != rhs[1]:
+        return False
+    if why_not_int8_gemm(rhs[0], rhs[1]) or not all(_zero_constant(v) for v in gemm.operands[2:]):
+        return False
+    add = match.find("nn.add")
+    return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, gemm, -1))
+
+
+def _matmul_integer() -> Pattern:
+    return is_op("nn.matmul_integer")(wildcard(), wildcard(), is_constant(), is_constant())
+
+
 def _with_bias(anchor: Pattern) -> Pattern:
     return (is_op("nn.bias_add") | is_op("nn.add"))(anchor, wildcard())
 
@@ -140,6 +176,8 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_conv2d),
         ("conv2d_bias", _with_bias(_conv2d()), check_conv2d),
         ("conv2d", _conv2d(), check_conv2d),
+        ("matmul_integer_bias", is_op("nn.add")(_matmul_integer(), wildcard()), check_matmul_integer),
+        ("matmul_integer", _matmul_integer(), check_matmul_integer),
     ]
 
 

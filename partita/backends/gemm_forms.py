@@ -12,7 +12,25 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
-__all__ = ["batched_gemm", "residual_of"]
+__all__ = ["INT8_GEMM_MAX_K", "batched_gemm", "residual_of", "why_not_int8_gemm"]
+
+INT8_GEMM_MAX_K = 1 << 16
+"""The longest K an int8 tensor-core GEMM takes: each product of shifted 8-bit values is
+at most 255 * 128 in magnitude, so an i32 sum of 2**16 of them stays below the IMMA's
+saturation (past it the kernel would clamp where the i32 reference wraps)."""
+
+
+def why_not_int8_gemm(N: int | None, K: int | None) -> str:
+    """Why an int8 TN GEMM ``[M, K] x [N, K]^T`` is no CUTLASS IMMA kernel ('' when it
+    is): 16-byte (16 element) operand accesses need K % 16 == 0, 16-byte i32 output
+    accesses N % 4 == 0."""
+    if K is None or K % 16:
+        return f"int8 tensor-op GEMMs read 16 elements per access: K = {K} is not a multiple of 16"
+    if N is None or N % 4:
+        return f"int8 tensor-op GEMMs write 4 i32 per access: N = {N} is not a multiple of 4"
+    if K > INT8_GEMM_MAX_K:
+        return f"K = {K} > {INT8_GEMM_MAX_K}: the IMMA's i32 sums could saturate"
+    return ""
 
 
 def residual_of(add: Operation, gemm: Operation) -> SSAValue | None:

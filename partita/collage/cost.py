@@ -225,7 +225,8 @@ class RooflineEstimator:
             table = self.host["flops"]
             return table.get(dtype, table["f32"])
         if be.get("tensor_cores") and cls in ("gemm", "conv"):
-            peak = self.dev["tensor_flops"].get(dtype)
+            # IMMA multiplies u8 and s8 at one rate: the sheets list it as i8
+            peak = self.dev["tensor_flops"].get("i8" if dtype == "ui8" else dtype)
             if peak is not None:
                 return peak
         table = self.dev["cuda_core_flops"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import struct
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,14 +55,17 @@ class Operand:
 
 
 def check_operand_dtypes(function: str, roles: Sequence[str], inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
-                         out: tuple[tuple[int, ...], np.dtype], want: np.dtype) -> None:
-    """A kernel that reads and writes one dtype (``want``), called with these (shape,
-    dtype) operands: a located error naming @``function`` when they do not fit it."""
+                         out: tuple[tuple[int, ...], np.dtype], want: np.dtype,
+                         inputs_want: Mapping[str, np.dtype] | None = None) -> None:
+    """A kernel that reads and writes one dtype (``want``; or reads each input role as
+    ``inputs_want`` says), called with these (shape, dtype) operands: a located error
+    naming @``function`` when they do not fit it."""
     if len(inputs) != len(roles):
         raise PartitaError(f"@{function}: the kernel takes {len(roles)} inputs, got {len(inputs)}")
     for role, (_shape, dtype) in zip(roles, inputs):
-        if np.dtype(dtype) != want:
-            raise PartitaError(f"@{function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {want}")
+        takes = want if inputs_want is None else inputs_want[role]
+        if np.dtype(dtype) != takes:
+            raise PartitaError(f"@{function}: input '{role}' is {np.dtype(dtype)}, the kernel takes {takes}")
     if np.dtype(out[1]) != want:
         raise PartitaError(f"@{function}: the output is {np.dtype(out[1])}, the kernel writes {want}")
 

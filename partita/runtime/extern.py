@@ -106,8 +106,12 @@ class KernelHandle:
     def check(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]) -> dict[str, int]:
         """The run-time dims of a call on operands of these (shape, dtype); a located error
         when they do not fit the kernel."""
-        want = np.dtype(self.entry.spec.dtype)
-        check_operand_dtypes(self.function, self.roles, inputs, out, want)
+        spec = self.entry.spec
+        if spec.is_int8:  # s8 / u8 operands, i32 bias and output
+            check_operand_dtypes(self.function, self.roles, inputs, out, np.dtype(spec.out_dtype),
+                                 {role: np.dtype(spec.role_dtype(role)) for role in self.roles})
+        else:
+            check_operand_dtypes(self.function, self.roles, inputs, out, np.dtype(spec.dtype))
         try:
             dims = runtime_dims(self.entry.spec, {role: _Shaped(shape) for role, (shape, _) in zip(self.roles, inputs)})
         except PartitaError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
@@ -27,11 +27,14 @@ from partita.dialects.nn.base import (
     _bool_prop,
     _check_ints,
     _float_prop,
+    _fmt,
     _init,
     _int_prop,
     _ints_prop,
     _shape,
+    _static_product,
     _str_prop,
+    _tensor,
     _value,
     kind_trait,
     merge_dims,
@@ -375,6 +378,94 @@ class Conv3DTransposeOp(ConvTransposeOp):
     padding_attr = _ints_prop("padding", (0, 0, 0, 0, 0, 0))
     output_padding_attr = _ints_prop("output_padding", (0, 0, 0))
     dilation_attr = _ints_prop("dilation", (1, 1, 1))
+
+
+@irdl_op_definition
+class ConvIntegerOp(NNOp):
+    """``conv(input - input_zero_point, weight - weight_zero_point)`` with i32
+    accumulation and result (ONNX ConvInteger) over 1 to 3 spatial dims: ``NC<spatial>``
+    i8 / ui8 data, ``OI<spatial>`` i8 / ui8 weight, grouped when ``groups > 1``. The input
+    zero point is one element of the input's type, the weight's one element or one per
+    output channel of the weight's type; the padding cells hold the input zero point (they
+    add nothing). ``padding`` is the leading pad of each spatial dim, then the trailing
+    ones. Integer sums are exact, which a float convolution of the shifted operands is
+    not for large windows: hence its own op."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.conv_integer"
+    ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    input_zero_point = operand_def(TensorType)
+    weight_zero_point = operand_def(TensorType)
+    result = result_def(TensorType)
+    strides_attr = _ints_prop("strides")
+    padding_attr = _ints_prop("padding")
+    dilation_attr = _ints_prop("dilation")
+    groups_attr = _int_prop("groups", 1)
+    strides = _value("strides")
+    padding = _value("padding")
+    dilation = _value("dilation")
+    groups = _value("groups")
+    assembly_format = ("$input `,` $weight `,` $input_zero_point `,` $weight_zero_point attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation,
+                 input_zero_point: SSAValue | Operation, weight_zero_point: SSAValue | Operation,
+                 strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                 groups: int | None = None, result_type: Attribute | None = None):
+        _init(self, [input, weight, input_zero_point, weight_zero_point], result_type,
+              strides=strides, padding=padding, dilation=dilation, groups=groups)
+
+    @property
+    def SPATIAL(self) -> int:
+        """The number of spatial dims (the input's rank less two)."""
+        return len(_shape(self.input)) - 2
+
+    @property
+    def data_layout(self) -> str:
+        return channels_first(self.SPATIAL)
+
+    @property
+    def kernel_layout(self) -> str:
+        return kernel_layout_for(self.data_layout)
+
+    def infer_element_type(self) -> Attribute:
+        return IntegerType(32)
+
+    def verify_element_types(self) -> None:
+        for operand, zero_point, what in ((self.input, self.input_zero_point, "input"),
+                                          (self.weight, self.weight_zero_point, "weight")):
+            t = _tensor(operand).element_type
+            self.check_element_type(t, f"{what} element type")
+            self.check_element_type(_tensor(zero_point).element_type,
+                                    f"{what} zero point element type", (t,))
+        self.check_element_type(_tensor(self.result).element_type, "result element type",
+                                (IntegerType(32),))
+
+    def infer_shape(self) -> Shape:
+        x, w = _shape(self.input), _shape(self.weight)
+        rank = len(x) - 2
+        if rank not in SPATIAL_LETTERS:
+            raise VerifyException(f"conv_integer expects an input of rank 3 to 5, got rank {len(x)}")
+        zx, zw = _shape(self.input_zero_point), _shape(self.weight_zero_point)
+        if DYN in zx or _static_product(zx) != 1:
+            raise VerifyException(f"input zero point must have one element, got shape {_fmt(zx)}")
+        if DYN in zw or len(zw) > 1 or (zw and zw[0] not in (1, w[0])):
+            raise VerifyException(f"weight zero point must be one element or one per output channel "
+                                  f"({w[0]}), got shape {_fmt(zw)}")
+        return infer_conv_shape(x, w, self.strides, self.padding, self.dilation, self.groups,
+                                self.data_layout, self.kernel_layout, rank)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        """Symbolic result dims (shape functions)."""
+        rank = self.SPATIAL
+        x, w = dims(self.input), dims(self.weight)
+        out = [x[0], w[0]]
+        for k in range(rank):
+            out.append(arith.window(x[2 + k], w[2 + k], self.strides[k], self.padding[k],
+                                    self.padding[rank + k], self.dilation[k], False, self))
+        return out
 
 
 class PoolOp(UnaryOp):

@@ -169,7 +169,9 @@ class BiasAddOp(NNOp):
 class MatmulIntegerOp(NNOp):
     """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
     i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
-    element of its operand's type."""
+    element of its operand's type. With ``transpose_b`` the rhs is stored ``[..., N, K]``
+    (a constant weight laid out at import as ``nn.dense``'s is: the K-contiguous "TN"
+    form int8 tensor-core GEMMs read)."""
     traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.matmul_integer"
@@ -178,13 +180,16 @@ class MatmulIntegerOp(NNOp):
     lhs_zero_point = operand_def(TensorType)
     rhs_zero_point = operand_def(TensorType)
     result = result_def(TensorType)
+    transpose_b_attr = _bool_prop("transpose_b", False)
+    transpose_b = _value("transpose_b")
     ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
     assembly_format = ("$lhs `,` $rhs `,` $lhs_zero_point `,` $rhs_zero_point attr-dict `:` "
                        "functional-type(operands, results)")
 
     def __init__(self, lhs, rhs, lhs_zero_point, rhs_zero_point,
-                 result_type: Attribute | None = None):
-        _init(self, [lhs, rhs, lhs_zero_point, rhs_zero_point], result_type)
+                 result_type: Attribute | None = None, *, transpose_b: bool | None = None):
+        _init(self, [lhs, rhs, lhs_zero_point, rhs_zero_point], result_type,
+              transpose_b=transpose_b or None)
 
     def infer_element_type(self) -> Attribute:
         return IntegerType(32)
@@ -204,7 +209,10 @@ class MatmulIntegerOp(NNOp):
             if _static_product(_shape(v)) != 1 or DYN in _shape(v):
                 raise VerifyException(f"{what} zero point must have one element, got shape "
                                       f"{_fmt(_shape(v))}")
-        return infer_matmul_shape(_shape(self.lhs), _shape(self.rhs))
+        b = _shape(self.rhs)
+        if self.transpose_b and len(b) >= 2:
+            b = (*b[:-2], b[-1], b[-2])
+        return infer_matmul_shape(_shape(self.lhs), b)
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         """Batch dims broadcast (a literal 1 gives way to the other operand's dim)."""
@@ -212,7 +220,8 @@ class MatmulIntegerOp(NNOp):
         rank = max(len(a), len(b)) - 2
         pa = [1] * (rank - len(a) + 2) + list(a[:-2])
         pb = [1] * (rank - len(b) + 2) + list(b[:-2])
-        return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], b[-1]]
+        n = b[-2] if self.transpose_b else b[-1]
+        return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], n]
 
 
 @irdl_op_definition

@@ -30,6 +30,7 @@ from partita.frontends.onnx import (  # noqa: F401
     linalg,
     loss,
     normalization,
+    quantization,
     recurrent,
     reduction,
     selection,

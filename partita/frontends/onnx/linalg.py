@@ -83,19 +83,64 @@ def _matmul(cx, ins, attrs):
     return out
 
 
+def _scalar_zero_point(cx: Importer, v: Value | None, like: SSAValue, what: str) -> SSAValue:
+    """A zero point as a one-element tensor of ``like``'s type (0 when absent); a per-row
+    or per-column one is refused, unless it is a constant holding one value."""
+    if v is None:
+        return cx.tensor(np.zeros((), nn.numpy_dtype(like.type.element_type)), like)
+    if is_const(v):
+        values = np.asarray(v).reshape(-1)
+        if values.size != 1 and not (values.size and (values == values[0]).all()):
+            fail(f"per-row or per-column {what} zero points are not supported")
+        return cx.tensor(values[:1].reshape(()), like)
+    if math.prod(shape_of(v)) != 1 or nn.DYN in shape_of(v):
+        fail(f"per-row or per-column {what} zero points are not supported")
+    return v
+
+
+def integer_matmul(cx: Importer, a: Value, b: Value, za: Value | None, zb: Value | None) -> SSAValue:
+    """``(a - za) @ (b - zb)`` in i32 (MatMulInteger, and the product inside QLinearMatMul).
+
+    The quantizers' form, a constant 2-D weight with zero point 0 (symmetric int8), is laid
+    out for int8 tensor cores: the weight transposed at import (``transpose_b``, ``[N, K]``,
+    as ``nn.dense`` weights are) and the lhs zero point folded out of the product,
+    ``(a - za) @ b = a @ b - za * colsum(b)``, into an i32 row added after it: a constant
+    when ``za`` is one, else ``za`` times the constant column sums (one tiny kernel). Both
+    sides are integers: the rewrite is exact (i32 wraps as the product's accumulator does).
+    Any other operands keep their zero points in the op (the native kernel subtracts them)."""
+    a = cx.tensor(a)
+    if len(shape_of(a)) < 2 or (not is_const(b) and len(shape_of(b)) < 2) or (is_const(b) and np.ndim(b) < 2):
+        fail("rank-1 operands are not supported")
+    b_type = nn.numpy_dtype(cx.tensor(b).type.element_type) if not is_const(b) else np.asarray(b).dtype
+    zero_b = zb is None or (is_const(zb) and not np.asarray(zb).any())
+    if is_const(b) and np.ndim(b) == 2 and zero_b and b_type in (np.int8, np.uint8):
+        w = np.asarray(b)
+        zeros = [cx.tensor(np.zeros((), t)) for t in (nn.numpy_dtype(a.type.element_type), w.dtype)]
+        out = cx.emit(nn.MatmulIntegerOp(a, cx.tensor(np.ascontiguousarray(w.T)), *zeros, transpose_b=True))
+        if za is None or (is_const(za) and not np.asarray(za).any()):
+            return out
+        colsum = w.astype(np.int64).sum(axis=0)
+        if is_const(za):
+            values = np.asarray(za).reshape(-1)
+            if not (values == values[0]).all():
+                fail("per-row or per-column lhs zero points are not supported")
+            offset = values[0].astype(np.int64) * colsum
+            bias = cx.tensor((-offset).astype(np.int32))  # wraps as the i32 accumulator does
+        else:
+            za_value = _scalar_zero_point(cx, za, a, "lhs")
+            za_i32 = cx.emit(nn.CastOp(cx.emit(nn.ReshapeOp(za_value, [])) if shape_of(za_value) else za_value,
+                                       nn.element_type_of(np.dtype(np.int32))))
+            bias = cx.emit(nn.MultiplyOp(za_i32, cx.tensor((-colsum).astype(np.int32))))
+        return cx.emit(nn.AddOp(out, bias))
+    b = cx.tensor(b)
+    return cx.emit(nn.MatmulIntegerOp(a, b, _scalar_zero_point(cx, za, a, "lhs"),
+                                      _scalar_zero_point(cx, zb, b, "rhs")))
+
+
 @converter("MatMulInteger")
 def _matmul_integer(cx, ins, attrs):
-    a, b = cx.tensor(ins[0]), cx.tensor(ins[1])
-    if len(shape_of(a)) < 2 or len(shape_of(b)) < 2:
-        fail("MatMulInteger with rank-1 operands is not supported")
-    zero_points = []
-    for v, like in ((ins[2] if len(ins) > 2 else None, a), (ins[3] if len(ins) > 3 else None, b)):
-        if v is None:
-            v = np.zeros((), nn.numpy_dtype(like.type.element_type))
-        if is_const(v) and np.asarray(v).size != 1:
-            fail("MatMulInteger with per-row or per-column zero points is not supported")
-        zero_points.append(cx.tensor(v, like))
-    return cx.emit(nn.MatmulIntegerOp(a, b, *zero_points))
+    ins = list(ins) + [None] * (4 - len(ins))
+    return integer_matmul(cx, ins[0], ins[1], ins[2], ins[3])
 
 
 def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:

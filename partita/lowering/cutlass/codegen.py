@@ -20,16 +20,18 @@ from dataclasses import dataclass
 from math import prod
 from typing import IO
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
-from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 from partita.backends.gemm_forms import batched_gemm, residual_of
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
+from partita.ir.constants import constant_values
 from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
 from partita.lowering.cubin import Cubin
@@ -145,6 +147,45 @@ def _batched_spec(main: Operation, epilogue_ops: Sequence[Operation], function: 
                                    broadcast_b=bool(dims["broadcast_b"]))
 
 
+def _zero_point_check(function: FuncOp, main: nn.MatmulIntegerOp) -> str:
+    """Why the zero points of an int8 GEMM partition are not known to be 0 ('' when every
+    call of ``function`` passes constant zeros): the IMMA kernel takes them as arguments
+    and does not read them (the frontend folds a lhs zero point into the bias row)."""
+    args = function.body.block.args
+    indices = [args.index(v) for v in (main.lhs_zero_point, main.rhs_zero_point) if v in args]
+    module = function.parent_op()
+    name = function.sym_name.data
+    calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name] \
+        if module is not None else []
+    if not calls:
+        return "its zero points must be constant zeros, and no call of it shows them"
+    for call in calls:
+        for i in indices:
+            v = call.arguments[i]
+            if not (isinstance(v, OpResult) and v.op.name in ("nn.constant", "arith.constant")) \
+                    or np.asarray(constant_values(v.op)).any():
+                return "an int8 CUTLASS GEMM takes zero points that are constant zeros (the native kernel takes others)"
+    return ""
+
+
+def _int8_spec(main: nn.MatmulIntegerOp, epilogue_ops: Sequence[Operation], function: FuncOp
+               ) -> tuple[KernelSpec, SSAValue | None]:
+    """The int8 dense spec of ``nn.matmul_integer`` with a transposed 2-D rhs ``[N, K]``
+    (the TN form) and zero points that are constant zeros, [+ an i32 bias row]."""
+    x, w = _shape(main.lhs), _shape(main.rhs)
+    if not main.transpose_b or len(w) != 2 or len(x) < 2:
+        raise op_error(main, "an int8 CUTLASS GEMM takes a [N, K] rhs (transpose_b) and an lhs of rank >= 2")
+    why = _zero_point_check(function, main)
+    if why:
+        raise op_error(main, why)
+    dtype_a, dtype_b = (nn.NUMPY_DTYPES[str(v.type.element_type)].name for v in (main.lhs, main.rhs))  # type: ignore[attr-defined]
+    epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
+    if bias is not None and str(bias.type.element_type) != "i32":  # type: ignore[attr-defined]
+        raise op_error(main, "an int8 CUTLASS GEMM adds an i32 bias row")
+    m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
+    return KernelSpec.dense(m, w[0], w[1], dtype_a, epilogue, dtype_b=dtype_b), bias
+
+
 def partition_kernel(function: FuncOp) -> PartitionKernel:
     """The CUTLASS kernel a partition function's body describes (located error if none)."""
     ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp)]
@@ -164,6 +205,9 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             else:
                 epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
             spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
+        elif isinstance(main, nn.MatmulIntegerOp):
+            spec, bias = _int8_spec(main, epilogue_ops, function)
+            roles = {main.lhs: "x", main.rhs: "w", main.rhs_zero_point: "zb", main.lhs_zero_point: "za"}
         elif isinstance(main, nn.BatchMatmulOp | nn.MatmulOp):
             spec = _batched_spec(main, epilogue_ops, function)
             roles = {main.operands[0]: "a", main.operands[1]: "b"}
@@ -181,7 +225,8 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             )
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
         else:
-            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul and NHWC conv2d do)")
+            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer and NHWC "
+                                 "conv2d do)")
     except UnsupportedKernel as err:
         raise op_error(function, str(err)) from None
     if bias is not None:

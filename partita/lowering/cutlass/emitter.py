@@ -13,6 +13,8 @@ Entry ABI (C calling convention, all parameters by value)::
                                                //   batch_matmul: a, b[, bias]
                                                //   conv2d: x, w[, bias]
           T* out,                              // the output tensor
+                                               //   (an int8 GEMM: x, w, za, zb[, bias],
+                                               //   i32 bias and output)
           int* workspace,                      // ONLY when split_k > 1
           int dyn_0, ...)                      // run-time dims, in the order of
                                                //   KernelSpec.dynamic_dims:
@@ -35,7 +37,8 @@ from partita.lowering.contracts import contract_constant
 
 from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec, entry_contract
 
-_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float"}
+_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
+          "int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t"}
 _EPILOGUE = {
     "none": "cutlass::epilogue::thread::LinearCombination<{args}>",
     "bias": "cutlass::epilogue::thread::LinearCombination<{args}>",
@@ -160,7 +163,9 @@ class EntryInfo:
         self._check_dims(dims)
         out = []
         for p, kind in zip(self.params, self.arg_kinds):
-            if kind == "ptr":
+            if kind == "ptr" and p.name in ("za", "zb") and p.name not in pointers:
+                out.append(("ptr", 0))  # an int8 GEMM's zero points are never read: one may stand for both
+            elif kind == "ptr":
                 out.append(("ptr", int(pointers[p.name])))
             else:
                 out.append(("int", int(dims[p.name])))  # type: ignore[index]
@@ -197,7 +202,7 @@ class CudaSource:
 def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
     """What makes two entries' runners differ. Problem shapes are run-time arguments of
     the runner: one instantiation per configuration, shared across shapes."""
-    key = (spec.op, spec.dtype, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
+    key = (spec.op, spec.dtype, spec.dtype_b, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k,
            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
@@ -267,7 +272,24 @@ def _shape(t) -> str:
     return f"cutlass::gemm::GemmShape<{m}, {n}, {k}>"
 
 
+def _int8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    """An Sm80 IMMA GEMM: s8 / u8 operands (TN), i32 accumulators, an i32 linear
+    combination (``alpha * acc + beta * C``, all integers) into an i32 output."""
+    epi = _EPILOGUE[spec.epilogue].format(args=f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
+    return (
+        f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
+        f"    {_CTYPE[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
+        f"    {_CTYPE[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    int32_t, cutlass::layout::RowMajor, int32_t, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
+        f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
+        f"    {epi},\n"
+        f"    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>, {cfg.stages}, false,\n"
+        f"    cutlass::arch::OpMultiplyAddSaturate>::GemmKernel;\n")
+
+
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    if spec.is_int8:
+        return _int8_gemm_decl(alias, spec, cfg)
     T = _CTYPE[spec.dtype]
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
@@ -309,9 +331,9 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
 
 
 def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
-    T = _CTYPE[spec.dtype]
     sig = []
     for p in params:
+        T = _CTYPE[spec.role_dtype(p.name)]
         if p.kind == "int":
             sig.append(f"int {p.name}")
         elif p.role == "input":
@@ -355,9 +377,10 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     """One ``__noinline__`` device function per distinct kernel: it builds the CUTLASS
     params on the device and runs the kernel (NVRTC compiles its body once)."""
     Kt = alias
-    T = _CTYPE[spec.dtype]
+    T, TB, TC = (_CTYPE[spec.role_dtype(r)] for r in ("x", "w", "out"))
     params = _runner_params(spec, cfg)
-    beta = "1.0f" if spec.source else "0.0f"
+    beta = ("1" if spec.source else "0") if spec.is_int8 else "1.0f" if spec.source else "0.0f"
+    alpha = "1" if spec.is_int8 else "1.0f"
     src = spec.source or "out"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
@@ -367,9 +390,9 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         lines += [
             "  cutlass::gemm::GemmCoord problem(M, N, K);",
             f"  {T}* A = const_cast<{T}*>({params[0].name});",
-            f"  {T}* B = const_cast<{T}*>({params[1].name});",
-            f"  {T}* C = const_cast<{T}*>({src});",
-            f"  typename Kernel::OutputOp::Params epi(1.0f, {beta});",
+            f"  {TB}* B = const_cast<{TB}*>({params[1].name});",
+            f"  {TC}* C = const_cast<{TC}*>({src});",
+            f"  typename Kernel::OutputOp::Params epi({alpha}, {beta});",
         ]
         # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0); a
         # residual is [M, N] like the output
@@ -481,3 +504,7 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
 
 def element_bytes(spec: KernelSpec) -> int:
     return DTYPE_BYTES[spec.dtype]
+
+
+def output_bytes(spec: KernelSpec) -> int:
+    return DTYPE_BYTES[spec.out_dtype]

@@ -10,6 +10,12 @@ them from whatever it matches.
 Every kernel here is a CUTLASS 2.x device kernel (``DefaultGemm``,
 ``GemmBatched``, ``DefaultConv2dFprop``) tuned for ``Sm80`` (or ``Sm50`` for the
 SIMT fallback); such kernels run unchanged on sm_80 .. sm_90.
+
+Quantized GEMMs (``nn.matmul_integer``) are ``dense`` specs of dtype ``int8`` / ``uint8``
+(A's type; ``dtype_b`` names B's when it differs, u8 x s8): int8 tensor cores (IMMA,
+``mma.sync.m16n8k32`` with ``satfinite``, CUTLASS's only Sm80 int8 form), i32 accumulation,
+an i32 output and an i32 epilogue (``D = acc + C``, C the bias row), so every sum is
+exact. They read A row-major and B column-major (TN), 16 elements (bytes) per access.
 """
 
 from __future__ import annotations
@@ -37,12 +43,16 @@ from cutlass_library.library import (
     TileDescription,
 )
 
+from partita.backends.gemm_forms import why_not_int8_gemm
 from partita.lowering.contracts import digest_fields
 
 OPS = ("dense", "batch_matmul", "conv2d")
-DTYPES = ("float16", "bfloat16", "float32")
+DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8")
 #: 16-bit float types: tensor cores with mma 16x8x16 and f32 accumulation
 HALF_DTYPES = ("float16", "bfloat16")
+#: 8-bit integer types: tensor cores with mma 16x8x32 (IMMA) and i32 accumulation
+INT8_DTYPES = ("int8", "uint8")
+
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual")
 #: epilogues each op supports; ``residual`` adds an ``[M, N]`` tensor (the source C of
 #: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart);
@@ -53,8 +63,9 @@ SUPPORTED_EPILOGUES = {
     "conv2d": ("none", "bias", "bias_relu"),
 }
 #: size in bytes of one element
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-_CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32}
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4}
+_CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32,
+                  "int8": DataType.s8, "uint8": DataType.u8, "int32": DataType.s32}
 
 
 class UnsupportedKernel(ValueError):
@@ -68,6 +79,15 @@ def _pair(v, what: str) -> tuple[int, int]:
     if len(t) != 2:
         raise UnsupportedKernel(f"{what} must have 2 entries, got {v!r}")
     return t  # type: ignore[return-value]
+
+
+def _why_not_int8(spec: KernelSpec) -> str:
+    """Why an int8 spec has no IMMA kernel here ('' when it has one)."""
+    if spec.op != "dense" or spec.layout != "tn":
+        return "int8 CUTLASS GEMMs are dense (TN: A row-major, B [N, K] column-major)"
+    if spec.epilogue not in ("none", "bias"):
+        return f"int8 CUTLASS GEMMs take no {spec.epilogue} epilogue (an i32 bias row at most)"
+    return why_not_int8_gemm(spec.N, spec.K)
 
 
 @dataclass(frozen=True)
@@ -107,12 +127,37 @@ class KernelSpec:
     #: batch ("", "a" or "b"); strings, as kernel records hold no booleans
     layout: str = "tn"
     broadcast: str = ""
+    #: int8 GEMMs only: B's element type when it is not A's (``uint8`` A times ``int8`` B)
+    dtype_b: str = ""
 
     # -- constructors ------------------------------------------------------
     @classmethod
     def dense(cls, M: int | None, N: int, K: int, dtype: str = "float16",
-              epilogue: str = "none") -> KernelSpec:
-        return cls(op="dense", dtype=dtype, epilogue=epilogue, M=M, N=N, K=K)
+              epilogue: str = "none", dtype_b: str = "") -> KernelSpec:
+        return cls(op="dense", dtype=dtype, epilogue=epilogue, M=M, N=N, K=K,
+                   dtype_b="" if dtype_b == dtype else dtype_b)
+
+    @property
+    def is_int8(self) -> bool:
+        """A quantized GEMM: int8 / uint8 operands, i32 accumulation and output."""
+        return self.dtype in INT8_DTYPES
+
+    @property
+    def b_dtype(self) -> str:
+        return self.dtype_b or self.dtype
+
+    @property
+    def out_dtype(self) -> str:
+        """The output's (and the epilogue source's) element type."""
+        return "int32" if self.is_int8 else self.dtype
+
+    def role_dtype(self, role: str) -> str:
+        """The element type of the entry input ``role`` (or ``out``)."""
+        if role in ("w", "b", "zb"):
+            return self.b_dtype
+        if role in ("bias", "residual", "out"):
+            return self.out_dtype
+        return self.dtype
 
     @classmethod
     def batch_matmul(cls, batch: int | None, M: int | None, N: int | None, K: int | None,
@@ -169,6 +214,13 @@ class KernelSpec:
             raise UnsupportedKernel(f"unsupported dtype {self.dtype!r}")
         if self.epilogue not in SUPPORTED_EPILOGUES[self.op]:
             raise UnsupportedKernel(f"{self.op} does not support epilogue {self.epilogue!r}")
+        if self.dtype_b and not (self.is_int8 and self.dtype_b in INT8_DTYPES):
+            raise UnsupportedKernel(f"operands of {self.dtype} and {self.dtype_b}: only int8 GEMMs mix "
+                                    "signedness (u8 x s8)")
+        if self.is_int8:
+            why = _why_not_int8(self)
+            if why:
+                raise UnsupportedKernel(why)
         if self.op == "conv2d":
             if self.input_shape is None or self.filter_shape is None:
                 raise UnsupportedKernel("conv2d needs input_shape and filter_shape")
@@ -208,8 +260,12 @@ class KernelSpec:
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        """Names of the tensor inputs, in entry-argument order."""
+        """Names of the tensor inputs, in entry-argument order. An int8 GEMM also takes
+        its two zero points (``za``, ``zb``): the partition passes them, the codegen proved
+        them constant zeros, and the kernel does not read them."""
         base = {"dense": ("x", "w"), "batch_matmul": ("a", "b"), "conv2d": ("x", "w")}[self.op]
+        if self.is_int8:
+            base += ("za", "zb")
         return base + ((self.source,) if self.source else ())
 
     @property
@@ -414,6 +470,16 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
         return "small"
 
     cls = size_class()
+    if spec.is_int8:
+        if sm < 80:
+            raise UnsupportedKernel(f"int8 CUTLASS GEMMs need sm >= 80 (mma 16x8x32), not sm_{sm}")
+        # CUTLASS's own Sm80 int8 tiles: K 64 (two mma 16x8x32 steps per warp tile), 3 stages
+        tb = {"big": (128, 128, 64), "medium": (128, 64, 64), "small": (64, 64, 64)}[cls]
+        cfg = KernelConfig(opcode_class="tensorop", arch_tag=80, instruction_shape=(16, 8, 32),
+                           threadblock=tb, warp_count=(2, 2, 1), stages=3, alignment_a=16,
+                           alignment_b=16, alignment_c=4, split_k=1, swizzle=8, iterator_algorithm="",
+                           math="imma")
+        return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
     math_kind = "hfma" if dt == "float16" else "ffma"
     # TF32 takes any alignment: cp.async moves 4, 8 or 16 bytes, so even one f32 works.
     tf32_ok = align_ab == 4 or spec.op != "conv2d"
@@ -481,6 +547,14 @@ def _operation(spec: KernelSpec, cfg: KernelConfig):
     """The cutlass_library operation object describing (spec, cfg)."""
     elt = _CUTLASS_DTYPE[spec.dtype]
     opclass = OpcodeClass.TensorOp if cfg.opcode_class == "tensorop" else OpcodeClass.Simt
+    if spec.is_int8:
+        elt_b, out = _CUTLASS_DTYPE[spec.b_dtype], DataType.s32
+        mi = MathInstruction(list(cfg.instruction_shape), elt, elt_b, out, opclass,
+                             MathOperation.multiply_add_saturate)
+        td = TileDescription(list(cfg.threadblock), cfg.stages, list(cfg.warp_count), mi, cfg.arch_tag, 1024)
+        return GemmOperation(GemmKind.Gemm, cfg.arch_tag, td, TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_a),
+                             TensorDescription(elt_b, LayoutType.ColumnMajor, cfg.alignment_b),
+                             TensorDescription(out, LayoutType.RowMajor, cfg.alignment_c), out)
     operand, op = elt, MathOperation.multiply_add
     if cfg.math == "tf32":
         operand = DataType.tf32
@@ -528,9 +602,18 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
     return name
 
 
+def spec_fields(spec: KernelSpec) -> list[str]:
+    """The spec fields a kernel record holds: ``dtype_b`` only where it is set, so float
+    kernels' records read as they did before int8 GEMMs existed."""
+    return [f.name for f in dataclasses.fields(spec) if f.name != "dtype_b" or spec.dtype_b]
+
+
 def entry_contract(name: str, spec: KernelSpec, config: Any) -> bytes:
     """The launch contract of CUTLASS entry ``name`` (``partita.lowering.contracts``): its
     name, spec and configuration (a ``KernelConfig``, or a Hopper ``Sm90Config``), which
     decide the kernel it instantiates; the emitters put it in the cubin, the runtime checks
     a record against it at load."""
-    return digest_fields({"entry": name, "spec": dataclasses.asdict(spec), "config": dataclasses.asdict(config)})
+    fields = dataclasses.asdict(spec)
+    if not fields["dtype_b"]:  # the field float kernels leave empty: their contracts stay as they were
+        del fields["dtype_b"]
+    return digest_fields({"entry": name, "spec": fields, "config": dataclasses.asdict(config)})

@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from xdsl.ir import Attribute
 
 from partita.lowering.cutlass.emitter import EntryInfo, emit_module
-from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec
+from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec, spec_fields
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 
@@ -27,7 +27,7 @@ def entry_record(entry: EntryInfo, inputs: Sequence[str], smem_bytes: int | None
         "inputs": to_attr(tuple(inputs)),
         "block": to_attr(entry.block),
         "params": to_attr(tuple(f"{p.name}:{p.kind}:{p.size}" for p in entry.params)),
-        "spec": fields_attr(entry.spec),
+        "spec": fields_attr(entry.spec, spec_fields(entry.spec)),
         "config": fields_attr(entry.config),
     }
     if smem_bytes is not None:
@@ -43,6 +43,8 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
     if isinstance(spec_record, DictionaryAttr) and "layout" not in spec_record.data:
         # records written before GEMM layouts were recorded: the one layout there was
         spec_record = DictionaryAttr({**spec_record.data, "layout": StringAttr("tn"), "broadcast": StringAttr("")})
+    if isinstance(spec_record, DictionaryAttr) and "dtype_b" not in spec_record.data:
+        spec_record = DictionaryAttr({**spec_record.data, "dtype_b": StringAttr("")})  # one operand type
     spec = dataclass_from(KernelSpec, spec_record)
     if not (isinstance(spec.layout, str) and len(spec.layout) == 2 and set(spec.layout) <= {"t", "n"}):
         raise ValueError(f"spec 'layout' = {spec.layout!r} is not two of 't' / 'n'")

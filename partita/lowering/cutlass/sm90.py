@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
 from partita.lowering.contracts import contract_constant
 from partita.lowering.cubin import Cubin
-from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract
+from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract, spec_fields
 from partita.lowering.cutlass.tuning import sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
@@ -325,7 +325,7 @@ def sm90_record(entry: Sm90Entry, inputs: tuple[str, ...], layout: dict) -> Dict
         "kernel": StringAttr(entry.config.name),
         "kernel_type": StringAttr(entry.kernel_type),
         "inputs": to_attr(tuple(inputs)),
-        "spec": fields_attr(entry.spec),
+        "spec": fields_attr(entry.spec, spec_fields(entry.spec)),
         "config": fields_attr(entry.config),
         "layout": DictionaryAttr({k: to_attr(v) for k, v in layout.items()}),
         # what every kernel record states (reports read them): threads and dynamic smem
@@ -338,7 +338,10 @@ def sm90_from_record(record: DictionaryAttr) -> tuple[Sm90Entry, tuple[str, ...]
     """The entry, argument roles and ``Params`` layout of a record; a ValueError saying
     what is wrong in a malformed one (records are read from untrusted files)."""
     data = record.data
-    spec = dataclass_from(KernelSpec, data["spec"])
+    spec_record = data["spec"]
+    if isinstance(spec_record, DictionaryAttr) and "dtype_b" not in spec_record.data:
+        spec_record = DictionaryAttr({**spec_record.data, "dtype_b": StringAttr("")})  # one operand type
+    spec = dataclass_from(KernelSpec, spec_record)
     config = dataclass_from(Sm90Config, data["config"])
     why = why_not_sm90(spec)
     if why is not None:

@@ -29,7 +29,7 @@ def _operand_indices(emitter, op, k: str) -> tuple[list[str], list[str]]:
         bi[1:] = [o[2], k] if op.transpose_b else [k, o[2]]
         return ai, bi
     ai[-2:] = [o[-2], k]
-    bi[-2:] = [k, o[-1]]
+    bi[-2:] = [o[-1], k] if isinstance(op, nn.MatmulIntegerOp) and op.transpose_b else [k, o[-1]]
     return ai, bi
 
 

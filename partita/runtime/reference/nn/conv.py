@@ -65,6 +65,16 @@ def conv(op: nn.ConvOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return from_channels_first(out, op.data_layout)
 
 
+def conv_integer(op: nn.ConvIntegerOp, x: np.ndarray, w: np.ndarray, zx: np.ndarray,
+                 zw: np.ndarray) -> np.ndarray:
+    """The integer convolution of the shifted operands, summed exactly (int64) and wrapped
+    to int32 as the kernel's int32 accumulator is."""
+    x = x.astype(np.int64) - np.asarray(zx, np.int64).reshape(())
+    zw = np.asarray(zw, np.int64)
+    w = w.astype(np.int64) - (zw.reshape((-1,) + (1,) * (w.ndim - 1)) if zw.size > 1 else zw.reshape(()))
+    return conv(op, x, w).astype(np.int32)
+
+
 def conv_transpose(op: nn.ConvTransposeOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     rank, g = op.SPATIAL, op.groups
     n, _, *sizes = x.shape
@@ -167,6 +177,11 @@ class ConvFunctions(InterpreterFunctions):
     run_conv1d = impl(nn.Conv1DOp)(in_compute_type(conv))
     run_conv2d = impl(nn.Conv2DOp)(in_compute_type(conv))
     run_conv3d = impl(nn.Conv3DOp)(in_compute_type(conv))
+
+    @impl(nn.ConvIntegerOp)
+    def run_conv_integer(self, interpreter, op: nn.ConvIntegerOp, args):
+        return (conv_integer(op, *(np.asarray(v) for v in args)),)
+
     run_conv1d_transpose = impl(nn.Conv1DTransposeOp)(in_compute_type(conv_transpose))
     run_conv2d_transpose = impl(nn.Conv2DTransposeOp)(in_compute_type(conv_transpose))
     run_conv3d_transpose = impl(nn.Conv3DTransposeOp)(in_compute_type(conv_transpose))

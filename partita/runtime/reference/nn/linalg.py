@@ -33,6 +33,8 @@ class LinalgFunctions(InterpreterFunctions):
     @impl(nn.MatmulIntegerOp)
     def run_matmul_integer(self, interpreter, op: nn.MatmulIntegerOp, args):
         a, b, za, zb = (np.asarray(v).astype(np.int32) for v in args)
+        if op.transpose_b:
+            b = np.swapaxes(b, -1, -2)
         return ((a - za.reshape(())) @ (b - zb.reshape(())),)
 
     @impl(nn.BiasAddOp)

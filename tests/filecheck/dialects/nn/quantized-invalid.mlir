@@ -1,0 +1,55 @@
+// RUN: partita-opt %s --split-input-file --verify-diagnostics
+
+func.func @transposed_rhs_mismatch(%a: tensor<3x64xi8>, %w: tensor<64x32xi8>, %z: tensor<i8>) {
+  // expected-error@+1 {{matmul reduction dimension mismatch}}
+  %0 = nn.matmul_integer %a, %w, %z, %z {transpose_b = true} : (tensor<3x64xi8>, tensor<64x32xi8>, tensor<i8>, tensor<i8>) -> tensor<3x64xi32>
+  func.return
+}
+
+// -----
+
+func.func @float_conv_integer(%x: tensor<1x2x5x5xf32>, %w: tensor<3x2x3x3xf32>, %z: tensor<f32>) {
+  // expected-error@+1 {{input element type must be one of i8, ui8, got f32}}
+  %0 = nn.conv_integer %x, %w, %z, %z {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>, tensor<f32>, tensor<f32>) -> tensor<1x3x3x3xi32>
+  func.return
+}
+
+// -----
+
+func.func @zero_point_type(%x: tensor<1x2x5x5xui8>, %w: tensor<3x2x3x3xi8>, %zx: tensor<i8>, %zw: tensor<i8>) {
+  // expected-error@+1 {{input zero point element type must be one of ui8, got i8}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>} : (tensor<1x2x5x5xui8>, tensor<3x2x3x3xi8>, tensor<i8>, tensor<i8>) -> tensor<1x3x3x3xi32>
+  func.return
+}
+
+// -----
+
+func.func @per_channel_input_zero_point(%x: tensor<1x2x5x5xui8>, %w: tensor<3x2x3x3xi8>, %zx: tensor<2xui8>, %zw: tensor<i8>) {
+  // expected-error@+1 {{input zero point must have one element, got shape [2]}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>} : (tensor<1x2x5x5xui8>, tensor<3x2x3x3xi8>, tensor<2xui8>, tensor<i8>) -> tensor<1x3x3x3xi32>
+  func.return
+}
+
+// -----
+
+func.func @weight_zero_point_length(%x: tensor<1x2x5x5xui8>, %w: tensor<3x2x3x3xi8>, %zx: tensor<ui8>, %zw: tensor<2xi8>) {
+  // expected-error@+1 {{weight zero point must be one element or one per output channel (3), got shape [2]}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>} : (tensor<1x2x5x5xui8>, tensor<3x2x3x3xi8>, tensor<ui8>, tensor<2xi8>) -> tensor<1x3x3x3xi32>
+  func.return
+}
+
+// -----
+
+func.func @result_type(%x: tensor<1x2x5x5xui8>, %w: tensor<3x2x3x3xi8>, %zx: tensor<ui8>, %zw: tensor<i8>) {
+  // expected-error@+1 {{result element type must be one of i32, got i8}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>} : (tensor<1x2x5x5xui8>, tensor<3x2x3x3xi8>, tensor<ui8>, tensor<i8>) -> tensor<1x3x3x3xi8>
+  func.return
+}
+
+// -----
+
+func.func @rank_two(%x: tensor<2x5xui8>, %w: tensor<3x5xi8>, %zx: tensor<ui8>, %zw: tensor<i8>) {
+  // expected-error@+1 {{conv_integer expects an input of rank 3 to 5, got rank 2}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64>, padding = array<i64>, dilation = array<i64>} : (tensor<2x5xui8>, tensor<3x5xi8>, tensor<ui8>, tensor<i8>) -> tensor<2x3xi32>
+  func.return
+}
