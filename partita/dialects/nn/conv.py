@@ -1,7 +1,9 @@
-"""Convolution and pooling ``nn`` ops and their sliding-window shape rules."""
+"""Convolution and pooling ``nn`` ops, their sliding-window shape rules, and the window
+rearrangements that undo them (col2im, max-unpooling)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -656,3 +658,154 @@ class GlobalAvgPool2DOp(UnaryOp):
 
     def infer_shape(self) -> Shape:
         return infer_global_pool_shape(_shape(self.input), self.layout)
+
+
+def col2im_blocks(image: Sequence[int], block: Sequence[int], strides: Sequence[int],
+                  padding: Sequence[int], dilation: Sequence[int]) -> list[int]:
+    """The number of sliding blocks along each spatial axis (the ``L`` factors of
+    ``col2im``'s input, as ``im2col`` produced them)."""
+    rank = len(image)
+    return [conv_output_dim(image[k], block[k], strides[k], padding[k], padding[rank + k], dilation[k])
+            for k in range(rank)]
+
+
+@irdl_op_definition
+class Col2ImOp(NNOp):
+    """ONNX Col2Im (PyTorch's ``fold``): ``input`` is ``N x (C * prod(block_shape)) x L``,
+    one column per sliding block of a ``block_shape`` window over an image of
+    ``image_shape`` (``strides``, ``padding``: leading then trailing pads, ``dilation``),
+    ``L`` the product of the blocks per axis; each column entry is added into the image
+    cell it came from, so overlapping blocks sum and cells in the padding drop. Result
+    ``N x C x image_shape``. The adjoint of im2col: a transposed convolution's data
+    movement, so it takes an element-wise epilogue as one does."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.col2im"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+    image_shape_attr = _ints_prop("image_shape")
+    block_shape_attr = _ints_prop("block_shape")
+    strides_attr = _ints_prop("strides", ())
+    padding_attr = _ints_prop("padding", ())
+    dilation_attr = _ints_prop("dilation", ())
+    image_shape = _value("image_shape")
+    block_shape = _value("block_shape")
+
+    def __init__(self, input: SSAValue | Operation, image_shape: Sequence[int], block_shape: Sequence[int],
+                 strides: Sequence[int] | None = None, padding: Sequence[int] | None = None,
+                 dilation: Sequence[int] | None = None):
+        _init(self, [input], None, image_shape=image_shape, block_shape=block_shape, strides=strides,
+              padding=padding, dilation=dilation)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Per spatial axis (default 1)."""
+        return tuple(self.properties["strides"].get_values()) or (1,) * len(self.image_shape)
+
+    @property
+    def padding(self) -> tuple[int, ...]:
+        """The leading pad of each spatial axis, then the trailing ones (default 0)."""
+        return tuple(self.properties["padding"].get_values()) or (0,) * (2 * len(self.image_shape))
+
+    @property
+    def dilation(self) -> tuple[int, ...]:
+        """Per spatial axis (default 1)."""
+        return tuple(self.properties["dilation"].get_values()) or (1,) * len(self.image_shape)
+
+    def blocks(self) -> list[int]:
+        """The sliding blocks along each spatial axis."""
+        return col2im_blocks(self.image_shape, self.block_shape, self.strides, self.padding, self.dilation)
+
+    def infer_shape(self) -> Shape:
+        x = _shape(self.input)
+        image, block = list(self.image_shape), list(self.block_shape)
+        rank = len(image)
+        if rank < 1 or len(block) != rank:
+            raise VerifyException(f"image_shape {image} and block_shape {block} must name the same "
+                                  "spatial axes (one or more)")
+        if any(d < 1 for d in image + block):
+            raise VerifyException(f"image_shape {image} and block_shape {block} must be positive")
+        _check_ints(self.strides, rank, "strides", 1)
+        _check_ints(self.dilation, rank, "dilation", 1)
+        _check_ints(self.padding, 2 * rank, "padding", 0)
+        if len(x) != 3:
+            raise VerifyException(f"the input must be N x (C * prod(block_shape)) x L (rank 3), got rank {len(x)}")
+        window = math.prod(block)
+        if x[1] != DYN and x[1] % window:
+            raise VerifyException(f"input dim 1 ({x[1]}) is not a multiple of prod(block_shape) = {window}")
+        blocks = self.blocks()
+        if any(b < 1 for b in blocks):
+            raise VerifyException(f"no sliding block fits: {blocks} blocks per axis")
+        merge_dims(x[2], math.prod(blocks), f"input dim 2 must count the {blocks} sliding blocks")
+        return (x[0], DYN if x[1] == DYN else x[1] // window, *image)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [dims(self.input)[0], *_shape(self.result)[1:]]
+
+
+def max_unpool_sizes(x: Shape, kernel: Sequence[int], strides: Sequence[int], padding: Sequence[int]) -> list[int]:
+    """The spatial extent MaxUnpool restores by default: ``(in - 1) * stride - pads +
+    kernel`` per axis (the input MaxPool had, up to what its floor dropped)."""
+    rank = len(kernel)
+    return [DYN if x[2 + k] == DYN else (x[2 + k] - 1) * strides[k] - padding[k] - padding[rank + k] + kernel[k]
+            for k in range(rank)]
+
+
+def check_max_unpool_size(given: Sequence[int], default: Sequence[int]) -> None:
+    """Refuses an ONNX MaxUnpool ``output_shape`` other than the default extent: there the
+    semantics split (onnxruntime and PyTorch read the indices as offsets into that result,
+    onnx's reference as offsets into the default one, its end padded), and either choice
+    gives some users wrong numbers."""
+    if list(given) != list(default):
+        raise ValueError(f"an output_shape whose spatial extent {list(given)} is not the default {list(default)} "
+                         "is not supported: onnxruntime reads the indices as offsets into that result, onnx's "
+                         "reference as offsets into the default one")
+
+
+@irdl_op_definition
+class MaxUnpoolOp(NNOp):
+    """ONNX MaxUnpool, the partial inverse of MaxPool: a result of ``N x C x
+    output_size`` zeros but for each input element ``input[j]`` written at the flat
+    (row-major, whole-tensor) offset ``indices[j]`` of the result (MaxPool's ``Indices``),
+    the last write winning where indices repeat, as onnxruntime and onnx's reference
+    have it. An offset outside the result is an error the reference reports (the kernel
+    writes nothing for it). The pooling attributes only size the result
+    (``max_unpool_sizes``): the op keeps the size (an ONNX ``output_shape`` must be that
+    size, ``check_max_unpool_size``)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.max_unpool"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$input `,` $indices attr-dict `:` functional-type(operands, results)"
+    output_size_attr = _ints_prop("output_size")
+    output_size = _value("output_size")
+
+    def __init__(self, input: SSAValue | Operation, indices: SSAValue | Operation, output_size: Sequence[int]):
+        _init(self, [input, indices], None, output_size=output_size)
+
+    def verify_element_types(self) -> None:
+        element = _tensor(self.input).element_type
+        self.check_element_type(element, "element type")
+        self.check_element_type(_tensor(self.indices).element_type, "indices element type",
+                                (IntegerType(32), IntegerType(64)))
+        if _tensor(self.result).element_type != element:
+            raise VerifyException(f"result must be {element} like the input, got {_tensor(self.result).element_type}")
+
+    def infer_shape(self) -> Shape:
+        x, i, size = _shape(self.input), _shape(self.indices), list(self.output_size)
+        if len(x) < 3:
+            raise VerifyException(f"the input must be N x C x D1 .. Dk (rank 3 or more), got rank {len(x)}")
+        if len(i) != len(x) or any(a != b and DYN not in (a, b) for a, b in zip(x, i)):
+            raise VerifyException(f"indices must have the input's shape {_fmt(x)}, got {_fmt(i)}")
+        if len(size) != len(x) - 2 or any(d < 1 for d in size):
+            raise VerifyException(f"output_size must hold {len(x) - 2} positive extents, got {size}")
+        return (x[0], x[1], *size)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        x = dims(self.input)
+        return [x[0], x[1], *self.output_size]

@@ -40,6 +40,8 @@ from partita.dialects.nn.base import (
     _value,
     kind_trait,
 )
+from partita.dialects.nn.conv import Col2ImOp, MaxUnpoolOp, check_max_unpool_size, max_unpool_sizes
+from partita.dialects.nn.image import AffineGridOp
 from partita.dialects.nn.indexing import ArangeOp, BroadcastToOp, OneHotOp, StridedSliceOp, TileOp
 from partita.dialects.nn.reduction import TopKIndicesOp, TopKValuesOp
 from partita.dialects.nn.transform import PadOp, ReshapeOp
@@ -188,7 +190,38 @@ def _one_hot(inputs, params, options):
     return OneHotOp(indices, int(_scalar(params["depth"])), options["axis"], on, off, options["element_type"])
 
 
+def _affine_grid(inputs, params, options):
+    (theta,) = inputs
+    size = _ints(params["size"])
+    batch = _shape(theta)[0]
+    if len(size) not in (4, 5) or size[0] != batch:
+        raise VerifyException(f"size {size} must be [N, C, (D,) H, W] with N = {batch}, theta's batch")
+    return AffineGridOp(theta, size[2:], align_corners=options.get("align_corners", False))
+
+
+def _col2im(inputs, params, options):
+    (x,) = inputs
+    return Col2ImOp(x, _ints(params["image_shape"]), _ints(params["block_shape"]), options.get("strides"),
+                    options.get("padding"), options.get("dilation"))
+
+
+def _max_unpool(inputs, params, options):
+    x, indices = inputs
+    shape, given = list(_shape(x)), _ints(params["output_shape"])
+    if len(given) != len(shape) or given[:2] != shape[:2]:
+        raise VerifyException(f"output_shape {given} must be [N, C, ...] of the input's {shape[:2]}")
+    default = max_unpool_sizes(shape, options["kernel"], options["strides"], options["padding"])
+    try:
+        check_max_unpool_size(given[2:], default)
+    except ValueError as err:
+        raise VerifyException(str(err)) from None
+    return MaxUnpoolOp(x, indices, default)
+
+
 SPECIALIZERS: dict[str, Specializer] = {
+    "affine_grid": _affine_grid,
+    "col2im": _col2im,
+    "max_unpool": _max_unpool,
     "range": _range,
     "one_hot": _one_hot,
     "reshape": _reshape,

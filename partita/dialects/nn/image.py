@@ -1,6 +1,7 @@
-"""``nn`` image ops: resize (nearest / linear / cubic, ONNX's coordinate modes) and the
+"""``nn`` image ops: resize (nearest / linear / cubic, ONNX's coordinate modes), the
 depth / space rearrangements (Relay's ``image.resize<n>d``, ``nn.depth_to_space``,
-``nn.space_to_depth``)."""
+``nn.space_to_depth``), RoiAlign, GridSample and the affine grid that feeds it (Relay's
+``image.affine_grid``)."""
 
 from __future__ import annotations
 
@@ -431,3 +432,55 @@ class GridSampleOp(NNOp):
         """Along an axis of ``size``, the coordinates of the outer edges of its end pixels
         (with ``align_corners``, their centres): where padding starts."""
         return (0.0, size - 1.0) if self.align_corners else (-0.5, size - 0.5)
+
+
+@irdl_op_definition
+class AffineGridOp(NNOp):
+    """ONNX AffineGrid (PyTorch's ``affine_grid``, Relay's ``image.affine_grid``): the
+    sampling grid of a batch of affine maps. ``theta`` is ``N x k x (k + 1)`` (``k`` = 2
+    or 3 spatial axes), ``size`` the spatial extent ``[H, W]`` or ``[D, H, W]`` of the
+    grid; ``result[n, o..., j] = sum_a theta[n, j, a] * p_a + theta[n, j, k]`` where ``p``
+    is the normalized position of output cell ``o`` (the last axis first: ``x, y(, z)``)
+    in ``[-1, 1]``: ``-1 + 2 i / (s - 1)`` with ``align_corners`` (``1`` when ``s`` is 1,
+    as onnxruntime has it: onnx's reference takes -1 there, PyTorch 0), ``-1 + (2 i + 1) /
+    s`` without. Result ``N x O1 .. Ok x k``, what
+    ``nn.grid_sample`` reads.
+
+    Its own op rather than a constant base grid times ``theta`` (a batched matmul): each
+    element reads ``k + 1`` values of ``theta``, so it is injective, needs no
+    ``H * W * (k + 1)`` constant, and the shape stays a property a run-time ``size``
+    (``nn.dyn`` kind ``affine_grid``) can bind."""
+    traits = kind_trait(OpKind.INJECTIVE)
+
+    name = "nn.affine_grid"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    theta = operand_def(TensorType)
+    result = result_def(TensorType)
+    assembly_format = "$theta attr-dict `:` functional-type(operands, results)"
+    size_attr = _ints_prop("size")
+    align_corners_attr = _bool_prop("align_corners", False)
+    size = _value("size")
+    align_corners = _value("align_corners")
+
+    def __init__(self, theta: SSAValue | Operation, size: Sequence[int], *, align_corners: bool = False):
+        _init(self, [theta], None, size=size, align_corners=align_corners)
+
+    def infer_shape(self) -> Shape:
+        theta, size = _shape(self.theta), list(self.size)
+        k = len(size)
+        if k not in (2, 3):
+            raise VerifyException(f"size must hold 2 or 3 spatial extents, got {size}")
+        if any(s < 1 for s in size):
+            raise VerifyException(f"size must be positive, got {size}")
+        if len(theta) != 3 or theta[1] not in (k, DYN) or theta[2] not in (k + 1, DYN):
+            raise VerifyException(f"theta must be N x {k} x {k + 1} for {k} spatial axes, got {list(theta)}")
+        return (theta[0], *size, k)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [dims(self.theta)[0], *self.size, len(self.size)]
+
+    def position(self, index: int, size: int) -> float:
+        """The normalized coordinate of cell ``index`` of an axis of ``size``."""
+        if self.align_corners:
+            return 1.0 if size == 1 else -1.0 + 2.0 * index / (size - 1)
+        return -1.0 + (2.0 * index + 1.0) / size

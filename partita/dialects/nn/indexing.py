@@ -1,4 +1,4 @@
-"""``nn`` ops: gather/scatter, slice, broadcast, tile, trilu, range, one-hot.
+"""``nn`` ops: gather/scatter, slice, broadcast, tile, trilu, range, one-hot, reverse-sequence.
 
 Index operands (``indices``) are ``i32`` or ``i64`` tensors; negative indices count from
 the end of their axis, as in ONNX. Data operands and results may have any nn element type.
@@ -577,3 +577,43 @@ class OneHotOp(IndexingOp):
 
 def static_numel(shape: Shape) -> int | None:
     return None if DYN in shape else math.prod(shape)
+
+
+@irdl_op_definition
+class ReverseSequenceOp(IndexingOp):
+    """ONNX ReverseSequence (Relay's ``reverse_sequence``): along ``time_axis``, the first
+    ``sequence_lens[b]`` elements of each batch entry ``b`` (an index along ``batch_axis``)
+    in reverse order, the rest as they are: ``out[.., t, ..] = input[.., L - 1 - t, ..]``
+    for ``t < L``. The lengths are a run-time ``i32`` / ``i64`` tensor of one value per
+    batch entry, each in ``[0, T]`` (the reference reports one outside; a length of 0 or 1
+    keeps the entry)."""
+    traits = kind_trait(OpKind.INJECTIVE)
+
+    name = "nn.reverse_sequence"
+    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ("sequence_lens",)
+    input = operand_def(TensorType)
+    sequence_lens = operand_def(TensorType)
+    result = result_def(TensorType)
+    batch_axis_attr = _int_prop("batch_axis", 1)
+    time_axis_attr = _int_prop("time_axis", 0)
+    batch_axis = _value("batch_axis")
+    time_axis = _value("time_axis")
+    assembly_format = "$input `,` $sequence_lens attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input, sequence_lens, *, batch_axis: int = 1, time_axis: int = 0):
+        _init(self, [input, sequence_lens], None, batch_axis=batch_axis, time_axis=time_axis)
+
+    def infer_shape(self) -> Shape:
+        x, lens = _shape(self.input), _shape(self.sequence_lens)
+        if len(x) < 2:
+            raise VerifyException(f"the input must have rank 2 or more, got rank {len(x)}")
+        if sorted((self.batch_axis, self.time_axis)) != [0, 1]:
+            raise VerifyException(f"batch_axis and time_axis must be 0 and 1 in some order, got "
+                                  f"{self.batch_axis} and {self.time_axis}")
+        if len(lens) != 1:
+            raise VerifyException(f"sequence_lens must have rank 1, got rank {len(lens)}")
+        merge_dims(x[self.batch_axis], lens[0], "sequence_lens must hold one length per batch entry")
+        return x
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list[Any]:
+        return list(dims(self.input))

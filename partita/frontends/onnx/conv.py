@@ -1,10 +1,15 @@
-"""ONNX converters of convolutions and pools (1-d, 2-d and 3-d)."""
+"""ONNX converters of convolutions and pools (1-d, 2-d and 3-d), and of Col2Im and
+MaxUnpool."""
 
 from __future__ import annotations
 
+import numpy as np
+from xdsl.ir import SSAValue
+
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, static_length
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.values import fail, shape_of
+from partita.frontends.onnx.values import const_ints, fail, shape_of
 
 CONV_OPS = {1: nn.Conv1DOp, 2: nn.Conv2DOp, 3: nn.Conv3DOp}
 CONV_TRANSPOSE_OPS = {1: nn.Conv1DTransposeOp, 2: nn.Conv2DTransposeOp,
@@ -175,3 +180,56 @@ def _global_pool(kind: str):
 
 for _kind in POOL_OPS:
     converter(f"Global{_kind}")(_global_pool(_kind))
+
+
+@converter("Col2Im")
+def _col2im(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    image, block = ins[1], ins[2]
+    runtime = isinstance(image, SSAValue) or isinstance(block, SSAValue)
+    rank = static_length(image, "image_shape") if isinstance(image, SSAValue) else len(const_ints(image, "image_shape"))
+    strides = list(attrs.get("strides", [1] * rank))
+    dilations = list(attrs.get("dilations", [1] * rank))
+    pads = list(attrs.get("pads", [0] * (2 * rank)))
+    if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        fail(f"strides {strides}, dilations {dilations} and pads {pads} must have {rank}, {rank} and "
+             f"{2 * rank} values")
+    if runtime:
+        # The image's shape (and the channels, through the block) bound at plan time.
+        return dyn(cx, "col2im", [x], {"image_shape": image, "block_shape": block}, 2 + rank,
+                   x.type.element_type, "image_shape / block_shape", strides=strides, padding=pads,
+                   dilation=dilations)
+    return cx.emit(nn.Col2ImOp(x, const_ints(image, "image_shape"), const_ints(block, "block_shape"), strides,
+                               pads, dilations))
+
+
+@converter("MaxUnpool")
+def _max_unpool(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    indices = ins[1] if isinstance(ins[1], SSAValue) else cx.tensor(np.asarray(ins[1], np.int64))
+    shape = shape_of(x)
+    rank = _spatial_rank(shape, "MaxUnpool")
+    kernel = list(attrs["kernel_shape"]) if "kernel_shape" in attrs else fail("MaxUnpool needs kernel_shape")
+    strides = list(attrs.get("strides", [1] * rank))
+    pads = list(attrs.get("pads", [0] * (2 * rank)))
+    if len(kernel) != rank or len(strides) != rank or len(pads) != 2 * rank:
+        fail(f"kernel_shape {kernel}, strides {strides} and pads {pads} must have {rank}, {rank} and "
+             f"{2 * rank} values")
+    given = ins[2] if len(ins) > 2 else None
+    if isinstance(given, SSAValue):  # the result's shape bound when the plan reads the values
+        if static_length(given, "output_shape") != rank + 2:
+            fail(f"output_shape must hold {rank + 2} values")
+        return dyn(cx, "max_unpool", [x, indices], {"output_shape": given}, rank + 2, x.type.element_type,
+                   "output_shape", kernel=kernel, strides=strides, padding=pads)
+    sizes = nn.max_unpool_sizes(shape, kernel, strides, pads)
+    if nn.DYN in sizes:
+        fail("MaxUnpool needs static spatial dimensions")
+    if given is not None:
+        given_sizes = const_ints(given, "output_shape")
+        if len(given_sizes) != rank + 2:
+            fail(f"output_shape {given_sizes} must hold {rank + 2} values")
+        try:
+            nn.check_max_unpool_size(given_sizes[2:], sizes)
+        except ValueError as err:
+            fail(str(err))
+    return cx.emit(nn.MaxUnpoolOp(x, indices, sizes))

@@ -1,4 +1,5 @@
-"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth, RoiAlign, GridSample."""
+"""ONNX converters of image ops: Resize, Upsample, DepthToSpace, SpaceToDepth, RoiAlign, GridSample,
+AffineGrid."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn, static_length
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.values import fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import const_ints, fail, is_const, is_symbolic, shape_of
 
 
 def _text(attrs, name: str, default: str) -> str:
@@ -207,3 +209,21 @@ def _grid_sample(cx, ins, attrs):
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     return cx.emit(nn.GridSampleOp(x, grid, mode=mode, padding_mode=_text(attrs, "padding_mode", "zeros"),
                                    align_corners=bool(attrs.get("align_corners", 0))))
+
+
+@converter("AffineGrid")
+def _affine_grid(cx, ins, attrs):
+    theta = cx.tensor(ins[0])
+    align_corners = bool(attrs.get("align_corners", 0))
+    size = ins[1]
+    if isinstance(size, SSAValue):  # the grid's shape is bound when the plan reads the values
+        rank = static_length(size, "size")
+        if rank not in (4, 5):
+            fail(f"size must hold 4 or 5 values (N, C, (D,) H, W), got {rank}")
+        return dyn(cx, "affine_grid", [theta], {"size": size}, rank, theta.type.element_type, "size",
+                   align_corners=align_corners)
+    values = const_ints(size, "size")
+    batch = shape_of(theta)[0]
+    if len(values) not in (4, 5) or batch not in (nn.DYN, values[0]):
+        fail(f"size {values} must be [N, C, (D,) H, W] with N = {batch}, theta's batch")
+    return cx.emit(nn.AffineGridOp(theta, values[2:], align_corners=align_corners))

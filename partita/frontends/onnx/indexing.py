@@ -1,5 +1,5 @@
-"""ONNX converters: gather/scatter, slice, split, expand, tile, trilu, range, one-hot and
-the shape-producing ops (ConstantOfShape, Size, EyeLike).
+"""ONNX converters: gather/scatter, slice, split, expand, tile, trilu, range, one-hot,
+ReverseSequence and the shape-producing ops (ConstantOfShape, Size, EyeLike).
 
 Sizes that ONNX computes at run time from ``Shape`` (``Range(0, Shape(x)[1])``,
 ``Expand(m, Shape(x))``) reach these converters as ``SymDim``s; each becomes a shape
@@ -75,6 +75,17 @@ def _gather_elements(cx, ins, attrs):
 def _gather_nd(cx, ins, attrs):
     return cx.emit(nn.GatherNDOp(cx.tensor(ins[0]), _indices(cx, ins[1]),
                                  attrs.get("batch_dims", 0)))
+
+
+@converter("ReverseSequence")
+def _reverse_sequence(cx, ins, attrs):
+    x = cx.tensor(ins[0])
+    rank = len(shape_of(x))
+    if rank < 2:
+        fail(f"ReverseSequence needs an input of rank 2 or more, got rank {rank}")
+    axes = [attrs.get("batch_axis", 1), attrs.get("time_axis", 0)]
+    batch_axis, time_axis = (a + rank if a < 0 else a for a in axes)
+    return cx.emit(nn.ReverseSequenceOp(x, _indices(cx, ins[1]), batch_axis=batch_axis, time_axis=time_axis))
 
 
 def _reduction(attrs) -> str:

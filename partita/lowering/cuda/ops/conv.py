@@ -12,12 +12,14 @@ placement. Spatial and channel dims must be static; the batch may be dynamic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
+from partita.lowering.cuda.cexpr import _paren, _product
 from partita.lowering.cuda.rules import window
 
 
@@ -195,6 +197,72 @@ def conv_transpose(emitter, op: nn.ConvTransposeOp) -> list[str]:
     lines += [indent + "  " * k + "}" for k in range(rank - 1, -1, -1)]
     lines += ["    }", y_decl(emitter, op, "acc")]
     return lines
+
+
+@window(nn.Col2ImOp, supports=static_but_batch, dims=batch_dims)
+def col2im(emitter, op: nn.Col2ImOp) -> list[str]:
+    """Col2im as a gather (no atomics): image cell ``o`` (shifted by the leading pad)
+    takes, for each block offset ``k`` in row-major order, the column entry of block ``b``
+    when ``o + pad = b * stride + k * dilation``, summed in the compute type."""
+    o, acc_t, T = emitter.out_index, emitter.ctype(op.result), emitter.index_type
+    block, blocks = list(op.block_shape), op.blocks()
+    rank, window = len(block), math.prod(block)
+    lines = [f"    {acc_t} acc = 0;"]
+    indent = "    "
+    for k in range(rank):
+        pad = indent + "  " * k
+        s, d, p = op.strides[k], op.dilation[k], op.padding[k]
+        shifted = o[2 + k] if p == 0 else f"{o[2 + k]} + {p}"
+        tap = f"k{k}" if d == 1 else f"k{k} * {d}"
+        lines += [f"{pad}for (int k{k} = 0; k{k} < {block[k]}; ++k{k}) {{",
+                  f"{pad}  const {T} t{k} = {shifted} - {tap};"]
+        if s == 1:
+            lines += [f"{pad}  if (t{k} < 0 || t{k} >= {blocks[k]}) continue;", f"{pad}  const {T} b{k} = t{k};"]
+        else:
+            lines += [f"{pad}  if (t{k} < 0 || t{k} % {s} != 0) continue;", f"{pad}  const {T} b{k} = t{k} / {s};",
+                      f"{pad}  if (b{k} >= {blocks[k]}) continue;"]
+    offset, column = "0", "0"
+    for k in range(rank):
+        offset = f"k{k}" if offset == "0" else f"({offset}) * {block[k]} + k{k}"
+        column = f"b{k}" if column == "0" else f"({column}) * {blocks[k]} + b{k}"
+    channel = f"{o[1]} * {window} + {offset}" if o[1] != "0" else offset
+    lines.append(indent + "  " * rank + f"acc += {emitter.load(op.input, [o[0], f'({channel})', f'({column})'])};")
+    lines += [indent + "  " * k + "}" for k in range(rank - 1, -1, -1)]
+    lines.append(y_decl(emitter, op, "acc"))
+    return lines
+
+
+MAX_UNPOOL_SCAN = 1 << 16
+"""The most input elements the max-unpooling kernel scans for each output element: past it
+(a segmentation network's decoder) the scan is quadratic work, and the host's linear scatter
+is the faster step."""
+
+
+def _max_unpool_supported(op: nn.MaxUnpoolOp) -> bool:
+    """A static input of at most ``MAX_UNPOOL_SCAN`` elements."""
+    shape = _shape(op.input)
+    return DYNAMIC_INDEX not in shape and math.prod(shape) <= MAX_UNPOOL_SCAN
+
+
+@window(nn.MaxUnpoolOp, supports=_max_unpool_supported, dims=batch_dims)
+def max_unpool(emitter, op: nn.MaxUnpoolOp) -> list[str]:
+    """Max-unpooling as a gather (no atomics, no zero-fill pass): output element ``o``
+    scans the indices from the last to the first and takes the input element of the first
+    that names its flat offset, so the last write wins as in a sequential scatter (two
+    threads never write one element). ONNX's indices are arbitrary offsets into the whole
+    result, not bound to a pooling window, so no element can rule out the others: the
+    scan is ``numel(input)`` per output element, stopping at the hit."""
+    T, o = emitter.index_type, emitter.out_index
+    out_dims, in_dims = emitter.dims[op.result], emitter.dims[op.input]
+    flat = "0"
+    for index, d in zip(o, out_dims):
+        flat = index if flat == "0" else f"({flat}) * {_paren(d)} + {index}"
+    at = emitter._decompose("src", in_dims)
+    return [f"    const {T} at = {flat};",
+            f"    {emitter.ctype(op.result)} y = 0;",
+            f"    for ({T} src = ({T})({_product(in_dims)}) - 1; src >= 0; --src) {{",
+            f"      if ((long long){emitter.load(op.indices, at)} == (long long)at) {{ y = {emitter.load(op.input, at)}; break; }}",
+            "    }"]
 
 
 # -- pools ------------------------------------------------------------------------------

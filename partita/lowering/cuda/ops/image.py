@@ -1,7 +1,9 @@
 """CUDA lowering rules of the ``nn.image`` ops: depth / space rearrangements are
 injective (an index remapping), ``nn.resize`` is a ``window`` rule (each output element
 weighs the 1 / 2 / 4 taps of every resized axis, in double precision like the reference,
-so nearest-mode ties and cubic weights agree with it exactly)."""
+so nearest-mode ties and cubic weights agree with it exactly); RoiAlign and GridSample are
+``window`` rules too, ``nn.affine_grid`` an injective one (each element reads ``k + 1``
+values of ``theta``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from partita.dialects import nn
 from partita.lowering.cuda.ops.conv import batch_dims, static_but_batch, y_decl
+from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.rules import injective, window
 
 
@@ -331,3 +334,23 @@ def grid_sample(emitter, op: nn.GridSampleOp) -> list[str]:
     lines.append("    " + "  " * k + f"acc += {weight} * (({inside}) ? (double){value} : 0.0);")
     lines.append(y_decl(emitter, op, f"({emitter.ctype(op.result)})acc"))
     return lines
+
+
+def _position(op: nn.AffineGridOp, index: str, size: int) -> str:
+    """``AffineGridOp.position`` as a C double expression of the C index ``index``."""
+    if op.align_corners:
+        return "1.0" if size == 1 else f"(-1.0 + 2.0 * (double){index} / {_c(size - 1)})"
+    return f"(-1.0 + (2.0 * (double){index} + 1.0) / {_c(size)})"
+
+
+@injective(nn.AffineGridOp, dims=derived_dims)
+def affine_grid(emitter, op: nn.AffineGridOp, index: list[str]) -> str:
+    """``theta[n, j, :k] . (x, y(, z)) + theta[n, j, k]`` in double, the reference's order,
+    rounded once to the compute type."""
+    n, *cells, j = index
+    size = list(op.size)
+    k = len(size)
+    terms = [f"{_position(op, cells[k - 1 - a], size[k - 1 - a])} * (double){emitter.value(op.theta, [n, j, str(a)])}"
+             for a in range(k)]
+    terms.append(f"(double){emitter.value(op.theta, [n, j, str(k)])}")
+    return f"({emitter.ctype(op.result)})({' + '.join(terms)})"

@@ -164,6 +164,24 @@ def _one_hot(emitter, op: nn.OneHotOp, index: list[str]) -> str:
            f"{literal(op.off_value, ctype)}"
 
 
+@injective(nn.ReverseSequenceOp, dims=derived_dims)
+def _reverse_sequence(emitter, op: nn.ReverseSequenceOp, index: list[str]) -> str:
+    """The time index reflected inside the entry's length (clamped into ``[0, T]``: a
+    length outside is an error the reference reports; the kernel must not read out of
+    bounds)."""
+    T = emitter.index_type
+    steps = emitter.dims[op.input][op.time_axis]
+    t = index[op.time_axis]
+    length = emitter.var("len")
+    emitter.lines += [f"    {T} {length} = ({T}){emitter.value(op.sequence_lens, [index[op.batch_axis]])};",
+                      f"    {length} = {length} < 0 ? 0 : ({length} > {_paren(steps)} ? {_paren(steps)} : {length});"]
+    source = emitter.var("t")
+    emitter.lines.append(f"    const {T} {source} = {t} < {length} ? {length} - 1 - {t} : {t};")
+    at = list(index)
+    at[op.time_axis] = source
+    return emitter.value(op.input, at)
+
+
 def _combine(emitter, op, y: str, u: str) -> str:
     dtype = str(op.result.type.element_type)
     expr = {"none": u, "add": f"{y} + {u}", "mul": f"{y} * {u}",

@@ -1,4 +1,5 @@
-"""NumPy references of the ``nn`` convolutions and pools (any number of spatial dims)."""
+"""NumPy references of the ``nn`` convolutions and pools (any number of spatial dims), and
+of col2im."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 
 from partita.dialects import nn
+from partita.ir import PartitaError
 from partita.runtime.reference.nn.base import in_compute_type
 
 
@@ -170,10 +172,45 @@ def global_avg_pool2d(op: nn.GlobalAvgPool2DOp, x: np.ndarray) -> np.ndarray:
     return x.mean(axis=axes, keepdims=True)
 
 
+def col2im(op: nn.Col2ImOp, x: np.ndarray) -> np.ndarray:
+    """Each image cell gathers the column entries that came from it: for every block
+    offset, in row-major order (the kernel's), the block whose window puts that offset on
+    the cell, if the strides land one there."""
+    image, block = list(op.image_shape), list(op.block_shape)
+    rank, blocks = len(image), op.blocks()
+    n, window = x.shape[0], int(np.prod(block))
+    cols = x.reshape(n, x.shape[1] // window, window, *blocks)
+    acc = np.zeros((n, cols.shape[1], *image), x.dtype)
+    for k, offset in enumerate(itertools.product(*(range(b) for b in block))):
+        index, valid = [], None
+        for a in range(rank):
+            q = np.arange(image[a]) + op.padding[a] - offset[a] * op.dilation[a]
+            ok = (q >= 0) & (q % op.strides[a] == 0) & (q // op.strides[a] < blocks[a])
+            index.append(np.where(ok, q // op.strides[a], 0))
+            valid = ok if valid is None else np.logical_and.outer(valid, ok)
+        acc += np.where(valid, cols[:, :, k][(slice(None), slice(None), *np.ix_(*index))], 0)
+    return acc
+
+
+def max_unpool(op: nn.MaxUnpoolOp, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Zeros, then ``x`` written in order at ``indices`` (the last write wins)."""
+    shape = op.result.type.get_shape()
+    out = np.zeros(x.shape[:2] + tuple(shape[2:]), x.dtype)
+    flat, at = out.reshape(-1), np.asarray(indices, np.int64).reshape(-1)
+    if at.size and (at.min() < 0 or at.max() >= flat.size):
+        raise PartitaError(f"{op.name}: an index is outside the result's {flat.size} elements")
+    # NumPy does not promise an order for repeated indices: keep the last write of each.
+    targets, first_from_end = np.unique(at[::-1], return_index=True)
+    flat[targets] = x.reshape(-1)[at.size - 1 - first_from_end]
+    return out
+
+
 @register_impls
 class ConvFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` convolutions and pools."""
 
+    run_col2im = impl(nn.Col2ImOp)(in_compute_type(col2im))
+    run_max_unpool = impl(nn.MaxUnpoolOp)(lambda self, interpreter, op, args: (max_unpool(op, *args),))
     run_conv1d = impl(nn.Conv1DOp)(in_compute_type(conv))
     run_conv2d = impl(nn.Conv2DOp)(in_compute_type(conv))
     run_conv3d = impl(nn.Conv3DOp)(in_compute_type(conv))

@@ -1,5 +1,5 @@
 """NumPy references of the ``nn`` image ops (resize, depth / space rearrangement, RoiAlign,
-GridSample)."""
+GridSample, AffineGrid)."""
 
 from __future__ import annotations
 
@@ -246,6 +246,21 @@ def grid_sample(op: nn.GridSampleOp, x: np.ndarray, grid: np.ndarray) -> np.ndar
     return acc
 
 
+def affine_grid(op: nn.AffineGridOp, theta: np.ndarray) -> np.ndarray:
+    """In double precision, ``x * theta[.., 0] + y * theta[.., 1] (+ z * theta[.., 2]) +
+    theta[.., k]`` in that order (the kernel's), rounded once to float (double for f64)."""
+    size = list(op.size)
+    k = len(size)
+    t = theta.astype(np.float64)
+    axes = np.meshgrid(*(np.array([op.position(i, s) for i in range(s)]) for s in size), indexing="ij")
+    acc = None
+    for a in range(k):  # coordinate a runs along spatial axis k - 1 - a
+        term = axes[k - 1 - a][None, ..., None] * t[:, None, :, a].reshape(t.shape[0], *[1] * k, k)
+        acc = term if acc is None else acc + term
+    acc = acc + t[:, :, k].reshape(t.shape[0], *[1] * k, k)
+    return acc if theta.dtype == np.float64 else acc.astype(np.float32)
+
+
 @register_impls
 class ImageFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` image ops."""
@@ -255,3 +270,4 @@ class ImageFunctions(InterpreterFunctions):
     run_resize = impl(nn.ResizeOp)(in_compute_type(resize))
     run_roi_align = impl(nn.RoiAlignOp)(in_compute_type(roi_align))
     run_grid_sample = impl(nn.GridSampleOp)(in_compute_type(grid_sample))
+    run_affine_grid = impl(nn.AffineGridOp)(in_compute_type(affine_grid))

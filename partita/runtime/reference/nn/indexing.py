@@ -1,5 +1,5 @@
 """NumPy references of the ``nn`` ops: gather/scatter, slice, broadcast, tile, trilu,
-range, one-hot. Data movement is exact in every element type (no compute-type round trip);
+range, one-hot, reverse-sequence. Data movement is exact in every element type (no compute-type round trip);
 indices are wrapped (negative counts from the end) and checked like ONNX runtimes do."""
 
 from __future__ import annotations
@@ -147,6 +147,18 @@ class IndexingFunctions(InterpreterFunctions):
         hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(
             [depth if k == axis else 1 for k in range(idx.ndim + 1)])
         return store(op, np.where(hot, op.on_value, op.off_value))
+
+    @impl(nn.ReverseSequenceOp)
+    def run_reverse_sequence(self, interpreter: Interpreter, op, args):
+        data, lens = args
+        steps = data.shape[op.time_axis]
+        lens = np.asarray(lens, dtype=np.int64)
+        if lens.size and (lens.min() < 0 or lens.max() > steps):
+            raise PartitaError(f"{op.name}: a sequence length is outside [0, {steps}]")
+        t = np.arange(steps).reshape([-1 if a == op.time_axis else 1 for a in range(data.ndim)])
+        length = lens.reshape([-1 if a == op.batch_axis else 1 for a in range(data.ndim)])
+        source = np.broadcast_to(np.where(t < length, length - 1 - t, t), data.shape)
+        return (np.take_along_axis(data, source, op.time_axis),)
 
 
 def _apply(reduction: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -85,3 +85,51 @@ func.func @depth_to_space_channels(%x: tensor<1x6x2x2xf32>) {
   %0 = nn.depth_to_space %x {block_size = 2 : i64} : (tensor<1x6x2x2xf32>) -> tensor<1x1x4x4xf32>
   func.return
 }
+
+// -----
+
+func.func @col2im_columns_not_a_multiple_of_the_block(%c: tensor<1x5x16xf32>) {
+  // expected-error@+1 {{input dim 1 (5) is not a multiple of prod(block_shape) = 4}}
+  %0 = nn.col2im %c {image_shape = array<i64: 5, 5>, block_shape = array<i64: 2, 2>} : (tensor<1x5x16xf32>) -> tensor<1x1x5x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @col2im_block_count(%c: tensor<1x4x15xf32>) {
+  // expected-error@+1 {{input dim 2 must count the [4, 4] sliding blocks: 15 vs 16}}
+  %0 = nn.col2im %c {image_shape = array<i64: 5, 5>, block_shape = array<i64: 2, 2>} : (tensor<1x4x15xf32>) -> tensor<1x1x5x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @col2im_block_larger_than_the_image(%c: tensor<1x36x1xf32>) {
+  // expected-error@+1 {{window of extent 6 larger than padded input 5}}
+  %0 = nn.col2im %c {image_shape = array<i64: 5, 5>, block_shape = array<i64: 6, 6>} : (tensor<1x36x1xf32>) -> tensor<1x1x5x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @max_unpool_indices_of_another_shape(%x: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x3xi64>) {
+  // expected-error@+1 {{indices must have the input's shape [1, 1, 2, 2], got [1, 1, 2, 3]}}
+  %0 = nn.max_unpool %x, %i {output_size = array<i64: 4, 4>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x3xi64>) -> tensor<1x1x4x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @max_unpool_float_indices(%x: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2xf32>) {
+  // expected-error@+1 {{indices element type must be one of i32, i64, got f32}}
+  %0 = nn.max_unpool %x, %i {output_size = array<i64: 4, 4>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @max_unpool_output_size_rank(%x: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2xi64>) {
+  // expected-error@+1 {{output_size must hold 2 positive extents, got [4]}}
+  %0 = nn.max_unpool %x, %i {output_size = array<i64: 4>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x4xf32>
+  func.return
+}

@@ -35,3 +35,12 @@ func.func @pools(%a: tensor<?x3x10xf32>, %b: tensor<1x2x5x6x5xf32>, %c: tensor<2
   %3 = nn.max_pool2d %d {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x1x4x4xui8>) -> tensor<1x1x2x2xui8>
   func.return %0, %1, %2, %3 : tensor<?x3x5xf32>, tensor<1x2x3x4x3xf32>, tensor<2x3x4x3xf16>, tensor<1x1x2x2xui8>
 }
+
+// CHECK-LABEL: func.func @col2im_and_max_unpool
+func.func @col2im_and_max_unpool(%c: tensor<?x12x6xf32>, %x: tensor<2x3x2x3xf16>, %i: tensor<2x3x2x3xi64>) -> (tensor<?x3x5x5xf32>, tensor<2x3x5x7xf16>) {
+  // CHECK-NEXT: %0 = nn.col2im %c {image_shape = array<i64: 5, 5>, block_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 1, 0, 1>} : (tensor<?x12x6xf32>) -> tensor<?x3x5x5xf32>
+  %0 = nn.col2im %c {image_shape = array<i64: 5, 5>, block_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 1, 0, 1>} : (tensor<?x12x6xf32>) -> tensor<?x3x5x5xf32>
+  // CHECK-NEXT: %1 = nn.max_unpool %x, %i {output_size = array<i64: 5, 7>} : (tensor<2x3x2x3xf16>, tensor<2x3x2x3xi64>) -> tensor<2x3x5x7xf16>
+  %1 = nn.max_unpool %x, %i {output_size = array<i64: 5, 7>} : (tensor<2x3x2x3xf16>, tensor<2x3x2x3xi64>) -> tensor<2x3x5x7xf16>
+  func.return %0, %1 : tensor<?x3x5x5xf32>, tensor<2x3x5x7xf16>
+}

@@ -45,3 +45,27 @@ func.func @grid_batches_differ(%x: tensor<2x3x9x7xf32>, %g: tensor<3x4x5x2xf32>)
   %0 = nn.grid_sample %x, %g : (tensor<2x3x9x7xf32>, tensor<3x4x5x2xf32>) -> tensor<2x3x4x5xf32>
   func.return
 }
+
+// -----
+
+func.func @affine_grid_theta_of_the_wrong_shape(%t: tensor<2x2x4xf32>) {
+  // expected-error@+1 {{theta must be N x 2 x 3 for 2 spatial axes, got [2, 2, 4]}}
+  %0 = nn.affine_grid %t {size = array<i64: 5, 6>} : (tensor<2x2x4xf32>) -> tensor<2x5x6x2xf32>
+  func.return
+}
+
+// -----
+
+func.func @affine_grid_of_four_axes(%t: tensor<2x4x5xf32>) {
+  // expected-error@+1 {{size must hold 2 or 3 spatial extents, got [2, 3, 4, 5]}}
+  %0 = nn.affine_grid %t {size = array<i64: 2, 3, 4, 5>} : (tensor<2x4x5xf32>) -> tensor<2x2x3x4x5x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @affine_grid_of_an_integer_theta(%t: tensor<2x2x3xi32>) {
+  // expected-error@+1 {{element type must be one of f16, bf16, f32, f64, got i32}}
+  %0 = nn.affine_grid %t {size = array<i64: 5, 6>} : (tensor<2x2x3xi32>) -> tensor<2x5x6x2xi32>
+  func.return
+}

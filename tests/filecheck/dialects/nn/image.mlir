@@ -26,3 +26,14 @@ func.func @sampling(%x: tensor<2x3x9x7xf32>, %rois: tensor<?x4xf32>, %b: tensor<
   %2 = nn.grid_sample %v, %g3 : (tensor<1x2x3x4x5xf16>, tensor<1x2x2x2x3xf16>) -> tensor<1x2x2x2x2xf16>
   func.return %0, %1, %2 : tensor<?x3x2x2xf32>, tensor<2x3x4x5xf32>, tensor<1x2x2x2x2xf16>
 }
+
+// CHECK-LABEL: func.func @affine_grid
+func.func @affine_grid(%t: tensor<?x2x3xf32>, %t3: tensor<2x3x4xf16>, %size: tensor<4xi64>) -> (tensor<?x5x6x2xf32>, tensor<2x3x4x5x3xf16>, tensor<?x?x?x?xf32>) {
+  // CHECK-NEXT: %0 = nn.affine_grid %t {size = array<i64: 5, 6>} : (tensor<?x2x3xf32>) -> tensor<?x5x6x2xf32>
+  %0 = nn.affine_grid %t {size = array<i64: 5, 6>} : (tensor<?x2x3xf32>) -> tensor<?x5x6x2xf32>
+  // CHECK-NEXT: %1 = nn.affine_grid %t3 {size = array<i64: 3, 4, 5>, align_corners = true} : (tensor<2x3x4xf16>) -> tensor<2x3x4x5x3xf16>
+  %1 = nn.affine_grid %t3 {size = array<i64: 3, 4, 5>, align_corners = true} : (tensor<2x3x4xf16>) -> tensor<2x3x4x5x3xf16>
+  // CHECK-NEXT: %2 = nn.dyn(%t : tensor<?x2x3xf32>) params(%size : tensor<4xi64>) {kind = "affine_grid", param_names = "size", options = {align_corners = true}} -> tensor<?x?x?x?xf32>
+  %2 = nn.dyn(%t : tensor<?x2x3xf32>) params(%size : tensor<4xi64>) {kind = "affine_grid", param_names = "size", options = {align_corners = true}} -> tensor<?x?x?x?xf32>
+  func.return %0, %1, %2 : tensor<?x5x6x2xf32>, tensor<2x3x4x5x3xf16>, tensor<?x?x?x?xf32>
+}

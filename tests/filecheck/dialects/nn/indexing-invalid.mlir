@@ -101,3 +101,27 @@ func.func @reshape_two_inferred(%x: tensor<?x?xf32>) {
   %0 = nn.reshape %x : (tensor<?x?xf32>) -> tensor<?x1x?xf32>
   func.return
 }
+
+// -----
+
+func.func @reverse_sequence_axes(%x: tensor<3x4x5xf32>, %l: tensor<5xi64>) {
+  // expected-error@+1 {{batch_axis and time_axis must be 0 and 1 in some order, got 2 and 0}}
+  %0 = nn.reverse_sequence %x, %l {batch_axis = 2 : i64} : (tensor<3x4x5xf32>, tensor<5xi64>) -> tensor<3x4x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @reverse_sequence_one_length_per_entry(%x: tensor<3x4xf32>, %l: tensor<3xi64>) {
+  // expected-error@+1 {{sequence_lens must hold one length per batch entry: 4 vs 3}}
+  %0 = nn.reverse_sequence %x, %l : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @reverse_sequence_float_lengths(%x: tensor<3x4xf32>, %l: tensor<4xf32>) {
+  // expected-error@+1 {{sequence_lens must be one of i32, i64, got f32}}
+  %0 = nn.reverse_sequence %x, %l : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  func.return
+}

@@ -52,3 +52,12 @@ func.func @others(%x: tensor<3x4xui8>, %i: tensor<3xi64>) -> tensor<6x12xui8> {
   %3 = nn.pad %x {pad_before = array<i64: 1, 2>, pad_after = array<i64: 0, 3>, mode = "reflect"} : (tensor<3x4xui8>) -> tensor<4x9xui8>
   func.return %0 : tensor<6x12xui8>
 }
+
+// CHECK-LABEL: func.func @reverse_sequence
+func.func @reverse_sequence(%x: tensor<5x?x4xf16>, %l: tensor<?xi64>, %y: tensor<3x6xi8>, %m: tensor<3xi32>) -> (tensor<5x?x4xf16>, tensor<3x6xi8>) {
+  // CHECK-NEXT: %0 = nn.reverse_sequence %x, %l : (tensor<5x?x4xf16>, tensor<?xi64>) -> tensor<5x?x4xf16>
+  %0 = nn.reverse_sequence %x, %l : (tensor<5x?x4xf16>, tensor<?xi64>) -> tensor<5x?x4xf16>
+  // CHECK-NEXT: %1 = nn.reverse_sequence %y, %m {batch_axis = 0 : i64, time_axis = 1 : i64} : (tensor<3x6xi8>, tensor<3xi32>) -> tensor<3x6xi8>
+  %1 = nn.reverse_sequence %y, %m {batch_axis = 0 : i64, time_axis = 1 : i64} : (tensor<3x6xi8>, tensor<3xi32>) -> tensor<3x6xi8>
+  func.return %0, %1 : tensor<5x?x4xf16>, tensor<3x6xi8>
+}
