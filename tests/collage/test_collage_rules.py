@@ -299,3 +299,31 @@ def test_max_coalesce_keeps_what_the_rule_cannot_build():
     # A pattern-only rule never merges.
     assert pattern_rule("cutlass").coalesce_config() is None
     assert max_coalesce(g, plan, {}, cost.estimate) == plan
+
+
+def test_max_coalesce_never_merges_around_another_target():
+    """Two cuda groups joined by an edge and by a path through a host group: one kernel of
+    both would need the host's result before it starts and feed it after (a cycle), so
+    they stay apart; without the host in between they merge."""
+    from partita.collage.coalesce import max_coalesce
+    from partita.collage.search import Candidate, Plan
+
+    t = TensorInfo((4, 4), "f32")
+
+    class Always:
+        def why_not(self, graph, a, b):
+            return None
+
+    def plan_of(host_reads_only_exp: bool) -> tuple[DataflowGraph, Plan]:
+        add_inputs = (0, 0) if host_reads_only_exp else (0, 1)
+        g = DataflowGraph([NodeInfo("nn.exp", (), (), t), NodeInfo("nn.det", (0,), (t,), t),
+                           NodeInfo("nn.add", add_inputs, (t, t), t)], outputs=[1, 2])
+        cands = (Candidate({0}, "cuda", "cuda.exp"), Candidate({1}, "llvm", "llvm"), Candidate({2}, "cuda", "cuda.add"))
+        return g, Plan(cands, 3.0, (1.0, 1.0, 1.0))
+
+    cost = MockEstimator(lambda graph, cand: 1.0)
+    g, plan = plan_of(host_reads_only_exp=False)
+    assert max_coalesce(g, plan, {"cuda": Always()}, cost.estimate).candidates == plan.candidates
+    g, plan = plan_of(host_reads_only_exp=True)
+    merged = max_coalesce(g, plan, {"cuda": Always()}, cost.estimate)
+    assert sorted(tuple(sorted(c.nodes)) for c in merged.candidates) == [(0, 2), (1,)]

@@ -87,6 +87,8 @@ class Combine(PartitionRule):
         work: list[tuple[int, tuple[int, ...]]] = [(c.mask, (j,)) for j, c in enumerate(parts)]
         while work:
             m, used = work.pop()
+            if self.max_nodes is not None and m.bit_count() >= self.max_nodes:
+                continue  # full: every union with another part is over max_nodes
             touch = m | graph.neighbours(m)
             tried: set[int] = set()
             for v in bits(touch):
