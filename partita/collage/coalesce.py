@@ -34,18 +34,20 @@ def max_coalesce(
 
     Greedy in a fixed order: the first candidate (in plan order, merged ones last) with a
     mergeable neighbour merges with its first such neighbour, and the scan starts again.
-    Each scan reaches a candidate's neighbours through the node -> candidate map, and a pair
-    that failed once is not tried again: the rule's verdict and the costs depend on the two
-    node sets only, and a cycle through other candidates stays when they merge."""
+    Each scan reaches a candidate's neighbours through the node -> candidate map, a pair
+    that failed once is not tried again (the rule's verdict and the costs depend on the two
+    node sets only, and a cycle through other candidates stays when they merge), and a
+    candidate that had no partner is skipped until a merge next to it gives it a new one."""
     cands: list[Candidate | None] = list(plan.candidates)
     costs = list(plan.costs)
     groups = _GroupGraph(graph, [c.mask for c in plan.candidates])
     refused: set[tuple[int, int]] = set()  # (mask, mask) pairs that do not merge
+    settled: set[int] = set()  # candidates with no partner since their neighbours last changed
     merged = True
     while merged:
         merged = False
         for i, a in enumerate(cands):
-            if a is None or (config := configs.get(a.target)) is None:
+            if a is None or i in settled or (config := configs.get(a.target)) is None:
                 continue
             touch = a.mask | graph.neighbours(a.mask)
             for j in sorted({groups.owner.get(v, i) for v in bits(touch)} - {i}):  # uncovered nodes: none
@@ -70,10 +72,13 @@ def max_coalesce(
                 cands.append(new)
                 costs.append(new_cost)
                 groups.merge(i, j, union)
+                # Only the new group's neighbours have a new pair (with it) to try.
+                settled -= {groups.owner.get(v) for v in bits(graph.neighbours(union))}
                 merged = True
                 break
             if merged:
                 break
+            settled.add(i)
     live = [k for k, c in enumerate(cands) if c is not None]
     order = sorted(live, key=lambda k: cands[k].min_node)  # type: ignore[union-attr]
     ordered = tuple(float(costs[k]) for k in order)
