@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
@@ -41,6 +41,7 @@ from partita.dialects.nn.base import (
     kind_trait,
     merge_dims,
 )
+from partita.dialects.nn.linalg import IntegerProductOp
 
 
 def conv_output_dim(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int,
@@ -383,7 +384,7 @@ class Conv3DTransposeOp(ConvTransposeOp):
 
 
 @irdl_op_definition
-class ConvIntegerOp(NNOp):
+class ConvIntegerOp(IntegerProductOp):
     """``conv(input - input_zero_point, weight - weight_zero_point)`` with i32
     accumulation and result (ONNX ConvInteger) over 1 to 3 spatial dims: ``NC<spatial>``
     i8 / ui8 data, ``OI<spatial>`` i8 / ui8 weight, grouped when ``groups > 1``. The input
@@ -392,10 +393,8 @@ class ConvIntegerOp(NNOp):
     add nothing). ``padding`` is the leading pad of each spatial dim, then the trailing
     ones. Integer sums are exact, which a float convolution of the shifted operands is
     not for large windows: hence its own op."""
-    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
 
     name = "nn.conv_integer"
-    ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     input_zero_point = operand_def(TensorType)
@@ -432,18 +431,8 @@ class ConvIntegerOp(NNOp):
     def kernel_layout(self) -> str:
         return kernel_layout_for(self.data_layout)
 
-    def infer_element_type(self) -> Attribute:
-        return IntegerType(32)
-
-    def verify_element_types(self) -> None:
-        for operand, zero_point, what in ((self.input, self.input_zero_point, "input"),
-                                          (self.weight, self.weight_zero_point, "weight")):
-            t = _tensor(operand).element_type
-            self.check_element_type(t, f"{what} element type")
-            self.check_element_type(_tensor(zero_point).element_type,
-                                    f"{what} zero point element type", (t,))
-        self.check_element_type(_tensor(self.result).element_type, "result element type",
-                                (IntegerType(32),))
+    def factors(self) -> tuple[tuple[SSAValue, SSAValue, str], ...]:
+        return (self.input, self.input_zero_point, "input"), (self.weight, self.weight_zero_point, "weight")
 
     def infer_shape(self) -> Shape:
         x, w = _shape(self.input), _shape(self.weight)

@@ -165,15 +165,38 @@ class BiasAddOp(NNOp):
 
 
 
+class IntegerProductOp(NNOp):
+    """A product of i8 / ui8 operands, each shifted by its zero point (of its own type),
+    accumulated and returned in i32: exact, which a float product of the shifted operands
+    is not for long sums (``matmul_integer``, ``conv_integer``)."""
+
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+    ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
+
+    def factors(self) -> tuple[tuple[SSAValue, SSAValue, str], ...]:
+        """(operand, its zero point, its name in messages) of each factor."""
+        raise NotImplementedError
+
+    def infer_element_type(self) -> Attribute:
+        return IntegerType(32)
+
+    def verify_element_types(self) -> None:
+        for operand, zero_point, what in self.factors():
+            t = _tensor(operand).element_type
+            self.check_element_type(t, f"{what} element type")
+            self.check_element_type(_tensor(zero_point).element_type,
+                                    f"{what} zero point element type", (t,))
+        self.check_element_type(_tensor(self.results[0]).element_type, "result element type",
+                                (IntegerType(32),))
+
+
 @irdl_op_definition
-class MatmulIntegerOp(NNOp):
+class MatmulIntegerOp(IntegerProductOp):
     """``(lhs - lhs_zero_point) @ (rhs - rhs_zero_point)`` in i32 (ONNX MatMulInteger) for
     i8 / ui8 operands of rank >= 2 (NumPy batch broadcasting); each zero point is one
     element of its operand's type. With ``transpose_b`` the rhs is stored ``[..., N, K]``
     (a constant weight laid out at import as ``nn.dense``'s is: the K-contiguous "TN"
     form int8 tensor-core GEMMs read)."""
-    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
-
     name = "nn.matmul_integer"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -182,7 +205,6 @@ class MatmulIntegerOp(NNOp):
     result = result_def(TensorType)
     transpose_b_attr = _bool_prop("transpose_b", False)
     transpose_b = _value("transpose_b")
-    ALLOWED_TYPES: ClassVar = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED))
     assembly_format = ("$lhs `,` $rhs `,` $lhs_zero_point `,` $rhs_zero_point attr-dict `:` "
                        "functional-type(operands, results)")
 
@@ -191,18 +213,8 @@ class MatmulIntegerOp(NNOp):
         _init(self, [lhs, rhs, lhs_zero_point, rhs_zero_point], result_type,
               transpose_b=transpose_b or None)
 
-    def infer_element_type(self) -> Attribute:
-        return IntegerType(32)
-
-    def verify_element_types(self) -> None:
-        for operand, zero_point, what in ((self.lhs, self.lhs_zero_point, "lhs"),
-                                          (self.rhs, self.rhs_zero_point, "rhs")):
-            t = _tensor(operand).element_type
-            self.check_element_type(t, f"{what} element type")
-            self.check_element_type(_tensor(zero_point).element_type,
-                                    f"{what} zero point element type", (t,))
-        self.check_element_type(_tensor(self.result).element_type, "result element type",
-                                (IntegerType(32),))
+    def factors(self) -> tuple[tuple[SSAValue, SSAValue, str], ...]:
+        return (self.lhs, self.lhs_zero_point, "lhs"), (self.rhs, self.rhs_zero_point, "rhs")
 
     def infer_shape(self) -> Shape:
         for what, v in (("lhs", self.lhs_zero_point), ("rhs", self.rhs_zero_point)):

@@ -179,23 +179,32 @@ def conv_transpose(emitter, op: nn.ConvTransposeOp) -> list[str]:
         lines.append(f"    const {T} cb = ({oc} / {cout_g}) * {cin_g};")
     lines.append(f"    for (int ci = 0; ci < {cin_g}; ++ci) {{")
     indent = "      "
-    for k in range(rank):
-        pad = indent + "  " * k
-        s, d, p = op.strides[k], op.dilation[k], op.padding[k]
-        shifted = o[2 + k] if p == 0 else f"{o[2 + k]} + {p}"
-        tap = f"k{k}" if d == 1 else f"k{k} * {d}"
-        lines += [f"{pad}for (int k{k} = 0; k{k} < {kernel[k]}; ++k{k}) {{",
-                  f"{pad}  const {T} t{k} = {shifted} - {tap};"]
-        if s == 1:
-            lines.append(f"{pad}  const {T} i{k} = t{k};")
-            lines.append(f"{pad}  if (i{k} < 0 || i{k} >= {xd[2 + k]}) continue;")
-        else:
-            lines.append(f"{pad}  if (t{k} < 0 || t{k} % {s} != 0) continue;")
-            lines.append(f"{pad}  const {T} i{k} = t{k} / {s};")
-            lines.append(f"{pad}  if (i{k} >= {xd[2 + k]}) continue;")
+    lines += _strided_taps(op, o[2:], kernel, [xd[2 + k] for k in range(rank)], "i", T, indent)
     lines.append(indent + "  " * rank + f"acc += {emitter.load(x, x_at)} * {emitter.load(w, w_at)};")
     lines += [indent + "  " * k + "}" for k in range(rank - 1, -1, -1)]
     lines += ["    }", y_decl(emitter, op, "acc")]
+    return lines
+
+
+def _strided_taps(op, out: Sequence[str], taps: Sequence[int], extents: Sequence[object], name: str, T: str,
+                  indent: str) -> list[str]:
+    """The nested loops of a gather that inverts a strided window (a transposed
+    convolution, col2im): for each spatial dim, tap ``k<d>`` of ``taps[d]`` and the source
+    cell ``<name><d>`` with ``out[d] + pad = <name><d> * stride + k<d> * dilation``, the
+    taps that land on no cell of ``extents`` skipped. The caller closes the loops."""
+    lines = []
+    for k in range(len(taps)):
+        pad = indent + "  " * k
+        s, d, p = op.strides[k], op.dilation[k], op.padding[k]
+        shifted = out[k] if p == 0 else f"{out[k]} + {p}"
+        tap = f"k{k}" if d == 1 else f"k{k} * {d}"
+        lines += [f"{pad}for (int k{k} = 0; k{k} < {taps[k]}; ++k{k}) {{",
+                  f"{pad}  const {T} t{k} = {shifted} - {tap};"]
+        if s == 1:
+            lines += [f"{pad}  if (t{k} < 0 || t{k} >= {extents[k]}) continue;", f"{pad}  const {T} {name}{k} = t{k};"]
+        else:
+            lines += [f"{pad}  if (t{k} < 0 || t{k} % {s} != 0) continue;", f"{pad}  const {T} {name}{k} = t{k} / {s};",
+                      f"{pad}  if ({name}{k} >= {extents[k]}) continue;"]
     return lines
 
 
@@ -209,18 +218,7 @@ def col2im(emitter, op: nn.Col2ImOp) -> list[str]:
     rank, window = len(block), math.prod(block)
     lines = [f"    {acc_t} acc = 0;"]
     indent = "    "
-    for k in range(rank):
-        pad = indent + "  " * k
-        s, d, p = op.strides[k], op.dilation[k], op.padding[k]
-        shifted = o[2 + k] if p == 0 else f"{o[2 + k]} + {p}"
-        tap = f"k{k}" if d == 1 else f"k{k} * {d}"
-        lines += [f"{pad}for (int k{k} = 0; k{k} < {block[k]}; ++k{k}) {{",
-                  f"{pad}  const {T} t{k} = {shifted} - {tap};"]
-        if s == 1:
-            lines += [f"{pad}  if (t{k} < 0 || t{k} >= {blocks[k]}) continue;", f"{pad}  const {T} b{k} = t{k};"]
-        else:
-            lines += [f"{pad}  if (t{k} < 0 || t{k} % {s} != 0) continue;", f"{pad}  const {T} b{k} = t{k} / {s};",
-                      f"{pad}  if (b{k} >= {blocks[k]}) continue;"]
+    lines += _strided_taps(op, o[2:], block, blocks, "b", T, indent)
     offset, column = "0", "0"
     for k in range(rank):
         offset = f"k{k}" if offset == "0" else f"({offset}) * {block[k]} + k{k}"
