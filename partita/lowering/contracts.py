@@ -10,9 +10,10 @@ translation unit, per kernel, a constant
     extern "C" __device__ const unsigned char <entry>_contract[32] = {...};
 
 holding the sha256 of the kernel's contract: the fields of its record that decide what
-it computes (each generator says which). The loader recomputes the digest from the
-record it launches with and compares it with the cubin's constant before anything runs
-(``partita.runtime.validate.CheckedModule.check_contract``).
+it computes and the parameters it takes (each generator says which). The loader
+recomputes the digest from the record it launches with and compares it with the cubin's
+constant before anything runs (``partita.runtime.validate.CheckedModule.check_contract``),
+so a stale or mismatched binary is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CONTRACT_SUFFIX", "DIGEST_BYTES", "contract_constant", "contract_symbol", "digest_fields"]
+__all__ = ["CONTRACT_SUFFIX", "DIGEST_BYTES", "contract_constant", "contract_symbol", "digest_fields", "key_digest"]
 
 CONTRACT_SUFFIX = "_contract"
 DIGEST_BYTES = 32
@@ -37,6 +38,13 @@ def digest_fields(fields: Mapping[str, Any]) -> bytes:
     """The sha256 of ``fields`` as canonical JSON (sorted keys, tuples as lists)."""
     text = json.dumps(dict(fields), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).digest()
+
+
+def key_digest(key: Any, digits: int = 8) -> str:
+    """The first ``digits`` hex digits of the sha256 of ``key`` (JSON data: a kernel type
+    key of strings, ints and tuples): a suffix that tells kernel types apart in C names,
+    the same in every process."""
+    return digest_fields({"key": key}).hex()[:digits]
 
 
 def contract_constant(entry: str, digest: bytes) -> str:

@@ -35,7 +35,6 @@ from partita.lowering.cubin import (
     kernel_params,
     read_global,
 )
-from partita.lowering.cutlass.kernels import entry_contract
 from partita.runtime.arguments import ArgumentLayout, ArgumentLayouts
 
 __all__ = ["CheckedDevice", "CheckedModule", "CubinInterface", "as_checked", "max_dynamic_smem"]
@@ -226,10 +225,10 @@ def as_checked(module: Any) -> CheckedModule | None:
 
 
 def check_cutlass_contract(module: CheckedModule | None, entry: Any, function: str) -> None:
-    """A CUTLASS entry (2.x or Hopper) must carry the launch contract of the spec and
-    configuration its record states (``partita.lowering.contracts``): an entry of another
-    epilogue with the same parameters, named by an edited record, is refused before it
-    runs. ``module`` is None for a cubin the loader could not check (not an ELF image)."""
+    """A CUTLASS entry (2.x or Hopper) must carry the launch contract of the kernel type
+    and ABI its record states (``entry.contract``, see ``partita.lowering.contracts``): a
+    stale cubin, or an entry of another epilogue with the same parameters named by an
+    edited record, is refused before it runs. ``module`` is None for a cubin the loader
+    could not check (not an ELF image)."""
     if module is not None:
-        module.check_contract(entry.name, contract_symbol(entry.name),
-                              entry_contract(entry.name, entry.spec, entry.config), function)
+        module.check_contract(entry.name, contract_symbol(entry.name), entry.contract, function)

@@ -1,10 +1,13 @@
 """CUTLASS entries of identical parameter layouts cannot be swapped in a compiled-model
-file either: each entry's cubin holds the digest of the spec and configuration it was
-instantiated for (``partita.lowering.contracts``, ``entry_contract``), checked against the
-record that names it when a shape signature is bound, before anything runs."""
+file either. Each kernel configuration is a unit of its own, with one entry named after
+it (``entry_name``) whose cubin holds the digest of its kernel type and ABI
+(``partita.lowering.contracts``, ``EntryInfo.contract``): a record naming another entry,
+or a binary holding another unit's cubin, is refused when the model is loaded or a shape
+signature is bound, before anything runs."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -16,7 +19,6 @@ import partita
 from partita.ir import PartitaError
 from partita.lowering.contracts import contract_symbol
 from partita.lowering.cubin import kernel_params, read_global
-from partita.lowering.cutlass.kernels import entry_contract
 from partita.runtime.cuda import CudaDevice
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.extern import kernel_handles
@@ -50,13 +52,12 @@ def _entries(exe) -> list:
     return handles
 
 
-def _swap_entries(names):
-    first, second = names
+def _swap(first: str, second: str):
+    """An edit of the module text exchanging two strings."""
 
     def swap(text: str) -> str:
-        swapped, n = re.subn(rf'entry = "({first}|{second})"',
-                             lambda m: f'entry = "{second if m.group(1) == first else first}"', text)
-        assert n == 2
+        swapped, n = re.subn(rf"{first}|{second}", lambda m: second if m.group(0) == first else first, text)
+        assert n >= 2
         return swapped
 
     return swap
@@ -65,16 +66,35 @@ def _swap_entries(names):
 def test_the_entries_share_a_parameter_layout_and_carry_their_contracts(saved) -> None:
     exe, _ = saved
     relu, gelu = sorted(_entries(exe), key=lambda h: h.entry.spec.epilogue, reverse=True)
-    cubin = exe.binaries.get(relu.binary) or relu.path.read_bytes()
-    assert kernel_params(cubin, relu.entry.name) == kernel_params(cubin, gelu.entry.name)
+    assert relu.binary != gelu.binary  # two configurations: two units, two cubins
+    cubins = {h: exe.binaries.get(h.binary) or h.path.read_bytes() for h in (relu, gelu)}
+    assert kernel_params(cubins[relu], relu.entry.name) == kernel_params(cubins[gelu], gelu.entry.name)
     for handle in (relu, gelu):
         entry = handle.entry
-        assert read_global(cubin, contract_symbol(entry.name)) == entry_contract(entry.name, entry.spec, entry.config)
-    assert read_global(cubin, contract_symbol(relu.entry.name)) != read_global(cubin, contract_symbol(gelu.entry.name))
+        assert read_global(cubins[handle], contract_symbol(entry.name)) == entry.contract
+    assert relu.entry.contract != gelu.entry.contract
 
 
+def _edits(exe) -> dict[str, tuple]:
+    """Each edit of the saved file (module text, parts) and the error it must meet."""
+    relu, gelu = sorted(_entries(exe), key=lambda h: h.entry.spec.epilogue, reverse=True)
+    cubin_digests = [hashlib.sha256(exe.binaries.get(h.binary) or h.path.read_bytes()).hexdigest() for h in (relu, gelu)]
+
+    def swap_cubins(parts: dict[str, bytes]) -> None:
+        a, b = f"cubin/@{relu.binary}", f"cubin/@{gelu.binary}"
+        parts[a], parts[b] = parts[b], parts[a]
+
+    return {
+        # each record names the other configuration's entry
+        "entries": ((_swap(relu.entry.name, gelu.entry.name), None), r"is not '\w+', the entry of its kernel type"),
+        # each binary holds the other unit's cubin (digests recomputed, as an editor would)
+        "cubins": ((_swap(*cubin_digests), swap_cubins), r"kernel '\w+' is not in the cubin of @\w+"),
+    }
+
+
+@pytest.mark.parametrize("edit", ["entries", "cubins"])
 @pytest.mark.parametrize("device", ["simulated", "recording"])
-def test_swapped_entries_are_refused_before_any_launch(saved, tmp_path, device) -> None:
+def test_swapped_entries_are_refused_before_any_launch(saved, tmp_path, device, edit) -> None:
     exe, data = saved
     path = tmp_path / "model.partita"
     path.write_bytes(reseal(data))
@@ -82,10 +102,10 @@ def test_swapped_entries_are_refused_before_any_launch(saved, tmp_path, device) 
     np.testing.assert_array_equal(relu, np.maximum(relu, 0))  # the unedited file runs the ReLU where it should
     assert (gelu < 0).any()
 
-    names = [h.entry.name for h in _entries(exe)]
-    path.write_bytes(reseal(data, _swap_entries(names)))
+    (edit_module, edit_parts), error = _edits(exe)[edit]
+    path.write_bytes(reseal(data, edit_module, edit_parts))
     driver = RecordingDriver()
     target = SimulatedDevice() if device == "simulated" else CudaDevice(driver=driver)
-    with pytest.raises(PartitaError, match=r"was not generated for the launch the record of @\w+ describes"):
+    with pytest.raises(PartitaError, match=error):
         partita.load(path).load(target).run(X, W, B)
     assert not driver.launches and driver.calls["cuLaunchKernel"] == 0

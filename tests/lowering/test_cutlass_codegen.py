@@ -1,5 +1,5 @@
-"""The cutlass-codegen pass: one NVRTC program per module, cached, with records that
-rebuild what the emitter produced. Compile-only: no GPU is needed."""
+"""The cutlass-codegen pass: one NVRTC program per kernel configuration, cached, with
+records that rebuild what the emitter produced. Compile-only: no GPU is needed."""
 
 from __future__ import annotations
 
@@ -60,18 +60,21 @@ def _binaries(module: ModuleOp) -> list[byoc.BinaryOp]:
     return [op for op in module.ops if isinstance(op, byoc.BinaryOp)]
 
 
-def test_one_program_per_module_then_cache_hits(tmp_path: Path, monkeypatch) -> None:
+def test_one_program_per_configuration_then_cache_hits(tmp_path: Path, monkeypatch) -> None:
     ctx = make_context()
     module = _module()
     codegen = CutlassCodegen(sm=80, cache_dir=str(tmp_path))
     codegen.apply(ctx, module)
-    assert (codegen.statistics.compiled, codegen.statistics.cached) == (1, 0)
+    # three configurations (dense + bias + ReLU, plain dense, f32 conv2d + bias): three programs
+    assert (codegen.statistics.compiled, codegen.statistics.cached) == (3, 0)
 
-    (binary,) = _binaries(module)
-    kernels = binary.attributes["kernels"].data
+    binaries = _binaries(module)
+    kernels = {f: r for b in binaries for f, r in b.attributes["kernels"].data.items()}
     assert sorted(kernels) == ["conv_0", "dense_a", "dense_b"]  # cublas is not ours
-    cubin = cubin_file(binary).read_bytes()
-    assert {"conv_0", "dense_a", "dense_b"} <= kernel_symbols(cubin)
+    for binary in binaries:
+        (record,) = binary.attributes["kernels"].data.values()
+        # the cubin's one kernel is the configuration's entry, no partition's
+        assert kernel_symbols(cubin_file(binary).read_bytes()) == {record.data["entry"].data}
 
     # Every cutlass function is now an extern declaration; the cublas one is untouched.
     funcs = {op.sym_name.data: op for op in module.ops if isinstance(op, FuncOp)}
@@ -87,7 +90,7 @@ def test_one_program_per_module_then_cache_hits(tmp_path: Path, monkeypatch) -> 
     warm = _module()
     codegen = CutlassCodegen(sm=80, cache_dir=str(tmp_path))
     codegen.apply(ctx, warm)
-    assert (codegen.statistics.compiled, codegen.statistics.cached) == (0, 1)
+    assert (codegen.statistics.compiled, codegen.statistics.cached) == (0, 3)
     assert "cache_hit" not in str(warm)  # the printed IR does not depend on the cache
 
 
@@ -100,16 +103,18 @@ def test_records_rebuild_the_emitted_entries(tmp_path: Path) -> None:
     emitted = emit_module([(k.name, k.spec, choose_config(k.spec, 80, f32_math="tf32")) for k in kernels]).entries
 
     CutlassCodegen(sm=80, cache_dir=str(tmp_path)).apply(make_context(), module)
-    (binary,) = _binaries(module)
-    cubin = cubin_file(binary).read_bytes()
-    for name, record in binary.attributes["kernels"].data.items():
-        entry, roles = entry_from_record(record)
-        # Everything but the source line range (the record rebuilds a one-entry unit).
-        assert dataclasses.replace(entry, lines=emitted[name].lines) == emitted[name]
-        # The packed parameter list the launcher builds matches the cubin's own table.
-        sizes = [p.size for p in kernel_params(cubin, name)]
-        assert sizes == [p.size for p in entry.params]
-    dense_a, _ = entry_from_record(binary.attributes["kernels"].data["dense_a"])
+    records = {}
+    for binary in _binaries(module):
+        cubin = cubin_file(binary).read_bytes()
+        for name, record in binary.attributes["kernels"].data.items():
+            entry, roles = entry_from_record(record)
+            # Everything but the source line range (the record rebuilds no unit).
+            assert dataclasses.replace(entry, lines=emitted[name].lines) == emitted[name]
+            # The packed parameter list the launcher builds matches the cubin's own table.
+            sizes = [p.size for p in kernel_params(cubin, entry.name)]
+            assert sizes == [p.size for p in entry.params]
+            records[name] = record
+    dense_a, _ = entry_from_record(records["dense_a"])
     assert dense_a.dynamic_dims == ("M",) and dense_a.spec.epilogue == "bias_relu"
 
 
@@ -139,16 +144,18 @@ def test_unused_argument_is_a_located_error() -> None:
 def test_nvrtc_failure_names_the_partition(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from partita.lowering.cutlass import codegen as cutlass_codegen
 
-    real = cutlass_codegen.emit_module
+    real = cutlass_codegen.emit_units
 
     def broken(kernels):  # a kernel whose C++ does not compile
-        source = real(kernels)
+        units = real(kernels)
+        (source,) = [u for u in units if "dense_a" in u.entries]
         entry = source.entries["dense_a"]
         lines = source.code.split("\n")
         lines[entry.lines[0]] += "\n  this_is_not_cxx;"
-        return type(source)("\n".join(lines), source.entries, source.kernel_lines)
+        return [type(source)("\n".join(lines), source.entries, source.kernel_lines) if u is source else u
+                for u in units]
 
-    monkeypatch.setattr(cutlass_codegen, "emit_module", broken)
+    monkeypatch.setattr(cutlass_codegen, "emit_units", broken)
     module = _module()
     with pytest.raises(PartitaError, match=r"(?s)NVRTC failed to compile the CUTLASS kernels of @dense_a.*this_is_not_cxx"):
         CutlassCodegen(sm=80, cache_dir=str(tmp_path)).apply(make_context(), module)
@@ -175,7 +182,7 @@ def test_a_residual_add_is_the_dense_kernels_epilogue(tmp_path: Path, monkeypatc
     exe = partita.compile(RESIDUAL, targets="cuda -arch=sm_90,cutlass,llvm", partitioner="eager")
     (handle,) = kernel_handles(exe.module).values()  # the add is no kernel of its own
     assert handle.kind == "cutlass" and handle.entry.spec.epilogue == "residual"
-    assert [p.name for p in handle.entry.params] == ["x", "w", "residual", "out", "M"]
+    assert [p.name for p in handle.entry.params] == ["x", "w", "residual", "out", "M", "N", "K"]
     rng = np.random.default_rng(0)
     x, w, r = (rng.standard_normal(s).astype(np.float16) for s in ((6, 64), (32, 64), (6, 32)))
     (out,) = exe.load("simulated").run(x, w, r)

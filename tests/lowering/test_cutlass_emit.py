@@ -67,34 +67,46 @@ def test_split_k_decision():
     spec = KernelSpec.dense(64, 64, 8192)
     src = emit_module([("f", spec, choose_config(spec, 80))])
     e = src.entries["f"]
-    assert [p.name for p in e.params] == ["x", "w", "out", "workspace"]
+    assert [p.name for p in e.params] == ["x", "w", "out", "workspace", "M", "N", "K"]
     assert e.grid() == (1, 1, cfg.split_k)
     assert e.workspace_bytes() == 4
     assert ", true, cutlass::arch::OpMultiplyAdd" in src.code
 
 
-def test_dynamic_dims_become_params():
+def test_every_dim_is_an_entry_argument():
     spec = KernelSpec.dense(None, 768, 3072, epilogue="bias_gelu")
     src = emit_module([("tvmgen_default_cutlass_main_0", spec, choose_config(spec, 80))])
     e = src.entries["tvmgen_default_cutlass_main_0"]
     assert [(p.name, p.kind, p.size) for p in e.params] == [
-        ("x", "ptr", 8), ("w", "ptr", 8), ("bias", "ptr", 8), ("out", "ptr", 8), ("M", "int", 4)]
-    # the runner takes every dim; the entry passes its static ones as constants
+        ("x", "ptr", 8), ("w", "ptr", 8), ("bias", "ptr", 8), ("out", "ptr", 8),
+        ("M", "int", 4), ("N", "int", 4), ("K", "int", 4)]
+    # the entry takes every dim and hands them to its runner: no shape in the code
     assert "int M, int N, int K)" in src.code and "problem(M, N, K)" in src.code
-    assert "_run(x, w, bias, out, M, 768, 3072);" in src.code
+    assert "_run(x, w, bias, out, M, N, K);" in src.code and "768" not in src.code
+    assert e.dynamic_dims == ("M",)
     with pytest.raises(ValueError, match="missing run-time dims"):
         e.grid()
+    with pytest.raises(ValueError, match="missing run-time dims"):
+        e.args({"x": 1, "w": 2, "bias": 3, "out": 4})
     assert e.output_shape({"M": 5}) == (5, 768)
-    # static: no int params, sizes baked in
+    # static: the record's sizes are the arguments
     s2 = KernelSpec.dense(128, 768, 3072)
     src2 = emit_module([("k", s2, choose_config(s2, 80))])
-    assert all(p.kind == "ptr" for p in src2.entries["k"].params)
-    assert "_run(x, w, out, workspace, 128, 768, 3072);" in src2.code  # split-k
+    e2 = src2.entries["k"]
+    assert e2.dynamic_dims == () and [p.kind for p in e2.params] == ["ptr"] * 4 + ["int"] * 3
+    assert e2.args({"x": 1, "w": 2, "out": 3, "workspace": 4})[2:] == [
+        ("ptr", 3), ("ptr", 4), ("int", 128), ("int", 768), ("int", 3072)]  # split-k
+    assert "_run(x, w, out, workspace, M, N, K);" in src2.code
     bmm = KernelSpec.batch_matmul(None, None, 64, 64)
     conv = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1)
     src3 = emit_module([("b", bmm, choose_config(bmm, 80)), ("c", conv, choose_config(conv, 80))])
-    assert [p.name for p in src3.entries["b"].params if p.kind == "int"] == ["batch", "M"]
-    assert [p.name for p in src3.entries["c"].params if p.kind == "int"] == ["N"]
+    assert [p.name for p in src3.entries["b"].params if p.kind == "int"] == ["batch", "M", "N", "K"]
+    assert src3.entries["b"].dynamic_dims == ("batch", "M")
+    assert [p.name for p in src3.entries["c"].params if p.kind == "int"] == [
+        "N", "H", "W", "C", "K", "R", "S", "P", "Q", "pad_h", "pad_w", "stride_h", "stride_w",
+        "dilation_h", "dilation_w"]
+    assert [v for _, v in src3.entries["c"].args({"x": 1, "w": 2, "out": 3}, {"N": 4})[3:]] == [
+        4, 8, 8, 16, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1]
 
 
 def test_launch_geometry():
@@ -128,13 +140,19 @@ def test_dedup_identical_kernels():
     assert len(re.findall(r"^using \w+ = ", src.code, re.MULTILINE)) == 2
     types = [src.entries[n].kernel_type for n, _, _ in ks]
     assert types[0] == types[1] == types[2] != types[3]
-    assert src.code.count('extern "C" __global__') == 4
-    # line ranges: each entry's lines hold its own definition
+    names = [src.entries[n].name for n, _, _ in ks]
+    assert names[0] == names[1] == names[2] != names[3]
+    assert src.code.count('extern "C" __global__') == 2  # one entry per kernel type
+    assert not any(n in src.code for n, _, _ in ks)  # partition names stay out of the code
+    # line ranges: each partition's lines hold its entry's definition, and a line names
+    # every partition of that entry
     lines = src.code.splitlines()
-    for name, *_ in ks:
-        lo, hi = src.entries[name].lines
-        assert any(name + "(" in ln for ln in lines[lo - 1:hi])
-        assert name in src.entries_at_line(lo)
+    for label, *_ in ks:
+        lo, hi = src.entries[label].lines
+        assert any(src.entries[label].name + "(" in ln for ln in lines[lo - 1:hi])
+        assert label in src.entries_at_line(lo)
+    lo, _ = src.entries["tvmgen_default_cutlass_main_0"].lines
+    assert src.entries_at_line(lo) == [n for n, _, _ in ks[:3]]
 
 
 def test_rejects_bad_specs():
@@ -144,9 +162,9 @@ def test_rejects_bad_specs():
         KernelSpec.conv2d((1, 8, 8, 4), (4, 3, 3, 4), epilogue="bias_gelu")
     with pytest.raises(UnsupportedKernel):
         KernelSpec.conv2d((1, 8, 8, 4), (4, 3, 3, 8))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="duplicate"):
         spec = KernelSpec.dense(1, 8, 8)
-        emit_module([("not an identifier", spec, choose_config(spec, 80))])
+        emit_module([("k", spec, choose_config(spec, 80)), ("k", spec, choose_config(spec, 80))])
 
 
 def test_residual_epilogue_reads_the_residual_as_source_c():

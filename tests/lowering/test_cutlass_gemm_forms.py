@@ -107,10 +107,11 @@ def test_layout_reaches_the_emitted_params() -> None:
         want_a = "ColumnMajor" if ta else "RowMajor"
         want_b = "ColumnMajor" if tb else "RowMajor"
         assert re.search(rf"half_t, cutlass::layout::{want_a}, \d+,\n\s+cutlass::half_t, cutlass::layout::{want_b}", code)
-        # run-time dims in entry order, static M passed as a constant
-        assert "e(const cutlass::half_t* __restrict__ a, const cutlass::half_t* __restrict__ b, " \
-               "cutlass::half_t* out, int batch, int N, int K)" in code
-        assert "_run(a, b, out, batch, 64, N, K);" in code
+        # every dim an entry argument, the static M too (the record's, packed at bind)
+        name = emit_module([("e", spec, choose_config(spec, 90))]).entries["e"].name
+        assert f"{name}(const cutlass::half_t* __restrict__ a, const cutlass::half_t* __restrict__ b, " \
+               "cutlass::half_t* out, int batch, int M, int N, int K)" in code
+        assert "_run(a, b, out, batch, M, N, K);" in code
 
 
 def test_unsupported_broadcasts_and_checks() -> None:
@@ -142,13 +143,16 @@ def test_bf16_and_odd_alignments_choose_tensor_cores() -> None:
 
 
 def test_shapes_share_one_instantiation() -> None:
-    """Entries of one configuration differ only in the constants they pass (the runner
-    once read the first entry's N and K for all of them)."""
+    """Partitions of one configuration share its one entry and differ only in the dims
+    their records pack (the runner once read the first entry's N and K for all of them)."""
     a = KernelSpec.dense(None, 32, 32, "float32")
     b = KernelSpec.dense(None, 64, 32, "float32")
     src = emit_module([(n, s, choose_config(s, 90, f32_math="tf32")) for n, s in (("e0", a), ("e1", b))])
     assert len(re.findall(r"^__device__ __noinline__ void \w+_run", src.code, re.MULTILINE)) == 1
-    assert "_run(x, w, out, M, 32, 32);" in src.code and "_run(x, w, out, M, 64, 32);" in src.code
+    assert src.code.count('extern "C" __global__') == 1 and "_run(x, w, out, M, N, K);" in src.code
+    pointers = {"x": 1, "w": 2, "out": 3}
+    assert src.entries["e0"].args(pointers, {"M": 5})[3:] == [("int", 5), ("int", 32), ("int", 32)]
+    assert src.entries["e1"].args(pointers, {"M": 5})[3:] == [("int", 5), ("int", 64), ("int", 32)]
 
 
 # -- through the compiler -------------------------------------------------------------
@@ -210,8 +214,9 @@ def test_every_form_compiles_to_hmma(tmp_path: Path) -> None:
     # split the listing per function: entries call noinline runners, so count per runner
     per_function = sass_by_function(sass_of(binary.path))
     for name, _spec in NVRTC_FORMS:
-        cfg = src.entries[name].config
-        body = per_function.get(name, "") + per_function.get(src.entries[name].kernel_type + "_run", "")
+        entry = src.entries[name]
+        cfg = entry.config
+        body = per_function.get(entry.name, "") + per_function.get(entry.kernel_type + "_run", "")
         hmma = len(re.findall(r"\bHMMA\.", body))
         assert hmma >= 16, f"{name} ({cfg.name}): {hmma} HMMA"
         if cfg.stages > 2:
@@ -281,5 +286,8 @@ def test_convolutions_share_one_instantiation() -> None:
     cb = type(cb)(**{**cb.__dict__, "threadblock": ca.threadblock, "name": ca.name})  # same kernel type
     src = emit_module([("c0", a, ca), ("c1", b, cb)])
     assert len(re.findall(r"^__device__ __noinline__ void \w+_run", src.code, re.MULTILINE)) == 1
-    assert "_run(x, w, out, N, 8, 8, 16, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1);" in src.code
-    assert "_run(x, w, out, 2, 16, 12, 16, 16, 3, 3, 8, 5, 1, 0, 2, 2, 1, 1);" in src.code
+    assert src.code.count('extern "C" __global__') == 1 and src.entries["c0"].name == src.entries["c1"].name
+    pointers = {"x": 1, "w": 2, "out": 3}
+    assert [v for _, v in src.entries["c0"].args(pointers, {"N": 4})[3:]] == [
+        4, 8, 8, 16, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1]
+    assert [v for _, v in src.entries["c1"].args(pointers)[3:]] == [2, 16, 12, 16, 16, 3, 3, 8, 5, 1, 0, 2, 2, 1, 1]

@@ -38,7 +38,8 @@ def int8_sass(request):
     source = emit_module([(name, spec, choose_config(spec, sm)) for name, spec in FORMS])
     _, functions = compiled_sass(source.code, arch=request.param)
     return request.param, source, {
-        name: functions.get(name, "") + functions.get(source.entries[name].kernel_type + "_run", "") for name, _ in FORMS
+        name: functions.get(e.name, "") + functions.get(e.kernel_type + "_run", "")
+        for name, e in ((name, source.entries[name]) for name, _ in FORMS)
     }
 
 

@@ -18,6 +18,7 @@ from partita.lowering.cutlass.sm90 import (
     Sm90Config,
     choose_sm90_config,
     emit_sm90_module,
+    emit_sm90_units,
     read_layout,
     sm90_from_record,
     sm90_record,
@@ -76,7 +77,27 @@ def test_one_instantiation_per_configuration(compiled) -> None:
     kinds = {e.kernel_type for e in source.entries.values()}
     assert len(kinds) == 2 and source.entries["gemm_a"].kernel_type == source.entries["gemm_c"].kernel_type
     assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 2
-    assert source.code.count("__grid_constant__") == 3  # one Params by value per entry
+    assert source.code.count("__grid_constant__") == 2  # one entry (Params by value) per kernel type
+    assert source.entries["gemm_a"].name == source.entries["gemm_c"].name != source.entries["gemm_b"].name
+
+
+def test_one_unit_per_configuration_names_no_partition_and_no_shape() -> None:
+    """Per kernel type a unit of its own, whose text is the same for every partition, shape,
+    epilogue of one activation (none / bias) and GEMM form (dense / batched) using it."""
+    units = emit_sm90_units([(name, spec, choose_sm90_config(spec)) for name, spec in SPECS])
+    assert [sorted(u.entries) for u in units] == [["gemm_a", "gemm_c"], ["gemm_b"]]
+    alike = [("part_x", KernelSpec.dense(None, 1000, 1096, "float16", "bias_gelu")),
+             ("part_y", KernelSpec.dense(None, 2008, 3048, "float16", "bias_gelu")),
+             # a bf16 dense with a bias at M = 64: gemm_b's kernel (bias or not, dense or batched)
+             ("part_z", KernelSpec.dense(64, 96, 128, "bfloat16", "bias"))]
+    other, third = emit_sm90_units([(n, s, choose_sm90_config(s)) for n, s in alike])
+    assert other.code == units[0].code and third.code == units[1].code
+    for word in ("gemm_a", "gemm_c", "part_x", "768", "3072", "1000", "1096"):
+        assert word not in units[0].code, word
+    assert len(nvrtc.declared_entries(units[0].code)) == 1 and units[0].code.count("_contract[32]") == 1
+    for unit, mine, theirs in ((units[0], "gemm_a", other.entries["part_y"]), (units[1], "gemm_b", third.entries["part_z"])):
+        # the cubin's one entry and contract serve every partition of the type
+        assert unit.entries[mine].name == theirs.name and unit.entries[mine].contract == theirs.contract
 
 
 def test_layout_probe(compiled) -> None:
@@ -95,19 +116,19 @@ def test_layout_probe(compiled) -> None:
     assert big["tx_bytes_value"] == (128 + 128) * 64 * 2  # one stage: A and B tiles of 64 halves
     small = read_layout(binary.cubin, source.entries["gemm_b"].kernel_type)
     assert small["tx_bytes_mk_value"] == 64 * 64 * 2
-    for name, _ in SPECS:
-        (param,) = kernel_params(binary.cubin, name)
-        assert param.size == big["params_size"]  # one parameter: the Params struct
-        assert kernel_max_threads(binary.cubin, name) == 256
+    for entry in {e.name for e in source.entries.values()}:
+        (param,) = kernel_params(binary.cubin, entry)
+        assert param.size in (big["params_size"], small["params_size"])  # one parameter: the Params struct
+        assert kernel_max_threads(binary.cubin, entry) == 256
 
 
 def test_sass_is_wgmma_fed_by_tma(compiled) -> None:
     """Every entry issues HGMMA (wgmma) fed by UTMALDG (TMA) with SYNCS mbarrier waits and
     spills nothing to local memory."""
-    _, binary = compiled
+    source, binary = compiled
     functions = sass_by_function(sass_of(binary.cubin))
     for name, _ in SPECS:
-        ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|SYNCS|STL|LDL|HMMA)\b", functions[name]))
+        ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|SYNCS|STL|LDL|HMMA)\b", functions[source.entries[name].name]))
         assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["SYNCS"] >= 20, (name, ops)
         assert ops["STL"] == 0 and ops["LDL"] == 0, (name, ops)
         assert ops["HMMA"] == 0, (name, ops)  # no Sm80 mma.sync left
@@ -141,6 +162,7 @@ def test_n_major_weights_compile_to_wgmma_too() -> None:
     source = emit_sm90_module([("gemm_tt", spec, choose_sm90_config(spec))])
     assert "cutlass::layout::RowMajor, 8, T, cutlass::layout::RowMajor, 8" in source.code
     binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about a minute of NVRTC
-    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))["gemm_tt"]))
+    entry = source.entries["gemm_tt"].name
+    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))[entry]))
     assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, ops
     assert read_layout(binary.cubin, source.entries["gemm_tt"].kernel_type)["swizzle_b"] == 3

@@ -15,6 +15,7 @@ from partita.lowering.cutlass import (
     choose_config,
     emit_module,
 )
+from partita.lowering.cutlass.kernels import INT8_DTYPES
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -22,6 +23,8 @@ ARCHS = ("sm_80", "sm_90")
 def _all_kernels(sm: int):
     ks = []
     for dt in DTYPES:
+        if dt in INT8_DTYPES:  # dense TN GEMMs only: tests/lowering/test_cutlass_int8.py compiles them
+            continue
         t = {"float16": "h", "bfloat16": "b", "float32": "s"}[dt]
         for ep in SUPPORTED_EPILOGUES["dense"]:
             ks.append((f"dense_{t}_{ep}",
@@ -53,9 +56,9 @@ def test_every_op_dtype_epilogue_compiles(compiled, arch):
     src, binary = sources[arch], bins[arch]
     assert not binary.cache_hit and binary.cubin[:4] == b"\x7fELF"
     syms = cubin.kernel_symbols(binary.cubin)
-    assert set(src.entries) <= syms
+    assert {e.name for e in src.entries.values()} == syms  # one entry per kernel type
     for name, e in src.entries.items():
-        params = cubin.kernel_params(binary.cubin, name)
+        params = cubin.kernel_params(binary.cubin, e.name)
         assert [p.size for p in params] == [p.size for p in e.params], name
         smem = cubin.read_int_global(binary.cubin, e.smem_symbol)
         # main loop: stages * (A tile + B tile) bytes, the epilogue shares it
@@ -77,14 +80,15 @@ def test_warm_compile_is_a_cache_hit(compiled):
     assert cached == sorted([f"{b.key}.ref" for b in bins.values()] + [f"{b.digest}.cubin" for b in bins.values()])
 
 
-def test_dynamic_m_dense_takes_m_as_int(compiled):
+def test_dense_takes_every_dim_as_int(compiled):
     _, sources, bins = compiled
-    params = cubin.kernel_params(bins["sm_80"].cubin, "dense_h_bias_gelu")
-    # x, w, bias, out, M
+    entries = sources["sm_80"].entries
+    params = cubin.kernel_params(bins["sm_80"].cubin, entries["dense_h_bias_gelu"].name)
+    # x, w, bias, out, M, N, K
     assert [(p.ordinal, p.offset, p.size) for p in params] == [
-        (0, 0, 8), (1, 8, 8), (2, 16, 8), (3, 24, 8), (4, 32, 4)]
-    static = cubin.kernel_params(bins["sm_80"].cubin, "dense_h_bias")
-    assert [p.size for p in static] == [8, 8, 8, 8]
+        (0, 0, 8), (1, 8, 8), (2, 16, 8), (3, 24, 8), (4, 32, 4), (5, 36, 4), (6, 40, 4)]
+    static = cubin.kernel_params(bins["sm_80"].cubin, entries["dense_h_bias"].name)
+    assert [p.size for p in static] == [8, 8, 8, 8, 4, 4, 4]  # a static M is an argument too
 
 
 def test_special_configs_compile(tmp_path):
@@ -104,17 +108,18 @@ def test_special_configs_compile(tmp_path):
     assert (odd.opcode_class, odd.stages, odd.alignment_a, odd.alignment_b) == ("tensorop", 2, 1, 1)
     assert e["f16_splitk"].config.split_k > 1
     assert e["f16_splitk"].kernel_type == e["f16_splitk_again"].kernel_type
+    assert e["f16_splitk"].name == e["f16_splitk_again"].name
     binary = nvrtc.compile_cuda(src, arch="sm_80", cache_dir=tmp_path)
     assert not binary.cache_hit
-    assert set(specs) <= cubin.kernel_symbols(binary.cubin)
-    ps = cubin.kernel_params(binary.cubin, "f16_splitk")
-    assert [p.size for p in ps] == [8, 8, 8, 8, 8]  # x, w, bias, out, workspace
+    assert {entry.name for entry in e.values()} == cubin.kernel_symbols(binary.cubin)
+    ps = cubin.kernel_params(binary.cubin, e["f16_splitk"].name)
+    assert [p.size for p in ps] == [8, 8, 8, 8, 8, 4, 4, 4]  # x, w, bias, out, workspace, M, N, K
 
 
 def test_broken_kernel_raises_with_log(tmp_path):
-    good = KernelSpec.dense(64, 64, 64)
+    good, other = KernelSpec.dense(64, 64, 64), KernelSpec.dense(64, 64, 64, epilogue="bias")
     src = emit_module([("tvmgen_default_cutlass_main_0", good, choose_config(good, 80)),
-                       ("tvmgen_default_cutlass_main_1", good, choose_config(good, 80))])
+                       ("tvmgen_default_cutlass_main_1", other, choose_config(other, 80))])
     lo, hi = src.entries["tvmgen_default_cutlass_main_1"].lines
     lines = src.code.split("\n")
     lines[hi - 3] += " this_is_not_cxx;"  # inside the second entry's body
@@ -153,8 +158,13 @@ def test_gelu_epilogues_are_the_erf_form_and_the_tanh_approximation(compiled):
     CUTLASS's ``GELU_taylor``: the hardware tanh (``MUFU.TANH``) in its epilogue."""
     from support.sass import sass_by_function, sass_of  # tests/support/sass.py
 
-    _, _, bins = compiled
+    _, sources, bins = compiled
     functions = sass_by_function(sass_of(bins["sm_90"].cubin))
+
+    def body(label: str) -> str:  # the entry and the runner it calls
+        entry = sources["sm_90"].entries[label]
+        return functions.get(entry.name, "") + functions.get(entry.kernel_type + "_run", "")
+
     for t in ("h", "b", "s"):
-        assert "MUFU.TANH" in functions[f"dense_{t}_bias_gelu_tanh"], t
-        assert "MUFU.TANH" not in functions[f"dense_{t}_bias_gelu"], t
+        assert "MUFU.TANH" in body(f"dense_{t}_bias_gelu_tanh"), t
+        assert "MUFU.TANH" not in body(f"dense_{t}_bias_gelu"), t

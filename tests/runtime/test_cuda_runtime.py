@@ -54,14 +54,15 @@ def test_packing_matches_cubin_kparam_info(module):
         dims = {d: 17 for d in entry.dynamic_dims}
         ptrs = {p.name: 0x7F0000000000 + 256 * i for i, p in enumerate(entry.params)}
         buf, offsets = pack_kernel_args(entry.args(ptrs, dims))
-        info = cubin.kernel_params(binary.cubin, name)
+        info = cubin.kernel_params(binary.cubin, entry.name)
         assert [p.ordinal for p in info] == list(range(len(entry.params)))
         assert [p.offset for p in info] == offsets, name
         assert [p.size for p in info] == [p.size for p in entry.params], name
         assert len(buf) >= info[-1].offset + info[-1].size
-    # the split-k entry carries a workspace pointer, the batched one two ints
-    assert [p.name for p in src.entries["tvmgen_default_cutlass_main_1"].params][-1] == "workspace"
-    assert [p.name for p in src.entries["tvmgen_default_cutlass_main_2"].params][-2:] == ["batch", "M"]
+    # the split-k entry carries a workspace pointer, the batched one four ints (two run-time)
+    assert [p.name for p in src.entries["tvmgen_default_cutlass_main_1"].params][-4] == "workspace"
+    assert [p.name for p in src.entries["tvmgen_default_cutlass_main_2"].params][-4:] == ["batch", "M", "N", "K"]
+    assert src.entries["tvmgen_default_cutlass_main_2"].dynamic_dims == ("batch", "M")
 
 
 def test_launch_geometry_from_tiles(module):
@@ -107,7 +108,7 @@ def test_run_dense_bias_relu_on_device(tmp_path):
     np.testing.assert_allclose(out.astype(np.float32), _bias_relu_reference(x, w, bias),
                                rtol=2e-2, atol=2e-1)
     smem = mod.global_int(e.smem_symbol)
-    launch = dev.prepare_launch(mod.kernel("k", smem), e.grid({"M": M}), e.block, smem,
+    launch = dev.prepare_launch(mod.kernel(e.name, smem), e.grid({"M": M}), e.block, smem,
                                 e.args({k: v.ptr for k, v in bufs.items()}, {"M": M}))
     (seconds,) = time_steps(dev, [launch], repeat=3)
     assert seconds > 0

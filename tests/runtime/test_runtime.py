@@ -469,14 +469,16 @@ def test_a_cubin_for_another_arch_is_a_clear_error(models) -> None:
 
 def test_failures_name_the_kernel(models) -> None:
     exe, _, inputs = models["mlp"]
+    (handle,) = exe.runtime.handles.values()
+    kernel = handle.entry.name  # the entry of the partition's kernel configuration
     drv, runtime = _recording_runtime(exe, graphs=False, fail={"cuLaunchKernel": 719})
-    with pytest.raises(CudaError, match=r"cuLaunchKernel\(tvmgen_default_cutlass_main_0\) failed: CUDA_ERROR_LAUNCH_FAILED"):
+    with pytest.raises(CudaError, match=rf"cuLaunchKernel\({kernel}\) failed: CUDA_ERROR_LAUNCH_FAILED"):
         runtime.run(*inputs(2))
     drv.fail = {"cuStreamSynchronize": 700}
     with pytest.raises(PartitaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*run with debug=True"):
         runtime.run(*inputs(2))
     runtime.debug = True
-    with pytest.raises(PartitaError, match="kernel tvmgen_default_cutlass_main_0 failed: cuStreamSynchronize failed"):
+    with pytest.raises(PartitaError, match=f"kernel {kernel} failed: cuStreamSynchronize failed"):
         runtime.run(*inputs(2))
 
 

@@ -3,12 +3,15 @@
 1. outlines the ``cutlass`` partitions (existing global symbols);
 2. maps every ``byoc.compiler = "cutlass"`` function, by the ops in its body, to a
    CUTLASS kernel spec and configuration;
-3. emits ONE CUDA C++ unit for the whole module and compiles it with NVRTC (cached);
-4. records the artifact as a ``byoc.binary`` beside the functions it implements;
+3. emits ONE CUDA C++ unit per kernel configuration (its text names no partition and no
+   shape: every dim is a run-time argument of the configuration's one entry) and
+   compiles the units with NVRTC, in parallel, through the cubin cache;
+4. records each unit as a ``byoc.binary`` beside the functions it implements, a record
+   per function naming the entry it launches and holding its static dims;
 5. marks the functions extern (their semantics stay in a reference sibling).
 
-Reading the whole module at once is what lets identical kernels share one CUTLASS
-instantiation and lets one NVRTC program serve every partition.
+Partitions of one configuration share one instantiation and one cubin, whatever their
+shapes; a configuration another module (or shape) compiled before is a cache hit.
 """
 
 from __future__ import annotations
@@ -42,18 +45,18 @@ from partita.lowering.cutlass import (
     choose_config,
     emit_module,
 )
+from partita.lowering.cutlass.emitter import emit_units, problem_values
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.cutlass.sm90 import (
     RECORD_KIND,
-    Sm90Config,
     Sm90Source,
     choose_sm90_config,
     emit_sm90_module,
+    emit_sm90_units,
     read_layout,
     sm90_from_record,
     sm90_record,
-    sm90_type_key,
     why_not_sm90,
 )
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
@@ -242,38 +245,33 @@ def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
 
 
 def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: bool = False
-                 ) -> tuple[list[PartitionKernel], CudaSource | None]:
-    """The kernels of the module's cutlass functions and their source, configured by the
-    target ``options`` (an ``int`` is an sm with the kind's other defaults). With
-    ``hopper``, the functions :func:`emit_hopper` takes are left out."""
+                 ) -> list[tuple[list[PartitionKernel], CudaSource]]:
+    """The module's cutlass functions grouped by kernel configuration (chosen for the
+    target ``options``; an ``int`` is an sm with the kind's other defaults), with one
+    translation unit per group, its ``entries`` keyed by function name. With ``hopper``,
+    the functions :func:`emit_hopper` takes are left out."""
     if isinstance(options, int):
         options = CutlassOptions(sm=options)
-    kernels = [partition_kernel(f) for f in cutlass_functions(module)]
+    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module))}
     if hopper:
-        kernels = [k for k in kernels if why_not_sm90(k.spec) is not None]
-    if not kernels:
-        return kernels, None
+        kernels = {name: k for name, k in kernels.items() if why_not_sm90(k.spec) is not None}
     configs = []
-    for k in kernels:
+    for k in kernels.values():
         try:
             cfg = choose_config(k.spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
         except UnsupportedKernel as err:
             raise op_error(k.function, str(err)) from None
         configs.append((k.name, k.spec, cfg))
-    return kernels, emit_module(configs)
+    return [([kernels[name] for name in unit.entries], unit) for unit in emit_units(configs)]
 
 
 def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Source]]:
     """The cutlass functions that have a CUTLASS 3 Hopper kernel, grouped by kernel
     configuration, with one source per group: each group is its own NVRTC program (about
     a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
-    groups: dict[tuple, list[tuple[PartitionKernel, Sm90Config]]] = {}
-    for k in (partition_kernel(f) for f in cutlass_functions(module)):
-        if why_not_sm90(k.spec) is None:
-            cfg = choose_sm90_config(k.spec)
-            groups.setdefault(sm90_type_key(k.spec, cfg), []).append((k, cfg))
-    return [([k for k, _ in group], emit_sm90_module([(k.name, k.spec, cfg) for k, cfg in group]))
-            for group in groups.values()]
+    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if why_not_sm90(k.spec) is None}
+    units = emit_sm90_units([(k.name, k.spec, choose_sm90_config(k.spec)) for k in kernels.values()])
+    return [([kernels[name] for name in unit.entries], unit) for unit in units]
 
 
 def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
@@ -313,16 +311,15 @@ class CutlassCodegen(ModulePass):
         except ValueError as err:
             raise PartitaError(f"{self.name}: sm={sm}: {err}") from None
         # sm_90a: CUTLASS 3 TMA + wgmma kernels where they apply, Sm80 kernels for the rest;
-        # two NVRTC programs, compiled side by side
+        # one NVRTC program per kernel configuration, compiled side by side
         hopper = suffix == "a" and options.sm == 90
-        kernels, source = emit_cutlass(op, options, hopper=hopper)
-        groups = emit_hopper(op) if hopper else []
-        sources = ([source] if source is not None else []) + [g[1] for g in groups]
+        groups = emit_cutlass(op, options, hopper=hopper)
+        hopper_groups = emit_hopper(op) if hopper else []
+        sources = [unit for _, unit in groups] + [unit for _, unit in hopper_groups]
         if not sources:
             return
         cache_dir = self.cache_dir or options.tmp_dir or None
-        names = ([f"{len(kernels)} CUTLASS 2.x kernel(s)"] if source is not None else []) + \
-            [next(iter(s.entries.values())).config.name for _, s in groups]
+        names = [next(iter(unit.entries.values())).config.name for unit in sources]
 
         def compiled(i: int, binary: nvrtc.CompiledBinary, seconds: float) -> None:
             if self.progress is not None:
@@ -335,21 +332,14 @@ class CutlassCodegen(ModulePass):
         except nvrtc.NvrtcError as err:
             names = ", ".join(f"@{e}" for e in err.entries) or "the module"
             raise PartitaError(f"NVRTC failed to compile the CUTLASS kernels of {names} for sm_{sm}:\n{err.log}") from None
-        if source is not None:
-            binary = binaries[0]
-            cubin = Cubin(binary.cubin)  # read once for every kernel's shared-memory size
-            records = {
-                k.name: entry_record(
-                    source.entries[k.name], k.inputs, cubin.read_int_global(source.entries[k.name].smem_symbol)
-                )
-                for k in kernels
-            }
+        for (kernels, source), binary in zip(groups, binaries):
+            entry = next(iter(source.entries.values()))  # every function of a unit launches its one entry
+            smem = Cubin(binary.cubin).read_int_global(entry.smem_symbol)
+            records = {k.name: entry_record(source.entries[k.name], k.inputs, smem) for k in kernels}
             self._add_binary(op, options, sm, binary, records, "")
-        for (sm90_kernels, sm90_source), binary in zip(groups, binaries[len(binaries) - len(groups):]):
-            cubin = Cubin(binary.cubin)  # read once for every kernel type's probe
-            layouts = {t: read_layout(cubin, t) for t in {e.kernel_type for e in sm90_source.entries.values()}}
-            records = {k.name: sm90_record(sm90_source.entries[k.name], k.inputs,
-                                           layouts[sm90_source.entries[k.name].kernel_type]) for k in sm90_kernels}
+        for (sm90_kernels, sm90_source), binary in zip(hopper_groups, binaries[len(groups):]):
+            layout = read_layout(binary.cubin, next(iter(sm90_source.entries.values())).kernel_type)
+            records = {k.name: sm90_record(sm90_source.entries[k.name], k.inputs, layout) for k in sm90_kernels}
             self._add_binary(op, options, sm, binary, records, "_tma")
         mark_compiler_functions(op, COMPILER)
 
@@ -383,37 +373,45 @@ class CutlassCppTarget(Target):
         options = function_options(cutlass_functions(module), number)
         sm = f"{options.sm}{suffix}"
         hopper = suffix == "a" and options.sm == 90
-        kernels, source = emit_cutlass(module, options, hopper=hopper)
-        groups = emit_hopper(module) if hopper else []
-        for sm90_kernels, sm90_source in groups:
-            output.write(f"// CUTLASS 3 Hopper kernels for sm_{sm}, one translation unit per configuration\n")
+        groups = emit_cutlass(module, options, hopper=hopper)
+        hopper_groups = emit_hopper(module) if hopper else []
+        for sm90_kernels, sm90_source in hopper_groups:
+            entry = next(iter(sm90_source.entries.values()))
+            output.write(f"// CUTLASS 3 Hopper kernel {entry.name} for sm_{sm}, one translation unit per configuration\n")
             for k in sm90_kernels:
                 cfg = sm90_source.entries[k.name].config
                 output.write(f"// @{k.name}: {cfg.name} (tile {'x'.join(map(str, cfg.tile))}, cluster "
-                             f"{'x'.join(map(str, cfg.cluster))}, {cfg.schedule}; args ({', '.join(k.inputs)}))\n")
+                             f"{'x'.join(map(str, cfg.cluster))}, {cfg.schedule}; args ({', '.join(k.inputs)}); "
+                             f"{_dims_comment(k.spec)})\n")
             output.write(sm90_source.code)
-        if source is None:
-            if not groups:
-                output.write("// no cutlass partition functions in this module\n")
-            return
-        output.write(f"// CUTLASS kernels for sm_{sm}, one translation unit\n")
-        for k in kernels:
-            entry = source.entries[k.name]
-            cfg = entry.config
-            output.write(
-                f"// @{k.name}: {cfg.name} ({k.spec.op}, {k.spec.dtype}, epilogue {k.spec.epilogue}; "
-                f"threadblock {'x'.join(map(str, cfg.threadblock))}, {cfg.stages} stages, "
-                f"warps {'x'.join(map(str, cfg.warp_count))}, align {cfg.alignment_a}/{cfg.alignment_b}/{cfg.alignment_c}, "
-                f"split-k {cfg.split_k}; args ({', '.join(k.inputs)}))\n"
-            )
-        output.write(source.code)
-        if not source.code.endswith("\n"):
-            output.write("\n")
+        if not groups and not hopper_groups:
+            output.write("// no cutlass partition functions in this module\n")
+        for kernels, source in groups:
+            entry = next(iter(source.entries.values()))
+            output.write(f"// CUTLASS kernel {entry.name} for sm_{sm}, one translation unit per configuration\n")
+            for k in kernels:
+                cfg = source.entries[k.name].config
+                output.write(
+                    f"// @{k.name}: {cfg.name} ({k.spec.op}, {k.spec.dtype}, epilogue {k.spec.epilogue}; "
+                    f"threadblock {'x'.join(map(str, cfg.threadblock))}, {cfg.stages} stages, "
+                    f"warps {'x'.join(map(str, cfg.warp_count))}, align {cfg.alignment_a}/{cfg.alignment_b}/"
+                    f"{cfg.alignment_c}, split-k {cfg.split_k}; args ({', '.join(k.inputs)}); {_dims_comment(k.spec)})\n"
+                )
+            output.write(source.code)
+            if not source.code.endswith("\n"):
+                output.write("\n")
+
+
+def _dims_comment(spec: KernelSpec) -> str:
+    """The problem dims a partition passes to its entry: ``dims M=?, N=768, K=3072``
+    (``?``: read off the operands at run time)."""
+    return "dims " + ", ".join(f"{d}={'?' if v is None else v}" for d, v in problem_values(spec).items())
 
 
 def cpp_from_binaries(module: ModuleOp) -> str:
     """The C++ each ``byoc.binary`` was compiled from, rebuilt from its kernel records
-    (the records keep spec and configuration, so the source comes out the same)."""
+    (the records keep spec and configuration, and a unit's text depends on the kernel
+    configuration alone, so the source comes out the same)."""
     units = []
     for op in module.ops:
         if not isinstance(op, byoc.BinaryOp):
@@ -423,13 +421,13 @@ def cpp_from_binaries(module: ModuleOp) -> str:
             continue  # another codegen's artifact
         kernels = op.attributes["kernels"]
         assert isinstance(kernels, DictionaryAttr)
-        records = list(kernels.data.values())
+        records = kernels.data
         if records and all(isinstance(r, DictionaryAttr) and r.data.get("kind") == StringAttr(RECORD_KIND)
-                           for r in records):
-            hopper = [sm90_from_record(r)[0] for r in records]  # type: ignore[arg-type]
-            code = emit_sm90_module([(e.name, e.spec, e.config) for e in hopper]).code
+                           for r in records.values()):
+            hopper = {f: sm90_from_record(r)[0] for f, r in records.items()}  # type: ignore[arg-type]
+            code = emit_sm90_module([(f, e.spec, e.config) for f, e in hopper.items()]).code
         else:
-            entries = [entry_from_record(record)[0] for record in records]  # type: ignore[arg-type]
-            code = emit_module([(e.name, e.spec, e.config) for e in entries]).code
+            entries = {f: entry_from_record(r)[0] for f, r in records.items()}  # type: ignore[arg-type]
+            code = emit_module([(f, e.spec, e.config) for f, e in entries.items()]).code
         units.append(f"// byoc.binary @{op.sym_name.data}\n{code}")
     return "\n".join(units) if units else "// no compiled CUTLASS kernels in this module"

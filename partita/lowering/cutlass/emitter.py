@@ -1,31 +1,38 @@
-"""CUDA C++ emission for CUTLASS partitions.
+"""CUDA C++ emission for CUTLASS partitions: one translation unit per kernel type.
 
-:func:`emit_module` turns ``[(entry_name, KernelSpec, KernelConfig), ...]``
-into ONE translation unit.  Each distinct CUTLASS kernel type is declared once
-(``using <name> = ...;``) and every partition gets an ``extern "C" __global__``
-entry that builds the kernel's ``Params`` on the device from plain pointers and
-sizes, so no host compiler is needed.
+:func:`emit_units` turns ``[(label, KernelSpec, KernelConfig), ...]`` (a label is the
+partition function's name) into one :class:`CudaSource` per distinct CUTLASS kernel type
+(:func:`type_key`): the kernel's declaration (``using <alias> = ...;``), a runner that
+builds its ``Params`` on the device from plain pointers and sizes (no host compiler is
+needed), ONE ``extern "C" __global__`` entry named after the configuration
+(:func:`entry_name`), its shared-memory size and its launch contract. Every problem dim
+is a run-time argument, so nothing in a unit names a partition, a module or a shape: the
+unit's text, and so its NVRTC cache key, depends on the configuration alone, and the
+second module (or shape) using it is a cache hit. :func:`emit_module` puts the types of
+several configurations in one unit (what benchmarks and tests compile at once).
 
 Entry ABI (C calling convention, all parameters by value)::
 
-    entry(const T* in_0, ..., const T* in_k,   // partition inputs, in order:
-                                               //   dense: x, w[, bias]
+    entry(const T* in_0, ..., const T* in_k,   // the kernel's inputs, in order:
+                                               //   dense: x, w[, bias | residual]
                                                //   batch_matmul: a, b[, bias]
                                                //   conv2d: x, w[, bias]
-          T* out,                              // the output tensor
                                                //   (an int8 GEMM: x, w, za, zb[, bias],
                                                //   i32 bias and output)
+          T* out,                              // the output tensor
           int* workspace,                      // ONLY when split_k > 1
-          int dyn_0, ...)                      // run-time dims, in the order of
-                                               //   KernelSpec.dynamic_dims:
-                                               //   dense: M; batch_matmul: those of
-                                               //   batch, M, N, K; conv2d: N
+          int d_0, ...)                        // every problem dim (GEMM_DIMS):
+                                               //   dense: M, N, K;
+                                               //   batch_matmul: batch, M, N, K;
+                                               //   conv2d: N, H, W, C, K, R, S, P, Q,
+                                               //   pads, strides, dilations
 
-The split-k workspace holds ``grid_m * grid_n`` ints that must be zero before
-the first launch; the kernel leaves it zeroed again.  Launch geometry (grid,
-block, dynamic shared memory) is computed in Python by :class:`EntryInfo`.
-Static dimensions are constants the entry passes to its kernel's runner, which takes every
-GEMM dim as an argument: entries of one configuration share one instantiation.
+A partition's record keeps its spec, whose static dims :meth:`EntryInfo.args` packs as
+those arguments (with the run-time ones of ``KernelSpec.dynamic_dims`` read off the
+operands) when a shape signature is bound. The split-k workspace holds ``grid_m *
+grid_n`` ints that must be zero before the first launch; the kernel leaves it zeroed
+again. Launch geometry (grid, block, dynamic shared memory) is computed in Python by
+:class:`EntryInfo`.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from partita.lowering.contracts import contract_constant
+from partita.lowering.contracts import contract_constant, key_digest
 
 from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec, entry_contract
 
@@ -66,7 +73,7 @@ _HEADERS = (
     "cutlass/epilogue/thread/linear_combination_gelu.h",
 )
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT_CHARS = re.compile(r"\W")
 
 
 @dataclass(frozen=True)
@@ -96,9 +103,11 @@ def _log_tile(swizzle: int, tiles_n: int) -> int:
 
 @dataclass(frozen=True)
 class EntryInfo:
-    """Everything a launcher needs to know about one entry."""
+    """Everything a launcher needs to know about one partition's launch of an entry: the
+    entry (shared by every partition of its kernel type) and the partition's spec, whose
+    static dims are packed as the entry's dim arguments."""
 
-    name: str
+    name: str                        # the entry's C name (entry_name: by configuration)
     spec: KernelSpec
     config: KernelConfig
     kernel_type: str                 # C++ alias of the CUTLASS kernel
@@ -153,14 +162,23 @@ class EntryInfo:
         p, q = s.output_hw
         return (n, p, q, s.filter_shape[0])
 
+    def problem_values(self, dims: dict[str, int] | None = None) -> dict[str, int]:
+        """Every problem dim the entry takes (``GEMM_DIMS``): the spec's static ones and
+        the run-time ones from ``dims``."""
+        self._check_dims(dims)
+        static = problem_values(self.spec)
+        return {d: int(dims[d]) if static[d] is None else int(static[d])  # type: ignore[index,arg-type]
+                for d in GEMM_DIMS[self.spec.op]}
+
     def args(self, pointers: dict[str, int], dims: dict[str, int] | None = None
              ) -> list[tuple[str, int]]:
         """``[(kind, value)]`` for :func:`partita.runtime.arguments.pack_kernel_args`.
 
         ``pointers`` maps input names, ``"out"`` and (with split-k)
-        ``"workspace"`` to device addresses; ``dims`` gives the run-time dims.
+        ``"workspace"`` to device addresses; ``dims`` gives the run-time dims (the
+        static ones come from the spec).
         """
-        self._check_dims(dims)
+        values = self.problem_values(dims)
         out = []
         for p, kind in zip(self.params, self.arg_kinds):
             if kind == "ptr" and p.name in ("za", "zb") and p.name not in pointers:
@@ -168,7 +186,7 @@ class EntryInfo:
             elif kind == "ptr":
                 out.append(("ptr", int(pointers[p.name])))
             else:
-                out.append(("int", int(dims[p.name])))  # type: ignore[index]
+                out.append(("int", values[p.name]))
         return out
 
     @property
@@ -176,10 +194,23 @@ class EntryInfo:
         """The kernel's parameter kinds, known without a launch: what ``args`` packs."""
         return tuple("ptr" if p.kind == "ptr" else "int" for p in self.params)
 
+    @property
+    def abi(self) -> tuple[str, ...]:
+        """The entry's parameters as ``name:kind:element type``, in order (its contract
+        holds them)."""
+        return tuple(f"{p.name}:{p.kind}:" + ("int32" if p.kind == "int" or p.role == "workspace"
+                                                else self.spec.role_dtype(p.name)) for p in self.params)
+
+    @property
+    def contract(self) -> bytes:
+        """The digest the entry's cubin holds (``partita.lowering.contracts``): its name,
+        kernel type and ABI, which no shape enters."""
+        return entry_contract(self.name, type_key(self.spec, self.config), self.abi)
+
 
 @dataclass(frozen=True)
 class CudaSource:
-    """One CUDA translation unit and its per-entry metadata."""
+    """One CUDA translation unit and, per label (partition), the launch of its entry."""
 
     code: str
     entries: dict[str, EntryInfo]
@@ -187,26 +218,34 @@ class CudaSource:
     kernel_lines: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def entries_at_line(self, line: int) -> list[str]:
-        """Entries whose own code, or whose kernel type declaration, spans ``line``."""
+        """Labels (partitions) whose entry's code, or whose kernel type declaration, spans
+        ``line``."""
         hits = []
-        for e in self.entries.values():
+        for label, e in self.entries.items():
             lo, hi = e.lines
             klo, khi = self.kernel_lines.get(e.kernel_type, (0, -1))
             if lo <= line <= hi or klo <= line <= khi:
-                hits.append(e.name)
+                hits.append(label)
         return hits
 
 
 # -- C++ fragments ------------------------------------------------------------
 
-def _type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
-    """What makes two entries' runners differ. Problem shapes are run-time arguments of
-    the runner: one instantiation per configuration, shared across shapes."""
+def type_key(spec: KernelSpec, cfg: KernelConfig) -> tuple:
+    """What makes two partitions' kernels differ. Problem shapes are run-time arguments of
+    the entry: one instantiation (and one NVRTC program) per key, shared across shapes."""
     key = (spec.op, spec.dtype, spec.dtype_b, spec.epilogue, cfg.opcode_class, cfg.arch_tag,
            cfg.instruction_shape, cfg.threadblock, cfg.warp_count, cfg.stages,
            cfg.alignment_a, cfg.alignment_b, cfg.alignment_c, cfg.split_k,
            cfg.swizzle, cfg.iterator_algorithm, cfg.math)
     return key + (spec.layout, spec.broadcast)
+
+
+def entry_name(spec: KernelSpec, cfg: KernelConfig) -> str:
+    """The C name of the entry of (spec, cfg)'s kernel type: the configuration's CUTLASS
+    name and 8 hex digits of its :func:`type_key` (the name alone does not tell every key
+    apart: the split-k slice count, a broadcast operand), the same in every run."""
+    return f"{_IDENT_CHARS.sub('_', cfg.name or 'cutlass_kernel')}_{key_digest(type_key(spec, cfg))}"
 
 
 #: The problem dims a runner takes, in order.
@@ -218,10 +257,11 @@ GEMM_DIMS = {
 }
 
 
-def _problem_values(spec: KernelSpec) -> dict[str, int | None]:
-    """The static value of every runner dim (``None``: the entry's run-time argument)."""
+def problem_values(spec: KernelSpec) -> dict[str, int | None]:
+    """The static value of every entry dim (``GEMM_DIMS``; ``None``: read off the
+    operands at run time)."""
     if spec.op != "conv2d":
-        return {"batch": spec.batch, "M": spec.M, "N": spec.N, "K": spec.K}
+        return {d: getattr(spec, d) for d in GEMM_DIMS[spec.op]}
     n, h, w, c = spec.input_shape  # type: ignore[misc]
     k, r, s, _ = spec.filter_shape  # type: ignore[misc]
     p, q = spec.output_hw
@@ -349,25 +389,17 @@ def _runner_name(alias: str) -> str:
     return f"{alias}_run"
 
 
-def _runner_params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
-    """The runner's parameters: the entry's pointers, then every problem dim (static or
-    not), so one runner serves every shape of its configuration."""
-    pointers = tuple(p for p in _params(spec, cfg) if p.kind == "ptr")
-    return pointers + tuple(ParamDesc(d, "int", 4, "dim") for d in GEMM_DIMS[spec.op])
-
-
 def _entry(info: EntryInfo) -> str:
-    """The partition's ``extern "C"`` entry: a thin wrapper around its kernel's runner,
-    so partitions with the same kernel share one compiled body; static dims are passed
-    as constants."""
-    spec = info.spec
-    static = _problem_values(spec)
-    args = ", ".join(p.name if p.kind == "ptr" or static[p.name] is None else str(int(static[p.name]))  # type: ignore[arg-type]
-                     for p in _runner_params(spec, info.config))
+    """The kernel type's ``extern "C"`` entry (every problem dim an argument) and its
+    shared-memory size."""
+    # With N and K run-time values, ptxas held the sm_90 IMMA main loop to 128 registers
+    # and spilled one per K tile; a minimum of one block per SM lets it take the 150 it
+    # needs (measured; the float kernels keep ptxas's own choice).
+    bounds = f"{info.config.threads}, 1" if info.spec.is_int8 else f"{info.config.threads}"
     return (
-        f'extern "C" __global__ void __launch_bounds__({info.config.threads})\n'
+        f'extern "C" __global__ void __launch_bounds__({bounds})\n'
         f"{info.name}({_signature(info.spec, info.params)}) {{\n"
-        f"  {_runner_name(info.kernel_type)}({args});\n"
+        f"  {_runner_name(info.kernel_type)}({', '.join(p.name for p in info.params)});\n"
         "}\n"
         f'extern "C" __device__ int {info.smem_symbol} = (int)sizeof(typename {info.kernel_type}::SharedStorage);\n'
     )
@@ -378,7 +410,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     params on the device and runs the kernel (NVRTC compiles its body once)."""
     Kt = alias
     T, TB, TC = (_CTYPE[spec.role_dtype(r)] for r in ("x", "w", "out"))
-    params = _runner_params(spec, cfg)
+    params = _params(spec, cfg)
     beta = ("1" if spec.source else "0") if spec.is_int8 else "1.0f" if spec.source else "0.0f"
     alpha = "1" if spec.is_int8 else "1.0f"
     src = spec.source or "out"
@@ -438,41 +470,56 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
 
 
 def _params(spec: KernelSpec, cfg: KernelConfig) -> tuple[ParamDesc, ...]:
+    """The entry's (and its runner's) parameters: pointers, then every problem dim, static
+    or not, so one entry serves every shape of its kernel type."""
     ps = [ParamDesc(n, "ptr", 8, "input") for n in spec.input_names]
     ps.append(ParamDesc("out", "ptr", 8, "output"))
     if cfg.split_k > 1:
         ps.append(ParamDesc("workspace", "ptr", 8, "workspace"))
-    ps += [ParamDesc(d, "int", 4, "dim") for d in spec.dynamic_dims]
+    ps += [ParamDesc(d, "int", 4, "dim") for d in GEMM_DIMS[spec.op]]
     return tuple(ps)
 
 
+def entry_info(spec: KernelSpec, cfg: KernelConfig, alias: str | None = None,
+               lines: tuple[int, int] = (0, 0)) -> EntryInfo:
+    """The launch description of a partition of ``spec`` on its kernel type's entry
+    (``alias``: the C++ name of its kernel in the unit, by default the configuration's)."""
+    name = entry_name(spec, cfg)
+    return EntryInfo(name=name, spec=spec, config=cfg, kernel_type=alias or _alias_base(cfg),
+                     params=_params(spec, cfg), smem_symbol=f"{name}_smem_bytes", lines=lines)
+
+
+def _alias_base(cfg: KernelConfig) -> str:
+    return _IDENT_CHARS.sub("_", cfg.name or "cutlass_kernel")
+
+
 def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSource:
-    """Emit one CUDA C++ translation unit with an entry per ``(name, spec, config)``."""
-    seen_names: set[str] = set()
+    """One CUDA C++ translation unit with the kernel type of every ``(label, spec,
+    config)`` once: declaration, runner, entry, shared-memory size and launch contract.
+    ``entries`` maps each label to its :class:`EntryInfo`; labels never enter the code."""
     types: dict[tuple, str] = {}
     decls: list[tuple[str, KernelSpec, KernelConfig]] = []
-    plan: list[tuple[str, KernelSpec, KernelConfig, str]] = []
-    used_aliases: set[str] = set()
-    for name, spec, cfg in kernels:
-        if not _IDENT.match(name):
-            raise ValueError(f"entry name {name!r} is not a C identifier")
-        if name in seen_names:
-            raise ValueError(f"duplicate entry name {name!r}")
-        seen_names.add(name)
-        key = _type_key(spec, cfg)
+    plan: dict[str, tuple[KernelSpec, KernelConfig, str]] = {}
+    for label, spec, cfg in kernels:
+        if label in plan:
+            raise ValueError(f"duplicate partition label {label!r}")
+        key = type_key(spec, cfg)
         alias = types.get(key)
         if alias is None:
-            base = re.sub(r"\W", "_", cfg.name or "cutlass_kernel")
+            base = _alias_base(cfg)
             alias, i = base, 1
-            while alias in used_aliases:
+            while alias in types.values():
                 i += 1
                 alias = f"{base}_v{i}"
-            used_aliases.add(alias)
             types[key] = alias
             decls.append((alias, spec, cfg))
-        plan.append((name, spec, cfg, alias))
+        plan[label] = (spec, cfg, alias)
+    names = [entry_name(spec, cfg) for _, spec, cfg in decls]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two kernel types share an entry name: {sorted(names)}")
 
-    out: list[str] = ["// Generated by partita.lowering.cutlass -- one TU per module.\n"]
+    out: list[str] = ["// Generated by partita.lowering.cutlass -- one translation unit per CUTLASS "
+                      "kernel configuration.\n"]
     out += [f"#include <{h}>\n" for h in _HEADERS]
     out.append("\n")
 
@@ -480,26 +527,33 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
         return "".join(out).count("\n") + 1
 
     kernel_lines: dict[str, tuple[int, int]] = {}
+    entry_lines: dict[str, tuple[int, int]] = {}
+    contracts = []
     for alias, spec, cfg in decls:
         text = _kernel_decl(alias, spec, cfg) + _runner(alias, spec, cfg)
         lo = cur_line()
         out.append(text)
         kernel_lines[alias] = (lo, lo + text.count("\n") - 1)
-    out.append("\n")
-
-    entries: dict[str, EntryInfo] = {}
-    for name, spec, cfg, alias in plan:
-        info = EntryInfo(name=name, spec=spec, config=cfg, kernel_type=alias,
-                         params=_params(spec, cfg), smem_symbol=f"{name}_smem_bytes",
-                         lines=(0, 0))
+        info = entry_info(spec, cfg, alias)
         text = _entry(info)
         lo = cur_line()
         out.append(text)
-        info = EntryInfo(**{**info.__dict__, "lines": (lo, lo + text.count("\n") - 1)})
-        entries[name] = info
+        entry_lines[alias] = (lo, lo + text.count("\n") - 1)
+        contracts.append(contract_constant(info.name, info.contract) + "\n")
     out.append("\n// Launch contracts (partita.lowering.contracts), checked at load\n")
-    out += [contract_constant(name, entry_contract(name, spec, cfg)) + "\n" for name, spec, cfg, _ in plan]
+    out += contracts
+    entries = {label: entry_info(spec, cfg, alias, entry_lines[alias]) for label, (spec, cfg, alias) in plan.items()}
     return CudaSource(code="".join(out), entries=entries, kernel_lines=kernel_lines)
+
+
+def emit_units(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> list[CudaSource]:
+    """One translation unit per kernel type of ``kernels`` (in order of first use): each
+    depends on its configuration alone, so NVRTC compiles it once for every module and
+    shape that uses it (the cubin cache keys it by its text)."""
+    groups: dict[tuple, list[tuple[str, KernelSpec, KernelConfig]]] = {}
+    for label, spec, cfg in kernels:
+        groups.setdefault(type_key(spec, cfg), []).append((label, spec, cfg))
+    return [emit_module(group) for group in groups.values()]
 
 
 def element_bytes(spec: KernelSpec) -> int:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cutlass_library.conv2d_operation import Conv2dOperation
 from cutlass_library.gemm_operation import GemmOperation
@@ -608,12 +608,11 @@ def spec_fields(spec: KernelSpec) -> list[str]:
     return [f.name for f in dataclasses.fields(spec) if f.name != "dtype_b" or spec.dtype_b]
 
 
-def entry_contract(name: str, spec: KernelSpec, config: Any) -> bytes:
+def entry_contract(name: str, key: tuple, abi: Sequence[str]) -> bytes:
     """The launch contract of CUTLASS entry ``name`` (``partita.lowering.contracts``): its
-    name, spec and configuration (a ``KernelConfig``, or a Hopper ``Sm90Config``), which
-    decide the kernel it instantiates; the emitters put it in the cubin, the runtime checks
-    a record against it at load."""
-    fields = dataclasses.asdict(spec)
-    if not fields["dtype_b"]:  # the field float kernels leave empty: their contracts stay as they were
-        del fields["dtype_b"]
-    return digest_fields({"entry": name, "spec": fields, "config": dataclasses.asdict(config)})
+    name, its kernel type key (what decides the instantiation: op, element types,
+    epilogue, layouts and the configuration, a ``KernelConfig`` or a Hopper
+    ``Sm90Config``; never a shape) and its ABI (each parameter's name, kind and element
+    type, in order). The emitters put it in the cubin; the runtime checks the record it
+    launches with against it at load."""
+    return digest_fields({"entry": name, "kernel": list(key), "abi": list(abi)})

@@ -18,10 +18,11 @@ TVM's cutlass target kind has ``sm``, ``use_3xtf32``, ``split_k_slices``,
 * ``profile_all_alignments``, ``find_first_valid``, ``use_multiprocessing``: TVM's
   profiler knobs. Partita chooses configurations without profiling: the largest legal
   alignment and the first valid configuration (what ``find_first_valid=1`` and
-  ``profile_all_alignments=0`` ask for), all kernels in one translation unit; so
-  ``find_first_valid=0`` or ``profile_all_alignments=1`` is an error that says to use
+  ``profile_all_alignments=0`` ask for); so ``find_first_valid=0`` or
+  ``profile_all_alignments=1`` is an error that says to use
   ``collage-partition{cost=measure}`` to time candidates, and ``use_multiprocessing``
-  has nothing to spread. The ``byoc.binary``'s ``target`` records every option it was
+  changes nothing (the units of a module's configurations always compile in parallel
+  processes). The ``byoc.binary``'s ``target`` records every option it was
   compiled with.
 """
 

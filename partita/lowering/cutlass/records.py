@@ -1,9 +1,11 @@
-"""Kernel records: what a ``byoc.binary`` keeps about each CUTLASS entry.
+"""Kernel records: what a ``byoc.binary`` keeps about each partition it implements.
 
-A record holds the kernel's spec and configuration, so a runtime reading the module
-(possibly in another process, from text) rebuilds exactly the ``EntryInfo`` the emitter
-produced (launch geometry, parameter list, shared-memory symbol) without re-choosing
-anything.
+A record names the entry the partition launches (one per kernel type, shared by every
+partition of that configuration) and holds the partition's spec (its static dims: the
+data packed as the entry's dim arguments) and configuration, so a runtime reading the
+module (possibly in another process, from text) rebuilds exactly the ``EntryInfo`` the
+emitter produced (entry, launch geometry, parameter list, shared-memory symbol) without
+re-choosing anything.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from xdsl.ir import Attribute
 
-from partita.lowering.cutlass.emitter import EntryInfo, emit_module
+from partita.lowering.cutlass.emitter import EntryInfo, entry_info
 from partita.lowering.cutlass.kernels import KernelConfig, KernelSpec, spec_fields
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 
 def entry_record(entry: EntryInfo, inputs: Sequence[str], smem_bytes: int | None = None) -> DictionaryAttr:
-    """The record of one entry. ``inputs`` names the entry role of each function argument
-    in argument order (e.g. ``("x", "w", "bias")``)."""
+    """The record of one partition's launch of ``entry``. ``inputs`` names the entry role
+    of each function argument in argument order (e.g. ``("x", "w", "bias")``)."""
     record: dict[str, Attribute] = {
         "entry": StringAttr(entry.name),
         "kernel": StringAttr(entry.config.name),
@@ -62,7 +64,10 @@ def entry_from_record(record: DictionaryAttr) -> tuple[EntryInfo, tuple[str, ...
         value = getattr(config, field)
         if not isinstance(value, int) or not 1 <= value <= 1024:
             raise ValueError(f"config '{field}' = {value} is not a positive count")
-    entry = emit_module([(name, spec, config)]).entries[name]
+    entry = entry_info(spec, config)
+    if name != entry.name:  # an entry of one partition (records before per-configuration units), or edited
+        raise ValueError(f"'entry' = {name!r} is not {entry.name!r}, the entry of its kernel type; "
+                         "compile the model again")
     if "block" in data and tuple(from_attr(data["block"])) != tuple(entry.block):
         raise ValueError(f"'block' = {from_attr(data['block'])} is not the {tuple(entry.block)} its config launches")
     params = tuple(f"{p.name}:{p.kind}:{p.size}" for p in entry.params)

@@ -18,7 +18,9 @@ holding ``sizeof``/``offsetof`` of every field the runtime fills
 (``cuLaunchKernelEx``).
 
 Problem shapes are run-time values in ``Params``: one instantiation per configuration
-serves every shape (and every partition) that uses it.
+serves every shape (and every partition) that uses it, through one entry named after the
+configuration (:func:`sm90_entry_name`), in a translation unit of its own whose text
+depends on the configuration alone (one NVRTC program, cached, for every module using it).
 
 What is taken (everything else stays on the Sm80 kernels of ``kernels.py``): dense and
 ``batch_matmul`` / ``matmul`` in every layout (``x[M,K]`` times ``w[N,K]`` or ``w[K,N]``,
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
-from partita.lowering.contracts import contract_constant
+from partita.lowering.contracts import contract_constant, key_digest
 from partita.lowering.cubin import Cubin
 from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract, spec_fields
 from partita.lowering.cutlass.tuning import sm90_tile
@@ -164,15 +166,35 @@ def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
 
 
+def sm90_entry_name(spec: KernelSpec, cfg: Sm90Config) -> str:
+    """The C name of the entry of (spec, cfg)'s kernel type: what its key holds and 8 hex
+    digits of the key, the same for every partition (and shape) of the type."""
+    t = {"float16": "f16", "bfloat16": "bf16"}[spec.dtype]
+    act = _ACTIVATION[spec.epilogue].lower()
+    return (f"cutlass3x_sm90_tensorop_gemm_{t}_{'x'.join(map(str, cfg.tile))}_{'x'.join(map(str, cfg.cluster))}_"
+            f"{spec.layout}_{act}_{key_digest(sm90_type_key(spec, cfg))}")
+
+
+#: The ABI of every Hopper entry: one parameter, the kernel's ``Params`` by value.
+SM90_ABI = ("params:Params:grid_constant",)
+
+
 @dataclass(frozen=True)
 class Sm90Entry:
-    """One partition's Hopper entry: ``extern "C" __global__ name(const __grid_constant__ Params)``."""
+    """One partition's launch of its kernel type's Hopper entry:
+    ``extern "C" __global__ name(const __grid_constant__ Params)``."""
 
     name: str
     spec: KernelSpec
     config: Sm90Config
     kernel_type: str
     layout_symbol: str
+
+    @property
+    def contract(self) -> bytes:
+        """The digest the entry's cubin holds: its name, kernel type and ABI (no shape,
+        no partition: every partition of the type launches the same entry)."""
+        return entry_contract(self.name, sm90_type_key(self.spec, self.config), SM90_ABI)
 
 
 @dataclass(frozen=True)
@@ -263,25 +285,36 @@ def _entry(entry: Sm90Entry) -> str:
 
 
 def emit_sm90_module(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> Sm90Source:
-    """One NVRTC translation unit: a kernel type (with its layout probe) per distinct
-    configuration, an entry per partition."""
-    types: dict[tuple, str] = {}
+    """One NVRTC translation unit: per distinct kernel type, its kernel (with its layout
+    probe), ONE entry and its launch contract. ``entries`` maps each label (a partition's
+    name) to its :class:`Sm90Entry`; labels never enter the code, so a unit of one type
+    reads the same for every module and shape (:func:`emit_sm90_units`)."""
+    types: dict[tuple, Sm90Entry] = {}
     decls: list[str] = []
     entries: dict[str, Sm90Entry] = {}
-    for name, spec, cfg in kernels:
-        if not _IDENT.match(name) or name in entries:
-            raise ValueError(f"entry name {name!r} is not a fresh C identifier")
+    for label, spec, cfg in kernels:
+        if label in entries:
+            raise ValueError(f"duplicate partition label {label!r}")
         key = sm90_type_key(spec, cfg)
-        alias = types.get(key)
-        if alias is None:
+        first = types.get(key)
+        if first is None:
             alias = f"partita_sm90_k{len(types)}"
-            types[key] = alias
+            first = types[key] = Sm90Entry(sm90_entry_name(spec, cfg), spec, cfg, alias, f"{alias}_layout")
             decls.append(_kernel_decl(alias, spec, cfg))
-        entries[name] = Sm90Entry(name, spec, cfg, alias, f"{alias}_layout")
-    code = PREAMBLE + "".join(decls) + "".join(_entry(e) for e in entries.values())
+        entries[label] = Sm90Entry(first.name, spec, cfg, first.kernel_type, first.layout_symbol)
+    code = PREAMBLE + "".join(decls) + "".join(_entry(e) for e in types.values())
     code += "\n// Launch contracts (partita.lowering.contracts), checked at load\n" + "".join(
-        contract_constant(e.name, entry_contract(e.name, e.spec, e.config)) + "\n" for e in entries.values())
+        contract_constant(e.name, e.contract) + "\n" for e in types.values())
     return Sm90Source(code, entries)
+
+
+def emit_sm90_units(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> list[Sm90Source]:
+    """One translation unit per Hopper kernel type (in order of first use): about a minute
+    of NVRTC each, so each is its own program, compiled in parallel and cached apart."""
+    groups: dict[tuple, list[tuple[str, KernelSpec, Sm90Config]]] = {}
+    for label, spec, cfg in kernels:
+        groups.setdefault(sm90_type_key(spec, cfg), []).append((label, spec, cfg))
+    return [emit_sm90_module(group) for group in groups.values()]
 
 
 def read_layout(cubin: bytes | Cubin, kernel_type: str) -> dict[str, int]:
@@ -348,8 +381,11 @@ def sm90_from_record(record: DictionaryAttr) -> tuple[Sm90Entry, tuple[str, ...]
         raise ValueError(f"spec has no Hopper kernel: {why}")
     kernel_type = from_attr(data["kernel_type"])
     name = from_attr(data["entry"])
-    if not isinstance(kernel_type, str) or not _IDENT.match(kernel_type) or not _IDENT.match(str(name)):
-        raise ValueError(f"'entry' {name!r} / 'kernel_type' {kernel_type!r} are not C identifiers")
+    if not isinstance(kernel_type, str) or not _IDENT.match(kernel_type):
+        raise ValueError(f"'kernel_type' {kernel_type!r} is not a C identifier")
+    if name != sm90_entry_name(spec, config):  # one partition's entry (older records), or edited
+        raise ValueError(f"'entry' = {name!r} is not {sm90_entry_name(spec, config)!r}, the entry of its kernel "
+                         "type; compile the model again")
     layout = {k: from_attr(v) for k, v in data["layout"].data.items()}
     _check_layout(layout)
     for key, value in (("block", (layout["threads"], 1, 1)), ("smem", layout["smem"])):

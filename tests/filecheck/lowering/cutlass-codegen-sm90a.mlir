@@ -1,18 +1,21 @@
 // RUN: partita-opt %s --split-input-file -p outline-compiler-functions -t 'cutlass-cpp{sm=90a}' | filecheck %s
 
 // sm_90a: a K-major f16 dense with a bias is a CUTLASS 3 kernel (TMA + wgmma, warp
-// specialized), its Params passed by value, with the layout probe the runtime reads.
+// specialized), its Params passed by value, with the layout probe the runtime reads; the
+// unit is the configuration's: one entry named after it, no partition name, no shape.
 
-// CHECK:      // CUTLASS 3 Hopper kernels for sm_90a, one translation unit per configuration
-// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias (tile 128x128x64, cluster 1x1x1, KernelTmaWarpSpecialized; args (x, w, bias))
+// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_f16_128x128x64_1x1x1_tn_identity_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias (tile 128x128x64, cluster 1x1x1, KernelTmaWarpSpecialized; args (x, w, bias); dims M=1600, N=2304, K=768)
+// CHECK-NOT:  {{tvmgen_default_cutlass_main_0|1600|2304|768}}
 // CHECK:      namespace std { using cuda::std::is_pointer_v; using cuda::std::void_t; using cuda::std::is_const_v; }
 // CHECK:      namespace [[K:partita_sm90_k0]]_ns {
 // CHECK:      using TileShape = Shape<_128, _128, _64>;
 // CHECK:      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp;
 // CHECK:      extern "C" __device__ const long long [[K]]_layout[] = {
 // CHECK:      extern "C" __global__ void __launch_bounds__([[K]]_ns::Kernel::MaxThreadsPerBlock, 1)
-// CHECK-NEXT: tvmgen_default_cutlass_main_0(const __grid_constant__ [[K]]_ns::Params params) {
-// CHECK-NOT:  CUTLASS kernels for sm_90a
+// CHECK-NEXT: [[ENTRY]](const __grid_constant__ [[K]]_ns::Params params) {
+// CHECK:      extern "C" __device__ const unsigned char [[ENTRY]]_contract[32] =
+// CHECK-NOT:  CUTLASS kernel
 // CHECK:      {{^// [-]+$}}
 
 func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2304xf16>) -> tensor<1600x2304xf16> {
@@ -29,7 +32,7 @@ func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>, %b: tensor<2
 
 // What TMA cannot take stays on the Sm80 kernels: an odd K (no 16-byte rows).
 
-// CHECK-NEXT: // CUTLASS kernels for sm_90a, one translation unit
+// CHECK-NEXT: // CUTLASS kernel cutlass_tensorop_f16_s16816gemm_f16_64x64_32x2_tn_align1_{{[0-9a-f]+}} for sm_90a, one translation unit per configuration
 // CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass_tensorop_f16_s16816gemm_f16_64x64_32x2_tn_align1
 
 func.func @main(%x: tensor<64x7xf16>, %w: tensor<32x7xf16>) -> tensor<64x32xf16> {
