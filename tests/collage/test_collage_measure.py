@@ -19,6 +19,8 @@ from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.lowering import nvrtc
 from partita.lowering.binaries import binary_images
+from partita.lowering.cutlass import KernelSpec, choose_config
+from partita.lowering.cutlass.emitter import entry_name
 from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.transforms import collage_partition as cp
 from partita.transforms.collage import measure
@@ -49,7 +51,15 @@ func.func @main(%x: tensor<1x8x16x16xf16>, %w: tensor<8x8x3x3xf16>) -> tensor<1x
 }
 """
 
-CUTLASS_KERNEL = FUNCTION  # the CUTLASS entry is named after the candidate function
+def _cutlass_entry(epilogue: str) -> str:
+    """The CUTLASS entry DENSE's dense (with ``epilogue``) launches: its kernel
+    configuration's, shared by every partition and shape that configuration serves."""
+    spec = KernelSpec.dense(None, 128, 64, "float16", epilogue)
+    return entry_name(spec, choose_config(spec, 90))
+
+
+CUTLASS_KERNEL = _cutlass_entry("bias")  # cutlass.dense_bias
+CUTLASS_DENSE = _cutlass_entry("none")  # cutlass.dense, the bias_add left to a native kernel
 FUSED_KERNEL = f"{FUNCTION}_fused_0"  # fuse-native-kernels' first group of it
 
 
@@ -181,7 +191,7 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
         assert len(pass_.reports) == 1
         return pass_.last_report, drv
 
-    fast, drv = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002})
+    fast, drv = partition({CUTLASS_KERNEL: 0.001, CUTLASS_DENSE: 0.001, FUSED_KERNEL: 0.002})
     assert placement(fast) == {"nn.dense": "cutlass", "nn.bias_add": "cutlass"}
     assert fast.partitions[0].label == "cutlass.dense_bias"
     assert fast.estimator.startswith("measure:Recording GPU:sm_90:h16/roofline:h100:h16")
@@ -189,20 +199,21 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
     # cutlass.dense_bias, and native kernels (the bias_add; the native dense too where
     # cuda-codegen has a GEMM kernel).
     timed = [launch["name"] for launch in drv.launches]
-    assert timed.count(CUTLASS_KERNEL) == 2 * 12 and set(timed) == {CUTLASS_KERNEL, FUSED_KERNEL}
+    assert timed.count(CUTLASS_KERNEL) == timed.count(CUTLASS_DENSE) == 12
+    assert set(timed) == {CUTLASS_KERNEL, CUTLASS_DENSE, FUSED_KERNEL}
     # CUTLASS reported slow: the dense goes native.
-    slow, _ = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002})
+    slow, _ = partition({CUTLASS_KERNEL: 50.0, CUTLASS_DENSE: 50.0, FUSED_KERNEL: 0.002})
     assert placement(slow) == {"nn.dense": "cuda", "nn.bias_add": "cuda"}
     assert not slow.partitions and slow.total < 50e-3
 
     # With a persistent cost cache the second run compiles and launches nothing.
     costs = str(tmp_path / "costs.json")
-    first, _ = partition({CUTLASS_KERNEL: 0.001, FUSED_KERNEL: 0.002}, costs)
+    first, _ = partition({CUTLASS_KERNEL: 0.001, CUTLASS_DENSE: 0.001, FUSED_KERNEL: 0.002}, costs)
     def no_nvrtc(*args, **kwargs):
         raise AssertionError("a cached cost was compiled again")
 
     monkeypatch.setattr(nvrtc, "_nvrtc_compile", no_nvrtc)
-    second, drv = partition({CUTLASS_KERNEL: 50.0, FUSED_KERNEL: 0.002}, costs)
+    second, drv = partition({CUTLASS_KERNEL: 50.0, CUTLASS_DENSE: 50.0, FUSED_KERNEL: 0.002}, costs)
     assert drv.images == [] and drv.launches == []
     assert placement(second) == placement(first) == placement(fast)
     assert second.total == first.total
