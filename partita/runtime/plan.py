@@ -232,13 +232,19 @@ class Runtime:
         return clock.profile(self.device.name, repeat, list(self.plan.block.ops), self.plan.calls, steps, step_ops)
 
     def _run_debug(self, bound: BoundPlan) -> None:
-        for step in bound.steps:
+        for step, op in zip(bound.steps, bound.step_ops):
             try:
                 step(self.stream)
                 self.device.synchronize(self.stream)
             except Exception as err:
-                name = getattr(getattr(step, "function", None), "name", None) or getattr(step, "label", "a step")
-                raise PartitaError(f"kernel {name} failed: {err}") from None
+                # The partition it implements, then the kernel (an entry that partitions of
+                # one configuration share).
+                callee = getattr(op, "callee", None)
+                kernel = getattr(getattr(step, "function", None), "name", None)
+                name = " ".join(filter(None, (f"@{callee.string_value()}" if callee is not None else None,
+                                              f"(kernel {kernel})" if kernel else None))) or \
+                    getattr(step, "label", "a step")
+                raise PartitaError(f"{name} failed: {err}") from None
 
     def _capture(self, bound: BoundPlan) -> None:
         """Captures ``bound``'s steps as a graph, or leaves it eager with the reason (a

@@ -478,7 +478,7 @@ def test_failures_name_the_kernel(models) -> None:
     with pytest.raises(PartitaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*run with debug=True"):
         runtime.run(*inputs(2))
     runtime.debug = True
-    with pytest.raises(PartitaError, match=f"kernel {kernel} failed: cuStreamSynchronize failed"):
+    with pytest.raises(PartitaError, match=rf"@\w+ \(kernel {kernel}\) failed: cuStreamSynchronize failed"):
         runtime.run(*inputs(2))
 
 
