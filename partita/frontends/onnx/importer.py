@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -285,16 +286,26 @@ class Importer:
             body = self._function_body(node)
             if body is None:
                 raise
-            where = self.location
-            outer = where.name if where is not None else node.op_type
-            for inner in body:
+            # The op's own reason says more than its body's.
+            self._convert_inside(body, lambda index, inner: f"in its ONNX function: {inner.op_type}",
+                                 lambda index, inner, why, own=err: f"{own} (its ONNX function body: {inner.op_type}: {why})")
+
+    def _convert_inside(self, nodes, label: Callable[[int, onnx.NodeProto], str],
+                        error: Callable[[int, onnx.NodeProto, Exception], str]) -> None:
+        """Converts the nodes of a body the current node stands for (its ONNX function, a
+        control-flow op's graph), each located at the current node and ``label(index,
+        node)``; a failure is ``Unsupported(error(index, node, reason))``."""
+        node, where = self.node, self.location
+        outer = where.name if where is not None else node.op_type
+        try:
+            for index, inner in enumerate(nodes):
                 self.node = inner
-                self.location = NameLoc(StringAttr(f"{outer}, in its ONNX function: {inner.op_type}"), UnknownLoc())
+                self.location = NameLoc(StringAttr(f"{outer}, {label(index, inner)}"), UnknownLoc())
                 try:
                     self.convert(None, inner)
-                except (Unsupported, VerifyException, ValueError) as inner_err:
-                    # The op's own reason says more than its body's.
-                    raise Unsupported(f"{err} (its ONNX function body: {inner.op_type}: {inner_err})") from None
+                except (Unsupported, VerifyException, ValueError) as err:
+                    raise Unsupported(error(index, inner, err)) from None
+        finally:
             self.node, self.location = node, where
 
     def run_subgraph(self, graph: onnx.GraphProto, inputs: list[Value | None], what: str) -> list[Value]:
@@ -304,7 +315,7 @@ class Importer:
         body can run once per iteration. Returns the values of its outputs."""
         if len(inputs) != len(graph.input):
             fail(f"its {what} takes {len(graph.input)} inputs, given {len(inputs)}")
-        outer_values, outer_graph, node, where = self.values, self.graph, self.node, self.location
+        outer_values, outer_graph = self.values, self.graph
         scope = dict(outer_values)
         for init in graph.initializer:
             scope[init.name] = tensor_array(init, "initializer", self.external_dir)
@@ -314,21 +325,15 @@ class Importer:
             else:
                 scope[info.name] = value
         self.values, self.graph = scope, graph
-        outer = where.name if where is not None else node.op_type
         try:
-            for index, inner in enumerate(graph.node):
-                self.node = inner
-                self.location = NameLoc(StringAttr(f"{outer}, in its {what}: {_describe(index, inner)}"), UnknownLoc())
-                try:
-                    self.convert(None, inner)
-                except (Unsupported, VerifyException, ValueError) as err:
-                    raise Unsupported(f"its {what}: {_describe(index, inner)}: {err}") from None
+            self._convert_inside(graph.node, lambda index, inner: f"in its {what}: {_describe(index, inner)}",
+                                 lambda index, inner, why: f"its {what}: {_describe(index, inner)}: {why}")
             missing = [out.name for out in graph.output if out.name not in scope]
             if missing:
                 fail(f"its {what} never computes its output '{missing[0]}'")
             return [scope[out.name] for out in graph.output]
         finally:
-            self.values, self.graph, self.node, self.location = outer_values, outer_graph, node, where
+            self.values, self.graph = outer_values, outer_graph
 
     def _function_body(self, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         types = []
