@@ -14,7 +14,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
-from partita.backends.gemm_forms import batched_gemm, residual_of, why_not_int8_gemm
+from partita.backends.gemm_forms import batched_gemm, is_zero_constant, residual_of, why_not_int8_gemm
 from partita.backends.pattern import (
     Match,
     Pattern,
@@ -27,7 +27,6 @@ from partita.backends.pattern import (
     wildcard,
 )
 from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
-from partita.ir.constants import constant_values
 
 GEMM_DTYPES = ("f16", "f32")
 """Element types CUTLASS convolutions accept."""
@@ -117,12 +116,6 @@ INT8_TYPES = ("i8", "ui8")
 """Operand types of CUTLASS's int8 tensor-core GEMMs (IMMA takes s8 and u8, mixed too)."""
 
 
-def _zero_constant(value) -> bool:
-    owner = getattr(value, "op", None)
-    return owner is not None and owner.name in ("nn.constant", "arith.constant") \
-        and not constant_values(owner).any()
-
-
 def check_matmul_integer(match: Match) -> bool:
     """``nn.matmul_integer`` on int8 tensor cores: s8 / u8 operands, a static ``[N, K]``
     weight (``transpose_b``) with K % 16 == 0 and N % 4 == 0, constant-zero zero points,
@@ -135,7 +128,7 @@ def check_matmul_integer(match: Match) -> bool:
     lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
     if lhs is None or rhs is None or len(rhs) != 2 or len(lhs) < 2 or min(rhs) < 0 or lhs[-1] != rhs[1]:
         return False
-    if why_not_int8_gemm(rhs[0], rhs[1]) or not all(_zero_constant(v) for v in gemm.operands[2:]):
+    if why_not_int8_gemm(rhs[0], rhs[1]) or not all(is_zero_constant(v) for v in gemm.operands[2:]):
         return False
     add = match.find("nn.add")
     return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, gemm, -1))

@@ -10,14 +10,23 @@ import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 
-__all__ = ["INT8_GEMM_MAX_K", "batched_gemm", "residual_of", "why_not_int8_gemm"]
+from partita.ir.constants import constant_values
+
+__all__ = ["INT8_GEMM_MAX_K", "batched_gemm", "is_zero_constant", "residual_of", "why_not_int8_gemm"]
 
 INT8_GEMM_MAX_K = 1 << 16
 """The longest K an int8 tensor-core GEMM takes: each product of shifted 8-bit values is
 at most 255 * 128 in magnitude, so an i32 sum of 2**16 of them stays below the IMMA's
 saturation (past it the kernel would clamp where the i32 reference wraps)."""
+
+
+def is_zero_constant(value: SSAValue) -> bool:
+    """Whether ``value`` is a constant of zeros (an int8 GEMM's zero points the IMMA kernel
+    need not read)."""
+    return isinstance(value, OpResult) and value.op.name in ("nn.constant", "arith.constant") \
+        and not constant_values(value.op).any()
 
 
 def why_not_int8_gemm(N: int | None, K: int | None) -> str:

@@ -23,18 +23,16 @@ from dataclasses import dataclass
 from math import prod
 from typing import IO
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
-from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
-from partita.backends.gemm_forms import batched_gemm, residual_of
+from partita.backends.gemm_forms import batched_gemm, is_zero_constant, residual_of
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
-from partita.ir.constants import constant_values
 from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
 from partita.lowering.cubin import Cubin
@@ -164,9 +162,7 @@ def _zero_point_check(function: FuncOp, main: nn.MatmulIntegerOp) -> str:
         return "its zero points must be constant zeros, and no call of it shows them"
     for call in calls:
         for i in indices:
-            v = call.arguments[i]
-            if not (isinstance(v, OpResult) and v.op.name in ("nn.constant", "arith.constant")) \
-                    or np.asarray(constant_values(v.op)).any():
+            if not is_zero_constant(call.arguments[i]):
                 return "an int8 CUTLASS GEMM takes zero points that are constant zeros (the native kernel takes others)"
     return ""
 
