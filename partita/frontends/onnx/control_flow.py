@@ -146,11 +146,11 @@ def _scan(cx, ins, attrs):
              f"{len(states)} states and {count} scanned inputs")
     lengths = set()
     for k, (x, axis) in enumerate(zip(sequences, in_axes)):
-        rank = len(x.shape) if is_const(x) else len(shape_of(x))
+        rank = len(shape_of(x))
         if not -rank <= axis < rank:
             fail(f"scan_input_axes[{k}] = {axis} is out of range for rank {rank}")
         in_axes[k] = axis % rank
-        lengths.add(x.shape[in_axes[k]] if is_const(x) else shape_of(x)[in_axes[k]])
+        lengths.add(shape_of(x)[in_axes[k]])
     if nn.DYN in lengths:
         fail("a scanned axis of dynamic length is not supported (Scan unrolls at import)")
     if len(lengths) != 1:
@@ -182,7 +182,7 @@ def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
 
 def _stack(cx: Importer, values: list[Value], axis: int) -> Value:
     """The iterations' values stacked along a new ``axis`` (ONNX's scan outputs)."""
-    rank = len(values[0].shape) if is_const(values[0]) else len(shape_of(values[0]))
+    rank = len(shape_of(values[0]))
     if not -(rank + 1) <= axis <= rank:
         fail(f"scan output axis {axis} is out of range for rank {rank + 1}")
     axis %= rank + 1

@@ -326,7 +326,7 @@ def _dynamic_range(cx, start, limit, delta, element):
 @converter("Size")
 def _size(cx, ins, attrs):
     v = ins[0]
-    dims = np.asarray(v).shape if is_const(v) else shape_of(v)
+    dims = shape_of(v)
     if nn.DYN in dims:
         fail("Size of a tensor with dynamic dimensions is not supported")
     return np.asarray(int(np.prod(dims)), dtype=np.int64)
@@ -335,7 +335,7 @@ def _size(cx, ins, attrs):
 @converter("EyeLike")
 def _eye_like(cx, ins, attrs):
     v = ins[0]
-    dims = np.asarray(v).shape if is_const(v) else shape_of(v)
+    dims = shape_of(v)
     if len(dims) != 2 or nn.DYN in dims:
         fail("EyeLike needs a rank-2 input with static dimensions")
     dtype = ONNX_DTYPES.get(attrs["dtype"]) if "dtype" in attrs else (

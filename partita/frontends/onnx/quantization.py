@@ -36,11 +36,7 @@ def _dtype(v: Value) -> np.dtype:
 
 
 def _size(v: Value) -> int:
-    return int(np.asarray(v).size) if is_const(v) else math.prod(shape_of(v))  # type: ignore[arg-type]
-
-
-def _shape(v: Value) -> tuple[int, ...]:
-    return tuple(np.shape(v)) if is_const(v) else shape_of(v)  # type: ignore[arg-type]
+    return math.prod(shape_of(v))
 
 
 def _check_int8(*values: Value) -> None:
@@ -50,8 +46,8 @@ def _check_int8(*values: Value) -> None:
 
 
 def _per_tensor(v: Value, what: str) -> None:
-    if _size(v) != 1 or nn.DYN in _shape(v):
-        fail(f"{what} must be per tensor (one element), got shape {list(_shape(v))}")
+    if _size(v) != 1 or nn.DYN in shape_of(v):
+        fail(f"{what} must be per tensor (one element), got shape {list(shape_of(v))}")
 
 
 def _scale_along(cx: Importer, scale: Value, shape: tuple[int, ...], what: str) -> Value:
@@ -61,7 +57,7 @@ def _scale_along(cx: Importer, scale: Value, shape: tuple[int, ...], what: str) 
     if _size(scale) == 1:
         return np.asarray(scale).reshape(()) if is_const(scale) else _reshaped(cx, scale, [])
     axis = next((k for k, d in enumerate(shape) if d != 1), None)
-    target = _shape(scale)
+    target = shape_of(scale)
     if axis is not None and (target == (shape[axis],) or target == shape):
         full = list(shape)
         return np.asarray(scale).reshape(full) if is_const(scale) else _reshaped(cx, scale, full)
@@ -131,10 +127,10 @@ def _conv_integer(cx: Importer, x: Value, w: Value, zx: Value | None, zw: Value 
         zw = cx.tensor(np.zeros((), _dtype(w)))
     elif _size(zw) == 1:
         zw = cx.tensor(np.asarray(zw).reshape(()), w) if is_const(zw) else _reshaped(cx, zw, [])
-    elif _shape(zw) == (out_channels,):
+    elif shape_of(zw) == (out_channels,):
         zw = cx.tensor(zw, w)
     else:
-        fail(f"weight zero point of shape {list(_shape(zw))} is neither per tensor nor per output channel")
+        fail(f"weight zero point of shape {list(shape_of(zw))} is neither per tensor nor per output channel")
     return cx.emit(nn.ConvIntegerOp(x, w, zx, zw, strides=strides, padding=pads, dilation=dilations,
                                     groups=attrs.get("group", 1)))
 
@@ -157,8 +153,8 @@ def _qlinear_conv(cx, ins, attrs):
     acc = _conv_integer(cx, x, w, zx, zw, attrs)
     out = shape_of(acc)
     if bias is not None:
-        if _dtype(bias) != np.int32 or _shape(bias) != (out[1],):
-            fail(f"the bias must be int32 of shape [{out[1]}], got {_dtype(bias)} {list(_shape(bias))}")
+        if _dtype(bias) != np.int32 or shape_of(bias) != (out[1],):
+            fail(f"the bias must be int32 of shape [{out[1]}], got {_dtype(bias)} {list(shape_of(bias))}")
         row = [out[1]] + [1] * (len(out) - 2)  # i32 per output channel, broadcast over the pixels
         bias = np.asarray(bias).reshape(row) if is_const(bias) else _reshaped(cx, bias, row)
         acc = cx.emit(nn.AddOp(acc, cx.tensor(bias)))

@@ -173,7 +173,7 @@ def _direction(cx: Importer, v: Value, d: int, axis: int) -> Value:
 def _check_shape(v: Value, want: tuple[int, ...], what: str) -> None:
     if v is None:
         return
-    shape = np.shape(v) if is_const(v) else shape_of(v)
+    shape = shape_of(v)
     if len(shape) != len(want) or any(d not in (w, nn.DYN) for d, w in zip(shape, want) if w != nn.DYN):
         show = ["?" if w == nn.DYN else w for w in want]
         fail(f"{what} must have shape {show}, got {['?' if d == nn.DYN else d for d in shape]}")
@@ -248,7 +248,7 @@ def _recurrent(cx, ins, attrs):
         fail("X must have a static input size")
     if w is None or r is None:
         fail("W and R are required")
-    r_shape = np.shape(r) if is_const(r) else shape_of(r)
+    r_shape = shape_of(r)
     hidden = attrs.get("hidden_size", r_shape[-1] if len(r_shape) == 3 else None)
     if hidden is None or hidden == nn.DYN or hidden <= 0:
         fail("the hidden size must be static and positive (R must have shape [num_directions, gates * hidden, hidden])")

@@ -127,7 +127,10 @@ def is_symbolic(v: Value) -> bool:
     return isinstance(v, np.ndarray) and v.dtype == object
 
 
-def shape_of(v: SSAValue) -> tuple[int, ...]:
+def shape_of(v: Value) -> tuple[int, ...]:
+    """The shape of an IR value (``nn.DYN`` for a dynamic dim) or of a constant."""
+    if isinstance(v, np.ndarray):
+        return v.shape
     return tuple(v.type.get_shape())
 
 
