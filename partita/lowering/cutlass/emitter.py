@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from partita.lowering.contracts import contract_constant, key_digest
 
-from .kernels import DTYPE_BYTES, KernelConfig, KernelSpec, entry_contract
+from .kernels import KernelConfig, KernelSpec, by_kernel_type, entry_contract
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
           "int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t"}
@@ -550,15 +550,4 @@ def emit_units(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> list[Cuda
     """One translation unit per kernel type of ``kernels`` (in order of first use): each
     depends on its configuration alone, so NVRTC compiles it once for every module and
     shape that uses it (the cubin cache keys it by its text)."""
-    groups: dict[tuple, list[tuple[str, KernelSpec, KernelConfig]]] = {}
-    for label, spec, cfg in kernels:
-        groups.setdefault(type_key(spec, cfg), []).append((label, spec, cfg))
-    return [emit_module(group) for group in groups.values()]
-
-
-def element_bytes(spec: KernelSpec) -> int:
-    return DTYPE_BYTES[spec.dtype]
-
-
-def output_bytes(spec: KernelSpec) -> int:
-    return DTYPE_BYTES[spec.out_dtype]
+    return [emit_module(group) for group in by_kernel_type(kernels, type_key)]

@@ -23,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cutlass_library.conv2d_operation import Conv2dOperation
 from cutlass_library.gemm_operation import GemmOperation
@@ -616,3 +617,13 @@ def entry_contract(name: str, key: tuple, abi: Sequence[str]) -> bytes:
     type, in order). The emitters put it in the cubin; the runtime checks the record it
     launches with against it at load."""
     return digest_fields({"entry": name, "kernel": list(key), "abi": list(abi)})
+
+
+def by_kernel_type(kernels: list[tuple[str, KernelSpec, Any]], key: Callable[[KernelSpec, Any], tuple]
+                   ) -> list[list[tuple[str, KernelSpec, Any]]]:
+    """``(label, spec, config)`` entries grouped by the kernel type ``key`` gives them, in
+    order of first use: the entries one translation unit holds."""
+    groups: dict[tuple, list[tuple[str, KernelSpec, Any]]] = {}
+    for label, spec, cfg in kernels:
+        groups.setdefault(key(spec, cfg), []).append((label, spec, cfg))
+    return list(groups.values())

@@ -39,7 +39,14 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
 from partita.lowering.contracts import contract_constant, key_digest
 from partita.lowering.cubin import Cubin
-from partita.lowering.cutlass.kernels import HALF_DTYPES, KernelSpec, UnsupportedKernel, entry_contract, spec_fields
+from partita.lowering.cutlass.kernels import (
+    HALF_DTYPES,
+    KernelSpec,
+    UnsupportedKernel,
+    by_kernel_type,
+    entry_contract,
+    spec_fields,
+)
 from partita.lowering.cutlass.tuning import sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
@@ -311,10 +318,7 @@ def emit_sm90_module(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> Sm90S
 def emit_sm90_units(kernels: list[tuple[str, KernelSpec, Sm90Config]]) -> list[Sm90Source]:
     """One translation unit per Hopper kernel type (in order of first use): about a minute
     of NVRTC each, so each is its own program, compiled in parallel and cached apart."""
-    groups: dict[tuple, list[tuple[str, KernelSpec, Sm90Config]]] = {}
-    for label, spec, cfg in kernels:
-        groups.setdefault(sm90_type_key(spec, cfg), []).append((label, spec, cfg))
-    return [emit_sm90_module(group) for group in groups.values()]
+    return [emit_sm90_module(group) for group in by_kernel_type(kernels, sm90_type_key)]
 
 
 def read_layout(cubin: bytes | Cubin, kernel_type: str) -> dict[str, int]:
