@@ -2,15 +2,17 @@
 and per token on a CUDA device driven by the recording driver: launches, copies (the cache
 stays on the device: each step's ``present`` key/values, returned with
 ``outputs="device"``, are the next step's ``past`` inputs, read in place), allocations,
-binds and graph captures.
+binds, graph instantiations and graph updates, with exact signatures and with shape buckets.
 
     python benchmarks/bench_decode.py [--tokens 64]
 
 The decoder step is the one-layer attention step of ``tests/frontends/test_kv_cache_import.py``
 (positions ``Range(past, past + 1)``, causal mask, cache concatenated along the sequence).
-Every new past length is a new shape signature today: each token binds (allocates) a plan
-and captures a graph. Bucketed signatures (issue 24: a plan per power-of-two past length,
-masked) would make those a handful for the whole loop; this benchmark is the baseline.
+With exact signatures every new past length binds (allocates) a plan and instantiates a
+graph. With ``buckets="pow2"`` (``partita.runtime.arenas``) the lengths of one power-of-two
+bucket share two arenas (the step alternates between them, reading the cache in place) and
+their graphs, updated in place per token: a handful of allocations and instantiations for
+the whole loop.
 """
 
 from __future__ import annotations
@@ -58,19 +60,22 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(tmp) / "step.onnx"
         _decoder_step(path, 1)
         exe = partita.compile(str(path))
-        run(exe, args.tokens)
+        for buckets in (None, "pow2"):
+            print(f"-- {'exact signatures' if buckets is None else 'shape buckets: ' + buckets}")
+            run(exe, args.tokens, buckets)
 
 
-def run(exe: partita.Executable, tokens: int) -> None:
-    exe.load("simulated")
+def run(exe: partita.Executable, tokens: int, buckets: str | None = None) -> None:
+    exe.load("simulated", buckets=buckets)
     per_token, _ = decode(exe, tokens)
     stats = exe.runtime.stats
     print(f"simulated device: {statistics.median(per_token) * 1e3:.3f} ms per token (median host time of "
-          f"{tokens} tokens), {stats['binds'] / tokens:.2f} binds and "
-          f"{stats['captures'] / tokens:.2f} captures per token")
+          f"{tokens} tokens), {stats['binds'] / tokens:.2f} binds, {stats['allocations'] / tokens:.2f} allocations, "
+          f"{stats['captures'] / tokens:.2f} graph instantiations and {stats['graph_updates'] / tokens:.2f} graph "
+          "updates per token")
 
     drv = RecordingDriver()
-    exe.load(CudaDevice(driver=drv))
+    exe.load(CudaDevice(driver=drv), buckets=buckets)
     half = tokens // 2
     _, cache = decode(exe, half)  # the second half is counted, the cache grown by the first
     drv.reset()
@@ -84,7 +89,9 @@ def run(exe: partita.Executable, tokens: int) -> None:
           f"{calls['cuMemcpyDtoHAsync'] / n:.1f} downloads ({calls['cuMemcpyDtoHAsync:bytes'] / n:.0f} B), "
           f"{calls['cuMemcpyDtoDAsync'] / n:.1f} device copies ({calls['cuMemcpyDtoDAsync:bytes'] / n:.0f} B), "
           f"{calls['cuMemAlloc'] / n:.1f} allocations, "
-          f"{(stats['binds'] - before['binds']) / n:.1f} binds, {calls['cuStreamBeginCapture'] / n:.1f} captures")
+          f"{(stats['binds'] - before['binds']) / n:.1f} binds, {calls['cuGraphInstantiate'] / n:.2f} graph "
+          f"instantiations, {calls['cuGraphExecUpdate'] / n:.2f} graph updates; over all {tokens} tokens: "
+          f"{stats['allocations']} allocations, {stats['captures']} graphs instantiated")
     exe.close()
 
 

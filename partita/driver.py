@@ -250,17 +250,20 @@ class Executable:
     _loading: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def load(self, device: Any = "auto", *, graphs: bool = True, debug: bool | None = None,
-             libraries: Mapping[str, Any] | None = None):
+             libraries: Mapping[str, Any] | None = None, buckets: Any = None):
         """Makes the launch plan on ``device`` (``"auto"``, ``"cuda"``, ``"simulated"`` or a
         device object): cubins loaded, library plans made, weights uploaded once. ``run``
         loads on first use. ``libraries``: bindings by library name (``cublas``, ``cudnn``,
-        ``tensorrt``) instead of the installed ones."""
+        ``tensorrt``) instead of the installed ones. ``buckets``: ``"pow2"`` (or a
+        ``partita.runtime.arenas.ShapeBuckets``) shares one arena and one CUDA graph among
+        the input signatures whose dynamic dims round up alike (a decode loop's growing
+        past length), the graph updated in place; None binds each signature apart."""
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
         with self.memory_budget.active():  # the simulated device's memory is the host's
             self._runtime = Runtime(self.module, device, entry=self.entry, graphs=graphs, debug=debug,
-                                    embedded=self.binaries, libraries=libraries)
+                                    embedded=self.binaries, libraries=libraries, buckets=buckets)
         return self._runtime
 
     @property

@@ -340,6 +340,37 @@ class CudaDevice:
             raise
         return CudaGraph(self, graph, executable)
 
+    def update_graph(self, graph: CudaGraph, stream, record) -> bool:
+        """Points ``graph``'s executable at what ``record(stream)`` enqueues now: a capture
+        (no instantiation) applied with ``cuGraphExecUpdate``, which keeps the executable
+        when the topology is the same (new dims, grids and pointers). True when updated in
+        place; False when the driver refused and the executable was instantiated again."""
+        drv = self.drv
+        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._call(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+        try:
+            record(stream)
+        except BaseException:
+            ended = drv.cuStreamEndCapture(stream)
+            if isinstance(ended, tuple) and len(ended) > 1 and ended[0] == drv.CUresult.CUDA_SUCCESS and ended[1]:
+                drv.cuGraphDestroy(ended[1])
+            raise
+        fresh = self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        result = drv.cuGraphExecUpdate(graph.executable, fresh)
+        err = result[0] if isinstance(result, tuple) else result
+        if err == drv.CUresult.CUDA_SUCCESS:
+            drv.cuGraphDestroy(graph.graph)
+            graph.graph = fresh
+            return True
+        try:  # another topology (a library chose another plan): instantiated again
+            executable = self._call(drv.cuGraphInstantiate(fresh, 0), "cuGraphInstantiate")
+        except BaseException:
+            drv.cuGraphDestroy(fresh)
+            raise
+        graph.destroy()
+        graph.graph, graph.executable = fresh, executable
+        return False
+
     # -- modules and events ------------------------------------------------
     def load_module(self, cubin: bytes) -> CudaModule:
         return CudaModule(self, cubin)

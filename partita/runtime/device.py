@@ -11,7 +11,9 @@ needs, and nothing more:
 * kernels: ``load_module(cubin).kernel(entry, smem, emulation)`` at load, then
   ``prepare_launch(kernel, grid, block, smem, args, operands)`` once per shape signature,
   which packs the C-ABI argument buffer and returns a callable ``launch(stream)``;
-* graphs: ``capture(stream, record) -> graph`` with ``graph.launch(stream)``.
+* graphs: ``capture(stream, record) -> graph`` with ``graph.launch(stream)``, and
+  ``update_graph(graph, stream, record) -> bool`` (the graph replays a new record; True
+  when updated in place, False when made again).
 
 Here memory is host byte arenas at made-up device addresses, and a launch decodes the
 pointers from the packed argument buffer it was given (the bytes a GPU would receive),
@@ -287,6 +289,14 @@ class SimulatedDevice:
         launches: list = []
         record(_Recorder(launches))
         return SimulatedGraph(self, launches)
+
+    def update_graph(self, graph: SimulatedGraph, stream, record) -> bool:
+        """``graph`` replays what ``record`` enqueues now (always in place here)."""
+        launches: list = []
+        record(_Recorder(launches))
+        self.counts["graph_update"] += 1
+        graph.launches = launches
+        return True
 
 
 class _Recorder:

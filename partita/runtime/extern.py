@@ -222,7 +222,7 @@ class PreparedFused:
         if self.checked is not None:  # after the geometry and layout checks, before any run
             handle = self.handle
             self.checked.check_contract(rec.entry, contract_symbol(rec.entry),
-                                        contract_digest(handle.function, handle.kind, rec), handle.function)
+                                        lambda: contract_digest(handle.function, handle.kind, rec), handle.function)
         return [launch]
 
 

@@ -27,7 +27,9 @@ Each phase has its module: load in ``plan_load``, bind in ``plan_bind``, run (``
 
 The signature cache is the pool for dynamic sizes: a shape seen before reuses its arena
 (no allocation), a new one allocates one arena, and the least recently used signature's
-arena is freed beyond ``max_signatures``.
+arena is freed beyond ``max_signatures``. With shape buckets (``partita.runtime.arenas``) arenas and
+graphs belong to buckets of signatures instead, so a loop over growing shapes (KV-cache
+decoding) allocates and instantiates once per bucket.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,7 @@ from xdsl.dialects.builtin import (
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.ir.abi import argument_names
+from partita.runtime.arenas import Arena, ArenaPool, ShapeBuckets
 from partita.runtime.cuda import CudaDevice, CudaError, arch_runs_on, cuda_status
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.interop import DeviceArray, DeviceTensor, as_input
@@ -78,6 +81,11 @@ class Runtime:
     first execute), the graph is captured after it; a signature whose capture fails keeps
     running eagerly, the reason in ``describe()``. ``debug``: run eagerly and synchronize
     after every step so a fault names its step (also ``PARTITA_CUDA_DEBUG=1``).
+    ``buckets`` (``"pow2"``, a ``ShapeBuckets`` or a function of a dim; see
+    ``partita.runtime.arenas``): signatures whose dynamic dims round up to the same bucket
+    share one arena and one graph, updated in place (``cuGraphExecUpdate``) for each
+    signature's dims and device-input pointers; device inputs are read in place, and a
+    run never writes the arena an input is in (it takes that arena's twin).
 
     The CUDA context is made current in whatever thread loads, runs, reads a device output
     or closes (it is per thread in the driver). ``close()`` releases everything the plan
@@ -95,6 +103,7 @@ class Runtime:
         max_signatures: int = 8,
         embedded: Mapping[str, bytes] | None = None,
         libraries: Mapping[str, Any] | None = None,
+        buckets: str | Callable[[int], int] | ShapeBuckets | None = None,
     ):
         self.device, self.device_note = _choose_device(module, device)
         self._owns_device = device in ("auto", "cuda")
@@ -109,6 +118,11 @@ class Runtime:
             if self._owns_device and hasattr(self.device, "close"):
                 self.device.close()
             raise
+        self.buckets = ShapeBuckets.of(buckets)
+        self.pool: ArenaPool | None = None
+        if self.buckets is not None and len(self.plan.stages) == 1:  # stages bind per read-back size
+            self.pool = ArenaPool(self.device, self.buckets, 2 * max_signatures, self.stats)
+            self.pool.on_evict = self._forget
         self.stream = self.device.create_stream()
         self._bound: OrderedDict[tuple, BoundPlan] = OrderedDict()
         self._stages: list[BoundPlan] = []  # the stages the last run went through
@@ -134,12 +148,7 @@ class Runtime:
     def _run(self, values: list[Any], outputs: str, clock: StepClock | None = None) -> tuple:
         device, stream = self.device, self.stream
         sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
-        signature = self._signature(values, sizing)
-        bound = self._bound.get(signature)
-        if bound is None:
-            bound = self._bind(signature, values, sizing)
-        else:
-            self._bound.move_to_end(signature)
+        bound = self._bound_for(values, sizing)
         staged = []  # host arrays the stream reads from, alive until the synchronization
         for index, (value, slot) in enumerate(zip(values, bound.inputs)):
             if slot.nbytes == 0:
@@ -160,6 +169,7 @@ class Runtime:
                 device.upload(slot.ptr, array, stream)
         synchronized = False
         stages = [bound]  # a plan with data-dependent sizes: the stages this run binds
+        graph = bound.graph if self.pool is None else self._shared_graph(bound)
         try:
             first = 0
             while True:
@@ -169,8 +179,8 @@ class Runtime:
                     first += len(stage.steps)
                 elif self.debug:
                     self._run_debug(stage)
-                elif stage.graph is not None:
-                    stage.graph.launch(stream)
+                elif stage is bound and graph is not None:
+                    graph.launch(stream)
                 else:
                     for step in stage.steps:
                         step(stream)
@@ -197,8 +207,13 @@ class Runtime:
                 stage.release_host_buffers(synchronized)
         del staged
         self.stats["runs"] += 1
-        if self.graphs and not self.debug and bound.graph is None and bound.capturable and bound.eager_reason is None:
-            self._capture(bound)  # after the first (warm-up) run of the signature
+        bound.runs += 1
+        if self.graphs and not self.debug and bound.capturable and bound.eager_reason is None:
+            if self.pool is not None:
+                if bound.shared is not None and bound.shared.graph is None:
+                    self._capture_shared(bound)  # the arena's first signature warmed it up
+            elif bound.graph is None:
+                self._capture(bound)  # after the first (warm-up) run of the signature
         return results
 
     def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
@@ -218,8 +233,7 @@ class Runtime:
                 stages = self._stages
             else:
                 sizing = {i: self._host_values(values[i]) for i in self.plan.sizing_args}
-                signature = self._signature(values, sizing)
-                stages = [self._bound.get(signature) or self._bind(signature, values, sizing)]
+                stages = [self._bound_for(values, sizing)]
             steps = [step for stage in stages for step in stage.steps]
             step_ops = [op for stage in stages for op in stage.step_ops]
             clock = StepClock(self.device, len(steps))
@@ -259,7 +273,81 @@ class Runtime:
         else:
             self.stats["captures"] += 1
 
+    def _shared_graph(self, bound: BoundPlan) -> Any:
+        """With shape buckets: the graph of ``bound``'s arena, updated in place to its
+        launches and input pointers when it last ran another signature or read other
+        inputs; None to run eagerly (no graph yet, a capture that failed, or a library
+        call's first run at these shapes: TensorRT and cuDNN warm up on one)."""
+        arena = bound.shared
+        if (arena is None or arena.graph is None or not self.graphs or self.debug or not bound.capturable
+                or bound.eager_reason is not None):
+            return None
+        key = (bound, tuple(bound.bound_inputs))
+        if arena.graph_key == key:
+            return arena.graph
+        if bound.runs == 0 and bound.warms_up:
+            return None
+        steps = bound.steps
+
+        def record(s) -> None:
+            for step in steps:
+                step(s)
+
+        try:
+            in_place = self.device.update_graph(arena.graph, self.stream, record)
+        except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
+            bound.eager_reason = str(err) or type(err).__name__
+            self.stats["capture_fallbacks"] += 1
+            return None
+        self.stats["graph_updates" if in_place else "captures"] += 1
+        arena.graph_key = key
+        return arena.graph
+
+    def _capture_shared(self, bound: BoundPlan) -> None:
+        """The arena's graph, captured from ``bound``'s launches as they are (reading the
+        device inputs in place: a later run at other pointers updates the graph)."""
+        arena = bound.shared
+        assert arena is not None
+        try:
+            bound.capture(self.stream)
+        except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
+            bound.graph = None
+            bound.eager_reason = str(err) or type(err).__name__
+            self.stats["capture_fallbacks"] += 1
+            return
+        arena.graph, bound.graph = bound.graph, None  # the arena's, shared by its signatures
+        arena.graph_key = (bound, tuple(bound.bound_inputs))
+        self.stats["captures"] += 1
+
     # -- binding -----------------------------------------------------------------------
+    def _bound_for(self, values: list[Any], sizing: Mapping[int, np.ndarray]) -> BoundPlan:
+        """The plan bound to these inputs' signature (bound now if new). With shape
+        buckets, one whose arena holds none of the device inputs: a run never reads a
+        buffer it may write (the previous decode step's cache, fed back)."""
+        signature = self._signature(values, sizing)
+        if self.pool is None:
+            bound = self._bound.get(signature)
+            if bound is None:
+                return self._bind(signature, values, sizing)
+            self._bound.move_to_end(signature)
+            return bound
+        avoid = [int(v.ptr) for v in values if isinstance(v, DeviceTensor)]
+        for twin in (0, 1):  # a signature alternates between two arenas when fed its own outputs
+            bound = self._bound.get((signature, twin))
+            if bound is not None and bound.shared is not None and not any(bound.shared.holds(p) for p in avoid):
+                self._bound.move_to_end((signature, twin))
+                return bound
+        twin = 1 if (signature, 0) in self._bound and (signature, 1) not in self._bound else 0
+        old = self._bound.pop((signature, twin), None)
+        if old is not None:
+            old.close()
+        return self._bind((signature, twin), values, sizing, avoid)
+
+    def _forget(self, arena: Arena) -> None:
+        """The pool frees ``arena``: the plans bound into it go first."""
+        for key in [k for k, b in self._bound.items() if b.shared is arena]:
+            self._bound.pop(key).close()
+
     def _arguments(self, args: Sequence[Any], named: dict[str, Any]) -> list[Any]:
         try:
             return _bind(self.plan.function, list(args), dict(named), _handle(self.stream))
@@ -281,8 +369,9 @@ class Runtime:
         self.stats["sizing_reads"] += 1
         return array
 
-    def _bind(self, signature: tuple, values: list[Any], sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
-        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing)
+    def _bind(self, signature: tuple, values: list[Any], sizing: Mapping[int, np.ndarray] | None = None,
+              avoid: Sequence[int] = ()) -> BoundPlan:
+        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing, pool=self.pool, avoid=avoid)
         self.stats["binds"] += 1
         self._bound[signature] = bound
         while len(self._bound) > self.max_signatures:
@@ -311,6 +400,8 @@ class Runtime:
             mode = "eager launches"
         elif host:
             mode = "eager launches: host steps keep CUDA graphs off"
+        elif self.pool is not None:
+            mode = f"a CUDA graph per shape bucket ({self.buckets.name}), updated in place per signature"
         else:
             mode = "a CUDA graph per shape signature"
         lines = [f"{kernels}, {where} ({mode}, one stream)"]
@@ -321,8 +412,13 @@ class Runtime:
             lines.append(f"{len(self.plan.stages)} stages: sizes known only at run time are read back before "
                          + ", ".join(op.name for op in boundaries)
                          + " (each distinct size binds the rest once)")
+        if self.pool is not None and self.pool.arenas:
+            lines.append(f"{len(self.pool.arenas)} arena(s) of shape buckets ({self.pool.reserved_bytes()} B) shared by "
+                         f"{len(self._bound)} bound signature(s); {self.stats['graph_updates']} graph update(s) so far")
         for signature, bound in self._bound.items():
             if bound.eager_reason is not None:
+                if self.pool is not None:
+                    signature = signature[0]  # (signature, twin)
                 shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature)
                 lines.append(f"inputs ({shapes}) run eagerly: their capture failed: {bound.eager_reason}")
         if host:
@@ -344,6 +440,8 @@ class Runtime:
             for bound in self._bound.values():
                 bound.close()
             self._bound.clear()
+            if self.pool is not None:
+                self.pool.close()
             self.plan.close()
             self.device.destroy_stream(self.stream)
             self.stream = None

@@ -35,6 +35,7 @@ from partita.analysis.liveness import (
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.ir.budget import active_budget
+from partita.runtime.arenas import Arena, ArenaPool, reserved_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.runtime.plan_load import LaunchPlan
@@ -154,8 +155,14 @@ class BoundPlan:
     def __init__(self, plan: LaunchPlan, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
                  sizing: Mapping[int, np.ndarray] | None = None, *, before: BoundPlan | None = None,
                  contents: Mapping[SSAValue, np.ndarray] | None = None,
-                 selected: Sequence[tuple[int, ...]] | None = None):
+                 selected: Sequence[tuple[int, ...]] | None = None,
+                 pool: ArenaPool | None = None, avoid: Sequence[int] = ()):
         self.plan, self.device, self.stats = plan, plan.device, stats
+        self.pool, self.avoid = pool, tuple(avoid)
+        self.shared: Arena | None = None
+        """With shape buckets: the pool's arena this signature's buffers are in (shared with
+        every signature whose reserved sizes agree; its graph is the one this plan runs)."""
+        self.runs = 0
         self.sizing = dict(sizing or {})  # argument index -> its values, where they size a result
         self.before = before
         self.stage = 0 if before is None else before.stage + 1
@@ -253,6 +260,9 @@ class BoundPlan:
             roots.append(op)
             sizes.append(size)
             ranges.append((index[op], index[op]))
+        if self.pool is not None:
+            self._share(roots, sizes, ranges)
+            return
         offsets, total = assign_offsets(sizes, ranges, ALIGNMENT)
         self.arena_bytes = total
         self.pointers: dict[Any, int] = {}
@@ -282,6 +292,43 @@ class BoundPlan:
                 self.device.synchronize(stream)
             finally:
                 self.device.destroy_stream(stream)
+
+    def _share(self, roots: list[Any], sizes: list[int], ranges: list[tuple[int, int]]) -> None:
+        """Places the buffers in the pool's arena for their reserved sizes (dynamic dims
+        rounded up to their buckets): one this signature shares with others, none of whose
+        memory an input of this run is in."""
+        pool = self.pool
+        assert pool is not None
+        buckets = pool.buckets
+        reserved = []
+        for root, size in zip(roots, sizes):
+            if isinstance(root, Operation):  # a workspace: its bytes follow the dims
+                reserved.append(buckets.reserve_bytes(size))
+                continue
+            typ = root.type
+            assert isinstance(typ, TensorType)
+            reserved.append(reserved_size(buckets, typ.get_shape(), self.shapes[root], _dtype(typ).itemsize))
+        try:
+            arena = pool.take(roots, reserved, ranges, self.avoid, ALIGNMENT)
+        except PartitaError as err:  # over the memory budget
+            raise op_error(self.plan.function, f"{err.message}, for the buffers of this shape bucket") from None
+        arena.users.add(self)
+        if not arena.zeroed:  # a new arena: its workspaces zeroed once, at their reserved sizes
+            work = [(arena.pointers[r], n) for r, n in zip(roots, reserved) if isinstance(r, Operation) and n]
+            if work:
+                stream = self.device.create_stream()
+                try:
+                    for ptr, n in work:
+                        self.device.memset(ptr, n, stream)
+                    self.device.synchronize(stream)
+                finally:
+                    self.device.destroy_stream(stream)
+            arena.zeroed = True
+        self.shared = arena
+        self.arena_bytes = arena.size
+        self.pointers = dict(arena.pointers)
+        if self.before is not None:
+            self.pointers = {**self.before.pointers, **self.pointers}
 
     def tensor(self, value: SSAValue) -> Tensor:
         plan = self.plan
@@ -361,6 +408,12 @@ class BoundPlan:
         self.steps.append(step)
         self.step_ops.append(op)
         self.host_steps.append(step)
+
+    @property
+    def warms_up(self) -> bool:
+        """Whether a step is a library call that wants one eager run at new shapes before
+        a graph records it (``warm_up_first``: TensorRT's enqueue, cuDNN's execute)."""
+        return any(getattr(step, "warm_up_first", False) for step in self.steps)
 
     @property
     def capturable(self) -> bool:
@@ -449,6 +502,11 @@ class BoundPlan:
         if self.arena is not None:
             self.device.free(self.arena)
             self.arena = None
+        if self.shared is not None:  # the pool owns the arena; its graph forgets these launches
+            self.shared.users.discard(self)
+            if self.shared.graph_key is not None and self.shared.graph_key[0] is self:
+                self.shared.graph_key = None
+            self.shared = None
 
 
 def is_data_dependent(op: Operation) -> bool:

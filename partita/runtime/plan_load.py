@@ -356,8 +356,11 @@ class LaunchPlan:
         return out
 
     def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
-             sizing: Mapping[int, np.ndarray] | None = None) -> BoundPlan:
-        return BoundPlan(self, inputs, stats, sizing)
+             sizing: Mapping[int, np.ndarray] | None = None, *, pool: Any = None,
+             avoid: Sequence[int] = ()) -> BoundPlan:
+        """This plan for one input signature; with ``pool`` (shape buckets), its buffers in
+        a shared arena holding none of the ``avoid`` addresses."""
+        return BoundPlan(self, inputs, stats, sizing, pool=pool, avoid=avoid)
 
     def close(self) -> None:
         for buffer in (self.params, self.arena, *self.mapped):

@@ -22,6 +22,7 @@ are checked before anything reaches the driver.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -108,6 +109,7 @@ class CheckedModule:
 
     def __init__(self, module: Any, cubin: CubinInterface, arch: str | None, registry: dict[int, tuple[Any, _Kernel]]):
         self._module, self._cubin, self._arch, self._registry = module, cubin, arch, registry
+        self._contracts: set[tuple[str, str]] = set()  # (entry, function) whose contract matched
 
     def kernel(self, name: str, smem: int = 0, emulation=None):
         cubin = self._cubin
@@ -123,14 +125,17 @@ class CheckedModule:
             self._registry[id(function)] = (function, _Kernel(name, cubin))
         return function
 
-    def check_contract(self, entry: str, symbol: str, expected: bytes, function: str) -> None:
+    def check_contract(self, entry: str, symbol: str, expected: bytes | Callable[[], bytes], function: str) -> None:
         """The launch contract the cubin holds for kernel ``entry`` (``symbol``, see
-        ``partita.lowering.contracts``) must be ``expected``, the digest of the record
-        ``@function`` launches it with: a record naming another kernel of the same
-        parameter layout is refused."""
+        ``partita.lowering.contracts``) must be ``expected`` (or what it returns), the
+        digest of the record ``@function`` launches it with: a record naming another kernel
+        of the same parameter layout is refused. Checked once per kernel and function (a
+        record does not change between the binds of its shape signatures)."""
         cubin = self._cubin
-        if cubin.symbols is None:  # not an ELF cubin: the driver alone checks it
+        if cubin.symbols is None or (entry, function) in self._contracts:  # not ELF: the driver alone checks it
             return
+        if callable(expected):
+            expected = expected()
         try:
             held = read_global(cubin.cubin or cubin.image, symbol)
         except Exception as err:  # noqa: BLE001 - CubinError, or anything a damaged section raises
@@ -140,6 +145,7 @@ class CheckedModule:
             raise PartitaError(f"kernel '{entry}' of @{cubin.binary} was not generated for the launch the record "
                                f"of @{function} describes (its launch contract differs): the record names the "
                                "wrong kernel")
+        self._contracts.add((entry, function))
 
     def __getattr__(self, attr: str) -> Any:  # global_int, unload, ...
         return getattr(self._module, attr)

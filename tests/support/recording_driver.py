@@ -65,6 +65,7 @@ NOT_READY = 600
 MISALIGNED_ADDRESS = 716
 CAPTURE_UNSUPPORTED = 900
 CAPTURE_INVALIDATED = 901
+GRAPH_EXEC_UPDATE_FAILURE = 910
 
 
 class CUresult(int):
@@ -74,7 +75,8 @@ class CUresult(int):
 _ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
            719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 201: "CUDA_ERROR_INVALID_CONTEXT",
            716: "CUDA_ERROR_MISALIGNED_ADDRESS", 900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY"}
+           901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 910: "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+           400: "CUDA_ERROR_INVALID_HANDLE", 600: "CUDA_ERROR_NOT_READY"}
 
 #: Calls that need no current context (device queries, init, the primary context's own).
 _CONTEXT_FREE = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
@@ -674,6 +676,26 @@ class RecordingDriver:
                 self.clock[stream] += record["us"]
             else:
                 self._executed({**record, "stream": stream, "graph": True})
+        return result
+
+    def cuGraphExecUpdate(self, executable, graph):
+        """Applies ``graph``'s node parameters to ``executable`` when the two are
+        topologically identical (as many nodes, each of the same kind: kernel, library
+        work or copy, in the same order); otherwise ``CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE``
+        and the executable is unchanged."""
+        result = self._call("cuGraphExecUpdate", None)
+        if result[0] != SUCCESS:
+            return result
+        if executable[1] not in self._execs or graph not in self._graphs:
+            return INVALID_VALUE, None
+        old, new = self._execs[executable[1]], self._graphs[graph]
+
+        def kind(record):
+            return "copy" if record.get("copy") else "library" if record.get("library") else "kernel"
+
+        if len(old) != len(new) or any(kind(a) != kind(b) for a, b in zip(old, new)):
+            return GRAPH_EXEC_UPDATE_FAILURE, None
+        self._execs[executable[1]] = list(new)
         return result
 
     def cuGraphExecDestroy(self, executable):

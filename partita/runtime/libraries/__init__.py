@@ -208,6 +208,9 @@ class LibraryLaunch:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     workspace: int
+    warm_up_first: ClassVar[bool] = True
+    """A graph records it only after one eager call at its shapes (what TensorRT's first
+    enqueue after new shapes and the cuDNN engines' first execute need)."""
 
     @property
     def label(self) -> str:

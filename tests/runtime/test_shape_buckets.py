@@ -1,0 +1,177 @@
+"""Shape buckets (``partita.runtime.arenas``, issue 24): a KV-cache decode loop whose past
+length grows every step shares one arena and one CUDA graph per power-of-two bucket,
+updated in place per token, reads the cache in place (alternating between twin arenas)
+and matches onnxruntime step by step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+
+import partita
+from partita.ir import PartitaError
+from partita.runtime.arenas import ShapeBuckets
+from partita.runtime.cuda import CudaDevice
+from partita.runtime.plan import Runtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from frontends.test_kv_cache_import import HD, D, H, _decoder_step  # noqa: E402
+from support.recording_driver import RecordingDriver  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory) -> tuple[Path, partita.Executable]:
+    path = tmp_path_factory.mktemp("decoder") / "step.onnx"
+    _decoder_step(path, 1)
+    return path, partita.compile(str(path), cache_dir=path.parent / "cache")
+
+
+def _decode(runtime: Runtime, tokens: int, seed: int = 0, cache=None):
+    """``tokens`` steps, each step's present key/values (left on the device) fed back as
+    the next step's past; the host inputs and the outputs of every step."""
+    rng = np.random.default_rng(seed)
+    past_key, past_value = cache or (np.zeros((1, H, 0, HD), np.float32),) * 2
+    steps = []
+    for _ in range(tokens):
+        x = rng.standard_normal((1, 1, D)).astype(np.float32)
+        out, past_key, past_value = runtime.run(x=x, past_key=past_key, past_value=past_value, outputs="device")
+        steps.append((x, out.numpy().copy()))
+    return steps, (past_key, past_value)
+
+
+def test_pow2_edges() -> None:
+    edge = ShapeBuckets.powers_of_two(16).edge
+    assert [edge(d) for d in (0, 1, 16, 17, 32, 33, 1000)] == [16, 16, 16, 32, 32, 64, 1024]
+    assert ShapeBuckets.of("pow2").reserve((1, DYNAMIC_INDEX, 8), (1, 17, 8)) == (1, 32, 8)  # static dims kept
+    with pytest.raises(PartitaError, match="rounds dim 9 down to 8"):
+        ShapeBuckets.of(lambda d: 8).reserve((DYNAMIC_INDEX,), (9,))
+    with pytest.raises(PartitaError, match="shape buckets must be None, 'pow2'"):
+        ShapeBuckets.of("linear")
+
+
+def test_bucketed_decode_loop_matches_onnxruntime_step_by_step(decoder) -> None:
+    import onnxruntime as ort
+
+    path, exe = decoder
+    runtime = Runtime(exe.module, "simulated", buckets="pow2")
+    steps, (key, value) = _decode(runtime, 40)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    past_key = past_value = np.zeros((1, H, 0, HD), np.float32)
+    for t, (x, got) in enumerate(steps):
+        want, past_key, past_value = session.run(None, {"x": x, "past_key": past_key, "past_value": past_value})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"token {t}")
+    np.testing.assert_allclose(key.numpy(), past_key, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value.numpy(), past_value, rtol=1e-4, atol=1e-5)
+    stats = runtime.stats
+    # Present lengths 1..40: buckets 16, 32 and 64, each a pair of twin arenas.
+    assert stats["allocations"] <= 6 and stats["captures"] <= 6
+    assert stats["graph_updates"] == 40 - stats["captures"]
+    assert "a CUDA graph per shape bucket" in runtime.describe()
+    runtime.close()
+
+
+def test_bucketed_decode_on_a_gpu_copies_and_allocates_nothing_per_token(decoder) -> None:
+    _, exe = decoder
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
+    _, cache = _decode(runtime, 20)  # past lengths 0..19: into the 32 bucket
+    drv.reset()
+    before = dict(runtime.stats)
+    _decode(runtime, 8, seed=1, cache=cache)  # past lengths 20..27: the same bucket
+    calls, stats = drv.calls, runtime.stats
+    assert calls["cuMemcpyHtoDAsync"] == 8 and calls["cuMemcpyHtoDAsync:bytes"] == 8 * D * 4  # x only
+    assert calls["cuMemcpyDtoDAsync"] == 0 and calls["cuMemcpyDtoHAsync"] == 0  # the cache read in place
+    assert calls["cuMemAlloc"] == 0 and calls["cuGraphInstantiate"] == 0
+    assert calls["cuGraphExecUpdate"] == 8 and calls["cuGraphLaunch"] == 8
+    assert len(drv.launches) == 8 * 12 and all(launch.get("graph") for launch in drv.launches)  # no eager launch
+    assert stats["graph_updates"] - before["graph_updates"] == 8
+    # Past / present lengths rounded: (16, 16) for past 0..15, (16, 32) for past 16, then
+    # (32, 32): twin arenas for the first and last (each step reads the other's cache).
+    assert len(runtime.pool.arenas) == 5 and stats["allocations"] == 5
+    runtime.close()
+    assert set(drv.live()) <= {"contexts"}  # arenas and graphs freed
+
+
+def test_exact_signatures_bind_and_instantiate_every_token(decoder) -> None:
+    """The baseline the buckets replace."""
+    _, exe = decoder
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv))
+    _decode(runtime, 6)
+    assert drv.calls["cuMemAlloc"] >= 6 and drv.calls["cuGraphExecUpdate"] == 0
+    runtime.close()
+
+
+def _feedback_model(path: Path) -> list[np.ndarray]:
+    """``y = relu(x @ w0) @ w1 @ w2 + x`` on a dynamic batch: ``y`` fed back as ``x``."""
+    rng = np.random.default_rng(2)
+    ws = [(rng.standard_normal((16, 16)) * 0.2).astype(np.float32) for _ in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("MatMul", ["r", "w1"], ["b"]), helper.make_node("MatMul", ["b", "w2"], ["c"]),
+             helper.make_node("Add", ["c", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "feedback", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])],
+                              [numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(ws)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return ws
+
+
+def test_an_output_fed_back_is_read_from_the_twin_arena(tmp_path: Path) -> None:
+    ws = _feedback_model(tmp_path / "feedback.onnx")
+    exe = partita.compile(str(tmp_path / "feedback.onnx"), cache_dir=tmp_path / "cache")
+    x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
+    runtime = Runtime(exe.module, "simulated", buckets="pow2")  # the values
+    want, value = x, x
+    for _ in range(5):
+        want = np.maximum(want @ ws[0], 0) @ ws[1] @ ws[2] + want
+        (value,) = runtime.run(value, outputs="device")
+        np.testing.assert_allclose(value.numpy(), want, rtol=1e-4, atol=1e-4)
+    runtime.close()
+
+    drv = RecordingDriver()  # where a GPU's run reads and writes
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
+    value, arenas = x, []
+    for _ in range(5):
+        (out,) = runtime.run(value, outputs="device")
+        (bound,) = [b for b in runtime._bound.values() if b.outputs[0].ptr == out.ptr]
+        if value is not x:
+            assert not bound.shared.holds(value.ptr) and bound.inputs[0].ptr != value.ptr  # read in place ...
+            assert bound.bound_inputs[0] == value.ptr  # ... by the kernels, from the twin arena
+        arenas.append(bound.shared)
+        value = out
+    assert arenas[1] is not arenas[2] and arenas[1] is arenas[3] and arenas[2] is arenas[4]
+    assert runtime.stats["allocations"] == 2 and runtime.stats["binds"] == 2  # one signature, two arenas
+    assert drv.calls["cuMemcpyDtoDAsync"] == 0
+    runtime.close()
+
+
+def test_a_refused_graph_update_instantiates_again(decoder) -> None:
+    _, exe = decoder
+    drv = RecordingDriver(fail={"cuGraphExecUpdate": 910})
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
+    _decode(runtime, 6)
+    assert drv.calls["cuGraphExecUpdate"] >= 4 and runtime.stats["graph_updates"] == 0
+    # The first run's capture, then an instantiation for each later token.
+    assert drv.calls["cuGraphInstantiate"] == runtime.stats["captures"] == 6
+    runtime.close()
+    assert set(drv.live()) <= {"contexts"}
+
+
+def test_the_least_recently_used_arenas_are_freed(tmp_path: Path) -> None:
+    ws = _feedback_model(tmp_path / "feedback.onnx")
+    exe = partita.compile(str(tmp_path / "feedback.onnx"), cache_dir=tmp_path / "cache")
+    runtime = Runtime(exe.module, "simulated", buckets="pow2", max_signatures=1)
+    for n in (3, 20, 40, 70, 3):
+        x = np.ones((n, 16), np.float32)
+        (y,) = runtime.run(x)
+        np.testing.assert_allclose(y, np.maximum(x @ ws[0], 0) @ ws[1] @ ws[2] + x, rtol=1e-4, atol=1e-4)
+        assert len(runtime.pool.arenas) <= 2
+    assert runtime.stats["arenas"] == 5  # the 16 bucket's arena was freed, then made again
+    runtime.close()
+    assert runtime.device.allocated_bytes == 0
