@@ -41,6 +41,7 @@ from partita.dialects.nn.base import (
     OpKind,
     Shape,
     ShapeArith,
+    _bool_prop,
     _float_prop,
     _init,
     _int_prop,
@@ -617,3 +618,50 @@ class ReverseSequenceOp(IndexingOp):
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list[Any]:
         return list(dims(self.input))
+
+
+@irdl_op_definition
+class TensorScatterOp(IndexingOp):
+    """ONNX TensorScatter (opset 24), a KV cache's update: ``cache`` with, for each batch
+    entry ``b`` (axis 0), the ``S`` rows of ``update`` along ``axis`` written from position
+    ``write_indices[b]`` on (``circular``: modulo the cache's extent along ``axis``, a
+    ring buffer). Every other dim of ``update`` is the cache's, and ``S`` is at most the
+    cache's extent. The result is a new tensor: a row written past the end (``linear``) is
+    dropped, as no kernel may write out of bounds."""
+    traits = kind_trait(OpKind.INJECTIVE)
+
+    name = "nn.tensor_scatter"
+    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ("write_indices",)
+    cache = operand_def(TensorType)
+    update = operand_def(TensorType)
+    write_indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis_attr = _int_prop("axis", -2)
+    circular_attr = _bool_prop("circular", False)
+    axis = _value("axis")
+    circular = _value("circular")
+    assembly_format = "$cache `,` $update `,` $write_indices attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, cache, update, write_indices, *, axis: int = -2, circular: bool = False):
+        _init(self, [cache, update, write_indices], None, axis=axis, circular=circular)
+
+    def infer_shape(self) -> Shape:
+        cache, update, index = _shape(self.cache), _shape(self.update), _shape(self.write_indices)
+        if len(update) != len(cache):
+            raise VerifyException(f"the update must have the cache's rank {len(cache)}, got rank {len(update)}")
+        axis = normalize_axis(self.axis, len(cache))
+        if axis == 0:
+            raise VerifyException("axis must not be the batch axis 0")
+        for k, (c, u) in enumerate(zip(cache, update)):
+            if k != axis:
+                merge_dims(c, u, f"the update must match the cache in dim {k}")
+            elif DYN not in (c, u) and u > c:
+                raise VerifyException(f"the update holds {u} rows along axis {axis}, more than the cache's {c}")
+        if len(index) != 1:
+            raise VerifyException(f"write_indices must have rank 1, got rank {len(index)}")
+        merge_dims(cache[0], index[0], "write_indices must hold one position per batch entry")
+        return cache
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list[Any]:
+        return list(dims(self.cache))
+

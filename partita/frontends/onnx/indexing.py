@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time, static_length
+from partita.frontends.onnx.elementwise import _text
 from partita.frontends.onnx.folding import FOLD_LIMIT_BYTES, _sym_slice
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import converter
@@ -87,6 +88,25 @@ def _reverse_sequence(cx, ins, attrs):
     batch_axis, time_axis = (a + rank if a < 0 else a for a in axes)
     return cx.emit(nn.ReverseSequenceOp(x, _indices(cx, ins[1]), batch_axis=batch_axis, time_axis=time_axis))
 
+
+@converter("TensorScatter")
+def _tensor_scatter(cx, ins, attrs):
+    """A KV cache's update (opset 24); absent write indices write every entry from 0."""
+    cache, update = cx.tensor(ins[0]), cx.tensor(ins[1])
+    mode = _text(attrs.get("mode", "linear"))
+    if mode not in ("linear", "circular"):
+        fail(f"TensorScatter mode '{mode}' is not one of linear, circular")
+    write = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    if write is None:
+        batch = shape_of(cache)[0]
+        if isinstance(batch, SymDim) or batch < 0:
+            fail("TensorScatter without write_indices needs a static batch dim")
+        write = np.zeros(int(batch), np.int64)
+    axis = attrs.get("axis", -2)
+    if shape_of(update)[axis % len(shape_of(cache))] == 0:
+        return cache  # no rows to write
+    return cx.emit(nn.TensorScatterOp(cache, update, _indices(cx, write), axis=axis,
+                                      circular=mode == "circular"))
 
 def _reduction(attrs) -> str:
     r = attrs.get("reduction", b"none")

@@ -293,6 +293,16 @@ class KernelEmitter(ScheduleMixin):
         arg, index = self.viewed(arg, index)
         return self._load(f"in{arg.index}[{self._linear(self.dims[arg], index)}]", _dtype(arg.type))
 
+    def is_argument(self, value: SSAValue) -> bool:
+        """Whether ``value`` is a kernel argument or an index view of one: ``load`` reads it
+        with no lines, so a rule may put that read under a condition."""
+        while not isinstance(value, BlockArgument):
+            op = value.owner
+            if not (isinstance(op, Operation) and is_view(op)):
+                return False
+            value = op.operands[0]
+        return True
+
     def viewed(self, value: SSAValue, index: Sequence[str]) -> tuple[BlockArgument, list[str]]:
         """The kernel argument that ``value`` (itself, or a chain of index views of it) reads
         at ``index``, and the index there."""

@@ -182,6 +182,35 @@ def _reverse_sequence(emitter, op: nn.ReverseSequenceOp, index: list[str]) -> st
     return emitter.value(op.input, at)
 
 
+@injective(nn.TensorScatterOp, dims=derived_dims)
+def _tensor_scatter(emitter, op: nn.TensorScatterOp, index: list[str]) -> str:
+    """A gather form of the scatter (no atomics, one thread per cache element): the
+    element's row along ``axis``, less the entry's write position (modulo the extent when
+    circular), is the update row it takes when inside ``[0, S)``; else the cache's. The
+    update is read only there (an update of zero rows is never read); one computed by a
+    fused producer is computed at a row clamped into ``[0, S)``, which needs ``S >= 1``
+    (the converter drops a static update of no rows)."""
+    T = emitter.index_type
+    axis = op.axis % len(index)
+    extent = _paren(emitter.dims[op.cache][axis])
+    rows = _paren(emitter.dims[op.update][axis])
+    start = emitter.var("start")
+    row = emitter.var("row")
+    emitter.lines += [f"    const {T} {start} = ({T}){emitter.value(op.write_indices, [index[0]])};",
+                      f"    {T} {row} = {index[axis]} - {start};"]
+    if op.circular:  # a non-negative remainder: positions wrap around the ring
+        emitter.lines.append(f"    {row} = (({row} % {extent}) + {extent}) % {extent};")
+    take = f"({row} >= 0 && {row} < {rows})"
+    cache = emitter.value(op.cache, index)
+    at = list(index)
+    if emitter.is_argument(op.update):  # read under the condition: never out of bounds
+        at[axis] = row
+        return f"{take} ? {emitter.load(op.update, at)} : {cache}"
+    # A fused producer is computed before the select, at a row clamped into the update.
+    at[axis] = emitter.var("src")
+    emitter.lines.append(f"    const {T} {at[axis]} = {take} ? {row} : 0;")
+    return f"{take} ? {emitter.value(op.update, at)} : {cache}"
+
 def _combine(emitter, op, y: str, u: str) -> str:
     dtype = str(op.result.type.element_type)
     expr = {"none": u, "add": f"{y} + {u}", "mul": f"{y} * {u}",

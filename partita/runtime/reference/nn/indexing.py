@@ -160,6 +160,21 @@ class IndexingFunctions(InterpreterFunctions):
         source = np.broadcast_to(np.where(t < length, length - 1 - t, t), data.shape)
         return (np.take_along_axis(data, source, op.time_axis),)
 
+    @impl(nn.TensorScatterOp)
+    def run_tensor_scatter(self, interpreter: Interpreter, op, args):
+        cache, update, write = args
+        axis = op.axis % cache.ndim
+        extent, rows = cache.shape[axis], update.shape[axis]
+        out = np.array(cache, copy=True)
+        for b, start in enumerate(np.asarray(write, dtype=np.int64).reshape(-1)):
+            at = start + np.arange(rows)
+            if op.circular:
+                at %= extent
+            keep = (at >= 0) & (at < extent)  # a row past the end is dropped (the kernel's rule)
+            target = np.moveaxis(out[b], axis - 1, 0)  # a view: writes land in ``out``
+            target[at[keep]] = np.moveaxis(update[b], axis - 1, 0)[keep]
+        return (out,)
+
 
 def _apply(reduction: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a`` combined with update ``b`` (the caller rounds to the storage type)."""

@@ -125,3 +125,27 @@ func.func @reverse_sequence_float_lengths(%x: tensor<3x4xf32>, %l: tensor<4xf32>
   %0 = nn.reverse_sequence %x, %l : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
   func.return
 }
+
+// -----
+
+func.func @tensor_scatter_update_longer_than_cache(%c: tensor<2x3x4xf32>, %u: tensor<2x5x4xf32>, %w: tensor<2xi64>) {
+  // expected-error@+1 {{the update holds 5 rows along axis 1, more than the cache's 3}}
+  %0 = nn.tensor_scatter %c, %u, %w {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2xi64>) -> tensor<2x3x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @tensor_scatter_batch_axis(%c: tensor<2x3x4xf32>, %u: tensor<1x3x4xf32>, %w: tensor<2xi64>) {
+  // expected-error@+1 {{axis must not be the batch axis 0}}
+  %0 = nn.tensor_scatter %c, %u, %w {axis = 0 : i64} : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<2xi64>) -> tensor<2x3x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @tensor_scatter_one_position_per_entry(%c: tensor<2x3x4xf32>, %u: tensor<2x1x4xf32>, %w: tensor<3xi64>) {
+  // expected-error@+1 {{write_indices must hold one position per batch entry: 2 vs 3}}
+  %0 = nn.tensor_scatter %c, %u, %w : (tensor<2x3x4xf32>, tensor<2x1x4xf32>, tensor<3xi64>) -> tensor<2x3x4xf32>
+  func.return
+}

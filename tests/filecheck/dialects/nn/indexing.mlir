@@ -61,3 +61,12 @@ func.func @reverse_sequence(%x: tensor<5x?x4xf16>, %l: tensor<?xi64>, %y: tensor
   %1 = nn.reverse_sequence %y, %m {batch_axis = 0 : i64, time_axis = 1 : i64} : (tensor<3x6xi8>, tensor<3xi32>) -> tensor<3x6xi8>
   func.return %0, %1 : tensor<5x?x4xf16>, tensor<3x6xi8>
 }
+
+// CHECK-LABEL: func.func @tensor_scatter
+func.func @tensor_scatter(%c: tensor<2x4x?x8xf16>, %u: tensor<2x4x1x8xf16>, %w: tensor<2xi64>) -> (tensor<2x4x?x8xf16>, tensor<2x4x?x8xf16>) {
+  // CHECK-NEXT: %0 = nn.tensor_scatter %c, %u, %w : (tensor<2x4x?x8xf16>, tensor<2x4x1x8xf16>, tensor<2xi64>) -> tensor<2x4x?x8xf16>
+  %0 = nn.tensor_scatter %c, %u, %w : (tensor<2x4x?x8xf16>, tensor<2x4x1x8xf16>, tensor<2xi64>) -> tensor<2x4x?x8xf16>
+  // CHECK-NEXT: %1 = nn.tensor_scatter %c, %u, %w {circular = true} : (tensor<2x4x?x8xf16>, tensor<2x4x1x8xf16>, tensor<2xi64>) -> tensor<2x4x?x8xf16>
+  %1 = nn.tensor_scatter %c, %u, %w {circular = true} : (tensor<2x4x?x8xf16>, tensor<2x4x1x8xf16>, tensor<2xi64>) -> tensor<2x4x?x8xf16>
+  func.return %0, %1 : tensor<2x4x?x8xf16>, tensor<2x4x?x8xf16>
+}

@@ -1,0 +1,186 @@
+"""TensorScatter (opset 24), a KV cache's update: ``nn.tensor_scatter``'s native kernel
+built for the host against onnxruntime (linear and circular, either axis, f16 moved
+exactly), rows written past the end dropped as the reference drops them, and a
+fixed-capacity ("static") cache decoded step by step end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+
+import partita
+from partita.frontends.onnx import import_onnx
+from partita.ir import PartitaError
+from partita.runtime.reference import run as run_reference
+
+ONNX_OPS = ("TensorScatter",)
+
+F32, F16, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64
+
+
+def _scatter_model(cache: tuple, rows: int, axis: int = -2, mode: str = "linear", elem: int = F32,
+                   indices: bool = True) -> onnx.ModelProto:
+    update = list(cache)
+    update[axis] = rows
+    inputs = [helper.make_tensor_value_info("cache", elem, list(cache)),
+              helper.make_tensor_value_info("update", elem, update)]
+    if indices:
+        inputs.append(helper.make_tensor_value_info("write", I64, [cache[0]]))
+    node = helper.make_node("TensorScatter", [i.name for i in inputs], ["present"], axis=axis, mode=mode)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("present", elem, list(cache))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _host(model: onnx.ModelProto, inputs: list[np.ndarray], tmp_path) -> np.ndarray:
+    if not have_gxx():
+        pytest.skip("needs g++ to build the kernels for the host")
+    from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
+
+    (got,), left = run_host_kernels(model, inputs, tmp_path)
+    assert not left, left  # the scatter is a kernel
+    return got
+
+
+SCATTERS = [((2, 3, 8, 4), 1, -2, "linear", [0, 7]), ((2, 3, 8, 4), 3, -2, "linear", [5, 2]),
+            ((2, 3, 8, 4), 3, -2, "circular", [6, 7]), ((3, 6, 5), 2, 1, "circular", [5, 0, 3]),
+            ((2, 4, 3, 6), 2, 3, "linear", [4, 1])]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("cache, rows, axis, mode, write", SCATTERS,
+                         ids=[f"{m}-axis{a}-rank{len(c)}-rows{r}" for c, r, a, m, _ in SCATTERS])
+def test_tensor_scatter_kernel_against_onnxruntime(cache, rows, axis, mode, write, dtype, tmp_path) -> None:
+    model = _scatter_model(cache, rows, axis, mode, F16 if dtype == np.float16 else F32)
+    rng = np.random.default_rng(rows)
+    past = rng.standard_normal(cache).astype(dtype)
+    shape = list(cache)
+    shape[axis] = rows
+    update = rng.standard_normal(shape).astype(dtype)
+    write = np.array(write, np.int64)
+    got = _host(model, [past, update, write], tmp_path)
+    (want,) = _ort(model, {"cache": past, "update": update, "write": write})
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_linear_write_past_the_end_is_dropped(tmp_path) -> None:
+    """onnxruntime refuses it; the kernel must not write out of bounds, so the reference
+    and the kernel drop the rows past the cache's end."""
+    model = _scatter_model((2, 1, 4, 3), 2)
+    past = np.zeros((2, 1, 4, 3), np.float32)
+    update = np.ones((2, 1, 2, 3), np.float32)
+    write = np.array([3, -1], np.int64)  # rows 3 (kept) and 4 (dropped); rows -1 (dropped) and 0
+    got = _host(model, [past, update, write], tmp_path)
+    (want,) = run_reference(import_onnx(model), past, update, write)
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0, :, 0].tolist() == [0, 0, 0, 1] and got[1, 0, :, 0].tolist() == [1, 0, 0, 0]
+
+
+def test_absent_write_indices_write_from_zero(tmp_path) -> None:
+    model = _scatter_model((2, 2, 5, 3), 2, indices=False)
+    rng = np.random.default_rng(0)
+    past, update = rng.standard_normal((2, 2, 5, 3)).astype(np.float32), rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    exe = partita.compile(model, cache_dir=tmp_path)
+    (got,) = exe.run(past, update)
+    np.testing.assert_array_equal(got, _ort(model, {"cache": past, "update": update})[0])
+
+
+def test_an_update_longer_than_the_cache_is_a_located_error() -> None:
+    model = _scatter_model((2, 2, 3, 4), 3)
+    model.graph.input[1].type.tensor_type.shape.dim[2].dim_value = 5
+    with pytest.raises(PartitaError, match="the update holds 5 rows along axis 2, more than the cache's 3"):
+        import_onnx(model)
+
+
+def _static_cache_step(path) -> dict[str, np.ndarray]:
+    """One attention layer decoding into a fixed-capacity cache (a static KV cache): the
+    new key and value are written at ``position`` (TensorScatter), and the query attends
+    to the cache's first ``position + 1`` rows (a mask from the position)."""
+    D, H, HD, L = 8, 2, 4, 16
+    rng = np.random.default_rng(5)
+    weights = {f"w{n}": (rng.standard_normal((D, D)) * 0.3).astype(np.float32) for n in "qkvo"}
+    inits = [numpy_helper.from_array(v, k) for k, v in weights.items()] + [
+        numpy_helper.from_array(np.array(v, np.int64), k) for k, v in
+        [("heads", [1, 1, H, HD]), ("model", [1, 1, D]), ("slots", np.arange(L).reshape(1, 1, 1, L)),
+         ("ax0", [0])]] + [numpy_helper.from_array(np.array(HD ** -0.5, np.float32), "scale"),
+                           numpy_helper.from_array(np.array(-1e9, np.float32), "neg")]
+    nodes = [helper.make_node("Unsqueeze", ["position", "ax0"], ["write"])]
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}_flat"]),
+                  helper.make_node("Reshape", [f"{n}_flat", "heads"], [f"{n}_bshd"]),
+                  helper.make_node("Transpose", [f"{n}_bshd"], [f"{n}_new"], perm=[0, 2, 1, 3])]
+    nodes += [
+        helper.make_node("TensorScatter", ["key_cache", "k_new", "write"], ["present_key"]),
+        helper.make_node("TensorScatter", ["value_cache", "v_new", "write"], ["present_value"]),
+        helper.make_node("Transpose", ["present_key"], ["k_t"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q_new", "k_t"], ["raw"]),
+        helper.make_node("Mul", ["raw", "scale"], ["scores"]),
+        helper.make_node("Greater", ["slots", "position"], ["hidden"]),  # rows not written yet
+        helper.make_node("Where", ["hidden", "neg", "scores"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", "present_value"], ["ctx_bhsd"]),
+        helper.make_node("Transpose", ["ctx_bhsd"], ["ctx_bshd"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctx_bshd", "model"], ["ctx"]),
+        helper.make_node("MatMul", ["ctx", "wo"], ["out"]),
+    ]
+    cache = [1, H, L, HD]
+    graph = helper.make_graph(
+        nodes, "static_cache_step",
+        [helper.make_tensor_value_info("x", F32, [1, 1, D]), helper.make_tensor_value_info("position", I64, []),
+         helper.make_tensor_value_info("key_cache", F32, cache), helper.make_tensor_value_info("value_cache", F32, cache)],
+        [helper.make_tensor_value_info("out", F32, [1, 1, D]), helper.make_tensor_value_info("present_key", F32, cache),
+         helper.make_tensor_value_info("present_value", F32, cache)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return {"D": D, "H": H, "HD": HD, "L": L}
+
+
+def test_a_static_kv_cache_decodes_with_one_graph(tmp_path) -> None:
+    """Every step has the same shapes: one bound plan, one graph; the caches written by a
+    kernel each step, fed back on the device; each step equal to onnxruntime's."""
+    import onnxruntime as ort
+
+    path = tmp_path / "step.onnx"
+    dims = _static_cache_step(path)
+    exe = partita.compile(str(path), cache_dir=tmp_path / "cache")
+    assert not exe.runtime.plan.host_ops  # the scatters, the mask and the attention are kernels
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(6)
+    cache = np.zeros((1, dims["H"], dims["L"], dims["HD"]), np.float32)
+    key = value = cache
+    want_key = want_value = cache
+    for position in range(10):
+        x = rng.standard_normal((1, 1, dims["D"])).astype(np.float32)
+        feeds = {"x": x, "position": np.array(position, np.int64)}
+        want, want_key, want_value = session.run(None, {**feeds, "key_cache": want_key, "value_cache": want_value})
+        got, key, value = exe.run(**feeds, key_cache=key, value_cache=value, outputs="device")
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=f"position {position}")
+    np.testing.assert_allclose(key.numpy(), want_key, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value.numpy(), want_value, rtol=1e-5, atol=1e-6)
+    stats = exe.runtime.stats
+    assert stats["binds"] == 1 and stats["captures"] == 1 and stats["allocations"] <= 1
+
+
+def test_an_update_computed_in_the_kernel(tmp_path) -> None:
+    """A producer fused into the scatter's kernel (the update scaled) is computed at a row
+    clamped into the update: the same values, no read past it."""
+    model = _scatter_model((2, 2, 6, 3), 2, mode="circular")
+    graph = model.graph
+    graph.node[0].input[1] = "scaled"
+    graph.node.insert(0, helper.make_node("Mul", ["update", "two"], ["scaled"]))
+    graph.initializer.append(numpy_helper.from_array(np.array(2.0, np.float32), "two"))
+    rng = np.random.default_rng(1)
+    past, update = rng.standard_normal((2, 2, 6, 3)).astype(np.float32), rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    write = np.array([5, 1], np.int64)
+    got = _host(model, [past, update, write], tmp_path)
+    np.testing.assert_array_equal(got, _ort(model, {"cache": past, "update": update, "write": write})[0])
