@@ -89,7 +89,7 @@ def test_absent_write_indices_write_from_zero(tmp_path) -> None:
     model = _scatter_model((2, 2, 5, 3), 2, indices=False)
     rng = np.random.default_rng(0)
     past, update = rng.standard_normal((2, 2, 5, 3)).astype(np.float32), rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
-    exe = partita.compile(model, cache_dir=tmp_path)
+    exe = partita.compile(model)
     (got,) = exe.run(past, update)
     np.testing.assert_array_equal(got, _ort(model, {"cache": past, "update": update})[0])
 
@@ -152,7 +152,7 @@ def test_a_static_kv_cache_decodes_with_one_graph(tmp_path) -> None:
 
     path = tmp_path / "step.onnx"
     dims = _static_cache_step(path)
-    exe = partita.compile(str(path), cache_dir=tmp_path / "cache")
+    exe = partita.compile(str(path))
     assert not exe.runtime.plan.host_ops  # the scatters, the mask and the attention are kernels
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(6)

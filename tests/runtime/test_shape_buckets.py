@@ -29,7 +29,7 @@ from support.recording_driver import RecordingDriver  # noqa: E402
 def decoder(tmp_path_factory) -> tuple[Path, partita.Executable]:
     path = tmp_path_factory.mktemp("decoder") / "step.onnx"
     _decoder_step(path, 1)
-    return path, partita.compile(str(path), cache_dir=path.parent / "cache")
+    return path, partita.compile(str(path))  # the suite's cubin cache: test_kv_cache_import builds the same
 
 
 def _decode(runtime: Runtime, tokens: int, seed: int = 0, cache=None):
@@ -122,9 +122,15 @@ def _feedback_model(path: Path) -> list[np.ndarray]:
     return ws
 
 
-def test_an_output_fed_back_is_read_from_the_twin_arena(tmp_path: Path) -> None:
-    ws = _feedback_model(tmp_path / "feedback.onnx")
-    exe = partita.compile(str(tmp_path / "feedback.onnx"), cache_dir=tmp_path / "cache")
+@pytest.fixture(scope="module")
+def feedback(tmp_path_factory) -> tuple[list[np.ndarray], partita.Executable]:
+    path = tmp_path_factory.mktemp("feedback") / "feedback.onnx"
+    ws = _feedback_model(path)
+    return ws, partita.compile(str(path))
+
+
+def test_an_output_fed_back_is_read_from_the_twin_arena(feedback) -> None:
+    ws, exe = feedback
     x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
     runtime = Runtime(exe.module, "simulated", buckets="pow2")  # the values
     want, value = x, x
@@ -163,9 +169,8 @@ def test_a_refused_graph_update_instantiates_again(decoder) -> None:
     assert set(drv.live()) <= {"contexts"}
 
 
-def test_the_least_recently_used_arenas_are_freed(tmp_path: Path) -> None:
-    ws = _feedback_model(tmp_path / "feedback.onnx")
-    exe = partita.compile(str(tmp_path / "feedback.onnx"), cache_dir=tmp_path / "cache")
+def test_the_least_recently_used_arenas_are_freed(feedback) -> None:
+    ws, exe = feedback
     runtime = Runtime(exe.module, "simulated", buckets="pow2", max_signatures=1)
     for n in (3, 20, 40, 70, 3):
         x = np.ones((n, 16), np.float32)
