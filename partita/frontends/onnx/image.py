@@ -4,6 +4,7 @@ AffineGrid."""
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects.builtin import Float32Type
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
@@ -101,9 +102,26 @@ def _roi(x, axes, roi):
     return full
 
 
-def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
+def _policy_scales(cx, x, axes, sizes: SSAValue, policy: str) -> SSAValue:
+    """The run-time scales of a Resize to run-time ``sizes`` under
+    ``keep_aspect_ratio_policy``: the smallest (``not_larger``) or largest (``not_smaller``)
+    of ``sizes[a] / in[a]``, the same for every resized axis."""
+    if policy not in ("not_larger", "not_smaller"):
+        fail(f"unsupported keep_aspect_ratio_policy '{policy}'")
+    shape = shape_of(x)
+    if any(shape[a] == nn.DYN for a in axes):
+        fail("Resize with sizes needs static dimensions on the resized axes")
+    f32 = Float32Type()
+    ratios = cx.emit(nn.DivideOp(cx.emit(nn.CastOp(sizes, f32)),
+                                 cx.tensor(np.array([shape[a] for a in axes], np.float32))))
+    pick = nn.ReduceMinOp if policy == "not_larger" else nn.ReduceMaxOp
+    scale = cx.emit(pick(ratios, [0], keepdims=True))
+    return cx.emit(nn.BroadcastToOp(scale, [len(axes)]))
+
+
+def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
     """A Resize / Upsample node; run-time scales (and roi) become operands the kernel
-    reads, with the declared output shape."""
+    reads, with the declared output shape (``declared``, or the node's)."""
     shape = shape_of(x)
     mode = _text(attrs, "mode", "nearest")
     if mode == "bilinear":  # Upsample-7's spelling
@@ -115,7 +133,7 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None):
     if isinstance(scales, SSAValue):
         if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
             fail(f"scales must be a tensor of {len(axes)} f32 values")
-        out_sizes = [int(s) for s in _declared_sizes(cx, x, "scales")]
+        out_sizes = [int(s) for s in (declared or _declared_sizes(cx, x, "scales"))]
         out_scales = scales
     else:
         out_sizes, out_scales = resize_geometry(
@@ -152,12 +170,14 @@ def _resize_node(cx, ins, attrs):
     scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales", runtime=True)
     given = ins[3] if len(ins) > 3 else None
     if isinstance(given, SSAValue):
-        # Sizes known only at run time: with the default "stretch" policy they are the
-        # output shape, which the model declares (ONNX shape inference or value_info).
-        if _text(attrs, "keep_aspect_ratio_policy", "stretch") != "stretch":
-            fail("sizes must be a constant (an initializer) with keep_aspect_ratio_policy: "
-                 "its values decide the output shape")
+        # Sizes known only at run time: the output shape, which the model declares (ONNX
+        # shape inference or value_info). With a keep_aspect_ratio_policy the one scale
+        # of every axis is computed from them on the device.
+        policy = _text(attrs, "keep_aspect_ratio_policy", "stretch")
         declared = _declared_sizes(cx, x, "sizes")
+        if policy != "stretch":
+            return _resize(cx, x, axes, _policy_scales(cx, x, axes, given, policy), None,
+                           attrs, roi, declared)
         sizes = [declared[a] for a in axes]
     else:
         sizes = _const_floats(given, "sizes")
