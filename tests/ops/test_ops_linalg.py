@@ -83,6 +83,12 @@ def test_matmul_integer():
     ("...ij,...jk->...ik", [(2, 3, 4, 5), (2, 3, 5, 6)]),
     ("...ij,jk", [(2, 3, 4), (4, 5)]),
     ("b...d,bd->b...", [(2, 3, 4, 5), (2, 5)]),
+    # Diagonals: a subscript repeated in one term.
+    ("...ii->...i", [(2, 3, 3)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(4, 4)]),
+    ("iji->ij", [(3, 2, 3)]),
+    ("bii,bj->bij", [(2, 3, 3), (2, 4)]),
 ])
 def test_einsum_contractions(equation, shapes):
     inputs = {f"x{k}": rand_like(s, np.float32, seed=k) for k, s in enumerate(shapes)}
@@ -107,8 +113,8 @@ def test_einsum_emits_the_gemm_forms_backends_take(equation, ops):
 
 
 @pytest.mark.parametrize("equation, shapes, message", [
-    ("...ii->...i", [(2, 3, 3)], "a diagonal"),
-    ("ii->i", [(3, 3)], "a diagonal"),
+    ("ij->ii", [(3, 3)], "a repeated subscript in the output"),
+    ("ii->i", [(3, 4)], "the diagonal of 'i' needs two equal static dims, got 3 and 4"),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)], "more than two operands"),
     ("ij,jk->ik", [(2, 3), (1, 4)], "broadcasting is not supported"),
     ("ijk->i", [(2, 3)], "does not match an operand of rank 2"),

@@ -166,13 +166,31 @@ def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:
     for term, rank in zip([*terms, out], [*ranks, None]):
         if not term.isalpha() and term:
             fail(f"Einsum '{equation}': subscripts must be letters")
-        if len(set(term)) != len(term):
-            fail(f"Einsum '{equation}': a repeated subscript in one term (a diagonal) is not supported")
+        if rank is None and len(set(term)) != len(term):
+            fail(f"Einsum '{equation}': a repeated subscript in the output")
         if rank is not None and len(term) != rank:
             fail(f"Einsum '{equation}': '{term}' does not match an operand of rank {rank}")
     if set(out) - set("".join(terms)):
         fail(f"Einsum '{equation}': output subscripts that no operand has")
     return terms, out
+
+
+def _einsum_diagonal(cx, x: SSAValue, term: str, equation: str) -> tuple[SSAValue, str]:
+    """``x`` with each subscript repeated in ``term`` read once, along its diagonal
+    (``ii->i``): the two axes moved last, flattened, and every ``n + 1``-th element taken."""
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        p, q = [k for k, t in enumerate(term) if t == c][:2]
+        shape = shape_of(x)
+        n = shape[p]
+        if nn.DYN in (n, shape[q]) or n != shape[q]:
+            fail(f"Einsum '{equation}': the diagonal of '{c}' needs two equal static dims, got {n} and {shape[q]}")
+        rest = [k for k in range(len(term)) if k not in (p, q)]
+        x = cx.emit(nn.TransposeOp(x, [*rest, p, q]))
+        x = _reshape(cx, x, [*(shape[k] for k in rest), n * n])
+        x = cx.emit(nn.TakeOp(x, cx.tensor(np.arange(n, dtype=np.int64) * (n + 1)), len(rest)))
+        term = "".join(term[k] for k in rest) + c
+    return x, term
 
 
 def _einsum_prepare(cx, x: SSAValue, term: str, keep: str, order: str):
@@ -197,6 +215,8 @@ def _einsum(cx, ins, attrs):
     equation = attrs["equation"]
     equation = equation.decode() if isinstance(equation, bytes) else equation
     terms, out = parse_einsum(equation, [len(shape_of(x)) for x in xs])
+    for k, (x, term) in enumerate(zip(xs, terms)):
+        xs[k], terms[k] = _einsum_diagonal(cx, x, term, equation)
     if len(xs) == 1:
         return _einsum_prepare(cx, xs[0], terms[0], out, out)
     (a, b), (ta, tb) = xs, terms
