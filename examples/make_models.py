@@ -7,6 +7,13 @@
   (opset 17) and an MLP with the Erf form of GELU.
 - ``cnn.onnx``: Conv + BatchNormalization + Relu, MaxPool, Conv + Add(bias) + Relu,
   GlobalAveragePool, Flatten, Gemm (NCHW, dynamic batch).
+- ``decoder_step.onnx``: one decode step of a one-layer GPT-style decoder with a KV cache
+  (hidden 64, 4 heads): inputs ``input_embeds`` [1, 1, 64] and ``past_key`` / ``past_value``
+  [1, 4, ``past``, 16], outputs ``logits`` and ``present_key`` / ``present_value`` (the
+  caches concatenated along the sequence); positions ``Range(past, past + 1)`` read off the
+  cache's shape, learned position embeddings (512), LayerNormalization before the attention
+  and the MLP, as exporters write a ``use_cache=True`` step. ``partita-doctor --validate``
+  decodes with it.
 
 Run: ``python examples/make_models.py`` (deterministic: fixed seed).
 """
@@ -143,8 +150,57 @@ def make_cnn(seed: int = 1) -> onnx.ModelProto:
                                                   ["batch", 10])])
 
 
+def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, positions: int = 512,
+                      vocab: int = 128, seed: int = 2) -> onnx.ModelProto:
+    g = _Graph(seed)
+    head_dim = hidden // heads
+    i64 = lambda name, value: g.const(name, np.array(value, np.int64))  # noqa: E731
+
+    def linear(inp: str, n_in: int, n_out: int, prefix: str) -> str:
+        return g.op("Add", g.op("MatMul", inp, g.weight(f"{prefix}.weight", (n_in, n_out))),
+                    g.weight(f"{prefix}.bias", (n_out,), 0.1))
+
+    def layer_norm(inp: str, prefix: str) -> str:
+        gamma = g.const(f"{prefix}.weight", (1 + 0.1 * g.rng.standard_normal(hidden)).astype(np.float32))
+        return g.op("LayerNormalization", inp, gamma, g.weight(f"{prefix}.bias", (hidden,), 0.1), axis=-1)
+
+    # The new token's position: the past length, read off the cache's shape.
+    past = g.op("Gather", g.op("Shape", "past_key"), i64("two", 2), axis=0)
+    limit = g.op("Add", past, i64("one", 1))
+    position = g.op("Range", past, limit, i64("step", 1))
+    table = g.weight("wpe", (positions, hidden), 0.1)
+    x = g.op("Add", "input_embeds", g.op("Gather", table, position, axis=0))
+    h = layer_norm(x, "ln_1")
+    heads_shape = i64("heads_shape", [1, -1, heads, head_dim])
+
+    def split(name: str) -> str:
+        return g.op("Transpose", g.op("Reshape", linear(h, hidden, hidden, name), heads_shape), perm=[0, 2, 1, 3])
+
+    q, k, v = split("attn.q"), split("attn.k"), split("attn.v")
+    g.nodes.append(helper.make_node("Concat", ["past_key", k], ["present_key"], axis=2, name="present_key"))
+    g.nodes.append(helper.make_node("Concat", ["past_value", v], ["present_value"], axis=2, name="present_value"))
+    scores = g.op("Div", g.op("MatMul", q, g.op("Transpose", "present_key", perm=[0, 1, 3, 2])),
+                  g.const("scale", np.array(math.sqrt(head_dim), np.float32)))
+    ctx = g.op("Transpose", g.op("MatMul", g.op("Softmax", scores, axis=-1), "present_value"), perm=[0, 2, 1, 3])
+    attn = linear(g.op("Reshape", ctx, i64("model_shape", [1, -1, hidden])), hidden, hidden, "attn.out")
+    x = g.op("Add", x, attn)
+    up = linear(layer_norm(x, "ln_2"), hidden, ffn, "mlp.up")
+    gelu = g.op("Mul", g.op("Mul", up, g.op("Add", g.op("Erf", g.op("Div", up, g.const("sqrt2", np.array(
+        math.sqrt(2), np.float32)))), g.const("one_f", np.array(1.0, np.float32)))),
+        g.const("half", np.array(0.5, np.float32)))
+    x = g.op("Add", x, linear(gelu, ffn, hidden, "mlp.down"))
+    g.nodes.append(helper.make_node("MatMul", [layer_norm(x, "ln_f"), g.weight("lm_head", (hidden, vocab))],
+                                    ["logits"], name="logits"))
+    f32 = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    cache = [1, heads, "past", head_dim]
+    return g.model("decoder_step", [f32("input_embeds", [1, 1, hidden]), f32("past_key", cache),
+                                    f32("past_value", cache)],
+                   [f32("logits", [1, 1, vocab]), f32("present_key", [1, heads, "present", head_dim]),
+                    f32("present_value", [1, heads, "present", head_dim])])
+
+
 def main() -> None:
-    for name, model in (("encoder", make_encoder()), ("cnn", make_cnn())):
+    for name, model in (("encoder", make_encoder()), ("cnn", make_cnn()), ("decoder_step", make_decoder_step())):
         path = HERE / f"{name}.onnx"
         onnx.save(model, str(path))
         print(f"wrote {path} ({path.stat().st_size} bytes)")

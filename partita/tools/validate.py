@@ -17,6 +17,10 @@ time still reports what it finished.
   (``tests/models/exported/*.onnx``, with their recorded inputs), compiled for this GPU's
   arch, run, and compared with onnxruntime on the CPU; their latency run eagerly, replayed
   as CUDA graphs, and under onnxruntime's CUDA provider where it is installed.
+  A KV-cache decoder step (``examples/decoder_step.onnx``: ``past*`` inputs, ``present*``
+  outputs) is also decoded for 64 tokens, its caches fed back on the device, each step
+  against onnxruntime, in ms per token with shape buckets (graphs updated in place) and
+  with exact signatures.
 
 The parent prints one table (step, item, metric, Partita, reference, status) and writes
 the JSON (environment, steps, rows). It exits 0 when every step ran and nothing failed,
@@ -392,6 +396,73 @@ def check_model(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda
                    note if error <= tol else f"graph replay differs from onnxruntime: {error:.3g}"))
 
 
+DECODE_TOKENS = 64
+"""Steps of the decode loop ``check_decode`` runs."""
+
+
+def cache_pairs(path: Path) -> list[tuple[str, str]]:
+    """A KV-cache decoder step's (past input, present output) names, paired in order
+    (``past_key`` / ``present_key``, ``past_key_values.0.key`` / ``present.0.key``, ...);
+    empty for another model."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    past = [i.name for i in graph.input if i.name.startswith("past")]
+    present = [o.name for o in graph.output if o.name.startswith("present")]
+    return list(zip(past, present)) if past and len(past) == len(present) else []
+
+
+def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda", tokens: int = DECODE_TOKENS) -> None:
+    """A decode loop of ``tokens`` steps from an empty cache, each step's presents fed back
+    as the next step's pasts (left on the device), every step against onnxruntime (CPU);
+    ms per token with shape buckets (one arena and graph per power-of-two past length,
+    updated in place) and with exact signatures (a bind and a capture per token)."""
+    import onnxruntime as ort
+
+    import partita
+
+    name, pairs = path.stem, cache_pairs(path)
+    cpu = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    first = model_inputs(path)
+    shapes = {i.name: i.shape for i in cpu.get_inputs()}
+    empty = {past: np.zeros([d if isinstance(d, int) else 0 for d in shapes[past]], first[past].dtype)
+             for past, _ in pairs}
+    outputs = [o.name for o in cpu.get_outputs()]
+    exe = partita.compile(str(path), model_targets(arch))
+    rng = np.random.default_rng(1)
+    steps = []
+    for _ in range(tokens):
+        feeds = {k: (rng.standard_normal(v.shape).astype(v.dtype) if np.issubdtype(v.dtype, np.floating) else v)
+                 for k, v in first.items() if k not in empty}
+        steps.append(feeds)
+    seconds, worst, tol = {}, 0.0, 0.0
+    for buckets in ("pow2", None):
+        exe.load(device, buckets=buckets)
+        caches, want_caches, times = dict(empty), dict(empty), []
+        for feeds in steps:
+            start = time.perf_counter()
+            got = exe.run({**feeds, **caches}, outputs="device")
+            got = dict(zip(outputs, got))
+            times.append(time.perf_counter() - start)  # the outputs stay on the device
+            caches = {past: got[present] for past, present in pairs}
+            if buckets is not None:  # checked once: the same kernels either way
+                want = dict(zip(outputs, cpu.run(None, {**feeds, **want_caches})))
+                want_caches = {past: want[present] for past, present in pairs}
+                host = [got[o].numpy() for o in outputs]
+                worst = max(worst, relative_error(host, [want[o] for o in outputs]))
+                tol = max(tol, tolerance(feeds, [want[o] for o in outputs]))
+        seconds[buckets] = statistics.median(times[len(times) // 2:])  # the caches past a few buckets
+        if buckets is not None:
+            stats = exe.runtime.stats
+            updates, captures, allocations = stats["graph_updates"], stats["captures"], stats["allocations"]
+    exe.close()
+    writer.add(Row("models", name, f"decode {tokens} tokens: max rel. error vs onnxruntime", worst, tol,
+                   "ok" if worst <= tol else "FAIL", "each step's caches fed back on the device"))
+    writer.add(Row("models", name, "decode ms/token (shape buckets)", seconds["pow2"] * 1e3, seconds[None] * 1e3,
+                   "info", f"reference: exact signatures; {updates} graph updates, {captures} instantiations, "
+                           f"{allocations} allocations in {tokens} tokens"))
+
+
 def model_targets(arch: str, *libraries: str) -> list[str]:
     """Partita's default targets, for this GPU's arch."""
     return [f"cuda -arch={arch}", f"cutlass -sm={arch.removeprefix('sm_').rstrip('af')}", *libraries, "llvm"]
@@ -431,6 +502,8 @@ def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any 
     for path in paths:
         try:
             check_model(path, writer, arch=arch, device=device)
+            if cache_pairs(path):
+                check_decode(path, writer, arch=arch, device=device)
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
             writer.add(Row("models", path.stem, "compile + run", status="FAIL", note=f"{type(err).__name__}: {err}"[:300]))
 

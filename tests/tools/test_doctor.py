@@ -207,6 +207,20 @@ def test_models_step_compares_with_onnxruntime(tmp_path: Path) -> None:
     assert rows[2].metric == "latency eager ms" and rows[2].partita > 0
 
 
+def test_a_kv_cache_decoder_is_decoded_step_by_step(tmp_path: Path) -> None:
+    """The bundled decoder step (examples/decoder_step.onnx): its presents fed back as its
+    pasts for a few tokens, each step against onnxruntime, with shape buckets and without."""
+    decoder = Path(__file__).resolve().parents[2] / "examples" / "decoder_step.onnx"
+    assert validate.cache_pairs(decoder) == [("past_key", "present_key"), ("past_value", "present_value")]
+    assert validate.cache_pairs(_tiny_model(tmp_path / "tiny.onnx")) == []
+    writer = validate.RowWriter(None)
+    validate.check_decode(decoder, writer, arch="sm_90", device="simulated", tokens=20)
+    error, latency = writer.rows
+    assert error.status == "ok" and error.partita < 1e-5, error
+    # Past lengths 0..19: the (16, 16), (16, 32) and (32, 32) buckets of past and present.
+    assert latency.metric == "decode ms/token (shape buckets)" and "3 instantiations, 3 allocations" in latency.note
+
+
 def test_no_models_is_a_failure_not_a_pass() -> None:
     writer = validate.RowWriter(None)
     validate.models_step(None, writer, arch="sm_90")
