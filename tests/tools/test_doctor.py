@@ -230,7 +230,7 @@ def test_no_models_is_a_failure_not_a_pass() -> None:
 
 def test_model_files_are_the_bundled_then_the_exported() -> None:
     names = [p.relative_to(REPO).as_posix() for p in validate.model_files(REPO)]
-    assert names[:2] == ["examples/cnn.onnx", "examples/encoder.onnx"]
+    assert names[:3] == ["examples/cnn.onnx", "examples/decoder_step.onnx", "examples/encoder.onnx"]
     assert "tests/models/exported/bert.onnx" in names and all(n.endswith(".onnx") for n in names)
 
 
