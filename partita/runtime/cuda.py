@@ -318,8 +318,8 @@ class CudaDevice:
         return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 
     # -- CUDA graphs ------------------------------------------------------------
-    def capture(self, stream, record) -> CudaGraph:
-        """Captures what ``record(stream)`` enqueues on ``stream`` into an instantiated graph."""
+    def _record(self, stream, record):
+        """The graph (not instantiated) of what ``record(stream)`` enqueues on ``stream``."""
         drv = self.drv
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         self._call(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
@@ -332,7 +332,12 @@ class CudaDevice:
             if isinstance(ended, tuple) and len(ended) > 1 and ended[0] == drv.CUresult.CUDA_SUCCESS and ended[1]:
                 drv.cuGraphDestroy(ended[1])
             raise
-        graph = self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        return self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+
+    def capture(self, stream, record) -> CudaGraph:
+        """Captures what ``record(stream)`` enqueues on ``stream`` into an instantiated graph."""
+        drv = self.drv
+        graph = self._record(stream, record)
         try:
             executable = self._call(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         except BaseException:
@@ -346,16 +351,7 @@ class CudaDevice:
         when the topology is the same (new dims, grids and pointers). True when updated in
         place; False when the driver refused and the executable was instantiated again."""
         drv = self.drv
-        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        self._call(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
-        try:
-            record(stream)
-        except BaseException:
-            ended = drv.cuStreamEndCapture(stream)
-            if isinstance(ended, tuple) and len(ended) > 1 and ended[0] == drv.CUresult.CUDA_SUCCESS and ended[1]:
-                drv.cuGraphDestroy(ended[1])
-            raise
-        fresh = self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        fresh = self._record(stream, record)
         result = drv.cuGraphExecUpdate(graph.executable, fresh)
         err = result[0] if isinstance(result, tuple) else result
         if err == drv.CUresult.CUDA_SUCCESS:

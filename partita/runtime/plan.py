@@ -260,18 +260,22 @@ class Runtime:
                     getattr(step, "label", "a step")
                 raise PartitaError(f"{name} failed: {err}") from None
 
-    def _capture(self, bound: BoundPlan) -> None:
+    def _capture(self, bound: BoundPlan) -> bool:
         """Captures ``bound``'s steps as a graph, or leaves it eager with the reason (a
-        library that cannot be captured, a driver that refuses)."""
-        bound.read_inputs_from_slots()
+        library that cannot be captured, a driver that refuses); whether it was captured.
+        Without shape buckets the graph reads the inputs' slots; with them, the arena's
+        graph reads device inputs where they are (a later run at other pointers updates it)."""
+        if self.pool is None:
+            bound.read_inputs_from_slots()
         try:
             bound.capture(self.stream)
         except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
             bound.graph = None
             bound.eager_reason = str(err) or type(err).__name__
             self.stats["capture_fallbacks"] += 1
-        else:
-            self.stats["captures"] += 1
+            return False
+        self.stats["captures"] += 1
+        return True
 
     def _shared_graph(self, bound: BoundPlan) -> Any:
         """With shape buckets: the graph of ``bound``'s arena, updated in place to its
@@ -287,14 +291,8 @@ class Runtime:
             return arena.graph
         if bound.runs == 0 and bound.warms_up:
             return None
-        steps = bound.steps
-
-        def record(s) -> None:
-            for step in steps:
-                step(s)
-
         try:
-            in_place = self.device.update_graph(arena.graph, self.stream, record)
+            in_place = self.device.update_graph(arena.graph, self.stream, bound.record)
         except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
             bound.eager_reason = str(err) or type(err).__name__
             self.stats["capture_fallbacks"] += 1
@@ -304,20 +302,12 @@ class Runtime:
         return arena.graph
 
     def _capture_shared(self, bound: BoundPlan) -> None:
-        """The arena's graph, captured from ``bound``'s launches as they are (reading the
-        device inputs in place: a later run at other pointers updates the graph)."""
+        """The graph of ``bound``'s arena, captured from its launches as they are."""
         arena = bound.shared
         assert arena is not None
-        try:
-            bound.capture(self.stream)
-        except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
-            bound.graph = None
-            bound.eager_reason = str(err) or type(err).__name__
-            self.stats["capture_fallbacks"] += 1
-            return
-        arena.graph, bound.graph = bound.graph, None  # the arena's, shared by its signatures
-        arena.graph_key = (bound, tuple(bound.bound_inputs))
-        self.stats["captures"] += 1
+        if self._capture(bound):
+            arena.graph, bound.graph = bound.graph, None  # the arena's, shared by its signatures
+            arena.graph_key = (bound, tuple(bound.bound_inputs))
 
     # -- binding -----------------------------------------------------------------------
     def _bound_for(self, values: list[Any], sizing: Mapping[int, np.ndarray]) -> BoundPlan:

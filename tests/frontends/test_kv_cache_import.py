@@ -18,6 +18,23 @@ from partita.tools import import_model
 D, H, HD, MAX_POS = 8, 2, 4, 64
 
 
+def attention_nodes(key: str, value: str, hidden: str) -> list[onnx.NodeProto]:
+    """``q_new`` attending to the caches ``key`` / ``value`` ([B, H, S, HD]), the keys where
+    ``hidden`` is true masked out, then projected by ``wo`` to ``out`` (the initializers
+    ``scale``, ``neg``, ``model`` and ``wo`` are the caller's)."""
+    return [
+        helper.make_node("Transpose", [key], ["k_t"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q_new", "k_t"], ["scores_raw"]),
+        helper.make_node("Mul", ["scores_raw", "scale"], ["scores"]),
+        helper.make_node("Where", [hidden, "neg", "scores"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", value], ["ctx_bhsd"]),
+        helper.make_node("Transpose", ["ctx_bhsd"], ["ctx_bshd"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctx_bshd", "model"], ["ctx"]),
+        helper.make_node("MatMul", ["ctx", "wo"], ["out"]),
+    ]
+
+
 def _decoder_step(path: Path, seq: int | str) -> None:
     """One attention layer of a decoder as exporters write it: the positions of the new
     tokens start at the past length read from ``past_key``'s shape."""
@@ -51,20 +68,12 @@ def _decoder_step(path: Path, seq: int | str) -> None:
     nodes += [
         helper.make_node("Concat", ["past_key", "k_new"], ["present_key"], axis=2),
         helper.make_node("Concat", ["past_value", "v_new"], ["present_value"], axis=2),
-        helper.make_node("Transpose", ["present_key"], ["k_t"], perm=[0, 1, 3, 2]),
-        helper.make_node("MatMul", ["q_new", "k_t"], ["scores_raw"]),
-        helper.make_node("Mul", ["scores_raw", "scale"], ["scores"]),
         # Causal mask: key position j is hidden from query position i when j > i.
         helper.make_node("Range", ["zero_i", "limit", "one_i"], ["key_positions"]),
         helper.make_node("Unsqueeze", ["key_positions", "ax0"], ["kp_row"]),
         helper.make_node("Unsqueeze", ["positions", "ax1"], ["qp_col"]),
         helper.make_node("Greater", ["kp_row", "qp_col"], ["hidden"]),
-        helper.make_node("Where", ["hidden", "neg", "scores"], ["masked"]),
-        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
-        helper.make_node("MatMul", ["probs", "present_value"], ["ctx_bhsd"]),
-        helper.make_node("Transpose", ["ctx_bhsd"], ["ctx_bshd"], perm=[0, 2, 1, 3]),
-        helper.make_node("Reshape", ["ctx_bshd", "model"], ["ctx"]),
-        helper.make_node("MatMul", ["ctx", "wo"], ["out"]),
+        *attention_nodes("present_key", "present_value", "hidden"),
     ]
     initializers.append(numpy_helper.from_array(np.array(HD ** -0.5, np.float32), "scale"))
     cache = [1, H, "past", HD]

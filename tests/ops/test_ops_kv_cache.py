@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from frontends.test_kv_cache_import import attention_nodes  # the decoder step's attention
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 
@@ -121,16 +122,8 @@ def _static_cache_step(path) -> dict[str, np.ndarray]:
     nodes += [
         helper.make_node("TensorScatter", ["key_cache", "k_new", "write"], ["present_key"]),
         helper.make_node("TensorScatter", ["value_cache", "v_new", "write"], ["present_value"]),
-        helper.make_node("Transpose", ["present_key"], ["k_t"], perm=[0, 1, 3, 2]),
-        helper.make_node("MatMul", ["q_new", "k_t"], ["raw"]),
-        helper.make_node("Mul", ["raw", "scale"], ["scores"]),
         helper.make_node("Greater", ["slots", "position"], ["hidden"]),  # rows not written yet
-        helper.make_node("Where", ["hidden", "neg", "scores"], ["masked"]),
-        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
-        helper.make_node("MatMul", ["probs", "present_value"], ["ctx_bhsd"]),
-        helper.make_node("Transpose", ["ctx_bhsd"], ["ctx_bshd"], perm=[0, 2, 1, 3]),
-        helper.make_node("Reshape", ["ctx_bshd", "model"], ["ctx"]),
-        helper.make_node("MatMul", ["ctx", "wo"], ["out"]),
+        *attention_nodes("present_key", "present_value", "hidden"),
     ]
     cache = [1, H, L, HD]
     graph = helper.make_graph(

@@ -34,6 +34,7 @@ from partita.frontends.onnx import (  # noqa: F401
     recurrent,
     reduction,
     selection,
+    spectral,
     transform,
 )
 from partita.frontends.onnx.embedded import parse_leaving_weights

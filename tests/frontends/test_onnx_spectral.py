@@ -1,0 +1,191 @@
+"""ONNX DFT and STFT: imported as one GEMM by a constant cos / sin matrix
+(``partita.frontends.onnx.spectral``), compiled with ``partita.compile`` and checked
+against onnxruntime for every form of the ops: real and complex input, inverse, onesided
+(rfft and irfft), ``dft_length`` padding and truncation, other axes, opset 20's ``axis``
+input, STFT with and without a window. The GEMM widths keep to two CUTLASS kernels that
+every compile shares (through the suite's cubin cache; cold, each takes seconds); the cases
+that would need one of their own (an odd width, a dynamic batch) run the import with the
+references instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import partita
+from partita.dialects import nn
+from partita.frontends.onnx import import_onnx
+from partita.ir import PartitaError
+from partita.runtime.reference import run
+
+ort = pytest.importorskip("onnxruntime")
+
+ONNX_OPS = ("DFT", "STFT")
+"""The op types this file converts (``test_onnx_import`` checks every converter has a test)."""
+
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def _model(op: str, opset: int, feeds: dict[str, np.ndarray], inputs: list[str], *,
+           consts: dict[str, np.ndarray] | None = None, dims: dict[str, list] | None = None,
+           **attrs) -> onnx.ModelProto:
+    """One ``op`` node reading ``inputs`` ("" for one left out): ``feeds`` are graph inputs
+    (``dims`` may rename their dims), ``consts`` initializers."""
+    consts = consts or {}
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"], **attrs)], op.lower(),
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), (dims or {}).get(n, v.shape))
+         for n, v in feeds.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, n) for n, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path, *,
+           compiled: bool = True) -> np.ndarray:
+    """The compiled model's result (or the import's, run by the references) matches
+    onnxruntime's; returns it."""
+    (want,) = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, feeds)
+    if compiled:
+        path = tmp_path / "model.onnx"
+        onnx.save(model, path)
+        (got,) = partita.compile(path).run(*feeds.values())
+    else:
+        (got,) = run(import_onnx(model), *feeds.values())
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, **TOL)
+    return got
+
+
+def _signal(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _int(value: int) -> np.ndarray:
+    return np.asarray(value, np.int64)
+
+
+# name: (opset, input shape, dft_length or None, opset 20's axis input or None, attributes)
+# Their GEMMs take two CUTLASS kernels (K and N multiples of 4; multiples of 2 only).
+DFT_CASES = {
+    "forward_real": (17, (2, 8, 3, 1), None, None, {"axis": 1}),
+    "forward_complex": (17, (2, 4, 3, 2), None, None, {"axis": 1}),
+    "inverse": (17, (2, 3, 4, 2), None, None, {"axis": 2, "inverse": 1}),
+    "inverse_real_input": (17, (2, 8, 3, 1), None, None, {"axis": 1, "inverse": 1}),
+    "onesided": (17, (2, 8, 3, 1), None, None, {"axis": 1, "onesided": 1}),
+    # the irfft: 4 bins of a one-sided spectrum are a real signal of 6 (the default) or 7
+    "irfft": (17, (2, 4, 3, 2), None, None, {"axis": 1, "onesided": 1, "inverse": 1}),
+    "pad": (17, (2, 4, 3, 1), 6, None, {"axis": 1}),
+    "truncate": (17, (2, 12, 3, 1), 8, None, {"axis": 1}),
+    "truncate_onesided": (17, (2, 12, 3, 1), 8, None, {"axis": 1, "onesided": 1}),
+    "axis_0": (17, (4, 3, 2), None, None, {"axis": 0}),
+    "negative_axis": (17, (2, 4, 3, 2), None, None, {"axis": -3}),
+    "opset20_default_axis": (20, (2, 3, 4, 1), None, None, {}),
+    "opset20_axis_input": (20, (2, 4, 3, 2), None, 1, {}),
+    "opset20_negative_axis_input": (20, (2, 4, 3, 2), 6, -3, {"inverse": 1}),
+}
+
+
+REFERENCE_CASES = {
+    "irfft_odd_length": (17, (2, 4, 3, 2), 7, None, {"axis": 1, "onesided": 1, "inverse": 1}),
+    "onesided_odd_length": (20, (2, 3, 7, 1), None, -2, {"onesided": 1}),
+}
+
+
+@pytest.mark.parametrize("case", [*DFT_CASES, *REFERENCE_CASES])
+def test_dft_matches_onnxruntime(case: str, tmp_path) -> None:
+    opset, shape, length, axis, attrs = DFT_CASES.get(case) or REFERENCE_CASES[case]
+    consts = {}
+    inputs = ["x", "", ""]
+    if length is not None:
+        consts["dft_length"], inputs[1] = _int(length), "dft_length"
+    if axis is not None:
+        consts["axis"], inputs[2] = _int(axis), "axis"
+    while not inputs[-1]:
+        inputs.pop()
+    feeds = {"x": _signal(*shape)}
+    _check(_model("DFT", opset, feeds, inputs, consts=consts, **attrs), feeds, tmp_path,
+           compiled=case in DFT_CASES)
+
+
+def test_dft_dynamic_batch(tmp_path) -> None:
+    feeds = {"x": _signal(2, 4, 3, 2)}
+    model = _model("DFT", 17, feeds, ["x"], dims={"x": ["N", 4, 3, 2]}, axis=1)
+    (main,) = import_onnx(model).ops
+    assert main.function_type.outputs.data[0].get_shape() == (nn.DYN, 4, 3, 2)
+    _check(model, feeds, tmp_path, compiled=False)
+
+
+def test_opset20_axis_from_a_folded_constant(tmp_path) -> None:
+    feeds = {"x": _signal(2, 4, 3, 2)}
+    model = _model("DFT", 20, feeds, ["x", "", "axis"])
+    model.graph.node.insert(0, helper.make_node("Constant", [], ["axis"], value=numpy_helper.from_array(_int(1))))
+    _check(model, feeds, tmp_path)
+
+
+def test_default_axis_is_one_gemm_without_transposes() -> None:
+    """The signal axis beside the (re, im) axis flattens into the GEMM's rows as it lies."""
+    feeds = {"x": _signal(2, 4, 3, 2)}
+    module = import_onnx(_model("DFT", 20, feeds, ["x"]))
+    ops = [op.name for op in module.walk() if isinstance(op, nn.NNOp)]
+    assert ops == ["nn.reshape", "nn.constant", "nn.dense", "nn.reshape"]
+
+
+STFT_CASES = {
+    # name: (signal shape, frame_step, frame_length or None, window: None, "constant", "input", onesided)
+    "frame_length": ((2, 20, 1), 3, 8, None, None),
+    "constant_window": ((2, 20, 1), 4, None, "constant", None),
+    "run_time_window_and_length": ((2, 21, 1), 4, 8, "input", None),
+    "complex_two_sided": ((1, 16, 2), 2, 4, "constant", 0),
+    "complex_onesided": ((1, 16, 2), 3, 4, None, 1),
+}
+
+
+@pytest.mark.parametrize("case", list(STFT_CASES))
+def test_stft_matches_onnxruntime(case: str, tmp_path) -> None:
+    shape, step, length, window, onesided = STFT_CASES[case]
+    feeds = {"signal": _signal(*shape)}
+    consts = {"frame_step": _int(step)}
+    inputs = ["signal", "frame_step", "", ""]
+    if window is not None:
+        hann = np.hanning(length or 8).astype(np.float32)
+        (feeds if window == "input" else consts)["window"], inputs[2] = hann, "window"
+    if length is not None:
+        consts["frame_length"], inputs[3] = _int(length), "frame_length"
+    while not inputs[-1]:
+        inputs.pop()
+    attrs = {} if onesided is None else {"onesided": onesided}
+    got = _check(_model("STFT", 17, feeds, inputs, consts=consts, **attrs), feeds, tmp_path)
+    frames = (shape[1] - (length or 8)) // step + 1
+    assert got.shape[:2] == (shape[0], frames)
+
+
+# -- located errors ----------------------------------------------------------------------
+
+
+def test_dynamic_signal_length_is_a_located_error() -> None:
+    feeds = {"x": _signal(2, 4, 3, 1)}
+    model = _model("DFT", 17, feeds, ["x"], dims={"x": [2, "L", 3, 1]}, axis=1)
+    with pytest.raises(PartitaError, match=r"node 0 'y' \(DFT\): DFT is built as a matrix product and needs a "
+                                           r"static signal length; the input has shape \[2, '\?', 3, 1\]"):
+        import_onnx(model)
+
+
+def test_run_time_axis_is_a_located_error() -> None:
+    feeds = {"x": _signal(2, 4, 3, 1), "axis": _int(1)}
+    with pytest.raises(PartitaError, match=r"node 0 'y' \(DFT\): axis must be a constant"):
+        import_onnx(_model("DFT", 20, feeds, ["x", "", "axis"]))
+
+
+def test_invalid_forms_are_located_errors() -> None:
+    complex_input = {"x": _signal(2, 4, 3, 2)}
+    with pytest.raises(PartitaError, match=r"\(DFT\): a onesided forward DFT \(rfft\) takes a real input"):
+        import_onnx(_model("DFT", 17, complex_input, ["x"], axis=1, onesided=1))
+    with pytest.raises(PartitaError, match=r"\(DFT\): axis 3 is out of range for an input of rank 4"):
+        import_onnx(_model("DFT", 17, complex_input, ["x"], axis=3))
+    feeds = {"signal": _signal(1, 16, 1), "frame_step": _int(4)}
+    with pytest.raises(PartitaError, match=r"\(STFT\): frame_step must be a constant"):
+        import_onnx(_model("STFT", 17, feeds, ["signal", "frame_step"]))
