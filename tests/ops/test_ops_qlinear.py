@@ -6,6 +6,8 @@ product on CUTLASS's int8 tensor-core GEMM (eager and Collage)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -15,6 +17,7 @@ from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
 
 import partita
+from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
 from partita.runtime.reference import run
@@ -256,3 +259,81 @@ def test_an_onnxruntime_dynamically_quantized_mlp_runs_its_products_on_int8_tens
     gemms = [row for row in exe.partitions if "nn.matmul_integer" in row.ops]
     assert [row.target for row in gemms] == ["cutlass", "cutlass"]
     np.testing.assert_array_equal(exe.run(x)[0], want)
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_tensor_cores(tmp_path, per_channel):
+    """onnxruntime's ``quantize_static`` in the QDQ format (QuantizeLinear / DequantizeLinear
+    around float MatMuls, s8 weights per tensor or per output column, u8 activations): each
+    ``DQ(xq) @ DQ(wq)`` is imported as the integer product it stands for, a CUTLASS IMMA
+    GEMM scaled once, the activation's dequantize gone. The result equals onnxruntime's
+    unoptimized run exactly (its QDQ nodes run as written; its optimized run, with fused
+    QDQ kernels, differs from that by a few quantization steps per channel)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(3)
+    shapes = {"w1": (64, 128), "b1": (128,), "w2": (128, 32), "b2": (32,)}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array((rng.standard_normal(s) / 8).astype(np.float32), n) for n, s in shapes.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ,
+                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(tmp_path / "qdq.onnx")
+    assert {"QuantizeLinear", "DequantizeLinear", "MatMul"} <= {n.op_type for n in model.graph.node}
+    exe = partita.compile(model, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="eager")
+    gemms = [row for row in exe.partitions if any(op in row.ops for op in ("nn.matmul_integer", "nn.matmul", "nn.dense"))]
+    assert [(row.target, "nn.matmul_integer" in row.ops) for row in gemms] == [("cutlass", True)] * 2
+    dequantized = [op for op in exe.module.walk() if isinstance(op, nn.DequantizeOp)]
+    assert all(not isinstance(use.operation, nn.MatmulOp | nn.DenseOp) for op in dequantized for use in op.result.uses)
+    x = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_written = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"])
+    (got,) = exe.run(x)
+    np.testing.assert_array_equal(got, as_written.run(None, {"x": x})[0])
+
+
+def test_an_onnxruntime_qdq_encoder_layer_equals_onnxruntime_as_written(tmp_path):
+    """The bundled encoder layer (examples/encoder.onnx) quantized by ``quantize_static``
+    (QDQ, per-channel s8 weights): its projections become integer GEMMs, its attention
+    products (both operands activations) stay float products of the dequantized values,
+    and the whole equals onnxruntime's run of the QDQ graph as written."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(0)
+    encoder = Path(__file__).resolve().parents[2] / "examples" / "encoder.onnx"
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"input": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(encoder, tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(tmp_path / "qdq.onnx")
+    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.matmul", "nn.dense")]
+    assert products.count("nn.matmul_integer") == 6 and products.count("nn.matmul") == 2, products
+    x = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    (want,) = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})
+    (got,) = partita.compile(model).run(x)
+    np.testing.assert_array_equal(got, want)

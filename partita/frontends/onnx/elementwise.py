@@ -13,7 +13,7 @@ from xdsl.traits import Commutative
 from partita.dialects import nn
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import CONVERTERS, converter
-from partita.frontends.onnx.values import ONNX_DTYPES, Value, fail, is_const, is_symbolic
+from partita.frontends.onnx.values import ONNX_DTYPES, QuantizedConstant, Value, fail, is_const, is_symbolic
 
 
 def _binary(op_cls, **fixed):
@@ -269,8 +269,13 @@ def _dequantize_linear(cx, ins, attrs):
         fail("the output_dtype attribute is not supported")
     x = cx.tensor(ins[0])
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
-    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=attrs.get("axis", 1),
-                                   block_size=attrs.get("block_size", 0)))
+    axis = attrs.get("axis", 1)
+    quantized = [ins[0], ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), np.asarray(ins[0]).dtype)]
+    if all(is_const(v) for v in quantized) and np.asarray(ins[0]).dtype in (np.int8, np.uint8) \
+            and not attrs.get("block_size", 0):
+        # A quantized weight: its integers kept for an integer product (MatMul's QDQ form).
+        cx.dequantized[cx.node.output[0]] = QuantizedConstant(*(np.asarray(v) for v in quantized), axis)
+    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=axis, block_size=attrs.get("block_size", 0)))
 
 
 @converter("DynamicQuantizeLinear")

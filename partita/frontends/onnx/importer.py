@@ -30,7 +30,7 @@ import onnx
 from onnx import helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, NameLoc, StringAttr, TensorType, UnknownLoc
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
@@ -54,6 +54,7 @@ from partita.frontends.onnx.registry import CONVERTERS, SYMBOLIC_CONVERTERS, Con
 from partita.frontends.onnx.values import (
     _SYM_ARITH,
     ONNX_DTYPES,
+    QuantizedConstant,
     SymDim,
     Unsupported,
     UnsupportedVariant,
@@ -97,6 +98,12 @@ class Importer:
         self._folder = None
         self.folded_bytes = 0  # what import-time folding has built so far (FOLD_TOTAL_BYTES)
         self._used_names: dict[int, tuple[onnx.GraphProto, set[str]]] = {}  # id(graph) -> it, the names it reads
+        self.dequantized: dict[str, QuantizedConstant] = {}
+        """Constants a DequantizeLinear folded, by output name, with their integers kept: a
+        MatMul of two dequantized operands is built as the integer product (``linalg``)."""
+        self.orphans: list[Operation] = []
+        """Ops a converter bypassed (a dequantize whose integers it reads instead): erased at
+        the end of the import when nothing else reads them."""
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
@@ -258,6 +265,7 @@ class Importer:
                 # No later node reads it: a weight transformed on import (MatMul's
                 # transpose) is not held twice until the import ends.
                 self.values.pop(done, None)
+                self.dequantized.pop(done, None)
         results = []
         for out in self.graph.output:
             if out.name not in self.values:
@@ -267,10 +275,25 @@ class Importer:
             except Unsupported as err:
                 raise PartitaError(f"graph output '{out.name}': {err}") from None
         self.block.add_op(func.ReturnOp(*results))
+        self._erase_orphans()
         fn = func.FuncOp(name, (arg_types, [r.type for r in results]), Region(self.block),
                          arg_attrs=name_attrs(arg_names),
                          res_attrs=name_attrs([o.name for o in self.graph.output]))
         return ModuleOp([fn])
+
+    def _erase_orphans(self) -> None:
+        """Erases the bypassed ops nothing reads (the return included), then the constants
+        only they read."""
+        pending = list(self.orphans)
+        while pending:
+            op = pending.pop()
+            if op.parent is None or any(r.uses for r in op.results):
+                continue
+            operands = [v.owner for v in op.operands if isinstance(v.owner, nn.ConstantOp)]
+            op.detach()
+            op.erase()
+            pending.extend(operands)
+        self.orphans = []
 
     def convert(self, index: int | None, node: onnx.NodeProto) -> None:
         """Converts ``node``. An op without a converter, or a variant its converter does not
@@ -412,6 +435,8 @@ class Importer:
                     fail(f"output {i} ('{name}') is not supported")
                 continue
             self.values[name] = outs[i]
+            if node.op_type != "DequantizeLinear":  # a name a body binds again
+                self.dequantized.pop(name, None)
             if isinstance(outs[i], SSAValue):
                 self.names.setdefault(id(outs[i]), name)
 

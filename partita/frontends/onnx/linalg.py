@@ -59,9 +59,43 @@ def _product(dims) -> int:
     return nn.DYN if nn.DYN in dims else math.prod(dims)
 
 
+def _constant(v: SSAValue) -> np.ndarray | None:
+    return v.owner.to_numpy() if isinstance(v.owner, nn.ConstantOp) else None
+
+
+def _qdq_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
+    """The QDQ form of a quantized MatMul, ``DequantizeLinear(xq) @ DequantizeLinear(wq)``
+    (onnxruntime's static quantization), as the integer product it stands for:
+    ``sx * sw * ((xq - zx) @ (wq - zw))``, an int8 GEMM (tensor cores for a symmetric
+    weight) whose i32 result is scaled once, as onnxruntime's own QDQ fusion computes it
+    (``MatMulIntegerToFloat``). It needs a per-tensor activation and a 2-D weight
+    quantized per tensor or per output column (zero points of 0); else None (the float
+    product of the dequantized operands)."""
+    record = cx.dequantized.get(weight)
+    dequantize = a.owner if isinstance(a, SSAValue) else None
+    if record is None or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
+        return None
+    sx, zx = _constant(dequantize.scale), _constant(dequantize.zero_point)
+    wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
+    if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != 2 or len(shape_of(a)) < 2:
+        return None
+    per_column = sw.size == wq.shape[1] and sw.size > 1
+    if not (sw.size == 1 or per_column and record.axis % 2 == 1) or zw.size not in (1, sw.size):
+        return None
+    if zw.size > 1 and zw.any():  # per-column zero points do not factor out of the product
+        return None
+    product = integer_matmul(cx, dequantize.input, wq, zx.reshape(()), zw[:1].reshape(()))
+    scale = (sx.astype(np.float64).reshape(()) * sw.astype(np.float64)).astype(sx.dtype)
+    cx.orphans.append(dequantize)
+    return cx.emit(nn.MultiplyOp(cx.emit(nn.CastOp(product, dequantize.result.type.element_type)),
+                                 cx.tensor(scale if per_column else scale.reshape(()))))
+
+
 @converter("MatMul")
 def _matmul(cx, ins, attrs):
     a, b = ins
+    if (fused := _qdq_matmul(cx, a, cx.node.input[1])) is not None:
+        return fused
     if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2 and len(shape_of(a)) >= 2:
         return cx.emit(nn.DenseOp(a, transpose_value(cx, b, a)))
     a, b = cx.operands(a, b)

@@ -47,6 +47,18 @@ class SymDim:
 
 Value = SSAValue | np.ndarray | None
 
+
+@dataclass(frozen=True)
+class QuantizedConstant:
+    """A constant's integers and the DequantizeLinear parameters that made it float:
+    ``(values - zero_point) * scale`` along ``axis`` (scale and zero point of one element,
+    or one per index of ``axis``)."""
+
+    values: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
 _SYM_ARITH = {"add", "sub", "mul", "div"}
 
 
