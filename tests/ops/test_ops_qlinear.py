@@ -337,3 +337,42 @@ def test_an_onnxruntime_qdq_encoder_layer_equals_onnxruntime_as_written(tmp_path
         None, {"input": x})
     (got,) = partita.compile(model).run(x)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+def test_a_qdq_gemm_with_a_transposed_weight_is_an_integer_gemm(tmp_path, per_channel):
+    """A classifier head as torchvision exports it, ``Gemm(x, W[N, K], b, transB=1)``,
+    quantized by ``quantize_static`` (QDQ): the integer GEMM reads the stored weight
+    transposed, its per-channel scales along the weight's first axis."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(4)
+    node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)
+    graph = helper.make_graph(
+        [node], "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 96])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array((rng.standard_normal((40, 96)) / 8).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.standard_normal(40).astype(np.float32), "b")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.standard_normal((8, 96)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ,
+                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = onnx.load(tmp_path / "qdq.onnx")
+    assert "Gemm" in {n.op_type for n in model.graph.node}
+    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.dense")]
+    assert products == ["nn.matmul_integer"]
+    x = rng.standard_normal((8, 96)).astype(np.float32)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    (want,) = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})
+    (got,) = partita.compile(model).run(x)
+    np.testing.assert_array_equal(got, want)

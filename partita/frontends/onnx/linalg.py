@@ -27,11 +27,13 @@ def _gemm(cx, ins, attrs):
     a = cx.tensor(ins[0])
     if len(shape_of(a)) != 2:
         fail("Gemm input A must have rank 2")
-    if attrs.get("transA", 0):
-        a = cx.emit(nn.TransposeOp(a, [1, 0]))
-    b = ins[1]
-    w = cx.tensor(b, a) if attrs.get("transB", 0) else transpose_value(cx, b, a)
-    out = cx.emit(nn.DenseOp(a, w))
+    out = None if attrs.get("transA", 0) else _qdq_matmul(cx, a, cx.node.input[1], bool(attrs.get("transB", 0)))
+    if out is None:
+        if attrs.get("transA", 0):
+            a = cx.emit(nn.TransposeOp(a, [1, 0]))
+        b = ins[1]
+        w = cx.tensor(b, a) if attrs.get("transB", 0) else transpose_value(cx, b, a)
+        out = cx.emit(nn.DenseOp(a, w))
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     if alpha != 1.0:
         out = cx.emit(nn.MultiplyOp(out, cx.tensor(np.asarray(alpha, np.float32), a)))
@@ -63,14 +65,14 @@ def _constant(v: SSAValue) -> np.ndarray | None:
     return v.owner.to_numpy() if isinstance(v.owner, nn.ConstantOp) else None
 
 
-def _qdq_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
-    """The QDQ form of a quantized MatMul, ``DequantizeLinear(xq) @ DequantizeLinear(wq)``
-    (onnxruntime's static quantization), as the integer product it stands for:
-    ``sx * sw * ((xq - zx) @ (wq - zw))``, an int8 GEMM (tensor cores for a symmetric
-    weight) whose i32 result is scaled once, as onnxruntime's own QDQ fusion computes it
-    (``MatMulIntegerToFloat``). It needs a per-tensor activation and a 2-D weight
-    quantized per tensor or per output column (zero points of 0); else None (the float
-    product of the dequantized operands)."""
+def _qdq_matmul(cx: Importer, a: Value, weight: str, transposed: bool = False) -> SSAValue | None:
+    """The QDQ form of a quantized MatMul (or Gemm, its weight ``transposed``: ``[N, K]``),
+    ``DequantizeLinear(xq) @ DequantizeLinear(wq)`` (onnxruntime's static quantization), as
+    the integer product it stands for: ``sx * sw * ((xq - zx) @ (wq - zw))``, an int8 GEMM
+    (tensor cores for a symmetric weight) whose i32 result is scaled once, as onnxruntime's
+    own QDQ fusion computes it (``MatMulIntegerToFloat``). It needs a per-tensor activation
+    and a 2-D weight quantized per tensor or per output column (zero points of 0); else
+    None (the float product of the dequantized operands)."""
     record = cx.dequantized.get(weight)
     dequantize = a.owner if isinstance(a, SSAValue) else None
     if record is None or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
@@ -79,8 +81,11 @@ def _qdq_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
     wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
     if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != 2 or len(shape_of(a)) < 2:
         return None
+    column_axis = 0 if transposed else 1  # the output channels' axis of the stored weight
+    if transposed:
+        wq = wq.T
     per_column = sw.size == wq.shape[1] and sw.size > 1
-    if not (sw.size == 1 or per_column and record.axis % 2 == 1) or zw.size not in (1, sw.size):
+    if not (sw.size == 1 or per_column and record.axis % 2 == column_axis) or zw.size not in (1, sw.size):
         return None
     if zw.size > 1 and zw.any():  # per-column zero points do not factor out of the product
         return None
