@@ -12,6 +12,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     result_def,
 )
 from xdsl.utils.exceptions import VerifyException
@@ -731,7 +732,7 @@ class Col2ImOp(NNOp):
         return (x[0], DYN if x[1] == DYN else x[1] // window, *image)
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
-        return [dims(self.input)[0], *_shape(self.result)[1:]]
+        return [dims(self.input)[0], _shape(self.weight)[0], *dims(self.offset)[2:]]
 
 
 def max_unpool_sizes(x: Shape, kernel: Sequence[int], strides: Sequence[int], padding: Sequence[int]) -> list[int]:
@@ -798,3 +799,98 @@ class MaxUnpoolOp(NNOp):
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
         x = dims(self.input)
         return [x[0], x[1], *self.output_size]
+
+
+@irdl_op_definition
+class DeformConv2DOp(NNOp):
+    """ONNX DeformConv (torchvision's ``deform_conv2d``, DCN v1 and, with ``mask``, v2)
+    over two spatial dims, NCHW / OIHW: tap ``(kh, kw)`` of output pixel ``(oh, ow)`` reads
+    the input bilinearly at its regular position ``(oh * sh - ph + kh * dh, ow * sw - pw +
+    kw * dw)`` moved by the learned ``offset`` of its offset group, the four neighbours
+    outside the image reading zeros, scaled by ``mask`` (1 when absent). ``offset`` is
+    ``N x (offset_groups * kH * kW * 2) x oH x oW`` ((dy, dx) per tap, taps row-major),
+    ``mask`` ``N x (offset_groups * kH * kW) x oH x oW``; input channel ``c`` belongs to
+    offset group ``c / (C / offset_groups)``. The result is ``N x O x oH x oW`` (a bias is an
+    add after it, an epilogue)."""
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+
+    name = "nn.deform_conv2d"
+    ALLOWED_TYPES: ClassVar = FLOATS
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    offset = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    strides_attr = _ints_prop("strides", ())
+    padding_attr = _ints_prop("padding", ())
+    dilation_attr = _ints_prop("dilation", ())
+    groups_attr = _int_prop("groups", 1)
+    offset_groups_attr = _int_prop("offset_groups", 1)
+    groups = _value("groups")
+    offset_groups = _value("offset_groups")
+    assembly_format = ("$input `,` $weight `,` $offset (`,` $mask^)? attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation, offset: SSAValue | Operation,
+                 mask: SSAValue | Operation | None = None, *, strides: Sequence[int] | None = None,
+                 padding: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
+                 groups: int | None = None, offset_groups: int | None = None):
+        _init(self, [input, weight, offset, [] if mask is None else [mask]], None, strides=strides,
+              padding=padding, dilation=dilation, groups=groups, offset_groups=offset_groups)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return tuple(self.properties["strides"].get_values()) or (1, 1)
+
+    @property
+    def padding(self) -> tuple[int, ...]:
+        """Top, left, bottom, right (ONNX ``pads``)."""
+        return tuple(self.properties["padding"].get_values()) or (0, 0, 0, 0)
+
+    @property
+    def dilation(self) -> tuple[int, ...]:
+        return tuple(self.properties["dilation"].get_values()) or (1, 1)
+
+    def verify_element_types(self) -> None:
+        element = _tensor(self.input).element_type
+        self.check_element_type(element, "element type")
+        for v, what in ((self.weight, "weight"), (self.offset, "offset"), (self.mask, "mask"), (self.result, "result")):
+            if v is not None and _tensor(v).element_type != element:
+                raise VerifyException(f"{what} must be {element} like the input, got {_tensor(v).element_type}")
+
+    def infer_shape(self) -> Shape:
+        x, w, off = _shape(self.input), _shape(self.weight), _shape(self.offset)
+        if len(x) != 4 or len(w) != 4 or len(off) != 4:
+            raise VerifyException(f"input, weight and offset must have rank 4, got {len(x)}, {len(w)} and {len(off)}")
+        _check_ints(self.strides, 2, "strides", 1)
+        _check_ints(self.dilation, 2, "dilation", 1)
+        _check_ints(self.padding, 4, "padding", 0)
+        groups, offset_groups = self.groups, self.offset_groups
+        if groups < 1 or offset_groups < 1:
+            raise VerifyException(f"groups and offset_groups must be >= 1, got {groups} and {offset_groups}")
+        if DYN in w:
+            raise VerifyException("the weight must have a static shape")
+        if x[1] != DYN and (x[1] != w[1] * groups or x[1] % offset_groups):
+            raise VerifyException(f"input channels {x[1]} must be weight input channels {w[1]} * groups {groups} "
+                                  f"and a multiple of offset_groups {offset_groups}")
+        if w[0] % groups:
+            raise VerifyException(f"groups {groups} does not divide output channels {w[0]}")
+        taps = w[2] * w[3]
+        out = [conv_output_dim(x[2 + k], w[2 + k], self.strides[k], self.padding[k], self.padding[2 + k],
+                               self.dilation[k]) for k in range(2)]
+        merge_dims(x[0], off[0], "offset must have the input's batch")
+        merge_dims(off[1], offset_groups * taps * 2, "offset must hold (dy, dx) per tap and offset group")
+        for k in range(2):
+            merge_dims(off[2 + k], out[k], f"offset must have the output's spatial dims {_fmt(out)}")
+        if self.mask is not None:
+            mask = _shape(self.mask)
+            if len(mask) != 4:
+                raise VerifyException(f"mask must have rank 4, got {len(mask)}")
+            merge_dims(x[0], mask[0], "mask must have the input's batch")
+            merge_dims(mask[1], offset_groups * taps, "mask must hold one weight per tap and offset group")
+            for k in range(2):
+                merge_dims(mask[2 + k], out[k], f"mask must have the output's spatial dims {_fmt(out)}")
+        return (x[0], w[0], *out)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [dims(self.input)[0], _shape(self.weight)[0], *dims(self.offset)[2:]]

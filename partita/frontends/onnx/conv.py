@@ -203,6 +203,25 @@ def _col2im(cx, ins, attrs):
                                pads, dilations))
 
 
+@converter("DeformConv")
+def _deform_conv(cx, ins, attrs):
+    ins = list(ins) + [None] * (5 - len(ins))
+    x = cx.tensor(ins[0])
+    if len(shape_of(x)) != 4:
+        fail(f"DeformConv is supported over 2 spatial dims (rank 4 input), got rank {len(shape_of(x))}")
+    w, offset = cx.tensor(ins[1], x), cx.tensor(ins[2], x)
+    if "kernel_shape" in attrs and list(attrs["kernel_shape"]) != list(shape_of(w)[2:]):
+        fail(f"kernel_shape {list(attrs['kernel_shape'])} does not match the weight's {list(shape_of(w)[2:])}")
+    mask = None if ins[4] is None else cx.tensor(ins[4], x)
+    y = cx.emit(nn.DeformConv2DOp(x, w, offset, mask, strides=attrs.get("strides"), padding=attrs.get("pads"),
+                                  dilation=attrs.get("dilations"), groups=attrs.get("group", 1),
+                                  offset_groups=attrs.get("offset_group", 1)))
+    if ins[3] is None:
+        return y
+    bias = cx.tensor(ins[3], x)
+    return cx.emit(nn.AddOp(y, cx.emit(nn.ReshapeOp(bias, [shape_of(bias)[0], 1, 1]))))
+
+
 @converter("MaxUnpool")
 def _max_unpool(cx, ins, attrs):
     x = cx.tensor(ins[0])

@@ -128,6 +128,66 @@ def conv(emitter, op: nn.ConvOp) -> list[str]:
     ]
 
 
+def _deform_supported(op: nn.DeformConv2DOp) -> bool:
+    """Static dims but the batch of the input, offset, mask and result."""
+    return all(DYNAMIC_INDEX not in (_shape(v)[1:] if v is not op.weight else _shape(v))
+               for v in (*op.operands, op.result))
+
+
+@window(nn.DeformConv2DOp, supports=_deform_supported, dims=batch_dims)
+def deform_conv2d(emitter, op: nn.DeformConv2DOp) -> list[str]:
+    """Deformable convolution, one output element per thread: for each input channel of
+    its group and each tap, the tap's position moved by its offset, sampled bilinearly
+    (a neighbour outside the image adds nothing: each load is guarded), scaled by the
+    mask, times the weight. A tap whose sample lies a whole pixel or more outside the
+    image (or is NaN) is skipped before any conversion to an index."""
+    o, acc_t, T = emitter.out_index, emitter.ctype(op.result), emitter.index_type
+    x, w, off, mask = op.input, op.weight, op.offset, op.mask
+    _, c, h, wd = emitter.dims[x]
+    out_c, cin_g, kh, kw = _shape(w)
+    cog = c // op.offset_groups
+    (sh, sw), (dh, dw), (ph, pw) = op.strides, op.dilation, op.padding[:2]
+    n, oc, oy, ox = o
+    floor = _cmath(acc_t, "floor")
+    one = _literal(acc_t, 1.0)
+
+    def at(v, *index):
+        return emitter.load(v, [n, *index] if v is not w else list(index))
+
+    def corner(dy: int, dx: int, weight: str) -> str:
+        yy, xx = f"(y0 + {dy})" if dy else "y0", f"(x0 + {dx})" if dx else "x0"
+        return (f"if ({yy} >= 0 && {yy} < {h} && {xx} >= 0 && {xx} < {wd}) "
+                f"v += {weight} * ({acc_t}){at(x, 'c', yy, xx)};")
+
+    return [
+        f"    {acc_t} acc = 0;",
+        f"    const {T} cb = ({oc} / {out_c // op.groups}) * {cin_g};",
+        f"    for (int ci = 0; ci < {cin_g}; ++ci) {{",
+        f"      const {T} c = cb + ci;",
+        f"      const {T} g = c / {cog};",
+        f"      for (int kh = 0; kh < {kh}; ++kh) {{",
+        f"        for (int kw = 0; kw < {kw}; ++kw) {{",
+        f"          const {T} tap = (g * {kh} + kh) * {kw} + kw;",
+        f"          const {acc_t} py = ({acc_t})({oy} * {sh} - {ph} + kh * {dh}) + ({acc_t}){at(off, '(2 * tap)', oy, ox)};",
+        f"          const {acc_t} px = ({acc_t})({ox} * {sw} - {pw} + kw * {dw}) + ({acc_t}){at(off, '(2 * tap + 1)', oy, ox)};",
+        f"          if (!(py > -{one} && py < {h} && px > -{one} && px < {wd})) continue;",
+        f"          const {acc_t} fy = {floor}(py), fx = {floor}(px);",
+        "          const int y0 = (int)fy, x0 = (int)fx;",
+        f"          const {acc_t} ly = py - fy, lx = px - fx;",
+        f"          {acc_t} v = 0;",
+        "          " + corner(0, 0, f"({one} - ly) * ({one} - lx)"),
+        "          " + corner(0, 1, f"({one} - ly) * lx"),
+        "          " + corner(1, 0, f"ly * ({one} - lx)"),
+        "          " + corner(1, 1, "ly * lx"),
+        *([] if mask is None else [f"          v *= ({acc_t}){at(mask, 'tap', oy, ox)};"]),
+        f"          acc += v * ({acc_t}){at(w, oc, 'ci', 'kh', 'kw')};",
+        "        }",
+        "      }",
+        "    }",
+        y_decl(emitter, op, "acc"),
+    ]
+
+
 @window(nn.ConvIntegerOp, supports=static_but_batch, dims=batch_dims)
 def conv_integer(emitter, op: nn.ConvIntegerOp) -> list[str]:
     """Integer convolution: the shifted operands multiplied and summed in ``int``; a

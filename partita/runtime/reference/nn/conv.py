@@ -205,11 +205,42 @@ def max_unpool(op: nn.MaxUnpoolOp, x: np.ndarray, indices: np.ndarray) -> np.nda
     return out
 
 
+def deform_conv2d(op: nn.DeformConv2DOp, x: np.ndarray, w: np.ndarray, offset: np.ndarray,
+                  mask: np.ndarray | None = None) -> np.ndarray:
+    """Each tap's bilinear samples as columns (one gather per neighbour), then the grouped
+    product with the weight."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = offset.shape[2:]
+    og, groups = op.offset_groups, op.groups
+    (sh, sw), (dh, dw), (ph, pw) = op.strides, op.dilation, op.padding[:2]
+    off = offset.reshape(n, og, kh, kw, 2, oh, ow)
+    rows = (np.arange(oh) * sh - ph)[:, None] + (np.arange(kh) * dh)[:, None, None, None]  # kh, 1, oh, 1
+    cols = (np.arange(ow) * sw - pw)[None, :] + (np.arange(kw) * dw)[None, :, None, None]  # 1, kw, 1, ow
+    py, px = rows + off[:, :, :, :, 0], cols + off[:, :, :, :, 1]  # n, og, kh, kw, oh, ow
+    y0, x0 = np.floor(py), np.floor(px)
+    ly, lx = py - y0, px - x0
+    flat = x.reshape(n, og, c // og, h * wd)
+    sampled = np.zeros((n, og, c // og, kh * kw * oh * ow), x.dtype)
+    for dy, dx, weight in ((0, 0, (1 - ly) * (1 - lx)), (0, 1, (1 - ly) * lx), (1, 0, ly * (1 - lx)), (1, 1, ly * lx)):
+        yy, xx = (y0 + dy).astype(np.int64), (x0 + dx).astype(np.int64)
+        inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < wd)  # outside the image: zero
+        at = (np.clip(yy, 0, h - 1) * wd + np.clip(xx, 0, wd - 1)).reshape(n, og, 1, -1)
+        values = np.take_along_axis(flat, np.broadcast_to(at, sampled.shape), axis=3)
+        sampled += values * np.where(inside, weight, 0).reshape(n, og, 1, -1)
+    if mask is not None:
+        sampled *= mask.reshape(n, og, 1, -1)
+    taps = sampled.reshape(n, groups, cg, kh, kw, oh * ow)
+    y = np.einsum("ngcabp,gocab->ngop", taps, w.reshape(groups, o // groups, cg, kh, kw))
+    return y.reshape(n, o, oh, ow)
+
+
 @register_impls
 class ConvFunctions(InterpreterFunctions):
     """Reference semantics of the ``nn`` convolutions and pools."""
 
     run_col2im = impl(nn.Col2ImOp)(in_compute_type(col2im))
+    run_deform_conv2d = impl(nn.DeformConv2DOp)(in_compute_type(deform_conv2d))
     run_max_unpool = impl(nn.MaxUnpoolOp)(lambda self, interpreter, op, args: (max_unpool(op, *args),))
     run_conv1d = impl(nn.Conv1DOp)(in_compute_type(conv))
     run_conv2d = impl(nn.Conv2DOp)(in_compute_type(conv))

@@ -133,3 +133,19 @@ func.func @max_unpool_output_size_rank(%x: tensor<1x1x2x2xf32>, %i: tensor<1x1x2
   %0 = nn.max_unpool %x, %i {output_size = array<i64: 4>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x4xf32>
   func.return
 }
+
+// -----
+
+func.func @deform_conv2d_offset_channels(%x: tensor<1x2x5x6xf32>, %w: tensor<3x2x3x3xf32>, %o: tensor<1x12x3x4xf32>) {
+  // expected-error@+1 {{offset must hold (dy, dx) per tap and offset group: 12 vs 18}}
+  %0 = nn.deform_conv2d %x, %w, %o : (tensor<1x2x5x6xf32>, tensor<3x2x3x3xf32>, tensor<1x12x3x4xf32>) -> tensor<1x3x3x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @deform_conv2d_mask_taps(%x: tensor<1x2x5x6xf32>, %w: tensor<3x2x3x3xf32>, %o: tensor<1x18x3x4xf32>, %m: tensor<1x8x3x4xf32>) {
+  // expected-error@+1 {{mask must hold one weight per tap and offset group: 8 vs 9}}
+  %0 = nn.deform_conv2d %x, %w, %o, %m : (tensor<1x2x5x6xf32>, tensor<3x2x3x3xf32>, tensor<1x18x3x4xf32>, tensor<1x8x3x4xf32>) -> tensor<1x3x3x4xf32>
+  func.return
+}

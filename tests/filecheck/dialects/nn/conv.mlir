@@ -44,3 +44,12 @@ func.func @col2im_and_max_unpool(%c: tensor<?x12x6xf32>, %x: tensor<2x3x2x3xf16>
   %1 = nn.max_unpool %x, %i {output_size = array<i64: 5, 7>} : (tensor<2x3x2x3xf16>, tensor<2x3x2x3xi64>) -> tensor<2x3x5x7xf16>
   func.return %0, %1 : tensor<?x3x5x5xf32>, tensor<2x3x5x7xf16>
 }
+
+// CHECK-LABEL: func.func @deform_conv2d
+func.func @deform_conv2d(%x: tensor<?x4x6x6xf32>, %w: tensor<6x2x2x2xf32>, %o: tensor<?x16x5x5xf32>, %m: tensor<?x8x5x5xf32>) -> (tensor<?x6x5x5xf32>, tensor<?x6x5x5xf32>) {
+  // CHECK-NEXT: %0 = nn.deform_conv2d %x, %w, %o {groups = 2 : i64, offset_groups = 2 : i64} : (tensor<?x4x6x6xf32>, tensor<6x2x2x2xf32>, tensor<?x16x5x5xf32>) -> tensor<?x6x5x5xf32>
+  %0 = nn.deform_conv2d %x, %w, %o {groups = 2 : i64, offset_groups = 2 : i64} : (tensor<?x4x6x6xf32>, tensor<6x2x2x2xf32>, tensor<?x16x5x5xf32>) -> tensor<?x6x5x5xf32>
+  // CHECK-NEXT: %1 = nn.deform_conv2d %x, %w, %o, %m {groups = 2 : i64, offset_groups = 2 : i64} : (tensor<?x4x6x6xf32>, tensor<6x2x2x2xf32>, tensor<?x16x5x5xf32>, tensor<?x8x5x5xf32>) -> tensor<?x6x5x5xf32>
+  %1 = nn.deform_conv2d %x, %w, %o, %m {groups = 2 : i64, offset_groups = 2 : i64} : (tensor<?x4x6x6xf32>, tensor<6x2x2x2xf32>, tensor<?x16x5x5xf32>, tensor<?x8x5x5xf32>) -> tensor<?x6x5x5xf32>
+  func.return %0, %1 : tensor<?x6x5x5xf32>, tensor<?x6x5x5xf32>
+}
