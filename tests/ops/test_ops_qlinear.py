@@ -307,30 +307,41 @@ def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_t
     np.testing.assert_array_equal(got, as_written.run(None, {"x": x})[0])
 
 
-def test_an_onnxruntime_qdq_encoder_layer_equals_onnxruntime_as_written(tmp_path):
-    """The bundled encoder layer (examples/encoder.onnx) quantized by ``quantize_static``
-    (QDQ, per-channel s8 weights): its projections become integer GEMMs, its attention
-    products (both operands activations) stay float products of the dequantized values,
-    and the whole equals onnxruntime's run of the QDQ graph as written."""
+QDQ_EXAMPLES = {
+    # example, its input shape, the integer GEMMs and float products its import holds
+    "encoder": ((2, 16, 64), {"nn.matmul_integer": 6, "nn.matmul": 2}),
+    "cnn": ((2, 3, 16, 16), {"nn.matmul_integer": 1, "nn.conv2d": 2}),
+}
+
+
+@pytest.mark.parametrize("example", QDQ_EXAMPLES)
+def test_an_onnxruntime_qdq_example_equals_onnxruntime_as_written(tmp_path, example):
+    """The bundled encoder layer and CNN (examples/) quantized by ``quantize_static`` (QDQ,
+    per-channel s8 weights): projections and the classifier head become integer GEMMs;
+    attention products (both operands activations) and convolutions stay float products of
+    the dequantized values (no int8 CUTLASS convolution yet). The whole equals onnxruntime's
+    run of the QDQ graph as written."""
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     rng = np.random.default_rng(0)
-    encoder = Path(__file__).resolve().parents[2] / "examples" / "encoder.onnx"
+    shape, expected = QDQ_EXAMPLES[example]
+    path = Path(__file__).resolve().parents[2] / "examples" / f"{example}.onnx"
 
     class Calibration(CalibrationDataReader):
         def __init__(self):
-            self.batches = iter([{"input": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(4)])
+            self.batches = iter([{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(encoder, tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(path, tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     model = onnx.load(tmp_path / "qdq.onnx")
-    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.matmul", "nn.dense")]
-    assert products.count("nn.matmul_integer") == 6 and products.count("nn.matmul") == 2, products
-    x = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.matmul",
+                                                                          "nn.dense", "nn.conv2d")]
+    assert {name: products.count(name) for name in set(products)} == expected, products
+    x = rng.standard_normal(shape).astype(np.float32)
     plain = ort.SessionOptions()
     plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     (want,) = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"]).run(
