@@ -51,3 +51,46 @@ def test_a_body_that_cannot_import_reports_the_op_and_its_body():
     with pytest.raises(PartitaError, match=r"node 0 'coin' \(Bernoulli\): unsupported op type 'Bernoulli' "
                                            r"\(its ONNX function body: RandomUniformLike: unsupported op type"):
         import_onnx(model)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated_delta"])
+def test_a_body_with_a_scan_reading_the_functions_values(rule):
+    """LinearAttention (opset 27) has no converter; its context-dependent body runs the
+    recurrence as a Scan whose body reads values of the function: those reads are renamed
+    with the body's own, and the Scan unrolls. Both outputs match onnx's reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    b, t, h, d = 1, 3, 2, 4
+    inputs = ["q", "k", "v", "", *(["decay", "beta"] if rule == "gated_delta" else [])]
+    node = helper.make_node("LinearAttention", inputs, ["o", "state"], q_num_heads=h, kv_num_heads=h,
+                            update_rule=rule)
+    shapes = {"q": [b, t, h * d], "k": [b, t, h * d], "v": [b, t, h * d], "decay": [b, t, h], "beta": [b, t, h]}
+    model = _model([node], [(n, TensorProto.FLOAT, shapes[n]) for n in inputs if n],
+                   [("o", TensorProto.FLOAT), ("state", TensorProto.FLOAT)], opset=27)
+    rng = np.random.default_rng(1)
+    feeds = {n: (rng.standard_normal(shapes[n]) * 0.5).astype(np.float32) for n in inputs if n}
+    if "beta" in feeds:
+        feeds["beta"] = 1 / (1 + np.exp(-feeds["beta"]))  # an update rate in (0, 1)
+        feeds["decay"] = -np.abs(feeds["decay"])  # a log-space decay
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = partita.compile(model).run(feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_captured_names_in_a_functions_subgraph_are_renamed():
+    from partita.frontends.onnx.functions import _with_captures_renamed
+
+    inner = helper.make_graph(
+        [helper.make_node("Add", ["x", "outer"], ["y"]),
+         helper.make_node("If", ["cond"], ["z"], then_branch=helper.make_graph(
+             [helper.make_node("Mul", ["y", "deep"], ["w"])], "then", [], [helper.make_tensor_value_info("w", 1, None)]),
+             else_branch=helper.make_graph([], "else", [], [helper.make_tensor_value_info("y", 1, None)]))],
+        "body", [helper.make_tensor_value_info("x", 1, None)], [helper.make_tensor_value_info("z", 1, None)])
+    attribute = helper.make_attribute("body", inner)
+    renamed = _with_captures_renamed(attribute, lambda name: "f/" + name, set())
+    add, branch = renamed.g.node
+    assert list(add.input) == ["x", "f/outer"] and list(branch.input) == ["f/cond"]
+    then = next(a.g for a in branch.attribute if a.name == "then_branch")
+    assert list(then.node[0].input) == ["y", "f/deep"]  # y: the enclosing subgraph's own
+    assert list(attribute.g.node[0].input) == ["x", "outer"]  # the schema's body is not modified

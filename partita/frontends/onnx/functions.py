@@ -7,7 +7,7 @@ the node's input types."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx
 from onnx import AttributeProto, FunctionProto, NodeProto, TypeProto
@@ -45,10 +45,11 @@ def _function(node: NodeProto, opset: int, input_types: Sequence[TypeProto]
 
 
 def function_body(node: NodeProto, opset: int, input_types: Sequence[TypeProto], prefix: str) -> list[NodeProto] | None:
-    """``node`` as the nodes of its schema's function body (``None`` when the op has none,
-    or the body holds subgraphs): its inputs and outputs wired to the node's, every
-    internal value named under ``prefix``, attribute references resolved from the node's
-    attributes, else the function's or the schema's defaults."""
+    """``node`` as the nodes of its schema's function body (``None`` when the op has none):
+    its inputs and outputs wired to the node's, every internal value named under
+    ``prefix`` (inside a control-flow op's subgraph too, where the subgraph reads it),
+    attribute references resolved from the node's attributes, else the function's or the
+    schema's defaults."""
     found = _function(node, opset, input_types)
     if found is None:
         return None
@@ -63,8 +64,6 @@ def function_body(node: NodeProto, opset: int, input_types: Sequence[TypeProto],
 
     body = []
     for inner in function.node:
-        if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in inner.attribute):
-            return None
         expanded = NodeProto()
         expanded.CopyFrom(inner)
         del expanded.input[:], expanded.output[:], expanded.attribute[:]
@@ -80,6 +79,30 @@ def function_body(node: NodeProto, opset: int, input_types: Sequence[TypeProto],
                 resolved.name = attribute.name
                 expanded.attribute.append(resolved)
             else:
-                expanded.attribute.append(attribute)
+                expanded.attribute.append(_with_captures_renamed(attribute, rename, set()))
         body.append(expanded)
     return body
+
+
+def _with_captures_renamed(attribute: AttributeProto, rename: Callable[[str], str],
+                           outer: set[str]) -> AttributeProto:
+    """``attribute``, its subgraphs' reads of the function's values renamed as the body's
+    are (a subgraph's own inputs, initializers and outputs, and those of the subgraphs
+    around it, ``outer``, keep their names)."""
+    if attribute.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+        return attribute
+    renamed = AttributeProto()
+    renamed.CopyFrom(attribute)
+    for graph in [renamed.g] if attribute.type == AttributeProto.GRAPH else list(renamed.graphs):
+        local = outer | {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
+            {name for n in graph.node for name in n.output}
+        for inner in graph.node:
+            names = [name if not name or name in local else rename(name) for name in inner.input]
+            del inner.input[:]
+            inner.input.extend(names)
+            for k, sub in enumerate(inner.attribute):
+                inner.attribute[k].CopyFrom(_with_captures_renamed(sub, rename, local))
+        for value in graph.output:
+            if value.name not in local:  # an output that is an enclosing value itself
+                value.name = rename(value.name)
+    return renamed
