@@ -105,6 +105,7 @@ class Runtime:
         libraries: Mapping[str, Any] | None = None,
         buckets: str | Callable[[int], int] | ShapeBuckets | None = None,
     ):
+        self.buckets = ShapeBuckets.of(buckets)  # refused before anything is made
         self.device, self.device_note = _choose_device(module, device)
         self._owns_device = device in ("auto", "cuda")
         self.device.make_current()
@@ -118,7 +119,6 @@ class Runtime:
             if self._owns_device and hasattr(self.device, "close"):
                 self.device.close()
             raise
-        self.buckets = ShapeBuckets.of(buckets)
         self.pool: ArenaPool | None = None
         if self.buckets is not None and len(self.plan.stages) == 1:  # stages bind per read-back size
             self.pool = ArenaPool(self.device, self.buckets, 2 * max_signatures, self.stats)

@@ -18,6 +18,7 @@ import partita
 from partita.ir import PartitaError
 from partita.runtime.arenas import ShapeBuckets
 from partita.runtime.cuda import CudaDevice
+from partita.runtime.device import SimulatedDevice
 from partita.runtime.plan import Runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -180,3 +181,11 @@ def test_the_least_recently_used_arenas_are_freed(feedback) -> None:
     assert runtime.stats["arenas"] == 5  # the 16 bucket's arena was freed, then made again
     runtime.close()
     assert runtime.device.allocated_bytes == 0
+
+
+def test_an_unknown_bucket_policy_is_refused_before_loading(feedback) -> None:
+    _, exe = feedback
+    device = SimulatedDevice()
+    with pytest.raises(PartitaError, match="shape buckets must be None, 'pow2' or a function of a dim"):
+        Runtime(exe.module, device, buckets="linear")
+    assert device.counts["load_module"] == 0 and device.allocated_bytes == 0
