@@ -7,6 +7,7 @@ product on CUTLASS's int8 tensor-core GEMM (eager and Collage)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -261,6 +262,27 @@ def test_an_onnxruntime_dynamically_quantized_mlp_runs_its_products_on_int8_tens
     np.testing.assert_array_equal(exe.run(x)[0], want)
 
 
+def _qdq(source, target, name: str, shape: tuple[int, ...], rng, per_channel: bool) -> tuple[onnx.ModelProto, Any]:
+    """``source`` quantized by onnxruntime's ``quantize_static`` in the QDQ format (u8
+    activations, s8 weights), calibrated on four random batches of input ``name``; the
+    model and a session running it as written (no graph optimizations)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(source, target, Calibration(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return onnx.load(target), ort.InferenceSession(str(target), plain, providers=["CPUExecutionProvider"])
+
+
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
 def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_tensor_cores(tmp_path, per_channel):
     """onnxruntime's ``quantize_static`` in the QDQ format (QuantizeLinear / DequantizeLinear
@@ -269,9 +291,6 @@ def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_t
     GEMM scaled once, the activation's dequantize gone. The result equals onnxruntime's
     unoptimized run exactly (its QDQ nodes run as written; its optimized run, with fused
     QDQ kernels, differs from that by a few quantization steps per channel)."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
     rng = np.random.default_rng(3)
     shapes = {"w1": (64, 128), "b1": (128,), "w2": (128, 32), "b2": (32,)}
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
@@ -283,16 +302,7 @@ def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_t
         [numpy_helper.from_array((rng.standard_normal(s) / 8).astype(np.float32), n) for n, s in shapes.items()])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
 
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ,
-                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    model = onnx.load(tmp_path / "qdq.onnx")
+    model, as_written = _qdq(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", "x", (2, 16, 64), rng, per_channel)
     assert {"QuantizeLinear", "DequantizeLinear", "MatMul"} <= {n.op_type for n in model.graph.node}
     exe = partita.compile(model, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="eager")
     gemms = [row for row in exe.partitions if any(op in row.ops for op in ("nn.matmul_integer", "nn.matmul", "nn.dense"))]
@@ -300,9 +310,6 @@ def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_t
     dequantized = [op for op in exe.module.walk() if isinstance(op, nn.DequantizeOp)]
     assert all(not isinstance(use.operation, nn.MatmulOp | nn.DenseOp) for op in dequantized for use in op.result.uses)
     x = rng.standard_normal((2, 16, 64)).astype(np.float32)
-    plain = ort.SessionOptions()
-    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    as_written = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"])
     (got,) = exe.run(x)
     np.testing.assert_array_equal(got, as_written.run(None, {"x": x})[0])
 
@@ -321,31 +328,15 @@ def test_an_onnxruntime_qdq_example_equals_onnxruntime_as_written(tmp_path, exam
     attention products (both operands activations) and convolutions stay float products of
     the dequantized values (no int8 CUTLASS convolution yet). The whole equals onnxruntime's
     run of the QDQ graph as written."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
     rng = np.random.default_rng(0)
     shape, expected = QDQ_EXAMPLES[example]
     path = Path(__file__).resolve().parents[2] / "examples" / f"{example}.onnx"
-
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(path, tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    model = onnx.load(tmp_path / "qdq.onnx")
+    model, as_written = _qdq(path, tmp_path / "qdq.onnx", "input", shape, rng, per_channel=True)
     products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.matmul",
                                                                           "nn.dense", "nn.conv2d")]
     assert {name: products.count(name) for name in set(products)} == expected, products
     x = rng.standard_normal(shape).astype(np.float32)
-    plain = ort.SessionOptions()
-    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    (want,) = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})
+    (want,) = as_written.run(None, {"input": x})
     (got,) = partita.compile(model).run(x)
     np.testing.assert_array_equal(got, want)
 
@@ -355,9 +346,6 @@ def test_a_qdq_gemm_with_a_transposed_weight_is_an_integer_gemm(tmp_path, per_ch
     """A classifier head as torchvision exports it, ``Gemm(x, W[N, K], b, transB=1)``,
     quantized by ``quantize_static`` (QDQ): the integer GEMM reads the stored weight
     transposed, its per-channel scales along the weight's first axis."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
     rng = np.random.default_rng(4)
     node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)
     graph = helper.make_graph(
@@ -367,23 +355,11 @@ def test_a_qdq_gemm_with_a_transposed_weight_is_an_integer_gemm(tmp_path, per_ch
          numpy_helper.from_array(rng.standard_normal(40).astype(np.float32), "b")])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
 
-    class Calibration(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": rng.standard_normal((8, 96)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ,
-                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    model = onnx.load(tmp_path / "qdq.onnx")
+    model, as_written = _qdq(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", "x", (8, 96), rng, per_channel)
     assert "Gemm" in {n.op_type for n in model.graph.node}
     products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_integer", "nn.dense")]
     assert products == ["nn.matmul_integer"]
     x = rng.standard_normal((8, 96)).astype(np.float32)
-    plain = ort.SessionOptions()
-    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    (want,) = ort.InferenceSession(str(tmp_path / "qdq.onnx"), plain, providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})
+    (want,) = as_written.run(None, {"x": x})
     (got,) = partita.compile(model).run(x)
     np.testing.assert_array_equal(got, want)
