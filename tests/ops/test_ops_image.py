@@ -51,6 +51,16 @@ CASES = {
         sizes=(1, 1, 3, 3), scales=(1.0, 1.0, 0.75, 0.75), mode="linear",
         coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=10.0,
         roi=(0, 0, 0.4, -0.2, 1, 1, 1.2, 0.7))),
+    # Antialiased downsampling: the filters widened by 1 / scale (4 and 10 linear taps, 8
+    # cubic ones), an axis scaled up keeping the plain filter, exclude_outside on top.
+    "linear_antialias": ([(DYN, 2, 9, 7)], _resize(
+        sizes=(-1, 2, 4, 10), scales=(1.0, 1.0, 4 / 9, 10 / 7), mode="linear", antialias=True)),
+    "linear_antialias_strong": ([(1, 1, 4, 20)], _resize(
+        sizes=(1, 1, 4, 4), scales=(1.0, 1.0, 1.0, 0.2), mode="linear", antialias=True,
+        coordinate_transformation_mode="pytorch_half_pixel")),
+    "cubic_antialias_exclude_outside": ([(1, 2, 6, 8)], _resize(
+        sizes=(1, 2, 4, 5), scales=(1.0, 1.0, 4 / 6, 5 / 8), mode="cubic", antialias=True,
+        exclude_outside=True)),
     "depth_to_space_dcr": ([(DYN, 8, 2, 3)], lambda x: [nn.DepthToSpaceOp(x, 2)]),
     "depth_to_space_crd": ([(2, 18, 2, 2)], lambda x: [nn.DepthToSpaceOp(x, 3, mode="CRD")]),
     "space_to_depth_dcr": ([(DYN, 3, 4, 6)], lambda x: [nn.SpaceToDepthOp(x, 2)]),
@@ -162,20 +172,16 @@ RESIZE_CASES = _node_cases(r"test_(resize|upsample)_")
 @pytest.mark.parametrize("case", RESIZE_CASES, ids=[c.name for c in RESIZE_CASES])
 def test_node_suite_resize_with_constant_scales(case, tmp_path) -> None:
     """Every Resize / Upsample case of onnx's node suite, scales / sizes / roi as
-    initializers: the kernel's result matches onnx's (antialias is refused)."""
+    initializers: the kernel's result matches onnx's (antialiased ones too)."""
     model, x, want = _constant_inputs(case)
-    if "antialias" in case.name:
-        with pytest.raises(PartitaError, match="antialias is not supported"):
-            partita.compile(model, cache_dir=tmp_path)
-        return
     exe = partita.compile(model, cache_dir=tmp_path)
     assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
     (got,) = exe.run(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-# Refused: antialias.
-REFUSED = re.compile(r".*antialias")
+# Refused: antialias with scales known only at run time (the filter's width follows them).
+REFUSED = re.compile(r".*scales_.*antialias")
 RUNTIME = [c for c in RESIZE_CASES if not REFUSED.match(c.name)]
 
 
@@ -192,7 +198,7 @@ def test_node_suite_resize_as_given(case, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name, message", [
-    ("test_resize_downsample_scales_linear_antialias", r"'Y' \(Resize\): antialias is not supported"),
+    ("test_resize_downsample_scales_linear_antialias", r"'Y' \(Resize\): antialias needs scales known at import"),
 ])
 def test_refused_run_time_parameters_are_located_errors(name, message) -> None:
     (case,) = _node_cases(f"{name}$")

@@ -5,6 +5,7 @@ depth / space rearrangements (Relay's ``image.resize<n>d``, ``nn.depth_to_space`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -121,6 +122,14 @@ class SpaceToDepthOp(DepthSpaceOp):
 
 
 RESIZE_MODES = ("nearest", "linear", "cubic")
+
+
+def antialias_window(mode: str, scale: float) -> tuple[int, int]:
+    """The taps of an antialiased ``linear`` / ``cubic`` filter downsampling by ``scale``
+    (< 1), as offsets from ``floor(x)``: the first and how many. The filter's support (1 or
+    2 input cells) widens by ``1 / scale``."""
+    first = math.floor(-(1 if mode == "linear" else 2) / scale) + 1
+    return first, 2 - 2 * first
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                     "asymmetric", "tf_crop_and_resize")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
@@ -164,6 +173,7 @@ class ResizeOp(NNOp):
     nearest_mode_attr = _str_prop("nearest_mode", "round_prefer_floor")
     cubic_coeff_a_attr = _float_prop("cubic_coeff_a", -0.75)
     exclude_outside_attr = _bool_prop("exclude_outside", False)
+    antialias_attr = _bool_prop("antialias", False)
     extrapolation_value_attr = _float_prop("extrapolation_value", 0.0)
     sizes_attr = _ints_prop("sizes")
     axes_attr = _ints_prop("axes", ())
@@ -176,6 +186,10 @@ class ResizeOp(NNOp):
     nearest_mode = _value("nearest_mode")
     cubic_coeff_a = _value("cubic_coeff_a")
     exclude_outside = _value("exclude_outside")
+    antialias = _value("antialias")
+    """Downsampling (scale < 1) by linear or cubic interpolation widens the filter by
+    ``1 / scale`` and normalizes its weights (ONNX Resize-18's ``antialias``, PIL's and
+    torchvision's antialiased resize): every input cell under an output cell contributes."""
     extrapolation_value = _value("extrapolation_value")
 
     def __init__(self, input: SSAValue | Operation, sizes: Sequence[int],
@@ -184,7 +198,8 @@ class ResizeOp(NNOp):
                  nearest_mode: str | None = None, cubic_coeff_a: float | None = None,
                  exclude_outside: bool | None = None, extrapolation_value: float | None = None,
                  roi: Sequence[float] | SSAValue | None = None,
-                 axes: Sequence[int] | None = None, result_type: Attribute | None = None):
+                 axes: Sequence[int] | None = None, result_type: Attribute | None = None,
+                 antialias: bool | None = None):
         dynamic = isinstance(scales, SSAValue | Operation)
         dynamic_roi = isinstance(roi, SSAValue | Operation)
         _init(
@@ -194,7 +209,7 @@ class ResizeOp(NNOp):
             coordinate_transformation_mode=coordinate_transformation_mode,
             nearest_mode=nearest_mode,
             cubic_coeff_a=None if cubic_coeff_a is None else float(cubic_coeff_a),
-            exclude_outside=exclude_outside,
+            exclude_outside=exclude_outside, antialias=antialias,
             extrapolation_value=None if extrapolation_value is None else float(extrapolation_value),
             roi=None if roi is None or dynamic_roi else _floats(roi), axes=axes)
 
@@ -252,6 +267,9 @@ class ResizeOp(NNOp):
                                      ("nearest_mode", self.nearest_mode, NEAREST_MODES)):
             if value not in allowed:
                 raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.antialias and (self.mode == "nearest" or self.dynamic_scales is not None):
+            raise VerifyException("antialias needs linear or cubic mode and static scales (its filter's "
+                                  "width follows the scale)")
         if (self.coordinate_transformation_mode == "tf_crop_and_resize" and self.dynamic_roi is None
                 and len(self.roi) != 2 * rank):
             raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")

@@ -128,8 +128,7 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
         mode = "linear"
     if mode not in nn.RESIZE_MODES:
         fail(f"unsupported Resize mode '{mode}'")
-    if attrs.get("antialias", 0) and mode != "nearest":
-        fail("antialias is not supported")
+    antialias = bool(attrs.get("antialias", 0)) and mode != "nearest"  # nearest has no filter to widen
     if isinstance(scales, SSAValue):
         if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
             fail(f"scales must be a tensor of {len(axes)} f32 values")
@@ -138,6 +137,8 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
     else:
         out_sizes, out_scales = resize_geometry(
             shape, axes, scales, sizes, _text(attrs, "keep_aspect_ratio_policy", "stretch"))
+    if antialias and isinstance(out_scales, SSAValue):
+        fail("antialias needs scales known at import: its filter's width follows them")
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
     full_roi = _roi(x, axes, roi) if coordinate == "tf_crop_and_resize" else None
     runtime = isinstance(out_scales, SSAValue) or isinstance(full_roi, SSAValue)
@@ -146,7 +147,7 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
         nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
         cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
         exclude_outside=bool(attrs.get("exclude_outside", 0)),
-        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi,
+        extrapolation_value=float(attrs.get("extrapolation_value", 0.0)), roi=full_roi, antialias=antialias or None,
         axes=axes if runtime and axes != list(range(len(shape))) else None))
 
 

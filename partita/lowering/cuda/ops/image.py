@@ -146,8 +146,18 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
             at[axis] = ia
             continue
         taps, first = (2, 0) if op.mode == "linear" else (4, -1)
+        antialias = op.antialias and op.scales[axis] < 1
+        if antialias:  # the filter widened by 1 / scale, its weights normalized
+            first, taps = nn.antialias_window(op.mode, op.scales[axis])
         lines += [f"    {T} {ia}[{taps}];", f"    double {wa}[{taps}];"]
-        if op.mode == "linear":
+        if antialias:
+            weight = "d < 1.0 ? 1.0 - d : 0.0" if op.mode == "linear" else _cubic("d", op.cubic_coeff_a)
+            lines += ["    { double s = 0.0;",
+                      f"      for (int t = 0; t < {taps}; ++t) {{",
+                      f"        const double d = fabs(((double)({first} + t) - r{axis}) * {_c(op.scales[axis])});",
+                      f"        {wa}[t] = {weight}; s += {wa}[t]; }}",
+                      f"      for (int t = 0; t < {taps}; ++t) {wa}[t] /= s; }}"]
+        elif op.mode == "linear":
             lines += [f"    {wa}[0] = 1.0 - r{axis}; {wa}[1] = r{axis};"]
         else:
             for t, arg in enumerate(("r{0} + 1.0", "r{0}", "1.0 - r{0}", "2.0 - r{0}")):

@@ -57,27 +57,38 @@ def source_coordinates(op: nn.ResizeOp, axis: int, size: int, out: int,
     return (y + 0.5) / scale - 0.5  # half_pixel
 
 
-def cubic_weights(r: np.ndarray, a: float) -> np.ndarray:
-    """Keys' cubic convolution weights of the taps at -1, 0, 1, 2 around ``floor(x)``."""
+def cubic_weights(r: np.ndarray, a: float, at: bool = False) -> np.ndarray:
+    """Keys' cubic convolution weights of the taps at -1, 0, 1, 2 around ``floor(x)``
+    (``at``: the kernel at the distances ``r`` themselves)."""
     def k(t):
         t = np.abs(t)
         return np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1,
                         np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
+    if at:
+        return k(r)
     return np.stack([k(r + 1), k(r), k(1 - r), k(2 - r)], axis=-1)
 
 
-def taps(op: nn.ResizeOp, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(indices, weights)``, each ``[out, taps]``, of the input cells an axis reads."""
+def taps(op: nn.ResizeOp, x: np.ndarray, size: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, weights)``, each ``[out, taps]``, of the input cells an axis reads
+    (``scale`` widens an antialiased filter)."""
     base = np.floor(x)
     r = x - base
     base = base.astype(np.int64)
-    if op.mode == "nearest":
+    if op.antialias and op.mode != "nearest" and scale < 1:
+        first, count = nn.antialias_window(op.mode, scale)
+        offsets = np.arange(first, first + count)
+        index = base[:, None] + offsets
+        t = np.abs((offsets - r[:, None]) * scale)
+        weight = np.clip(1 - t, 0, 1) if op.mode == "linear" else cubic_weights(t, op.cubic_coeff_a, at=True)
+        weight = weight / weight.sum(axis=-1, keepdims=True)
+    elif op.mode == "nearest":
         integral = r == 0
         up = {"round_prefer_floor": r > 0.5, "round_prefer_ceil": r >= 0.5,
               "floor": np.zeros_like(integral), "ceil": ~integral}[op.nearest_mode]
         index = base + (up & ~integral)
         return np.clip(index, 0, size - 1)[:, None], np.ones((len(x), 1))
-    if op.mode == "linear":
+    elif op.mode == "linear":
         index = base[:, None] + np.arange(2)
         weight = np.stack([1 - r, r], axis=-1)
     else:
@@ -107,7 +118,7 @@ def resize(op: nn.ResizeOp, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
     for axis in op.resized_axes():
         size, out = result.shape[axis], out_shape[axis]
         coords = source_coordinates(op, axis, size, out, scales[axis], roi)
-        index, weight = taps(op, coords, size)
+        index, weight = taps(op, coords, size, scales[axis])
         gathered = np.take(result, index, axis=axis)  # [..., out, taps, ...]
         shape = [1] * gathered.ndim
         shape[axis], shape[axis + 1] = weight.shape

@@ -37,3 +37,10 @@ func.func @affine_grid(%t: tensor<?x2x3xf32>, %t3: tensor<2x3x4xf16>, %size: ten
   %2 = nn.dyn(%t : tensor<?x2x3xf32>) params(%size : tensor<4xi64>) {kind = "affine_grid", param_names = "size", options = {align_corners = true}} -> tensor<?x?x?x?xf32>
   func.return %0, %1, %2 : tensor<?x5x6x2xf32>, tensor<2x3x4x5x3xf16>, tensor<?x?x?x?xf32>
 }
+
+// CHECK-LABEL: func.func @antialiased_resize
+func.func @antialiased_resize(%x: tensor<1x3x9x7xf32>) -> tensor<1x3x4x3xf32> {
+  // CHECK-NEXT: %0 = nn.resize %x {scales = array<f64: 1.000000e+00, 1.000000e+00, 4.000000e-01, 4.000000e-01>, mode = "linear", antialias = true, sizes = array<i64: 1, 3, 4, 3>} : tensor<1x3x9x7xf32> -> tensor<1x3x4x3xf32>
+  %0 = nn.resize %x {scales = array<f64: 1.0, 1.0, 0.4, 0.4>, mode = "linear", antialias = true, sizes = array<i64: 1, 3, 4, 3>} : tensor<1x3x9x7xf32> -> tensor<1x3x4x3xf32>
+  func.return %0 : tensor<1x3x4x3xf32>
+}
