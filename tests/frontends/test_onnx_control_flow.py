@@ -205,6 +205,36 @@ def test_a_scan_unrolls_over_its_sequence_reading_elements_in_place():
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+def _scan8_model(lengths: list[int] | None = None):
+    """Scan-8: a batch axis first on the state and the scanned inputs (the sequence is axis
+    1), the second scanned input read backwards, ``sequence_lens`` as an initializer."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "u"], ["s_out"]), helper.make_node("Mul", ["s_out", "v"], ["y"])],
+        "body", [_info("s_in", F32, [3]), _info("u", F32, [3]), _info("v", F32, [3])],
+        [_info("s_out", F32, [3]), _info("y", F32, [3])])
+    node = helper.make_node("Scan", ["lens" if lengths else "", "s0", "us", "vs"], ["s", "ys"], name="scan",
+                            body=body, num_scan_inputs=2, directions=[0, 1])
+    initializers = [helper.make_tensor("lens", TensorProto.INT64, [2], lengths)] if lengths else []
+    return _model([node], [_info("s0", F32, [2, 3]), _info("us", F32, [2, 4, 3]), _info("vs", F32, [2, 4, 3])],
+                  [_info("s"), _info("ys")], initializers, opset=8)
+
+
+@pytest.mark.parametrize("lengths", [None, [4, 4]], ids=["no-lengths", "full-lengths"])
+def test_a_scan8_runs_each_batch_entry_as_a_scan(lengths):
+    model = _scan8_model(lengths)
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((2, 3), (2, 4, 3), (2, 4, 3))]
+    want = _onnxruntime(model, dict(zip(("s0", "us", "vs"), args)))
+    for g, w in zip(partita.compile(model).run(*args), want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_padded_scan8_is_a_located_error():
+    with pytest.raises(PartitaError, match=r"\(Scan\): Scan-8 sequence_lens must be constants equal to the "
+                                           r"sequence length 4"):
+        import_onnx(_scan8_model([4, 2]))
+
+
 def test_a_scan_over_a_dynamic_axis_is_a_located_error():
     with pytest.raises(PartitaError, match=r"node 0 'scan' \(Scan\): a scanned axis of dynamic length"):
         import_onnx(_scan_model("n"))

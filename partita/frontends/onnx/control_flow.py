@@ -132,6 +132,11 @@ def _loop(cx, ins, attrs):
 
 @converter("Scan")
 def _scan(cx, ins, attrs):
+    return _scan8(cx, ins, attrs) if cx.opset < 9 else _scan9(cx, ins, attrs)
+
+
+def _scan9(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
+    """Scan from opset 9: each scanned input's axis and direction, each scan output's."""
     body, count = attrs["body"], attrs["num_scan_inputs"]
     states, sequences = list(ins[:len(ins) - count]), ins[len(ins) - count:]
     outputs = len(body.output) - len(states)
@@ -171,6 +176,32 @@ def _scan(cx, ins, attrs):
     for values, axis, reverse in zip(per_iteration, out_axes, out_reverse):
         stacked.append(_stack(cx, values[::-1] if reverse else values, axis))
     return states + stacked
+
+
+def _scan8(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
+    """Scan-8: a leading batch axis on every state and scanned input (the sequence is axis
+    1), an optional ``sequence_lens`` first, ``directions`` per scanned input. Each batch
+    entry is Scan-9 over its slice, the results stacked along the batch again; lengths
+    shorter than the sequence (padding) are refused."""
+    lengths, rest = ins[0], list(ins[1:])
+    count = attrs["num_scan_inputs"]
+    if not 1 <= count <= len(rest):
+        fail(f"num_scan_inputs = {count} must be between 1 and the {len(rest)} inputs after sequence_lens")
+    sequences = rest[len(rest) - count:]
+    batch = shape_of(rest[0])[0] if shape_of(rest[0]) else nn.DYN
+    steps = shape_of(sequences[0])[1] if len(shape_of(sequences[0])) > 1 else nn.DYN
+    if nn.DYN in (batch, steps):
+        fail("Scan-8 needs a static batch and sequence length (it unrolls at import)")
+    if lengths is not None and (not _known(lengths) or np.any(np.asarray(lengths) != steps)):
+        fail(f"Scan-8 sequence_lens must be constants equal to the sequence length {steps} (padded "
+             "sequences are not supported)")
+    _check_unroll(attrs["body"], batch * steps, "Scan")
+    nine = {"body": attrs["body"], "num_scan_inputs": count,
+            "scan_input_directions": list(attrs.get("directions", [0] * count))}
+    per_entry: list[list[Value]] = []
+    for b in range(batch):
+        per_entry.append(_scan9(cx, [_element(cx, v, 0, b) for v in rest], nine))
+    return [_stack(cx, [outs[k] for outs in per_entry], 0) for k in range(len(per_entry[0]))]
 
 
 def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:

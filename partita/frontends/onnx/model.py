@@ -39,9 +39,17 @@ def _default_opset(model: onnx.ModelProto) -> int:
     raise PartitaError("the model imports no default-domain (ai.onnx) opset")
 
 
+LEGACY_CONVERTED = {"Scan"}
+"""Ops whose converter also builds the version older than ``MIN_OPSET`` (it reads the
+model's opset): Scan-8's batch axis."""
+
+
 def legacy_version_check(node: onnx.NodeProto, opset: int) -> None:
     """An op of an opset older than ``MIN_OPSET`` is accepted only when its schema did not
-    change between the model's opset and ``MIN_OPSET`` (the registry's ``since_version``)."""
+    change between the model's opset and ``MIN_OPSET`` (the registry's ``since_version``),
+    or its converter builds the older version too (``LEGACY_CONVERTED``)."""
+    if node.op_type in LEGACY_CONVERTED and node.domain in ("", "ai.onnx"):
+        return
     try:
         old = onnx.defs.get_schema(node.op_type, opset, node.domain or "").since_version
         new = onnx.defs.get_schema(node.op_type, MIN_OPSET, node.domain or "").since_version
