@@ -13,6 +13,11 @@ graph. With ``buckets="pow2"`` (``partita.runtime.arenas``) the lengths of one p
 bucket share two arenas (the step alternates between them, reading the cache in place) and
 their graphs, updated in place per token: a handful of allocations and instantiations for
 the whole loop.
+
+The fixed-capacity form (``tests/ops/test_ops_kv_cache.py``: TensorScatter writes each
+step's row at its position) has one shape for every step: no bind and one graph for the
+whole loop, but its caches, outputs of static shape in the plan's static arena, are copied
+into their input slots each step (in-place updates need donated buffers; not built yet).
 """
 
 from __future__ import annotations
@@ -31,9 +36,13 @@ import partita
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from frontends.test_kv_cache_import import HD, D, H, _decoder_step  # noqa: E402 (tests/ on the path first)
+from ops.test_ops_kv_cache import _static_cache_step  # noqa: E402
 from support.recording_driver import RecordingDriver  # noqa: E402
 
 from partita.runtime.cuda import CudaDevice  # noqa: E402
+
+STATIC: dict[str, int] = {}
+"""The fixed-capacity decoder's dims (D, H, HD and the capacity L), once it is built."""
 
 
 def decode(exe: partita.Executable, tokens: int, cache=None, seed: int = 0) -> tuple[list[float], tuple]:
@@ -50,6 +59,22 @@ def decode(exe: partita.Executable, tokens: int, cache=None, seed: int = 0) -> t
     return seconds, (past_key, past_value)
 
 
+def decode_static(exe: partita.Executable, tokens: int, cache=None, seed: int = 0) -> tuple[list[float], tuple]:
+    """The same loop over the fixed-capacity cache of ``tests/ops/test_ops_kv_cache.py``
+    (TensorScatter writes each step's row at ``position``): every step has one shape."""
+    rng = np.random.default_rng(seed)
+    position, key, value = cache or (0, *(np.zeros((1, STATIC["H"], STATIC["L"], STATIC["HD"]), np.float32),) * 2)
+    seconds = []
+    for _ in range(tokens):
+        x = rng.standard_normal((1, 1, STATIC["D"])).astype(np.float32)
+        start = time.perf_counter()
+        _, key, value = exe.run(x=x, position=np.array(position, np.int64), key_cache=key, value_cache=value,
+                                outputs="device")
+        seconds.append(time.perf_counter() - start)
+        position += 1
+    return seconds, (position, key, value)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64)
@@ -61,13 +86,20 @@ def main(argv: list[str] | None = None) -> None:
         _decoder_step(path, 1)
         exe = partita.compile(str(path))
         for buckets in (None, "pow2"):
-            print(f"-- {'exact signatures' if buckets is None else 'shape buckets: ' + buckets}")
+            print(f"-- concatenated cache, {'exact signatures' if buckets is None else 'shape buckets: ' + buckets}")
             run(exe, args.tokens, buckets)
+        static = Path(tmp) / "static.onnx"
+        STATIC.update(_static_cache_step(static))
+        exe = partita.compile(str(static))
+        for buckets in (None, "pow2"):
+            print(f"-- fixed-capacity cache (TensorScatter), "
+                  f"{'exact signatures' if buckets is None else 'shape buckets: ' + buckets}")
+            run(exe, min(args.tokens, STATIC["L"]), buckets, decode_static)
 
 
-def run(exe: partita.Executable, tokens: int, buckets: str | None = None) -> None:
+def run(exe: partita.Executable, tokens: int, buckets: str | None = None, loop=decode) -> None:
     exe.load("simulated", buckets=buckets)
-    per_token, _ = decode(exe, tokens)
+    per_token, _ = loop(exe, tokens)
     stats = exe.runtime.stats
     print(f"simulated device: {statistics.median(per_token) * 1e3:.3f} ms per token (median host time of "
           f"{tokens} tokens), {stats['binds'] / tokens:.2f} binds, {stats['allocations'] / tokens:.2f} allocations, "
@@ -77,10 +109,10 @@ def run(exe: partita.Executable, tokens: int, buckets: str | None = None) -> Non
     drv = RecordingDriver()
     exe.load(CudaDevice(driver=drv), buckets=buckets)
     half = tokens // 2
-    _, cache = decode(exe, half)  # the second half is counted, the cache grown by the first
+    _, cache = loop(exe, half)  # the second half is counted, the cache grown by the first
     drv.reset()
     before = dict(exe.runtime.stats)
-    decode(exe, tokens - half, cache, seed=1)
+    loop(exe, tokens - half, cache, seed=1)
     n = tokens - half
     calls, stats = drv.calls, exe.runtime.stats
     print(f"recording driver, per token over tokens {half + 1}..{tokens}: "

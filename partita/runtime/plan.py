@@ -156,7 +156,10 @@ class Runtime:
             if isinstance(value, DeviceTensor):
                 if value.stream is not None and hasattr(device, "wait_for"):
                     device.wait_for(value.stream, stream)  # written on the producer's stream
-                if value.ptr % INPUT_ALIGNMENT == 0 and bound.point_input(index, value.ptr):
+                # Read in place unless the run writes where it lies: a previous run's output
+                # in the static arena (fed back) is copied into its slot first.
+                if value.ptr % INPUT_ALIGNMENT == 0 and not self.plan.holds(value.ptr) and \
+                        bound.point_input(index, value.ptr):
                     continue
                 if bound.bound_inputs[index] != slot.ptr:
                     bound.point_input(index, slot.ptr)

@@ -141,6 +141,7 @@ class LaunchPlan:
         self.params = None
         self.mapped: list[int] = []  # weights the device reads in place (map_host)
         self.arena = None
+        self.arena_bytes = 0
         self.param_ptr: dict[SSAValue, int] = {}
         self.static_ptr: dict[SSAValue, int] = {}
         self.outputs = list(self.block.last_op.operands) if isinstance(self.block.last_op, func.ReturnOp) else []
@@ -331,6 +332,7 @@ class LaunchPlan:
             raise op_error(self.function, f"has planned allocations but no '{ARENA_SIZE}'")
         try:
             self.arena = self.device.alloc(size.value.data)
+            self.arena_bytes = size.value.data
         except PartitaError as err:  # over the memory budget: name the largest planned buffer
             largest = max(planned, key=lambda op: _static_bytes(op.result.type))
             raise op_error(largest, f"{err.message}, for the static arena (the largest buffer is this op's)") from None
@@ -338,6 +340,12 @@ class LaunchPlan:
             offset = op.attributes[OFFSET]
             assert isinstance(offset, IntegerAttr)
             self.static_ptr[op.result] = int(self.arena) + offset.value.data
+
+    def holds(self, ptr: int) -> bool:
+        """Whether ``ptr`` is in the static arena, which every run writes (the buffers
+        ``plan-memory`` placed: outputs of static shape among them)."""
+        base = int(self.arena) if self.arena is not None else 0
+        return self.arena is not None and base <= ptr < base + self.arena_bytes
 
     def stage_of(self, value: SSAValue) -> int:
         """The stage that defines ``value`` (arguments: the first)."""

@@ -189,3 +189,27 @@ def test_an_unknown_bucket_policy_is_refused_before_loading(feedback) -> None:
     with pytest.raises(PartitaError, match="shape buckets must be None, 'pow2' or a function of a dim"):
         Runtime(exe.module, device, buckets="linear")
     assert device.counts["load_module"] == 0 and device.allocated_bytes == 0
+
+
+@pytest.mark.parametrize("buckets", [None, "pow2"], ids=["exact-eager", "buckets"])
+def test_an_output_in_the_static_arena_fed_back_is_copied_not_read_in_place(tmp_path: Path, buckets) -> None:
+    """A fixed-capacity cache step has static shapes: its presents live in the plan's
+    static arena, which every run writes. Fed back, they are copied into their input slots
+    (a kernel reading them in place would read what the same run overwrites)."""
+    from ops.test_ops_kv_cache import _static_cache_step
+
+    dims = _static_cache_step(tmp_path / "static.onnx")
+    exe = partita.compile(str(tmp_path / "static.onnx"))
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False, buckets=buckets)
+    cache = np.zeros((1, dims["H"], dims["L"], dims["HD"]), np.float32)
+    x = np.zeros((1, 1, dims["D"]), np.float32)
+    _, key, value = runtime.run(x=x, position=np.array(0, np.int64), key_cache=cache, value_cache=cache,
+                                outputs="device")
+    assert runtime.plan.holds(key.ptr) and runtime.plan.holds(value.ptr)
+    drv.reset()
+    runtime.run(x=x, position=np.array(1, np.int64), key_cache=key, value_cache=value, outputs="device")
+    assert drv.calls["cuMemcpyDtoDAsync"] == 2 and drv.calls["cuMemcpyDtoDAsync:bytes"] == 2 * cache.nbytes
+    (bound,) = runtime._bound.values()
+    assert not {key.ptr, value.ptr} & set(bound.bound_inputs)  # the kernels read the slots
+    runtime.close()
