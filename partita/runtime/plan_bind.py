@@ -284,21 +284,27 @@ class BoundPlan:
             self.pointers = dict.fromkeys(roots, 0)
         if self.before is not None:  # an earlier stage's buffers stay where it placed them
             self.pointers = {**self.before.pointers, **self.pointers}
-        if workspaces:  # zeroed once; the kernels leave their workspace zeroed again
-            stream = self.device.create_stream()
-            try:
-                for op, size in workspaces.items():
-                    self.device.memset(self.pointers[op], size, stream)
-                self.device.synchronize(stream)
-            finally:
-                self.device.destroy_stream(stream)
+        # Zeroed once; the kernels leave their workspace zeroed again.
+        self._zero([(self.pointers[op], size) for op, size in workspaces.items()])
+
+    def _zero(self, regions: Sequence[tuple[int, int]]) -> None:
+        """``(address, bytes)`` regions set to zero (workspaces, once), on a stream of their own."""
+        if not regions:
+            return
+        stream = self.device.create_stream()
+        try:
+            for ptr, nbytes in regions:
+                self.device.memset(ptr, nbytes, stream)
+            self.device.synchronize(stream)
+        finally:
+            self.device.destroy_stream(stream)
 
     def _share(self, roots: list[Any], sizes: list[int], ranges: list[tuple[int, int]]) -> None:
         """Places the buffers in the pool's arena for their reserved sizes (dynamic dims
         rounded up to their buckets): one this signature shares with others, none of whose
         memory an input of this run is in."""
         pool = self.pool
-        assert pool is not None
+        assert pool is not None and self.before is None  # a pool only for plans of one stage (Runtime)
         buckets = pool.buckets
         reserved = []
         for root, size in zip(roots, sizes):
@@ -314,21 +320,11 @@ class BoundPlan:
             raise op_error(self.plan.function, f"{err.message}, for the buffers of this shape bucket") from None
         arena.users.add(self)
         if not arena.zeroed:  # a new arena: its workspaces zeroed once, at their reserved sizes
-            work = [(arena.pointers[r], n) for r, n in zip(roots, reserved) if isinstance(r, Operation) and n]
-            if work:
-                stream = self.device.create_stream()
-                try:
-                    for ptr, n in work:
-                        self.device.memset(ptr, n, stream)
-                    self.device.synchronize(stream)
-                finally:
-                    self.device.destroy_stream(stream)
+            self._zero([(arena.pointers[r], n) for r, n in zip(roots, reserved) if isinstance(r, Operation) and n])
             arena.zeroed = True
         self.shared = arena
         self.arena_bytes = arena.size
         self.pointers = dict(arena.pointers)
-        if self.before is not None:
-            self.pointers = {**self.before.pointers, **self.pointers}
 
     def tensor(self, value: SSAValue) -> Tensor:
         plan = self.plan

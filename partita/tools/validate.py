@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -416,12 +417,15 @@ def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cud
     """A decode loop of ``tokens`` steps from an empty cache, each step's presents fed back
     as the next step's pasts (left on the device), every step against onnxruntime (CPU);
     ms per token with shape buckets (one arena and graph per power-of-two past length,
-    updated in place) and with exact signatures (a bind and a capture per token)."""
+    updated in place) and with exact signatures (a bind and a capture per token). Nothing
+    for a model that is no decoder step (``cache_pairs``)."""
     import onnxruntime as ort
 
     import partita
 
     name, pairs = path.stem, cache_pairs(path)
+    if not pairs:
+        return
     cpu = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     first = model_inputs(path)
     shapes = {i.name: i.shape for i in cpu.get_inputs()}
@@ -435,7 +439,7 @@ def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cud
         feeds = {k: (rng.standard_normal(v.shape).astype(v.dtype) if np.issubdtype(v.dtype, np.floating) else v)
                  for k, v in first.items() if k not in empty}
         steps.append(feeds)
-    seconds, worst, tol = {}, 0.0, 0.0
+    seconds, worst, tol, bucketed = {}, 0.0, 0.0, Counter()
     for buckets in ("pow2", None):
         exe.load(device, buckets=buckets)
         caches, want_caches, times = dict(empty), dict(empty), []
@@ -453,14 +457,14 @@ def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cud
                 tol = max(tol, tolerance(feeds, [want[o] for o in outputs]))
         seconds[buckets] = statistics.median(times[len(times) // 2:])  # the caches past a few buckets
         if buckets is not None:
-            stats = exe.runtime.stats
-            updates, captures, allocations = stats["graph_updates"], stats["captures"], stats["allocations"]
+            bucketed = Counter(exe.runtime.stats)  # missing counts read as 0
     exe.close()
     writer.add(Row("models", name, f"decode {tokens} tokens: max rel. error vs onnxruntime", worst, tol,
                    "ok" if worst <= tol else "FAIL", "each step's caches fed back on the device"))
     writer.add(Row("models", name, "decode ms/token (shape buckets)", seconds["pow2"] * 1e3, seconds[None] * 1e3,
-                   "info", f"reference: exact signatures; {updates} graph updates, {captures} instantiations, "
-                           f"{allocations} allocations in {tokens} tokens"))
+                   "info", f"reference: exact signatures; {bucketed['graph_updates']} graph updates, "
+                           f"{bucketed['captures']} instantiations, {bucketed['allocations']} allocations in "
+                           f"{tokens} tokens"))
 
 
 def model_targets(arch: str, *libraries: str) -> list[str]:
@@ -502,8 +506,7 @@ def models_step(repo: Path | None, writer: RowWriter, *, arch: str, device: Any 
     for path in paths:
         try:
             check_model(path, writer, arch=arch, device=device)
-            if cache_pairs(path):
-                check_decode(path, writer, arch=arch, device=device)
+            check_decode(path, writer, arch=arch, device=device)
         except Exception as err:  # noqa: BLE001 - one model's failure is a row, the others still run
             writer.add(Row("models", path.stem, "compile + run", status="FAIL", note=f"{type(err).__name__}: {err}"[:300]))
 

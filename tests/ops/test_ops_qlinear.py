@@ -232,6 +232,21 @@ def test_qlinear_matmul_product_runs_on_cutlass_int8_tensor_cores(tmp_path, part
     np.testing.assert_array_equal(got, want)
 
 
+def _save_mlp(path, rng, x_shape: list[int], hidden: int, out: int, scale: float) -> None:
+    """A float MLP ``relu(x @ w1 + b1) @ w2 + b2`` (random weights times ``scale``), the
+    model a quantizer starts from, saved at ``path``."""
+    k = x_shape[-1]
+    shapes = {"w1": (k, hidden), "b1": (hidden,), "w2": (hidden, out), "b2": (out,)}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array((rng.standard_normal(s) * scale).astype(np.float32), n) for n, s in shapes.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 def test_an_onnxruntime_dynamically_quantized_mlp_runs_its_products_on_int8_tensor_cores(tmp_path):
     """onnxruntime's ``quantize_dynamic`` of a float MLP (DynamicQuantizeLinear of the
     activations, MatMulInteger by s8 weights): both products are CUTLASS IMMA GEMMs with the
@@ -241,15 +256,7 @@ def test_an_onnxruntime_dynamically_quantized_mlp_runs_its_products_on_int8_tens
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     rng = np.random.default_rng(7)
-    shapes = {"w1": (256, 512), "b1": (512,), "w2": (512, 128), "b2": (128,)}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
-             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
-             helper.make_node("Add", ["o", "b2"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array((rng.standard_normal(s) / 16).astype(np.float32), n) for n, s in shapes.items()])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
+    _save_mlp(tmp_path / "f32.onnx", rng, [128, 256], 512, 128, 1 / 16)
     quantize_dynamic(tmp_path / "f32.onnx", tmp_path / "int8.onnx", weight_type=QuantType.QInt8)
     model = onnx.load(tmp_path / "int8.onnx")
     assert {n.op_type for n in model.graph.node} >= {"DynamicQuantizeLinear", "MatMulInteger"}
@@ -292,16 +299,7 @@ def test_an_onnxruntime_statically_quantized_qdq_mlp_runs_its_products_on_int8_t
     unoptimized run exactly (its QDQ nodes run as written; its optimized run, with fused
     QDQ kernels, differs from that by a few quantization steps per channel)."""
     rng = np.random.default_rng(3)
-    shapes = {"w1": (64, 128), "b1": (128,), "w2": (128, 32), "b2": (32,)}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
-             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
-             helper.make_node("Add", ["o", "b2"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array((rng.standard_normal(s) / 8).astype(np.float32), n) for n, s in shapes.items()])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f32.onnx")
-
+    _save_mlp(tmp_path / "f32.onnx", rng, [2, 16, 64], 128, 32, 1 / 8)
     model, as_written = _qdq(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", "x", (2, 16, 64), rng, per_channel)
     assert {"QuantizeLinear", "DequantizeLinear", "MatMul"} <= {n.op_type for n in model.graph.node}
     exe = partita.compile(model, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="eager")

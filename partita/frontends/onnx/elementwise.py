@@ -269,13 +269,14 @@ def _dequantize_linear(cx, ins, attrs):
         fail("the output_dtype attribute is not supported")
     x = cx.tensor(ins[0])
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
-    axis = attrs.get("axis", 1)
-    quantized = [ins[0], ins[1], ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), np.asarray(ins[0]).dtype)]
-    if all(is_const(v) for v in quantized) and np.asarray(ins[0]).dtype in (np.int8, np.uint8) \
-            and not attrs.get("block_size", 0):
+    axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
+    if is_const(ins[0]) and np.asarray(ins[0]).dtype in (np.int8, np.uint8) and not block_size:
         # A quantized weight: its integers kept for an integer product (MatMul's QDQ form).
-        cx.dequantized[cx.node.output[0]] = QuantizedConstant(*(np.asarray(v) for v in quantized), axis)
-    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=axis, block_size=attrs.get("block_size", 0)))
+        zero = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), np.asarray(ins[0]).dtype)
+        if is_const(ins[1]) and is_const(zero):
+            cx.dequantized[cx.node.output[0]] = QuantizedConstant(*(np.asarray(v) for v in (ins[0], ins[1], zero)),
+                                                                  axis)
+    return cx.emit(nn.DequantizeOp(x, scale, zp, axis=axis, block_size=block_size))
 
 
 @converter("DynamicQuantizeLinear")

@@ -108,6 +108,7 @@ def _tensor_scatter(cx, ins, attrs):
     return cx.emit(nn.TensorScatterOp(cache, update, _indices(cx, write), axis=axis,
                                       circular=mode == "circular"))
 
+
 def _reduction(attrs) -> str:
     r = attrs.get("reduction", b"none")
     return r.decode() if isinstance(r, bytes) else r
