@@ -16,8 +16,9 @@ the whole loop.
 
 The fixed-capacity form (``tests/ops/test_ops_kv_cache.py``: TensorScatter writes each
 step's row at its position) has one shape for every step: no bind and one graph for the
-whole loop, but its caches, outputs of static shape in the plan's static arena, are copied
-into their input slots each step (in-place updates need donated buffers; not built yet).
+whole loop, and its scatters are tied to the caches (``tie-in-place-updates``): each step
+stores its new row into the cache's own buffer, the presents are the pasts' buffers, and
+feeding them back copies nothing.
 """
 
 from __future__ import annotations

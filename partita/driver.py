@@ -25,7 +25,15 @@ from partita import artifact
 from partita.collage.cost import RooflineEstimator
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
-from partita.dialects.nn import AttentionOp, BatchNormOp, Conv2DOp, ReduceMeanOp, RotaryEmbeddingOp, SoftmaxOp
+from partita.dialects.nn import (
+    AttentionOp,
+    BatchNormOp,
+    Conv2DOp,
+    ReduceMeanOp,
+    RotaryEmbeddingOp,
+    SoftmaxOp,
+    TensorScatterOp,
+)
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
@@ -194,6 +202,9 @@ def _pipeline_stages(
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
+        if any(isinstance(op, TensorScatterOp) for op in module.walk()):
+            # A KV cache's update written into the cache's own buffer: its new rows only.
+            steps.append("tie-in-place-updates{target=cuda}")
     placement, steps = steps, []
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:

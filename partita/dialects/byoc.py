@@ -79,6 +79,12 @@ REFERENCE_IMPL = "byoc.reference_impl"
 extern function it implements (``= @<name>``). Used to emulate the external code on the
 CPU when no device is present, and to derive shape functions."""
 
+TIED_OPERAND = "byoc.tied_operand"
+"""On a function's result (MLIR's result attributes, IREE's tied operands): the index of
+the operand whose buffer the result is written into in place. The function writes only the
+part it changes (a KV cache's new rows), so every caller must pass a buffer it no longer
+reads, and ``lower-extern-calls`` makes that operand the call's ``outs``."""
+
 PARTITION_ATTRS = (COMPILER, GLOBAL_SYMBOL, PRIMITIVE, INLINE, COMPOSITE, TARGET)
 REFERENCE_SUFFIX = "_reference"
 """``@<name>_reference``: the private sibling keeping extern function ``@<name>``'s body."""
@@ -228,6 +234,15 @@ def verify_function_attributes(func: FuncOp) -> None:
     if EXTERN in attributes and func.body.blocks:
         raise VerifyException(f"'{EXTERN}' is only allowed on a body-less function declaration")
     verify_partition_attributes(attributes)
+
+
+def tied_operand(function: FuncOp, result: int = 0) -> int | None:
+    """The operand ``function``'s result ``result`` is tied to (``TIED_OPERAND``), if any."""
+    attrs = function.res_attrs
+    if attrs is None or result >= len(attrs.data):
+        return None
+    attr = attrs.data[result].data.get(TIED_OPERAND)  # type: ignore[union-attr]
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
 
 
 def is_extern(op: Operation | None) -> bool:
@@ -570,6 +585,7 @@ __all__ = [
     "REFERENCE_SUFFIX",
     "SHAPE_FUNC",
     "TARGET",
+    "TIED_OPERAND",
     "AllocTensorOp",
     "BinaryOp",
     "CallExternOp",
@@ -583,6 +599,7 @@ __all__ = [
     "partition_attributes",
     "reference_name",
     "register_record_check",
+    "tied_operand",
     "verify_function_attributes",
     "verify_partition_attributes",
 ]

@@ -53,6 +53,7 @@ from partita.lowering.cuda.records import (
     FusedRecord,
     GemmRecord,
     RowwiseRecord,
+    ScatterRecord,
     WindowRecord,
 )
 from partita.lowering.cutlass.emitter import EntryInfo
@@ -253,6 +254,16 @@ class WindowKernelHandle(FusedKernelHandle):
     record_type: ClassVar[type[FusedRecord]] = WindowRecord
 
 
+@dataclass(frozen=True)
+class ScatterKernelHandle(FusedKernelHandle):
+    """A ``scatter`` kernel (an update written in place into the argument its result is
+    tied to): one thread per element it stores, grid-stride; the call's ``outs`` is that
+    argument's buffer (``lower-extern-calls``)."""
+
+    kind: ClassVar[str] = "scatter"
+    record_type: ClassVar[type[FusedRecord]] = ScatterRecord
+
+
 Handle = KernelHandle | FusedKernelHandle
 """A compiled kernel: ``function``, ``binary``, ``path``, ``arch``, ``kind`` and
 ``prepare(loader)``."""
@@ -260,7 +271,7 @@ Handle = KernelHandle | FusedKernelHandle
 #: Record kind -> handle class; a record without ``kind`` is a CUTLASS one.
 HANDLE_KINDS: dict[str, Any] = {
     h.kind: h for h in (KernelHandle, FusedKernelHandle, RowwiseKernelHandle, GemmKernelHandle, WindowKernelHandle,
-                        Sm90KernelHandle)
+                        ScatterKernelHandle, Sm90KernelHandle)
 }
 
 

@@ -19,7 +19,8 @@ Each phase has its module: load in ``plan_load``, bind in ``plan_bind``, run (``
   packed with its final pointers. Static shapes can then be captured as a CUDA graph.
 * **Run**: inputs uploaded once each (a device input only kernels read is passed to
   them in place, its pointer patched into their packed arguments; under a CUDA graph, or
-  when the host or the output reads it, it is copied device-to-device once), the
+  when the host or the output reads it, or a kernel writes it in place, it is copied
+  device-to-device once, unless it is already in its slot), the
   bound launches enqueued on the runtime's one stream (or one graph launch), outputs
   downloaded once each, one synchronization. A host step is the only exception, and it
   is explicit: its downloads, synchronization and uploads are counted per run and listed
@@ -84,8 +85,10 @@ class Runtime:
     ``buckets`` (``"pow2"``, a ``ShapeBuckets`` or a function of a dim; see
     ``partita.runtime.arenas``): signatures whose dynamic dims round up to the same bucket
     share one arena and one graph, updated in place (``cuGraphExecUpdate``) for each
-    signature's dims and device-input pointers; device inputs are read in place, and a
-    run never writes the arena an input is in (it takes that arena's twin).
+    signature's dims and device-input pointers. In either mode a run never writes the
+    arena a device input lies in (an output fed back): the signature is bound a second
+    time, its twin, and the two alternate; an input already at its own slot (a result
+    written in place there: ``byoc.tied_operand``) stays where it is, copied nowhere.
 
     The CUDA context is made current in whatever thread loads, runs, reads a device output
     or closes (it is per thread in the driver). ``close()`` releases everything the plan
@@ -156,6 +159,8 @@ class Runtime:
             if isinstance(value, DeviceTensor):
                 if value.stream is not None and hasattr(device, "wait_for"):
                     device.wait_for(value.stream, stream)  # written on the producer's stream
+                if value.ptr == slot.ptr and bound.bound_inputs[index] == slot.ptr:
+                    continue  # already in its slot: a result written in place there, fed back
                 # Read in place unless the run writes where it lies: a previous run's output
                 # in the static arena (fed back) is copied into its slot first.
                 if value.ptr % INPUT_ALIGNMENT == 0 and not self.plan.holds(value.ptr) and \
@@ -314,27 +319,23 @@ class Runtime:
 
     # -- binding -----------------------------------------------------------------------
     def _bound_for(self, values: list[Any], sizing: Mapping[int, np.ndarray]) -> BoundPlan:
-        """The plan bound to these inputs' signature (bound now if new). With shape
-        buckets, one whose arena holds none of the device inputs: a run never reads a
-        buffer it may write (the previous decode step's cache, fed back)."""
+        """The plan bound to these inputs' signature (bound now if new), in an arena that
+        holds none of the device inputs but at their own slots: a run never reads a buffer
+        it may write (an output fed back: the previous decode step's cache, a recurrent
+        state), so a signature fed its own outputs alternates between two bound plans."""
         signature = self._signature(values, sizing)
-        if self.pool is None:
-            bound = self._bound.get(signature)
-            if bound is None:
-                return self._bind(signature, values, sizing)
-            self._bound.move_to_end(signature)
-            return bound
-        avoid = [int(v.ptr) for v in values if isinstance(v, DeviceTensor)]
-        for twin in (0, 1):  # a signature alternates between two arenas when fed its own outputs
+        device = [(i, int(v.ptr)) for i, v in enumerate(values) if isinstance(v, DeviceTensor)]
+        for twin in (0, 1):
             bound = self._bound.get((signature, twin))
-            if bound is not None and bound.shared is not None and not any(bound.shared.holds(p) for p in avoid):
+            # An input already in its own slot is safe where it is (a result written in place).
+            if bound is not None and not any(bound.holds(p) and bound.inputs[i].ptr != p for i, p in device):
                 self._bound.move_to_end((signature, twin))
                 return bound
         twin = 1 if (signature, 0) in self._bound and (signature, 1) not in self._bound else 0
         old = self._bound.pop((signature, twin), None)
         if old is not None:
             old.close()
-        return self._bind((signature, twin), values, sizing, avoid)
+        return self._bind((signature, twin), values, sizing, [p for _, p in device])
 
     def _forget(self, arena: Arena) -> None:
         """The pool frees ``arena``: the plans bound into it go first."""
@@ -408,10 +409,8 @@ class Runtime:
         if self.pool is not None and self.pool.arenas:
             lines.append(f"{len(self.pool.arenas)} arena(s) of shape buckets ({self.pool.reserved_bytes()} B) shared by "
                          f"{len(self._bound)} bound signature(s); {self.stats['graph_updates']} graph update(s) so far")
-        for signature, bound in self._bound.items():
+        for (signature, _), bound in self._bound.items():  # keyed (signature, twin)
             if bound.eager_reason is not None:
-                if self.pool is not None:
-                    signature = signature[0]  # (signature, twin)
                 shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature)
                 lines.append(f"inputs ({shapes}) run eagerly: their capture failed: {bound.eager_reason}")
         if host:

@@ -351,6 +351,9 @@ class BoundPlan:
                 call = plan.calls[op]
                 if not op.outs:
                     continue  # extern functions are pure: a call with no result does nothing
+                # An argument written in place (a tied result's outs) is the run's own copy,
+                # in its slot: a user's buffer is never written.
+                readers.update(arguments[root] for v in op.outs if (root := plan.alias.get(v, v)) in arguments)
                 ins = [self.tensor(v) for v in op.inputs]
                 outs = [self.tensor(v) for v in op.outs]
                 if call.prepared is not None:
@@ -453,6 +456,14 @@ class BoundPlan:
             self.after.move_to_end(key)
         following.selected = selected
         return following
+
+    def holds(self, ptr: int) -> bool:
+        """Whether ``ptr`` lies in the memory a run of this plan writes besides the static
+        arena: its arena (the pool's shared one, with shape buckets)."""
+        if self.shared is not None:
+            return self.shared.holds(ptr)
+        base = int(self.arena) if self.arena is not None else 0
+        return self.arena is not None and base <= ptr < base + self.arena_bytes
 
     def point_input(self, index: int, ptr: int) -> bool:
         """Makes the kernels read input ``index`` at ``ptr``; False when they cannot

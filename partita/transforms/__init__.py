@@ -45,6 +45,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "split-kv-attention": ("partita.transforms.split_kv_attention", "SplitKVAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
+    "tie-in-place-updates": ("partita.transforms.tie_in_place_updates", "TieInPlaceUpdates"),
     "cuda-codegen": ("partita.lowering.cuda.codegen", "CudaCodegen"),
     "cutlass-codegen": ("partita.lowering.cutlass.codegen", "CutlassCodegen"),
     "cublas-codegen": ("partita.lowering.cublas.codegen", "CublasCodegen"),

@@ -19,6 +19,10 @@ The declaration may carry only ``byoc.extern``, so the link to the shape functio
 name convention plus ``byoc.shape_func`` on each ``byoc.call_extern`` that used it. An
 existing ``@<f>_shape_func`` (e.g. written by hand) is used as is if its type fits.
 
+A result tied to an operand (``byoc.tied_operand`` on the callee's result, set by
+``tie-in-place-updates``) gets no allocation: that operand is its ``outs``, so the kernel
+writes into the buffer it updates; an operand read anywhere else is a located error.
+
 A shape function runs on the host, between kernel launches: it gets the host of its
 first caller's target (the caller's target itself when that is a cpu target; ``llvm``
 when the caller has no target), so ``verify-targets`` accepts it and a later
@@ -42,10 +46,12 @@ from partita.dialects.byoc import (
     REFERENCE_IMPL,
     SHAPE_FUNC,
     TARGET,
+    TIED_OPERAND,
     AllocTensorOp,
     CallExternOp,
     TargetAttr,
     is_extern,
+    tied_operand,
 )
 from partita.ir import op_error, symbol_name
 from partita.target import DeviceType, TargetError
@@ -127,6 +133,19 @@ class LowerExternCalls(ModulePass):
         symbols[shape_func.sym_name.data] = shape_func
         return shape_func
 
+    @staticmethod
+    def _tied(call: func.CallOp, operand: int, typ: TensorType) -> SSAValue:
+        """The operand a result tied to it is written into: one of the call's own, of the
+        result's type, that nothing reads after the call (the callee writes its buffer)."""
+        if not 0 <= operand < len(call.arguments) or call.arguments[operand].type != typ:
+            raise op_error(call, f"calls @{call.callee.string_value()}, whose result is tied to operand "
+                                 f"#{operand}, which is not one of its operands of the result's type {typ}")
+        value = call.arguments[operand]
+        if not value.has_one_use():
+            raise op_error(call, f"passes operand #{operand} to @{call.callee.string_value()}, which writes its "
+                                 f"result into it in place ('{TIED_OPERAND}'), but reads it elsewhere too")
+        return value
+
     def _lower(self, call: func.CallOp, callee: func.FuncOp, symbols: dict) -> None:
         new_ops: list[Operation] = []
         result_types = list(call.result_types)
@@ -153,11 +172,14 @@ class LowerExternCalls(ModulePass):
             out_dims = list(shape_call.results)
         outs: list[SSAValue] = []
         position = 0
-        for typ in result_types:
+        for r, typ in enumerate(result_types):
             assert isinstance(typ, TensorType)
             n = sum(1 for d in typ.get_shape() if d < 0)
-            alloc = AllocTensorOp(typ, out_dims[position:position + n])
             position += n
+            if (tied := tied_operand(callee, r)) is not None:  # written in place: no buffer of its own
+                outs.append(self._tied(call, tied, typ))
+                continue
+            alloc = AllocTensorOp(typ, out_dims[position - n:position])
             new_ops.append(alloc)
             outs.append(alloc.result)
         extern_call = CallExternOp(callee.sym_name.data, list(call.arguments), outs)

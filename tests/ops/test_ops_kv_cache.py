@@ -8,14 +8,19 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from xdsl.dialects import func
+from xdsl.passes import PassPipeline
 from frontends.test_kv_cache_import import attention_nodes  # the decoder step's attention
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 
 import partita
+from partita.dialects import make_context
+from partita.dialects.byoc import tied_operand
 from partita.frontends.onnx import import_onnx
 from partita.ir import PartitaError
 from partita.runtime.reference import run as run_reference
+from partita.transforms import get_all_passes
 
 ONNX_OPS = ("TensorScatter",)
 
@@ -42,14 +47,24 @@ def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarra
     return session.run(None, feeds)
 
 
-def _host(model: onnx.ModelProto, inputs: list[np.ndarray], tmp_path) -> np.ndarray:
+IN_PLACE = "fuse-native-kernels,tie-in-place-updates"
+"""The passes that make a scatter of an input nothing else reads write into that input."""
+
+
+def _host(model: onnx.ModelProto, inputs: list[np.ndarray], tmp_path, passes: str = "fuse-native-kernels"
+          ) -> np.ndarray:
     if not have_gxx():
         pytest.skip("needs g++ to build the kernels for the host")
     from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
 
-    (got,), left = run_host_kernels(model, inputs, tmp_path)
+    (got,), left = run_host_kernels(model, inputs, tmp_path, passes=passes)
     assert not left, left  # the scatter is a kernel
     return got
+
+
+def _fresh(path):
+    path.mkdir()
+    return path
 
 
 SCATTERS = [((2, 3, 8, 4), 1, -2, "linear", [0, 7]), ((2, 3, 8, 4), 3, -2, "linear", [5, 2]),
@@ -73,6 +88,27 @@ def test_tensor_scatter_kernel_against_onnxruntime(cache, rows, axis, mode, writ
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("cache, rows, axis, mode, write", SCATTERS,
+                         ids=[f"{m}-axis{a}-rank{len(c)}-rows{r}" for c, r, a, m, _ in SCATTERS])
+def test_the_in_place_kernel_stores_the_update_alone(cache, rows, axis, mode, write, tmp_path) -> None:
+    """Tied to the cache (``tie-in-place-updates``), the kernel writes the update's rows
+    into the cache's own buffer and leaves every other element as it was: the harness
+    hands it a copy of the cache as its output, which ends equal to onnxruntime's result."""
+    model = _scatter_model(cache, rows, axis, mode, F16)
+    module = import_onnx(model)
+    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
+    assert [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"] == [0]
+    rng = np.random.default_rng(rows)
+    past = rng.standard_normal(cache).astype(np.float16)
+    shape = list(cache)
+    shape[axis] = rows
+    update = rng.standard_normal(shape).astype(np.float16)
+    write = np.array(write, np.int64)
+    got = _host(model, [past, update, write], tmp_path, IN_PLACE)
+    (want,) = _ort(model, {"cache": past, "update": update, "write": write})
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_linear_write_past_the_end_is_dropped(tmp_path) -> None:
     """onnxruntime refuses it; the kernel must not write out of bounds, so the reference
     and the kernel drop the rows past the cache's end."""
@@ -80,10 +116,11 @@ def test_a_linear_write_past_the_end_is_dropped(tmp_path) -> None:
     past = np.zeros((2, 1, 4, 3), np.float32)
     update = np.ones((2, 1, 2, 3), np.float32)
     write = np.array([3, -1], np.int64)  # rows 3 (kept) and 4 (dropped); rows -1 (dropped) and 0
-    got = _host(model, [past, update, write], tmp_path)
     (want,) = run_reference(import_onnx(model), past, update, write)
-    np.testing.assert_array_equal(got, want)
-    assert got[0, 0, :, 0].tolist() == [0, 0, 0, 1] and got[1, 0, :, 0].tolist() == [1, 0, 0, 0]
+    for passes in ("fuse-native-kernels", IN_PLACE):  # gathered, and stored in place
+        got = _host(model, [past, update, write], _fresh(tmp_path / passes.replace(",", "-")), passes)
+        np.testing.assert_array_equal(got, want)
+        assert got[0, 0, :, 0].tolist() == [0, 0, 0, 1] and got[1, 0, :, 0].tolist() == [1, 0, 0, 0]
 
 
 def test_absent_write_indices_write_from_zero(tmp_path) -> None:
@@ -162,6 +199,41 @@ def test_a_static_kv_cache_decodes_with_one_graph(tmp_path) -> None:
     np.testing.assert_allclose(value.numpy(), want_value, rtol=1e-5, atol=1e-6)
     stats = exe.runtime.stats
     assert stats["binds"] == 1 and stats["captures"] == 1 and stats["allocations"] <= 1
+    (bound,) = exe.runtime._bound.values()
+    assert (key.ptr, value.ptr) == (bound.inputs[2].ptr, bound.inputs[3].ptr)  # written in place
+
+
+@pytest.mark.parametrize("buckets", [None, "pow2"])
+def test_a_static_kv_cache_is_updated_in_place_and_never_copied(tmp_path, buckets) -> None:
+    """The scatters are tied to the caches (``tie-in-place-updates``): each step's presents
+    are the past's own buffers, so a decode loop feeding them back on the device uploads
+    the token and its position and moves nothing else: no device copy, no allocation,
+    one graph launch per step (on the recording driver, graphs on, either binding mode)."""
+    from support.recording_driver import RecordingDriver
+
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    path = tmp_path / "step.onnx"
+    dims = _static_cache_step(path)
+    exe = partita.compile(str(path))
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets=buckets)
+    key = value = np.zeros((1, dims["H"], dims["L"], dims["HD"]), np.float32)
+    x = np.zeros((1, 1, dims["D"]), np.float32)
+    _, key, value = runtime.run(x=x, position=np.array(0, np.int64), key_cache=key, value_cache=value,
+                                outputs="device")
+    slots = (key.ptr, value.ptr)
+    drv.reset()
+    for position in range(1, 6):
+        _, key, value = runtime.run(x=x, position=np.array(position, np.int64), key_cache=key, value_cache=value,
+                                    outputs="device")
+        assert (key.ptr, value.ptr) == slots
+    calls = drv.calls
+    assert calls["cuMemcpyDtoDAsync"] == 0 and calls["cuMemAlloc"] == 0
+    assert calls["cuMemcpyHtoDAsync"] == 2 * 5 and calls["cuMemcpyHtoDAsync:bytes"] == (x.nbytes + 8) * 5
+    assert calls["cuGraphLaunch"] == 5 and runtime.stats["binds"] == 1
+    runtime.close()
 
 
 def test_an_update_computed_in_the_kernel(tmp_path) -> None:
@@ -175,5 +247,7 @@ def test_an_update_computed_in_the_kernel(tmp_path) -> None:
     rng = np.random.default_rng(1)
     past, update = rng.standard_normal((2, 2, 6, 3)).astype(np.float32), rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
     write = np.array([5, 1], np.int64)
-    got = _host(model, [past, update, write], tmp_path)
-    np.testing.assert_array_equal(got, _ort(model, {"cache": past, "update": update, "write": write})[0])
+    want = _ort(model, {"cache": past, "update": update, "write": write})[0]
+    for passes in ("fuse-native-kernels", IN_PLACE):  # in place: computed where it is stored
+        got = _host(model, [past, update, write], _fresh(tmp_path / passes.replace(",", "-")), passes)
+        np.testing.assert_array_equal(got, want)

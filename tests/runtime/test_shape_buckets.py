@@ -191,25 +191,55 @@ def test_an_unknown_bucket_policy_is_refused_before_loading(feedback) -> None:
     assert device.counts["load_module"] == 0 and device.allocated_bytes == 0
 
 
+def _recurrent_step(path: Path, batch: int | str = 4) -> None:
+    """``state' = softmax(state @ W) @ W + x``: a recurrent cell whose new state is fed back."""
+    w = numpy_helper.from_array((np.random.default_rng(3).standard_normal((64, 64)) * 0.1).astype(np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["state", "W"], ["t"]), helper.make_node("Softmax", ["t"], ["u"]),
+             helper.make_node("MatMul", ["u", "W"], ["v"]), helper.make_node("Add", ["v", "x"], ["next"])]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, 64]) for n in ("state", "x", "next")]
+    graph = helper.make_graph(nodes, "cell", io[:2], io[2:], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 @pytest.mark.parametrize("buckets", [None, "pow2"], ids=["exact-eager", "buckets"])
 def test_an_output_in_the_static_arena_fed_back_is_copied_not_read_in_place(tmp_path: Path, buckets) -> None:
-    """A fixed-capacity cache step has static shapes: its presents live in the plan's
-    static arena, which every run writes. Fed back, they are copied into their input slots
-    (a kernel reading them in place would read what the same run overwrites)."""
-    from ops.test_ops_kv_cache import _static_cache_step
-
-    dims = _static_cache_step(tmp_path / "static.onnx")
-    exe = partita.compile(str(tmp_path / "static.onnx"))
+    """A step of static shapes keeps its output in the plan's static arena, which every
+    run writes. Fed back, it is copied into its input slot (a kernel reading it in place
+    would read what the same run overwrites)."""
+    _recurrent_step(tmp_path / "cell.onnx")
+    exe = partita.compile(str(tmp_path / "cell.onnx"))
     drv = RecordingDriver()
     runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False, buckets=buckets)
-    cache = np.zeros((1, dims["H"], dims["L"], dims["HD"]), np.float32)
-    x = np.zeros((1, 1, dims["D"]), np.float32)
-    _, key, value = runtime.run(x=x, position=np.array(0, np.int64), key_cache=cache, value_cache=cache,
-                                outputs="device")
-    assert runtime.plan.holds(key.ptr) and runtime.plan.holds(value.ptr)
+    x = np.zeros((4, 64), np.float32)
+    (state,) = runtime.run(state=x, x=x, outputs="device")
+    assert runtime.plan.holds(state.ptr)
     drv.reset()
-    runtime.run(x=x, position=np.array(1, np.int64), key_cache=key, value_cache=value, outputs="device")
-    assert drv.calls["cuMemcpyDtoDAsync"] == 2 and drv.calls["cuMemcpyDtoDAsync:bytes"] == 2 * cache.nbytes
+    runtime.run(state=state, x=x, outputs="device")
+    assert drv.calls["cuMemcpyDtoDAsync"] == 1 and drv.calls["cuMemcpyDtoDAsync:bytes"] == x.nbytes
     (bound,) = runtime._bound.values()
-    assert not {key.ptr, value.ptr} & set(bound.bound_inputs)  # the kernels read the slots
+    assert state.ptr not in bound.bound_inputs  # the kernels read the slot
+    runtime.close()
+
+
+def test_an_output_fed_back_into_its_own_signature_runs_in_the_twin(tmp_path: Path) -> None:
+    """With a dynamic batch the new state lies in the signature's own arena, where the
+    planner may put the first GEMM's result: read in place there, the GEMM would read what
+    it writes. The signature is bound a second time (its twin) and the two alternate, each
+    reading the other's output in place."""
+    _recurrent_step(tmp_path / "cell.onnx", "batch")
+    exe = partita.compile(str(tmp_path / "cell.onnx"))
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False)
+    x = np.zeros((4, 64), np.float32)
+    (state,) = runtime.run(state=x, x=x, outputs="device")
+    first = next(iter(runtime._bound.values()))
+    assert sum(p == state.ptr for p in first.pointers.values()) == 2  # the state shares the GEMM's bytes
+    drv.reset()
+    (after,) = runtime.run(state=state, x=x, outputs="device")
+    twin = runtime._bound[(runtime._signature([state, x], {}), 1)]
+    assert twin is not first and not twin.holds(state.ptr) and state.ptr in twin.bound_inputs  # read in place
+    assert drv.calls["cuMemcpyDtoDAsync"] == 0
+    runtime.run(state=after, x=x, outputs="device")  # back to the first
+    assert first.holds(after.ptr) is False and after.ptr in first.bound_inputs
+    assert runtime.stats["binds"] == 2
     runtime.close()

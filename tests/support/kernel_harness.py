@@ -15,6 +15,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.passes import PassPipeline
 
 from partita.dialects import make_context
+from partita.dialects.byoc import tied_operand
 from partita.frontends.onnx import import_onnx
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
@@ -38,13 +39,15 @@ def _run_function(function: func.FuncOp, args):
 
 
 def run_host_kernels(model: onnx.ModelProto, inputs: list[np.ndarray], tmp: Path,
-                     max_blocks: int = 2) -> tuple[list[np.ndarray], list[str]]:
+                     max_blocks: int = 2, passes: str = "fuse-native-kernels") -> tuple[list[np.ndarray], list[str]]:
     """The outputs of ``model`` computed by its fused kernels on the host, checked op by
     op against the reference, and the names of the ops left in ``@main`` (not constants, nor
-    reshapes: the launch plan runs those as views of their input's buffer)."""
+    reshapes: the launch plan runs those as views of their input's buffer). A kernel whose
+    result is tied to an operand (``passes`` with ``tie-in-place-updates``) writes into a
+    copy of that operand, passed as both, as the launch plan passes its buffer."""
     module = import_onnx(model)
     expected = run(module, *inputs)
-    PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(make_context(), module)
+    PassPipeline.parse_spec(get_all_passes(), passes).apply(make_context(), module)
     functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
     program = program_of(module)
     records = {}
@@ -65,10 +68,14 @@ def run_host_kernels(model: onnx.ModelProto, inputs: list[np.ndarray], tmp: Path
             name = op.callee.string_value()
             (want,) = _run_function(functions[name], args)
             rec = records[name]
-            out = np.zeros(want.shape, want.dtype)
+            arrays = [np.ascontiguousarray(a) for a in args]
+            tied = tied_operand(functions[name])
+            if tied is not None:
+                out = arrays[tied] = arrays[tied].copy()
+            else:
+                out = np.zeros(want.shape, want.dtype)
             grid, block = rec.geometry(out.shape)
-            host.launch(rec, (min(grid[0], max_blocks), *grid[1:]), block,
-                        [np.ascontiguousarray(a) for a in args], out)
+            host.launch(rec, (min(grid[0], max_blocks), *grid[1:]), block, arrays, out)
             np.testing.assert_array_equal(out, want, err_msg=name)
             env[op.results[0]] = out
             continue

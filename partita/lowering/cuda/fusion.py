@@ -15,10 +15,10 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 import partita.lowering.cuda.ops  # noqa: F401  (registers the lowering rules)
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
-from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, Rule
+from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, InPlace, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "is_anchor", "is_fusable", "is_view", "kernel_function_error",
-           "kernel_kind", "prologue_error", "reads_views"]
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "in_place_update", "is_anchor", "is_fusable", "is_view",
+           "kernel_function_error", "kernel_kind", "prologue_error", "reads_views"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
@@ -205,3 +205,23 @@ def kernel_function_error(function: FuncOp) -> str | None:
         if result not in derived:
             return f"does not return a value computed from '{anchor.name}'"
     return None
+
+
+def in_place_update(function: FuncOp) -> tuple[Operation, InPlace, int] | None:
+    """The op, in-place form and argument index when ``function``'s result replaces part
+    of one of its arguments and may be written into that argument's buffer
+    (``byoc.tied_operand``): the function returns an injective op with an ``InPlace``
+    form (TensorScatter) whose destination is an argument nothing else in the body reads.
+    ``None`` otherwise."""
+    if kernel_function_error(function) is not None:
+        return None
+    block = function.body.block
+    op = block.last_op.arguments[0].owner  # type: ignore[union-attr]
+    rule = _rule_for(op, INJECTIVE) if isinstance(op, Operation) else None
+    if rule is None or rule.in_place is None or any(is_anchor(o) for o in block.ops):
+        return None
+    destination = rule.in_place.destination(op)
+    if not isinstance(destination, BlockArgument) or not destination.has_one_use() or \
+            destination.type != op.results[0].type:
+        return None
+    return op, rule.in_place, destination.index

@@ -51,6 +51,11 @@ op depending on the anchor has the anchor's shape and is element-wise or ``bias_
   (never the extra cells ``ceil_mode`` reads past the padding), as the reference does;
   the epilogue runs per output element before the store. (``fmaxf`` ignores a NaN where
   NumPy's max propagates it.)
+
+A function whose result is tied to an argument (``byoc.tied_operand``, set by
+``tie-in-place-updates`` on a KV cache's TensorScatter) is a ``scatter`` kernel instead: one
+thread per element of the update (its producers computed there), stored where the op's
+``InPlace`` rule says it lands; the output is the argument's buffer, never read.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from partita.dialects import nn
+from partita.dialects import byoc, nn
 from partita.ir import op_error
 from partita.lowering.cuda.cexpr import (
     _C_TYPES,
@@ -79,7 +84,15 @@ from partita.lowering.cuda.cexpr import (
     broadcast_dims,
     ctype,
 )
-from partita.lowering.cuda.fusion import _rule_for, _rules, is_anchor, is_view, kernel_function_error, kernel_kind
+from partita.lowering.cuda.fusion import (
+    _rule_for,
+    _rules,
+    in_place_update,
+    is_anchor,
+    is_view,
+    kernel_function_error,
+    kernel_kind,
+)
 from partita.lowering.cuda.rules import RowReduction
 from partita.lowering.cuda.schedules import (
     BLOCK_SIZE,
@@ -110,7 +123,8 @@ class FusedKernel:
     block: int = BLOCK_SIZE
     """Threads per block."""
     kind: str = "fused"
-    """``fused`` (injective), ``rowwise`` (reduction per row), ``gemm`` or ``window`` (pool)."""
+    """``fused`` (injective), ``rowwise`` (reduction per row), ``gemm``, ``window`` (pool) or
+    ``scatter`` (an in-place update: the source's elements stored into the tied argument)."""
     anchor: str = ""
     """The reduction, GEMM or pool op of a ``rowwise`` / ``gemm`` / ``window`` kernel."""
     split: int = 0
@@ -123,6 +137,8 @@ class FusedKernel:
     ``row_stats.RowSchedule``)."""
     schedule: str = ""
     """The named schedule of a ``rowwise`` kernel (``block-per-row``, ``warp-per-row``)."""
+    source: tuple[int, ...] = ()
+    """Shape of what a ``scatter`` kernel stores (``-1`` for ``?``): one thread each."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -449,6 +465,8 @@ class KernelEmitter(ScheduleMixin):
         )
         self.index_type = "long long" if dynamic or numel > _INT_MAX else "int"  # type: ignore[operator]
         self.out_index = ["0" if d == 1 else f"o{axis}" for axis, d in enumerate(self.out_dims)]
+        if (tied := byoc.tied_operand(self.function)) is not None:
+            return self._emit_in_place(tied, result)
         if self.anchor is not None:
             # The anchor's value at the output index is "y", computed by the schedule.
             self.memo[(self.anchor.results[0], tuple(self.out_index))] = "y"
@@ -537,6 +555,60 @@ class KernelEmitter(ScheduleMixin):
             **extra,
         )
 
+
+    def _emit_in_place(self, tied: int, result: SSAValue) -> FusedKernel:
+        """A ``scatter`` kernel: the result is tied to argument ``tied`` (its buffer is the
+        output's), so only the source's elements are stored, where they land (one thread
+        each, grid-stride); the rest of the buffer is left as it is and never read."""
+        update = in_place_update(self.function)
+        if update is None or update[2] != tied:
+            raise op_error(self.function, f"its result is tied to operand #{tied}, which it does not update in "
+                                          "place (only a TensorScatter of an argument nothing else reads is)")
+        op, form, _ = update
+        source = form.source(op)
+        dims = self.dims[source]
+        T = self.index_type
+        self.out_index = []  # no output index: ``_linear`` must not take the injective loop's shortcut
+        index = ["0" if d == 1 else f"s{axis}" for axis, d in enumerate(dims)]
+        decls = [f"    const {T} {name} = {expr};" for name, expr in zip(index, self._decompose("j", dims))
+                 if name != "0"]
+        at, condition = form.store(self, op, index)
+        value = self.value(source, index)
+        out_dtype = _dtype(result.type)
+        stored = f"st_{out_dtype}({value})" if out_dtype in ("f16", "bf16") else value
+        arg_types = [_dtype(a.type) for a in self.block.args]
+        self.uses_dtypes |= {*arg_types, out_dtype}
+        # The tied argument shares the output's buffer and is never read: no __restrict__.
+        params = [f"const {_C_TYPES[t]}*{'' if k == tied else ' __restrict__'} in{k}" for k, t in enumerate(arg_types)]
+        params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
+        params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
+        ops = [o.name for o in self.block.ops if o is not self.block.last_op]
+        code = [
+            f"// @{self.function.sym_name.data}: {', '.join(ops)} (in place into argument {tied})",
+            f'extern "C" __global__ void __launch_bounds__({BLOCK_SIZE})',
+            f"{self.entry}({', '.join(params)}) {{",
+            *(f"  const {T} d{k} = dim{k};" for k in range(len(self.runtime_dims))),
+            f"  const {T} n = {_product(dims)};",
+            f"  for ({T} j = ({T})blockIdx.x * blockDim.x + threadIdx.x; j < n; j += ({T})gridDim.x * blockDim.x) {{",
+            *decls,
+            *self.lines,
+            f"    if ({condition}) out[{self._linear(self.out_dims, at)}] = {stored};",
+            "  }",
+            "}",
+        ]
+        return FusedKernel(
+            function=self.function.sym_name.data,
+            entry=self.entry,
+            inputs=tuple(_record_shape(a) for a in self.block.args),
+            dtypes=tuple(arg_types),
+            output=_record_shape(result),
+            output_dtype=out_dtype,
+            dims=tuple(self.runtime_dims),
+            ops=tuple(ops),
+            code="\n".join([*self.prelude, *code]) + "\n",
+            kind="scatter",
+            source=_record_shape(source),
+        )
 
 
 def _transposed_from(op: nn.TransposeOp, index: Sequence[str]) -> list[str]:

@@ -22,7 +22,11 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   min(batch, 65535))``;
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
-  over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``.
+  over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``;
+* ``kind = "scatter"`` adds ``source``, the shape of what the kernel stores into the
+  argument its result is tied to (``byoc.tied_operand``): one thread per element of it,
+  ``grid = (min(ceil(numel(source) / block), 65535), 1, 1)`` (the output's numel when a
+  dim of ``source`` is known at run time only).
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ from partita.dialects import nn
 from partita.lowering.cuda.kernel import FusedKernel
 from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
-__all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "WindowRecord", "fused_record"]
+__all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "ScatterRecord", "WindowRecord",
+           "fused_record"]
 
 KIND = "fused"
-KINDS = ("fused", "rowwise", "gemm", "window")
+KINDS = ("fused", "rowwise", "gemm", "window", "scatter")
 """Record kinds ``cuda-codegen`` writes."""
 MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
@@ -179,8 +184,22 @@ class WindowRecord(FusedRecord):
     anchor: str
 
 
+@dataclass(frozen=True)
+class ScatterRecord(FusedRecord):
+    """A ``scatter`` kernel (an update written in place into its tied argument): one
+    thread per element of ``source``; a run-time dim there sizes the grid by the output
+    instead (the kernel strides over what it stores and lets the rest of the blocks go)."""
+
+    source: tuple[int, ...]
+
+    def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        numel = prod(self.source) if all(d >= 0 for d in self.source) else prod(out_shape)
+        return self.grid(numel), (self.block, 1, 1)
+
+
 RECORDS: dict[str, type[FusedRecord]] = {
     "fused": FusedRecord, "rowwise": RowwiseRecord, "gemm": GemmRecord, "window": WindowRecord,
+    "scatter": ScatterRecord,
 }
 """Record class of each kind."""
 

@@ -40,7 +40,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from partita.lowering.cuda.cexpr import Dim
     from partita.lowering.cuda.kernel import KernelEmitter
 
-__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "RowReduction", "Rule", "injective", "rowwise", "window"]
+__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", "Rule", "injective", "rowwise",
+           "window"]
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """How an injective op that replaces part of one operand (a KV cache's TensorScatter)
+    is computed in place, when its result is tied to that operand's buffer
+    (``byoc.tied_operand``): a ``scatter`` kernel runs one thread per element of
+    ``source(op)`` and stores it where it lands; the rest of the buffer is never touched,
+    so a decode step moves its new rows, not the cache."""
+
+    destination: Callable[[Operation], SSAValue]
+    """The operand the result replaces part of (the one it may be tied to)."""
+    source: Callable[[Operation], SSAValue]
+    """The operand whose elements are written (one thread each)."""
+    store: Callable[..., tuple[list[str], str]]
+    """``(emitter, op, source index) -> (result index, C condition)``: where the source's
+    element at that index lands, and when it is written at all."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,8 @@ class Rule:
     """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
     that only remaps the indices of its first operand (its other operands give shapes):
     a kernel reads through it with index arithmetic alone (``fusion.is_view``)."""
+    in_place: InPlace | None = None
+    """Injective rules only: the op's in-place form (see ``InPlace``)."""
     reads_views: bool = False
     """Window rules only: the rule reads its operands only with ``emitter.load``, so an
     operand may be an index view of a kernel argument (a head split of a packed QKV
@@ -147,24 +167,25 @@ class RowReduction:
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
-              kernel=None, view=None, reads_views=False):
+              kernel=None, view=None, reads_views=False, in_place=None):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, reads_views)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views)
         return fn
 
     return decorate
 
 
-def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=False, view=None):
+def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=False, view=None, in_place=None):
     """Register ``fn(emitter, op, index) -> C expression`` for ``op_types``; pass
-    ``elementwise=True`` when the op reads its operands at the broadcast output index, and
-    its index map ``view`` when it only remaps the indices of its first operand."""
-    return _register(INJECTIVE, op_types, supports, dims, elementwise, view=view)
+    ``elementwise=True`` when the op reads its operands at the broadcast output index,
+    its index map ``view`` when it only remaps the indices of its first operand, and its
+    ``InPlace`` form when it replaces part of an operand."""
+    return _register(INJECTIVE, op_types, supports, dims, elementwise, view=view, in_place=in_place)
 
 
 def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False):

@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _add, _c_float, _mul, _paren, _product
-from partita.lowering.cuda.rules import injective, window
+from partita.lowering.cuda.rules import InPlace, injective, window
 
 
 class CArith:
@@ -182,7 +182,24 @@ def _reverse_sequence(emitter, op: nn.ReverseSequenceOp, index: list[str]) -> st
     return emitter.value(op.input, at)
 
 
-@injective(nn.TensorScatterOp, dims=derived_dims)
+def _tensor_scatter_store(emitter, op: nn.TensorScatterOp, index: list[str]) -> tuple[list[str], str]:
+    """In place (the result tied to the cache): the update's element at ``index`` lands at
+    its row plus the entry's write position (modulo the extent when circular); a row past
+    either end is dropped, as the reference drops it. The row is a 64-bit sum: a position
+    past the int range is dropped too, never wrapped into the cache."""
+    axis = op.axis % len(index)
+    extent = _paren(emitter.dims[op.cache][axis])
+    row = emitter.var("row")
+    emitter.lines.append(f"    long long {row} = (long long){emitter.value(op.write_indices, [index[0]])} + {index[axis]};")
+    if op.circular:
+        emitter.lines.append(f"    {row} = (({row} % {extent}) + {extent}) % {extent};")
+    at = list(index)
+    at[axis] = row
+    return at, f"{row} >= 0 && {row} < {extent}"
+
+
+@injective(nn.TensorScatterOp, dims=derived_dims,
+           in_place=InPlace(destination=lambda op: op.cache, source=lambda op: op.update, store=_tensor_scatter_store))
 def _tensor_scatter(emitter, op: nn.TensorScatterOp, index: list[str]) -> str:
     """A gather form of the scatter (no atomics, one thread per cache element): the
     element's row along ``axis``, less the entry's write position (modulo the extent when

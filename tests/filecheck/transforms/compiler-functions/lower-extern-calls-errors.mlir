@@ -22,3 +22,23 @@ func.func @main(%x: tensor<1x3x8x8xf32>, %k: tensor<4x3x?x?xf32>) -> tensor<1x4x
   %0 = func.call @g(%x, %k) : (tensor<1x3x8x8xf32>, tensor<4x3x?x?xf32>) -> tensor<1x4x?x?xf32>
   func.return %0 : tensor<1x4x?x?xf32>
 }
+
+// -----
+
+// A tied result writes its operand's buffer: an operand read again is refused.
+func.func private @update(tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> (tensor<1x2x16x4xf32> {byoc.tied_operand = 0 : i64}) attributes {byoc.extern}
+func.func @step(%cache: tensor<1x2x16x4xf32>, %u: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>) -> (tensor<1x2x16x4xf32>, tensor<1x2x16x4xf32>) {
+  // expected-error@+1 {{passes operand #0 to @update, which writes its result into it in place ('byoc.tied_operand'), but reads it elsewhere too}}
+  %0 = func.call @update(%cache, %u, %pos) : (tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> tensor<1x2x16x4xf32>
+  func.return %cache, %0 : tensor<1x2x16x4xf32>, tensor<1x2x16x4xf32>
+}
+
+// -----
+
+// The tied operand must have the result's type.
+func.func private @update(tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> (tensor<1x2x16x4xf32> {byoc.tied_operand = 1 : i64}) attributes {byoc.extern}
+func.func @step(%cache: tensor<1x2x16x4xf32>, %u: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>) -> tensor<1x2x16x4xf32> {
+  // expected-error@+1 {{calls @update, whose result is tied to operand #1, which is not one of its operands of the result's type tensor<1x2x16x4xf32>}}
+  %0 = func.call @update(%cache, %u, %pos) : (tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> tensor<1x2x16x4xf32>
+  func.return %0 : tensor<1x2x16x4xf32>
+}

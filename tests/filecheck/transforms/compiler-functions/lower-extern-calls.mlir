@@ -130,3 +130,17 @@ func.func @host_main(%x: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {byoc.ta
   %0 = func.call @k(%x) : (tensor<?x4xf32>) -> tensor<?x4xf32>
   func.return %0 : tensor<?x4xf32>
 }
+
+// -----
+
+// A result tied to an operand (an in-place KV-cache update) gets no allocation: the
+// operand is its outs, and the result aliases it.
+
+// CHECK-LABEL: func.func @step(
+// CHECK-NEXT:    %[[R:.*]] = byoc.call_extern @update(%cache, %u, %pos) outs(%cache) : (tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> tensor<1x2x16x4xf32>, tensor<1x2x16x4xf32>
+// CHECK-NEXT:    func.return %[[R]] : tensor<1x2x16x4xf32>
+func.func private @update(tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> (tensor<1x2x16x4xf32> {byoc.tied_operand = 0 : i64}) attributes {byoc.extern}
+func.func @step(%cache: tensor<1x2x16x4xf32>, %u: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>) -> tensor<1x2x16x4xf32> {
+  %0 = func.call @update(%cache, %u, %pos) : (tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> tensor<1x2x16x4xf32>
+  func.return %0 : tensor<1x2x16x4xf32>
+}
