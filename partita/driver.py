@@ -28,7 +28,6 @@ from partita.dialects import byoc, make_context
 from partita.dialects.nn import (
     AttentionOp,
     BatchNormOp,
-    Conv2DOp,
     ReduceMeanOp,
     RotaryEmbeddingOp,
     SoftmaxOp,
@@ -48,6 +47,7 @@ from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
 from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.combine_parallel_dense import has_parallel_dense
+from partita.transforms.convert_layout import is_nchw_conv
 from partita.transforms.legalize_to_nn import needs_legalization
 from partita.transforms.sink_reshapes import sinks_a_reshape
 from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
@@ -122,7 +122,7 @@ def cutlass_sm(config: CompilationConfig) -> int | str:
 
 
 def has_nchw_conv(module: ModuleOp) -> bool:
-    return any(isinstance(op, Conv2DOp) and op.data_layout == "NCHW" for op in module.walk())
+    return any(is_nchw_conv(op) for op in module.walk())
 
 
 PRECISIONS = {None: "", "fp32": "", "fp16": "f16", "bf16": "bf16"}

@@ -6,7 +6,9 @@ GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcastin
 activation epilogues (and, for a dense, a residual add), NHWC/OHWI non-grouped conv2d in
 f16 or f32; and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8 operands with a
 ``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points that are constant
-zeros (the frontend folds a lhs zero point into an i32 bias row), with that bias added.
+zeros (the frontend folds a lhs zero point into an i32 bias row), with that bias added, and
+the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
+operand types, zero points and bias row.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from partita.backends import register_backend
-from partita.backends.gemm_forms import batched_gemm, is_zero_constant, residual_of, why_not_int8_gemm
+from partita.backends.gemm_forms import (
+    INT8_GEMM_MAX_K,
+    batched_gemm,
+    is_zero_constant,
+    residual_of,
+    why_not_int8_gemm,
+)
 from partita.backends.pattern import (
     Match,
     Pattern,
@@ -134,8 +142,32 @@ def check_matmul_integer(match: Match) -> bool:
     return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, gemm, -1))
 
 
+def check_conv_integer(match: Match) -> bool:
+    """``nn.conv_integer`` on int8 tensor cores (CUTLASS's implicit GEMM): s8 / u8 operands,
+    NHWC data and an OHWI weight over 2 spatial dims, not grouped, static H, W and C with
+    C % 16 == 0 (16-channel accesses) and K % 4 == 0, constant-zero zero points, and an i32
+    bias row at most."""
+    conv = match.find("nn.conv_integer")
+    if conv is None or any(element_type_name(v) not in INT8_TYPES for v in conv.operands[:2]):
+        return False
+    if conv.data_layout != "NHWC" or conv.kernel_layout != "OHWI" or conv.groups != 1:
+        return False
+    x, w = shape_of(conv.operands[0]), shape_of(conv.operands[1])
+    if x is None or w is None or len(x) != 4 or min(x[1:]) < 0 or min(w) < 0:
+        return False
+    k, r, s, c = w
+    if c % 16 or k % 4 or r * s * c > INT8_GEMM_MAX_K or not all(is_zero_constant(v) for v in conv.operands[2:]):
+        return False
+    add = match.find("nn.add")
+    return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, conv, 3))
+
+
 def _matmul_integer() -> Pattern:
     return is_op("nn.matmul_integer")(wildcard(), wildcard(), is_constant(), is_constant())
+
+
+def _conv_integer() -> Pattern:
+    return is_op("nn.conv_integer")(wildcard(), wildcard(), is_constant(), is_constant())
 
 
 def _with_bias(anchor: Pattern) -> Pattern:
@@ -171,6 +203,8 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("conv2d", _conv2d(), check_conv2d),
         ("matmul_integer_bias", is_op("nn.add")(_matmul_integer(), wildcard()), check_matmul_integer),
         ("matmul_integer", _matmul_integer(), check_matmul_integer),
+        ("conv_integer_bias", is_op("nn.add")(_conv_integer(), wildcard()), check_conv_integer),
+        ("conv_integer", _conv_integer(), check_conv_integer),
     ]
 
 

@@ -1,8 +1,10 @@
 """``convert-layout{conv2d=NHWC}``: rewrite NCHW convolutions to NHWC (TVM's ConvertLayout).
 
-Each ``nn.conv2d`` in NCHW/OIHW becomes ``transpose -> conv2d NHWC/OHWI -> transpose`` (a
+Each ``nn.conv2d`` (and 2-d ``nn.conv_integer``, whose zero points are scalars or per output
+channel: unaffected) in NCHW/OIHW becomes ``transpose -> conv NHWC/OHWI -> transpose`` (a
 constant weight is transposed at compile time instead). The transposes back to NCHW are
-then sunk through layout-agnostic users (element-wise ops, ``bias_add``, ``batch_norm``,
+then sunk through layout-agnostic users (element-wise ops, casts, ``quantize`` /
+``dequantize``, ``bias_add``, ``batch_norm``,
 pools, ``global_avg_pool2d``, ``lrn``, ``softmax``, ``pad``, ``concatenate`` and binary ops;
 a constant operand's payload is permuted, another 4-d operand gets a transpose when that
 does not add transposes) and pairs that compose to the identity
@@ -57,21 +59,33 @@ def _constant_to_nhwc(const: nn.ConstantOp) -> nn.ConstantOp | None:
     return nn.ConstantOp(array.transpose(TO_NHWC))  # a splat stays one (zero strides)
 
 
+def is_nchw_conv(op: Operation) -> bool:
+    """An NCHW/OIHW ``conv2d`` or 2-d ``conv_integer``: what ``ConvToNHWC`` rewrites."""
+    if isinstance(op, nn.ConvIntegerOp):
+        return op.SPATIAL == 2 and op.data_layout == "NCHW"
+    return isinstance(op, nn.Conv2DOp) and op.data_layout == "NCHW"
+
+
 class ConvToNHWC(RewritePattern):
-    """``conv2d`` NCHW/OIHW -> transpose, ``conv2d`` NHWC/OHWI, transpose back."""
+    """``conv2d`` / ``conv_integer`` NCHW/OIHW -> transpose, the conv in NHWC/OHWI,
+    transpose back."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, nn.Conv2DOp) or op.data_layout != "NCHW":
+        if not is_nchw_conv(op):
             return
+        assert isinstance(op, nn.Conv2DOp | nn.ConvIntegerOp)
         new_ops: list[Operation] = [x := nn.TransposeOp(op.input, TO_NHWC)]
         old_weight = op.weight.owner
         if isinstance(old_weight, nn.ConstantOp):
             w = nn.ConstantOp(old_weight.to_numpy().transpose(TO_NHWC))
         else:
             w = nn.TransposeOp(op.weight, TO_NHWC)
-        conv = nn.Conv2DOp(x, w, strides=op.strides, padding=op.padding,
-                           dilation=op.dilation, groups=op.groups, data_layout="NHWC",
-                           kernel_layout="OHWI")
+        window = {"strides": op.strides, "padding": op.padding, "dilation": op.dilation, "groups": op.groups,
+                  "data_layout": "NHWC", "kernel_layout": "OHWI"}
+        if isinstance(op, nn.ConvIntegerOp):
+            conv = nn.ConvIntegerOp(x, w, op.input_zero_point, op.weight_zero_point, **window)
+        else:
+            conv = nn.Conv2DOp(x, w, **window)
         back = nn.TransposeOp(conv, TO_NCHW)
         new_ops += [w, conv, back]
         rewriter.replace(op, new_ops)
@@ -84,7 +98,11 @@ def _relayout_properties(op: Operation) -> dict | None:
     props = dict(op.properties)
     if isinstance(op, nn.UnaryOp) and not op.properties:
         return props  # relu, sigmoid, tanh
-    if isinstance(op, nn.ElementwiseUnaryOp):  # scalar properties (alpha, min, ...)
+    if isinstance(op, nn.ElementwiseUnaryOp):  # scalar properties (alpha, min, ...), casts
+        return props
+    if isinstance(op, nn.QuantizationOp) and not op.block_size:  # scale and zero point: scalars or per axis
+        if op.channel_axis() is not None:
+            props["axis"] = IntegerAttr(_NHWC_AXIS[op.axis % 4], i64)
         return props
     if isinstance(op, nn.Pool2DOp | nn.GlobalAvgPool2DOp):
         if op.layout != "NCHW":
@@ -186,7 +204,8 @@ class ComposeTransposes(RewritePattern):
 
 @dataclass(frozen=True)
 class ConvertLayout(ModulePass):
-    """Convert ``nn.conv2d`` to the ``conv2d`` layout and minimise the transposes."""
+    """Convert ``nn.conv2d`` (and 2-d ``nn.conv_integer``) to the ``conv2d`` layout and
+    minimise the transposes."""
 
     name = "convert-layout"
 

@@ -1,8 +1,9 @@
-"""``nn.matmul_integer`` on CUTLASS's int8 tensor-core GEMM (issue 20): the Sm80 IMMA
-kernel (mma 16x8x32, i32 accumulation, TN, 16-element accesses) in s8 x s8 and u8 x s8,
-compiled by NVRTC for sm_80 and sm_90 with IMMA in its SASS; the pattern table's and the
-codegen's limits (other zero points, alignments and layouts stay on the native kernel); and
-compiled models whose simulated-device results equal the reference exactly.
+"""``nn.matmul_integer`` on CUTLASS's int8 tensor-core GEMM (issue 20), and NHWC
+``nn.conv_integer`` on its int8 implicit-GEMM convolution: the Sm80 IMMA kernels (mma
+16x8x32, i32 accumulation, 16-element accesses) in s8 x s8 and u8 x s8, compiled by NVRTC
+for sm_80 and sm_90 with IMMA in their SASS; the pattern table's and the codegen's limits
+(other zero points, alignments and layouts stay on the native kernel); and compiled models
+whose simulated-device results equal the reference exactly.
 
 One NVRTC program per arch holds every entry (module-scoped fixture, cached)."""
 
@@ -27,6 +28,12 @@ FORMS = [
     ("gemm_u8_s8_bias", KernelSpec.dense(None, 96, 64, "uint8", "bias", dtype_b="int8")),
     ("gemm_s8_big", KernelSpec.dense(4096, 1024, 1024, "int8", "bias")),
 ]
+CONV_FORMS = [
+    # a run-time batch; 3x3 over 32 channels (K = 288), padded, and a strided 1x1 (K = 64)
+    ("conv_s8", KernelSpec.conv2d((None, 16, 16, 32), (64, 3, 3, 32), (1, 1), (1, 1, 1, 1), (1, 1), "int8")),
+    ("conv_u8_s8_bias", KernelSpec.conv2d((None, 16, 16, 64), (32, 1, 1, 64), (2, 2), (0, 0, 0, 0), (1, 1),
+                                          "uint8", "bias", dtype_b="int8")),
+]
 
 
 @pytest.fixture(scope="module", params=["sm_80", "sm_90"])
@@ -35,11 +42,12 @@ def int8_sass(request):
     from support.sass import compiled_sass
 
     sm = int(request.param.removeprefix("sm_"))
-    source = emit_module([(name, spec, choose_config(spec, sm)) for name, spec in FORMS])
+    forms = FORMS + CONV_FORMS
+    source = emit_module([(name, spec, choose_config(spec, sm)) for name, spec in forms])
     _, functions = compiled_sass(source.code, arch=request.param)
     return request.param, source, {
         name: functions.get(e.name, "") + functions.get(e.kernel_type + "_run", "")
-        for name, e in ((name, source.entries[name]) for name, _ in FORMS)
+        for name, e in ((name, source.entries[name]) for name, _ in forms)
     }
 
 
@@ -56,6 +64,39 @@ def test_every_int8_form_multiplies_on_imma(int8_sass) -> None:
     # u8 x s8 is its own IMMA form
     assert re.search(r"IMMA\.16832\.U8\.S8", bodies["gemm_u8_s8_bias"]), bodies["gemm_u8_s8_bias"][:2000]
     assert re.search(r"IMMA\.16832\.S8\.S8", bodies["gemm_s8"])
+
+
+def test_int8_convolutions_multiply_on_imma(int8_sass) -> None:
+    """The implicit-GEMM convolutions: IMMA (u8 x s8 its own form), a cp.async main loop,
+    no float math, and no spills: the Params the runner builds on the device live in a
+    528-byte stack frame (ptxas -v: 0 bytes of spill stores and loads), written
+    once (the STL) and read where the optimized filter iterator indexes its increments (the
+    LDL, as the f16 convolution's; a launch-parameter Params would be read from constant
+    memory)."""
+    arch, source, bodies = int8_sass
+    for name, _spec in CONV_FORMS:
+        cfg, body = source.entries[name].config, bodies[name]
+        assert cfg.iterator_algorithm == "optimized" and (cfg.alignment_a, cfg.alignment_b) == (16, 16)
+        imma = re.findall(r"\bIMMA\.16832\S*", body)
+        assert len(imma) >= 32, f"{arch} {name} ({cfg.name}): {len(imma)} IMMA"
+        assert not re.search(r"\b(HMMA|FFMA)\b", body), name
+        assert "LDGSTS" in body, name
+        assert len(re.findall(r"\bLDL\b", body)) <= 4, f"{name} reads local memory beyond its Params"
+    assert re.search(r"IMMA\.16832\.U8\.S8", bodies["conv_u8_s8_bias"])
+    assert re.search(r"IMMA\.16832\.S8\.S8", bodies["conv_s8"])
+
+
+def test_int8_convolution_configuration_and_names() -> None:
+    spec = CONV_FORMS[1][1]
+    cfg = choose_config(spec, 80)
+    assert cfg.name == "cutlass_tensorop_i16832fprop_optimized_u8_s8_128x64_64x3_nhwc_align16_bias"
+    assert (cfg.instruction_shape, cfg.math, cfg.stages, cfg.alignment_c) == ((16, 8, 32), "imma", 3, 4)
+    assert spec.role_dtype("x") == "uint8" and spec.role_dtype("w") == "int8" and spec.role_dtype("bias") == "int32"
+    assert spec.input_names == ("x", "w", "za", "zb", "bias")
+    code = emit_module([("e", spec, cfg)]).code
+    assert "DefaultConv2dFprop<\n    uint8_t, cutlass::layout::TensorNHWC, int8_t" in code
+    assert "cutlass::arch::OpMultiplyAddSaturate, cutlass::conv::IteratorAlgorithm::kOptimized" in code
+    assert "LinearCombination<int32_t, 4, int32_t, int32_t>" in code and "Params(1, 1)" in code
 
 
 def test_int8_configuration_and_names() -> None:
@@ -77,6 +118,10 @@ def test_int8_configuration_and_names() -> None:
     (lambda: KernelSpec.dense(None, 64, 64, "int8", "bias_relu"), "no bias_relu epilogue"),
     (lambda: KernelSpec.dense(None, 64, 64, "float16", dtype_b="int8"), "only int8 GEMMs mix"),
     (lambda: choose_config(KernelSpec.dense(None, 64, 64, "int8"), 75), "need sm >= 80"),
+    (lambda: KernelSpec.conv2d((1, 8, 8, 24), (32, 3, 3, 24), dtype="int8"), "C = 24 is not a multiple of 16"),
+    (lambda: KernelSpec.conv2d((1, 8, 8, 32), (30, 3, 3, 32), dtype="int8"), "N = 30 is not a multiple of 4"),
+    (lambda: KernelSpec.conv2d((1, 8, 8, 32), (32, 3, 3, 32), dtype="int8", epilogue="bias_relu"),
+     "no bias_relu epilogue"),
 ])
 def test_int8_limits(build, message) -> None:
     with pytest.raises(UnsupportedKernel, match=message):
@@ -117,6 +162,41 @@ def test_simulated_device_equals_the_reference(tmp_path, a_type, za) -> None:
         a = np.random.default_rng(batch).integers(info.min, info.max + 1, (batch, 5, 64), dtype=a_type)
         (got,) = exe.run(a)
         (want,) = run(module, a)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
+
+
+def _conv_integer_model(channels: int, zw: int = 0) -> onnx.ModelProto:
+    """ConvInteger of a [batch, channels, 9, 9] s8 input (no zero point) and a constant
+    [16, channels, 3, 3] s8 weight, padded, stride 2."""
+    w = np.random.default_rng(2).integers(-128, 128, (16, channels, 3, 3), dtype=np.int8)
+    node = helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])
+    graph = helper.make_graph(
+        [node], "ci", [helper.make_tensor_value_info("x", TensorProto.INT8, ["batch", channels, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0, np.int8), "zx"),
+         numpy_helper.from_array(np.array(zw, np.int8), "zw")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+
+
+@pytest.mark.parametrize("channels, zw, target", [(32, 0, "cutlass"), (24, 0, "cuda"), (32, 3, "cuda")],
+                         ids=["cutlass", "channels_not_16x", "weight_zero_point"])
+def test_simulated_convolution_equals_the_reference(channels, zw, target) -> None:
+    """An s8 ConvInteger with a run-time batch, converted to NHWC: with 32 channels and
+    zero points of 0 it is the CUTLASS int8 convolution, whose i32 result on the simulated
+    device equals the reference exactly (full-range operands, two batch sizes); 24
+    channels (not 16-aligned) or a weight zero point stay on the native kernel."""
+    m = _conv_integer_model(channels, zw)
+    module = import_onnx(m)
+    exe = partita.compile(m, ["cuda -arch=sm_80", "cutlass -sm=80", "llvm"], partitioner="eager")
+    rows = [row for row in exe.partitions if "nn.conv_integer" in row.ops]
+    assert [row.target for row in rows] == [target]
+    if target == "cutlass":
+        assert rows[0].composite == "cutlass.conv_integer"
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).integers(-128, 128, (batch, channels, 9, 9), dtype=np.int8)
+        (got,) = exe.run(x)
+        (want,) = run(module, x)
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, want)
 
@@ -167,17 +247,34 @@ func.func @main(%a: tensor<4x64xi8>, %w: tensor<32x64xi8>) -> tensor<4x32xi32> {
 """
 
 
-def test_codegen_refuses_zero_points_it_cannot_prove_zero() -> None:
+CODEGEN_NONZERO_CONV = """
+func.func @main(%x: tensor<1x4x4x16xi8>, %w: tensor<8x1x1x16xi8>) -> tensor<1x4x4x8xi32> {
+  %zx = nn.constant dense<0> : tensor<i8>
+  %zw = nn.constant dense<[0, 0, 0, 0, 0, 0, 0, 1]> : tensor<8xi8>
+  %0 = byoc.partition(%x, %w, %zx, %zw) {byoc.compiler = "cutlass", byoc.global_symbol = "conv_0"} ({
+  ^bb0(%a: tensor<1x4x4x16xi8>, %b: tensor<8x1x1x16xi8>, %p: tensor<i8>, %q: tensor<8xi8>):
+    %1 = nn.conv_integer %a, %b, %p, %q {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<1x4x4x16xi8>, tensor<8x1x1x16xi8>, tensor<i8>, tensor<8xi8>) -> tensor<1x4x4x8xi32>
+    byoc.yield %1 : tensor<1x4x4x8xi32>
+  }) : (tensor<1x4x4x16xi8>, tensor<8x1x1x16xi8>, tensor<i8>, tensor<8xi8>) -> tensor<1x4x4x8xi32>
+  func.return %0 : tensor<1x4x4x8xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("text, what", [(CODEGEN_NONZERO, "GEMM"), (CODEGEN_NONZERO_CONV, "convolution")],
+                         ids=["gemm", "conv"])
+def test_codegen_refuses_zero_points_it_cannot_prove_zero(text, what) -> None:
     """The kernel takes the zero points as arguments it never reads: the codegen checks
-    every call passes constant zeros (a hand-written partition with za = 1 is refused)."""
+    every call passes constant zeros (a hand-written partition with za = 1, or one weight
+    zero point of 1, is refused)."""
     from partita.dialects import make_context
     from partita.ir import parse_module
     from partita.lowering.cutlass.codegen import cutlass_functions, partition_kernel
     from partita.lowering.functions import outline_compiler_partitions
 
-    module = parse_module(CODEGEN_NONZERO, make_context(), "nonzero")
+    module = parse_module(text, make_context(), "nonzero")
     outline_compiler_partitions(module, "cutlass")
     (function,) = cutlass_functions(module)
-    with pytest.raises(PartitaError, match="zero points that are constant zeros"):
+    with pytest.raises(PartitaError, match=f"int8 CUTLASS {what} takes zero points that are constant zeros"):
         partition_kernel(function)
     assert check_matmul_integer is not None  # the pattern predicate the partitioners ask

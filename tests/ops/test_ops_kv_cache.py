@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from xdsl.dialects import func
-from xdsl.passes import PassPipeline
 from frontends.test_kv_cache_import import attention_nodes  # the decoder step's attention
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+from xdsl.dialects import func
+from xdsl.passes import PassPipeline
 
 import partita
 from partita.dialects import make_context

@@ -7,12 +7,13 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerType, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     result_def,
 )
 from xdsl.utils.exceptions import VerifyException
@@ -388,7 +389,9 @@ class Conv3DTransposeOp(ConvTransposeOp):
 class ConvIntegerOp(IntegerProductOp):
     """``conv(input - input_zero_point, weight - weight_zero_point)`` with i32
     accumulation and result (ONNX ConvInteger) over 1 to 3 spatial dims: ``NC<spatial>``
-    i8 / ui8 data, ``OI<spatial>`` i8 / ui8 weight, grouped when ``groups > 1``. The input
+    i8 / ui8 data with an ``OI<spatial>`` i8 / ui8 weight, or channels-last data with an
+    ``O<spatial>I`` weight (``data_layout`` / ``kernel_layout``, as ``conv<n>d``'s; absent:
+    channels first), grouped when ``groups > 1``. The input
     zero point is one element of the input's type, the weight's one element or one per
     output channel of the weight's type; the padding cells hold the input zero point (they
     add nothing). ``padding`` is the leading pad of each spatial dim, then the trailing
@@ -405,6 +408,10 @@ class ConvIntegerOp(IntegerProductOp):
     padding_attr = _ints_prop("padding")
     dilation_attr = _ints_prop("dilation")
     groups_attr = _int_prop("groups", 1)
+    # The rank varies (1 to 3 spatial dims), so the default (channels first) is no fixed
+    # string: absent means it, and only another layout is spelled.
+    data_layout_attr = opt_prop_def(StringAttr, prop_name="data_layout")
+    kernel_layout_attr = opt_prop_def(StringAttr, prop_name="kernel_layout")
     strides = _value("strides")
     padding = _value("padding")
     dilation = _value("dilation")
@@ -415,9 +422,15 @@ class ConvIntegerOp(IntegerProductOp):
     def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation,
                  input_zero_point: SSAValue | Operation, weight_zero_point: SSAValue | Operation,
                  strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
-                 groups: int | None = None, result_type: Attribute | None = None):
+                 groups: int | None = None, result_type: Attribute | None = None,
+                 data_layout: str | None = None, kernel_layout: str | None = None):
+        if kernel_layout is None and data_layout is not None:
+            kernel_layout = kernel_layout_for(data_layout)
+        if data_layout is not None and data_layout.index("C") == 1 and kernel_layout == kernel_layout_for(data_layout):
+            data_layout = kernel_layout = None  # channels first: the default, left unspelled
         _init(self, [input, weight, input_zero_point, weight_zero_point], result_type,
-              strides=strides, padding=padding, dilation=dilation, groups=groups)
+              strides=strides, padding=padding, dilation=dilation, groups=groups,
+              data_layout=data_layout, kernel_layout=kernel_layout)
 
     @property
     def SPATIAL(self) -> int:
@@ -426,11 +439,13 @@ class ConvIntegerOp(IntegerProductOp):
 
     @property
     def data_layout(self) -> str:
-        return channels_first(self.SPATIAL)
+        attr = self.data_layout_attr
+        return channels_first(self.SPATIAL) if attr is None else attr.data
 
     @property
     def kernel_layout(self) -> str:
-        return kernel_layout_for(self.data_layout)
+        attr = self.kernel_layout_attr
+        return kernel_layout_for(self.data_layout) if attr is None else attr.data
 
     def factors(self) -> tuple[tuple[SSAValue, SSAValue, str], ...]:
         return (self.input, self.input_zero_point, "input"), (self.weight, self.weight_zero_point, "weight")
@@ -449,15 +464,7 @@ class ConvIntegerOp(IntegerProductOp):
         return infer_conv_shape(x, w, self.strides, self.padding, self.dilation, self.groups,
                                 self.data_layout, self.kernel_layout, rank)
 
-    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
-        """Symbolic result dims (shape functions)."""
-        rank = self.SPATIAL
-        x, w = dims(self.input), dims(self.weight)
-        out = [x[0], w[0]]
-        for k in range(rank):
-            out.append(arith.window(x[2 + k], w[2 + k], self.strides[k], self.padding[k],
-                                    self.padding[rank + k], self.dilation[k], False, self))
-        return out
+    result_dims = ConvOp.result_dims
 
 
 class PoolOp(UnaryOp):

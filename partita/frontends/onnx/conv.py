@@ -1,15 +1,22 @@
 """ONNX converters of convolutions and pools (1-d, 2-d and 3-d), and of Col2Im and
-MaxUnpool."""
+MaxUnpool. A QDQ convolution (onnxruntime's static quantization) is the integer
+convolution its dequantized operands stand for, scaled once."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, static_length
+from partita.frontends.onnx.linalg import qdq_operands, scaled_product
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import const_ints, fail, shape_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from partita.frontends.onnx.importer import Importer
 
 CONV_OPS = {1: nn.Conv1DOp, 2: nn.Conv2DOp, 3: nn.Conv3DOp}
 CONV_TRANSPOSE_OPS = {1: nn.Conv1DTransposeOp, 2: nn.Conv2DTransposeOp,
@@ -78,15 +85,60 @@ def _bias(cx, out, ins, x):
     return out
 
 
+INT8_CONV_CHANNELS = 16
+"""The input channels an int8 tensor-core convolution reads per access (16 bytes): a
+convolution whose channel count is a multiple of it is laid out for one."""
+
+
+def integer_conv(cx: Importer, x: SSAValue, w: np.ndarray, zx: np.ndarray, strides, pads, dilations) -> SSAValue:
+    """``conv(x - zx, w)`` in i32 for a constant symmetric int8 weight (zero point 0, not
+    grouped). Laid out for int8 tensor cores, which read no zero points, when the channels
+    fit them (2-d, ``C % 16 == 0``): ``zx`` folded out of the product as TVM's QNN does,
+    the input padded with ``zx`` (the padding cells of ``x - zx`` hold 0) and
+    ``conv(x, w) - zx * sum(w)``, the second term an i32 row per output channel (added
+    after the product: its epilogue's bias). Both sides are integers: the rewrite is exact.
+    Any other convolution keeps ``zx`` in the op (the native kernel subtracts it)."""
+    rank = w.ndim - 2
+    zero_w = cx.tensor(np.zeros((), w.dtype))
+    fold = bool(zx) and rank == 2 and w.shape[1] % INT8_CONV_CHANNELS == 0
+    if not fold:
+        return cx.emit(nn.ConvIntegerOp(x, cx.tensor(w), cx.tensor(zx), zero_w, strides=strides, padding=pads,
+                                        dilation=dilations))
+    if any(pads):
+        x = cx.emit(nn.PadOp(x, [0, 0, *pads[:rank]], [0, 0, *pads[rank:]], pad_value=float(zx)))
+    out = cx.emit(nn.ConvIntegerOp(x, cx.tensor(w), cx.tensor(np.zeros((), zx.dtype)), zero_w, strides=strides,
+                                   padding=[0] * (2 * rank), dilation=dilations))
+    offset = zx.astype(np.int64) * w.astype(np.int64).sum(axis=tuple(range(1, w.ndim)))
+    row = (-offset).astype(np.int32).reshape(1, -1, *[1] * rank)  # wraps as the i32 accumulator does
+    return cx.emit(nn.AddOp(out, cx.tensor(row)))
+
+
+def _qdq_conv(cx: Importer, x: SSAValue, weight: str, strides, pads, dilations, groups: int) -> SSAValue | None:
+    """The QDQ form of a quantized Conv, ``Conv(DequantizeLinear(xq), DequantizeLinear(wq))``
+    (onnxruntime's static quantization), as the integer convolution it stands for, scaled
+    once by ``sx * sw`` (as ``_qdq_matmul``): a per-tensor activation and a symmetric weight
+    quantized per tensor or per output channel (axis 0). A grouped (depthwise) one or an
+    asymmetric weight keeps the float convolution of the dequantized values (None)."""
+    if groups != 1:
+        return None
+    q = qdq_operands(cx, x, weight, len(shape_of(x)), 0, symmetric=True)
+    if q is None:
+        return None
+    product = integer_conv(cx, q.dequantize.input, q.weight, q.zero_point, strides, pads, dilations)
+    return scaled_product(cx, q, product, [1, -1, *[1] * (q.weight.ndim - 2)])
+
+
 @converter("Conv")
 def _conv(cx, ins, attrs):
     x = cx.tensor(ins[0])
-    w = cx.tensor(ins[1], x)
     rank = _spatial_rank(shape_of(x), "Conv")
-    kernel = _kernel_shape(attrs, shape_of(w))
+    kernel = _kernel_shape(attrs, shape_of(ins[1]) if isinstance(ins[1], SSAValue) else np.shape(ins[1]))
     strides, pads, dilations = spatial_attrs(attrs, shape_of(x), kernel)
-    out = cx.emit(CONV_OPS[rank](x, w, strides=strides, padding=pads, dilation=dilations,
-                                 groups=attrs.get("group", 1)))
+    groups = attrs.get("group", 1)
+    out = _qdq_conv(cx, x, cx.node.input[1], strides, pads, dilations, groups)
+    if out is None:
+        out = cx.emit(CONV_OPS[rank](x, cx.tensor(ins[1], x), strides=strides, padding=pads, dilation=dilations,
+                                     groups=groups))
     return _bias(cx, out, ins, x)
 
 

@@ -100,7 +100,8 @@ class Importer:
         self._used_names: dict[int, tuple[onnx.GraphProto, set[str]]] = {}  # id(graph) -> it, the names it reads
         self.dequantized: dict[str, QuantizedConstant] = {}
         """Constants a DequantizeLinear folded, by output name, with their integers kept: a
-        MatMul of two dequantized operands is built as the integer product (``linalg``)."""
+        MatMul or Conv of two dequantized operands is built as the integer product
+        (``linalg``, ``conv``)."""
         self.orphans: list[Operation] = []
         """Ops a converter bypassed (a dequantize whose integers it reads instead): erased at
         the end of the import when nothing else reads them."""

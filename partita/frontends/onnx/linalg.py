@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.ir import SSAValue
@@ -65,35 +67,71 @@ def _constant(v: SSAValue) -> np.ndarray | None:
     return v.owner.to_numpy() if isinstance(v.owner, nn.ConstantOp) else None
 
 
-def _qdq_matmul(cx: Importer, a: Value, weight: str, transposed: bool = False) -> SSAValue | None:
-    """The QDQ form of a quantized MatMul (or Gemm, its weight ``transposed``: ``[N, K]``),
-    ``DequantizeLinear(xq) @ DequantizeLinear(wq)`` (onnxruntime's static quantization), as
-    the integer product it stands for: ``sx * sw * ((xq - zx) @ (wq - zw))``, an int8 GEMM
-    (tensor cores for a symmetric weight) whose i32 result is scaled once, as onnxruntime's
-    own QDQ fusion computes it (``MatMulIntegerToFloat``). It needs a per-tensor activation
-    and a 2-D weight quantized per tensor or per output column (zero points of 0); else
-    None (the float product of the dequantized operands)."""
+@dataclass(frozen=True)
+class QDQOperands:
+    """A float product ``DequantizeLinear(xq) x DequantizeLinear(wq)`` (onnxruntime's static
+    quantization, QDQ format) read as the integer product it stands for,
+    ``sx * sw * ((xq - zx) x (wq - zw))``: the activation's per-tensor dequantize (bypassed:
+    its integers are read), its zero point, the constant quantized weight with its zero
+    point, and ``sx * sw`` (f64, then ``sx``'s type: one rounding), one element or one per
+    output channel."""
+
+    dequantize: nn.DequantizeOp
+    zero_point: np.ndarray
+    weight: np.ndarray
+    weight_zero_point: np.ndarray
+    scale: np.ndarray
+
+
+def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: int,
+                 symmetric: bool = False) -> QDQOperands | None:
+    """The integer operands of a QDQ product of activation ``a`` and the dequantized
+    constant ``weight`` (by name; ``rank`` dims, its output channels along
+    ``channel_axis``): a per-tensor activation and a weight quantized per tensor or per
+    output channel, per-channel zero points 0 (they do not factor out of the product), and
+    any weight zero point 0 when ``symmetric``. None for anything else (the float product
+    of the dequantized operands stays)."""
     record = cx.dequantized.get(weight)
     dequantize = a.owner if isinstance(a, SSAValue) else None
     if record is None or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
         return None
     sx, zx = _constant(dequantize.scale), _constant(dequantize.zero_point)
     wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
-    if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != 2 or len(shape_of(a)) < 2:
+    if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != rank:
         return None
-    column_axis = 0 if transposed else 1  # the output channels' axis of the stored weight
-    if transposed:
-        wq = wq.T
-    per_column = sw.size == wq.shape[1] and sw.size > 1
-    if not (sw.size == 1 or per_column and record.axis % 2 == column_axis) or zw.size not in (1, sw.size):
+    per_channel = sw.size == wq.shape[channel_axis] and sw.size > 1
+    if not (sw.size == 1 or per_channel and record.axis % rank == channel_axis) or zw.size not in (1, sw.size):
         return None
-    if zw.size > 1 and zw.any():  # per-column zero points do not factor out of the product
+    if (zw.size > 1 or symmetric) and zw.any():
         return None
-    product = integer_matmul(cx, dequantize.input, wq, zx.reshape(()), zw[:1].reshape(()))
     scale = (sx.astype(np.float64).reshape(()) * sw.astype(np.float64)).astype(sx.dtype)
-    cx.orphans.append(dequantize)
-    return cx.emit(nn.MultiplyOp(cx.emit(nn.CastOp(product, dequantize.result.type.element_type)),
-                                 cx.tensor(scale if per_column else scale.reshape(()))))
+    return QDQOperands(dequantize, zx.reshape(()), wq, zw[:1].reshape(()), scale if per_channel else scale.reshape(()))
+
+
+def scaled_product(cx: Importer, q: QDQOperands, product: SSAValue, channel_shape: Sequence[int]) -> SSAValue:
+    """The i32 ``product`` of ``q``'s integers in the activation's float type, scaled once
+    by ``sx * sw`` (a per-channel scale shaped ``channel_shape`` to broadcast over the
+    product), as onnxruntime's own QDQ fusions compute it; the bypassed dequantize is
+    erased at the end of the import when nothing else reads it."""
+    cx.orphans.append(q.dequantize)
+    scale = q.scale if q.scale.ndim == 0 else q.scale.reshape(channel_shape)
+    return cx.emit(nn.MultiplyOp(cx.emit(nn.CastOp(product, q.dequantize.result.type.element_type)),
+                                 cx.tensor(scale)))
+
+
+def _qdq_matmul(cx: Importer, a: Value, weight: str, transposed: bool = False) -> SSAValue | None:
+    """The QDQ form of a quantized MatMul (or Gemm, its weight ``transposed``: ``[N, K]``)
+    as an int8 GEMM (tensor cores for a symmetric weight) whose i32 result is scaled once
+    (onnxruntime's ``MatMulIntegerToFloat``): a 2-D weight quantized per tensor or per
+    output column; else None (the float product of the dequantized operands)."""
+    if not isinstance(a, SSAValue) or len(shape_of(a)) < 2:
+        return None
+    q = qdq_operands(cx, a, weight, 2, 0 if transposed else 1)  # the output channels' axis of the stored weight
+    if q is None:
+        return None
+    product = integer_matmul(cx, q.dequantize.input, q.weight.T if transposed else q.weight, q.zero_point,
+                             q.weight_zero_point)
+    return scaled_product(cx, q, product, [-1])
 
 
 @converter("MatMul")

@@ -148,12 +148,14 @@ def _batched_spec(main: Operation, epilogue_ops: Sequence[Operation], function: 
                                    broadcast_b=bool(dims["broadcast_b"]))
 
 
-def _zero_point_check(function: FuncOp, main: nn.MatmulIntegerOp) -> str:
-    """Why the zero points of an int8 GEMM partition are not known to be 0 ('' when every
-    call of ``function`` passes constant zeros): the IMMA kernel takes them as arguments
-    and does not read them (the frontend folds a lhs zero point into the bias row)."""
+def _zero_point_check(function: FuncOp, main: nn.IntegerProductOp) -> str:
+    """Why the zero points of an int8 GEMM or convolution partition are not known to be 0
+    ('' when every call of ``function`` passes constant zeros): the IMMA kernel takes them
+    as arguments and does not read them (the frontend folds an activation zero point into
+    the bias row)."""
     args = function.body.block.args
-    indices = [args.index(v) for v in (main.lhs_zero_point, main.rhs_zero_point) if v in args]
+    what = "convolution" if isinstance(main, nn.ConvIntegerOp) else "GEMM"
+    indices = [args.index(v) for _, v, _ in main.factors() if v in args]
     module = function.parent_op()
     name = function.sym_name.data
     calls = [op for op in module.walk() if isinstance(op, CallOp) and op.callee.string_value() == name] \
@@ -163,7 +165,7 @@ def _zero_point_check(function: FuncOp, main: nn.MatmulIntegerOp) -> str:
     for call in calls:
         for i in indices:
             if not is_zero_constant(call.arguments[i]):
-                return "an int8 CUTLASS GEMM takes zero points that are constant zeros (the native kernel takes others)"
+                return f"an int8 CUTLASS {what} takes zero points that are constant zeros (the native kernel takes others)"
     return ""
 
 
@@ -183,6 +185,27 @@ def _int8_spec(main: nn.MatmulIntegerOp, epilogue_ops: Sequence[Operation], func
         raise op_error(main, "an int8 CUTLASS GEMM adds an i32 bias row")
     m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
     return KernelSpec.dense(m, w[0], w[1], dtype_a, epilogue, dtype_b=dtype_b), bias
+
+
+def _int8_conv_spec(main: nn.ConvIntegerOp, epilogue_ops: Sequence[Operation], function: FuncOp
+                    ) -> tuple[KernelSpec, SSAValue | None]:
+    """The int8 conv2d spec of an NHWC / OHWI, non-grouped ``nn.conv_integer`` whose zero
+    points are constant zeros, [+ an i32 bias row]."""
+    if main.SPATIAL != 2 or main.data_layout != "NHWC" or main.kernel_layout != "OHWI" or main.groups != 1:
+        raise op_error(main, "an int8 CUTLASS convolution takes NHWC data, OHWI weights and groups = 1")
+    x, w = _shape(main.input), _shape(main.weight)
+    if any(d < 0 for d in x[1:]):
+        raise op_error(main, "an int8 CUTLASS convolution needs static H, W and C")
+    why = _zero_point_check(function, main)
+    if why:
+        raise op_error(main, why)
+    dtype_a, dtype_b = (nn.NUMPY_DTYPES[str(v.type.element_type)].name for v in (main.input, main.weight))  # type: ignore[attr-defined]
+    epilogue, bias = _epilogue(epilogue_ops, function, w[0], 3)
+    if bias is not None and str(bias.type.element_type) != "i32":  # type: ignore[attr-defined]
+        raise op_error(main, "an int8 CUTLASS convolution adds an i32 bias row")
+    spec = KernelSpec.conv2d((_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding),
+                             tuple(main.dilation), dtype_a, epilogue, dtype_b=dtype_b)
+    return spec, bias
 
 
 def partition_kernel(function: FuncOp) -> PartitionKernel:
@@ -223,9 +246,12 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
                 _dtype(main), epilogue,
             )
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
+        elif isinstance(main, nn.ConvIntegerOp):
+            spec, bias = _int8_conv_spec(main, epilogue_ops, function)
+            roles = {main.input: "x", main.weight: "w", main.weight_zero_point: "zb", main.input_zero_point: "za"}
         else:
-            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer and NHWC "
-                                 "conv2d do)")
+            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, NHWC "
+                                 "conv2d and NHWC conv_integer do)")
     except UnsupportedKernel as err:
         raise op_error(function, str(err)) from None
     if bias is not None:

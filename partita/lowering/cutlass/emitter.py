@@ -17,8 +17,8 @@ Entry ABI (C calling convention, all parameters by value)::
                                                //   dense: x, w[, bias | residual]
                                                //   batch_matmul: a, b[, bias]
                                                //   conv2d: x, w[, bias]
-                                               //   (an int8 GEMM: x, w, za, zb[, bias],
-                                               //   i32 bias and output)
+                                               //   (an int8 GEMM or convolution: x, w,
+                                               //   za, zb[, bias], i32 bias and output)
           T* out,                              // the output tensor
           int* workspace,                      // ONLY when split_k > 1
           int d_0, ...)                        // every problem dim (GEMM_DIMS):
@@ -327,9 +327,26 @@ def _int8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"    cutlass::arch::OpMultiplyAddSaturate>::GemmKernel;\n")
 
 
+def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    """An Sm80 IMMA implicit-GEMM convolution (fprop, optimized iterators): s8 / u8 NHWC
+    data and an OHWI (CUTLASS's KRSC, its "NHWC" filter) s8 / u8 filter, i32 accumulators,
+    an i32 linear combination into an i32 NHWC output."""
+    epi = _EPILOGUE[spec.epilogue].format(args=f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
+    return (
+        f"using {alias} = typename cutlass::conv::kernel::DefaultConv2dFprop<\n"
+        f"    {_CTYPE[spec.dtype]}, cutlass::layout::TensorNHWC, {_CTYPE[spec.b_dtype]}, cutlass::layout::TensorNHWC,\n"
+        f"    int32_t, cutlass::layout::TensorNHWC, int32_t, cutlass::arch::OpClassTensorOp, "
+        f"cutlass::arch::Sm{cfg.arch_tag},\n"
+        f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
+        f"    {epi},\n"
+        f"    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>, {cfg.stages},\n"
+        f"    cutlass::arch::OpMultiplyAddSaturate, cutlass::conv::IteratorAlgorithm::kOptimized,\n"
+        f"    cutlass::conv::StrideSupport::kStrided, {cfg.alignment_a}, {cfg.alignment_b}>::Kernel;\n")
+
+
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     if spec.is_int8:
-        return _int8_gemm_decl(alias, spec, cfg)
+        return (_int8_conv_decl if spec.op == "conv2d" else _int8_gemm_decl)(alias, spec, cfg)
     T = _CTYPE[spec.dtype]
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
@@ -454,10 +471,10 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             "      dilation_h, dilation_w, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
             "  typename Kernel::Arguments args(problem,",
             f"      {{const_cast<{T}*>(x), cutlass::layout::TensorNHWC::packed({{N, H, W, C}})}},",
-            f"      {{const_cast<{T}*>(w), cutlass::layout::TensorNHWC::packed({{K, R, S, C}})}},",
-            f"      {{const_cast<{T}*>({src}), {bias_layout}}},",
+            f"      {{const_cast<{TB}*>(w), cutlass::layout::TensorNHWC::packed({{K, R, S, C}})}},",
+            f"      {{const_cast<{TC}*>({src}), {bias_layout}}},",
             "      {out, cutlass::layout::TensorNHWC::packed({N, P, Q, K})},",
-            f"      typename Kernel::EpilogueOutputOp::Params(1.0f, {beta}));",
+            f"      typename Kernel::EpilogueOutputOp::Params({alpha}, {beta}));",
             "  typename Kernel::Params params(args, nullptr);",
         ]
     lines += [

@@ -16,6 +16,9 @@ Quantized GEMMs (``nn.matmul_integer``) are ``dense`` specs of dtype ``int8`` / 
 ``mma.sync.m16n8k32`` with ``satfinite``, CUTLASS's only Sm80 int8 form), i32 accumulation,
 an i32 output and an i32 epilogue (``D = acc + C``, C the bias row), so every sum is
 exact. They read A row-major and B column-major (TN), 16 elements (bytes) per access.
+Quantized convolutions (``nn.conv_integer``, NHWC / OHWI) are ``conv2d`` specs of the same
+dtypes on the same IMMA path: an implicit GEMM whose K (``R * S * C``) is read 16 channels
+per access, so C must be a multiple of 16.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from cutlass_library.gemm_operation import GemmOperation
 from cutlass_library.library import (
     ConvKind,
     DataType,
+    DataTypeNames,
     EpilogueFunctor,
     GemmKind,
     IteratorAlgorithm,
@@ -84,8 +88,17 @@ def _pair(v, what: str) -> tuple[int, int]:
 
 def _why_not_int8(spec: KernelSpec) -> str:
     """Why an int8 spec has no IMMA kernel here ('' when it has one)."""
+    if spec.op == "conv2d":
+        if spec.epilogue not in ("none", "bias"):
+            return f"int8 CUTLASS convolutions take no {spec.epilogue} epilogue (an i32 bias row at most)"
+        k, r, s, c = spec.filter_shape  # type: ignore[misc]
+        if c % 16:
+            # the optimized iterators read 16 channels (bytes) per access; fewer-channel
+            # iterators would read 4 or 8, not worth a kernel type: the native kernel takes it
+            return f"int8 CUTLASS convolutions read 16 channels per access: C = {c} is not a multiple of 16"
+        return why_not_int8_gemm(k, r * s * c)
     if spec.op != "dense" or spec.layout != "tn":
-        return "int8 CUTLASS GEMMs are dense (TN: A row-major, B [N, K] column-major)"
+        return "int8 CUTLASS GEMMs are dense (TN: A row-major, B [N, K] column-major) or NHWC convolutions"
     if spec.epilogue not in ("none", "bias"):
         return f"int8 CUTLASS GEMMs take no {spec.epilogue} epilogue (an i32 bias row at most)"
     return why_not_int8_gemm(spec.N, spec.K)
@@ -104,7 +117,8 @@ class KernelSpec:
       0). Any of ``batch``, ``M``, ``N``, ``K`` may be ``None`` (a run-time argument).
     * ``conv2d``: NHWC input ``[N,H,W,C]``, OHWI filter ``[K,R,S,C]``, output
       NHWC ``[N,P,Q,K]`` (+ bias[K]); ``N`` may be ``None``.  ``padding`` is
-      ``(top, left, bottom, right)``.
+      ``(top, left, bottom, right)``.  In ``int8`` / ``uint8`` (``dtype_b``: the
+      filter's type when it differs) the output and bias are i32.
 
     float16 accumulates in float32; the output has the input's dtype.  Use the
     ``dense`` / ``batch_matmul`` / ``conv2d`` class methods to build one.
@@ -128,7 +142,8 @@ class KernelSpec:
     #: batch ("", "a" or "b"); strings, as kernel records hold no booleans
     layout: str = "tn"
     broadcast: str = ""
-    #: int8 GEMMs only: B's element type when it is not A's (``uint8`` A times ``int8`` B)
+    #: int8 GEMMs and convolutions only: B's element type when it is not A's (``uint8``
+    #: A times ``int8`` B)
     dtype_b: str = ""
 
     # -- constructors ------------------------------------------------------
@@ -192,7 +207,7 @@ class KernelSpec:
     @classmethod
     def conv2d(cls, input_shape, filter_shape, strides=(1, 1), padding=(0, 0),
                dilation=(1, 1), dtype: str = "float16",
-               epilogue: str = "none") -> KernelSpec:
+               epilogue: str = "none", dtype_b: str = "") -> KernelSpec:
         pad = tuple(int(p) for p in ((padding,) if isinstance(padding, int) else padding))
         if len(pad) == 1:
             pad = pad * 4
@@ -205,7 +220,7 @@ class KernelSpec:
                    input_shape=(None if n is None else int(n), int(h), int(w), int(c)),
                    filter_shape=tuple(int(x) for x in filter_shape),
                    strides=_pair(strides, "strides"), padding=pad,  # type: ignore[arg-type]
-                   dilation=_pair(dilation, "dilation"))
+                   dilation=_pair(dilation, "dilation"), dtype_b="" if dtype_b == dtype else dtype_b)
 
     # -- validation and derived shapes ------------------------------------
     def __post_init__(self) -> None:
@@ -218,10 +233,6 @@ class KernelSpec:
         if self.dtype_b and not (self.is_int8 and self.dtype_b in INT8_DTYPES):
             raise UnsupportedKernel(f"operands of {self.dtype} and {self.dtype_b}: only int8 GEMMs mix "
                                     "signedness (u8 x s8)")
-        if self.is_int8:
-            why = _why_not_int8(self)
-            if why:
-                raise UnsupportedKernel(why)
         if self.op == "conv2d":
             if self.input_shape is None or self.filter_shape is None:
                 raise UnsupportedKernel("conv2d needs input_shape and filter_shape")
@@ -237,6 +248,10 @@ class KernelSpec:
                 raise UnsupportedKernel(f"{self.op}: N and K must be static")
         elif self.layout not in ("tn", "tt", "nn", "nt") or self.broadcast not in ("", "a", "b"):
             raise UnsupportedKernel(f"batch_matmul: bad layout {self.layout!r} / broadcast {self.broadcast!r}")
+        if self.is_int8:  # after the shape checks: a convolution's filter channels are read
+            why = _why_not_int8(self)
+            if why:
+                raise UnsupportedKernel(why)
 
     @property
     def output_hw(self) -> tuple[int, int]:
@@ -474,12 +489,14 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     if spec.is_int8:
         if sm < 80:
             raise UnsupportedKernel(f"int8 CUTLASS GEMMs need sm >= 80 (mma 16x8x32), not sm_{sm}")
-        # CUTLASS's own Sm80 int8 tiles: K 64 (two mma 16x8x32 steps per warp tile), 3 stages
+        # CUTLASS's own Sm80 int8 tiles: K 64 (two mma 16x8x32 steps per warp tile), 3 stages;
+        # a convolution with the optimized iterators (C % 16 == 0, KernelSpec checks it)
+        conv = spec.op == "conv2d"
         tb = {"big": (128, 128, 64), "medium": (128, 64, 64), "small": (64, 64, 64)}[cls]
         cfg = KernelConfig(opcode_class="tensorop", arch_tag=80, instruction_shape=(16, 8, 32),
                            threadblock=tb, warp_count=(2, 2, 1), stages=3, alignment_a=16,
-                           alignment_b=16, alignment_c=4, split_k=1, swizzle=8, iterator_algorithm="",
-                           math="imma")
+                           alignment_b=16, alignment_c=4, split_k=1, swizzle=4 if conv else 8,
+                           iterator_algorithm="optimized" if conv else "", math="imma")
         return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
     math_kind = "hfma" if dt == "float16" else "ffma"
     # TF32 takes any alignment: cp.async moves 4, 8 or 16 bytes, so even one f32 works.
@@ -553,6 +570,12 @@ def _operation(spec: KernelSpec, cfg: KernelConfig):
         mi = MathInstruction(list(cfg.instruction_shape), elt, elt_b, out, opclass,
                              MathOperation.multiply_add_saturate)
         td = TileDescription(list(cfg.threadblock), cfg.stages, list(cfg.warp_count), mi, cfg.arch_tag, 1024)
+        if spec.op == "conv2d":
+            return Conv2dOperation(ConvKind.Fprop, IteratorAlgorithm.Optimized, cfg.arch_tag, td,
+                                   TensorDescription(elt, LayoutType.TensorNHWC, cfg.alignment_a),
+                                   TensorDescription(elt_b, LayoutType.TensorNHWC, cfg.alignment_b),
+                                   TensorDescription(out, LayoutType.TensorNHWC, cfg.alignment_c), out,
+                                   StrideSupport.Strided, EpilogueFunctor.LinearCombination)
         return GemmOperation(GemmKind.Gemm, cfg.arch_tag, td, TensorDescription(elt, LayoutType.RowMajor, cfg.alignment_a),
                              TensorDescription(elt_b, LayoutType.ColumnMajor, cfg.alignment_b),
                              TensorDescription(out, LayoutType.RowMajor, cfg.alignment_c), out)
@@ -590,6 +613,9 @@ def procedural_name(spec: KernelSpec, cfg: KernelConfig) -> str:
     name = _operation(spec, cfg).procedural_name()
     if spec.op != "conv2d":  # the library spells the widest alignment; say A's, then B's if other
         name = re.sub(r"_align\d+$", f"_align{cfg.alignment_a}", name)
+    elif spec.dtype_b:  # the library's convolution names spell A's type alone: u8 x s8 says both
+        a, b = (DataTypeNames[_CUTLASS_DTYPE[t]] for t in (spec.dtype, spec.dtype_b))
+        name = name.replace(f"_{a}_", f"_{a}_{b}_", 1)
     if spec.op == "batch_matmul":
         name = name.replace("gemm_", "gemm_batched_", 1)
     if spec.epilogue != "none":

@@ -190,30 +190,35 @@ def deform_conv2d(emitter, op: nn.DeformConv2DOp) -> list[str]:
 
 @window(nn.ConvIntegerOp, supports=static_but_batch, dims=batch_dims)
 def conv_integer(emitter, op: nn.ConvIntegerOp) -> list[str]:
-    """Integer convolution: the shifted operands multiplied and summed in ``int``; a
-    padding cell is skipped (it holds the input zero point: it adds nothing)."""
+    """Integer convolution (either layout): the shifted operands multiplied and summed in
+    ``int``; a padding cell is skipped (it holds the input zero point: it adds nothing)."""
     rank, o = op.SPATIAL, emitter.out_index
     x, w = op.input, op.weight
-    wshape = _shape(w)
-    cin_g, cout_g = wshape[1], wshape[0] // op.groups
+    c_ax, spatial = _axes(op.data_layout, rank)
+    wshape, k_layout = _shape(w), op.kernel_layout
+    kernel = [wshape[k_layout.index(c)] for c in nn.SPATIAL_LETTERS[rank]]
+    cin_g, cout_g = wshape[k_layout.index("I")], wshape[0] // op.groups
     xd = emitter.dims[x]
-    oc = o[1]
+    oc = o[c_ax]
     zx = emitter.load(op.input_zero_point, ["0"] * len(_shape(op.input_zero_point)))
     zw_shape = _shape(op.weight_zero_point)
     zw_at = [oc if zw_shape and zw_shape[0] > 1 else "0"] * len(zw_shape)
     zw = emitter.load(op.weight_zero_point, zw_at)
-    x_at = [o[0], "ci" if op.groups == 1 else "(cb + ci)", *(f"i{k}" for k in range(rank))]
-    w_at = [oc, "ci", *(f"k{k}" for k in range(rank))]
+    x_at, w_at = ["0"] * (rank + 2), ["0"] * (rank + 2)
+    x_at[0], x_at[c_ax] = o[0], "ci" if op.groups == 1 else "(cb + ci)"
+    w_at[0], w_at[k_layout.index("I")] = oc, "ci"
+    for k, ax in enumerate(spatial):
+        x_at[ax] = f"i{k}"
+        w_at[k_layout.index(nn.SPATIAL_LETTERS[rank][k])] = f"k{k}"
     body = [f"acc += ((int){emitter.load(x, x_at)} - zx) * ((int){emitter.load(w, w_at)} - zw);"]
-    starts = [_start(o[2 + k], op.strides[k], op.padding[k]) for k in range(rank)]
+    starts = [_start(o[ax], op.strides[k], op.padding[k]) for k, ax in enumerate(spatial)]
     return [
         "    int acc = 0;",
         f"    const int zx = (int){zx};",
         f"    const int zw = (int){zw};",
         *([] if op.groups == 1 else [f"    const {emitter.index_type} cb = ({oc} / {cout_g}) * {cin_g};"]),
         f"    for (int ci = 0; ci < {cin_g}; ++ci) {{",
-        *_spatial_loops(emitter, wshape[2:], starts, op.dilation, [xd[2 + k] for k in range(rank)], body,
-                        "      "),
+        *_spatial_loops(emitter, kernel, starts, op.dilation, [xd[ax] for ax in spatial], body, "      "),
         "    }",
         "    const int y = acc;",
     ]

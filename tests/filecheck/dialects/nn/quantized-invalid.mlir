@@ -53,3 +53,11 @@ func.func @rank_two(%x: tensor<2x5xui8>, %w: tensor<3x5xi8>, %zx: tensor<ui8>, %
   %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64>, padding = array<i64>, dilation = array<i64>} : (tensor<2x5xui8>, tensor<3x5xi8>, tensor<ui8>, tensor<i8>) -> tensor<2x3xi32>
   func.return
 }
+
+// -----
+
+func.func @conv_integer_layouts(%x: tensor<1x5x5x2xui8>, %w: tensor<3x3x3x2xi8>, %zx: tensor<ui8>, %zw: tensor<i8>) {
+  // expected-error@+1 {{kernel_layout 'OIHW' does not match data_layout 'NHWC' (expected 'OHWI')}}
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OIHW"} : (tensor<1x5x5x2xui8>, tensor<3x3x3x2xi8>, tensor<ui8>, tensor<i8>) -> tensor<1x3x3x3xi32>
+  func.return
+}

@@ -18,3 +18,12 @@ func.func @integer_convolutions(%x: tensor<?x4x9x9xui8>, %w: tensor<6x2x3x3xi8>,
   %1 = nn.conv_integer %y, %v, %zy, %zv {strides = array<i64: 2>, padding = array<i64: 0, 0>, dilation = array<i64: 2>} : (tensor<1x2x10xi8>, tensor<3x2x4xi8>, tensor<1xi8>, tensor<i8>) -> tensor<1x3x2xi32>
   func.return %0, %1 : tensor<?x6x4x9xi32>, tensor<1x3x2xi32>
 }
+
+// Channels last: the layouts are spelled (channels first, the default, is not).
+
+// CHECK-LABEL: func.func @integer_convolution_nhwc
+func.func @integer_convolution_nhwc(%x: tensor<?x9x9x32xui8>, %w: tensor<16x3x3x32xi8>, %zx: tensor<ui8>, %zw: tensor<i8>) -> tensor<?x5x5x16xi32> {
+  // CHECK-NEXT: %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<?x9x9x32xui8>, tensor<16x3x3x32xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x5x5x16xi32>
+  %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<?x9x9x32xui8>, tensor<16x3x3x32xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x5x5x16xi32>
+  func.return %0 : tensor<?x5x5x16xi32>
+}
