@@ -31,11 +31,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 import partita
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "examples"))
 from frontends.test_kv_cache_import import HD, D, H, _decoder_step  # noqa: E402 (tests/ on the path first)
 from ops.test_ops_kv_cache import _static_cache_step  # noqa: E402
 from support.recording_driver import RecordingDriver  # noqa: E402
@@ -96,6 +98,35 @@ def main(argv: list[str] | None = None) -> None:
             print(f"-- fixed-capacity cache (TensorScatter), "
                   f"{'exact signatures' if buckets is None else 'shape buckets: ' + buckets}")
             run(exe, min(args.tokens, STATIC["L"]), buckets, decode_static)
+        print("-- the runtime's cost per token: the example decoder (concatenated caches), shape buckets, "
+              "recording driver (no kernel runs)")
+        for layers in (1, 4):
+            print(f"{layers} layer(s): {host_per_token(layers, args.tokens, Path(tmp)) * 1e3:.2f} ms host time per token")
+
+
+def host_per_token(layers: int, tokens: int, tmp: Path) -> float:
+    """Median host seconds per token of the example decoder (``examples/make_models.py``)
+    with ``layers`` layers on the recording driver with shape buckets: kernels do not run,
+    so this is what the runtime costs per token (a new signature binds each one)."""
+    from make_models import make_decoder_step  # examples/ on the path
+
+    path = tmp / f"decoder{layers}.onnx"
+    onnx.save(make_decoder_step(layers=layers), str(path))
+    exe = partita.compile(str(path))
+    exe.load(CudaDevice(driver=RecordingDriver()), buckets="pow2")
+    suffixes = [""] if layers == 1 else [f".{i}" for i in range(layers)]
+    names = [f"{kv}{s}" for s in suffixes for kv in ("key", "value")]
+    cache = {f"past_{n}": np.zeros((1, 4, 0, 16), np.float32) for n in names}
+    rng = np.random.default_rng(0)
+    seconds = []
+    for _ in range(tokens):
+        x = rng.standard_normal((1, 1, 64)).astype(np.float32)
+        start = time.perf_counter()
+        _, *presents = exe.run(input_embeds=x, **cache, outputs="device")
+        seconds.append(time.perf_counter() - start)
+        cache = {f"past_{n}": p for n, p in zip(names, presents)}
+    exe.close()
+    return statistics.median(seconds[tokens // 4:])
 
 
 def run(exe: partita.Executable, tokens: int, buckets: str | None = None, loop=decode) -> None:

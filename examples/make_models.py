@@ -151,10 +151,14 @@ def make_cnn(seed: int = 1) -> onnx.ModelProto:
 
 
 def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, positions: int = 512,
-                      vocab: int = 128, seed: int = 2) -> onnx.ModelProto:
+                      vocab: int = 128, seed: int = 2, layers: int = 1) -> onnx.ModelProto:
+    """One decode step of a GPT-style decoder with a KV cache concatenated along the
+    sequence: ``past_key`` / ``past_value`` in, ``present_key`` / ``present_value`` out
+    (``past_key.<i>`` ... per layer when ``layers > 1``)."""
     g = _Graph(seed)
     head_dim = hidden // heads
     i64 = lambda name, value: g.const(name, np.array(value, np.int64))  # noqa: E731
+    names = [("", "") if layers == 1 else (f".{i}", f"h.{i}.") for i in range(layers)]
 
     def linear(inp: str, n_in: int, n_out: int, prefix: str) -> str:
         return g.op("Add", g.op("MatMul", inp, g.weight(f"{prefix}.weight", (n_in, n_out))),
@@ -164,39 +168,52 @@ def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, position
         gamma = g.const(f"{prefix}.weight", (1 + 0.1 * g.rng.standard_normal(hidden)).astype(np.float32))
         return g.op("LayerNormalization", inp, gamma, g.weight(f"{prefix}.bias", (hidden,), 0.1), axis=-1)
 
-    # The new token's position: the past length, read off the cache's shape.
-    past = g.op("Gather", g.op("Shape", "past_key"), i64("two", 2), axis=0)
+    # The new token's position: the past length, read off the (first) cache's shape.
+    past = g.op("Gather", g.op("Shape", f"past_key{names[0][0]}"), i64("two", 2), axis=0)
     limit = g.op("Add", past, i64("one", 1))
     position = g.op("Range", past, limit, i64("step", 1))
     table = g.weight("wpe", (positions, hidden), 0.1)
     x = g.op("Add", "input_embeds", g.op("Gather", table, position, axis=0))
-    h = layer_norm(x, "ln_1")
-    heads_shape = i64("heads_shape", [1, -1, heads, head_dim])
+    made: dict[str, str] = {}
 
-    def split(name: str) -> str:
-        return g.op("Transpose", g.op("Reshape", linear(h, hidden, hidden, name), heads_shape), perm=[0, 2, 1, 3])
+    def shared(name: str, value: float | list[int]) -> str:
+        """A constant all layers read, made where the first layer first reads it."""
+        if name not in made:
+            made[name] = i64(name, value) if isinstance(value, list) else g.const(name, np.array(value, np.float32))
+        return made[name]
 
-    q, k, v = split("attn.q"), split("attn.k"), split("attn.v")
-    g.nodes.append(helper.make_node("Concat", ["past_key", k], ["present_key"], axis=2, name="present_key"))
-    g.nodes.append(helper.make_node("Concat", ["past_value", v], ["present_value"], axis=2, name="present_value"))
-    scores = g.op("Div", g.op("MatMul", q, g.op("Transpose", "present_key", perm=[0, 1, 3, 2])),
-                  g.const("scale", np.array(math.sqrt(head_dim), np.float32)))
-    ctx = g.op("Transpose", g.op("MatMul", g.op("Softmax", scores, axis=-1), "present_value"), perm=[0, 2, 1, 3])
-    attn = linear(g.op("Reshape", ctx, i64("model_shape", [1, -1, hidden])), hidden, hidden, "attn.out")
-    x = g.op("Add", x, attn)
-    up = linear(layer_norm(x, "ln_2"), hidden, ffn, "mlp.up")
-    gelu = g.op("Mul", g.op("Mul", up, g.op("Add", g.op("Erf", g.op("Div", up, g.const("sqrt2", np.array(
-        math.sqrt(2), np.float32)))), g.const("one_f", np.array(1.0, np.float32)))),
-        g.const("half", np.array(0.5, np.float32)))
-    x = g.op("Add", x, linear(gelu, ffn, hidden, "mlp.down"))
+    for suffix, p in names:
+        h = layer_norm(x, p + "ln_1")
+
+        def split(name: str, h: str = h, p: str = p) -> str:
+            heads_shape = shared("heads_shape", [1, -1, heads, head_dim])
+            return g.op("Transpose", g.op("Reshape", linear(h, hidden, hidden, p + name), heads_shape), perm=[0, 2, 1, 3])
+
+        q, k, v = split("attn.q"), split("attn.k"), split("attn.v")
+        g.nodes.append(helper.make_node("Concat", [f"past_key{suffix}", k], [f"present_key{suffix}"], axis=2,
+                                        name=f"present_key{suffix}"))
+        g.nodes.append(helper.make_node("Concat", [f"past_value{suffix}", v], [f"present_value{suffix}"], axis=2,
+                                        name=f"present_value{suffix}"))
+        scores = g.op("Div", g.op("MatMul", q, g.op("Transpose", f"present_key{suffix}", perm=[0, 1, 3, 2])),
+                      shared("scale", math.sqrt(head_dim)))
+        ctx = g.op("Transpose", g.op("MatMul", g.op("Softmax", scores, axis=-1), f"present_value{suffix}"),
+                   perm=[0, 2, 1, 3])
+        attn = linear(g.op("Reshape", ctx, shared("model_shape", [1, -1, hidden])), hidden, hidden, p + "attn.out")
+        x = g.op("Add", x, attn)
+        up = linear(layer_norm(x, p + "ln_2"), hidden, ffn, p + "mlp.up")
+        erf = g.op("Erf", g.op("Div", up, shared("sqrt2", math.sqrt(2))))
+        gelu = g.op("Mul", g.op("Mul", up, g.op("Add", erf, shared("one_f", 1.0))), shared("half", 0.5))
+        x = g.op("Add", x, linear(gelu, ffn, hidden, p + "mlp.down"))
     g.nodes.append(helper.make_node("MatMul", [layer_norm(x, "ln_f"), g.weight("lm_head", (hidden, vocab))],
                                     ["logits"], name="logits"))
     f32 = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
     cache = [1, heads, "past", head_dim]
-    return g.model("decoder_step", [f32("input_embeds", [1, 1, hidden]), f32("past_key", cache),
-                                    f32("past_value", cache)],
-                   [f32("logits", [1, 1, vocab]), f32("present_key", [1, heads, "present", head_dim]),
-                    f32("present_value", [1, heads, "present", head_dim])])
+    present = [1, heads, "present", head_dim]
+    return g.model("decoder_step",
+                   [f32("input_embeds", [1, 1, hidden])]
+                   + [f32(f"past_{kv}{s}", cache) for s, _ in names for kv in ("key", "value")],
+                   [f32("logits", [1, 1, vocab])]
+                   + [f32(f"present_{kv}{s}", present) for s, _ in names for kv in ("key", "value")])
 
 
 def main() -> None:

@@ -199,28 +199,30 @@ class BoundPlan:
         else:
             values = dict(self.before.shapes)
         contents = self.contents
+        facts = plan.facts
         workspaces: dict[Operation, int] = {}
         for op in self.ops:
-            args = [values.get(v) for v in op.operands]
             if self.selects and op is self.ops[0]:  # sized by what it computed
                 assert selected is not None
                 values.update(zip(op.results, (tuple(s) for s in selected)))
-            elif isinstance(op, byoc.AllocTensorOp):
-                sizes = iter(args)
-                values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in op.result.type.get_shape())
-                if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
-                    raise op_error(op, f"dimension out of the int64 range in {values[op.result]}")
-            elif isinstance(op, byoc.CallExternOp):
-                for out, res in zip(op.outs, op.res):
+            elif (call := facts.calls.get(op)) is not None:
+                for out, res in zip(call.outs, call.res):
                     values[res] = values[out]
                 plan.check_call_shapes(op, values)
-                call = plan.calls[op]
-                if call.prepared is not None and op.outs:
-                    size = call.prepared.workspace_bytes([values[v] for v in op.inputs])
+                prepared = plan.calls[op].prepared
+                if prepared is not None and call.outs:
+                    size = prepared.workspace_bytes([values[v] for v in call.inputs])
                     if size:
                         workspaces[op] = size
+            elif isinstance(op, byoc.AllocTensorOp):
+                sizes = iter([values[v] for v in op.operands])
+                values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in facts.shapes[op.result])
+                if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
+                    raise op_error(op, f"dimension out of the int64 range in {values[op.result]}")
+            elif op.results and op.results[0] in facts.constants:  # an arith.constant, read at load
+                values[op.results[0]] = facts.constants[op.results[0]]
             elif isinstance(op, nn.ConstantOp):
-                values[op.result] = tuple(op.result.type.get_shape())
+                values[op.result] = facts.shapes[op.result]
             elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
                 values[op.result] = _sized_result_shape(op, values, contents)
             elif isinstance(op, nn.NNOp):
@@ -229,13 +231,18 @@ class BoundPlan:
                     raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
                                        f"{values[op.input]} as {values[op.result]}")
             elif isinstance(op, tensor.DimOp):
-                values[op.result] = int(args[0][args[1]])
-            elif isinstance(op, func.CallOp):
-                results = plan.interpreter.call_op(plan.symbols[op.callee.string_value()], tuple(args))
-                for res, value in zip(op.results, results):
-                    values[res] = int(value)
+                values[op.result] = int(values[op.source][values[op.index]])
+            elif isinstance(op, func.CallOp):  # a shape function, run once per argument values
+                args = tuple(values[v] for v in op.operands)
+                key = (op.callee.string_value(), args)
+                results = facts.shape_calls.get(key)
+                if results is None:
+                    results = tuple(int(v) for v in plan.interpreter.call_op(plan.symbols[key[0]], args))
+                    facts.remember(facts.shape_calls, key, results)
+                values.update(zip(op.results, results))
             else:  # arith on index values
-                for res, value in zip(op.results, plan.interpreter.run_op(op, tuple(args))):
+                args = tuple(values.get(v) for v in op.operands)
+                for res, value in zip(op.results, plan.interpreter.run_op(op, args)):
                     values[res] = value
         self.shapes = values
         self._place(workspaces)
@@ -248,13 +255,14 @@ class BoundPlan:
         roots: list[Any] = []
         sizes: list[int] = []
         ranges: list[tuple[int, int]] = []
+        dtypes = plan.facts.dtypes
         for value, span in plan.ranges.items():
-            if value in plan.static_ptr or value in plan.param_ptr or not isinstance(value.type, TensorType):
+            if value in plan.static_ptr or value in plan.param_ptr or value not in dtypes:
                 continue
             if plan.stage_of(value) != self.stage:  # placed by the stage that defines it
                 continue
             roots.append(value)
-            sizes.append(prod(self.shapes[value]) * _dtype(value.type).itemsize)
+            sizes.append(prod(self.shapes[value]) * dtypes[value].itemsize)
             ranges.append(span)
         for op, size in workspaces.items():
             roots.append(op)
@@ -335,8 +343,7 @@ class BoundPlan:
             ptr = plan.static_ptr[root]
         else:
             ptr = self.pointers[root]
-        assert isinstance(value.type, TensorType)
-        return Tensor(ptr, tuple(self.shapes[value]), _dtype(value.type))
+        return Tensor(ptr, tuple(self.shapes[value]), plan.facts.dtypes[value])
 
     def _build(self, workspaces: dict[Operation, int]) -> None:
         plan = self.plan
@@ -347,15 +354,15 @@ class BoundPlan:
         for op in self.ops:
             if self.selects and op is self.ops[0]:  # computed at the boundary: uploaded here
                 self._host(op, op.name, lambda arrays: self.selected, [], [self.tensor(r) for r in op.results])
-            elif isinstance(op, byoc.CallExternOp):
+            elif (facts := plan.facts.calls.get(op)) is not None:
                 call = plan.calls[op]
-                if not op.outs:
+                if not facts.outs:
                     continue  # extern functions are pure: a call with no result does nothing
                 # An argument written in place (a tied result's outs) is the run's own copy,
                 # in its slot: a user's buffer is never written.
-                readers.update(arguments[root] for v in op.outs if (root := plan.alias.get(v, v)) in arguments)
-                ins = [self.tensor(v) for v in op.inputs]
-                outs = [self.tensor(v) for v in op.outs]
+                readers.update(arguments[root] for v in facts.outs if (root := plan.alias.get(v, v)) in arguments)
+                ins = [self.tensor(v) for v in facts.inputs]
+                outs = [self.tensor(v) for v in facts.outs]
                 if call.prepared is not None:
                     try:
                         launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
@@ -364,7 +371,7 @@ class BoundPlan:
                                            f"({type(err).__name__}: {err})") from None
                     self.steps.extend(launches)
                     self.step_ops.extend([op] * len(launches))
-                    for j, value in enumerate(op.inputs):
+                    for j, value in enumerate(facts.inputs):
                         if value in arguments:
                             uses = patches[arguments[value]]
                             for launch in launches:
@@ -396,7 +403,7 @@ class BoundPlan:
         self.outputs = [self.tensor(v) for v in plan.outputs] if self.boundary is None else []
         readers.update(arguments[v] for v in plan.outputs if v in arguments)
         readers.update(i for op, call in plan.calls.items() if call.prepared is None
-                       for i in (arguments[v] for v in op.inputs if v in arguments))
+                       for i in (arguments[v] for v in plan.facts.calls[op].inputs if v in arguments))
         # A device input only kernels read is passed to them in place (its pointer patched
         # into their packed arguments); any other is copied device-to-device into its slot.
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]

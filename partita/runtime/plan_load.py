@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from partita.analysis.bound_shapes import bound_function_shapes
 from partita.analysis.liveness import (
@@ -154,6 +154,9 @@ class LaunchPlan:
         self.read_by_later_stages = {arguments[root] for ops in self.stages[1:] for op in ops for v in op.operands
                                      if (root := self.alias.get(v, v)) in arguments}
         """Arguments an op of a later stage reads: always copied into their arena slots."""
+        self.facts = BindFacts(self.block, self.interpreter, self.symbols)
+        """What binding a signature reads of the IR, read once here (shapes, element types,
+        call operands, index constants): a bind works on plain data."""
         self.sizing_args = sizing_arguments(self.block)
         """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
         are part of a run's shape signature, like TensorRT's shape tensors."""
@@ -258,17 +261,20 @@ class LaunchPlan:
     def check_call_shapes(self, op: byoc.CallExternOp, values: dict[SSAValue, Any]) -> None:
         """A located error when the bound shapes of a call with dynamic dims do not fit the
         partition it calls (checked on its reference body, when kept), before a kernel
-        or the emulation sees them."""
-        if not any(DYNAMIC_INDEX in v.type.get_shape() for v in op.inputs if isinstance(v.type, TensorType)):
+        or the emulation sees them. A reference's result shapes are kept per input shapes
+        (the layers of a model call one partition function alike)."""
+        call = self.facts.calls[op]
+        if call.reference is None:
             return
-        name = op.callee.string_value()
-        reference = self.symbols.get(name + REFERENCE_SUFFIX)
-        if reference is None or not reference.body.blocks:
-            return
-        shapes = bound_function_shapes(reference, [values[v] for v in op.inputs])
-        for out, shape in zip(op.outs, shapes):
-            if tuple(values[out]) != tuple(shape):
-                raise op_error(op, f"@{name} computes a result of shape {shape} from these inputs, but its "
+        inputs = tuple(tuple(values[v]) for v in call.inputs)
+        key = (call.reference, inputs)
+        shapes = self.facts.reference_shapes.get(key)
+        if shapes is None:
+            shapes = [tuple(s) for s in bound_function_shapes(call.reference, list(inputs))]
+            self.facts.remember(self.facts.reference_shapes, key, shapes)
+        for out, shape in zip(call.outs, shapes):
+            if tuple(values[out]) != shape:
+                raise op_error(op, f"@{call.name} computes a result of shape {shape} from these inputs, but its "
                                    f"shape function allocated {values[out]}")
 
     def _place_constants(self) -> None:
@@ -385,6 +391,57 @@ class LaunchPlan:
             if unload is not None:
                 unload()
         self.modules.clear()
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """A ``byoc.call_extern`` as binding reads it."""
+
+    name: str
+    inputs: tuple[SSAValue, ...]
+    outs: tuple[SSAValue, ...]
+    res: tuple[SSAValue, ...]
+    reference: func.FuncOp | None
+    """The reference body its bound shapes are checked on: only for a call with a dynamic
+    input dim whose body was kept."""
+
+
+class BindFacts:
+    """The IR facts of an entry block that binding a signature reads, gathered once at load
+    (IREE's and TVM's VM's plans are data): each tensor's declared shape (``-1`` for ``?``)
+    and element type, each call's operands and the reference it is checked on, each
+    ``arith.constant``'s value; and the memos of shape-function and reference results per
+    argument values, bounded, which the layers of a model share."""
+
+    MEMO = 4096
+    """Entries each memo keeps (a decode loop brings new sizes each step)."""
+
+    def __init__(self, block: Block, interpreter: Any, symbols: Mapping[str, func.FuncOp]):
+        self.shapes: dict[SSAValue, tuple[int, ...]] = {}
+        self.dtypes: dict[SSAValue, np.dtype] = {}
+        self.calls: dict[Operation, CallFacts] = {}
+        self.constants: dict[SSAValue, Any] = {}
+        self.shape_calls: dict[tuple, tuple] = {}
+        self.reference_shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        for value in (*block.args, *(r for op in block.ops for r in op.results)):
+            if isinstance(value.type, TensorType):
+                self.shapes[value] = tuple(value.type.get_shape())
+                self.dtypes[value] = _dtype(value.type)
+        for op in block.ops:
+            if isinstance(op, byoc.CallExternOp):
+                name = op.callee.string_value()
+                inputs = tuple(op.inputs)
+                reference = symbols.get(name + REFERENCE_SUFFIX)
+                dynamic = any(DYNAMIC_INDEX in self.shapes.get(v, ()) for v in inputs)
+                checked = reference if dynamic and reference is not None and reference.body.blocks else None
+                self.calls[op] = CallFacts(name, inputs, tuple(op.outs), tuple(op.res), checked)
+            elif isinstance(op, arith.ConstantOp):
+                (self.constants[op.result],) = interpreter.run_op(op, ())
+
+    def remember(self, memo: dict, key: tuple, value: Any) -> None:
+        if len(memo) >= self.MEMO:
+            memo.pop(next(iter(memo)))  # the oldest
+        memo[key] = value
 
 
 def _where(op: Operation) -> str:

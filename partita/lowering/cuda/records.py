@@ -32,8 +32,11 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from math import prod
+
+import numpy as np
 
 from xdsl.dialects.builtin import DictionaryAttr
 
@@ -95,12 +98,17 @@ class FusedRecord:
         """Why these input arrays do not fit the kernel (``None`` when they do)."""
         if len(shapes) != len(self.inputs):
             return f"takes {len(self.inputs)} inputs, got {len(shapes)}"
-        for k, (shape, dtype, want, want_dtype) in enumerate(zip(shapes, dtypes, self.inputs, self.dtypes)):
+        for k, (shape, dtype, want, want_dtype) in enumerate(zip(shapes, dtypes, self.inputs, self.numpy_dtypes)):
             if len(shape) != len(want) or any(w >= 0 and w != s for s, w in zip(shape, want)):
                 return f"input #{k} has shape {tuple(shape)}, the kernel takes {want}"
-            if str(dtype) != NUMPY_DTYPES[want_dtype]:
-                return f"input #{k} is {dtype}, the kernel takes {NUMPY_DTYPES[want_dtype]}"
+            if dtype != want_dtype:
+                return f"input #{k} is {dtype}, the kernel takes {want_dtype}"
         return None
+
+    @functools.cached_property
+    def numpy_dtypes(self) -> tuple[np.dtype, ...]:
+        """The inputs' element types as NumPy dtypes (what a bind compares, once per call)."""
+        return tuple(np.dtype(NUMPY_DTYPES[t]) for t in self.dtypes)
 
     def runtime_dims(self, shapes) -> list[int]:
         return [int(shapes[arg][axis]) for arg, axis in self.dims]
@@ -128,7 +136,7 @@ class FusedRecord:
         """Why an output array does not fit the kernel (``None`` when it does)."""
         if len(shape) != len(self.output) or any(w >= 0 and w != s for s, w in zip(shape, self.output)):
             return f"output has shape {tuple(shape)}, the kernel writes {self.output}"
-        if str(dtype) != NUMPY_DTYPES[self.output_dtype]:
+        if np.dtype(dtype) != np.dtype(NUMPY_DTYPES[self.output_dtype]):
             return f"output is {dtype}, the kernel writes {NUMPY_DTYPES[self.output_dtype]}"
         return None
 
