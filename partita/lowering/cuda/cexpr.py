@@ -16,13 +16,23 @@ _C_TYPES = {
     "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
     "ui8": "unsigned char", "ui16": "unsigned short", "ui32": "unsigned int",
     "ui64": "unsigned long long",
+    "f8E4M3FN": "unsigned char", "f8E5M2": "unsigned char", "f8E4M3FNUZ": "unsigned char",
+    "f8E5M2FNUZ": "unsigned char",
 }
 """Storage type of each element type (its MLIR spelling) in kernel memory."""
+FLOAT8_FORMATS = {"f8E4M3FN": (4, 3, 7, 1), "f8E5M2": (5, 2, 15, 0), "f8E4M3FNUZ": (4, 3, 8, 2),
+                  "f8E5M2FNUZ": (5, 2, 16, 2)}
+"""The 8-bit floats a kernel stores (``unsigned char``) and computes in float: exponent
+bits, mantissa bits, exponent bias, and kind (0: IEEE-like, with infinities; 1: ``FN``, no
+infinity, NaN all ones; 2: ``FNUZ``, no infinity nor negative zero, NaN ``0x80``)."""
+CONVERTED = ("f16", "bf16", *FLOAT8_FORMATS)
+"""Element types stored narrower than they are computed: read with ``ld_<t>``, stored with
+``st_<t>``, every op's result rounded with ``rn_<t>`` (as the reference stores it)."""
 _C_COMPUTE = {
     "f32": "float", "f16": "float", "bf16": "float", "f64": "double", "i1": "bool",
     "i8": "int", "i16": "int", "i32": "int", "i64": "long long",
     "ui8": "unsigned int", "ui16": "unsigned int", "ui32": "unsigned int",
-    "ui64": "unsigned long long",
+    "ui64": "unsigned long long", **dict.fromkeys(FLOAT8_FORMATS, "float"),
 }
 """Type a kernel computes each element type in (f16/bf16 in float, rounded per op, as the
 reference executor does; narrow integers promoted as C does and wrapped on store)."""

@@ -73,6 +73,7 @@ from partita.ir import op_error
 from partita.lowering.cuda.cexpr import (
     _C_TYPES,
     _INT_MAX,
+    CONVERTED,
     Dim,
     _add,
     _dtype,
@@ -292,7 +293,7 @@ class KernelEmitter(ScheduleMixin):
         return out
 
     def _round(self, expr: str, dtype: str) -> str:
-        return f"rn_{dtype}({expr})" if dtype in ("f16", "bf16") else expr
+        return f"rn_{dtype}({expr})" if dtype in CONVERTED else expr
 
     # -- the interface of lowering rules --------------------------------------------------
     ctype = staticmethod(ctype)
@@ -449,7 +450,7 @@ class KernelEmitter(ScheduleMixin):
         return list(reversed(lines))
 
     def _load(self, pointer: str, dtype: str) -> str:
-        return f"ld_{dtype}({pointer})" if dtype in ("f16", "bf16") else pointer
+        return f"ld_{dtype}({pointer})" if dtype in CONVERTED else pointer
 
     def _arg(self, value: SSAValue) -> BlockArgument:
         assert isinstance(value, BlockArgument)
@@ -480,7 +481,7 @@ class KernelEmitter(ScheduleMixin):
         params = [f"const {_C_TYPES[t]}* __restrict__ in{k}" for k, t in enumerate(arg_types)]
         params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
         params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
-        store = f"    out[i] = {f'st_{out_dtype}({out})' if out_dtype in ('f16', 'bf16') else out};"
+        store = f"    out[i] = {f'st_{out_dtype}({out})' if out_dtype in CONVERTED else out};"
         ops = [op.name for op in self.block.ops if op is not self.block.last_op]
         T = self.index_type
         head = [
@@ -575,7 +576,7 @@ class KernelEmitter(ScheduleMixin):
         at, condition = form.store(self, op, index)
         value = self.value(source, index)
         out_dtype = _dtype(result.type)
-        stored = f"st_{out_dtype}({value})" if out_dtype in ("f16", "bf16") else value
+        stored = f"st_{out_dtype}({value})" if out_dtype in CONVERTED else value
         arg_types = [_dtype(a.type) for a in self.block.args]
         self.uses_dtypes |= {*arg_types, out_dtype}
         # The tied argument shares the output's buffer and is never read: no __restrict__.

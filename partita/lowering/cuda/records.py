@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
-
 from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import nn

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
-from partita.lowering.cuda.cexpr import _C_TYPES, _c_float, broadcast_dims, ctype
+from partita.lowering.cuda.cexpr import _C_TYPES, FLOAT8_FORMATS, _c_float, broadcast_dims, ctype
 from partita.lowering.cuda.rules import injective
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,11 +226,14 @@ def _is_inf(e, op, x):
 def _cast(e, op, x):
     if e.ctype(op.result) == "bool":
         return f"{x} != 0"
+    to = str(op.result.type.element_type)
+    if to in FLOAT8_FORMATS and op.saturate:  # past the largest value: that value (else inf / NaN, rn_)
+        return f"sat_{to}((float){x})"
     return f"({e.ctype(op.result)}){x}"
 
 
-_TO_STORAGE = {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn"}
-_FROM_STORAGE = {"f16": "__half2float", "bf16": "__bfloat162float"}
+_TO_STORAGE = {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn", **{t: f"st_{t}" for t in FLOAT8_FORMATS}}
+_FROM_STORAGE = {"f16": "__half2float", "bf16": "__bfloat162float", **{t: f"ld_{t}" for t in FLOAT8_FORMATS}}
 
 
 @unary(nn.BitcastOp)
@@ -429,6 +432,9 @@ def _channel(e: KernelEmitter, op: nn.QuantizationOp, v: SSAValue, index: list[s
 def _quantize(e: KernelEmitter, op: nn.QuantizeOp, index: list[str]) -> str:
     x = e.value(op.input, index)
     scale, zp = _channel(e, op, op.scale, index), _channel(e, op, op.zero_point, index)
+    to = str(op.result.type.element_type)
+    if to in FLOAT8_FORMATS:  # saturated into the format, rounded to nearest even
+        return f"sat_{to}((float){x} / {scale} + (float){zp})"
     info = {8: (-128, 127), 16: (-32768, 32767)}[op.result.type.element_type.width.data]
     if _is_unsigned(op.result):
         info = (0, 2 * info[1] + 1)
