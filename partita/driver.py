@@ -31,7 +31,6 @@ from partita.dialects.nn import (
     ReduceMeanOp,
     RotaryEmbeddingOp,
     SoftmaxOp,
-    TensorScatterOp,
 )
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
@@ -50,6 +49,7 @@ from partita.transforms.combine_parallel_dense import has_parallel_dense
 from partita.transforms.convert_layout import is_nchw_conv
 from partita.transforms.legalize_to_nn import needs_legalization
 from partita.transforms.sink_reshapes import sinks_a_reshape
+from partita.transforms.tie_in_place_updates import has_in_place_updates
 from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
 
 PARTITIONERS = ("collage", "eager", "none")
@@ -202,7 +202,7 @@ def _pipeline_stages(
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.
         steps.append("fuse-native-kernels{target=cuda}")
-        if any(isinstance(op, TensorScatterOp) for op in module.walk()):
+        if has_in_place_updates(module):
             # A KV cache's update written into the cache's own buffer: its new rows only.
             steps.append("tie-in-place-updates{target=cuda}")
     placement, steps = steps, []

@@ -1,7 +1,8 @@
 """``tie-in-place-updates``: a kernel that replaces part of a buffer nothing reads again
 writes into that buffer (IREE's tied operands; MLIR's in-place bufferization decision).
 
-A KV cache's update (``nn.tensor_scatter``) returns the cache with a few new rows. Out of
+A KV cache's update (``nn.tensor_scatter``; ``nn.scatter_nd`` without a reduction, as
+``index_copy_`` exports it) returns the cache with a few new rows. Out of
 place, its kernel writes the whole cache into a fresh buffer each decode step, and a
 decode loop that feeds the result back copies it into the input's slot again: two passes
 over the cache per token for one row of data. In place, the kernel stores the new rows
@@ -36,10 +37,15 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from partita.dialects.byoc import PRIMITIVE, TIED_OPERAND
-from partita.lowering.cuda.fusion import in_place_update
+from partita.lowering.cuda.fusion import has_in_place_form, in_place_update
 from partita.transforms.target_utils import func_target_attr
 
-__all__ = ["TieInPlaceUpdates", "dies_at"]
+__all__ = ["TieInPlaceUpdates", "dies_at", "has_in_place_updates"]
+
+
+def has_in_place_updates(module: ModuleOp) -> bool:
+    """Whether ``module`` holds an op with an in-place form (what the pass may tie)."""
+    return any(has_in_place_form(op) for op in module.walk())
 
 
 def dies_at(value: SSAValue, call: CallOp) -> bool:

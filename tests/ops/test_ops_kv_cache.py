@@ -12,10 +12,11 @@ from frontends.test_kv_cache_import import attention_nodes  # the decoder step's
 from onnx import TensorProto, helper, numpy_helper
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from xdsl.dialects import func
+from xdsl.ir import BlockArgument
 from xdsl.passes import PassPipeline
 
 import partita
-from partita.dialects import make_context
+from partita.dialects import byoc, make_context
 from partita.dialects.byoc import tied_operand
 from partita.frontends.onnx import import_onnx
 from partita.ir import PartitaError
@@ -109,6 +110,40 @@ def test_the_in_place_kernel_stores_the_update_alone(cache, rows, axis, mode, wr
     np.testing.assert_array_equal(got, want)
 
 
+def _scatter_nd_model(reduction: str = "none", elem: int = F16) -> onnx.ModelProto:
+    """A static cache's update as ``index_copy_`` exports it: ScatterND writing the new
+    token's key at one ``(batch, head, position)`` tuple per head."""
+    nodes = [helper.make_node("ScatterND", ["cache", "indices", "update"], ["present"], reduction=reduction)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cache", elem, [2, 3, 8, 4]),
+                                           helper.make_tensor_value_info("indices", I64, [2, 3, 1, 3]),
+                                           helper.make_tensor_value_info("update", elem, [2, 3, 1, 4])],
+                              [helper.make_tensor_value_info("present", elem, [2, 3, 8, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_a_scatter_nd_update_in_place(reduction, tmp_path) -> None:
+    """ScatterND (no reduction) of a cache nothing else reads is tied to it too: one
+    thread per update element stores it at its index tuple (a negative position counted
+    from the end); with a reduction it keeps its out-of-place kernel (each element walks
+    the updates). Both equal onnxruntime (f16; onnxruntime adds in f32 only)."""
+    dtype = np.float16 if reduction == "none" else np.float32
+    model = _scatter_nd_model(reduction, F16 if reduction == "none" else F32)
+    module = import_onnx(model)
+    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
+    tied = [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+    assert tied == ([0] if reduction == "none" else [None])
+    rng = np.random.default_rng(3)
+    cache = rng.standard_normal((2, 3, 8, 4)).astype(dtype)
+    update = rng.standard_normal((2, 3, 1, 4)).astype(dtype)
+    position = np.array([5, -1])  # batch 1 writes the last row
+    b, h = np.meshgrid(np.arange(2), np.arange(3), indexing="ij")
+    indices = np.stack([b, h, position[b]], axis=-1).reshape(2, 3, 1, 3).astype(np.int64)
+    got = _host(model, [cache, indices, update], tmp_path, IN_PLACE)
+    (want,) = _ort(model, {"cache": cache, "indices": indices, "update": update})
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_linear_write_past_the_end_is_dropped(tmp_path) -> None:
     """onnxruntime refuses it; the kernel must not write out of bounds, so the reference
     and the kernel drop the rows past the cache's end."""
@@ -139,9 +174,10 @@ def test_an_update_longer_than_the_cache_is_a_located_error() -> None:
         import_onnx(model)
 
 
-def _static_cache_step(path) -> dict[str, np.ndarray]:
+def _static_cache_step(path, update: str = "TensorScatter") -> dict[str, np.ndarray]:
     """One attention layer decoding into a fixed-capacity cache (a static KV cache): the
-    new key and value are written at ``position`` (TensorScatter), and the query attends
+    new key and value are written at ``position`` (TensorScatter, or ScatterND at the
+    ``(batch, head, position)`` tuples, as ``index_copy_`` exports), and the query attends
     to the cache's first ``position + 1`` rows (a mask from the position)."""
     D, H, HD, L = 8, 2, 4, 16
     rng = np.random.default_rng(5)
@@ -156,9 +192,19 @@ def _static_cache_step(path) -> dict[str, np.ndarray]:
         nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}_flat"]),
                   helper.make_node("Reshape", [f"{n}_flat", "heads"], [f"{n}_bshd"]),
                   helper.make_node("Transpose", [f"{n}_bshd"], [f"{n}_new"], perm=[0, 2, 1, 3])]
+    if update == "TensorScatter":
+        nodes += [helper.make_node("TensorScatter", ["key_cache", "k_new", "write"], ["present_key"]),
+                  helper.make_node("TensorScatter", ["value_cache", "v_new", "write"], ["present_value"])]
+    else:  # the (0, h, position) tuple of each head
+        heads = np.stack([np.zeros(H, np.int64), np.arange(H)], axis=-1).reshape(1, H, 1, 2)
+        inits += [numpy_helper.from_array(heads, "bh"), numpy_helper.from_array(np.array([1, H, 1, 1], np.int64), "per_head"),
+                  numpy_helper.from_array(np.array([1, 1, 1, 1], np.int64), "one4")]
+        nodes += [helper.make_node("Reshape", ["position", "one4"], ["pos1"]),
+                  helper.make_node("Expand", ["pos1", "per_head"], ["pos_h"]),
+                  helper.make_node("Concat", ["bh", "pos_h"], ["tuples"], axis=-1),
+                  helper.make_node("ScatterND", ["key_cache", "tuples", "k_new"], ["present_key"]),
+                  helper.make_node("ScatterND", ["value_cache", "tuples", "v_new"], ["present_value"])]
     nodes += [
-        helper.make_node("TensorScatter", ["key_cache", "k_new", "write"], ["present_key"]),
-        helper.make_node("TensorScatter", ["value_cache", "v_new", "write"], ["present_value"]),
         helper.make_node("Greater", ["slots", "position"], ["hidden"]),  # rows not written yet
         *attention_nodes("present_key", "present_value", "hidden"),
     ]
@@ -175,13 +221,14 @@ def _static_cache_step(path) -> dict[str, np.ndarray]:
     return {"D": D, "H": H, "HD": HD, "L": L}
 
 
-def test_a_static_kv_cache_decodes_with_one_graph(tmp_path) -> None:
+@pytest.mark.parametrize("update", ["TensorScatter", "ScatterND"])
+def test_a_static_kv_cache_decodes_with_one_graph(tmp_path, update) -> None:
     """Every step has the same shapes: one bound plan, one graph; the caches written by a
     kernel each step, fed back on the device; each step equal to onnxruntime's."""
     import onnxruntime as ort
 
     path = tmp_path / "step.onnx"
-    dims = _static_cache_step(path)
+    dims = _static_cache_step(path, update)
     exe = partita.compile(str(path))
     assert not exe.runtime.plan.host_ops  # the scatters, the mask and the attention are kernels
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -203,8 +250,8 @@ def test_a_static_kv_cache_decodes_with_one_graph(tmp_path) -> None:
     assert (key.ptr, value.ptr) == (bound.inputs[2].ptr, bound.inputs[3].ptr)  # written in place
 
 
-@pytest.mark.parametrize("buckets", [None, "pow2"])
-def test_a_static_kv_cache_is_updated_in_place_and_never_copied(tmp_path, buckets) -> None:
+@pytest.mark.parametrize("update, buckets", [("TensorScatter", None), ("TensorScatter", "pow2"), ("ScatterND", None)])
+def test_a_static_kv_cache_is_updated_in_place_and_never_copied(tmp_path, update, buckets) -> None:
     """The scatters are tied to the caches (``tie-in-place-updates``): each step's presents
     are the past's own buffers, so a decode loop feeding them back on the device uploads
     the token and its position and moves nothing else: no device copy, no allocation,
@@ -215,8 +262,11 @@ def test_a_static_kv_cache_is_updated_in_place_and_never_copied(tmp_path, bucket
     from partita.runtime.plan import Runtime
 
     path = tmp_path / "step.onnx"
-    dims = _static_cache_step(path)
+    dims = _static_cache_step(path, update)
     exe = partita.compile(str(path))
+    in_place = [op for op in exe.module.walk() if isinstance(op, byoc.CallExternOp)
+                and any(isinstance(out, BlockArgument) for out in op.outs)]
+    assert len(in_place) == 2  # the two cache updates write the caches' own buffers
     drv = RecordingDriver()
     runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets=buckets)
     key = value = np.zeros((1, dims["H"], dims["L"], dims["HD"]), np.float32)

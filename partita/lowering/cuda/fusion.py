@@ -17,7 +17,7 @@ from partita.dialects import nn
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, InPlace, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "in_place_update", "is_anchor", "is_fusable", "is_view",
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "has_in_place_form", "in_place_update", "is_anchor", "is_fusable", "is_view",
            "kernel_function_error", "kernel_kind", "prologue_error", "reads_views"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
@@ -207,18 +207,29 @@ def kernel_function_error(function: FuncOp) -> str | None:
     return None
 
 
+def has_in_place_form(op: Operation) -> bool:
+    """Whether ``op``'s lowering rule has an in-place form (``InPlace``)."""
+    rule = INJECTIVE.get(type(op)) or WINDOW.get(type(op))
+    return rule is not None and rule.in_place is not None
+
+
 def in_place_update(function: FuncOp) -> tuple[Operation, InPlace, int] | None:
     """The op, in-place form and argument index when ``function``'s result replaces part
     of one of its arguments and may be written into that argument's buffer
-    (``byoc.tied_operand``): the function returns an injective op with an ``InPlace``
-    form (TensorScatter) whose destination is an argument nothing else in the body reads.
+    (``byoc.tied_operand``): the function returns an op with an ``InPlace`` form
+    (TensorScatter, ScatterND) whose destination is an argument nothing else in the body
+    reads.
     ``None`` otherwise."""
     if kernel_function_error(function) is not None:
         return None
     block = function.body.block
     op = block.last_op.arguments[0].owner  # type: ignore[union-attr]
-    rule = _rule_for(op, INJECTIVE) if isinstance(op, Operation) else None
-    if rule is None or rule.in_place is None or any(is_anchor(o) for o in block.ops):
+    if not isinstance(op, Operation):
+        return None
+    # An injective op, with nothing anchored; or a window anchor returned as it is.
+    rule = _rule_for(op, WINDOW) if is_anchor(op) else _rule_for(op, INJECTIVE)
+    if rule is None or rule.in_place is None or not rule.in_place.accepts(op) or \
+            any(is_anchor(o) for o in block.ops if o is not op):
         return None
     destination = rule.in_place.destination(op)
     if not isinstance(destination, BlockArgument) or not destination.has_one_use() or \

@@ -59,6 +59,12 @@ class InPlace:
     store: Callable[..., tuple[list[str], str]]
     """``(emitter, op, source index) -> (result index, C condition)``: where the source's
     element at that index lands, and when it is written at all."""
+    applies: Callable[[Operation], bool] | None = None
+    """Whether this op can be computed so (a scatter that combines updates with what is
+    there cannot, in parallel); always when absent."""
+
+    def accepts(self, op: Operation) -> bool:
+        return self.applies is None or bool(self.applies(op))
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class Rule:
     that only remaps the indices of its first operand (its other operands give shapes):
     a kernel reads through it with index arithmetic alone (``fusion.is_view``)."""
     in_place: InPlace | None = None
-    """Injective rules only: the op's in-place form (see ``InPlace``)."""
+    """Injective and window rules: the op's in-place form (see ``InPlace``)."""
     reads_views: bool = False
     """Window rules only: the rule reads its operands only with ``emitter.load``, so an
     operand may be an index view of a kernel argument (a head split of a packed QKV
@@ -188,11 +194,11 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
     return _register(INJECTIVE, op_types, supports, dims, elementwise, view=view, in_place=in_place)
 
 
-def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False):
+def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False, in_place=None):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
     a whole-kernel schedule ``kernel``, see ``Rule.kernel``; ``reads_views``, see
-    ``Rule.reads_views``)."""
-    return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views)
+    ``Rule.reads_views``; its ``InPlace`` form when it replaces part of an operand)."""
+    return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views, in_place=in_place)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

@@ -264,7 +264,27 @@ def _scatter_elements(emitter, op: nn.ScatterElementsOp) -> list[str]:
     return lines
 
 
-@window(nn.ScatterNDOp, dims=derived_dims)
+def _scatter_nd_store(emitter, op: nn.ScatterNDOp, index: list[str]) -> tuple[list[str], str]:
+    """In place (the result tied to ``data``; no reduction): the update's element at
+    ``index`` lands at its row's index tuple (a negative entry counts from the end), then
+    the rest of ``index``; a tuple outside ``data`` is dropped (the reference refuses it).
+    The indices hold no duplicate tuples (ONNX's rule), so no two threads store one place."""
+    data = emitter.dims[op.data]
+    depth = tuple(op.indices.type.get_shape())[-1]
+    lead = index[: len(index) - (len(data) - depth)]
+    at, inside = [], []
+    for j in range(depth):  # 64-bit: an index past the int range is dropped, never wrapped in
+        k = emitter.var("k")
+        emitter.lines += [f"    long long {k} = (long long){emitter.load(op.indices, [*lead, str(j)])};",
+                          f"    if ({k} < 0) {k} += {_paren(data[j])};"]
+        at.append(k)
+        inside.append(f"{k} >= 0 && {k} < {_paren(data[j])}")
+    return [*at, *index[len(lead):]], " && ".join(inside) or "true"
+
+
+@window(nn.ScatterNDOp, dims=derived_dims,
+        in_place=InPlace(destination=lambda op: op.data, source=lambda op: op.updates, store=_scatter_nd_store,
+                         applies=lambda op: op.reduction == "none"))
 def _scatter_nd(emitter, op: nn.ScatterNDOp) -> list[str]:
     T, o = emitter.index_type, emitter.out_index
     ind, data = emitter.dims[op.indices], emitter.dims[op.data]

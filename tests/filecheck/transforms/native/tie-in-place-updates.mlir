@@ -73,3 +73,22 @@ func.func @epilogue(%cache: tensor<1x2x16x4xf32>, %u: tensor<1x2x1x4xf32>, %pos:
   %1 = nn.relu %0 : (tensor<1x2x16x4xf32>) -> tensor<1x2x16x4xf32>
   func.return %1 : tensor<1x2x16x4xf32>
 }
+
+// -----
+// ScatterND (a static cache's update as index_copy_ exports it) is tied too: one thread
+// per update element stores it at its index tuple; with a reduction it is not (its
+// updates combine with what is there).
+
+// CHECK-LABEL: func.func private @index_copy_fused_0(
+// CHECK-SAME:    -> (tensor<1x2x16x4xf16> {byoc.tied_operand = 0 : i64})
+// CHECK-LABEL: func.func private @index_copy_fused_1(
+// CHECK-SAME:    -> tensor<1x2x16x4xf16> attributes
+// CUDA-LABEL: // @index_copy_fused_0: nn.scatter_nd (in place into argument 0)
+// CUDA:         long long k2 = (long long)in1[s1 * 3 + 2];
+// CUDA-NEXT:    if (k2 < 0) k2 += 16;
+// CUDA:         if (k0 >= 0 && k0 < 1 && k1 >= 0 && k1 < 2 && k2 >= 0 && k2 < 16) out[k0 * 128 + k1 * 64 + k2 * 4 + s3] = st_f16(v0);
+func.func @index_copy(%cache: tensor<1x2x16x4xf16>, %u: tensor<1x2x1x4xf16>, %idx: tensor<1x2x1x3xi64>, %acc: tensor<1x2x16x4xf16>) -> (tensor<1x2x16x4xf16>, tensor<1x2x16x4xf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
+  %0 = nn.scatter_nd %cache, %idx, %u : (tensor<1x2x16x4xf16>, tensor<1x2x1x3xi64>, tensor<1x2x1x4xf16>) -> tensor<1x2x16x4xf16>
+  %1 = nn.scatter_nd %acc, %idx, %u {reduction = "add"} : (tensor<1x2x16x4xf16>, tensor<1x2x1x3xi64>, tensor<1x2x1x4xf16>) -> tensor<1x2x16x4xf16>
+  func.return %0, %1 : tensor<1x2x16x4xf16>, tensor<1x2x16x4xf16>
+}
