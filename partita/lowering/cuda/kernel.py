@@ -543,16 +543,21 @@ class KernelEmitter(ScheduleMixin):
         if self.anchor is not None:
             extra["anchor"] = self.anchor.name
         head[1] = f'extern "C" __global__ void __launch_bounds__({extra.get("block", BLOCK_SIZE)})'
+        return self._kernel(result, [*head, *body, "}"], **extra)
+
+    def _kernel(self, result: SSAValue, code: list[str], **extra) -> FusedKernel:
+        """The kernel whose entry is ``code`` (after the prelude), with this function's
+        launch interface."""
         return FusedKernel(
             function=self.function.sym_name.data,
             entry=self.entry,
             inputs=tuple(_record_shape(a) for a in self.block.args),
-            dtypes=tuple(arg_types),
+            dtypes=tuple(_dtype(a.type) for a in self.block.args),
             output=_record_shape(result),
-            output_dtype=out_dtype,
+            output_dtype=_dtype(result.type),
             dims=tuple(self.runtime_dims),
-            ops=tuple(ops),
-            code="\n".join([*self.prelude, *head, *body, "}"]) + "\n",
+            ops=tuple(op.name for op in self.block.ops if op is not self.block.last_op),
+            code="\n".join([*self.prelude, *code]) + "\n",
             **extra,
         )
 
@@ -597,19 +602,7 @@ class KernelEmitter(ScheduleMixin):
             "  }",
             "}",
         ]
-        return FusedKernel(
-            function=self.function.sym_name.data,
-            entry=self.entry,
-            inputs=tuple(_record_shape(a) for a in self.block.args),
-            dtypes=tuple(arg_types),
-            output=_record_shape(result),
-            output_dtype=out_dtype,
-            dims=tuple(self.runtime_dims),
-            ops=tuple(ops),
-            code="\n".join([*self.prelude, *code]) + "\n",
-            kind="scatter",
-            source=_record_shape(source),
-        )
+        return self._kernel(result, code, kind="scatter", source=_record_shape(source))
 
 
 def _transposed_from(op: nn.TransposeOp, index: Sequence[str]) -> list[str]:
