@@ -14,6 +14,9 @@
   cache's shape, learned position embeddings (512), LayerNormalization before the attention
   and the MLP, as exporters write a ``use_cache=True`` step. ``partita-doctor --validate``
   decodes with it.
+- ``static_decoder_step.onnx``: the same step over a static cache of 64 positions (opset 24):
+  a ``position`` input [1], TensorScatter writing the new key and value there, the positions
+  after it masked out; the caches are updated in place (``tie-in-place-updates``).
 
 Run: ``python examples/make_models.py`` (deterministic: fixed seed).
 """
@@ -57,9 +60,9 @@ class _Graph:
                                            **attrs))
         return out
 
-    def model(self, name: str, inputs, outputs) -> onnx.ModelProto:
+    def model(self, name: str, inputs, outputs, opset: int = OPSET) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                                   producer_name="partita-examples")
         onnx.checker.check_model(model, full_check=True)
         return model
@@ -151,10 +154,12 @@ def make_cnn(seed: int = 1) -> onnx.ModelProto:
 
 
 def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, positions: int = 512,
-                      vocab: int = 128, seed: int = 2, layers: int = 1) -> onnx.ModelProto:
+                      vocab: int = 128, seed: int = 2, layers: int = 1, capacity: int = 0) -> onnx.ModelProto:
     """One decode step of a GPT-style decoder with a KV cache concatenated along the
     sequence: ``past_key`` / ``past_value`` in, ``present_key`` / ``present_value`` out
-    (``past_key.<i>`` ... per layer when ``layers > 1``)."""
+    (``past_key.<i>`` ... per layer when ``layers > 1``). With a ``capacity``, the caches
+    hold that many positions (a static cache): the step writes its key and value at the
+    ``position`` input (TensorScatter, opset 24) and attends to the positions up to it."""
     g = _Graph(seed)
     head_dim = hidden // heads
     i64 = lambda name, value: g.const(name, np.array(value, np.int64))  # noqa: E731
@@ -168,10 +173,13 @@ def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, position
         gamma = g.const(f"{prefix}.weight", (1 + 0.1 * g.rng.standard_normal(hidden)).astype(np.float32))
         return g.op("LayerNormalization", inp, gamma, g.weight(f"{prefix}.bias", (hidden,), 0.1), axis=-1)
 
-    # The new token's position: the past length, read off the (first) cache's shape.
-    past = g.op("Gather", g.op("Shape", f"past_key{names[0][0]}"), i64("two", 2), axis=0)
-    limit = g.op("Add", past, i64("one", 1))
-    position = g.op("Range", past, limit, i64("step", 1))
+    if capacity:  # the position is an input; the cache rows past it are masked out
+        position = "position"
+        hidden_rows = g.op("Greater", i64("slots", np.arange(capacity).reshape(1, 1, 1, capacity)), position)
+    else:  # the new token's position: the past length, read off the (first) cache's shape
+        past = g.op("Gather", g.op("Shape", f"past_key{names[0][0]}"), i64("two", 2), axis=0)
+        limit = g.op("Add", past, i64("one", 1))
+        position = g.op("Range", past, limit, i64("step", 1))
     table = g.weight("wpe", (positions, hidden), 0.1)
     x = g.op("Add", "input_embeds", g.op("Gather", table, position, axis=0))
     made: dict[str, str] = {}
@@ -190,12 +198,14 @@ def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, position
             return g.op("Transpose", g.op("Reshape", linear(h, hidden, hidden, p + name), heads_shape), perm=[0, 2, 1, 3])
 
         q, k, v = split("attn.q"), split("attn.k"), split("attn.v")
-        g.nodes.append(helper.make_node("Concat", [f"past_key{suffix}", k], [f"present_key{suffix}"], axis=2,
-                                        name=f"present_key{suffix}"))
-        g.nodes.append(helper.make_node("Concat", [f"past_value{suffix}", v], [f"present_value{suffix}"], axis=2,
-                                        name=f"present_value{suffix}"))
+        for kv, new in (("key", k), ("value", v)):
+            cache = [f"past_{kv}{suffix}", new, position] if capacity else [f"past_{kv}{suffix}", new]
+            g.nodes.append(helper.make_node("TensorScatter" if capacity else "Concat", cache, [f"present_{kv}{suffix}"],
+                                            name=f"present_{kv}{suffix}", axis=2))
         scores = g.op("Div", g.op("MatMul", q, g.op("Transpose", f"present_key{suffix}", perm=[0, 1, 3, 2])),
                       shared("scale", math.sqrt(head_dim)))
+        if capacity:
+            scores = g.op("Where", hidden_rows, shared("masked", -1e9), scores)
         ctx = g.op("Transpose", g.op("MatMul", g.op("Softmax", scores, axis=-1), f"present_value{suffix}"),
                    perm=[0, 2, 1, 3])
         attn = linear(g.op("Reshape", ctx, shared("model_shape", [1, -1, hidden])), hidden, hidden, p + "attn.out")
@@ -207,17 +217,20 @@ def make_decoder_step(hidden: int = 64, heads: int = 4, ffn: int = 256, position
     g.nodes.append(helper.make_node("MatMul", [layer_norm(x, "ln_f"), g.weight("lm_head", (hidden, vocab))],
                                     ["logits"], name="logits"))
     f32 = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
-    cache = [1, heads, "past", head_dim]
-    present = [1, heads, "present", head_dim]
-    return g.model("decoder_step",
-                   [f32("input_embeds", [1, 1, hidden])]
+    cache = [1, heads, capacity or "past", head_dim]
+    present = [1, heads, capacity or "present", head_dim]
+    step = [helper.make_tensor_value_info("position", TensorProto.INT64, [1])] if capacity else []
+    return g.model("static_decoder_step" if capacity else "decoder_step",
+                   [f32("input_embeds", [1, 1, hidden]), *step]
                    + [f32(f"past_{kv}{s}", cache) for s, _ in names for kv in ("key", "value")],
                    [f32("logits", [1, 1, vocab])]
-                   + [f32(f"present_{kv}{s}", present) for s, _ in names for kv in ("key", "value")])
+                   + [f32(f"present_{kv}{s}", present) for s, _ in names for kv in ("key", "value")],
+                   opset=24 if capacity else OPSET)
 
 
 def main() -> None:
-    for name, model in (("encoder", make_encoder()), ("cnn", make_cnn()), ("decoder_step", make_decoder_step())):
+    for name, model in (("encoder", make_encoder()), ("cnn", make_cnn()), ("decoder_step", make_decoder_step()),
+                        ("static_decoder_step", make_decoder_step(capacity=64))):
         path = HERE / f"{name}.onnx"
         onnx.save(model, str(path))
         print(f"wrote {path} ({path.stat().st_size} bytes)")

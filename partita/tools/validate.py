@@ -20,7 +20,8 @@ time still reports what it finished.
   A KV-cache decoder step (``examples/decoder_step.onnx``: ``past*`` inputs, ``present*``
   outputs) is also decoded for 64 tokens, its caches fed back on the device, each step
   against onnxruntime, in ms per token with shape buckets (graphs updated in place) and
-  with exact signatures.
+  with exact signatures; ``examples/static_decoder_step.onnx`` likewise, its static caches
+  updated in place by their scatter kernels.
 
 The parent prints one table (step, item, metric, Partita, reference, status) and writes
 the JSON (environment, steps, rows). It exits 0 when every step ran and nothing failed,
@@ -414,8 +415,9 @@ def cache_pairs(path: Path) -> list[tuple[str, str]]:
 
 
 def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cuda", tokens: int = DECODE_TOKENS) -> None:
-    """A decode loop of ``tokens`` steps from an empty cache, each step's presents fed back
-    as the next step's pasts (left on the device), every step against onnxruntime (CPU);
+    """A decode loop of ``tokens`` steps from an empty cache (or, for a static cache, one of
+    zeros, a ``position`` input counting the steps), each step's presents fed back as the
+    next step's pasts (left on the device), every step against onnxruntime (CPU);
     ms per token with shape buckets (one arena and graph per power-of-two past length,
     updated in place) and with exact signatures (a bind and a capture per token). Nothing
     for a model that is no decoder step (``cache_pairs``)."""
@@ -435,9 +437,11 @@ def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cud
     exe = partita.compile(str(path), model_targets(arch))
     rng = np.random.default_rng(1)
     steps = []
-    for _ in range(tokens):
+    for token in range(tokens):
         feeds = {k: (rng.standard_normal(v.shape).astype(v.dtype) if np.issubdtype(v.dtype, np.floating) else v)
                  for k, v in first.items() if k not in empty}
+        if "position" in feeds:  # a static cache's step: the token's row in it
+            feeds["position"] = np.full_like(feeds["position"], token)
         steps.append(feeds)
     seconds, worst, tol, bucketed = {}, 0.0, 0.0, Counter()
     for buckets in ("pow2", None):

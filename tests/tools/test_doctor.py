@@ -221,6 +221,19 @@ def test_a_kv_cache_decoder_is_decoded_step_by_step(tmp_path: Path) -> None:
     assert latency.metric == "decode ms/token (shape buckets)" and "3 instantiations, 3 allocations" in latency.note
 
 
+def test_a_static_cache_decoder_is_decoded_in_place(tmp_path: Path) -> None:
+    """The bundled static-cache step (examples/static_decoder_step.onnx): a ``position``
+    input counting the steps, the caches written in place by their scatter kernels and fed
+    back, each step against onnxruntime."""
+    decoder = Path(__file__).resolve().parents[2] / "examples" / "static_decoder_step.onnx"
+    assert validate.cache_pairs(decoder) == [("past_key", "present_key"), ("past_value", "present_value")]
+    writer = validate.RowWriter(None)
+    validate.check_decode(decoder, writer, arch="sm_90", device="simulated", tokens=12)
+    error, latency = writer.rows
+    assert error.status == "ok" and error.partita < 1e-5, error
+    assert "1 instantiations, 1 allocations" in latency.note  # one shape: one arena, one graph
+
+
 def test_no_models_is_a_failure_not_a_pass() -> None:
     writer = validate.RowWriter(None)
     validate.models_step(None, writer, arch="sm_90")
