@@ -132,3 +132,27 @@ def test_depthwise_and_asymmetric_qdq_convolutions_stay_float(tmp_path, variant)
     x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
     (got,) = exe.run(x)
     _check_close(got, as_written.run(None, {"x": x})[0], _output_step(model))
+
+
+def test_qoperator_convolutions_run_on_int8_tensor_cores_too(tmp_path):
+    """onnxruntime's QOperator format: QLinearConv of u8 activations (a non-zero zero point,
+    the raw input's) by s8 weights of zero point 0. The same integer convolution, its input
+    zero point folded out (the input padded with it, an i32 row per output channel), runs
+    on CUTLASS, and the result equals ONNX's reference bit for bit. (Not onnxruntime's:
+    without VNNI its u8 x s8 kernels add products in saturating 16-bit pairs, which is why
+    its quantizer offers ``reduce_range``; here it is off by up to 55 steps.)"""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(7)
+    _save_cnn(tmp_path / "f32.onnx", rng)
+    model, _ = _qdq(tmp_path / "f32.onnx", tmp_path / "qop.onnx", "x", SHAPE, rng, True, "QOperator")
+    assert [n.op_type for n in model.graph.node].count("QLinearConv") == 3
+    exe = partita.compile(model, TARGETS, partitioner="eager")
+    convs = [row for row in exe.partitions if "nn.conv_integer" in row.ops]
+    assert [row.target for row in convs] == ["cutlass"] * 3, [(row.target, row.ops) for row in convs]
+    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    (got,) = exe.run(x)
+    spec = onnx.ModelProto()
+    spec.CopyFrom(model)
+    spec.opset_import[0].version = 21  # onnx.reference implements DequantizeLinear from opset 19 (same semantics)
+    np.testing.assert_array_equal(got, ReferenceEvaluator(spec).run(None, {"x": x})[0])

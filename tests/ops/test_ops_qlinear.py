@@ -274,12 +274,13 @@ def test_an_onnxruntime_dynamically_quantized_mlp_runs_its_products_on_int8_tens
     np.testing.assert_array_equal(exe.run(x)[0], want)
 
 
-def _qdq(source, target, name: str, shape: tuple[int, ...], rng, per_channel: bool,
+def _qdq(source, target, name: str, shape: tuple[int, ...], rng, per_channel: bool, quant_format: str = "QDQ",
          **options) -> tuple[onnx.ModelProto, Any]:
-    """``source`` quantized by onnxruntime's ``quantize_static`` in the QDQ format (u8
-    activations, s8 weights; ``options``: more of its keyword arguments), calibrated on four
-    random batches of input ``name``; the model and a session running it as written (no
-    graph optimizations)."""
+    """``source`` quantized by onnxruntime's ``quantize_static`` in the QDQ format (or
+    ``quant_format="QOperator"``: QLinearConv, QLinearMatMul ...; u8 activations, s8
+    weights; ``options``: more of its keyword arguments), calibrated on four random batches
+    of input ``name``; the model and a session running it as written (no graph
+    optimizations)."""
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -290,7 +291,7 @@ def _qdq(source, target, name: str, shape: tuple[int, ...], rng, per_channel: bo
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(source, target, Calibration(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+    quantize_static(source, target, Calibration(), quant_format=getattr(QuantFormat, quant_format), per_channel=per_channel,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, **options)
     plain = ort.SessionOptions()
     plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

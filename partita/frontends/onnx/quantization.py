@@ -6,7 +6,9 @@ accumulation) followed by the requantization the spec states: the i32 result tim
 ``sa * sb / sy`` (the multiplier in the scales' own type, the product in f64, as the ONNX
 reference computes them), rounded half to even, plus ``zy``, saturated to ``zy``'s type:
 an ``nn.quantize`` with scale 1, the op QuantizeLinear becomes. The element-wise tail
-fuses into one kernel.
+fuses into one kernel. A convolution of a constant weight with zero point 0 (onnxruntime's
+QOperator quantization) is built as QDQ convolutions are (``conv.integer_conv``: a
+constant input zero point folded out), so int8 tensor cores take it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.conv import _kernel_shape, _spatial_rank, spatial_attrs
+from partita.frontends.onnx.conv import _kernel_shape, _spatial_rank, integer_conv, spatial_attrs
 from partita.frontends.onnx.linalg import _scalar_zero_point, integer_matmul
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import Value, fail, is_const, shape_of
@@ -115,12 +117,20 @@ def _qlinear_matmul(cx, ins, attrs):
 
 
 def _conv_integer(cx: Importer, x: Value, w: Value, zx: Value | None, zw: Value | None, attrs) -> SSAValue:
+    weight = np.asarray(w) if is_const(w) else None
     x = cx.tensor(x)
     w = cx.tensor(w)
     _check_int8(x, w, zx, zw)
     _spatial_rank(shape_of(x), "ConvInteger")
     kernel = _kernel_shape(attrs, shape_of(w))
     strides, pads, dilations = spatial_attrs(attrs, shape_of(x), kernel)
+    one_zx = zx is None or is_const(zx) and np.unique(np.asarray(zx)).size == 1
+    if weight is not None and attrs.get("group", 1) == 1 and one_zx and (zw is None or is_const(zw) and
+                                                                         not np.asarray(zw).any()):
+        # A constant weight of zero point 0 (QOperator quantization's): the form int8 tensor
+        # cores take, a constant input zero point folded out (``integer_conv``).
+        value = np.zeros((), _dtype(x)) if zx is None else np.asarray(zx, _dtype(x)).reshape(-1)[:1].reshape(())
+        return integer_conv(cx, x, weight, value, strides, pads, dilations)
     zx = _scalar_zero_point(cx, zx, x, "input")
     out_channels = shape_of(w)[0]
     if zw is None:

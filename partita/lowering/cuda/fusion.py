@@ -17,8 +17,8 @@ from partita.dialects import nn
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, InPlace, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "has_in_place_form", "in_place_update", "is_anchor", "is_fusable", "is_view",
-           "kernel_function_error", "kernel_kind", "prologue_error", "reads_views"]
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "has_in_place_form", "in_place_update", "is_anchor",
+           "is_fusable", "is_view", "kernel_function_error", "kernel_kind", "prologue_error", "reads_views"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
     nn.AddOp, nn.SubtractOp, nn.MultiplyOp, nn.BiasAddOp, nn.TransposeOp, nn.ReshapeOp,
@@ -218,8 +218,7 @@ def in_place_update(function: FuncOp) -> tuple[Operation, InPlace, int] | None:
     of one of its arguments and may be written into that argument's buffer
     (``byoc.tied_operand``): the function returns an op with an ``InPlace`` form
     (TensorScatter, ScatterND) whose destination is an argument nothing else in the body
-    reads.
-    ``None`` otherwise."""
+    reads. ``None`` otherwise."""
     if kernel_function_error(function) is not None:
         return None
     block = function.body.block
