@@ -3,7 +3,7 @@
 func.func @main(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {
   %0 = byoc.partition(%x) {byoc.compiler = "cutlass", byoc.global_symbol = "softmax_0"} ({
   ^bb0(%a: tensor<8x16xf16>):
-    // expected-error@+1 {{has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer and NHWC conv2d do)}}
+    // expected-error@+1 {{has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, NHWC conv2d and NHWC conv_integer do)}}
     %1 = nn.softmax %a : (tensor<8x16xf16>) -> tensor<8x16xf16>
     byoc.yield %1 : tensor<8x16xf16>
   }) : (tensor<8x16xf16>) -> tensor<8x16xf16>
