@@ -409,9 +409,10 @@ class Runtime:
         if self.pool is not None and self.pool.arenas:
             lines.append(f"{len(self.pool.arenas)} arena(s) of shape buckets ({self.pool.reserved_bytes()} B) shared by "
                          f"{len(self._bound)} bound signature(s); {self.stats['graph_updates']} graph update(s) so far")
+        arguments = len(self.plan.block.args)
         for (signature, _), bound in self._bound.items():  # keyed (signature, twin)
-            if bound.eager_reason is not None:
-                shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature)
+            if bound.eager_reason is not None:  # the signature's shapes (its sizing values follow them)
+                shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in signature[:arguments])
                 lines.append(f"inputs ({shapes}) run eagerly: their capture failed: {bound.eager_reason}")
         if host:
             lines.append(f"{len(host)} host step(s), each: synchronize, download its inputs, run on NumPy, upload its results:")

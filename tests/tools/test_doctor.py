@@ -231,6 +231,7 @@ def test_a_static_cache_decoder_is_decoded_in_place(tmp_path: Path) -> None:
     validate.check_decode(decoder, writer, arch="sm_90", device="simulated", tokens=12)
     error, latency = writer.rows
     assert error.status == "ok" and error.partita < 1e-5, error
+    assert latency.metric == "decode ms/token (static cache)"
     assert "1 instantiations, 1 allocations" in latency.note  # one shape: one arena, one graph
 
 
