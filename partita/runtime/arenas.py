@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from partita.analysis.liveness import assign_offsets
 from partita.ir import PartitaError
 
-__all__ = ["Arena", "ArenaPool", "ShapeBuckets"]
+__all__ = ["Arena", "ArenaPool", "ShapeBuckets", "lies_in"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,11 @@ class ShapeBuckets:
         return int(self.edge(nbytes)) if nbytes else 0
 
 
+def lies_in(ptr: int, buffer: Any, nbytes: int) -> bool:
+    """Whether device address ``ptr`` lies in the ``nbytes`` of ``buffer`` (``None``: no memory)."""
+    return buffer is not None and nbytes > 0 and int(buffer) <= ptr < int(buffer) + nbytes
+
+
 @dataclass(eq=False)
 class Arena:
     """Device memory for one placement: ``pointers`` by buffer root (the roots and reserved
@@ -99,8 +104,7 @@ class Arena:
     """The bound plans whose launches point into this arena (closed with it)."""
 
     def holds(self, ptr: int) -> bool:
-        base = int(self.base) if self.base is not None else 0
-        return self.size > 0 and base <= ptr < base + self.size
+        return lies_in(ptr, self.base, self.size)
 
 
 class ArenaPool:

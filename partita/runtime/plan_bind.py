@@ -35,7 +35,7 @@ from partita.analysis.liveness import (
 from partita.dialects import byoc, nn
 from partita.ir import PartitaError, op_error
 from partita.ir.budget import active_budget
-from partita.runtime.arenas import Arena, ArenaPool, reserved_size
+from partita.runtime.arenas import Arena, ArenaPool, lies_in, reserved_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.runtime.plan_load import LaunchPlan
@@ -467,10 +467,7 @@ class BoundPlan:
     def holds(self, ptr: int) -> bool:
         """Whether ``ptr`` lies in the memory a run of this plan writes besides the static
         arena: its arena (the pool's shared one, with shape buckets)."""
-        if self.shared is not None:
-            return self.shared.holds(ptr)
-        base = int(self.arena) if self.arena is not None else 0
-        return self.arena is not None and base <= ptr < base + self.arena_bytes
+        return self.shared.holds(ptr) if self.shared is not None else lies_in(ptr, self.arena, self.arena_bytes)
 
     def point_input(self, index: int, ptr: int) -> bool:
         """Makes the kernels read input ``index`` at ``ptr``; False when they cannot

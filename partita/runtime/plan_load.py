@@ -38,6 +38,7 @@ from partita.ir import PartitaError, op_error
 from partita.ir.constants import check_splat_budget, splat_element
 from partita.ir.parameters import ParameterAttr, storage_dtype, stored_values
 from partita.lowering.binaries import BinaryImage, binary_images
+from partita.runtime.arenas import lies_in
 from partita.runtime.arguments import ArgumentLayouts
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
@@ -350,8 +351,7 @@ class LaunchPlan:
     def holds(self, ptr: int) -> bool:
         """Whether ``ptr`` is in the static arena, which every run writes (the buffers
         ``plan-memory`` placed: outputs of static shape among them)."""
-        base = int(self.arena) if self.arena is not None else 0
-        return self.arena is not None and base <= ptr < base + self.arena_bytes
+        return lies_in(ptr, self.arena, self.arena_bytes)
 
     def stage_of(self, value: SSAValue) -> int:
         """The stage that defines ``value`` (arguments: the first)."""

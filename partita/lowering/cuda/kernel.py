@@ -151,7 +151,8 @@ class FusedKernel:
 class KernelEmitter(ScheduleMixin):
     """Builds one fused function's kernel. Lowering rules (``rules.py``) use its public
     methods: ``value`` (an operand at an index, inlined), ``load`` (a kernel argument, or an
-    index view of one, at an index), ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
+    index view of one, at an index), ``stored`` (a value as its storage type holds it),
+    ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
 
     def __init__(self, function: FuncOp, entry: str):
         self.function = function
@@ -164,7 +165,6 @@ class KernelEmitter(ScheduleMixin):
         self.linear_of: dict[tuple[tuple[Dim, ...], tuple[str, ...]], str] = {}
         self.dims: dict[SSAValue, list[Dim]] = {}
         self.runtime_dims: list[tuple[int, int]] = []
-        self.uses_dtypes: set[str] = set()
         anchors = [op for op in self.block.ops if is_anchor(op)]
         self.anchor: Operation | None = anchors[0] if anchors else None
         self.derived: set[SSAValue] = set()
@@ -310,6 +310,11 @@ class KernelEmitter(ScheduleMixin):
         arg, index = self.viewed(arg, index)
         return self._load(f"in{arg.index}[{self._linear(self.dims[arg], index)}]", _dtype(arg.type))
 
+    @staticmethod
+    def stored(expr: str, dtype: str) -> str:
+        """``expr`` (compute type) as the storage type ``dtype`` holds it."""
+        return f"st_{dtype}({expr})" if dtype in CONVERTED else expr
+
     def is_argument(self, value: SSAValue) -> bool:
         """Whether ``value`` is a kernel argument or an index view of one: ``load`` reads it
         with no lines, so a rule may put that read under a condition."""
@@ -452,6 +457,14 @@ class KernelEmitter(ScheduleMixin):
     def _load(self, pointer: str, dtype: str) -> str:
         return f"ld_{dtype}({pointer})" if dtype in CONVERTED else pointer
 
+    def _params(self, result: SSAValue, shared: int | None = None) -> list[str]:
+        """The entry's parameters: each argument (``in<k>``), the output, each run-time dim;
+        argument ``shared`` is the output's own buffer (never read), so not ``__restrict__``."""
+        params = [f"const {_C_TYPES[_dtype(a.type)]}*{'' if a.index == shared else ' __restrict__'} in{a.index}"
+                  for a in self.block.args]
+        params.append(f"{_C_TYPES[_dtype(result.type)]}* __restrict__ out")
+        return params + [f"int dim{k}" for k in range(len(self.runtime_dims))]
+
     def _arg(self, value: SSAValue) -> BlockArgument:
         assert isinstance(value, BlockArgument)
         return value
@@ -476,12 +489,8 @@ class KernelEmitter(ScheduleMixin):
         out = self.value(result, self.out_index)
         out_dtype = _dtype(result.type)
         used = "\n".join(self.lines)
-        arg_types = [_dtype(a.type) for a in self.block.args]
-        self.uses_dtypes |= {*arg_types, out_dtype}
-        params = [f"const {_C_TYPES[t]}* __restrict__ in{k}" for k, t in enumerate(arg_types)]
-        params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
-        params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
-        store = f"    out[i] = {f'st_{out_dtype}({out})' if out_dtype in CONVERTED else out};"
+        params = self._params(result)
+        store = f"    out[i] = {self.stored(out, out_dtype)};"
         ops = [op.name for op in self.block.ops if op is not self.block.last_op]
         T = self.index_type
         head = [
@@ -561,7 +570,6 @@ class KernelEmitter(ScheduleMixin):
             **extra,
         )
 
-
     def _emit_in_place(self, tied: int, result: SSAValue) -> FusedKernel:
         """A ``scatter`` kernel: the result is tied to argument ``tied`` (its buffer is the
         output's), so only the source's elements are stored, where they land (one thread
@@ -569,7 +577,8 @@ class KernelEmitter(ScheduleMixin):
         update = in_place_update(self.function)
         if update is None or update[2] != tied:
             raise op_error(self.function, f"its result is tied to operand #{tied}, which it does not update in "
-                                          "place (only a TensorScatter of an argument nothing else reads is)")
+                                          "place (only an in-place update, TensorScatter or ScatterND, of an argument "
+                                          "nothing else reads is)")
         op, form, _ = update
         source = form.source(op)
         dims = self.dims[source]
@@ -580,14 +589,8 @@ class KernelEmitter(ScheduleMixin):
                  if name != "0"]
         at, condition = form.store(self, op, index)
         value = self.value(source, index)
-        out_dtype = _dtype(result.type)
-        stored = f"st_{out_dtype}({value})" if out_dtype in CONVERTED else value
-        arg_types = [_dtype(a.type) for a in self.block.args]
-        self.uses_dtypes |= {*arg_types, out_dtype}
-        # The tied argument shares the output's buffer and is never read: no __restrict__.
-        params = [f"const {_C_TYPES[t]}*{'' if k == tied else ' __restrict__'} in{k}" for k, t in enumerate(arg_types)]
-        params.append(f"{_C_TYPES[out_dtype]}* __restrict__ out")
-        params += [f"int dim{k}" for k in range(len(self.runtime_dims))]
+        stored = self.stored(value, _dtype(result.type))
+        params = self._params(result, shared=tied)
         ops = [o.name for o in self.block.ops if o is not self.block.last_op]
         code = [
             f"// @{self.function.sym_name.data}: {', '.join(ops)} (in place into argument {tied})",
@@ -603,7 +606,6 @@ class KernelEmitter(ScheduleMixin):
             "}",
         ]
         return self._kernel(result, code, kind="scatter", source=_record_shape(source))
-
 
 def _transposed_from(op: nn.TransposeOp, index: Sequence[str]) -> list[str]:
     """The index into ``op``'s input of its result's element at ``index``."""

@@ -154,7 +154,6 @@ def _zero_point_check(function: FuncOp, main: nn.IntegerProductOp) -> str:
     as arguments and does not read them (the frontend folds an activation zero point into
     the bias row)."""
     args = function.body.block.args
-    what = "convolution" if isinstance(main, nn.ConvIntegerOp) else "GEMM"
     indices = [args.index(v) for _, v, _ in main.factors() if v in args]
     module = function.parent_op()
     name = function.sym_name.data
@@ -165,8 +164,27 @@ def _zero_point_check(function: FuncOp, main: nn.IntegerProductOp) -> str:
     for call in calls:
         for i in indices:
             if not is_zero_constant(call.arguments[i]):
-                return f"an int8 CUTLASS {what} takes zero points that are constant zeros (the native kernel takes others)"
+                return (f"an int8 CUTLASS {_int8_kind(main)} takes zero points that are constant zeros (the native "
+                        "kernel takes others)")
     return ""
+
+
+def _int8_kind(main: nn.IntegerProductOp) -> str:
+    return "convolution" if isinstance(main, nn.ConvIntegerOp) else "GEMM"
+
+
+def _int8_parts(main: nn.IntegerProductOp, epilogue_ops: Sequence[Operation], function: FuncOp, out_channels: int,
+                channel_axis: int) -> tuple[str, str, str, SSAValue | None]:
+    """What an int8 GEMM and an int8 convolution spec both read, once their zero points are
+    known to be constant zeros: A's and B's element types, the epilogue and its i32 bias row."""
+    why = _zero_point_check(function, main)
+    if why:
+        raise op_error(main, why)
+    dtype_a, dtype_b = (nn.NUMPY_DTYPES[str(v.type.element_type)].name for v, _, _ in main.factors())  # type: ignore[attr-defined]
+    epilogue, bias = _epilogue(epilogue_ops, function, out_channels, channel_axis)
+    if bias is not None and str(bias.type.element_type) != "i32":  # type: ignore[attr-defined]
+        raise op_error(main, f"an int8 CUTLASS {_int8_kind(main)} adds an i32 bias row")
+    return dtype_a, dtype_b, epilogue, bias
 
 
 def _int8_spec(main: nn.MatmulIntegerOp, epilogue_ops: Sequence[Operation], function: FuncOp
@@ -176,13 +194,7 @@ def _int8_spec(main: nn.MatmulIntegerOp, epilogue_ops: Sequence[Operation], func
     x, w = _shape(main.lhs), _shape(main.rhs)
     if not main.transpose_b or len(w) != 2 or len(x) < 2:
         raise op_error(main, "an int8 CUTLASS GEMM takes a [N, K] rhs (transpose_b) and an lhs of rank >= 2")
-    why = _zero_point_check(function, main)
-    if why:
-        raise op_error(main, why)
-    dtype_a, dtype_b = (nn.NUMPY_DTYPES[str(v.type.element_type)].name for v in (main.lhs, main.rhs))  # type: ignore[attr-defined]
-    epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
-    if bias is not None and str(bias.type.element_type) != "i32":  # type: ignore[attr-defined]
-        raise op_error(main, "an int8 CUTLASS GEMM adds an i32 bias row")
+    dtype_a, dtype_b, epilogue, bias = _int8_parts(main, epilogue_ops, function, w[0], len(x) - 1)
     m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
     return KernelSpec.dense(m, w[0], w[1], dtype_a, epilogue, dtype_b=dtype_b), bias
 
@@ -196,13 +208,7 @@ def _int8_conv_spec(main: nn.ConvIntegerOp, epilogue_ops: Sequence[Operation], f
     x, w = _shape(main.input), _shape(main.weight)
     if any(d < 0 for d in x[1:]):
         raise op_error(main, "an int8 CUTLASS convolution needs static H, W and C")
-    why = _zero_point_check(function, main)
-    if why:
-        raise op_error(main, why)
-    dtype_a, dtype_b = (nn.NUMPY_DTYPES[str(v.type.element_type)].name for v in (main.input, main.weight))  # type: ignore[attr-defined]
-    epilogue, bias = _epilogue(epilogue_ops, function, w[0], 3)
-    if bias is not None and str(bias.type.element_type) != "i32":  # type: ignore[attr-defined]
-        raise op_error(main, "an int8 CUTLASS convolution adds an i32 bias row")
+    dtype_a, dtype_b, epilogue, bias = _int8_parts(main, epilogue_ops, function, w[0], 3)
     spec = KernelSpec.conv2d((_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding),
                              tuple(main.dilation), dtype_a, epilogue, dtype_b=dtype_b)
     return spec, bias

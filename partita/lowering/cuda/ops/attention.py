@@ -208,7 +208,7 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     qv, acc, j0, n, jj, j, e, c = v("qv"), v("acc"), v("kstart"), v("n"), v("jj"), v("j"), v("e"), v("c")
     undefined, rows = v("undefined"), "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
     out_t = str(op.result.type.element_type)
-    store = (lambda x: f"st_{out_t}({x})") if out_t in ("f16", "bf16") else (lambda x: x)
+    store = lambda x: emitter.stored(x, out_t)  # noqa: E731
     lines = [
         f"  __shared__ float {ks}[{tile}][{head_dim}], {vs}[{tile}][{value_dim}];",
         f"  const int {lane} = threadIdx.x % 32, {warp} = threadIdx.x / 32;",
