@@ -48,6 +48,7 @@ from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.combine_parallel_dense import has_parallel_dense
 from partita.transforms.convert_layout import is_nchw_conv
 from partita.transforms.legalize_to_nn import needs_legalization
+from partita.transforms.simplify_transposes import simplifies_a_transpose
 from partita.transforms.sink_reshapes import sinks_a_reshape
 from partita.transforms.tie_in_place_updates import has_in_place_updates
 from partita.validation import check_calls, check_compile_arguments, check_entry, check_ranks, check_target_archs
@@ -178,6 +179,10 @@ def _pipeline_stages(
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):
         steps.append("convert-layout{conv2d=NHWC}")
+    if "convert-layout{conv2d=NHWC}" in steps or any(simplifies_a_transpose(op) for op in module.walk()):
+        # Transposes that move only unit dims (a decode step's head split of its one
+        # token, NHWC around a 1x1 feature map) are views; transposes of transposes compose.
+        steps.append("simplify-transposes")
     if partitioner == "eager" and external:
         steps.append(f"partition-eager{{backends={','.join(external)}}}")
         steps.append("outline-compiler-functions")

@@ -40,6 +40,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     "fuse-rms-norm": ("partita.transforms.fuse_rms_norm", "FuseRMSNorm"),
     "sink-reshapes": ("partita.transforms.sink_reshapes", "SinkReshapes"),
+    "simplify-transposes": ("partita.transforms.simplify_transposes", "SimplifyTransposes"),
     "combine-parallel-dense": ("partita.transforms.combine_parallel_dense", "CombineParallelDense"),
     "merge-rotary-embeddings": ("partita.transforms.merge_rotary", "MergeRotaryEmbeddings"),
     "split-kv-attention": ("partita.transforms.split_kv_attention", "SplitKVAttention"),
