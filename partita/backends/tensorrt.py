@@ -55,8 +55,8 @@ def unsupported_reason(op: Operation) -> str | None:
             return f"has an operand type TensorRT does not take ({value.type})"
     if isinstance(op, nn.BatchNormOp) and op.axis % len(_shape(op.operands[0])) != 1:
         return "is a batch norm over an axis other than 1"
-    if isinstance(op, nn.ReshapeOp) and sum(d < 0 for d in _shape(op.results[0])) > 1:
-        return "reshapes to more than one dynamic dimension"
+    if isinstance(op, nn.ReshapeOp) and sum(d < 0 for d in _shape(op.results[0])) - len(op.targets) > 1:
+        return "reshapes to more than one dynamic dimension without shape references"
     if isinstance(op, nn.Conv2DOp | nn.Pool2DOp | nn.GlobalAvgPool2DOp):
         layout = op.data_layout if isinstance(op, nn.Conv2DOp) else op.layout
         if layout not in ("NCHW", "NHWC"):

@@ -14,7 +14,9 @@ PyTorch's exporters (TorchScript and dynamo, the function body of
                                                     widened here and p narrowed back after
                                                     the softmax (to-mixed-precision's form)
     s  = s + mask                                   optional: additive, or where(m, 0, -inf)
-                                                    (a boolean mask)
+                                                    (a boolean mask); or masked_fill:
+                                                    where(m, s, c) / where(m, c, s), any
+                                                    constant c (the op's mask_fill)
     p  = softmax(s, axis=-1)
     p  = where(is_nan(p), 0, p)                     optional: the guard of undefined rows
     out = p @ v
@@ -30,7 +32,8 @@ transpose of the last two axes gets one (``nn.transpose``, an injective kernel).
 Only the chain's own intermediates are replaced, and only when each is used once
 (nothing else reads the scores or the probabilities), so a partial match leaves the ops
 as they were and stays correct op by op. A mask made with a finite fill (``finfo.min``)
-stays additive: its fully masked rows are uniform, not undefined.
+and added stays additive; one filled in by ``where`` gives the op its ``mask_fill``:
+either way its fully masked rows are uniform, not undefined, as exported.
 """
 
 from __future__ import annotations
@@ -232,7 +235,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         if softmax is None or softmax.axis % 4 != 3 or len(_shape(probs)) != 4:
             return
         chain.append(softmax)
-        scores, mask, mask_form = softmax.input, None, None
+        scores, mask, mask_form, mask_fill = softmax.input, None, None, None
         if narrow is not None:
             back = _widening(scores)
             if back is None or back.input.type.element_type != narrow.result.type.element_type:
@@ -249,11 +252,11 @@ class FuseScaledDotProductAttention(RewritePattern):
                     break
             else:
                 return
-        elif fill is not None:  # masked_fill: where(keep, s, -inf) / where(masked, -inf, s)
+        elif fill is not None:  # masked_fill: where(keep, s, c) / where(masked, c, s)
             for s, other, keeps in ((fill.on_true, fill.on_false, True),
                                     (fill.on_false, fill.on_true, False)):
                 if _is_product(s) and _shape(s) == _shape(fill.result) \
-                        and _scalar(other) == -np.inf \
+                        and (mask_fill := _scalar(other)) is not None and not np.isnan(mask_fill) \
                         and str(fill.condition.type.element_type) == "i1":
                     scores, mask, mask_form = s, fill.condition, keeps
                     chain.append(fill)
@@ -310,7 +313,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         try:
             fused = nn.AttentionOp(q, k, v, mask, scale=scale * q_scale * k_scale,
                                    causal=causal, zero_undefined_rows=guard, result_type=out_type,
-                                   layout="BSHD" if bshd is not None else None)
+                                   layout="BSHD" if bshd is not None else None, mask_fill=mask_fill)
             fused.verify()
         except VerifyException:
             for c in (*created, *mask_ops):

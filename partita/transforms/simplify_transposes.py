@@ -6,8 +6,8 @@ element keeps its row-major offset: it is a reshape, which the memory plan makes
 of its input and a fused kernel reads in place. A decode step writes such transposes
 around its attention: the head split ``[B, 1, H, D] -> [B, H, 1, D]`` of the one new
 token's Q, K and V, and the head merge back, a kernel each until now. A ``?`` dim is
-not known to be 1, so it counts as moving data; its size is carried by the reshape's
-shape reference (the transpose's input). A transpose that changes nothing (the result
+not known to be 1, so it counts as moving data; one is inferred from the element count,
+several are sized by shape references to the transpose's input. A transpose that changes nothing (the result
 type is the input's) is its input.
 
 ``transpose(transpose(x, p), q)`` is ``transpose(x, [p[i] for i in q])``: one kernel
@@ -64,6 +64,8 @@ class TransposeOfUnitDimsToReshape(RewritePattern):
             return
         shape = op.result.type.get_shape()
         refs = [(op.input, op.perm[t], t) for t, d in enumerate(shape) if d == nn.DYN]
+        if len(refs) == 1:
+            refs = []  # one ? is inferred from the element count
         reshape = nn.ReshapeOp(op.input, shape, refs)
         reshape.location = op.location
         rewriter.replace_op(op, reshape)

@@ -107,7 +107,7 @@ class SplitKVDecode(RewritePattern):
             return
         mask = [] if op.mask is None else [op.mask]
         partial = nn.AttentionPartialOp(op.query, op.key, op.value, *mask, scale=op.scale,
-                                        splits=splits, layout=op.layout)
+                                        splits=splits, layout=op.layout, mask_fill=op.mask_fill)
         combine = nn.AttentionCombineOp(partial, result_type=op.result.type,
                                         zero_undefined_rows=op.zero_undefined_rows, layout=op.layout)
         rewriter.replace(op, [partial, combine])

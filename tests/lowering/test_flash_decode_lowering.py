@@ -34,7 +34,8 @@ def _ty(shape, dtype) -> str:
     return f"tensor<{'x'.join('?' if d is None else str(d) for d in shape)}x{dtype}>"
 
 
-def _decode_module(q, k, v, dtype, splits, *, layout="BHSD", mask=None, zero=False, kv_dyn=False) -> str:
+def _decode_module(q, k, v, dtype, splits, *, layout="BHSD", mask=None, zero=False, kv_dyn=False,
+                   fill=None) -> str:
     """``@main``: ``nn.attention_partial`` then ``nn.attention_combine`` (shapes in the
     layout; ``mask``: (shape, "boolean" | "additive"), static; ``kv_dyn``: a ``?`` KV
     length)."""
@@ -51,6 +52,8 @@ def _decode_module(q, k, v, dtype, splits, *, layout="BHSD", mask=None, zero=Fal
         mt = _ty(shape, "i1" if kind == "boolean" else dtype)
         args, operands, types = f"{args}, %m: {mt}", f"{operands}, %m", f"{types}, {mt}"
     props = f'scale = 0.125 : f64, splits = {splits} : i64, layout = "{layout}"'
+    if fill is not None:
+        props += f", mask_fill = {fill!r} : f64"
     return f"""
 func.func @main({args}) -> {ot} {{
   %p = nn.attention_partial {operands} {{{props}}} : ({types}) -> {pt}
@@ -145,6 +148,26 @@ def test_bshd_boolean_mask_fully_masked_row_and_empty_splits(tmp_path):
 
 
 @pytestmark_gxx
+def test_mask_fill_hidden_keys_score_the_fill(tmp_path):
+    """masked_fill's finite value (``mask_fill = -1e9``): hidden keys score it, so batch 1
+    (every key hidden) averages its values over all splits instead of being undefined,
+    and a split whose keys are all hidden has ``m = -1e9``, not ``-inf``."""
+    q, k = (2, 2, 1, 16), (2, 2, 40, 16)
+    module = fuse(_decode_module(q, k, k, "f32", 4, mask=((2, 1, 1, 40), "boolean"), fill=-1e9))
+    rng = np.random.default_rng(6)
+    inputs = _inputs(rng, "f32", q, k, k)
+    mask = rng.integers(0, 2, (2, 1, 1, 40)).astype(bool)
+    mask[0, ..., :10] = False  # split 0 of batch 0: no key attends
+    mask[0, ..., 20] = True
+    mask[1] = False
+    results = _check(_run_kernels(module, [*inputs, mask], tmp_path), "f32")
+    part, out = results["nn.attention_partial"][0], results["nn.attention_combine"][0]
+    assert "flash_decode_f32_d16_mb_split(" in results["nn.attention_partial"][2].code
+    assert (part[0, :, 0, 16] == np.float32(-1e9)).all() and (part[0, :, 0, 17] == 10).all()
+    np.testing.assert_allclose(out[1, :, 0], inputs[2][1].mean(axis=1), rtol=1e-5, atol=1e-6)
+
+
+@pytestmark_gxx
 def test_additive_broadcast_mask_and_a_nan_key(tmp_path):
     """An additive mask [1, 1, 1, Skv] shared by the batch (batch stride 0) with -inf
     entries; a NaN in one key of batch 0 makes its split's partial NaN and batch 0's rows
@@ -171,6 +194,51 @@ def test_dynamic_kv_length(tmp_path):
     module = fuse(_decode_module(q, k, k, "f16", 6, kv_dyn=True))
     assert host_ops(module) == []
     _check(_run_kernels(module, _inputs(np.random.default_rng(3), "f16", q, k, k), tmp_path), "f16")
+
+
+def _packed_query_module(dtype: str, batch: int, heads: int, head_dim: int, kv_len: int, splits: int,
+                         start: int, width: int) -> str:
+    """``@main(qkv, k, v)``: Q is columns ``[start, start + H * D)`` of a packed projection
+    ``[B, 1, width]``, split into heads by two reshapes (``simplify-transposes``' form of
+    a decode step's head split), then attention_partial / combine over a BHSD cache."""
+    row = heads * head_dim
+    pt, qt = _ty((batch, 1, width), dtype), _ty((batch, heads, 1, head_dim), dtype)
+    kt, ot = _ty((batch, heads, kv_len, head_dim), dtype), qt
+    part = _ty((batch, heads, splits, head_dim + 2), "f32")
+    big = 2 ** 62
+    return f"""
+func.func @main(%qkv: {pt}, %k: {kt}, %v: {kt}) -> {ot} {{
+  %s = nn.strided_slice %qkv {{begin = array<i64: 0, 0, {start}>, end = array<i64: {big}, {big}, {start + row}>, strides = array<i64: 1, 1, 1>}} : ({pt}) -> {_ty((batch, 1, row), dtype)}
+  %r = nn.reshape %s : ({_ty((batch, 1, row), dtype)}) -> {_ty((batch, 1, heads, head_dim), dtype)}
+  %q = nn.reshape %r : ({_ty((batch, 1, heads, head_dim), dtype)}) -> {qt}
+  %p = nn.attention_partial %q, %k, %v {{scale = 0.125 : f64, splits = {splits} : i64}} : ({qt}, {kt}, {kt}) -> {part}
+  %o = nn.attention_combine %p {{zero_undefined_rows = false}} : ({part}) -> {ot}
+  func.return %o : {ot}
+}}"""
+
+
+@pytestmark_gxx
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_query_read_in_place_from_a_packed_projection(dtype, tmp_path):
+    """A decode step's Q is a head split of its packed QKV row: the slice and reshapes
+    join the pass 1 kernel, which reads the row in place (pointer advanced to the slice,
+    batches ``3 * H * D`` apart), no kernel copying Q out; a slice that breaks the 16-byte
+    alignment takes the per-element fallback, exact too."""
+    batch, heads, head_dim, kv_len = 2, 4, 32, 100
+    width = 3 * heads * head_dim
+    rng = np.random.default_rng(5)
+    k = rng.standard_normal((batch, heads, kv_len, head_dim)).astype(DTYPES[dtype])
+    v = rng.standard_normal((batch, heads, kv_len, head_dim)).astype(DTYPES[dtype])
+    qkv = rng.standard_normal((batch, 1, width)).astype(DTYPES[dtype])
+    for start, fast in ((heads * head_dim, True), (2, False)):
+        module = fuse(_packed_query_module(dtype, batch, heads, head_dim, kv_len, 3, start, width))
+        assert host_ops(module) == []
+        (tmp_path / str(start)).mkdir()
+        results = _check(_run_kernels(module, [qkv, k, v], tmp_path / str(start)), dtype)
+        kernel = results["nn.attention_partial"][2]
+        assert kernel.ops.count("nn.strided_slice") == 1 and kernel.ops.count("nn.reshape") == 2
+        assert (f"flash_decode_{dtype}_d{head_dim}_split(in0 + {start}" in kernel.code) == fast
+        assert (f"{width}LL, " in kernel.code) == fast
 
 
 @pytestmark_gxx

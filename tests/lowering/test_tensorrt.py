@@ -65,6 +65,9 @@ OPS = {
     "nn.pad": ("nn.pad %a {pad_before = array<i64: 1, 0>, pad_after = array<i64: 0, 2>, pad_value = 1.5 : f64} "
                ": (T<4x6>) -> T<5x8>", ["4x6"], "5x8"),
     "nn.reshape": ("nn.reshape %a : (T<?x6>) -> T<?x2x3>", ["?x6"], "?x2x3"),
+    # two ? dims: sized by shape references (simplify-transposes' form of a unit-dim transpose)
+    "nn.reshape refs": ("nn.reshape %a, %a, %a {ref_axes = array<i64: 0, 2>, targets = array<i64: 0, 1>} "
+                        ": (T<?x1x?x4>, T<?x1x?x4>, T<?x1x?x4>) -> T<?x?x1x4>", ["?x1x?x4"], "?x?x1x4"),
     "nn.transpose": ("nn.transpose %a {perm = array<i64: 2, 0, 1>} : (T<2x3x4>) -> T<4x2x3>", ["2x3x4"], "4x2x3"),
     "nn.concatenate": ("nn.concatenate %a, %b {axis = 1 : i64} : (T<2x3>, T<2x4>) -> T<2x7>", ["2x3", "2x4"], "2x7"),
 }

@@ -102,6 +102,21 @@ def test_reference_fully_masked_rows_are_nan_or_zero():
     np.testing.assert_allclose(zero[0, 0, 0], [1.0, 1.0])
 
 
+def test_reference_mask_fill_is_masked_fill():
+    """``mask_fill``: hidden keys (mask and causal frontier) score the fill, so the op is
+    ``softmax(where(keep, s, fill)) @ v``; a row with every key hidden averages the values."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s) for s in ((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 3)))
+    mask = rng.integers(0, 2, (1, 1, 3, 5)).astype(bool)
+    mask[..., 0, :] = False
+    got = attention(q, k, v, mask, scale=0.5, causal=True, zero_undefined_rows=False, mask_fill=-1e9)
+    frontier = np.arange(5)[None, :] <= np.arange(3)[:, None] + 2
+    scores = np.where(mask & frontier, 0.5 * q @ k.swapaxes(-1, -2), -1e9)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, p / p.sum(-1, keepdims=True) @ v, rtol=1e-12)
+    np.testing.assert_allclose(got[:, :, 0], v.mean(axis=2), rtol=1e-12)
+
+
 # -- the native kernel on the host ---------------------------------------------------------
 
 
@@ -180,6 +195,32 @@ def test_kernel_matches_reference(case, dtype, tmp_path):
         assert (out[0] == 0).all()
     if mask is not None and mask[1] == "additive":
         assert np.isnan(out.astype(np.float32)[:, :, 1]).all()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype, head_dim", [("f16", 32), ("f32", 8), ("f32", 264)])
+def test_kernel_mask_fill_averages_rows_with_every_key_hidden(dtype, head_dim, tmp_path):
+    """A finite ``mask_fill`` (masked_fill's ``finfo.min``): the rows schedule (f16 too:
+    the flash kernel takes only ``-inf``) and the per-element kernel (D = 264) give hidden
+    keys the fill, under the mask and the causal frontier alike, so batch 0, every key
+    masked, averages its values instead of being undefined."""
+    q, k = (2, 2, 3, head_dim), (2, 2, 6, head_dim)
+    fill = float(np.finfo(DTYPES[dtype]).min)
+    module = fuse(_module(q, k, k, ((2, 1, 1, 6), "boolean"), dtype,
+                          f"{{scale = 0.5 : f64, causal = true, mask_fill = {fill!r} : f64}}"))
+    (kernel,) = program_of(module).kernels.values()
+    assert "flash_attention" not in kernel.code
+    rng = np.random.default_rng(4)
+    inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, k)]
+    m = rng.integers(0, 2, (2, 1, 1, 6)).astype(bool)
+    m[0] = False
+    m[1, ..., :2] = True
+    out, want = _launch(module, [*inputs, m], tmp_path)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    mean = inputs[2][0].astype(np.float64).mean(axis=1)  # [H, D]: every key, the frontier's too
+    np.testing.assert_allclose(out[0].astype(np.float64), np.broadcast_to(mean[:, None], out[0].shape),
+                               rtol=tol, atol=tol)
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")

@@ -84,7 +84,7 @@ def build_decode(configs: list[DecodeConfig], directory: Path) -> ctypes.CDLL:
         f"    for (int t = blockIdx.x; t < d[3] * d[4]; t += gridDim.x)\n"
         f"      {c.entry}((const {_T[c.dtype]}*)p[0], (const {_T[c.dtype]}*)p[1], (const {_T[c.dtype]}*)p[2], "
         f"(const {_MASK_T[c.mask] or _T[c.dtype]}*)p[3], (float*)p[4], d[0], d[1], d[2], scale, d[3], t % d[3], "
-        f"t / d[3], mb, d[5]);\n  }});\n}}\n"
+        f"t / d[3], mb, d[5], (long long)d[0] * {c.head_dim}, -__builtin_inff());\n  }});\n}}\n"
         for c in configs)
     source = SHIM + flash_decode_source(configs) + wrappers
     (directory / "decode.cpp").write_text(source)

@@ -25,6 +25,10 @@ write:
   (``[batch, seq, heads, dim]``, the layout of the projections before the head-split
   transpose) for query, key, value and the result alike, so the transposes around
   attention fold into the op's indexing instead of running as kernels.
+- ``mask_fill``: the score of a key that a boolean mask or the causal rule hides, ``-inf``
+  by default. ``masked_fill`` with a finite value (Hugging Face's ``finfo.min``, ``-1e9``)
+  keeps it: a row whose keys are all hidden then averages every value, as the exported
+  ``where(mask, fill, scores)`` does, instead of being undefined.
 - ``zero_undefined_rows``: a row whose softmax is undefined (every key masked, or a NaN
   or +inf score) gives zeros, as the guard ``where(isnan(p), 0, p)`` that PyTorch's and
   ONNX's exports put after the softmax makes it; without it such a row is NaN, as the
@@ -42,6 +46,7 @@ results are an ordinary tensor the memory planner places:
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import IntegerType, TensorType, f32
@@ -70,6 +75,11 @@ from partita.dialects.nn.base import (
     kind_trait,
     merge_dims,
 )
+
+
+def _fill(value: float | None) -> float | None:
+    """A ``mask_fill`` to store: None at the default (``-inf``), so it is not printed."""
+    return None if value is None or value == -math.inf else float(value)
 
 
 def _check_layout(what: str, layout: str) -> None:
@@ -124,11 +134,13 @@ class AttentionOp(NNOp):
     scale_attr = _float_prop("scale")
     causal_attr = _bool_prop("causal", False)
     zero_undefined_rows_attr = _bool_prop("zero_undefined_rows", False)
+    mask_fill_attr = _float_prop("mask_fill", -math.inf)
     layout_attr = _str_prop("layout", "BHSD")
     layout = _value("layout")
     scale = _value("scale")
     causal = _value("causal")
     zero_undefined_rows = _value("zero_undefined_rows")
+    mask_fill = _value("mask_fill")
     assembly_format = ("$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
                        "functional-type(operands, results)")
 
@@ -136,10 +148,10 @@ class AttentionOp(NNOp):
                  value: SSAValue | Operation, mask: SSAValue | Operation | None = None, *,
                  scale: float, causal: bool | None = None,
                  zero_undefined_rows: bool | None = None, layout: str | None = None,
-                 result_type: Attribute | None = None):
+                 mask_fill: float | None = None, result_type: Attribute | None = None):
         _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
               scale=float(scale), causal=causal, zero_undefined_rows=zero_undefined_rows,
-              layout=layout)
+              layout=layout, mask_fill=_fill(mask_fill))
 
     @property
     def mask_kind(self) -> str:
@@ -196,8 +208,8 @@ class AttentionPartialOp(NNOp):
 
     Split ``s`` takes the keys ``[s * c, min(Skv, (s + 1) * c))`` with
     ``c = ceil(Skv / splits)`` (a split past the keys has none). With the scores ``x_j`` of
-    ``nn.attention`` for those keys (``-inf`` where a boolean mask is false, the float mask
-    added), its row ``[o[0..Dv), m, l]`` is:
+    ``nn.attention`` for those keys (``mask_fill`` where a boolean mask is false, the float
+    mask added), its row ``[o[0..Dv), m, l]`` is:
 
         m    = max_j x_j                      (-inf: no key, or every score -inf)
         l    = sum_j exp(x_j - m)             (0 when m = -inf)
@@ -221,18 +233,20 @@ class AttentionPartialOp(NNOp):
     scale_attr = _float_prop("scale")
     splits_attr = _int_prop("splits")
     layout_attr = _str_prop("layout", "BHSD")
+    mask_fill_attr = _float_prop("mask_fill", -math.inf)
     layout = _value("layout")
     scale = _value("scale")
     splits = _value("splits")
+    mask_fill = _value("mask_fill")
     assembly_format = ("$query `,` $key `,` $value (`,` $mask^)? attr-dict `:` "
                        "functional-type(operands, results)")
 
     def __init__(self, query: SSAValue | Operation, key: SSAValue | Operation,
                  value: SSAValue | Operation, mask: SSAValue | Operation | None = None, *,
                  scale: float, splits: int, layout: str | None = None,
-                 result_type: Attribute | None = None):
+                 mask_fill: float | None = None, result_type: Attribute | None = None):
         _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
-              scale=float(scale), splits=int(splits), layout=layout)
+              scale=float(scale), splits=int(splits), layout=layout, mask_fill=_fill(mask_fill))
 
     mask_kind = AttentionOp.mask_kind
     groups = AttentionOp.groups

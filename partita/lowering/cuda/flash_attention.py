@@ -557,7 +557,7 @@ static __device__ __forceinline__ void $entry(
     const $T* __restrict__ q, const $T* __restrict__ k, const $T* __restrict__ v,
     const $M* __restrict__ mask, float* __restrict__ part,
     int heads, int kv_heads, int kv_len, float scale, int splits, int split, int bh,
-    long long mask_batch_stride, int mask_key_stride) {
+    long long mask_batch_stride, int mask_key_stride, long long q_batch_stride, float mask_fill) {
   constexpr int D = $D, VEC = $VEC, CH = D / VEC, G = $G, NV = $NV, KPW = 32 / G, W = $W, U = $U;
   constexpr int STEP = W * KPW * U, ROW = D + 2;
   __shared__ float wo[W][D];
@@ -567,8 +567,10 @@ static __device__ __forceinline__ void $entry(
   const int b = bh / heads, h = bh % heads, hk = h / (heads / kv_heads);
   const int chunk = (kv_len + splits - 1) / splits;
   const int start = min(kv_len, split * chunk), end = min(kv_len, start + chunk);
-  // Key rows are D apart (BHSD) or kv_heads * D (BSHD: the head transposes folded in);
-  // the one query row of (b, h) is at bh * D in both layouts.
+  // Key rows are D apart (BHSD) or kv_heads * D (BSHD: the head transposes folded in).
+  // The one query row of (b, h) is at b * q_batch_stride + h * D in both layouts:
+  // heads * D for a query of its own, the packed row's width for a head split of a
+  // QKV projection read in place.
   const long long kv_stride = $BSHD ? (long long)kv_heads * D : D;
   const long long kv_base = $BSHD ? (long long)b * kv_len * kv_heads * D + (long long)hk * D
                                   : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
@@ -579,7 +581,7 @@ static __device__ __forceinline__ void $entry(
   for (int n = 0; n < NV; ++n) {
     const int c = gl + n * G;  // this lane's vectors of the row: gl, gl + G, ...
     if (c < CH) {
-      const uint4 u = *(const uint4*)(q + (long long)bh * D + c * VEC);
+      const uint4 u = *(const uint4*)(q + (long long)b * q_batch_stride + (long long)h * D + c * VEC);
       $UNPACK(u, qr[n]);
     } else {
       for (int e = 0; e < VEC; ++e) qr[n][e] = 0.0f;
@@ -695,10 +697,11 @@ $MASK_LINES        bad = bad || x_u != x_u || x_u == pos_inf;
 def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
     """The CUDA C of the split-KV decode pass 1 for the given instantiations: one device
     function each, ``<entry>(q, k, v, mask, part, heads, kv_heads, kv_len, scale, splits,
-    split, bh, mask_batch_stride, mask_key_stride)`` called by every thread of a block of
-    ``config.block`` threads for one (split, batch x head) pair; ``part`` is
-    ``[B, H, splits, D + 2]`` floats, ``mask`` is null without one (strides 0 where it
-    broadcasts). Pass 2 (``nn.attention_combine``) is a plain window kernel."""
+    split, bh, mask_batch_stride, mask_key_stride, q_batch_stride, mask_fill)`` called by
+    every thread of a block of ``config.block`` threads for one (split, batch x head) pair;
+    ``part`` is ``[B, H, splits, D + 2]`` floats, ``mask`` is null without one (strides 0
+    where it broadcasts), ``mask_fill`` the score of a key a boolean mask hides. Pass 2
+    (``nn.attention_combine``) is a plain window kernel."""
     if isinstance(configs, DecodeConfig):
         configs = [configs]
     parts = [_PRELUDE, _DECODE_PRELUDE]
@@ -707,7 +710,7 @@ def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
         mask_type = {"none": "unsigned char", "boolean": "unsigned char", "additive": ctypes[c.dtype]}[c.mask]
         at = "(long long)b * mask_batch_stride + (long long)key[u] * mask_key_stride"
         mask_lines = {"none": "",
-                      "boolean": f"        if (mask[{at}] == 0) x_u = neg_inf;\n",
+                      "boolean": f"        if (mask[{at}] == 0) x_u = mask_fill;\n",
                       "additive": f"        x_u += fd_load_{c.dtype}(mask + {at});\n"}[c.mask]
         text = _DECODE
         substitutions = {"$entry": c.entry, "$D": str(c.head_dim), "$VEC": str(c.vec), "$G": str(c.group),

@@ -137,9 +137,17 @@ def _pad(g: _Graph, op: nn.PadOp, x: str) -> str:
     return g.node("Pad", [x, g.const(pads, "pads"), _scalar(g, op, op.pad_value)], mode="constant")
 
 
-def _reshape(g: _Graph, op: nn.ReshapeOp, x: str) -> str:
-    shape = np.array([d if d >= 0 else -1 for d in _shape(op.results[0])], np.int64)
-    return g.node("Reshape", [x, g.const(shape, "shape")])
+def _reshape(g: _Graph, op: nn.ReshapeOp, x: str, *refs: str) -> str:
+    """ONNX ``Reshape``: static dims as they are, a dim sized by a shape reference read off
+    that tensor (``Shape`` + ``Gather``), the inferred ``?`` as -1."""
+    shape = [d if d >= 0 else -1 for d in _shape(op.results[0])]
+    if not refs:
+        return g.node("Reshape", [x, g.const(np.array(shape, np.int64), "shape")])
+    pieces = [g.const(np.array([d], np.int64), "dim") for d in shape]
+    for ref, axis, target in zip(refs, op.ref_axes, op.targets):
+        pieces[target] = g.node("Gather", [g.node("Shape", [ref]), g.const(np.array([axis], np.int64), "axis")],
+                                axis=0)
+    return g.node("Reshape", [x, g.node("Concat", pieces, "shape", axis=0)])
 
 
 def _global_avg_pool(g: _Graph, op: nn.GlobalAvgPool2DOp, x: str) -> str:

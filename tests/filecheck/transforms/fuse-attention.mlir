@@ -262,3 +262,34 @@ func.func @rotary_unequal_halves(%x: tensor<?x4x?x8xf32>, %cos: tensor<1x?x8xf32
   %y = nn.add %a, %b : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<?x4x?x8xf32>
   func.return %y : tensor<?x4x?x8xf32>
 }
+
+// -----
+
+// masked_fill with a finite value (Hugging Face's torch.where(keep, s, finfo.min), and
+// -1e9 with the condition the other way round) keeps the value as the op's mask_fill: a
+// row with every key hidden averages the values, as exported, instead of being undefined.
+
+// CHECK-LABEL: func.func @masked_fill_finite
+// CHECK-NEXT:    [[A:%.*]] = nn.attention %q, %k, %v, %keep {scale = 1.250000e-01 : f64, mask_fill = -3.4028234663852886e+38 : f64} : (tensor<1x2x1x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9x8xf32>, tensor<1x1x1x9xi1>) -> tensor<1x2x1x8xf32>
+// CHECK-NEXT:    [[N:%.*]] = nn.not %hide : (tensor<1x1x1x9xi1>) -> tensor<1x1x1x9xi1>
+// CHECK-NEXT:    [[B:%.*]] = nn.attention %q, %k, %v, [[N]] {scale = 1.250000e-01 : f64, mask_fill = -1.000000e+09 : f64} : (tensor<1x2x1x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9x8xf32>, tensor<1x1x1x9xi1>) -> tensor<1x2x1x8xf32>
+// CHECK-NEXT:    func.return [[A]], [[B]]
+func.func @masked_fill_finite(%q: tensor<1x2x1x8xf32>, %k: tensor<1x2x9x8xf32>, %v: tensor<1x2x9x8xf32>, %keep: tensor<1x1x1x9xi1>, %hide: tensor<1x1x1x9xi1>) -> (tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32>) {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x9x8xf32>) -> tensor<1x2x8x9xf32>
+  %c = nn.constant dense<0.125> : tensor<f32>
+  %min = nn.constant dense<-3.40282347e+38> : tensor<f32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x1x8xf32>, tensor<1x2x8x9xf32>) -> tensor<1x2x1x9xf32>
+  %ss = nn.multiply %s, %c : (tensor<1x2x1x9xf32>, tensor<f32>) -> tensor<1x2x1x9xf32>
+  %sm = nn.where %keep, %ss, %min : (tensor<1x1x1x9xi1>, tensor<1x2x1x9xf32>, tensor<f32>) -> tensor<1x2x1x9xf32>
+  %p = nn.softmax %sm {axis = 3 : i64} : (tensor<1x2x1x9xf32>) -> tensor<1x2x1x9xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x1x9xf32>, tensor<1x2x9x8xf32>) -> tensor<1x2x1x8xf32>
+  %kt2 = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x9x8xf32>) -> tensor<1x2x8x9xf32>
+  %big = nn.constant dense<-1.0e+09> : tensor<f32>
+  %c2 = nn.constant dense<8.0> : tensor<f32>
+  %t = nn.matmul %q, %kt2 : (tensor<1x2x1x8xf32>, tensor<1x2x8x9xf32>) -> tensor<1x2x1x9xf32>
+  %ts = nn.divide %t, %c2 : (tensor<1x2x1x9xf32>, tensor<f32>) -> tensor<1x2x1x9xf32>
+  %tm = nn.where %hide, %big, %ts : (tensor<1x1x1x9xi1>, tensor<f32>, tensor<1x2x1x9xf32>) -> tensor<1x2x1x9xf32>
+  %r = nn.softmax %tm {axis = 3 : i64} : (tensor<1x2x1x9xf32>) -> tensor<1x2x1x9xf32>
+  %o2 = nn.matmul %r, %v : (tensor<1x2x1x9xf32>, tensor<1x2x9x8xf32>) -> tensor<1x2x1x8xf32>
+  func.return %o, %o2 : tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32>
+}

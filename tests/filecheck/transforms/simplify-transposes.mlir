@@ -1,17 +1,20 @@
 // RUN: partita-opt %s --split-input-file -p simplify-transposes | filecheck %s
 
 // A decode step's head split of its one token ([B, 1, H, D] -> [B, H, 1, D]) and the head
-// merge back move only the unit sequence dim: reshapes (views), no data moved. The
-// dynamic batch dim is carried by a shape reference to the transpose's input.
+// merge back move only the unit sequence dim: reshapes (views), no data moved. One
+// dynamic dim is inferred from the element count; two are sized by shape references to
+// the transpose's input.
 
 // CHECK-LABEL: func.func @decode_head_split
-// CHECK-NEXT:    %0 = nn.reshape %x, %x {ref_axes = array<i64: 0>, targets = array<i64: 0>} : (tensor<?x1x4x16xf16>, tensor<?x1x4x16xf16>) -> tensor<?x4x1x16xf16>
-// CHECK-NEXT:    %1 = nn.reshape %0, %0 {ref_axes = array<i64: 0>, targets = array<i64: 0>} : (tensor<?x4x1x16xf16>, tensor<?x4x1x16xf16>) -> tensor<?x1x4x16xf16>
-// CHECK-NEXT:    func.return %0, %1
-func.func @decode_head_split(%x: tensor<?x1x4x16xf16>) -> (tensor<?x4x1x16xf16>, tensor<?x1x4x16xf16>) {
+// CHECK-NEXT:    %0 = nn.reshape %x : (tensor<?x1x4x16xf16>) -> tensor<?x4x1x16xf16>
+// CHECK-NEXT:    %1 = nn.reshape %0 : (tensor<?x4x1x16xf16>) -> tensor<?x1x4x16xf16>
+// CHECK-NEXT:    %2 = nn.reshape %y, %y, %y {ref_axes = array<i64: 0, 2>, targets = array<i64: 0, 1>} : (tensor<?x1x?x16xf16>, tensor<?x1x?x16xf16>, tensor<?x1x?x16xf16>) -> tensor<?x?x1x16xf16>
+// CHECK-NEXT:    func.return %0, %1, %2
+func.func @decode_head_split(%x: tensor<?x1x4x16xf16>, %y: tensor<?x1x?x16xf16>) -> (tensor<?x4x1x16xf16>, tensor<?x1x4x16xf16>, tensor<?x?x1x16xf16>) {
   %0 = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x1x4x16xf16>) -> tensor<?x4x1x16xf16>
   %1 = nn.transpose %0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x4x1x16xf16>) -> tensor<?x1x4x16xf16>
-  func.return %0, %1 : tensor<?x4x1x16xf16>, tensor<?x1x4x16xf16>
+  %2 = nn.transpose %y {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x1x?x16xf16>) -> tensor<?x?x1x16xf16>
+  func.return %0, %1, %2 : tensor<?x4x1x16xf16>, tensor<?x1x4x16xf16>, tensor<?x?x1x16xf16>
 }
 
 // -----

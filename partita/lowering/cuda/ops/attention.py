@@ -19,7 +19,8 @@ Split-KV decode (``split-kv-attention``) has two ops of its own:
 * ``nn.attention_partial``: the **decode** schedule (``flash_attention.DecodeConfig``:
   16-byte K / V loads by lane groups, one block per (split, batch x head) pair, blocks
   grid-striding over the pairs) for f16 / bf16 / f32, D = Dv a multiple of 8 up to 256,
-  no mask or a key padding mask; else a per-element kernel over the split's keys;
+  no mask or a key padding mask, Q a kernel argument or a head split of a packed QKV row
+  (``_query_rows``); else a per-element kernel over the split's keys;
 * ``nn.attention_combine``: per element, the splits' partials rescaled to their common
   maximum (a short tail: the partials are ``B * H * splits * (D + 2)`` floats).
 
@@ -28,7 +29,9 @@ The op's rule ``reads_views``: Q, K, V (and the mask) may be index views of kern
 heads), which the kernel reads where they lie instead of three kernels copying them out.
 
 NaN and +inf scores and fully masked rows follow the reference in every schedule: the row is
-NaN, or zeros with ``zero_undefined_rows``. A key whose probability is 0 still multiplies
+NaN, or zeros with ``zero_undefined_rows``; with a finite ``mask_fill`` hidden keys score the
+fill, so a fully masked row averages the values (the rows, per-element and decode schedules;
+the flash schedule takes only ``-inf``). A key whose probability is 0 still multiplies
 its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
@@ -73,8 +76,8 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         return None
     strides = _key_padding_strides(emitter, op)
     rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
-    if strides is None or op.mask_kind == "additive" or None in rows:
-        return None
+    if strides is None or op.mask_kind == "additive" or op.mask_fill != float("-inf") or None in rows:
+        return None  # (a finite mask_fill: the rows schedule, which fills hidden keys)
     if op.mask is not None and not isinstance(op.mask, BlockArgument):
         return None
     (q, q_row), (k, k_row), (v, v_row) = rows  # type: ignore[misc]
@@ -132,6 +135,38 @@ def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
     return f"in{split.index}" + (f" + {start}" if start else ""), str(width)
 
 
+def _query_rows(emitter, op: nn.AttentionPartialOp, vec: int) -> tuple[str, str] | None:
+    """``(pointer, batch stride)`` of a decode step's query (one row of ``H * D`` per batch,
+    heads ``D`` apart, in either layout), or None: a kernel argument (rows ``H * D``
+    apart), or reshapes of one or of its last-axis slice ``[..., a:a + H * D]`` out of
+    ``[..., W]`` (Q of a packed QKV projection: rows ``W`` apart, the pointer advanced by
+    ``a``). The query row moves in 16-byte loads: ``a`` and ``W`` are multiples of ``vec``
+    elements."""
+    value = op.query
+    if isinstance(value, BlockArgument):
+        _, heads, _, head_dim = _layout(op)(*emitter.dims[value])
+        return f"in{value.index}", f"(long long){_p(heads)} * {head_dim}"
+    source = value
+    while isinstance(source.owner, nn.ReshapeOp):
+        source = source.owner.input
+    shape = value.type.get_shape()
+    row = shape[2] * shape[3] if op.layout == "BSHD" else shape[1] * shape[3]
+    if source is value or min(shape[1:]) < 0 or source.type.get_shape()[-1] != row:
+        return None
+    start = 0
+    if isinstance(source.owner, nn.StridedSliceOp):
+        sliced = source.owner
+        *lead, last = range(len(sliced.input.type.get_shape()))
+        cols = sliced.static_range(last)
+        if not all(sliced.keeps_whole(a) for a in lead) or cols is None or cols.step != 1 or last in sliced.targets:
+            return None
+        start, source = cols.start, sliced.input
+    width = source.type.get_shape()[-1] if isinstance(source, BlockArgument) else -1
+    if width < 0 or width % vec or start % vec:
+        return None
+    return f"in{source.index}" + (f" + {start}" if start else ""), f"{width}LL"
+
+
 def _head_slice_rows(sliced: nn.StridedSliceOp) -> tuple[str, str] | None:
     """``(pointer, token row stride)`` of heads ``[h0, h1)`` of a BSHD kernel argument
     ``[B, S, H, D]`` (Q's and K's heads of one merged rotary embedding's output): rows
@@ -167,17 +202,17 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     dq, dk = emitter.dims[op.query], emitter.dims[op.key]
     _, heads, q_len, _ = at(*dq)
     _, _, kv_len, _ = at(*dk)
-    lines = []
+    lines, hidden = [], _c_float(op.mask_fill)  # a hidden key's score: -inf unless masked_fill's
     causal = isinstance(op, nn.AttentionOp) and op.causal  # nn.attention_partial: one row, no frontier
     if op.mask is not None:
         scores = [dq[0], heads, q_len, kv_len]
         rank = len(op.mask.type.get_shape())
         index = emitter._broadcast_dims_index(emitter.dims[op.mask], scores[4 - rank:], [b, h, i, j][4 - rank:])
         value = emitter.load(op.mask, index)
-        lines.append(f"{indent}if (!{value}) s = {_NEG_INF};" if op.mask_kind == "boolean"
+        lines.append(f"{indent}if (!{value}) s = {hidden};" if op.mask_kind == "boolean"
                      else f"{indent}s += {value};")
     if causal:
-        lines.append(f"{indent}if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {_NEG_INF};")
+        lines.append(f"{indent}if ({j} > {i} + {_p(kv_len)} - {_p(q_len)}) s = {hidden};")
     return lines
 
 
@@ -346,27 +381,31 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     if not head_dim_supported(head_dim) or op.value.type.get_shape()[3] != head_dim:
         return None
     strides = _key_padding_strides(emitter, op)
-    if strides is None:
+    rows = _query_rows(emitter, op, 4 if dtype == "f32" else 8)
+    # K, V and the mask are kernel arguments; Q may be a head split read in place.
+    operands = (op.key, op.value) + (() if op.mask is None else (op.mask,))
+    if strides is None or rows is None or not all(isinstance(x, BlockArgument) for x in operands):
         return None
     config = DecodeConfig(dtype, head_dim, layout=op.layout, mask=op.mask_kind)
     T = emitter.index_type
     at = _layout(op)
     batch, heads, _, _ = at(*emitter.dims[op.query])
     _, kv_heads, kv_len, _ = at(*emitter.dims[op.key])
-    q, k, v = (f"in{x.index}" for x in (op.query, op.key, op.value))  # kernel arguments (no views)
+    (q, q_stride), k, v = rows, f"in{op.key.index}", f"in{op.value.index}"
     m = f"in{op.mask.index}" if op.mask is not None else ""
     mask = {"none": "(const unsigned char*)0", "boolean": f"(const unsigned char*){m}", "additive": m}[op.mask_kind]
     lines = [
         f"  const {T} pairs = ({T}){op.splits} * {_p(batch)} * {_p(heads)};",
         f"  for ({T} t = blockIdx.x; t < pairs; t += gridDim.x)  // uniform per block",
         f"    {config.entry}({q}, {k}, {v}, {mask}, out, {_p(heads)}, {_p(kv_heads)}, {_p(kv_len)},",
-        f"        {_c_float(op.scale)}, {op.splits}, (int)(t % {op.splits}), (int)(t / {op.splits}), {strides});",
+        f"        {_c_float(op.scale)}, {op.splits}, (int)(t % {op.splits}), (int)(t / {op.splits}), {strides},",
+        f"        {q_stride}, {_c_float(op.mask_fill)});",
     ]
     emitter.prelude.append(flash_decode_source(config))
     return lines, config.block[0]
 
 
-@window(nn.AttentionPartialOp, dims=derived_dims, kernel=_decode)
+@window(nn.AttentionPartialOp, dims=derived_dims, kernel=_decode, reads_views=True)
 def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
     """The portable fallback: one thread per partial value ``[b, h, split, c]``, looping
     over its split's keys (any mask, any head dim)."""

@@ -13,29 +13,29 @@ from partita.dialects import nn
 from partita.runtime.reference.nn.base import compute_type, store
 
 
-def _scores(q, k, mask, scale):
+def _scores(q, k, mask, scale, fill=-np.inf):
     """``scale * q @ k^T`` with the mask applied (KV heads repeated for GQA): a boolean mask
-    makes the scores it leaves out -inf, a float one is added."""
+    makes the scores it leaves out ``fill``, a float one is added."""
     k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
     scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
     if mask is None:
         return scores
     if mask.dtype == np.bool_:
-        return np.where(mask, scores, -np.inf).astype(q.dtype)
+        return np.where(mask, scores, fill).astype(q.dtype)
     return scores + compute_type(mask)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
-              scale: float, causal: bool, zero_undefined_rows: bool) -> np.ndarray:
+              scale: float, causal: bool, zero_undefined_rows: bool, mask_fill: float = -np.inf) -> np.ndarray:
     """``softmax(scale * q @ k^T [+ mask], keys) @ v`` with the variants of ``nn.attention``
     (``q``, ``k``, ``v`` in their compute type)."""
     v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)  # query head h reads KV head h // groups
     with np.errstate(invalid="ignore", over="ignore"):
-        scores = _scores(q, k, mask, scale)
+        scores = _scores(q, k, mask, scale, mask_fill)
         if causal:
             sq, skv = scores.shape[-2:]
             keep = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
-            scores = np.where(keep, scores, -np.inf).astype(q.dtype)
+            scores = np.where(keep, scores, mask_fill).astype(q.dtype)
         peak = scores.max(axis=-1, keepdims=True)
         e = np.exp(scores - peak)
         p = e / e.sum(axis=-1, keepdims=True)
@@ -45,7 +45,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
 
 
 def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *,
-                      scale: float, splits: int) -> np.ndarray:
+                      scale: float, splits: int, mask_fill: float = -np.inf) -> np.ndarray:
     """The per-split ``[o, m, l]`` of ``nn.attention_partial`` for ``q[B, H, 1, D]`` (BHSD,
     compute type): ``[B, H, splits, Dv + 2]`` in f32 (f64 for f64 inputs)."""
     v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)
@@ -55,7 +55,7 @@ def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndar
     kv_len = k.shape[2]
     chunk = -(-kv_len // splits)
     with np.errstate(invalid="ignore", over="ignore"):
-        x = _scores(q, k, mask, scale)[:, :, 0, :]  # [B, H, Skv]
+        x = _scores(q, k, mask, scale, mask_fill)[:, :, 0, :]  # [B, H, Skv]
         x = np.broadcast_to(x, (b, h, kv_len))
         for s in range(splits):
             lo, hi = min(s * chunk, kv_len), min((s + 1) * chunk, kv_len)
@@ -114,7 +114,7 @@ class AttentionFunctions(InterpreterFunctions):
             q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
         mask = np.asarray(args[3]) if len(args) > 3 else None
         out = attention(q, k, v, mask, scale=op.scale, causal=op.causal,
-                        zero_undefined_rows=op.zero_undefined_rows)
+                        zero_undefined_rows=op.zero_undefined_rows, mask_fill=op.mask_fill)
         return store(op, out.swapaxes(1, 2) if op.layout == "BSHD" else out)
 
     @impl(nn.AttentionPartialOp)
@@ -124,7 +124,8 @@ class AttentionFunctions(InterpreterFunctions):
         if op.layout == "BSHD":
             q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
         mask = np.asarray(args[3]) if len(args) > 3 else None
-        return store(op, attention_partial(q, k, v, mask, scale=op.scale, splits=op.splits))
+        return store(op, attention_partial(q, k, v, mask, scale=op.scale, splits=op.splits,
+                                           mask_fill=op.mask_fill))
 
     @impl(nn.AttentionCombineOp)
     def run_attention_combine(self, interpreter: Interpreter, op: nn.AttentionCombineOp,
