@@ -498,6 +498,7 @@ class CudaLaunch:
 
     __slots__ = (
         "_address",
+        "_cluster",
         "_config",
         "_launch",
         "args",
@@ -518,7 +519,20 @@ class CudaLaunch:
         self._address = ctypes.addressof(kparams)
         self._launch = device.drv.cuLaunchKernel
         self._config = None
+        self._cluster: tuple[int, int, int] | None = None
         self.args: tuple = ()
+
+    def clone(self) -> CudaLaunch:
+        """The same launch with its own copy of the packed arguments (a bound plan patches
+        the pointers of its own launches)."""
+        buffer = ctypes.create_string_buffer(self.buffer.raw, len(self.buffer))
+        base = ctypes.addressof(buffer)
+        kparams = (ctypes.c_void_p * len(self.kparams))(*[base + o for o in self.offsets])
+        copy = CudaLaunch(self.device, self.function, self.grid, self.block, self.smem, buffer, kparams, self.offsets)
+        copy.args, copy.operands = self.args, self.operands
+        if self._cluster is not None:
+            copy.with_cluster(self._cluster)
+        return copy
 
     @property
     def params(self) -> bytes:
@@ -546,7 +560,7 @@ class CudaLaunch:
         attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = cluster
         config.attrs, config.numAttrs = [attribute], 1
-        self._config = config
+        self._config, self._cluster = config, cluster
 
     def __call__(self, stream) -> None:
         if self._config is not None:

@@ -100,6 +100,13 @@ class SimulatedLaunch:
         self.device, self.function, self.grid, self.block, self.smem = device, function, grid, block, smem
         self.params, self.offsets, self.operands = params, offsets, operands
 
+    def clone(self) -> SimulatedLaunch:
+        """The same launch with its own copy of the packed arguments."""
+        copy = SimulatedLaunch(self.device, self.function, self.grid, self.block, self.smem, bytearray(self.params),
+                               self.offsets, self.operands)
+        copy.args, copy.cluster = self.args, self.cluster
+        return copy
+
     def pointer(self, arg: int) -> int:
         return struct.unpack_from("<Q", self.params, self.offsets[arg])[0]
 

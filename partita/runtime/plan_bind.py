@@ -364,11 +364,7 @@ class BoundPlan:
                 ins = [self.tensor(v) for v in facts.inputs]
                 outs = [self.tensor(v) for v in facts.outs]
                 if call.prepared is not None:
-                    try:
-                        launches = call.prepared.bind(plan.checked_device, ins, outs, self.pointers.get(op))
-                    except RECORD_ERRORS as err:
-                        raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
-                                           f"({type(err).__name__}: {err})") from None
+                    launches = self._launches(op, call.prepared, ins, outs)
                     self.steps.extend(launches)
                     self.step_ops.extend([op] * len(launches))
                     for j, value in enumerate(facts.inputs):
@@ -408,6 +404,27 @@ class BoundPlan:
         # into their packed arguments); any other is copied device-to-device into its slot.
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
         self.bound_inputs = [t.ptr for t in self.inputs]
+
+    def _launches(self, op: Operation, prepared: Any, ins: list[Tensor], outs: list[Tensor]) -> list:
+        """The call's launches at these tensors. A call bound before at the same pointers,
+        shapes and types (across signatures: a decode step's kernels that do not read the
+        growing cache, most of them) gets copies of those launches, already checked and
+        packed; each bound plan patches only its own copies."""
+        plan = self.plan
+        workspace = self.pointers.get(op)
+        key = (op, tuple(ins), tuple(outs), workspace)
+        bound = plan.facts.launches.get(key)
+        if bound is not None:
+            self.stats["launches_reused"] += len(bound)
+            return [launch.clone() for launch in bound]
+        try:
+            launches = prepared.bind(plan.checked_device, ins, outs, workspace)
+        except RECORD_ERRORS as err:
+            raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
+                               f"({type(err).__name__}: {err})") from None
+        if all(hasattr(launch, "clone") for launch in launches):  # library calls bind their own state
+            plan.facts.remember(plan.facts.launches, key, [launch.clone() for launch in launches])
+        return launches
 
     def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
         step = HostStep(label, compute, ins, outs, self.stats, device=self.device, op=op)

@@ -411,7 +411,8 @@ class BindFacts:
     (IREE's and TVM's VM's plans are data): each tensor's declared shape (``-1`` for ``?``)
     and element type, each call's operands and the reference it is checked on, each
     ``arith.constant``'s value; and the memos of shape-function and reference results per
-    argument values, bounded, which the layers of a model share."""
+    argument values, and of each call's launches per bound tensors, bounded, which the
+    layers of a model and the signatures of a decode loop share."""
 
     MEMO = 4096
     """Entries each memo keeps (a decode loop brings new sizes each step)."""
@@ -423,6 +424,9 @@ class BindFacts:
         self.constants: dict[SSAValue, Any] = {}
         self.shape_calls: dict[tuple, tuple] = {}
         self.reference_shapes: dict[tuple, list[tuple[int, ...]]] = {}
+        self.launches: dict[tuple, list] = {}
+        """``(call, input tensors, output tensors, workspace)`` -> launches bound for them,
+        copied for each bound plan (``BoundPlan._launches``)."""
         for value in (*block.args, *(r for op in block.ops for r in op.results)):
             if isinstance(value.type, TensorType):
                 self.shapes[value] = tuple(value.type.get_shape())

@@ -19,6 +19,7 @@ import partita.runtime.cuda as cuda_module
 from partita.dialects import make_context
 from partita.ir import PartitaError, parse_module
 from partita.runtime.cuda import CudaDevice, CudaError
+from partita.runtime.device import SimulatedDevice
 from partita.runtime.plan import Runtime
 from partita.runtime.reference import run
 
@@ -395,3 +396,41 @@ def test_splats_on_a_gpu_are_limited_by_device_memory_alone(monkeypatch) -> None
     plan = LaunchPlan(module, CudaDevice(driver=drv))  # both filled on the device by memsets
     assert drv.calls["cuMemsetD32Async"] == 2 and drv.calls["cuMemcpyHtoDAsync"] == 0
     plan.close()
+
+
+def _argument(record: dict, k: int, ctype) -> int:
+    """Argument ``k`` of a recorded launch, read through its ``kernelParams``."""
+    slot = ctypes.c_void_p.from_address(int(record["params"]) + 8 * k).value
+    return ctype.from_address(slot).value
+
+
+def test_a_cloned_launch_packs_its_own_arguments() -> None:
+    """A bound plan reuses launches bound before at the same tensors as copies: a copy
+    launches the same kernel, geometry and arguments (a cluster launch stays one), and
+    repointing its input leaves the launch it was copied from untouched."""
+    drv = RecordingDriver()
+    device = CudaDevice(driver=drv)
+    module = device.load_module(b"cubin")
+    kernel = module.kernel("k")
+    for cluster in (None, (2, 1, 1)):
+        original = device.prepare_launch(kernel, (4, 1, 1), (32, 1, 1), 0, [("ptr", 0x1000), ("int", 3)],
+                                         cluster=cluster)
+        copy = original.clone()
+        assert copy.params == original.params and copy.grid == original.grid and copy.args == original.args
+        copy.set_pointer(0, 0x2000)
+        assert copy.params != original.params and original.params[:8] == (0x1000).to_bytes(8, "little")
+        drv.launches.clear()
+        original(0)
+        copy(0)
+        first, second = drv.launches
+        assert first["name"] == second["name"] == "k" and first["grid"] == second["grid"] == (4, 1, 1)
+        assert first.get("cluster") == second.get("cluster") == cluster
+        # what each launch's kernelParams point at: its own pointer, the same int
+        assert [_argument(first, k, c) for k, c in ((0, ctypes.c_uint64), (1, ctypes.c_int32))] == [0x1000, 3]
+        assert [_argument(second, k, c) for k, c in ((0, ctypes.c_uint64), (1, ctypes.c_int32))] == [0x2000, 3]
+    simulated = SimulatedDevice().prepare_launch(SimulatedDevice().load_module(b"cubin").kernel("k"), (1, 1, 1),
+                                                 (32, 1, 1), 0, [("ptr", 0x1000)])
+    copy = simulated.clone()
+    copy.set_pointer(0, 0x2000)
+    assert simulated.pointer(0) == 0x1000 and copy.pointer(0) == 0x2000
+    device.close()

@@ -94,6 +94,10 @@ def test_bucketed_decode_on_a_gpu_copies_and_allocates_nothing_per_token(decoder
     # mask and one attention (masked_fill's -1e9 fused, Q read in place; was 11).
     assert len(drv.launches) == 8 * 8 and all(launch.get("graph") for launch in drv.launches)  # no eager launch
     assert stats["graph_updates"] - before["graph_updates"] == 8
+    # Binding a new past length copies the launches whose tensors did not change (the two
+    # GEMMs and the token embedding: 3 a token); the 5 that read the cache or its length
+    # are bound again.
+    assert stats["launches_reused"] - before["launches_reused"] == 8 * 3
     # Past / present lengths rounded: (16, 16) for past 0..15, (16, 32) for past 16, then
     # (32, 32): twin arenas for the first and last (each step reads the other's cache).
     assert len(runtime.pool.arenas) == 5 and stats["allocations"] == 5
