@@ -1,9 +1,9 @@
 """``tie-in-place-updates``: a kernel that replaces part of a buffer nothing reads again
 writes into that buffer (IREE's tied operands; MLIR's in-place bufferization decision).
 
-A KV cache's update (``nn.tensor_scatter``; ``nn.scatter_nd`` without a reduction, as
-``index_copy_`` exports it) returns the cache with a few new rows. Out of
-place, its kernel writes the whole cache into a fresh buffer each decode step, and a
+A KV cache's update (``nn.tensor_scatter``; ``nn.scatter_nd`` or ``nn.scatter_elements``
+without a reduction, as ``index_copy_`` and ``index_copy`` export it) returns the cache
+with a few new rows. Out of place, its kernel writes the whole cache into a fresh buffer each decode step, and a
 decode loop that feeds the result back copies it into the input's slot again: two passes
 over the cache per token for one row of data. In place, the kernel stores the new rows
 into the cache's own buffer and nothing else moves.

@@ -174,10 +174,43 @@ def test_an_update_longer_than_the_cache_is_a_located_error() -> None:
         import_onnx(model)
 
 
+def _scatter_elements_model(reduction: str = "none", elem: int = F16) -> onnx.ModelProto:
+    """A static cache's update as the TorchScript exporter writes ``index_copy``:
+    ScatterElements along the sequence axis, the position broadcast to the update's shape."""
+    nodes = [helper.make_node("ScatterElements", ["cache", "indices", "update"], ["present"], axis=2,
+                              reduction=reduction)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cache", elem, [2, 3, 8, 4]),
+                                           helper.make_tensor_value_info("indices", I64, [2, 3, 1, 4]),
+                                           helper.make_tensor_value_info("update", elem, [2, 3, 1, 4])],
+                              [helper.make_tensor_value_info("present", elem, [2, 3, 8, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("reduction", ["none", "max"])
+def test_a_scatter_elements_update_in_place(reduction, tmp_path) -> None:
+    """ScatterElements (no reduction) of a cache nothing else reads is tied to it: one
+    thread per update element stores it at its index along the axis (negative: from the
+    end); with a reduction it keeps its out-of-place kernel. Both equal onnxruntime."""
+    dtype = np.float16 if reduction == "none" else np.float32
+    model = _scatter_elements_model(reduction, F16 if reduction == "none" else F32)
+    module = import_onnx(model)
+    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
+    tied = [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+    assert tied == ([0] if reduction == "none" else [None])
+    rng = np.random.default_rng(4)
+    cache = rng.standard_normal((2, 3, 8, 4)).astype(dtype)
+    update = rng.standard_normal((2, 3, 1, 4)).astype(dtype)
+    indices = np.broadcast_to(np.array([6, -2]).reshape(2, 1, 1, 1), (2, 3, 1, 4)).astype(np.int64)
+    got = _host(model, [cache, indices, update], tmp_path, IN_PLACE)
+    (want,) = _ort(model, {"cache": cache, "indices": indices, "update": update})
+    np.testing.assert_array_equal(got, want)
+
+
 def _static_cache_step(path, update: str = "TensorScatter") -> dict[str, np.ndarray]:
     """One attention layer decoding into a fixed-capacity cache (a static KV cache): the
-    new key and value are written at ``position`` (TensorScatter, or ScatterND at the
-    ``(batch, head, position)`` tuples, as ``index_copy_`` exports), and the query attends
+    new key and value are written at ``position`` (TensorScatter, ScatterND at the
+    ``(batch, head, position)`` tuples, as ``index_copy_`` exports, or ScatterElements
+    with the position broadcast, as ``index_copy`` exports), and the query attends
     to the cache's first ``position + 1`` rows (a mask from the position)."""
     D, H, HD, L = 8, 2, 4, 16
     rng = np.random.default_rng(5)
@@ -195,6 +228,13 @@ def _static_cache_step(path, update: str = "TensorScatter") -> dict[str, np.ndar
     if update == "TensorScatter":
         nodes += [helper.make_node("TensorScatter", ["key_cache", "k_new", "write"], ["present_key"]),
                   helper.make_node("TensorScatter", ["value_cache", "v_new", "write"], ["present_value"])]
+    elif update == "ScatterElements":  # index_copy: the position broadcast to the update
+        inits += [numpy_helper.from_array(np.array([1, H, 1, HD], np.int64), "update_shape"),
+                  numpy_helper.from_array(np.array([1, 1, 1, 1], np.int64), "one4")]
+        nodes += [helper.make_node("Reshape", ["position", "one4"], ["pos1"]),
+                  helper.make_node("Expand", ["pos1", "update_shape"], ["rows"]),
+                  helper.make_node("ScatterElements", ["key_cache", "rows", "k_new"], ["present_key"], axis=2),
+                  helper.make_node("ScatterElements", ["value_cache", "rows", "v_new"], ["present_value"], axis=2)]
     else:  # the (0, h, position) tuple of each head
         heads = np.stack([np.zeros(H, np.int64), np.arange(H)], axis=-1).reshape(1, H, 1, 2)
         inits += [numpy_helper.from_array(heads, "bh"), numpy_helper.from_array(np.array([1, H, 1, 1], np.int64), "per_head"),
@@ -221,7 +261,7 @@ def _static_cache_step(path, update: str = "TensorScatter") -> dict[str, np.ndar
     return {"D": D, "H": H, "HD": HD, "L": L}
 
 
-@pytest.mark.parametrize("update", ["TensorScatter", "ScatterND"])
+@pytest.mark.parametrize("update", ["TensorScatter", "ScatterND", "ScatterElements"])
 def test_a_static_kv_cache_decodes_with_one_graph(tmp_path, update) -> None:
     """Every step has the same shapes: one bound plan, one graph; the caches written by a
     kernel each step, fed back on the device; each step equal to onnxruntime's."""
@@ -250,7 +290,8 @@ def test_a_static_kv_cache_decodes_with_one_graph(tmp_path, update) -> None:
     assert (key.ptr, value.ptr) == (bound.inputs[2].ptr, bound.inputs[3].ptr)  # written in place
 
 
-@pytest.mark.parametrize("update, buckets", [("TensorScatter", None), ("TensorScatter", "pow2"), ("ScatterND", None)])
+@pytest.mark.parametrize("update, buckets", [("TensorScatter", None), ("TensorScatter", "pow2"), ("ScatterND", None),
+                                             ("ScatterElements", None)])
 def test_a_static_kv_cache_is_updated_in_place_and_never_copied(tmp_path, update, buckets) -> None:
     """The scatters are tied to the caches (``tie-in-place-updates``): each step's presents
     are the past's own buffers, so a decode loop feeding them back on the device uploads

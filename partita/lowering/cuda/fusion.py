@@ -217,7 +217,7 @@ def in_place_update(function: FuncOp) -> tuple[Operation, InPlace, int] | None:
     """The op, in-place form and argument index when ``function``'s result replaces part
     of one of its arguments and may be written into that argument's buffer
     (``byoc.tied_operand``): the function returns an op with an ``InPlace`` form
-    (TensorScatter, ScatterND) whose destination is an argument nothing else in the body
+    (TensorScatter, ScatterND, ScatterElements) whose destination is an argument nothing else in the body
     reads. ``None`` otherwise."""
     if kernel_function_error(function) is not None:
         return None

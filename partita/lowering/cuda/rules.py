@@ -46,7 +46,7 @@ __all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", 
 
 @dataclass(frozen=True)
 class InPlace:
-    """How an op that replaces part of one operand (a KV cache's TensorScatter, ScatterND)
+    """How an op that replaces part of one operand (a KV cache's TensorScatter, ScatterND, ScatterElements)
     is computed in place, when its result is tied to that operand's buffer
     (``byoc.tied_operand``): a ``scatter`` kernel runs one thread per element of
     ``source(op)`` and stores it where it lands; the rest of the buffer is never touched,

@@ -245,7 +245,23 @@ def _decompose(linear: str, dims: Sequence) -> list[str]:
     return out[::-1]
 
 
-@window(nn.ScatterElementsOp, dims=derived_dims)
+def _scatter_elements_store(emitter, op: nn.ScatterElementsOp, index: list[str]) -> tuple[list[str], str]:
+    """In place (the result tied to ``data``; no reduction): the update's element at
+    ``index`` lands at ``index`` with its ``axis`` entry replaced by the index there (a
+    negative one counts from the end; outside ``data``, dropped: the reference refuses it).
+    How ``index_copy`` exports a static KV cache. Duplicate indices have no defined order
+    in ONNX, so parallel stores are as correct as any."""
+    data = emitter.dims[op.data]
+    axis = op.axis % len(data)
+    k = emitter.var("k")  # 64-bit: an index past the int range is dropped, never wrapped in
+    emitter.lines += [f"    long long {k} = (long long){emitter.load(op.indices, index)};",
+                      f"    if ({k} < 0) {k} += {_paren(data[axis])};"]
+    return [*index[:axis], k, *index[axis + 1:]], f"{k} >= 0 && {k} < {_paren(data[axis])}"
+
+
+@window(nn.ScatterElementsOp, dims=derived_dims,
+        in_place=InPlace(destination=lambda op: op.data, source=lambda op: op.updates, store=_scatter_elements_store,
+                         applies=lambda op: op.reduction == "none"))
 def _scatter_elements(emitter, op: nn.ScatterElementsOp) -> list[str]:
     T, o = emitter.index_type, emitter.out_index
     ind, data = emitter.dims[op.indices], emitter.dims[op.data]

@@ -92,3 +92,18 @@ func.func @index_copy(%cache: tensor<1x2x16x4xf16>, %u: tensor<1x2x1x4xf16>, %id
   %1 = nn.scatter_nd %acc, %idx, %u {reduction = "add"} : (tensor<1x2x16x4xf16>, tensor<1x2x1x3xi64>, tensor<1x2x1x4xf16>) -> tensor<1x2x16x4xf16>
   func.return %0, %1 : tensor<1x2x16x4xf16>, tensor<1x2x16x4xf16>
 }
+
+// -----
+// ScatterElements (index_copy as the TorchScript exporter writes it: the position
+// broadcast to the update) is tied too: each update element lands at its index along the
+// axis, the other indices its own.
+
+// CHECK-LABEL: func.func private @index_copy_elements_fused_0(
+// CHECK-SAME:    -> (tensor<1x2x16x4xf16> {byoc.tied_operand = 0 : i64})
+// CUDA-LABEL: // @index_copy_elements_fused_0: nn.scatter_elements (in place into argument 0)
+// CUDA:         if (k0 < 0) k0 += 16;
+// CUDA:         if (k0 >= 0 && k0 < 16) out[s1 * 64 + k0 * 4 + s3] = st_f16(v0);
+func.func @index_copy_elements(%cache: tensor<1x2x16x4xf16>, %u: tensor<1x2x1x4xf16>, %idx: tensor<1x2x1x4xi64>) -> tensor<1x2x16x4xf16> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
+  %0 = nn.scatter_elements %cache, %idx, %u {axis = 2 : i64} : (tensor<1x2x16x4xf16>, tensor<1x2x1x4xi64>, tensor<1x2x1x4xf16>) -> tensor<1x2x16x4xf16>
+  func.return %0 : tensor<1x2x16x4xf16>
+}
