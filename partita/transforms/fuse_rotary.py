@@ -3,7 +3,10 @@
 
     y = x * C + concat(-x[..., D/2:], x[..., :D/2]) * S      x: [B, H, S, D]
     C = reshape(c, [Bc, 1, S, D]),  c = f(concat(a, a))       f: element-wise, so both
-                                                              halves of c are equal
+                                                              halves of c are equal; or
+                                                              c = rows of a constant table
+                                                              with equal halves (a decode
+                                                              step's take at its position)
 
 becomes ``nn.rotary_embedding(x, c[..., :D/2], s[..., :D/2])`` (halves, the whole head
 rotated). The halves must be provably equal (the op has one cos / sin per pair); a cache
@@ -70,11 +73,25 @@ def _rotated_half(value: SSAValue) -> SSAValue | None:
 
 def _equal_halves(value: SSAValue) -> bool:
     """Whether both halves of ``value``'s last axis are equal: element-wise functions (a
-    scalar factor included) of ``concat(a, a)``."""
+    scalar factor included) of ``concat(a, a)``, or of a constant table whose halves are
+    equal (a precomputed cache), rows of it selected (``take``: a decode step's position)
+    or regrouped (a reshape keeping the last axis)."""
     op = value.owner
     if isinstance(op, nn.ConcatenateOp):
         rank = len(_shape(value))
         return len(op.inputs) == 2 and op.inputs[0] is op.inputs[1] and op.axis % rank == rank - 1
+    if isinstance(op, nn.ConstantOp):
+        table = np.asarray(op.to_numpy())
+        if table.ndim == 0 or table.shape[-1] % 2:
+            return False
+        half = table.shape[-1] // 2
+        return bool(np.array_equal(table[..., :half], table[..., half:]))
+    if isinstance(op, nn.TakeOp):
+        rank = len(_shape(op.data))
+        return op.axis % rank != rank - 1 and _equal_halves(op.data)
+    if isinstance(op, nn.ReshapeOp):
+        last = _shape(value)[-1:]
+        return last == _shape(op.input)[-1:] and last[0] > 0 and _equal_halves(op.input)
     if isinstance(op, nn.UnaryOp | nn.CastOp):
         return _equal_halves(op.operands[0])
     if isinstance(op, nn.MultiplyOp | nn.DivideOp):

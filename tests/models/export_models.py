@@ -8,7 +8,9 @@ exporter (``torch.onnx.export(..., dynamo=False)``), opset 17, dynamic batch and
 the default since torch 2.9 (``<name>_dynamo.onnx``: ``dynamo=True``, its default opset, 20
 with torch 2.14; needs ``onnxscript``). Beside each ``<name>.onnx`` sits ``<name>.npz``, one
 sample input set keyed by the model's input names. ``tests/models/test_exported_models.py`` compiles these files
-with Partita and compares every output with onnxruntime; it needs no torch.
+with Partita and compares every output with onnxruntime; it needs no torch. One decode step
+of a LLaMA attention layer with a static KV cache (``StaticCacheAttention``) goes to
+``exported_decode/`` (``tests/models/test_exported_decode.py``).
 
 This script needs torch, torchvision and transformers, which the project does not depend on.
 Run it from a separate environment::
@@ -165,10 +167,81 @@ def efficientnet_tiny() -> None:
     export("efficientnet", model, inputs, ["logits"], {"input": {0: "batch"}, "logits": {0: "batch"}})
 
 
+class StaticCacheAttention(torch.nn.Module):
+    """One decode step of Hugging Face's ``LlamaAttention`` with a static KV cache, written
+    out (transformers' own static cache does not trace): Q, K and V projections, rotary
+    embeddings from precomputed cos / sin tables read at the position (``rotate_half``),
+    the new key and value written into fixed-capacity caches with ``index_copy``, GQA by
+    ``repeat_kv`` (expand + reshape), the unwritten slots hidden by ``masked_fill`` with
+    ``finfo.min``, and the output projection."""
+
+    HEADS, KV_HEADS, HEAD_DIM, HIDDEN, CAPACITY = 4, 2, 16, 64, 32
+
+    def __init__(self) -> None:
+        super().__init__()
+        h, kv, d, n = self.HEADS, self.KV_HEADS, self.HEAD_DIM, self.HIDDEN
+        self.q_proj, self.k_proj = torch.nn.Linear(n, h * d, bias=False), torch.nn.Linear(n, kv * d, bias=False)
+        self.v_proj, self.o_proj = torch.nn.Linear(n, kv * d, bias=False), torch.nn.Linear(h * d, n, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+        freqs = torch.outer(torch.arange(self.CAPACITY).float(), inv_freq)
+        emb = torch.cat([freqs, freqs], dim=-1)
+        self.register_buffer("cos_cached", emb.cos())
+        self.register_buffer("sin_cached", emb.sin())
+
+    @staticmethod
+    def rotate_half(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]], dim=-1)
+
+    def repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
+        b, kv, slots, d = x.shape
+        groups = self.HEADS // self.KV_HEADS
+        return x[:, :, None].expand(b, kv, groups, slots, d).reshape(b, kv * groups, slots, d)
+
+    def forward(self, hidden, position, key_cache, value_cache):
+        b, d = hidden.shape[0], self.HEAD_DIM
+        q = self.q_proj(hidden).view(b, 1, self.HEADS, d).transpose(1, 2)
+        k = self.k_proj(hidden).view(b, 1, self.KV_HEADS, d).transpose(1, 2)
+        v = self.v_proj(hidden).view(b, 1, self.KV_HEADS, d).transpose(1, 2)
+        cos, sin = self.cos_cached[position][None, None], self.sin_cached[position][None, None]
+        q = q * cos + self.rotate_half(q) * sin
+        k = k * cos + self.rotate_half(k) * sin
+        key_cache = key_cache.index_copy(2, position, k)
+        value_cache = value_cache.index_copy(2, position, v)
+        scores = q @ self.repeat_kv(key_cache).transpose(2, 3) / d ** 0.5
+        hidden_slots = torch.arange(self.CAPACITY)[None, None, None, :] > position
+        scores = scores.masked_fill(hidden_slots, torch.finfo(scores.dtype).min)
+        out = torch.softmax(scores, dim=-1) @ self.repeat_kv(value_cache)
+        return self.o_proj(out.transpose(1, 2).reshape(b, 1, self.HEADS * d)), key_cache, value_cache
+
+
+def static_cache_decode() -> None:
+    """``exported_decode/llama_static_cache.onnx``: ``StaticCacheAttention`` at batch 1 (the
+    TorchScript exporter, opset 17), and a sample step at position 5."""
+    torch.manual_seed(5)
+    model, m = StaticCacheAttention().eval(), StaticCacheAttention
+    rng = np.random.default_rng(5)
+    cache = (1, m.KV_HEADS, m.CAPACITY, m.HEAD_DIM)
+    inputs = {"hidden": rng.standard_normal((1, 1, m.HIDDEN)).astype(np.float32),
+              "position": np.array([5], np.int64),
+              "key_cache": rng.standard_normal(cache).astype(np.float32),
+              "value_cache": rng.standard_normal(cache).astype(np.float32)}
+    path = OUT_DECODE / "llama_static_cache.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(torch.from_numpy(v) for v in inputs.values()), str(path),
+                          input_names=list(inputs), output_names=["out", "present_key", "present_value"],
+                          opset_version=17, do_constant_folding=True, dynamo=False)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    np.savez(path.with_suffix(".npz"), **inputs)
+    print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
+
+
+OUT_DECODE = Path(__file__).resolve().parent / "exported_decode"
 EXPORTS: list[Callable[[], None]] = [lambda: bert(17), lambda: bert(14), gpt2, llama, lambda: llama(torch.float16),
-                                     vit, efficientnet_tiny]
+                                     vit, efficientnet_tiny, static_cache_decode]
 
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
+    OUT_DECODE.mkdir(exist_ok=True)
     for make in EXPORTS:
         make()

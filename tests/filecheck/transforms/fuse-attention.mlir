@@ -265,6 +265,51 @@ func.func @rotary_unequal_halves(%x: tensor<?x4x?x8xf32>, %cos: tensor<1x?x8xf32
 
 // -----
 
+// A decode step reads its cos / sin at the position from precomputed tables: rows of a
+// constant whose halves are equal (take, then a reshape keeping the last axis) are a cache
+// too. A table with unequal halves is not.
+
+// CHECK-LABEL: func.func @rotary_table_at_position
+// CHECK:         nn.take %tc, %pos
+// CHECK:         nn.rotary_embedding %x
+// CHECK-LABEL: func.func @rotary_table_unequal_halves
+// CHECK-NOT:     nn.rotary_embedding
+// CHECK:         nn.neg
+func.func @rotary_table_at_position(%x: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>) -> tensor<1x2x1x4xf32> {
+  %tc = nn.constant dense<[[1.0, 0.5, 1.0, 0.5], [0.25, 2.0, 0.25, 2.0], [3.0, 1.0, 3.0, 1.0]]> : tensor<3x4xf32>
+  %ts = nn.constant dense<[[0.0, 0.5, 0.0, 0.5], [0.75, 1.0, 0.75, 1.0], [2.0, 4.0, 2.0, 4.0]]> : tensor<3x4xf32>
+  %c = nn.take %tc, %pos : (tensor<3x4xf32>, tensor<1xi64>) -> tensor<1x4xf32>
+  %s = nn.take %ts, %pos : (tensor<3x4xf32>, tensor<1xi64>) -> tensor<1x4xf32>
+  %c3 = nn.reshape %c : (tensor<1x4xf32>) -> tensor<1x1x4xf32>
+  %s3 = nn.reshape %s : (tensor<1x4xf32>) -> tensor<1x1x4xf32>
+  %c4 = nn.reshape %c3 : (tensor<1x1x4xf32>) -> tensor<1x1x1x4xf32>
+  %s4 = nn.reshape %s3 : (tensor<1x1x4xf32>) -> tensor<1x1x1x4xf32>
+  %a = nn.multiply %x, %c4 : (tensor<1x2x1x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x1x4xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 2>, strides = array<i64: 1, 1, 1, 1>} : (tensor<1x2x1x4xf32>) -> tensor<1x2x1x2xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 2>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<1x2x1x4xf32>) -> tensor<1x2x1x2xf32>
+  %n = nn.neg %hi : (tensor<1x2x1x2xf32>) -> tensor<1x2x1x2xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<1x2x1x2xf32>, tensor<1x2x1x2xf32>) -> tensor<1x2x1x4xf32>
+  %b = nn.multiply %t, %s4 : (tensor<1x2x1x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x1x4xf32>
+  %y = nn.add %a, %b : (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x1x4xf32>
+  func.return %y : tensor<1x2x1x4xf32>
+}
+func.func @rotary_table_unequal_halves(%x: tensor<1x2x1x4xf32>, %pos: tensor<1xi64>) -> tensor<1x2x1x4xf32> {
+  %tc = nn.constant dense<[[1.0, 0.5, 1.0, 0.5], [0.25, 2.0, 0.25, 2.5], [3.0, 1.0, 3.0, 1.0]]> : tensor<3x4xf32>
+  %c = nn.take %tc, %pos : (tensor<3x4xf32>, tensor<1xi64>) -> tensor<1x4xf32>
+  %c3 = nn.reshape %c : (tensor<1x4xf32>) -> tensor<1x1x4xf32>
+  %c4 = nn.reshape %c3 : (tensor<1x1x4xf32>) -> tensor<1x1x1x4xf32>
+  %a = nn.multiply %x, %c4 : (tensor<1x2x1x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x1x4xf32>
+  %lo = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 0>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 2>, strides = array<i64: 1, 1, 1, 1>} : (tensor<1x2x1x4xf32>) -> tensor<1x2x1x2xf32>
+  %hi = nn.strided_slice %x {begin = array<i64: 0, 0, 0, 2>, end = array<i64: 9223372036854775807, 9223372036854775807, 9223372036854775807, 9223372036854775807>, strides = array<i64: 1, 1, 1, 1>} : (tensor<1x2x1x4xf32>) -> tensor<1x2x1x2xf32>
+  %n = nn.neg %hi : (tensor<1x2x1x2xf32>) -> tensor<1x2x1x2xf32>
+  %t = nn.concatenate %n, %lo {axis = -1 : i64} : (tensor<1x2x1x2xf32>, tensor<1x2x1x2xf32>) -> tensor<1x2x1x4xf32>
+  %b = nn.multiply %t, %c4 : (tensor<1x2x1x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x1x4xf32>
+  %y = nn.add %a, %b : (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x1x4xf32>
+  func.return %y : tensor<1x2x1x4xf32>
+}
+
+// -----
+
 // masked_fill with a finite value (Hugging Face's torch.where(keep, s, finfo.min), and
 // -1e9 with the condition the other way round) keeps the value as the op's mask_fill: a
 // row with every key hidden averages the values, as exported, instead of being undefined.
