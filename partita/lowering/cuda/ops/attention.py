@@ -120,19 +120,27 @@ def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
     heads, dim = value.type.get_shape()[2:]
     if split.type.get_shape()[-1] != heads * dim or heads < 0 or dim < 0:
         return None
+    packed = _packed_row(split, 8)
+    return None if packed is None else (packed[0], str(packed[1]))
+
+
+def _packed_row(value, vec: int) -> tuple[str, int] | None:
+    """``(pointer, row width)`` when ``value`` is a kernel argument ``[..., W]`` or its
+    last-axis slice ``[..., a:b]`` (the other axes whole): its rows are ``W`` elements
+    apart, the pointer advanced by ``a``; both multiples of ``vec`` elements (16-byte
+    loads), else None."""
     start = 0
-    if isinstance(split.owner, nn.StridedSliceOp):
-        sliced = split.owner
+    if isinstance(value.owner, nn.StridedSliceOp):
+        sliced = value.owner
         *lead, last = range(len(sliced.input.type.get_shape()))
         cols = sliced.static_range(last)
         if not all(sliced.keeps_whole(a) for a in lead) or cols is None or cols.step != 1 or last in sliced.targets:
             return None
-        start = cols.start
-        split = sliced.input
-    width = split.type.get_shape()[-1] if isinstance(split, BlockArgument) else -1
-    if width < 0 or width % 8 or start % 8:
+        start, value = cols.start, sliced.input
+    width = value.type.get_shape()[-1] if isinstance(value, BlockArgument) else -1
+    if width < 0 or width % vec or start % vec:
         return None
-    return f"in{split.index}" + (f" + {start}" if start else ""), str(width)
+    return f"in{value.index}" + (f" + {start}" if start else ""), width
 
 
 def _query_rows(emitter, op: nn.AttentionPartialOp, vec: int) -> tuple[str, str] | None:
@@ -153,18 +161,8 @@ def _query_rows(emitter, op: nn.AttentionPartialOp, vec: int) -> tuple[str, str]
     row = shape[2] * shape[3] if op.layout == "BSHD" else shape[1] * shape[3]
     if source is value or min(shape[1:]) < 0 or source.type.get_shape()[-1] != row:
         return None
-    start = 0
-    if isinstance(source.owner, nn.StridedSliceOp):
-        sliced = source.owner
-        *lead, last = range(len(sliced.input.type.get_shape()))
-        cols = sliced.static_range(last)
-        if not all(sliced.keeps_whole(a) for a in lead) or cols is None or cols.step != 1 or last in sliced.targets:
-            return None
-        start, source = cols.start, sliced.input
-    width = source.type.get_shape()[-1] if isinstance(source, BlockArgument) else -1
-    if width < 0 or width % vec or start % vec:
-        return None
-    return f"in{source.index}" + (f" + {start}" if start else ""), f"{width}LL"
+    packed = _packed_row(source, vec)
+    return None if packed is None else (packed[0], f"{packed[1]}LL")
 
 
 def _head_slice_rows(sliced: nn.StridedSliceOp) -> tuple[str, str] | None:
