@@ -259,7 +259,7 @@ def _scatter_elements_store(emitter, op: nn.ScatterElementsOp, index: list[str])
     return [*index[:axis], k, *index[axis + 1:]], f"{k} >= 0 && {k} < {_paren(data[axis])}"
 
 
-@window(nn.ScatterElementsOp, dims=derived_dims,
+@window(nn.ScatterElementsOp, dims=derived_dims, reads_views=True,
         in_place=InPlace(destination=lambda op: op.data, source=lambda op: op.updates, store=_scatter_elements_store,
                          applies=lambda op: op.reduction == "none"))
 def _scatter_elements(emitter, op: nn.ScatterElementsOp) -> list[str]:
