@@ -207,33 +207,38 @@ def test_a_scatter_elements_update_in_place(reduction, tmp_path) -> None:
 
 
 def test_a_scatter_elements_update_read_through_views(tmp_path) -> None:
-    """The update a head split of a packed projection (slice, reshape, transpose): the
-    in-place kernel reads it where it lies (the views join the scatter's kernel), equal to
-    onnxruntime."""
+    """The update a head split of a packed projection (slice, reshape, transpose) and the
+    indices the position broadcast (reshape, expand), as ``index_copy`` exports them: the
+    in-place kernel reads both where they lie (the views join the scatter's kernel), equal
+    to onnxruntime."""
     i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
     nodes = [helper.make_node("Slice", ["proj", "start", "stop", "last"], ["v_flat"]),
              helper.make_node("Reshape", ["v_flat", "heads"], ["v_bshd"]),
              helper.make_node("Transpose", ["v_bshd"], ["v_new"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["position", "one4"], ["pos4"]),
+             helper.make_node("Expand", ["pos4", "update_shape"], ["indices"]),
              helper.make_node("ScatterElements", ["cache", "indices", "v_new"], ["present"], axis=2)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cache", F16, [1, 2, 8, 4]),
                                            helper.make_tensor_value_info("proj", F16, [1, 1, 16]),
-                                           helper.make_tensor_value_info("indices", I64, [1, 2, 1, 4])],
+                                           helper.make_tensor_value_info("position", I64, [1])],
                               [helper.make_tensor_value_info("present", F16, [1, 2, 8, 4])],
-                              [i64("start", [8]), i64("stop", [16]), i64("last", [2]), i64("heads", [1, 1, 2, 4])])
+                              [i64("start", [8]), i64("stop", [16]), i64("last", [2]), i64("heads", [1, 1, 2, 4]),
+                               i64("one4", [1, 1, 1, 1]), i64("update_shape", [1, 2, 1, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     module = import_onnx(model)
     PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
     (fused,) = [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
     tied = tied_operand(fused)
     assert tied is not None and fused.args[tied].type.get_shape() == (1, 2, 8, 4)  # the cache
-    assert "nn.strided_slice" in [o.name for o in fused.body.walk()]  # the update's views joined
+    names = [o.name for o in fused.body.walk()]
+    assert "nn.strided_slice" in names and "nn.broadcast_to" in names  # the operands' views joined
     rng = np.random.default_rng(8)
     cache = rng.standard_normal((1, 2, 8, 4)).astype(np.float16)
     proj = rng.standard_normal((1, 1, 16)).astype(np.float16)
-    indices = np.full((1, 2, 1, 4), 3, np.int64)
-    got = _host(model, [cache, proj, indices], tmp_path, IN_PLACE)
-    (want,) = _ort(model, {"cache": cache, "proj": proj, "indices": indices})
-    np.testing.assert_array_equal(got, want)
+    for position in (3, -1):
+        got = _host(model, [cache, proj, np.array([position], np.int64)], _fresh(tmp_path / f"p{position + 1}"), IN_PLACE)
+        (want,) = _ort(model, {"cache": cache, "proj": proj, "position": np.array([position], np.int64)})
+        np.testing.assert_array_equal(got, want)
 
 
 def _static_cache_step(path, update: str = "TensorScatter") -> dict[str, np.ndarray]:

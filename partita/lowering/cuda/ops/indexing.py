@@ -122,9 +122,14 @@ def _strided_slice(emitter, op: nn.StridedSliceOp, index: list[str]) -> str:
     return emitter.value(op.input, strided_slice_index(emitter, op, index))
 
 
-@injective(nn.BroadcastToOp, dims=derived_dims)
+def broadcast_to_index(emitter, op: nn.BroadcastToOp, index: list[str]) -> list[str]:
+    """The index into ``op``'s input of its element at ``index`` (a broadcast axis reads 0)."""
+    return emitter.broadcast_index(op.input, op.result, index)
+
+
+@injective(nn.BroadcastToOp, dims=derived_dims, view=broadcast_to_index)
 def _broadcast_to(emitter, op: nn.BroadcastToOp, index: list[str]) -> str:
-    return emitter.value(op.input, emitter.broadcast_index(op.input, op.result, index))
+    return emitter.value(op.input, broadcast_to_index(emitter, op, index))
 
 
 @injective(nn.TileOp, dims=derived_dims)
