@@ -33,15 +33,15 @@ DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}
 
 
-def _reference(q, k, v, key_mask, scale, causal, zero):
+def _reference(q, k, v, key_mask, scale, causal, zero, fill=-np.inf):
     mask = None if key_mask is None else key_mask.astype(bool)[:, None, None, :]
     f32 = [a.astype(np.float32) for a in (q, k, v)]
-    return attention(*f32, mask, scale=scale, causal=causal, zero_undefined_rows=zero)
+    return attention(*f32, mask, scale=scale, causal=causal, zero_undefined_rows=zero, mask_fill=fill)
 
 
 def _check(lib, config, q, k, v, key_mask=None, scale=0.3):
     got = launch(lib, config, q, k, v, key_mask, scale).astype(np.float64)
-    want = _reference(q, k, v, key_mask, scale, config.causal, config.zero_undefined_rows)
+    want = _reference(q, k, v, key_mask, scale, config.causal, config.zero_undefined_rows, config.mask_fill)
     want = want.astype(q.dtype).astype(np.float64)  # the kernel rounds once to the storage type
     tol = TOLERANCE[config.dtype]
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
@@ -61,6 +61,8 @@ def host(tmp_path_factory):
     configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z)
                for t, d, c, z in [("f16", 32, False, True), ("f16", 64, True, True), ("bf16", 64, False, True),
                                   ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False)]]
+    # masked_fill's finite value (DistilBERT's finfo.min) for the keys a padding mask hides
+    configs.append(FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min)))
     return build(configs, tmp_path_factory.mktemp("flash")), {(c.dtype, c.head_dim): c for c in configs}
 
 
@@ -82,6 +84,22 @@ def test_bf16_multi_query_and_key_padding_with_fully_masked_rows(host):
     key_mask[1] = 0  # batch 1 attends to nothing: zeros (zero_undefined_rows)
     got = _check(lib, configs["bf16", 64], q, k, v, key_mask)
     assert (got[1] == 0).all() and np.abs(got[0]).sum() > 0
+
+
+def test_a_finite_mask_fill_averages_rows_the_mask_hides_wholly(host):
+    """Keys the padding mask hides score the fill, keys past kv_len none: batch 1, every
+    key hidden, averages all its values (as masked_fill's softmax does) instead of being
+    undefined; batch 0 matches the reference too. With causal the fill is refused."""
+    lib, configs = host
+    rng = np.random.default_rng(9)
+    q, k, v = _inputs(rng, "f16", 2, 2, 2, 19, 70, 40)
+    key_mask = rng.integers(0, 2, (2, 70)).astype(np.uint8)
+    key_mask[1] = 0
+    got = _check(lib, configs["f16", 40], q, k, v, key_mask)
+    mean = v[1].astype(np.float64).mean(axis=1)  # [H, D], over the 70 keys
+    np.testing.assert_allclose(got[1], np.broadcast_to(mean[:, None], got[1].shape), rtol=4e-3, atol=4e-3)
+    with pytest.raises(ValueError, match="only without causal"):
+        FlashConfig("f16", 64, causal=True, mask_fill=-1e4)
 
 
 def test_causal_with_more_keys_than_queries(host):

@@ -285,6 +285,25 @@ def test_f16_attention_alone_takes_the_flash_kernel(dtype, tmp_path):
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_a_finite_mask_fill_without_causal_takes_the_flash_kernel(tmp_path):
+    """DistilBERT's attention: masked_fill(finfo.min) on a key padding mask, no causal. The
+    flash kernel scores hidden keys with the fill, so batch 1 (every key hidden) averages
+    its values, as the reference does."""
+    q, k = (2, 2, 20, 32), (2, 2, 33, 32)
+    fill = float(np.finfo(np.float16).min)
+    module = fuse(_module(q, k, k, ((2, 1, 1, 33), "boolean"), "f16", f"{{scale = 0.2 : f64, mask_fill = {fill!r} : f64}}"))
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.block == 128 and "flash_attention_f16_d32_nu_fc77fe000_tile(" in kernel.code
+    rng = np.random.default_rng(7)
+    inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
+    mask = rng.integers(0, 2, (2, 1, 1, 33)).astype(bool)
+    mask[1] = False
+    out, want = _launch(module, [*inputs, mask], tmp_path)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3, atol=4e-3)
+    assert np.isfinite(out.astype(np.float32)).all()
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
 def test_small_head_dim_bshd_with_a_batch_broadcast_mask_takes_the_flash_kernel(tmp_path):
     """The exported fixtures' shape: D = 8 (zero-padded to 32 in registers), BSHD read
     through its strides, GQA, causal, and a key padding mask [1, 1, 1, Skv] shared by both

@@ -29,7 +29,9 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   above the frontier are skipped), a key padding mask ``key_mask[B, Skv]`` (nonzero =
   attend; optional; the tile function takes its batch and key strides, 0 where a
   ``[1, 1, 1, Skv]`` or ``[B, 1, 1, 1]`` mask broadcasts), and ``kv_len`` itself (run-time:
-  dynamic sequence lengths).
+  dynamic sequence lengths). A key the mask hides scores ``mask_fill`` (``-inf``, or
+  masked_fill's finite value, DistilBERT's ``finfo.min``: a row the mask hides wholly then
+  averages every value); only without causal, whose skipped tiles hold no scores.
 - **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
 - **Decode (split-KV)**: ``DecodeConfig`` / ``flash_decode_source``, pass 1 of
   ``nn.attention_partial``: one block per (split, batch x head) pair streams the split's
@@ -55,7 +57,11 @@ f32 accumulation order per k-step.
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
+
+from partita.lowering.cuda.cexpr import _c_float
 
 __all__ = ["HEAD_DIMS", "DecodeConfig", "FlashConfig", "flash_attention_source", "flash_decode_source",
            "head_dim_supported"]
@@ -79,10 +85,14 @@ class FlashConfig:
     causal: bool = False
     zero_undefined_rows: bool = True
     layout: str = "BHSD"  # or "BSHD": [batch, seq, heads, dim], read through its strides
+    mask_fill: float = -math.inf  # the score of a key the mask hides (nn.attention's mask_fill)
 
     def __post_init__(self):
         if self.dtype not in ("f16", "bf16"):
             raise ValueError(f"flash attention takes f16 or bf16, not {self.dtype}")
+        if self.causal and self.mask_fill != -math.inf:
+            raise ValueError("flash attention fills hidden keys with a finite value only without causal "
+                             "(the tiles past the frontier are skipped, not scored)")
         if not head_dim_supported(self.head_dim):
             raise ValueError(f"flash attention head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
         if self.layout not in ("BHSD", "BSHD"):
@@ -121,7 +131,8 @@ class FlashConfig:
     def entry(self) -> str:
         mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
         layout = "_bshd" if self.layout == "BSHD" else ""
-        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}"
+        fill = "" if self.mask_fill == -math.inf else f"_f{struct.unpack('<I', struct.pack('<f', self.mask_fill))[0]:08x}"
+        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}{fill}"
 
     @property
     def shared_bytes(self) -> int:
@@ -374,7 +385,7 @@ static __device__ __forceinline__ void $entry_tile(
           if ($CAUSAL) keep = keep && key <= row + shift;
           if (key_mask != 0 && key < kv_len)  // strides 0: a mask broadcast over batch / keys
             keep = keep && key_mask[(long long)b * mask_batch_stride + (long long)key * mask_key_stride] != 0;
-          s[n][e] = keep ? c0[e] * scale : __int_as_float(0xff800000);
+          s[n][e] = keep ? c0[e] * scale : key < kv_len ? $FILL : __int_as_float(0xff800000);
         }
       }
     }
@@ -737,7 +748,7 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
                            ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),
                            ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
                            ("$PACK", f"fa_pack_{c.dtype}"),
-                           ("$CAUSAL", "true" if c.causal else "false"),
+                           ("$CAUSAL", "true" if c.causal else "false"), ("$FILL", _c_float(c.mask_fill)),
                            ("$ZERO", "true" if c.zero_undefined_rows else "false")):
             text = text.replace(key, value)
         parts.append(text)

@@ -30,8 +30,8 @@ heads), which the kernel reads where they lie instead of three kernels copying t
 
 NaN and +inf scores and fully masked rows follow the reference in every schedule: the row is
 NaN, or zeros with ``zero_undefined_rows``; with a finite ``mask_fill`` hidden keys score the
-fill, so a fully masked row averages the values (the rows, per-element and decode schedules;
-the flash schedule takes only ``-inf``). A key whose probability is 0 still multiplies
+fill, so a fully masked row averages the values (the rows, per-element, decode and flash schedules;
+flash only without causal). A key whose probability is 0 still multiplies
 its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
@@ -76,8 +76,10 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         return None
     strides = _key_padding_strides(emitter, op)
     rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
-    if strides is None or op.mask_kind == "additive" or op.mask_fill != float("-inf") or None in rows:
-        return None  # (a finite mask_fill: the rows schedule, which fills hidden keys)
+    if strides is None or op.mask_kind == "additive" or None in rows:
+        return None
+    if op.causal and op.mask_fill != float("-inf"):
+        return None  # its tiles past the frontier are skipped: the rows schedule fills them
     if op.mask is not None and not isinstance(op.mask, BlockArgument):
         return None
     (q, q_row), (k, k_row), (v, v_row) = rows  # type: ignore[misc]
@@ -89,7 +91,7 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     batch, heads, q_len = (_p(dq[a]) for a in axes)
     kv_heads, kv_len = _p(dk[axes[1]]), _p(dk[axes[2]])
     config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows,
-                         layout=op.layout)
+                         layout=op.layout, mask_fill=op.mask_fill)
     lines = [
         f"  const int q_tiles = ({q_len} + {config.block_m - 1}) / {config.block_m};",
         f"  const {T} tiles = ({T})q_tiles * {batch} * {heads};",
