@@ -71,36 +71,38 @@ def _rotated_half(value: SSAValue) -> SSAValue | None:
     return hi[0]
 
 
-def _equal_halves(value: SSAValue) -> bool:
+def _equal_halves(value: SSAValue, tables: dict[Operation, bool]) -> bool:
     """Whether both halves of ``value``'s last axis are equal: element-wise functions (a
     scalar factor included) of ``concat(a, a)``, or of a constant table whose halves are
     equal (a precomputed cache), rows of it selected (``take``: a decode step's position)
-    or regrouped (a reshape keeping the last axis)."""
+    or regrouped (a reshape keeping the last axis). ``tables`` remembers each constant's
+    answer: every layer's Q and K read the same cos / sin tables."""
     op = value.owner
     if isinstance(op, nn.ConcatenateOp):
         rank = len(_shape(value))
         return len(op.inputs) == 2 and op.inputs[0] is op.inputs[1] and op.axis % rank == rank - 1
     if isinstance(op, nn.ConstantOp):
-        table = np.asarray(op.to_numpy())
-        if table.ndim == 0 or table.shape[-1] % 2:
-            return False
-        half = table.shape[-1] // 2
-        return bool(np.array_equal(table[..., :half], table[..., half:]))
+        if op not in tables:
+            table = np.asarray(op.to_numpy())
+            half = table.shape[-1] // 2 if table.ndim else 0
+            tables[op] = bool(half) and not table.shape[-1] % 2 and \
+                bool(np.array_equal(table[..., :half], table[..., half:]))
+        return tables[op]
     if isinstance(op, nn.TakeOp):
         rank = len(_shape(op.data))
-        return op.axis % rank != rank - 1 and _equal_halves(op.data)
+        return op.axis % rank != rank - 1 and _equal_halves(op.data, tables)
     if isinstance(op, nn.ReshapeOp):
         last = _shape(value)[-1:]
-        return last == _shape(op.input)[-1:] and last[0] > 0 and _equal_halves(op.input)
+        return last == _shape(op.input)[-1:] and last[0] > 0 and _equal_halves(op.input, tables)
     if isinstance(op, nn.UnaryOp | nn.CastOp):
-        return _equal_halves(op.operands[0])
+        return _equal_halves(op.operands[0], tables)
     if isinstance(op, nn.MultiplyOp | nn.DivideOp):
         c = op.rhs.owner
-        return isinstance(c, nn.ConstantOp) and np.asarray(c.to_numpy()).size == 1 and _equal_halves(op.lhs)
+        return isinstance(c, nn.ConstantOp) and np.asarray(c.to_numpy()).size == 1 and _equal_halves(op.lhs, tables)
     return False
 
 
-def _cache(value: SSAValue, x: SSAValue) -> SSAValue | None:
+def _cache(value: SSAValue, x: SSAValue, tables: dict[Operation, bool]) -> SSAValue | None:
     """``c[Bc, S, D]`` when ``value`` is ``reshape(c, [Bc, 1, S, D])`` broadcasting over
     ``x``'s heads, with equal halves."""
     op = value.owner
@@ -112,7 +114,7 @@ def _cache(value: SSAValue, x: SSAValue) -> SSAValue | None:
         return None
     if shape[0] != cs[0] or shape[2] != cs[1] or cs[0] not in (1, xs[0]):
         return None
-    return c if _equal_halves(c) else None
+    return c if _equal_halves(c, tables) else None
 
 
 def _product(op: Operation | None, x_of: bool) -> tuple[SSAValue, SSAValue] | None:
@@ -128,6 +130,9 @@ def _product(op: Operation | None, x_of: bool) -> tuple[SSAValue, SSAValue] | No
 class FuseRotaryEmbedding(RewritePattern):
     """``x * C + rotate_half(x) * S`` -> ``nn.rotary_embedding`` (module docstring)."""
 
+    def __init__(self) -> None:
+        self._tables: dict[Operation, bool] = {}  # constant cos / sin tables: equal halves?
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         if not isinstance(op, nn.AddOp) or len(_shape(op.result)) != 4:
             return
@@ -138,7 +143,7 @@ class FuseRotaryEmbedding(RewritePattern):
             x, cos4 = direct
             if _rotated_half(turned[0]) is not x or _shape(x) != _shape(op.result):
                 continue
-            cos, sin = _cache(cos4, x), _cache(turned[1], x)
+            cos, sin = _cache(cos4, x, self._tables), _cache(turned[1], x, self._tables)
             if cos is None or sin is None:
                 continue
             half = _shape(x)[3] // 2

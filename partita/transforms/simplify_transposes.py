@@ -7,8 +7,8 @@ of its input and a fused kernel reads in place. A decode step writes such transp
 around its attention: the head split ``[B, 1, H, D] -> [B, H, 1, D]`` of the one new
 token's Q, K and V, and the head merge back, a kernel each until now. A ``?`` dim is
 not known to be 1, so it counts as moving data; one is inferred from the element count,
-several are sized by shape references to the transpose's input. A transpose that changes nothing (the result
-type is the input's) is its input.
+several are sized by shape references to the transpose's input. A transpose that changes
+nothing (the result type is the input's) is its input.
 
 ``transpose(transpose(x, p), q)`` is ``transpose(x, [p[i] for i in q])``: one kernel
 instead of two, or none when the composition moves only unit dims. The inner transpose
@@ -37,6 +37,7 @@ from xdsl.pattern_rewriter import (
 from partita.dialects import nn
 
 __all__ = ["ComposeTransposes", "SimplifyTransposes", "TransposeOfUnitDimsToReshape", "simplifies_a_transpose"]
+
 
 def moves_only_unit_dims(op: nn.TransposeOp) -> bool:
     """Whether ``op`` keeps the order of its input's dims that are not a static 1."""

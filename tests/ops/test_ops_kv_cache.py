@@ -52,6 +52,13 @@ IN_PLACE = "fuse-native-kernels,tie-in-place-updates"
 """The passes that make a scatter of an input nothing else reads write into that input."""
 
 
+def _fused_in_place(model: onnx.ModelProto) -> list[func.FuncOp]:
+    """The fused functions of ``model`` after ``IN_PLACE`` (each may carry a tied operand)."""
+    module = import_onnx(model)
+    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
+    return [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+
+
 def _host(model: onnx.ModelProto, inputs: list[np.ndarray], tmp_path, passes: str = "fuse-native-kernels"
           ) -> np.ndarray:
     if not have_gxx():
@@ -96,9 +103,7 @@ def test_the_in_place_kernel_stores_the_update_alone(cache, rows, axis, mode, wr
     into the cache's own buffer and leaves every other element as it was: the harness
     hands it a copy of the cache as its output, which ends equal to onnxruntime's result."""
     model = _scatter_model(cache, rows, axis, mode, F16)
-    module = import_onnx(model)
-    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
-    assert [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"] == [0]
+    assert [tied_operand(f) for f in _fused_in_place(model)] == [0]
     rng = np.random.default_rng(rows)
     past = rng.standard_normal(cache).astype(np.float16)
     shape = list(cache)
@@ -110,15 +115,20 @@ def test_the_in_place_kernel_stores_the_update_alone(cache, rows, axis, mode, wr
     np.testing.assert_array_equal(got, want)
 
 
-def _scatter_nd_model(reduction: str = "none", elem: int = F16) -> onnx.ModelProto:
-    """A static cache's update as ``index_copy_`` exports it: ScatterND writing the new
-    token's key at one ``(batch, head, position)`` tuple per head."""
-    nodes = [helper.make_node("ScatterND", ["cache", "indices", "update"], ["present"], reduction=reduction)]
+def _cache_update_model(op_type: str, indices: list[int], elem: int, **attributes) -> onnx.ModelProto:
+    """One scatter of a ``[2, 3, 8, 4]`` cache with an update of one row per head."""
+    nodes = [helper.make_node(op_type, ["cache", "indices", "update"], ["present"], **attributes)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cache", elem, [2, 3, 8, 4]),
-                                           helper.make_tensor_value_info("indices", I64, [2, 3, 1, 3]),
+                                           helper.make_tensor_value_info("indices", I64, indices),
                                            helper.make_tensor_value_info("update", elem, [2, 3, 1, 4])],
                               [helper.make_tensor_value_info("present", elem, [2, 3, 8, 4])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _scatter_nd_model(reduction: str = "none", elem: int = F16) -> onnx.ModelProto:
+    """A static cache's update as ``index_copy_`` exports it: ScatterND writing the new
+    token's key at one ``(batch, head, position)`` tuple per head."""
+    return _cache_update_model("ScatterND", [2, 3, 1, 3], elem, reduction=reduction)
 
 
 @pytest.mark.parametrize("reduction", ["none", "add"])
@@ -129,9 +139,7 @@ def test_a_scatter_nd_update_in_place(reduction, tmp_path) -> None:
     the updates). Both equal onnxruntime (f16; onnxruntime adds in f32 only)."""
     dtype = np.float16 if reduction == "none" else np.float32
     model = _scatter_nd_model(reduction, F16 if reduction == "none" else F32)
-    module = import_onnx(model)
-    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
-    tied = [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+    tied = [tied_operand(f) for f in _fused_in_place(model)]
     assert tied == ([0] if reduction == "none" else [None])
     rng = np.random.default_rng(3)
     cache = rng.standard_normal((2, 3, 8, 4)).astype(dtype)
@@ -177,13 +185,7 @@ def test_an_update_longer_than_the_cache_is_a_located_error() -> None:
 def _scatter_elements_model(reduction: str = "none", elem: int = F16) -> onnx.ModelProto:
     """A static cache's update as the TorchScript exporter writes ``index_copy``:
     ScatterElements along the sequence axis, the position broadcast to the update's shape."""
-    nodes = [helper.make_node("ScatterElements", ["cache", "indices", "update"], ["present"], axis=2,
-                              reduction=reduction)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("cache", elem, [2, 3, 8, 4]),
-                                           helper.make_tensor_value_info("indices", I64, [2, 3, 1, 4]),
-                                           helper.make_tensor_value_info("update", elem, [2, 3, 1, 4])],
-                              [helper.make_tensor_value_info("present", elem, [2, 3, 8, 4])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return _cache_update_model("ScatterElements", [2, 3, 1, 4], elem, axis=2, reduction=reduction)
 
 
 @pytest.mark.parametrize("reduction", ["none", "max"])
@@ -193,9 +195,7 @@ def test_a_scatter_elements_update_in_place(reduction, tmp_path) -> None:
     end); with a reduction it keeps its out-of-place kernel. Both equal onnxruntime."""
     dtype = np.float16 if reduction == "none" else np.float32
     model = _scatter_elements_model(reduction, F16 if reduction == "none" else F32)
-    module = import_onnx(model)
-    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
-    tied = [tied_operand(f) for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+    tied = [tied_operand(f) for f in _fused_in_place(model)]
     assert tied == ([0] if reduction == "none" else [None])
     rng = np.random.default_rng(4)
     cache = rng.standard_normal((2, 3, 8, 4)).astype(dtype)
@@ -225,9 +225,7 @@ def test_a_scatter_elements_update_read_through_views(tmp_path) -> None:
                               [i64("start", [8]), i64("stop", [16]), i64("last", [2]), i64("heads", [1, 1, 2, 4]),
                                i64("one4", [1, 1, 1, 1]), i64("update_shape", [1, 2, 1, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    module = import_onnx(model)
-    PassPipeline.parse_spec(get_all_passes(), IN_PLACE).apply(make_context(), module)
-    (fused,) = [f for f in module.ops if isinstance(f, func.FuncOp) and f.sym_name.data != "main"]
+    (fused,) = _fused_in_place(model)
     tied = tied_operand(fused)
     assert tied is not None and fused.args[tied].type.get_shape() == (1, 2, 8, 4)  # the cache
     names = [o.name for o in fused.body.walk()]
