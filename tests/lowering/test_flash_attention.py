@@ -61,8 +61,11 @@ def host(tmp_path_factory):
     configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z)
                for t, d, c, z in [("f16", 32, False, True), ("f16", 64, True, True), ("bf16", 64, False, True),
                                   ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False)]]
-    # masked_fill's finite value (DistilBERT's finfo.min) for the keys a padding mask hides
-    configs.append(FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min)))
+    # masked_fill's finite value (DistilBERT's finfo.min) for the keys a padding mask hides;
+    # with causal too (GPT-2's eager where(causal, s, finfo.min)), and a fill near the scores
+    configs += [FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min)),
+                FlashConfig("bf16", 32, causal=True, mask_fill=float(np.finfo(np.float32).min)),
+                FlashConfig("f16", 48, causal=True, mask_fill=-1.0)]
     return build(configs, tmp_path_factory.mktemp("flash")), {(c.dtype, c.head_dim): c for c in configs}
 
 
@@ -98,8 +101,33 @@ def test_a_finite_mask_fill_averages_rows_the_mask_hides_wholly(host):
     got = _check(lib, configs["f16", 40], q, k, v, key_mask)
     mean = v[1].astype(np.float64).mean(axis=1)  # [H, D], over the 70 keys
     np.testing.assert_allclose(got[1], np.broadcast_to(mean[:, None], got[1].shape), rtol=4e-3, atol=4e-3)
-    with pytest.raises(ValueError, match="only without causal"):
-        FlashConfig("f16", 64, causal=True, mask_fill=-1e4)
+
+
+def test_causal_with_a_finite_fill_averages_rows_that_see_no_key(host):
+    """Causal and finfo.min: a block whose rows all see a key skips the tiles past its
+    frontier (their exp(fill - m) is 0); batch 1, which the padding mask hides wholly,
+    and the rows before every key (Sq > Skv) average every value, tiles past the frontier
+    included, as the exported where(causal, s, fill) + softmax does."""
+    lib, configs = host
+    rng = np.random.default_rng(10)
+    config = configs["bf16", 32]
+    q, k, v = _inputs(rng, "bf16", 2, 2, 1, 70, 150, 32)
+    key_mask = np.ones((2, 150), np.uint8)
+    key_mask[1] = 0
+    got = _check(lib, config, q, k, v, key_mask)
+    mean = v[1].astype(np.float64).mean(axis=1)  # [Hkv = 1, D], over all 150 keys
+    np.testing.assert_allclose(got[1], np.broadcast_to(mean[:, None], got[1].shape), rtol=3e-2, atol=3e-2)
+    got = _check(lib, config, *_inputs(rng, "bf16", 1, 1, 1, 90, 20, 32))  # rows 0..69 see no key
+    assert np.isfinite(got).all()
+
+
+def test_causal_with_a_fill_near_the_scores_visits_every_tile(host):
+    """A fill of -1: the keys past the frontier carry weight exp(-1 - m) in every row, so
+    every block visits every tile (a kernel that skipped them would miss it: the first
+    64-row block's frontier is in its first of four 64-key tiles)."""
+    lib, configs = host
+    rng = np.random.default_rng(11)
+    _check(lib, configs["f16", 48], *_inputs(rng, "f16", 1, 2, 2, 200, 200, 48))
 
 
 def test_causal_with_more_keys_than_queries(host):
@@ -174,10 +202,13 @@ def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path
 
 
 def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
-    configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256)]
+    configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256),
+               FlashConfig("f16", 64, causal=True, mask_fill=float(np.finfo(np.float32).min))]
     binary, sass = compiled_sass(flash_attention_source(configs), options=["--ptxas-options=-v"], use_cache=False)
     for c in configs:
         text = sass[c.entry]
+        # the block's vote on visiting the tiles past the causal frontier: a finite fill's only
+        assert ("BAR.RED.OR" in text) == (c.mask_fill != -np.inf)
         k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8
         # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles).
         assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (c.block_n // 16) * d_tiles

@@ -200,16 +200,16 @@ def test_kernel_matches_reference(case, dtype, tmp_path):
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
 @pytest.mark.parametrize("dtype, head_dim", [("f16", 32), ("f32", 8), ("f32", 264)])
 def test_kernel_mask_fill_averages_rows_with_every_key_hidden(dtype, head_dim, tmp_path):
-    """A finite ``mask_fill`` (masked_fill's ``finfo.min``): the rows schedule (f16 too:
-    the flash kernel takes only ``-inf``) and the per-element kernel (D = 264) give hidden
-    keys the fill, under the mask and the causal frontier alike, so batch 0, every key
-    masked, averages its values instead of being undefined."""
+    """A finite ``mask_fill`` (masked_fill's ``finfo.min``): the flash kernel (f16), the
+    rows schedule (f32) and the per-element kernel (D = 264) give hidden keys the fill,
+    under the mask and the causal frontier alike, so batch 0, every key masked, averages
+    its values instead of being undefined."""
     q, k = (2, 2, 3, head_dim), (2, 2, 6, head_dim)
     fill = float(np.finfo(DTYPES[dtype]).min)
     module = fuse(_module(q, k, k, ((2, 1, 1, 6), "boolean"), dtype,
                           f"{{scale = 0.5 : f64, causal = true, mask_fill = {fill!r} : f64}}"))
     (kernel,) = program_of(module).kernels.values()
-    assert "flash_attention" not in kernel.code
+    assert ("flash_attention" in kernel.code) == (dtype == "f16")
     rng = np.random.default_rng(4)
     inputs = [rng.standard_normal(s).astype(DTYPES[dtype]) for s in (q, k, k)]
     m = rng.integers(0, 2, (2, 1, 1, 6)).astype(bool)
@@ -285,15 +285,18 @@ def test_f16_attention_alone_takes_the_flash_kernel(dtype, tmp_path):
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
-def test_a_finite_mask_fill_without_causal_takes_the_flash_kernel(tmp_path):
-    """DistilBERT's attention: masked_fill(finfo.min) on a key padding mask, no causal. The
-    flash kernel scores hidden keys with the fill, so batch 1 (every key hidden) averages
-    its values, as the reference does."""
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_finite_mask_fill_takes_the_flash_kernel(tmp_path, causal):
+    """DistilBERT's attention (masked_fill(finfo.min) on a key padding mask) and, causal,
+    GPT-2's eager one. The flash kernel scores hidden keys with the fill, so batch 1 (every
+    key hidden) averages its values, as the reference does."""
     q, k = (2, 2, 20, 32), (2, 2, 33, 32)
     fill = float(np.finfo(np.float16).min)
-    module = fuse(_module(q, k, k, ((2, 1, 1, 33), "boolean"), "f16", f"{{scale = 0.2 : f64, mask_fill = {fill!r} : f64}}"))
+    attrs = f"{{scale = 0.2 : f64, causal = {str(causal).lower()}, mask_fill = {fill!r} : f64}}"
+    module = fuse(_module(q, k, k, ((2, 1, 1, 33), "boolean"), "f16", attrs))
     (kernel,) = program_of(module).kernels.values()
-    assert kernel.block == 128 and "flash_attention_f16_d32_nu_fc77fe000_tile(" in kernel.code
+    mode = "c" if causal else "n"
+    assert kernel.block == 128 and f"flash_attention_f16_d32_{mode}u_fc77fe000_tile(" in kernel.code
     rng = np.random.default_rng(7)
     inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
     mask = rng.integers(0, 2, (2, 1, 1, 33)).astype(bool)

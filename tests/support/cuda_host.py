@@ -69,6 +69,16 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask) {
   __syncthreads();
   return r;
 }
+// A block-wide vote: every thread's predicate, then their OR, between two barriers.
+static int partita_votes[1024];
+static inline int __syncthreads_or(int predicate) {
+  partita_votes[partita_current] = predicate != 0;
+  __syncthreads();
+  int any = 0;
+  for (unsigned t = 0; t < blockDim.x * blockDim.y * blockDim.z; ++t) any |= partita_votes[t];
+  __syncthreads();
+  return any;
+}
 static void partita_fiber() {
   (*partita_body)();
   partita_done[partita_current] = 1;

@@ -30,8 +30,10 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   attend; optional; the tile function takes its batch and key strides, 0 where a
   ``[1, 1, 1, Skv]`` or ``[B, 1, 1, 1]`` mask broadcasts), and ``kv_len`` itself (run-time:
   dynamic sequence lengths). A key the mask hides scores ``mask_fill`` (``-inf``, or
-  masked_fill's finite value, DistilBERT's ``finfo.min``: a row the mask hides wholly then
-  averages every value); only without causal, whose skipped tiles hold no scores.
+  masked_fill's finite value, DistilBERT's and GPT-2's ``finfo.min``: a row the mask hides
+  wholly then averages every value). With causal and a finite fill, the tiles past the
+  frontier are still skipped when they add exactly nothing (every row's max far above the
+  fill, ``__syncthreads_or`` of the block), else visited with every key filled.
 - **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
 - **Decode (split-KV)**: ``DecodeConfig`` / ``flash_decode_source``, pass 1 of
   ``nn.attention_partial``: one block per (split, batch x head) pair streams the split's
@@ -90,9 +92,6 @@ class FlashConfig:
     def __post_init__(self):
         if self.dtype not in ("f16", "bf16"):
             raise ValueError(f"flash attention takes f16 or bf16, not {self.dtype}")
-        if self.causal and self.mask_fill != -math.inf:
-            raise ValueError("flash attention fills hidden keys with a finite value only without causal "
-                             "(the tiles past the frontier are skipped, not scored)")
         if not head_dim_supported(self.head_dim):
             raise ValueError(f"flash attention head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
         if self.layout not in ("BHSD", "BSHD"):
@@ -336,7 +335,8 @@ static __device__ __forceinline__ void $entry_tile(
   for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
   float m_lo = __int_as_float(0xff800000), m_hi = m_lo, l_lo = 0.0f, l_hi = 0.0f;
   const int shift = kv_len - q_len;  // causal frontier: key j <= row + shift
-  int tiles = (kv_len + BN - 1) / BN;
+  const int tiles_all = (kv_len + BN - 1) / BN;
+  int tiles = tiles_all;
   if ($CAUSAL) {
     const int last = min(qtile * BM + BM - 1, q_len - 1) + shift;  // the block's last key
     tiles = max(0, min(tiles, (last + BN) / BN));
@@ -355,7 +355,20 @@ static __device__ __forceinline__ void $entry_tile(
     fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
   };
   if (tiles > 0) load_tile(0);
-  for (int tile = 0; tile < tiles; ++tile) {
+  for (int tile = 0;; ++tile) {
+    if (tile == tiles) {
+      // The tiles past the block's causal frontier hide every key: they score $FILL. At
+      // -inf they add nothing and are skipped. A finite fill adds exp(fill - m) V per key,
+      // which is exactly 0 (f32 underflow) once a row's max m is far above the fill, the
+      // usual case (finfo.min); the block visits them only when some row's is not (a row
+      // the padding mask hides wholly, a row before every key, a fill near the scores).
+      if (!$CAUSAL || tiles == tiles_all || $FILL == __int_as_float(0xff800000)) break;
+      const bool open = (r_lo < q_len && __expf($FILL - m_lo) != 0.0f) ||
+                        (r_hi < q_len && __expf($FILL - m_hi) != 0.0f);
+      if (!__syncthreads_or(open)) break;  // uniform: the stage of tile - 2 is free
+      tiles = tiles_all;
+      load_tile(tile);
+    }
     const int key0 = tile * BN;
     const unsigned short* kt = ks[tile % 2];
     const unsigned short* vtile = vs[tile % 2];

@@ -30,8 +30,8 @@ heads), which the kernel reads where they lie instead of three kernels copying t
 
 NaN and +inf scores and fully masked rows follow the reference in every schedule: the row is
 NaN, or zeros with ``zero_undefined_rows``; with a finite ``mask_fill`` hidden keys score the
-fill, so a fully masked row averages the values (the rows, per-element, decode and flash schedules;
-flash only without causal). A key whose probability is 0 still multiplies
+fill, so a fully masked row averages the values (the rows, per-element, decode and flash schedules).
+A key whose probability is 0 still multiplies
 its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
@@ -78,8 +78,6 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
     if strides is None or op.mask_kind == "additive" or None in rows:
         return None
-    if op.causal and op.mask_fill != float("-inf"):
-        return None  # its tiles past the frontier are skipped: the rows schedule fills them
     if op.mask is not None and not isinstance(op.mask, BlockArgument):
         return None
     (q, q_row), (k, k_row), (v, v_row) = rows  # type: ignore[misc]
