@@ -39,7 +39,7 @@ from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
-from partita.runtime.cuda import parse_arch
+from partita.runtime.cuda import native_arch, parse_arch
 from partita.runtime.plan import Runtime
 from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
@@ -104,6 +104,23 @@ def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, 
 
 def _quote(value: str) -> str:
     return '"' + value.replace('"', '\\"') + '"'
+
+
+NATIVE_FALLBACK_ARCH = "sm_90"
+"""What ``cuda -arch=native`` builds for where no GPU is present (H100 SASS with the
+Sm80-design CUTLASS kernels: the arch-specific sm_90a ones run on nothing but Hopper)."""
+
+
+def resolve_native_arch(config: CompilationConfig, driver=None) -> CompilationConfig:
+    """``cuda -arch=native`` (nvcc's spelling) as the present GPU's arch, the way TVM's
+    ``cuda`` target takes the local device's: ``sm_90a`` on an H100 / H200, so the cutlass
+    target builds the CUTLASS 3 TMA + wgmma kernels; ``NATIVE_FALLBACK_ARCH`` without a GPU.
+    ``driver``: the CUDA driver API to ask (tests pass a stand-in)."""
+    cuda = config.find_target_for_kind("cuda")
+    if cuda is None or str(cuda.options.get("arch")) != "native":
+        return config
+    arch = native_arch(0, driver) or NATIVE_FALLBACK_ARCH
+    return CompilationConfig([t.with_options(arch=arch) if t is cuda else t for t in config], config.default_device)
 
 
 def cutlass_sm(config: CompilationConfig) -> int | str:
@@ -449,7 +466,7 @@ def _partition_rows(module: ModuleOp, entry: str, estimate: Callable[[FuncOp, st
 
 def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.compile
     model: ModuleOp | str | Path | Any,
-    targets: Sequence[Target | str] | str = ("cuda -arch=sm_90", "cutlass", "llvm"),
+    targets: Sequence[Target | str] | str = ("cuda -arch=native", "cutlass", "llvm"),
     *,
     partitioner: str = "collage",
     fallback_device: str | None = None,
@@ -499,6 +516,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
             config = CompilationConfig(targets, fallback_device)
     except TargetError as err:
         raise PartitaError(str(err)) from None
+    config = resolve_native_arch(config)
     check_target_archs(config)
     stages = _pipeline_stages(
         module,

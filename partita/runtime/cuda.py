@@ -90,6 +90,32 @@ def cuda_status(drv=None) -> str | None:
     return None
 
 
+def native_arch(ordinal: int = 0, drv=None) -> str | None:
+    """The arch to build for device ``ordinal`` (nvcc's ``-arch=native``): ``sm_90a`` on
+    Hopper, whose CUTLASS 3 TMA + wgmma kernels need the arch-specific target, else
+    ``sm_<major><minor>``; None when no CUDA device can be used. Needs no context."""
+    if cuda_status(drv) is not None:
+        return None
+    drv = drv if drv is not None else _driver()
+    try:
+        device = _check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
+        a = drv.CUdevice_attribute
+        major = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+                       "cuDeviceGetAttribute", drv)
+        minor = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+                       "cuDeviceGetAttribute", drv)
+    except CudaError:  # no such ordinal
+        return None
+    return build_arch(f"sm_{int(major)}{int(minor)}")
+
+
+def build_arch(device_arch: str) -> str:
+    """The arch to build for a ``device_arch`` device: Hopper's arch-specific ``sm_90a``
+    (its CUTLASS 3 TMA + wgmma kernels need it; such cubins run on nothing else), else the
+    device's own."""
+    return "sm_90a" if device_arch == "sm_90" else device_arch
+
+
 _available: bool | None = None
 
 

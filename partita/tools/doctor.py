@@ -170,19 +170,23 @@ def default_target_findings(arch: str | None) -> list[Finding]:
     """What ``partita.compile`` targets when given no targets, and where that runs here."""
     import inspect
 
+    from partita.driver import NATIVE_FALLBACK_ARCH
     from partita.driver import compile as compile_model
-    from partita.runtime.cuda import arch_runs_on
+    from partita.runtime.cuda import arch_runs_on, build_arch
 
     parameters = inspect.signature(compile_model).parameters
     targets = list(parameters["targets"].default)
     device = parameters["device"].default
     compiled = next((t.split("-arch=")[1] for t in targets if t.startswith("cuda") and "-arch=" in t), "sm_90")
+    if compiled == "native":  # what resolve_native_arch makes of it here
+        compiled = build_arch(arch) if arch is not None else NATIVE_FALLBACK_ARCH
     out = [Finding("partita.compile", f"targets {', '.join(targets)}; partitioner "
                                       f"{parameters['partitioner'].default}; cost model device {device}")]
     if arch is None:
-        out.append(Finding("runs on", "the simulated device (CPU): no usable GPU (compiles still make real cubins)"))
+        out.append(Finding("runs on", f"the simulated device (CPU): no usable GPU (compiles still make real "
+                                      f"{compiled} cubins)"))
     elif arch_runs_on(compiled, arch):
-        out.append(Finding("runs on", f"the GPU ({arch}) with the default targets"))
+        out.append(Finding("runs on", f"the GPU ({arch}) with the default targets, built for {compiled}"))
     else:
         out.append(Finding("runs on", f"the simulated device with the default targets ({compiled} cubins do not "
                                       f"run on {arch}): pass targets=['cuda -arch={arch}', 'cutlass', 'llvm']",

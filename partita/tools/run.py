@@ -47,14 +47,15 @@ def _count(minimum: int):
     return parse
 
 
-COMPILE_DEFAULTS = {"targets": "cuda -arch=sm_90,cutlass,llvm", "partitioner": "collage", "cost": "roofline", "device": "h100"}
+COMPILE_DEFAULTS = {"targets": "cuda -arch=native,cutlass,llvm", "partitioner": "collage", "cost": "roofline", "device": "h100"}
 
 
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``partita.compile``, shared with ``partita-compile``. Their
     defaults are filled in by :func:`compile_options`, so that a compiled model, which
     takes none of them, can tell which ones the user gave."""
-    parser.add_argument("--targets", help=f"comma-separated targets (default: {COMPILE_DEFAULTS['targets']})")
+    parser.add_argument("--targets", help=f"comma-separated targets (default: {COMPILE_DEFAULTS['targets']}; "
+                        "-arch=native builds for the GPU present: sm_90a on an H100, sm_90 without a GPU)")
     parser.add_argument("--fallback-device", choices=("cpu", "cuda"),
                         help="device type of ops no target claims (default: the only device besides the host; "
                              "'cpu' is TVM's default)")

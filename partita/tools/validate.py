@@ -474,7 +474,9 @@ def check_decode(path: Path, writer: RowWriter, *, arch: str, device: Any = "cud
 
 
 def model_targets(arch: str, *libraries: str) -> list[str]:
-    """Partita's default targets, for this GPU's arch."""
+    """Partita's default targets at this GPU's own arch (``sm_90`` on an H100, not the
+    ``sm_90a`` that ``-arch=native`` builds: ``--warm-cache`` prepares these cubins here,
+    and the Hopper kernels are timed by the benchmarks step)."""
     return [f"cuda -arch={arch}", f"cutlass -sm={arch.removeprefix('sm_').rstrip('af')}", *libraries, "llvm"]
 
 

@@ -32,13 +32,16 @@ def test_report_names_the_gpu_and_where_default_compiles_run() -> None:
     assert values["GPU"] == "Recording GPU (sm_90), device 0 of 2"
     assert values["CUDA driver"].startswith("13.2 ")
     (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
-    assert runs_on.ok and "the GPU (sm_90)" in runs_on.value
+    assert runs_on.ok and runs_on.value == "the GPU (sm_90) with the default targets, built for sm_90a"
 
 
-def test_report_says_when_default_targets_miss_the_gpu() -> None:
+def test_report_says_the_default_targets_build_for_the_gpu_present() -> None:
+    """The default cuda target is -arch=native: an A100 gets sm_80 cubins, no GPU sm_90 ones."""
     _, arch = doctor.gpu_findings(RecordingDriver(arch=(8, 0)))
     (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
-    assert not runs_on.ok and "cuda -arch=sm_80" in runs_on.value
+    assert runs_on.ok and runs_on.value.endswith("built for sm_80")
+    (runs_on,) = [r for r in doctor.default_target_findings(None) if r.name == "runs on"]
+    assert runs_on.value.startswith("the simulated device") and "sm_90 cubins" in runs_on.value
 
 
 def test_report_without_a_usable_driver() -> None:
@@ -70,7 +73,7 @@ def test_doctor_without_a_gpu_exits_0(monkeypatch, capsys) -> None:
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
     assert "GPU:" in out and "none (no driver)" in out
-    assert "runs on:" in out and "the simulated device (CPU): no usable GPU (compiles still make real cubins)" in out
+    assert "runs on:" in out and "the simulated device (CPU): no usable GPU (compiles still make real sm_90 cubins)" in out
     assert "NVRTC:" in out and "cubin cache:" in out and "partita.compile:" in out
 
 
