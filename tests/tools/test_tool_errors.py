@@ -200,6 +200,8 @@ def test_pass_option_errors_name_the_pass(model: Path, capsys) -> None:
     fails_cleanly(capsys, opt.main([str(model), "-p", "cutlass-codegen{sm=abc}"]), "pass 'cutlass-codegen'")
     fails_cleanly(capsys, opt.main([str(model), "-p", "cutlass-codegen{sm=999}"]), "cutlass-codegen: sm=999")
     fails_cleanly(capsys, opt.main([str(model), "-p", "cuda-codegen{arch=sm_xx}"]), "bad arch 'sm_xx'")
+    fails_cleanly(capsys, opt.main([str(model), "-p", "cuda-codegen{arch=native}"]),
+                  "resolved to the GPU present by partita.compile")
     fails_cleanly(capsys, opt.main([str(model), "--no-such-flag"]), "unrecognized arguments")
 
 
