@@ -22,7 +22,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 
 from partita import artifact
-from partita.collage.cost import RooflineEstimator
+from partita.collage.cost import RooflineEstimator, load_devices
 from partita.collage.ir_graph import function_candidate
 from partita.dialects import byoc, make_context
 from partita.dialects.nn import (
@@ -39,7 +39,7 @@ from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
-from partita.runtime.cuda import native_arch, parse_arch
+from partita.runtime.cuda import native_arch, parse_arch, present_device
 from partita.runtime.plan import Runtime
 from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
@@ -121,6 +121,22 @@ def resolve_native_arch(config: CompilationConfig, driver=None) -> CompilationCo
         return config
     arch = native_arch(0, driver) or NATIVE_FALLBACK_ARCH
     return CompilationConfig([t.with_options(arch=arch) if t is cuda else t for t in config], config.default_device)
+
+
+NATIVE_FALLBACK_DEVICE = "h100"
+"""The roofline spec ``device="native"`` estimates with where no GPU is present, or where
+``devices.json`` has no spec of the one present."""
+
+
+def resolve_native_device(device: str, driver=None) -> str:
+    """``device="native"``: the ``devices.json`` spec Collage estimates with, named in the
+    GPU's own name (an H200 is not an H100: its bandwidth is 1.4 times); else
+    ``NATIVE_FALLBACK_DEVICE``."""
+    if device != "native":
+        return device
+    present = present_device(0, driver)
+    name = present[1].lower() if present is not None else ""
+    return next((spec for spec in sorted(load_devices()["devices"]) if spec in name), NATIVE_FALLBACK_DEVICE)
 
 
 def cutlass_sm(config: CompilationConfig) -> int | str:
@@ -471,7 +487,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     partitioner: str = "collage",
     fallback_device: str | None = None,
     cost: str = "roofline",
-    device: str = "h100",
+    device: str = "native",
     max_depth: int = 3,
     cache_dir: str | Path | None = None,
     layout: str = "auto",
@@ -517,6 +533,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     except TargetError as err:
         raise PartitaError(str(err)) from None
     config = resolve_native_arch(config)
+    device = resolve_native_device(device)
     check_target_archs(config)
     stages = _pipeline_stages(
         module,

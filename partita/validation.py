@@ -50,7 +50,7 @@ def check_compile_arguments(
         )
     _choice("partitioner", partitioner, partitioners)
     _choice("cost", cost, COSTS)
-    _choice("device", device, sorted(load_devices()["devices"]))
+    _choice("device", device, ["native", *sorted(load_devices()["devices"])])
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise PartitaError(f"max_depth={max_depth!r} must be a positive integer")
     if cache_dir is not None and (not isinstance(cache_dir, str | os.PathLike) or not os.fspath(cache_dir)):

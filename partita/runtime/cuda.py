@@ -90,10 +90,9 @@ def cuda_status(drv=None) -> str | None:
     return None
 
 
-def native_arch(ordinal: int = 0, drv=None) -> str | None:
-    """The arch to build for device ``ordinal`` (nvcc's ``-arch=native``): ``sm_90a`` on
-    Hopper, whose CUTLASS 3 TMA + wgmma kernels need the arch-specific target, else
-    ``sm_<major><minor>``; None when no CUDA device can be used. Needs no context."""
+def present_device(ordinal: int = 0, drv=None) -> tuple[str, str] | None:
+    """``(arch, name)`` of device ``ordinal`` (``("sm_90", "NVIDIA H100 80GB HBM3")``), asked
+    of the driver without a context; None when no CUDA device can be used."""
     if cuda_status(drv) is not None:
         return None
     drv = drv if drv is not None else _driver()
@@ -104,9 +103,19 @@ def native_arch(ordinal: int = 0, drv=None) -> str | None:
                        "cuDeviceGetAttribute", drv)
         minor = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
                        "cuDeviceGetAttribute", drv)
+        raw = _check(drv.cuDeviceGetName(256, device), "cuDeviceGetName", drv)
     except CudaError:  # no such ordinal
         return None
-    return build_arch(f"sm_{int(major)}{int(minor)}")
+    name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+    return f"sm_{int(major)}{int(minor)}", name
+
+
+def native_arch(ordinal: int = 0, drv=None) -> str | None:
+    """The arch to build for device ``ordinal`` (nvcc's ``-arch=native``): ``sm_90a`` on
+    Hopper, whose CUTLASS 3 TMA + wgmma kernels need the arch-specific target, else
+    ``sm_<major><minor>``; None when no CUDA device can be used."""
+    present = present_device(ordinal, drv)
+    return None if present is None else build_arch(present[0])
 
 
 def build_arch(device_arch: str) -> str:

@@ -166,17 +166,19 @@ def cache_findings() -> list[Finding]:
     return [Finding("cubin cache", f"{cache} ({len(cubins)} cubins, {size / 2**20:.1f} MiB)")]
 
 
-def default_target_findings(arch: str | None) -> list[Finding]:
+def default_target_findings(arch: str | None, driver: Any = None) -> list[Finding]:
     """What ``partita.compile`` targets when given no targets, and where that runs here."""
     import inspect
 
-    from partita.driver import NATIVE_FALLBACK_ARCH
+    from partita.driver import NATIVE_FALLBACK_ARCH, resolve_native_device
     from partita.driver import compile as compile_model
     from partita.runtime.cuda import arch_runs_on, build_arch
 
     parameters = inspect.signature(compile_model).parameters
     targets = list(parameters["targets"].default)
     device = parameters["device"].default
+    if device == "native":
+        device = f"native ({resolve_native_device(device, driver)} here)"
     compiled = next((t.split("-arch=")[1] for t in targets if t.startswith("cuda") and "-arch=" in t), "sm_90")
     if compiled == "native":  # what resolve_native_arch makes of it here
         compiled = build_arch(arch) if arch is not None else NATIVE_FALLBACK_ARCH
@@ -201,7 +203,7 @@ def findings(driver: Any = None, probe: Callable[[str], str] = _probe_library) -
     out = [Finding("partita", f"{partita.__version__} ({Path(partita.__file__).parent})"),
            Finding("python", f"{platform.python_version()} ({sys.executable})")]
     gpu, arch = gpu_findings(driver)
-    out += gpu + nvrtc_findings() + library_findings(probe) + cache_findings() + default_target_findings(arch)
+    out += gpu + nvrtc_findings() + library_findings(probe) + cache_findings() + default_target_findings(arch, driver)
     return out, arch
 
 

@@ -47,7 +47,7 @@ def _count(minimum: int):
     return parse
 
 
-COMPILE_DEFAULTS = {"targets": "cuda -arch=native,cutlass,llvm", "partitioner": "collage", "cost": "roofline", "device": "h100"}
+COMPILE_DEFAULTS = {"targets": "cuda -arch=native,cutlass,llvm", "partitioner": "collage", "cost": "roofline", "device": "native"}
 
 
 def add_compile_options(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +61,8 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
                              "'cpu' is TVM's default)")
     parser.add_argument("--partitioner", choices=("collage", "eager", "none"), help="(default: collage)")
     parser.add_argument("--cost", help="collage cost estimator (default: roofline)")
-    parser.add_argument("--device", help="device spec for the roofline estimator: a100, h100 (default), h200")
+    parser.add_argument("--device", help="device spec for the roofline estimator: a100, h100, h200, or native "
+                        "(default: the GPU present's, h100 without one)")
     parser.add_argument("--entry", help="entry function (default: main)")
     parser.add_argument("--cache-dir", help="cubin cache (default: $PARTITA_CACHE_DIR or ~/.cache/partita/cubins)")
     parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"),

@@ -11,7 +11,13 @@ from xdsl.dialects.builtin import StringAttr
 import partita
 import partita.driver
 from partita.dialects import byoc
-from partita.driver import NATIVE_FALLBACK_ARCH, cutlass_sm, resolve_native_arch
+from partita.driver import (
+    NATIVE_FALLBACK_ARCH,
+    NATIVE_FALLBACK_DEVICE,
+    cutlass_sm,
+    resolve_native_arch,
+    resolve_native_device,
+)
 from partita.target import CompilationConfig
 
 RELU = """
@@ -55,3 +61,24 @@ def test_compile_builds_for_the_native_arch_by_default(monkeypatch, tmp_path) ->
     assert exe.config.target_for_kind("cuda").get("arch") == "sm_90a"
     archs = {op.attributes["arch"] for op in exe.module.walk() if isinstance(op, byoc.BinaryOp)}
     assert archs == {StringAttr("sm_90a")}
+
+
+class _Named(RecordingDriver):
+    """The recording driver with a device name of its own."""
+
+    def __init__(self, name: bytes, **kwargs):
+        super().__init__(**kwargs)
+        self.name = name
+
+    def cuDeviceGetName(self, size, device):
+        return self._call("cuDeviceGetName", self.name)
+
+
+@pytest.mark.parametrize(("name", "spec"), [(b"NVIDIA H200", "h200"), (b"NVIDIA H100 80GB HBM3", "h100"),
+                                            (b"NVIDIA A100-SXM4-80GB", "a100"), (b"NVIDIA L40S", "h100")])
+def test_the_native_cost_model_device_is_the_gpu_present(name, spec) -> None:
+    """Collage's roofline spec by the GPU's name (an H200's bandwidth is not an H100's);
+    one devices.json does not describe, or no GPU, is estimated as an H100."""
+    assert resolve_native_device("native", _Named(name)) == spec
+    assert resolve_native_device("native", RecordingDriver(devices=0)) == NATIVE_FALLBACK_DEVICE == "h100"
+    assert resolve_native_device("a100", _Named(b"NVIDIA H200")) == "a100"  # an explicit spec stays
