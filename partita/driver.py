@@ -39,7 +39,7 @@ from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
-from partita.runtime.cuda import native_arch, parse_arch, present_device
+from partita.runtime.cuda import build_arch, parse_arch, present_device
 from partita.runtime.plan import Runtime
 from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
@@ -110,33 +110,34 @@ NATIVE_FALLBACK_ARCH = "sm_90"
 """What ``cuda -arch=native`` builds for where no GPU is present (H100 SASS with the
 Sm80-design CUTLASS kernels: the arch-specific sm_90a ones run on nothing but Hopper)."""
 
-
-def resolve_native_arch(config: CompilationConfig, driver=None) -> CompilationConfig:
-    """``cuda -arch=native`` (nvcc's spelling) as the present GPU's arch, the way TVM's
-    ``cuda`` target takes the local device's: ``sm_90a`` on an H100 / H200, so the cutlass
-    target builds the CUTLASS 3 TMA + wgmma kernels; ``NATIVE_FALLBACK_ARCH`` without a GPU.
-    ``driver``: the CUDA driver API to ask (tests pass a stand-in)."""
-    cuda = config.find_target_for_kind("cuda")
-    if cuda is None or str(cuda.options.get("arch")) != "native":
-        return config
-    arch = native_arch(0, driver) or NATIVE_FALLBACK_ARCH
-    return CompilationConfig([t.with_options(arch=arch) if t is cuda else t for t in config], config.default_device)
-
-
 NATIVE_FALLBACK_DEVICE = "h100"
 """The roofline spec ``device="native"`` estimates with where no GPU is present, or where
 ``devices.json`` has no spec of the one present."""
 
 
-def resolve_native_device(device: str, driver=None) -> str:
-    """``device="native"``: the ``devices.json`` spec Collage estimates with, named in the
-    GPU's own name (an H200 is not an H100: its bandwidth is 1.4 times); else
-    ``NATIVE_FALLBACK_DEVICE``."""
-    if device != "native":
-        return device
+def resolve_native(config: CompilationConfig, device: str, driver=None) -> tuple[CompilationConfig, str]:
+    """``cuda -arch=native`` (nvcc's spelling) and ``device="native"`` as the GPU present,
+    the way TVM's ``cuda`` target takes the local device's; the driver is asked once, and
+    only when one of them is native (``driver``: the CUDA driver API; tests pass a stand-in).
+
+    - the arch: ``sm_90a`` on an H100 / H200, so the cutlass target builds the CUTLASS 3
+      TMA + wgmma kernels; the device's own elsewhere; ``NATIVE_FALLBACK_ARCH`` without a GPU;
+    - the device: the ``devices.json`` spec Collage estimates with, named in the GPU's own
+      name (an H200 is not an H100: its bandwidth is 1.4 times); else ``NATIVE_FALLBACK_DEVICE``.
+    """
+    cuda = config.find_target_for_kind("cuda")
+    native_arch = cuda is not None and str(cuda.options.get("arch")) == "native"
+    if not native_arch and device != "native":
+        return config, device
     present = present_device(0, driver)
-    name = present[1].lower() if present is not None else ""
-    return next((spec for spec in sorted(load_devices()["devices"]) if spec in name), NATIVE_FALLBACK_DEVICE)
+    if native_arch:
+        arch = build_arch(present[0]) if present is not None else NATIVE_FALLBACK_ARCH
+        config = CompilationConfig([t.with_options(arch=arch) if t is cuda else t for t in config],
+                                   config.default_device)
+    if device == "native":
+        name = present[1].lower() if present is not None else ""
+        device = next((spec for spec in sorted(load_devices()["devices"]) if spec in name), NATIVE_FALLBACK_DEVICE)
+    return config, device
 
 
 def cutlass_sm(config: CompilationConfig) -> int | str:
@@ -532,8 +533,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
             config = CompilationConfig(targets, fallback_device)
     except TargetError as err:
         raise PartitaError(str(err)) from None
-    config = resolve_native_arch(config)
-    device = resolve_native_device(device)
+    config, device = resolve_native(config, device)
     check_target_archs(config)
     stages = _pipeline_stages(
         module,

@@ -295,10 +295,10 @@ def _normalize_arch(arch: str | int) -> str:
     """``sm_90`` from ``90``, ``sm90`` or ``sm_90``; a ValueError for anything NVRTC
     cannot compile for (a typo such as ``sm_xx`` or ``sm_999`` is caught here, not by NVRTC)."""
     s = str(arch)
-    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", s)
     if s == "native":  # nvcc's spelling: partita.compile asks the driver, a pass cannot
         raise ValueError("arch 'native' is resolved to the GPU present by partita.compile and partita-run; "
                          "a pass takes a concrete arch (e.g. 'sm_90')")
+    m = re.fullmatch(r"(?:sm_?)?(\d+)([af]?)", s)
     if not m:
         raise ValueError(f"bad arch {arch!r} (expected e.g. 'sm_90')")
     if int(m.group(1)) not in supported_archs():

@@ -90,6 +90,22 @@ def cuda_status(drv=None) -> str | None:
     return None
 
 
+def _capability(drv, device) -> tuple[int, int]:
+    """A ``CUdevice``'s compute capability (context-free queries)."""
+    a = drv.CUdevice_attribute
+    major = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+                   "cuDeviceGetAttribute", drv)
+    minor = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+                   "cuDeviceGetAttribute", drv)
+    return int(major), int(minor)
+
+
+def _name(drv, device) -> str:
+    """A ``CUdevice``'s name (a context-free query)."""
+    raw = _check(drv.cuDeviceGetName(256, device), "cuDeviceGetName", drv)
+    return raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+
+
 def present_device(ordinal: int = 0, drv=None) -> tuple[str, str] | None:
     """``(arch, name)`` of device ``ordinal`` (``("sm_90", "NVIDIA H100 80GB HBM3")``), asked
     of the driver without a context; None when no CUDA device can be used."""
@@ -98,24 +114,10 @@ def present_device(ordinal: int = 0, drv=None) -> tuple[str, str] | None:
     drv = drv if drv is not None else _driver()
     try:
         device = _check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
-        a = drv.CUdevice_attribute
-        major = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-                       "cuDeviceGetAttribute", drv)
-        minor = _check(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
-                       "cuDeviceGetAttribute", drv)
-        raw = _check(drv.cuDeviceGetName(256, device), "cuDeviceGetName", drv)
+        major, minor = _capability(drv, device)
+        return f"sm_{major}{minor}", _name(drv, device)
     except CudaError:  # no such ordinal
         return None
-    name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
-    return f"sm_{int(major)}{int(minor)}", name
-
-
-def native_arch(ordinal: int = 0, drv=None) -> str | None:
-    """The arch to build for device ``ordinal`` (nvcc's ``-arch=native``): ``sm_90a`` on
-    Hopper, whose CUTLASS 3 TMA + wgmma kernels need the arch-specific target, else
-    ``sm_<major><minor>``; None when no CUDA device can be used."""
-    present = present_device(ordinal, drv)
-    return None if present is None else build_arch(present[0])
 
 
 def build_arch(device_arch: str) -> str:
@@ -218,11 +220,7 @@ class CudaDevice:
 
     @property
     def compute_capability(self) -> tuple[int, int]:
-        drv = self.drv
-        a = drv.CUdevice_attribute
-        major = self._call(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "cuDeviceGetAttribute")
-        minor = self._call(drv.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "cuDeviceGetAttribute")
-        return int(major), int(minor)
+        return _capability(self.drv, self.device)
 
     @property
     def arch(self) -> str:
@@ -231,8 +229,7 @@ class CudaDevice:
 
     @property
     def name(self) -> str:
-        raw = self._call(self.drv.cuDeviceGetName(256, self.device), "cuDeviceGetName")
-        return raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+        return _name(self.drv, self.device)
 
     def synchronize(self, stream=None) -> None:
         if stream is None:

@@ -170,18 +170,19 @@ def default_target_findings(arch: str | None, driver: Any = None) -> list[Findin
     """What ``partita.compile`` targets when given no targets, and where that runs here."""
     import inspect
 
-    from partita.driver import NATIVE_FALLBACK_ARCH, resolve_native_device
     from partita.driver import compile as compile_model
-    from partita.runtime.cuda import arch_runs_on, build_arch
+    from partita.driver import resolve_native
+    from partita.runtime.cuda import arch_runs_on
+    from partita.target import CompilationConfig
 
     parameters = inspect.signature(compile_model).parameters
     targets = list(parameters["targets"].default)
     device = parameters["device"].default
-    if device == "native":
-        device = f"native ({resolve_native_device(device, driver)} here)"
-    compiled = next((t.split("-arch=")[1] for t in targets if t.startswith("cuda") and "-arch=" in t), "sm_90")
-    if compiled == "native":  # what resolve_native_arch makes of it here
-        compiled = build_arch(arch) if arch is not None else NATIVE_FALLBACK_ARCH
+    # what partita.compile makes of them here
+    config, spec = resolve_native(CompilationConfig(targets), device, driver)
+    compiled = config.target_for_kind("cuda").get("arch")
+    if spec != device:
+        device = f"{device} ({spec} here)"
     out = [Finding("partita.compile", f"targets {', '.join(targets)}; partitioner "
                                       f"{parameters['partitioner'].default}; cost model device {device}")]
     if arch is None:

@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 from support.recording_driver import RecordingDriver
 
+import partita.driver
 from partita.tools import doctor, validate
 
 REPO = Path(__file__).parents[2]
@@ -26,21 +27,23 @@ def _values(rows) -> dict[str, str]:
 
 
 def test_report_names_the_gpu_and_where_default_compiles_run() -> None:
-    rows, arch = doctor.gpu_findings(RecordingDriver(arch=(9, 0), devices=2, version=13020))
+    driver = RecordingDriver(arch=(9, 0), devices=2, version=13020)
+    rows, arch = doctor.gpu_findings(driver)
     values = _values(rows)
     assert arch == "sm_90"
     assert values["GPU"] == "Recording GPU (sm_90), device 0 of 2"
     assert values["CUDA driver"].startswith("13.2 ")
-    (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
+    (runs_on,) = [r for r in doctor.default_target_findings(arch, driver) if r.name == "runs on"]
     assert runs_on.ok and runs_on.value == "the GPU (sm_90) with the default targets, built for sm_90a"
 
 
 def test_report_says_the_default_targets_build_for_the_gpu_present() -> None:
     """The default cuda target is -arch=native: an A100 gets sm_80 cubins, no GPU sm_90 ones."""
-    _, arch = doctor.gpu_findings(RecordingDriver(arch=(8, 0)))
-    (runs_on,) = [r for r in doctor.default_target_findings(arch) if r.name == "runs on"]
+    driver = RecordingDriver(arch=(8, 0))
+    _, arch = doctor.gpu_findings(driver)
+    (runs_on,) = [r for r in doctor.default_target_findings(arch, driver) if r.name == "runs on"]
     assert runs_on.ok and runs_on.value.endswith("built for sm_80")
-    (runs_on,) = [r for r in doctor.default_target_findings(None) if r.name == "runs on"]
+    (runs_on,) = [r for r in doctor.default_target_findings(None, RecordingDriver(devices=0)) if r.name == "runs on"]
     assert runs_on.value.startswith("the simulated device") and "sm_90 cubins" in runs_on.value
 
 
@@ -70,6 +73,7 @@ def test_library_backends_say_what_to_install() -> None:
 
 def test_doctor_without_a_gpu_exits_0(monkeypatch, capsys) -> None:
     monkeypatch.setattr(doctor, "gpu_findings", lambda driver=None: ([doctor.Finding("GPU", "none (no driver)", False)], None))
+    monkeypatch.setattr(partita.driver, "present_device", lambda ordinal, driver: None)  # no GPU for -arch=native either
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
     assert "GPU:" in out and "none (no driver)" in out
