@@ -207,8 +207,8 @@ def _pipeline_stages(
             # Q's and K's rotations, now of adjacent slices of one GEMM, as one kernel.
             steps.append("merge-rotary-embeddings")
     if any(sinks_a_reshape(op) for op in module.walk()):
-        # An activation behind the reshape of a GEMM's result (GPT-2's GELU) moves before
-        # it, so the GEMM's epilogue takes it.
+        # An activation or a residual add behind the reshape of a GEMM's result (GPT-2's
+        # GELU and residual sums) moves before it, so the GEMM's epilogue takes it.
         steps.append("sink-reshapes")
     wants_nhwc = layout == "NHWC" or (layout == "auto" and {"cutlass", "cudnn"} & set(external))
     if wants_nhwc and has_nchw_conv(module):

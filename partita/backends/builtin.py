@@ -3,11 +3,11 @@
 Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
 ``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
-activation epilogues (and, for a dense, a residual add), NHWC/OHWI non-grouped conv2d in
-f16 or f32; and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8 operands with a
-``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points that are constant
-zeros (the frontend folds a lhs zero point into an i32 bias row), with that bias added, and
-the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
+activation epilogues (and, for a dense, a residual add, after a bias too), NHWC/OHWI
+non-grouped conv2d in f16 or f32; and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8
+operands with a ``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points
+that are constant zeros (the frontend folds a lhs zero point into an i32 bias row), with that
+bias added, and the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
 operand types, zero points and bias row.
 """
 
@@ -92,6 +92,19 @@ def check_dense_residual(match: Match) -> bool:
         return False
     weight = shape_of(dense.operands[1])
     return weight is not None and len(weight) == 2 and residual_of(add, dense) is not None
+
+
+def check_dense_bias_residual(match: Match) -> bool:
+    """``(dense + bias) + r`` in either order of the outer add: a bias row as
+    :func:`check_dense` takes it and a residual as :func:`check_dense_residual` does (of
+    the output's shape, no operand of the dense or of the bias add): CUTLASS's broadcast
+    epilogue reads the bias as its vector and ``r`` as its source C."""
+    dense, outer = match.find("nn.dense"), match.root
+    if dense is None or outer.name != "nn.add" or not check_dense(match):
+        return False
+    inner = next(op for op in match.ops if op is not dense and op is not outer)
+    residual = residual_of(outer, inner)
+    return residual is not None and residual not in dense.operands
 
 
 def check_batch_matmul(match: Match) -> bool:
@@ -188,6 +201,8 @@ def _batch_matmul() -> Pattern:
 
 def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
     return [
+        ("dense_bias_residual", is_op("nn.add")(_with_bias(_dense()), wildcard()), check_dense_bias_residual),
+        ("residual_dense_bias", is_op("nn.add")(wildcard(), _with_bias(_dense())), check_dense_bias_residual),
         ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_dense_gelu),
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_dense),
         ("dense_bias", _with_bias(_dense()), check_dense),

@@ -42,6 +42,7 @@ def test_builtin_backends_in_priority_order():
     assert list_backends()[:4] == ["cutlass", "cublas", "cudnn", "tensorrt"]
     names = [e.name for e in get_pattern_table("cutlass")]
     assert names == [
+        "cutlass.dense_bias_residual", "cutlass.residual_dense_bias",
         "cutlass.dense_bias_gelu", "cutlass.dense_bias_relu", "cutlass.dense_bias", "cutlass.dense_residual",
         "cutlass.residual_dense", "cutlass.dense", "cutlass.batch_matmul_bias", "cutlass.batch_matmul", "cutlass.matmul_bias", "cutlass.matmul",
         "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d", "cutlass.matmul_integer_bias",

@@ -183,6 +183,42 @@ def test_residual_epilogue_reads_the_residual_as_source_c():
         KernelSpec.batch_matmul(2, 64, 64, 64, epilogue="residual")
 
 
+def test_bias_residual_epilogue_reads_the_bias_as_its_vector_and_the_residual_as_c():
+    """``out = (x @ w^T + bias) + r``: CUTLASS's broadcast epilogue (GemmWithFusedEpilogue
+    over the same main loop as the other dense kernels), C the residual with the output's
+    row stride, the bias its broadcast vector (``ldr`` 0), no serial split-k (its later K
+    slices would add the bias again), and no Hopper kernel yet."""
+    from partita.lowering.cutlass.sm90 import why_not_sm90
+
+    spec = KernelSpec.dense(None, 768, 768, epilogue="bias_residual")
+    assert (spec.input_names, spec.source, spec.has_bias, spec.bias_is_source) == \
+        (("x", "w", "bias", "residual"), "residual", True, False)
+    cfg = choose_config(spec, 80)
+    assert cfg.name.endswith("_bias_residual") and cfg.split_k == 1
+    assert choose_config(KernelSpec.dense(64, 64, 8192, epilogue="bias_residual"), 80, split_k_slices=4).split_k == 1
+    assert choose_config(KernelSpec.dense(64, 64, 8192, epilogue="bias"), 80).split_k > 1
+    code = emit_module([("k", spec, cfg)]).code
+    assert "LinearCombinationResidualBlock<cutlass::half_t, float, float, cutlass::half_t, 8, " \
+           "cutlass::epilogue::thread::Identity, cutlass::plus, cutlass::epilogue::thread::Identity>" in code
+    assert "cutlass::gemm::kernel::GemmWithFusedEpilogue<" in code and "DefaultEpilogueWithBroadcastTensorOp<" in code
+    assert "cutlass::half_t* C = const_cast<cutlass::half_t*>(residual);" in code
+    # (mode, problem, batch count, epilogue, A, B, C, D, vector, tensor, 6 batch strides,
+    # lda, ldb, ldc, ldd, ldr, ldt)
+    assert ("A, B, C, out, const_cast<cutlass::half_t*>(bias), nullptr, 0, 0, 0, 0, 0, 0, K, K, N, N, 0, 0);"
+            in code)
+    assert "#include <cutlass/epilogue/thread/linear_combination_residual_block.h>" in code
+    plain = emit_module([("k", KernelSpec.dense(None, 768, 768, epilogue="bias"),
+                          choose_config(KernelSpec.dense(None, 768, 768, epilogue="bias"), 80))]).code
+    assert "residual_block" not in plain and "{C, 0}" in plain  # only these units parse the broadcast headers
+    simt = choose_config(KernelSpec.dense(None, 768, 768, "float32", "bias_residual"), 80, f32_math="ffma")
+    assert simt.opcode_class == "simt"
+    assert "DefaultEpilogueWithBroadcastSimt<" in emit_module(
+        [("k", KernelSpec.dense(None, 768, 768, "float32", "bias_residual"), simt)]).code
+    assert "Sm80" in why_not_sm90(spec)
+    with pytest.raises(UnsupportedKernel, match="bias_residual"):
+        KernelSpec.batch_matmul(2, 64, 64, 64, epilogue="bias_residual")
+
+
 def test_a_residual_of_another_shape_is_refused_at_bind():
     from partita.lowering.cutlass.kernels import problem_dims
 

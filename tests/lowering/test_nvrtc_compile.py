@@ -34,6 +34,8 @@ def _all_kernels(sm: int):
             continue
         t = {"float16": "h", "bfloat16": "b", "float32": "s"}[dt]
         for ep in epilogues["dense"]:
+            if ep == "bias_residual" and dt != "float16":
+                continue  # its own kernel template: one tensor-op type here, one SIMT type below
             ks.append((f"dense_{t}_{ep}",
                        KernelSpec.dense(None if ep == "bias_gelu" else 256, 512, 768, dt, ep)))
         for ep in epilogues["batch_matmul"]:
@@ -43,7 +45,11 @@ def _all_kernels(sm: int):
             ks.append((f"conv_{t}_{ep}",
                        KernelSpec.conv2d((None if ep == "bias" else 2, 16, 16, 32), (64, 3, 3, 32),
                                          strides=1, padding=1, dtype=dt, epilogue=ep)))
-    return [(n, s, choose_config(s, sm)) for n, s in ks]
+    kernels = [(n, s, choose_config(s, sm)) for n, s in ks]
+    if sm == 90:  # exact f32 (no TF32): the broadcast epilogue over CUTLASS's SIMT main loop
+        spec = KernelSpec.dense(None, 512, 768, "float32", "bias_residual")
+        kernels.append(("dense_s_bias_residual_ffma", spec, choose_config(spec, sm, f32_math="ffma")))
+    return kernels
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +181,33 @@ def test_gelu_epilogues_are_the_erf_form_and_the_tanh_approximation(compiled):
     for t in ("h", "b", "s"):
         assert "MUFU.TANH" in body(f"dense_{t}_bias_gelu_tanh"), t
         assert "MUFU.TANH" not in body(f"dense_{t}_bias_gelu"), t
+
+
+def test_the_broadcast_epilogue_keeps_the_main_loop_and_reads_bias_and_residual(compiled):
+    """``bias_residual`` (GemmWithFusedEpilogue): the same tensor-core main loop as the plain
+    bias kernel (as many HMMA, the same cp.async loads), no spills, and 128-bit loads in
+    its epilogue (the residual C and the bias vector); the SIMT variant multiplies with
+    FFMA. Its entry takes x, w, bias, residual, out and the three dims."""
+    import re
+    from collections import Counter
+
+    from support.sass import sass_by_function, sass_of
+
+    _, sources, bins = compiled
+    functions = sass_by_function(sass_of(bins["sm_90"].cubin))
+
+    def mix(label: str) -> Counter:
+        entry = sources["sm_90"].entries[label]
+        body = functions.get(entry.name, "") + functions.get(entry.kernel_type + "_run", "")
+        return Counter(re.findall(r"\b(HMMA|LDGSTS|FFMA|STL|LDL)\b|\b(LDG\.E)\.(?:LTC128B\.)?128\b", body))
+
+    fused, bias = mix("dense_h_bias_residual"), mix("dense_h_bias")
+    assert fused[("HMMA", "")] == bias[("HMMA", "")] > 0 and fused[("LDGSTS", "")] == bias[("LDGSTS", "")]
+    assert not fused[("STL", "")] and not fused[("LDL", "")]
+    assert fused[("", "LDG.E")] >= 2  # the residual's and the bias vector's 128-bit loads
+    simt = mix("dense_s_bias_residual_ffma")
+    assert simt[("FFMA", "")] > 0 and not simt[("HMMA", "")] and not simt[("STL", "")]
+    for label in ("dense_h_bias_residual", "dense_s_bias_residual_ffma"):
+        entry = sources["sm_90"].entries[label]
+        assert [p.name for p in entry.params] == ["x", "w", "bias", "residual", "out", "M", "N", "K"]
+        assert [p.size for p in cubin.kernel_params(bins["sm_90"].cubin, entry.name)] == [8] * 5 + [4] * 3

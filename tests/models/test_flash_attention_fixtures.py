@@ -31,6 +31,11 @@ FLASH = {"bert": "BSHD", "bert_opset14": "BSHD", "gpt2": "BSHD", "llama": "BSHD"
 # combine-parallel-dense): the slices the attention reads in place (LLaMA's Q and K as
 # head slices of their one merged rotary embedding's output).
 SLICES = {"bert": 3, "bert_opset14": 3, "gpt2": 3, "llama": 3, "vit": 3}
+# GEMM calls per forward whose epilogue adds the residual, after a bias (the broadcast
+# epilogue) and without: two a layer, the projections back into the residual stream (GPT-2's
+# and ViT's after a bias, LLaMA's without), except where a LayerNormalization reads the sum
+# (BERT's, as its row kernel's prologue; opset 14's decomposed norm does not).
+RESIDUAL_GEMMS = {"bert": (0, 0), "bert_opset14": (4, 0), "gpt2": (4, 0), "llama": (0, 4), "vit": (4, 0)}
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +55,9 @@ def test_fixture_attention_runs_in_the_flash_kernel(name: str, cache: Path) -> N
     assert set(ops) <= {"nn.reshape", "nn.strided_slice"}, rows
     assert ops.count("nn.strided_slice") == SLICES[name], rows
     kernel = rows[0].kernel.split(" (")[0]
+    kernels = [(r.kernel or "", r.calls) for r in exe.report().rows]
+    assert (sum(n for k, n in kernels if k.endswith("_bias_residual")),
+            sum(n for k, n in kernels if k.endswith("_tn_align8_residual"))) == RESIDUAL_GEMMS[name], kernels
     attention = [op for op in exe.module.walk() if op.name == "nn.attention"]
     assert {a.layout for a in attention} == {FLASH[name]} and all(str(a.result.type.element_type) == "f16"
                                                                  for a in attention)

@@ -58,6 +58,36 @@ def test_gemm_forms(device, tmp_path, t: str, targets: str) -> None:
     _check(exe, text, device, [1, 3, 17])
 
 
+# a dense's epilogues: bias + GELU (tanh), a residual, and a bias then a residual in both
+# orders of the outer add (CUTLASS's broadcast epilogue: bias vector, residual C)
+EPILOGUES = """
+func.func @main(%x: tensor<?x72x{T}>, %h: tensor<?x40x{T}>, %w: tensor<96x72x{T}>, %b: tensor<96x{T}>, %w2: tensor<40x96x{T}>, %b2: tensor<40x{T}>) -> (tensor<?x40x{T}>, tensor<?x40x{T}>, tensor<?x40x{T}>) {{
+  %0 = nn.dense %x, %w : (tensor<?x72x{T}>, tensor<96x72x{T}>) -> tensor<?x96x{T}>
+  %1 = nn.add %0, %b : (tensor<?x96x{T}>, tensor<96x{T}>) -> tensor<?x96x{T}>
+  %2 = nn.gelu %1 {{approximate = "tanh"}} : (tensor<?x96x{T}>) -> tensor<?x96x{T}>
+  %3 = nn.dense %2, %w2 : (tensor<?x96x{T}>, tensor<40x96x{T}>) -> tensor<?x40x{T}>
+  %4 = nn.add %3, %b2 : (tensor<?x40x{T}>, tensor<40x{T}>) -> tensor<?x40x{T}>
+  %5 = nn.add %h, %4 : (tensor<?x40x{T}>, tensor<?x40x{T}>) -> tensor<?x40x{T}>
+  %6 = nn.dense %2, %w2 : (tensor<?x96x{T}>, tensor<40x96x{T}>) -> tensor<?x40x{T}>
+  %7 = nn.add %6, %b2 : (tensor<?x40x{T}>, tensor<40x{T}>) -> tensor<?x40x{T}>
+  %8 = nn.add %7, %5 : (tensor<?x40x{T}>, tensor<?x40x{T}>) -> tensor<?x40x{T}>
+  %9 = nn.dense %2, %w2 : (tensor<?x96x{T}>, tensor<40x96x{T}>) -> tensor<?x40x{T}>
+  %10 = nn.add %9, %h : (tensor<?x40x{T}>, tensor<?x40x{T}>) -> tensor<?x40x{T}>
+  func.return %5, %8, %10 : tensor<?x40x{T}>, tensor<?x40x{T}>, tensor<?x40x{T}>
+}}
+"""
+
+
+@pytest.mark.parametrize("t", ["f16", "bf16", "f32"])
+def test_dense_epilogues(device, tmp_path, t: str) -> None:
+    text = EPILOGUES.format(T=t)
+    exe = partita.compile(text, [f"cuda -arch={device.arch}", "cutlass", "llvm"], partitioner="eager",
+                          cache_dir=tmp_path)
+    kernels = [row.kernel or "" for row in exe.report().partitions]
+    assert sum(k.endswith("_bias_residual") for k in kernels) == 2 and sum(k.endswith("_residual") for k in kernels) == 3
+    _check(exe, text, device, [1, 3, 130])
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_mixed_precision_encoder(device, tmp_path, precision: str) -> None:
     from pathlib import Path

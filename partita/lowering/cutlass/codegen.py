@@ -225,10 +225,15 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
             m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
-            residual = residual_of(epilogue_ops[0], main) \
-                if len(epilogue_ops) == 1 and isinstance(epilogue_ops[0], nn.AddOp) else None
-            if residual is not None:  # out = x @ w^T + r, r read as the source C
-                epilogue, bias = "residual", None
+            last = epilogue_ops[-1] if epilogue_ops and isinstance(epilogue_ops[-1], nn.AddOp) else None
+            # out = x @ w^T [+ bias] + r, r read as the source C (the bias as the broadcast vector)
+            residual = residual_of(last, epilogue_ops[-2] if len(epilogue_ops) == 2 else main) \
+                if last is not None and len(epilogue_ops) <= 2 else None
+            if residual is not None:
+                epilogue, bias = _epilogue(epilogue_ops[:-1], function, w[0], len(x) - 1)
+                if epilogue not in ("none", "bias"):
+                    raise op_error(main, f"a CUTLASS residual epilogue follows a bias at most, not {epilogue}")
+                epilogue = "residual" if bias is None else "bias_residual"
                 roles[residual] = "residual"
             else:
                 epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)

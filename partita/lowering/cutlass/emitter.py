@@ -72,6 +72,14 @@ _HEADERS = (
     "cutlass/epilogue/thread/linear_combination_relu.h",
     "cutlass/epilogue/thread/linear_combination_gelu.h",
 )
+_BROADCAST_HEADERS = (
+    "cutlass/gemm/kernel/default_gemm_universal.h",
+    "cutlass/gemm/kernel/gemm_with_fused_epilogue.h",
+    "cutlass/epilogue/threadblock/default_epilogue_with_broadcast.h",
+    "cutlass/epilogue/thread/linear_combination_residual_block.h",
+)
+"""What a unit with a broadcast epilogue (``bias_residual``) includes besides: only those
+units parse them."""
 
 _IDENT_CHARS = re.compile(r"\W")
 
@@ -351,13 +359,15 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
     arch = f"cutlass::arch::Sm{cfg.arch_tag}"
-    epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
     swz = f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>"
     # 3xTF32 splits each f32 operand into two TF32 parts (three MMAs); plain f32 operands
     # on a tensor-op kernel are TF32.
     mma = "cutlass::arch::OpMultiplyAddFastF32" if cfg.math == "3xtf32" else "cutlass::arch::OpMultiplyAdd"
     common = (f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, "
               f"{_shape(cfg.instruction_shape)},\n")
+    if spec.epilogue == "bias_residual":
+        return _broadcast_gemm_decl(alias, spec, cfg, opclass, arch, common, swz, mma)
+    epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
     if spec.op == "conv2d":
         algo = {"optimized": "kOptimized", "analytic": "kAnalytic"}[cfg.iterator_algorithm]
         return (
@@ -385,6 +395,36 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"using {alias} = cutlass::gemm::kernel::GemmBatched<\n"
         f"    typename {alias}_base::Mma, typename {alias}_base::Epilogue,\n"
         f"    cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle>;\n")
+
+
+def _broadcast_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig, opclass: str, arch: str, common: str,
+                         swz: str, mma: str) -> str:
+    """A dense GEMM with CUTLASS's broadcast epilogue: ``D = (acc + bias) + C``, the bias a
+    vector broadcast over the rows and C the residual (``LinearCombinationResidualBlock``
+    with identity activation, ``plus`` and identity). The main loop is
+    ``DefaultGemmUniversal``'s for the same configuration (so its tiles, stages and math
+    are the other dense kernels'); the epilogue reads the bias vector per column beside C."""
+    T = _CTYPE[spec.dtype]
+    op = (f"cutlass::epilogue::thread::LinearCombinationResidualBlock<{T}, float, float, {T}, {cfg.alignment_c}, "
+          "cutlass::epilogue::thread::Identity, cutlass::plus, cutlass::epilogue::thread::Identity>")
+    if cfg.opcode_class == "tensorop":
+        epilogue = (f"typename cutlass::epilogue::threadblock::DefaultEpilogueWithBroadcastTensorOp<\n"
+                    f"    typename {alias}_base::Epilogue::Shape, typename {alias}_base::Epilogue::WarpMmaOperator,\n"
+                    f"    {alias}_base::Epilogue::kPartitionsK, {T}, {T}, {T}, {alias}_op, {cfg.alignment_c}>::Epilogue")
+    else:
+        epilogue = (f"typename cutlass::epilogue::threadblock::DefaultEpilogueWithBroadcastSimt<\n"
+                    f"    typename {alias}_base::Mma::Shape, typename {alias}_base::Mma::Operator,\n"
+                    f"    {T}, {T}, {T}, {alias}_op, {cfg.alignment_c}>::Epilogue")
+    return (
+        f"using {alias}_op = {op};\n"
+        f"using {alias}_base = typename cutlass::gemm::kernel::DefaultGemmUniversal<\n"
+        f"    {T}, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, {cfg.alignment_a},\n"
+        f"    {T}, cutlass::layout::ColumnMajor, cutlass::ComplexTransform::kNone, {cfg.alignment_b},\n"
+        f"    {T}, cutlass::layout::RowMajor, float, {opclass}, {arch},\n"
+        f"{common}"
+        f"    {alias}_op,\n    {swz}, {cfg.stages}, {mma}>::GemmKernel;\n"
+        f"using {alias} = cutlass::gemm::kernel::GemmWithFusedEpilogue<\n"
+        f"    typename {alias}_base::Mma, {epilogue}, {swz}>;\n")
 
 
 def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
@@ -431,6 +471,8 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     beta = ("1" if spec.source else "0") if spec.is_int8 else "1.0f" if spec.source else "0.0f"
     alpha = "1" if spec.is_int8 else "1.0f"
     src = spec.source or "out"
+    # GemmWithFusedEpilogue names its thread op only through its epilogue
+    output_op = "Epilogue::OutputOp" if spec.epilogue == "bias_residual" else "OutputOp"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
@@ -441,12 +483,20 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"  {T}* A = const_cast<{T}*>({params[0].name});",
             f"  {TB}* B = const_cast<{TB}*>({params[1].name});",
             f"  {TC}* C = const_cast<{TC}*>({src});",
-            f"  typename Kernel::OutputOp::Params epi({alpha}, {beta});",
+            f"  typename Kernel::{output_op}::Params epi({alpha}, {beta});",
         ]
         # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0); a
         # residual is [M, N] like the output
-        ldc = "0" if spec.has_bias else "N"
-        if spec.op == "dense":
+        ldc = "0" if spec.bias_is_source else "N"
+        if spec.epilogue == "bias_residual":
+            # GemmWithFusedEpilogue's own arguments: C the residual, the bias its broadcast
+            # vector (ldr 0: one row for every row), no second output (T)
+            lines += [
+                "  typename Kernel::Arguments args(cutlass::gemm::GemmUniversalMode::kGemm, problem, 1, epi,",
+                f"      A, B, C, out, const_cast<{TC}*>(bias), nullptr, 0, 0, 0, 0, 0, 0, K, K, N, N, 0, 0);",
+                "  typename Kernel::Params params(args, 0, 0);",
+            ]
+        elif spec.op == "dense":
             ws = "workspace" if cfg.split_k > 1 else "nullptr"
             lines += [
                 f"  cutlass::gemm::GemmCoord tiled = typename Kernel::ThreadblockSwizzle()"
@@ -455,7 +505,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
                 f"{{C, {ldc}}}, {{out, N}}, epi, {ws});",
             ]
         else:
-            strc = "(int64_t)0" if spec.has_bias else layout["stride_d"]
+            strc = "(int64_t)0" if spec.bias_is_source else layout["stride_d"]
             lines += [
                 f"  cutlass::gemm::GemmCoord tiled((M + {tb[0] - 1}) / {tb[0]}, "
                 f"(N + {tb[1] - 1}) / {tb[1]}, gridDim.z);",
@@ -465,7 +515,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             ]
     else:
         bias_layout = ("cutlass::layout::TensorNHWC(cutlass::layout::TensorNHWC::Stride(0))"
-                       if spec.has_bias else "cutlass::layout::TensorNHWC::packed({N, P, Q, K})")
+                       if spec.bias_is_source else "cutlass::layout::TensorNHWC::packed({N, P, Q, K})")
         lines += [
             "  cutlass::conv::Conv2dProblemSize problem(N, H, W, C, K, R, S, P, Q, pad_h, pad_w, stride_h, stride_w,",
             "      dilation_h, dilation_w, cutlass::conv::Mode::kCrossCorrelation, 1, 1);",
@@ -537,7 +587,8 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
 
     out: list[str] = ["// Generated by partita.lowering.cutlass -- one translation unit per CUTLASS "
                       "kernel configuration.\n"]
-    out += [f"#include <{h}>\n" for h in _HEADERS]
+    broadcast = any(spec.epilogue == "bias_residual" for _, spec, _ in decls)
+    out += [f"#include <{h}>\n" for h in _HEADERS + _BROADCAST_HEADERS * broadcast]
     out.append("\n")
 
     def cur_line() -> int:

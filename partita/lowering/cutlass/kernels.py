@@ -58,12 +58,15 @@ HALF_DTYPES = ("float16", "bfloat16")
 #: 8-bit integer types: tensor cores with mma 16x8x32 (IMMA) and i32 accumulation
 INT8_DTYPES = ("int8", "uint8")
 
-EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual")
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual")
 #: epilogues each op supports; ``residual`` adds an ``[M, N]`` tensor (the source C of
 #: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart);
-#: ``bias_gelu`` is GELU's erf form, ``bias_gelu_tanh`` its tanh approximation (GPT-2's)
+#: ``bias_gelu`` is GELU's erf form, ``bias_gelu_tanh`` its tanh approximation (GPT-2's);
+#: ``bias_residual`` is ``D = (acc + bias) + C``, a pre-norm transformer's projection
+#: back into the residual stream (CUTLASS's broadcast epilogue,
+#: ``LinearCombinationResidualBlock``: the bias a broadcast vector, the residual C)
 SUPPORTED_EPILOGUES = {
-    "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual"),
+    "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual"),
     "batch_matmul": ("none", "bias"),
     "conv2d": ("none", "bias", "bias_relu"),
 }
@@ -282,18 +285,29 @@ class KernelSpec:
         base = {"dense": ("x", "w"), "batch_matmul": ("a", "b"), "conv2d": ("x", "w")}[self.op]
         if self.is_int8:
             base += ("za", "zb")
-        return base + ((self.source,) if self.source else ())
+        return base + ("bias",) * self.has_bias + ("residual",) * self.has_residual
 
     @property
     def has_bias(self) -> bool:
-        """A bias row is the source C (broadcast over the rows: ``ldc = 0``)."""
+        """The epilogue adds a bias row (broadcast over the rows)."""
         return self.epilogue.startswith("bias")
 
     @property
+    def has_residual(self) -> bool:
+        """The epilogue adds an ``[M, N]`` tensor of the output's shape."""
+        return self.epilogue.endswith("residual")
+
+    @property
     def source(self) -> str:
-        """The input read as the epilogue's source C (``beta = 1``): ``"bias"``,
-        ``"residual"``, or ``""`` (none: C is unread, ``beta = 0``)."""
-        return "bias" if self.has_bias else "residual" if self.epilogue == "residual" else ""
+        """The input read as the epilogue's source C (``beta = 1``): ``"residual"``,
+        ``"bias"`` (a row read with ``ldc = 0``), or ``""`` (none: C is unread, ``beta =
+        0``). With both, the residual is C and the bias the broadcast vector."""
+        return "residual" if self.has_residual else "bias" if self.has_bias else ""
+
+    @property
+    def bias_is_source(self) -> bool:
+        """The bias row is read as the source C (rows ``ldc = 0`` apart)."""
+        return self.source == "bias"
 
     def gemm_problem(self, dims: dict[str, int] | None = None) -> tuple[int, int, int]:
         """The (implicit) GEMM problem (M, N, K) with run-time dims filled in."""
@@ -547,6 +561,10 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     split = _split_k(spec, tb)
     if split_k_slices > 1 and spec.op == "dense" and spec.M is not None:
         split = split_k_slices
+    if spec.epilogue == "bias_residual":
+        # serial split-k would add the bias once per K slice: the broadcast epilogue's later
+        # slices read the partial sum as their source, with the bias vector still added
+        split = 1
     cfg = KernelConfig(
         opcode_class=opclass, arch_tag=arch_tag, instruction_shape=inst,
         threadblock=tb, warp_count=warps, stages=stages,

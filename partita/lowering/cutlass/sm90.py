@@ -134,8 +134,8 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:
         return "an operand broadcast over the batch (batch stride 0) is not encoded for TMA here"
-    if spec.epilogue == "residual":
-        return "a residual epilogue is built on Sm80 kernels"
+    if spec.has_residual:
+        return f"a {spec.epilogue} epilogue is built on Sm80 kernels"
     # TMA needs 16-byte strides: the contiguous extent of each operand a multiple of 8
     if spec.K is None or spec.K % 8:
         return "TMA needs 16-byte row strides: K must be static and a multiple of 8"

@@ -168,3 +168,48 @@ func.func @residual_is_the_input(%x: tensor<16x8xf16>, %w: tensor<8x8xf16>) -> t
   %1 = nn.add %x, %0 : (tensor<16x8xf16>, tensor<16x8xf16>) -> tensor<16x8xf16>
   func.return %1 : tensor<16x8xf16>
 }
+
+// -----
+
+// A pre-norm transformer's projection back into the residual stream, (x @ W^T + b) + h in
+// either order of the outer add: one composite, whose bias CUTLASS's broadcast epilogue
+// reads as its vector and whose residual as its source C.
+// CHECK-LABEL: func.func @dense_bias_residual
+// CHECK:         byoc.partition(%x, %w, %b, %h) {byoc.composite = "cutlass.dense_bias_residual"}
+// CHECK:           nn.dense
+// CHECK-NEXT:      nn.add
+// CHECK-NEXT:      nn.add
+// CHECK-NEXT:      byoc.yield
+// CHECK:         byoc.partition(%x, %w, %b, %h) {byoc.composite = "cutlass.residual_dense_bias"}
+func.func @dense_bias_residual(%x: tensor<?x8xf16>, %w: tensor<4x8xf16>, %b: tensor<4xf16>, %h: tensor<?x4xf16>) -> (tensor<?x4xf16>, tensor<?x4xf16>) {
+  %0 = nn.dense %x, %w : (tensor<?x8xf16>, tensor<4x8xf16>) -> tensor<?x4xf16>
+  %1 = nn.add %0, %b : (tensor<?x4xf16>, tensor<4xf16>) -> tensor<?x4xf16>
+  %2 = nn.add %1, %h : (tensor<?x4xf16>, tensor<?x4xf16>) -> tensor<?x4xf16>
+  %3 = nn.dense %x, %w : (tensor<?x8xf16>, tensor<4x8xf16>) -> tensor<?x4xf16>
+  %4 = nn.add %3, %b : (tensor<?x4xf16>, tensor<4xf16>) -> tensor<?x4xf16>
+  %5 = nn.add %h, %4 : (tensor<?x4xf16>, tensor<?x4xf16>) -> tensor<?x4xf16>
+  func.return %2, %5 : tensor<?x4xf16>, tensor<?x4xf16>
+}
+
+// -----
+
+// The residual is the dense's own input, or a second bias row: the bias add is matched
+// with the dense, and the outer add stays outside.
+// CHECK-LABEL: func.func @bias_then_not_a_residual
+// CHECK:         byoc.partition(%x, %w, %b) {byoc.composite = "cutlass.dense_bias"}
+// CHECK:         byoc.yield
+// CHECK-NEXT:    })
+// CHECK-NEXT:    nn.add
+// CHECK:         byoc.partition(%x, %w, %b) {byoc.composite = "cutlass.dense_bias"}
+// CHECK:         byoc.yield
+// CHECK-NEXT:    })
+// CHECK-NEXT:    nn.add
+func.func @bias_then_not_a_residual(%x: tensor<16x8xf16>, %w: tensor<8x8xf16>, %b: tensor<8xf16>) -> (tensor<16x8xf16>, tensor<16x8xf16>) {
+  %0 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<8x8xf16>) -> tensor<16x8xf16>
+  %1 = nn.add %0, %b : (tensor<16x8xf16>, tensor<8xf16>) -> tensor<16x8xf16>
+  %2 = nn.add %1, %x : (tensor<16x8xf16>, tensor<16x8xf16>) -> tensor<16x8xf16>
+  %3 = nn.dense %x, %w : (tensor<16x8xf16>, tensor<8x8xf16>) -> tensor<16x8xf16>
+  %4 = nn.add %3, %b : (tensor<16x8xf16>, tensor<8xf16>) -> tensor<16x8xf16>
+  %5 = nn.add %4, %b : (tensor<16x8xf16>, tensor<8xf16>) -> tensor<16x8xf16>
+  func.return %2, %5 : tensor<16x8xf16>, tensor<16x8xf16>
+}
