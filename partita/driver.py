@@ -191,14 +191,18 @@ def _pipeline_stages(
         # Fold inference batch norms into convolutions (or plain arithmetic) first, so
         # conv + bias + relu reaches CUTLASS whole.
         steps.append("simplify-inference")
+    if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
+        # Decomposed LayerNorm (mean, difference, variance, scale, shift; before opset
+        # 17) and RMSNorm (pow, mean, sqrt, scale) as one nn.layer_norm / nn.rms_norm each:
+        # one row kernel. LayerNorm first: its variance and division are an RMSNorm of the
+        # difference. Before to-mixed-precision, whose casts around the means would hide
+        # the chains.
+        steps += ["fuse-layer-norm", "fuse-rms-norm"]
     if not {"cudnn", "tensorrt"} & set(external) and any(isinstance(op, SoftmaxOp) for op in module.walk()):
         # Scaled dot-product attention as one nn.attention (one kernel, no score matrix).
         # cuDNN's SDPA pattern and TensorRT's export read the decomposed chain: with either
         # target the chain stays, for them (and Collage) to take.
         steps.append("fuse-attention")
-    if "tensorrt" not in external and any(isinstance(op, ReduceMeanOp) for op in module.walk()):
-        # Decomposed RMSNorm (pow, mean, sqrt, scale) as one nn.rms_norm: one row kernel.
-        steps.append("fuse-rms-norm")
     if has_parallel_dense(module):
         # Q, K and V (gate and up) projections of one input as one GEMM and its slices.
         cache = f"{{cache-dir={_quote(cache_dir)}}}" if cache_dir else ""
@@ -548,7 +552,10 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     if precision not in PRECISIONS:
         raise PartitaError(f"unknown precision '{precision}' (choose from fp32, fp16, bf16)")
     if PRECISIONS[precision]:
-        stages[0].insert(0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
+        # after the norm fusions (the norms keep f32 statistics as ops of their own), before
+        # everything else
+        norms = [i for i, step in enumerate(stages[0]) if step in ("fuse-rms-norm", "fuse-layer-norm")]
+        stages[0].insert(norms[-1] + 1 if norms else 0, f"to-mixed-precision{{dtype={PRECISIONS[precision]}}}")
     pipeline = ",".join(stages[0] + stages[1])
     placement, codegen = (PassPipeline.parse_spec(get_all_passes(), ",".join(steps)).passes for steps in stages)
     ctx = make_context()

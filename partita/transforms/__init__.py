@@ -39,6 +39,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "convert-layout": ("partita.transforms.convert_layout", "ConvertLayout"),
     "fuse-attention": ("partita.transforms.fuse_attention", "FuseAttention"),
     "fuse-rms-norm": ("partita.transforms.fuse_rms_norm", "FuseRMSNorm"),
+    "fuse-layer-norm": ("partita.transforms.fuse_layer_norm", "FuseLayerNorm"),
     "sink-reshapes": ("partita.transforms.sink_reshapes", "SinkReshapes"),
     "simplify-transposes": ("partita.transforms.simplify_transposes", "SimplifyTransposes"),
     "combine-parallel-dense": ("partita.transforms.combine_parallel_dense", "CombineParallelDense"),
