@@ -8,11 +8,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
 from support.gpu_guard import gpu_tests_run_on_the_gpu  # noqa: E402,F401 - an autouse fixture
+
+
+@pytest.fixture(scope="session")
+def kernel_cache() -> Path:
+    """The cubin cache of tests that compile models and never touch the cache's files:
+    NVRTC's own default (``$PARTITA_CACHE_DIR``, which CI sets to a fresh directory, else
+    ``~/.cache/partita/cubins``), shared by both workers. A CUTLASS configuration one test
+    file compiles is then a hit in the next, and a configuration both workers need at once
+    is compiled once (the cache's per-key lock). Tests about the cache keep private ones."""
+    from partita.lowering.nvrtc import default_cache_dir
+
+    return default_cache_dir()
 
 # pytest-xdist (`--dist loadfile`, pyproject.toml) hands whole files to the workers in
 # collection order. The longest files (their seconds in a cold-cache run on 2 cores, from the

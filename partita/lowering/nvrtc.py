@@ -12,8 +12,11 @@ Nothing in the cache is trusted: a hit reads the ref, opens the cubin without fo
 symlinks, requires a regular file and checks its digest; anything else (truncated,
 garbage, a symlink, a directory) is recompiled and replaced, with a ``CacheWarning``.
 Writes are atomic (temporary file in the same directory, then ``os.replace``), so
-concurrent compilers of the same key are harmless; temporary files a killed compiler
-left behind are removed once they are an hour old. A cache directory that cannot be
+concurrent compilers of the same key are harmless, and they do not compile it twice: the
+first holds ``<key>.lock`` (``flock``) while NVRTC runs, the others wait for it and then
+read its cubin (two test workers, two ``partita-run``s, the node suite's processes
+compiling the same CUTLASS configuration); temporary files a killed compiler left behind
+are removed once they are an hour old. A cache directory that cannot be
 used (a file, read-only, ``/proc``) is replaced by a private temporary one, with a
 warning, so a binary's ``path`` is always an absolute path to a verified file.  A warm compile does no NVRTC work
 (``CompiledBinary.cache_hit``; each codegen pass counts them in its ``CompileStatistics``).
@@ -28,6 +31,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -401,11 +405,44 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
     code = source if isinstance(source, str) else source.code
     opts = build_options(arch, options, fast_math=fast_math, ndebug=ndebug)
     key = cache_key(code, opts, arch)
-    if use_cache:
-        cdir = usable_cache_dir(cache_dir)
-        hit = _cache_lookup(cdir, key, declared_entries(code))
-        if hit is not None:
-            return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
+    if not use_cache:
+        return _compile_and_store(source, code, name, arch, opts, key, None)
+    cdir = usable_cache_dir(cache_dir)
+    hit = _cache_lookup(cdir, key, declared_entries(code))
+    if hit is None:
+        with _compile_lock(cdir, key):
+            # another process may have compiled it while this one waited
+            hit = _cache_lookup(cdir, key, declared_entries(code))
+            if hit is None:
+                return _compile_and_store(source, code, name, arch, opts, key, cdir)
+    return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])
+
+
+@contextmanager
+def _compile_lock(cdir: Path, key: str):
+    """Holds ``<key>.lock`` in ``cdir`` (an exclusive ``flock``, released if the process
+    dies) while the body runs, then removes it; without ``flock`` or a writable
+    directory, holds nothing (concurrent compiles then only repeat work)."""
+    try:
+        import fcntl
+
+        handle = open(cdir / f"{key}.lock", "a+b")  # noqa: SIM115 - held across the yield
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        # unlinked before the release: a waiter then holds the old file's lock and finds
+        # the cubin; a newcomer finds the cubin before it locks anything
+        Path(handle.name).unlink(missing_ok=True)
+        handle.close()
+
+
+def _compile_and_store(source, code: str, name: str, arch: str, opts: Sequence[str], key: str,
+                       cdir: Path | None) -> CompiledBinary:
+    """Runs NVRTC on ``code`` and stores the cubin in ``cdir`` (``None``: no cache)."""
     cubin, log = _nvrtc_compile(code, name, opts)
     if cubin is None:
         entries = failing_entries(log, name, None if isinstance(source, str) else source)
@@ -413,7 +450,7 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
         raise NvrtcError(f"NVRTC compilation of {name} for {_normalize_arch(arch)} failed"
                          f"{where}:\n{log}", log=log, entries=entries)
     path: Path | None = None
-    if use_cache:
+    if cdir is not None:
         try:
             path = _cache_store(cdir, key, cubin)
         except OSError as err:  # the directory went away or filled up: store privately

@@ -41,14 +41,14 @@ def test_a_constant_first_add_imports_with_the_constant_on_the_right(tmp_path: P
     assert isinstance(add.lhs.owner, nn.DenseOp) and isinstance(add.rhs.owner, nn.ConstantOp)
 
 
-def test_the_bias_of_an_exported_linear_joins_the_cutlass_gemm(tmp_path: Path) -> None:
+def test_the_bias_of_an_exported_linear_joins_the_cutlass_gemm(tmp_path: Path, kernel_cache: Path) -> None:
     """Either operand order: one CUTLASS kernel with a bias epilogue, nothing after it."""
     x = np.random.default_rng(1).standard_normal((3, 8, 64)).astype(np.float32)
     for bias_first in (True, False):
         path = tmp_path / f"linear_{bias_first}.onnx"
         w, b = _linear(path, bias_first)
         exe = partita.compile(path, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="eager",
-                              cache_dir=tmp_path / "cache")
+                              cache_dir=kernel_cache)
         rows = exe.report().rows
         assert [(r.target, r.ops) for r in rows if r.target != "buffer alias"] == [("cutlass", ("nn.dense", "nn.add"))], rows
         np.testing.assert_allclose(exe.run(x)[0], x @ w + b, rtol=1e-5, atol=1e-5)

@@ -41,8 +41,8 @@ def _random_inputs(model: onnx.ModelProto, batch: int, seed: int) -> dict[str, n
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cubins")
+def cache(kernel_cache: Path) -> Path:
+    return kernel_cache
 
 
 @pytest.mark.parametrize("partitioner", ["collage", "eager", "none"])

@@ -52,8 +52,8 @@ def host_ops(exe) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cubins")
+def cache(kernel_cache: Path) -> Path:
+    return kernel_cache
 
 
 @pytest.mark.parametrize("partitioner", ["collage", "eager"])

@@ -41,8 +41,8 @@ RESIDUAL_GEMMS = {"bert": (0, 0), "bert_opset14": (0, 0), "gpt2": (4, 0), "llama
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cubins")
+def cache(kernel_cache: Path) -> Path:
+    return kernel_cache
 
 
 @pytest.mark.parametrize("name", sorted(FLASH))

@@ -26,9 +26,9 @@ def _input(path: Path) -> np.ndarray:
 
 @pytest.mark.parametrize("model", ["encoder.onnx", "cnn.onnx"])
 @pytest.mark.parametrize("partitioner", ["collage", "eager"])
-def test_bundled_model_with_every_library(model: str, partitioner: str, tmp_path: Path) -> None:
+def test_bundled_model_with_every_library(model: str, partitioner: str, kernel_cache: Path) -> None:
     path = EXAMPLES / model
-    exe = partita.compile(path, TARGETS, partitioner=partitioner, cache_dir=tmp_path)
+    exe = partita.compile(path, TARGETS, partitioner=partitioner, cache_dir=kernel_cache)
     x = _input(path)
     (want,) = run(load_module(path), x)
     (got,) = exe.run(x)
@@ -42,7 +42,7 @@ def test_bundled_model_with_every_library(model: str, partitioner: str, tmp_path
 
 
 @pytest.mark.parametrize("model", ["encoder.onnx", "cnn.onnx"])
-def test_library_calls_are_steps_of_the_captured_plan(model: str, tmp_path: Path) -> None:
+def test_library_calls_are_steps_of_the_captured_plan(model: str, kernel_cache: Path) -> None:
     """On a (recording) CUDA device every library call of a bundled model is enqueued on the
     runtime's stream between the kernels, and captured with them into one CUDA graph."""
     from support.recording_driver import RecordingDriver
@@ -52,7 +52,7 @@ def test_library_calls_are_steps_of_the_captured_plan(model: str, tmp_path: Path
     from partita.runtime.plan import Runtime
 
     path = EXAMPLES / model
-    exe = partita.compile(path, TARGETS, partitioner="collage", cache_dir=tmp_path)
+    exe = partita.compile(path, TARGETS, partitioner="collage", cache_dir=kernel_cache)
     drv = RecordingDriver()
     libraries = {"cublas": RecordingCublasLt(drv), "cudnn": RecordingCudnn(drv), "tensorrt": RecordingTensorRT(drv)}
     runtime = Runtime(exe.module, CudaDevice(driver=drv), libraries=libraries)

@@ -26,8 +26,8 @@ def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cubins")
+def cache(kernel_cache: Path) -> Path:
+    return kernel_cache
 
 
 def host_ops(exe) -> list[str]:

@@ -103,10 +103,10 @@ def _inputs(function: FuncOp, dtype: str, seed: int) -> list[np.ndarray]:
 
 
 @pytest.fixture(scope="module", params=["f32", "f16", "f64", "i8", "ui8"])
-def lowered(request, tmp_path_factory):
+def lowered(request, kernel_cache):
     dtype = request.param
     cases = INT_CASES if dtype in ("i8", "ui8") else CASES
-    cache = tmp_path_factory.mktemp("cubins")
+    cache = kernel_cache
     ctx = make_context()
     fused = _module(dtype, cases)
     PassPipeline.parse_spec(get_all_passes(), "fuse-native-kernels").apply(ctx, fused)
@@ -218,10 +218,10 @@ def _expected(name, model, feeds):
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_compiles_into_kernels_and_matches_onnx(name: str, tmp_path) -> None:
+def test_compiles_into_kernels_and_matches_onnx(name: str, kernel_cache) -> None:
     node, inputs, output, inits = MODELS[name]
     model = _onnx_model(node, inputs, output, inits)
-    exe = partita.compile(model, cache_dir=tmp_path)
+    exe = partita.compile(model, cache_dir=kernel_cache)
     host = [r for r in exe.report().rows if r.symbol.startswith("(")]
     assert not host, f"ops left in the host program: {host}"
     for batch in (1, 3) if any(isinstance(d, str) for _, s in inputs for d in s) else (2,):
@@ -242,12 +242,12 @@ def test_global_lp_pool_matches_numpy() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-def test_plain_conv_still_goes_to_cutlass(tmp_path) -> None:
+def test_plain_conv_still_goes_to_cutlass(kernel_cache) -> None:
     """The bundled CNN compiles completely, with its convolutions on CUTLASS."""
     from pathlib import Path
 
     model = onnx.load(Path(__file__).parents[2] / "examples" / "cnn.onnx")
-    report = partita.compile(model, cache_dir=tmp_path).report()
+    report = partita.compile(model, cache_dir=kernel_cache).report()
     assert not [r for r in report.rows if r.symbol.startswith("(in @")]  # no host step (views are aliases)
     assert any(r.target == "cutlass" and "nn.conv2d" in r.ops for r in report.rows)
 
@@ -314,11 +314,11 @@ def _mobilenet_block(elem=TensorProto.FLOAT, dtype=np.float32) -> onnx.ModelProt
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, tmp_path) -> None:
+def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, kernel_cache) -> None:
     elem, np_dtype = {"f32": (TensorProto.FLOAT, np.float32),
                       "f16": (TensorProto.FLOAT16, np.float16)}[dtype]
     model = _mobilenet_block(elem, np_dtype)
-    exe = partita.compile(model, cache_dir=tmp_path)
+    exe = partita.compile(model, cache_dir=kernel_cache)
     rows = exe.report().rows
     assert not [r for r in rows if r.symbol.startswith("(in @")], exe.report().table()  # no host step
     assert any("nn.conv2d" in r.ops and r.target == "cuda" for r in rows)  # the grouped ones
@@ -332,7 +332,7 @@ def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, tmp_path)
 
 
 @pytest.mark.parametrize("storage_order", [0, 1])
-def test_max_pool_indices_output(storage_order: int, tmp_path) -> None:
+def test_max_pool_indices_output(storage_order: int, kernel_cache) -> None:
     node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 1],
                             pads=[1, 0, 1, 1], storage_order=storage_order)
     graph = helper.make_graph(
@@ -340,7 +340,7 @@ def test_max_pool_indices_output(storage_order: int, tmp_path) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("i", TensorProto.INT64, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
-    exe = partita.compile(model, cache_dir=tmp_path)
+    exe = partita.compile(model, cache_dir=kernel_cache)
     assert not [r for r in exe.report().rows if r.symbol.startswith("(")]
     x = np.random.default_rng(1).standard_normal((2, 2, 5, 4)).astype(np.float32)
     got = exe.run(x)
