@@ -4,7 +4,8 @@ Patterns and predicates follow TVM's CUTLASS/cuBLAS/cuDNN BYOC integrations:
 GEMMs (``nn.dense``, ``nn.matmul`` with batch dims and whole-operand broadcasting,
 ``nn.batch_matmul`` in every transpose combination) in f16, bf16 or f32 with bias and
 activation epilogues (and, for a dense, a residual add, after a bias too), NHWC/OHWI
-non-grouped conv2d in f16 or f32; and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8
+non-grouped conv2d in f16 or f32 (with a bias, a residual add and a ReLU: a ResNet block's
+second convolution); and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8
 operands with a ``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points
 that are constant zeros (the frontend folds a lhs zero point into an i32 bias row), with that
 bias added, and the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
@@ -105,6 +106,23 @@ def check_dense_bias_residual(match: Match) -> bool:
     inner = next(op for op in match.ops if op is not dense and op is not outer)
     residual = residual_of(outer, inner)
     return residual is not None and residual not in dense.operands
+
+
+def check_conv2d_bias_residual(match: Match) -> bool:
+    """``[relu]((conv2d + bias) + r)`` in either order of the outer add (a ResNet block's
+    second convolution, its batch norm folded, the shortcut and the block's ReLU): a
+    convolution :func:`check_conv2d` takes, with a residual of its output's shape that is
+    no operand of the convolution or of the bias add."""
+    conv = match.find("nn.conv2d")
+    if conv is None or not check_conv2d(match):
+        return False
+    bias = next((op for op in match.ops if op.name in ("nn.bias_add", "nn.add") and op.operands[0] is conv.results[0]),
+                None)
+    outer = next((op for op in match.ops if op.name == "nn.add" and op is not bias), None)
+    if bias is None or outer is None:
+        return False
+    residual = residual_of(outer, bias)
+    return residual is not None and residual not in conv.operands
 
 
 def check_batch_matmul(match: Match) -> bool:
@@ -213,6 +231,12 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("batch_matmul", _batch_matmul(), check_batch_matmul),
         ("matmul_bias", _with_bias(is_op("nn.matmul")(wildcard(), wildcard())), check_batch_matmul),
         ("matmul", is_op("nn.matmul")(wildcard(), wildcard()), check_batch_matmul),
+        ("conv2d_bias_residual_relu", is_op("nn.relu")(is_op("nn.add")(_with_bias(_conv2d()), wildcard())),
+         check_conv2d_bias_residual),
+        ("residual_conv2d_bias_relu", is_op("nn.relu")(is_op("nn.add")(wildcard(), _with_bias(_conv2d()))),
+         check_conv2d_bias_residual),
+        ("conv2d_bias_residual", is_op("nn.add")(_with_bias(_conv2d()), wildcard()), check_conv2d_bias_residual),
+        ("residual_conv2d_bias", is_op("nn.add")(wildcard(), _with_bias(_conv2d())), check_conv2d_bias_residual),
         ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_conv2d),
         ("conv2d_bias", _with_bias(_conv2d()), check_conv2d),
         ("conv2d", _conv2d(), check_conv2d),

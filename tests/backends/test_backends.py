@@ -45,7 +45,9 @@ def test_builtin_backends_in_priority_order():
         "cutlass.dense_bias_residual", "cutlass.residual_dense_bias",
         "cutlass.dense_bias_gelu", "cutlass.dense_bias_relu", "cutlass.dense_bias", "cutlass.dense_residual",
         "cutlass.residual_dense", "cutlass.dense", "cutlass.batch_matmul_bias", "cutlass.batch_matmul", "cutlass.matmul_bias", "cutlass.matmul",
-        "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d", "cutlass.matmul_integer_bias",
+        "cutlass.conv2d_bias_residual_relu", "cutlass.residual_conv2d_bias_relu", "cutlass.conv2d_bias_residual",
+        "cutlass.residual_conv2d_bias", "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d",
+        "cutlass.matmul_integer_bias",
         "cutlass.matmul_integer", "cutlass.conv_integer_bias", "cutlass.conv_integer",
     ]
     cublas = [e.name for e in get_pattern_table("cublas")]

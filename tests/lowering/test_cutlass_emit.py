@@ -219,6 +219,36 @@ def test_bias_residual_epilogue_reads_the_bias_as_its_vector_and_the_residual_as
         KernelSpec.batch_matmul(2, 64, 64, 64, epilogue="bias_residual")
 
 
+def test_conv_bias_residual_relu_is_the_broadcast_convolution():
+    """``relu((conv(x, w) + bias) + r)`` (a ResNet block's second convolution): CUTLASS's
+    ``DefaultConv2dFpropWithBroadcast``, C the shortcut in the output's NHWC layout, the
+    bias the epilogue's vector (``ldr`` 0), ReLU after the sum."""
+    spec = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1, epilogue="bias_residual_relu")
+    assert spec.input_names == ("x", "w", "bias", "residual") and spec.broadcast_epilogue
+    cfg = choose_config(spec, 80)
+    assert cfg.name.endswith("_bias_residual_relu")
+    code = emit_module([("k", spec, cfg)]).code
+    assert "cutlass::conv::kernel::DefaultConv2dFpropWithBroadcast<" in code
+    assert "cutlass::plus, cutlass::epilogue::thread::ReLu>" in code
+    assert ("{const_cast<cutlass::half_t*>(residual), cutlass::layout::TensorNHWC::packed({N, P, Q, K})}" in code)
+    assert "cutlass::conv::SplitKMode::kSerial, const_cast<cutlass::half_t*>(bias), nullptr, 0, 0);" in code
+    plain = KernelSpec.conv2d((None, 8, 8, 16), (16, 3, 3, 16), padding=1, epilogue="bias_residual")
+    assert "cutlass::plus, cutlass::epilogue::thread::Identity>" in emit_module([("k", plain, choose_config(plain, 80))]).code
+    with pytest.raises(UnsupportedKernel, match="bias_residual_relu"):
+        KernelSpec.dense(None, 64, 64, epilogue="bias_residual_relu")
+    # at bind, the shortcut must be the output's very shape
+    import numpy as np
+
+    from partita.ir import PartitaError
+    from partita.runtime.extern import runtime_dims
+
+    x = np.zeros((3, 8, 8, 16), np.float16)
+    assert runtime_dims(spec, {"x": x, "residual": np.zeros((3, 8, 8, 16), np.float16)}) == {"N": 3}
+    for shape in ((1, 8, 8, 16), (3, 8, 8, 1), (3, 16, 8, 8)):  # broadcast batch, channels, NCHW
+        with pytest.raises(PartitaError, match="residual"):
+            runtime_dims(spec, {"x": x, "residual": np.zeros(shape, np.float16)})
+
+
 def test_a_residual_of_another_shape_is_refused_at_bind():
     from partita.lowering.cutlass.kernels import problem_dims
 

@@ -42,6 +42,8 @@ def _all_kernels(sm: int):
             ks.append((f"bmm_{t}_{ep}",
                        KernelSpec.batch_matmul(None if ep == "none" else 4, 128, 64, 64, dt, ep)))
         for ep in epilogues["conv2d"]:
+            if "residual" in ep and (dt != "float16" or ep != "bias_residual_relu"):
+                continue  # the broadcast convolution: one type here (ReLU or not is its thread op)
             ks.append((f"conv_{t}_{ep}",
                        KernelSpec.conv2d((None if ep == "bias" else 2, 16, 16, 32), (64, 3, 3, 32),
                                          strides=1, padding=1, dtype=dt, epilogue=ep)))
@@ -212,7 +214,9 @@ def test_the_broadcast_epilogue_keeps_the_main_loop_and_reads_bias_and_residual(
     """``bias_residual`` (GemmWithFusedEpilogue): the same tensor-core main loop as the plain
     bias kernel (as many HMMA, the same cp.async loads), no spills, and 128-bit loads in
     its epilogue (the residual C and the bias vector); the SIMT variant multiplies with
-    FFMA. Its entry takes x, w, bias, residual, out and the three dims."""
+    FFMA. Its entry takes x, w, bias, residual, out and the three dims. The broadcast
+    convolution (``bias_residual_relu``) keeps its implicit GEMM's HMMA count and stores
+    nothing to local memory from its main loop on."""
     import re
     from collections import Counter
 
@@ -232,6 +236,14 @@ def test_the_broadcast_epilogue_keeps_the_main_loop_and_reads_bias_and_residual(
     assert fused[("", "LDG.E")] >= 2  # the residual's and the bias vector's 128-bit loads
     simt = mix("dense_s_bias_residual_ffma")
     assert simt[("FFMA", "")] > 0 and not simt[("HMMA", "")] and not simt[("STL", "")]
+    conv, conv_relu = mix("conv_h_bias_residual_relu"), mix("conv_h_bias_relu")
+    assert conv[("HMMA", "")] == conv_relu[("HMMA", "")] > 0
+    # a convolution's runner builds its implicit GEMM's Params in local memory (STL) before
+    # the main loop, the plain kernels' too: nothing is stored there from the loop on
+    entry = sources["sm_90"].entries["conv_h_bias_residual_relu"]
+    body = (functions.get(entry.name, "") + functions.get(entry.kernel_type + "_run", "")).splitlines()
+    stores = [i for i, line in enumerate(body) if re.search(r"\bSTL\b", line)]
+    assert max(stores, default=-1) < min(i for i, line in enumerate(body) if "HMMA" in line)
     for label in ("dense_h_bias_residual", "dense_s_bias_residual_ffma"):
         entry = sources["sm_90"].entries[label]
         assert [p.name for p in entry.params] == ["x", "w", "bias", "residual", "out", "M", "N", "K"]

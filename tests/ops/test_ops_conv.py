@@ -331,6 +331,24 @@ def test_depthwise_separable_cnn_runs_every_op_in_a_kernel(dtype: str, kernel_ca
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("partitioner", ["eager", "collage"])
+def test_resnet_shortcuts_are_convolution_epilogues(partitioner: str, kernel_cache) -> None:
+    """Each ResNet block's ``relu(bn(conv(...)) + shortcut)`` is its second convolution's
+    epilogue (CUTLASS's broadcast convolution: bias vector, the shortcut as C, ReLU), the
+    identity shortcuts and the strided block's projection alike: no add runs in a kernel of
+    its own, and a forward launches 11 kernels (5 convolutions + 3 broadcast ones, the head
+    GEMM, the input transpose, the pooling). Numerics: tests/models/test_models.py."""
+    from support import model_zoo  # tests/support/model_zoo.py
+
+    exe = partita.compile(model_zoo.resnet(np.float16), partitioner=partitioner, cache_dir=kernel_cache)
+    rows = [r for r in exe.report().rows if r.kernel]
+    fused = [r for r in rows if r.kernel.endswith("_bias_residual_relu")]
+    assert sum(r.calls for r in fused) == 3 and all(r.target == "cutlass" for r in fused)
+    assert all(r.ops == ("nn.conv2d", "nn.bias_add", "nn.add", "nn.relu") for r in fused), exe.report().table()
+    assert not [r for r in rows if "nn.add" in r.ops and r.target != "cutlass"], exe.report().table()
+    assert sum(r.calls for r in rows) == 11, exe.report().table()
+
+
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool_indices_output(storage_order: int, kernel_cache) -> None:
     node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 1],

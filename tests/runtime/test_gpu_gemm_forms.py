@@ -88,6 +88,24 @@ def test_dense_epilogues(device, tmp_path, t: str) -> None:
     _check(exe, text, device, [1, 3, 130])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_resnet_blocks(device, tmp_path, dtype) -> None:
+    """ResNet blocks whose shortcuts are broadcast-convolution epilogues, against onnxruntime."""
+    import onnxruntime as ort
+    from support import model_zoo  # tests/support/model_zoo.py
+
+    model = model_zoo.resnet(dtype)
+    exe = partita.compile(model, [f"cuda -arch={device.arch}", "cutlass", "llvm"], partitioner="eager",
+                          cache_dir=tmp_path)
+    assert sum(r.calls for r in exe.report().rows if (r.kernel or "").endswith("_bias_residual_relu")) == 3
+    for batch in (1, 5):
+        inputs = model_zoo.inputs_for("resnet", model, batch, 0, seed=batch)
+        (got,) = exe.run(**inputs)
+        (want,) = ort.InferenceSession(model.SerializeToString()).run(None, inputs)
+        tol = 1e-2 if dtype == np.float32 else 3e-2  # f32 convolutions run as TF32
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_mixed_precision_encoder(device, tmp_path, precision: str) -> None:
     from pathlib import Path

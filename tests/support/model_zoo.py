@@ -16,6 +16,9 @@
 - ``mobilenet``: MobileNetV3-like: stem Conv + BatchNorm + HardSwish, depthwise-separable
   blocks with squeeze-excite (GlobalAveragePool, 1x1 Convs, HardSigmoid, Mul) and a
   residual, a Flatten + Gemm head.
+- ``resnet``: ResNet basic blocks: a stem Conv + BatchNorm + ReLU, two identity blocks and a
+  strided one whose shortcut is a 1x1 Conv + BatchNorm (``relu(bn(conv(relu(bn(conv(x))))) +
+  shortcut)``), global pooling and a Gemm head.
 - ``vit``: ViT patch embedding (16x16 Conv), class token ``Expand``ed to the batch and
   concatenated, position embedding, one pre-norm encoder layer, head on the class token.
 
@@ -272,6 +275,30 @@ def mobilenet(dtype=np.float32, size: int = 32, classes: int = 10) -> onnx.Model
     return g.model("mobilenet", [(logits, "logits", ["batch", classes])])
 
 
+def resnet(dtype=np.float32, size: int = 16, classes: int = 10) -> onnx.ModelProto:
+    g = Graph(6, dtype)
+    x = g.input("image", g.elem, ["batch", 3, size, size])
+
+    def conv_bn(x, c_in, c_out, k, stride=1):
+        w = g.weight(c_out, c_in, k, k, scale=1 / math.sqrt(c_in * k * k))
+        y = g.op("Conv", x, w, kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+        return g.op("BatchNormalization", y, g.f(1 + g.rng.standard_normal(c_out) * 0.1),
+                    g.f(g.rng.standard_normal(c_out) * 0.1), g.f(g.rng.standard_normal(c_out) * 0.1),
+                    g.f(1 + np.abs(g.rng.standard_normal(c_out)) * 0.1), epsilon=1e-5)
+
+    def block(x, c_in, c_out, stride):
+        y = conv_bn(g.op("Relu", conv_bn(x, c_in, c_out, 3, stride)), c_out, c_out, 3)
+        shortcut = x if (c_in, stride) == (c_out, 1) else conv_bn(x, c_in, c_out, 1, stride)
+        return g.op("Relu", g.op("Add", y, shortcut))
+
+    x = g.op("Relu", conv_bn(x, 3, 16, 3))
+    for c_in, c_out, stride in ((16, 16, 1), (16, 16, 1), (16, 32, 2)):
+        x = block(x, c_in, c_out, stride)
+    x = g.op("Flatten", g.op("GlobalAveragePool", x), axis=1)
+    logits = g.op("Gemm", x, g.weight(classes, 32), g.f(np.zeros(classes)), transB=1)
+    return g.model("resnet", [(logits, "logits", ["batch", classes])])
+
+
 def vit(dtype=np.float32, size: int = 32, patch: int = 16, hidden: int = 32, heads: int = 4,
         classes: int = 10) -> onnx.ModelProto:
     g = Graph(5, dtype)
@@ -319,4 +346,4 @@ def inputs_for(name: str, model: onnx.ModelProto, batch: int, sequence: int, see
     return out
 
 
-MODELS = {"bert": bert, "gpt": gpt, "llama": llama, "mobilenet": mobilenet, "vit": vit}
+MODELS = {"bert": bert, "gpt": gpt, "llama": llama, "mobilenet": mobilenet, "resnet": resnet, "vit": vit}

@@ -130,6 +130,25 @@ def _epilogue(ops: Sequence[Operation], function: FuncOp, out_channels: int, cha
     return ("bias" + ("_" + activation if activation else "")) if bias is not None else "none", bias
 
 
+def _epilogue_with_residual(main: Operation, ops: Sequence[Operation], function: FuncOp, out_channels: int,
+                            channel_axis: int, roles: dict[SSAValue, str]) -> tuple[str, SSAValue | None]:
+    """Reads ``[bias] + r [relu]`` (a residual ``r`` of the output's shape, the source C)
+    or else :func:`_epilogue`'s forms after a dense or convolution; a residual joins
+    ``roles``."""
+    rest = list(ops)
+    relu = bool(rest) and isinstance(rest[-1], nn.ReluOp)
+    body = rest[:-1] if relu else rest
+    add = body[-1] if body and len(body) <= 2 and isinstance(body[-1], nn.AddOp) else None
+    residual = residual_of(add, body[0] if len(body) == 2 else main) if add is not None else None
+    if residual is None:
+        return _epilogue(ops, function, out_channels, channel_axis)
+    epilogue, bias = _epilogue(body[:-1], function, out_channels, channel_axis)
+    if epilogue not in ("none", "bias"):
+        raise op_error(main, f"a CUTLASS residual epilogue follows a bias at most, not {epilogue}")
+    roles[residual] = "residual"
+    return ("residual" if bias is None else "bias_residual") + ("_relu" if relu else ""), bias
+
+
 def _batched_spec(main: Operation, epilogue_ops: Sequence[Operation], function: FuncOp) -> KernelSpec:
     """The batched-GEMM spec of an ``nn.matmul`` (A ``[..., M, K]``, B ``[..., K, N]``)
     or ``nn.batch_matmul`` (its ``transpose_a`` / ``transpose_b``)."""
@@ -225,18 +244,7 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
             m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
-            last = epilogue_ops[-1] if epilogue_ops and isinstance(epilogue_ops[-1], nn.AddOp) else None
-            # out = x @ w^T [+ bias] + r, r read as the source C (the bias as the broadcast vector)
-            residual = residual_of(last, epilogue_ops[-2] if len(epilogue_ops) == 2 else main) \
-                if last is not None and len(epilogue_ops) <= 2 else None
-            if residual is not None:
-                epilogue, bias = _epilogue(epilogue_ops[:-1], function, w[0], len(x) - 1)
-                if epilogue not in ("none", "bias"):
-                    raise op_error(main, f"a CUTLASS residual epilogue follows a bias at most, not {epilogue}")
-                epilogue = "residual" if bias is None else "bias_residual"
-                roles[residual] = "residual"
-            else:
-                epilogue, bias = _epilogue(epilogue_ops, function, w[0], len(x) - 1)
+            epilogue, bias = _epilogue_with_residual(main, epilogue_ops, function, w[0], len(x) - 1, roles)
             spec = KernelSpec.dense(m, w[0], w[1], _dtype(main), epilogue)
         elif isinstance(main, nn.MatmulIntegerOp):
             spec, bias = _int8_spec(main, epilogue_ops, function)
@@ -251,12 +259,12 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
             if any(d < 0 for d in x[1:]):
                 raise op_error(main, "CUTLASS conv2d needs static H, W and C")
-            epilogue, bias = _epilogue(epilogue_ops, function, w[0], 3)
+            roles = {main.operands[0]: "x", main.operands[1]: "w"}
+            epilogue, bias = _epilogue_with_residual(main, epilogue_ops, function, w[0], 3, roles)
             spec = KernelSpec.conv2d(
                 (_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding), tuple(main.dilation),
                 _dtype(main), epilogue,
             )
-            roles = {main.operands[0]: "x", main.operands[1]: "w"}
         elif isinstance(main, nn.ConvIntegerOp):
             spec, bias = _int8_conv_spec(main, epilogue_ops, function)
             roles = {main.input: "x", main.weight: "w", main.weight_zero_point: "zb", main.input_zero_point: "za"}

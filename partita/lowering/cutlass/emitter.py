@@ -77,9 +77,10 @@ _BROADCAST_HEADERS = (
     "cutlass/gemm/kernel/gemm_with_fused_epilogue.h",
     "cutlass/epilogue/threadblock/default_epilogue_with_broadcast.h",
     "cutlass/epilogue/thread/linear_combination_residual_block.h",
+    "cutlass/conv/kernel/default_conv2d_fprop_with_broadcast.h",
 )
-"""What a unit with a broadcast epilogue (``bias_residual``) includes besides: only those
-units parse them."""
+"""What a unit with a broadcast epilogue (a bias and a residual) includes besides: only
+those units parse them."""
 
 _IDENT_CHARS = re.compile(r"\W")
 
@@ -365,13 +366,19 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     mma = "cutlass::arch::OpMultiplyAddFastF32" if cfg.math == "3xtf32" else "cutlass::arch::OpMultiplyAdd"
     common = (f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, "
               f"{_shape(cfg.instruction_shape)},\n")
-    if spec.epilogue == "bias_residual":
+    if spec.broadcast_epilogue and spec.op == "dense":
         return _broadcast_gemm_decl(alias, spec, cfg, opclass, arch, common, swz, mma)
-    epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
+    if spec.broadcast_epilogue:
+        epi = f"{alias}_op"
+        default = "DefaultConv2dFpropWithBroadcast"
+        prefix = f"using {alias}_op = {_residual_block(spec, cfg)};\n"
+    else:
+        epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
+        default, prefix = "DefaultConv2dFprop", ""
     if spec.op == "conv2d":
         algo = {"optimized": "kOptimized", "analytic": "kAnalytic"}[cfg.iterator_algorithm]
-        return (
-            f"using {alias} = typename cutlass::conv::kernel::DefaultConv2dFprop<\n"
+        return prefix + (
+            f"using {alias} = typename cutlass::conv::kernel::{default}<\n"
             f"    {T}, cutlass::layout::TensorNHWC, {T}, cutlass::layout::TensorNHWC,\n"
             f"    {T}, cutlass::layout::TensorNHWC, float, {opclass}, {arch},\n"
             f"{common}"
@@ -397,6 +404,15 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"    cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle>;\n")
 
 
+def _residual_block(spec: KernelSpec, cfg: KernelConfig) -> str:
+    """The broadcast epilogue's thread op: ``unary((acc + bias) + C)`` in f32, ``unary``
+    the identity or, for ``bias_residual_relu``, ReLU."""
+    T = _CTYPE[spec.dtype]
+    unary = "ReLu" if spec.epilogue.endswith("_relu") else "Identity"
+    return (f"cutlass::epilogue::thread::LinearCombinationResidualBlock<{T}, float, float, {T}, {cfg.alignment_c}, "
+            f"cutlass::epilogue::thread::Identity, cutlass::plus, cutlass::epilogue::thread::{unary}>")
+
+
 def _broadcast_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig, opclass: str, arch: str, common: str,
                          swz: str, mma: str) -> str:
     """A dense GEMM with CUTLASS's broadcast epilogue: ``D = (acc + bias) + C``, the bias a
@@ -405,8 +421,7 @@ def _broadcast_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig, opclas
     ``DefaultGemmUniversal``'s for the same configuration (so its tiles, stages and math
     are the other dense kernels'); the epilogue reads the bias vector per column beside C."""
     T = _CTYPE[spec.dtype]
-    op = (f"cutlass::epilogue::thread::LinearCombinationResidualBlock<{T}, float, float, {T}, {cfg.alignment_c}, "
-          "cutlass::epilogue::thread::Identity, cutlass::plus, cutlass::epilogue::thread::Identity>")
+    op = _residual_block(spec, cfg)
     if cfg.opcode_class == "tensorop":
         epilogue = (f"typename cutlass::epilogue::threadblock::DefaultEpilogueWithBroadcastTensorOp<\n"
                     f"    typename {alias}_base::Epilogue::Shape, typename {alias}_base::Epilogue::WarpMmaOperator,\n"
@@ -472,7 +487,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     alpha = "1" if spec.is_int8 else "1.0f"
     src = spec.source or "out"
     # GemmWithFusedEpilogue names its thread op only through its epilogue
-    output_op = "Epilogue::OutputOp" if spec.epilogue == "bias_residual" else "OutputOp"
+    output_op = "Epilogue::OutputOp" if spec.broadcast_epilogue else "OutputOp"
     lines = [f"__device__ __noinline__ void {_runner_name(alias)}({_signature(spec, params)}) {{",
              f"  using Kernel = {Kt};"]
     tb = cfg.threadblock
@@ -488,7 +503,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         # the bias is one row, broadcast over rows (ldc 0) and batches (stride 0); a
         # residual is [M, N] like the output
         ldc = "0" if spec.bias_is_source else "N"
-        if spec.epilogue == "bias_residual":
+        if spec.broadcast_epilogue:
             # GemmWithFusedEpilogue's own arguments: C the residual, the bias its broadcast
             # vector (ldr 0: one row for every row), no second output (T)
             lines += [
@@ -524,7 +539,10 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
             f"      {{const_cast<{TB}*>(w), cutlass::layout::TensorNHWC::packed({{K, R, S, C}})}},",
             f"      {{const_cast<{TC}*>({src}), {bias_layout}}},",
             "      {out, cutlass::layout::TensorNHWC::packed({N, P, Q, K})},",
-            f"      typename Kernel::EpilogueOutputOp::Params({alpha}, {beta}));",
+            f"      typename Kernel::EpilogueOutputOp::Params({alpha}, {beta})"
+            # the broadcast epilogue's vector: the bias, one row for every output pixel (ldr 0)
+            + (f", cutlass::conv::SplitKMode::kSerial, const_cast<{TC}*>(bias), nullptr, 0, 0);"
+               if spec.broadcast_epilogue else ");"),
             "  typename Kernel::Params params(args, nullptr);",
         ]
     lines += [
@@ -587,7 +605,7 @@ def emit_module(kernels: list[tuple[str, KernelSpec, KernelConfig]]) -> CudaSour
 
     out: list[str] = ["// Generated by partita.lowering.cutlass -- one translation unit per CUTLASS "
                       "kernel configuration.\n"]
-    broadcast = any(spec.epilogue == "bias_residual" for _, spec, _ in decls)
+    broadcast = any(spec.broadcast_epilogue for _, spec, _ in decls)
     out += [f"#include <{h}>\n" for h in _HEADERS + _BROADCAST_HEADERS * broadcast]
     out.append("\n")
 

@@ -58,17 +58,20 @@ HALF_DTYPES = ("float16", "bfloat16")
 #: 8-bit integer types: tensor cores with mma 16x8x32 (IMMA) and i32 accumulation
 INT8_DTYPES = ("int8", "uint8")
 
-EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual")
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual",
+             "bias_residual_relu")
 #: epilogues each op supports; ``residual`` adds an ``[M, N]`` tensor (the source C of
 #: CUTLASS's linear combination, ``D = acc + 1 * C`` with C's rows ``N`` apart);
 #: ``bias_gelu`` is GELU's erf form, ``bias_gelu_tanh`` its tanh approximation (GPT-2's);
 #: ``bias_residual`` is ``D = (acc + bias) + C``, a pre-norm transformer's projection
 #: back into the residual stream (CUTLASS's broadcast epilogue,
-#: ``LinearCombinationResidualBlock``: the bias a broadcast vector, the residual C)
+#: ``LinearCombinationResidualBlock``: the bias a broadcast vector, the residual C), and
+#: ``bias_residual_relu`` its ReLU, ``relu((acc + bias) + C)``: a ResNet block's second
+#: convolution with its batch norm folded, the shortcut and the block's ReLU
 SUPPORTED_EPILOGUES = {
     "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual"),
     "batch_matmul": ("none", "bias"),
-    "conv2d": ("none", "bias", "bias_relu"),
+    "conv2d": ("none", "bias", "bias_relu", "bias_residual", "bias_residual_relu"),
 }
 #: size in bytes of one element
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4}
@@ -294,8 +297,13 @@ class KernelSpec:
 
     @property
     def has_residual(self) -> bool:
-        """The epilogue adds an ``[M, N]`` tensor of the output's shape."""
-        return self.epilogue.endswith("residual")
+        """The epilogue adds a tensor of the output's shape (``[M, N]``, ``[N, P, Q, K]``)."""
+        return "residual" in self.epilogue
+
+    @property
+    def broadcast_epilogue(self) -> bool:
+        """A bias and a residual: CUTLASS's broadcast epilogue (the bias its vector)."""
+        return self.has_bias and self.has_residual
 
     @property
     def source(self) -> str:
@@ -561,7 +569,7 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
     split = _split_k(spec, tb)
     if split_k_slices > 1 and spec.op == "dense" and spec.M is not None:
         split = split_k_slices
-    if spec.epilogue == "bias_residual":
+    if spec.broadcast_epilogue:
         # serial split-k would add the bias once per K slice: the broadcast epilogue's later
         # slices read the partial sum as their source, with the bias vector still added
         split = 1

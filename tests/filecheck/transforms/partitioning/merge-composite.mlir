@@ -213,3 +213,27 @@ func.func @bias_then_not_a_residual(%x: tensor<16x8xf16>, %w: tensor<8x8xf16>, %
   %5 = nn.add %4, %b : (tensor<16x8xf16>, tensor<8xf16>) -> tensor<16x8xf16>
   func.return %2, %5 : tensor<16x8xf16>, tensor<16x8xf16>
 }
+
+// -----
+
+// A ResNet block's second convolution (its batch norm folded into the bias), the shortcut
+// and the block's ReLU, in either order of the add: one composite, CUTLASS's broadcast
+// convolution. Without the ReLU the add alone joins.
+// CHECK-LABEL: func.func @conv_bias_residual
+// CHECK:         byoc.partition(%x, %w, %b, %s) {byoc.composite = "cutlass.conv2d_bias_residual_relu"}
+// CHECK:         byoc.partition(%x, %w, %b, %s) {byoc.composite = "cutlass.residual_conv2d_bias_relu"}
+// CHECK:         byoc.partition(%x, %w, %b, %s) {byoc.composite = "cutlass.conv2d_bias_residual"}
+func.func @conv_bias_residual(%x: tensor<2x8x8x16xf16>, %w: tensor<16x3x3x16xf16>, %b: tensor<16xf16>, %s: tensor<2x8x8x16xf16>) -> (tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>) {
+  %0 = nn.conv2d %x, %w {padding = array<i64: 1, 1, 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<2x8x8x16xf16>, tensor<16x3x3x16xf16>) -> tensor<2x8x8x16xf16>
+  %1 = nn.bias_add %0, %b {axis = 3 : i64} : (tensor<2x8x8x16xf16>, tensor<16xf16>) -> tensor<2x8x8x16xf16>
+  %2 = nn.add %1, %s : (tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf16>
+  %3 = nn.relu %2 : (tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf16>
+  %4 = nn.conv2d %x, %w {padding = array<i64: 1, 1, 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<2x8x8x16xf16>, tensor<16x3x3x16xf16>) -> tensor<2x8x8x16xf16>
+  %5 = nn.bias_add %4, %b {axis = 3 : i64} : (tensor<2x8x8x16xf16>, tensor<16xf16>) -> tensor<2x8x8x16xf16>
+  %6 = nn.add %s, %5 : (tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf16>
+  %7 = nn.relu %6 : (tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf16>
+  %8 = nn.conv2d %x, %w {padding = array<i64: 1, 1, 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<2x8x8x16xf16>, tensor<16x3x3x16xf16>) -> tensor<2x8x8x16xf16>
+  %9 = nn.bias_add %8, %b {axis = 3 : i64} : (tensor<2x8x8x16xf16>, tensor<16xf16>) -> tensor<2x8x8x16xf16>
+  %10 = nn.add %9, %s : (tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>) -> tensor<2x8x8x16xf16>
+  func.return %3, %7, %10 : tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>, tensor<2x8x8x16xf16>
+}
