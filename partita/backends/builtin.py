@@ -95,17 +95,26 @@ def check_dense_residual(match: Match) -> bool:
     return weight is not None and len(weight) == 2 and residual_of(add, dense) is not None
 
 
+def _residual_after_bias(match: Match, anchor: Operation) -> bool:
+    """The match adds a residual after ``anchor``'s bias add: an ``nn.add`` of the bias
+    add's result and ``r`` of its shape (``residual_of``), ``r`` no operand of ``anchor``
+    (each kernel argument has one role)."""
+    bias = next((op for op in match.ops if op.name in ("nn.bias_add", "nn.add") and op.operands[0] is anchor.results[0]),
+                None)
+    outer = next((op for op in match.ops if op.name == "nn.add" and op is not bias), None)
+    if bias is None or outer is None:
+        return False
+    residual = residual_of(outer, bias)
+    return residual is not None and residual not in anchor.operands
+
+
 def check_dense_bias_residual(match: Match) -> bool:
     """``(dense + bias) + r`` in either order of the outer add: a bias row as
     :func:`check_dense` takes it and a residual as :func:`check_dense_residual` does (of
     the output's shape, no operand of the dense or of the bias add): CUTLASS's broadcast
     epilogue reads the bias as its vector and ``r`` as its source C."""
-    dense, outer = match.find("nn.dense"), match.root
-    if dense is None or outer.name != "nn.add" or not check_dense(match):
-        return False
-    inner = next(op for op in match.ops if op is not dense and op is not outer)
-    residual = residual_of(outer, inner)
-    return residual is not None and residual not in dense.operands
+    dense = match.find("nn.dense")
+    return dense is not None and check_dense(match) and _residual_after_bias(match, dense)
 
 
 def check_conv2d_bias_residual(match: Match) -> bool:
@@ -114,15 +123,7 @@ def check_conv2d_bias_residual(match: Match) -> bool:
     convolution :func:`check_conv2d` takes, with a residual of its output's shape that is
     no operand of the convolution or of the bias add."""
     conv = match.find("nn.conv2d")
-    if conv is None or not check_conv2d(match):
-        return False
-    bias = next((op for op in match.ops if op.name in ("nn.bias_add", "nn.add") and op.operands[0] is conv.results[0]),
-                None)
-    outer = next((op for op in match.ops if op.name == "nn.add" and op is not bias), None)
-    if bias is None or outer is None:
-        return False
-    residual = residual_of(outer, bias)
-    return residual is not None and residual not in conv.operands
+    return conv is not None and check_conv2d(match) and _residual_after_bias(match, conv)
 
 
 def check_batch_matmul(match: Match) -> bool:

@@ -408,11 +408,12 @@ def compile_cuda(source, *, arch: str = "sm_90", name: str = "partita.cu",
     if not use_cache:
         return _compile_and_store(source, code, name, arch, opts, key, None)
     cdir = usable_cache_dir(cache_dir)
-    hit = _cache_lookup(cdir, key, declared_entries(code))
+    entries = declared_entries(code)
+    hit = _cache_lookup(cdir, key, entries)
     if hit is None:
         with _compile_lock(cdir, key):
             # another process may have compiled it while this one waited
-            hit = _cache_lookup(cdir, key, declared_entries(code))
+            hit = _cache_lookup(cdir, key, entries)
             if hit is None:
                 return _compile_and_store(source, code, name, arch, opts, key, cdir)
     return CompiledBinary(cubin=hit[0], log="", key=key, cache_hit=True, path=hit[1])

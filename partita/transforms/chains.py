@@ -13,8 +13,8 @@ from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
 
-__all__ = ["normalized_by", "other_operand", "plus_epsilon", "scaled_over_last_axis", "sole_user", "splat_value",
-           "squared", "tensor_shape"]
+__all__ = ["normalized_by", "other_operand", "over_last_axis", "plus_epsilon", "scaled_over_last_axis", "sole_user",
+           "splat_value", "squared", "tensor_shape"]
 
 
 def splat_value(value: SSAValue) -> float | None:
@@ -31,6 +31,12 @@ def splat_value(value: SSAValue) -> float | None:
 def tensor_shape(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, TensorType)
     return tuple(value.type.get_shape())
+
+
+def over_last_axis(mean: nn.ReduceMeanOp) -> bool:
+    """A ``reduce_mean`` over the last axis alone, keeping it (every mean of a norm chain)."""
+    rank = len(tensor_shape(mean.input))
+    return rank > 0 and [a % rank for a in mean.axes] == [rank - 1] and bool(mean.keepdims)
 
 
 def sole_user(value: SSAValue) -> Operation | None:

@@ -39,6 +39,7 @@ from xdsl.rewriter import InsertPoint
 from partita.dialects import nn
 from partita.transforms.chains import (
     normalized_by,
+    over_last_axis,
     plus_epsilon,
     scaled_over_last_axis,
     sole_user,
@@ -47,14 +48,7 @@ from partita.transforms.chains import (
 )
 from partita.transforms.dead_ops import erase_dead_chain
 
-__all__ = ["FuseLayerNorm", "FuseLayerNormChain", "over_last_axis"]
-
-
-def over_last_axis(mean: nn.ReduceMeanOp) -> bool:
-    """A ``reduce_mean`` over the last axis alone, keeping it (what both means of the chain
-    are)."""
-    rank = len(tensor_shape(mean.input))
-    return rank > 0 and [a % rank for a in mean.axes] == [rank - 1] and bool(mean.keepdims)
+__all__ = ["FuseLayerNorm", "FuseLayerNormChain"]
 
 
 class FuseLayerNormChain(RewritePattern):

@@ -36,6 +36,7 @@ from xdsl.rewriter import InsertPoint
 from partita.dialects import nn
 from partita.transforms.chains import (
     normalized_by,
+    over_last_axis,
     plus_epsilon,
     scaled_over_last_axis,
     sole_user,
@@ -52,9 +53,9 @@ class FuseRMSNormChain(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, mean: nn.ReduceMeanOp, rewriter: PatternRewriter) -> None:
-        rank = len(tensor_shape(mean.input))
-        if rank == 0 or [a % rank for a in mean.axes] != [rank - 1] or not mean.keepdims:
+        if not over_last_axis(mean):
             return
+        rank = len(tensor_shape(mean.input))
         x = squared(mean.input)
         if x is None or len(list(mean.input.uses)) != 1:
             return
