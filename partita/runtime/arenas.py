@@ -102,6 +102,9 @@ class Arena:
     """Whether its workspaces were zeroed (once, when the first plan placed in it bound)."""
     users: set = field(default_factory=set)
     """The bound plans whose launches point into this arena (closed with it)."""
+    latest: Any = None
+    """The plan bound into it last: a new signature's calls whose shapes it leaves as they
+    were take that plan's launches (same buffers, same pointers) instead of binding again."""
 
     def holds(self, ptr: int) -> bool:
         return lies_in(ptr, self.base, self.size)

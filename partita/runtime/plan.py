@@ -365,7 +365,10 @@ class Runtime:
 
     def _bind(self, signature: tuple, values: list[Any], sizing: Mapping[int, np.ndarray] | None = None,
               avoid: Sequence[int] = ()) -> BoundPlan:
-        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing, pool=self.pool, avoid=avoid)
+        # The signature bound last is the basis: a decode step changes the past length only.
+        basis = next(reversed(self._bound.values()), None)
+        bound = self.plan.bind([(v.shape, v.dtype) for v in values], self.stats, sizing, pool=self.pool, avoid=avoid,
+                               basis=basis)
         self.stats["binds"] += 1
         self._bound[signature] = bound
         while len(self._bound) > self.max_signatures:

@@ -4,6 +4,11 @@ liveness, every launch packed with its final pointers (and patched in place per 
 device input only kernels read); host steps for what no kernel computes. Also the values
 the steps work on (``Tensor``: an operand at its planned address).
 
+A signature is bound from the one bound before it (its ``basis``), as a decode loop's steps
+differ in one length: only the ops reading a value that changed are evaluated again, and,
+with shape buckets, a call whose tensors did not change copies the launches of the plan
+bound last into the same arena (same buffers, same pointers, already checked and packed).
+
 A plan whose sizes depend on values it computes (a ``DATA_DEPENDENT`` op such as
 ``nn.nonzero``, or an op ``SIZED_BY`` an operand computed in the plan) is cut into stages
 there (``plan_stages``), as TVM's VM and IREE do with a device-to-host read of a size: a
@@ -156,8 +161,9 @@ class BoundPlan:
                  sizing: Mapping[int, np.ndarray] | None = None, *, before: BoundPlan | None = None,
                  contents: Mapping[SSAValue, np.ndarray] | None = None,
                  selected: Sequence[tuple[int, ...]] | None = None,
-                 pool: ArenaPool | None = None, avoid: Sequence[int] = ()):
+                 pool: ArenaPool | None = None, avoid: Sequence[int] = (), basis: BoundPlan | None = None):
         self.plan, self.device, self.stats = plan, plan.device, stats
+        self.signature = [(tuple(shape), np.dtype(dtype)) for shape, dtype in inputs]
         self.pool, self.avoid = pool, tuple(avoid)
         self.shared: Arena | None = None
         """With shape buckets: the pool's arena this signature's buffers are in (shared with
@@ -184,86 +190,131 @@ class BoundPlan:
         self.step_ops: list[Operation] = []
         """The op of the entry block each step comes from (a profile's partition)."""
         self.host_steps: list[HostStep] = []
+        self.workspaces: dict[Operation, int] = {}
+        self.reuse_from: BoundPlan | None = None
+        """With shape buckets: the plan bound into this arena before this one (until built)."""
+        self.bound_launches: dict[Operation, list] = {}
+        """Each call's launches as bound, before any input pointer is patched in: what the
+        next plan in the same arena copies for a call whose shapes did not change."""
         try:
-            self._bind(inputs, selected)
+            self._bind(selected, basis)
         except BaseException:
             self.close()
             raise
 
-    def _bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
-              selected: Sequence[tuple[int, ...]] | None) -> None:
+    def _bind(self, selected: Sequence[tuple[int, ...]] | None, basis: BoundPlan | None) -> None:
+        """Every value's shape (and every index value) of this signature, then the buffers
+        placed and the steps built. From a ``basis`` (a plan of the same stage bound to
+        another signature: a decode loop's previous step), only the ops that follow an
+        argument whose shape or sizing values changed are evaluated again; the rest keep
+        the basis's shapes, checks and workspace sizes (they are functions of the same
+        operands)."""
         plan = self.plan
+        facts = plan.facts
         values: dict[SSAValue, Any]  # index values -> int, tensors -> shape
-        if self.before is None:
-            values = {arg: tuple(shape) for arg, (shape, _) in zip(plan.block.args, inputs)}
+        workspaces: dict[Operation, int] = {}
+        changed = self.changed_since(basis)
+        dirty: set[SSAValue] | None = None  # with a basis: the values that differ from its
+        previous: Mapping[SSAValue, Any] = {}
+        if changed is not None:
+            assert basis is not None
+            previous = basis.shapes
+            values = dict(previous)
+            values.update((arg, shape) for arg, (shape, _) in zip(plan.block.args, self.signature))
+            workspaces.update(basis.workspaces)
+            dirty = {plan.block.args[i] for i in changed}
+        elif self.before is None:
+            values = {arg: shape for arg, (shape, _) in zip(plan.block.args, self.signature)}
         else:
             values = dict(self.before.shapes)
-        contents = self.contents
-        facts = plan.facts
-        workspaces: dict[Operation, int] = {}
+        reads = facts.reads
         for op in self.ops:
-            if self.selects and op is self.ops[0]:  # sized by what it computed
-                assert selected is not None
-                values.update(zip(op.results, (tuple(s) for s in selected)))
-            elif (call := facts.calls.get(op)) is not None:
-                for out, res in zip(call.outs, call.res):
-                    values[res] = values[out]
-                plan.check_call_shapes(op, values)
-                prepared = plan.calls[op].prepared
-                if prepared is not None and call.outs:
-                    size = prepared.workspace_bytes([values[v] for v in call.inputs])
-                    if size:
-                        workspaces[op] = size
-            elif isinstance(op, byoc.AllocTensorOp):
-                sizes = iter([values[v] for v in op.operands])
-                values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in facts.shapes[op.result])
-                if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
-                    raise op_error(op, f"dimension out of the int64 range in {values[op.result]}")
-            elif op.results and op.results[0] in facts.constants:  # an arith.constant, read at load
-                values[op.results[0]] = facts.constants[op.results[0]]
-            elif isinstance(op, nn.ConstantOp):
-                values[op.result] = facts.shapes[op.result]
-            elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
-                values[op.result] = _sized_result_shape(op, values, contents)
-            elif isinstance(op, nn.NNOp):
-                values[op.result] = bound_result_shape(op, values.__getitem__)
-                if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
-                    raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
-                                       f"{values[op.input]} as {values[op.result]}")
-            elif isinstance(op, tensor.DimOp):
-                values[op.result] = int(values[op.source][values[op.index]])
-            elif isinstance(op, func.CallOp):  # a shape function, run once per argument values
-                args = tuple(values[v] for v in op.operands)
-                key = (op.callee.string_value(), args)
-                results = facts.shape_calls.get(key)
-                if results is None:
-                    results = tuple(int(v) for v in plan.interpreter.call_op(plan.symbols[key[0]], args))
-                    facts.remember(facts.shape_calls, key, results)
-                values.update(zip(op.results, results))
-            else:  # arith on index values
-                args = tuple(values.get(v) for v in op.operands)
-                for res, value in zip(op.results, plan.interpreter.run_op(op, args)):
-                    values[res] = value
+            if dirty is not None:
+                if not any(v in dirty for v in reads[op]):
+                    continue  # bound by the basis, from the same operands
+                self._bind_op(op, values, workspaces, selected)
+                dirty.update(r for r in op.results if values.get(r) != previous.get(r))
+            else:
+                self._bind_op(op, values, workspaces, selected)
         self.shapes = values
+        self.workspaces = workspaces
         self._place(workspaces)
         self._build(workspaces)
+
+    def _bind_op(self, op: Operation, values: dict[SSAValue, Any], workspaces: dict[Operation, int],
+                 selected: Sequence[tuple[int, ...]] | None) -> None:
+        """``op``'s result shapes (or index values) from its operands', checked; a call's
+        workspace size."""
+        self.stats["ops_bound"] += 1
+        plan = self.plan
+        facts = plan.facts
+        contents = self.contents
+        if self.selects and op is self.ops[0]:  # sized by what it computed
+            assert selected is not None
+            values.update(zip(op.results, (tuple(s) for s in selected)))
+        elif (call := facts.calls.get(op)) is not None:
+            for out, res in zip(call.outs, call.res):
+                values[res] = values[out]
+            plan.check_call_shapes(op, values)
+            prepared = plan.calls[op].prepared
+            workspaces.pop(op, None)
+            if prepared is not None and call.outs:
+                size = prepared.workspace_bytes([values[v] for v in call.inputs])
+                if size:
+                    workspaces[op] = size
+        elif isinstance(op, byoc.AllocTensorOp):
+            sizes = iter([values[v] for v in op.operands])
+            values[op.result] = tuple(int(next(sizes)) if d == DYNAMIC_INDEX else d for d in facts.shapes[op.result])
+            if any(d < 0 or d > nn.MAX_DIM for d in values[op.result]):
+                raise op_error(op, f"dimension out of the int64 range in {values[op.result]}")
+        elif op.results and op.results[0] in facts.constants:  # an arith.constant, read at load
+            values[op.results[0]] = facts.constants[op.results[0]]
+        elif isinstance(op, nn.ConstantOp):
+            values[op.result] = facts.shapes[op.result]
+        elif isinstance(op, nn.NNOp) and getattr(op, "SIZED_BY", ()):
+            values[op.result] = _sized_result_shape(op, values, contents)
+        elif isinstance(op, nn.NNOp):
+            values[op.result] = bound_result_shape(op, values.__getitem__)
+            if isinstance(op, nn.ReshapeOp) and prod(values[op.input]) != prod(values[op.result]):
+                raise op_error(op, f"cannot view {prod(values[op.input])} elements of shape "
+                                   f"{values[op.input]} as {values[op.result]}")
+        elif isinstance(op, tensor.DimOp):
+            values[op.result] = int(values[op.source][values[op.index]])
+        elif isinstance(op, func.CallOp):  # a shape function, run once per argument values
+            args = tuple(values[v] for v in op.operands)
+            key = (op.callee.string_value(), args)
+            results = facts.shape_calls.get(key)
+            if results is None:
+                results = tuple(int(v) for v in plan.interpreter.call_op(plan.symbols[key[0]], args))
+                facts.remember(facts.shape_calls, key, results)
+            values.update(zip(op.results, results))
+        else:  # arith on index values
+            args = tuple(values.get(v) for v in op.operands)
+            for res, value in zip(op.results, plan.interpreter.run_op(op, args)):
+                values[res] = value
+
+    def changed_since(self, basis: BoundPlan | None) -> frozenset[int] | None:
+        """The arguments whose shapes, dtypes or sizing values differ from ``basis``'s;
+        ``None`` when there is no basis to bind from (none given, or a later stage:
+        those bind from the stage before them)."""
+        if basis is None or basis.plan is not self.plan or self.before is not None or basis.before is not None:
+            return None
+        changed = {i for i, (mine, theirs) in enumerate(zip(self.signature, basis.signature)) if mine != theirs}
+        for i in self.sizing.keys() | basis.sizing.keys():
+            mine, theirs = self.sizing.get(i), basis.sizing.get(i)
+            if mine is None or theirs is None or mine.dtype != theirs.dtype or not np.array_equal(mine, theirs):
+                changed.add(i)
+        return frozenset(changed)
 
     def _place(self, workspaces: dict[Operation, int]) -> None:
         """Dynamic buffers of this signature into one arena, by liveness."""
         plan = self.plan
         index = plan.op_index
-        roots: list[Any] = []
-        sizes: list[int] = []
-        ranges: list[tuple[int, int]] = []
-        dtypes = plan.facts.dtypes
-        for value, span in plan.ranges.items():
-            if value in plan.static_ptr or value in plan.param_ptr or value not in dtypes:
-                continue
-            if plan.stage_of(value) != self.stage:  # placed by the stage that defines it
-                continue
-            roots.append(value)
-            sizes.append(prod(self.shapes[value]) * dtypes[value].itemsize)
-            ranges.append(span)
+        shapes = self.shapes
+        buffers = plan.dynamic_buffers[self.stage]  # placed by the stage that defines them
+        roots: list[Any] = [value for value, _, _ in buffers]
+        sizes = [prod(shapes[value]) * itemsize for value, _, itemsize in buffers]
+        ranges = [span for _, span, _ in buffers]
         for op, size in workspaces.items():
             roots.append(op)
             sizes.append(size)
@@ -327,6 +378,7 @@ class BoundPlan:
         except PartitaError as err:  # over the memory budget
             raise op_error(self.plan.function, f"{err.message}, for the buffers of this shape bucket") from None
         arena.users.add(self)
+        self.reuse_from, arena.latest = arena.latest, self
         if not arena.zeroed:  # a new arena: its workspaces zeroed once, at their reserved sizes
             self._zero([(arena.pointers[r], n) for r, n in zip(roots, reserved) if isinstance(r, Operation) and n])
             arena.zeroed = True
@@ -347,6 +399,9 @@ class BoundPlan:
 
     def _build(self, workspaces: dict[Operation, int]) -> None:
         plan = self.plan
+        # A call whose operands' shapes are those of the plan bound last into the same
+        # arena (same buffers at the same pointers) copies that plan's launches.
+        reuse, self.reuse_from = self.reuse_from, None  # no chain of every plan ever bound
         arguments = {arg: i for i, arg in enumerate(plan.block.args)}
         patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
         readers: set[int] = set()  # arguments something other than a kernel argument reads
@@ -361,21 +416,22 @@ class BoundPlan:
                 # An argument written in place (a tied result's outs) is the run's own copy,
                 # in its slot: a user's buffer is never written.
                 readers.update(arguments[root] for v in facts.outs if (root := plan.alias.get(v, v)) in arguments)
+                bound = reuse.bound_launches.get(op) if reuse is not None else None
+                if bound is not None and all(self.shapes[v] == reuse.shapes[v] for v in (*facts.inputs, *facts.outs)):
+                    self.stats["launches_reused"] += len(bound)
+                    self.bound_launches[op] = bound
+                    launches = [launch.clone() for launch in bound]
+                    self.steps.extend(launches)
+                    self.step_ops.extend([op] * len(launches))
+                    self._patches(facts.inputs, launches, arguments, patches, readers)
+                    continue
                 ins = [self.tensor(v) for v in facts.inputs]
                 outs = [self.tensor(v) for v in facts.outs]
                 if call.prepared is not None:
                     launches = self._launches(op, call.prepared, ins, outs)
                     self.steps.extend(launches)
                     self.step_ops.extend([op] * len(launches))
-                    for j, value in enumerate(facts.inputs):
-                        if value in arguments:
-                            uses = patches[arguments[value]]
-                            for launch in launches:
-                                operands = getattr(launch, "operands", ())
-                                if j < len(operands) and operands[j].arg is not None and hasattr(launch, "set_pointer"):
-                                    uses.append((launch, operands[j].arg))
-                                else:
-                                    readers.add(arguments[value])
+                    self._patches(facts.inputs, launches, arguments, patches, readers)
                 else:
                     emulate = plan.emulation(op)
 
@@ -405,6 +461,21 @@ class BoundPlan:
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
         self.bound_inputs = [t.ptr for t in self.inputs]
 
+    @staticmethod
+    def _patches(inputs: Sequence[SSAValue], launches: list, arguments: dict[SSAValue, int],
+                 patches: list[list[tuple[Any, int]]], readers: set[int]) -> None:
+        """Where each argument among a call's ``inputs`` lies in its launches' packed
+        arguments (patched to read a device input in place), or that it has another reader."""
+        for j, value in enumerate(inputs):
+            if value in arguments:
+                uses = patches[arguments[value]]
+                for launch in launches:
+                    operands = getattr(launch, "operands", ())
+                    if j < len(operands) and operands[j].arg is not None and hasattr(launch, "set_pointer"):
+                        uses.append((launch, operands[j].arg))
+                    else:
+                        readers.add(arguments[value])
+
     def _launches(self, op: Operation, prepared: Any, ins: list[Tensor], outs: list[Tensor]) -> list:
         """The call's launches at these tensors. A call bound before at the same pointers,
         shapes and types (across signatures: a decode step's kernels that do not read the
@@ -416,6 +487,7 @@ class BoundPlan:
         bound = plan.facts.launches.get(key)
         if bound is not None:
             self.stats["launches_reused"] += len(bound)
+            self.bound_launches[op] = bound
             return [launch.clone() for launch in bound]
         try:
             launches = prepared.bind(plan.checked_device, ins, outs, workspace)
@@ -423,7 +495,9 @@ class BoundPlan:
             raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
                                f"({type(err).__name__}: {err})") from None
         if all(hasattr(launch, "clone") for launch in launches):  # library calls bind their own state
-            plan.facts.remember(plan.facts.launches, key, [launch.clone() for launch in launches])
+            bound = [launch.clone() for launch in launches]
+            plan.facts.remember(plan.facts.launches, key, bound)
+            self.bound_launches[op] = bound
         return launches
 
     def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
@@ -531,6 +605,8 @@ class BoundPlan:
             self.arena = None
         if self.shared is not None:  # the pool owns the arena; its graph forgets these launches
             self.shared.users.discard(self)
+            if self.shared.latest is self:
+                self.shared.latest = None
             if self.shared.graph_key is not None and self.shared.graph_key[0] is self:
                 self.shared.graph_key = None
             self.shared = None

@@ -184,6 +184,14 @@ class LaunchPlan:
         except BaseException:
             self.close()
             raise
+        dtypes = self.facts.dtypes
+        self.dynamic_buffers: list[list[tuple[SSAValue, tuple[int, int], int]]] = [[] for _ in self.stages]
+        """Per stage, the buffers a bind places (those neither a weight nor in the static
+        arena): ``(root, live range, itemsize)``, listed once here so that a bind only
+        sizes them."""
+        for value, span in self.ranges.items():
+            if value not in self.static_ptr and value not in self.param_ptr and value in dtypes:
+                self.dynamic_buffers[self.stage_of(value)].append((value, span, dtypes[value].itemsize))
 
     @staticmethod
     def _entry(module: ModuleOp, entry: str) -> func.FuncOp:
@@ -371,10 +379,11 @@ class LaunchPlan:
 
     def bind(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], stats: Counter[str],
              sizing: Mapping[int, np.ndarray] | None = None, *, pool: Any = None,
-             avoid: Sequence[int] = ()) -> BoundPlan:
+             avoid: Sequence[int] = (), basis: BoundPlan | None = None) -> BoundPlan:
         """This plan for one input signature; with ``pool`` (shape buckets), its buffers in
-        a shared arena holding none of the ``avoid`` addresses."""
-        return BoundPlan(self, inputs, stats, sizing, pool=pool, avoid=avoid)
+        a shared arena holding none of the ``avoid`` addresses. From ``basis`` (the plan
+        bound to another signature), only what the changed arguments reach is bound again."""
+        return BoundPlan(self, inputs, stats, sizing, pool=pool, avoid=avoid, basis=basis)
 
     def close(self) -> None:
         for buffer in (self.params, self.arena, *self.mapped):
@@ -427,6 +436,10 @@ class BindFacts:
         self.launches: dict[tuple, list] = {}
         """``(call, input tensors, output tensors, workspace)`` -> launches bound for them,
         copied for each bound plan (``BoundPlan._launches``)."""
+        self.reads: dict[Operation, tuple[SSAValue, ...]] = {
+            op: tuple(v for inner in op.walk() for v in inner.operands) for op in block.ops}
+        """Each op's operands, its regions' included: what binding it reads (``BoundPlan``
+        binds an op again only where one of them changed since its basis)."""
         for value in (*block.args, *(r for op in block.ops for r in op.results)):
             if isinstance(value.type, TensorType):
                 self.shapes[value] = tuple(value.type.get_shape())

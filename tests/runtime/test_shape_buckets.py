@@ -105,6 +105,31 @@ def test_bucketed_decode_on_a_gpu_copies_and_allocates_nothing_per_token(decoder
     assert set(drv.live()) <= {"contexts"}  # arenas and graphs freed
 
 
+def test_a_new_past_length_binds_only_what_follows_it(decoder) -> None:
+    """A step binds from the signature bound before it: only the ops that read the grown
+    cache (or a length computed from it) are evaluated again, and calls whose tensors did
+    not change copy the arena's previous launches; what comes out is the bind from nothing."""
+    _, exe = decoder
+    runtime = Runtime(exe.module, CudaDevice(driver=RecordingDriver()), buckets="pow2")
+    _, cache = _decode(runtime, 18)
+    ops = len(runtime.plan.stages[0])
+    before = runtime.stats["ops_bound"]
+    _decode(runtime, 4, seed=1, cache=cache)
+    per_token = (runtime.stats["ops_bound"] - before) / 4
+    assert 0 < per_token < ops / 2, (per_token, ops)  # 14 of 31 here
+
+    bound = next(reversed(runtime._bound.values()))  # the last step's plan, bound from the one before
+    bound.read_inputs_from_slots()  # as bound: the cache's pointers are patched in per run
+    arena = bound.shared
+    arena.latest = None  # nothing to copy launches from
+    fresh = runtime.plan.bind(bound.signature, runtime.stats, pool=runtime.pool, avoid=bound.avoid)
+    assert fresh.shared is arena
+    assert fresh.shapes == bound.shapes and fresh.workspaces == bound.workspaces
+    assert [(s.grid, s.params) for s in fresh.steps] == [(s.grid, s.params) for s in bound.steps]
+    fresh.close()
+    runtime.close()
+
+
 def test_exact_signatures_bind_and_instantiate_every_token(decoder) -> None:
     """The baseline the buckets replace."""
     _, exe = decoder
