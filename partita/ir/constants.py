@@ -35,7 +35,7 @@ from xdsl.ir import Attribute, Operation
 
 from partita.ir.budget import charge
 from partita.ir.diagnostics import PartitaError, op_error
-from partita.ir.parameters import ParameterAttr, parameter_values, storage_dtype
+from partita.ir.parameters import ParameterAttr, narrow_integer_dtype, parameter_values, storage_dtype
 
 MATERIALIZE_LIMIT_BYTES = 256 << 20
 """The largest buffer Partita builds from a splat (256 MiB, several times the largest
@@ -96,6 +96,9 @@ def dense_values(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
             flat.flags.writeable = False
     elif isinstance(attr.get_element_type(), IntegerType) and attr.get_element_type().width.data == 1:
         flat = flat != 0
+        flat.flags.writeable = False
+    elif (narrow := narrow_integer_dtype(attr.get_element_type())) is not None:
+        flat = flat.astype(narrow)  # a byte each either way: the copy is the payload's size
         flat.flags.writeable = False
     shape = tuple(attr.get_shape())
     if is_splat(attr):

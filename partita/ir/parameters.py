@@ -59,8 +59,9 @@ CONVERT_CHUNK_BYTES = 4 << 20
 """A stored-at-another-type parameter is converted this many source bytes at a time."""
 
 
-_FLOAT8 = {"f8E4M3FN": "float8_e4m3fn", "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E5M2": "float8_e5m2",
-           "f8E5M2FNUZ": "float8_e5m2fnuz"}
+_ML_DTYPES = {"f8E4M3FN": "float8_e4m3fn", "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E5M2": "float8_e5m2",
+              "f8E5M2FNUZ": "float8_e5m2fnuz", "f4E2M1FN": "float4_e2m1fn", "f8E8M0FNU": "float8_e8m0fnu"}
+"""The one-byte floats a dense payload stores in ``ml_dtypes``' layouts."""
 
 
 def storage_dtype(element_type: Attribute) -> np.dtype:
@@ -77,18 +78,31 @@ def storage_dtype(element_type: Attribute) -> np.dtype:
         return np.dtype(ml_dtypes.bfloat16)
     if isinstance(element_type, IndexType):
         return np.dtype("<i8")
-    if element_type.name in _FLOAT8:  # one byte each, in ml_dtypes' layouts
+    if element_type.name in _ML_DTYPES:  # one byte each, in ml_dtypes' layouts
         import ml_dtypes
 
-        return np.dtype(getattr(ml_dtypes, _FLOAT8[element_type.name]))
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[element_type.name]))
     if isinstance(element_type, IntegerType):
         width = element_type.width.data
         bytes_ = element_type.compile_time_size
         if width == 1:
             return np.dtype(np.uint8)
+        # i4, ui2...: a byte each, the value sign-extended (as MLIR prints it); read back
+        # as ml_dtypes' int4 / uint2... by ``narrow_integer_dtype``.
         signed = not element_type.signedness.data.name == "UNSIGNED"
         return np.dtype(f"<{'i' if signed else 'u'}{bytes_}")
     raise ValueError(f"no dense payload for element type {element_type}")
+
+
+def narrow_integer_dtype(element_type: Attribute) -> np.dtype | None:
+    """``ml_dtypes``' int4 / uint4 / int2 / uint2 for those element types (whose dense
+    payload is a byte each, see ``storage_dtype``); None for any other."""
+    if not isinstance(element_type, IntegerType) or not 1 < element_type.width.data < 8:
+        return None
+    import ml_dtypes
+
+    unsigned = element_type.signedness.data.name == "UNSIGNED"
+    return np.dtype(getattr(ml_dtypes, f"{'u' if unsigned else ''}int{element_type.width.data}"))
 
 
 @irdl_attr_definition

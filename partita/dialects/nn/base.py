@@ -24,10 +24,12 @@ from xdsl.dialects.builtin import (
     BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    Float4E2M1FNType,
     Float8E4M3FNType,
     Float8E4M3FNUZType,
     Float8E5M2FNUZType,
     Float8E5M2Type,
+    Float8E8M0FNUType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -81,6 +83,12 @@ _DTYPES: tuple[tuple[Attribute, np.dtype], ...] = (
     (Float8E4M3FNUZType(), np.dtype(ml_dtypes.float8_e4m3fnuz)),
     (Float8E5M2Type(), np.dtype(ml_dtypes.float8_e5m2)),
     (Float8E5M2FNUZType(), np.dtype(ml_dtypes.float8_e5m2fnuz)),
+    (IntegerType(4), np.dtype(ml_dtypes.int4)),
+    (IntegerType(4, _UNSIGNED), np.dtype(ml_dtypes.uint4)),
+    (IntegerType(2), np.dtype(ml_dtypes.int2)),
+    (IntegerType(2, _UNSIGNED), np.dtype(ml_dtypes.uint2)),
+    (Float4E2M1FNType(), np.dtype(ml_dtypes.float4_e2m1fn)),
+    (Float8E8M0FNUType(), np.dtype(ml_dtypes.float8_e8m0fnu)),
 )
 """Every nn element type with its NumPy storage dtype. Signless integers are signed (as in
 MLIR's ``arith``); ``ui8``..``ui64`` carry ONNX's unsigned types; ``i1`` is bool."""
@@ -93,9 +101,17 @@ FLOATS = ELEMENT_TYPES[:4]
 """f16, bf16, f32, f64 (instances, for ``ALLOWED_TYPES``)."""
 INTEGERS = ELEMENT_TYPES[5:13]
 """Signed and unsigned integer types (not ``i1``)."""
-FLOAT8_TYPES = ELEMENT_TYPES[13:]
+FLOAT8_TYPES = ELEMENT_TYPES[13:17]
 """The float8 storage types (f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ): what casts and
 quantization read and write, and data movement carries; no arithmetic takes them."""
+SUB_BYTE_INTEGERS = ELEMENT_TYPES[17:21]
+"""i4, ui4, i2, ui2: ONNX's INT4 / UINT4 / INT2 / UINT2, one element per byte in memory (the
+value in the low bits, as ``ml_dtypes`` lays them out; files pack them, the importer unpacks)."""
+NARROW_TYPES = ELEMENT_TYPES[17:]
+"""The sub-byte integers, f4E2M1FN (FP4: values 0 to 6 and their negatives) and f8E8M0FNU
+(an MX block scale: a power of two or NaN): storage types, one element per byte, that
+casts and quantization read and write and data movement carries. No arithmetic takes them,
+and no native kernel reads them: their casts run as host steps."""
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
@@ -316,7 +332,7 @@ FORMAT_UNARY = "$input attr-dict `:` functional-type(operands, results)"
 FORMAT_BINARY = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 _FORMAT_1, _FORMAT_2 = FORMAT_UNARY, FORMAT_BINARY
 
-NUMERIC_TYPES = tuple(t for t in ELEMENT_TYPES if not is_bool(t) and t not in FLOAT8_TYPES)
+NUMERIC_TYPES = tuple(t for t in ELEMENT_TYPES if not is_bool(t) and t not in FLOAT8_TYPES + NARROW_TYPES)
 """Floats and integers (no bool)."""
 
 
@@ -472,7 +488,8 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     owner = array.base
     while isinstance(owner, np.ndarray):
         owner = owner.base
-    if isinstance(owner, bytes) and array.dtype != np.bool_ and array.dtype == array.dtype.newbyteorder("<") \
+    if isinstance(owner, bytes) and array.dtype != np.bool_ and typ.element_type not in SUB_BYTE_INTEGERS \
+            and array.dtype == array.dtype.newbyteorder("<") \
             and array.flags.c_contiguous and array.nbytes == len(owner):
         # A read-only view over whole little-endian bytes (a weight read from a file):
         # the attribute keeps those bytes rather than a copy of them.
@@ -482,6 +499,9 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     array = np.ascontiguousarray(array[(0,) * array.ndim]) if splat else np.asarray(array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
+    elif element_type_of(array.dtype) in SUB_BYTE_INTEGERS:
+        # A byte each, sign-extended (ml_dtypes keeps only the low bits): MLIR's values.
+        array = array.astype(np.uint8 if array.dtype.name.startswith("u") else np.int8)
     data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     return splat_attr(typ, data) if splat else DenseIntOrFPElementsAttr(typ, BytesAttr(data))
 

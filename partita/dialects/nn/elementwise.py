@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float4E2M1FNType,
     Float64Type,
     FloatAttr,
     IntegerType,
@@ -36,6 +37,7 @@ from partita.dialects.nn.base import (
     FORMAT_BINARY,
     INTEGERS,
     NUMERIC_TYPES,
+    SUB_BYTE_INTEGERS,
     NNOp,
     OpKind,
     Shape,
@@ -695,14 +697,22 @@ class CastOp(ElementwiseUnaryOp):
     saturate = _value("saturate")
     """Into a float8 type (ONNX Cast's ``saturate``): out-of-range values and infinities
     become the largest finite value; without it they overflow to infinity (f8E5M2) or NaN."""
+    round_mode_attr = _str_prop("round_mode", "up")
+    round_mode = _value("round_mode")
+    """Into f8E8M0FNU, a power of two (ONNX Cast's ``round_mode``): ``up`` rounds away from
+    zero, ``down`` toward it, ``nearest`` to the nearer with ties up."""
 
-    def __init__(self, input: SSAValue | Operation, to: Attribute, saturate: bool = True):
+    ROUND_MODES: ClassVar = ("up", "down", "nearest")
+
+    def __init__(self, input: SSAValue | Operation, to: Attribute, saturate: bool = True, round_mode: str = "up"):
         super().__init__(input, TensorType(to, _shape(SSAValue.get(input))),
-                         saturate=None if saturate else False)
+                         saturate=None if saturate else False, round_mode=None if round_mode == "up" else round_mode)
 
     def verify_element_types(self) -> None:
         self.check_element_type(_tensor(self.input).element_type, "operand element type")
         self.check_element_type(_tensor(self.result).element_type, "result element type")
+        if self.round_mode not in self.ROUND_MODES:
+            raise VerifyException(f"round_mode must be one of {', '.join(self.ROUND_MODES)}, not '{self.round_mode}'")
 
 
 @irdl_op_definition
@@ -729,8 +739,10 @@ class BitcastOp(ElementwiseUnaryOp):
 # ---------------------------------------------------------------------------------------
 
 QUANTIZED_TYPES = (IntegerType(8), IntegerType(8, Signedness.UNSIGNED), IntegerType(16),
-                   IntegerType(16, Signedness.UNSIGNED))
-"""Integer types of quantized tensors (int8/uint8, int16/uint16)."""
+                   IntegerType(16, Signedness.UNSIGNED), *SUB_BYTE_INTEGERS)
+"""Integer types of quantized tensors (int8/uint8, int16/uint16, int4/uint4, int2/uint2)."""
+QUANTIZED_FLOATS = (*FLOAT8_TYPES, Float4E2M1FNType())
+"""Float types of quantized tensors: the float8 formats and FP4 (E2M1)."""
 
 
 class QuantizationOp(NNOp):
@@ -792,13 +804,13 @@ class QuantizationOp(NNOp):
         self.check_element_type(_tensor(self.input).element_type, "input element type", x_types)
         self.check_element_type(_tensor(self.scale).element_type, "scale element type", FLOATS[:3])
         self.check_element_type(_tensor(self.zero_point).element_type,
-                                "zero point element type", QUANTIZED_TYPES + (IntegerType(32),) + FLOAT8_TYPES)
+                                "zero point element type", QUANTIZED_TYPES + (IntegerType(32),) + QUANTIZED_FLOATS)
 
 
 @irdl_op_definition
 class QuantizeOp(QuantizationOp):
     """``saturate(round_half_even(input / scale) + zero_point)`` in the zero point's type
-    (into a float8 type: ``input / scale + zero_point`` rounded by the saturating cast)."""
+    (into a float8 or FP4 type: ``input / scale + zero_point`` rounded by the saturating cast)."""
 
     name = "nn.quantize"
 
@@ -808,7 +820,7 @@ class QuantizeOp(QuantizationOp):
     def verify_element_types(self) -> None:
         result = _tensor(self.result).element_type
         self._check_types((*FLOATS[:3], IntegerType(32)))
-        self.check_element_type(result, "result element type", QUANTIZED_TYPES + FLOAT8_TYPES)
+        self.check_element_type(result, "result element type", QUANTIZED_TYPES + QUANTIZED_FLOATS)
         if _tensor(self.zero_point).element_type != result:
             raise VerifyException("zero point and result must share one element type")
 
@@ -824,7 +836,7 @@ class DequantizeOp(QuantizationOp):
 
     def verify_element_types(self) -> None:
         x = _tensor(self.input).element_type
-        self._check_types(QUANTIZED_TYPES + (IntegerType(32),) + FLOAT8_TYPES)
+        self._check_types(QUANTIZED_TYPES + (IntegerType(32),) + QUANTIZED_FLOATS)
         if _tensor(self.zero_point).element_type != x:
             raise VerifyException("zero point and input must share one element type")
         if _tensor(self.result).element_type != _tensor(self.scale).element_type:

@@ -161,10 +161,10 @@ def _where(cx, ins, attrs):
     return cx.emit(nn.WhereOp(cx.tensor(ins[0]), on_true, on_false))
 
 
-def _cast_to(cx: Importer, x: Value, dtype: np.dtype, saturate: bool = True) -> Value:
+def _cast_to(cx: Importer, x: Value, dtype: np.dtype, saturate: bool = True, round_mode: str = "up") -> Value:
     x = cx.tensor(x)
     to = nn.element_type_of(dtype)
-    return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to, saturate=saturate))
+    return x if x.type.element_type == to else cx.emit(nn.CastOp(x, to, saturate=saturate, round_mode=round_mode))
 
 
 def _to(attrs: dict, what: str) -> np.dtype:
@@ -178,8 +178,17 @@ def _to(attrs: dict, what: str) -> np.dtype:
 
 @converter("Cast")
 def _cast(cx, ins, attrs):
-    # ``saturate`` only concerns float8 targets: out-of-range values clamp to the largest finite.
-    return _cast_to(cx, ins[0], _to(attrs, "cast"), bool(attrs.get("saturate", 1)))
+    # ``saturate`` only concerns float8 targets: out-of-range values clamp to the largest
+    # finite; ``round_mode`` only f8E8M0 (MX scales): how a value rounds to a power of two.
+    return _cast_to(cx, ins[0], _to(attrs, "cast"), bool(attrs.get("saturate", 1)), _round_mode(attrs))
+
+
+def _round_mode(attrs: dict) -> str:
+    mode = attrs.get("round_mode", b"up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in nn.CastOp.ROUND_MODES:
+        fail(f"round_mode '{mode}' is not one of {', '.join(nn.CastOp.ROUND_MODES)}")
+    return mode
 
 
 @converter("BitCast")
@@ -198,7 +207,7 @@ def _cast_like(cx, ins, attrs):
         fail("the target of CastLike is missing or symbolic")
     if dtype not in ONNX_DTYPES.values():
         fail(f"cast to {dtype} is not supported")
-    return _cast_to(cx, ins[0], dtype, bool(attrs.get("saturate", 1)))
+    return _cast_to(cx, ins[0], dtype, bool(attrs.get("saturate", 1)), _round_mode(attrs))
 
 
 _EXACT = 2.0**53
@@ -235,7 +244,10 @@ def _clip(cx, ins, attrs):
 
 
 _QUANTIZED = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
-              onnx.TensorProto.UINT16}
+              onnx.TensorProto.UINT16, onnx.TensorProto.INT4, onnx.TensorProto.UINT4,
+              onnx.TensorProto.INT2, onnx.TensorProto.UINT2, onnx.TensorProto.FLOAT4E2M1,
+              onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E4M3FNUZ,
+              onnx.TensorProto.FLOAT8E5M2, onnx.TensorProto.FLOAT8E5M2FNUZ}
 
 
 def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
@@ -252,7 +264,7 @@ def _quantization_operands(cx: Importer, ins, attrs, default_zero: np.dtype):
 
 @converter("QuantizeLinear")
 def _quantize_linear(cx, ins, attrs):
-    # ``saturate`` only concerns float8 outputs, which nn does not have.
+    # ``saturate`` only concerns float8 outputs, which nn always saturates.
     out = attrs.get("output_dtype", 0) or onnx.TensorProto.UINT8
     if out not in _QUANTIZED:
         fail(f"quantization to {onnx.TensorProto.DataType.Name(out)} is not supported")

@@ -31,6 +31,12 @@ ONNX_DTYPES = {
     onnx.TensorProto.FLOAT8E4M3FNUZ: nn.NUMPY_DTYPES["f8E4M3FNUZ"],
     onnx.TensorProto.FLOAT8E5M2: nn.NUMPY_DTYPES["f8E5M2"],
     onnx.TensorProto.FLOAT8E5M2FNUZ: nn.NUMPY_DTYPES["f8E5M2FNUZ"],
+    onnx.TensorProto.INT4: nn.NUMPY_DTYPES["i4"],
+    onnx.TensorProto.UINT4: nn.NUMPY_DTYPES["ui4"],
+    onnx.TensorProto.INT2: nn.NUMPY_DTYPES["i2"],
+    onnx.TensorProto.UINT2: nn.NUMPY_DTYPES["ui2"],
+    onnx.TensorProto.FLOAT4E2M1: nn.NUMPY_DTYPES["f4E2M1FN"],
+    onnx.TensorProto.FLOAT8E8M0: nn.NUMPY_DTYPES["f8E8M0FNU"],
 }
 
 

@@ -83,6 +83,8 @@ def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
     to = nn.numpy_dtype(op.result.type.element_type)
     if to.name in ("float16", "bfloat16") and x.dtype != np.float32:
         x = x.astype(np.float32)  # kernels round to f16 / bf16 from float
+    if op.result.type.element_type == nn.Float8E8M0FNUType():
+        return _to_e8m0(x, op.saturate, op.round_mode)
     if op.result.type.element_type in nn.FLOAT8_TYPES:
         # ml_dtypes rounds to nearest even and overflows like a non-saturating cast.
         x = x.astype(np.float32)
@@ -91,6 +93,29 @@ def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
             x = np.clip(x, -largest, largest)  # infinities too; NaN stays NaN
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(to)
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """``x`` as f8E8M0FNU, whose byte is a float32's biased exponent (both bias 127; the sign
+    is dropped): the fraction rounds the exponent ``up`` (any fraction), ``nearest`` (half or
+    more; a subnormal, more than half) or ``down``; NaN and infinity become NaN (0xFF), and
+    a value rounded past the largest power of two is NaN too unless ``saturate``."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    fraction = bits & 0x7FFFFF
+    special = exponent == 0xFF
+    if round_mode == "up":
+        carry = fraction > 0
+    elif round_mode == "nearest":
+        half = (fraction & 0x400000) > 0
+        carry = half & (((fraction & 0x3FFFFF) > 0) | (exponent > 0))
+    else:
+        carry = np.zeros(bits.shape, bool)
+    carry &= ~special
+    if saturate:
+        carry &= exponent != 0xFE
+    out = np.where(special, 0xFF, exponent + carry).astype(np.uint8)
+    return out.view(nn.numpy_dtype(nn.Float8E8M0FNUType()))
 
 
 def _shrink(op: nn.ShrinkOp, x: np.ndarray) -> np.ndarray:
@@ -116,11 +141,11 @@ def _per_channel(op: nn.QuantizationOp, v: np.ndarray) -> np.ndarray:
 
 
 def _quantize(op: nn.QuantizeOp, x: np.ndarray, scale: np.ndarray, zp: np.ndarray) -> np.ndarray:
-    if op.result.type.element_type in nn.FLOAT8_TYPES:
+    if op.result.type.element_type in nn.QUANTIZED_FLOATS:
         q = x.astype(np.float32) / _per_channel(op, scale) + _per_channel(op, zp).astype(np.float32)
         largest = float(ml_dtypes.finfo(nn.numpy_dtype(op.result.type.element_type)).max)
         return np.clip(q, -largest, largest)
-    info = np.iinfo(nn.numpy_dtype(op.result.type.element_type))
+    info = ml_dtypes.iinfo(nn.numpy_dtype(op.result.type.element_type))  # int4 and int2 too
     q = np.rint(x.astype(np.float32) / _per_channel(op, scale)) \
         + _per_channel(op, zp).astype(np.float32)
     return np.clip(q, info.min, info.max)

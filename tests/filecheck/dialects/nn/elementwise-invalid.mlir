@@ -97,7 +97,7 @@ func.func @quantize_scale_size(%x: tensor<2x3xf32>, %s: tensor<2xf32>, %z: tenso
 // -----
 
 func.func @quantize_to_float(%x: tensor<3xf32>, %s: tensor<f32>, %z: tensor<f32>) {
-  // expected-error@+1 {{zero point element type must be one of i8, ui8, i16, ui16, i32, f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ, got f32}}
+  // expected-error@+1 {{zero point element type must be one of i8, ui8, i16, ui16, i4, ui4, i2, ui2, i32, f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ, f4E2M1FN, got f32}}
   %0 = nn.quantize %x, %s, %z : (tensor<3xf32>, tensor<f32>, tensor<f32>) -> tensor<3xf32>
   func.return
 }
@@ -115,6 +115,22 @@ func.func @dequantize_result_type(%x: tensor<3xi8>, %s: tensor<f32>, %z: tensor<
 func.func @bitwise_on_floats(%x: tensor<3xf32>) {
   // expected-error@+1 {{element type must be one of i8, i16, i32, i64, ui8, ui16, ui32, ui64, got f32}}
   %0 = nn.bitwise_and %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return
+}
+
+// -----
+
+func.func @cast_round_mode(%x: tensor<3xf32>) {
+  // expected-error@+1 {{round_mode must be one of up, down, nearest, not 'even'}}
+  %0 = nn.cast %x {round_mode = "even"} : (tensor<3xf32>) -> tensor<3xf8E8M0FNU>
+  func.return
+}
+
+// -----
+
+func.func @add_of_int4(%a: tensor<4xi4>) {
+  // expected-error@+1 {{element type must be one of}}
+  %0 = nn.add %a, %a : (tensor<4xi4>, tensor<4xi4>) -> tensor<4xi4>
   func.return
 }
 

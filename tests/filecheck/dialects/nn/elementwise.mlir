@@ -86,3 +86,20 @@ func.func @trig_and_bits(%x: tensor<4xf32>, %i: tensor<4xui16>) -> (tensor<4xf32
   %4 = nn.bitcast %1 : (tensor<4xf32>) -> tensor<4xi32>
   func.return %1, %3 : tensor<4xf32>, tensor<4xui16>
 }
+
+// -----
+
+// Narrow storage types (ONNX INT4 / UINT4 / INT2 / UINT2 / FLOAT4E2M1 / FLOAT8E8M0): casts
+// and (de)quantization take them, with round_mode for the MX scale type.
+// CHECK-LABEL: func.func @narrow_types
+func.func @narrow_types(%x: tensor<8xf32>, %s: tensor<f32>, %z: tensor<i4>) -> (tensor<8xf4E2M1FN>, tensor<8xf8E8M0FNU>, tensor<8xf32>) {
+  // CHECK-NEXT: %0 = nn.cast %x : (tensor<8xf32>) -> tensor<8xf4E2M1FN>
+  %0 = nn.cast %x : (tensor<8xf32>) -> tensor<8xf4E2M1FN>
+  // CHECK-NEXT: %1 = nn.cast %x {round_mode = "nearest"} : (tensor<8xf32>) -> tensor<8xf8E8M0FNU>
+  %1 = nn.cast %x {round_mode = "nearest"} : (tensor<8xf32>) -> tensor<8xf8E8M0FNU>
+  // CHECK-NEXT: %2 = nn.quantize %x, %s, %z : (tensor<8xf32>, tensor<f32>, tensor<i4>) -> tensor<8xi4>
+  %2 = nn.quantize %x, %s, %z : (tensor<8xf32>, tensor<f32>, tensor<i4>) -> tensor<8xi4>
+  // CHECK-NEXT: %3 = nn.dequantize %2, %s, %z : (tensor<8xi4>, tensor<f32>, tensor<i4>) -> tensor<8xf32>
+  %3 = nn.dequantize %2, %s, %z : (tensor<8xi4>, tensor<f32>, tensor<i4>) -> tensor<8xf32>
+  func.return %0, %1, %3 : tensor<8xf4E2M1FN>, tensor<8xf8E8M0FNU>, tensor<8xf32>
+}
