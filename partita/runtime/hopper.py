@@ -106,7 +106,7 @@ class PreparedSm90:
         pointers["out"] = out.ptr
         cfg = entry.config
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
-                              pointers, entry.spec.has_bias, device.encode_tensor_map, entry.spec.layout)
+                              pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))

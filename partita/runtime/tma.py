@@ -125,12 +125,16 @@ class Sm90Arguments:
 
 
 def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
-                   problem: tuple[int, int, int, int], pointers: dict[str, int], has_bias: bool, encode,
+                   problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
                    gemm_layout: str = "tn") -> Sm90Arguments:
-    """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) (+ bias[N]))`` as
-    launch argument pieces; ``gemm_layout`` is CUTLASS's letters (``t``: A row-major, i.e.
-    K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is the
-    device's encoder."""
+    """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
+    argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
+    broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
+    ``""`` (none, ``beta = 0``); ``gemm_layout`` is CUTLASS's letters (``t``: A row-major,
+    i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
+    the device's encoder."""
+    if source not in ("", "bias", "residual"):
+        raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
     bm, bn, bk = tile
     size = layout["params_size"]
@@ -141,9 +145,10 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     for field in ("tx_bytes", "tx_bytes_mk", "tx_bytes_nk"):
         struct.pack_into("<I", blob, layout[field], layout[field + "_value"])
     struct.pack_into("<f", blob, layout["alpha"], 1.0)
-    struct.pack_into("<f", blob, layout["beta"], 1.0 if has_bias else 0.0)
-    # C: the bias row broadcast over rows and batches (both strides 0), or unused (beta 0)
-    row_c, batch_c = (0, 0) if has_bias else (N, M * N)
+    struct.pack_into("<f", blob, layout["beta"], 1.0 if source else 0.0)
+    # C: the bias row broadcast over rows and batches (both strides 0), the residual laid
+    # out as D, or unused (beta 0)
+    row_c, batch_c = (0, 0) if source == "bias" else (N, M * N)
     for at, value in zip(layout["stride_offsets"], (row_c, batch_c)):
         struct.pack_into("<q", blob, layout["stride_c"] + at, value)
     for at, value in zip(layout["stride_offsets"], (N, M * N)):
@@ -156,7 +161,7 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes, a_k_major)),
         "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes, b_k_major)),
     }
-    values = {"a": maps["a"], "b": maps["b"], "bias": pointers["bias"] if has_bias else pointers["out"],
+    values = {"a": maps["a"], "b": maps["b"], "c": pointers[source] if source else pointers["out"],
               "out": pointers["out"]}
     args: list[tuple[str, object]] = []
     index: dict[str, int] = {}
@@ -166,8 +171,9 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         else:
             index[role] = len(args)
             args.append((kind, values[role]))
-    if not has_bias:
-        del index["bias"]
+    c = index.pop("c")
+    if source:
+        index[source] = c
     return Sm90Arguments(tuple(args), index, size)
 
 
@@ -179,7 +185,7 @@ def sm90_pieces(layout: dict) -> list[tuple[str, str | None, int, int]]:
     fields = sorted([
         (layout["tma_a"] + desc, "a", "tensormap", 128),
         (layout["tma_b"] + desc, "b", "tensormap", 128),
-        (layout["ptr_c"], "bias", "ptr", 8),
+        (layout["ptr_c"], "c", "ptr", 8),
         (layout["ptr_d"], "out", "ptr", 8),
     ], key=lambda f: f[0])
     pieces: list[tuple[str, str | None, int, int]] = []

@@ -22,6 +22,7 @@ from partita.lowering.cutlass.sm90 import (
     read_layout,
     sm90_from_record,
     sm90_record,
+    sm90_type_key,
     why_not_sm90,
 )
 from partita.lowering.cutlass.tuning import SM90_TABLE, sm90_tile
@@ -54,6 +55,12 @@ def test_what_the_hopper_kernels_take() -> None:
     assert "M-major A" in why_not_sm90(KernelSpec.batch_matmul(2, None, 16, 8, "float16", transpose_a=True))
     assert "broadcast" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", broadcast_b=True))
     assert "conv2d" in why_not_sm90(KernelSpec.conv2d((1, 8, 8, 16), (16, 3, 3, 16), padding=1))
+    # a residual is C (beta 1); beside a bias it would need a column-indexed (EVT) epilogue
+    residual = KernelSpec.dense(None, 768, 768, "float16", "residual")
+    assert why_not_sm90(residual) is None
+    assert sm90_type_key(residual, choose_sm90_config(residual)) == \
+        sm90_type_key(KernelSpec.dense(None, 768, 768, "float16", "bias"), choose_sm90_config(residual))
+    assert "bias beside the residual" in why_not_sm90(KernelSpec.dense(None, 768, 768, "float16", "bias_residual"))
     with pytest.raises(UnsupportedKernel, match="K must be static"):
         choose_sm90_config(KernelSpec.batch_matmul(2, 8, 8, None, "float16"))
 

@@ -188,8 +188,8 @@ def test_params_bytes_follow_the_probed_layout() -> None:
               "tma_desc": 0, "tx_bytes": 448, "tx_bytes_mk": 452, "tx_bytes_nk": 456, "tx_bytes_value": 32768,
               "tx_bytes_mk_value": 16384, "tx_bytes_nk_value": 16384, "alpha": 512, "beta": 516, "ptr_c": 552,
               "stride_c": 560, "ptr_d": 576, "stride_d": 584, "stride_offsets": (0, 8)}
-    pointers = {"a": 0x10000, "b": 0x20000, "bias": 0x30000, "out": 0x40000}
-    args = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, True,
+    pointers = {"a": 0x10000, "b": 0x20000, "bias": 0x30000, "residual": 0x50000, "out": 0x40000}
+    args = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "bias",
                           simulated_tensor_map)
     blob, offsets = pack_kernel_args(args.args)
     assert len(blob) == 640
@@ -200,10 +200,20 @@ def test_params_bytes_follow_the_probed_layout() -> None:
     assert struct.unpack_from("<Q2q", blob, 576) == (0x40000, 128, 300 * 128)
     assert struct.unpack_from("<Q", blob, 64)[0] == 0x10000 and struct.unpack_from("<Q", blob, 256)[0] == 0x20000
     assert [offsets[args.index[r]] for r in ("a", "b", "bias", "out")] == [64, 256, 552, 576]
-    no_bias = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, False,
+    no_bias = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "",
                              simulated_tensor_map)
     blob = pack_kernel_args(no_bias.args)[0]
     assert struct.unpack_from("<f", blob, 516)[0] == 0.0 and "bias" not in no_bias.index
+    # a residual is C laid out as D (beta 1): its rows N apart, its batches M x N
+    residual = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "residual",
+                              simulated_tensor_map)
+    blob, offsets = pack_kernel_args(residual.args)
+    assert struct.unpack_from("<2f", blob, 512) == (1.0, 1.0)
+    assert struct.unpack_from("<Q2q", blob, 552) == (0x50000, 128, 300 * 128)
+    assert offsets[residual.index["residual"]] == 552 and "bias" not in residual.index
+    with pytest.raises(ValueError, match="a bias or a residual"):
+        sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "shortcut",
+                       simulated_tensor_map)
     assert sm90_grid((300, 128, 256, 3), (128, 128, 64), (2, 1, 1)) == (4, 1, 3)  # 3 tiles, whole clusters
 
 
@@ -244,6 +254,44 @@ def test_graph_replays_and_repointed_operands_re_encode(exe) -> None:
     launch.set_pointer(1, 0x50000)
     assert drv.calls["cuTensorMapEncodeTiled"] == encodes + 1 and drv.tensor_maps[-1]["address"] == 0x50000
     assert struct.unpack_from("<Q", launch.params, 64)[0] == 0x50000
+
+
+# a bf16 projection back into a residual stream, (x @ wᵀ) + r: 64 rows take the 64x128
+# tile, the kernel type of MODEL's Q·Kᵀ (one instantiation serves both)
+MODEL_RESIDUAL = """
+func.func @main(%x: tensor<64x64xbf16>, %w: tensor<96x64xbf16>, %r: tensor<64x96xbf16>) -> tensor<64x96xbf16> {
+  %0 = nn.dense %x, %w : (tensor<64x64xbf16>, tensor<96x64xbf16>) -> tensor<64x96xbf16>
+  %1 = nn.add %r, %0 : (tensor<64x96xbf16>, tensor<64x96xbf16>) -> tensor<64x96xbf16>
+  func.return %1 : tensor<64x96xbf16>
+}
+"""
+
+
+def test_a_residual_is_the_hopper_epilogue_source(compiled) -> None:
+    """A residual add after a dense is the Hopper kernel's source C (beta 1, laid out as D):
+    one launch, no add of its own; its Params carry the residual's pointer where C goes."""
+    exe = partita.compile(MODEL_RESIDUAL, TARGETS, partitioner="eager")
+    records = [r for op in exe.module.ops if isinstance(op, byoc.BinaryOp)
+               for r in op.attributes["kernels"].data.values()]
+    assert [(r.data["kind"].data, r.data["spec"].data["epilogue"].data) for r in records] == \
+        [("cutlass_sm90", "residual")]
+    bf16 = numpy_dtype(bf16_type)
+    rng = np.random.default_rng(5)
+    x, w, r = ((rng.standard_normal(s) * 0.25).astype(bf16) for s in ((64, 64), (96, 64), (64, 96)))
+    want = x.astype(np.float32) @ w.astype(np.float32).T + r.astype(np.float32)
+    (got,) = Runtime(exe.module, SimulatedDevice()).run(x, w, r)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+
+    drv = RecordingDriver(arch=(9, 0))
+    runtime = Runtime(exe.module, CudaDevice(driver=drv))
+    runtime.run(x, w, r)
+    ((bound, _),) = [(b, k) for k, b in runtime._bound.items()]
+    (step,) = bound.steps
+    layout = next(iter(runtime.plan.handles.values())).layout
+    assert struct.unpack_from("<f", step.params, layout["beta"])[0] == 1.0
+    residual = bound.tensor(runtime.plan.block.args[2]).ptr
+    assert struct.unpack_from("<Q", step.params, layout["ptr_c"])[0] == residual
+    runtime.close()
 
 
 # an exported MatMul with its weight [K, N] (B N-major) and a bias, at a run-time M

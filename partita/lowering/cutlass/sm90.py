@@ -26,7 +26,8 @@ What is taken (everything else stays on the Sm80 kernels of ``kernels.py``): den
 ``batch_matmul`` / ``matmul`` in every layout (``x[M,K]`` times ``w[N,K]`` or ``w[K,N]``,
 transposed A too) with no operand broadcast over the batch, f16 or bf16, whose operands'
 contiguous extents are static multiples of 8 (TMA needs 16-byte strides), epilogues
-none / bias / bias_relu / bias_gelu / bias_gelu_tanh (dense) and none / bias (batched).
+none / bias / bias_relu / bias_gelu / bias_gelu_tanh / residual (dense: the residual is C,
+laid out as D, ``beta = 1``) and none / bias (batched).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from partita.lowering.records import dataclass_from, fields_attr, from_attr, reg
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t"}
 _ACTIVATION = {"none": "Identity", "bias": "Identity", "bias_relu": "ReLu", "bias_gelu": "GELU",
-               "bias_gelu_tanh": "GELU_taylor"}
+               "bias_gelu_tanh": "GELU_taylor", "residual": "Identity"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The probe's fields, in order: what the runtime needs to fill ``Params`` and launch.
@@ -134,8 +135,10 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:
         return "an operand broadcast over the batch (batch stride 0) is not encoded for TMA here"
-    if spec.has_residual:
-        return f"a {spec.epilogue} epilogue is built on Sm80 kernels"
+    if spec.broadcast_epilogue:
+        # DefaultEpilogue's thread op sees no column index: a bias beside the residual C
+        # would need CUTLASS 3's EVT epilogue
+        return f"a {spec.epilogue} epilogue (a bias beside the residual) is built on Sm80 kernels"
     # TMA needs 16-byte strides: the contiguous extent of each operand a multiple of 8
     if spec.K is None or spec.K % 8:
         return "TMA needs 16-byte row strides: K must be static and a multiple of 8"
@@ -168,7 +171,8 @@ def sm90_name(spec: KernelSpec, cfg: Sm90Config) -> str:
 
 def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     """What makes two entries' kernels differ (their shapes do not)."""
-    # the bias is a run-time C operand: "none" and "bias" differ only in beta and dC
+    # the bias or the residual is a run-time C operand: "none", "bias" and "residual"
+    # differ only in beta and dC
     act = _ACTIVATION[spec.epilogue]
     return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
 
