@@ -502,6 +502,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     dynamic_shapes: Any = None,
     precision: str | None = None,
     memory_budget: int | str | MemoryBudget | None = None,
+    verify_each: bool | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
@@ -520,8 +521,15 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     ``memory_budget``: the host memory import, compile and runs of this model may take
     together (bytes or ``"4G"``; default ``$PARTITA_MEMORY_BUDGET``, else half the RAM),
     see ``partita.ir.budget``.
+
+    The module is verified when imported and after each of the two pass pipelines
+    (placement, codegen); ``verify_each`` (default ``$PARTITA_VERIFY_EACH``), as
+    ``mlir-opt --verify-each``, verifies it after every pass, so an invalid module is
+    caught at the pass that made it (``partita-opt`` always does).
     """
     budget = MemoryBudget.create(memory_budget)
+    if verify_each is None:
+        verify_each = os.environ.get("PARTITA_VERIFY_EACH", "0") not in ("", "0")
     check_compile_arguments(targets=targets, partitioner=partitioner, partitioners=PARTITIONERS, cost=cost,
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
@@ -564,10 +572,12 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     count = len(placement) + len(codegen)
 
     def between(done: ModulePass | None, module: ModuleOp, next_: ModulePass | None) -> None:
-        """Verifies and times each pass (xDSL's pipeline callback), and reports progress."""
+        """Times each pass (xDSL's pipeline callback), verifies after the pipeline's last
+        (or after each, with ``verify_each``), and reports progress."""
         if done is not None:
-            verify_module(module)
             times.append((done.name, time.perf_counter() - started[0]))
+            if verify_each or next_ is None:
+                verify_module(module)
         if next_ is not None:
             if progress is not None:
                 progress(next_.name, len(times), count)

@@ -35,6 +35,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 
+from partita.dialects.nn import type_name
+
 __all__ = [
     "AltPattern",
     "ConstantPattern",
@@ -100,7 +102,7 @@ def element_type_name(value: SSAValue) -> str | None:
     typ = value.type
     if isinstance(typ, TensorType):
         typ = typ.element_type
-    return str(typ)
+    return type_name(typ)
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...] | None:

@@ -17,7 +17,7 @@ from xdsl.traits import IsTerminator
 
 from partita.collage.graph import DataflowGraph, NodeInfo, TensorInfo
 from partita.collage.search import Candidate
-from partita.dialects.nn import op_kind
+from partita.dialects.nn import op_kind, type_name
 
 # Ops that carry no computation of their own.
 NOT_NODES = frozenset({"nn.constant", "arith.constant"})
@@ -27,7 +27,7 @@ def tensor_info(value: SSAValue) -> TensorInfo:
     typ = value.type
     if not isinstance(typ, TensorType):
         return TensorInfo((), "f32")
-    return TensorInfo(tuple(typ.get_shape()), str(typ.element_type))
+    return TensorInfo(tuple(typ.get_shape()), type_name(typ.element_type))
 
 
 def _attr_value(attr: Attribute) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 from xdsl.context import Context
 from xdsl.ir import Dialect
@@ -30,11 +31,18 @@ def make_context(*, allow_unregistered: bool = False) -> Context:
     """The context every Partita tool and pass uses: every xDSL dialect and ``nn``/``byoc``,
     all registered lazily."""
     ctx = Context(allow_unregistered=allow_unregistered)
-    # With Partita's own ``xdsl.universe`` plugin installed, the multiverse already holds
-    # ``nn`` and ``byoc``: each name is registered once (twice raises).
-    for name, factory in {**Universe.get_multiverse().all_dialects, **get_all_dialects()}.items():
+    for name, factory in _dialect_factories().items():
         ctx.register_dialect(name, factory)
     return ctx
+
+
+@cache
+def _dialect_factories() -> dict[str, Callable[[], Dialect]]:
+    """Every installed dialect's factory, looked up once per process: the multiverse reads
+    the ``xdsl.universe`` entry points of every installed package (milliseconds, per
+    context). With Partita's own plugin installed it already holds ``nn`` and ``byoc``:
+    each name is registered once (twice raises)."""
+    return {**Universe.get_multiverse().all_dialects, **get_all_dialects()}
 
 
 # Not lazy: the byoc module registers the check of ``byoc.*`` function attributes with the

@@ -114,6 +114,17 @@ casts and quantization read and write and data movement carries. No arithmetic t
 and no native kernel reads them: their casts run as host steps."""
 
 
+_NAMES = {t: str(t) for t in ELEMENT_TYPES}
+
+
+def type_name(element_type: Attribute) -> str:
+    """The MLIR spelling of an element type (``"f16"``, ``"ui8"``): the nn types' from a
+    table, any other printed (xDSL's printer is slow, and kernel rules ask for it per
+    operand)."""
+    name = _NAMES.get(element_type)
+    return str(element_type) if name is None else name
+
+
 def numpy_dtype(element_type: Attribute) -> np.dtype:
     """NumPy storage dtype of an nn element type (bf16 uses ``ml_dtypes.bfloat16``)."""
     try:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
 from xdsl.ir import Attribute, SSAValue
 
+from partita.dialects.nn import type_name
+
 _C_TYPES = {
     "f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "f64": "double", "i1": "bool",
     "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
@@ -48,8 +50,10 @@ Dim = int | str
 
 
 def _dtype(typ: Attribute) -> str:
-    assert isinstance(typ, TensorType) and str(typ.element_type) in _C_TYPES
-    return str(typ.element_type)
+    assert isinstance(typ, TensorType)
+    name = type_name(typ.element_type)
+    assert name in _C_TYPES
+    return name
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:

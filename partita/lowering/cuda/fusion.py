@@ -82,7 +82,7 @@ def reads_views(anchor: Operation) -> bool:
 
 
 def _typed(op: Operation, dtypes: Sequence[str] = DTYPES) -> bool:
-    return all(isinstance(v.type, TensorType) and str(v.type.element_type) in dtypes
+    return all(isinstance(v.type, TensorType) and nn.type_name(v.type.element_type) in dtypes
                for v in (*op.operands, *op.results))
 
 
