@@ -74,7 +74,8 @@ def _inputs(module: ModuleOp, seed: int) -> list[np.ndarray]:
 
 def check_pipeline(module: ModuleOp, targets: list[str], partitioner: str, cache: Path) -> None:
     try:
-        exe = partita.compile(module, targets, partitioner=partitioner, cache_dir=cache)
+        # every pass's output verified: a random graph that breaks a pass names that pass's IR
+        exe = partita.compile(module, targets, partitioner=partitioner, cache_dir=cache, verify_each=True)
     except PartitaError:
         return  # a clean, explained refusal is an allowed outcome
     args = _inputs(module, 0)
