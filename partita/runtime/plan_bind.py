@@ -489,15 +489,31 @@ class BoundPlan:
             self.stats["launches_reused"] += len(bound)
             self.bound_launches[op] = bound
             return [launch.clone() for launch in bound]
-        try:
-            launches = prepared.bind(plan.checked_device, ins, outs, workspace)
-        except RECORD_ERRORS as err:
-            raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
-                               f"({type(err).__name__}: {err})") from None
+        # Another call of the same function at the same shapes (the next layer's): its
+        # launches with this call's pointers patched in, instead of a bind.
+        shapes = None if workspace is not None else (
+            op.callee.string_value(), tuple((t.shape, t.dtype) for t in ins), tuple((t.shape, t.dtype) for t in outs))
+        template = plan.facts.templates.get(shapes) if shapes is not None else None
+        if template is not None:
+            launches, slots = template
+            tensors = [*ins, *outs]
+            launches = [launch.clone() for launch in launches]
+            for launch, own in zip(launches, slots, strict=True):
+                for arg, k in own:
+                    launch.set_pointer(arg, tensors[k].ptr)
+            self.stats["launches_patched"] += len(launches)
+        else:
+            try:
+                launches = prepared.bind(plan.checked_device, ins, outs, workspace)
+            except RECORD_ERRORS as err:
+                raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
+                                   f"({type(err).__name__}: {err})") from None
         if all(hasattr(launch, "clone") for launch in launches):  # library calls bind their own state
             bound = [launch.clone() for launch in launches]
             plan.facts.remember(plan.facts.launches, key, bound)
             self.bound_launches[op] = bound
+            if shapes is not None and template is None and (slots := _pointer_slots(bound, ins, outs)) is not None:
+                plan.facts.remember(plan.facts.templates, shapes, (bound, slots))
         return launches
 
     def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
@@ -610,6 +626,38 @@ class BoundPlan:
             if self.shared.graph_key is not None and self.shared.graph_key[0] is self:
                 self.shared.graph_key = None
             self.shared = None
+
+
+_PLAIN_KINDS = frozenset({"ptr", "int", "i32", "u32", "i64", "f32", "f64"})
+"""Argument kinds of a launch whose pointers are all plain ``ptr`` arguments (no struct
+pieces or descriptors holding one, no ``u64`` that may be one)."""
+
+
+def _pointer_slots(launches: Sequence[Any], ins: Sequence[Tensor], outs: Sequence[Tensor]
+                   ) -> list[list[tuple[int, int]]] | None:
+    """For launches bound at ``ins`` and ``outs``: per launch, ``(argument, tensor index)``
+    of every pointer argument, when each is exactly one tensor's pointer and an operand of
+    the launch, so that the same launches serve another call of the function at the same
+    shapes with its own pointers patched in; None when that cannot be said (an aliased
+    tensor, an argument kind that may hide a pointer, a pointer that is no operand's)."""
+    where: dict[int, int] = {}
+    for k, t in enumerate((*ins, *outs)):
+        if t.ptr in where:
+            return None  # two operands in one buffer: which is which is unknown
+        where[t.ptr] = k
+    slots = []
+    for launch in launches:
+        args = getattr(launch, "args", None)
+        if not args or any(kind not in _PLAIN_KINDS for kind, _ in args):
+            return None
+        pointers = {i for i, (kind, _) in enumerate(args) if kind == "ptr"}
+        if pointers != {o.arg for o in getattr(launch, "operands", ()) if o.arg is not None}:
+            return None
+        own = [(i, where.get(int(args[i][1]), -1)) for i in sorted(pointers)]
+        if any(k < 0 for _, k in own):
+            return None
+        slots.append(own)
+    return slots
 
 
 def is_data_dependent(op: Operation) -> bool:

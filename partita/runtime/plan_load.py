@@ -436,6 +436,10 @@ class BindFacts:
         self.launches: dict[tuple, list] = {}
         """``(call, input tensors, output tensors, workspace)`` -> launches bound for them,
         copied for each bound plan (``BoundPlan._launches``)."""
+        self.templates: dict[tuple, tuple[list, list[list[tuple[int, int]]]]] = {}
+        """``(callee, input shapes and dtypes, output shapes and dtypes)`` -> launches bound
+        for one call of the function and where each pointer argument's tensor is: another
+        call at the same shapes (the next layer's) copies them and patches its pointers."""
         self.reads: dict[Operation, tuple[SSAValue, ...]] = {
             op: tuple(v for inner in op.walk() for v in inner.operands) for op in block.ops}
         """Each op's operands, its regions' included: what binding it reads (``BoundPlan``
