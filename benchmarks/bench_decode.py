@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> None:
 def host_per_token(layers: int, tokens: int, tmp: Path) -> float:
     """Median host seconds per token of the example decoder (``examples/make_models.py``)
     with ``layers`` layers on the recording driver with shape buckets: kernels do not run,
-    so this is what the runtime costs per token (a new signature binds each one)."""
+    so this is what the runtime costs per token: a new signature binds each one, from the
+    one before (only what reads the grown cache is bound again, and a layer's calls copy
+    the launches of the layer before at the same shapes)."""
     from make_models import make_decoder_step  # examples/ on the path
 
     path = tmp / f"decoder{layers}.onnx"
