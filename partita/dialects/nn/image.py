@@ -267,9 +267,8 @@ class ResizeOp(NNOp):
                                      ("nearest_mode", self.nearest_mode, NEAREST_MODES)):
             if value not in allowed:
                 raise VerifyException(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
-        if self.antialias and (self.mode == "nearest" or self.dynamic_scales is not None):
-            raise VerifyException("antialias needs linear or cubic mode and static scales (its filter's "
-                                  "width follows the scale)")
+        if self.antialias and self.mode == "nearest":
+            raise VerifyException("antialias needs linear or cubic mode (nearest has no filter to widen)")
         if (self.coordinate_transformation_mode == "tf_crop_and_resize" and self.dynamic_roi is None
                 and len(self.roi) != 2 * rank):
             raise VerifyException(f"tf_crop_and_resize needs a roi of {2 * rank} values")

@@ -137,8 +137,6 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
     else:
         out_sizes, out_scales = resize_geometry(
             shape, axes, scales, sizes, _text(attrs, "keep_aspect_ratio_policy", "stretch"))
-    if antialias and isinstance(out_scales, SSAValue):
-        fail("antialias needs scales known at import: its filter's width follows them")
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
     full_roi = _roi(x, axes, roi) if coordinate == "tf_crop_and_resize" else None
     runtime = isinstance(out_scales, SSAValue) or isinstance(full_roi, SSAValue)

@@ -50,7 +50,10 @@ def space_to_depth(emitter, op: nn.SpaceToDepthOp, index: list[str]) -> str:
 
 def _resize_supported(op: nn.ResizeOp) -> bool:
     floating = nn.is_float(op.result.type.element_type)
-    return static_but_batch(op) and (floating or op.mode == "nearest")
+    # an antialiased filter's taps follow the scale: the kernel unrolls them, so its scales
+    # must be known when it is built (with run-time scales it is a host step)
+    static_taps = not (op.antialias and op.dynamic_scales is not None)
+    return static_but_batch(op) and (floating or op.mode == "nearest") and static_taps
 
 
 def _coordinate(op: nn.ResizeOp, axis: int, o: str, size: int, out: int,

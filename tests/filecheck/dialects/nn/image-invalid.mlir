@@ -73,7 +73,7 @@ func.func @affine_grid_of_an_integer_theta(%t: tensor<2x2x3xi32>) {
 // -----
 
 func.func @antialias_without_a_filter(%x: tensor<1x1x8x8xf32>) {
-  // expected-error@+1 {{antialias needs linear or cubic mode and static scales}}
+  // expected-error@+1 {{antialias needs linear or cubic mode (nearest has no filter to widen)}}
   %0 = nn.resize %x {scales = array<f64: 1.0, 1.0, 0.5, 0.5>, mode = "nearest", antialias = true, sizes = array<i64: 1, 1, 4, 4>} : tensor<1x1x8x8xf32> -> tensor<1x1x4x4xf32>
   func.return
 }
