@@ -229,13 +229,11 @@ class BoundPlan:
             values = dict(self.before.shapes)
         reads = facts.reads
         for op in self.ops:
+            if dirty is not None and not any(v in dirty for v in reads[op]):
+                continue  # bound by the basis, from the same operands
+            self._bind_op(op, values, workspaces, selected)
             if dirty is not None:
-                if not any(v in dirty for v in reads[op]):
-                    continue  # bound by the basis, from the same operands
-                self._bind_op(op, values, workspaces, selected)
                 dirty.update(r for r in op.results if values.get(r) != previous.get(r))
-            else:
-                self._bind_op(op, values, workspaces, selected)
         self.shapes = values
         self.workspaces = workspaces
         self._place(workspaces)

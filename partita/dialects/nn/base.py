@@ -510,7 +510,7 @@ def dense_from_numpy(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     array = np.ascontiguousarray(array[(0,) * array.ndim]) if splat else np.asarray(array)
     if array.dtype == np.bool_:
         array = array.astype(np.int8) * np.int8(-1)  # xDSL stores i1 true as 0xff
-    elif element_type_of(array.dtype) in SUB_BYTE_INTEGERS:
+    elif typ.element_type in SUB_BYTE_INTEGERS:
         # A byte each, sign-extended (ml_dtypes keeps only the low bits): MLIR's values.
         array = array.astype(np.uint8 if array.dtype.name.startswith("u") else np.int8)
     data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
