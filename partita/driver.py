@@ -44,6 +44,7 @@ from partita.runtime.plan import Runtime
 from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.transforms.collage.partitioner import device_sm
 from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.combine_parallel_dense import has_parallel_dense
 from partita.transforms.convert_layout import is_nchw_conv
@@ -222,7 +223,8 @@ def _pipeline_stages(
         # token, NHWC around a 1x1 feature map) are views; transposes of transposes compose.
         steps.append("simplify-transposes")
     if partitioner == "eager" and external:
-        steps.append(f"partition-eager{{backends={','.join(external)}}}")
+        sm = device_sm(config)
+        steps.append(f"partition-eager{{backends={','.join(external)}{f' sm={sm}' if sm else ''}}}")
         steps.append("outline-compiler-functions")
     elif partitioner == "collage":
         measure_cache = f" cache-dir={_quote(cache_dir)}" if cache_dir and cost == "measure" else ""

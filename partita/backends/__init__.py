@@ -68,11 +68,25 @@ __all__ = [
     "match_patterns",
     "native_supports",
     "register_backend",
+    "requires_sm",
     "resolve_backends",
     "unregister_backend",
 ]
 
 Predicate = Callable[[Match], bool]
+
+
+def requires_sm(sm: int) -> Callable[[Predicate], Predicate]:
+    """Mark a pattern predicate as taking only devices of compute capability ``sm`` (as
+    ``89`` for 8.9) or newer: FP8 tensor cores are Ada and Hopper only. Partitioners
+    that know the device's arch skip the row below it (TVM's ``partition_for_cutlass(mod,
+    sm)`` checks the same way); without an arch every row stays."""
+
+    def mark(predicate: Predicate) -> Predicate:
+        predicate.min_sm = sm  # type: ignore[attr-defined]
+        return predicate
+
+    return mark
 RuleSpec = str | Callable[[str, int], Any]
 """A fusion style name, or ``(backend, max_depth) -> PartitionRule``."""
 PhasePass = ModulePass | str
@@ -91,11 +105,19 @@ class PatternEntry:
     predicate: Predicate | None
     backend: str
 
+    @property
+    def min_sm(self) -> int:
+        """The oldest compute capability the row takes (0: any; see :func:`requires_sm`)."""
+        return int(getattr(self.predicate, "min_sm", 0))
+
     def accepts(self, match: Match) -> bool:
         return self.predicate is None or bool(self.predicate(match))
 
-    def match(self, op: Operation) -> Match | None:
-        """The preferred match rooted at ``op`` that also satisfies the predicate."""
+    def match(self, op: Operation, sm: int = 0) -> Match | None:
+        """The preferred match rooted at ``op`` that also satisfies the predicate, on a
+        device of compute capability ``sm`` (0: unknown, every row applies)."""
+        if sm and self.min_sm > sm:
+            return None
         for m in self.pattern.matches(op):
             if self.accepts(m):
                 return m
@@ -316,10 +338,12 @@ def match_patterns(
     backends: str | Iterable[str] | None = None,
     *,
     first_only: bool = False,
+    sm: int = 0,
 ) -> list[BackendMatch]:
     """Every match of every pattern of ``backends`` (default: all) on the top-level ops
-    of a function body or block. Ops inside ``byoc.partition`` regions are not visited
-    and partitions are opaque to patterns.
+    of a function body or block, for a device of compute capability ``sm`` (0: any). Ops
+    inside ``byoc.partition`` regions are not visited and partitions are opaque to
+    patterns.
 
     Matches may overlap (this is the candidate set Collage searches). They are ordered
     by root op in block order, then by pattern-table order; with ``first_only`` only the
@@ -334,7 +358,7 @@ def match_patterns(
         if op.name == "byoc.partition":
             continue
         for entry in table:
-            m = entry.match(op)
+            m = entry.match(op, sm)
             if m is not None:
                 found.append(BackendMatch(entry, m))
                 if first_only:
@@ -342,12 +366,14 @@ def match_patterns(
     return found
 
 
-def greedy_matches(block: Block, table: Sequence[PatternEntry]) -> list[BackendMatch]:
+def greedy_matches(block: Block, table: Sequence[PatternEntry], sm: int = 0) -> list[BackendMatch]:
     """TVM's MergeComposite selection: walk ops in reverse order; at each unclaimed op
-    the first row of ``table`` whose match claims no op already taken wins. The result
-    is a set of disjoint matches (reverse block order of their roots)."""
+    the first row of ``table`` (that a device of compute capability ``sm`` runs; 0: any)
+    whose match claims no op already taken wins. The result is a set of disjoint matches
+    (reverse block order of their roots)."""
     claimed: set[Operation] = set()
     chosen: list[BackendMatch] = []
+    table = [entry for entry in table if not sm or entry.min_sm <= sm]
     for op in reversed(list(block.ops)):
         if op in claimed or op.name == "byoc.partition":
             continue

@@ -9,14 +9,17 @@ second convolution); and the quantized GEMM, ``nn.matmul_integer`` of s8 / u8
 operands with a ``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and zero points
 that are constant zeros (the frontend folds a lhs zero point into an i32 bias row), with that
 bias added, and the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
-operand types, zero points and bias row.
+operand types, zero points and bias row. cuBLASLt also takes the FP8 GEMM, ``nn.matmul_float8`` with
+its scale, on devices with FP8 tensor cores (``requires_sm(89)``).
 """
 
 from __future__ import annotations
 
+import math
+
 from xdsl.ir import Operation
 
-from partita.backends import register_backend
+from partita.backends import register_backend, requires_sm
 from partita.backends.gemm_forms import (
     INT8_GEMM_MAX_K,
     batched_gemm,
@@ -276,9 +279,40 @@ def check_cublas(match: Match) -> bool:
     return _bias_ok(match, gemm, -1)
 
 
+FP8_GEMM_TYPES = ("f8E4M3FN", "f8E5M2")
+"""cuBLASLt's FP8 operand types (E4M3 x E4M3, or either with E5M2; never E5M2 x E5M2)."""
+
+
+@requires_sm(89)
+def check_cublas_float8(match: Match) -> bool:
+    """cuBLASLt's FP8 matmul (Ada and Hopper): ``nn.matmul_float8`` of E4M3 / E5M2 operands
+    (not both E5M2) with a static 2-D ``[N, K]`` weight (``transpose_b``: the "TN" form, the
+    only one FP8 takes), N and K multiples of 16, and at most the multiply by one f32 scale
+    (its ``A_SCALE_POINTER``)."""
+    gemm = match.find("nn.matmul_float8")
+    if gemm is None or not op_attr(gemm, "transpose_b"):
+        return False
+    types = tuple(element_type_name(v) for v in gemm.operands)
+    if any(t not in FP8_GEMM_TYPES for t in types) or types == ("f8E5M2", "f8E5M2"):
+        return False
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    if lhs is None or rhs is None or len(rhs) != 2 or len(lhs) < 2 or min(rhs) < 0 or rhs[0] % 16 or rhs[1] % 16:
+        return False
+    scale = match.find("nn.multiply")
+    if scale is None:
+        return True
+    factor = shape_of(scale.operands[1])
+    return scale.operands[0] is gemm.results[0] and element_type_name(scale.operands[1]) == "f32" \
+        and factor is not None and min(factor, default=1) >= 0 and math.prod(factor) == 1
+
+
 def cublas_patterns() -> list[tuple[str, Pattern, object]]:
-    """TVM's cuBLAS table, with cuBLASLt's epilogues (bias, ReLU, tanh-GELU)."""
+    """TVM's cuBLAS table, with cuBLASLt's epilogues (bias, ReLU, tanh-GELU), and its FP8
+    matmul with the dequantize scale (sm_89 and later)."""
+    float8 = is_op("nn.matmul_float8")(wildcard(), wildcard())
     return [
+        ("matmul_float8_scale", is_op("nn.multiply")(float8, wildcard()), check_cublas_float8),
+        ("matmul_float8", float8, check_cublas_float8),
         ("dense_bias_gelu", is_op("nn.gelu")(_with_bias(_dense())), check_cublas),
         ("dense_bias_relu", is_op("nn.relu")(_with_bias(_dense())), check_cublas),
         ("dense_bias", _with_bias(_dense()), check_cublas),

@@ -225,8 +225,9 @@ class RooflineEstimator:
             table = self.host["flops"]
             return table.get(dtype, table["f32"])
         if be.get("tensor_cores") and cls in ("gemm", "conv"):
-            # IMMA multiplies u8 and s8 at one rate: the sheets list it as i8
-            peak = self.dev["tensor_flops"].get("i8" if dtype == "ui8" else dtype)
+            # IMMA multiplies u8 and s8 at one rate, FP8 tensor cores E4M3 and E5M2: the
+            # sheets list them as i8 and f8
+            peak = self.dev["tensor_flops"].get("i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype)
             if peak is not None:
                 return peak
         table = self.dev["cuda_core_flops"]

@@ -35,11 +35,15 @@ class MergeComposite(ModulePass):
     bind_constants: bool = False
     """Clone constant inputs into the composite instead of passing them as operands."""
 
+    sm: int = 0
+    """The device's compute capability (``90``): rows that need a newer one are skipped
+    (0: every row applies)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         backends = self.backend if not isinstance(self.backend, tuple) else list(self.backend)
         table = get_pattern_table(backends)
         for block in func_bodies(op):
-            for m in greedy_matches(block, table):
+            for m in greedy_matches(block, table, self.sm):
                 create_partition(
                     m.match.ops, {COMPOSITE: StringAttr(m.name)}, bind_constants=self.bind_constants
                 )

@@ -36,13 +36,17 @@ class PartitionEager(ModulePass):
     merge: bool = False
     """Merge adjacent composites of one backend into a single partition."""
 
+    sm: int = 0
+    """The device's compute capability (``90``): pattern rows that need a newer one (FP8
+    tensor cores) are skipped; 0 keeps every row."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         backends = resolve_backends(backend_option(self.backends))
         names = [b.name for b in backends]
         run_phase(op, "before_partitioning", names, ctx)
         for backend in backends:
             name = backend.name
-            MergeComposite(backend=name, bind_constants=self.bind_constants).apply(ctx, op)
+            MergeComposite(backend=name, bind_constants=self.bind_constants, sm=self.sm).apply(ctx, op)
             AnnotateTarget(backends=name).apply(ctx, op)
             # Backends that compile whole sub-graphs (the arbitrary style: TensorRT) get
             # adjacent composites merged, as TVM's TensorRT flow merges compiler regions.

@@ -52,7 +52,7 @@ def test_builtin_backends_in_priority_order():
     ]
     cublas = [e.name for e in get_pattern_table("cublas")]
     assert cublas == [
-        "cublas.dense_bias_gelu", "cublas.dense_bias_relu", "cublas.dense_bias", "cublas.dense", "cublas.matmul",
+        "cublas.matmul_float8_scale", "cublas.matmul_float8", "cublas.dense_bias_gelu", "cublas.dense_bias_relu", "cublas.dense_bias", "cublas.dense", "cublas.matmul",
         "cublas.batch_matmul",
     ]
     cudnn = [e.name for e in get_pattern_table("cudnn")]
@@ -62,6 +62,27 @@ def test_builtin_backends_in_priority_order():
     assert [e.name for e in table[: len(names) + len(cublas) + len(cudnn) + 1]] == names + cublas + cudnn + ["tensorrt.add"]
     assert all(e.backend == e.name.split(".")[0] for e in table)
     assert [e.backend for e in get_pattern_table(["cudnn", "cutlass"])][-1] == "cudnn"  # registration order wins
+
+
+def test_a_row_that_needs_a_newer_device_is_skipped_for_an_older_one():
+    """``requires_sm``: FP8 rows match on sm_89 and later, on no arch given, never on sm_80."""
+    from partita.backends import greedy_matches, requires_sm
+
+    name = _fresh()
+    register_backend(name, patterns=[("new", _dense(), requires_sm(89)(lambda m: True)), ("any", _dense())])
+    try:
+        fn = parse_module("""
+func.func @f(%x: tensor<4x8xf16>, %w: tensor<2x8xf16>) -> tensor<4x2xf16> {
+  %0 = nn.dense %x, %w : (tensor<4x8xf16>, tensor<2x8xf16>) -> tensor<4x2xf16>
+  func.return %0 : tensor<4x2xf16>
+}""", make_context()).body.block.first_op
+        table = get_pattern_table(name)
+        assert [e.min_sm for e in table] == [89, 0]
+        for sm, want in ((0, ["new", "any"]), (80, ["any"]), (89, ["new", "any"]), (90, ["new", "any"])):
+            assert [m.name.split(".")[1] for m in match_patterns(fn, name, sm=sm)] == want
+            assert [m.name.split(".")[1] for m in greedy_matches(fn.body.block, table, sm)] == want[:1]
+    finally:
+        unregister_backend(name)
 
 
 def test_register_backend_table_order_and_new_target_kind():

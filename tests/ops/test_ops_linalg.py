@@ -145,15 +145,26 @@ func.func @mi_batch(%a: tensor<4x3xi8>, %b: tensor<?x3x2xi8>, %za: tensor<i8>, %
   func.return %0 : tensor<?x4x2xi32>
 }
 """
+MATMUL_FLOAT8 = """
+func.func @mf_tn(%a: tensor<?x3x32xf8E4M3FN>, %w: tensor<8x32xf8E5M2>) -> tensor<?x3x8xf32> {
+  %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<?x3x32xf8E4M3FN>, tensor<8x32xf8E5M2>) -> tensor<?x3x8xf32>
+  func.return %0 : tensor<?x3x8xf32>
+}
+func.func @mf_batch(%a: tensor<4x5xf8E5M2>, %b: tensor<2x5x3xf8E4M3FN>) -> tensor<2x4x3xf32> {
+  %0 = nn.matmul_float8 %a, %b : (tensor<4x5xf8E5M2>, tensor<2x5x3xf8E4M3FN>) -> tensor<2x4x3xf32>
+  func.return %0 : tensor<2x4x3xf32>
+}
+"""
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
 def test_untiled_gemm_kernels_compute_the_reference_semantics(tmp_path):
     module = fuse("\n".join(GEMMS.replace("T", t) for t in ("f64", "i64", "i32", "ui8"))
-                  + MATMUL_INTEGER)
+                  + MATMUL_INTEGER + MATMUL_FLOAT8)
     assert host_ops(module) == []
     anchors = check_kernels(module, tmp_path)
-    assert anchors == ["nn.matmul", "nn.dense", "nn.batch_matmul"] * 4 + ["nn.matmul_integer"] * 2
+    assert anchors == ["nn.matmul", "nn.dense", "nn.batch_matmul"] * 4 + ["nn.matmul_integer"] * 2 \
+        + ["nn.matmul_float8"] * 2
 
 
 # -- end to end ---------------------------------------------------------------------------------

@@ -45,7 +45,8 @@ def host_ops(module: ModuleOp) -> list[str]:
 
 def random_input(shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
     np_dtype = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
-                "f64": np.float64}.get(dtype)
+                "f64": np.float64, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+                "f8E5M2": ml_dtypes.float8_e5m2}.get(dtype)
     if np_dtype is not None:
         return rng.standard_normal(shape).astype(np_dtype)
     if dtype == "i1":

@@ -13,7 +13,9 @@ Work a library enqueues goes through the driver's ``enqueue``, so a CUDA graph c
 records it and replays it, as on a GPU.
 
 As strict as the libraries: cuBLASLt computes in its declared compute type (f32 inputs
-rounded to TF32 under ``COMPUTE_32F_FAST_TF32``), the cuDNN graph validates the strides
+rounded to TF32 under ``COMPUTE_32F_FAST_TF32``) and refuses an FP8 matmul in any form the
+library refuses (not "TN", E5M2 x E5M2, rows not 16-byte aligned, compute or scale type
+not f32), the cuDNN graph validates the strides
 the real frontend validates at ``build()`` (unit stride of the head dim for Q, K, V and
 O), a cuDNN graph builds its engine at its first execute and TensorRT needs one enqueue
 after its shapes are set, neither of which may happen inside a stream capture; no
@@ -83,6 +85,8 @@ class CudaDataType(enum.IntEnum):
     CUDA_R_16F = 2
     CUDA_R_32F = 0
     CUDA_R_16BF = 14
+    CUDA_R_8F_E4M3 = 28
+    CUDA_R_8F_E5M2 = 29
 
 
 class ComputeType(enum.IntEnum):
@@ -109,6 +113,8 @@ class MatmulDescAttribute(enum.IntEnum):
     TRANSB = 4
     EPILOGUE = 7
     BIAS_POINTER = 8
+    A_SCALE_POINTER = 17
+    B_SCALE_POINTER = 18
     BIAS_DATA_TYPE = 26
 
 
@@ -124,8 +130,11 @@ class MatmulPreferenceAttribute(enum.IntEnum):
 import ml_dtypes  # noqa: E402
 
 _NP = {CudaDataType.CUDA_R_16F: np.float16, CudaDataType.CUDA_R_32F: np.float32,
-       CudaDataType.CUDA_R_16BF: ml_dtypes.bfloat16}
+       CudaDataType.CUDA_R_16BF: ml_dtypes.bfloat16, CudaDataType.CUDA_R_8F_E4M3: ml_dtypes.float8_e4m3fn,
+       CudaDataType.CUDA_R_8F_E5M2: ml_dtypes.float8_e5m2}
+_FP8 = (CudaDataType.CUDA_R_8F_E4M3, CudaDataType.CUDA_R_8F_E5M2)
 _ATTR_TYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "EPILOGUE": np.uint32, "BIAS_POINTER": np.uint64,
+               "A_SCALE_POINTER": np.uint64, "B_SCALE_POINTER": np.uint64,
                "BIAS_DATA_TYPE": np.int32, "BATCH_COUNT": np.int32, "STRIDED_BATCH_OFFSET": np.int64,
                "MAX_WORKSPACE_BYTES": np.uint64}
 
@@ -233,10 +242,33 @@ class RecordingCublasLt:
         self.memory.check_not_capturing("cublasLtMatmulAlgoGetHeuristic")
         self.calls.append(("heuristic", self.objects[desc], self.objects[a], self.objects[b], self.objects[d],
                            dict(self.objects[pref])))
+        self._check_fp8(self.objects[desc], self.objects[a], self.objects[b], self.objects[d])
         out = np.frombuffer((ctypes.c_char * self.matmul_heuristic_result_dtype.itemsize).from_address(results),
                             self.matmul_heuristic_result_dtype)
         out["workspace_size"][0] = min(self.algo_workspace, self.objects[pref]["MAX_WORKSPACE_BYTES"])
         ctypes.c_int32.from_address(count).value = 1
+
+    @staticmethod
+    def _check_fp8(desc: Desc, a: Layout, b: Layout, d: Layout) -> None:
+        """cuBLASLt's FP8 rules (its documentation's "FP8" table): A and B both 8-bit
+        floats, not both E5M2, the "TN" form, 16-byte aligned leading dims, f32 compute and
+        scale types, a D of f16, bf16 or f32. The real library finds no algorithm (status
+        NOT_SUPPORTED) for anything else."""
+        if a.type not in _FP8 and b.type not in _FP8:
+            return
+        assert a.type in _FP8 and b.type in _FP8, "FP8 matmuls need both A and B in FP8"
+        assert (a.type, b.type) != (CudaDataType.CUDA_R_8F_E5M2,) * 2, "E5M2 x E5M2 is not supported"
+        assert desc.attrs.get("TRANSA") == Operation.T and desc.attrs.get("TRANSB", 0) == Operation.N, \
+            "FP8 matmuls take the TN form only"
+        assert desc.compute_type == ComputeType.COMPUTE_32F and desc.scale_type == CudaDataType.CUDA_R_32F
+        assert d.type in (CudaDataType.CUDA_R_16F, CudaDataType.CUDA_R_16BF, CudaDataType.CUDA_R_32F)
+        for layout in (a, b, d):
+            assert layout.ld * np.dtype(_NP[layout.type]).itemsize % 16 == 0, "FP8 leading dims are 16-byte multiples"
+
+    def _scalar(self, ptr: int) -> float:
+        """An f32 scale read from device memory (when the product runs, as the GPU reads it)."""
+        base, memory = self._buffer(ptr)
+        return float(memory.view(np.float32)[(ptr - base) // 4])
 
     # -- the product, from the descriptors --------------------------------------------
     def _matrix(self, ptr: int, layout: Layout, batch_index: int, compute: ComputeType) -> np.ndarray:
@@ -283,6 +315,9 @@ class RecordingCublasLt:
                 opb = opb.T
             assert opa.shape[1] == opb.shape[0], "inner dimensions disagree"
             out = alpha_v * (opa @ opb)
+            for scale in ("A_SCALE_POINTER", "B_SCALE_POINTER"):
+                if scale in attrs:
+                    out = out * self._scalar(attrs[scale])
             assert out.shape == (ld.rows, ld.cols)
             if epilogue.name.endswith("BIAS"):
                 bias_ptr = attrs["BIAS_POINTER"]

@@ -23,11 +23,14 @@ __all__ = ["PartitionRule", "RuleContext", "unique"]
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule looks at: the data-flow graph and, for rules over IR (patterns, the
-    native fuser's predicates), the op behind each node and the block they live in."""
+    native fuser's predicates), the op behind each node, the block they live in and the
+    device's arch."""
 
     graph: DataflowGraph
     ops: Sequence[Any] = ()
     block: Any = None
+    sm: int = 0
+    """The device's compute capability (``90``) pattern rows are checked against (0: any)."""
 
     def op(self, v: int) -> Any:
         if not self.ops:

@@ -29,7 +29,7 @@ class DFPattern(PartitionRule):
             raise ValueError("DFPattern needs the IR block of the graph (RuleContext.block)")
         index = {op: v for v, op in enumerate(ctx.ops)}
         out = []
-        for m in match_patterns(ctx.block, self.backend):
+        for m in match_patterns(ctx.block, self.backend, sm=ctx.sm):
             nodes = [index.get(op) for op in m.ops]
             if any(v is None for v in nodes):
                 continue  # the match holds an op that is not a node (a constant)

@@ -1,4 +1,5 @@
-"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul, matmul_integer and bias_add.
+"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul, matmul_integer, matmul_float8 and
+bias_add.
 
 GEMMs take every numeric type (CUTLASS and the tiled native kernels take f16 / bf16 /
 f32; f64 and integers, which multiply and accumulate in their own type, get a simple
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerType, Signedness, TensorType
+from xdsl.dialects.builtin import Float32Type, IntegerType, Signedness, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
@@ -19,6 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects.nn.base import (
     DYN,
+    FLOAT8_TYPES,
     FLOATS,
     FORMAT_BINARY,
     NUMERIC_TYPES,
@@ -221,19 +223,71 @@ class MatmulIntegerOp(IntegerProductOp):
             if _static_product(_shape(v)) != 1 or DYN in _shape(v):
                 raise VerifyException(f"{what} zero point must have one element, got shape "
                                       f"{_fmt(_shape(v))}")
-        b = _shape(self.rhs)
-        if self.transpose_b and len(b) >= 2:
-            b = (*b[:-2], b[-1], b[-2])
-        return infer_matmul_shape(_shape(self.lhs), b)
+        return _transposed_matmul_shape(_shape(self.lhs), _shape(self.rhs), self.transpose_b)
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
-        """Batch dims broadcast (a literal 1 gives way to the other operand's dim)."""
-        a, b = dims(self.lhs), dims(self.rhs)
-        rank = max(len(a), len(b)) - 2
-        pa = [1] * (rank - len(a) + 2) + list(a[:-2])
-        pb = [1] * (rank - len(b) + 2) + list(b[:-2])
-        n = b[-2] if self.transpose_b else b[-1]
-        return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], n]
+        return _transposed_matmul_dims(self, dims)
+
+
+FP8_GEMM_TYPES = (FLOAT8_TYPES[0], FLOAT8_TYPES[2])
+"""f8E4M3FN and f8E5M2: the OCP 8-bit floats FP8 tensor cores (sm_89 and later) multiply;
+the FNUZ forms are another vendor's encoding and stay dequantized float products."""
+
+
+@irdl_op_definition
+class MatmulFloat8Op(NNOp):
+    """``lhs @ rhs`` of 8-bit float operands (f8E4M3FN or f8E5M2, either on either side),
+    every product exact in f32 and accumulated in f32, returned in f32 and unscaled: the
+    FP8 tensor cores' GEMM (cuBLASLt's FP8 matmul, torch's ``_scaled_mm``). The dequantize
+    scales of a QDQ product multiply its result once, as they do an int8 product's. Ranks
+    >= 2 with NumPy batch broadcasting; with ``transpose_b`` the rhs is stored
+    ``[..., N, K]``, the K-contiguous "TN" form FP8 GEMMs read (cuBLASLt takes no other)."""
+
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+    name = "nn.matmul_float8"
+    ALLOWED_TYPES: ClassVar = FP8_GEMM_TYPES
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    transpose_b_attr = _bool_prop("transpose_b", False)
+    transpose_b = _value("transpose_b")
+    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation,
+                 result_type: Attribute | None = None, *, transpose_b: bool | None = None):
+        _init(self, [lhs, rhs], result_type, transpose_b=transpose_b or None)
+
+    def infer_element_type(self) -> Attribute:
+        return Float32Type()
+
+    def verify_element_types(self) -> None:
+        for what, v in (("lhs", self.lhs), ("rhs", self.rhs)):
+            self.check_element_type(_tensor(v).element_type, f"{what} element type")
+        self.check_element_type(_tensor(self.result).element_type, "result element type", (Float32Type(),))
+
+    def infer_shape(self) -> Shape:
+        return _transposed_matmul_shape(_shape(self.lhs), _shape(self.rhs), self.transpose_b)
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return _transposed_matmul_dims(self, dims)
+
+
+def _transposed_matmul_shape(lhs: Shape, rhs: Shape, transpose_b: bool) -> Shape:
+    """``infer_matmul_shape`` with a rhs stored ``[..., N, K]`` when ``transpose_b``."""
+    if transpose_b and len(rhs) >= 2:
+        rhs = (*rhs[:-2], rhs[-1], rhs[-2])
+    return infer_matmul_shape(lhs, rhs)
+
+
+def _transposed_matmul_dims(op: NNOp, dims: Dims) -> list:
+    """Result dims of ``lhs @ op(rhs)``: batch dims broadcast (a literal 1 gives way to the
+    other operand's dim), M from the lhs, N from the rhs as ``transpose_b`` stores it."""
+    a, b = dims(op.operands[0]), dims(op.operands[1])
+    rank = max(len(a), len(b)) - 2
+    pa = [1] * (rank - len(a) + 2) + list(a[:-2])
+    pb = [1] * (rank - len(b) + 2) + list(b[:-2])
+    n = b[-2] if op.transpose_b else b[-1]
+    return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], n]
 
 
 @irdl_op_definition

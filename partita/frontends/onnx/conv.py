@@ -122,7 +122,7 @@ def _qdq_conv(cx: Importer, x: SSAValue, weight: str, strides, pads, dilations, 
     if groups != 1:
         return None
     q = qdq_operands(cx, x, weight, len(shape_of(x)), 0, symmetric=True)
-    if q is None:
+    if q is None or q.is_float8:  # no FP8 convolution: the float one of the dequantized values
         return None
     product = integer_conv(cx, q.dequantize.input, q.weight, q.zero_point, strides, pads, dilations)
     return scaled_product(cx, q, product, [1, -1, *[1] * (q.weight.ndim - 2)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import onnx
 from xdsl.ir import SSAValue
@@ -275,6 +276,11 @@ def _quantize_linear(cx, ins, attrs):
                                  block_size=attrs.get("block_size", 0)))
 
 
+QDQ_WEIGHT_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.uint8, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2))
+"""Quantized weights a product reads as they are stored: int8 (IMMA) and the two OCP 8-bit
+floats (FP8 tensor cores)."""
+
+
 @converter("DequantizeLinear")
 def _dequantize_linear(cx, ins, attrs):
     if attrs.get("output_dtype", 0):
@@ -282,8 +288,9 @@ def _dequantize_linear(cx, ins, attrs):
     x = cx.tensor(ins[0])
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
     axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
-    if is_const(ins[0]) and np.asarray(ins[0]).dtype in (np.int8, np.uint8) and not block_size:
-        # A quantized weight: its integers kept for an integer product (MatMul's QDQ form).
+    if is_const(ins[0]) and np.asarray(ins[0]).dtype in QDQ_WEIGHT_DTYPES and not block_size:
+        # A quantized weight: its integers (or 8-bit floats) kept for a low-precision
+        # product (MatMul's QDQ form).
         zero = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), np.asarray(ins[0]).dtype)
         if is_const(ins[1]) and is_const(zero):
             cx.dequantized[cx.node.output[0]] = QuantizedConstant(*(np.asarray(v) for v in (ins[0], ins[1], zero)),

@@ -82,6 +82,11 @@ class QDQOperands:
     weight_zero_point: np.ndarray
     scale: np.ndarray
 
+    @property
+    def is_float8(self) -> bool:
+        """8-bit float operands (an FP8 product), not integers."""
+        return not np.issubdtype(self.weight.dtype, np.integer)
+
 
 def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: int,
                  symmetric: bool = False) -> QDQOperands | None:
@@ -99,6 +104,8 @@ def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: i
     wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
     if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != rank:
         return None
+    if np.issubdtype(zx.dtype, np.integer) != np.issubdtype(wq.dtype, np.integer):
+        return None  # an int8 activation beside an 8-bit float weight: no one product
     per_channel = sw.size == wq.shape[channel_axis] and sw.size > 1
     if not (sw.size == 1 or per_channel and record.axis % rank == channel_axis) or zw.size not in (1, sw.size):
         return None
@@ -115,8 +122,10 @@ def scaled_product(cx: Importer, q: QDQOperands, product: SSAValue, channel_shap
     erased at the end of the import when nothing else reads it."""
     cx.orphans.append(q.dequantize)
     scale = q.scale if q.scale.ndim == 0 else q.scale.reshape(channel_shape)
-    return cx.emit(nn.MultiplyOp(cx.emit(nn.CastOp(product, q.dequantize.result.type.element_type)),
-                                 cx.tensor(scale)))
+    float_type = q.dequantize.result.type.element_type
+    if product.type.element_type != float_type:
+        product = cx.emit(nn.CastOp(product, float_type))
+    return cx.emit(nn.MultiplyOp(product, cx.tensor(scale)))
 
 
 def _qdq_matmul(cx: Importer, a: Value, weight: str, transposed: bool = False) -> SSAValue | None:
@@ -129,8 +138,26 @@ def _qdq_matmul(cx: Importer, a: Value, weight: str, transposed: bool = False) -
     q = qdq_operands(cx, a, weight, 2, 0 if transposed else 1)  # the output channels' axis of the stored weight
     if q is None:
         return None
+    if q.is_float8:
+        return _float8_matmul(cx, q, transposed)
     product = integer_matmul(cx, q.dequantize.input, q.weight.T if transposed else q.weight, q.zero_point,
                              q.weight_zero_point)
+    return scaled_product(cx, q, product, [-1])
+
+
+def _float8_matmul(cx: Importer, q: QDQOperands, transposed: bool) -> SSAValue | None:
+    """An FP8 QDQ product (TensorRT Model Optimizer's and onnxruntime's float8 QDQ form):
+    the activation's 8-bit floats times the constant 8-bit float weight, laid out ``[N, K]``
+    (``transpose_b``) at import, accumulated in f32 and scaled once by ``sx * sw``. Both
+    zero points must be 0 (an 8-bit float zero point does not factor out of the product)
+    and the types OCP FP8 (E4M3FN, E5M2); else None."""
+    x = q.dequantize.input
+    types = {x.type.element_type, nn.element_type_of(q.weight.dtype)}
+    if q.zero_point.astype(np.float32).any() or q.weight_zero_point.astype(np.float32).any() \
+            or not types <= set(nn.FP8_GEMM_TYPES):
+        return None
+    weight = q.weight if transposed else q.weight.T
+    product = cx.emit(nn.MatmulFloat8Op(x, cx.tensor(np.ascontiguousarray(weight)), transpose_b=True))
     return scaled_product(cx, q, product, [-1])
 
 

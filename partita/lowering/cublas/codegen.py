@@ -7,6 +7,12 @@ so only ``nn.gelu {approximate = "tanh"}`` maps to it). The record
 is column-major, so ``D = A·B`` row-major is computed as ``Dᵀ = Bᵀ·Aᵀ``: Lt's "A" is our
 right operand and Lt's "B" our left one, each read in place with a transpose flag
 (:meth:`GemmRecord.layouts` gives rows, columns and leading dimensions for a run-time M).
+
+An FP8 partition is ``nn.matmul_float8`` (8-bit float operands, a ``[N, K]`` weight) and
+the multiply by its one-element f32 dequantize scale: cuBLASLt's FP8 matmul on Ada and
+Hopper, which reads the scale through its ``A_SCALE_POINTER`` (``D = scale_A · A·B``,
+f32 accumulation) and takes the "TN" form only (Lt's A transposed, its B not: our
+``[N, K]`` weight and row-major activations).
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ TYPES = {
     "bf16": ("CUDA_R_16BF", "COMPUTE_32F"),
     "f32": ("CUDA_R_32F", "COMPUTE_32F_FAST_TF32"),
 }
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f8E4M3FN": 1, "f8E5M2": 1}
+FP8_TYPES = {"f8E4M3FN": "CUDA_R_8F_E4M3", "f8E5M2": "CUDA_R_8F_E5M2"}
+"""FP8 operand types -> cudaDataType names; cuBLASLt multiplies E4M3 by E4M3 or E5M2 (in
+either order), never E5M2 by E5M2."""
 WORKSPACE_BYTES = 32 * 1024 * 1024
 """cuBLASLt workspace: 32 MiB, NVIDIA's recommendation for Hopper (4 MiB suffices before)."""
 
@@ -65,11 +74,13 @@ class GemmRecord:
     trans_lhs: int  # the left operand is stored transposed (batch_matmul transpose_a)
     trans_rhs: int  # the right operand is stored [N, K] (dense, transpose_b)
     dtype: str
-    data_type: str
+    data_type: str  # of D (and C), and of A and B unless a_type / b_type say otherwise
+    a_type: str  # Lt's A (our right operand)
+    b_type: str  # Lt's B (our left operand)
     compute_type: str
     scale_type: str
     epilogue: str  # cublasLtEpilogue_t name: DEFAULT, BIAS, RELU_BIAS, GELU_BIAS, RELU, GELU
-    roles: tuple[str, ...]  # role of each function argument: lhs, rhs, bias
+    roles: tuple[str, ...]  # role of each function argument: lhs, rhs, bias, scale (FP8's A_SCALE_POINTER)
     workspace: int
     alignment: int  # bytes every leading dim is a multiple of (16 lets cuBLASLt use TMA)
 
@@ -139,14 +150,48 @@ def _epilogue(ops: Sequence[Operation], n: int) -> tuple[str, SSAValue | None]:
     return f"{activation}_BIAS" if activation else "BIAS", bias
 
 
+def _float8_record(function: FuncOp, main: nn.MatmulFloat8Op, rest: Sequence[Operation]) -> GemmRecord:
+    """cuBLASLt's FP8 matmul of ``nn.matmul_float8 {transpose_b}`` with a 2-D ``[N, K]``
+    weight, then at most the multiply by its one-element f32 scale."""
+    lhs, rhs = static_shape(main.lhs), static_shape(main.rhs)
+    types = (element_type(main.lhs), element_type(main.rhs))
+    if not main.transpose_b or len(rhs) != 2:
+        raise op_error(main, "cuBLASLt's FP8 matmul takes the \"TN\" form only: a 2-D weight stored [N, K] (transpose_b)")
+    if any(t not in FP8_TYPES for t in types) or types == ("f8E5M2", "f8E5M2"):
+        raise op_error(main, f"cuBLASLt's FP8 matmul multiplies E4M3 by E4M3 or E5M2, not {types[0]} by {types[1]}")
+    n, k = rhs
+    if n % 16 or k % 16:
+        raise op_error(main, f"cuBLASLt's FP8 matmul needs N and K multiples of 16 (16-byte rows), got N={n}, K={k}")
+    roles: dict[SSAValue, str] = {main.lhs: "lhs", main.rhs: "rhs"}
+    for op in rest:
+        scale = op.operands[1] if isinstance(op, nn.MultiplyOp) and op.operands[0] is main.result else None
+        if scale is None or "scale" in roles.values() or element_type(scale) != "f32" or prod(static_shape(scale)) != 1:
+            raise op_error(op, "is not part of a cuBLASLt FP8 matmul (its one-element f32 scale is)")
+        roles[scale] = "scale"
+    _check_arguments(function, main, roles)
+    m = -1 if any(d < 0 for d in lhs[:-1]) else prod(lhs[:-1])
+    return GemmRecord(
+        KIND, "dense", m, n, k, 1, 0, 1, "f32", "CUDA_R_32F", FP8_TYPES[types[1]], FP8_TYPES[types[0]],
+        "COMPUTE_32F", "CUDA_R_32F", "DEFAULT", tuple(roles[a] for a in function.body.block.args), WORKSPACE_BYTES, 16,
+    )
+
+
+def _check_arguments(function: FuncOp, main: Operation, roles: dict[SSAValue, str]) -> None:
+    args = function.body.block.args
+    if any(not isinstance(v, BlockArgument) for v in roles) or len(roles) != len(args):
+        raise op_error(main, "the operands of a cuBLAS GEMM must be the partition's arguments, each used once")
+
+
 def gemm_record(function: FuncOp) -> GemmRecord:
     """The cuBLASLt matmul a cublas partition function describes (located error if none)."""
     ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp | nn.ConstantOp)]
     if not ops:
         raise op_error(function, "has no operation for cuBLAS to implement")
     main = ops[0]
+    if isinstance(main, nn.MatmulFloat8Op):
+        return _float8_record(function, main, ops[1:])
     if not isinstance(main, nn.DenseOp | nn.MatmulOp | nn.BatchMatmulOp):
-        raise op_error(main, "has no cuBLAS implementation (dense, matmul and batch_matmul do)")
+        raise op_error(main, "has no cuBLAS implementation (dense, matmul, batch_matmul and matmul_float8 do)")
     dtype = element_type(main.results[0])
     if dtype not in DTYPES or any(element_type(v) != dtype for v in main.operands):
         raise op_error(main, f"cuBLASLt GEMMs here take f16, bf16 or f32 operands of one type, not {dtype}")
@@ -179,15 +224,15 @@ def gemm_record(function: FuncOp) -> GemmRecord:
     roles: dict[SSAValue, str] = {main.operands[0]: "lhs", main.operands[1]: "rhs"}
     if bias is not None:
         roles[bias] = "bias"
+    _check_arguments(function, main, roles)
     args = function.body.block.args
-    if any(not isinstance(v, BlockArgument) for v in roles) or len(roles) != len(args):
-        raise op_error(main, "the operands of a cuBLAS GEMM must be the partition's arguments, each used once")
     data_type, compute_type = TYPES[dtype]
     size = ELEMENT_BYTES[dtype]
     lds = [k, n] + ([m] if m > 0 else [])
     alignment = min(16, *(((ld * size) & -(ld * size)) for ld in lds))
     return GemmRecord(
-        KIND, op, m, n, k, batch, trans_lhs, trans_rhs, dtype, data_type, compute_type, "CUDA_R_32F", epilogue,
+        KIND, op, m, n, k, batch, trans_lhs, trans_rhs, dtype, data_type, data_type, data_type, compute_type,
+        "CUDA_R_32F", epilogue,
         tuple(roles[a] for a in args), WORKSPACE_BYTES, alignment,
     )
 
@@ -198,7 +243,8 @@ def describe(record: GemmRecord) -> str:
     lay = lambda x: f"{dim(x.rows)}x{dim(x.cols)} ld={dim(x.ld)}"  # noqa: E731
     return (f"cublasLtMatmul {record.op} m={dim(record.m)} n={record.n} k={record.k} batch={dim(record.batch)} "
             f"{record.data_type} compute={record.compute_type} epilogue={record.epilogue} "
-            f"A({record.transa})={lay(a)} B({record.transb})={lay(b)} D={lay(d)} "
+            + (f"A={record.a_type} B={record.b_type} scale=A_SCALE_POINTER " if "scale" in record.roles else "")
+            + f"A({record.transa})={lay(a)} B({record.transb})={lay(b)} D={lay(d)} "
             f"workspace={record.workspace} align={record.alignment} args=({', '.join(record.roles)})")
 
 

@@ -1,9 +1,10 @@
 """Running a cublas partition through cuBLASLt (``nvmath.bindings.cublasLt``).
 
 ``make_plan`` (at load, once per shape signature) creates the matmul descriptor (compute
-and scale types, transposes, epilogue), the three matrix layouts, a preference capped at
-the record's workspace, and asks the heuristics for the best algorithm; ``launch`` sets
-the bias pointer and calls ``cublasLtMatmul`` on the runtime's stream with the runtime's
+and scale types, transposes, epilogue), the three matrix layouts (each of its own type: an
+FP8 matmul's A and B are 8-bit floats, its D f32), a preference capped at the record's
+workspace, and asks the heuristics for the best algorithm; ``launch`` sets the bias (and
+an FP8 matmul's scale) pointer and calls ``cublasLtMatmul`` on the runtime's stream with the runtime's
 workspace. Without a device the reference body runs instead (``emulate`` returns None).
 
 The binding is used through the names of its functions and enums only, so a recording
@@ -26,7 +27,7 @@ from partita.runtime.libraries import LibraryHandle, require
 
 #: Attribute value types (cuBLASLt's documented C types).
 _DESC_TYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "EPILOGUE": np.uint32, "BIAS_POINTER": np.uint64,
-               "BIAS_DATA_TYPE": np.int32}
+               "BIAS_DATA_TYPE": np.int32, "A_SCALE_POINTER": np.uint64}
 _LAYOUT_TYPES = {"BATCH_COUNT": np.int32, "STRIDED_BATCH_OFFSET": np.int64}
 _PREFERENCE_TYPES = {"MAX_WORKSPACE_BYTES": np.uint64}
 
@@ -110,8 +111,8 @@ class CublasLtHandle(LibraryHandle):
         if "BIAS" in r.epilogue:
             attr("BIAS_DATA_TYPE", data_type)
         layouts = []
-        for lay in r.layouts(m, batch):
-            layout = lib.matrix_layout_create(data_type, lay.rows, lay.cols, lay.ld)
+        for lay, type_name in zip(r.layouts(m, batch), (r.a_type, r.b_type, r.data_type)):
+            layout = lib.matrix_layout_create(int(getattr(lib.CudaDataType, type_name)), lay.rows, lay.cols, lay.ld)
             if batch > 1:
                 for name, value in (("BATCH_COUNT", lay.batch), ("STRIDED_BATCH_OFFSET", lay.stride)):
                     _set(lib, lib.matrix_layout_set_attribute, layout, lib.MatrixLayoutAttribute, _LAYOUT_TYPES, name, value)
@@ -141,9 +142,9 @@ class CublasLtHandle(LibraryHandle):
     def launch(self, lib: Any, plan: CublasLtPlan, stream: int, inputs: Sequence[int], outputs: Sequence[int],
                workspace: int) -> None:
         ptr = dict(zip(self.record.roles, inputs, strict=True))
-        if "bias" in ptr:
-            _set(lib, lib.matmul_desc_set_attribute, plan.desc, lib.MatmulDescAttribute, _DESC_TYPES, "BIAS_POINTER",
-                 ptr["bias"])
+        for role, name in (("bias", "BIAS_POINTER"), ("scale", "A_SCALE_POINTER")):
+            if role in ptr:
+                _set(lib, lib.matmul_desc_set_attribute, plan.desc, lib.MatmulDescAttribute, _DESC_TYPES, name, ptr[role])
         alpha, beta = np.ones(1, np.float32), np.zeros(1, np.float32)
         (out,) = outputs
         algo = plan.algo.ctypes.data  # ``algo`` is the first field of the heuristic result

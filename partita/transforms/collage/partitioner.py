@@ -60,6 +60,7 @@ from partita.collage.search import Candidate, PartitionError, Plan, search
 from partita.dialects import make_context
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
+from partita.runtime.cuda import parse_arch
 from partita.target import CompilationConfig, TargetError, as_target, split_target_list
 from partita.transforms.backend_phases import run_phase
 from partita.transforms.outline_compiler_functions import outline_partitions
@@ -173,6 +174,20 @@ def is_device(config: CompilationConfig) -> bool:
     return main is not None and main.device_type != config.host_target.device_type
 
 
+def device_sm(config: CompilationConfig) -> int:
+    """The compute capability the config compiles for (``90`` from ``cuda -arch=sm_90a``,
+    else the cutlass target's ``sm``): pattern rows that need a newer device are not
+    candidates. 0 when neither names one (``native``, no cuda target): every row is."""
+    for kind, option in (("cuda", "arch"), ("cutlass", "sm")):
+        target = config.find_target_for_kind(kind)
+        value = str(target.options.get(option, "")) if target is not None else ""
+        try:
+            return parse_arch(value)[0]
+        except ValueError:
+            continue
+    return 0
+
+
 def main_target(config: CompilationConfig) -> str:
     """Where the ops left in the caller run: the default device's primary target, or the
     host when that device has only external codegens (``"cudnn,llvm"``)."""
@@ -267,13 +282,14 @@ def _candidates(
     estimator: CostEstimator,
     max_depth: int,
     combine: Iterable[str] | None,
+    sm: int = 0,
 ) -> list[Candidate]:
     cands: list[Candidate] = []
     # Nodes Collage leaves where they are.
     for i, op in enumerate(ops):
         if not op.name.startswith("nn."):
             cands.append(Candidate(frozenset((i,)), "fixed", FIXED, data=_fixed_cost(op, estimator)))
-    ctx = RuleContext(graph, tuple(ops), block)
+    ctx = RuleContext(graph, tuple(ops), block, sm)
     for rule in partition_rules(external, native, max_depth, combine).values():
         cands.extend(rule.candidates(ctx))
     return cands
@@ -289,10 +305,12 @@ def function_candidates(
 ) -> tuple[DataflowGraph, tuple[Operation, ...], list[Candidate]]:
     """The graph of ``function``'s body, its ops (one per node) and every candidate
     Collage searches over (for tests and tools; ``estimator`` costs fixed partitions)."""
-    external, native = _split_targets(parse_config(config), native)
+    config = parse_config(config)
+    external, native = _split_targets(config, native)
     block = function.body.block
     built = graph_from_ops(block.ops)
-    cands = _candidates(built.graph, built.ops, block, external, native, estimator, max_depth, combine)
+    cands = _candidates(built.graph, built.ops, block, external, native, estimator, max_depth, combine,
+                        device_sm(config))
     return built.graph, built.ops, cands
 
 
@@ -339,13 +357,15 @@ def partition_function(
     combine: Iterable[str] | None = None,
     on_device: bool = False,
     coalesce: bool = True,
+    sm: int = 0,
 ) -> tuple[FunctionReport, dict[PartitionOp, PlacedGroup]]:
-    """Search and rewrite one function body (no outlining); returns its report and the
-    partitions created, with their report entries."""
+    """Search and rewrite one function body (no outlining) for a device of compute
+    capability ``sm`` (0: any); returns its report and the partitions created, with their
+    report entries."""
     block = function.body.block
     built = graph_from_ops(block.ops)
     graph, ops = built.graph, built.ops
-    cands = _candidates(graph, ops, block, external, native, estimator, max_depth, combine)
+    cands = _candidates(graph, ops, block, external, native, estimator, max_depth, combine, sm)
     _uncovered_error(graph, ops, cands, [*external, *native])
     try:
         cost = _PlanCost(estimator, on_device)
@@ -383,6 +403,7 @@ def eager_total(
     max_depth: int = 3,
     ctx: Context | None = None,
     on_device: bool = False,
+    sm: int = 0,
 ) -> dict[str, float]:
     """The eager partitioner's estimated total per function, costed like Collage.
 
@@ -397,7 +418,7 @@ def eager_total(
     if ctx is None:
         ctx = make_context()
     if external:
-        PartitionEager(backends=tuple(external)).apply(ctx, clone)
+        PartitionEager(backends=tuple(external), sm=sm).apply(ctx, clone)
     totals: dict[str, float] = {}
     cost = _PlanCost(estimator, on_device)
     for op in clone.ops:
@@ -410,7 +431,7 @@ def eager_total(
             for i, o in enumerate(ops)
             if not o.name.startswith("nn.")
         ]
-        rule_ctx = RuleContext(graph, tuple(ops), op.body.block)
+        rule_ctx = RuleContext(graph, tuple(ops), op.body.block, sm)
         for rule in partition_rules((), native, max_depth).values():
             cands += rule.candidates(rule_ctx)
         try:
@@ -450,13 +471,14 @@ def collage_partition(
         ctx = make_context()
     if external:
         run_phase(module, "before_partitioning", external, ctx)
-    eager = eager_total(module, external, native_targets, estimator, max_depth, ctx, on_device) if baseline else {}
+    sm = device_sm(config)
+    eager = eager_total(module, external, native_targets, estimator, max_depth, ctx, on_device, sm) if baseline else {}
     created: dict[PartitionOp, PlacedGroup] = {}
     for op in list(module.ops):
         if not isinstance(op, FuncOp) or not op.body.blocks or COMPILER in op.attributes:
             continue
         fn_report, made = partition_function(op, external, native_targets, estimator, max_depth, combine, on_device,
-                                             coalesce)
+                                             coalesce, sm)
         fn_report.eager_total = eager.get(fn_report.name)
         report.functions.append(fn_report)
         created.update(made)

@@ -12,9 +12,45 @@ func.func private @gelu(%x: tensor<8x16xf16>, %w: tensor<4x16xf16>, %b: tensor<4
 // -----
 
 func.func private @softmax(%x: tensor<8x16xf16>) -> tensor<8x16xf16> attributes {byoc.compiler = "cublas"} {
-  // expected-error@+1 {{has no cuBLAS implementation (dense, matmul and batch_matmul do)}}
+  // expected-error@+1 {{has no cuBLAS implementation (dense, matmul, batch_matmul and matmul_float8 do)}}
   %0 = nn.softmax %x : (tensor<8x16xf16>) -> tensor<8x16xf16>
   func.return %0 : tensor<8x16xf16>
+}
+
+// -----
+
+// cuBLASLt's FP8 matmul never multiplies E5M2 by E5M2.
+func.func private @e5m2(%x: tensor<8x16xf8E5M2>, %w: tensor<16x16xf8E5M2>) -> tensor<8x16xf32> attributes {byoc.compiler = "cublas"} {
+  // expected-error@+1 {{cuBLASLt's FP8 matmul multiplies E4M3 by E4M3 or E5M2, not f8E5M2 by f8E5M2}}
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<8x16xf8E5M2>, tensor<16x16xf8E5M2>) -> tensor<8x16xf32>
+  func.return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// FP8 is the "TN" form only: a weight stored [K, N] is refused.
+func.func private @nn_form(%x: tensor<8x16xf8E4M3FN>, %w: tensor<16x32xf8E4M3FN>) -> tensor<8x32xf32> attributes {byoc.compiler = "cublas"} {
+  // expected-error@+1 {{cuBLASLt's FP8 matmul takes the "TN" form only: a 2-D weight stored [N, K] (transpose_b)}}
+  %0 = nn.matmul_float8 %x, %w : (tensor<8x16xf8E4M3FN>, tensor<16x32xf8E4M3FN>) -> tensor<8x32xf32>
+  func.return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func private @unaligned(%x: tensor<8x24xf8E4M3FN>, %w: tensor<16x24xf8E4M3FN>) -> tensor<8x16xf32> attributes {byoc.compiler = "cublas"} {
+  // expected-error@+1 {{cuBLASLt's FP8 matmul needs N and K multiples of 16 (16-byte rows), got N=16, K=24}}
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<8x24xf8E4M3FN>, tensor<16x24xf8E4M3FN>) -> tensor<8x16xf32>
+  func.return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// The scale is one f32 element: a per-channel one stays a native multiply.
+func.func private @per_channel(%x: tensor<8x16xf8E4M3FN>, %w: tensor<16x16xf8E4M3FN>, %s: tensor<16xf32>) -> tensor<8x16xf32> attributes {byoc.compiler = "cublas"} {
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>) -> tensor<8x16xf32>
+  // expected-error@+1 {{is not part of a cuBLASLt FP8 matmul (its one-element f32 scale is)}}
+  %1 = nn.multiply %0, %s : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  func.return %1 : tensor<8x16xf32>
 }
 
 // -----

@@ -7,7 +7,7 @@
 // RUN: not partita-opt %s -p 'partition-eager{bind-constants=yes}' 2>&1 | filecheck %s --check-prefix=VALUE2
 // VALUE2: error: option 'bind-constants' of pass 'partition-eager' takes a bool, not 'yes'
 // RUN: not partita-opt %s -p 'partition-eager{no-such=1}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: pass 'partition-eager' has no option 'no-such' (its options: backends, bind-constants, merge)
+// UNKNOWN: error: pass 'partition-eager' has no option 'no-such' (its options: backends, bind-constants, merge, sm)
 // RUN: not partita-opt %s -p 'no-such-pass' 2>&1 | filecheck %s --check-prefix=PASS
 // PASS: error: unknown pass 'no-such-pass' (see partita-opt --list-passes)
 // RUN: not partita-opt %s -t 'cutlass-cpp{sm=abc}' 2>&1 | filecheck %s --check-prefix=SM

@@ -37,6 +37,15 @@ class LinalgFunctions(InterpreterFunctions):
             b = np.swapaxes(b, -1, -2)
         return ((a - za.reshape(())) @ (b - zb.reshape(())),)
 
+    @impl(nn.MatmulFloat8Op)
+    def run_matmul_float8(self, interpreter, op: nn.MatmulFloat8Op, args):
+        # Products of 8-bit floats are exact in f32; the sum is taken in f64 and rounded
+        # once, the most accurate of the orders a GEMM's f32 accumulation may use.
+        a, b = (np.asarray(v).astype(np.float64) for v in args)
+        if op.transpose_b:
+            b = np.swapaxes(b, -1, -2)
+        return ((a @ b).astype(np.float32),)
+
     @impl(nn.BiasAddOp)
     @in_compute_type
     def run_bias_add(op: nn.BiasAddOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:

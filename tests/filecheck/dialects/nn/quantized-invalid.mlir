@@ -61,3 +61,28 @@ func.func @conv_integer_layouts(%x: tensor<1x5x5x2xui8>, %w: tensor<3x3x3x2xi8>,
   %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OIHW"} : (tensor<1x5x5x2xui8>, tensor<3x3x3x2xi8>, tensor<ui8>, tensor<i8>) -> tensor<1x3x3x3xi32>
   func.return
 }
+
+// -----
+
+// The FNUZ encodings are no FP8 tensor-core type.
+func.func @fnuz_float8(%a: tensor<3x64xf8E4M3FNUZ>, %w: tensor<32x64xf8E4M3FN>) {
+  // expected-error@+1 {{lhs element type must be one of f8E4M3FN, f8E5M2, got f8E4M3FNUZ}}
+  %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<3x64xf8E4M3FNUZ>, tensor<32x64xf8E4M3FN>) -> tensor<3x32xf32>
+  func.return
+}
+
+// -----
+
+func.func @float8_result(%a: tensor<3x64xf8E4M3FN>, %w: tensor<32x64xf8E4M3FN>) {
+  // expected-error@+1 {{result element type must be one of f32, got f16}}
+  %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<3x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>) -> tensor<3x32xf16>
+  func.return
+}
+
+// -----
+
+func.func @float8_reduction(%a: tensor<3x64xf8E4M3FN>, %w: tensor<64x32xf8E4M3FN>) {
+  // expected-error@+1 {{matmul reduction dimension mismatch}}
+  %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<3x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>) -> tensor<3x64xf32>
+  func.return
+}

@@ -27,3 +27,14 @@ func.func @integer_convolution_nhwc(%x: tensor<?x9x9x32xui8>, %w: tensor<16x3x3x
   %0 = nn.conv_integer %x, %w, %zx, %zw {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilation = array<i64: 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<?x9x9x32xui8>, tensor<16x3x3x32xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x5x5x16xi32>
   func.return %0 : tensor<?x5x5x16xi32>
 }
+
+// FP8: 8-bit float operands (E4M3FN, E5M2, mixed), an f32 result, the weight [N, K] or [K, N].
+
+// CHECK-LABEL: func.func @float8_products
+func.func @float8_products(%a: tensor<?x3x64xf8E4M3FN>, %w: tensor<32x64xf8E5M2>, %b: tensor<2x64x32xf8E4M3FN>) -> (tensor<?x3x32xf32>, tensor<2x3x32xf32>) {
+  // CHECK-NEXT: %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<?x3x64xf8E4M3FN>, tensor<32x64xf8E5M2>) -> tensor<?x3x32xf32>
+  %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<?x3x64xf8E4M3FN>, tensor<32x64xf8E5M2>) -> tensor<?x3x32xf32>
+  // CHECK-NEXT: %1 = nn.matmul_float8 %a, %b : (tensor<?x3x64xf8E4M3FN>, tensor<2x64x32xf8E4M3FN>) -> tensor<2x3x32xf32>
+  %1 = nn.matmul_float8 %a, %b : (tensor<?x3x64xf8E4M3FN>, tensor<2x64x32xf8E4M3FN>) -> tensor<2x3x32xf32>
+  func.return %0, %1 : tensor<?x3x32xf32>, tensor<2x3x32xf32>
+}

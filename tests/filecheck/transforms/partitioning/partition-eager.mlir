@@ -2,6 +2,8 @@
 // RUN: partita-opt %s -p 'partition-eager{backends=cutlass,cublas,cudnn}' --split-input-file | filecheck %s --check-prefix=DNN
 // RUN: partita-opt %s -p 'partition-eager{backends=cublas bind-constants=true}' --split-input-file | filecheck %s --check-prefix=BIND
 // RUN: partita-opt %s -p 'partition-eager{backends=cutlass merge=true},outline-compiler-functions' --split-input-file | filecheck %s --check-prefix=OUTLINE
+// RUN: partita-opt %s -p 'partition-eager{backends=cublas sm=80}' --split-input-file | filecheck %s --check-prefix=SM80
+// RUN: partita-opt %s -p 'partition-eager{backends=cublas sm=90}' --split-input-file | filecheck %s --check-prefix=SM90
 
 // f16 dense + bias + gelu: one cutlass partition keeping its composite name; the
 // second dense (f32 weights by constant) goes to cutlass too: cutlass has priority
@@ -104,4 +106,19 @@ func.func @existing(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) -> tensor<2x4xf32>
   }) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %1 = nn.dense %0, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   func.return %1 : tensor<2x4xf32>
+}
+
+// -----
+
+// cuBLASLt's FP8 matmul needs FP8 tensor cores (sm_89 and later): for sm_80 its rows are
+// skipped and the product stays for the native kernel; for sm_90 it is one partition with
+// its scale.
+// SM80-LABEL: func.func @fp8
+// SM80-NOT:     byoc.partition
+// SM90-LABEL: func.func @fp8
+// SM90-NEXT:    byoc.partition(%x, %w, %s) {byoc.compiler = "cublas", {{.*}}byoc.composite = "cublas.matmul_float8_scale"}
+func.func @fp8(%x: tensor<?x64xf8E4M3FN>, %w: tensor<32x64xf8E4M3FN>, %s: tensor<f32>) -> tensor<?x32xf32> {
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<?x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>) -> tensor<?x32xf32>
+  %1 = nn.multiply %0, %s : (tensor<?x32xf32>, tensor<f32>) -> tensor<?x32xf32>
+  func.return %1 : tensor<?x32xf32>
 }
