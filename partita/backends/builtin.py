@@ -10,7 +10,7 @@ operands with a ``[N, K]`` weight (``transpose_b``, the TN form IMMA reads) and 
 that are constant zeros (the frontend folds a lhs zero point into an i32 bias row), with that
 bias added, and the quantized convolution, ``nn.conv_integer`` in NHWC / OHWI, not grouped, with the same
 operand types, zero points and bias row. cuBLASLt also takes the FP8 GEMM, ``nn.matmul_float8`` with
-its scale, on devices with FP8 tensor cores (``requires_sm(89)``).
+its scale, and CUTLASS the FP8 product alone, on devices with FP8 tensor cores (``requires_sm(89)``).
 """
 
 from __future__ import annotations
@@ -197,6 +197,25 @@ def check_conv_integer(match: Match) -> bool:
     return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, conv, 3))
 
 
+FP8_GEMM_TYPES = ("f8E4M3FN", "f8E5M2")
+"""FP8 operand types (E4M3 x E4M3, or either with E5M2; cuBLASLt never takes E5M2 x E5M2)."""
+
+
+@requires_sm(89)
+def check_matmul_float8(match: Match) -> bool:
+    """``nn.matmul_float8`` on FP8 tensor cores (CUTLASS's Sm89 mma 16x8x32): E4M3 / E5M2
+    operands, a static ``[N, K]`` weight (``transpose_b``) with K % 16 == 0 and N % 4 == 0;
+    the f32 product alone (the scale and bias are the next native kernel's)."""
+    gemm = match.find("nn.matmul_float8")
+    if gemm is None or not op_attr(gemm, "transpose_b"):
+        return False
+    if any(element_type_name(v) not in FP8_GEMM_TYPES for v in gemm.operands):
+        return False
+    lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
+    return lhs is not None and rhs is not None and len(rhs) == 2 and len(lhs) >= 2 and min(rhs) >= 0 \
+        and lhs[-1] == rhs[1] and rhs[1] % 16 == 0 and rhs[0] % 4 == 0
+
+
 def _matmul_integer() -> Pattern:
     return is_op("nn.matmul_integer")(wildcard(), wildcard(), is_constant(), is_constant())
 
@@ -248,6 +267,7 @@ def cutlass_patterns() -> list[tuple[str, Pattern, object]]:
         ("matmul_integer", _matmul_integer(), check_matmul_integer),
         ("conv_integer_bias", is_op("nn.add")(_conv_integer(), wildcard()), check_conv_integer),
         ("conv_integer", _conv_integer(), check_conv_integer),
+        ("matmul_float8", is_op("nn.matmul_float8")(wildcard(), wildcard()), check_matmul_float8),
     ]
 
 
@@ -277,10 +297,6 @@ def check_cublas(match: Match) -> bool:
     if gelu is not None and op_attr(gelu, "approximate") != "tanh":
         return False
     return _bias_ok(match, gemm, -1)
-
-
-FP8_GEMM_TYPES = ("f8E4M3FN", "f8E5M2")
-"""cuBLASLt's FP8 operand types (E4M3 x E4M3, or either with E5M2; never E5M2 x E5M2)."""
 
 
 @requires_sm(89)

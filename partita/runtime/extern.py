@@ -57,7 +57,7 @@ from partita.lowering.cuda.records import (
     WindowRecord,
 )
 from partita.lowering.cutlass.emitter import EntryInfo
-from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel, problem_dims
+from partita.lowering.cutlass.kernels import NUMPY_DTYPES, KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.hopper import Sm90KernelHandle
@@ -108,9 +108,9 @@ class KernelHandle:
         """The run-time dims of a call on operands of these (shape, dtype); a located error
         when they do not fit the kernel."""
         spec = self.entry.spec
-        if spec.is_int8:  # s8 / u8 operands, i32 bias and output
-            check_operand_dtypes(self.function, self.roles, inputs, out, np.dtype(spec.out_dtype),
-                                 {role: np.dtype(spec.role_dtype(role)) for role in self.roles})
+        if spec.is_int8 or spec.is_fp8:  # 8-bit operands, an i32 or f32 (bias and) output
+            check_operand_dtypes(self.function, self.roles, inputs, out, NUMPY_DTYPES[spec.out_dtype],
+                                 {role: NUMPY_DTYPES[spec.role_dtype(role)] for role in self.roles})
         else:
             check_operand_dtypes(self.function, self.roles, inputs, out, np.dtype(spec.dtype))
         try:

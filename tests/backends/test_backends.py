@@ -48,7 +48,7 @@ def test_builtin_backends_in_priority_order():
         "cutlass.conv2d_bias_residual_relu", "cutlass.residual_conv2d_bias_relu", "cutlass.conv2d_bias_residual",
         "cutlass.residual_conv2d_bias", "cutlass.conv2d_bias_relu", "cutlass.conv2d_bias", "cutlass.conv2d",
         "cutlass.matmul_integer_bias",
-        "cutlass.matmul_integer", "cutlass.conv_integer_bias", "cutlass.conv_integer",
+        "cutlass.matmul_integer", "cutlass.conv_integer_bias", "cutlass.conv_integer", "cutlass.matmul_float8",
     ]
     cublas = [e.name for e in get_pattern_table("cublas")]
     assert cublas == [

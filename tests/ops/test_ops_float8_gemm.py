@@ -1,12 +1,14 @@
 """FP8 GEMMs (issues 20 / 24): a float8 QDQ MatMul or Gemm (TensorRT Model Optimizer's and
 onnxruntime's FP8 form) imports as ``nn.matmul_float8`` scaled once, equals onnxruntime's
 run of the model as written, and on an Ada or Hopper target runs as cuBLASLt's FP8 matmul
-(the scale read through ``A_SCALE_POINTER``): checked with the recording cuBLASLt, which
-computes from the descriptors and refuses any form the library refuses. Older targets keep
-the native kernel (no FP8 tensor cores before sm_89)."""
+(the scale read through ``A_SCALE_POINTER``; checked with the recording cuBLASLt, which
+computes from the descriptors and refuses any form the library refuses) or as CUTLASS's
+Sm89 FP8 GEMM (checked by its SASS and on the simulated device). Older targets keep the
+native kernel (no FP8 tensor cores before sm_89)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -17,6 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import partita
 from partita.frontends.onnx import import_onnx
+from partita.lowering.cutlass.emitter import emit_module
+from partita.lowering.cutlass.kernels import KernelSpec, choose_config
 from partita.runtime.reference import run
 
 E4M3, E5M2 = TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2
@@ -160,13 +164,60 @@ def test_an_fp8_qdq_model_places_its_product_on_cublaslt_for_hopper(partitioner,
         assert rows[0].ops == ("nn.matmul_float8", "nn.multiply")
 
 
+FORMS = [("e4m3_dynamic_m", KernelSpec.dense(None, 1024, 1024, "float_e4m3")),
+         ("e4m3_e5m2_small", KernelSpec.dense(64, 256, 512, "float_e4m3", dtype_b="float_e5m2")),
+         ("e5m2_e4m3_big", KernelSpec.dense(4096, 4096, 1024, "float_e5m2", dtype_b="float_e4m3"))]
+
+
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
+def test_cutlass_fp8_gemms_multiply_on_tensor_cores_without_spills(arch):
+    """One NVRTC program of the three tile classes: on sm_89 every m16n8k32 is a QMMA of
+    the operands' own formats; sm_90 has no FP8 mma.sync (only wgmma), and ptxas converts
+    to f16 for HMMA.16816 instead. A cp.async main loop, and no local memory either way."""
+    from support.sass import compiled_sass
+
+    sm = int(arch.removeprefix("sm_"))
+    source = emit_module([(name, spec, choose_config(spec, sm)) for name, spec in FORMS])
+    _, functions = compiled_sass(source.code, arch=arch)
+    for name, spec in FORMS:
+        entry = source.entries[name]
+        body = functions.get(entry.name, "") + functions.get(entry.kernel_type + "_run", "")
+        a, b = (t.removeprefix("float_").upper() for t in (spec.dtype, spec.b_dtype))
+        warp = [t // w for t, w in zip(entry.config.threadblock, entry.config.warp_count)]
+        steps = (warp[0] // 16) * (warp[1] // 8) * (warp[2] // 32)  # m16n8k32 per K tile
+        pattern = rf"\bQMMA\.16832\.F32\.{a}\.{b}\b" if sm == 89 else r"\bHMMA\.16816\.F32\b"
+        mma = re.findall(pattern, body)
+        assert len(mma) >= steps * (1 if sm == 89 else 2), f"{arch} {name} ({entry.config.name}): {len(mma)}"
+        assert "LDGSTS" in body, name
+        assert not re.search(r"\b(STL|LDL)\b", body), f"{arch} {name} spills"
+
+
+def test_an_fp8_qdq_model_runs_its_product_on_cutlass_for_ada(kernel_cache: Path, tmp_path: Path):
+    """sm_89 with the default targets' backends: the product is CUTLASS's FP8 GEMM, the
+    scale and bias one native kernel after it; on the simulated device (the kernel's
+    reference semantics at its packed pointers) it equals onnxruntime within f32 rounding,
+    for two batch sizes (M is a run-time argument)."""
+    m, shape = fp8_linear(k=64, n=48)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = tmp_path / "fp8.onnx"
+    onnx.save(m, path)
+    exe = partita.compile(path, ["cuda -arch=sm_89", "cutlass", "llvm"], partitioner="eager", cache_dir=kernel_cache)
+    rows = [row for row in exe.report().rows if "nn.matmul_float8" in row.ops]
+    assert [(row.target, row.ops) for row in rows] == [("cutlass", ("nn.matmul_float8",))]
+    for batch in (1, 3):
+        x = _input([batch, *shape[1:]], seed=batch)
+        (got,) = exe.run(x)
+        want = _onnxruntime(m, x)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * np.abs(want).max())
+
+
 def test_the_fp8_matmul_needs_an_fp8_tensor_core_target(kernel_cache: Path, tmp_path: Path):
     """sm_80 has no FP8 tensor cores: the product stays on the native kernel."""
     m, _ = fp8_linear()
     path = tmp_path / "fp8.onnx"
     onnx.save(m, path)
     for partitioner in ("collage", "eager"):
-        exe = partita.compile(path, ["cuda -arch=sm_80", "cublas", "llvm"], partitioner=partitioner,
+        exe = partita.compile(path, ["cuda -arch=sm_80", "cublas", "cutlass", "llvm"], partitioner=partitioner,
                               cache_dir=kernel_cache)
         rows = [row for row in exe.report().rows if "nn.matmul_float8" in row.ops]
         assert [row.target for row in rows] == ["cuda"], partitioner

@@ -233,6 +233,23 @@ def _int8_conv_spec(main: nn.ConvIntegerOp, epilogue_ops: Sequence[Operation], f
     return spec, bias
 
 
+FP8_DTYPES = {"f8E4M3FN": "float_e4m3", "f8E5M2": "float_e5m2"}
+
+
+def _fp8_spec(main: nn.MatmulFloat8Op, epilogue_ops: Sequence[Operation]) -> KernelSpec:
+    """The FP8 dense spec of ``nn.matmul_float8`` with a transposed 2-D rhs ``[N, K]`` (the
+    TN form) and nothing after it: the f32 product, unscaled."""
+    x, w = _shape(main.lhs), _shape(main.rhs)
+    if not main.transpose_b or len(w) != 2 or len(x) < 2:
+        raise op_error(main, "an FP8 CUTLASS GEMM takes a [N, K] rhs (transpose_b) and an lhs of rank >= 2")
+    if epilogue_ops:
+        raise op_error(epilogue_ops[0], "is not part of an FP8 CUTLASS GEMM (its scale and bias are the next "
+                                        "native kernel's)")
+    types = [FP8_DTYPES.get(str(v.type.element_type), "") for v in (main.lhs, main.rhs)]  # type: ignore[attr-defined]
+    m = None if any(d < 0 for d in x[:-1]) else prod(x[:-1])
+    return KernelSpec.dense(m, w[0], w[1], types[0], dtype_b=types[1])
+
+
 def partition_kernel(function: FuncOp) -> PartitionKernel:
     """The CUTLASS kernel a partition function's body describes (located error if none)."""
     ops = [op for op in function.body.block.ops if not isinstance(op, ReturnOp)]
@@ -249,6 +266,9 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
         elif isinstance(main, nn.MatmulIntegerOp):
             spec, bias = _int8_spec(main, epilogue_ops, function)
             roles = {main.lhs: "x", main.rhs: "w", main.rhs_zero_point: "zb", main.lhs_zero_point: "za"}
+        elif isinstance(main, nn.MatmulFloat8Op):
+            spec, bias = _fp8_spec(main, epilogue_ops), None
+            roles = {main.lhs: "x", main.rhs: "w"}
         elif isinstance(main, nn.BatchMatmulOp | nn.MatmulOp):
             spec = _batched_spec(main, epilogue_ops, function)
             roles = {main.operands[0]: "a", main.operands[1]: "b"}
@@ -269,8 +289,8 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             spec, bias = _int8_conv_spec(main, epilogue_ops, function)
             roles = {main.input: "x", main.weight: "w", main.weight_zero_point: "zb", main.input_zero_point: "za"}
         else:
-            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, NHWC "
-                                 "conv2d and NHWC conv_integer do)")
+            raise op_error(main, "has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, matmul_float8, "
+                                 "NHWC conv2d and NHWC conv_integer do)")
     except UnsupportedKernel as err:
         raise op_error(function, str(err)) from None
     if bias is not None:

@@ -45,7 +45,8 @@ from partita.lowering.contracts import contract_constant, key_digest
 from .kernels import KernelConfig, KernelSpec, by_kernel_type, entry_contract
 
 _CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
-          "int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t"}
+          "int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t", "float_e4m3": "cutlass::float_e4m3_t",
+          "float_e5m2": "cutlass::float_e5m2_t"}
 _EPILOGUE = {
     "none": "cutlass::epilogue::thread::LinearCombination<{args}>",
     "bias": "cutlass::epilogue::thread::LinearCombination<{args}>",
@@ -336,6 +337,21 @@ def _int8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         f"    cutlass::arch::OpMultiplyAddSaturate>::GemmKernel;\n")
 
 
+def _fp8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    """An Sm89 FP8 GEMM: E4M3 / E5M2 operands (TN), f32 accumulators (``OpMultiplyAdd``:
+    CUTLASS's staged accumulation, not the fast-accumulate form), an f32 output."""
+    epi = _EPILOGUE[spec.epilogue].format(args=f"float, {cfg.alignment_c}, float, float")
+    return (
+        f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
+        f"    {_CTYPE[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
+        f"    {_CTYPE[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    float, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
+        f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
+        f"    {epi},\n"
+        f"    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>, {cfg.stages}, false,\n"
+        f"    cutlass::arch::OpMultiplyAdd>::GemmKernel;\n")
+
+
 def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     """An Sm80 IMMA implicit-GEMM convolution (fprop, optimized iterators): s8 / u8 NHWC
     data and an OHWI (CUTLASS's KRSC, its "NHWC" filter) s8 / u8 filter, i32 accumulators,
@@ -356,6 +372,8 @@ def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     if spec.is_int8:
         return (_int8_conv_decl if spec.op == "conv2d" else _int8_gemm_decl)(alias, spec, cfg)
+    if spec.is_fp8:
+        return _fp8_gemm_decl(alias, spec, cfg)
     T = _CTYPE[spec.dtype]
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
@@ -466,8 +484,10 @@ def _entry(info: EntryInfo) -> str:
     shared-memory size."""
     # With N and K run-time values, ptxas held the sm_90 IMMA main loop to 128 registers
     # and spilled one per K tile; a minimum of one block per SM lets it take the 150 it
-    # needs (measured; the float kernels keep ptxas's own choice).
-    bounds = f"{info.config.threads}, 1" if info.spec.is_int8 else f"{info.config.threads}"
+    # needs (measured; the FP8 main loop is the same shape; the float kernels keep
+    # ptxas's own choice).
+    eight_bit = info.spec.is_int8 or info.spec.is_fp8
+    bounds = f"{info.config.threads}, 1" if eight_bit else f"{info.config.threads}"
     return (
         f'extern "C" __global__ void __launch_bounds__({bounds})\n'
         f"{info.name}({_signature(info.spec, info.params)}) {{\n"

@@ -19,6 +19,13 @@ exact. They read A row-major and B column-major (TN), 16 elements (bytes) per ac
 Quantized convolutions (``nn.conv_integer``, NHWC / OHWI) are ``conv2d`` specs of the same
 dtypes on the same IMMA path: an implicit GEMM whose K (``R * S * C``) is read 16 channels
 per access, so C must be a multiple of 16.
+
+FP8 GEMMs (``nn.matmul_float8``) are ``dense`` specs of dtype ``float_e4m3`` /
+``float_e5m2`` (``dtype_b`` for B's when it differs): Ada's and Hopper's ``mma.sync``
+m16n8k32 on 8-bit floats (``Sm89``: CUTLASS's staged accumulation, its partial sums
+promoted into f32 accumulators, not the fast-accumulate form), an f32 output and no epilogue
+(the dequantize scale and any bias are the next native kernel's); TN, 16 elements
+per access like int8.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
+import numpy as np
 from cutlass_library.conv2d_operation import Conv2dOperation
 from cutlass_library.gemm_operation import GemmOperation
 from cutlass_library.library import (
@@ -52,11 +61,13 @@ from partita.backends.gemm_forms import why_not_int8_gemm
 from partita.lowering.contracts import digest_fields
 
 OPS = ("dense", "batch_matmul", "conv2d")
-DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8")
+DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "float_e4m3", "float_e5m2")
 #: 16-bit float types: tensor cores with mma 16x8x16 and f32 accumulation
 HALF_DTYPES = ("float16", "bfloat16")
 #: 8-bit integer types: tensor cores with mma 16x8x32 (IMMA) and i32 accumulation
 INT8_DTYPES = ("int8", "uint8")
+#: 8-bit float types: FP8 tensor cores (sm_89 and later) with mma 16x8x32 and f32 accumulation
+FP8_DTYPES = ("float_e4m3", "float_e5m2")
 
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual",
              "bias_residual_relu")
@@ -74,9 +85,16 @@ SUPPORTED_EPILOGUES = {
     "conv2d": ("none", "bias", "bias_relu", "bias_residual", "bias_residual_relu"),
 }
 #: size in bytes of one element
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4}
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4, "float_e4m3": 1,
+               "float_e5m2": 1}
 _CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32,
-                  "int8": DataType.s8, "uint8": DataType.u8, "int32": DataType.s32}
+                  "int8": DataType.s8, "uint8": DataType.u8, "int32": DataType.s32, "float_e4m3": DataType.e4m3,
+                  "float_e5m2": DataType.e5m2}
+#: Element types by name, as the runtime checks a call's operands
+NUMPY_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
+                "float32": np.dtype(np.float32), "int8": np.dtype(np.int8), "uint8": np.dtype(np.uint8),
+                "int32": np.dtype(np.int32), "float_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+                "float_e5m2": np.dtype(ml_dtypes.float8_e5m2)}
 
 
 class UnsupportedKernel(ValueError):
@@ -90,6 +108,19 @@ def _pair(v, what: str) -> tuple[int, int]:
     if len(t) != 2:
         raise UnsupportedKernel(f"{what} must have 2 entries, got {v!r}")
     return t  # type: ignore[return-value]
+
+
+def _why_not_fp8(spec: KernelSpec) -> str:
+    """Why an FP8 spec has no Sm89 kernel here ('' when it has one)."""
+    if spec.op != "dense" or spec.layout != "tn":
+        return "FP8 CUTLASS GEMMs are dense (TN: A row-major, B [N, K] column-major)"
+    if spec.epilogue != "none":
+        return f"FP8 CUTLASS GEMMs take no {spec.epilogue} epilogue (the scale and bias follow in a native kernel)"
+    if spec.K is None or spec.K % 16:
+        return f"FP8 tensor-op GEMMs read 16 elements per access: K = {spec.K} is not a multiple of 16"
+    if spec.N is None or spec.N % 4:
+        return f"FP8 tensor-op GEMMs write 4 f32 per access: N = {spec.N} is not a multiple of 4"
+    return ""
 
 
 def _why_not_int8(spec: KernelSpec) -> str:
@@ -165,13 +196,18 @@ class KernelSpec:
         return self.dtype in INT8_DTYPES
 
     @property
+    def is_fp8(self) -> bool:
+        """An FP8 GEMM: 8-bit float operands, f32 accumulation and output."""
+        return self.dtype in FP8_DTYPES
+
+    @property
     def b_dtype(self) -> str:
         return self.dtype_b or self.dtype
 
     @property
     def out_dtype(self) -> str:
         """The output's (and the epilogue source's) element type."""
-        return "int32" if self.is_int8 else self.dtype
+        return "int32" if self.is_int8 else "float32" if self.is_fp8 else self.dtype
 
     def role_dtype(self, role: str) -> str:
         """The element type of the entry input ``role`` (or ``out``)."""
@@ -236,9 +272,10 @@ class KernelSpec:
             raise UnsupportedKernel(f"unsupported dtype {self.dtype!r}")
         if self.epilogue not in SUPPORTED_EPILOGUES[self.op]:
             raise UnsupportedKernel(f"{self.op} does not support epilogue {self.epilogue!r}")
-        if self.dtype_b and not (self.is_int8 and self.dtype_b in INT8_DTYPES):
+        if self.dtype_b and not (self.is_int8 and self.dtype_b in INT8_DTYPES
+                                 or self.is_fp8 and self.dtype_b in FP8_DTYPES):
             raise UnsupportedKernel(f"operands of {self.dtype} and {self.dtype_b}: only int8 GEMMs mix "
-                                    "signedness (u8 x s8)")
+                                    "signedness (u8 x s8), and FP8 GEMMs E4M3 with E5M2")
         if self.op == "conv2d":
             if self.input_shape is None or self.filter_shape is None:
                 raise UnsupportedKernel("conv2d needs input_shape and filter_shape")
@@ -254,8 +291,8 @@ class KernelSpec:
                 raise UnsupportedKernel(f"{self.op}: N and K must be static")
         elif self.layout not in ("tn", "tt", "nn", "nt") or self.broadcast not in ("", "a", "b"):
             raise UnsupportedKernel(f"batch_matmul: bad layout {self.layout!r} / broadcast {self.broadcast!r}")
-        if self.is_int8:  # after the shape checks: a convolution's filter channels are read
-            why = _why_not_int8(self)
+        if self.is_int8 or self.is_fp8:  # after the shape checks: a convolution's filter channels are read
+            why = _why_not_int8(self) if self.is_int8 else _why_not_fp8(self)
             if why:
                 raise UnsupportedKernel(why)
 
@@ -508,6 +545,21 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
         return "small"
 
     cls = size_class()
+    if spec.is_fp8:
+        if sm < 89:
+            raise UnsupportedKernel(f"FP8 CUTLASS GEMMs need FP8 tensor cores (sm >= 89), not sm_{sm}")
+        # K 64 (two m16n8k32 steps per warp tile), 3 stages, and warp tiles no wider than
+        # 32x64: the staged accumulation holds two sets of accumulators, so the int8 GEMMs'
+        # 64x64 warp tile spills (332 STL/LDL on sm_89). Hopper has no FP8 mma.sync (ptxas
+        # converts to f16 for HMMA.16816, with more registers): 32x32 there (0 spills; 32x64
+        # spills 10)
+        wide = (128, 128, 64) if sm < 90 else (128, 64, 64)
+        tb, warps = {"big": (wide, (4, 2, 1)), "medium": ((128, 64, 64), (4, 2, 1)),
+                     "small": ((64, 64, 64), (2, 2, 1))}[cls]
+        cfg = KernelConfig(opcode_class="tensorop", arch_tag=89, instruction_shape=(16, 8, 32), threadblock=tb,
+                           warp_count=warps, stages=3, alignment_a=16, alignment_b=16, alignment_c=4,
+                           split_k=1, swizzle=8, iterator_algorithm="", math="fp8")
+        return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
     if spec.is_int8:
         if sm < 80:
             raise UnsupportedKernel(f"int8 CUTLASS GEMMs need sm >= 80 (mma 16x8x32), not sm_{sm}")
@@ -591,10 +643,10 @@ def _operation(spec: KernelSpec, cfg: KernelConfig):
     """The cutlass_library operation object describing (spec, cfg)."""
     elt = _CUTLASS_DTYPE[spec.dtype]
     opclass = OpcodeClass.TensorOp if cfg.opcode_class == "tensorop" else OpcodeClass.Simt
-    if spec.is_int8:
-        elt_b, out = _CUTLASS_DTYPE[spec.b_dtype], DataType.s32
+    if spec.is_int8 or spec.is_fp8:
+        elt_b, out = _CUTLASS_DTYPE[spec.b_dtype], _CUTLASS_DTYPE[spec.out_dtype]
         mi = MathInstruction(list(cfg.instruction_shape), elt, elt_b, out, opclass,
-                             MathOperation.multiply_add_saturate)
+                             MathOperation.multiply_add_saturate if spec.is_int8 else MathOperation.multiply_add)
         td = TileDescription(list(cfg.threadblock), cfg.stages, list(cfg.warp_count), mi, cfg.arch_tag, 1024)
         if spec.op == "conv2d":
             return Conv2dOperation(ConvKind.Fprop, IteratorAlgorithm.Optimized, cfg.arch_tag, td,

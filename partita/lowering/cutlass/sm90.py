@@ -131,6 +131,8 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
     """Why ``spec`` has no Hopper kernel (``None`` when it has one)."""
     if spec.op not in ("dense", "batch_matmul"):
         return f"{spec.op} has no CUTLASS 3 kernel here"
+    if spec.is_fp8:
+        return "FP8 GEMMs are built on the Sm89 mma.sync kernels (no CUTLASS 3 FP8 kernel here yet)"
     if spec.dtype not in HALF_DTYPES:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:

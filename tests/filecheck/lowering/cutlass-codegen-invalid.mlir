@@ -3,7 +3,7 @@
 func.func @main(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {
   %0 = byoc.partition(%x) {byoc.compiler = "cutlass", byoc.global_symbol = "softmax_0"} ({
   ^bb0(%a: tensor<8x16xf16>):
-    // expected-error@+1 {{has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, NHWC conv2d and NHWC conv_integer do)}}
+    // expected-error@+1 {{has no CUTLASS kernel (dense, matmul, batch_matmul, matmul_integer, matmul_float8, NHWC conv2d and NHWC conv_integer do)}}
     %1 = nn.softmax %a : (tensor<8x16xf16>) -> tensor<8x16xf16>
     byoc.yield %1 : tensor<8x16xf16>
   }) : (tensor<8x16xf16>) -> tensor<8x16xf16>
@@ -33,4 +33,31 @@ func.func @main(%x: tensor<1x8x8x16xf16>, %w: tensor<16x3x3x16xf16>) -> tensor<1
     byoc.yield %2 : tensor<1x6x6x16xf16>
   }) : (tensor<1x8x8x16xf16>, tensor<16x3x3x16xf16>) -> tensor<1x6x6x16xf16>
   func.return %0 : tensor<1x6x6x16xf16>
+}
+
+// -----
+
+// FP8 tensor cores are sm_89 and later: sm_80 has no FP8 GEMM.
+func.func @main(%x: tensor<8x64xf8E4M3FN>, %w: tensor<16x64xf8E4M3FN>) -> tensor<8x16xf32> {
+  // expected-error@+1 {{FP8 CUTLASS GEMMs need FP8 tensor cores (sm >= 89), not sm_80}}
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "fp8_0"} ({
+  ^bb0(%a: tensor<8x64xf8E4M3FN>, %b: tensor<16x64xf8E4M3FN>):
+    %1 = nn.matmul_float8 %a, %b {transpose_b = true} : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>) -> tensor<8x16xf32>
+    byoc.yield %1 : tensor<8x16xf32>
+  }) : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>) -> tensor<8x16xf32>
+  func.return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// The scale is the next native kernel's, not the FP8 GEMM's epilogue.
+func.func @main(%x: tensor<8x64xf8E4M3FN>, %w: tensor<16x64xf8E4M3FN>, %s: tensor<f32>) -> tensor<8x16xf32> {
+  %0 = byoc.partition(%x, %w, %s) {byoc.compiler = "cutlass", byoc.global_symbol = "fp8_scaled_0"} ({
+  ^bb0(%a: tensor<8x64xf8E4M3FN>, %b: tensor<16x64xf8E4M3FN>, %c: tensor<f32>):
+    %1 = nn.matmul_float8 %a, %b {transpose_b = true} : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>) -> tensor<8x16xf32>
+    // expected-error@+1 {{is not part of an FP8 CUTLASS GEMM (its scale and bias are the next native kernel's)}}
+    %2 = nn.multiply %1, %c : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+    byoc.yield %2 : tensor<8x16xf32>
+  }) : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<f32>) -> tensor<8x16xf32>
+  func.return %0 : tensor<8x16xf32>
 }
