@@ -21,8 +21,8 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.binaries import cubin_file
-from partita.lowering.cutlass.kernels import DTYPE_BYTES, UnsupportedKernel, problem_dims
-from partita.lowering.cutlass.sm90 import RECORD_KIND, Sm90Entry, sm90_from_record
+from partita.lowering.cutlass.kernels import DTYPE_BYTES, NUMPY_DTYPES, UnsupportedKernel, problem_dims
+from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.tma import sm90_arguments, sm90_grid, sm90_pieces
 from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
@@ -66,8 +66,8 @@ class Sm90KernelHandle:
         """(M, N, K, batch) of a call on operands of these (shape, dtype); a located error
         when they do not fit the kernel."""
         spec = self.entry.spec
-        want = np.dtype(spec.dtype)
-        check_operand_dtypes(self.function, self.roles, inputs, out, want)
+        check_operand_dtypes(self.function, self.roles, inputs, out, NUMPY_DTYPES[spec.out_dtype],
+                             {role: NUMPY_DTYPES[spec.role_dtype(role)] for role in self.roles})
         shapes = {role: tuple(shape) for role, (shape, _) in zip(self.roles, inputs)}
         try:
             dims = problem_dims(spec, shapes)
@@ -106,7 +106,8 @@ class PreparedSm90:
         pointers["out"] = out.ptr
         cfg = entry.config
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
-                              pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout)
+                              pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
+                              MMA_PROMOTION_INTERVAL)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))

@@ -126,13 +126,14 @@ class Sm90Arguments:
 
 def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
                    problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
-                   gemm_layout: str = "tn") -> Sm90Arguments:
+                   gemm_layout: str = "tn", promotion_interval: int = 0) -> Sm90Arguments:
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
     ``""`` (none, ``beta = 0``); ``gemm_layout`` is CUTLASS's letters (``t``: A row-major,
     i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
-    the device's encoder."""
+    the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
+    ``promotion_interval``."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -144,6 +145,10 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         struct.pack_into("<i", blob, base + at, value)
     for field in ("tx_bytes", "tx_bytes_mk", "tx_bytes_nk"):
         struct.pack_into("<I", blob, layout[field], layout[field + "_value"])
+    if layout["promotion"] >= 0:
+        if promotion_interval <= 0:
+            raise ValueError("an FP8 main loop needs its mma promotion interval")
+        struct.pack_into("<I", blob, layout["promotion"], promotion_interval)
     struct.pack_into("<f", blob, layout["alpha"], 1.0)
     struct.pack_into("<f", blob, layout["beta"], 1.0 if source else 0.0)
     # C: the bias row broadcast over rows and batches (both strides 0), the residual laid

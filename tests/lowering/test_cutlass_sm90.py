@@ -167,7 +167,7 @@ def test_n_major_weights_compile_to_wgmma_too() -> None:
     too: TMA loads N-major tiles, wgmma reads them transposed."""
     spec = KernelSpec.batch_matmul(1, None, 768, 3072, "float16", "bias", transpose_b=False)
     source = emit_sm90_module([("gemm_tt", spec, choose_sm90_config(spec))])
-    assert "cutlass::layout::RowMajor, 8, T, cutlass::layout::RowMajor, 8" in source.code
+    assert "cutlass::layout::RowMajor, 8, TB, cutlass::layout::RowMajor, 8" in source.code
     binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about a minute of NVRTC
     entry = source.entries["gemm_tt"].name
     ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))[entry]))

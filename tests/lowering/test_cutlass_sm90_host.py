@@ -1,15 +1,16 @@
 """Partita's TMA descriptors and grids for the Hopper kernels against CUTLASS's own host
 code (``to_underlying_arguments`` / ``get_grid_shape``, built with g++ and a stub
 ``cuTensorMapEncodeTiled``; ``support/cutlass_host.py``): the same encode arguments, the
-same grid, the same transaction bytes as the layout probe, for each tuning-table tile."""
+same grid, the same transaction bytes as the layout probe, for each tuning-table tile (and an
+FP8 main loop's promotion interval, the value the runtime writes)."""
 
 from __future__ import annotations
 
 import pytest
 from support import cutlass_host
 
-from partita.lowering.cutlass.kernels import KernelSpec
-from partita.lowering.cutlass.sm90 import Sm90Config, choose_sm90_config
+from partita.lowering.cutlass.kernels import DTYPE_BYTES, KernelSpec
+from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, Sm90Config, choose_sm90_config
 from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, operand_map, sm90_grid
 
 pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
@@ -22,6 +23,8 @@ CASES = [
     (KernelSpec.batch_matmul(1, None, 768, 256, "float16", "bias", transpose_b=False), [(300, 768, 256, 2)]),
     # A M-major (a transposed), B K-major
     (KernelSpec.batch_matmul(4, 192, 64, 128, "bfloat16", "none", transpose_a=True), [(192, 64, 128, 4)]),
+    # FP8 (E4M3 x E5M2): one-byte elements, 128-element K tiles, the FP8 main loop
+    (KernelSpec.dense(None, 1024, 512, "float_e4m3", dtype_b="float_e5m2"), [(300, 1024, 512, 1)]),
 ]
 #: clusters the table does not pick yet (not timed on an H100): multicast boxes split the
 #: shared operand across the cluster, and the grid rounds up to whole clusters
@@ -36,15 +39,17 @@ def host(tmp_path_factory):
                               tmp_path_factory.mktemp("host"))
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn"])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn",
+                                                       "fp8-64x128x128"])
 def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
     spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)
     bm, bn, bk = cfg.tile
+    size = DTYPE_BYTES[spec.dtype]
     for M, N, K, L in problems:
         reference = cutlass_host.run(host, case, M, N, K, L)
-        ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, 2, not spec.transpose_a),
-                operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, 2, spec.transpose_b)]
+        ours = [operand_map(0x10000, M, K, L, bm // cfg.cluster[1], bk, spec.dtype, size, not spec.transpose_a),
+                operand_map(0x20000, N, K, L, bn // cfg.cluster[0], bk, spec.dtype, size, spec.transpose_b)]
         assert len(reference["encodes"]) == 2
         for theirs, mine in zip(reference["encodes"], ours, strict=True):
             assert theirs == {"dtype": DATA_TYPES[mine.dtype], "rank": mine.rank, "address": mine.address,
@@ -52,7 +57,8 @@ def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
                               "element_strides": mine.element_strides, "interleave": 0,
                               "swizzle": SWIZZLES[mine.swizzle], "l2_promotion": L2_PROMOTION_128B, "oob_fill": 0}
         assert reference["grid"] == sm90_grid((M, N, K, L), cfg.tile, cfg.cluster)
-        assert reference["tx"] == ((bm + bn) * bk * 2, bm * bk * 2, bn * bk * 2)
+        assert reference["tx"] == ((bm + bn) * bk * size, bm * bk * size, bn * bk * size)
+        assert reference["promotion"] == (MMA_PROMOTION_INTERVAL if spec.is_fp8 else None)
 
 
 @pytest.mark.parametrize("case", range(len(CLUSTERS)), ids=["cluster-2x1", "cluster-1x2"])

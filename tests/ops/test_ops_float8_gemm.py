@@ -9,6 +9,7 @@ native kernel (no FP8 tensor cores before sm_89)."""
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 import ml_dtypes
@@ -221,3 +222,69 @@ def test_the_fp8_matmul_needs_an_fp8_tensor_core_target(kernel_cache: Path, tmp_
                               cache_dir=kernel_cache)
         rows = [row for row in exe.report().rows if "nn.matmul_float8" in row.ops]
         assert [row.target for row in rows] == ["cuda"], partitioner
+
+
+HOPPER_FP8 = KernelSpec.dense(None, 1024, 512, "float_e4m3", dtype_b="float_e5m2")
+"""The Hopper FP8 kernel type both tests below use (one NVRTC program, cached between them)."""
+
+
+def test_the_hopper_fp8_gemm_is_wgmma_on_8_bit_floats():
+    """sm_90a: CUTLASS 3's FP8 main loop, QGMMA on the operands' own formats fed by TMA,
+    no local memory, 128-element K tiles (one 128-byte row), and a probe that places the
+    promotion interval the runtime writes; the record reads back."""
+    from support.sass import compiled_sass
+
+    from partita.lowering.cutlass.sm90 import (
+        choose_sm90_config,
+        emit_sm90_module,
+        read_layout,
+        sm90_from_record,
+        sm90_record,
+        why_not_sm90,
+    )
+
+    assert why_not_sm90(HOPPER_FP8) is None
+    cfg = choose_sm90_config(HOPPER_FP8)
+    assert cfg.tile == (64, 128, 128) and cfg.name.startswith("cutlass3x_sm90_tensorop_gemm_e4m3_e5m2_f32_64x128x128")
+    source = emit_sm90_module([("fp8", HOPPER_FP8, cfg)])
+    binary, functions = compiled_sass(source.code, arch="sm_90a")
+    entry = source.entries["fp8"]
+    body = "".join(functions.values())
+    qgmma = re.findall(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E5M2\b", body)
+    assert len(qgmma) >= 128 // 32, len(qgmma)  # one K tile: four k32 steps
+    assert "UTMALDG" in body and not re.search(r"\b(HGMMA|HMMA|QMMA)\b", body)
+    assert not re.search(r"\b(STL|LDL)\b", body), "spills"
+    layout = read_layout(binary.cubin, entry.kernel_type)
+    assert layout["promotion"] >= 0 and layout["tx_bytes_value"] == (64 + 128) * 128
+    assert sm90_from_record(sm90_record(entry, HOPPER_FP8.input_names, layout))[2] == layout
+
+
+def test_an_fp8_qdq_model_runs_its_product_on_hopper_wgmma(kernel_cache: Path, tmp_path: Path):
+    """sm_90a: the product is the Hopper FP8 kernel, equal to onnxruntime on the simulated
+    device; on the recording driver its Params carry the promotion interval where the
+    probe placed it."""
+    from support.recording_driver import RecordingDriver
+
+    from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.extern import kernel_handles
+    from partita.runtime.hopper import Sm90KernelHandle
+    from partita.runtime.plan import Runtime
+
+    m, shape = fp8_linear(k=512, n=1024, w_type=E5M2)
+    path = tmp_path / "fp8.onnx"
+    onnx.save(m, path)
+    exe = partita.compile(path, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager", cache_dir=kernel_cache)
+    (handle,) = [h for h in kernel_handles(exe.module).values() if isinstance(h, Sm90KernelHandle)]
+    spec = handle.entry.spec
+    assert (spec.N, spec.K, spec.dtype, spec.dtype_b) == (1024, 512, "float_e4m3", "float_e5m2")  # M = 10 here
+    x = _input(shape)
+    (got,) = exe.run(x)
+    want = _onnxruntime(m, x)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * np.abs(want).max())
+    runtime = Runtime(exe.module, CudaDevice(driver=RecordingDriver(arch=(9, 0))))
+    runtime.run(x)
+    (bound,) = runtime._bound.values()
+    (params,) = [step.params for step in bound.steps if len(getattr(step, "params", b"")) == handle.layout["params_size"]]
+    assert struct.unpack_from("<I", params, handle.layout["promotion"])[0] == MMA_PROMOTION_INTERVAL
+    runtime.close()

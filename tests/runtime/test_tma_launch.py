@@ -187,7 +187,7 @@ def test_params_bytes_follow_the_probed_layout() -> None:
     layout = {"params_size": 640, "problem_shape": 0, "shape_offsets": (0, 4, 8, 12), "tma_a": 64, "tma_b": 256,
               "tma_desc": 0, "tx_bytes": 448, "tx_bytes_mk": 452, "tx_bytes_nk": 456, "tx_bytes_value": 32768,
               "tx_bytes_mk_value": 16384, "tx_bytes_nk_value": 16384, "alpha": 512, "beta": 516, "ptr_c": 552,
-              "stride_c": 560, "ptr_d": 576, "stride_d": 584, "stride_offsets": (0, 8)}
+              "stride_c": 560, "ptr_d": 576, "stride_d": 584, "stride_offsets": (0, 8), "promotion": -1}
     pointers = {"a": 0x10000, "b": 0x20000, "bias": 0x30000, "residual": 0x50000, "out": 0x40000}
     args = sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "bias",
                           simulated_tensor_map)
@@ -215,6 +215,13 @@ def test_params_bytes_follow_the_probed_layout() -> None:
         sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "shortcut",
                        simulated_tensor_map)
     assert sm90_grid((300, 128, 256, 3), (128, 128, 64), (2, 1, 1)) == (4, 1, 3)  # 3 tiles, whole clusters
+    # an FP8 main loop's promotion interval, where its probe placed it (and only there)
+    fp8 = {**layout, "promotion": 460}
+    with pytest.raises(ValueError, match="promotion interval"):
+        sm90_arguments(fp8, (128, 128, 128), (1, 1, 1), 1, (300, 128, 256, 3), pointers, "", simulated_tensor_map)
+    blob = pack_kernel_args(sm90_arguments(fp8, (128, 128, 128), (1, 1, 1), 1, (300, 128, 256, 3), pointers, "",
+                                           simulated_tensor_map, promotion_interval=4).args)[0]
+    assert struct.unpack_from("<4I", blob, 448) == (32768, 16384, 16384, 4)
 
 
 @pytest.mark.gpu

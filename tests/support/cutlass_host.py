@@ -50,8 +50,8 @@ extern "C" CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType
 _RUN = r'''
 static void run_KERNEL(int M, int N, int K, int L) {
   using namespace KERNEL_ns;
-  auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<T*>(0x20000);
-  auto* C = reinterpret_cast<T*>(0x30000); auto* D = reinterpret_cast<T*>(0x40000);
+  auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<TB*>(0x20000);
+  auto* C = reinterpret_cast<TD*>(0x30000); auto* D = reinterpret_cast<TD*>(0x40000);
   typename Mainloop::StrideA dA{STRIDE_A};
   typename Mainloop::StrideB dB{STRIDE_B};
   StrideC dC{int64_t(0), cute::Int<1>{}, int64_t(0)};
@@ -63,7 +63,7 @@ static void run_KERNEL(int M, int N, int K, int L) {
   std::printf("GRID %u %u %u\n", grid.x, grid.y, grid.z);
   std::printf("TX %u %u %u\n", p.mainloop.tma_transaction_bytes, p.mainloop.tma_transaction_bytes_mk,
               p.mainloop.tma_transaction_bytes_nk);
-}
+PROMOTION}
 '''
 
 _MAIN = r'''
@@ -106,7 +106,10 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
         stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
             "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
         parts.append(decl[: decl.index("__device__ __noinline__")])
-        parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b))
+        # the FP8 main loop's promotion interval (what its Arguments default to)
+        promotion = '  std::printf("PROMOTION %u\\n", p.mainloop.mma_promotion_interval);\n' if spec.is_fp8 else ""
+        parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b)
+                     .replace("PROMOTION", promotion))
         cases.append(f"    case {i}: run_k{i}(M, N, K, L); break;\n")
     source = where / "host.cpp"
     source.write_text(include + "".join(parts) + _MAIN.replace("CASES", "".join(cases)))
@@ -119,7 +122,8 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
 
 
 def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
-    """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk)}`` of kernel ``which``."""
+    """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk), "promotion": n}`` of
+    kernel ``which`` (``promotion``: an FP8 main loop's interval, else None)."""
     out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which)], check=True, capture_output=True,
                          text=True, timeout=60).stdout
     encodes = []
@@ -134,4 +138,5 @@ def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
                             "interleave": il, "swizzle": sw, "l2_promotion": l2, "oob_fill": oob})
     grid = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("GRID"))
     tx = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("TX"))
-    return {"encodes": encodes, "grid": grid, "tx": tx}
+    promotion = next((int(line.split()[1]) for line in out.splitlines() if line.startswith("PROMOTION")), None)
+    return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion}

@@ -27,7 +27,11 @@ What is taken (everything else stays on the Sm80 kernels of ``kernels.py``): den
 transposed A too) with no operand broadcast over the batch, f16 or bf16, whose operands'
 contiguous extents are static multiples of 8 (TMA needs 16-byte strides), epilogues
 none / bias / bias_relu / bias_gelu / bias_gelu_tanh / residual (dense: the residual is C,
-laid out as D, ``beta = 1``) and none / bias (batched).
+laid out as D, ``beta = 1``) and none / bias (batched). FP8 (E4M3 / E5M2, a mix too) dense
+TN GEMMs with no epilogue are built the same way: the collective builder's FP8 main loop
+(wgmma on 8-bit floats, its accumulators promoted into f32 every ``mma_promotion_interval``
+K-blocks, not the fast-accumulate form), K tiles of 128 elements (one 128-byte row), an f32
+output.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from partita.lowering.contracts import contract_constant, key_digest
 from partita.lowering.cubin import Cubin
 from partita.lowering.cutlass.kernels import (
+    DTYPE_BYTES,
     HALF_DTYPES,
     KernelSpec,
     UnsupportedKernel,
@@ -48,10 +53,16 @@ from partita.lowering.cutlass.kernels import (
     entry_contract,
     spec_fields,
 )
-from partita.lowering.cutlass.tuning import sm90_tile
+from partita.lowering.cutlass.tuning import SM90_FP8_TABLE, SM90_TABLE, sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
-_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t"}
+_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
+          "float_e4m3": "cutlass::float_e4m3_t", "float_e5m2": "cutlass::float_e5m2_t"}
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
+#: The FP8 main loop's promotion interval (K-blocks of wgmma accumulated before they are
+#: added into the f32 accumulators): CUTLASS's default, a multiple of the 4 K-blocks of a
+#: 128-element K tile (its ``can_implement`` rule)
+MMA_PROMOTION_INTERVAL = 4
 _ACTIVATION = {"none": "Identity", "bias": "Identity", "bias_relu": "ReLu", "bias_gelu": "GELU",
                "bias_gelu_tanh": "GELU_taylor", "residual": "Identity"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -61,7 +72,7 @@ LAYOUT_FIELDS = (
     "params_size", "params_align", "problem_shape", "tma_a", "tma_b", "tma_desc", "tma_size",
     "tx_bytes", "tx_bytes_mk", "tx_bytes_nk", "tx_bytes_value", "tx_bytes_mk_value", "tx_bytes_nk_value",
     "alpha", "beta", "ptr_c", "stride_c", "ptr_d", "stride_d",
-    "smem", "threads", "stages", "swizzle_a", "swizzle_b",
+    "smem", "threads", "stages", "swizzle_a", "swizzle_b", "promotion",
 )
 
 PREAMBLE = """\
@@ -119,8 +130,9 @@ class Sm90Config:
 
     def __post_init__(self) -> None:
         bm, bn, bk = self.tile
-        if bm not in (64, 128, 256) or bn % 16 or not 16 <= bn <= 256 or bk not in (32, 64):
-            raise UnsupportedKernel(f"sm90 tile {self.tile} is not a wgmma tile (M 64/128/256, N 16..256, K 32/64)")
+        if bm not in (64, 128, 256) or bn % 16 or not 16 <= bn <= 256 or bk not in (32, 64, 128):
+            raise UnsupportedKernel(f"sm90 tile {self.tile} is not a wgmma tile (M 64/128/256, N 16..256, "
+                                    "K 32/64/128)")
         if self.cluster[2] != 1 or self.cluster[0] * self.cluster[1] not in (1, 2, 4):
             raise UnsupportedKernel(f"sm90 cluster {self.cluster} is not 1, 2 or 4 CTAs in M x N")
         if self.schedule != "KernelTmaWarpSpecialized":
@@ -132,7 +144,9 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
     if spec.op not in ("dense", "batch_matmul"):
         return f"{spec.op} has no CUTLASS 3 kernel here"
     if spec.is_fp8:
-        return "FP8 GEMMs are built on the Sm89 mma.sync kernels (no CUTLASS 3 FP8 kernel here yet)"
+        # KernelSpec admits FP8 only as a dense TN GEMM with no epilogue and K a multiple of
+        # 16: TMA's 16-byte rows
+        return None
     if spec.dtype not in HALF_DTYPES:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:
@@ -157,16 +171,16 @@ def choose_sm90_config(spec: KernelSpec) -> Sm90Config:
     why = why_not_sm90(spec)
     if why is not None:
         raise UnsupportedKernel(why)
-    tile, cluster = sm90_tile(spec.M, spec.N, spec.K)
+    tile, cluster = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
     cfg = Sm90Config(tile=tile, cluster=cluster)
     return Sm90Config(tile=tile, cluster=cluster, name=sm90_name(spec, cfg))
 
 
 def sm90_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     """CUTLASS 3 style name, e.g. ``cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized``."""
-    t = {"float16": "f16", "bfloat16": "bf16"}[spec.dtype]
+    a, b = _SHORT[spec.dtype], _SHORT[spec.b_dtype]
     kind = "gemm_batched" if spec.op == "batch_matmul" else "gemm"
-    name = (f"cutlass3x_sm90_tensorop_{kind}_{t}_{t}_f32_{'x'.join(map(str, cfg.tile))}_"
+    name = (f"cutlass3x_sm90_tensorop_{kind}_{a}_{b}_f32_{'x'.join(map(str, cfg.tile))}_"
             f"{'x'.join(map(str, cfg.cluster))}_{spec.layout}_warpspecialized")
     return name + ("_" + spec.epilogue if spec.epilogue != "none" else "")
 
@@ -176,13 +190,14 @@ def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     # the bias or the residual is a run-time C operand: "none", "bias" and "residual"
     # differ only in beta and dC
     act = _ACTIVATION[spec.epilogue]
-    return (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
+    key = (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
+    return key + (spec.dtype_b,) if spec.dtype_b else key  # (f16 / bf16 keys read as before)
 
 
 def sm90_entry_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     """The C name of the entry of (spec, cfg)'s kernel type: what its key holds and 8 hex
     digits of the key, the same for every partition (and shape) of the type."""
-    t = {"float16": "f16", "bfloat16": "bf16"}[spec.dtype]
+    t = _SHORT[spec.dtype] + (f"_{_SHORT[spec.dtype_b]}" if spec.dtype_b else "")
     act = _ACTIVATION[spec.epilogue].lower()
     return (f"cutlass3x_sm90_tensorop_gemm_{t}_{'x'.join(map(str, cfg.tile))}_{'x'.join(map(str, cfg.cluster))}_"
             f"{spec.layout}_{act}_{key_digest(sm90_type_key(spec, cfg))}")
@@ -220,7 +235,11 @@ class Sm90Source:
 
 
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
-    T = _CTYPE[spec.dtype]
+    T, TB, TD = (_CTYPE[t] for t in (spec.dtype, spec.b_dtype, spec.out_dtype))
+    align = 16 // DTYPE_BYTES[spec.dtype]  # elements per 16-byte access
+    # the FP8 main loop's promotion interval, where its Params holds one (-1: none)
+    promotion = f"(long long)offsetof({alias}_ns::Params, mainloop.mma_promotion_interval)" if spec.is_fp8 \
+        else "-1LL"
     bm, bn, bk = cfg.tile
     cm, cn, ck = cfg.cluster
     act = f"cutlass::epilogue::thread::{_ACTIVATION[spec.epilogue]}"
@@ -230,16 +249,18 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     return f"""\
 namespace {alias}_ns {{
 using namespace cute;
-using T = {T};
+using T = {T};    // A's element type
+using TB = {TB};  // B's
+using TD = {TD};  // C's and D's (the output)
 using TileShape = Shape<_{bm}, _{bn}, _{bk}>;
 using ClusterShape = Shape<_{cm}, _{cn}, _{ck}>;
 using StrideC = cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>;
 using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-    cutlass::epilogue::collective::DefaultEpilogue<T, StrideC, StrideC, PartitaLinCombAct<T, {act}>,
+    cutlass::epilogue::collective::DefaultEpilogue<TD, StrideC, StrideC, PartitaLinCombAct<TD, {act}>,
                                                    cutlass::gemm::EpilogueDefault>>;
 using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    T, cutlass::layout::{layout_a}, 8, T, cutlass::layout::{layout_b}, 8, float,
+    T, cutlass::layout::{layout_a}, {align}, TB, cutlass::layout::{layout_b}, {align}, float,
     TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
     cutlass::gemm::{cfg.schedule}>::CollectiveOp;
@@ -282,6 +303,7 @@ extern "C" __device__ const long long {alias}_layout[] = {{
   (long long){alias}_ns::Mainloop::DispatchPolicy::Stages,
   (long long)partita_swizzle_bits<typename {alias}_ns::Mainloop::SmemLayoutAtomA>::value,
   (long long)partita_swizzle_bits<typename {alias}_ns::Mainloop::SmemLayoutAtomB>::value,
+  {promotion},
 }};
 // Sentinels: how a (M, N, K, L) shape and a (row, 1, batch) stride are laid out in bytes.
 extern "C" __device__ const typename {alias}_ns::Params::ProblemShapeMNKL {alias}_probe_shape{{0x11, 0x22, 0x33, 0x44}};
@@ -416,9 +438,11 @@ def _check_layout(layout: dict) -> None:
         raise ValueError(f"Params size {size} is not 1..{MAX_PARAMS_BYTES}")
     widths = {"problem_shape": layout["shape_size"], "tma_a": layout["tma_size"], "tma_b": layout["tma_size"],
               "tx_bytes": 4, "tx_bytes_mk": 4, "tx_bytes_nk": 4, "alpha": 4, "beta": 4, "ptr_c": 8,
-              "stride_c": layout["stride_size"], "ptr_d": 8, "stride_d": layout["stride_size"]}
+              "stride_c": layout["stride_size"], "ptr_d": 8, "stride_d": layout["stride_size"], "promotion": 4}
     for field, width in widths.items():
         at = layout[field]
+        if field == "promotion" and at == -1:
+            continue  # no FP8 main loop: no promotion interval
         if not isinstance(at, int) or not isinstance(width, int) or at < 0 or at + width > size:
             raise ValueError(f"Params field '{field}' at {at} (+{width}) is outside its {size} bytes")
     if (layout["tma_a"] + layout["tma_desc"]) % 64 or (layout["tma_b"] + layout["tma_desc"]) % 64:

@@ -18,6 +18,15 @@ SM90_TABLE: tuple[tuple[int, int, tuple[int, int, int], tuple[int, int, int]], .
 )
 
 
+#: sm_90a FP8 (E4M3 / E5M2) GEMMs: K tiles of 128 elements (one 128-byte swizzle row). The
+#: FP8 main loop holds a second set of f32 accumulators to promote into, so one consumer warp
+#: group's 128x128 tile needs 256 registers a thread and spills (50 STL/LDL); 64x128 holds
+#: both sets spill-free, and its wgmma is the wide 64x128x32.
+SM90_FP8_TABLE: tuple[tuple[int, int, tuple[int, int, int], tuple[int, int, int]], ...] = (
+    (0, 0, (64, 128, 128), (1, 1, 1)),
+)
+
+
 def sm90_tile(M: int | None, N: int | None, K: int | None,
               table=SM90_TABLE) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(tile, cluster) of the first row of ``table`` the problem meets."""
