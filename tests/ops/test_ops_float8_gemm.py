@@ -22,6 +22,7 @@ import partita
 from partita.frontends.onnx import import_onnx
 from partita.lowering.cutlass.emitter import emit_module
 from partita.lowering.cutlass.kernels import KernelSpec, choose_config
+from partita.runtime.cuda import cuda_status
 from partita.runtime.reference import run
 
 E4M3, E5M2 = TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2
@@ -288,3 +289,29 @@ def test_an_fp8_qdq_model_runs_its_product_on_hopper_wgmma(kernel_cache: Path, t
     (params,) = [step.params for step in bound.steps if len(getattr(step, "params", b"")) == handle.layout["params_size"]]
     assert struct.unpack_from("<I", params, handle.layout["promotion"])[0] == MMA_PROMOTION_INTERVAL
     runtime.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
+@pytest.mark.parametrize("targets", [["cuda -arch=native", "cutlass", "llvm"], ["cuda -arch=native", "cublas", "llvm"]],
+                         ids=["cutlass", "cublas"])
+def test_fp8_gemms_on_the_gpu(targets, tmp_path: Path):
+    """On an sm_89 or newer device: the FP8 QDQ product on FP8 tensor cores (CUTLASS's
+    kernel for the device, or cuBLASLt) against onnxruntime. Products of 8-bit floats are
+    exact and the partial sums are promoted into f32, so only the order of the f32 sums
+    differs."""
+    from partita.runtime.cuda import CudaDevice, parse_arch
+
+    device = CudaDevice()
+    if parse_arch(device.arch)[0] < 89:
+        pytest.skip(f"FP8 tensor cores are sm_89 and later, not {device.arch}")
+    m, shape = fp8_linear(k=1024, n=1024, rows=128, w_type=E5M2)
+    path = tmp_path / "fp8.onnx"
+    onnx.save(m, path)
+    exe = partita.compile(path, targets, partitioner="eager")
+    rows = [row for row in exe.report().rows if "nn.matmul_float8" in row.ops]
+    assert [row.target for row in rows] == [targets[1]]
+    x = _input(shape)
+    (got,) = exe.run(x)
+    want = _onnxruntime(m, x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
