@@ -315,3 +315,47 @@ def test_fp8_gemms_on_the_gpu(targets, tmp_path: Path):
     (got,) = exe.run(x)
     want = _onnxruntime(m, x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_onnxruntimes_fp8_qdq_encoder_runs_its_products_on_fp8_tensor_cores(tmp_path: Path, kernel_cache: Path):
+    """The bundled encoder quantized by onnxruntime's own ``quantize_static`` to FP8 (E4M3
+    activations and weights, QDQ format, its Distribution calibration): every weight product
+    is ``nn.matmul_float8`` on CUTLASS's FP8 GEMM (sm_89), the two attention products (both
+    operands activations) stay float, and the result equals onnxruntime's run as written
+    within f32 rounding."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    rng = np.random.default_rng(0)
+    shape = (2, 16, 64)
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    source = Path(__file__).parents[2] / "examples" / "encoder.onnx"
+    name = onnx.load(source).graph.input[0].name
+    target = tmp_path / "fp8.onnx"
+    quantize_static(source, target, Calibration(), quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"],
+                    activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                    calibrate_method=CalibrationMethod.Distribution)
+    model = onnx.load(target)
+    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_float8", "nn.matmul", "nn.dense")]
+    assert sorted(products) == ["nn.matmul"] * 2 + ["nn.matmul_float8"] * 6
+    exe = partita.compile(model, ["cuda -arch=sm_89", "cutlass", "llvm"], partitioner="eager", cache_dir=kernel_cache)
+    assert [row.target for row in exe.partitions if "nn.matmul_float8" in row.ops] == ["cutlass"] * 6
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_written = ort.InferenceSession(str(target), plain, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = as_written.run(None, {name: x})[0]
+    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
