@@ -7,14 +7,17 @@ For every GPU kernel of the compiled model (CUTLASS entries and ``cuda-codegen``
 kernels), from its cubin alone (no GPU): registers per thread, static shared memory
 (plus the dynamic shared memory the CUTLASS record asks for), spill traffic (STL / LDL),
 the instruction mix from ``nvdisasm`` (HMMA: mma.sync tensor cores, HGMMA: Hopper wgmma,
+their 8-bit forms IMMA (int8 mma.sync), QMMA (FP8 mma.sync, Ada) and QGMMA (FP8 wgmma),
 UTMALDG: TMA loads, LDGSTS: cp.async, 128-bit global / shared loads, FFMA), the
 theoretical occupancy on an H100 (sm_90 limits) and an *estimate* of the share of the
 H100's dense peak the kernel can reach, with the basis of that estimate:
 
 * the ceiling of the pipe its main loop uses, relative to the dense tensor peak of its
-  data type (989 TFLOP/s f16/bf16, 495 TF32): HGMMA ~0.8 (cuBLAS-class Hopper GEMMs
-  measure ~750-800 of 989), HMMA ~0.6 (mma.sync cannot keep Hopper's tensor cores fed:
-  published sm_80-style CUTLASS kernels reach ~60% of the wgmma ones on H100), FFMA
+  data type (989 TFLOP/s f16/bf16, 495 TF32, 1979 FP8 / int8): HGMMA and QGMMA ~0.8
+  (cuBLAS-class Hopper GEMMs measure ~750-800 of 989), HMMA, IMMA and QMMA ~0.6 (mma.sync
+  cannot keep Hopper's tensor cores fed: published sm_80-style CUTLASS kernels reach ~60%
+  of the wgmma ones on H100; an FP8 kernel built for sm_90 without wgmma converts to f16
+  for HMMA, half its type's rate on top), FFMA
   only the CUDA-core peak (67 of 495 TF32 TFLOP/s = 0.135); kernels that are not GEMMs
   (element-wise, row reductions, pools) are memory-bound: peak share not applicable;
 * scaled down when occupancy is below 25% and when the main loop spills.
@@ -37,8 +40,8 @@ EIATTR_REGCOUNT = 0x2F
 # sm_90 limits per SM (CUDA occupancy calculator data)
 H100 = {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 228 * 1024, "smem_per_block_reserved": 1024,
         "reg_granularity": 256, "warps": 64}
-PIPE_CEILING = {"HGMMA": 0.8, "HMMA": 0.6, "FFMA": 0.135}
-COUNTED = ("HGMMA", "HMMA", "UTMALDG", "LDGSTS", "LDG128", "LDS128", "FFMA", "STL", "LDL")
+PIPE_CEILING = {"HGMMA": 0.8, "QGMMA": 0.8, "HMMA": 0.6, "IMMA": 0.6, "QMMA": 0.6, "FFMA": 0.135}
+COUNTED = ("HGMMA", "QGMMA", "HMMA", "IMMA", "QMMA", "UTMALDG", "LDGSTS", "LDG128", "LDS128", "FFMA", "STL", "LDL")
 
 
 @dataclass
@@ -68,13 +71,13 @@ class KernelStats:
 
     def estimate(self) -> tuple[str, str]:
         """(share of H100 dense peak, basis)."""
-        pipe = next((p for p in ("HGMMA", "HMMA", "FFMA") if self.mix.get(p)), None)
+        pipe = next((p for p in PIPE_CEILING if self.mix.get(p)), None)
         if pipe is None or self.kind not in ("cutlass", "cutlass_sm90", "gemm"):
             return "n/a", "no multiply pipe: memory-bound, judge by bytes moved"
         share = PIPE_CEILING[pipe]
         basis = [f"{pipe} ceiling {PIPE_CEILING[pipe]:.0%}"]
         occupancy = self.occupancy()
-        if pipe == "HGMMA":
+        if pipe.endswith("GMMA"):
             # warp-specialized wgmma kernels are built for one CTA per SM (TMA keeps the
             # stages full), so low occupancy is their design, not a loss
             basis.append("1 CTA/SM by design")
@@ -124,8 +127,7 @@ def instruction_mix(cubin: Path) -> dict[str, dict[str, int]]:
 
     def count(body: str) -> dict[str, int]:
         return {
-            "HGMMA": len(re.findall(r"\bHGMMA\b", body)),
-            "HMMA": len(re.findall(r"\bHMMA\b", body)),
+            **{op: len(re.findall(rf"\b{op}\b", body)) for op in ("HGMMA", "QGMMA", "HMMA", "IMMA", "QMMA")},
             "UTMALDG": len(re.findall(r"\bUTMALDG\b", body)),
             "LDGSTS": len(re.findall(r"\bLDGSTS\b", body)),
             "LDG128": len(re.findall(r"\bLDG\.E\.128\b|\bLDG\.E\.\S*128\b", body)),

@@ -49,3 +49,18 @@ def test_occupancy_follows_the_sm90_limits() -> None:
                                   mix={"FFMA": 10}, kind="fused")
     assert s.occupancy() == 2 * 8 / 64  # shared memory allows 2 blocks
     assert s.estimate()[0] == "n/a"  # not a GEMM: memory-bound
+
+
+def test_fp8_kernels_count_on_their_own_pipes() -> None:
+    """An FP8 QDQ product on sm_89 (CUTLASS's Sm89 kernel): its main loop is QMMA, and the
+    estimate's basis names that pipe."""
+    if nvdisasm_tool() is None:
+        pytest.skip("nvdisasm is not installed")
+    from support.fp8_models import fp8_linear
+
+    model, _ = fp8_linear(k=64, n=48)
+    exe = partita.compile(model, ["cuda -arch=sm_89", "cutlass", "llvm"], partitioner="eager")
+    (gemm,) = [s for s in kernel_report.report(exe.module) if s.kind == "cutlass"]
+    assert gemm.mix["QMMA"] > 0 and gemm.mix["HMMA"] == 0
+    share, basis = gemm.estimate()
+    assert share.startswith("~") and "QMMA ceiling" in basis
