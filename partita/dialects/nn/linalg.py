@@ -1,5 +1,5 @@
-"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul, matmul_integer, matmul_float8 and
-bias_add.
+"""Linear-algebra ``nn`` ops: dense, matmul, batch_matmul, matmul_integer, matmul_float8,
+matmul_nbits and bias_add.
 
 GEMMs take every numeric type (CUTLASS and the tiled native kernels take f16 / bf16 /
 f32; f64 and integers, which multiply and accumulate in their own type, get a simple
@@ -288,6 +288,64 @@ def _transposed_matmul_dims(op: NNOp, dims: Dims) -> list:
     pb = [1] * (rank - len(b) + 2) + list(b[:-2])
     n = b[-2] if op.transpose_b else b[-1]
     return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], n]
+
+
+@irdl_op_definition
+class MatmulNBitsOp(NNOp):
+    """``input[..., K] @ dequantize(weight)ᵀ -> [..., N]``: a weight-only 4-bit GEMM (ONNX's
+    block-quantized QDQ MatMul; onnxruntime's MatMulNBits). ``weight`` is ``[N, K / 2]`` ui8,
+    two 4-bit codes a byte along K (element ``k`` in byte ``k // 2``, the low nibble first:
+    onnxruntime's layout), so it stays packed in memory (a quarter of f16's bytes).
+    ``scales`` (of the input's type) and ``zero_points`` (ui8 codes 0..15) are ``[N, K /
+    block_size]``: weight element ``(n, k)`` is ``(code - zero_points[n, b]) * scales[n, b]``
+    with ``b = k // block_size``; the products are summed in f32."""
+
+    traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)
+    name = "nn.matmul_nbits"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    scales = operand_def(TensorType)
+    zero_points = operand_def(TensorType)
+    result = result_def(TensorType)
+    block_size_attr = _int_prop("block_size")
+    block_size = _value("block_size")
+    assembly_format = ("$input `,` $weight `,` $scales `,` $zero_points attr-dict `:` "
+                       "functional-type(operands, results)")
+
+    def __init__(self, input: SSAValue | Operation, weight: SSAValue | Operation, scales: SSAValue | Operation,
+                 zero_points: SSAValue | Operation, block_size: int, result_type: Attribute | None = None):
+        _init(self, [input, weight, scales, zero_points], result_type, block_size=block_size)
+
+    def verify_element_types(self) -> None:
+        x = _tensor(self.input).element_type
+        self.check_element_type(x, "input element type")
+        self.check_element_type(_tensor(self.scales).element_type, "scales element type", (x,))
+        self.check_element_type(_tensor(self.result).element_type, "result element type", (x,))
+        ui8 = (IntegerType(8, Signedness.UNSIGNED),)
+        self.check_element_type(_tensor(self.weight).element_type, "weight element type", ui8)
+        self.check_element_type(_tensor(self.zero_points).element_type, "zero point element type", ui8)
+
+    def infer_shape(self) -> Shape:
+        x, w = _shape(self.input), _shape(self.weight)
+        bs = self.block_size
+        if len(x) < 2 or len(w) != 2:
+            raise VerifyException(f"matmul_nbits expects input rank >= 2 and a weight of rank 2, got {len(x)} "
+                                  f"and {len(w)}")
+        if bs < 16 or bs & (bs - 1):
+            raise VerifyException(f"block_size must be a power of two >= 16, got {bs}")
+        k = x[-1]
+        if k == DYN or k % bs:
+            raise VerifyException(f"the reduction dimension ({_fmt(x[-1:])}) must be a static multiple of "
+                                  f"block_size {bs}")
+        for what, got, want in (("weight", w, (w[0], k // 2)), ("scales", _shape(self.scales), (w[0], k // bs)),
+                                ("zero points", _shape(self.zero_points), (w[0], k // bs))):
+            if tuple(got) != want:
+                raise VerifyException(f"{what} must be {_fmt(want)} (two codes a byte, one per block of "
+                                      f"{bs}), got {_fmt(got)}")
+        return (*x[:-1], w[0])
+
+    def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
+        return [*dims(self.input)[:-1], dims(self.weight)[0]]
 
 
 @irdl_op_definition

@@ -279,6 +279,8 @@ def _quantize_linear(cx, ins, attrs):
 QDQ_WEIGHT_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.uint8, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2))
 """Quantized weights a product reads as they are stored: int8 (IMMA) and the two OCP 8-bit
 floats (FP8 tensor cores)."""
+BLOCK_WEIGHT_DTYPES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
+"""Block-quantized weights a product reads packed (weight-only 4-bit LLM exports)."""
 
 
 @converter("DequantizeLinear")
@@ -288,13 +290,14 @@ def _dequantize_linear(cx, ins, attrs):
     x = cx.tensor(ins[0])
     x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
     axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
-    if is_const(ins[0]) and np.asarray(ins[0]).dtype in QDQ_WEIGHT_DTYPES and not block_size:
+    dtype = np.asarray(ins[0]).dtype if is_const(ins[0]) else None
+    if dtype in QDQ_WEIGHT_DTYPES and not block_size or dtype in BLOCK_WEIGHT_DTYPES and block_size:
         # A quantized weight: its integers (or 8-bit floats) kept for a low-precision
-        # product (MatMul's QDQ form).
-        zero = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), np.asarray(ins[0]).dtype)
+        # product (MatMul's QDQ form; a block-quantized 4-bit one stays packed).
+        zero = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), dtype)
         if is_const(ins[1]) and is_const(zero):
             cx.dequantized[cx.node.output[0]] = QuantizedConstant(*(np.asarray(v) for v in (ins[0], ins[1], zero)),
-                                                                  axis)
+                                                                  axis, block_size)
     return cx.emit(nn.DequantizeOp(x, scale, zp, axis=axis, block_size=block_size))
 
 

@@ -8,6 +8,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from xdsl.ir import SSAValue
 
@@ -98,7 +99,7 @@ def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: i
     of the dequantized operands stays)."""
     record = cx.dequantized.get(weight)
     dequantize = a.owner if isinstance(a, SSAValue) else None
-    if record is None or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
+    if record is None or record.block_size or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
         return None
     sx, zx = _constant(dequantize.scale), _constant(dequantize.zero_point)
     wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
@@ -161,11 +162,39 @@ def _float8_matmul(cx: Importer, q: QDQOperands, transposed: bool) -> SSAValue |
     return scaled_product(cx, q, product, [-1])
 
 
+def _nbits_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
+    """A weight-only 4-bit MatMul (``x @ DequantizeLinear(wq)`` with ``wq`` a constant
+    ``[K, N]`` INT4 / UINT4 weight quantized in blocks along K, as block-quantized LLM
+    exports write it) as ``nn.matmul_nbits``: the codes laid out ``[N, K / 2]``, two a byte
+    (signed ones shifted by 8 into 0..15, their zero points too: the differences are the
+    same), so the weight stays packed on the device; the scales in the input's type. None
+    for anything else (the folded float weight)."""
+    record = cx.dequantized.get(weight)
+    if record is None or not record.block_size or not isinstance(a, SSAValue) or len(shape_of(a)) < 2:
+        return None
+    wq, bs = record.values, record.block_size
+    if wq.ndim != 2 or record.axis % 2 != 0 or bs < 16 or bs & (bs - 1) or wq.shape[0] % bs \
+            or shape_of(a)[-1] != wq.shape[0]:
+        return None
+    dtype = nn.numpy_dtype(a.type.element_type)
+    if record.scale.dtype != dtype or record.scale.shape != (wq.shape[0] // bs, wq.shape[1]):
+        return None
+    shift = 8 if wq.dtype == np.dtype(ml_dtypes.int4) else 0
+    codes = (wq.astype(np.int16) + shift).T  # [N, K], 0..15
+    zero = np.broadcast_to(record.zero_point.astype(np.int16) + shift, record.scale.shape).T
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # element k in byte k // 2, low first
+    return cx.emit(nn.MatmulNBitsOp(a, cx.tensor(np.ascontiguousarray(packed)),
+                                    cx.tensor(np.ascontiguousarray(record.scale.T)),
+                                    cx.tensor(np.ascontiguousarray(zero.astype(np.uint8))), bs))
+
+
 @converter("MatMul")
 def _matmul(cx, ins, attrs):
     a, b = ins
     if (fused := _qdq_matmul(cx, a, cx.node.input[1])) is not None:
         return fused
+    if (packed := _nbits_matmul(cx, a, cx.node.input[1])) is not None:
+        return packed
     if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2 and len(shape_of(a)) >= 2:
         return cx.emit(nn.DenseOp(a, transpose_value(cx, b, a)))
     a, b = cx.operands(a, b)

@@ -58,12 +58,14 @@ Value = SSAValue | np.ndarray | None
 class QuantizedConstant:
     """A constant's integers and the DequantizeLinear parameters that made it float:
     ``(values - zero_point) * scale`` along ``axis`` (scale and zero point of one element,
-    or one per index of ``axis``)."""
+    or one per index of ``axis``; with a ``block_size``, one per block of that many
+    indices of ``axis`` and per index of the other axes)."""
 
     values: np.ndarray
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int
+    block_size: int = 0
 
 _SYM_ARITH = {"add", "sub", "mul", "div"}
 

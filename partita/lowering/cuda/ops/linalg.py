@@ -1,6 +1,6 @@
 """CUDA lowering rules of the ``nn.linalg`` family beyond the built-in tiled GEMMs (which
-take f16 / bf16 / f32): GEMMs in f64 or integer types, ``nn.matmul_integer`` and
-``nn.matmul_float8``, as ``window`` rules (one thread per output element, a loop over K in
+take f16 / bf16 / f32): GEMMs in f64 or integer types, ``nn.matmul_integer``,
+``nn.matmul_float8`` and ``nn.matmul_nbits``, as ``window`` rules (one thread per output element, a loop over K in
 the compute type): what runs where no tensor-core library takes the product."""
 
 from __future__ import annotations
@@ -88,5 +88,26 @@ def _matmul_float8(emitter, op: nn.MatmulFloat8Op) -> list[str]:
         "    float acc = 0.0f;",
         f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
         f"      acc = fmaf({emitter.load(op.lhs, ai)}, {emitter.load(op.rhs, bi)}, acc);",
+        y_decl(emitter, op, "acc"),
+    ]
+
+
+@window(nn.MatmulNBitsOp, dims=derived_dims)
+def _matmul_nbits(emitter, op: nn.MatmulNBitsOp) -> list[str]:
+    """Each 4-bit code unpacked from its byte (low nibble for an even k), shifted by its
+    block's zero point and scaled, times the input, summed in f32: the weight is read
+    packed, a quarter of an f16 weight's bytes."""
+    o = list(emitter.out_index)
+    k = emitter.var("k")
+    block = f"(({k}) / {op.block_size})"
+    byte = emitter.load(op.weight, [o[-1], f"(({k}) >> 1)"])  # parenthesized: the index is summed
+    code = f"(float)((({k}) & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+    zero = emitter.load(op.zero_points, [o[-1], block])
+    scale = emitter.load(op.scales, [o[-1], block])
+    x = emitter.load(op.input, [*o[:-1], k])
+    return [
+        "    float acc = 0.0f;",
+        f"    for ({emitter.index_type} {k} = 0; {k} < {emitter.dims[op.input][-1]}; ++{k})",
+        f"      acc = fmaf((float){x}, ({code} - (float){zero}) * (float){scale}, acc);",
         y_decl(emitter, op, "acc"),
     ]

@@ -46,6 +46,14 @@ class LinalgFunctions(InterpreterFunctions):
             b = np.swapaxes(b, -1, -2)
         return ((a @ b).astype(np.float32),)
 
+    @impl(nn.MatmulNBitsOp)
+    def run_matmul_nbits(self, interpreter, op: nn.MatmulNBitsOp, args):
+        x, packed, scales, zero_points = (np.asarray(v) for v in args)
+        codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[0], -1)  # [N, K], low first
+        blocks = np.repeat(np.arange(scales.shape[1]), op.block_size)
+        weight = (codes.astype(np.float32) - zero_points[:, blocks]) * scales[:, blocks].astype(np.float32)
+        return ((x.astype(np.float32) @ weight.T).astype(x.dtype),)
+
     @impl(nn.BiasAddOp)
     @in_compute_type
     def run_bias_add(op: nn.BiasAddOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -86,3 +86,35 @@ func.func @float8_reduction(%a: tensor<3x64xf8E4M3FN>, %w: tensor<64x32xf8E4M3FN
   %0 = nn.matmul_float8 %a, %w {transpose_b = true} : (tensor<3x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>) -> tensor<3x64xf32>
   func.return
 }
+
+// -----
+
+func.func @nbits_block(%x: tensor<3x64xf32>, %w: tensor<8x32xui8>, %s: tensor<8x3xf32>, %z: tensor<8x3xui8>) {
+  // expected-error@+1 {{block_size must be a power of two >= 16, got 24}}
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 24 : i64} : (tensor<3x64xf32>, tensor<8x32xui8>, tensor<8x3xf32>, tensor<8x3xui8>) -> tensor<3x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @nbits_unpacked(%x: tensor<3x64xf32>, %w: tensor<8x64xui8>, %s: tensor<8x2xf32>, %z: tensor<8x2xui8>) {
+  // expected-error@+1 {{weight must be [8, 32] (two codes a byte, one per block of 32), got [8, 64]}}
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<3x64xf32>, tensor<8x64xui8>, tensor<8x2xf32>, tensor<8x2xui8>) -> tensor<3x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @nbits_scale_type(%x: tensor<3x64xf32>, %w: tensor<8x32xui8>, %s: tensor<8x2xf16>, %z: tensor<8x2xui8>) {
+  // expected-error@+1 {{scales element type must be one of f32, got f16}}
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<3x64xf32>, tensor<8x32xui8>, tensor<8x2xf16>, tensor<8x2xui8>) -> tensor<3x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @nbits_dynamic_k(%x: tensor<3x?xf32>, %w: tensor<8x32xui8>, %s: tensor<8x2xf32>, %z: tensor<8x2xui8>) {
+  // expected-error@+1 {{the reduction dimension ([?]) must be a static multiple of block_size 32}}
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<3x?xf32>, tensor<8x32xui8>, tensor<8x2xf32>, tensor<8x2xui8>) -> tensor<3x8xf32>
+  func.return
+}

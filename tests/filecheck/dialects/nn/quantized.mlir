@@ -38,3 +38,12 @@ func.func @float8_products(%a: tensor<?x3x64xf8E4M3FN>, %w: tensor<32x64xf8E5M2>
   %1 = nn.matmul_float8 %a, %b : (tensor<?x3x64xf8E4M3FN>, tensor<2x64x32xf8E4M3FN>) -> tensor<2x3x32xf32>
   func.return %0, %1 : tensor<?x3x32xf32>, tensor<2x3x32xf32>
 }
+
+// Weight-only 4-bit: the weight [N, K / 2] packed, scales and zero points per block of 32 along K.
+
+// CHECK-LABEL: func.func @weight_only_4_bit
+func.func @weight_only_4_bit(%x: tensor<?x3x64xf16>, %w: tensor<32x32xui8>, %s: tensor<32x2xf16>, %z: tensor<32x2xui8>) -> tensor<?x3x32xf16> {
+  // CHECK-NEXT: %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xf16>, tensor<32x32xui8>, tensor<32x2xf16>, tensor<32x2xui8>) -> tensor<?x3x32xf16>
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xf16>, tensor<32x32xui8>, tensor<32x2xf16>, tensor<32x2xui8>) -> tensor<?x3x32xf16>
+  func.return %0 : tensor<?x3x32xf16>
+}

@@ -1,0 +1,118 @@
+"""Weight-only 4-bit GEMMs (issue 24): a block-quantized INT4 / UINT4 weight dequantized into
+a MatMul (``x @ DequantizeLinear(wq)``, what block-quantized LLM exports write) imports as
+``nn.matmul_nbits``, its weight packed two codes a byte (a quarter of f16's bytes) on the
+device; against ``onnx.reference``, the native kernel built for the host against its
+reference on every byte value, and compiled end to end on the simulated device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+from support.kernel_check import build_for_host, fuse, fused_functions, host_ops, launch_beside_reference
+
+import partita
+from partita.dialects import nn
+from partita.frontends.onnx import import_onnx
+
+_FLOAT = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
+
+
+def nbits_model(k: int, n: int, block: int, *, signed: bool = True, zero_points: bool = True,
+                dtype=np.float32, rows: tuple[int, ...] = (2, 5), seed: int = 0):
+    """``y = x @ DequantizeLinear(wq, s, z)``: ``wq`` a ``[K, N]`` INT4 (or UINT4) initializer
+    quantized in blocks of ``block`` along K, the scales (and zero points) one per block and
+    column."""
+    rng = np.random.default_rng(seed)
+    lo, hi, t = (-8, 8, ml_dtypes.int4) if signed else (0, 16, ml_dtypes.uint4)
+    wq = rng.integers(lo, hi, (k, n)).astype(t)
+    scale = (rng.random((k // block, n)) * 0.1 + 0.01).astype(dtype)
+    inits = [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(scale, "s")]
+    inputs = ["wq", "s"]
+    if zero_points:
+        inits.append(numpy_helper.from_array(rng.integers(lo, hi, (k // block, n)).astype(t), "z"))
+        inputs.append("z")
+    nodes = [helper.make_node("DequantizeLinear", inputs, ["w"], axis=0, block_size=block),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "nbits", [helper.make_tensor_value_info("x", _FLOAT[dtype], [*rows, k])],
+                              [helper.make_tensor_value_info("y", _FLOAT[dtype], [*rows, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return model, rng.standard_normal((*rows, k)).astype(dtype)
+
+
+@pytest.mark.parametrize("signed, zero_points, block", [(True, True, 32), (False, True, 16), (True, False, 128),
+                                                        (False, False, 64)],
+                         ids=["int4-zp-32", "uint4-zp-16", "int4-128", "uint4-64"])
+def test_a_block_quantized_4_bit_matmul_imports_packed(signed, zero_points, block):
+    model, x = nbits_model(256, 48, block, signed=signed, zero_points=zero_points)
+    module = import_onnx(model)
+    (gemm,) = [op for op in module.walk() if isinstance(op, nn.MatmulNBitsOp | nn.DenseOp | nn.MatmulOp)]
+    assert isinstance(gemm, nn.MatmulNBitsOp) and gemm.block_size == block
+    assert gemm.weight.type.get_shape() == (48, 128) and str(gemm.weight.type.element_type) == "ui8"
+    # no float weight left anywhere: the largest constant is the packed one
+    sizes = [op.to_numpy().nbytes for op in module.walk() if isinstance(op, nn.ConstantOp)]
+    assert max(sizes) == 48 * 128
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    (got,) = partita.compile(model).run(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_half_precision_scales_keep_the_half_input():
+    model, x = nbits_model(128, 32, 32, dtype=np.float16)
+    (gemm,) = [op for op in import_onnx(model).walk() if isinstance(op, nn.MatmulNBitsOp)]
+    assert str(gemm.scales.type.element_type) == "f16" and str(gemm.result.type.element_type) == "f16"
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    (got,) = partita.compile(model).run(x)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
+def test_blocks_that_do_not_divide_k_stay_the_folded_float_weight():
+    """K = 80 with blocks of 32 (a partial last block): no packed form, the float product of
+    the folded weight, still equal to the reference."""
+    rng = np.random.default_rng(1)
+    wq = rng.integers(-8, 8, (80, 16)).astype(ml_dtypes.int4)
+    scale = (rng.random((3, 16)) * 0.1 + 0.01).astype(np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "s"], ["w"], axis=0, block_size=32),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 80])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+                              [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(scale, "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    assert not [op for op in import_onnx(model).walk() if isinstance(op, nn.MatmulNBitsOp)]
+    x = rng.standard_normal((4, 80)).astype(np.float32)
+    np.testing.assert_allclose(partita.compile(model).run(x)[0], ReferenceEvaluator(model).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+NBITS = """
+func.func @nb_T(%x: tensor<?x3x64xT>, %w: tensor<24x32xui8>, %s: tensor<24x2xT>, %z: tensor<24x2xui8>) -> tensor<?x3x24xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xT>, tensor<24x32xui8>, tensor<24x2xT>, tensor<24x2xui8>) -> tensor<?x3x24xT>
+  func.return %0 : tensor<?x3x24xT>
+}
+"""
+_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_the_native_kernel_unpacks_every_byte(tmp_path: Path):
+    """The native kernel built for the host against the reference, for f32, f16 and bf16:
+    the packed weight takes every byte value 0..255 (both nibbles of each), the zero points
+    every code."""
+    module = fuse("".join(NBITS.replace("T", t) for t in _NP))
+    assert host_ops(module) == []
+    _, records, host = build_for_host(module, tmp_path)
+    rng = np.random.default_rng(0)
+    packed = np.arange(24 * 32).astype(np.uint8).reshape(24, 32)  # 0..255, each byte three times
+    zeros = (np.arange(48) % 16).astype(np.uint8).reshape(24, 2)
+    for name, function in fused_functions(module).items():
+        t = _NP[name.split("_")[1]]
+        args = [rng.standard_normal((2, 3, 64)).astype(t), packed, (rng.random((24, 2)) * 0.1 + 0.01).astype(t), zeros]
+        out, expected = launch_beside_reference(function, name, records[name], host, args)
+        tol = 1e-5 if t is np.float32 else 2e-2
+        np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=tol,
+                                   atol=tol * np.abs(expected.astype(np.float64)).max(), err_msg=name)
