@@ -6,6 +6,7 @@ reference on every byte value, and compiled end to end on the simulated device."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -94,25 +95,55 @@ func.func @nb_T(%x: tensor<?x3x64xT>, %w: tensor<24x32xui8>, %s: tensor<24x2xT>,
   %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xT>, tensor<24x32xui8>, tensor<24x2xT>, tensor<24x2xui8>) -> tensor<?x3x24xT>
   func.return %0 : tensor<?x3x24xT>
 }
+func.func @nbnarrow_T(%x: tensor<5x48xT>, %w: tensor<16x24xui8>, %s: tensor<16x3xT>, %z: tensor<16x3xui8>) -> tensor<5x16xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<5x48xT>, tensor<16x24xui8>, tensor<16x3xT>, tensor<16x3xui8>) -> tensor<5x16xT>
+  func.return %0 : tensor<5x16xT>
+}
+func.func @nbrelu_T(%x: tensor<?x3x64xT>, %w: tensor<24x32xui8>, %s: tensor<24x2xT>, %z: tensor<24x2xui8>) -> tensor<?x3x24xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xT>, tensor<24x32xui8>, tensor<24x2xT>, tensor<24x2xui8>) -> tensor<?x3x24xT>
+  %1 = nn.relu %0 : (tensor<?x3x24xT>) -> tensor<?x3x24xT>
+  func.return %1 : tensor<?x3x24xT>
+}
 """
 _NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
-def test_the_native_kernel_unpacks_every_byte(tmp_path: Path):
-    """The native kernel built for the host against the reference, for f32, f16 and bf16:
-    the packed weight takes every byte value 0..255 (both nibbles of each), the zero points
-    every code."""
+def test_the_native_kernels_unpack_every_byte(tmp_path: Path):
+    """The native kernels built for the host against the reference, for f32, f16 and bf16:
+    the GEMV schedule (a warp per output, the op alone: 128-bit loads of 32 codes, or 32-bit
+    ones of 8 where K is not a multiple of 32) and the per-element loop (with a ReLU
+    epilogue); the packed weight takes every byte value 0..255 (both nibbles of each), the
+    zero points every code."""
     module = fuse("".join(NBITS.replace("T", t) for t in _NP))
     assert host_ops(module) == []
     _, records, host = build_for_host(module, tmp_path)
+    assert {name: records[name].threads_per_output for name in records} == \
+        {f"{kind}_{t}_fused_0": 1 if kind == "nbrelu" else 32 for kind in ("nb", "nbnarrow", "nbrelu") for t in _NP}
     rng = np.random.default_rng(0)
-    packed = np.arange(24 * 32).astype(np.uint8).reshape(24, 32)  # 0..255, each byte three times
-    zeros = (np.arange(48) % 16).astype(np.uint8).reshape(24, 2)
     for name, function in fused_functions(module).items():
         t = _NP[name.split("_")[1]]
-        args = [rng.standard_normal((2, 3, 64)).astype(t), packed, (rng.random((24, 2)) * 0.1 + 0.01).astype(t), zeros]
+        x, w, s, _ = (tuple(v.type.get_shape()) for v in function.args)
+        packed = (np.arange(np.prod(w)) % 256).astype(np.uint8).reshape(w)  # every byte 0..255
+        zeros = (np.arange(np.prod(s)) % 16).astype(np.uint8).reshape(s)
+        args = [rng.standard_normal(tuple(2 if d < 0 else d for d in x)).astype(t), packed,
+                (rng.random(s) * 0.1 + 0.01).astype(t), zeros]
         out, expected = launch_beside_reference(function, name, records[name], host, args)
         tol = 1e-5 if t is np.float32 else 2e-2
         np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=tol,
                                    atol=tol * np.abs(expected.astype(np.float64)).max(), err_msg=name)
+
+
+def test_the_gemv_schedule_reads_the_weight_128_bits_at_a_time():
+    """sm_90 SASS of the GEMV schedule: 128-bit weight loads, a five-step shuffle tree, no
+    local memory."""
+    from support.sass import compiled_sass
+
+    from partita.lowering.cuda.codegen import program_of
+
+    program = program_of(fuse(NBITS.replace("T", "f16").split("func.func @nbnarrow")[0]))
+    (entry,) = [k.entry for k in program.kernels.values()]
+    _, sass = compiled_sass(program.code, use_cache=False)
+    text = sass[entry]
+    assert "LDG.E.128" in text and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    assert not re.search(r"\b(STL|LDL)\b", text)

@@ -140,6 +140,9 @@ class FusedKernel:
     """The named schedule of a ``rowwise`` kernel (``block-per-row``, ``warp-per-row``)."""
     source: tuple[int, ...] = ()
     """Shape of what a ``scatter`` kernel stores (``-1`` for ``?``): one thread each."""
+    threads_per_output: int = 1
+    """Threads a ``window`` kernel's whole-kernel schedule gives each output element (a warp
+    per output of a GEMV: 32); the grid is sized by their count."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -514,8 +517,8 @@ class KernelEmitter(ScheduleMixin):
                 "  }",
             ]
         elif (whole := self._whole_kernel(result)) is not None:
-            body, block = whole
-            extra = {"kind": "window", "block": block}
+            body, block, *per_output = whole
+            extra = {"kind": "window", "block": block, "threads_per_output": per_output[0] if per_output else 1}
         elif kernel_kind(self.anchor) == "window":
             window = self._window()
             body = [

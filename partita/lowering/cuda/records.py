@@ -186,9 +186,27 @@ class GemmRecord(FusedRecord):
 @dataclass(frozen=True)
 class WindowRecord(FusedRecord):
     """A ``window`` kernel (a pool and its epilogue): one thread per output element, the
-    launch geometry of a ``fused`` kernel."""
+    launch geometry of a ``fused`` kernel; or a whole-kernel schedule's
+    ``threads_per_output`` (a warp per output of a GEMV), the grid sized by their count."""
 
     anchor: str
+    threads_per_output: int
+
+    @classmethod
+    def from_attr(cls, record: DictionaryAttr) -> WindowRecord:
+        # Records written before whole-kernel schedules gave an output several threads.
+        if "threads_per_output" not in record.data:
+            record = DictionaryAttr({**record.data, "threads_per_output": to_attr(1)})
+        return dataclass_from(cls, record, ignore=("kind",))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.threads_per_output, int) or not 1 <= self.threads_per_output <= self.block:
+            raise ValueError(f"'threads_per_output' = {self.threads_per_output} does not fit a block of "
+                             f"{self.block} threads")
+
+    def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        return self.grid(prod(out_shape) * self.threads_per_output), (self.block, 1, 1)
 
 
 @dataclass(frozen=True)

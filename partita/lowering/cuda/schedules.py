@@ -400,8 +400,9 @@ class ScheduleMixin:
             "  }",
         ], f"n / {width} * {width}"
 
-    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
-        """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
+    def _whole_kernel(self, result: SSAValue) -> tuple | None:
+        """A window rule's whole-kernel schedule, when the kernel is its anchor alone:
+        ``(body lines, threads per block[, threads per output])``."""
         if self.anchor is None or result is not self.anchor.results[0]:
             return None
         rule = _rule_for(self.anchor, _rules()[1])

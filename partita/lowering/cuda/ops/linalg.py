@@ -5,6 +5,8 @@ the compute type): what runs where no tensor-core library takes the product."""
 
 from __future__ import annotations
 
+from xdsl.ir import BlockArgument
+
 from partita.dialects import nn
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
@@ -92,7 +94,63 @@ def _matmul_float8(emitter, op: nn.MatmulFloat8Op) -> list[str]:
     ]
 
 
-@window(nn.MatmulNBitsOp, dims=derived_dims)
+GEMV_WARPS = 8
+"""Warps a block of the 4-bit GEMV schedule: one output element each."""
+
+
+def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], int, int] | None:
+    """The 4-bit GEMV schedule (a decode step's projections: few rows, a weight read once):
+    a warp per output element, its lanes striding over the packed row 16 bytes (32 codes,
+    one 128-bit load) at a time where K is a multiple of 32, else 4 bytes (8 codes), so each
+    warp load is 512 (128) contiguous bytes of the weight; the block's warps take
+    consecutive outputs (the same input row, the next weight rows) and a shuffle tree sums
+    the lanes. Blocks stride over groups of ``GEMV_WARPS`` outputs, uniformly (every warp
+    of a block runs the same iterations). For a kernel that is the op alone, its operands
+    kernel arguments."""
+    if not all(isinstance(v, BlockArgument) for v in op.operands):
+        return None
+    T = emitter.index_type
+    k = op.input.type.get_shape()[-1]
+    n = op.weight.type.get_shape()[0]
+    words = 4 if k % 32 == 0 else 1  # 32-bit words of 8 codes a load
+    vector = "partita_v16" if words == 4 else "unsigned int"
+    rows = " * ".join(f"({d})" for d in emitter.dims[op.input][:-1])
+    x, w, s, z = (f"in{v.index}" for v in op.operands)
+    dtype = str(op.input.type.element_type)
+    blocks = k // op.block_size
+    first = f"(c * 8 * {words} + 8 * i)"  # the word's first code
+    xv = emitter._load(f"{x}[row * {k} + {first} + j]", dtype)
+    sv = emitter._load(f"{s}[col * {blocks} + {first} / {op.block_size}]", dtype)
+    unpack = "const unsigned* word = q.w;" if words == 4 else "const unsigned word[1] = {q};"
+    lines = [
+        f"  const {T} outputs = ({T})({rows}) * {n};",
+        "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
+        f"  for ({T} group = blockIdx.x; group * {GEMV_WARPS} < outputs; group += gridDim.x) {{  // uniform per block",
+        f"    const {T} t = group * {GEMV_WARPS} + warp;",
+        "    const bool live = t < outputs;",
+        f"    const {T} row = live ? t / {n} : 0, col = live ? t % {n} : 0;",
+        f"    const {vector}* codes = (const {vector}*)({w} + col * {k // 2});",
+        "    float acc = 0.0f;",
+        f"    for (int c = lane; live && c < {k // (8 * words)}; c += 32) {{",
+        f"      const {vector} q = codes[c];",
+        f"      {unpack}",
+        "#pragma unroll",
+        f"      for (int i = 0; i < {words}; ++i) {{",
+        f"        const float scale = {sv};",
+        f"        const float zero = (float){z}[col * {blocks} + {first} / {op.block_size}];",
+        "#pragma unroll",
+        "        for (int j = 0; j < 8; ++j)",
+        f"          acc = fmaf({xv}, ((float)((word[i] >> (4 * j)) & 15u) - zero) * scale, acc);",
+        "      }",
+        "    }",
+        "    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);",
+        f"    if (live && lane == 0) out[t] = {emitter.stored(emitter._round('acc', dtype), dtype)};",
+        "  }",
+    ]
+    return lines, 32 * GEMV_WARPS, 32
+
+
+@window(nn.MatmulNBitsOp, dims=derived_dims, kernel=_gemv_nbits)
 def _matmul_nbits(emitter, op: nn.MatmulNBitsOp) -> list[str]:
     """Each 4-bit code unpacked from its byte (low nibble for an even k), shifted by its
     block's zero point and scaled, times the input, summed in f32: the weight is read
