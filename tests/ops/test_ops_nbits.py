@@ -1,8 +1,10 @@
 """Weight-only 4-bit GEMMs (issue 24): a block-quantized INT4 / UINT4 weight dequantized into
 a MatMul (``x @ DequantizeLinear(wq)``, what block-quantized LLM exports write) imports as
 ``nn.matmul_nbits``, its weight packed two codes a byte (a quarter of f16's bytes) on the
-device; against ``onnx.reference``, the native kernel built for the host against its
-reference on every byte value, and compiled end to end on the simulated device."""
+device; so does onnxruntime's MatMulNBits contrib op (what its weight-only quantizer
+writes). Against ``onnx.reference`` and onnxruntime, the native kernels built for the host
+against their reference on every byte value, and compiled end to end on the simulated
+device."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -20,6 +23,7 @@ from support.kernel_check import build_for_host, fuse, fused_functions, host_ops
 import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
+from partita.ir.diagnostics import PartitaError
 
 _FLOAT = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
@@ -147,3 +151,59 @@ def test_the_gemv_schedule_reads_the_weight_128_bits_at_a_time():
     text = sass[entry]
     assert "LDG.E.128" in text and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
     assert not re.search(r"\b(STL|LDL)\b", text)
+
+
+def _float_mlp(k: int, hidden: int, out: int) -> onnx.ModelProto:
+    """``relu(x @ w1) @ w2`` with random weights: what a weight-only quantizer starts from."""
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    weights = [numpy_helper.from_array((np.random.default_rng(s).standard_normal(shape) / 16).astype(np.float32), name)
+               for s, (name, shape) in enumerate((("w1", (k, hidden)), ("w2", (hidden, out))))]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "zero-points"])
+@pytest.mark.parametrize("quant_format", ["QOperator", "QDQ"])
+def test_onnxruntimes_4_bit_quantizer_output_runs_packed(symmetric, quant_format):
+    """onnxruntime's own ``MatMulNBitsQuantizer`` (RTN, blocks of 32; it needs ``onnx-ir``):
+    its MatMulNBits contrib ops (QOperator) and its block DequantizeLinear + MatMul (QDQ)
+    both import as ``nn.matmul_nbits`` and equal onnxruntime's run as written within f32
+    rounding (its optimized QDQ run fuses the pair into a kernel of lower precision, off by
+    about 1e-2)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
+                                          quant_format=getattr(QuantFormat, quant_format))
+    quantizer = MatMulNBitsQuantizer(_float_mlp(256, 512, 128), block_size=32, is_symmetric=symmetric,
+                                     algo_config=config)
+    quantizer.process()
+    model = quantizer.model.model
+    assert ("MatMulNBits" in {n.op_type for n in model.graph.node}) == (quant_format == "QOperator")
+    exe = partita.compile(model, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="eager")
+    assert [row.ops[0] for row in exe.report().rows if "nn.matmul_nbits" in row.ops] == ["nn.matmul_nbits"] * 2
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    x = np.random.default_rng(3).standard_normal((2, 7, 256)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_matmul_nbits_variants_it_cannot_take_are_located_errors():
+    """A 3-bit MatMulNBits and one with g_idx (act-order) are refused where they stand."""
+    rng = np.random.default_rng(0)
+    for attrs, extra, message in (({"bits": 3}, [], "3-bit weights is not supported"),
+                                  ({}, ["", "g"], r"g_idx \(act-order\) is not supported")):
+        inits = [numpy_helper.from_array(rng.integers(0, 255, (16, 2, 16)).astype(np.uint8), "b"),
+                 numpy_helper.from_array(np.ones(32, np.float32), "s"),
+                 numpy_helper.from_array(np.arange(64, dtype=np.int32) // 32, "g")]
+        node = helper.make_node("MatMulNBits", ["x", "b", "s", *extra], ["y"], domain="com.microsoft",
+                                K=64, N=16, block_size=32, **{"bits": 4, **attrs})
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+        with pytest.raises(PartitaError, match=message):
+            import_onnx(model)

@@ -50,7 +50,7 @@ from partita.frontends.onnx.model import (
     legacy_version_check,
     tensor_array,
 )
-from partita.frontends.onnx.registry import CONVERTERS, SYMBOLIC_CONVERTERS, Converter
+from partita.frontends.onnx.registry import CONVERTERS, DOMAIN_CONVERTERS, SYMBOLIC_CONVERTERS, Converter
 from partita.frontends.onnx.values import (
     _SYM_ARITH,
     ONNX_DTYPES,
@@ -383,7 +383,10 @@ class Importer:
         return function_body(node, opset, types, f"{node.op_type}.{self.expansions}/")
 
     def _convert(self, index: int | None, node: onnx.NodeProto) -> None:
-        if node.domain not in ("", "ai.onnx"):
+        # onnxruntime's contrib ops that its own tools write have converters of their own
+        # (no ONNX schema checks them: their converters do)
+        contrib = node.domain not in ("", "ai.onnx")
+        if contrib and (node.domain, node.op_type) not in DOMAIN_CONVERTERS:
             fail(f"unsupported op domain '{node.domain}'")
         if index in self.absorbed:
             return
@@ -395,15 +398,16 @@ class Importer:
         for n in node.input:
             if n and n not in self.values:
                 fail(f"input '{n}' is not defined before use")
-        if self.opset < MIN_OPSET:
-            legacy_version_check(node, self.opset)
-        _check_attributes(node, self.opset)
-        _check_inputs(node, self.opset)
+        if not contrib:
+            if self.opset < MIN_OPSET:
+                legacy_version_check(node, self.opset)
+            _check_attributes(node, self.opset)
+            _check_inputs(node, self.opset)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \
-            node.op_type not in _NO_FOLD
-        converter = CONVERTERS.get(node.op_type)
+            node.op_type not in _NO_FOLD and not contrib
+        converter = DOMAIN_CONVERTERS[node.domain, node.op_type] if contrib else CONVERTERS.get(node.op_type)
         symbolic = any(is_symbolic(v) for v in present)
         if foldable and symbolic and node.op_type in SYMBOLIC_CONVERTERS:
             outs = converter(self, ins, attrs)  # shapes over dynamic dims: real ops

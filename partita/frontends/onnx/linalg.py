@@ -188,6 +188,47 @@ def _nbits_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
                                     cx.tensor(np.ascontiguousarray(zero.astype(np.uint8))), bs))
 
 
+@converter("MatMulNBits", domain="com.microsoft")
+def _matmul_nbits(cx, ins, attrs):
+    """onnxruntime's MatMulNBits (what its ``MatMulNBitsQuantizer`` writes for weight-only
+    4-bit LLMs): ``A @ dequantize(B)ᵀ [+ bias]`` with ``B`` ``[N, K / block_size,
+    block_size / 2]`` bytes, already ``nn.matmul_nbits``'s ``[N, K / 2]`` layout; the
+    scales ``[N * blocks]``; the zero points 4-bit codes packed two a byte per row (8, the
+    middle code, when absent)."""
+    a, b, scales, zero_points, g_idx, bias = (list(ins) + [None] * 6)[:6]
+    k, n, bits, block = attrs.get("K"), attrs.get("N"), attrs.get("bits", 4), attrs.get("block_size")
+    if bits != 4:
+        fail(f"MatMulNBits with {bits}-bit weights is not supported (4-bit is)")
+    if g_idx is not None:
+        fail("MatMulNBits with g_idx (act-order) is not supported")
+    if k is None or n is None or block is None or block < 16 or block & (block - 1):
+        fail("MatMulNBits needs its K, N and a block_size that is a power of two >= 16")
+    if k % block:
+        fail(f"MatMulNBits with K = {k} not a multiple of block_size {block} is not supported")
+    if not all(is_const(v) for v in (b, scales) if v is not None) or (zero_points is not None and not is_const(zero_points)):
+        fail("MatMulNBits weights, scales and zero points must be constants")
+    x = cx.tensor(a)
+    if not shape_of(x) or shape_of(x)[-1] != k:
+        fail(f"MatMulNBits input A must end in K = {k}, got shape {list(shape_of(x))}")
+    blocks = k // block
+    packed = np.asarray(b, np.uint8)
+    if packed.size != n * k // 2:
+        fail(f"MatMulNBits B has {packed.size} bytes, not N * K / 2 = {n * k // 2}")
+    scale = np.asarray(scales)
+    if scale.size != n * blocks or scale.dtype != nn.numpy_dtype(x.type.element_type):
+        fail(f"MatMulNBits scales must be {n * blocks} values of A's type")
+    if zero_points is None:
+        zero = np.full((n, blocks), 8, np.uint8)
+    elif np.asarray(zero_points).dtype == np.uint8:
+        pairs = np.asarray(zero_points).reshape(n, -1)
+        zero = np.stack([pairs & 0xF, pairs >> 4], axis=-1).reshape(n, -1)[:, :blocks]
+    else:
+        fail("MatMulNBits with zero points of A's float type is not supported (packed 4-bit codes are)")
+    out = cx.emit(nn.MatmulNBitsOp(x, cx.tensor(packed.reshape(n, k // 2)), cx.tensor(scale.reshape(n, blocks)),
+                                   cx.tensor(np.ascontiguousarray(zero, np.uint8)), block))
+    return out if bias is None else cx.emit(nn.AddOp(out, cx.tensor(bias, x)))
+
+
 @converter("MatMul")
 def _matmul(cx, ins, attrs):
     a, b = ins

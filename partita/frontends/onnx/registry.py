@@ -14,14 +14,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Converter = Callable[["Importer", list[Value], dict[str, Any]], Any]
 CONVERTERS: dict[str, Converter] = {}
+DOMAIN_CONVERTERS: dict[tuple[str, str], Converter] = {}
+"""Converters of ops outside the default domain, by ``(domain, op type)``: onnxruntime's
+contrib ops (``com.microsoft``) that its own tools write, such as MatMulNBits."""
 SYMBOLIC_CONVERTERS: set[str] = set()
 """Op types whose converters take shape inputs holding ``SymDim``s (they emit ops with
 dynamic dims instead of folding)."""
 
 
-def converter(*op_types: str, symbolic: bool = False):
+def converter(*op_types: str, symbolic: bool = False, domain: str = ""):
+    """Register ``fn`` for ``op_types`` of the default domain (or of ``domain``)."""
     def register(fn: Converter) -> Converter:
         for t in op_types:
+            if domain:
+                DOMAIN_CONVERTERS[domain, t] = fn
+                continue
             CONVERTERS[t] = fn
             if symbolic:
                 SYMBOLIC_CONVERTERS.add(t)
