@@ -322,34 +322,22 @@ def _shape(t) -> str:
     return f"cutlass::gemm::GemmShape<{m}, {n}, {k}>"
 
 
-def _int8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
-    """An Sm80 IMMA GEMM: s8 / u8 operands (TN), i32 accumulators, an i32 linear
-    combination (``alpha * acc + beta * C``, all integers) into an i32 output."""
-    epi = _EPILOGUE[spec.epilogue].format(args=f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
+def _tn_8bit_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
+    """A TN GEMM of 8-bit operands: an Sm80 IMMA GEMM (s8 / u8, i32 accumulators, an i32
+    linear combination ``alpha * acc + beta * C``, all integers, saturating MMA) or an Sm89
+    FP8 one (E4M3 / E5M2, f32 accumulators through CUTLASS's staged accumulation, not the
+    fast-accumulate form, an f32 output)."""
+    acc, math = ("int32_t", "OpMultiplyAddSaturate") if spec.is_int8 else ("float", "OpMultiplyAdd")
+    epi = _EPILOGUE[spec.epilogue].format(args=f"{acc}, {cfg.alignment_c}, {acc}, {acc}")
     return (
         f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
         f"    {_CTYPE[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
         f"    {_CTYPE[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
-        f"    int32_t, cutlass::layout::RowMajor, int32_t, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
+        f"    {acc}, cutlass::layout::RowMajor, {acc}, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
         f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
         f"    {epi},\n"
         f"    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>, {cfg.stages}, false,\n"
-        f"    cutlass::arch::OpMultiplyAddSaturate>::GemmKernel;\n")
-
-
-def _fp8_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
-    """An Sm89 FP8 GEMM: E4M3 / E5M2 operands (TN), f32 accumulators (``OpMultiplyAdd``:
-    CUTLASS's staged accumulation, not the fast-accumulate form), an f32 output."""
-    epi = _EPILOGUE[spec.epilogue].format(args=f"float, {cfg.alignment_c}, float, float")
-    return (
-        f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
-        f"    {_CTYPE[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
-        f"    {_CTYPE[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
-        f"    float, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
-        f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
-        f"    {epi},\n"
-        f"    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{cfg.swizzle}>, {cfg.stages}, false,\n"
-        f"    cutlass::arch::OpMultiplyAdd>::GemmKernel;\n")
+        f"    cutlass::arch::{math}>::GemmKernel;\n")
 
 
 def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
@@ -370,10 +358,10 @@ def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
 
 
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
-    if spec.is_int8:
-        return (_int8_conv_decl if spec.op == "conv2d" else _int8_gemm_decl)(alias, spec, cfg)
-    if spec.is_fp8:
-        return _fp8_gemm_decl(alias, spec, cfg)
+    if spec.is_int8 and spec.op == "conv2d":
+        return _int8_conv_decl(alias, spec, cfg)
+    if spec.is_int8 or spec.is_fp8:
+        return _tn_8bit_gemm_decl(alias, spec, cfg)
     T = _CTYPE[spec.dtype]
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
