@@ -8,6 +8,7 @@ device."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
+from partita.lowering.cuda.rules import WINDOW
 
 _FLOAT = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
@@ -95,16 +97,16 @@ def test_blocks_that_do_not_divide_k_stay_the_folded_float_weight():
 
 
 NBITS = """
-func.func @nb_T(%x: tensor<?x3x64xT>, %w: tensor<24x32xui8>, %s: tensor<24x2xT>, %z: tensor<24x2xui8>) -> tensor<?x3x24xT> {
-  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xT>, tensor<24x32xui8>, tensor<24x2xT>, tensor<24x2xui8>) -> tensor<?x3x24xT>
+func.func @nb_T(%x: tensor<?x3x2048xT>, %w: tensor<24x1024xui8>, %s: tensor<24x64xT>, %z: tensor<24x64xui8>) -> tensor<?x3x24xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x2048xT>, tensor<24x1024xui8>, tensor<24x64xT>, tensor<24x64xui8>) -> tensor<?x3x24xT>
   func.return %0 : tensor<?x3x24xT>
 }
-func.func @nbnarrow_T(%x: tensor<5x48xT>, %w: tensor<16x24xui8>, %s: tensor<16x3xT>, %z: tensor<16x3xui8>) -> tensor<5x16xT> {
-  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<5x48xT>, tensor<16x24xui8>, tensor<16x3xT>, tensor<16x3xui8>) -> tensor<5x16xT>
+func.func @nbnarrow_T(%x: tensor<5x528xT>, %w: tensor<16x264xui8>, %s: tensor<16x33xT>, %z: tensor<16x33xui8>) -> tensor<5x16xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<5x528xT>, tensor<16x264xui8>, tensor<16x33xT>, tensor<16x33xui8>) -> tensor<5x16xT>
   func.return %0 : tensor<5x16xT>
 }
-func.func @nbrelu_T(%x: tensor<?x3x64xT>, %w: tensor<24x32xui8>, %s: tensor<24x2xT>, %z: tensor<24x2xui8>) -> tensor<?x3x24xT> {
-  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x64xT>, tensor<24x32xui8>, tensor<24x2xT>, tensor<24x2xui8>) -> tensor<?x3x24xT>
+func.func @nbrelu_T(%x: tensor<?x3x2048xT>, %w: tensor<24x1024xui8>, %s: tensor<24x64xT>, %z: tensor<24x64xui8>) -> tensor<?x3x24xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x2048xT>, tensor<24x1024xui8>, tensor<24x64xT>, tensor<24x64xui8>) -> tensor<?x3x24xT>
   %1 = nn.relu %0 : (tensor<?x3x24xT>) -> tensor<?x3x24xT>
   func.return %1 : tensor<?x3x24xT>
 }
@@ -113,17 +115,19 @@ _NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
-def test_the_native_kernels_unpack_every_byte(tmp_path: Path):
+@pytest.mark.parametrize("schedule", ["warp", "per-element"])
+def test_the_native_kernels_unpack_every_byte(tmp_path: Path, schedule: str, monkeypatch):
     """The native kernels built for the host against the reference, for f32, f16 and bf16:
-    the GEMV schedule (a warp per output, the op alone: 128-bit loads of 32 codes, or 32-bit
-    ones of 8 where K is not a multiple of 32) and the per-element loop (with a ReLU
-    epilogue); the packed weight takes every byte value 0..255 (both nibbles of each), the
-    zero points every code."""
+    the warp-per-output GEMV schedule (128-bit loads of 32 codes, or 32-bit ones of 8 where
+    K is not a multiple of 32; with a ReLU epilogue too) and the per-element loop; the
+    packed weight takes every byte value 0..255 (both nibbles of each), the zero points
+    every code."""
+    if schedule == "per-element":  # the loop a rule without a warp schedule (or a weight view) gets
+        monkeypatch.setitem(WINDOW, nn.MatmulNBitsOp, dataclasses.replace(WINDOW[nn.MatmulNBitsOp], warp=None))
     module = fuse("".join(NBITS.replace("T", t) for t in _NP))
     assert host_ops(module) == []
     _, records, host = build_for_host(module, tmp_path)
-    assert {name: records[name].threads_per_output for name in records} == \
-        {f"{kind}_{t}_fused_0": 1 if kind == "nbrelu" else 32 for kind in ("nb", "nbnarrow", "nbrelu") for t in _NP}
+    assert {r.threads_per_output for r in records.values()} == {32 if schedule == "warp" else 1}
     rng = np.random.default_rng(0)
     for name, function in fused_functions(module).items():
         t = _NP[name.split("_")[1]]
@@ -145,7 +149,7 @@ def test_the_gemv_schedule_reads_the_weight_128_bits_at_a_time():
 
     from partita.lowering.cuda.codegen import program_of
 
-    program = program_of(fuse(NBITS.replace("T", "f16").split("func.func @nbnarrow")[0]))
+    program = program_of(fuse(NBITS.replace("T", "f16").split("func.func @nbnarrow")[0]))  # @nb alone
     (entry,) = [k.entry for k in program.kernels.values()]
     _, sass = compiled_sass(program.code, use_cache=False)
     text = sass[entry]

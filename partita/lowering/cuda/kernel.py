@@ -100,6 +100,7 @@ from partita.lowering.cuda.schedules import (
     GEMM_TILE,
     MMA_THREADS,
     MMA_TILE,
+    WARP_WINDOW_BLOCK,
     ScheduleMixin,
 )
 
@@ -141,8 +142,8 @@ class FusedKernel:
     source: tuple[int, ...] = ()
     """Shape of what a ``scatter`` kernel stores (``-1`` for ``?``): one thread each."""
     threads_per_output: int = 1
-    """Threads a ``window`` kernel's whole-kernel schedule gives each output element (a warp
-    per output of a GEMV: 32); the grid is sized by their count."""
+    """Threads a ``window`` kernel gives each output element (32: the warp-per-output
+    schedule of a GEMV); the grid is sized by their count."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -517,8 +518,11 @@ class KernelEmitter(ScheduleMixin):
                 "  }",
             ]
         elif (whole := self._whole_kernel(result)) is not None:
-            body, block, *per_output = whole
-            extra = {"kind": "window", "block": block, "threads_per_output": per_output[0] if per_output else 1}
+            body, block = whole
+            extra = {"kind": "window", "block": block}
+        elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:
+            body = warp
+            extra = {"kind": "window", "block": WARP_WINDOW_BLOCK, "threads_per_output": 32}
         elif kernel_kind(self.anchor) == "window":
             window = self._window()
             body = [

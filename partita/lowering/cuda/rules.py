@@ -77,11 +77,10 @@ class Rule:
     """Injective rules only: the op reads each operand at the (broadcast) output index,
     so it may follow an anchor in its epilogue."""
     kernel: Callable[..., Any] | None = None
-    """Window rules only: ``(emitter, op) -> (body lines, threads per block[, threads per
-    output]) | None``, a whole-kernel schedule used instead of the per-element loop when the
-    kernel is the anchor alone (no epilogue) and it returns one. Its blocks must stride over
-    the tiles: the launch geometry stays the window one (``ceil(numel * threads per output /
-    block)`` blocks, capped)."""
+    """Window rules only: ``(emitter, op) -> (body lines, threads per block) | None``, a
+    whole-kernel schedule used instead of the per-element loop when the kernel is the
+    anchor alone (no epilogue) and it returns one. Its blocks must stride over the tiles:
+    the launch geometry stays the window one (``ceil(numel / block)`` blocks, capped)."""
     view: Callable[..., Any] | None = None
     """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
     that only remaps the indices of its first operand (its other operands give shapes):
@@ -93,6 +92,12 @@ class Rule:
     operand may be an index view of a kernel argument (a head split of a packed QKV
     projection: ``nn.strided_slice`` + ``nn.reshape``) that the kernel reads through
     instead of a kernel of its own copying it."""
+    warp: Callable[..., Any] | None = None
+    """Window rules only: ``(emitter, op) -> (lines, y) | None``, the warp-per-output
+    schedule of a long reduction (a GEMV's dot products): ``lines`` add this lane's share
+    (``lane`` of 32) of the output at ``emitter.out_index`` into ``float acc``; after the
+    warp's shuffle tree lane 0 declares ``y`` (a C expression of the sum ``acc``), then
+    the epilogue runs and stores, as in the per-element loop."""
 
     def accepts(self, op: Operation) -> bool:
         return self.supports is None or bool(self.supports(op))
@@ -174,14 +179,14 @@ class RowReduction:
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
-              kernel=None, view=None, reads_views=False, in_place=None):
+              kernel=None, view=None, reads_views=False, in_place=None, warp=None):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views, warp)
         return fn
 
     return decorate
@@ -195,11 +200,14 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
     return _register(INJECTIVE, op_types, supports, dims, elementwise, view=view, in_place=in_place)
 
 
-def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False, in_place=None):
+def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False, in_place=None,
+           warp=None):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
-    a whole-kernel schedule ``kernel``, see ``Rule.kernel``; ``reads_views``, see
-    ``Rule.reads_views``; its ``InPlace`` form when it replaces part of an operand)."""
-    return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views, in_place=in_place)
+    a whole-kernel schedule ``kernel``, see ``Rule.kernel``; a warp-per-output schedule
+    ``warp``, see ``Rule.warp``; ``reads_views``, see ``Rule.reads_views``; its ``InPlace``
+    form when it replaces part of an operand)."""
+    return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views, in_place=in_place,
+                     warp=warp)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

@@ -25,6 +25,8 @@ from partita.lowering.cuda.row_stats import (
 from partita.lowering.cuda.rules import RowReduction
 
 BLOCK_SIZE = 256
+WARP_WINDOW_BLOCK = 256
+"""Threads a block of the warp-per-output window schedule: 8 warps, 8 outputs at a time."""
 """Threads per block of every fused kernel."""
 GEMM_TILE = 16
 """Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
@@ -400,13 +402,48 @@ class ScheduleMixin:
             "  }",
         ], f"n / {width} * {width}"
 
-    def _whole_kernel(self, result: SSAValue) -> tuple | None:
-        """A window rule's whole-kernel schedule, when the kernel is its anchor alone:
-        ``(body lines, threads per block[, threads per output])``."""
+    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
+        """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
         if self.anchor is None or result is not self.anchor.results[0]:
             return None
         rule = _rule_for(self.anchor, _rules()[1])
         return rule.kernel(self, self.anchor) if rule is not None and rule.kernel is not None else None
+
+    def _warp_window(self, numel, used_by_epilogue: str, store: str) -> list[str] | None:
+        """The warp-per-output body of a window kernel whose anchor's rule has one
+        (``Rule.warp``): each warp takes one output (the output index declared from it),
+        its lanes add their shares of the reduction, a shuffle tree sums them and lane 0
+        declares ``y``, runs the epilogue and stores. Blocks step over groups of
+        ``blockDim.x / 32`` outputs together (every warp of a block runs the same
+        iterations, so the shuffles of a block stay in step)."""
+        anchor = self.anchor
+        rule = _rule_for(anchor, _rules()[1]) if anchor is not None else None
+        partial = rule.warp(self, anchor) if rule is not None and rule.warp is not None else None
+        if partial is None:
+            return None
+        lines, y = partial
+        T = self.index_type
+        used = "\n".join([*lines, y, used_by_epilogue])
+        return [
+            f"  const {T} n = {numel};",
+            "  const int lane = threadIdx.x & 31;",
+            f"  for ({T} base = ({T})blockIdx.x * (blockDim.x >> 5); base < n; base += ({T})gridDim.x * (blockDim.x >> 5)) {{",
+            f"    const {T} slot = base + (threadIdx.x >> 5);",
+            "    const bool live = slot < n;",
+            f"    const {T} i = live ? slot : 0;",
+            *self._axis_lines("i", range(len(self.out_dims)), used, "    "),
+            "    float acc = 0.0f;",
+            "    if (live) {",
+            *lines,
+            "    }",
+            "    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);",
+            "    if (live && lane == 0) {",
+            f"    const float y = {y};",
+            *self.lines,
+            store,
+            "    }",
+            "  }",
+        ]
 
     def _window(self) -> list[str]:
         """The anchor's value ``y`` at the output index: a loop over its window."""

@@ -94,63 +94,43 @@ def _matmul_float8(emitter, op: nn.MatmulFloat8Op) -> list[str]:
     ]
 
 
-GEMV_WARPS = 8
-"""Warps a block of the 4-bit GEMV schedule: one output element each."""
-
-
-def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], int, int] | None:
-    """The 4-bit GEMV schedule (a decode step's projections: few rows, a weight read once):
-    a warp per output element, its lanes striding over the packed row 16 bytes (32 codes,
-    one 128-bit load) at a time where K is a multiple of 32, else 4 bytes (8 codes), so each
-    warp load is 512 (128) contiguous bytes of the weight; the block's warps take
-    consecutive outputs (the same input row, the next weight rows) and a shuffle tree sums
-    the lanes. Blocks stride over groups of ``GEMV_WARPS`` outputs, uniformly (every warp
-    of a block runs the same iterations). For a kernel that is the op alone, its operands
-    kernel arguments."""
-    if not all(isinstance(v, BlockArgument) for v in op.operands):
+def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
+    """The warp-per-output schedule of a 4-bit GEMV (a decode step's projections: few rows,
+    a weight read once; ``Rule.warp``): the lanes stride over the packed weight row 16 bytes
+    (32 codes, one 128-bit load) at a time where K is a multiple of 32, else 4 bytes (8
+    codes), so each warp load is 512 (128) contiguous bytes of the weight, and the warps of
+    a block take consecutive outputs (the next weight rows). The weight must be a kernel
+    argument (it is read through a raw pointer)."""
+    if not isinstance(op.weight, BlockArgument):
         return None
-    T = emitter.index_type
+    o = list(emitter.out_index)
     k = op.input.type.get_shape()[-1]
-    n = op.weight.type.get_shape()[0]
     words = 4 if k % 32 == 0 else 1  # 32-bit words of 8 codes a load
     vector = "partita_v16" if words == 4 else "unsigned int"
-    rows = " * ".join(f"({d})" for d in emitter.dims[op.input][:-1])
-    x, w, s, z = (f"in{v.index}" for v in op.operands)
-    dtype = str(op.input.type.element_type)
-    blocks = k // op.block_size
-    first = f"(c * 8 * {words} + 8 * i)"  # the word's first code
-    xv = emitter._load(f"{x}[row * {k} + {first} + j]", dtype)
-    sv = emitter._load(f"{s}[col * {blocks} + {first} / {op.block_size}]", dtype)
+    first = f"(c * {8 * words} + 8 * w)"  # the first code of word w of load c
+    block = f"({first} / {op.block_size})"
+    x = emitter.load(op.input, [*o[:-1], f"({first} + j)"])
+    scale = emitter.load(op.scales, [o[-1], block])
+    zero = emitter.load(op.zero_points, [o[-1], block])
     unpack = "const unsigned* word = q.w;" if words == 4 else "const unsigned word[1] = {q};"
     lines = [
-        f"  const {T} outputs = ({T})({rows}) * {n};",
-        "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
-        f"  for ({T} group = blockIdx.x; group * {GEMV_WARPS} < outputs; group += gridDim.x) {{  // uniform per block",
-        f"    const {T} t = group * {GEMV_WARPS} + warp;",
-        "    const bool live = t < outputs;",
-        f"    const {T} row = live ? t / {n} : 0, col = live ? t % {n} : 0;",
-        f"    const {vector}* codes = (const {vector}*)({w} + col * {k // 2});",
-        "    float acc = 0.0f;",
-        f"    for (int c = lane; live && c < {k // (8 * words)}; c += 32) {{",
-        f"      const {vector} q = codes[c];",
-        f"      {unpack}",
+        f"      const {vector}* codes = (const {vector}*)(in{op.weight.index} + ({emitter.index_type}){o[-1]} * {k // 2});",
+        f"      for (int c = lane; c < {k // (8 * words)}; c += 32) {{",
+        f"        const {vector} q = codes[c];",
+        f"        {unpack}",
         "#pragma unroll",
-        f"      for (int i = 0; i < {words}; ++i) {{",
-        f"        const float scale = {sv};",
-        f"        const float zero = (float){z}[col * {blocks} + {first} / {op.block_size}];",
+        f"        for (int w = 0; w < {words}; ++w) {{",
+        f"          const float scale = {scale}, zero = (float){zero};",
         "#pragma unroll",
-        "        for (int j = 0; j < 8; ++j)",
-        f"          acc = fmaf({xv}, ((float)((word[i] >> (4 * j)) & 15u) - zero) * scale, acc);",
+        "          for (int j = 0; j < 8; ++j)",
+        "            acc = fmaf((float)" + x + ", ((float)((word[w] >> (4 * j)) & 15u) - zero) * scale, acc);",
+        "        }",
         "      }",
-        "    }",
-        "    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);",
-        f"    if (live && lane == 0) out[t] = {emitter.stored(emitter._round('acc', dtype), dtype)};",
-        "  }",
     ]
-    return lines, 32 * GEMV_WARPS, 32
+    return lines, emitter._round("acc", str(op.result.type.element_type))
 
 
-@window(nn.MatmulNBitsOp, dims=derived_dims, kernel=_gemv_nbits)
+@window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits)
 def _matmul_nbits(emitter, op: nn.MatmulNBitsOp) -> list[str]:
     """Each 4-bit code unpacked from its byte (low nibble for an even k), shifted by its
     block's zero point and scaled, times the input, summed in f32: the weight is read
