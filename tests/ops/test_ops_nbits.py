@@ -211,3 +211,18 @@ def test_matmul_nbits_variants_it_cannot_take_are_located_errors():
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
         with pytest.raises(PartitaError, match=message):
             import_onnx(model)
+
+
+def test_a_dequantize_kept_past_the_folding_budget_is_erased(monkeypatch):
+    """Past the import's folding budget a DequantizeLinear of a constant stays an op of the
+    graph; the packed product does not read it, so it is erased (no float or unpacked
+    weight is left in the module)."""
+    from partita.frontends.onnx import importer
+
+    monkeypatch.setattr(importer, "FOLD_TOTAL_BYTES", 0)
+    model, x = nbits_model(256, 48, 32)
+    module = import_onnx(model)
+    assert not [op for op in module.walk() if isinstance(op, nn.DequantizeOp)]
+    assert max(op.to_numpy().nbytes for op in module.walk() if isinstance(op, nn.ConstantOp)) == 48 * 128
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(partita.compile(model).run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -287,11 +287,11 @@ BLOCK_WEIGHT_DTYPES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 def _dequantize_linear(cx, ins, attrs):
     if attrs.get("output_dtype", 0):
         fail("the output_dtype attribute is not supported")
-    x = cx.tensor(ins[0])
-    x, scale, zp = _quantization_operands(cx, ins, attrs, nn.numpy_dtype(x.type.element_type))
+    # (the input's type read without emitting a constant nothing would read)
+    dtype = np.asarray(ins[0]).dtype if is_const(ins[0]) else nn.numpy_dtype(cx.tensor(ins[0]).type.element_type)
+    x, scale, zp = _quantization_operands(cx, ins, attrs, dtype)
     axis, block_size = attrs.get("axis", 1), attrs.get("block_size", 0)
-    dtype = np.asarray(ins[0]).dtype if is_const(ins[0]) else None
-    if dtype in QDQ_WEIGHT_DTYPES and not block_size or dtype in BLOCK_WEIGHT_DTYPES and block_size:
+    if is_const(ins[0]) and (dtype in QDQ_WEIGHT_DTYPES and not block_size or dtype in BLOCK_WEIGHT_DTYPES and block_size):
         # A quantized weight: its integers (or 8-bit floats) kept for a low-precision
         # product (MatMul's QDQ form; a block-quantized 4-bit one stays packed).
         zero = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros((), dtype)

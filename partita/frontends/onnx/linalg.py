@@ -162,13 +162,14 @@ def _float8_matmul(cx: Importer, q: QDQOperands, transposed: bool) -> SSAValue |
     return scaled_product(cx, q, product, [-1])
 
 
-def _nbits_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
+def _nbits_matmul(cx: Importer, a: Value, b: Value, weight: str) -> SSAValue | None:
     """A weight-only 4-bit MatMul (``x @ DequantizeLinear(wq)`` with ``wq`` a constant
     ``[K, N]`` INT4 / UINT4 weight quantized in blocks along K, as block-quantized LLM
     exports write it) as ``nn.matmul_nbits``: the codes laid out ``[N, K / 2]``, two a byte
     (signed ones shifted by 8 into 0..15, their zero points too: the differences are the
     same), so the weight stays packed on the device; the scales in the input's type. None
-    for anything else (the folded float weight)."""
+    for anything else (the folded float weight). A dequantize the import kept as an op
+    (folding past its budget) is erased at the end when nothing else reads it."""
     record = cx.dequantized.get(weight)
     if record is None or not record.block_size or not isinstance(a, SSAValue) or len(shape_of(a)) < 2:
         return None
@@ -183,6 +184,8 @@ def _nbits_matmul(cx: Importer, a: Value, weight: str) -> SSAValue | None:
     codes = (wq.astype(np.int16) + shift).T  # [N, K], 0..15
     zero = np.broadcast_to(record.zero_point.astype(np.int16) + shift, record.scale.shape).T
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # element k in byte k // 2, low first
+    if isinstance(b, SSAValue) and isinstance(b.owner, nn.DequantizeOp):
+        cx.orphans.append(b.owner)
     return cx.emit(nn.MatmulNBitsOp(a, cx.tensor(np.ascontiguousarray(packed)),
                                     cx.tensor(np.ascontiguousarray(record.scale.T)),
                                     cx.tensor(np.ascontiguousarray(zero.astype(np.uint8))), bs))
@@ -234,7 +237,7 @@ def _matmul(cx, ins, attrs):
     a, b = ins
     if (fused := _qdq_matmul(cx, a, cx.node.input[1])) is not None:
         return fused
-    if (packed := _nbits_matmul(cx, a, cx.node.input[1])) is not None:
+    if (packed := _nbits_matmul(cx, a, b, cx.node.input[1])) is not None:
         return packed
     if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2 and len(shape_of(a)) >= 2:
         return cx.emit(nn.DenseOp(a, transpose_value(cx, b, a)))
