@@ -226,3 +226,32 @@ def test_a_dequantize_kept_past_the_folding_budget_is_erased(monkeypatch):
     assert max(op.to_numpy().nbytes for op in module.walk() if isinstance(op, nn.ConstantOp)) == 48 * 128
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_allclose(partita.compile(model).run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_a_4_bit_decoder_step_runs_its_projections_packed():
+    """The bundled KV-cache decoder step quantized by onnxruntime's MatMulNBitsQuantizer
+    (its seven weight MatMuls become MatMulNBits): every projection is ``nn.matmul_nbits``,
+    no float weight product is left, and the step (hidden state and both presents) equals
+    onnxruntime's run as written."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    source = onnx.load(Path(__file__).parents[2] / "examples" / "decoder_step.onnx")
+    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, quant_format=QuantFormat.QOperator)
+    quantizer = MatMulNBitsQuantizer(source, block_size=32, is_symmetric=True, algo_config=config)
+    quantizer.process()
+    model = quantizer.model.model
+    assert sum(n.op_type == "MatMulNBits" for n in model.graph.node) == 7
+    products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_nbits", "nn.dense")]
+    assert products == ["nn.matmul_nbits"] * 7
+    rng = np.random.default_rng(0)
+    feeds = {"input_embeds": rng.standard_normal((1, 1, 64)).astype(np.float32),
+             "past_key": rng.standard_normal((1, 4, 5, 16)).astype(np.float32),
+             "past_value": rng.standard_normal((1, 4, 5, 16)).astype(np.float32)}
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = partita.compile(model).run(*feeds.values())
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * np.abs(w).max())
