@@ -255,3 +255,31 @@ def test_a_4_bit_decoder_step_runs_its_projections_packed():
     got = partita.compile(model).run(*feeds.values())
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * np.abs(w).max())
+
+
+def test_an_external_data_4_bit_weight_stays_in_its_file(tmp_path: Path):
+    """A MatMulNBits whose B is external data (how large models are saved): its bytes are
+    already the packed layout, so the weight is a parameter of that file region (never
+    read into the IR), and the model equals onnxruntime."""
+    import onnxruntime as ort
+
+    from partita.ir.parameters import ParameterAttr
+
+    rng = np.random.default_rng(0)
+    n, k, block = 64, 256, 32
+    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
+    s = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32)
+    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])],
+                              [numpy_helper.from_array(b, "b"), numpy_helper.from_array(s, "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "nbits.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    (gemm,) = [op for op in import_onnx(path).walk() if isinstance(op, nn.MatmulNBitsOp)]
+    weight = gemm.weight.owner.value
+    assert isinstance(weight, ParameterAttr) and weight.type.get_shape() == (n, k // 2)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(partita.compile(path).run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

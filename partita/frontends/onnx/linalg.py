@@ -191,6 +191,17 @@ def _nbits_matmul(cx: Importer, a: Value, b: Value, weight: str) -> SSAValue | N
                                     cx.tensor(np.ascontiguousarray(zero.astype(np.uint8))), bs))
 
 
+def _rows_of(b: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """``b``'s bytes as ``shape``: for an initializer mapped from its file (external data)
+    a mapping of the same region, named as ``b`` is, so the weight stays a parameter whose
+    bytes never enter the process; else a reshape."""
+    if isinstance(b, np.memmap) and b.filename is not None and b.flags.c_contiguous and b.dtype == np.uint8:
+        rows = np.memmap(b.filename, np.uint8, "r", b.offset, shape)
+        rows.parameter_name = getattr(b, "parameter_name", None)  # type: ignore[attr-defined]
+        return rows
+    return np.asarray(b, np.uint8).reshape(shape)
+
+
 @converter("MatMulNBits", domain="com.microsoft")
 def _matmul_nbits(cx, ins, attrs):
     """onnxruntime's MatMulNBits (what its ``MatMulNBitsQuantizer`` writes for weight-only
@@ -227,7 +238,7 @@ def _matmul_nbits(cx, ins, attrs):
         zero = np.stack([pairs & 0xF, pairs >> 4], axis=-1).reshape(n, -1)[:, :blocks]
     else:
         fail("MatMulNBits with zero points of A's float type is not supported (packed 4-bit codes are)")
-    out = cx.emit(nn.MatmulNBitsOp(x, cx.tensor(packed.reshape(n, k // 2)), cx.tensor(scale.reshape(n, blocks)),
+    out = cx.emit(nn.MatmulNBitsOp(x, cx.tensor(_rows_of(b, (n, k // 2))), cx.tensor(scale.reshape(n, blocks)),
                                    cx.tensor(np.ascontiguousarray(zero, np.uint8)), block))
     return out if bias is None else cx.emit(nn.AddOp(out, cx.tensor(bias, x)))
 
