@@ -17,6 +17,10 @@ where their consumers read through them (``nn.attention`` and ``nn.rotary_embedd
 read index views; element-wise kernels inline them). GEMMs of different element types,
 ``K`` or input stay apart, as does a dense whose weight is computed or read elsewhere too.
 
+Weight-only 4-bit products (``nn.matmul_nbits``: a decode step's Q, K and V GEMVs) combine
+the same way when they share the input and the block size: their packed weights, scales
+and zero points are concatenated along N, the rows of each.
+
 The combined weight is a new constant. Dense-attribute weights are concatenated in memory;
 when any weight is a named parameter (bytes in a file, ``partita.ir.parameters``) the
 concatenation is written once, row block by row block, to
@@ -53,11 +57,25 @@ def parameter_directory(cache_dir: str | None) -> Path:
     return (Path(cache_dir) if cache_dir else cache_root()) / "parameters"
 
 
-def _weight(dense: nn.DenseOp) -> nn.ConstantOp | None:
-    """The dense's constant ``[N, K]`` weight when nothing else reads it (a weight read
-    elsewhere, a tied embedding, would be stored twice)."""
-    w = dense.weight.owner
+Product = nn.DenseOp | nn.MatmulNBitsOp
+"""The GEMMs the pass combines: weights ``[N, ...]`` whose rows are the output columns."""
+
+
+def _only_constant(value: SSAValue) -> nn.ConstantOp | None:
+    """The constant 2-D ``value`` when nothing else reads it (a weight read elsewhere, a
+    tied embedding, would be stored twice)."""
+    w = value.owner
     if not isinstance(w, nn.ConstantOp) or len(w.result.type.get_shape()) != 2 or len(list(w.result.uses)) != 1:
+        return None
+    return w
+
+
+def _weight(dense: Product) -> nn.ConstantOp | None:
+    """The product's constant weight (``[N, K]``, or packed ``[N, K / 2]``), its 4-bit
+    product's scales and zero points constants too, each read by it alone."""
+    w = _only_constant(dense.weight)
+    if isinstance(dense, nn.MatmulNBitsOp) and (_only_constant(dense.scales) is None
+                                               or _only_constant(dense.zero_points) is None):
         return None
     return w
 
@@ -87,13 +105,15 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
 
 
-def _groups(block: Block) -> list[list[nn.DenseOp]]:
-    """Denses of ``block`` sharing their input, constant weights of one type and ``K``, in
-    program order; groups of two or more."""
-    by_input: dict[tuple[SSAValue, object], list[nn.DenseOp]] = {}
+def _groups(block: Block) -> list[list[Product]]:
+    """Products of ``block`` sharing their input, constant weights of one type and ``K``
+    (and block size), in program order; groups of two or more of one kind."""
+    by_input: dict[tuple[SSAValue, object], list[Product]] = {}
     for op in block.ops:
-        if isinstance(op, nn.DenseOp) and (w := _weight(op)) is not None:
-            key = (op.input, (w.result.type.element_type, _shape(w.result)[1], op.result.type.element_type))
+        if isinstance(op, Product) and (w := _weight(op)) is not None:
+            block_size = op.block_size if isinstance(op, nn.MatmulNBitsOp) else 0
+            key = (op.input, (type(op), block_size, w.result.type.element_type, _shape(w.result)[1],
+                              op.result.type.element_type))
             by_input.setdefault(key, []).append(op)
     return [denses for denses in by_input.values() if len(denses) > 1]
 
@@ -171,7 +191,7 @@ class CombineParallelDense(ModulePass):
                 self._combine(denses, directory)
 
     @staticmethod
-    def _combine(denses: list[nn.DenseOp], directory: Path) -> None:
+    def _combine(denses: list[Product], directory: Path) -> None:
         first = denses[0]
         weights = [_weight(d) for d in denses]
         biases = [_bias(d) for d in denses]
@@ -179,7 +199,16 @@ class CombineParallelDense(ModulePass):
         weight = _combined_weight(weights, directory, "+".join(names))  # type: ignore[arg-type]
         if weight is None:
             return
-        new: list[Operation] = [weight, dense := nn.DenseOp(first.input, weight)]
+        new: list[Operation] = [weight]
+        # a 4-bit product's scales and zero points, erased with the products
+        tables = [v.owner for d in denses if isinstance(d, nn.MatmulNBitsOp) for v in (d.scales, d.zero_points)]
+        if isinstance(first, nn.MatmulNBitsOp):
+            # per-block scales and zero points: small, concatenated in memory, rows as the weight's
+            scales, zeros = (nn.ConstantOp(np.concatenate([constant_values(getattr(d, what).owner) for d in denses]))
+                             for what in ("scales", "zero_points"))
+            new += [scales, zeros, dense := nn.MatmulNBitsOp(first.input, weight, scales, zeros, first.block_size)]
+        else:
+            new.append(dense := nn.DenseOp(first.input, weight))
         dense.location = first.location
         y = dense.result
         if any(b is not None for b in biases):
@@ -208,6 +237,9 @@ class CombineParallelDense(ModulePass):
         for w in weights:
             if w is not None and not w.result.uses:
                 Rewriter.erase_op(w)
+        for owner in tables:
+            if not owner.result.uses:
+                Rewriter.erase_op(owner)
         for b in biases:
             if b is not None and not b[1].result.uses:
                 Rewriter.erase_op(b[1])

@@ -231,8 +231,8 @@ def test_a_dequantize_kept_past_the_folding_budget_is_erased(monkeypatch):
 def test_a_4_bit_decoder_step_runs_its_projections_packed():
     """The bundled KV-cache decoder step quantized by onnxruntime's MatMulNBitsQuantizer
     (its seven weight MatMuls become MatMulNBits): every projection is ``nn.matmul_nbits``,
-    no float weight product is left, and the step (hidden state and both presents) equals
-    onnxruntime's run as written."""
+    no float weight product is left, Q, K and V are combined into one (five products), and
+    the step (hidden state and both presents) equals onnxruntime's run as written."""
     import onnxruntime as ort
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
@@ -252,7 +252,10 @@ def test_a_4_bit_decoder_step_runs_its_projections_packed():
     plain = ort.SessionOptions()
     plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = partita.compile(model).run(*feeds.values())
+    exe = partita.compile(model)
+    # Q, K and V read one input: one product of the three packed weights (its bias fused)
+    assert sum(row.ops.count("nn.matmul_nbits") for row in exe.report().rows) == 5
+    got = exe.run(*feeds.values())
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * np.abs(w).max())
 
@@ -283,3 +286,32 @@ def test_an_external_data_4_bit_weight_stays_in_its_file(tmp_path: Path):
     x = rng.standard_normal((2, k)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(partita.compile(path).run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_parallel_external_data_4_bit_weights_combine_into_a_parameter_file(tmp_path: Path):
+    """Two MatMulNBits of one input whose weights are external data combine into one
+    product whose weight is written once, row block by row block, to the compile's
+    parameter directory (never concatenated in memory); equal to onnxruntime."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(1)
+    k, block, sizes = 128, 32, (48, 16)
+    nodes, inits = [], []
+    for i, n in enumerate(sizes):
+        inits += [numpy_helper.from_array(rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8), f"b{i}"),
+                  numpy_helper.from_array((rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32), f"s{i}")]
+        nodes.append(helper.make_node("MatMulNBits", ["x", f"b{i}", f"s{i}"], [f"y{i}"], domain="com.microsoft", K=k,
+                                      N=n, bits=4, block_size=block))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, k])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [3, n]) for i, n in enumerate(sizes)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "qkv.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    exe = partita.compile(path, cache_dir=tmp_path / "cache")
+    assert [row.ops.count("nn.matmul_nbits") for row in exe.report().rows if "nn.matmul_nbits" in row.ops] == [1]
+    assert len(list((tmp_path / "cache" / "parameters").glob("*.bin"))) == 1
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for got, w in zip(exe.run(x), want, strict=True):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5 * np.abs(w).max())
