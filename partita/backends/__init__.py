@@ -74,6 +74,13 @@ __all__ = [
 ]
 
 Predicate = Callable[[Match], bool]
+RuleSpec = str | Callable[[str, int], Any]
+"""A fusion style name, or ``(backend, max_depth) -> PartitionRule``."""
+PhasePass = ModulePass | str
+PHASES = ("before_partitioning", "after_partitioning")
+FUSION_STYLES = ("pattern", "tvm", "arbitrary")
+"""How Collage combines a backend's matches (TVM's ``BYOCStyle``; the rules are
+``partita.collage.rules.styles``)."""
 
 
 def requires_sm(sm: int) -> Callable[[Predicate], Predicate]:
@@ -87,13 +94,6 @@ def requires_sm(sm: int) -> Callable[[Predicate], Predicate]:
         return predicate
 
     return mark
-RuleSpec = str | Callable[[str, int], Any]
-"""A fusion style name, or ``(backend, max_depth) -> PartitionRule``."""
-PhasePass = ModulePass | str
-PHASES = ("before_partitioning", "after_partitioning")
-FUSION_STYLES = ("pattern", "tvm", "arbitrary")
-"""How Collage combines a backend's matches (TVM's ``BYOCStyle``; the rules are
-``partita.collage.rules.styles``)."""
 
 
 @dataclass(frozen=True)
@@ -110,13 +110,18 @@ class PatternEntry:
         """The oldest compute capability the row takes (0: any; see :func:`requires_sm`)."""
         return int(getattr(self.predicate, "min_sm", 0))
 
+    def runs_on(self, sm: int) -> bool:
+        """Whether a device of compute capability ``sm`` takes the row (0: unknown, every
+        row does)."""
+        return not sm or self.min_sm <= sm
+
     def accepts(self, match: Match) -> bool:
         return self.predicate is None or bool(self.predicate(match))
 
     def match(self, op: Operation, sm: int = 0) -> Match | None:
         """The preferred match rooted at ``op`` that also satisfies the predicate, on a
         device of compute capability ``sm`` (0: unknown, every row applies)."""
-        if sm and self.min_sm > sm:
+        if not self.runs_on(sm):
             return None
         for m in self.pattern.matches(op):
             if self.accepts(m):
@@ -373,7 +378,7 @@ def greedy_matches(block: Block, table: Sequence[PatternEntry], sm: int = 0) -> 
     (reverse block order of their roots)."""
     claimed: set[Operation] = set()
     chosen: list[BackendMatch] = []
-    table = [entry for entry in table if not sm or entry.min_sm <= sm]
+    table = [entry for entry in table if entry.runs_on(sm)]
     for op in reversed(list(block.ops)):
         if op in claimed or op.name == "byoc.partition":
             continue

@@ -186,15 +186,15 @@ class GemmRecord(FusedRecord):
 @dataclass(frozen=True)
 class WindowRecord(FusedRecord):
     """A ``window`` kernel (a pool and its epilogue): one thread per output element, the
-    launch geometry of a ``fused`` kernel; or a whole-kernel schedule's
-    ``threads_per_output`` (a warp per output of a GEMV), the grid sized by their count."""
+    launch geometry of a ``fused`` kernel; or, with the warp-per-output schedule
+    (``Rule.warp``, a GEMV), ``threads_per_output`` of 32, the grid sized by their count."""
 
     anchor: str
     threads_per_output: int
 
     @classmethod
     def from_attr(cls, record: DictionaryAttr) -> WindowRecord:
-        # Records written before whole-kernel schedules gave an output several threads.
+        # Records written before an output could take several threads (the warp schedule).
         if "threads_per_output" not in record.data:
             record = DictionaryAttr({**record.data, "threads_per_output": to_attr(1)})
         return dataclass_from(cls, record, ignore=("kind",))

@@ -25,9 +25,9 @@ from partita.lowering.cuda.row_stats import (
 from partita.lowering.cuda.rules import RowReduction
 
 BLOCK_SIZE = 256
+"""Threads per block of every fused kernel."""
 WARP_WINDOW_BLOCK = 256
 """Threads a block of the warp-per-output window schedule: 8 warps, 8 outputs at a time."""
-"""Threads per block of every fused kernel."""
 GEMM_TILE = 16
 """Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
 MMA_TILE = 64
