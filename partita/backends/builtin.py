@@ -39,6 +39,7 @@ from partita.backends.pattern import (
     wildcard,
 )
 from partita.backends.tensorrt import TENSORRT_OPS, FlattenTensorRTPartitions, unsupported_reason
+from partita.dialects import nn
 
 GEMM_DTYPES = ("f16", "f32")
 """Element types CUTLASS convolutions accept."""
@@ -197,8 +198,9 @@ def check_conv_integer(match: Match) -> bool:
     return add is None or (element_type_name(add.operands[1]) == "i32" and _bias_ok(match, conv, 3))
 
 
-FP8_GEMM_TYPES = ("f8E4M3FN", "f8E5M2")
-"""FP8 operand types (E4M3 x E4M3, or either with E5M2; cuBLASLt never takes E5M2 x E5M2)."""
+FP8_GEMM_TYPES = tuple(nn.type_name(t) for t in nn.FP8_GEMM_TYPES)
+"""FP8 operand types, the nn dialect's (E4M3 x E4M3, or either with E5M2; cuBLASLt never
+takes E5M2 x E5M2)."""
 
 
 @requires_sm(89)

@@ -42,11 +42,8 @@ from dataclasses import dataclass, field
 
 from partita.lowering.contracts import contract_constant, key_digest
 
-from .kernels import KernelConfig, KernelSpec, by_kernel_type, entry_contract
+from .kernels import CTYPES, KernelConfig, KernelSpec, by_kernel_type, entry_contract
 
-_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
-          "int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t", "float_e4m3": "cutlass::float_e4m3_t",
-          "float_e5m2": "cutlass::float_e5m2_t"}
 _EPILOGUE = {
     "none": "cutlass::epilogue::thread::LinearCombination<{args}>",
     "bias": "cutlass::epilogue::thread::LinearCombination<{args}>",
@@ -331,8 +328,8 @@ def _tn_8bit_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     epi = _EPILOGUE[spec.epilogue].format(args=f"{acc}, {cfg.alignment_c}, {acc}, {acc}")
     return (
         f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
-        f"    {_CTYPE[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
-        f"    {_CTYPE[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
+        f"    {CTYPES[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
+        f"    {CTYPES[spec.b_dtype]}, cutlass::layout::ColumnMajor, {cfg.alignment_b},\n"
         f"    {acc}, cutlass::layout::RowMajor, {acc}, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm{cfg.arch_tag},\n"
         f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
         f"    {epi},\n"
@@ -347,7 +344,7 @@ def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     epi = _EPILOGUE[spec.epilogue].format(args=f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
     return (
         f"using {alias} = typename cutlass::conv::kernel::DefaultConv2dFprop<\n"
-        f"    {_CTYPE[spec.dtype]}, cutlass::layout::TensorNHWC, {_CTYPE[spec.b_dtype]}, cutlass::layout::TensorNHWC,\n"
+        f"    {CTYPES[spec.dtype]}, cutlass::layout::TensorNHWC, {CTYPES[spec.b_dtype]}, cutlass::layout::TensorNHWC,\n"
         f"    int32_t, cutlass::layout::TensorNHWC, int32_t, cutlass::arch::OpClassTensorOp, "
         f"cutlass::arch::Sm{cfg.arch_tag},\n"
         f"    {_shape(cfg.threadblock)}, {_shape(cfg.warp_shape)}, {_shape(cfg.instruction_shape)},\n"
@@ -362,7 +359,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         return _int8_conv_decl(alias, spec, cfg)
     if spec.is_int8 or spec.is_fp8:
         return _tn_8bit_gemm_decl(alias, spec, cfg)
-    T = _CTYPE[spec.dtype]
+    T = CTYPES[spec.dtype]
     opclass = "cutlass::arch::OpClassTensorOp" if cfg.opcode_class == "tensorop" \
         else "cutlass::arch::OpClassSimt"
     arch = f"cutlass::arch::Sm{cfg.arch_tag}"
@@ -413,7 +410,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
 def _residual_block(spec: KernelSpec, cfg: KernelConfig) -> str:
     """The broadcast epilogue's thread op: ``unary((acc + bias) + C)`` in f32, ``unary``
     the identity or, for ``bias_residual_relu``, ReLU."""
-    T = _CTYPE[spec.dtype]
+    T = CTYPES[spec.dtype]
     unary = "ReLu" if spec.epilogue.endswith("_relu") else "Identity"
     return (f"cutlass::epilogue::thread::LinearCombinationResidualBlock<{T}, float, float, {T}, {cfg.alignment_c}, "
             f"cutlass::epilogue::thread::Identity, cutlass::plus, cutlass::epilogue::thread::{unary}>")
@@ -426,7 +423,7 @@ def _broadcast_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig, opclas
     with identity activation, ``plus`` and identity). The main loop is
     ``DefaultGemmUniversal``'s for the same configuration (so its tiles, stages and math
     are the other dense kernels'); the epilogue reads the bias vector per column beside C."""
-    T = _CTYPE[spec.dtype]
+    T = CTYPES[spec.dtype]
     op = _residual_block(spec, cfg)
     if cfg.opcode_class == "tensorop":
         epilogue = (f"typename cutlass::epilogue::threadblock::DefaultEpilogueWithBroadcastTensorOp<\n"
@@ -451,7 +448,7 @@ def _broadcast_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig, opclas
 def _signature(spec: KernelSpec, params: tuple[ParamDesc, ...]) -> str:
     sig = []
     for p in params:
-        T = _CTYPE[spec.role_dtype(p.name)]
+        T = CTYPES[spec.role_dtype(p.name)]
         if p.kind == "int":
             sig.append(f"int {p.name}")
         elif p.role == "input":
@@ -489,7 +486,7 @@ def _runner(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     """One ``__noinline__`` device function per distinct kernel: it builds the CUTLASS
     params on the device and runs the kernel (NVRTC compiles its body once)."""
     Kt = alias
-    T, TB, TC = (_CTYPE[spec.role_dtype(r)] for r in ("x", "w", "out"))
+    T, TB, TC = (CTYPES[spec.role_dtype(r)] for r in ("x", "w", "out"))
     params = _params(spec, cfg)
     beta = ("1" if spec.source else "0") if spec.is_int8 else "1.0f" if spec.source else "0.0f"
     alpha = "1" if spec.is_int8 else "1.0f"

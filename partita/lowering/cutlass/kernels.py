@@ -84,17 +84,20 @@ SUPPORTED_EPILOGUES = {
     "batch_matmul": ("none", "bias"),
     "conv2d": ("none", "bias", "bias_relu", "bias_residual", "bias_residual_relu"),
 }
-#: size in bytes of one element
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4, "float_e4m3": 1,
-               "float_e5m2": 1}
-_CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32,
-                  "int8": DataType.s8, "uint8": DataType.u8, "int32": DataType.s32, "float_e4m3": DataType.e4m3,
-                  "float_e5m2": DataType.e5m2}
 #: Element types by name, as the runtime checks a call's operands
 NUMPY_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
                 "float32": np.dtype(np.float32), "int8": np.dtype(np.int8), "uint8": np.dtype(np.uint8),
                 "int32": np.dtype(np.int32), "float_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
                 "float_e5m2": np.dtype(ml_dtypes.float8_e5m2)}
+#: size in bytes of one element
+DTYPE_BYTES = {name: dtype.itemsize for name, dtype in NUMPY_DTYPES.items()}
+#: the C++ type each names in CUTLASS's templates (the Sm80 and the Hopper emitters)
+CTYPES = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float", "int8": "int8_t",
+          "uint8": "uint8_t", "int32": "int32_t", "float_e4m3": "cutlass::float_e4m3_t",
+          "float_e5m2": "cutlass::float_e5m2_t"}
+_CUTLASS_DTYPE = {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32,
+                  "int8": DataType.s8, "uint8": DataType.u8, "int32": DataType.s32, "float_e4m3": DataType.e4m3,
+                  "float_e5m2": DataType.e5m2}
 
 
 class UnsupportedKernel(ValueError):

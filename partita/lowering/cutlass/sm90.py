@@ -45,6 +45,7 @@ from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from partita.lowering.contracts import contract_constant, key_digest
 from partita.lowering.cubin import Cubin
 from partita.lowering.cutlass.kernels import (
+    CTYPES,
     DTYPE_BYTES,
     HALF_DTYPES,
     KernelSpec,
@@ -56,8 +57,6 @@ from partita.lowering.cutlass.kernels import (
 from partita.lowering.cutlass.tuning import SM90_FP8_TABLE, SM90_TABLE, sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
-_CTYPE = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t", "float32": "float",
-          "float_e4m3": "cutlass::float_e4m3_t", "float_e5m2": "cutlass::float_e5m2_t"}
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
 #: The FP8 main loop's promotion interval (K-blocks of wgmma accumulated before they are
 #: added into the f32 accumulators): CUTLASS's default, a multiple of the 4 K-blocks of a
@@ -235,7 +234,7 @@ class Sm90Source:
 
 
 def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
-    T, TB, TD = (_CTYPE[t] for t in (spec.dtype, spec.b_dtype, spec.out_dtype))
+    T, TB, TD = (CTYPES[t] for t in (spec.dtype, spec.b_dtype, spec.out_dtype))
     align = 16 // DTYPE_BYTES[spec.dtype]  # elements per 16-byte access
     # the FP8 main loop's promotion interval, where its Params holds one (-1: none)
     promotion = f"(long long)offsetof({alias}_ns::Params, mainloop.mma_promotion_interval)" if spec.is_fp8 \
