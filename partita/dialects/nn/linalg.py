@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 from xdsl.dialects.builtin import Float32Type, IntegerType, Signedness, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
@@ -290,6 +291,17 @@ def _transposed_matmul_dims(op: NNOp, dims: Dims) -> list:
     return [y if isinstance(x, int) and x == 1 else x for x, y in zip(pa, pb)] + [a[-2], n]
 
 
+def pack_nibbles(codes: np.ndarray) -> np.ndarray:
+    """4-bit codes (0..15) ``[..., 2m]`` as bytes ``[..., m]`` in ``nn.matmul_nbits``'s
+    layout (onnxruntime's): element ``k`` in byte ``k // 2``, the low nibble first."""
+    return np.ascontiguousarray((codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8))
+
+
+def unpack_nibbles(packed: np.ndarray) -> np.ndarray:
+    """The codes of ``pack_nibbles``' bytes: ``[..., m]`` -> ``[..., 2m]``, low nibble first."""
+    return np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(*packed.shape[:-1], -1)
+
+
 @irdl_op_definition
 class MatmulNBitsOp(NNOp):
     """``input[..., K] @ dequantize(weight)ᵀ -> [..., N]``: a weight-only 4-bit GEMM (ONNX's
@@ -297,7 +309,7 @@ class MatmulNBitsOp(NNOp):
     two 4-bit codes a byte along K (element ``k`` in byte ``k // 2``, the low nibble first:
     onnxruntime's layout), so it stays packed in memory (a quarter of f16's bytes).
     ``scales`` (of the input's type) and ``zero_points`` (ui8 codes 0..15) are ``[N, K /
-    block_size]``: weight element ``(n, k)`` is ``(code - zero_points[n, b]) * scales[n, b]``
+    block_size]`` (``pack_nibbles`` / ``unpack_nibbles`` spell the packing): weight element ``(n, k)`` is ``(code - zero_points[n, b]) * scales[n, b]``
     with ``b = k // block_size``; the products are summed in f32."""
 
     traits = kind_trait(OpKind.OUT_EWISE_FUSABLE)

@@ -183,10 +183,9 @@ def _nbits_matmul(cx: Importer, a: Value, b: Value, weight: str) -> SSAValue | N
     shift = 8 if wq.dtype == np.dtype(ml_dtypes.int4) else 0
     codes = (wq.astype(np.int16) + shift).T  # [N, K], 0..15
     zero = np.broadcast_to(record.zero_point.astype(np.int16) + shift, record.scale.shape).T
-    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # element k in byte k // 2, low first
     if isinstance(b, SSAValue) and isinstance(b.owner, nn.DequantizeOp):
         cx.orphans.append(b.owner)
-    return cx.emit(nn.MatmulNBitsOp(a, cx.tensor(np.ascontiguousarray(packed)),
+    return cx.emit(nn.MatmulNBitsOp(a, cx.tensor(nn.pack_nibbles(codes)),
                                     cx.tensor(np.ascontiguousarray(record.scale.T)),
                                     cx.tensor(np.ascontiguousarray(zero.astype(np.uint8))), bs))
 
@@ -234,8 +233,7 @@ def _matmul_nbits(cx, ins, attrs):
     if zero_points is None:
         zero = np.full((n, blocks), 8, np.uint8)
     elif np.asarray(zero_points).dtype == np.uint8:
-        pairs = np.asarray(zero_points).reshape(n, -1)
-        zero = np.stack([pairs & 0xF, pairs >> 4], axis=-1).reshape(n, -1)[:, :blocks]
+        zero = nn.unpack_nibbles(np.asarray(zero_points).reshape(n, -1))[:, :blocks]
     else:
         fail("MatMulNBits with zero points of A's float type is not supported (packed 4-bit codes are)")
     out = cx.emit(nn.MatmulNBitsOp(x, cx.tensor(_rows_of(b, (n, k // 2))), cx.tensor(scale.reshape(n, blocks)),

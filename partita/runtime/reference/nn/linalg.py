@@ -49,7 +49,7 @@ class LinalgFunctions(InterpreterFunctions):
     @impl(nn.MatmulNBitsOp)
     def run_matmul_nbits(self, interpreter, op: nn.MatmulNBitsOp, args):
         x, packed, scales, zero_points = (np.asarray(v) for v in args)
-        codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[0], -1)  # [N, K], low first
+        codes = nn.unpack_nibbles(packed)  # [N, K]
         blocks = np.repeat(np.arange(scales.shape[1]), op.block_size)
         weight = (codes.astype(np.float32) - zero_points[:, blocks]) * scales[:, blocks].astype(np.float32)
         return ((x.astype(np.float32) @ weight.T).astype(x.dtype),)
