@@ -197,14 +197,17 @@ def test_onnxruntimes_4_bit_quantizer_output_runs_packed(symmetric, quant_format
 
 
 def test_matmul_nbits_variants_it_cannot_take_are_located_errors():
-    """A 3-bit MatMulNBits and one with g_idx (act-order) are refused where they stand."""
+    """A 3-bit MatMulNBits, one with g_idx (act-order) and one without its B are refused
+    where they stand."""
     rng = np.random.default_rng(0)
     for attrs, extra, message in (({"bits": 3}, [], "3-bit weights is not supported"),
-                                  ({}, ["", "g"], r"g_idx \(act-order\) is not supported")):
+                                  ({}, ["", "g"], r"g_idx \(act-order\) is not supported"),
+                                  ({"inputs": ["x", "", "s"]}, [], "needs its inputs A, B and scales")):
         inits = [numpy_helper.from_array(rng.integers(0, 255, (16, 2, 16)).astype(np.uint8), "b"),
                  numpy_helper.from_array(np.ones(32, np.float32), "s"),
                  numpy_helper.from_array(np.arange(64, dtype=np.int32) // 32, "g")]
-        node = helper.make_node("MatMulNBits", ["x", "b", "s", *extra], ["y"], domain="com.microsoft",
+        inputs = attrs.pop("inputs", ["x", "b", "s", *extra])
+        node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft",
                                 K=64, N=16, block_size=32, **{"bits": 4, **attrs})
         graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])], inits)

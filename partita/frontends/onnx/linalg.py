@@ -218,15 +218,16 @@ def _matmul_nbits(cx, ins, attrs):
         fail("MatMulNBits needs its K, N and a block_size that is a power of two >= 16")
     if k % block:
         fail(f"MatMulNBits with K = {k} not a multiple of block_size {block} is not supported")
-    if not all(is_const(v) for v in (b, scales) if v is not None) or (zero_points is not None and not is_const(zero_points)):
+    if a is None or b is None or scales is None:
+        fail("MatMulNBits needs its inputs A, B and scales")
+    if not is_const(b) or not is_const(scales) or (zero_points is not None and not is_const(zero_points)):
         fail("MatMulNBits weights, scales and zero points must be constants")
     x = cx.tensor(a)
     if not shape_of(x) or shape_of(x)[-1] != k:
         fail(f"MatMulNBits input A must end in K = {k}, got shape {list(shape_of(x))}")
     blocks = k // block
-    packed = np.asarray(b, np.uint8)
-    if packed.size != n * k // 2:
-        fail(f"MatMulNBits B has {packed.size} bytes, not N * K / 2 = {n * k // 2}")
+    if np.size(b) != n * k // 2 or np.asarray(b).dtype != np.uint8:
+        fail(f"MatMulNBits B must be N * K / 2 = {n * k // 2} bytes (uint8), got {np.size(b)} of {np.asarray(b).dtype}")
     scale = np.asarray(scales)
     if scale.size != n * blocks or scale.dtype != nn.numpy_dtype(x.type.element_type):
         fail(f"MatMulNBits scales must be {n * blocks} values of A's type")
