@@ -20,12 +20,15 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import build_for_host, fuse, fused_functions, host_ops, launch_beside_reference
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 import partita
 from partita.dialects import nn
 from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
 from partita.lowering.cuda.rules import WINDOW
+from partita.lowering.cuda.schedules import GEMV_ROWS
+from partita.runtime.reference import run
 
 _FLOAT = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
@@ -49,7 +52,7 @@ def nbits_model(k: int, n: int, block: int, *, signed: bool = True, zero_points:
     graph = helper.make_graph(nodes, "nbits", [helper.make_tensor_value_info("x", _FLOAT[dtype], [*rows, k])],
                               [helper.make_tensor_value_info("y", _FLOAT[dtype], [*rows, n])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return model, rng.standard_normal((*rows, k)).astype(dtype)
+    return model, rng.standard_normal((*(r if isinstance(r, int) else 1 for r in rows), k)).astype(dtype)
 
 
 @pytest.mark.parametrize("signed, zero_points, block", [(True, True, 32), (False, True, 16), (True, False, 128),
@@ -101,9 +104,9 @@ func.func @nb_T(%x: tensor<?x3x2048xT>, %w: tensor<24x1024xui8>, %s: tensor<24x6
   %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x2048xT>, tensor<24x1024xui8>, tensor<24x64xT>, tensor<24x64xui8>) -> tensor<?x3x24xT>
   func.return %0 : tensor<?x3x24xT>
 }
-func.func @nbnarrow_T(%x: tensor<5x528xT>, %w: tensor<16x264xui8>, %s: tensor<16x33xT>, %z: tensor<16x33xui8>) -> tensor<5x16xT> {
-  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<5x528xT>, tensor<16x264xui8>, tensor<16x33xT>, tensor<16x33xui8>) -> tensor<5x16xT>
-  func.return %0 : tensor<5x16xT>
+func.func @nbnarrow_T(%x: tensor<4x528xT>, %w: tensor<16x264xui8>, %s: tensor<16x33xT>, %z: tensor<16x33xui8>) -> tensor<4x16xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<4x528xT>, tensor<16x264xui8>, tensor<16x33xT>, tensor<16x33xui8>) -> tensor<4x16xT>
+  func.return %0 : tensor<4x16xT>
 }
 func.func @nbrelu_T(%x: tensor<?x3x2048xT>, %w: tensor<24x1024xui8>, %s: tensor<24x64xT>, %z: tensor<24x64xui8>) -> tensor<?x3x24xT> {
   %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x2048xT>, tensor<24x1024xui8>, tensor<24x64xT>, tensor<24x64xui8>) -> tensor<?x3x24xT>
@@ -114,47 +117,134 @@ func.func @nbrelu_T(%x: tensor<?x3x2048xT>, %w: tensor<24x1024xui8>, %s: tensor<
 _NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
+def _every_byte_arguments(function, t, rng: np.random.Generator, rows: int) -> list[np.ndarray]:
+    """Arguments of a fused ``nn.matmul_nbits`` function: its ``?`` dim ``rows``, the packed
+    weight taking every byte value 0..255 (both nibbles of each), the zero points every code."""
+    x, w, s, _, *rest = (tuple(v.type.get_shape()) for v in function.args)
+    packed = (np.arange(np.prod(w)) % 256).astype(np.uint8).reshape(w)
+    zeros = (np.arange(np.prod(s)) % 16).astype(np.uint8).reshape(s)
+    return [rng.standard_normal(tuple(rows if d < 0 else d for d in x)).astype(t), packed,
+            (rng.random(s) * 0.1 + 0.01).astype(t), zeros, *(rng.standard_normal(r).astype(t) for r in rest)]
+
+
+def _assert_close(out, expected, t, name):
+    tol = 1e-5 if t is np.float32 else 2e-2
+    np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=tol,
+                               atol=tol * np.abs(expected.astype(np.float64)).max(), err_msg=name)
+
+
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
 @pytest.mark.parametrize("schedule", ["warp", "per-element"])
 def test_the_native_kernels_unpack_every_byte(tmp_path: Path, schedule: str, monkeypatch):
-    """The native kernels built for the host against the reference, for f32, f16 and bf16:
-    the warp-per-output GEMV schedule (128-bit loads of 32 codes, or 32-bit ones of 8 where
-    K is not a multiple of 32; with a ReLU epilogue too) and the per-element loop; the
-    packed weight takes every byte value 0..255 (both nibbles of each), the zero points
-    every code."""
+    """The native kernels built for the host against the reference, for f32, f16 and bf16
+    and at most ``GEMV_ROWS`` rows: the warp-per-output GEMV schedule (128-bit loads of 32
+    codes, or 32-bit ones of 8 where K is not a multiple of 32; with a ReLU epilogue too)
+    and the per-element loop."""
     if schedule == "per-element":  # the loop a rule without a warp schedule (or a weight view) gets
-        monkeypatch.setitem(WINDOW, nn.MatmulNBitsOp, dataclasses.replace(WINDOW[nn.MatmulNBitsOp], warp=None))
+        monkeypatch.setitem(WINDOW, nn.MatmulNBitsOp, dataclasses.replace(WINDOW[nn.MatmulNBitsOp], warp=None,
+                                                                          tiles=None))
     module = fuse("".join(NBITS.replace("T", t) for t in _NP))
     assert host_ops(module) == []
     _, records, host = build_for_host(module, tmp_path)
-    assert {r.threads_per_output for r in records.values()} == {32 if schedule == "warp" else 1}
+    # f16 and bf16 kernels hold the tensor-core tiles too (for more rows: the next test)
+    assert {getattr(r, "threads_per_output", None) or r.gemv_rows for r in records.values()} == (
+        {32, GEMV_ROWS} if schedule == "warp" else {1})
     rng = np.random.default_rng(0)
     for name, function in fused_functions(module).items():
         t = _NP[name.split("_")[1]]
-        x, w, s, _ = (tuple(v.type.get_shape()) for v in function.args)
-        packed = (np.arange(np.prod(w)) % 256).astype(np.uint8).reshape(w)  # every byte 0..255
-        zeros = (np.arange(np.prod(s)) % 16).astype(np.uint8).reshape(s)
-        args = [rng.standard_normal(tuple(2 if d < 0 else d for d in x)).astype(t), packed,
-                (rng.random(s) * 0.1 + 0.01).astype(t), zeros]
+        args = _every_byte_arguments(function, t, rng, rows=1)
         out, expected = launch_beside_reference(function, name, records[name], host, args)
-        tol = 1e-5 if t is np.float32 else 2e-2
-        np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=tol,
-                                   atol=tol * np.abs(expected.astype(np.float64)).max(), err_msg=name)
+        _assert_close(out, expected, t, name)
 
 
-def test_the_gemv_schedule_reads_the_weight_128_bits_at_a_time():
-    """sm_90 SASS of the GEMV schedule: 128-bit weight loads, a five-step shuffle tree, no
-    local memory."""
+NBITS_TILES = """
+func.func @nbt_T(%x: tensor<?x3x256xT>, %w: tensor<72x128xui8>, %s: tensor<72x8xT>, %z: tensor<72x8xui8>, %b: tensor<72xT>) -> tensor<?x3x72xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 32 : i64} : (tensor<?x3x256xT>, tensor<72x128xui8>, tensor<72x8xT>, tensor<72x8xui8>) -> tensor<?x3x72xT>
+  %1 = nn.add %0, %b : (tensor<?x3x72xT>, tensor<72xT>) -> tensor<?x3x72xT>
+  %2 = nn.relu %1 : (tensor<?x3x72xT>) -> tensor<?x3x72xT>
+  func.return %2 : tensor<?x3x72xT>
+}
+func.func @nbt16_T(%x: tensor<?x80xT>, %w: tensor<24x40xui8>, %s: tensor<24x5xT>, %z: tensor<24x5xui8>) -> tensor<?x24xT> {
+  %0 = nn.matmul_nbits %x, %w, %s, %z {block_size = 16 : i64} : (tensor<?x80xT>, tensor<24x40xui8>, tensor<24x5xT>, tensor<24x5xui8>) -> tensor<?x24xT>
+  func.return %0 : tensor<?x24xT>
+}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_prefill_rows_run_on_tensor_core_tiles(tmp_path: Path):
+    """An f16 / bf16 4-bit GEMM is one ``gemm`` kernel with two schedules, chosen at launch
+    by its rows: the warp-per-output GEMV up to ``GEMV_ROWS`` rows, else 64x64 tensor-core
+    tiles (``mma.sync`` m16n8k16, emulated by fragment exchange on the host) whose weight
+    tile is dequantized as it is staged. Built for the host, each row count launched with
+    its record's geometry (row tiles capped at two blocks, so blocks stride over the rest)
+    equals the reference: several column tiles with a partial one, a bias and ReLU
+    epilogue, blocks of 16 and 32, every byte value."""
+    module = fuse("".join(NBITS_TILES.replace("T", t) for t in ("f16", "bf16")))
+    program, records, host = build_for_host(module, tmp_path)
+    rng = np.random.default_rng(1)
+    for name, function in fused_functions(module).items():
+        record, t = records[name], _NP[name.split("_")[1]]
+        assert record.gemv_rows == GEMV_ROWS and f"partita_mma_{name.split('_')[1]}(" in program.kernels[name].code
+        rows_per = 3 if name.startswith("nbt_") else 1
+        for rows in (1, 2, 45):  # 3 or 6 rows (GEMV, or tiles past 4), 135 or 45 (three or one row tiles)
+            args = _every_byte_arguments(function, t, rng, rows)
+            clone = function.clone()
+            clone.sym_visibility = StringAttr("public")
+            (expected,) = run(ModuleOp([clone]), *args, entry=name)
+            out = np.zeros(expected.shape, expected.dtype)
+            grid, block = record.geometry(out.shape)
+            gemv = rows * rows_per <= GEMV_ROWS
+            assert (block, grid[1]) == ((128, 1, 1), 1 if gemv else -(-rows * rows_per // 64))
+            assert grid[0] == (-(-rows * rows_per * out.shape[-1] * 32 // 128) if gemv else -(-out.shape[-1] // 64))
+            host.launch(record, (min(grid[0], 4) if gemv else grid[0], min(grid[1], 2), 1), block, args, out)
+            _assert_close(out, expected, t, f"{name} at {rows * rows_per} rows")
+
+
+def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
+    """sm_90 SASS of an f16 4-bit GEMM's kernel: the GEMV schedule's 128-bit weight loads and
+    five-step shuffle tree, the tiles' 2x4 HMMA per K step, and no local memory."""
     from support.sass import compiled_sass
 
     from partita.lowering.cuda.codegen import program_of
 
-    program = program_of(fuse(NBITS.replace("T", "f16").split("func.func @nbnarrow")[0]))  # @nb alone
+    program = program_of(fuse(NBITS_TILES.replace("T", "f16").split("func.func @nbt16")[0]))  # @nbt alone
     (entry,) = [k.entry for k in program.kernels.values()]
     _, sass = compiled_sass(program.code, use_cache=False)
     text = sass[entry]
     assert "LDG.E.128" in text and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    assert len(re.findall(r"\bHMMA\.16816\.F32\b", text)) == 8
     assert not re.search(r"\b(STL|LDL)\b", text)
+
+
+def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
+    """An f16 4-bit GEMM whose rows are known at run time only (a prefill and a decode step
+    of one model): equal to the reference at 2 and 100 rows on the simulated device, and on
+    the recording driver the same kernel launches with a warp per output for 2 rows and
+    with 64x64 tiles for 100."""
+    from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    model, _ = nbits_model(128, 96, 32, dtype=np.float16, rows=("rows",))
+    exe = partita.compile(model)
+    rng = np.random.default_rng(2)
+    for rows in (2, 100):
+        x = rng.standard_normal((rows, 128)).astype(np.float16)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+        np.testing.assert_allclose(exe.run(x)[0].astype(np.float32), want.astype(np.float32), rtol=2e-3,
+                                   atol=2e-3 * np.abs(want).max())
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv))
+    grids = []
+    for rows in (2, 100):
+        drv.reset()
+        runtime.run(np.zeros((rows, 128), np.float16))
+        (launch,) = [launch for launch in drv.launches]
+        grids.append((launch["grid"], launch["block"]))
+    runtime.close()
+    assert grids == [((2 * 96 * 32 // 128, 1, 1), (128, 1, 1)), ((2, 2, 1), (128, 1, 1))]
 
 
 def _float_mlp(k: int, hidden: int, out: int) -> onnx.ModelProto:

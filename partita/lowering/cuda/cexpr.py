@@ -30,6 +30,8 @@ infinity, NaN all ones; 2: ``FNUZ``, no infinity nor negative zero, NaN ``0x80``
 CONVERTED = ("f16", "bf16", *FLOAT8_FORMATS)
 """Element types stored narrower than they are computed: read with ``ld_<t>``, stored with
 ``st_<t>``, every op's result rounded with ``rn_<t>`` (as the reference stores it)."""
+MMA_DTYPES = ("f16", "bf16")
+"""Operand types of the native tensor-core (``mma.sync`` m16n8k16) GEMM tiles."""
 _C_COMPUTE = {
     "f32": "float", "f16": "float", "bf16": "float", "f64": "double", "i1": "bool",
     "i8": "int", "i16": "int", "i32": "int", "i64": "long long",

@@ -144,6 +144,9 @@ class FusedKernel:
     threads_per_output: int = 1
     """Threads a ``window`` kernel gives each output element (32: the warp-per-output
     schedule of a GEMV); the grid is sized by their count."""
+    gemv_rows: int = 0
+    """Rows (M) up to which a ``gemm`` kernel runs its warp-per-output schedule instead of
+    its tiles (``schedules.GEMV_ROWS``; 0: tiles only); the grid follows the choice."""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -520,6 +523,9 @@ class KernelEmitter(ScheduleMixin):
         elif (whole := self._whole_kernel(result)) is not None:
             body, block = whole
             extra = {"kind": "window", "block": block}
+        elif kernel_kind(self.anchor) == "window" and (tiled := self._tiled_window(numel, used, store)) is not None:
+            body, gemv_rows = tiled
+            extra = {"kind": "gemm", "split": 0, "tile": MMA_TILE, "block": MMA_THREADS, "gemv_rows": gemv_rows}
         elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:
             body = warp
             extra = {"kind": "window", "block": WARP_WINDOW_BLOCK, "threads_per_output": 32}

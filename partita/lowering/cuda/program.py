@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from xdsl.dialects.func import FuncOp
 
-from partita.lowering.cuda.cexpr import _HEADERS, FLOAT8_FORMATS
+from partita.lowering.cuda.cexpr import _HEADERS, FLOAT8_FORMATS, MMA_DTYPES
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
-from partita.lowering.cuda.schedules import _REDUCE_HELPERS, MMA_DTYPES, _mma_helper
+from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper
 
 __all__ = ["FLOAT8_HELPERS", "CudaProgram", "emit_program"]
 

@@ -19,7 +19,9 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
   4 warps for a 64x64 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
-  min(batch, 65535))``;
+  min(batch, 65535))``; and ``gemv_rows``: up to that many rows the kernel runs its
+  warp-per-output schedule instead (a weight-only quantized GEMV), ``grid =
+  (min(ceil(32 numel / block), 65535), 1, 1)``;
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
   over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``;
@@ -169,14 +171,30 @@ class RowwiseRecord(FusedRecord):
 
 @dataclass(frozen=True)
 class GemmRecord(FusedRecord):
-    """A ``gemm`` kernel: ``tile x tile`` output tiles, batch on grid z."""
+    """A ``gemm`` kernel: ``tile x tile`` output tiles, batch on grid z; a warp per output
+    for at most ``gemv_rows`` rows."""
 
     anchor: str
     batch: int
     tile: int
+    gemv_rows: int
+
+    @classmethod
+    def from_attr(cls, record: DictionaryAttr) -> GemmRecord:
+        # Records written before a gemm kernel could hold a GEMV schedule.
+        if "gemv_rows" not in record.data:
+            record = DictionaryAttr({**record.data, "gemv_rows": to_attr(0)})
+        return dataclass_from(cls, record, ignore=("kind",))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.gemv_rows, int) or self.gemv_rows < 0:
+            raise ValueError(f"'gemv_rows' = {self.gemv_rows} is not a row count")
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+        if batch * m <= self.gemv_rows:  # the kernel's branch: a warp per output
+            return self.grid(32 * batch * m * n), (self.block, 1, 1)
         tiles = (max(1, -(-n // self.tile)), max(1, min(MAX_GRID, -(-m // self.tile))), max(1, min(MAX_GRID, batch)))
         # SIMT kernels: a thread per output of the tile; tensor-core ones: ``block`` threads
         # (4 warps of register tiles)

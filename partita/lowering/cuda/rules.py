@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from partita.lowering.cuda.cexpr import Dim
     from partita.lowering.cuda.kernel import KernelEmitter
 
-__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", "Rule", "injective", "rowwise",
-           "window"]
+__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", "Rule", "TiledProduct", "injective",
+           "rowwise", "window"]
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,33 @@ class Rule:
     warp's shuffle tree lane 0 declares ``y`` (a C expression of the sum ``acc``), then
     the epilogue runs and stores, as in the per-element loop."""
 
+    tiles: Callable[..., Any] | None = None
+    """Window rules only: ``(emitter, op) -> TiledProduct | None``, the op as a product the
+    tensor-core tile schedule computes (a weight-only quantized GEMM dequantizing its weight
+    tile as it stages it). With a ``warp`` schedule too, the kernel runs the warp one for
+    at most ``schedules.GEMV_ROWS`` rows (known at launch) and the tiles beyond."""
+
     def accepts(self, op: Operation) -> bool:
         return self.supports is None or bool(self.supports(op))
+
+
+@dataclass(frozen=True)
+class TiledProduct:
+    """What the tensor-core tile schedule reads of an anchor that is a product ``A[M, K] ·
+    B[K, N]`` (its output ``[..., N]``, the rows ``M`` its leading axes): each operand's
+    element as a C expression (compute type) of the tile's indices, ``mm`` and ``kk`` for
+    A, ``kk`` and ``nn`` for B (in range: the schedule bounds-checks them), and which axis
+    of each is contiguous in memory, so the threads staging a tile walk it."""
+
+    dtype: str
+    """The operand type the tensor cores take (``f16`` / ``bf16``)."""
+    k: Dim
+    a: str
+    b: str
+    a_rows: bool
+    """A's K axis is contiguous (``a[mm, kk]`` row-major), else its M axis."""
+    b_rows: bool
+    """B's N axis is contiguous (``b[kk, nn]`` row-major), else its K axis."""
 
 
 INJECTIVE: dict[type[Operation], Rule] = {}
@@ -179,14 +204,14 @@ class RowReduction:
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
-              kernel=None, view=None, reads_views=False, in_place=None, warp=None):
+              kernel=None, view=None, reads_views=False, in_place=None, warp=None, tiles=None):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views, warp)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views, warp, tiles)
         return fn
 
     return decorate
@@ -201,13 +226,14 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
 
 
 def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False, in_place=None,
-           warp=None):
+           warp=None, tiles=None):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
     a whole-kernel schedule ``kernel``, see ``Rule.kernel``; a warp-per-output schedule
-    ``warp``, see ``Rule.warp``; ``reads_views``, see ``Rule.reads_views``; its ``InPlace``
-    form when it replaces part of an operand)."""
+    ``warp``, see ``Rule.warp``; a tensor-core tile schedule ``tiles``, see ``Rule.tiles``;
+    ``reads_views``, see ``Rule.reads_views``; its ``InPlace`` form when it replaces part of
+    an operand)."""
     return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views, in_place=in_place,
-                     warp=warp)
+                     warp=warp, tiles=tiles)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

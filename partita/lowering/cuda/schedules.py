@@ -11,7 +11,7 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
-from partita.lowering.cuda.cexpr import _C_COMPUTE, _C_TYPES, Dim, _c_float, _dtype, _mul, _paren, _product
+from partita.lowering.cuda.cexpr import _C_COMPUTE, _C_TYPES, MMA_DTYPES, Dim, _c_float, _dtype, _mul, _paren, _product
 from partita.lowering.cuda.fusion import _SPATIAL, _rule_for, _rules
 from partita.lowering.cuda.row_stats import (
     RowElement,
@@ -22,7 +22,7 @@ from partita.lowering.cuda.row_stats import (
     square_stats,
     welford_stats,
 )
-from partita.lowering.cuda.rules import RowReduction
+from partita.lowering.cuda.rules import RowReduction, TiledProduct
 
 BLOCK_SIZE = 256
 """Threads per block of every fused kernel."""
@@ -34,7 +34,14 @@ MMA_TILE = 64
 """Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 4 warps, each
 a 32x32 register tile of 2x4 ``mma.sync`` m16n8k16 products per K step of 16."""
 MMA_THREADS = 128
-MMA_DTYPES = ("f16", "bf16")
+GEMV_ROWS = 4
+"""Rows (M, known at launch) up to which a product with both a warp-per-output and a tile
+schedule (``Rule.warp`` and ``Rule.tiles``: a weight-only 4-bit GEMM) runs the former: a
+decode step's few rows read each weight row once per row, 128 bits a load, over a grid of
+an output per warp that fills the device; more rows (a prefill) take 64x64 tensor-core
+tiles, each weight tile staged once per 64 rows. An estimate (the warp schedule rereads
+the weight from L2 per row; the tiles' first 64 rows fill only ``N / 64`` blocks), to be
+measured on a GPU."""
 
 
 ROW_BLOCK_FEW = 1024
@@ -445,6 +452,25 @@ class ScheduleMixin:
             "  }",
         ]
 
+    def _tiled_window(self, numel, used: str, store: str) -> tuple[list[str], int] | None:
+        """The body of a window kernel whose anchor's rule has a tile schedule
+        (``Rule.tiles``, launched as a ``gemm`` kernel: ``_mma_tiles``); with a warp
+        schedule too, the kernel takes it for at most ``GEMV_ROWS`` rows (a branch every
+        thread takes alike; the record sizes the grid to match). Returns the body and the
+        rows the warp schedule takes (0: none)."""
+        anchor = self.anchor
+        rule = _rule_for(anchor, _rules()[1]) if anchor is not None else None
+        product = rule.tiles(self, anchor) if rule is not None and rule.tiles is not None else None
+        if product is None:
+            return None
+        rows = _product(self.out_dims[:-1])
+        tiles = self._mma_tiles(product, rows, self.out_dims[-1], [], [], 0, used, store)
+        warp = self._warp_window(numel, used, store)
+        if warp is None:
+            return tiles, 0
+        return [f"  if ({rows} <= {GEMV_ROWS}) {{", *(f"  {line}" for line in warp), "  } else {",
+                *(f"  {line}" for line in tiles), "  }"], GEMV_ROWS
+
     def _window(self) -> list[str]:
         """The anchor's value ``y`` at the output index: a loop over its window."""
         anchor = self.anchor
@@ -553,20 +579,29 @@ class ScheduleMixin:
         return a if a == b and a in MMA_DTYPES else None
 
     def _gemm_mma(self, split: int, used: str, store: str, dtype: str) -> list[str]:
+        """The tensor-core tiles of an ``nn`` GEMM anchor (``_mma_tiles``): each operand read
+        at its batch's pointer along its contiguous axis."""
+        _, _, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
+        ct = _C_TYPES[dtype]
+        product = TiledProduct(dtype, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", dtype),
+                               b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", dtype),
+                               a_rows=a_rows, b_rows=b_rows)
+        return self._mma_tiles(product, m, n, batch_dims, [f"const {ct}* a = {a_ptr};", f"const {ct}* b = {b_ptr};"],
+                               split, used, store)
+
+    def _mma_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str], split: int,
+                   used: str, store: str) -> list[str]:
         """64x64 output tiles on tensor cores: K in steps of 16 through shared memory (each
-        operand loaded along its contiguous axis, bounds-checked, so any alignment and
-        layout), then per warp 2x4 ``mma.sync`` m16n8k16 with f32 accumulators in registers
-        (``partita_mma_<dtype>``: fragments in PTX's m16n8k16 layout)."""
+        operand staged along its contiguous axis, bounds-checked, so any alignment and
+        layout; ``product`` says how an element is read), then per warp 2x4 ``mma.sync``
+        m16n8k16 with f32 accumulators in registers (``partita_mma_<dtype>``: fragments in
+        PTX's m16n8k16 layout). ``setup`` declares what the loads read at batch ``bz``."""
         anchor = self.anchor
         assert anchor is not None
-        T, tile = self.index_type, MMA_TILE
-        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
-        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
-        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
+        T, tile, dtype, k = self.index_type, MMA_TILE, product.dtype, product.k
         # consecutive threads take consecutive addresses of the operand's contiguous axis
-        a_rc = ("q >> 4", "q & 15") if a_rows else (f"q & {tile - 1}", "q >> 6")
-        b_rc = ("q >> 6", f"q & {tile - 1}") if b_rows else ("q & 15", "q >> 4")
-        ct = _C_TYPES[dtype]
+        a_rc = ("q >> 4", "q & 15") if product.a_rows else (f"q & {tile - 1}", "q >> 6")
+        b_rc = ("q >> 6", f"q & {tile - 1}") if product.b_rows else ("q & 15", "q >> 4")
         return [
             f"  const {T} M = {m};",
             f"  const {T} N = {n};",
@@ -579,8 +614,7 @@ class ScheduleMixin:
             "  const int g = lane >> 2, t4 = lane & 3;",
             "  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
-            f"    const {ct}* a = {a_ptr};",
-            f"    const {ct}* b = {b_ptr};",
+            *(f"    {line}" for line in setup),
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
             "      float acc[2][4][4];",
@@ -589,9 +623,9 @@ class ScheduleMixin:
             f"      for ({T} k0 = 0; k0 < K; k0 += 16) {{",
             f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{",
             f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
-            f"            As[r][c] = mm < M && kk < K ? {self._load(a_at, dtype)} : 0.0f; }}",
+            f"            As[r][c] = mm < M && kk < K ? {product.a} : 0.0f; }}",
             f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
-            f"            Bs[r][c] = kk < K && nn < N ? {self._load(b_at, dtype)} : 0.0f; }}",
+            f"            Bs[r][c] = kk < K && nn < N ? {product.b} : 0.0f; }}",
             "        }",
             "        __syncthreads();",
             "        float af[2][8], bf[4][4];",

@@ -8,9 +8,10 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
+from partita.lowering.cuda.cexpr import MMA_DTYPES
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
-from partita.lowering.cuda.rules import window
+from partita.lowering.cuda.rules import TiledProduct, window
 
 _TILED_DTYPES = ("f16", "bf16", "f32")
 
@@ -130,7 +131,28 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     return lines, emitter._round("acc", str(op.result.type.element_type))
 
 
-@window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits)
+def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
+    """The tensor-core tiles of a 4-bit GEMM with many rows (a prefill; ``Rule.tiles``):
+    the weight tile dequantized as it is staged (its code, less its block's zero point,
+    times its scale, rounded to the input's type: what the f16 / bf16 tensor cores take),
+    so each weight byte is read once per 64 rows rather than once per row. f16 and bf16
+    inputs (f32 keeps the exact warp and per-element schedules); the weight must be a
+    kernel argument."""
+    dtype = str(op.input.type.element_type)
+    if dtype not in MMA_DTYPES or not all(isinstance(v, BlockArgument) for v in op.operands):
+        return None
+    k = op.input.type.get_shape()[-1]
+    block = f"(kk / {op.block_size})"
+    byte = emitter.load(op.weight, ["nn", "(kk >> 1)"])
+    code = f"(float)((kk & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+    zero = emitter.load(op.zero_points, ["nn", block])
+    scale = emitter.load(op.scales, ["nn", block])
+    a = f"in{op.input.index}[mm * K + kk]"
+    return TiledProduct(dtype, k, a=f"ld_{dtype}({a})", b=f"({code} - (float){zero}) * {scale}", a_rows=True,
+                        b_rows=False)
+
+
+@window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits, tiles=_tiles_nbits)
 def _matmul_nbits(emitter, op: nn.MatmulNBitsOp) -> list[str]:
     """Each 4-bit code unpacked from its byte (low nibble for an even k), shifted by its
     block's zero point and scaled, times the input, summed in f32: the weight is read
