@@ -245,6 +245,10 @@ def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
         grids.append((launch["grid"], launch["block"]))
     runtime.close()
     assert grids == [((2 * 96 * 32 // 128, 1, 1), (128, 1, 1)), ((2, 2, 1), (128, 1, 1))]
+    # an f32 model asked to run in f16 gets the same two-schedule kernel
+    f32_model, _ = nbits_model(128, 96, 32, rows=("rows",))
+    (row,) = [row for row in partita.compile(f32_model, precision="fp16").report().rows if "nn.matmul_nbits" in row.ops]
+    assert "(gemm, 128 threads/block)" in str(row.kernel)
 
 
 def _float_mlp(k: int, hidden: int, out: int) -> onnx.ModelProto:
