@@ -61,7 +61,7 @@ class TransposeOfUnitDimsToReshape(RewritePattern):
         if not moves_only_unit_dims(op):
             return
         if op.result.type == op.input.type:
-            rewriter.replace_op(op, [], [op.input])
+            rewriter.replace(op, [], [op.input])
             return
         shape = op.result.type.get_shape()
         refs = [(op.input, op.perm[t], t) for t, d in enumerate(shape) if d == nn.DYN]
@@ -69,7 +69,7 @@ class TransposeOfUnitDimsToReshape(RewritePattern):
             refs = []  # one ? is inferred from the element count
         reshape = nn.ReshapeOp(op.input, shape, refs)
         reshape.location = op.location
-        rewriter.replace_op(op, reshape)
+        rewriter.replace(op, reshape)
 
 
 class ComposeTransposes(RewritePattern):
@@ -82,7 +82,7 @@ class ComposeTransposes(RewritePattern):
             return
         composed = nn.TransposeOp(inner.input, [inner.perm[i] for i in op.perm], op.result.type)
         composed.location = op.location
-        rewriter.replace_op(op, composed)
+        rewriter.replace(op, composed)
         if not inner.result.uses:
             rewriter.erase_op(inner)
 

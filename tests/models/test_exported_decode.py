@@ -33,6 +33,10 @@ def test_the_step_fuses_rotary_attention_and_in_place_cache_writes(exe) -> None:
     kernels = [row.ops for row in exe.report().rows]
     assert not exe.runtime.plan.host_ops
     assert sum("nn.rotary_embedding" in ops for ops in kernels) == 1  # Q's and K's rotations, one kernel
+    # the cos / sin rows gathered at the position are read by the rotary kernel in place
+    assert [ops.count("nn.take") for ops in kernels if "nn.take" in ops] == [2]
+    assert all("nn.rotary_embedding" in ops for ops in kernels if "nn.take" in ops)
+    assert sum(row.calls for row in exe.report().rows if row.kernel) == 7  # launches a step
     assert sum("nn.attention" in ops for ops in kernels) == 1  # scores, mask, softmax and P·V
     (attention,) = [op for op in exe.module.walk() if isinstance(op, nn.AttentionOp)]
     assert attention.mask_fill == float(np.finfo(np.float32).min) and attention.groups == 2

@@ -147,3 +147,42 @@ func.func @main(%p: tensor<2x5x64xf32>, %c: tensor<1x5x4xf32>, %s: tensor<1x5x4x
     expected = rotary_embedding(k, *(a.astype(np.float64) for a in inputs[1:]), interleaved=interleaved,
                                 rotary_dim=0).swapaxes(1, 2)
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_native_kernel_reads_cos_and_sin_gathered_at_the_positions(tmp_path):
+    """A decode step's rotary cache read: cos and sin rows gathered from [32, 4] tables at
+    run-time positions (``nn.take``, a negative position counted from the end) join the
+    rotary's kernel as index views, which reads the tables where they lie (one kernel, not
+    one gather each), and matches the reference."""
+    text = """
+func.func @main(%x: tensor<2x2x3x8xf32>, %ct: tensor<32x4xf32>, %st: tensor<32x4xf32>, %pos: tensor<1x3xi64>) -> tensor<2x2x3x8xf32> {
+  %c = nn.take %ct, %pos {axis = 0 : i64} : (tensor<32x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+  %s = nn.take %st, %pos {axis = 0 : i64} : (tensor<32x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+  %0 = nn.rotary_embedding %x, %c, %s : (tensor<2x2x3x8xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x2x3x8xf32>
+  func.return %0 : tensor<2x2x3x8xf32>
+}"""
+    module = fuse(text)
+    (name, function), = fused_functions(module).items()
+    assert sorted(op.name for op in function.body.ops) == ["func.return", "nn.rotary_embedding", "nn.take", "nn.take"]
+    program = program_of(module)
+    assert "partita_gather_index(" in program.code
+    rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
+    host = HostKernels(program.code, [rec], tmp_path)
+    rng = np.random.default_rng(3)
+    x, cos, sin = (rng.standard_normal(s).astype(np.float32) for s in ((2, 2, 3, 8), (32, 4), (32, 4)))
+    position = np.array([[5, 17, -2]], np.int64)
+    (rotary,) = [op for op in function.body.ops if isinstance(op, nn.RotaryEmbeddingOp)]
+    by_value = {rotary.input: x, rotary.cos.owner.data: cos, rotary.sin.owner.data: sin,
+                rotary.cos.owner.indices: position}
+    inputs = [by_value[a] for a in function.args]  # the kernel's argument order
+    out = np.full((2, 2, 3, 8), 7, np.float32)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, grid, block, inputs, out)
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (expected,) = run(ModuleOp([clone]), *inputs, entry=name)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    positions = [5, 17, 30]
+    want = rotary_embedding(x, cos[None, positions], sin[None, positions], interleaved=False, rotary_dim=0)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)

@@ -30,6 +30,15 @@ infinity, NaN all ones; 2: ``FNUZ``, no infinity nor negative zero, NaN ``0x80``
 CONVERTED = ("f16", "bf16", *FLOAT8_FORMATS)
 """Element types stored narrower than they are computed: read with ``ld_<t>``, stored with
 ``st_<t>``, every op's result rounded with ``rn_<t>`` (as the reference stores it)."""
+GATHER_INDEX = (
+    "// An index read at run time (ONNX Gather's): negative counts from the end, clamped into [0, n).\n"
+    "static __device__ __forceinline__ long long partita_gather_index(long long k, long long n) {\n"
+    "  if (k < 0) k += n;\n"
+    "  return k < 0 ? 0 : (k < n ? k : n - 1);\n"
+    "}\n"
+)
+"""The device helper of a gather read through as an index view (a pure expression, no
+lines: view reads sit inside loops and conditions)."""
 MMA_DTYPES = ("f16", "bf16")
 """Operand types of the native tensor-core (``mma.sync`` m16n8k16) GEMM tiles."""
 _C_COMPUTE = {

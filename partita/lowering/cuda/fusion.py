@@ -64,8 +64,8 @@ def is_fusable(op: Operation) -> bool:
 def is_view(op: Operation) -> bool:
     """Whether ``op`` only remaps the indices of its first operand (``nn.reshape``,
     ``nn.transpose``, an injective rule with a ``view`` index map such as
-    ``nn.strided_slice``; other operands give shapes): a kernel reads through it with
-    index arithmetic, no pass over memory of its own."""
+    ``nn.strided_slice``, or ``nn.take`` reading its indices; other operands give shapes):
+    a kernel reads through it with index arithmetic, no pass over memory of its own."""
     if not is_fusable(op) or len(op.results) != 1:
         return False
     if isinstance(op, nn.ReshapeOp | nn.TransposeOp):

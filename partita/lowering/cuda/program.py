@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects.func import FuncOp
 
-from partita.lowering.cuda.cexpr import _HEADERS, FLOAT8_FORMATS, MMA_DTYPES
+from partita.lowering.cuda.cexpr import _HEADERS, FLOAT8_FORMATS, GATHER_INDEX, MMA_DTYPES
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
 from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper
@@ -118,6 +118,8 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     if float8:
         head += FLOAT8_HELPERS + "".join(_float8_helpers(t) for t in float8)
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if any(f"partita_mma_{t}(" in k.code for k in kernels.values()))
+    if any("partita_gather_index(" in k.code for k in kernels.values()):
+        head += GATHER_INDEX
     if any("partita_v16" in k.code for k in kernels.values()):
         head += VECTOR16
     if any(k.kind == "rowwise" for k in kernels.values()):

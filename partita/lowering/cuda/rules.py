@@ -83,8 +83,9 @@ class Rule:
     the launch geometry stays the window one (``ceil(numel / block)`` blocks, capped)."""
     view: Callable[..., Any] | None = None
     """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
-    that only remaps the indices of its first operand (its other operands give shapes):
-    a kernel reads through it with index arithmetic alone (``fusion.is_view``)."""
+    that only remaps the indices of its first operand (its other operands give shapes, or,
+    for a gather, the indices it reads with ``emitter.load``: kernel arguments or views of
+    them): a kernel reads through it with index arithmetic alone (``fusion.is_view``)."""
     in_place: InPlace | None = None
     """Injective and window rules: the op's in-place form (see ``InPlace``)."""
     reads_views: bool = False

@@ -66,7 +66,19 @@ def _dynamic_ok(op) -> bool:
     return True
 
 
-@injective(nn.TakeOp, dims=derived_dims)
+def take_index(emitter, op: nn.TakeOp, index: list[str]) -> list[str]:
+    """The index into ``op``'s data of its element at ``index``: the gathered axis is the
+    index operand read there (wrapped and clamped as ``_take`` does), so a kernel reads a
+    table gathered at a run-time position in place (a decode step's rotary cos / sin rows)."""
+    data = emitter.dims[op.data]
+    axis = op.axis % len(data)
+    rank_i = len(emitter.dims[op.indices])
+    k = emitter.load(op.indices, index[axis:axis + rank_i])
+    at = f"({emitter.index_type})partita_gather_index((long long){k}, {_paren(data[axis])})"
+    return [*index[:axis], at, *index[axis + rank_i:]]
+
+
+@injective(nn.TakeOp, dims=derived_dims, view=take_index)
 def _take(emitter, op: nn.TakeOp, index: list[str]) -> str:
     data = emitter.dims[op.data]
     axis = op.axis % len(data)
