@@ -28,6 +28,7 @@ from partita.frontends.onnx import import_onnx
 from partita.ir.diagnostics import PartitaError
 from partita.lowering.cuda.rules import WINDOW
 from partita.lowering.cuda.schedules import GEMV_ROWS
+from partita.runtime.cuda import cuda_status
 from partita.runtime.reference import run
 
 _FLOAT = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
@@ -249,6 +250,24 @@ def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
     f32_model, _ = nbits_model(128, 96, 32, rows=("rows",))
     (row,) = [row for row in partita.compile(f32_model, precision="fp16").report().rows if "nn.matmul_nbits" in row.ops]
     assert "(gemm, 128 threads/block)" in str(row.kernel)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
+def test_4_bit_gemms_on_the_gpu():
+    """On a CUDA device: an f16 4-bit projection (1024 x 1024, blocks of 32) at decode and prefill
+    row counts (the warp-per-output GEMV, then the tensor-core tiles with several row tiles)
+    against the reference, each weight rounded to the activation type by the tiles only."""
+    k, n, block = 1024, 1024, 32
+    model, _ = nbits_model(k, n, block, dtype=np.float16, rows=("rows",))
+    exe = partita.compile(model, ["cuda -arch=native", "llvm"])
+    rng = np.random.default_rng(4)
+    for rows in (1, 4, 5, 300):
+        x = rng.standard_normal((rows, k)).astype(np.float16)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+        (got,) = exe.run(x)
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-2,
+                                   atol=2e-2 * np.abs(want.astype(np.float32)).max(), err_msg=f"{rows} rows")
 
 
 def _float_mlp(k: int, hidden: int, out: int) -> onnx.ModelProto:
