@@ -101,3 +101,16 @@ def test_sm90_cubin_multiplies_with_hmma() -> None:
         main = body[body.index("BAR.SYNC"):body.rindex("HMMA")]
         assert "STL" not in main and "LDL" not in main, f"{name} spills in its main loop"
         assert body.count("STL") <= 8, f"{name}: {body.count('STL')} STL"
+
+
+def test_records_from_before_gemv_schedules_read_as_tiles_only() -> None:
+    """A gemm record written before a gemm kernel could hold a warp-per-output schedule
+    (no ``gemv_rows``) reads back as tiles at every row count."""
+    from xdsl.dialects.builtin import DictionaryAttr
+
+    program = program_of(_module(("f16",)))
+    assert program is not None
+    record = fused_record(next(iter(program.kernels.values())))
+    old = RECORDS["gemm"].from_attr(DictionaryAttr({k: v for k, v in record.data.items() if k != "gemv_rows"}))
+    assert old.gemv_rows == 0 and old == RECORDS["gemm"].from_attr(record)
+    assert old.geometry((3, 1, 90)) == ((2, 1, 3), (128, 1, 1))

@@ -37,6 +37,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 from math import prod
+from typing import ClassVar, Self
 
 import numpy as np
 from xdsl.dialects.builtin import DictionaryAttr
@@ -82,8 +83,15 @@ class FusedRecord:
     params: tuple[str, ...]
     ops: tuple[str, ...]
 
+    OLDER: ClassVar[dict[str, object]] = {}
+    """Fields that records written before them lack, each with the value that reads such a
+    record as the kernel it names ran."""
+
     @classmethod
-    def from_attr(cls, record: DictionaryAttr) -> FusedRecord:
+    def from_attr(cls, record: DictionaryAttr) -> Self:
+        missing = {name: to_attr(value) for name, value in cls.OLDER.items() if name not in record.data}
+        if missing:
+            record = DictionaryAttr({**record.data, **missing})
         return dataclass_from(cls, record, ignore=("kind",))
 
     def __post_init__(self) -> None:
@@ -152,12 +160,7 @@ class RowwiseRecord(FusedRecord):
     rows_per_block: int
     schedule: str
 
-    @classmethod
-    def from_attr(cls, record: DictionaryAttr) -> RowwiseRecord:
-        # Records written before row schedules were named: a block per row.
-        if "rows_per_block" not in record.data and "schedule" not in record.data:
-            record = DictionaryAttr({**record.data, "rows_per_block": to_attr(1), "schedule": to_attr("block-per-row")})
-        return dataclass_from(cls, record, ignore=("kind",))
+    OLDER: ClassVar[dict[str, object]] = {"rows_per_block": 1, "schedule": "block-per-row"}  # before named schedules
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -179,12 +182,7 @@ class GemmRecord(FusedRecord):
     tile: int
     gemv_rows: int
 
-    @classmethod
-    def from_attr(cls, record: DictionaryAttr) -> GemmRecord:
-        # Records written before a gemm kernel could hold a GEMV schedule.
-        if "gemv_rows" not in record.data:
-            record = DictionaryAttr({**record.data, "gemv_rows": to_attr(0)})
-        return dataclass_from(cls, record, ignore=("kind",))
+    OLDER: ClassVar[dict[str, object]] = {"gemv_rows": 0}  # before a gemm kernel could hold a GEMV
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -210,12 +208,7 @@ class WindowRecord(FusedRecord):
     anchor: str
     threads_per_output: int
 
-    @classmethod
-    def from_attr(cls, record: DictionaryAttr) -> WindowRecord:
-        # Records written before an output could take several threads (the warp schedule).
-        if "threads_per_output" not in record.data:
-            record = DictionaryAttr({**record.data, "threads_per_output": to_attr(1)})
-        return dataclass_from(cls, record, ignore=("kind",))
+    OLDER: ClassVar[dict[str, object]] = {"threads_per_output": 1}  # before the warp-per-output schedule
 
     def __post_init__(self) -> None:
         super().__post_init__()
