@@ -198,6 +198,35 @@ def test_split_kv_decode_matches_the_reference(dtype, head_dim, splits, tmp_path
     assert np.isnan(nan[1]).all() and np.isnan(nan[0, 2]).all() and np.isfinite(nan[0, 1]).all()
 
 
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+def test_split_kv_decode_reads_a_static_cache_up_to_its_last_key(layout, tmp_path):
+    """A static cache's decode step (``split-kv-attention``'s last-key mask): per batch row
+    the keys up to its position, left out past it; equal to the boolean mask
+    ``arange(Skv) <= position`` with Hugging Face's ``finfo.min`` fill for positions at the
+    start, inside a split, at a split boundary and past the cache, and a negative one hides
+    every key (its row averages the values, as the fill makes it). The keys past the
+    position hold NaN: never read, so no row is NaN."""
+    if not have_gxx():
+        pytest.skip("needs g++")
+    config = DecodeConfig("f16", 64, layout=layout, mask="last_key")
+    lib = build_decode([config], tmp_path)
+    rng = np.random.default_rng(8)
+    kv_len, splits, fill = 300, 4, float(np.finfo(np.float32).min)
+    q, k, v = _inputs(rng, "f16", 6, 4, 2, 1, kv_len, 64)
+    positions = np.array([0, 40, 149, 74, 400, -1], np.int64)  # 75 keys a split: 74 ends the first
+    for b, p in enumerate(positions):
+        if 0 <= p < kv_len - 1:
+            k[b, :, p + 1:], v[b, :, p + 1:] = np.nan, np.nan
+    swap = (lambda a: a.swapaxes(1, 2)) if layout == "BSHD" else (lambda a: a)
+    part = launch_decode(lib, config, *(swap(a) for a in (q, k, v)), positions, 0.125, splits, fill=fill)
+    got = attention_combine(part, zero_undefined_rows=False).astype(np.float64)
+    keep = np.arange(kv_len)[None, :] <= positions[:, None]
+    clean_k, clean_v = (np.nan_to_num(a, nan=0.0) for a in (k, v))  # what the mask form reads past it
+    want = _reference(q, clean_k, clean_v, keep, 0.125, False, False, fill).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE["f16"], atol=TOLERANCE["f16"])
+    assert np.isfinite(got).all()
+
+
 # -- NVRTC, sm_90 SASS ---------------------------------------------------------------------
 
 

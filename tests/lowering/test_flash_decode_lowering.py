@@ -37,8 +37,8 @@ def _ty(shape, dtype) -> str:
 def _decode_module(q, k, v, dtype, splits, *, layout="BHSD", mask=None, zero=False, kv_dyn=False,
                    fill=None) -> str:
     """``@main``: ``nn.attention_partial`` then ``nn.attention_combine`` (shapes in the
-    layout; ``mask``: (shape, "boolean" | "additive"), static; ``kv_dyn``: a ``?`` KV
-    length)."""
+    layout; ``mask``: (shape, "boolean" | "additive" | "last_key"), static; ``kv_dyn``: a
+    ``?`` KV length)."""
     seq = 1 if layout == "BSHD" else 2
     dyn = (lambda s: tuple(None if a == seq else d for a, d in enumerate(s))) if kv_dyn else (lambda s: s)
     qt, kt, vt = _ty(q, dtype), _ty(dyn(k), dtype), _ty(dyn(v), dtype)
@@ -49,7 +49,7 @@ def _decode_module(q, k, v, dtype, splits, *, layout="BHSD", mask=None, zero=Fal
     args, operands, types = f"%q: {qt}, %k: {kt}, %v: {vt}", "%q, %k, %v", f"{qt}, {kt}, {vt}"
     if mask is not None:
         shape, kind = mask
-        mt = _ty(shape, "i1" if kind == "boolean" else dtype)
+        mt = _ty(shape, {"boolean": "i1", "last_key": "i64"}.get(kind, dtype))
         args, operands, types = f"{args}, %m: {mt}", f"{operands}, %m", f"{types}, {mt}"
     props = f'scale = 0.125 : f64, splits = {splits} : i64, layout = "{layout}"'
     if fill is not None:
@@ -253,6 +253,31 @@ def test_other_masks_take_the_per_element_fallback(tmp_path):
     assert "flash_decode" not in results["nn.attention_partial"][2].code
 
 
+@pytestmark_gxx
+@pytest.mark.parametrize("head_dim", [64, 12], ids=["decode-kernel", "per-element"])
+def test_a_last_key_mask_leaves_the_keys_after_it_out(head_dim, tmp_path):
+    """``split-kv-attention``'s last-key mask (a static cache read at a position, one per
+    batch row): the decode kernel (and the per-element fallback, for a head dim it does not
+    take) equal the reference for positions inside the first split, at the last key, past
+    the cache and negative (every key hidden, scoring the fill); the combined rows equal
+    ``nn.attention`` with the boolean mask ``arange(Skv) <= position`` and the same fill."""
+    from partita.runtime.reference.nn.attention import attention
+
+    q, k = (4, 2, 1, head_dim), (4, 1, 50, head_dim)
+    fill = float(np.finfo(np.float32).min)
+    module = fuse(_decode_module(q, k, k, "f16", 3, mask=((4,), "last_key"), fill=fill))
+    rng = np.random.default_rng(6)
+    inputs = _inputs(rng, "f16", q, k, k)
+    positions = np.array([7, 49, 80, -3], np.int64)
+    results = _check(_run_kernels(module, [*inputs, positions], tmp_path), "f16")
+    assert ("flash_decode_f16_d64_ml_split" in results["nn.attention_partial"][2].code) == (head_dim == 64)
+    keep = (np.arange(50)[None, :] <= positions[:, None])[:, None, None, :]
+    f32 = [a.astype(np.float32) for a in inputs]
+    want = attention(*f32, keep, scale=0.125, causal=False, zero_undefined_rows=False, mask_fill=fill)
+    got = results["nn.attention_combine"][0].astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE["f16"], atol=TOLERANCE["f16"])
+
+
 def test_sm90_sass_has_128_bit_loads_and_no_spills():
     """The program cuda-codegen emits for decode, compiled by NVRTC for sm_90: the pass 1
     kernels load K and V (and q) 16 bytes at a time and spill nothing."""
@@ -262,12 +287,14 @@ def test_sm90_sass_has_128_bit_loads_and_no_spills():
                        mask=((1, 1, 1, 4096), "boolean")).replace("@main", "@main2"),
         _decode_module((1, 8, 1, 256), (1, 8, 512, 256), (1, 8, 512, 256), "f32", 4,
                        mask=((1, 1, 1, 512), "additive")).replace("@main", "@main3"),
+        _decode_module((2, 32, 1, 128), (2, 8, 4096, 128), (2, 8, 4096, 128), "f16", 5,
+                       mask=((2,), "last_key")).replace("@main", "@main4"),
     ])
     module = fuse(text)
     program = program_of(module)
     binary, sass = compiled_sass(program.code, options=["--ptxas-options=-v"], use_cache=False)
     passes = {name: k for name, k in program.kernels.items() if k.anchor == "nn.attention_partial"}
-    assert len(passes) == 3
+    assert len(passes) == 4
     for name, kernel in passes.items():
         body = sass[kernel.entry]
         assert "LDG.E.128" in body and "LDL" not in body and "STL" not in body, name

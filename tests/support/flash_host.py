@@ -79,12 +79,13 @@ def build_decode(configs: list[DecodeConfig], directory: Path) -> ctypes.CDLL:
     device function under a ``host_<entry>`` launch whose blocks stride over the
     (split, batch x head) pairs as the window kernel's do."""
     wrappers = "".join(
-        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale, long long mb) {{\n'
+        f'extern "C" void host_{c.entry}(const unsigned* geo, void** p, const int* d, float scale, long long mb, '
+        f'float fill) {{\n'
         f"  partita_launch(geo, [&] {{\n"
         f"    for (int t = blockIdx.x; t < d[3] * d[4]; t += gridDim.x)\n"
         f"      {c.entry}((const {_T[c.dtype]}*)p[0], (const {_T[c.dtype]}*)p[1], (const {_T[c.dtype]}*)p[2], "
         f"(const {_MASK_T[c.mask] or _T[c.dtype]}*)p[3], (float*)p[4], d[0], d[1], d[2], scale, d[3], t % d[3], "
-        f"t / d[3], mb, d[5], (long long)d[0] * {c.head_dim}, -__builtin_inff());\n  }});\n}}\n"
+        f"t / d[3], mb, d[5], (long long)d[0] * {c.head_dim}, fill);\n  }});\n}}\n"
         for c in configs)
     source = SHIM + flash_decode_source(configs) + wrappers
     (directory / "decode.cpp").write_text(source)
@@ -94,21 +95,25 @@ def build_decode(configs: list[DecodeConfig], directory: Path) -> ctypes.CDLL:
 
 
 _T = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
-_MASK_T = {"none": "unsigned char", "boolean": "unsigned char", "additive": ""}
+_MASK_T = {"none": "unsigned char", "boolean": "unsigned char", "additive": "", "last_key": "long long"}
 
 
 def launch_decode(lib: ctypes.CDLL, config: DecodeConfig, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                  mask: np.ndarray | None, scale: float, splits: int, blocks: int | None = None) -> np.ndarray:
+                  mask: np.ndarray | None, scale: float, splits: int, blocks: int | None = None,
+                  fill: float = -np.inf) -> np.ndarray:
     """The partials ``[B, H, splits, D + 2]`` of pass 1 run on the host (q, k, v in the
-    config's layout; ``mask`` ``[B | 1, Skv | 1]``, bool or the query's type), on
-    ``blocks`` blocks (default: one per pair)."""
+    config's layout; ``mask`` ``[B | 1, Skv | 1]``, bool or the query's type, or the int64
+    last keys ``[B | 1]``), on ``blocks`` blocks (default: one per pair), hidden keys
+    scoring ``fill``."""
     bshd = config.layout == "BSHD"
     b, heads = (q.shape[0], q.shape[2]) if bshd else q.shape[:2]
     kv_heads, kv_len = (k.shape[2], k.shape[1]) if bshd else k.shape[1:3]
     part = np.full((b, heads, splits, config.head_dim + 2), 7.0, np.float32)  # every value written
     arrays = [np.ascontiguousarray(a) for a in (q, k, v)]
     mb = mk = 0
-    if mask is not None:
+    if mask is not None and mask.dtype == np.int64:  # last keys
+        mb = 0 if mask.shape[0] == 1 else 1
+    elif mask is not None:
         mb = 0 if mask.shape[0] == 1 else mask.shape[1]
         mk = 0 if mask.shape[1] == 1 else 1
         mask = np.ascontiguousarray(mask.astype(np.uint8) if mask.dtype == np.bool_ else mask)
@@ -117,5 +122,6 @@ def launch_decode(lib: ctypes.CDLL, config: DecodeConfig, q: np.ndarray, k: np.n
     pairs = splits * b * heads
     geo = (ctypes.c_uint * 6)(blocks or pairs, 1, 1, *config.block)
     dims = (ctypes.c_int * 6)(heads, kv_heads, kv_len, splits, b * heads, mk)
-    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale), ctypes.c_longlong(mb))
+    getattr(lib, f"host_{config.entry}")(geo, pointers, dims, ctypes.c_float(scale), ctypes.c_longlong(mb),
+                                         ctypes.c_float(fill))
     return part

@@ -1,8 +1,9 @@
 """``split-kv-attention`` and the ops it writes: the reference of ``nn.attention_partial``
 followed by ``nn.attention_combine`` is ``nn.attention``'s (random data, f16 / bf16 / f32,
 GQA, BSHD, boolean and additive masks with fully masked rows, NaN keys, splits with no
-key, a dynamic KV length); the split choice; and a decode model through
-``partita.compile`` on the simulated device: two kernels, the NumPy result, while a
+key, a dynamic KV length); a last-key mask is the position mask it replaces; the split
+choice; and decode models through ``partita.compile`` on the simulated device: two
+kernels, the NumPy result (a static cache read at a position: onnxruntime's), while a
 prefill (two query rows) keeps its one attention kernel."""
 
 from __future__ import annotations
@@ -160,6 +161,34 @@ def test_verifiers():
         nn.AttentionPartialOp(t([2, 8, 1, 16]), t([2, 2, 9, 16]), t([2, 2, 9, 16]), scale=0.25, splits=0).verify()
     with pytest.raises(VerifyException, match="partials"):
         nn.AttentionCombineOp(t([2, 8, 3]), result_type=t([2, 8, 1, 1]).type).verify()
+    # a last-key mask: int64, one per batch row or one for all
+    last = create_ssa_value(TensorType(nn.LAST_KEY_TYPE, [2]))
+    op = nn.AttentionPartialOp(t([2, 8, 1, 16]), t([2, 2, 9, 16]), t([2, 2, 9, 16]), last, scale=0.25, splits=3)
+    op.verify()
+    assert op.mask_kind == "last_key"
+    with pytest.raises(VerifyException, match=r"last-key mask must be \[2\] \(one per batch row\) or \[1\], got \[3\]"):
+        nn.AttentionPartialOp(t([2, 8, 1, 16]), t([2, 2, 9, 16]), t([2, 2, 9, 16]),
+                              create_ssa_value(TensorType(nn.LAST_KEY_TYPE, [3])), scale=0.25, splits=3).verify()
+
+
+def test_last_key_partials_are_the_position_mask():
+    """The last-key mask's partials, combined, are ``nn.attention`` with the boolean mask
+    ``arange(Skv) <= position`` and a fill of finfo.min, for positions in a split, at its
+    end, past the cache and negative (every key hidden: the values averaged); the splits
+    after the position are empty (m = -inf, l = 0) and a NaN value past it is not read."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((4, 2, 1, 8), (4, 1, 40, 8), (4, 1, 40, 8)))
+    positions = np.array([5, 9, 70, -2], np.int64)
+    fill = float(np.finfo(np.float32).min)
+    part = attention_partial(q, k, v, positions, scale=0.5, splits=4, mask_fill=fill)
+    assert (part[0, :, 1:, -2] == -np.inf).all() and (part[0, :, 1:, -1] == 0).all()  # 10 keys a split
+    keep = (np.arange(40)[None, :] <= positions[:, None])[:, None, None, :]
+    want = attention(q, k, v, keep, scale=0.5, causal=False, zero_undefined_rows=False, mask_fill=fill)
+    np.testing.assert_allclose(attention_combine(part, zero_undefined_rows=False), want, rtol=1e-5, atol=1e-6)
+    v[0, :, 6:] = np.nan
+    got = attention_combine(attention_partial(q, k, v, positions, scale=0.5, splits=4, mask_fill=fill),
+                            zero_undefined_rows=False)
+    assert np.isfinite(got).all()
 
 
 def test_choose_splits():
@@ -205,3 +234,48 @@ def test_compile_keeps_prefill_whole(tmp_path):
                              "{scale = 0.125 : f64, causal = true}", None, 2)
     exe = partita.compile(text, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path)
     assert [row.ops for row in exe.report().rows] == [("nn.attention",)]
+
+
+def test_a_static_cache_step_reads_the_cache_up_to_the_position(tmp_path):
+    """A static KV cache of 512 keys read at a run-time position, as the TorchScript exporter
+    writes Hugging Face's StaticCache attention (``Where(Greater(arange, position), finfo.min,
+    scores)`` before the softmax): the mask becomes the partial's last-key mask, so the plan
+    is the two split-KV kernels (no kernel computes the mask) and the decode kernel reads
+    the keys up to the position; equal to onnxruntime for positions at the start, inside,
+    at the end and past the cache, and negative."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import partita
+
+    length, heads, dim = 512, 4, 16
+    nodes = [helper.make_node("Transpose", ["key_cache"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"]),
+             helper.make_node("Greater", ["iota", "position"], ["hidden"]),
+             helper.make_node("Where", ["hidden", "fill", "s"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "value_cache"], ["out"])]
+    inits = [numpy_helper.from_array(np.array(0.25, np.float32), "scale"),
+             numpy_helper.from_array(np.arange(length, dtype=np.int64), "iota"),
+             numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fill")]
+    cache = [1, heads, length, dim]
+    graph = helper.make_graph(nodes, "static_cache", [
+        helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, heads, 1, dim]),
+        helper.make_tensor_value_info("key_cache", TensorProto.FLOAT, cache),
+        helper.make_tensor_value_info("value_cache", TensorProto.FLOAT, cache),
+        helper.make_tensor_value_info("position", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, heads, 1, dim])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = partita.compile(model, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path)
+    assert [row.ops for row in exe.report().rows] == [("nn.attention_partial",), ("nn.attention_combine",)]
+    (partial,) = [op for op in exe.module.walk() if isinstance(op, nn.AttentionPartialOp)]
+    assert partial.mask_kind == "last_key"
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(11)
+    for position in (0, 200, 511, 700, -1):
+        feeds = {"q": rng.standard_normal((1, heads, 1, dim)).astype(np.float32),
+                 "key_cache": rng.standard_normal(cache).astype(np.float32),
+                 "value_cache": rng.standard_normal(cache).astype(np.float32),
+                 "position": np.array([position], np.int64)}
+        (want,) = session.run(None, feeds)
+        np.testing.assert_allclose(exe.run(**feeds)[0], want, rtol=1e-5, atol=1e-6, err_msg=f"position {position}")

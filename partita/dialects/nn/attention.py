@@ -199,6 +199,10 @@ def partial_row_size(value_dim: int) -> int:
     return value_dim + 2
 
 
+LAST_KEY_TYPE = IntegerType(64)
+"""The element type of ``nn.attention_partial``'s last-key mask (ONNX positions are int64)."""
+
+
 @irdl_op_definition
 class AttentionPartialOp(NNOp):
     """Pass 1 of split-KV decode attention: ``query[B, H, 1, D]`` (``[B, 1, H, D]`` in
@@ -220,7 +224,13 @@ class AttentionPartialOp(NNOp):
     row's softmax is undefined, whatever the other splits hold).
 
     There is no ``causal`` property: for one query row the bottom-right causal frontier
-    (``j <= 0 + Skv - 1``) keeps every key, so ``split-kv-attention`` drops the flag."""
+    (``j <= 0 + Skv - 1``) keeps every key, so ``split-kv-attention`` drops the flag.
+
+    An ``i64`` mask ``[B | 1]`` is the last key each batch row attends (``mask_kind``
+    ``"last_key"``: a static KV cache's ``arange(Skv) <= position``, FlashAttention's
+    ``seqused_k``): the keys after it are left out, as keys past ``Skv`` are (never read:
+    a split past it has no key). A negative last key hides every key, each scoring
+    ``mask_fill`` as the boolean mask's hidden keys do."""
     traits = kind_trait(OpKind.OPAQUE)  # its own kernel (grid-strided over splits), no epilogue
 
     name = "nn.attention_partial"
@@ -248,9 +258,16 @@ class AttentionPartialOp(NNOp):
         _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
               scale=float(scale), splits=int(splits), layout=layout, mask_fill=_fill(mask_fill))
 
-    mask_kind = AttentionOp.mask_kind
     groups = AttentionOp.groups
     heads_axis = AttentionOp.heads_axis
+
+    @property
+    def mask_kind(self) -> str:
+        """``nn.attention``'s kinds, or ``"last_key"`` (an ``i64`` mask: the last key each
+        batch row attends)."""
+        if self.mask is not None and _tensor(self.mask).element_type == LAST_KEY_TYPE:
+            return "last_key"
+        return AttentionOp.mask_kind.fget(self)  # type: ignore[attr-defined]
 
     def infer_element_type(self) -> Attribute:
         return f32
@@ -263,16 +280,20 @@ class AttentionPartialOp(NNOp):
         self.check_element_type(_tensor(self.result).element_type, "result element type", (f32,))
         if self.mask is not None:
             self.check_element_type(_tensor(self.mask).element_type, "mask element type",
-                                    (t, IntegerType(1)))
+                                    (t, IntegerType(1), LAST_KEY_TYPE))
 
     def infer_shape(self) -> Shape:
         _check_layout("attention_partial", self.layout)
         if self.splits < 1:
             raise VerifyException(f"attention_partial needs at least one split, got {self.splits}")
         swap = _swap_bshd(self.layout)
-        mask = None if self.mask is None else _shape(self.mask)
+        last_key = self.mask_kind == "last_key"
+        mask = None if self.mask is None or last_key else _shape(self.mask)
         b, h, rows, dv = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
                                                swap(_shape(self.value)), mask)
+        if last_key and (len(_shape(self.mask)) != 1 or _shape(self.mask)[0] not in (1, b)):
+            raise VerifyException(f"attention_partial's last-key mask must be {_fmt([b])} (one per batch row) or [1], "
+                                  f"got {_fmt(_shape(self.mask))}")
         if rows not in (1, DYN):
             raise VerifyException(f"attention_partial takes one query row, got {rows}")
         return (b, h, self.splits, DYN if dv == DYN else partial_row_size(dv))

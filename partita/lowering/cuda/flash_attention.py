@@ -491,7 +491,7 @@ class DecodeConfig:
     dtype: str  # "f16", "bf16" or "f32"
     head_dim: int
     layout: str = "BHSD"
-    mask: str = "none"  # "boolean" (nonzero attends) or "additive" (the query's type)
+    mask: str = "none"  # "boolean" (nonzero attends), "additive" (the query's type) or "last_key" (int64 per batch row)
 
     def __post_init__(self):
         if self.dtype not in ("f16", "bf16", "f32"):
@@ -500,8 +500,8 @@ class DecodeConfig:
             raise ValueError(f"flash decode head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
         if self.layout not in ("BHSD", "BSHD"):
             raise ValueError(f"flash decode layout must be BHSD or BSHD, got {self.layout}")
-        if self.mask not in ("none", "boolean", "additive"):
-            raise ValueError(f"flash decode mask must be none, boolean or additive, got {self.mask}")
+        if self.mask not in ("none", "boolean", "additive", "last_key"):
+            raise ValueError(f"flash decode mask must be none, boolean, additive or last_key, got {self.mask}")
 
     @property
     def vec(self) -> int:
@@ -535,7 +535,7 @@ class DecodeConfig:
     @property
     def entry(self) -> str:
         layout = "_bshd" if self.layout == "BSHD" else ""
-        mask = {"none": "", "boolean": "_mb", "additive": "_ma"}[self.mask]
+        mask = {"none": "", "boolean": "_mb", "additive": "_ma", "last_key": "_ml"}[self.mask]
         return f"flash_decode_{self.dtype}_d{self.head_dim}{layout}{mask}_split"
 
     @property
@@ -591,7 +591,7 @@ static __device__ __forceinline__ void $entry(
   const int b = bh / heads, h = bh % heads, hk = h / (heads / kv_heads);
   const int chunk = (kv_len + splits - 1) / splits;
   const int start = min(kv_len, split * chunk), end = min(kv_len, start + chunk);
-  // Key rows are D apart (BHSD) or kv_heads * D (BSHD: the head transposes folded in).
+$STOP  // Key rows are D apart (BHSD) or kv_heads * D (BSHD: the head transposes folded in).
   // The one query row of (b, h) is at b * q_batch_stride + h * D in both layouts:
   // heads * D for a query of its own, the packed row's width for a head split of a
   // QKV projection read in place.
@@ -614,7 +614,7 @@ static __device__ __forceinline__ void $entry(
   }
   float m = neg_inf, l = 0.0f;
   bool bad = false;  // a NaN or +inf score: the split's (and the row's) softmax is undefined
-  for (int j0 = start; j0 < end; j0 += STEP) {  // the same trip count in every warp
+  for (int j0 = start; j0 < stop; j0 += STEP) {  // the same trip count in every warp
     int key[U];
     uint4 kr[U][NV], vr[U][NV];
 #pragma unroll
@@ -623,7 +623,7 @@ static __device__ __forceinline__ void $entry(
 #pragma unroll
       for (int n = 0; n < NV; ++n) {
         const int c = gl + n * G;
-        if (key[u] < end && c < CH) {
+        if (key[u] < stop && c < CH) {
           kr[u][n] = *(const uint4*)(kb + key[u] * kv_stride + c * VEC);
           vr[u][n] = *(const uint4*)(vb + key[u] * kv_stride + c * VEC);
         } else {
@@ -643,7 +643,7 @@ static __device__ __forceinline__ void $entry(
       }
       for (int off = G / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
       float x_u = dot * scale;
-      if (key[u] >= end) {
+      if (key[u] >= stop) {
         x_u = neg_inf;
       } else {
 $MASK_LINES        bad = bad || x_u != x_u || x_u == pos_inf;
@@ -662,7 +662,7 @@ $MASK_LINES        bad = bad || x_u != x_u || x_u == pos_inf;
       for (int e = 0; e < VEC; ++e) acc[n][e] *= r;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (key[u] >= end) continue;
+      if (key[u] >= stop) continue;
       // A masked key (p = 0) still multiplies its value: 0 * NaN is NaN, as p @ v.
       const float p = s[u] == neg_inf ? 0.0f : __expf(s[u] - m);
       l += p;
@@ -731,16 +731,24 @@ def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
     parts = [_PRELUDE, _DECODE_PRELUDE]
     ctypes = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float"}
     for c in configs:
-        mask_type = {"none": "unsigned char", "boolean": "unsigned char", "additive": ctypes[c.dtype]}[c.mask]
+        mask_type = {"none": "unsigned char", "boolean": "unsigned char", "additive": ctypes[c.dtype],
+                     "last_key": "long long"}[c.mask]
         at = "(long long)b * mask_batch_stride + (long long)key[u] * mask_key_stride"
         mask_lines = {"none": "",
                       "boolean": f"        if (mask[{at}] == 0) x_u = mask_fill;\n",
-                      "additive": f"        x_u += fd_load_{c.dtype}(mask + {at});\n"}[c.mask]
+                      "additive": f"        x_u += fd_load_{c.dtype}(mask + {at});\n",
+                      "last_key": "        if (key[u] > last) x_u = mask_fill;\n"}[c.mask]
+        # A last key cuts the split after it: the cache's keys past the position are never
+        # read (a negative one cuts nothing: every key scores mask_fill, as a mask hides).
+        stop = ("  const long long last = mask[(long long)b * mask_batch_stride];\n"
+                "  const int stop = last >= 0 && last + 1 < end ? (int)(last + 1) : end;\n"
+                if c.mask == "last_key" else "  const int stop = end;\n")
         text = _DECODE
         substitutions = {"$entry": c.entry, "$D": str(c.head_dim), "$VEC": str(c.vec), "$G": str(c.group),
                          "$NV": str(c.vectors), "$W": str(c.warps), "$U": str(c.unroll),
                          "$BSHD": "true" if c.layout == "BSHD" else "false", "$T": ctypes[c.dtype],
-                         "$M": mask_type, "$MASK_LINES": mask_lines, "$UNPACK": f"fd_unpack_{c.dtype}"}
+                         "$M": mask_type, "$MASK_LINES": mask_lines, "$UNPACK": f"fd_unpack_{c.dtype}",
+                         "$STOP": stop}
         for key in sorted(substitutions, key=len, reverse=True):  # $UNPACK before $U
             text = text.replace(key, substitutions[key])
         parts.append(text)

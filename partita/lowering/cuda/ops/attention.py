@@ -194,6 +194,18 @@ def _layout(op: nn.AttentionOp):
     return lambda b_, h_, s_, d_: [b_, h_, s_, d_]
 
 
+def _last_key_lines(emitter, op: nn.AttentionPartialOp, b: str, hi: str) -> list[str]:
+    """With a last-key mask: ``last`` declared (batch row ``b``'s), and the split's end
+    ``hi`` cut after it, so the keys after it are never read (none cut when it is
+    negative: every key is then hidden by ``_mask_lines``)."""
+    if op.mask_kind != "last_key":
+        return []
+    batch = emitter.dims[op.query][0]
+    last = emitter.load(op.mask, emitter._broadcast_dims_index(emitter.dims[op.mask], [batch], [b]))
+    return [f"    const long long last = {last};",
+            f"    if (last >= 0 && last + 1 < {hi}) {hi} = last + 1;"]
+
+
 def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, indent: str) -> list[str]:
     """The mask and causal rules on the score ``s`` of query ``i`` and key ``j``."""
     at = _layout(op)
@@ -202,7 +214,9 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     _, _, kv_len, _ = at(*dk)
     lines, hidden = [], _c_float(op.mask_fill)  # a hidden key's score: -inf unless masked_fill's
     causal = isinstance(op, nn.AttentionOp) and op.causal  # nn.attention_partial: one row, no frontier
-    if op.mask is not None:
+    if op.mask_kind == "last_key":  # declared by _last_key_lines
+        lines.append(f"{indent}if ({j} > last) s = {hidden};")
+    elif op.mask is not None:
         scores = [dq[0], heads, q_len, kv_len]
         rank = len(op.mask.type.get_shape())
         index = emitter._broadcast_dims_index(emitter.dims[op.mask], scores[4 - rank:], [b, h, i, j][4 - rank:])
@@ -362,6 +376,8 @@ def _key_padding_strides(emitter, op) -> str | None:
     if op.mask is None:
         return "0, 0"
     shape = op.mask.type.get_shape()
+    if op.mask_kind == "last_key":  # [B | 1]: one last key per batch row
+        return f"({_p(emitter.dims[op.mask][0])} == 1 ? 0LL : 1LL), 0"
     if len(shape) != 4 or tuple(shape[1:3]) != (1, 1):
         return None
     mb, mk = (_p(d) for d in (emitter.dims[op.mask][0], emitter.dims[op.mask][3]))
@@ -371,8 +387,8 @@ def _key_padding_strides(emitter, op) -> str | None:
 def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     """Split-KV pass 1 (``partita.lowering.cuda.flash_attention.DecodeConfig``) for a
     kernel that is the op alone: f16 / bf16 / f32, either layout, ``D == Dv`` a multiple
-    of 8 up to 256, no mask or a key padding mask (boolean or additive) ``[B | 1, 1, 1,
-    Skv | 1]``. Its blocks stride over the (split, batch x head) pairs; a block has at most
+    of 8 up to 256, no mask, a key padding mask (boolean or additive) ``[B | 1, 1, 1,
+    Skv | 1]`` or a last-key mask ``[B | 1]``. Its blocks stride over the (split, batch x head) pairs; a block has at most
     ``D + 2`` threads, so the window launch gives each pair a block."""
     dtype = str(op.query.type.element_type)
     head_dim = op.query.type.get_shape()[3]
@@ -391,7 +407,8 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     _, kv_heads, kv_len, _ = at(*emitter.dims[op.key])
     (q, q_stride), k, v = rows, f"in{op.key.index}", f"in{op.value.index}"
     m = f"in{op.mask.index}" if op.mask is not None else ""
-    mask = {"none": "(const unsigned char*)0", "boolean": f"(const unsigned char*){m}", "additive": m}[op.mask_kind]
+    mask = {"none": "(const unsigned char*)0", "boolean": f"(const unsigned char*){m}", "additive": m,
+            "last_key": m}[op.mask_kind]
     lines = [
         f"  const {T} pairs = ({T}){op.splits} * {_p(batch)} * {_p(heads)};",
         f"  for ({T} t = blockIdx.x; t < pairs; t += gridDim.x)  // uniform per block",
@@ -419,7 +436,8 @@ def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
         f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
         f"    const {T} {chunk} = ({_p(kv_len)} + {op.splits - 1}) / {op.splits};",
         f"    const {T} {lo} = {split} * {chunk} < {_p(kv_len)} ? {split} * {chunk} : {_p(kv_len)};",
-        f"    const {T} {hi} = {lo} + {chunk} < {_p(kv_len)} ? {lo} + {chunk} : {_p(kv_len)};",
+        f"    {T} {hi} = {lo} + {chunk} < {_p(kv_len)} ? {lo} + {chunk} : {_p(kv_len)};",
+        *_last_key_lines(emitter, op, b, hi),
         f"    float m = {_NEG_INF}, l = 0.0f, acc = 0.0f;",
         "    bool undefined = false;",
         f"    for ({T} {j} = {lo}; {j} < {hi}; ++{j}) {{",

@@ -55,7 +55,15 @@ def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndar
     kv_len = k.shape[2]
     chunk = -(-kv_len // splits)
     with np.errstate(invalid="ignore", over="ignore"):
-        x = _scores(q, k, mask, scale, mask_fill)[:, :, 0, :]  # [B, H, Skv]
+        if mask is not None and mask.dtype == np.int64:  # the last key of each batch row
+            last = np.broadcast_to(mask.reshape(-1), (b,))
+            hidden = np.arange(kv_len)[None, :] > last[:, None]  # [B, Skv]
+            left_out = (hidden & (last >= 0)[:, None])[:, None, :]  # never read, as keys past Skv
+            x = np.where(hidden[:, None, :], mask_fill, _scores(q, k, None, scale)[:, :, 0, :])
+            x = np.where(left_out, -np.inf, x).astype(q.dtype)
+            v = np.where(left_out[..., None], 0, v)
+        else:
+            x = _scores(q, k, mask, scale, mask_fill)[:, :, 0, :]  # [B, H, Skv]
         x = np.broadcast_to(x, (b, h, kv_len))
         for s in range(splits):
             lo, hi = min(s * chunk, kv_len), min((s + 1) * chunk, kv_len)
