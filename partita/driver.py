@@ -242,7 +242,9 @@ def _pipeline_stages(
     if cuda is not None and ("fuse-attention" in steps or any(isinstance(op, AttentionOp) for op in module.walk())):
         # Decode attention (one query row, a long KV) placed on the cuda target: split-KV,
         # two kernels that spread the keys over the GPU (after placement, so cuDNN,
-        # TensorRT and the host keep their nn.attention whole).
+        # TensorRT and the host keep their nn.attention whole); a static cache's mask the
+        # position first, so its kernels read the keys up to it only.
+        steps.append("last-key-mask{target=cuda}")
         steps.append("split-kv-attention{target=cuda}")
     if cuda is not None:
         # What no backend took and runs on the cuda target: fused injective kernels.

@@ -44,6 +44,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "simplify-transposes": ("partita.transforms.simplify_transposes", "SimplifyTransposes"),
     "combine-parallel-dense": ("partita.transforms.combine_parallel_dense", "CombineParallelDense"),
     "merge-rotary-embeddings": ("partita.transforms.merge_rotary", "MergeRotaryEmbeddings"),
+    "last-key-mask": ("partita.transforms.last_key_mask", "LastKeyMask"),
     "split-kv-attention": ("partita.transforms.split_kv_attention", "SplitKVAttention"),
     # Lowering.
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),

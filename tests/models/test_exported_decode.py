@@ -36,10 +36,12 @@ def test_the_step_fuses_rotary_attention_and_in_place_cache_writes(exe) -> None:
     # the cos / sin rows gathered at the position are read by the rotary kernel in place
     assert [ops.count("nn.take") for ops in kernels if "nn.take" in ops] == [2]
     assert all("nn.rotary_embedding" in ops for ops in kernels if "nn.take" in ops)
-    assert sum(row.calls for row in exe.report().rows if row.kernel) == 7  # launches a step
+    assert sum(row.calls for row in exe.report().rows if row.kernel) == 6  # launches a step
     assert sum("nn.attention" in ops for ops in kernels) == 1  # scores, mask, softmax and P·V
     (attention,) = [op for op in exe.module.walk() if isinstance(op, nn.AttentionOp)]
     assert attention.mask_fill == float(np.finfo(np.float32).min) and attention.groups == 2
+    # the mask arange(32) <= position is the position: no kernel computes it
+    assert attention.mask_kind == "last_key" and not any("nn.greater" in ops for ops in kernels)
     in_place = [op for op in exe.module.walk() if isinstance(op, byoc.CallExternOp)
                 and any(isinstance(out, BlockArgument) for out in op.outs)]
     assert len(in_place) == 2  # index_copy of the key and of the value, into the caches' buffers

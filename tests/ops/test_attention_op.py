@@ -69,6 +69,18 @@ def test_mask_type_must_be_bool_or_the_query_type():
         op.verify()
 
 
+def test_a_last_key_mask_is_one_i64_per_batch_row_or_one_for_all():
+    for shape in ([3], [1]):
+        op = nn.AttentionOp(_t([3, 2, 1, 4]), _t([3, 2, 9, 4]), _t([3, 2, 9, 4]), _t(shape, nn.LAST_KEY_TYPE),
+                            scale=1.0)
+        op.verify()
+        assert op.mask_kind == "last_key"
+    for shape in ([2], [3, 1]):
+        with pytest.raises(VerifyException, match=r"last-key mask must be \[3\] \(one per batch row\) or \[1\]"):
+            nn.AttentionOp(_t([3, 2, 1, 4]), _t([3, 2, 9, 4]), _t([3, 2, 9, 4]), _t(shape, nn.LAST_KEY_TYPE),
+                           scale=1.0).verify()
+
+
 # -- reference -----------------------------------------------------------------------------
 
 
@@ -130,7 +142,7 @@ def _module(q, k, v, mask, dtype, attrs, dynamic=False):
     operands, types = "%q, %k, %v", f"{qt}, {kt}, {vt}"
     if mask is not None:
         shape, kind = mask
-        mt = f"tensor<{'x'.join(map(str, shape))}x{'i1' if kind == 'boolean' else dtype}>"
+        mt = f"tensor<{'x'.join(map(str, shape))}x{ {'boolean': 'i1', 'last_key': 'i64'}.get(kind, dtype)}>"
         args, operands, types = f"{args}, %m: {mt}", f"{operands}, %m", f"{types}, {mt}"
     return f"""
 func.func @main({args}) -> {out} {{
@@ -371,6 +383,33 @@ def test_per_element_kernel_past_the_rows_head_dims(tmp_path):
     rng = np.random.default_rng(7)
     out, want = _launch(module, [rng.standard_normal(s).astype(np.float32) for s in (q, k, k)], tmp_path)
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("head_dim", [16, 264], ids=["rows", "per-element"])
+def test_a_last_key_mask_stops_at_each_rows_last_key(head_dim, tmp_path):
+    """A static cache read at a position per batch row (``last-key-mask``) in the rows
+    schedule (and the per-element kernel past its head dims): the keys after a row's last
+    are never read (NaN there leaves the rows finite), past the cache every key is read,
+    and a negative last hides every key (the fill: the values averaged); equal to the
+    reference, and to the boolean mask it replaces on the keys it reads."""
+    q, k = (4, 2, 1, head_dim), (4, 1, 70, head_dim)
+    fill = float(np.finfo(np.float32).min)
+    module = fuse(_module(q, k, k, ((4,), "last_key"), "f32", f"{{scale = 0.1 : f64, mask_fill = {fill!r} : f64}}"))
+    (kernel,) = program_of(module).kernels.values()
+    assert ("__shared__ float ks" in kernel.code) == (head_dim == 16)
+    rng = np.random.default_rng(9)
+    query, key, value = (rng.standard_normal(s).astype(np.float32) for s in (q, k, k))
+    last = np.array([3, 40, 90, -1], np.int64)
+    for b, p in enumerate(last[:2]):
+        key[b, :, p + 1:], value[b, :, p + 1:] = np.nan, np.nan
+    out, want = _launch(module, [query, key, value, last], tmp_path)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    keep = (np.arange(70)[None, :] <= last[:, None])[:, None, None, :]
+    clean = [np.nan_to_num(a) for a in (key, value)]
+    masked = attention(query, *clean, keep, scale=0.1, causal=False, zero_undefined_rows=False, mask_fill=fill)
+    np.testing.assert_allclose(out, masked, rtol=2e-5, atol=2e-5)
+    assert np.isfinite(out).all()
 
 
 def _packed(dtype, b, s, h, d, epilogue=False, dynamic=False):

@@ -17,7 +17,10 @@ write:
   last query sees every key), which is PyTorch's for ``Sq == Skv`` and ONNX ``Attention``'s
   with a past KV cache (FlashAttention's convention).
 - the mask kind follows from the mask's element type: ``i1`` is a boolean mask (true =
-  attend), the query's float type an additive one (``mask_kind``).
+  attend), the query's float type an additive one, ``i64`` ``[B | 1]`` the last key each
+  batch row attends (``mask_kind`` ``"last_key"``: a static KV cache read at a position,
+  FlashAttention's ``seqused_k``; ``last-key-mask`` writes it). The keys after it are left
+  out, never read; a negative last key hides every key, each scoring ``mask_fill``.
 - grouped-query / multi-query attention: ``H`` a multiple of ``Hkv``; query head ``h``
   reads KV head ``h // (H / Hkv)``, as ``repeat_kv`` (``np.repeat`` on the head axis)
   expands them (``groups``).
@@ -95,6 +98,16 @@ def _swap_bshd(layout: str):
     return lambda s: s
 
 
+LAST_KEY_TYPE = IntegerType(64)
+"""The element type of a last-key mask (ONNX positions are int64)."""
+
+
+def _check_last_keys(what: str, mask: Shape, batch: int) -> None:
+    if len(mask) != 1 or mask[0] not in (1, batch, DYN):
+        raise VerifyException(f"{what}'s last-key mask must be {_fmt([batch])} (one per batch row) or [1], "
+                              f"got {_fmt(mask)}")
+
+
 def infer_attention_shape(q: Shape, k: Shape, v: Shape, mask: Shape | None) -> Shape:
     """``[B, H, Sq, D] x [B, Hkv, Skv, D] x [B, Hkv, Skv, Dv] -> [B, H, Sq, Dv]``."""
     if (len(q), len(k), len(v)) != (4, 4, 4):
@@ -155,10 +168,12 @@ class AttentionOp(NNOp):
 
     @property
     def mask_kind(self) -> str:
-        """``"none"``, ``"boolean"`` (an ``i1`` mask: true attends) or ``"additive"``."""
+        """``"none"``, ``"boolean"`` (an ``i1`` mask: true attends), ``"last_key"`` (an
+        ``i64`` mask: the last key of each batch row) or ``"additive"``."""
         if self.mask is None:
             return "none"
-        return "boolean" if _tensor(self.mask).element_type == IntegerType(1) else "additive"
+        element = _tensor(self.mask).element_type
+        return "boolean" if element == IntegerType(1) else "last_key" if element == LAST_KEY_TYPE else "additive"
 
     @property
     def groups(self) -> int | None:
@@ -179,14 +194,17 @@ class AttentionOp(NNOp):
             self.check_element_type(_tensor(v).element_type, f"{what} element type", (t,))
         if self.mask is not None:
             self.check_element_type(_tensor(self.mask).element_type, "mask element type",
-                                    (t, IntegerType(1)))
+                                    (t, IntegerType(1), LAST_KEY_TYPE))
 
     def infer_shape(self) -> Shape:
         _check_layout("attention", self.layout)
-        mask = None if self.mask is None else _shape(self.mask)
+        last_key = self.mask_kind == "last_key"
+        mask = None if self.mask is None or last_key else _shape(self.mask)
         swap = _swap_bshd(self.layout)
         out = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
                                     swap(_shape(self.value)), mask)
+        if last_key:
+            _check_last_keys("attention", _shape(self.mask), out[0])
         return swap(out)
 
     def result_dims(self, dims: Dims, arith: ShapeArith) -> list:
@@ -197,10 +215,6 @@ class AttentionOp(NNOp):
 def partial_row_size(value_dim: int) -> int:
     """Floats of one split's partial: the unnormalized output (``Dv``), then ``m`` and ``l``."""
     return value_dim + 2
-
-
-LAST_KEY_TYPE = IntegerType(64)
-"""The element type of ``nn.attention_partial``'s last-key mask (ONNX positions are int64)."""
 
 
 @irdl_op_definition
@@ -226,11 +240,8 @@ class AttentionPartialOp(NNOp):
     There is no ``causal`` property: for one query row the bottom-right causal frontier
     (``j <= 0 + Skv - 1``) keeps every key, so ``split-kv-attention`` drops the flag.
 
-    An ``i64`` mask ``[B | 1]`` is the last key each batch row attends (``mask_kind``
-    ``"last_key"``: a static KV cache's ``arange(Skv) <= position``, FlashAttention's
-    ``seqused_k``): the keys after it are left out, as keys past ``Skv`` are (never read:
-    a split past it has no key). A negative last key hides every key, each scoring
-    ``mask_fill`` as the boolean mask's hidden keys do."""
+    With a last-key mask the keys after it are left out as keys past ``Skv`` are (a split
+    past it has no key)."""
     traits = kind_trait(OpKind.OPAQUE)  # its own kernel (grid-strided over splits), no epilogue
 
     name = "nn.attention_partial"
@@ -258,16 +269,9 @@ class AttentionPartialOp(NNOp):
         _init(self, [query, key, value, [] if mask is None else [mask]], result_type,
               scale=float(scale), splits=int(splits), layout=layout, mask_fill=_fill(mask_fill))
 
+    mask_kind = AttentionOp.mask_kind
     groups = AttentionOp.groups
     heads_axis = AttentionOp.heads_axis
-
-    @property
-    def mask_kind(self) -> str:
-        """``nn.attention``'s kinds, or ``"last_key"`` (an ``i64`` mask: the last key each
-        batch row attends)."""
-        if self.mask is not None and _tensor(self.mask).element_type == LAST_KEY_TYPE:
-            return "last_key"
-        return AttentionOp.mask_kind.fget(self)  # type: ignore[attr-defined]
 
     def infer_element_type(self) -> Attribute:
         return f32
@@ -291,9 +295,8 @@ class AttentionPartialOp(NNOp):
         mask = None if self.mask is None or last_key else _shape(self.mask)
         b, h, rows, dv = infer_attention_shape(swap(_shape(self.query)), swap(_shape(self.key)),
                                                swap(_shape(self.value)), mask)
-        if last_key and (len(_shape(self.mask)) != 1 or _shape(self.mask)[0] not in (1, b)):
-            raise VerifyException(f"attention_partial's last-key mask must be {_fmt([b])} (one per batch row) or [1], "
-                                  f"got {_fmt(_shape(self.mask))}")
+        if last_key:
+            _check_last_keys("attention_partial", _shape(self.mask), b)
         if rows not in (1, DYN):
             raise VerifyException(f"attention_partial takes one query row, got {rows}")
         return (b, h, self.splits, DYN if dv == DYN else partial_row_size(dv))

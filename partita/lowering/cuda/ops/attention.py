@@ -19,7 +19,7 @@ Split-KV decode (``split-kv-attention``) has two ops of its own:
 * ``nn.attention_partial``: the **decode** schedule (``flash_attention.DecodeConfig``:
   16-byte K / V loads by lane groups, one block per (split, batch x head) pair, blocks
   grid-striding over the pairs) for f16 / bf16 / f32, D = Dv a multiple of 8 up to 256,
-  no mask or a key padding mask, Q a kernel argument or a head split of a packed QKV row
+  no mask, a key padding mask or a last-key mask, Q a kernel argument or a head split of a packed QKV row
   (``_query_rows``); else a per-element kernel over the split's keys;
 * ``nn.attention_combine``: per element, the splits' partials rescaled to their common
   maximum (a short tail: the partials are ``B * H * splits * (D + 2)`` floats).
@@ -32,7 +32,10 @@ NaN and +inf scores and fully masked rows follow the reference in every schedule
 NaN, or zeros with ``zero_undefined_rows``; with a finite ``mask_fill`` hidden keys score the
 fill, so a fully masked row averages the values (the rows, per-element, decode and flash schedules).
 A key whose probability is 0 still multiplies
-its value (0 * NaN is NaN), as the reference's ``p @ v`` does.
+its value (0 * NaN is NaN), as the reference's ``p @ v`` does. A last-key mask (a static
+cache read at a position) is no key padding mask for flash; the rows, per-element and
+decode schedules stop each batch row's keys after its last (``_key_stop``), so the keys
+after it are never read.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
 its rotation pair."""
@@ -76,7 +79,7 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         return None
     strides = _key_padding_strides(emitter, op)
     rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
-    if strides is None or op.mask_kind == "additive" or None in rows:
+    if strides is None or op.mask_kind in ("additive", "last_key") or None in rows:
         return None
     if op.mask is not None and not isinstance(op.mask, BlockArgument):
         return None
@@ -194,16 +197,20 @@ def _layout(op: nn.AttentionOp):
     return lambda b_, h_, s_, d_: [b_, h_, s_, d_]
 
 
-def _last_key_lines(emitter, op: nn.AttentionPartialOp, b: str, hi: str) -> list[str]:
-    """With a last-key mask: ``last`` declared (batch row ``b``'s), and the split's end
-    ``hi`` cut after it, so the keys after it are never read (none cut when it is
-    negative: every key is then hidden by ``_mask_lines``)."""
+def _key_stop(emitter, op: nn.AttentionOp | nn.AttentionPartialOp, b: str, end: str,
+              indent: str) -> tuple[list[str], str]:
+    """``(lines, C expression)``: where batch row ``b``'s loop over the keys stops, ``end``
+    or, with a last-key mask, right after its last key (``last``, declared here; a negative
+    one cuts nothing: ``_mask_lines`` then hides every key), so the keys after it are never
+    read."""
     if op.mask_kind != "last_key":
-        return []
+        return [], end
+    T = emitter.index_type
     batch = emitter.dims[op.query][0]
     last = emitter.load(op.mask, emitter._broadcast_dims_index(emitter.dims[op.mask], [batch], [b]))
-    return [f"    const long long last = {last};",
-            f"    if (last >= 0 && last + 1 < {hi}) {hi} = last + 1;"]
+    stop = emitter.var("stop")
+    return [f"{indent}const long long last = {last};",
+            f"{indent}const {T} {stop} = last >= 0 && last + 1 < {end} ? ({T})(last + 1) : {end};"], stop
 
 
 def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, indent: str) -> list[str]:
@@ -214,7 +221,7 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     _, _, kv_len, _ = at(*dk)
     lines, hidden = [], _c_float(op.mask_fill)  # a hidden key's score: -inf unless masked_fill's
     causal = isinstance(op, nn.AttentionOp) and op.causal  # nn.attention_partial: one row, no frontier
-    if op.mask_kind == "last_key":  # declared by _last_key_lines
+    if op.mask_kind == "last_key":  # declared by _key_stop
         lines.append(f"{indent}if ({j} > last) s = {hidden};")
     elif op.mask is not None:
         scores = [dq[0], heads, q_len, kv_len]
@@ -254,6 +261,7 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
     b, h, hk, i, raw, active = v("b"), v("h"), v("hk"), v("i"), v("i_raw"), v("active")
     qv, acc, j0, n, jj, j, e, c = v("qv"), v("acc"), v("kstart"), v("n"), v("jj"), v("j"), v("e"), v("c")
     undefined, rows = v("undefined"), "0.0f" if op.zero_undefined_rows else "__int_as_float(0x7fc00000)"
+    stop_lines, stop = _key_stop(emitter, op, b, _p(kv_len), "    ")  # uniform per block: one (batch, head)
     out_t = str(op.result.type.element_type)
     store = lambda x: emitter.stored(x, out_t)  # noqa: E731
     lines = [
@@ -266,6 +274,7 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         f"    const {T} {h} = {t} / {q_tiles} % {_p(heads)};",
         # Query head h reads KV head h / (H / Hkv) (repeat_kv's interleaved expansion).
         f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
+        *stop_lines,
         f"    const {T} {raw} = {t} % {q_tiles} * {warps} + {warp};",
         f"    const bool {active} = {raw} < {_p(q_len)};",
         f"    const {T} {i} = {active} ? {raw} : {_p(q_len)} - 1;",
@@ -279,8 +288,8 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         f"    for (int u = 0; u < {vpl}; ++u) {acc}[u] = 0.0f;",
         f"    float m = {_NEG_INF}, l = 0.0f;",
         f"    bool {undefined} = false;",
-        f"    for ({T} {j0} = 0; {j0} < {_p(kv_len)}; {j0} += {tile}) {{",
-        f"      const int {n} = (int)({_p(kv_len)} - {j0} < {tile} ? {_p(kv_len)} - {j0} : {tile});",
+        f"    for ({T} {j0} = 0; {j0} < {stop}; {j0} += {tile}) {{",
+        f"      const int {n} = (int)({stop} - {j0} < {tile} ? {stop} - {j0} : {tile});",
         "      __syncthreads();  // the previous tile is read by every warp",
     ]
     for buf, operand, dim in ((ks, op.key, head_dim), (vs, op.value, value_dim)):
@@ -345,12 +354,14 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     _, heads, q_len, head_dim = at(*dq)
     _, kv_heads, kv_len, _ = at(*dk)
     hk, j, d = emitter.var("hk"), emitter.var("j"), emitter.var("d")
+    stop_lines, stop = _key_stop(emitter, op, b, _p(kv_len), "    ")
     lines = [
         # Query head h reads KV head h / (H / Hkv) (repeat_kv's interleaved expansion).
         f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
+        *stop_lines,
         f"    float m = {_NEG_INF}, l = 0.0f, acc = 0.0f;",
         "    bool undefined = false;",
-        f"    for ({T} {j} = 0; {j} < {_p(kv_len)}; ++{j}) {{",
+        f"    for ({T} {j} = 0; {j} < {stop}; ++{j}) {{",
         "      float s = 0.0f;",
         f"      for ({T} {d} = 0; {d} < {_p(head_dim)}; ++{d})",
         f"        s += {emitter.load(op.query, at(b, h, i, d))} * {emitter.load(op.key, at(b, hk, j, d))};",
@@ -432,15 +443,16 @@ def _attention_partial(emitter, op: nn.AttentionPartialOp) -> list[str]:
     _, kv_heads, kv_len, _ = at(*dk)
     value_dim = _p(dv[3])
     hk, j, d, chunk, lo, hi = (emitter.var(n) for n in ("hk", "j", "d", "chunk", "lo", "hi"))
+    stop_lines, stop = _key_stop(emitter, op, b, hi, "    ")
     lines = [
         f"    const {T} {hk} = {h} / ({_p(heads)} / {_p(kv_heads)});",
         f"    const {T} {chunk} = ({_p(kv_len)} + {op.splits - 1}) / {op.splits};",
         f"    const {T} {lo} = {split} * {chunk} < {_p(kv_len)} ? {split} * {chunk} : {_p(kv_len)};",
-        f"    {T} {hi} = {lo} + {chunk} < {_p(kv_len)} ? {lo} + {chunk} : {_p(kv_len)};",
-        *_last_key_lines(emitter, op, b, hi),
+        f"    const {T} {hi} = {lo} + {chunk} < {_p(kv_len)} ? {lo} + {chunk} : {_p(kv_len)};",
+        *stop_lines,
         f"    float m = {_NEG_INF}, l = 0.0f, acc = 0.0f;",
         "    bool undefined = false;",
-        f"    for ({T} {j} = {lo}; {j} < {hi}; ++{j}) {{",
+        f"    for ({T} {j} = {lo}; {j} < {stop}; ++{j}) {{",
         "      float s = 0.0f;",
         f"      for ({T} {d} = 0; {d} < {_p(head_dim)}; ++{d})",
         f"        s += {emitter.load(op.query, at(b, h, '0', d))} * {emitter.load(op.key, at(b, hk, j, d))};",

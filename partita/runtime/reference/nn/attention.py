@@ -13,12 +13,25 @@ from partita.dialects import nn
 from partita.runtime.reference.nn.base import compute_type, store
 
 
+def _last_keys(scores, v, last, fill):
+    """``scores [B, H, Sq, Skv]`` and ``v [B, H, Skv, Dv]`` under a last-key mask: a key after
+    its batch row's last scores ``fill``, and is left out (score -inf, value 0: never read)
+    when the last key is not negative."""
+    last = np.broadcast_to(np.asarray(last).reshape(-1), (scores.shape[0],))
+    hidden = np.arange(scores.shape[-1])[None, :] > last[:, None]  # [B, Skv]
+    left_out = hidden & (last >= 0)[:, None]
+    scores = np.where(hidden[:, None, None, :], scores.dtype.type(fill), scores)
+    scores = np.where(left_out[:, None, None, :], -np.inf, scores).astype(scores.dtype)
+    return scores, np.where(left_out[:, None, :, None], v.dtype.type(0), v)
+
+
 def _scores(q, k, mask, scale, fill=-np.inf):
     """``scale * q @ k^T`` with the mask applied (KV heads repeated for GQA): a boolean mask
-    makes the scores it leaves out ``fill``, a float one is added."""
+    makes the scores it leaves out ``fill``, a float one is added (a last-key mask:
+    ``_last_keys``)."""
     k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
     scores = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale)
-    if mask is None:
+    if mask is None or mask.dtype == np.int64:
         return scores
     if mask.dtype == np.bool_:
         return np.where(mask, scores, fill).astype(q.dtype)
@@ -32,6 +45,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     v = np.repeat(v, q.shape[1] // v.shape[1], axis=1)  # query head h reads KV head h // groups
     with np.errstate(invalid="ignore", over="ignore"):
         scores = _scores(q, k, mask, scale, mask_fill)
+        if mask is not None and mask.dtype == np.int64:
+            scores, v = _last_keys(scores, v, mask, mask_fill)
         if causal:
             sq, skv = scores.shape[-2:]
             keep = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
@@ -55,15 +70,10 @@ def attention_partial(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndar
     kv_len = k.shape[2]
     chunk = -(-kv_len // splits)
     with np.errstate(invalid="ignore", over="ignore"):
-        if mask is not None and mask.dtype == np.int64:  # the last key of each batch row
-            last = np.broadcast_to(mask.reshape(-1), (b,))
-            hidden = np.arange(kv_len)[None, :] > last[:, None]  # [B, Skv]
-            left_out = (hidden & (last >= 0)[:, None])[:, None, :]  # never read, as keys past Skv
-            x = np.where(hidden[:, None, :], mask_fill, _scores(q, k, None, scale)[:, :, 0, :])
-            x = np.where(left_out, -np.inf, x).astype(q.dtype)
-            v = np.where(left_out[..., None], 0, v)
-        else:
-            x = _scores(q, k, mask, scale, mask_fill)[:, :, 0, :]  # [B, H, Skv]
+        scores = _scores(q, k, mask, scale, mask_fill)
+        if mask is not None and mask.dtype == np.int64:
+            scores, v = _last_keys(np.broadcast_to(scores, (b, h, 1, kv_len)), v, mask, mask_fill)
+        x = scores[:, :, 0, :]  # [B, H, Skv]
         x = np.broadcast_to(x, (b, h, kv_len))
         for s in range(splits):
             lo, hi = min(s * chunk, kv_len), min((s + 1) * chunk, kv_len)
