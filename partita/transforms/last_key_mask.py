@@ -33,7 +33,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -45,6 +45,7 @@ from xdsl.pattern_rewriter import (
 
 from partita.dialects import nn
 from partita.ir.constants import constant_values
+from partita.ir.slices import producers
 from partita.transforms.target_utils import lowers_on_target
 
 __all__ = ["HIDING_FILL", "LastKeyMask", "StaticCachePosition", "cache_position"]
@@ -91,18 +92,6 @@ def cache_position(op: nn.AttentionOp) -> SSAValue | None:
     return position if padded[1:] == (1, 1, 1) and padded[0] != DYNAMIC_INDEX else None
 
 
-def _producers(value: SSAValue) -> list[Operation]:
-    """``value``'s op, then the ops of its operands, depth first."""
-    ops: list[Operation] = []
-    pending = [value]
-    while pending:
-        v = pending.pop()
-        if isinstance(v.owner, Operation) and v.owner not in ops:
-            ops.append(v.owner)
-            pending.extend(v.owner.operands)
-    return ops
-
-
 @dataclass
 class StaticCachePosition(RewritePattern):
     """``nn.attention`` masked up to a cache position -> its last-key mask (module
@@ -114,7 +103,7 @@ class StaticCachePosition(RewritePattern):
         if position is None:
             return
         assert op.mask is not None
-        mask_ops = _producers(op.mask)
+        mask_ops = producers(op.mask)
         shape = _shape(position)
         last = position
         if len(shape) != 1:  # [B, 1, 1, 1] -> [B]; one element of any other rank -> [1]

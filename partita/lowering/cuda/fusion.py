@@ -14,6 +14,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 import partita.lowering.cuda.ops  # noqa: F401  (registers the lowering rules)
 from partita.dialects import nn
+from partita.ir.slices import producers
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, InPlace, Rule
 
@@ -150,18 +151,6 @@ def prologue_error(op: Operation, anchor: Operation) -> str | None:
     return None
 
 
-def _producers(value: SSAValue) -> list[Operation]:
-    """The ops of ``value``'s block that ``value`` is computed from (itself included)."""
-    seen: list[Operation] = []
-    pending = [value]
-    while pending:
-        v = pending.pop()
-        if isinstance(v.owner, Operation) and v.owner not in seen:
-            seen.append(v.owner)
-            pending.extend(v.owner.operands)
-    return seen
-
-
 def kernel_function_error(function: FuncOp) -> str | None:
     """Why ``function`` cannot become a fused kernel (``None`` if it can)."""
     if len(function.body.blocks) != 1:
@@ -185,13 +174,13 @@ def kernel_function_error(function: FuncOp) -> str | None:
         (anchor,) = anchors
         if reads_views(anchor):
             # Every operand a kernel argument or an index view of one.
-            prologue = [op for v in anchor.operands for op in _producers(v)]
+            prologue = [op for v in anchor.operands for op in producers(v)]
             if (view := next((op for op in prologue if not is_view(op)), None)) is not None:
                 return f"computes an operand of '{anchor.name}' with '{view.name}' (only index views can be fused)"
         else:
             if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
                 return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"
-            prologue = _producers(anchor.operands[0])
+            prologue = producers(anchor.operands[0])
             for op in prologue:
                 if (why := prologue_error(op, anchor)) is not None:
                     return f"computes an operand of '{anchor.name}' it cannot fuse: {why}"
