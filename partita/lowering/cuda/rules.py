@@ -123,10 +123,16 @@ class TiledProduct:
     k: Dim
     a: str
     b: str
+    """B's element (``""`` with ``stage_b``)."""
     a_rows: bool
     """A's K axis is contiguous (``a[mm, kk]`` row-major), else its M axis."""
     b_rows: bool
     """B's N axis is contiguous (``b[kk, nn]`` row-major), else its K axis."""
+    stage_b: tuple[str, ...] = ()
+    """Lines that stage B's whole ``16 x 64`` tile of K step ``k0`` and columns ``n0 ..``
+    into ``Bs[16][65]`` (floats, zeros past ``K`` and ``N``) with the block's ``tid`` (0 ..
+    127), in place of the element-wise staging of ``b``: a packed operand read a word at a
+    time (a 4-bit weight's 8 codes, their block's scale and zero point loaded once)."""
 
 
 INJECTIVE: dict[type[Operation], Rule] = {}

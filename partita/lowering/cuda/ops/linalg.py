@@ -133,9 +133,10 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
 
 def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     """The tensor-core tiles of a 4-bit GEMM with many rows (a prefill; ``Rule.tiles``):
-    the weight tile dequantized as it is staged (its code, less its block's zero point,
-    times its scale, rounded to the input's type: what the f16 / bf16 tensor cores take),
-    so each weight byte is read once per 64 rows rather than once per row. f16 and bf16
+    the weight tile dequantized as it is staged, a 32-bit word of 8 codes a thread (each
+    code less its block's zero point, times its scale, rounded to the input's type: what
+    the f16 / bf16 tensor cores take), so each weight byte is read once per 64 rows rather
+    than once per row. f16 and bf16
     inputs (f32 keeps the exact warp and per-element schedules); the weight must be a
     kernel argument."""
     dtype = str(op.input.type.element_type)
@@ -143,13 +144,28 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
         return None
     k = op.input.type.get_shape()[-1]
     block = f"(kk / {op.block_size})"
-    byte = emitter.load(op.weight, ["nn", "(kk >> 1)"])
-    code = f"(float)((kk & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
     zero = emitter.load(op.zero_points, ["nn", block])
     scale = emitter.load(op.scales, ["nn", block])
+    T = emitter.index_type
+    # The 16 x 64 weight tile of a K step: a thread a column's 8 codes (one aligned 32-bit
+    # word: rows K / 2 bytes apart, a multiple of 8; the step inside one block of >= 16
+    # codes, so one scale and zero point; K a multiple of 16, so no partial word).
+    stage = (
+        "{ const int c = tid >> 1, h = tid & 1;",
+        f"  const {T} nn = n0 + c, kk = k0 + 8 * h;",
+        "  if (nn < N) {",
+        f"    const unsigned word = *(const unsigned*)(in{op.weight.index} + nn * (K / 2) + (kk >> 1));",
+        f"    const float zero = (float){zero}, scale = {scale};",
+        "    #pragma unroll",
+        "    for (int j = 0; j < 8; ++j) Bs[8 * h + j][c] = ((float)((word >> (4 * j)) & 15u) - zero) * scale;",
+        "  } else {",
+        "    #pragma unroll",
+        "    for (int j = 0; j < 8; ++j) Bs[8 * h + j][c] = 0.0f;",
+        "  }",
+        "}",
+    )
     a = f"in{op.input.index}[mm * K + kk]"
-    return TiledProduct(dtype, k, a=f"ld_{dtype}({a})", b=f"({code} - (float){zero}) * {scale}", a_rows=True,
-                        b_rows=False)
+    return TiledProduct(dtype, k, a=f"ld_{dtype}({a})", b="", a_rows=True, b_rows=False, stage_b=stage)
 
 
 @window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits, tiles=_tiles_nbits)
