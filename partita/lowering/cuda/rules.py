@@ -122,17 +122,21 @@ class TiledProduct:
     """The operand type the tensor cores take (``f16`` / ``bf16``)."""
     k: Dim
     a: str
+    """A's element (``""`` with ``stage_a``)."""
     b: str
     """B's element (``""`` with ``stage_b``)."""
     a_rows: bool
     """A's K axis is contiguous (``a[mm, kk]`` row-major), else its M axis."""
     b_rows: bool
     """B's N axis is contiguous (``b[kk, nn]`` row-major), else its K axis."""
+    stage_a: tuple[str, ...] = ()
+    """Lines that stage A's whole ``64 x 16`` tile of rows ``m0 ..`` and K step ``k0`` into
+    ``As[64][17]`` (floats, zeros past ``M`` and ``K``) with the block's ``tid`` (0 .. 127),
+    in place of the element-wise staging of ``a``: rows read 16 bytes at a time."""
     stage_b: tuple[str, ...] = ()
-    """Lines that stage B's whole ``16 x 64`` tile of K step ``k0`` and columns ``n0 ..``
-    into ``Bs[16][65]`` (floats, zeros past ``K`` and ``N``) with the block's ``tid`` (0 ..
-    127), in place of the element-wise staging of ``b``: a packed operand read a word at a
-    time (a 4-bit weight's 8 codes, their block's scale and zero point loaded once)."""
+    """Likewise B's ``16 x 64`` tile of K step ``k0`` and columns ``n0 ..`` into
+    ``Bs[16][65]``, in place of ``b``: a packed operand read a word at a time (a 4-bit
+    weight's 8 codes, their block's scale and zero point loaded once)."""
 
 
 INJECTIVE: dict[type[Operation], Rule] = {}

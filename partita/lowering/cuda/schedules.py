@@ -589,6 +589,20 @@ class ScheduleMixin:
         return self._mma_tiles(product, m, n, batch_dims, [f"const {ct}* a = {a_ptr};", f"const {ct}* b = {b_ptr};"],
                                split, used, store)
 
+    def _mma_staging(self, product: TiledProduct, a_rc: tuple[str, str], b_rc: tuple[str, str]) -> list[str]:
+        """The lines staging a K step's A and B tiles: the product's own (``stage_a`` /
+        ``stage_b``), else one loop of the block's threads over the tiles' elements."""
+        T, tile = self.index_type, MMA_TILE
+        elements = []
+        if not product.stage_a:
+            elements += [f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
+                         f"            As[r][c] = mm < M && kk < K ? {product.a} : 0.0f; }}"]
+        if not product.stage_b:
+            elements += [f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
+                         f"            Bs[r][c] = kk < K && nn < N ? {product.b} : 0.0f; }}"]
+        loop = [f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{", *elements, "        }"]
+        return [*(loop if elements else []), *(f"        {line}" for line in (*product.stage_a, *product.stage_b))]
+
     def _mma_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str], split: int,
                    used: str, store: str) -> list[str]:
         """64x64 output tiles on tensor cores: K in steps of 16 through shared memory (each
@@ -621,13 +635,7 @@ class ScheduleMixin:
             "      #pragma unroll",
             "      for (int e = 0; e < 32; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
             f"      for ({T} k0 = 0; k0 < K; k0 += 16) {{",
-            f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{",
-            f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
-            f"            As[r][c] = mm < M && kk < K ? {product.a} : 0.0f; }}",
-            *([f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
-               f"            Bs[r][c] = kk < K && nn < N ? {product.b} : 0.0f; }}"] if not product.stage_b else []),
-            "        }",
-            *(f"        {line}" for line in product.stage_b),
+            *self._mma_staging(product, a_rc, b_rc),
             "        __syncthreads();",
             "        float af[2][8], bf[4][4];",
             "        #pragma unroll",

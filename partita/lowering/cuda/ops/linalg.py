@@ -136,7 +136,7 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     the weight tile dequantized as it is staged, a 32-bit word of 8 codes a thread (each
     code less its block's zero point, times its scale, rounded to the input's type: what
     the f16 / bf16 tensor cores take), so each weight byte is read once per 64 rows rather
-    than once per row. f16 and bf16
+    than once per row; the input tile 16 bytes a thread. f16 and bf16
     inputs (f32 keeps the exact warp and per-element schedules); the weight must be a
     kernel argument."""
     dtype = str(op.input.type.element_type)
@@ -164,8 +164,24 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
         "  }",
         "}",
     )
-    a = f"in{op.input.index}[mm * K + kk]"
-    return TiledProduct(dtype, k, a=f"ld_{dtype}({a})", b="", a_rows=True, b_rows=False, stage_b=stage)
+    # The 64 x 16 input tile: a thread half a row's step, 8 elements in one 16-byte load
+    # (rows K elements apart, a multiple of 16; buffers 256-byte aligned).
+    ct = "__half" if dtype == "f16" else "__nv_bfloat16"
+    stage_a = (
+        "{ const int r = tid >> 1, h = tid & 1;",
+        f"  const {T} mm = m0 + r, kk = k0 + 8 * h;",
+        "  if (mm < M) {",
+        f"    const partita_v16 w = *(const partita_v16*)(in{op.input.index} + mm * K + kk);",
+        f"    const {ct}* e = (const {ct}*)&w;",
+        "    #pragma unroll",
+        f"    for (int j = 0; j < 8; ++j) As[r][8 * h + j] = ld_{dtype}(e[j]);",
+        "  } else {",
+        "    #pragma unroll",
+        "    for (int j = 0; j < 8; ++j) As[r][8 * h + j] = 0.0f;",
+        "  }",
+        "}",
+    )
+    return TiledProduct(dtype, k, a="", b="", a_rows=True, b_rows=False, stage_a=stage_a, stage_b=stage)
 
 
 @window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits, tiles=_tiles_nbits)
