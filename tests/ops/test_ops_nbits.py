@@ -255,6 +255,32 @@ def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
     assert "(gemm, 128 threads/block)" in str(row.kernel)
 
 
+def test_a_half_precision_matmul_nbits_at_decode_and_prefill_rows_equals_onnxruntime():
+    """onnxruntime's MatMulNBits with f16 activations and scales (what its quantizer writes
+    for an f16 LLM), rows known at run time: one two-schedule kernel, equal to onnxruntime's
+    CPU run at 3 rows (GEMV) and 100 rows (tiles)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(5)
+    n, k, block = 64, 256, 32
+    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
+    s = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float16)
+    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["rows", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["rows", n])],
+                              [numpy_helper.from_array(b, "b"), numpy_helper.from_array(s, "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    exe = partita.compile(model)
+    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 128 threads/block)"]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for rows in (3, 100):
+        x = rng.standard_normal((rows, k)).astype(np.float16)
+        (want,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(exe.run(x)[0].astype(np.float32), want.astype(np.float32), rtol=2e-3,
+                                   atol=2e-3 * np.abs(want.astype(np.float32)).max())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_4_bit_gemms_on_the_gpu():
