@@ -11,8 +11,10 @@ time still reports what it finished.
   the simulated device instead.
 * ``benchmarks``: GEMM TFLOP/s (CUTLASS, cuBLASLt, and on an H100/H200 the CUTLASS 3
   Hopper kernel ``sm_90a`` builds) against ``torch.matmul``, a row
-  reduction's GB/s against ``torch.sum``, and attention against
-  ``torch.nn.functional.scaled_dot_product_attention``, on the same device.
+  reduction's GB/s against ``torch.sum``, attention against
+  ``torch.nn.functional.scaled_dot_product_attention``, and a 4-bit projection
+  (onnxruntime's MatMulNBits: a decode step's GEMV in GB/s, a prefill's tiles in TFLOP/s)
+  against ``torch.matmul`` of its f16 weight, on the same device.
 * ``models``: the bundled models (``examples/*.onnx``) and the exported ones
   (``tests/models/exported/*.onnx``, with their recorded inputs), compiled for this GPU's
   arch, run, and compared with onnxruntime on the CPU; their latency run eagerly, replayed
@@ -554,6 +556,56 @@ def attention_model(batch: int, heads: int, seq: int, dim: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def nbits_model(n: int, k: int, block: int = 32):
+    """``y = x @ dequantize(w)ᵀ`` as onnxruntime's MatMulNBits writes a 4-bit LLM
+    projection: f16 activations of ``?`` rows, a random packed weight and scales; returns
+    the model and the dequantized f16 weight ``[N, K]`` (what a dense f16 GEMM reads)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    packed = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
+    scales = (rng.random((n, k // block)) * 0.02 + 0.001).astype(np.float16)
+    codes = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, k).astype(np.float32)
+    weight = ((codes - 8) * np.repeat(scales.astype(np.float32), block, axis=1)).astype(np.float16)
+    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["rows", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["rows", n])],
+                              [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales.reshape(-1), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    return model, weight
+
+
+def nbits_rows(writer: RowWriter, arch: str, n: int = 4096, k: int = 4096, repeat: int = 20) -> None:
+    """A 4-bit projection at a decode step's one row (GB/s of the packed weight; reference:
+    torch.matmul reading the f16 weight) and at a prefill's 2048 rows (TFLOP/s; reference:
+    torch.matmul of the dequantized weight), checked against that product."""
+    import torch
+
+    import partita
+
+    model, weight = nbits_model(n, k)
+    w = torch.from_numpy(weight).cuda()
+    exe = partita.compile(model, model_targets(arch))
+    exe.load("cuda")
+    for rows in (1, 2048):
+        x = torch.randn(rows, k, device="cuda", dtype=torch.float16)
+        want = torch.matmul(x, w.T)
+        (out,) = exe.run(x, outputs="device")
+        error = relative_error([np.asarray(out.numpy(), np.float32)], [want.float().cpu().numpy()])
+        ours = median_seconds(lambda: exe.run(x, outputs="device"), repeat, sync=torch.cuda.synchronize)  # noqa: B023
+        theirs = median_seconds(lambda: torch.matmul(x, w.T), repeat, sync=torch.cuda.synchronize)  # noqa: B023
+        if rows == 1:  # bandwidth-bound: the weight's bytes as each reads them
+            metric, value, reference = "GB/s", n * k / 2 / ours / 1e9, n * k * 2 / theirs / 1e9
+        else:
+            flops = 2.0 * rows * n * k
+            metric, value, reference = "TFLOP/s", flops / ours / 1e12, flops / theirs / 1e12
+        writer.add(Row("benchmarks", f"4-bit GEMM f16 {rows}x{n}x{k} (blocks of 32)", metric, value, reference,
+                       "ok" if error <= 5e-2 else "FAIL",
+                       f"reference: torch.matmul of the f16 weight, {ours * 1e6:.0f} us vs {theirs * 1e6:.0f} us; "
+                       f"max rel. error {error:.2g}"))
+
+
 def _ops(text: str) -> list:
     from xdsl.dialects.func import FuncOp
 
@@ -657,7 +709,8 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
     for name, bench in (("gemm", lambda: gemm_rows(writer, gemm_timers, torch_timer(matmul), 4096, 4096, 4096)),
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
-                        ("attention", lambda: attention_rows(writer, arch))):
+                        ("attention", lambda: attention_rows(writer, arch)),
+                        ("4-bit GEMM", lambda: nbits_rows(writer, arch))):
         try:
             bench()
         except Exception as err:  # noqa: BLE001 - one benchmark's failure is a row

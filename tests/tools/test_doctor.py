@@ -297,6 +297,23 @@ def test_models_are_compiled_for_the_gpus_arch() -> None:
     assert validate.model_targets("sm_89", "cudnn") == ["cuda -arch=sm_89", "cutlass -sm=89", "cudnn", "llvm"]
 
 
+def test_the_4_bit_benchmark_model_and_its_f16_weight_are_onnxruntimes() -> None:
+    """The 4-bit GEMM benchmark compares Partita with torch.matmul of the dequantized f16
+    weight: that weight is what onnxruntime's MatMulNBits computes with, and Partita's
+    compile of the model is its two-schedule kernel."""
+    import onnxruntime as ort
+
+    import partita
+
+    model, weight = validate.nbits_model(64, 128)
+    x = np.random.default_rng(1).standard_normal((70, 128)).astype(np.float16)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(x.astype(np.float32) @ weight.astype(np.float32).T, want.astype(np.float32),
+                               rtol=2e-3, atol=2e-3 * np.abs(want.astype(np.float32)).max())
+    exe = partita.compile(model, validate.model_targets("sm_90"))
+    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 128 threads/block)"]
+
+
 def test_attention_model_is_what_exporters_write() -> None:
     model = validate.attention_model(1, 2, 8, 4)
     onnx.checker.check_model(model)
