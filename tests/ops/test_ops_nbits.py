@@ -203,8 +203,8 @@ def test_prefill_rows_run_on_tensor_core_tiles(tmp_path: Path):
 
 
 def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
-    """sm_90 SASS of an f16 4-bit GEMM's kernel: the GEMV schedule's 128-bit weight loads and
-    five-step shuffle tree; the tiles' 2x4 HMMA per K step, their input tile staged 16 bytes
+    """sm_90 SASS of an f16 4-bit GEMM's kernel: the GEMV schedule's 128-bit weight and
+    input loads and five-step shuffle tree; the tiles' 2x4 HMMA per K step, their input tile staged 16 bytes
     a thread and their weight tile a 32-bit word of 8 codes a thread (one byte load left in
     each schedule: the block's zero point); no local memory."""
     from support.sass import compiled_sass
@@ -215,7 +215,8 @@ def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
     (entry,) = [k.entry for k in program.kernels.values()]
     _, sass = compiled_sass(program.code, use_cache=False)
     text = sass[entry]
-    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 2 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    # 128-bit loads: the GEMV's weight (32 codes) and input (4 x 8 halves), the tiles' input
+    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 1 + 4 + 1 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
     assert len(re.findall(r"\bHMMA\.16816\.F32\b", text)) == 8
     assert len(re.findall(r"\bLDG\.E(?:\.CONSTANT)? ", text)) == 1 and len(re.findall(r"\bLDG\.E\.U8\b", text)) == 2
     assert not re.search(r"\b(STL|LDL)\b", text)

@@ -100,8 +100,9 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     a weight read once; ``Rule.warp``): the lanes stride over the packed weight row 16 bytes
     (32 codes, one 128-bit load) at a time where K is a multiple of 32, else 4 bytes (8
     codes), so each warp load is 512 (128) contiguous bytes of the weight, and the warps of
-    a block take consecutive outputs (the next weight rows). The weight must be a kernel
-    argument (it is read through a raw pointer)."""
+    a block take consecutive outputs (the next weight rows); an f16 / bf16 input argument is
+    read 8 elements (16 bytes) a word. The weight must be a kernel argument (it is read
+    through a raw pointer)."""
     if not isinstance(op.weight, BlockArgument):
         return None
     o = list(emitter.out_index)
@@ -114,6 +115,16 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     scale = emitter.load(op.scales, [o[-1], block])
     zero = emitter.load(op.zero_points, [o[-1], block])
     unpack = "const unsigned* word = q.w;" if words == 4 else "const unsigned word[1] = {q};"
+    dtype = str(op.input.type.element_type)
+    xs: list[str] = []
+    if dtype in MMA_DTYPES and isinstance(op.input, BlockArgument):
+        # A half input row read 16 bytes (the 8 elements of a word's codes) at a time: rows
+        # K elements apart, K a multiple of 8 (of the block size), buffers 256-byte aligned.
+        ct = "__half" if dtype == "f16" else "__nv_bfloat16"
+        row = emitter._linear(emitter.dims[op.input], [*o[:-1], "0"])
+        xs = [f"          const partita_v16 xv = *(const partita_v16*)(in{op.input.index} + {row} + {first});",
+              f"          const {ct}* xe = (const {ct}*)&xv;"]
+        x = f"ld_{dtype}(xe[j])"
     lines = [
         f"      const {vector}* codes = (const {vector}*)(in{op.weight.index} + ({emitter.index_type}){o[-1]} * {k // 2});",
         f"      for (int c = lane; c < {k // (8 * words)}; c += 32) {{",
@@ -122,6 +133,7 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
         "#pragma unroll",
         f"        for (int w = 0; w < {words}; ++w) {{",
         f"          const float scale = {scale}, zero = (float){zero};",
+        *xs,
         "#pragma unroll",
         "          for (int j = 0; j < 8; ++j)",
         "            acc = fmaf((float)" + x + ", ((float)((word[w] >> (4 * j)) & 15u) - zero) * scale, acc);",
