@@ -147,9 +147,9 @@ def test_the_native_kernels_unpack_every_byte(tmp_path: Path, schedule: str, mon
     module = fuse("".join(NBITS.replace("T", t) for t in _NP))
     assert host_ops(module) == []
     _, records, host = build_for_host(module, tmp_path)
-    # f16 and bf16 kernels hold the tensor-core tiles too (for more rows: the next test)
+    # the kernels hold tiles too (for more rows: the next test)
     assert {getattr(r, "threads_per_output", None) or r.gemv_rows for r in records.values()} == (
-        {32, GEMV_ROWS} if schedule == "warp" else {1})
+        {GEMV_ROWS} if schedule == "warp" else {1})
     rng = np.random.default_rng(0)
     for name, function in fused_functions(module).items():
         t = _NP[name.split("_")[1]]
@@ -173,22 +173,24 @@ func.func @nbt16_T(%x: tensor<?x80xT>, %w: tensor<24x40xui8>, %s: tensor<24x5xT>
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
-def test_prefill_rows_run_on_tensor_core_tiles(tmp_path: Path):
-    """An f16 / bf16 4-bit GEMM is one ``gemm`` kernel with two schedules, chosen at launch
-    by its rows: the warp-per-output GEMV up to ``GEMV_ROWS`` rows, else 64x64 tensor-core
-    tiles (``mma.sync`` m16n8k16, emulated by fragment exchange on the host) whose weight
-    tile is dequantized as it is staged. Built for the host, each row count launched with
-    its record's geometry (row tiles capped at two blocks, so blocks stride over the rest)
-    equals the reference: several column tiles with a partial one, a bias and ReLU
-    epilogue, blocks of 16 and 32, every byte value."""
-    module = fuse("".join(NBITS_TILES.replace("T", t) for t in ("f16", "bf16")))
+def test_prefill_rows_run_on_tiles(tmp_path: Path):
+    """A 4-bit GEMM is one ``gemm`` kernel with two schedules, chosen at launch by its rows:
+    the warp-per-output GEMV up to ``GEMV_ROWS`` rows, else tiles whose weight tile is
+    dequantized as it is staged: 64x64 tensor-core tiles for f16 / bf16 (``mma.sync``
+    m16n8k16, emulated by fragment exchange on the host), 16x16 SIMT ones for f32. Built
+    for the host, each row count launched with its record's geometry (row tiles capped at
+    two blocks, so blocks stride over the rest) equals the reference: several column tiles
+    with a partial one, a bias and ReLU epilogue, blocks of 16 and 32, every byte value."""
+    module = fuse("".join(NBITS_TILES.replace("T", t) for t in ("f16", "bf16", "f32")))
     program, records, host = build_for_host(module, tmp_path)
     rng = np.random.default_rng(1)
     for name, function in fused_functions(module).items():
-        record, t = records[name], _NP[name.split("_")[1]]
-        assert record.gemv_rows == GEMV_ROWS and f"partita_mma_{name.split('_')[1]}(" in program.kernels[name].code
+        record, dtype = records[name], name.split("_")[1]
+        t, mma = _NP[dtype], dtype != "f32"
+        assert record.gemv_rows == GEMV_ROWS and (f"partita_mma_{dtype}(" in program.kernels[name].code) == mma
+        tile, threads = (64, 128) if mma else (16, 256)
         rows_per = 3 if name.startswith("nbt_") else 1
-        for rows in (1, 2, 45):  # 3 or 6 rows (GEMV, or tiles past 4), 135 or 45 (three or one row tiles)
+        for rows in (1, 2, 45):  # 3 or 6 rows (GEMV, or tiles past 4), 135 or 45 (several row tiles)
             args = _every_byte_arguments(function, t, rng, rows)
             clone = function.clone()
             clone.sym_visibility = StringAttr("public")
@@ -196,8 +198,9 @@ def test_prefill_rows_run_on_tensor_core_tiles(tmp_path: Path):
             out = np.zeros(expected.shape, expected.dtype)
             grid, block = record.geometry(out.shape)
             gemv = rows * rows_per <= GEMV_ROWS
-            assert (block, grid[1]) == ((128, 1, 1), 1 if gemv else -(-rows * rows_per // 64))
-            assert grid[0] == (-(-rows * rows_per * out.shape[-1] * 32 // 128) if gemv else -(-out.shape[-1] // 64))
+            assert block == ((threads, 1, 1) if gemv or mma else (16, 16, 1))
+            assert grid[1] == (1 if gemv else -(-rows * rows_per // tile))
+            assert grid[0] == (-(-rows * rows_per * out.shape[-1] * 32 // threads) if gemv else -(-out.shape[-1] // tile))
             host.launch(record, (min(grid[0], 4) if gemv else grid[0], min(grid[1], 2), 1), block, args, out)
             _assert_close(out, expected, t, f"{name} at {rows * rows_per} rows")
 

@@ -524,8 +524,7 @@ class KernelEmitter(ScheduleMixin):
             body, block = whole
             extra = {"kind": "window", "block": block}
         elif kernel_kind(self.anchor) == "window" and (tiled := self._tiled_window(numel, used, store)) is not None:
-            body, gemv_rows = tiled
-            extra = {"kind": "gemm", "split": 0, "tile": MMA_TILE, "block": MMA_THREADS, "gemv_rows": gemv_rows}
+            body, extra = tiled
         elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:
             body = warp
             extra = {"kind": "window", "block": WARP_WINDOW_BLOCK, "threads_per_output": 32}

@@ -452,24 +452,28 @@ class ScheduleMixin:
             "  }",
         ]
 
-    def _tiled_window(self, numel, used: str, store: str) -> tuple[list[str], int] | None:
+    def _tiled_window(self, numel, used: str, store: str) -> tuple[list[str], dict] | None:
         """The body of a window kernel whose anchor's rule has a tile schedule
-        (``Rule.tiles``, launched as a ``gemm`` kernel: ``_mma_tiles``); with a warp
+        (``Rule.tiles``, launched as a ``gemm`` kernel: ``_mma_tiles`` for f16 / bf16
+        operands, else ``_simt_tiles``); with a warp
         schedule too, the kernel takes it for at most ``GEMV_ROWS`` rows (a branch every
-        thread takes alike; the record sizes the grid to match). Returns the body and the
-        rows the warp schedule takes (0: none)."""
+        thread takes alike; the record sizes the grid to match). Returns the body and its
+        record's launch fields (``gemv_rows``: the rows the warp schedule takes, 0: none)."""
         anchor = self.anchor
         rule = _rule_for(anchor, _rules()[1]) if anchor is not None else None
         product = rule.tiles(self, anchor) if rule is not None and rule.tiles is not None else None
         if product is None:
             return None
         rows = _product(self.out_dims[:-1])
-        tiles = self._mma_tiles(product, rows, self.out_dims[-1], [], [], 0, used, store)
+        mma = product.dtype in MMA_DTYPES
+        tiles = (self._mma_tiles if mma else self._simt_tiles)(product, rows, self.out_dims[-1], [], [], 0, used, store)
+        record = {"kind": "gemm", "split": 0, "tile": MMA_TILE if mma else GEMM_TILE,
+                  "block": MMA_THREADS if mma else GEMM_TILE * GEMM_TILE, "gemv_rows": 0}
         warp = self._warp_window(numel, used, store)
         if warp is None:
-            return tiles, 0
+            return tiles, record
         return [f"  if ({rows} <= {GEMV_ROWS}) {{", *(f"  {line}" for line in warp), "  } else {",
-                *(f"  {line}" for line in tiles), "  }"], GEMV_ROWS
+                *(f"  {line}" for line in tiles), "  }"], {**record, "gemv_rows": GEMV_ROWS}
 
     def _window(self) -> list[str]:
         """The anchor's value ``y`` at the output index: a loop over its window."""
@@ -524,35 +528,43 @@ class ScheduleMixin:
                 pointer(a, a_batch, _mul(m, k)), pointer(b, b_batch, _mul(k, n)))
 
     def _gemm(self, split: int, used: str, store: str) -> list[str]:
-        """16x16 output tiles, K in steps of 16 through shared memory."""
+        """The SIMT tiles of an ``nn`` GEMM anchor (``_simt_tiles``): each operand read at its
+        batch's pointer along its contiguous axis."""
+        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
+        at, bt = _dtype(a.type), _dtype(b.type)
+        product = TiledProduct(at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
+                               b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
+                               a_rows=a_rows, b_rows=b_rows)
+        setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
+        return self._simt_tiles(product, m, n, batch_dims, setup, split, used, store)
+
+    def _simt_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
+                    split: int, used: str, store: str) -> list[str]:
+        """16x16 output tiles, a thread each, K in steps of 16 through shared memory (each
+        operand's element staged by the thread that walks its contiguous axis)."""
         anchor = self.anchor
         assert anchor is not None
         T, tile = self.index_type, GEMM_TILE
-        a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
-        a_at = "a[mm * K + kk]" if a_rows else "a[kk * M + mm]"
-        b_at = "b[kk * N + nn]" if b_rows else "b[nn * K + kk]"
         # Each load walks the operand's contiguous axis with threadIdx.x.
-        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
-        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if b_rows else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
-        at, bt = _dtype(a.type), _dtype(b.type)
+        a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if product.a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
+        b_load = ("k0 + ty", "n0 + tx", "Bs[ty][tx]") if product.b_rows else ("k0 + tx", "n0 + ty", "Bs[tx][ty]")
         return [
             f"  const {T} M = {m};",
             f"  const {T} N = {n};",
-            f"  const {T} K = {k};",
+            f"  const {T} K = {product.k};",
             f"  const {T} batch = {_product(batch_dims)};",
             f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
             f"  __shared__ float As[{tile}][{tile + 1}];",
             f"  __shared__ float Bs[{tile}][{tile + 1}];",
             "  const int tx = threadIdx.x, ty = threadIdx.y;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
-            f"    const {_C_TYPES[at]}* a = {a_ptr};",
-            f"    const {_C_TYPES[bt]}* b = {b_ptr};",
+            *(f"    {line}" for line in setup),
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
             "      float acc = 0.0f;",
             f"      for ({T} k0 = 0; k0 < K; k0 += {tile}) {{",
-            f"        {{ const {T} mm = {a_load[0]}, kk = {a_load[1]}; {a_load[2]} = mm < M && kk < K ? {self._load(a_at, at)} : 0.0f; }}",
-            f"        {{ const {T} kk = {b_load[0]}, nn = {b_load[1]}; {b_load[2]} = kk < K && nn < N ? {self._load(b_at, bt)} : 0.0f; }}",
+            f"        {{ const {T} mm = {a_load[0]}, kk = {a_load[1]}; {a_load[2]} = mm < M && kk < K ? {product.a} : 0.0f; }}",
+            f"        {{ const {T} kk = {b_load[0]}, nn = {b_load[1]}; {b_load[2]} = kk < K && nn < N ? {product.b} : 0.0f; }}",
             "        __syncthreads();",
             f"        for (int q = 0; q < {tile}; ++q) acc += As[ty][q] * Bs[q][tx];",
             "        __syncthreads();",
@@ -569,7 +581,6 @@ class ScheduleMixin:
             "    }",
             "  }",
         ]
-
 
     def _mma_dtype(self) -> str | None:
         """The operand type of a tensor-core GEMM (both operands f16, or both bf16)."""

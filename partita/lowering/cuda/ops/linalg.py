@@ -148,16 +148,21 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     the weight tile dequantized as it is staged, a 32-bit word of 8 codes a thread (each
     code less its block's zero point, times its scale, rounded to the input's type: what
     the f16 / bf16 tensor cores take), so each weight byte is read once per 64 rows rather
-    than once per row; the input tile 16 bytes a thread. f16 and bf16
-    inputs (f32 keeps the exact warp and per-element schedules); the weight must be a
-    kernel argument."""
+    than once per row; the input tile 16 bytes a thread. f32 inputs take 16x16 SIMT tiles
+    instead (exact f32 products: the weight read once per 16 rows, each code dequantized
+    once per 16 rows rather than once per row). The operands must be kernel arguments."""
     dtype = str(op.input.type.element_type)
-    if dtype not in MMA_DTYPES or not all(isinstance(v, BlockArgument) for v in op.operands):
+    if not all(isinstance(v, BlockArgument) for v in op.operands):
         return None
     k = op.input.type.get_shape()[-1]
     block = f"(kk / {op.block_size})"
     zero = emitter.load(op.zero_points, ["nn", block])
     scale = emitter.load(op.scales, ["nn", block])
+    if dtype not in MMA_DTYPES:  # f32: 16x16 SIMT tiles, exact f32 products, an element a thread
+        byte = emitter.load(op.weight, ["nn", "(kk >> 1)"])
+        code = f"(float)((kk & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+        return TiledProduct(dtype, k, a=f"in{op.input.index}[mm * K + kk]", b=f"({code} - (float){zero}) * {scale}",
+                            a_rows=True, b_rows=False)
     T = emitter.index_type
     # The 16 x 64 weight tile of a K step: a thread a column's 8 codes (one aligned 32-bit
     # word: rows K / 2 bytes apart, a multiple of 8; the step inside one block of >= 16
