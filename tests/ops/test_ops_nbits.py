@@ -56,6 +56,20 @@ def nbits_model(k: int, n: int, block: int, *, signed: bool = True, zero_points:
     return model, rng.standard_normal((*(r if isinstance(r, int) else 1 for r in rows), k)).astype(dtype)
 
 
+def matmul_nbits_model(n: int, k: int, dtype, rows: int | str, rng: np.random.Generator,
+                       block: int = 32) -> onnx.ModelProto:
+    """onnxruntime's MatMulNBits ``[rows, K] @ dequantize(B)ᵀ`` with a random packed weight
+    ``B [N, K / block, block / 2]`` and scales of ``dtype`` (no zero points: the middle code)."""
+    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
+    s = (rng.random(n * k // block) * 0.1 + 0.01).astype(dtype)
+    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", _FLOAT[dtype], [rows, k])],
+                              [helper.make_tensor_value_info("y", _FLOAT[dtype], [rows, n])],
+                              [numpy_helper.from_array(b, "b"), numpy_helper.from_array(s, "s")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+
+
 @pytest.mark.parametrize("signed, zero_points, block", [(True, True, 32), (False, True, 16), (True, False, 128),
                                                         (False, False, 64)],
                          ids=["int4-zp-32", "uint4-zp-16", "int4-128", "uint4-64"])
@@ -266,15 +280,8 @@ def test_a_half_precision_matmul_nbits_at_decode_and_prefill_rows_equals_onnxrun
     import onnxruntime as ort
 
     rng = np.random.default_rng(5)
-    n, k, block = 64, 256, 32
-    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
-    s = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float16)
-    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
-                            block_size=block)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["rows", k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["rows", n])],
-                              [numpy_helper.from_array(b, "b"), numpy_helper.from_array(s, "s")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    k = 256
+    model = matmul_nbits_model(64, k, np.float16, "rows", rng)
     exe = partita.compile(model)
     assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 128 threads/block)"]
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -418,15 +425,8 @@ def test_an_external_data_4_bit_weight_stays_in_its_file(tmp_path: Path):
     from partita.ir.parameters import ParameterAttr
 
     rng = np.random.default_rng(0)
-    n, k, block = 64, 256, 32
-    b = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
-    s = (rng.random(n * k // block) * 0.1 + 0.01).astype(np.float32)
-    node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
-                            block_size=block)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])],
-                              [numpy_helper.from_array(b, "b"), numpy_helper.from_array(s, "s")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    n, k = 64, 256
+    model = matmul_nbits_model(n, k, np.float32, 2, rng)
     path = tmp_path / "nbits.onnx"
     onnx.save(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
     (gemm,) = [op for op in import_onnx(path).walk() if isinstance(op, nn.MatmulNBitsOp)]
