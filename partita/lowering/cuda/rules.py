@@ -102,9 +102,10 @@ class Rule:
 
     tiles: Callable[..., Any] | None = None
     """Window rules only: ``(emitter, op) -> TiledProduct | None``, the op as a product the
-    tensor-core tile schedule computes (a weight-only quantized GEMM dequantizing its weight
-    tile as it stages it). With a ``warp`` schedule too, the kernel runs the warp one for
-    at most ``schedules.GEMV_ROWS`` rows (known at launch) and the tiles beyond."""
+    tile schedules compute (tensor-core tiles for f16 / bf16 operands, SIMT ones else; a
+    weight-only quantized GEMM dequantizing its weight tile as it stages it). With a
+    ``warp`` schedule too, the kernel runs the warp one for at most ``schedules.GEMV_ROWS``
+    rows (known at launch) and the tiles beyond."""
 
     def accepts(self, op: Operation) -> bool:
         return self.supports is None or bool(self.supports(op))
@@ -112,7 +113,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class TiledProduct:
-    """What the tensor-core tile schedule reads of an anchor that is a product ``A[M, K] ·
+    """What the tile schedules read of an anchor that is a product ``A[M, K] ·
     B[K, N]`` (its output ``[..., N]``, the rows ``M`` its leading axes): each operand's
     element as a C expression (compute type) of the tile's indices, ``mm`` and ``kk`` for
     A, ``kk`` and ``nn`` for B (in range: the schedule bounds-checks them), and which axis
@@ -130,7 +131,7 @@ class TiledProduct:
     b_rows: bool
     """B's N axis is contiguous (``b[kk, nn]`` row-major), else its K axis."""
     stage_a: tuple[str, ...] = ()
-    """Lines that stage A's whole ``64 x 16`` tile of rows ``m0 ..`` and K step ``k0`` into
+    """Tensor-core tiles only: lines that stage A's whole ``64 x 16`` tile of rows ``m0 ..`` and K step ``k0`` into
     ``As[64][17]`` (floats, zeros past ``M`` and ``K``) with the block's ``tid`` (0 .. 127),
     in place of the element-wise staging of ``a``: rows read 16 bytes at a time."""
     stage_b: tuple[str, ...] = ()

@@ -38,10 +38,10 @@ GEMV_ROWS = 4
 """Rows (M, known at launch) up to which a product with both a warp-per-output and a tile
 schedule (``Rule.warp`` and ``Rule.tiles``: a weight-only 4-bit GEMM) runs the former: a
 decode step's few rows read each weight row once per row, 128 bits a load, over a grid of
-an output per warp that fills the device; more rows (a prefill) take 64x64 tensor-core
-tiles, each weight tile staged once per 64 rows. An estimate (the warp schedule rereads
-the weight from L2 per row; the tiles' first 64 rows fill only ``N / 64`` blocks), to be
-measured on a GPU."""
+an output per warp that fills the device; more rows (a prefill) take the tiles (64x64 on
+tensor cores for f16 / bf16, 16x16 SIMT for f32), each weight tile staged once per tile of
+rows. An estimate (the warp schedule rereads the weight from L2 per row; the tensor-core
+tiles' first 64 rows fill only ``N / 64`` blocks), to be measured on a GPU."""
 
 
 ROW_BLOCK_FEW = 1024
@@ -544,6 +544,7 @@ class ScheduleMixin:
         operand's element staged by the thread that walks its contiguous axis)."""
         anchor = self.anchor
         assert anchor is not None
+        assert not product.stage_a and not product.stage_b, "staging lines fill the tensor-core tiles' buffers"
         T, tile = self.index_type, GEMM_TILE
         # Each load walks the operand's contiguous axis with threadIdx.x.
         a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if product.a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
