@@ -97,9 +97,6 @@ from partita.lowering.cuda.fusion import (
 from partita.lowering.cuda.rules import RowReduction
 from partita.lowering.cuda.schedules import (
     BLOCK_SIZE,
-    GEMM_TILE,
-    MMA_THREADS,
-    MMA_TILE,
     WARP_WINDOW_BLOCK,
     ScheduleMixin,
 )
@@ -553,14 +550,7 @@ class KernelEmitter(ScheduleMixin):
             extra = {"kind": "rowwise", "split": split, "block": sched.threads,
                      "rows_per_block": sched.rows_per_block, "schedule": sched.name}
         else:
-            split = 0 if isinstance(self.anchor, nn.DenseOp) else rank - 2
-            mma = self._mma_dtype()
-            if mma is not None:
-                body = self._gemm_mma(split, used, store, mma)
-                extra = {"kind": "gemm", "split": split, "tile": MMA_TILE, "block": MMA_THREADS}
-            else:
-                body = self._gemm(split, used, store)
-                extra = {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
+            body, extra = self._gemm(0 if isinstance(self.anchor, nn.DenseOp) else rank - 2, used, store)
         if self.anchor is not None:
             extra["anchor"] = self.anchor.name
         head[1] = f'extern "C" __global__ void __launch_bounds__({extra.get("block", BLOCK_SIZE)})'

@@ -454,8 +454,8 @@ class ScheduleMixin:
 
     def _tiled_window(self, numel, used: str, store: str) -> tuple[list[str], dict] | None:
         """The body of a window kernel whose anchor's rule has a tile schedule
-        (``Rule.tiles``, launched as a ``gemm`` kernel: ``_mma_tiles`` for f16 / bf16
-        operands, else ``_simt_tiles``); with a warp
+        (``Rule.tiles``, launched as a ``gemm`` kernel: ``_tiles``, tensor-core ones for
+        f16 / bf16 operands); with a warp
         schedule too, the kernel takes it for at most ``GEMV_ROWS`` rows (a branch every
         thread takes alike; the record sizes the grid to match). Returns the body and its
         record's launch fields (``gemv_rows``: the rows the warp schedule takes, 0: none)."""
@@ -465,13 +465,11 @@ class ScheduleMixin:
         if product is None:
             return None
         rows = _product(self.out_dims[:-1])
-        mma = product.dtype in MMA_DTYPES
-        tiles = (self._mma_tiles if mma else self._simt_tiles)(product, rows, self.out_dims[-1], [], [], 0, used, store)
-        record = {"kind": "gemm", "split": 0, "tile": MMA_TILE if mma else GEMM_TILE,
-                  "block": MMA_THREADS if mma else GEMM_TILE * GEMM_TILE, "gemv_rows": 0}
+        tiles, record = self._tiles(product, product.dtype in MMA_DTYPES, rows, self.out_dims[-1], [], [], 0, used,
+                                    store)
         warp = self._warp_window(numel, used, store)
         if warp is None:
-            return tiles, record
+            return tiles, {**record, "gemv_rows": 0}
         return [f"  if ({rows} <= {GEMV_ROWS}) {{", *(f"  {line}" for line in warp), "  } else {",
                 *(f"  {line}" for line in tiles), "  }"], {**record, "gemv_rows": GEMV_ROWS}
 
@@ -527,16 +525,25 @@ class ScheduleMixin:
         return (a, b, (am, ak) == (-2, -1), (bk, bn) == (-2, -1), m, n, k, batch_dims,
                 pointer(a, a_batch, _mul(m, k)), pointer(b, b_batch, _mul(k, n)))
 
-    def _gemm(self, split: int, used: str, store: str) -> list[str]:
-        """The SIMT tiles of an ``nn`` GEMM anchor (``_simt_tiles``): each operand read at its
-        batch's pointer along its contiguous axis."""
+    def _gemm(self, split: int, used: str, store: str) -> tuple[list[str], dict]:
+        """The tiles of an ``nn`` GEMM anchor (``_tiles``; tensor-core ones when
+        ``_mma_dtype`` says so): each operand read at its batch's pointer along its
+        contiguous axis."""
         a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
         at, bt = _dtype(a.type), _dtype(b.type)
         product = TiledProduct(at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
                                b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
                                a_rows=a_rows, b_rows=b_rows)
         setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
-        return self._simt_tiles(product, m, n, batch_dims, setup, split, used, store)
+        return self._tiles(product, self._mma_dtype() is not None, m, n, batch_dims, setup, split, used, store)
+
+    def _tiles(self, product: TiledProduct, mma: bool, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
+               split: int, used: str, store: str) -> tuple[list[str], dict]:
+        """The body of ``product``'s tiles, tensor-core (``_mma_tiles``) or SIMT
+        (``_simt_tiles``), and its ``gemm`` record's launch fields."""
+        body = (self._mma_tiles if mma else self._simt_tiles)(product, m, n, batch_dims, setup, split, used, store)
+        tile, block = (MMA_TILE, MMA_THREADS) if mma else (GEMM_TILE, GEMM_TILE * GEMM_TILE)
+        return body, {"kind": "gemm", "split": split, "tile": tile, "block": block}
 
     def _simt_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
                     split: int, used: str, store: str) -> list[str]:
@@ -589,17 +596,6 @@ class ScheduleMixin:
         assert anchor is not None
         a, b = (_dtype(v.type) for v in anchor.operands[:2])
         return a if a == b and a in MMA_DTYPES else None
-
-    def _gemm_mma(self, split: int, used: str, store: str, dtype: str) -> list[str]:
-        """The tensor-core tiles of an ``nn`` GEMM anchor (``_mma_tiles``): each operand read
-        at its batch's pointer along its contiguous axis."""
-        _, _, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
-        ct = _C_TYPES[dtype]
-        product = TiledProduct(dtype, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", dtype),
-                               b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", dtype),
-                               a_rows=a_rows, b_rows=b_rows)
-        return self._mma_tiles(product, m, n, batch_dims, [f"const {ct}* a = {a_ptr};", f"const {ct}* b = {b_ptr};"],
-                               split, used, store)
 
     def _mma_staging(self, product: TiledProduct, a_rc: tuple[str, str], b_rc: tuple[str, str]) -> list[str]:
         """The lines staging a K step's A and B tiles: the product's own (``stage_a`` /
