@@ -120,7 +120,7 @@ class TiledProduct:
     of each is contiguous in memory, so the threads staging a tile walk it."""
 
     dtype: str
-    """The operand type the tensor cores take (``f16`` / ``bf16``)."""
+    """A's element type (``f16`` / ``bf16``: the tensor cores take the product)."""
     k: Dim
     a: str
     """A's element (``""`` with ``stage_a``)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from partita.dialects import nn
-from partita.lowering.cuda.cexpr import MMA_DTYPES
+from partita.lowering.cuda.cexpr import _C_TYPES, MMA_DTYPES
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
 from partita.lowering.cuda.rules import TiledProduct, window
@@ -95,6 +95,13 @@ def _matmul_float8(emitter, op: nn.MatmulFloat8Op) -> list[str]:
     ]
 
 
+def _code(emitter, op: nn.MatmulNBitsOp, n: str, k: str) -> str:
+    """The 4-bit code of weight element ``(n, k)`` as a float: the low nibble of byte
+    ``k // 2`` for an even ``k``, the high one for an odd ``k``."""
+    byte = emitter.load(op.weight, [n, f"(({k}) >> 1)"])  # parenthesized: the index is summed
+    return f"(float)((({k}) & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+
+
 def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     """The warp-per-output schedule of a 4-bit GEMV (a decode step's projections: few rows,
     a weight read once; ``Rule.warp``): the lanes stride over the packed weight row 16 bytes
@@ -111,7 +118,6 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     vector = "partita_v16" if words == 4 else "unsigned int"
     first = f"(c * {8 * words} + 8 * w)"  # the first code of word w of load c
     block = f"({first} / {op.block_size})"
-    x = emitter.load(op.input, [*o[:-1], f"({first} + j)"])
     scale = emitter.load(op.scales, [o[-1], block])
     zero = emitter.load(op.zero_points, [o[-1], block])
     unpack = "const unsigned* word = q.w;" if words == 4 else "const unsigned word[1] = {q};"
@@ -120,11 +126,13 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
     if dtype in MMA_DTYPES and isinstance(op.input, BlockArgument):
         # A half input row read 16 bytes (the 8 elements of a word's codes) at a time: rows
         # K elements apart, K a multiple of 8 (of the block size), buffers 256-byte aligned.
-        ct = "__half" if dtype == "f16" else "__nv_bfloat16"
+        ct = _C_TYPES[dtype]
         row = emitter._linear(emitter.dims[op.input], [*o[:-1], "0"])
         xs = [f"          const partita_v16 xv = *(const partita_v16*)(in{op.input.index} + {row} + {first});",
               f"          const {ct}* xe = (const {ct}*)&xv;"]
         x = f"ld_{dtype}(xe[j])"
+    else:
+        x = emitter.load(op.input, [*o[:-1], f"({first} + j)"])
     lines = [
         f"      const {vector}* codes = (const {vector}*)(in{op.weight.index} + ({emitter.index_type}){o[-1]} * {k // 2});",
         f"      for (int c = lane; c < {k // (8 * words)}; c += 32) {{",
@@ -159,8 +167,7 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     zero = emitter.load(op.zero_points, ["nn", block])
     scale = emitter.load(op.scales, ["nn", block])
     if dtype not in MMA_DTYPES:  # f32: 16x16 SIMT tiles, exact f32 products, an element a thread
-        byte = emitter.load(op.weight, ["nn", "(kk >> 1)"])
-        code = f"(float)((kk & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+        code = _code(emitter, op, "nn", "kk")
         return TiledProduct(dtype, k, a=f"in{op.input.index}[mm * K + kk]", b=f"({code} - (float){zero}) * {scale}",
                             a_rows=True, b_rows=False)
     T = emitter.index_type
@@ -183,7 +190,7 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     )
     # The 64 x 16 input tile: a thread half a row's step, 8 elements in one 16-byte load
     # (rows K elements apart, a multiple of 16; buffers 256-byte aligned).
-    ct = "__half" if dtype == "f16" else "__nv_bfloat16"
+    ct = _C_TYPES[dtype]
     stage_a = (
         "{ const int r = tid >> 1, h = tid & 1;",
         f"  const {T} mm = m0 + r, kk = k0 + 8 * h;",
@@ -209,8 +216,7 @@ def _matmul_nbits(emitter, op: nn.MatmulNBitsOp) -> list[str]:
     o = list(emitter.out_index)
     k = emitter.var("k")
     block = f"(({k}) / {op.block_size})"
-    byte = emitter.load(op.weight, [o[-1], f"(({k}) >> 1)"])  # parenthesized: the index is summed
-    code = f"(float)((({k}) & 1) ? ((unsigned)({byte}) >> 4) : ((unsigned)({byte}) & 15u))"
+    code = _code(emitter, op, o[-1], k)
     zero = emitter.load(op.zero_points, [o[-1], block])
     scale = emitter.load(op.scales, [o[-1], block])
     x = emitter.load(op.input, [*o[:-1], k])
