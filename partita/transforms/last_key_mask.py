@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
@@ -46,6 +46,7 @@ from xdsl.pattern_rewriter import (
 from partita.dialects import nn
 from partita.ir.constants import constant_values
 from partita.ir.slices import producers
+from partita.transforms.chains import tensor_shape
 from partita.transforms.target_utils import lowers_on_target
 
 __all__ = ["HIDING_FILL", "LastKeyMask", "StaticCachePosition", "cache_position"]
@@ -56,15 +57,10 @@ f32 for every visible score ``s`` above ``fill + 104``, and scores of -1e9 and b
 no attention's (``masked_fill(-1e9)`` and ``finfo.min`` are what exporters write)."""
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
 def _iota(value: SSAValue, length: int) -> bool:
     """``value`` is a constant ``[1, ..., 1, length]`` holding ``0 .. length - 1``."""
     owner = value.owner
-    shape = _shape(value)
+    shape = tensor_shape(value)
     if not isinstance(owner, nn.ConstantOp) or not shape or shape[-1] != length or any(d != 1 for d in shape[:-1]):
         return False
     return bool((np.asarray(constant_values(owner)).reshape(-1) == np.arange(length)).all())
@@ -83,9 +79,9 @@ def cache_position(op: nn.AttentionOp) -> SSAValue | None:
     elif not isinstance(compare, nn.LessEqualOp):
         return None
     iota, position = compare.lhs, compare.rhs
-    if not _iota(iota, _shape(op.key)[1 if op.layout == "BSHD" else 2]):
+    if not _iota(iota, tensor_shape(op.key)[1 if op.layout == "BSHD" else 2]):
         return None
-    shape = _shape(position)
+    shape = tensor_shape(position)
     if position.type.element_type != nn.LAST_KEY_TYPE or len(shape) > 4:
         return None
     padded = (1,) * (4 - len(shape)) + shape  # right-aligned to the scores [B, H, Sq, Skv]
@@ -104,7 +100,7 @@ class StaticCachePosition(RewritePattern):
             return
         assert op.mask is not None
         mask_ops = producers(op.mask)
-        shape = _shape(position)
+        shape = tensor_shape(position)
         last = position
         if len(shape) != 1:  # [B, 1, 1, 1] -> [B]; one element of any other rank -> [1]
             reshape = nn.ReshapeOp(position, [shape[0] if len(shape) == 4 else 1])
