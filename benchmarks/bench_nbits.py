@@ -20,21 +20,18 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp
+from fused_launch import time_fused_kernel  # benchmarks/fused_launch.py
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
-from partita.runtime.profile import time_steps
-from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
 NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -106,40 +103,20 @@ def main(argv: list[str] | None = None) -> None:
         line = (f"{rows:>5} {'warp' if gemv else 'tiles':>9} {flops / 1e9:>7.2f} {weight_traffic(passes, weight):>16} "
                 f"{weight_traffic(rows, weight):>16}")
         if device is not None:
-            seconds = measure(device, kernel, record, module, rows, args)
+            seconds = measure(device, kernel, module, rows, args)
             line += f" {seconds * 1e6:>8.1f} {flops / seconds / 1e12:>8.1f}"
         print(line, flush=True)
 
 
-def measure(device, kernel, record, module: ModuleOp, rows: int, args) -> float:
+def measure(device, kernel, module: ModuleOp, rows: int, args) -> float:
     """Seconds per launch with the record's geometry for ``rows`` rows (checked against the
     reference, which must agree to f16 rounding)."""
-    from partita.lowering import nvrtc
-
     rng = np.random.default_rng(0)
     t, blocks = NUMPY[args.dtype], args.k // args.block
     inputs = [rng.standard_normal((rows, args.k)).astype(t),
               rng.integers(0, 256, (args.n, args.k // 2)).astype(np.uint8),
               (rng.random((args.n, blocks)) * 0.02).astype(t), rng.integers(0, 16, (args.n, blocks)).astype(np.uint8)]
-    (fn,) = [f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data == kernel.function]
-    clone = fn.clone()
-    clone.sym_visibility = StringAttr("public")
-    (want,) = run(ModuleOp([clone]), *inputs, entry=kernel.function)
-    bufs = [device.to_device(a) for a in inputs]
-    out = device.alloc(want.nbytes)
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            loaded = device.load_module(nvrtc.compile_cuda(program_of(module).code, arch=device.arch,
-                                                           cache_dir=cache).cubin)
-            grid, block = record.geometry(want.shape)
-            launch_args = record.args([int(b) for b in bufs], int(out), record.runtime_dims([a.shape for a in inputs]))
-            launch = device.prepare_launch(loaded.kernel(record.entry), grid, block, 0, launch_args)
-            (seconds,) = time_steps(device, [launch], repeat=args.repeat, warmup=3)
-            got = device.from_device(out, want.shape, want.dtype).astype(np.float32)
-            loaded.unload()
-    finally:
-        for b in [*bufs, out]:
-            device.free(b)
+    want, got, seconds = time_fused_kernel(device, module, kernel, inputs, args.repeat)
     scale = float(np.abs(want.astype(np.float32)).max()) or 1.0
     if float(np.abs(got - want.astype(np.float32)).max()) > 2e-2 * scale:
         raise SystemExit(f"{rows} rows: the kernel does not match the reference")

@@ -22,21 +22,17 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp
+from fused_launch import time_fused_kernel  # benchmarks/fused_launch.py
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.lowering.cuda.codegen import program_of
-from partita.lowering.cuda.records import RECORDS, fused_record
-from partita.runtime.profile import time_steps
-from partita.runtime.reference import run
 from partita.transforms import get_all_passes
 
 NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
@@ -145,36 +141,14 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(device, kernel, module: ModuleOp, names: list[str], args, cols: int, perfect: int, peak) -> str:
     """`` us GB/s share``: the kernel launched with its record's geometry, timed, checked."""
-    from partita.lowering import nvrtc
-
     rng = np.random.default_rng(0)
     shapes = {"x": (args.rows, cols), "r": (args.rows, cols), "g": (cols,), "b": (cols,)}
     inputs = [rng.standard_normal(shapes[n]).astype(NUMPY[args.dtype]) for n in names]
-    (fn,) = [f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data == kernel.function]
-    clone = fn.clone()
-    clone.sym_visibility = StringAttr("public")
-    (want,) = run(ModuleOp([clone]), *inputs, entry=kernel.function)
-    record = RECORDS[kernel.kind].from_attr(fused_record(kernel))
-    bufs = [device.to_device(a) for a in inputs]
-    out = device.alloc(want.nbytes)
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            program = program_of(module)
-            loaded = device.load_module(nvrtc.compile_cuda(program.code, arch=device.arch, cache_dir=cache).cubin)
-            grid, block = record.geometry(want.shape)
-            launch_args = record.args([int(b) for b in bufs], int(out), record.runtime_dims([a.shape for a in inputs]))
-            launch = device.prepare_launch(loaded.kernel(record.entry), grid, block, 0, launch_args)
-            (seconds,) = time_steps(device, [launch], repeat=args.repeat, warmup=3)  # the plan's step clock
-            ms = seconds * 1e3
-            got = device.from_device(out, want.shape, want.dtype).astype(np.float32)
-            loaded.unload()
-    finally:
-        for b in [*bufs, out]:
-            device.free(b)
+    want, got, seconds = time_fused_kernel(device, module, kernel, inputs, args.repeat)
     err = float(np.max(np.abs(got - want.astype(np.float32))))
-    gbs = perfect / (ms * 1e-3) / 1e9
+    gbs = perfect / seconds / 1e9
     share = f"{gbs / peak:>6.0%}" if peak else f"{'?':>6}"
-    return f" {ms * 1e3:>8.1f} {gbs:>7.0f} {share}" + (f"  (max |err| {err:.2e})" if err > 1e-2 else "")
+    return f" {seconds * 1e6:>8.1f} {gbs:>7.0f} {share}" + (f"  (max |err| {err:.2e})" if err > 1e-2 else "")
 
 
 if __name__ == "__main__":
