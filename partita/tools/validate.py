@@ -562,10 +562,12 @@ def nbits_model(n: int, k: int, block: int = 32):
     the model and the dequantized f16 weight ``[N, K]`` (what a dense f16 GEMM reads)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from partita.dialects import nn
+
     rng = np.random.default_rng(0)
     packed = rng.integers(0, 256, (n, k // block, block // 2)).astype(np.uint8)
     scales = (rng.random((n, k // block)) * 0.02 + 0.001).astype(np.float16)
-    codes = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, k).astype(np.float32)
+    codes = nn.unpack_nibbles(packed.reshape(n, k // 2)).astype(np.float32)
     weight = ((codes - 8) * np.repeat(scales.astype(np.float32), block, axis=1)).astype(np.float16)
     node = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
                             block_size=block)
