@@ -48,6 +48,7 @@ from partita.dialects import nn
 from partita.files import cache_root
 from partita.ir.constants import constant_values
 from partita.ir.parameters import ParameterAttr, file_identity, storage_dtype
+from partita.transforms.chains import tensor_shape
 
 __all__ = ["CombineParallelDense", "has_parallel_dense", "parameter_directory"]
 
@@ -87,22 +88,17 @@ def _bias(dense: nn.DenseOp) -> tuple[Operation, nn.ConstantOp] | None:
     if len(uses) != 1:
         return None
     add = uses[0].operation
-    if isinstance(add, nn.BiasAddOp) and add.input is dense.result and add.axis in (-1, len(_shape(add.result)) - 1):
+    if isinstance(add, nn.BiasAddOp) and add.input is dense.result and add.axis in (-1, len(tensor_shape(add.result)) - 1):
         bias = add.bias
     elif isinstance(add, nn.AddOp) and add.result.type == dense.result.type:
         bias = add.rhs if add.lhs is dense.result else add.lhs
     else:
         return None
-    n = _shape(dense.result)[-1]
-    shape = _shape(bias)
+    n = tensor_shape(dense.result)[-1]
+    shape = tensor_shape(bias)
     if not isinstance(bias.owner, nn.ConstantOp) or not shape or shape[-1] != n or any(d != 1 for d in shape[:-1]):
         return None
     return add, bias.owner
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
 
 
 def _groups(block: Block) -> list[list[Product]]:
@@ -112,7 +108,7 @@ def _groups(block: Block) -> list[list[Product]]:
     for op in block.ops:
         if isinstance(op, Product) and (w := _weight(op)) is not None:
             block_size = op.block_size if isinstance(op, nn.MatmulNBitsOp) else 0
-            key = (op.input, (type(op), block_size, w.result.type.element_type, _shape(w.result)[1],
+            key = (op.input, (type(op), block_size, w.result.type.element_type, tensor_shape(w.result)[1],
                               op.result.type.element_type))
             by_input.setdefault(key, []).append(op)
     return [denses for denses in by_input.values() if len(denses) > 1]
@@ -155,7 +151,7 @@ def _combined_weight(parts: list[nn.ConstantOp], directory: Path, name: str) -> 
     t = parts[0].result.type
     assert isinstance(t, TensorType)
     dtype = storage_dtype(t.element_type)
-    shape = (sum(_shape(p.result)[0] for p in parts), _shape(parts[0].result)[1])
+    shape = (sum(tensor_shape(p.result)[0] for p in parts), tensor_shape(parts[0].result)[1])
     if not any(isinstance(p.value, ParameterAttr) for p in parts):
         return nn.ConstantOp(np.concatenate([constant_values(p) for p in parts]).astype(dtype, copy=False))
     try:
@@ -213,15 +209,15 @@ class CombineParallelDense(ModulePass):
         y = dense.result
         if any(b is not None for b in biases):
             dtype = storage_dtype(first.result.type.element_type)
-            rows = [constant_values(b[1]).reshape(-1) if b is not None else np.zeros(_shape(d.result)[-1], dtype)
+            rows = [constant_values(b[1]).reshape(-1) if b is not None else np.zeros(tensor_shape(d.result)[-1], dtype)
                     for d, b in zip(denses, biases)]
             bias = nn.ConstantOp(np.concatenate(rows).astype(dtype, copy=False))
             new += [bias, add := nn.AddOp(y, bias)]
             y = add.result
-        rank, offset = len(_shape(y)), 0
+        rank, offset = len(tensor_shape(y)), 0
         slices = []
         for d in denses:
-            n = _shape(d.result)[-1]
+            n = tensor_shape(d.result)[-1]
             part = nn.StridedSliceOp(y, [0] * (rank - 1) + [offset], [nn.SLICE_END] * (rank - 1) + [offset + n], [1] * rank,
                                      result_type=d.result.type)
             part.location = d.location

@@ -55,6 +55,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.transforms.causal_mask import SymbolicDims, split_causal
+from partita.transforms.chains import tensor_shape
 from partita.transforms.dead_ops import erase_dead_chain
 from partita.transforms.fuse_rotary import HEAD_SPLIT, FuseRotaryEmbedding, SinkHeadSplitPastRotary
 
@@ -77,11 +78,6 @@ def _scalar(value: SSAValue) -> float | None:
     return float(first)
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
 def _owner(value: SSAValue, kind: type[Operation]) -> Operation | None:
     owner = value.owner
     return owner if isinstance(owner, kind) else None
@@ -92,10 +88,10 @@ def _scaled(value: SSAValue) -> tuple[SSAValue, float, Operation | None]:
     op = value.owner
     if isinstance(op, nn.MultiplyOp | nn.DivideOp):
         c = _scalar(op.rhs)
-        if c is not None and _shape(op.result) == _shape(op.lhs):
+        if c is not None and tensor_shape(op.result) == tensor_shape(op.lhs):
             return op.lhs, (c if isinstance(op, nn.MultiplyOp) else 1.0 / c), op
         c = _scalar(op.lhs)
-        if isinstance(op, nn.MultiplyOp) and c is not None and _shape(op.result) == _shape(op.rhs):
+        if isinstance(op, nn.MultiplyOp) and c is not None and tensor_shape(op.result) == tensor_shape(op.rhs):
             return op.rhs, c, op
     return value, 1.0, None
 
@@ -117,7 +113,7 @@ def _repeat_kv(value: SSAValue) -> tuple[SSAValue, int]:
     if split is None:
         return value, 1
     x = split.input
-    xs, ss, es, ms = _shape(x), _shape(split.result), _shape(expand.result), _shape(merge.result)
+    xs, ss, es, ms = tensor_shape(x), tensor_shape(split.result), tensor_shape(expand.result), tensor_shape(merge.result)
     if len(xs) != 4 or len(ss) != 5 or len(es) != 5 or len(ms) != 4:
         return value, 1
     heads, groups = ss[1], es[2]
@@ -150,7 +146,7 @@ def _key(kt: SSAValue) -> tuple[SSAValue, float, list[Operation]]:
         break
     if transposed:
         return value, factor, []
-    rank = len(_shape(value))
+    rank = len(tensor_shape(value))
     swap = nn.TransposeOp(value, [*range(rank - 2), rank - 1, rank - 2])
     return swap.result, factor, [swap]
 
@@ -179,8 +175,8 @@ def _swap_through_rank3(value: SSAValue) -> SSAValue | None:
     inner = t and _owner(t.input, nn.ReshapeOp)
     if inner is None or tuple(t.perm) != (0, 2, 1):
         return None
-    y, out, mid = inner.input, _shape(outer.result), _shape(inner.result)
-    ys = _shape(y)
+    y, out, mid = inner.input, tensor_shape(outer.result), tensor_shape(inner.result)
+    ys = tensor_shape(y)
     if len(ys) != 4 or len(out) != 4 or len(mid) != 3:
         return None
     heads, dim = ys[1], ys[3]
@@ -196,7 +192,7 @@ def _mask(bias: SSAValue) -> SSAValue:
     w = _owner(bias, nn.WhereOp)
     if (w is not None and str(w.condition.type.element_type) == "i1"
             and _scalar(w.on_true) == 0.0 and _scalar(w.on_false) == -np.inf
-            and len(_shape(w.condition)) <= 4):
+            and len(tensor_shape(w.condition)) <= 4):
         return w.condition
     return bias
 
@@ -232,7 +228,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         else:
             narrow = None
         softmax = _owner(probs, nn.SoftmaxOp)
-        if softmax is None or softmax.axis % 4 != 3 or len(_shape(probs)) != 4:
+        if softmax is None or softmax.axis % 4 != 3 or len(tensor_shape(probs)) != 4:
             return
         chain.append(softmax)
         scores, mask, mask_form, mask_fill = softmax.input, None, None, None
@@ -246,7 +242,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         fill = _owner(scores, nn.WhereOp)
         if add is not None:
             for s, m in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-                if _is_product(s) and _shape(s) == _shape(add.result):
+                if _is_product(s) and tensor_shape(s) == tensor_shape(add.result):
                     scores, mask = s, m
                     chain.append(add)
                     break
@@ -255,7 +251,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         elif fill is not None:  # masked_fill: where(keep, s, c) / where(masked, c, s)
             for s, other, keeps in ((fill.on_true, fill.on_false, True),
                                     (fill.on_false, fill.on_true, False)):
-                if _is_product(s) and _shape(s) == _shape(fill.result) \
+                if _is_product(s) and tensor_shape(s) == tensor_shape(fill.result) \
                         and (mask_fill := _scalar(other)) is not None and not np.isnan(mask_fill) \
                         and str(fill.condition.type.element_type) == "i1":
                     scores, mask, mask_form = s, fill.condition, keeps
@@ -288,7 +284,7 @@ class FuseScaledDotProductAttention(RewritePattern):
         (k0, k_groups), (v0, v_groups) = _repeat_kv(k), _repeat_kv(v)
         if k_groups == v_groups:  # else both stay expanded (still correct, as MHA)
             k, v = k0, v0
-        if len(_shape(q)) != 4:
+        if len(tensor_shape(q)) != 4:
             return
         causal, mask_ops = False, []
         if mask is not None:
@@ -303,7 +299,7 @@ class FuseScaledDotProductAttention(RewritePattern):
                 mask = mask_ops[0].results[0]
         bshd = None if k_groups != v_groups else _bshd_operands(qk, op, None if created else k, v)
         narrow = qk.result.type.element_type
-        out_type = TensorType(narrow, _shape(op.result)) if widen is not None else op.result.type
+        out_type = TensorType(narrow, tensor_shape(op.result)) if widen is not None else op.result.type
         if bshd is not None:  # the head transposes fold into the op's indexing
             for c in created:
                 c.drop_all_references()

@@ -21,13 +21,13 @@ its own indexing (``fuse-attention``'s BSHD form). The head split is then no ker
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.transforms.chains import tensor_shape
 from partita.transforms.dead_ops import erase_dead_chain
 
 __all__ = ["HEAD_SPLIT", "FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
@@ -35,18 +35,13 @@ __all__ = ["HEAD_SPLIT", "FuseRotaryEmbedding", "SinkHeadSplitPastRotary"]
 _END = nn.SLICE_END
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
 def _half(value: SSAValue) -> tuple[SSAValue, int] | None:
     """``(x, k)`` when ``value`` is ``x[..., k * D/2 : (k + 1) * D/2]`` (k = 0, 1), the
     last axis of a rank-4 ``x`` split in halves, the other axes whole."""
     op = value.owner
-    if not isinstance(op, nn.StridedSliceOp) or op.refs or len(_shape(op.input)) != 4:
+    if not isinstance(op, nn.StridedSliceOp) or op.refs or len(tensor_shape(op.input)) != 4:
         return None
-    d = _shape(op.input)[3]
+    d = tensor_shape(op.input)[3]
     if d < 2 or d % 2 or tuple(op.strides) != (1, 1, 1, 1):
         return None
     if tuple(op.begin[:3]) != (0, 0, 0) or any(e < 2**62 for e in op.end[:3]):
@@ -79,7 +74,7 @@ def _equal_halves(value: SSAValue, tables: dict[Operation, bool]) -> bool:
     answer: every layer's Q and K read the same cos / sin tables."""
     op = value.owner
     if isinstance(op, nn.ConcatenateOp):
-        rank = len(_shape(value))
+        rank = len(tensor_shape(value))
         return len(op.inputs) == 2 and op.inputs[0] is op.inputs[1] and op.axis % rank == rank - 1
     if isinstance(op, nn.ConstantOp):
         if op not in tables:
@@ -89,11 +84,11 @@ def _equal_halves(value: SSAValue, tables: dict[Operation, bool]) -> bool:
                 bool(np.array_equal(table[..., :half], table[..., half:]))
         return tables[op]
     if isinstance(op, nn.TakeOp):
-        rank = len(_shape(op.data))
+        rank = len(tensor_shape(op.data))
         return op.axis % rank != rank - 1 and _equal_halves(op.data, tables)
     if isinstance(op, nn.ReshapeOp):
-        last = _shape(value)[-1:]
-        return last == _shape(op.input)[-1:] and last[0] > 0 and _equal_halves(op.input, tables)
+        last = tensor_shape(value)[-1:]
+        return last == tensor_shape(op.input)[-1:] and last[0] > 0 and _equal_halves(op.input, tables)
     if isinstance(op, nn.UnaryOp | nn.CastOp):
         return _equal_halves(op.operands[0], tables)
     if isinstance(op, nn.MultiplyOp | nn.DivideOp):
@@ -108,8 +103,8 @@ def _cache(value: SSAValue, x: SSAValue, tables: dict[Operation, bool]) -> SSAVa
     op = value.owner
     if not isinstance(op, nn.ReshapeOp) or op.operands[1:]:
         return None
-    c, shape, xs = op.input, _shape(value), _shape(x)
-    cs = _shape(c)
+    c, shape, xs = op.input, tensor_shape(value), tensor_shape(x)
+    cs = tensor_shape(c)
     if len(cs) != 3 or len(shape) != 4 or shape[1] != 1 or shape[3] != xs[3] or cs[2] != xs[3]:
         return None
     if shape[0] != cs[0] or shape[2] != cs[1] or cs[0] not in (1, xs[0]):
@@ -122,7 +117,7 @@ def _product(op: Operation | None, x_of: bool) -> tuple[SSAValue, SSAValue] | No
     if not isinstance(op, nn.MultiplyOp):
         return None
     for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-        if isinstance(b.owner, nn.ReshapeOp) and _shape(a) == _shape(op.result):
+        if isinstance(b.owner, nn.ReshapeOp) and tensor_shape(a) == tensor_shape(op.result):
             return a, b
     return None
 
@@ -134,19 +129,19 @@ class FuseRotaryEmbedding(RewritePattern):
         self._tables: dict[Operation, bool] = {}  # constant cos / sin tables: equal halves?
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, nn.AddOp) or len(_shape(op.result)) != 4:
+        if not isinstance(op, nn.AddOp) or len(tensor_shape(op.result)) != 4:
             return
         for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
             direct, turned = _product(a.owner, True), _product(b.owner, False)
             if direct is None or turned is None:
                 continue
             x, cos4 = direct
-            if _rotated_half(turned[0]) is not x or _shape(x) != _shape(op.result):
+            if _rotated_half(turned[0]) is not x or tensor_shape(x) != tensor_shape(op.result):
                 continue
             cos, sin = _cache(cos4, x, self._tables), _cache(turned[1], x, self._tables)
             if cos is None or sin is None:
                 continue
-            half = _shape(x)[3] // 2
+            half = tensor_shape(x)[3] // 2
             bounds = ([0, 0, 0], [_END, _END, half], [1, 1, 1])
             # The caches' first halves, shared by every rotary reading them (Q and K of
             # every layer): one slice each, not one per use.

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -36,12 +35,9 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from partita.dialects import nn
+from partita.transforms.chains import tensor_shape
 
 __all__ = ["MergeAdjacentRotaries", "MergeRotaryEmbeddings"]
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
 
 
 def _head_split(rotary: nn.RotaryEmbeddingOp) -> tuple[nn.ReshapeOp, nn.StridedSliceOp, int, int] | None:
@@ -54,7 +50,7 @@ def _head_split(rotary: nn.RotaryEmbeddingOp) -> tuple[nn.ReshapeOp, nn.StridedS
     if not isinstance(reshape, nn.ReshapeOp) or len(list(reshape.input.uses)) != 1:
         return None
     sliced = reshape.input.owner
-    if not isinstance(sliced, nn.StridedSliceOp) or sliced.refs or len(_shape(sliced.input)) != 3:
+    if not isinstance(sliced, nn.StridedSliceOp) or sliced.refs or len(tensor_shape(sliced.input)) != 3:
         return None
     cols = sliced.static_range(2)
     if not (sliced.keeps_whole(0) and sliced.keeps_whole(1)) or cols is None or cols.step != 1 or not len(cols):
@@ -89,17 +85,17 @@ class MergeAdjacentRotaries(RewritePattern):
 
     @staticmethod
     def _compatible(a: nn.RotaryEmbeddingOp, b: nn.RotaryEmbeddingOp, ra: nn.ReshapeOp, rb: nn.ReshapeOp) -> bool:
-        (_, _, _, d), (_, _, _, d2) = _shape(a.result), _shape(b.result)
+        (_, _, _, d), (_, _, _, d2) = tensor_shape(a.result), tensor_shape(b.result)
         return (a.cos is b.cos and a.sin is b.sin and a.interleaved == b.interleaved and a.rotary_dim == b.rotary_dim
                 and d == d2 and d > 0 and a.result.type.element_type == b.result.type.element_type
                 and list(ra.refs) == list(rb.refs) and ra.ref_axes == rb.ref_axes and ra.targets == rb.targets
-                and _shape(a.result)[:2] == _shape(b.result)[:2])
+                and tensor_shape(a.result)[:2] == tensor_shape(b.result)[:2])
 
     @staticmethod
     def _merge(first: nn.RotaryEmbeddingOp, second: nn.RotaryEmbeddingOp, reshape: nn.ReshapeOp,
                sliced: nn.StridedSliceOp, start: int, stop: int, rewriter: PatternRewriter) -> None:
-        b, s, hq, d = _shape(first.result)
-        hk = _shape(second.result)[2]
+        b, s, hq, d = tensor_shape(first.result)
+        hk = tensor_shape(second.result)[2]
         element = first.result.type.element_type
         both = nn.StridedSliceOp(sliced.input, [0, 0, start], [nn.SLICE_END, nn.SLICE_END, stop], [1, 1, 1],
                                  result_type=TensorType(element, [b, s, stop - start]))

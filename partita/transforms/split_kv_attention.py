@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -51,6 +51,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from partita.dialects import nn
+from partita.transforms.chains import tensor_shape
 from partita.transforms.target_utils import lowers_on_target
 
 __all__ = ["MAX_SPLITS", "SplitKVAttention", "SplitKVDecode", "choose_splits"]
@@ -70,17 +71,12 @@ def choose_splits(batch_heads: int, kv_len: int | None, sms: int) -> int:
     return max(1, min(want, cap))
 
 
-def _shape(value) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
 def _key_padding_mask(op: nn.AttentionOp) -> bool:
     """No mask, one of ``[B | 1, 1, 1, Skv | 1]`` (one value per batch row and key), or the
     last key of each batch row."""
     if op.mask is None or op.mask_kind == "last_key":
         return True
-    shape = _shape(op.mask)
+    shape = tensor_shape(op.mask)
     return len(shape) == 4 and shape[1:3] == (1, 1)
 
 
@@ -95,7 +91,7 @@ class SplitKVDecode(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.AttentionOp, rewriter: PatternRewriter) -> None:
         swap = op.layout == "BSHD"
-        q, k, v = _shape(op.query), _shape(op.key), _shape(op.value)
+        q, k, v = tensor_shape(op.query), tensor_shape(op.key), tensor_shape(op.value)
         batch, heads, rows, head_dim = (q[0], q[2], q[1], q[3]) if swap else q
         kv_len = k[1] if swap else k[2]
         if rows != 1 or heads == DYNAMIC_INDEX or head_dim == DYNAMIC_INDEX or v[3] != head_dim:
