@@ -77,7 +77,7 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         return None
     if op.value.type.get_shape()[3] != head_dim:
         return None
-    strides = _key_padding_strides(emitter, op)
+    strides = _mask_strides(emitter, op)
     rows = [_token_rows(emitter, v, op.layout) for v in (op.query, op.key, op.value)]
     if strides is None or op.mask_kind in ("additive", "last_key") or None in rows:
         return None
@@ -381,9 +381,10 @@ def _attention(emitter, op: nn.AttentionOp) -> list[str]:
     return [*lines, y_decl(emitter, op, f"dead ? {rows} : acc / l")]
 
 
-def _key_padding_strides(emitter, op) -> str | None:
-    """``batch stride, key stride`` of a key padding mask ``[B | 1, 1, 1, Skv | 1]`` (0 on
-    a broadcast axis), ``"0, 0"`` without a mask, None for any other mask."""
+def _mask_strides(emitter, op) -> str | None:
+    """``batch stride, key stride`` of a mask the flash and decode kernels take: a key
+    padding mask ``[B | 1, 1, 1, Skv | 1]`` or a last-key mask ``[B | 1]`` (0 on a
+    broadcast axis); ``"0, 0"`` without a mask, None for any other mask."""
     if op.mask is None:
         return "0, 0"
     shape = op.mask.type.get_shape()
@@ -405,7 +406,7 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
     head_dim = op.query.type.get_shape()[3]
     if not head_dim_supported(head_dim) or op.value.type.get_shape()[3] != head_dim:
         return None
-    strides = _key_padding_strides(emitter, op)
+    strides = _mask_strides(emitter, op)
     rows = _query_rows(emitter, op, 4 if dtype == "f32" else 8)
     # K, V and the mask are kernel arguments; Q may be a head split read in place.
     operands = (op.key, op.value) + (() if op.mask is None else (op.mask,))
