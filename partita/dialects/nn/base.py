@@ -110,8 +110,8 @@ value in the low bits, as ``ml_dtypes`` lays them out; files pack them, the impo
 NARROW_TYPES = ELEMENT_TYPES[17:]
 """The sub-byte integers, f4E2M1FN (FP4: values 0 to 6 and their negatives) and f8E8M0FNU
 (an MX block scale: a power of two or NaN): storage types, one element per byte, that
-casts and quantization read and write and data movement carries. No arithmetic takes them,
-and no native kernel reads them: their casts run as host steps."""
+casts and quantization read and write and data movement carries. No arithmetic takes them;
+native kernels store them as bytes (``lowering/cuda/cexpr.py``)."""
 
 
 _NAMES = {t: str(t) for t in ELEMENT_TYPES}

@@ -20,6 +20,8 @@ _C_TYPES = {
     "ui64": "unsigned long long",
     "f8E4M3FN": "unsigned char", "f8E5M2": "unsigned char", "f8E4M3FNUZ": "unsigned char",
     "f8E5M2FNUZ": "unsigned char",
+    "i4": "unsigned char", "ui4": "unsigned char", "i2": "unsigned char", "ui2": "unsigned char",
+    "f4E2M1FN": "unsigned char", "f8E8M0FNU": "unsigned char",
 }
 """Storage type of each element type (its MLIR spelling) in kernel memory."""
 FLOAT8_FORMATS = {"f8E4M3FN": (4, 3, 7, 1), "f8E5M2": (5, 2, 15, 0), "f8E4M3FNUZ": (4, 3, 8, 2),
@@ -27,9 +29,17 @@ FLOAT8_FORMATS = {"f8E4M3FN": (4, 3, 7, 1), "f8E5M2": (5, 2, 15, 0), "f8E4M3FNUZ
 """The 8-bit floats a kernel stores (``unsigned char``) and computes in float: exponent
 bits, mantissa bits, exponent bias, and kind (0: IEEE-like, with infinities; 1: ``FN``, no
 infinity, NaN all ones; 2: ``FNUZ``, no infinity nor negative zero, NaN ``0x80``)."""
-CONVERTED = ("f16", "bf16", *FLOAT8_FORMATS)
-"""Element types stored narrower than they are computed: read with ``ld_<t>``, stored with
-``st_<t>``, every op's result rounded with ``rn_<t>`` (as the reference stores it)."""
+SUB_BYTE_INTEGERS = {"i4": (4, True), "ui4": (4, False), "i2": (2, True), "ui2": (2, False)}
+"""ONNX's INT4 / UINT4 / INT2 / UINT2 in kernel memory: bits and signedness. A byte each, the
+value in its low bits and the high bits zero (``ml_dtypes``' layout, which the runtime's
+host arrays have); computed as ``int`` / ``unsigned int`` and wrapped into the bits."""
+NARROW_FLOATS = ("f4E2M1FN", "f8E8M0FNU")
+"""FP4 (E2M1, no infinity nor NaN) and the MX block scale (E8M0, a power of two or NaN): a
+byte each, computed in float."""
+CONVERTED = ("f16", "bf16", *FLOAT8_FORMATS, *SUB_BYTE_INTEGERS, *NARROW_FLOATS)
+"""Element types stored otherwise than they are computed: read with ``ld_<t>``, stored with
+``st_<t>``, every op's result rounded (or wrapped) with ``rn_<t>`` (as the reference stores
+it)."""
 GATHER_INDEX = (
     "// An index read at run time (ONNX Gather's): negative counts from the end, clamped into [0, n).\n"
     "static __device__ __forceinline__ long long partita_gather_index(long long k, long long n) {\n"
@@ -46,6 +56,8 @@ _C_COMPUTE = {
     "i8": "int", "i16": "int", "i32": "int", "i64": "long long",
     "ui8": "unsigned int", "ui16": "unsigned int", "ui32": "unsigned int",
     "ui64": "unsigned long long", **dict.fromkeys(FLOAT8_FORMATS, "float"),
+    **{t: "int" if signed else "unsigned int" for t, (_, signed) in SUB_BYTE_INTEGERS.items()},
+    **dict.fromkeys(NARROW_FLOATS, "float"),
 }
 """Type a kernel computes each element type in (f16/bf16 in float, rounded per op, as the
 reference executor does; narrow integers promoted as C does and wrapped on store)."""

@@ -9,12 +9,19 @@ from dataclasses import dataclass
 
 from xdsl.dialects.func import FuncOp
 
-from partita.lowering.cuda.cexpr import _HEADERS, FLOAT8_FORMATS, GATHER_INDEX, MMA_DTYPES
+from partita.lowering.cuda.cexpr import (
+    _HEADERS,
+    FLOAT8_FORMATS,
+    GATHER_INDEX,
+    MMA_DTYPES,
+    NARROW_FLOATS,
+    SUB_BYTE_INTEGERS,
+)
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
 from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper
 
-__all__ = ["FLOAT8_HELPERS", "CudaProgram", "emit_program"]
+__all__ = ["FLOAT8_HELPERS", "NARROW_HELPERS", "CudaProgram", "emit_program"]
 
 FLOAT8_HELPERS = r"""
 // 8-bit floats (OCP FP8 and the FNUZ variants): E exponent bits, M mantissa bits, BIAS;
@@ -77,6 +84,82 @@ def _float8_helpers(name: str) -> str:
         f"static __device__ __forceinline__ float sat_{name}(float x) {{ return ld_{name}(partita_f8_encode<{args}>(x, true)); }}\n"
     )
 
+
+def _sub_byte_helpers(name: str) -> str:
+    bits, signed = SUB_BYTE_INTEGERS[name]
+    if signed:  # sign-extended from the low bits, whatever the high ones hold
+        wrap = f"(int)((unsigned)(x) << {32 - bits}) >> {32 - bits}"
+        ct = "int"
+    else:
+        wrap = f"(x) & {(1 << bits) - 1}u"
+        ct = "unsigned int"
+    return (
+        f"static __device__ __forceinline__ {ct} ld_{name}(unsigned char x) {{ return {wrap}; }}\n"
+        f"static __device__ __forceinline__ unsigned char st_{name}({ct} x) {{ return (unsigned char)(x & {(1 << bits) - 1}u); }}\n"
+        f"static __device__ __forceinline__ {ct} rn_{name}({ct} x) {{ return {wrap}; }}\n"
+    )
+
+
+NARROW_HELPERS = {
+    "f4E2M1FN": r"""
+// FP4 (E2M1): the values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives in the low nibble.
+static __device__ __forceinline__ float ld_f4E2M1FN(unsigned char b) {
+  const int e = (b >> 1) & 3, m = b & 1;
+  const float v = e == 0 ? 0.5f * (float)m : ldexpf(1.0f + 0.5f * (float)m, e - 1);
+  return (b & 8) ? -v : v;
+}
+// Round to nearest even; past 6: 6 (the format has no infinity); a NaN becomes the zero of
+// the other sign (ml_dtypes' conversion, which the reference is).
+static __device__ __forceinline__ unsigned char partita_f4_encode(float f) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  const unsigned char sign = (unsigned char)((u >> 31) << 3);
+  if (f != f) return sign ^ 8;
+  const float a = fabsf(f);
+  const unsigned char code = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                           : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+  return sign | code;
+}
+static __device__ __forceinline__ unsigned char st_f4E2M1FN(float x) { return partita_f4_encode(x); }
+static __device__ __forceinline__ float rn_f4E2M1FN(float x) { return ld_f4E2M1FN(partita_f4_encode(x)); }
+static __device__ __forceinline__ float sat_f4E2M1FN(float x) { return rn_f4E2M1FN(x); }
+""",
+    "f8E8M0FNU": r"""
+// E8M0 (an MX block scale): the byte is a float's biased exponent (bias 127, no sign, no
+// mantissa), 0xFF NaN; byte 0 is 2^-127, an f32 subnormal.
+static __device__ __forceinline__ float ld_f8E8M0FNU(unsigned char b) {
+  return __int_as_float(b == 0xFF ? 0x7fc00000 : b == 0 ? 0x00400000 : (int)b << 23);
+}
+// ONNX Cast's round_mode: 0 up (any fraction raises the exponent), 1 down, 2 nearest (half
+// or more; for a subnormal, more than half). NaN and infinity become NaN; a carry past
+// 2^127 is NaN unless saturating.
+static __device__ __forceinline__ unsigned char partita_e8m0_encode(float f, int mode, bool saturate) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  const unsigned e = (u >> 23) & 0xFF, fraction = u & 0x7FFFFF;
+  if (e == 0xFF) return 0xFF;
+  bool carry = mode == 0 ? fraction != 0
+             : mode == 2 && (fraction & 0x400000) && ((fraction & 0x3FFFFF) || e > 0);
+  if (saturate && e == 0xFE) carry = false;
+  return (unsigned char)(e + carry);
+}
+// Storing an E8M0 value (a power of two or NaN) keeps it: rounding down is exact there.
+static __device__ __forceinline__ unsigned char st_f8E8M0FNU(float x) { return partita_e8m0_encode(x, 1, true); }
+static __device__ __forceinline__ float rn_f8E8M0FNU(float x) { return ld_f8E8M0FNU(st_f8E8M0FNU(x)); }
+""",
+}
+"""Decoding and encoding of FP4 and E8M0 (``NARROW_FLOATS``), by type."""
+TRUNCATE_I32 = r"""
+// A float into a sub-byte integer as ml_dtypes converts it (the reference): truncated
+// through a 32-bit int, NaN, infinities and values past its range being INT_MIN (x86's
+// cvttss2si; CUDA's conversion would saturate instead), whose low bits are zero.
+template <class T>
+static __device__ __forceinline__ int partita_trunc_i32(T f) {
+  return f > (T)-2147483649.0 && f < (T)2147483648.0 ? (int)f : (int)0x80000000u;
+}
+"""
+
+
 _HELPERS = {
     "f16": (
         "static __device__ __forceinline__ float ld_f16(__half x) { return __half2float(x); }\n"
@@ -117,6 +200,10 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     float8 = [t for t in FLOAT8_FORMATS if any(f"_{t}(" in k.code for k in kernels.values())]
     if float8:
         head += FLOAT8_HELPERS + "".join(_float8_helpers(t) for t in float8)
+    head += "".join(_sub_byte_helpers(t) for t in SUB_BYTE_INTEGERS if any(f"_{t}(" in k.code for k in kernels.values()))
+    head += "".join(NARROW_HELPERS[t] for t in NARROW_FLOATS if any(f"_{t}(" in k.code for k in kernels.values()))
+    if any("partita_trunc_i32(" in k.code for k in kernels.values()):
+        head += TRUNCATE_I32
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if any(f"partita_mma_{t}(" in k.code for k in kernels.values()))
     if any("partita_gather_index(" in k.code for k in kernels.values()):
         head += GATHER_INDEX

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
-from partita.lowering.cuda.cexpr import _C_TYPES, FLOAT8_FORMATS, _c_float, broadcast_dims, ctype
+from partita.lowering.cuda.cexpr import (
+    _C_TYPES,
+    FLOAT8_FORMATS,
+    NARROW_FLOATS,
+    SUB_BYTE_INTEGERS,
+    _c_float,
+    broadcast_dims,
+    ctype,
+)
 from partita.lowering.cuda.rules import injective
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -222,6 +230,10 @@ def _is_inf(e, op, x):
     return " || ".join(tests) or "false"
 
 
+_E8M0_ROUNDING = {"up": 0, "down": 1, "nearest": 2}
+"""``round_mode`` of a cast into f8E8M0FNU as ``partita_e8m0_encode`` numbers it."""
+
+
 @unary(nn.CastOp)
 def _cast(e, op, x):
     if e.ctype(op.result) == "bool":
@@ -229,11 +241,16 @@ def _cast(e, op, x):
     to = str(op.result.type.element_type)
     if to in FLOAT8_FORMATS and op.saturate:  # past the largest value: that value (else inf / NaN, rn_)
         return f"sat_{to}((float){x})"
+    if to == "f8E8M0FNU":  # from f32, as ONNX's reference reads an f64 (rn_ then keeps it)
+        return f"ld_{to}(partita_e8m0_encode((float){x}, {_E8M0_ROUNDING[op.round_mode]}, {str(op.saturate).lower()}))"
+    if to in SUB_BYTE_INTEGERS and e.ctype(op.input) in ("float", "double"):
+        return f"({e.ctype(op.result)})partita_trunc_i32({x})"  # rn_ wraps it into the bits
     return f"({e.ctype(op.result)}){x}"
 
 
-_TO_STORAGE = {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn", **{t: f"st_{t}" for t in FLOAT8_FORMATS}}
-_FROM_STORAGE = {"f16": "__half2float", "bf16": "__bfloat162float", **{t: f"ld_{t}" for t in FLOAT8_FORMATS}}
+_STORED = (*FLOAT8_FORMATS, *SUB_BYTE_INTEGERS, *NARROW_FLOATS)
+_TO_STORAGE = {"f16": "__float2half_rn", "bf16": "__float2bfloat16_rn", **{t: f"st_{t}" for t in _STORED}}
+_FROM_STORAGE = {"f16": "__half2float", "bf16": "__bfloat162float", **{t: f"ld_{t}" for t in _STORED}}
 
 
 @unary(nn.BitcastOp)
@@ -433,11 +450,10 @@ def _quantize(e: KernelEmitter, op: nn.QuantizeOp, index: list[str]) -> str:
     x = e.value(op.input, index)
     scale, zp = _channel(e, op, op.scale, index), _channel(e, op, op.zero_point, index)
     to = str(op.result.type.element_type)
-    if to in FLOAT8_FORMATS:  # saturated into the format, rounded to nearest even
+    if to in (*FLOAT8_FORMATS, "f4E2M1FN"):  # saturated into the format, rounded to nearest even
         return f"sat_{to}((float){x} / {scale} + (float){zp})"
-    info = {8: (-128, 127), 16: (-32768, 32767)}[op.result.type.element_type.width.data]
-    if _is_unsigned(op.result):
-        info = (0, 2 * info[1] + 1)
+    bits = op.result.type.element_type.width.data
+    info = (0, (1 << bits) - 1) if _is_unsigned(op.result) else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     q = _temp_typed(e, "float", f"rintf((float){x} / {scale}) + (float){zp}")
     lo, hi = (_c_float(float(b)) for b in info)
     return f"({e.ctype(op.result)})({q} < {lo} ? {lo} : ({q} > {hi} ? {hi} : {q}))"
