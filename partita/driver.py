@@ -39,11 +39,12 @@ from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.report import PartitionRow, Report
-from partita.runtime.cuda import build_arch, parse_arch, present_device
+from partita.runtime.cuda import build_arch, present_device
 from partita.runtime.plan import Runtime
 from partita.runtime.profile import Profile
 from partita.target import CompilationConfig, Target, TargetError
 from partita.transforms import get_all_passes
+from partita.transforms.collage.families import cutlass_sm, kernel_families
 from partita.transforms.collage.partitioner import device_sm
 from partita.transforms.collage_partition import CollagePartition
 from partita.transforms.combine_parallel_dense import has_parallel_dense
@@ -139,22 +140,6 @@ def resolve_native(config: CompilationConfig, device: str, driver=None) -> tuple
         name = present[1].lower() if present is not None else ""
         device = next((spec for spec in sorted(load_devices()["devices"]) if spec in name), NATIVE_FALLBACK_DEVICE)
     return config, device
-
-
-def cutlass_sm(config: CompilationConfig) -> int | str:
-    """The cutlass target's ``sm``; left unset, the cuda target's arch decides (``90a``
-    from ``sm_90a``: the CUTLASS 3 Hopper kernels need the arch-specific target)."""
-    cutlass = config.find_target_for_kind("cutlass")
-    try:
-        if cutlass is not None and "sm" in cutlass.options:
-            return parse_arch(str(cutlass.options["sm"]))[0]
-        cuda = config.find_target_for_kind("cuda")
-        if cuda is not None and str(cuda.get("arch")).startswith("sm_"):
-            number, suffix = parse_arch(str(cuda.get("arch")))
-            return f"{number}{suffix}" if suffix == "a" and number == 90 else number
-    except ValueError as err:
-        raise PartitaError(str(err)) from None
-    return int(Target("cutlass").get("sm"))
 
 
 def has_nchw_conv(module: ModuleOp) -> bool:
@@ -595,7 +580,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     with budget.active():  # constant materialization charges it
         PassPipeline(placement, between).apply(ctx, module)
         # Everything is placed and outlined: capture it before codegen drops bodies.
-        rows = _partition_rows(module, entry, _cost_estimator(device))
+        rows = _partition_rows(module, entry, _cost_estimator(device, config))
         PassPipeline(codegen, between).apply(ctx, module)
     report = next((p.last_report for p in placement if isinstance(p, CollagePartition)), None)
     # The codegens' pass statistics (MLIR's way: on the pass instances, not in the IR).
@@ -615,10 +600,11 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     )
 
 
-def _cost_estimator(device: str) -> Callable[[FuncOp, str], dict[str, Any]]:
+def _cost_estimator(device: str, config: CompilationConfig) -> Callable[[FuncOp, str], dict[str, Any]]:
     """Roofline cost of a partition function on its target and what bounds it, as
-    ``PartitionRow`` fields (none where it cannot say)."""
-    estimator = RooflineEstimator(device)
+    ``PartitionRow`` fields (none where it cannot say), with the kernel families Collage
+    placed it with."""
+    estimator = RooflineEstimator(device, families=kernel_families(config))
 
     def estimate(function: FuncOp, target: str) -> dict[str, Any]:
         if len(function.body.blocks) != 1 or not any(op.results for op in function.body.block.ops):

@@ -15,6 +15,7 @@ import hashlib
 import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,7 @@ from partita.files import write_atomically
 __all__ = [
     "CostCache",
     "CostEstimator",
+    "KernelFamily",
     "MeasuringEstimator",
     "MockEstimator",
     "RooflineEstimator",
@@ -181,6 +183,22 @@ def device_spec(estimator: Any, default: str = "h100") -> Mapping[str, Any]:
 
 
 # ---------------------------------------------------------------- roofline
+@dataclass(frozen=True)
+class KernelFamily:
+    """Which of a target's backend specs (``devices.json``) costs a candidate: the kernel
+    family its codegen would build for it (CUTLASS's Hopper TMA + wgmma kernels on
+    ``sm_90a``, its Sm80 ones for what those do not take). ``choose`` names one of ``specs``."""
+
+    name: str
+    specs: tuple[str, ...]
+    choose: Callable[[DataflowGraph, Candidate], str]
+
+    def __call__(self, graph: DataflowGraph, candidate: Candidate) -> str:
+        spec = self.choose(graph, candidate)
+        assert spec in self.specs, spec
+        return spec
+
+
 class RooflineEstimator:
     """Analytical roofline model: ``max(compute, memory) + launch overhead``.
 
@@ -201,6 +219,7 @@ class RooflineEstimator:
         dynamic_dim_hint: int = 1,
         specs: Mapping[str, Any] | None = None,
         specs_path: str | Path | None = None,
+        families: Mapping[str, KernelFamily] | None = None,
     ) -> None:
         self.specs = dict(specs) if specs is not None else load_devices(specs_path)
         devices = self.specs["devices"]
@@ -211,7 +230,12 @@ class RooflineEstimator:
         self.host = self.specs["hosts"][self.dev["host"]]
         self.backends = self.specs["backends"]
         self.dynamic_dim_hint = dynamic_dim_hint
-        self.name = f"roofline:{device}:h{dynamic_dim_hint}"
+        self.families = dict(families or {})
+        for family in self.families.values():
+            for name in family.specs:
+                self._backend(name)  # every spec a family names is in the file
+        named = "".join(f":{target}={family.name}" for target, family in sorted(self.families.items()))
+        self.name = f"roofline:{device}:h{dynamic_dim_hint}{named}"
 
     def _backend(self, target: str) -> Mapping[str, Any]:
         be = self.backends.get(target)
@@ -227,7 +251,11 @@ class RooflineEstimator:
         if be.get("tensor_cores") and cls in ("gemm", "conv"):
             # IMMA multiplies u8 and s8 at one rate, FP8 tensor cores E4M3 and E5M2: the
             # sheets list them as i8 and f8
-            peak = self.dev["tensor_flops"].get("i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype)
+            key = "i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype
+            # A backend whose kernels run a type on another's units (CUTLASS's Sm89 FP8
+            # kernels: f16 HMMA on Hopper) is costed at that type's peak.
+            key = be.get("tensor_peak_as", {}).get(key, key)
+            peak = self.dev["tensor_flops"].get(key)
             if peak is not None:
                 return peak
         table = self.dev["cuda_core_flops"]
@@ -236,7 +264,8 @@ class RooflineEstimator:
     def breakdown(self, graph: DataflowGraph, candidate: Candidate) -> dict[str, float]:
         """flops, bytes, compute/memory/launch times and the total time. Reshapes alone
         cost nothing: they become buffer aliases, not kernels (``fuse-native-kernels``)."""
-        be = self._backend(candidate.target)
+        family = self.families.get(candidate.target)
+        be = self._backend(family(graph, candidate) if family is not None else candidate.target)
         if all(graph.nodes[v].op == "nn.reshape" for v in candidate.nodes):
             return dict.fromkeys(("flops", "bytes", "compute_time", "memory_time", "launch_overhead", "time"), 0.0)
         h = self.dynamic_dim_hint

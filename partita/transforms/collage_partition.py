@@ -42,6 +42,7 @@ owner closes it), else on a CUDA device the run opens and closes itself.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -49,10 +50,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.collage.cost import CostCache, CostEstimator, MockEstimator, RooflineEstimator
+from partita.collage.cost import CostCache, CostEstimator, KernelFamily, MockEstimator, RooflineEstimator
 from partita.ir import PartitaError
 from partita.runtime.contracts import TimingDevice
 from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
+from partita.transforms.collage.families import kernel_families
 from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
 from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.transforms.partition_utils import func_bodies
@@ -97,11 +99,11 @@ def parse_costs(value: str | tuple[str, ...] | None) -> dict[str, float]:
     return costs
 
 
-def _roofline(device: str, dynamic_dim: int) -> RooflineEstimator:
+def _roofline(device: str, dynamic_dim: int, families: Mapping[str, KernelFamily] | None = None) -> RooflineEstimator:
     if dynamic_dim < 1:
         raise PartitaError(f"collage-partition: dynamic-dim must be >= 1, got {dynamic_dim}")
     try:
-        return RooflineEstimator(device, dynamic_dim_hint=dynamic_dim)
+        return RooflineEstimator(device, dynamic_dim_hint=dynamic_dim, families=families)
     except ValueError as err:
         raise PartitaError(f"collage-partition: {err}") from None
 
@@ -115,19 +117,21 @@ def make_estimator(
     dynamic_dim: int = 1,
     cache_dir: str | None = None,
     measure_device: TimingDevice | None = None,
+    families: Mapping[str, KernelFamily] | None = None,
 ) -> CostEstimator:
     """The estimator named by the pass options, wrapped in a persistent cache if asked.
-    ``cost=measure`` needs ``measure_device``, the device to time candidates on."""
+    ``cost=measure`` needs ``measure_device``, the device to time candidates on;
+    ``families``: the kernel families of the roofline (``kernel_families``)."""
     estimator: CostEstimator
     if cost == "roofline":
-        estimator = _roofline(device, dynamic_dim)
+        estimator = _roofline(device, dynamic_dim, families)
     elif cost == "mock":
         table = parse_costs(costs)
         if not table:
             raise PartitaError("collage-partition: cost=mock needs costs=\"target=cost,...\"")
         estimator = MockEstimator(table)
     elif cost == "measure":
-        fallback = _roofline(device, dynamic_dim)  # the options are checked before the device is opened
+        fallback = _roofline(device, dynamic_dim, families)  # the options are checked before the device is opened
         if measure_device is None:
             raise PartitaError("collage-partition: cost=measure needs a device to measure on")
         timer = CandidateTimer(measure_device, cache_dir=cache_dir or None, dynamic_dim=dynamic_dim)
@@ -183,13 +187,15 @@ class CollagePartition(ModulePass):
         if self.cost == "measure" and device is None:
             _roofline(self.device, self.dynamic_dim)  # the options are checked before the device is opened
             device = _open_measure_device(stack)
+        config = parse_config(_items(self.targets), self.fallback_device or None)
         estimator = make_estimator(
             self.cost, self.device, self.costs, self.cache or None,
             dynamic_dim=self.dynamic_dim, cache_dir=self.cache_dir or None, measure_device=device,
+            families=kernel_families(config),
         )
         return collage_partition(
             op,
-            parse_config(_items(self.targets), self.fallback_device or None),
+            config,
             estimator,
             self.max_depth,
             combine=_items(self.combine) or None,

@@ -11,8 +11,9 @@ from xdsl.dialects.builtin import StringAttr
 import partita
 import partita.driver
 from partita.dialects import byoc
-from partita.driver import NATIVE_FALLBACK_ARCH, NATIVE_FALLBACK_DEVICE, cutlass_sm, resolve_native
+from partita.driver import NATIVE_FALLBACK_ARCH, NATIVE_FALLBACK_DEVICE, resolve_native
 from partita.target import CompilationConfig
+from partita.transforms.collage.families import cutlass_sm
 
 RELU = """
 func.func @main(%x: tensor<?x64xf16>) -> tensor<?x64xf16> {

@@ -448,8 +448,8 @@ def test_an_old_driver_is_refused_with_a_message() -> None:
 
 
 def test_arch_strings_with_suffixes() -> None:
-    from partita.driver import cutlass_sm
     from partita.target import CompilationConfig
+    from partita.transforms.collage.families import cutlass_sm
 
     assert parse_arch("sm_90a") == (90, "a") and parse_arch("sm_80") == (80, "") and parse_arch(86) == (86, "")
     assert arch_runs_on("sm_80", "sm_86") and not arch_runs_on("sm_86", "sm_80")

@@ -1,0 +1,86 @@
+"""Kernel families in the roofline: on ``sm_90a`` a cutlass candidate is costed with the
+Hopper spec (``cutlass-sm90a``) where its kernel spec has a CUTLASS 3 kernel and with the Sm80
+one elsewhere (a bias beside a residual, TF32); FP8 on the Sm80 / Sm89 kernels is costed at
+the f16 peak (Hopper emulates their 8-bit ``mma.sync`` with f16 HMMA)."""
+
+from __future__ import annotations
+
+import pytest
+
+from partita.collage.cost import RooflineEstimator, load_devices
+from partita.collage.ir_graph import function_candidate
+from partita.dialects import make_context
+from partita.ir import parse_module
+from partita.target import CompilationConfig
+from partita.transforms.collage.families import HOPPER_CUTLASS, kernel_families
+
+HOPPER = CompilationConfig(["cuda -arch=sm_90a", "cutlass", "llvm"])
+SM90 = CompilationConfig(["cuda -arch=sm_90", "cutlass", "llvm"])
+
+
+def _candidate(body: str, args: str, result: str):
+    text = f"func.func @main({args}) -> {result} {{\n{body}\n}}"
+    (function,) = parse_module(text, make_context()).ops
+    return function_candidate(function, "cutlass")
+
+
+def _dense(t: str, epilogue: str = "gelu", n: int = 4096):
+    ty = f"tensor<{n}x{n}x{t}>"
+    lines = [f"  %0 = nn.dense %x, %w : ({ty}, {ty}) -> {ty}",
+             f"  %1 = nn.add %0, %b : ({ty}, tensor<{n}x{t}>) -> {ty}"]
+    if epilogue == "gelu":
+        lines.append(f"  %2 = nn.gelu %1 : ({ty}) -> {ty}")
+    else:  # a residual beside the bias
+        lines.append(f"  %2 = nn.add %1, %r : ({ty}, {ty}) -> {ty}")
+    lines.append(f"  func.return %2 : {ty}")
+    return _candidate("\n".join(lines), f"%x: {ty}, %w: {ty}, %b: tensor<{n}x{t}>, %r: {ty}", ty)
+
+
+def _estimators():
+    return RooflineEstimator("h100"), RooflineEstimator("h100", families=kernel_families(HOPPER))
+
+
+def test_a_hopper_gemm_is_costed_with_the_hopper_spec() -> None:
+    graph, candidate = _dense("f16")
+    assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
+    plain, hopper = (e.breakdown(graph, candidate) for e in _estimators())
+    specs = load_devices()
+    peak, backends = specs["devices"]["h100"]["tensor_flops"]["f16"], specs["backends"]
+    gemm = 2 * 4096**3 / peak
+    saved = gemm / backends["cutlass"]["efficiency"]["gemm"] - gemm / backends["cutlass-sm90a"]["efficiency"]["gemm"]
+    assert plain["compute_time"] - hopper["compute_time"] == pytest.approx(saved)  # the epilogue's cost is the same
+    assert hopper["time"] < plain["time"]
+
+
+@pytest.mark.parametrize("dtype, epilogue", [("f16", "residual"), ("f32", "gelu")])
+def test_what_stays_on_sm80_kernels_keeps_the_sm80_spec(dtype, epilogue) -> None:
+    """A bias beside a residual (CUTLASS 3's register epilogue has no column index) and
+    an f32 GEMM (TF32 on Sm80 kernels) cost the same with and without the family."""
+    graph, candidate = _dense(dtype, epilogue)
+    assert HOPPER_CUTLASS(graph, candidate) == "cutlass"
+    plain, hopper = (e.estimate(graph, candidate) for e in _estimators())
+    assert hopper == plain
+
+
+def test_fp8_is_costed_by_the_units_that_run_it() -> None:
+    """Sm89 FP8 kernels (the cutlass target below sm_90a) run f16 HMMA on Hopper: the f16
+    peak; the Hopper FP8 kernel is wgmma on 8-bit floats: the FP8 peak."""
+    n = 4096
+    a, w, out = f"tensor<{n}x{n}xf8E4M3FN>", f"tensor<{n}x{n}xf8E4M3FN>", f"tensor<{n}x{n}xf32>"
+    graph, candidate = _candidate(f"  %0 = nn.matmul_float8 %a, %w {{transpose_b = true}} : ({a}, {w}) -> {out}\n"
+                                  f"  func.return %0 : {out}", f"%a: {a}, %w: {w}", out)
+    assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
+    plain, hopper = (e.breakdown(graph, candidate) for e in _estimators())
+    device = load_devices()["devices"]["h100"]
+    backends = load_devices()["backends"]
+    flops = 2 * n**3
+    assert plain["compute_time"] == pytest.approx(flops / (device["tensor_flops"]["f16"] * backends["cutlass"]["efficiency"]["gemm"]))
+    assert hopper["compute_time"] == pytest.approx(flops / (device["tensor_flops"]["f8"] * backends["cutlass-sm90a"]["efficiency"]["gemm"]))
+
+
+def test_only_an_sm_90a_cutlass_target_has_a_family() -> None:
+    assert kernel_families(SM90) == {}
+    assert kernel_families(CompilationConfig(["cuda -arch=sm_90a", "llvm"])) == {}
+    assert kernel_families(HOPPER) == {"cutlass": HOPPER_CUTLASS}
+    plain, hopper = _estimators()
+    assert plain.name != hopper.name  # a persistent cost cache keeps their estimates apart
