@@ -228,6 +228,55 @@ def test_dynamic_batch_resize_and_depth_to_space_end_to_end(tmp_path) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def _interpolate_model(keep: str = "batch") -> onnx.ModelProto:
+    """``F.interpolate(x, size=(2 * ceil(h / 2), 2 * ceil(w / 2)))`` as the TorchScript
+    exporter writes it (MobileViT's unfolding): sizes ``Concat(Shape(x)[:2], ...)``, the
+    batch a dynamic dim. ``keep="other"``: the first size is another input's batch."""
+    size = lambda i: [  # noqa: E731 - 2 * ceil(Shape(x)[i] / 2), through floats
+        helper.make_node("Gather", ["shape", f"i{i}"], [f"d{i}"], axis=0),
+        helper.make_node("Cast", [f"d{i}"], [f"f{i}"], to=TensorProto.FLOAT),
+        helper.make_node("Div", [f"f{i}", "two"], [f"q{i}"]),
+        helper.make_node("Ceil", [f"q{i}"], [f"c{i}"]),
+        helper.make_node("Mul", [f"c{i}", "two"], [f"m{i}"]),
+        helper.make_node("Cast", [f"m{i}"], [f"n{i}"], to=TensorProto.INT64)]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Shape", ["other" if keep == "other" else "x"], ["lead_shape"]),
+             helper.make_node("Slice", ["lead_shape", "zero", "two_i"], ["lead"]),
+             *size(2), *size(3),
+             helper.make_node("Concat", ["n2", "n3"], ["hw"], axis=0),
+             helper.make_node("Concat", ["lead", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")]
+    inits = [numpy_helper.from_array(np.array([2], np.int64), "i2"), numpy_helper.from_array(np.array([3], np.int64), "i3"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two"), numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([2], np.int64), "two_i")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5, 7])]
+    if keep == "other":
+        inputs.append(helper.make_tensor_value_info("other", TensorProto.FLOAT, ["M", 3]))
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_resize_to_sizes_computed_from_the_input_shape(tmp_path) -> None:
+    """The sizes fold at import (the spatial ones static, the batch the input's own) into a
+    Resize whose output keeps the dynamic batch, as onnxruntime computes it."""
+    import onnxruntime as ort
+
+    model = _interpolate_model()
+    exe = partita.compile(model, cache_dir=tmp_path)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 5, 7)).astype(np.float32)
+        (got,) = exe.run(x)
+        (want,) = session.run(None, {"x": x})
+        assert got.shape == want.shape == (batch, 3, 6, 8)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_resize_to_another_tensors_run_time_size_is_a_located_error() -> None:
+    with pytest.raises(PartitaError, match=r"Resize.*sizes gives axis 0 a run-time size other than the input's"):
+        partita.compile(_interpolate_model(keep="other"))
+
+
 # -- RoiAlign ----------------------------------------------------------------------------
 
 

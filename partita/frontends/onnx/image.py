@@ -10,7 +10,7 @@ from xdsl.ir import SSAValue
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, static_length
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.values import const_ints, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import SymDim, const_ints, fail, is_const, is_symbolic, shape_of
 
 
 def _text(attrs, name: str, default: str) -> str:
@@ -178,9 +178,31 @@ def _resize_node(cx, ins, attrs):
             return _resize(cx, x, axes, _policy_scales(cx, x, axes, given, policy), None,
                            attrs, roi, declared)
         sizes = [declared[a] for a in axes]
+    elif is_symbolic(given):
+        sizes = _folded_sizes(cx, x, axes, given)
     else:
         sizes = _const_floats(given, "sizes")
     return _resize(cx, x, axes, scales, sizes, attrs, roi)
+
+
+def _folded_sizes(cx, x: SSAValue, axes: list[int], given) -> list[float]:
+    """Sizes folded from a shape computation that keeps some of ``x``'s dynamic dims
+    (``Concat(Shape(x)[:2], [2 * ceil(h / 2), ...])``, F.interpolate to a computed size):
+    a dim that is ``x``'s own on its axis stays (``-1``); every other size is static."""
+    values = list(np.asarray(given).reshape(-1))
+    if len(values) != len(axes):
+        fail(f"sizes has {len(values)} values for {len(axes)} axes")
+    labels = cx.labels(x)
+    sizes = []
+    for a, s in zip(axes, values):
+        if isinstance(s, SymDim):
+            if labels[a] != s:
+                fail(f"sizes gives axis {a} a run-time size other than the input's: Resize needs a static size "
+                     "there, or the input's own")
+            sizes.append(-1.0)
+        else:
+            sizes.append(float(s))
+    return sizes
 
 
 @converter("Upsample")
