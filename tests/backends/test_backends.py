@@ -223,3 +223,17 @@ def test_match_patterns_enumerates_overlapping_matches_for_collage():
     ]
     first = match_patterns(func, "cutlass,cublas", first_only=True)
     assert [m.name for m in first] == ["cutlass.dense", "cutlass.dense_bias", "cutlass.dense_bias_relu"]
+
+
+@pytest.mark.parametrize("dims, result, offered", [("?x8x8x3", "?x6x6x4", True), ("?x8x8x?", "?x6x6x4", False),
+                                                   ("?x?x8x3", "?x?x6x4", False)])
+def test_a_cutlass_convolution_needs_static_spatial_dims_and_channels(dims, result, offered):
+    """CUTLASS's implicit GEMM is sized by H, W and C at compile time (only the batch may be
+    dynamic): a convolution with a run-time channel count or extent is not offered to it,
+    rather than placed there and refused by its codegen (GLPN's reshaped tokens)."""
+    text = f"""func.func @main(%x: tensor<{dims}xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<{result}xf32> {{
+  %0 = nn.conv2d %x, %w {{data_layout = "NHWC", kernel_layout = "OHWI"}} : (tensor<{dims}xf32>, tensor<4x3x3x3xf32>) -> tensor<{result}xf32>
+  func.return %0 : tensor<{result}xf32>
+}}"""
+    func = next(iter(parse_module(text, make_context(), "t").ops))
+    assert bool(match_patterns(func, ["cutlass"])) == offered

@@ -404,6 +404,25 @@ def test_reshape_with_two_unknown_dims_uses_shape_references():
     module = check(model)
 
 
+def test_a_convolutions_batch_is_its_inputs_for_a_later_reshape():
+    """SegFormer / GLPN's efficient attention: tokens reshaped to an image, a strided
+    convolution, and the result reshaped to ``[batch, C, -1]`` with the batch read from the
+    tokens. ONNX shape inference names the convolution's batch afresh; the importer knows it
+    is the input's, so the ``-1`` is the static 16 (not a run-time dim that would leave the
+    layers after it with a dynamic channel count)."""
+    nodes = [node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["b"], axis=0),
+             node("Unsqueeze", ["b", "zero1"], ["b1"]), node("Concat", ["b1", "c8", "hw"], ["t1"], axis=0),
+             node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), node("Reshape", ["xt", "t1"], ["img"]),
+             node("Conv", ["img", "w", "bias"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             node("Concat", ["b1", "c4", "minus1"], ["t2"], axis=0), node("Reshape", ["c", "t2"], ["y"])]
+    inits = {"zero": np.array(0, np.int64), "zero1": np.array([0], np.int64), "c8": np.array([8], np.int64),
+             "hw": np.array([4, 4], np.int64), "c4": np.array([4], np.int64), "minus1": np.array([-1], np.int64),
+             "w": rand(4, 8, 3, 3), "bias": rand(4)}
+    model = make(nodes, {"x": ["batch", 16, 8]}, {"y": None}, inits)
+    module = check(model, batch=3)
+    assert [str(op.result.type) for op in module.walk() if isinstance(op, nn.ReshapeOp)][-1] == "tensor<?x4x4xf32>"
+
+
 # ---------------------------------------------------------------------------------------
 # Example models
 # ---------------------------------------------------------------------------------------

@@ -128,6 +128,13 @@ class Importer:
             return [labels[p] for p in op.perm]
         if isinstance(op, nn.DenseOp):
             return [*self.labels(op.operands[0])[:-1], shape_of(op.results[0])[-1]]
+        if isinstance(op, nn.BiasAddOp):  # a Conv's bias: the input's shape
+            return self.labels(op.operands[0])
+        if isinstance(op, nn.ConvOp | nn.ConvTransposeOp | nn.PoolOp):
+            # The batch (axis 0 of every data layout) is the input's; ONNX shape inference
+            # names a strided convolution's batch afresh (unk__), which a reshape of the
+            # result to [batch, ..., -1] could not cancel.
+            return [self.labels(op.operands[0])[0], *(None if d == nn.DYN else d for d in shape_of(op.results[0])[1:])]
         if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp):
             lhs, rhs = (self.labels(v) for v in op.operands[:2])
             if len(lhs) < 2 or len(rhs) < 2:
