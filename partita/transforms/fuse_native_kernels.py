@@ -47,9 +47,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, UnitAttr
 from xdsl.dialects.func import CallOp, FuncOp, ReturnOp
-from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue, Use
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -95,20 +95,48 @@ def _admissible(op: Operation, candidates: list[list[Operation]]) -> list[list[O
     return [g for g in candidates if g is first or (_anchor_of(g) is None and not feeding.intersection(g))]
 
 
-def _prologue(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> list[Operation]:
+def _prologue(anchor: Operation, group_of: dict[Operation, list[Operation]],
+              position: dict[Operation, int]) -> list[Operation]:
     """The injective group computing ``anchor``'s row input, if the anchor's kernel can
     compute it instead (TVM fuses a reduction's element-wise producers the same way):
-    a row anchor, element-wise ops of the input's shape, every value used only inside the
-    group or by the anchor as its row input. Else ``[]``."""
+    a row anchor, element-wise ops and index views (``prologue_error``), every value used
+    only inside the group or by the anchor as its row input. Else ``[]``.
+
+    The row input may also size later ops (a ``refs`` operand: BERT's head-split reshapes
+    read the batch and sequence from the embedding sum): such a reference reads dims, not
+    data, and moves to the anchor's result, of the same dims (a row op keeps its input's
+    shape), when it comes after the anchor."""
     x = anchor.operands[0] if anchor.operands else None
     group = group_of.get(x.op) if isinstance(x, OpResult) else None
     if group is None or _anchor_of(group) is not None or any(prologue_error(o, anchor) for o in group):
         return []
     members = {anchor, *group}
-    if any(use.operation not in members or (use.operation is anchor and use.index != 0)
-           for o in group for r in o.results for use in r.uses):
-        return []
+    result = anchor.results[0]
+    same_dims = isinstance(x.type, TensorType) and isinstance(result.type, TensorType) \
+        and x.type.get_shape() == result.type.get_shape()
+    references = []
+    for o in group:
+        for r in o.results:
+            for use in r.uses:
+                if use.operation in members and not (use.operation is anchor and use.index != 0):
+                    continue
+                if r is x and same_dims and _sizes_only(use) and position.get(use.operation, -1) > position[anchor]:
+                    references.append(use)
+                    continue
+                return []
+    for use in references:
+        use.operation.operands[use.index] = result
     return group
+
+
+def _sizes_only(use: Use) -> bool:
+    """Whether ``use`` reads only its value's dims: one of ``refs``, the operands giving an
+    op's run-time sizes (``nn.reshape``, ``nn.arange``, ``nn.broadcast_to``: the last
+    operands)."""
+    refs = getattr(use.operation, "refs", None)
+    if not isinstance(refs, tuple | list) or not refs:
+        return False
+    return use.index >= len(use.operation.operands) - len(refs)
 
 
 def _views(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> list[Operation]:
@@ -135,7 +163,7 @@ def fuse_groups(block: Block) -> list[list[Operation]]:
     position = {op: k for k, op in enumerate(block.ops)}
     for op in block.ops:
         if is_anchor(op):
-            group = sorted({*_views(op, group_of), *_prologue(op, group_of), op}, key=position.__getitem__)
+            group = sorted({*_views(op, group_of), *_prologue(op, group_of, position), op}, key=position.__getitem__)
             for member in group:
                 group_of[member] = group
             continue

@@ -6,9 +6,19 @@ the host (``tests/support/kernel_check.py``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
-from support.kernel_check import check_kernels, fuse, fused_functions, host_ops  # tests/support/kernel_check.py
+from support.kernel_check import (  # tests/support/kernel_check.py
+    TOLERANCE,
+    build_for_host,
+    check_kernels,
+    fuse,
+    fused_functions,
+    host_ops,
+    launch_beside_reference,
+    random_input,
+)
 
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.fusion import kernel_function_error
@@ -83,3 +93,62 @@ def test_sm90_prologue_kernels_load_128_bits_without_spills():
         text = sass[kernel.entry]
         assert "LDG.E.128" in text, kernel.anchor
         assert not re.search(r"\b(STL|LDL)\b", text), f"{kernel.anchor} spills to local memory"
+
+
+EMBEDDINGS = """
+func.func @main(%ids: tensor<2x{S}xi64>, %types: tensor<2x{S}xi64>, %pids: tensor<1x{S}xi64>, %words: tensor<50x{C}x{T}>, %pos: tensor<64x{C}x{T}>, %kinds: tensor<2x{C}x{T}>, %g: tensor<{C}x{T}>, %b: tensor<{C}x{T}>, %q: tensor<2x{S}x{C}x{T}>) -> (tensor<2x{S}x{C}x{T}>, tensor<2x{S}x4x{H}x{T}>) {{
+  %0 = nn.take %words, %ids : (tensor<50x{C}x{T}>, tensor<2x{S}xi64>) -> tensor<2x{S}x{C}x{T}>
+  %1 = nn.take %pos, %pids : (tensor<64x{C}x{T}>, tensor<1x{S}xi64>) -> tensor<1x{S}x{C}x{T}>
+  %2 = nn.take %kinds, %types : (tensor<2x{C}x{T}>, tensor<2x{S}xi64>) -> tensor<2x{S}x{C}x{T}>
+  %3 = nn.add %0, %1 : (tensor<2x{S}x{C}x{T}>, tensor<1x{S}x{C}x{T}>) -> tensor<2x{S}x{C}x{T}>
+  %4 = nn.add %3, %2 : (tensor<2x{S}x{C}x{T}>, tensor<2x{S}x{C}x{T}>) -> tensor<2x{S}x{C}x{T}>
+  %5 = nn.layer_norm %4, %g, %b {{axis = 2 : i64, epsilon = 1.0e-12 : f64}} : (tensor<2x{S}x{C}x{T}>, tensor<{C}x{T}>, tensor<{C}x{T}>) -> tensor<2x{S}x{C}x{T}>
+  %6 = nn.reshape %q, %4 {{ref_axes = array<i64: 1>, targets = array<i64: 1>}} : (tensor<2x{S}x{C}x{T}>, tensor<2x{S}x{C}x{T}>) -> tensor<2x{S}x4x{H}x{T}>
+  func.return %5, %6 : tensor<2x{S}x{C}x{T}>, tensor<2x{S}x4x{H}x{T}>
+}}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("dtype, cols", [("f16", 64), ("f32", 36)])
+def test_embedding_gathers_are_the_layer_norms_prologue(dtype, cols, tmp_path):
+    """BERT's embeddings: the word, position and token-type rows gathered and summed in the
+    layer norm's kernel (the sum never stored). A head-split reshape sized by the sum (a
+    shape reference: dims, not data) reads them from the norm's result instead."""
+    module = fuse(EMBEDDINGS.format(S="?", C=cols, H=cols // 4, T=dtype))
+    assert host_ops(module) == ["nn.reshape"]  # a view of %q's buffer: no kernel
+    (kernel,) = program_of(module).kernels.values()
+    assert kernel.ops == ("nn.take", "nn.take", "nn.take", "nn.add", "nn.add", "nn.layer_norm")
+    from partita.dialects import nn
+
+    (reshape,) = [op for op in module.walk() if isinstance(op, nn.ReshapeOp)]
+    ((name, function),) = fused_functions(module).items()
+    assert reshape.refs[0].owner.callee.string_value() == name
+    program, records, host = build_for_host(module, tmp_path)
+    rng = np.random.default_rng(0)
+    seq = 5
+    main_args = [rng.integers(0, 50, (2, seq)), rng.integers(0, 2, (2, seq)), rng.integers(0, 64, (1, seq))]
+    main_args += [random_input(shape, dtype, rng) for shape in [(50, cols), (64, cols), (2, cols), (cols,), (cols,)]]
+    (call,) = [op for op in module.walk() if op.name == "func.call"]
+    args = [main_args[v.index] for v in call.operands]  # the kernel's operands are main's arguments
+    out, expected = launch_beside_reference(function, name, records[name], host, args)
+    np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=TOLERANCE[dtype],
+                               atol=TOLERANCE[dtype])
+    import re
+
+    from support.sass import compiled_sass  # tests/support/sass.py
+
+    _, sass = compiled_sass(program.code)  # NVRTC builds it for sm_90, nothing in local memory
+    assert not re.search(r"\b(STL|LDL)\b", sass[program.kernels[name].entry])
+
+
+def test_a_gather_across_the_row_is_no_prologue():
+    """A take along the last axis reads a row out of order: it stays a kernel of its own."""
+    text = """
+func.func @main(%x: tensor<4x8xf32>, %i: tensor<8xi64>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.take %x, %i {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xi64>) -> tensor<4x8xf32>
+  %1 = nn.layer_norm %0, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  func.return %1 : tensor<4x8xf32>
+}
+"""
+    assert len(fused_functions(fuse(text))) == 2

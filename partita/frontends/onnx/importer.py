@@ -257,6 +257,11 @@ class Importer:
             self.names[id(arg)] = inp.name
             arg_types.append(typ)
             arg_names.append(inp.name)
+        for arg in self.block.args:
+            # A dynamic dim is read from a graph input where one has it: a shape reference
+            # to a computed tensor would keep its producer from fusing into a consumer
+            # (BERT's embedding sum into its LayerNorm), a use that reads no data.
+            self.labels(arg)
         gelu, absorbed = match_gelu(self.graph, {k: v for k, v in self.values.items() if is_const(v)},
                                     lambda t, what: tensor_array(t, what, self.external_dir))
         self.gelu.update(gelu)

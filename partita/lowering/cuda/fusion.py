@@ -137,18 +137,37 @@ def epilogue_error(op: Operation, anchor: Operation, derived: set[SSAValue]) -> 
 def prologue_error(op: Operation, anchor: Operation) -> str | None:
     """Why ``op`` cannot compute part of ``anchor``'s row input inside the anchor's kernel
     (``None`` if it can): rowwise anchors only (the row is computed where it is read, in
-    both passes), element-wise ops only, to the input's shape (so every element is
-    computed from the same element of its operands, vector loads included)."""
+    both passes), element-wise ops, and index views that read a row contiguously
+    (``_reads_rows``: BERT's embeddings, ``take``s of table rows), each computed at the
+    index its consumer reads. Operands of the input's shape read at the row element are
+    loaded as 16-byte vectors, the others one element at a time at their own index."""
     if kernel_kind(anchor) != "rowwise":
         return f"'{anchor.name}' reads its operands from memory"
     if not is_fusable(op):
         return f"'{op.name}' is not an injective op a kernel computes"
+    if len(op.results) != 1:
+        return f"'{op.name}' has several results"
+    if is_view(op):
+        return None if _reads_rows(op) else f"'{op.name}' remaps indices across the row"
     rule = _rules()[0].get(type(op))
     if nn.op_kind(op) > nn.OpKind.BROADCAST or (rule is not None and not rule.elementwise):
         return f"'{op.name}' remaps indices"
-    if len(op.results) != 1 or _shape(op.results[0]) != _shape(anchor.operands[0]):
-        return f"'{op.name}' does not have the shape of the '{anchor.name}' input"
     return None
+
+
+def _reads_rows(view: Operation) -> bool:
+    """Whether a row of ``view``'s result is a contiguous run of its input (so a row
+    kernel reading through it still reads memory in order): a ``take`` of whole rows
+    (not along the last axis), a unit-stride slice, a reshape (it keeps the element
+    order), a transpose that keeps the last axis last."""
+    if isinstance(view, nn.TakeOp):
+        rank = len(_shape(view.data))
+        return view.axis % rank != rank - 1
+    if isinstance(view, nn.StridedSliceOp):
+        return view.strides[-1] == 1
+    if isinstance(view, nn.TransposeOp):
+        return view.perm[-1] == len(view.perm) - 1
+    return isinstance(view, nn.ReshapeOp)
 
 
 def kernel_function_error(function: FuncOp) -> str | None:

@@ -319,6 +319,42 @@ func.func @q(%x: tensor<4x16xf32>, %r: tensor<4x16xf32>, %g: tensor<16xf32>, %b:
 }
 
 // -----
+// Index views that read rows in order join a row anchor's prologue (BERT's embeddings: table
+// rows gathered and summed in the layer norm's kernel); a head-split reshape sized by the
+// sum (a shape reference) reads those dims from the norm's result, after it. A gather along
+// the row (axis 1) stays a kernel of its own.
+
+// CHECK-LABEL: func.func private @emb_fused_0(%0: tensor<50x16xf32>, %1: tensor<2x?xi64>, %2: tensor<64x16xf32>, %3: tensor<1x?xi64>, %4: tensor<16xf32>, %5: tensor<16xf32>) -> tensor<2x?x16xf32>
+// CHECK-NEXT:    %6 = nn.take %0, %1
+// CHECK-NEXT:    %7 = nn.take %2, %3
+// CHECK-NEXT:    %8 = nn.add %6, %7
+// CHECK-NEXT:    %9 = nn.layer_norm %8, %4, %5
+// CHECK-NEXT:    func.return %9
+// CHECK-LABEL: func.func private @emb_fused_1(%0: tensor<2x16xf32>, %1: tensor<16xi64>) -> tensor<2x16xf32>
+// CHECK-NEXT:    %2 = nn.take %0, %1 {axis = 1 : i64}
+// CHECK-NEXT:    func.return %2
+// CHECK-LABEL: func.func private @emb_fused_2(%0: tensor<2x16xf32>, %1: tensor<16xf32>, %2: tensor<16xf32>) -> tensor<2x16xf32>
+// CHECK-NEXT:    %3 = nn.layer_norm %0, %1, %2
+// CHECK-NEXT:    func.return %3
+// CHECK-LABEL: func.func @emb
+// CHECK-NEXT:    %0 = func.call @emb_fused_0(%words, %ids, %pos, %pids, %g, %b)
+// CHECK-NEXT:    %1 = nn.reshape %q, %0 {ref_axes = array<i64: 1>, targets = array<i64: 1>}
+// CHECK-NEXT:    %2 = func.call @emb_fused_1(%y, %perm)
+// CHECK-NEXT:    %3 = func.call @emb_fused_2(%2, %g, %b)
+// CHECK-NEXT:    func.return %0, %1, %3
+
+func.func @emb(%ids: tensor<2x?xi64>, %pids: tensor<1x?xi64>, %words: tensor<50x16xf32>, %pos: tensor<64x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>, %q: tensor<2x?x16xf32>, %y: tensor<2x16xf32>, %perm: tensor<16xi64>) -> (tensor<2x?x16xf32>, tensor<2x?x4x4xf32>, tensor<2x16xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %0 = nn.take %words, %ids : (tensor<50x16xf32>, tensor<2x?xi64>) -> tensor<2x?x16xf32>
+  %1 = nn.take %pos, %pids : (tensor<64x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+  %2 = nn.add %0, %1 : (tensor<2x?x16xf32>, tensor<1x?x16xf32>) -> tensor<2x?x16xf32>
+  %3 = nn.layer_norm %2, %g, %b {axis = 2 : i64, epsilon = 1.0e-12 : f64} : (tensor<2x?x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x?x16xf32>
+  %4 = nn.reshape %q, %2 {ref_axes = array<i64: 1>, targets = array<i64: 1>} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x4x4xf32>
+  %5 = nn.take %y, %perm {axis = 1 : i64} : (tensor<2x16xf32>, tensor<16xi64>) -> tensor<2x16xf32>
+  %6 = nn.layer_norm %5, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<2x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
+  func.return %3, %4, %6 : tensor<2x?x16xf32>, tensor<2x?x4x4xf32>, tensor<2x16xf32>
+}
+
+// -----
 
 // An attention reads its operands through index views: the head splits of a packed QKV
 // projection (a strided slice and a reshape each) join its kernel, whose data input is the
