@@ -152,3 +152,21 @@ func.func @main(%x: tensor<4x8xf32>, %i: tensor<8xi64>, %g: tensor<8xf32>, %b: t
 }
 """
     assert len(fused_functions(fuse(text))) == 2
+
+
+def test_a_broadcast_row_is_a_prologue(tmp_path):
+    """A row broadcast over the rows (a token-type buffer expanded to the batch, a bias
+    row) reads each row in order: the norm's kernel computes it."""
+    text = """
+func.func @main(%x: tensor<1x8xf32>, %y: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.broadcast_to %x : (tensor<1x8xf32>) -> tensor<4x8xf32>
+  %1 = nn.add %0, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = nn.layer_norm %1, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  func.return %2 : tensor<4x8xf32>
+}
+"""
+    module = fuse(text)
+    (function,) = fused_functions(module).values()
+    assert [op.name for op in function.body.ops][:-1] == ["nn.broadcast_to", "nn.add", "nn.layer_norm"]
+    if have_gxx():
+        assert check_kernels(module, tmp_path) == ["nn.layer_norm"]

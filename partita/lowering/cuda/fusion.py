@@ -159,7 +159,8 @@ def _reads_rows(view: Operation) -> bool:
     """Whether a row of ``view``'s result is a contiguous run of its input (so a row
     kernel reading through it still reads memory in order): a ``take`` of whole rows
     (not along the last axis), a unit-stride slice, a reshape (it keeps the element
-    order), a transpose that keeps the last axis last."""
+    order), a transpose that keeps the last axis last, a broadcast (a row read in order,
+    or one element repeated)."""
     if isinstance(view, nn.TakeOp):
         rank = len(_shape(view.data))
         return view.axis % rank != rank - 1
@@ -167,7 +168,7 @@ def _reads_rows(view: Operation) -> bool:
         return view.strides[-1] == 1
     if isinstance(view, nn.TransposeOp):
         return view.perm[-1] == len(view.perm) - 1
-    return isinstance(view, nn.ReshapeOp)
+    return isinstance(view, nn.ReshapeOp | nn.BroadcastToOp)
 
 
 def kernel_function_error(function: FuncOp) -> str | None:
