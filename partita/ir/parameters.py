@@ -271,6 +271,25 @@ def _stored_layout(attr: ParameterAttr) -> np.ndarray:
     return values.transpose(np.argsort(attr.permutation)) if attr.perm.data else values
 
 
+def narrowed(values: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """``values`` as ``dtype``; into a float type of a smaller range (f32 to f16), a finite
+    value past its largest one becomes that value, as TensorRT clamps fp16 weights, not an
+    infinity, which a product with 0 turns into NaN (Funnel's attention mask: ``(1 - mask)
+    * 1e6``). Infinities and NaN stay."""
+    dtype = np.dtype(dtype)
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and dtype != values.dtype:
+        import ml_dtypes
+
+        try:
+            top = float(ml_dtypes.finfo(dtype).max)
+        except (TypeError, ValueError):  # not a float type
+            top = None
+        if top is not None and top < float(np.finfo(values.dtype).max):
+            values = np.where(np.isinf(values), values, np.clip(values, -top, top))
+    return values.astype(dtype, copy=False)
+
+
 def parameter_values(attr: ParameterAttr) -> np.ndarray:
     """The values of ``attr`` in its shape and type, read-only: a view of the mapped file
     (permuted: a strided view), or, for a parameter stored at another type, one array
@@ -284,7 +303,7 @@ def parameter_values(attr: ParameterAttr) -> np.ndarray:
     flat_in, flat_out = stored.reshape(-1), out.reshape(-1)  # views: both are C order
     step = max(1, CONVERT_CHUNK_BYTES // max(1, stored.dtype.itemsize))
     for at in range(0, flat_in.size, step):
-        flat_out[at : at + step] = flat_in[at : at + step]
+        flat_out[at : at + step] = narrowed(flat_in[at : at + step], dtype)
     out.flags.writeable = False
     return out.transpose(attr.permutation) if attr.perm.data else out
 
@@ -308,7 +327,7 @@ def converted_chunks(attr: ParameterAttr) -> Iterator[memoryview]:
             # Converted or laid out; otherwise the mapped bytes themselves, aligned or not
             # (a weight embedded in an .onnx file lies at any offset, and ascontiguousarray
             # would copy an unaligned chunk only to align it).
-            chunk = np.ascontiguousarray(chunk).astype(dtype, copy=False)
+            chunk = narrowed(np.ascontiguousarray(chunk), dtype)
         yield memoryview(chunk.reshape(-1).view(np.uint8))  # f16 / bf16 have no buffer-protocol format
 
 
@@ -336,5 +355,5 @@ def mapped_region(array: np.ndarray) -> tuple[str, int, tuple[int, ...], str | N
             getattr(owner, "parameter_name", None))
 
 
-__all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "parameter_values",
+__all__ = ["PARAMETER_THRESHOLD_BYTES", "ParameterAttr", "converted_chunks", "mapped_region", "narrowed", "parameter_values",
            "file_identity", "storage_dtype", "stored_values"]

@@ -5,7 +5,8 @@ Every op with an f32 tensor operand computes in the low type, except those whose
 numerics need f32 (:data:`KEEP_F32`: softmax and the normalizations, whose statistics are
 sums over many elements, and the reductions), which get their operands cast back up.
 f32 weights become low-precision constants (converted once, at compile time; a named
-parameter is retyped, its bytes converted chunk by chunk where they are read); other
+parameter is retyped, its bytes converted chunk by chunk where they are read), a finite
+value past f16's range saturating at its largest (``parameters.narrowed``); other
 values are cast (``nn.cast``) where a consumer first needs them in the other type. The
 function's arguments and results keep the model's own types: inputs are cast down after
 entry and outputs back up before return. GEMMs keep accumulating in f32 (the CUTLASS
@@ -35,7 +36,7 @@ from xdsl.passes import ModulePass
 from partita.dialects import nn
 from partita.ir import PartitaError
 from partita.ir.constants import constant_values
-from partita.ir.parameters import ParameterAttr
+from partita.ir.parameters import ParameterAttr, narrowed
 
 __all__ = ["KEEP_F32", "ToMixedPrecision"]
 
@@ -96,7 +97,7 @@ class _Converter:
             # needed, streamed a chunk at a time (the compiled-model file stores them converted).
             new: Operation = nn.ConstantOp(owner.value.retyped(self.low))
         elif isinstance(owner, nn.ConstantOp):
-            new = nn.ConstantOp(np.asarray(constant_values(owner)).astype(self.np_low))
+            new = nn.ConstantOp(narrowed(constant_values(owner), self.np_low))  # saturated, not infinite
         else:
             new = nn.CastOp(v, self.low)
         self._insert_after(v, new)

@@ -68,3 +68,30 @@ def test_deviation_lines() -> None:
                                          [np.array([1.0, 2.0]), np.array([1, 3])])
     assert lines == ["y: fp16 vs fp32: max abs deviation 0.5 (25.00% of max |fp32|)",
                      "k: fp16 vs fp32: 1 elements differ"]
+
+
+FUNNEL_MASK = """
+func.func @main(%s: tensor<2x8xf32>, %m: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %inf = nn.constant dense<1.0e6> : tensor<f32>
+  %one = nn.constant dense<1.0> : tensor<f32>
+  %0 = nn.subtract %one, %m : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = nn.multiply %0, %inf : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %2 = nn.subtract %s, %1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %3 = nn.softmax %2 {axis = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return %3 : tensor<2x8xf32>
+}
+"""
+
+
+def test_a_mask_constant_past_f16s_range_keeps_the_visible_scores() -> None:
+    """Funnel Transformer's ``score - (1 - mask) * 1e6`` in fp16: the 1e6 saturates at
+    65504, so a visible score (mask 1) subtracts 0, not 0 * inf = NaN, and the hidden
+    ones still weigh nothing."""
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((2, 8)).astype(np.float32)
+    m = (rng.random((2, 8)) < 0.6).astype(np.float32)
+    m[:, 0] = 1.0
+    (want,) = partita.compile(FUNNEL_MASK, ["llvm"]).run(s, m)
+    (got,) = partita.compile(FUNNEL_MASK, precision="fp16").run(s, m)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-3)

@@ -522,3 +522,22 @@ def test_a_transposed_weight_is_a_parameter_however_large(tmp_path: Path) -> Non
     x[0, 2] = 1.0
     y = partita.compile(str(path), ["llvm"], cache_dir=tmp_path / "cache").run(x)[0]
     assert y.shape == (1, rows) and y[0, 0] == 2.0 and not y[0, 1:].any()
+
+
+def test_a_weight_past_f16s_range_saturates_when_retyped(tmp_path: Path) -> None:
+    """An f32 parameter read as f16 (``to-mixed-precision``): values past 65504 become
+    65504 (an attention mask's 1e6, whose product with 0 must stay 0, not NaN), whether read
+    whole or streamed into a compiled-model file; infinities and NaN stay."""
+    from xdsl.dialects.builtin import Float16Type, Float32Type, TensorType
+
+    from partita.ir.parameters import converted_chunks, parameter_values
+
+    values = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 1.5, 65504.0, 70000.0], np.float32)
+    path = tmp_path / "w.bin"
+    path.write_bytes(values.tobytes())
+    attr = ParameterAttr.make("w", TensorType(Float32Type(), [8]), path, 0).retyped(Float16Type())
+    read = parameter_values(attr)
+    streamed = np.frombuffer(b"".join(bytes(c) for c in converted_chunks(attr)), np.float16)
+    want = np.array([65504, -65504, np.inf, -np.inf, np.nan, 1.5, 65504, 65504], np.float16)
+    for got in (read, streamed):
+        np.testing.assert_array_equal(got, want)

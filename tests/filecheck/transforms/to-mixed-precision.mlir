@@ -49,3 +49,20 @@ func.func @mixed(%x: tensor<4xf32>, %y: tensor<4xf32>, %i: tensor<4xi64>) -> (te
   %1 = nn.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   func.return %0, %1, %i : tensor<4xi1>, tensor<f32>, tensor<4xi64>
 }
+
+// -----
+
+// A constant past f16's range saturates at its largest finite value (as TensorRT clamps
+// fp16 weights): Funnel's mask, score - (1 - mask) * 1e6, stays finite where the mask is 1
+// (0 * 65504, not 0 * inf = NaN); an infinity is kept. bf16 has f32's range.
+
+// CHECK-LABEL: func.func @mask
+// CHECK:         nn.constant dense<[6.550400e+04, -6.550400e+04, 0xfc00, 1.000000e+00]> : tensor<4xf16>
+// BF16-LABEL: func.func @mask
+// BF16:         nn.constant dense<[9.{{[0-9]+}}e+05, -9.{{[0-9]+}}e+05, 0xff80, 1.000000e+00]> : tensor<4xbf16>
+func.func @mask(%s: tensor<2x4xf32>, %m: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %big = nn.constant dense<[1.0e6, -1.0e6, 0xFF800000, 1.0]> : tensor<4xf32>
+  %0 = nn.multiply %m, %big : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %1 = nn.subtract %s, %0 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %1 : tensor<2x4xf32>
+}
