@@ -122,3 +122,64 @@ def test_range_bounds_from_several_dims_import(tmp_path: Path, capsys) -> None:
     ir = capsys.readouterr().out
     assert "nn.arange" in ir and "-> tensor<1xi64>" in ir and "nn.shape_of" in ir
     assert "-> tensor<?xi64>" in ir  # the key positions, as long as the present cache
+
+
+def _kv_positions_before_the_cache(path: Path) -> onnx.ModelProto:
+    """transformers 5's decoder mask starts from ``arange(past + seq)``, the past read off
+    the cache input and the new tokens' count off the ids, before any layer concatenates
+    its cache (so no tensor of the graph has that length yet); here the key positions are
+    compared with the query positions ``past + arange(seq)`` into a causal mask, and the
+    cache is concatenated after."""
+    nodes = [
+        helper.make_node("Shape", ["past_key"], ["ps"]), helper.make_node("Gather", ["ps", "two"], ["past"], axis=0),
+        helper.make_node("Shape", ["ids"], ["is"]), helper.make_node("Gather", ["is", "one"], ["seq"], axis=0),
+        helper.make_node("Add", ["past", "seq"], ["total"]),
+        helper.make_node("Range", ["zero", "total", "one"], ["kv_pos"]),
+        helper.make_node("Range", ["past", "total", "one"], ["q_pos"]),
+        helper.make_node("Unsqueeze", ["q_pos", "axis1"], ["q_col"]),
+        helper.make_node("LessOrEqual", ["kv_pos", "q_col"], ["visible"]),
+        helper.make_node("Cast", ["visible"], ["mask"], to=TensorProto.FLOAT),
+        helper.make_node("Concat", ["past_key", "new_key"], ["present_key"], axis=2),
+    ]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             [("zero", 0), ("one", 1), ("two", 2), ("axis1", [1])]]
+    graph = helper.make_graph(
+        nodes, "mask", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "seq"]),
+                        helper.make_tensor_value_info("past_key", TensorProto.FLOAT, [1, 2, "past", 4]),
+                        helper.make_tensor_value_info("new_key", TensorProto.FLOAT, [1, 2, "seq", 4])],
+        [helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["seq", "total"]),
+         helper.make_tensor_value_info("present_key", TensorProto.FLOAT, [1, 2, "total", 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return model
+
+
+def test_key_positions_sized_by_a_sum_of_dims_before_any_tensor_has_it(tmp_path: Path) -> None:
+    """``arange(past + seq)`` before the cache is concatenated is an ``nn.arange`` whose two
+    shape references (the past cache's dim and the ids') add up: it imports, runs in a
+    kernel, and equals onnxruntime in prefill and decode steps."""
+    import onnxruntime as ort
+
+    path = tmp_path / "mask.onnx"
+    _kv_positions_before_the_cache(path)
+    exe = partita.compile(str(path), cache_dir=tmp_path / "cache")
+    (arange,) = [op for op in exe.module.walk() if op.name == "nn.arange" and len(op.operands) == 2] or [None]
+    assert arange is not None and list(arange.targets) == [0, 0]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for past, seq in [(0, 5), (5, 1), (9, 1)]:
+        feeds = {"ids": np.zeros((1, seq), np.int64), "past_key": rng.standard_normal((1, 2, past, 4)).astype(np.float32),
+                 "new_key": rng.standard_normal((1, 2, seq, 4)).astype(np.float32)}
+        for got, want in zip(exe.run(**feeds), session.run(None, feeds), strict=True):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+    assert not exe.runtime.plan.host_ops
+    from support.cuda_host import have_gxx  # tests/support/cuda_host.py
+
+    if have_gxx():  # the kernels built for the host: the arange's length is the sum of the two dims
+        from support.kernel_harness import run_host_kernels  # tests/support/kernel_harness.py
+
+        got, left = run_host_kernels(onnx.load(path), list(feeds.values()), tmp_path)
+        assert not left, left
+        for g, want in zip(got, session.run(None, feeds), strict=True):
+            np.testing.assert_array_equal(g, want)

@@ -10,8 +10,10 @@ Ops whose result size depends on run-time *values* (``Range(0, Shape(x)[1])``,
 ONNX importer resolves a dynamic size to the dimension of a tensor it was read from, and
 the op carries that tensor as a *shape reference*: the ``refs`` operands (only their shapes
 are used) with ``ref_axes`` (which dim of each ref) and ``targets`` (which result axis it
-sizes). So a result dim is always a dim of some operand, and shape functions and kernels
-derive it without reading device memory (TVM's "data-independent shape functions").
+sizes); several refs of one target add up (a decoder's ``arange(past + seq)``, built before
+any tensor has that length). So a result dim is always a dim of some operand, or a sum of
+them, and shape functions and kernels derive it without reading device memory (TVM's
+"data-independent shape functions").
 """
 
 from __future__ import annotations
@@ -115,22 +117,39 @@ class IndexingOp(NNOp):
 
 class RefDimsMixin:
     """``refs`` / ``ref_axes`` / ``targets``: result axis ``targets[k]`` has the size of
-    dim ``ref_axes[k]`` of ``refs[k]``."""
+    dim ``ref_axes[k]`` of ``refs[k]``; several refs of one target add up (a decoder's
+    ``arange(past + seq)``, built before any tensor has that length: the past cache's
+    dim plus the new tokens')."""
+
+    def _ref_terms(self, rank: int, dim_of) -> dict[int, list[Any]]:
+        """Each sized result axis and the ref dims it adds up, in ``refs`` order."""
+        if len(self.ref_axes) != len(self.refs) or len(self.targets) != len(self.refs):
+            raise VerifyException("refs, ref_axes and targets must have the same length")
+        terms: dict[int, list[Any]] = {}
+        for ref, axis, target in zip(self.refs, self.ref_axes, self.targets):
+            target = normalize_axis(target, rank, "target")
+            terms.setdefault(target, []).append(dim_of(ref, axis))
+        return terms
 
     def ref_shape(self, shape: Shape) -> Shape:
         out = list(shape)
-        if len(self.ref_axes) != len(self.refs) or len(self.targets) != len(self.refs):
-            raise VerifyException("refs, ref_axes and targets must have the same length")
-        for ref, axis, target in zip(self.refs, self.ref_axes, self.targets):
+
+        def static(ref: SSAValue, axis: int) -> int:
             rs = _shape(ref)
-            axis = normalize_axis(axis, len(rs), "ref axis")
-            target = normalize_axis(target, len(out), "target")
-            out[target] = rs[axis]
+            return rs[normalize_axis(axis, len(rs), "ref axis")]
+
+        for target, dims in self._ref_terms(len(out), static).items():
+            out[target] = DYN if DYN in dims else sum(dims)
         return tuple(out)
 
-    def apply_refs(self, out: list[Any], dims: Dims) -> list[Any]:
-        for ref, axis, target in zip(self.refs, self.ref_axes, self.targets):
-            out[target] = dims(ref)[axis]
+    def apply_refs(self, out: list[Any], dims: Dims, arith: ShapeArith | None = None) -> list[Any]:
+        """``out`` with its ref-sized dims from ``dims`` (``arith`` adds the terms of a sum:
+        symbolic dims; plain ``+`` for numbers)."""
+        for target, terms in self._ref_terms(len(out), lambda ref, axis: dims(ref)[axis]).items():
+            total = terms[0]
+            for d in terms[1:]:
+                total = arith.add(total, d) if arith is not None else total + d
+            out[target] = total
         return out
 
 
@@ -381,7 +400,7 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end.
         out = [s if s != DYN else arith.add(d, -b)
                for s, d, b in zip(_shape(self.result), dims(self.input), self.begin)]
-        return self.apply_refs(out, dims)
+        return self.apply_refs(out, dims, arith)
 
 
 @irdl_op_definition
@@ -423,7 +442,7 @@ class BroadcastToOp(RefDimsMixin, IndexingOp):
         shape = _shape(self.result)
         lead = len(shape) - len(x)
         out = [s if s != DYN else (x[k - lead] if k >= lead else s) for k, s in enumerate(shape)]
-        return self.apply_refs(out, dims)
+        return self.apply_refs(out, dims, arith)
 
 
 @irdl_op_definition
@@ -528,7 +547,7 @@ class ArangeOp(RefDimsMixin, NNOp):
         return out
 
     def result_dims(self, dims, arith):
-        return self.apply_refs(list(_shape(self.result)), dims)
+        return self.apply_refs(list(_shape(self.result)), dims, arith)
 
 
 @irdl_op_definition

@@ -22,6 +22,7 @@ from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import (
     ONNX_DTYPES,
     SymDim,
+    Unsupported,
     Value,
     const_ints,
     const_scalar,
@@ -333,8 +334,7 @@ def _dynamic_range(cx, start, limit, delta, element):
     else:
         if not constant and len(linear) == 1 and next(iter(linear))[1] == 1:
             size = next(iter(linear))[0]  # (past + seq) - past is seq, the dim x has
-        ref, axis = cx.dim_source(size, "the range size")
-        result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, [(ref, axis, 0)]))
+        result = cx.emit(nn.ArangeOp(0, 1, nn.DYN, element, _size_refs(cx, size)))
         cx.sym_labels[result] = [size]
     if isinstance(start, SymDim) or int(start) != 0:
         labels = cx.sym_labels.get(result)
@@ -342,6 +342,21 @@ def _dynamic_range(cx, start, limit, delta, element):
         if labels is not None:
             cx.sym_labels[result] = labels
     return result
+
+
+def _size_refs(cx, size: SymDim) -> list[tuple[SSAValue, int, int]]:
+    """Shape references of a 1-D result whose length is ``size``: the tensor dim equal to
+    it, or, where no tensor has that length yet, one reference per dim of the sum, which
+    add up (``nn.RefDimsMixin``): a decoder's ``arange(past + seq)`` for its mask, built
+    before any layer concatenates its cache."""
+    try:
+        ref, axis = cx.dim_source(size, "the range size")
+        return [(ref, axis, 0)]
+    except Unsupported:
+        linear, constant = sym_linear(size)
+        if constant or len(linear) < 2 or any(scale != 1 for _, scale in linear):
+            raise
+    return [(*cx.dim_source(term, "the range size"), 0) for term, _ in sorted(linear, key=lambda t: repr(t[0]))]
 
 
 @converter("Size")

@@ -23,8 +23,13 @@ def wrap_indices(indices: np.ndarray, size: int, what: str) -> np.ndarray:
     return np.where(indices < 0, indices + size, indices)
 
 
-def ref_dims(op, args_refs) -> list[int]:
-    return [r.shape[a] for r, a in zip(args_refs, op.ref_axes)]
+def ref_sizes(op, args_refs, rank: int) -> dict[int, int]:
+    """Each result axis the shape references size, and its size: the sum of the dims of
+    its refs (``nn.RefDimsMixin``)."""
+    sizes: dict[int, int] = {}
+    for ref, axis, target in zip(args_refs, op.ref_axes, op.targets):
+        sizes[target % rank] = sizes.get(target % rank, 0) + ref.shape[axis]
+    return sizes
 
 
 @register_impls
@@ -94,7 +99,7 @@ class IndexingFunctions(InterpreterFunctions):
     def run_strided_slice(self, interpreter: Interpreter, op, args):
         x, refs = args[0], args[1:]
         end = list(op.end)
-        for size, target in zip(ref_dims(op, refs), op.targets):
+        for target, size in ref_sizes(op, refs, x.ndim).items():
             if size > x.shape[target]:
                 raise PartitaError(f"{op.name}: slice end {size} is past the size "
                                    f"{x.shape[target]} of axis {target}")
@@ -110,7 +115,7 @@ class IndexingFunctions(InterpreterFunctions):
         for k, s in enumerate(shape):
             if s == nn.DYN and k >= lead:
                 shape[k] = x.shape[k - lead]
-        for size, target in zip(ref_dims(op, refs), op.targets):
+        for target, size in ref_sizes(op, refs, len(shape)).items():
             shape[target] = size
         return (np.ascontiguousarray(np.broadcast_to(x, shape)),)
 
@@ -129,7 +134,7 @@ class IndexingFunctions(InterpreterFunctions):
 
     @impl(nn.ArangeOp)
     def run_arange(self, interpreter: Interpreter, op, args):
-        (size,) = ref_dims(op, args) or op.result.type.get_shape()
+        size = ref_sizes(op, args, 1).get(0, op.result.type.get_shape()[0])
         dtype = nn.numpy_dtype(op.result.type.element_type)
         if np.issubdtype(dtype, np.integer):
             out = int(op.start) + int(op.delta) * np.arange(size, dtype=np.int64)

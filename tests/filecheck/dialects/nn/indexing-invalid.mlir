@@ -149,3 +149,12 @@ func.func @tensor_scatter_one_position_per_entry(%c: tensor<2x3x4xf32>, %u: tens
   %0 = nn.tensor_scatter %c, %u, %w : (tensor<2x3x4xf32>, tensor<2x1x4xf32>, tensor<3xi64>) -> tensor<2x3x4xf32>
   func.return
 }
+
+// -----
+
+// Refs of one target add up (3 + 5): the result must have 8 elements.
+func.func @summed_refs_disagree(%w: tensor<3x5xf32>) {
+  // expected-error@+1 {{result shape [7] is incompatible with inferred shape [8]}}
+  %0 = nn.arange %w, %w {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 0>} : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<7xi64>
+  func.return
+}

@@ -31,12 +31,23 @@ func.func @scatters(%c: tensor<2x4x8xf32>, %i: tensor<3x2xi64>, %u: tensor<3x8xf
 // CHECK-NEXT: %2 = nn.reshape %m, %m, %m {ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 3>} : (tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xi64>) -> tensor<?x1x1x?xi64>
 // CHECK-NEXT: %3 = nn.broadcast_to %2, %m {ref_axes = array<i64: 1>, targets = array<i64: 2>} : (tensor<?x1x1x?xi64>, tensor<?x?xi64>) -> tensor<?x1x?x?xi64>
 // CHECK-NEXT: func.return %1 : tensor<?xi64>
+
 func.func @shape_refs(%x: tensor<16x4xi1>, %ids: tensor<?x?xi64>, %m: tensor<?x?xi64>) -> tensor<?xi64> {
   %0 = nn.strided_slice %x, %ids {begin = array<i64: 0, 3>, end = array<i64: 0, -100>, strides = array<i64: 1, -2>, ref_axes = array<i64: 1>, targets = array<i64: 0>} : (tensor<16x4xi1>, tensor<?x?xi64>) -> tensor<?x2xi1>
   %1 = nn.arange %ids {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 1>, targets = array<i64: 0>} : (tensor<?x?xi64>) -> tensor<?xi64>
   %2 = nn.reshape %m, %m, %m {ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 3>} : (tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xi64>) -> tensor<?x1x1x?xi64>
   %3 = nn.broadcast_to %2, %m {ref_axes = array<i64: 1>, targets = array<i64: 2>} : (tensor<?x1x1x?xi64>, tensor<?x?xi64>) -> tensor<?x1x?x?xi64>
   func.return %1 : tensor<?xi64>
+}
+
+// Refs of one target add up: a decoder's key positions, arange(past + seq).
+// CHECK-LABEL: func.func @summed_refs
+// CHECK-NEXT: %0 = nn.arange %past, %ids {start = 0.000000e+00 : f64, delta = 1.000000e+00 : f64, ref_axes = array<i64: 2, 1>, targets = array<i64: 0, 0>} : (tensor<1x2x?x4xf32>, tensor<?x?xi64>) -> tensor<?xi64>
+// CHECK-NEXT: %1 = nn.arange %w, %w {start = 0.000000e+00 : f64, delta = 1.000000e+00 : f64, ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 0>} : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<8xi64>
+func.func @summed_refs(%past: tensor<1x2x?x4xf32>, %ids: tensor<?x?xi64>, %w: tensor<3x5xf32>) -> tensor<?xi64> {
+  %0 = nn.arange %past, %ids {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 2, 1>, targets = array<i64: 0, 0>} : (tensor<1x2x?x4xf32>, tensor<?x?xi64>) -> tensor<?xi64>
+  %1 = nn.arange %w, %w {start = 0.0 : f64, delta = 1.0 : f64, ref_axes = array<i64: 0, 1>, targets = array<i64: 0, 0>} : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<8xi64>
+  func.return %0 : tensor<?xi64>
 }
 
 // CHECK-LABEL: func.func @others
