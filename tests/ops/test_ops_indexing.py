@@ -310,21 +310,30 @@ def test_expand_shape_from_a_torch_style_where_equal(tmp_path) -> None:
 
 
 def test_slices_of_a_dynamic_axis(tmp_path) -> None:
-    """x[:, 1:] (size seq - 1), x[:, -1:] (the last token) and x[:, -3:-1] on a dynamic
-    sequence axis; other slices of it are clear errors."""
+    """x[:, 1:] (size seq - 1), x[:, 1:-1] (seq - 2), x[:, -1:] (the last token),
+    x[:, -3:-1] and x[:, 1:3] (static sizes, assuming the axis holds them, which binding
+    checks) on a dynamic sequence axis; a stride is a clear error."""
     inits = [("one", np.array([1])), ("big", np.array([2**63 - 1])), ("m1", np.array([-1])),
-             ("m3", np.array([-3])), ("ax", np.array([1]))]
+             ("m3", np.array([-3])), ("ax", np.array([1])), ("three", np.array([3]))]
     m = make([h.make_node("Slice", ["x", "one", "big", "ax"], ["tail"]),
               h.make_node("Slice", ["x", "m1", "big", "ax"], ["last"]),
-              h.make_node("Slice", ["x", "m3", "m1", "ax"], ["mid"])],
-             [("x", np.float32, [2, "seq", 3])], ["tail", "last", "mid"], inits)
+              h.make_node("Slice", ["x", "m3", "m1", "ax"], ["mid"]),
+              h.make_node("Slice", ["x", "one", "three", "ax"], ["head"]),
+              h.make_node("Slice", ["x", "one", "m1", "ax"], ["inner"])],
+             [("x", np.float32, [2, "seq", 3])], ["tail", "last", "mid", "head", "inner"], inits)
     for seq in (3, 6):
         x = data((2, seq, 3), np.float32, seq)
         (tmp_path / str(seq)).mkdir()
-        check(m, [x], tmp_path / str(seq), [x[:, 1:], x[:, -1:], x[:, -3:-1]])
-    bad = make([h.make_node("Slice", ["x", "one", "m1", "ax"], ["y"])],
-               [("x", np.float32, [2, "seq", 3])], ["y"], inits)
-    with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end -1"):
+        check(m, [x], tmp_path / str(seq), [x[:, 1:], x[:, -1:], x[:, -3:-1], x[:, 1:3], x[:, 1:-1]])
+    import partita
+
+    head = make([h.make_node("Slice", ["x", "one", "three", "ax"], ["head"])], [("x", np.float32, [2, "seq", 3])],
+                ["head"], inits)
+    with pytest.raises(PartitaError, match=r"its result would be 2x1x3 with these inputs, but its type says tensor<2x2x3xf32>"):
+        partita.compile(head).run(data((2, 2, 3), np.float32))  # [1:3] of two tokens
+    bad = make([h.make_node("Slice", ["x", "one", "big", "ax", "two"], ["y"])],
+               [("x", np.float32, [2, "seq", 3])], ["y"], [*inits, ("two", np.array([2]))])
+    with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end 9223372036854775807, step 2"):
         import_onnx(bad)
 
 

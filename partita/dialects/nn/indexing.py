@@ -70,14 +70,21 @@ SLICE_END = 2**63 - 1
 
 def dynamic_slice(begin: int, end: int, step: int) -> str | None:
     """The slices of an axis of unknown size that need no clamping: ``tail``
-    (``[begin:]``, ``begin >= 0``: size ``dim - begin``) and ``last`` (``[-k:]`` or
-    ``[-k:-j]``: a static size, assuming the axis holds ``k`` elements)."""
+    (``[begin:]``, ``begin >= 0``: size ``dim - begin``), ``inner`` (``[b:-j]``: size
+    ``dim - b - j``), ``last`` (``[-k:]`` or ``[-k:-j]``: a static size, assuming the axis
+    holds ``k`` elements) and ``head`` (``[b:e]``, ``0 <= b <= e``: the static size
+    ``e - b``, assuming the axis holds ``e``). An assumption is checked when a plan binds
+    the shapes (Longformer slices its chunks all these ways)."""
     if step != 1:
         return None
     if begin >= 0 and end >= 2**62:
         return "tail"
     if begin < 0 and (end >= 2**62 or begin < end < 0):
         return "last"
+    if 0 <= begin <= end < 2**62:
+        return "head"
+    if begin >= 0 and -(2**62) < end < 0:
+        return "inner"
     return None
 
 
@@ -371,13 +378,15 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         for axis, (d, b, e, s) in enumerate(zip(x, self.begin, self.end, self.strides)):
             if d != DYN:
                 out.append(slice_length(d, b, e, s))
-            elif axis in self.targets or dynamic_slice(b, e, s) == "tail":
+            elif axis in self.targets or dynamic_slice(b, e, s) in ("tail", "inner"):
                 out.append(DYN)
             elif dynamic_slice(b, e, s) == "last":
                 out.append((e if e < 0 else 0) - b)
+            elif dynamic_slice(b, e, s) == "head":
+                out.append(e - b)
             else:
-                raise VerifyException(f"dynamic axis {axis} must be sliced with stride 1 from "
-                                      "a start to the end, or between two negative bounds")
+                raise VerifyException(f"dynamic axis {axis} must be sliced with stride 1 "
+                                      "(nn.dynamic_slice's forms)")
         for t in self.targets:
             if (self.begin[t], self.strides[t]) != (0, 1):
                 raise VerifyException(f"axis {t} ends at a ref dim: it must start at 0 "
@@ -397,9 +406,10 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         return None if d == DYN else range(d)[slice(self.begin[axis], self.end[axis], self.strides[axis])]
 
     def result_dims(self, dims, arith):
-        # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end.
-        out = [s if s != DYN else arith.add(d, -b)
-               for s, d, b in zip(_shape(self.result), dims(self.input), self.begin)]
+        # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end, or
+        # to -j before it.
+        out = [s if s != DYN else arith.add(d, (e if -(2**62) < e < 0 else 0) - b)
+               for s, d, b, e in zip(_shape(self.result), dims(self.input), self.begin, self.end)]
         return self.apply_refs(out, dims, arith)
 
 

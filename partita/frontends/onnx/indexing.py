@@ -172,8 +172,8 @@ def _slice(cx, ins, attrs):
         if d == nn.DYN and not any(t == a for _, _, t in refs) and \
                 nn.dynamic_slice(begin[a], end[a], strides[a]) is None:
             fail(f"slicing dynamic dimension {a} with start {begin[a]}, end {end[a]}, step "
-                 f"{strides[a]} is not supported (supported: [b:] with b >= 0, [-k:], "
-                 "[-k:-j], or up to a dynamic size)")
+                 f"{strides[a]} is not supported (supported: [b:] and [b:-j] with b >= 0, [-k:], "
+                 "[-k:-j], [b:e] with 0 <= b <= e, or up to a dynamic size; step 1)")
     if not refs and all((b, e, s) == (0, INT64_MAX, 1) for b, e, s in zip(begin, end, strides)):
         return x
     return cx.emit(nn.StridedSliceOp(x, begin, end, strides, refs))

@@ -116,7 +116,7 @@ def strided_slice_index(emitter, op: nn.StridedSliceOp, index: list[str]) -> lis
         if axis in op.targets:
             inner.append(index[axis])  # [0, ref dim)
             continue
-        if d == DYNAMIC_INDEX:  # [b:] or [-k:...]: no clamping (nn.dynamic_slice)
+        if d == DYNAMIC_INDEX:  # a form of nn.dynamic_slice: no clamping
             dim = emitter.dims[op.input][axis]
             start = b if b >= 0 else f"{_paren(dim)} - {-b}"
             inner.append(_paren(_add(start, index[axis])) if start != 0 else index[axis])

@@ -40,6 +40,14 @@ func.func @shape_refs(%x: tensor<16x4xi1>, %ids: tensor<?x?xi64>, %m: tensor<?x?
   func.return %1 : tensor<?xi64>
 }
 
+// The first tokens of an axis of unknown size: [1:4] has 3 (checked when shapes bind).
+// CHECK-LABEL: func.func @head_of_a_dynamic_axis
+// CHECK-NEXT: %0 = nn.strided_slice %x {begin = array<i64: 1, 0>, end = array<i64: 4, 9223372036854775807>, strides = array<i64: 1, 1>} : (tensor<?x2xf32>) -> tensor<3x2xf32>
+func.func @head_of_a_dynamic_axis(%x: tensor<?x2xf32>) -> tensor<3x2xf32> {
+  %0 = nn.strided_slice %x {begin = array<i64: 1, 0>, end = array<i64: 4, 9223372036854775807>, strides = array<i64: 1, 1>} : (tensor<?x2xf32>) -> tensor<3x2xf32>
+  func.return %0 : tensor<3x2xf32>
+}
+
 // Refs of one target add up: a decoder's key positions, arange(past + seq).
 // CHECK-LABEL: func.func @summed_refs
 // CHECK-NEXT: %0 = nn.arange %past, %ids {start = 0.000000e+00 : f64, delta = 1.000000e+00 : f64, ref_axes = array<i64: 2, 1>, targets = array<i64: 0, 0>} : (tensor<1x2x?x4xf32>, tensor<?x?xi64>) -> tensor<?xi64>
