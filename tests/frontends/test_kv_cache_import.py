@@ -183,3 +183,34 @@ def test_key_positions_sized_by_a_sum_of_dims_before_any_tensor_has_it(tmp_path:
         assert not left, left
         for g, want in zip(got, session.run(None, feeds), strict=True):
             np.testing.assert_array_equal(g, want)
+
+
+def test_a_decode_steps_position_in_float_math_runs_at_run_time(tmp_path: Path) -> None:
+    """A step of one token (the ids' length static): its position is ``past``, a shape
+    computation, cast to float and scaled into rotary angles. Integer shape arithmetic
+    folds at import; the float part is data: cos(past * inv_freq) computed at run time
+    (folded as dims it would truncate 0.1 to 0), equal to onnxruntime at two lengths."""
+    import onnxruntime as ort
+
+    inv_freq = (1.0 / 10000 ** (np.arange(0, 8, 2) / 8)).astype(np.float32)
+    nodes = [helper.make_node("Shape", ["past_key"], ["ps"]), helper.make_node("Gather", ["ps", "two"], ["past"], axis=0),
+             helper.make_node("Add", ["past", "zeros"], ["pos"]),  # past + arange(1), folded by the exporter
+             helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["posf", "axis1"], ["col"]),
+             helper.make_node("Mul", ["col", "inv_freq"], ["angles"]),
+             helper.make_node("Cos", ["angles"], ["cos"]),
+             helper.make_node("Mul", ["posf", "half"], ["scaled"])]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in [("zeros", [0]), ("two", 2), ("axis1", [1])]]
+    inits += [numpy_helper.from_array(inv_freq, "inv_freq"), numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    graph = helper.make_graph(nodes, "rope", [helper.make_tensor_value_info("past_key", TensorProto.FLOAT, [1, 2, "past", 4])],
+                              [helper.make_tensor_value_info("cos", TensorProto.FLOAT, [1, 4]),
+                               helper.make_tensor_value_info("scaled", TensorProto.FLOAT, [1])], inits)
+    path = tmp_path / "rope.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    exe = partita.compile(str(path), cache_dir=tmp_path / "cache")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for past in (5, 11):
+        feeds = {"past_key": np.zeros((1, 2, past, 4), np.float32)}
+        for got, want in zip(exe.run(**feeds), session.run(None, feeds), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert not exe.runtime.plan.host_ops

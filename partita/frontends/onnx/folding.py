@@ -166,6 +166,18 @@ def _sym_shape(cx, ins, attrs):
     return np.asarray(dims[slice(attrs.get("start", 0), attrs.get("end", len(dims)))], dtype=np.int64)
 
 
+def folds_symbolically(node: onnx.NodeProto, ins: list[Value], attrs: dict) -> bool:
+    """Whether ``node`` over a shape computation (an input holding ``SymDim``s) folds at
+    import: shape arithmetic on integers has a folder; a float in it (a decode step's
+    position cast to float and scaled into rotary angles) is data, computed at run time."""
+    if node.op_type not in _SYMBOLIC_FOLDERS:
+        return False
+    if node.op_type == "Cast":
+        to = attrs.get("to")
+        return to in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
+    return all(is_symbolic(v) or np.asarray(v).dtype.kind in "iub" for v in ins if v is not None)
+
+
 _SYMBOLIC_FOLDERS: dict[str, Callable[..., np.ndarray]] = {
     "Shape": _sym_shape,
     "Equal": _sym_equal,

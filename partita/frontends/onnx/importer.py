@@ -34,7 +34,14 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
-from partita.frontends.onnx.folding import _NO_FOLD, FOLD_LIMIT_BYTES, FOLD_TOTAL_BYTES, _fold, _static_bytes
+from partita.frontends.onnx.folding import (
+    _NO_FOLD,
+    FOLD_LIMIT_BYTES,
+    FOLD_TOTAL_BYTES,
+    _fold,
+    _static_bytes,
+    folds_symbolically,
+)
 from partita.frontends.onnx.functions import function_body
 from partita.frontends.onnx.gelu import match_gelu
 from partita.frontends.onnx.model import (
@@ -44,7 +51,7 @@ from partita.frontends.onnx.model import (
     _check_single_assignment,
     _default_opset,
     _describe,
-    _dim_labels,
+    _inferred_values,
     _initializer_last_uses,
     _value_type,
     legacy_version_check,
@@ -88,7 +95,7 @@ class Importer:
         self.block = Block()
         self.node: onnx.NodeProto | None = None
         self.expansions = 0  # function bodies imported so far (their values' name prefixes)
-        self.dim_labels = _dim_labels(model)
+        self.dim_labels, self.element_types = _inferred_values(model)
         self.gelu: dict[int, tuple[str, str]] = {}  # final node index -> (input name of x, approximate)
         self.absorbed: set[int] = set()
         self.names: dict[int, str] = {}  # id(SSAValue) -> ONNX value name
@@ -193,6 +200,17 @@ class Importer:
         elif array.dtype not in ONNX_DTYPES.values():
             fail(f"constant of element type {array.dtype} used as tensor data")
         return self.emit(nn.ConstantOp(array, getattr(v, "parameter_name", None)))
+
+    def _run_time(self, name: str, v: np.ndarray) -> SSAValue:
+        """A folded shape computation as the run-time tensor of the type the model gives
+        ``name`` (an i64 of dims cast to the float of a position the model computes with)."""
+        value = self.materialize(v)
+        code = self.element_types.get(name)
+        if code in ONNX_DTYPES:
+            element = nn.element_type_of(ONNX_DTYPES[code])
+            if element != value.type.element_type:
+                value = self.emit(nn.CastOp(value, element))
+        return value
 
     def materialize(self, v: np.ndarray, like: SSAValue | None = None) -> SSAValue:
         """A shape computation over dynamic dims used as data: each dim is read at run time
@@ -423,6 +441,12 @@ class Importer:
         symbolic = any(is_symbolic(v) for v in present)
         if foldable and symbolic and node.op_type in SYMBOLIC_CONVERTERS:
             outs = converter(self, ins, attrs)  # shapes over dynamic dims: real ops
+        elif foldable and symbolic and converter is not None and not folds_symbolically(node, ins, attrs):
+            # A shape value used as data (a decode step's position, past + 0, into the
+            # rotary angles' Mul and Cos): computed at run time, each dim read with
+            # nn.shape_of where the converter takes the tensor (Importer.materialize).
+            outs = converter(self, [self._run_time(n, v) if is_symbolic(v) else v for n, v in zip(node.input, ins)],
+                             attrs)
         elif foldable and (converter is None or symbolic):
             outs = _fold(self, node, ins, attrs)
         elif converter is None:

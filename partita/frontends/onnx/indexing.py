@@ -344,19 +344,29 @@ def _dynamic_range(cx, start, limit, delta, element):
     return result
 
 
+SIZE_TERM_LIMIT = 1 << 16
+"""The largest constant term of a summed size (``past + 1``) that a small constant tensor's
+dim stands for (its bytes are that many; it is read for its shape alone)."""
+
+
 def _size_refs(cx, size: SymDim) -> list[tuple[SSAValue, int, int]]:
     """Shape references of a 1-D result whose length is ``size``: the tensor dim equal to
     it, or, where no tensor has that length yet, one reference per dim of the sum, which
     add up (``nn.RefDimsMixin``): a decoder's ``arange(past + seq)`` for its mask, built
-    before any layer concatenates its cache."""
+    before any layer concatenates its cache. A constant term (``past + 1``: a step of one
+    token, the ids' length static) is the dim of a constant of that length."""
     try:
         ref, axis = cx.dim_source(size, "the range size")
         return [(ref, axis, 0)]
     except Unsupported:
         linear, constant = sym_linear(size)
-        if constant or len(linear) < 2 or any(scale != 1 for _, scale in linear):
+        if not 0 <= constant <= SIZE_TERM_LIMIT or any(scale != 1 for _, scale in linear) \
+                or len(linear) + bool(constant) < 2:
             raise
-    return [(*cx.dim_source(term, "the range size"), 0) for term, _ in sorted(linear, key=lambda t: repr(t[0]))]
+    refs = [(*cx.dim_source(term, "the range size"), 0) for term, _ in sorted(linear, key=lambda t: repr(t[0]))]
+    if constant:
+        refs.append((cx.emit(nn.ConstantOp(np.zeros(constant, np.int8))), 0, 0))
+    return refs
 
 
 @converter("Size")

@@ -87,23 +87,27 @@ def _value_type(info: onnx.ValueInfoProto, what: str) -> TensorType:
     return TensorType(nn.element_type_of(ONNX_DTYPES[elem]), dims)
 
 
-def _dim_labels(model: onnx.ModelProto) -> dict[str, list[object]]:
-    """Symbolic dimension names per value, from ONNX shape inference (best effort)."""
+def _inferred_values(model: onnx.ModelProto) -> tuple[dict[str, list[object]], dict[str, int]]:
+    """Per value, from ONNX shape inference (best effort): its symbolic dimension names,
+    and its element type (``TensorProto`` code): what a shape computation folded at import
+    (kept as dims, typeless) was in the model."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:
         inferred = model
     labels: dict[str, list[object]] = {}
+    elements: dict[str, int] = {}
     g = inferred.graph
     for info in [*g.input, *g.value_info, *g.output]:
         tt = info.type.tensor_type
+        if tt.elem_type:
+            elements[info.name] = tt.elem_type
         if tt.HasField("shape"):
             labels[info.name] = [
                 d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in tt.shape.dim
             ]
-    return labels
-
+    return labels, elements
 
 
 def _node_inputs(node: onnx.NodeProto) -> Iterator[str]:
