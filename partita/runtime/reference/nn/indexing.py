@@ -23,13 +23,12 @@ def wrap_indices(indices: np.ndarray, size: int, what: str) -> np.ndarray:
     return np.where(indices < 0, indices + size, indices)
 
 
-def ref_sizes(op, args_refs, rank: int) -> dict[int, int]:
-    """Each result axis the shape references size, and its size: the sum of the dims of
-    its refs (``nn.RefDimsMixin``)."""
-    sizes: dict[int, int] = {}
-    for ref, axis, target in zip(args_refs, op.ref_axes, op.targets):
-        sizes[target % rank] = sizes.get(target % rank, 0) + ref.shape[axis]
-    return sizes
+def with_refs(op, sizes: list[int], ref_arrays) -> list[int]:
+    """``sizes`` with the axes ``op``'s shape references size set from the arrays passed
+    for its refs (the op's own rule, ``nn.RefDimsMixin.apply_refs``: refs of one target add
+    up)."""
+    shapes = {ref: array.shape for ref, array in zip(op.refs, ref_arrays)}
+    return op.apply_refs(list(sizes), shapes.__getitem__)
 
 
 @register_impls
@@ -98,12 +97,11 @@ class IndexingFunctions(InterpreterFunctions):
     @impl(nn.StridedSliceOp)
     def run_strided_slice(self, interpreter: Interpreter, op, args):
         x, refs = args[0], args[1:]
-        end = list(op.end)
-        for target, size in ref_sizes(op, refs, x.ndim).items():
-            if size > x.shape[target]:
-                raise PartitaError(f"{op.name}: slice end {size} is past the size "
+        end = with_refs(op, op.end, refs)
+        for target in {t % x.ndim for t in op.targets}:
+            if end[target] > x.shape[target]:
+                raise PartitaError(f"{op.name}: slice end {end[target]} is past the size "
                                    f"{x.shape[target]} of axis {target}")
-            end[target] = size
         index = tuple(slice(b, e, s) for b, e, s in zip(op.begin, end, op.strides))
         return (np.ascontiguousarray(x[index]),)
 
@@ -115,9 +113,7 @@ class IndexingFunctions(InterpreterFunctions):
         for k, s in enumerate(shape):
             if s == nn.DYN and k >= lead:
                 shape[k] = x.shape[k - lead]
-        for target, size in ref_sizes(op, refs, len(shape)).items():
-            shape[target] = size
-        return (np.ascontiguousarray(np.broadcast_to(x, shape)),)
+        return (np.ascontiguousarray(np.broadcast_to(x, with_refs(op, shape, refs))),)
 
     @impl(nn.TileOp)
     def run_tile(self, interpreter: Interpreter, op, args):
@@ -134,7 +130,7 @@ class IndexingFunctions(InterpreterFunctions):
 
     @impl(nn.ArangeOp)
     def run_arange(self, interpreter: Interpreter, op, args):
-        size = ref_sizes(op, args, 1).get(0, op.result.type.get_shape()[0])
+        (size,) = with_refs(op, op.result.type.get_shape(), args)
         dtype = nn.numpy_dtype(op.result.type.element_type)
         if np.issubdtype(dtype, np.integer):
             out = int(op.start) + int(op.delta) * np.arange(size, dtype=np.int64)
