@@ -22,7 +22,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from xdsl.dialects import func, tensor
@@ -45,7 +45,8 @@ from partita.runtime.arenas import Arena, ArenaPool, lies_in, reserved_size
 if TYPE_CHECKING:  # pragma: no cover
     from partita.runtime.plan_load import LaunchPlan
 
-__all__ = ["ALIGNMENT", "RECORD_ERRORS", "BoundPlan", "HostStep", "Tensor", "is_data_dependent", "plan_stages"]
+__all__ = ["ALIGNMENT", "RECORD_ERRORS", "BoundPlan", "HostStep", "StageSchedule", "Tensor", "is_data_dependent",
+           "plan_stages"]
 
 ALIGNMENT = 256
 RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
@@ -53,9 +54,24 @@ RECORD_ERRORS = (KeyError, ValueError, TypeError, IndexError, ZeroDivisionError,
 error, never an internal one."""
 
 
+SELECTED, LAUNCH, EMULATED, HOST = "selected", "launch", "emulated", "host"
+"""What a bind builds of an op: the upload of a data-dependent op's results (computed at the
+stage boundary), a call's launches, a call the host emulates, an nn op run on the host."""
+
+
 @dataclass(frozen=True)
-class Tensor:
-    """An operand at its planned device address."""
+class StageSchedule:
+    """A stage's ops that become steps, each with what a bind builds of it, and the
+    arguments of the plan read otherwise than through a kernel argument (never patched to
+    be read in place)."""
+
+    steps: tuple[tuple[Operation, str], ...]
+    readers: frozenset[int]
+
+
+class Tensor(NamedTuple):
+    """An operand at its planned device address (a tuple: binding makes one per operand of
+    every call it binds, and keys its launch memo with them)."""
 
     ptr: int
     shape: tuple[int, ...]
@@ -397,63 +413,49 @@ class BoundPlan:
 
     def _build(self, workspaces: dict[Operation, int]) -> None:
         plan = self.plan
+        schedule = plan.schedules[self.stage]
         # A call whose operands' shapes are those of the plan bound last into the same
-        # arena (same buffers at the same pointers) copies that plan's launches.
+        # arena (same buffers at the same pointers) takes that plan's launches.
         reuse, self.reuse_from = self.reuse_from, None  # no chain of every plan ever bound
-        arguments = {arg: i for i, arg in enumerate(plan.block.args)}
+        arguments = plan.arguments
         patches: list[list[tuple[Any, int]]] = [[] for _ in plan.block.args]
-        readers: set[int] = set()  # arguments something other than a kernel argument reads
-        readers.update(plan.read_by_later_stages)  # read in their slots
-        for op in self.ops:
-            if self.selects and op is self.ops[0]:  # computed at the boundary: uploaded here
-                self._host(op, op.name, lambda arrays: self.selected, [], [self.tensor(r) for r in op.results])
-            elif (facts := plan.facts.calls.get(op)) is not None:
-                call = plan.calls[op]
-                if not facts.outs:
-                    continue  # extern functions are pure: a call with no result does nothing
-                # An argument written in place (a tied result's outs) is the run's own copy,
-                # in its slot: a user's buffer is never written.
-                readers.update(arguments[root] for v in facts.outs if (root := plan.alias.get(v, v)) in arguments)
+        readers: set[int] = set(schedule.readers)  # arguments something other than a kernel argument reads
+        shapes = self.shapes
+        for op, kind in schedule.steps:
+            if kind == LAUNCH:
+                facts = plan.facts.calls[op]
                 bound = reuse.bound_launches.get(op) if reuse is not None else None
-                if bound is not None and all(self.shapes[v] == reuse.shapes[v] for v in (*facts.inputs, *facts.outs)):
+                if bound is not None and all(shapes[v] == reuse.shapes[v] for v in (*facts.inputs, *facts.outs)):
                     self.stats["launches_reused"] += len(bound)
                     self.bound_launches[op] = bound
-                    launches = [launch.clone() for launch in bound]
-                    self.steps.extend(launches)
-                    self.step_ops.extend([op] * len(launches))
-                    self._patches(facts.inputs, launches, arguments, patches, readers)
-                    continue
-                ins = [self.tensor(v) for v in facts.inputs]
-                outs = [self.tensor(v) for v in facts.outs]
-                if call.prepared is not None:
-                    launches = self._launches(op, call.prepared, ins, outs)
-                    self.steps.extend(launches)
-                    self.step_ops.extend([op] * len(launches))
-                    self._patches(facts.inputs, launches, arguments, patches, readers)
+                    launches = _own(bound, facts.reads_arguments)
                 else:
-                    emulate = plan.emulation(op)
+                    ins = [self.tensor(v) for v in facts.inputs]
+                    outs = [self.tensor(v) for v in facts.outs]
+                    launches = self._launches(op, plan.calls[op].prepared, ins, outs)
+                self.steps.extend(launches)
+                self.step_ops.extend([op] * len(launches))
+                if facts.reads_arguments:
+                    self._patches(facts.inputs, launches, arguments, patches, readers)
+            elif kind == EMULATED:
+                facts = plan.facts.calls[op]
+                emulate = plan.emulation(op)
+                outs = [self.tensor(v) for v in facts.outs]
 
-                    def compute(arrays, emulate=emulate, outs=outs):
-                        results = [np.empty(t.shape, t.dtype) for t in outs]
-                        emulate(arrays, results)
-                        return results
+                def compute(arrays, emulate=emulate, outs=outs):
+                    results = [np.empty(t.shape, t.dtype) for t in outs]
+                    emulate(arrays, results)
+                    return results
 
-                    self._host(op, f"@{op.callee.string_value()}", compute, ins, outs)
-            elif isinstance(op, nn.ReshapeOp):
-                # A view (``buffer_of``): no step; an input it views must be in its slot.
-                root = plan.alias.get(op.input, op.input)
-                if root in arguments:
-                    readers.add(arguments[root])
-            elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+                self._host(op, f"@{op.callee.string_value()}", compute, [self.tensor(v) for v in facts.inputs], outs)
+            elif kind == HOST:
                 tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
-                readers.update(arguments[v] for v in tensors if v in arguments)
                 self._host(op, op.name, lambda arrays, op=op: plan.interpreter.run_op(op, tuple(arrays)),
                            [self.tensor(v) for v in tensors], [self.tensor(r) for r in op.results])
+            else:  # SELECTED: computed at the boundary, uploaded here
+                self._host(op, op.name, lambda arrays: self.selected, [], [self.tensor(r) for r in op.results])
         self.inputs = [self.tensor(arg) for arg in plan.block.args]
         self.outputs = [self.tensor(v) for v in plan.outputs] if self.boundary is None else []
-        readers.update(arguments[v] for v in plan.outputs if v in arguments)
-        readers.update(i for op, call in plan.calls.items() if call.prepared is None
-                       for i in (arguments[v] for v in plan.facts.calls[op].inputs if v in arguments))
         # A device input only kernels read is passed to them in place (its pointer patched
         # into their packed arguments); any other is copied device-to-device into its slot.
         self.patches = [uses if i not in readers else None for i, uses in enumerate(patches)]
@@ -477,21 +479,23 @@ class BoundPlan:
     def _launches(self, op: Operation, prepared: Any, ins: list[Tensor], outs: list[Tensor]) -> list:
         """The call's launches at these tensors. A call bound before at the same pointers,
         shapes and types (across signatures: a decode step's kernels that do not read the
-        growing cache, most of them) gets copies of those launches, already checked and
-        packed; each bound plan patches only its own copies."""
+        growing cache, most of them) takes those launches, already checked and packed (its
+        own copies when it reads an argument: each bound plan patches only its own)."""
         plan = self.plan
+        facts = plan.facts
+        patched = facts.calls[op].reads_arguments
         workspace = self.pointers.get(op)
         key = (op, tuple(ins), tuple(outs), workspace)
-        bound = plan.facts.launches.get(key)
+        bound = facts.launches.get(key)
         if bound is not None:
             self.stats["launches_reused"] += len(bound)
             self.bound_launches[op] = bound
-            return [launch.clone() for launch in bound]
+            return _own(bound, patched)
         # Another call of the same function at the same shapes (the next layer's): its
         # launches with this call's pointers patched in, instead of a bind.
         shapes = None if workspace is not None else (
             op.callee.string_value(), tuple((t.shape, t.dtype) for t in ins), tuple((t.shape, t.dtype) for t in outs))
-        template = plan.facts.templates.get(shapes) if shapes is not None else None
+        template = facts.templates.get(shapes) if shapes is not None else None
         if template is not None:
             launches, slots = template
             tensors = [*ins, *outs]
@@ -507,11 +511,11 @@ class BoundPlan:
                 raise op_error(op, f"the kernel record of @{op.callee.string_value()} does not fit this call "
                                    f"({type(err).__name__}: {err})") from None
         if all(hasattr(launch, "clone") for launch in launches):  # library calls bind their own state
-            bound = [launch.clone() for launch in launches]
-            plan.facts.remember(plan.facts.launches, key, bound)
+            bound = _own(launches, patched)  # as bound: what later plans take
+            facts.remember(facts.launches, key, bound)
             self.bound_launches[op] = bound
             if shapes is not None and template is None and (slots := _pointer_slots(bound, ins, outs)) is not None:
-                plan.facts.remember(plan.facts.templates, shapes, (bound, slots))
+                facts.remember(facts.templates, shapes, (bound, slots))
         return launches
 
     def _host(self, op: Operation, label: str, compute, ins: list[Tensor], outs: list[Tensor]) -> None:
@@ -624,6 +628,12 @@ class BoundPlan:
             if self.shared.graph_key is not None and self.shared.graph_key[0] is self:
                 self.shared.graph_key = None
             self.shared = None
+
+
+def _own(launches: list, patched: bool) -> list:
+    """``launches`` for one more bound plan: copies when a run patches pointers into them
+    (a call reading an argument), else the same launches, which nothing writes once bound."""
+    return [launch.clone() for launch in launches] if patched else list(launches)
 
 
 _PLAIN_KINDS = frozenset({"ptr", "int", "i32", "u32", "i64", "f32", "f64"})

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from partita.analysis.bound_shapes import bound_function_shapes
 from partita.analysis.liveness import (
@@ -42,7 +42,20 @@ from partita.runtime.arenas import lies_in
 from partita.runtime.arguments import ArgumentLayouts
 from partita.runtime.contracts import Device, LoadedModule
 from partita.runtime.libraries import library_binding
-from partita.runtime.plan_bind import ALIGNMENT, RECORD_ERRORS, BoundPlan, _dtype, plan_stages, sizing_arguments
+from partita.runtime.plan_bind import (
+    ALIGNMENT,
+    EMULATED,
+    HOST,
+    LAUNCH,
+    RECORD_ERRORS,
+    SELECTED,
+    BoundPlan,
+    StageSchedule,
+    _dtype,
+    is_data_dependent,
+    plan_stages,
+    sizing_arguments,
+)
 from partita.runtime.validate import CheckedDevice, CheckedModule, CubinInterface
 
 __all__ = ["LaunchPlan"]
@@ -158,6 +171,8 @@ class LaunchPlan:
         self.facts = BindFacts(self.block, self.interpreter, self.symbols)
         """What binding a signature reads of the IR, read once here (shapes, element types,
         call operands, index constants): a bind works on plain data."""
+        self.arguments = arguments
+        """Each entry-block argument's index."""
         self.sizing_args = sizing_arguments(self.block)
         """Indices of the arguments whose values size a result (``SIZED_BY`` operands): they
         are part of a run's shape signature, like TensorRT's shape tensors."""
@@ -192,6 +207,40 @@ class LaunchPlan:
         for value, span in self.ranges.items():
             if value not in self.static_ptr and value not in self.param_ptr and value in dtypes:
                 self.dynamic_buffers[self.stage_of(value)].append((value, span, dtypes[value].itemsize))
+        self.schedules = [self._schedule(k) for k in range(len(self.stages))]
+        """Per stage, what a bind builds of each op (``StageSchedule``), read once here."""
+
+    def _schedule(self, stage: int) -> StageSchedule:
+        """Stage ``stage``'s steps as a bind builds them, and the arguments something other
+        than a kernel argument reads there (they run from their arena slots): neither
+        depends on the shapes a signature binds."""
+        arguments = self.arguments
+        steps: list[tuple[Operation, str]] = []
+        readers = set(self.read_by_later_stages)
+        for k, op in enumerate(self.stages[stage]):
+            if stage > 0 and k == 0 and is_data_dependent(op):
+                steps.append((op, SELECTED))
+            elif (call := self.facts.calls.get(op)) is not None:
+                if not call.outs:
+                    continue  # extern functions are pure: a call with no result does nothing
+                # An argument written in place (a tied result's outs) is the run's own copy,
+                # in its slot: a user's buffer is never written.
+                readers.update(arguments[root] for v in call.outs if (root := self.alias.get(v, v)) in arguments)
+                if self.calls[op].prepared is None:
+                    readers.update(arguments[v] for v in call.inputs if v in arguments)
+                steps.append((op, LAUNCH if self.calls[op].prepared is not None else EMULATED))
+            elif isinstance(op, nn.ReshapeOp):  # a view (``buffer_of``): no step
+                if (root := self.alias.get(op.input, op.input)) in arguments:
+                    readers.add(arguments[root])
+            elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
+                readers.update(arguments[v] for v in op.operands if v in arguments)
+                steps.append((op, HOST))
+        if stage == len(self.stages) - 1:
+            readers.update(arguments[v] for v in self.outputs if v in arguments)
+        # An extern call the host runs reads its inputs in their slots, whichever stage it is in.
+        readers.update(arguments[v] for op, call in self.calls.items() if call.prepared is None
+                       for v in self.facts.calls[op].inputs if v in arguments)
+        return StageSchedule(tuple(steps), frozenset(readers))
 
     @staticmethod
     def _entry(module: ModuleOp, entry: str) -> func.FuncOp:
@@ -413,6 +462,10 @@ class CallFacts:
     reference: func.FuncOp | None
     """The reference body its bound shapes are checked on: only for a call with a dynamic
     input dim whose body was kept."""
+    reads_arguments: bool
+    """Whether an input is an entry-block argument: its launches may be patched to read a
+    device input in place, so each bound plan gets copies of them; the others' launches
+    are never written after their bind and are shared between bound plans."""
 
 
 class BindFacts:
@@ -455,7 +508,8 @@ class BindFacts:
                 reference = symbols.get(name + REFERENCE_SUFFIX)
                 dynamic = any(DYNAMIC_INDEX in self.shapes.get(v, ()) for v in inputs)
                 checked = reference if dynamic and reference is not None and reference.body.blocks else None
-                self.calls[op] = CallFacts(name, inputs, tuple(op.outs), tuple(op.res), checked)
+                self.calls[op] = CallFacts(name, inputs, tuple(op.outs), tuple(op.res), checked,
+                                           any(isinstance(v, BlockArgument) and v.owner is block for v in inputs))
             elif isinstance(op, arith.ConstantOp):
                 (self.constants[op.result],) = interpreter.run_op(op, ())
 

@@ -138,6 +138,31 @@ def test_a_new_past_length_binds_only_what_follows_it(decoder, monkeypatch) -> N
     runtime.close()
 
 
+def test_bound_plans_share_the_launches_no_run_patches(decoder) -> None:
+    """A launch a run never writes (its call reads no argument) is shared between the plans
+    bound to it; a call reading an argument gets each plan its own copies, since a run
+    patches the device input's pointer into them: patching one plan leaves the other's."""
+    _, exe = decoder
+    runtime = Runtime(exe.module, CudaDevice(driver=RecordingDriver()), buckets="pow2")
+    _decode(runtime, 20)
+    plans = list(runtime._bound.values())
+    older, newer = plans[-3], plans[-1]  # two tokens apart: the same arena, other lengths
+    assert older.shared is newer.shared and older.signature != newer.signature
+    facts = runtime.plan.facts.calls
+    steps = dict(zip(newer.steps, newer.step_ops))
+    shared = [s for s in older.steps if s in steps]
+    assert shared and all(not facts[steps[s]].reads_arguments for s in shared)
+    patched = [(k, op) for k, op in enumerate(newer.step_ops) if facts[op].reads_arguments]
+    assert patched  # the cache concatenations read past_key / past_value
+    index = next(i for i, arg in enumerate(runtime.plan.block.args) if arg.name_hint == "past_key")
+    launch, _ = newer.patches[index][0]
+    before, own = [s.params for s in older.steps], launch.params
+    assert newer.point_input(index, newer.bound_inputs[index] + 256)
+    assert launch.params != own  # patched in place
+    assert [s.params for s in older.steps] == before  # the other plan's launches as bound
+    runtime.close()
+
+
 def test_exact_signatures_bind_and_instantiate_every_token(decoder) -> None:
     """The baseline the buckets replace."""
     _, exe = decoder
