@@ -9,8 +9,9 @@ key tile per warp:
   (989 TFLOPS, 132 SMs, 1.83 GHz: 1024 FLOP per clock per sub-partition) one
   m16n8k16 MMA (4096 FLOP) issues every 4 clocks; ``mma.sync`` (not ``wgmma``) reaches
   about ``MMA_SYNC_SHARE`` of that on Hopper, so an HMMA costs ``4 / MMA_SYNC_SHARE``.
-- ``other``: the other instructions of the tile (SASS between the tile's first barrier
-  and its last HMMA, plus the softmax after it), one issue slot each.
+- ``other``: the other instructions of the tile, one issue slot each: the body of the
+  loop over the tiles whole for every row of the block (the kernel's shorter HMMA loop;
+  the masked tiles, a partial last one or the causal diagonal, run another).
 - A tile costs ``max(hmma * 4 / MMA_SYNC_SHARE, hmma + other)`` clocks when the
   sub-partition has at least two warps to overlap them (the occupancy from ptxas's
   registers and shared memory says how many), else their sum.
@@ -26,7 +27,7 @@ import re
 import numpy as np
 
 from partita.lowering import nvrtc
-from partita.lowering.cubin import sass_listing
+from partita.lowering.cubin import sass_by_function, sass_listing, sass_loops
 from partita.lowering.cuda.flash_attention import FlashConfig, flash_attention_source
 from partita.runtime.profile import time_steps
 
@@ -41,15 +42,12 @@ the estimate, not a measurement here)."""
 def sass_estimate(config: FlashConfig) -> dict:
     binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
                                 options=["--ptxas-options=-v"], use_cache=False)
-    sass = sass_listing(binary.cubin)
-    text = sass.split(f".text.{config.entry}:")[1].split(".section")[0]
-    code = [line for line in text.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
-    hmma = [k for k, line in enumerate(code) if "HMMA" in line]
-    bars = [k for k, line in enumerate(code) if "BAR.SYNC" in line]
-    # The tile: from the barrier before the K/V copy to the backward branch after the last HMMA.
-    start = max(b for b in bars if b < hmma[0]) - 1
-    end = next(k for k in range(hmma[-1], len(code)) if re.search(r"\bBRA\b", code[k]))
-    tile = code[start:end + 1]
+    text = sass_by_function(sass_listing(binary.cubin))[config.entry].split(".section")[0]
+    # The key-tile loops: those holding HMMAs. The kernel has two (FlashAttention-2's): the
+    # tiles whole for every row of the block, then the masked ones (a partial last tile,
+    # the causal diagonal, a key mask). Long sequences spend nearly all their tiles in the
+    # first, the shorter body, which is the one estimated.
+    tile = min((loop for loop in sass_loops(text) if any("HMMA" in line for line in loop)), key=len)
     report = binary.log.split(f"Function properties for {config.entry}")[1].split("Compile time")[0]
     regs = int(re.search(r"Used (\d+) registers", report).group(1))
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report).groups()

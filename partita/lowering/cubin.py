@@ -271,3 +271,21 @@ def sass_by_function(sass: str) -> dict[str, str]:
     """A SASS listing split into each function's body, by name."""
     parts = re.split(r"\n\s*\.text\.(\S+):", sass)
     return dict(zip(parts[1::2], parts[2::2]))
+
+
+def sass_loops(body: str) -> list[list[str]]:
+    """The loops of one function's SASS (a ``sass_by_function`` body): for each backward
+    branch, the instructions from the label it jumps to through the branch itself."""
+    code: list[str] = []
+    labels: dict[str, int] = {}
+    for line in body.splitlines():
+        if label := re.match(r"\s*(\.L_x_\d+):", line):
+            labels[label.group(1)] = len(code)
+        elif re.match(r"\s+/\*[0-9a-f]{4}\*/", line):
+            code.append(line)
+    loops = []
+    for k, line in enumerate(code):
+        target = re.search(r"BRA `\((\.L_x_\d+)\)", line)
+        if target and target.group(1) in labels and labels[target.group(1)] <= k:
+            loops.append(code[labels[target.group(1)]:k + 1])
+    return loops

@@ -21,6 +21,7 @@ from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.flash_host import build, build_decode, launch, launch_decode  # tests/support/flash_host.py
 from support.sass import compiled_sass  # tests/support/sass.py
 
+from partita.lowering.cubin import sass_loops
 from partita.lowering.cuda.flash_attention import (
     HEAD_DIMS,
     DecodeConfig,
@@ -239,8 +240,18 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         # the block's vote on visiting the tiles past the causal frontier: a finite fill's only
         assert ("BAR.RED.OR" in text) == (c.mask_fill != -np.inf)
         k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8
-        # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles).
-        assert text.count("HMMA.16816.F32") == n_tiles * k_steps + (c.block_n // 16) * d_tiles
+        # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles),
+        # in two loops: the tiles whole for every row of the block, then the masked ones.
+        per_tile = n_tiles * k_steps + (c.block_n // 16) * d_tiles
+        assert text.count("HMMA.16816.F32") == 2 * per_tile
+        whole, masked = sorted((loop for loop in sass_loops(text) if any("HMMA" in x for x in loop)), key=len)
+        assert sum("HMMA" in x for x in whole) == sum("HMMA" in x for x in masked) == per_tile
+        # The whole tiles read no key mask and test no score (the masked loop does both); a
+        # score is one MUFU.EX2 (log2 domain): the lane's 2 rows are tested for -inf, not
+        # each score, and their two rescale factors are the other 2 EX2s.
+        assert not any("LDG.E.U8" in x for x in whole) and any("LDG.E.U8" in x for x in masked)
+        assert sum("FSETP" in x for x in whole) == 2
+        assert sum("MUFU.EX2" in x for x in whole) == c.block_n // 2 + 2
         assert ".BF16" in text if c.dtype == "bf16" else ".BF16" not in text
         assert "LDGSTS.E.BYPASS.128" in text and "LDG.E.128" not in text  # K / V tiles by cp.async, not registers
         assert "LDGDEPBAR" in text and "DEPBAR.LE SB0, 0x1" in text  # commit, wait for all but the newest tile

@@ -7,7 +7,8 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
   (``D / 16`` k-steps x 4 registers of two halves).
 - **K / V streamed through shared memory, double-buffered**: tiles of ``BLOCK_N`` keys x D
   copied by the whole block with ``cp.async`` (16 bytes a copy, global to shared without
-  registers: LDGSTS), two stages: tile t + 1 is in flight while tile t is computed
+  registers: LDGSTS; a fixed, unrolled count of copies a thread, at the same offsets every
+  tile), two stages: tile t + 1 is in flight while tile t is computed
   (``cp.async.wait_group 1``). K and V both kept as ``[key][dim]``, rows padded by 16
   bytes (conflict-free ``ldmatrix.x4`` fragment loads: four 8x8 matrices, the B operands
   of two MMAs, per instruction; V's through ``ldmatrix.trans``); keys past ``kv_len`` are
@@ -18,7 +19,15 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 - **Online softmax** (FlashAttention-2): per row a running max ``m`` and sum ``l``; a tile
   whose max grows rescales ``l`` and the output accumulators by ``exp(m_old - m_new)``.
   A lane holds two rows (``lane / 4`` and ``+ 8``); row reductions are two
-  ``__shfl_xor_sync`` within the quad.
+  ``__shfl_xor_sync`` within the quad. Scores are kept in the log2 domain
+  (``s * scale * log2 e``), so a probability is one subtraction and one ``MUFU.EX2``; a row
+  with no key yet subtracts 0 rather than ``-inf``, so no score is tested.
+- **Whole tiles, then masked ones** (FlashAttention-2's split of the key loop): the tiles
+  inside ``kv_len``, before the block's first row's causal frontier and with no key mask
+  run a body without any mask code; the rest (a partial last tile, the tiles the causal
+  diagonal crosses, every tile under a key mask) run the masked body, the same code with
+  the mask tests compiled in (a compile-time tag). For sequences of 1024 and more nearly
+  every tile is whole.
 - **P V without writing the scores**: the f32 accumulator layout of two adjacent n8 tiles
   of S is exactly the A fragment layout of one k16 step, so P is packed to halves in
   registers and multiplied by V (B fragments: ``ldmatrix`` from the transposed tile).
@@ -178,6 +187,18 @@ static __device__ __forceinline__ unsigned fa_pack_bf16(float lo, float hi) {
   unsigned short ua, ub; memcpy(&ua, &a, 2); memcpy(&ub, &b, 2);
   return (unsigned)ua | ((unsigned)ub << 16);
 }
+// A compile-time bool a generic lambda can take (no <type_traits> under NVRTC).
+template <bool B> struct fa_bool { static constexpr bool value = B; };
+#ifdef PARTITA_HOST_EMULATION
+static inline float fa_exp2(float x) { return exp2f(x); }
+#else
+// 2^x by MUFU.EX2 (subnormal results flushed to 0, as __expf's).
+static __device__ __forceinline__ float fa_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
 static __device__ __forceinline__ void fa_store_f16(__half* p, float x) { *p = __float2half_rn(x); }
 static __device__ __forceinline__ void fa_store_bf16(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 static __device__ __forceinline__ float fa_f16(unsigned short bits) {
@@ -343,32 +364,40 @@ static __device__ __forceinline__ void $entry_tile(
   }
   const unsigned short* kb = (const unsigned short*)k + k_base;
   const unsigned short* vb = (const unsigned short*)v + v_base;
-  // Tile t's keys, 16 bytes a copy, into stage t % 2; keys past kv_len zero-filled.
+  // Tile t's keys, 16 bytes a copy, into stage t % 2; keys past kv_len zero-filled. A
+  // thread's copies are the same (row, dim) pairs every tile (a fixed, unrolled count, in
+  // unsigned arithmetic: shifts and masks for a power-of-two D); only the tile's first
+  // key moves.
+  constexpr int CHUNKS = BN * D / 8, COPIES = (CHUNKS + $THREADS - 1) / $THREADS;
   auto load_tile = [&](int t) {
-    for (int c = threadIdx.x; c < BN * D / 8; c += $THREADS) {
-      const int row = (c * 8) / D, dim = (c * 8) % D, key = t * BN + row;
-      const bool real = key < kv_len;
+    const unsigned short* kg = kb + (long long)t * BN * k_stride;
+    const unsigned short* vg = vb + (long long)t * BN * v_stride;
+    unsigned short* kd = ks[t % 2];
+    unsigned short* vd = vs[t % 2];
+    const int keys = kv_len - t * BN;  // real keys in this tile (at most BN)
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const unsigned c = threadIdx.x + i * $THREADS;
+      if (CHUNKS % $THREADS != 0 && c >= (unsigned)CHUNKS) break;
+      const unsigned row = c * 8 / D, dim = c * 8 % D;
+      const bool real = (int)row < keys;
       const int bytes = real ? 16 : 0;
-      fa_cp_async16(ks[t % 2] + row * KP + dim, kb + (real ? (long long)key * k_stride + dim : 0), bytes);
-      fa_cp_async16(vs[t % 2] + row * KP + dim, vb + (real ? (long long)key * v_stride + dim : 0), bytes);
+      fa_cp_async16(kd + row * KP + dim, kg + (real ? row * k_stride + dim : 0), bytes);
+      fa_cp_async16(vd + row * KP + dim, vg + (real ? row * v_stride + dim : 0), bytes);
     }
     fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
   };
-  if (tiles > 0) load_tile(0);
-  for (int tile = 0;; ++tile) {
-    if (tile == tiles) {
-      // The tiles past the block's causal frontier hide every key: they score $FILL. At
-      // -inf they add nothing and are skipped. A finite fill adds exp(fill - m) V per key,
-      // which is exactly 0 (f32 underflow) once a row's max m is far above the fill, the
-      // usual case (finfo.min); the block visits them only when some row's is not (a row
-      // the padding mask hides wholly, a row before every key, a fill near the scores).
-      if (!$CAUSAL || tiles == tiles_all || $FILL == __int_as_float(0xff800000)) break;
-      const bool open = (r_lo < q_len && __expf($FILL - m_lo) != 0.0f) ||
-                        (r_hi < q_len && __expf($FILL - m_hi) != 0.0f);
-      if (!__syncthreads_or(open)) break;  // uniform: the stage of tile - 2 is free
-      tiles = tiles_all;
-      load_tile(tile);
-    }
+  // Scores live in the log2 domain (s * scale * log2 e): p = 2^(s - m) is one subtraction
+  // and one MUFU.EX2 a score. A masked score is the fill in that domain, saturated to
+  // -FLT_MAX (finfo.min * log2 e would overflow to -inf, and a row the mask hides wholly
+  // must still average every value).
+  const float scale2 = scale * 1.4426950408889634f;
+  const float fill2 = $FILL == __int_as_float(0xff800000) ? $FILL : fmaxf($FILL * 1.4426950408889634f, -3.402823466e38f);
+  // One key tile: wait for its copy, start the next one, S = Q K^T, the online softmax and
+  // O += P V. MASKED (a compile-time tag) applies kv_len, the causal frontier and the key
+  // mask to the scores; the tiles every row of the block sees whole run without that code.
+  auto step = [&](int tile, auto masked) {
+    constexpr bool MASKED = decltype(masked)::value;
     const int key0 = tile * BN;
     const unsigned short* kt = ks[tile % 2];
     const unsigned short* vtile = vs[tile % 2];
@@ -376,12 +405,12 @@ static __device__ __forceinline__ void $entry_tile(
     if (tile + 1 < tiles) load_tile(tile + 1); else fa_cp_async_commit();
     fa_cp_async_wait_one();  // this thread's copies of tile have landed
     __syncthreads();         // and every thread's
-    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles). A tile inside kv_len, with
-    // no key mask and wholly below this warp's causal frontier, needs no masking.
-    const bool full = key0 + BN <= kv_len && key_mask == 0 && (!$CAUSAL || key0 + BN - 1 <= row0 + shift);
+    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles), scaled into the log2 domain.
     float s[NT][4];
+#pragma unroll
     for (int n = 0; n < NT; ++n) {
       float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
       for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
         unsigned r[4];
         fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
@@ -389,48 +418,54 @@ static __device__ __forceinline__ void $entry_tile(
         $MMA(c0, qa[st], b0, c0);
         $MMA(c0, qa[st + 1], b1, c0);
       }
-      if (full) {
-        for (int e = 0; e < 4; ++e) s[n][e] = c0[e] * scale;
-      } else {
-        for (int e = 0; e < 4; ++e) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = c0[e] * scale2;
+        if (MASKED) {
           const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
           bool keep = key < kv_len;
           if ($CAUSAL) keep = keep && key <= row + shift;
           if (key_mask != 0 && key < kv_len)  // strides 0: a mask broadcast over batch / keys
             keep = keep && key_mask[(long long)b * mask_batch_stride + (long long)key * mask_key_stride] != 0;
-          s[n][e] = keep ? c0[e] * scale : key < kv_len ? $FILL : __int_as_float(0xff800000);
+          if (!keep) s[n][e] = key < kv_len ? fill2 : __int_as_float(0xff800000);
         }
       }
     }
     // Online softmax: the tile's row max, then rescale what came before.
     float t_lo = __int_as_float(0xff800000), t_hi = t_lo;
+#pragma unroll
     for (int n = 0; n < NT; ++n) {
       t_lo = fmaxf(t_lo, fmaxf(s[n][0], s[n][1]));
       t_hi = fmaxf(t_hi, fmaxf(s[n][2], s[n][3]));
     }
+#pragma unroll
     for (int off = 1; off < 4; off *= 2) {
       t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
       t_hi = fmaxf(t_hi, __shfl_xor_sync(0xffffffffu, t_hi, off));
     }
     const float n_lo = fmaxf(m_lo, t_lo), n_hi = fmaxf(m_hi, t_hi);
-    // exp(-inf - -inf) is NaN: a row with nothing yet keeps its (zero) state.
-    const float f_lo = n_lo == __int_as_float(0xff800000) ? 1.0f : __expf(m_lo - n_lo);
-    const float f_hi = n_hi == __int_as_float(0xff800000) ? 1.0f : __expf(m_hi - n_hi);
+    // A row with no key yet has max -inf: it subtracts 0 instead (-inf - -inf is NaN), so
+    // its -inf scores still give 0, with no test per score; its state (zeros) is kept.
+    const float z_lo = n_lo == __int_as_float(0xff800000) ? 0.0f : n_lo;
+    const float z_hi = n_hi == __int_as_float(0xff800000) ? 0.0f : n_hi;
+    const float f_lo = fa_exp2(m_lo - z_lo), f_hi = fa_exp2(m_hi - z_hi);
     m_lo = n_lo; m_hi = n_hi;
     float p_lo = 0.0f, p_hi = 0.0f;
-    for (int n = 0; n < NT; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const float mm = (e < 2) ? m_lo : m_hi;
-        const float p = s[n][e] == __int_as_float(0xff800000) ? 0.0f : __expf(s[n][e] - mm);
-        s[n][e] = p;
-        if (e < 2) p_lo += p; else p_hi += p;
-      }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n][0] = fa_exp2(s[n][0] - z_lo); s[n][1] = fa_exp2(s[n][1] - z_lo);
+      s[n][2] = fa_exp2(s[n][2] - z_hi); s[n][3] = fa_exp2(s[n][3] - z_hi);
+      p_lo += s[n][0] + s[n][1];
+      p_hi += s[n][2] + s[n][3];
+    }
+#pragma unroll
     for (int off = 1; off < 4; off *= 2) {
       p_lo += __shfl_xor_sync(0xffffffffu, p_lo, off);
       p_hi += __shfl_xor_sync(0xffffffffu, p_hi, off);
     }
     l_lo = l_lo * f_lo + p_lo;
     l_hi = l_hi * f_hi + p_hi;
+#pragma unroll
     for (int t = 0; t < DTU; ++t) {
       acc[t][0] *= f_lo; acc[t][1] *= f_lo; acc[t][2] *= f_hi; acc[t][3] *= f_hi;
     }
@@ -449,6 +484,31 @@ static __device__ __forceinline__ void $entry_tile(
         $MMA(acc[t + 1], pa, b1, acc[t + 1]);
       }
     }
+  };
+  // The tiles before the block's first row's causal frontier, inside kv_len, with no key
+  // mask, are whole for every row of the block (FlashAttention-2's unmasked steps); the
+  // rest (a partial last tile, the tiles the causal diagonal crosses, any with a key mask)
+  // are masked. For a sequence of 1024 and more nearly every tile is whole.
+  int whole = key_mask != 0 ? 0 : min(tiles, kv_len / BN);
+  if ($CAUSAL) whole = min(whole, max(0, qtile * BM + shift + 1) / BN);
+  if (tiles > 0) load_tile(0);
+  int tile = 0;
+  for (; tile < whole; ++tile) step(tile, fa_bool<false>());
+  for (;; ++tile) {
+    if (tile == tiles) {
+      // The tiles past the block's causal frontier hide every key: they score the fill. At
+      // -inf they add nothing and are skipped. A finite fill adds 2^(fill - m) V per key,
+      // which is exactly 0 (f32 underflow) once a row's max m is far above the fill, the
+      // usual case (finfo.min); the block visits them only when some row's is not (a row
+      // the padding mask hides wholly, a row before every key, a fill near the scores).
+      if (!$CAUSAL || tiles == tiles_all || $FILL == __int_as_float(0xff800000)) break;
+      const bool open = (r_lo < q_len && fa_exp2(fill2 - m_lo) != 0.0f) ||
+                        (r_hi < q_len && fa_exp2(fill2 - m_hi) != 0.0f);
+      if (!__syncthreads_or(open)) break;  // uniform: the stage of tile - 2 is free
+      tiles = tiles_all;
+      load_tile(tile);
+    }
+    step(tile, fa_bool<true>());
   }
   // Epilogue: O / l, or the undefined-row value. A NaN or +inf score makes some
   // exp(s - m) NaN (fmaxf skips NaN; inf - inf is NaN), so l (quad-reduced) is NaN.
