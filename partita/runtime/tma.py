@@ -130,7 +130,9 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
-    ``""`` (none, ``beta = 0``); ``gemm_layout`` is CUTLASS's letters (``t``: A row-major,
+    ``""`` (none, ``beta = 0``); a layout with a bias pointer (``ptr_bias``: the broadcast
+    epilogue, a bias beside the residual) takes ``pointers["bias"]`` there, a vector over
+    N. ``gemm_layout`` is CUTLASS's letters (``t``: A row-major,
     i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
     ``promotion_interval``."""
@@ -168,6 +170,10 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     }
     values = {"a": maps["a"], "b": maps["b"], "c": pointers[source] if source else pointers["out"],
               "out": pointers["out"]}
+    if layout.get("ptr_bias", -1) >= 0:
+        if source != "residual" or "bias" not in pointers:
+            raise ValueError("a broadcast epilogue takes a bias beside a residual source")
+        values["bias"] = pointers["bias"]
     args: list[tuple[str, object]] = []
     index: dict[str, int] = {}
     for kind, role, start, end in sm90_pieces(layout):
@@ -192,6 +198,7 @@ def sm90_pieces(layout: dict) -> list[tuple[str, str | None, int, int]]:
         (layout["tma_b"] + desc, "b", "tensormap", 128),
         (layout["ptr_c"], "c", "ptr", 8),
         (layout["ptr_d"], "out", "ptr", 8),
+        *([(layout["ptr_bias"], "bias", "ptr", 8)] if layout.get("ptr_bias", -1) >= 0 else []),
     ], key=lambda f: f[0])
     pieces: list[tuple[str, str | None, int, int]] = []
     at, size = 0, layout["params_size"]

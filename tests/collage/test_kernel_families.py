@@ -1,6 +1,6 @@
 """Kernel families in the roofline: on ``sm_90a`` a cutlass candidate is costed with the
-Hopper spec (``cutlass-sm90a``) where its kernel spec has a CUTLASS 3 kernel and with the Sm80
-one elsewhere (a bias beside a residual, TF32); FP8 on the Sm80 / Sm89 kernels is costed at
+Hopper spec (``cutlass-sm90a``) where its kernel spec has a CUTLASS 3 kernel (a bias beside a
+residual too: the tensor-broadcast epilogue) and with the Sm80 one elsewhere (TF32); FP8 on the Sm80 / Sm89 kernels is costed at
 the f16 peak (Hopper emulates their 8-bit ``mma.sync`` with f16 HMMA)."""
 
 from __future__ import annotations
@@ -52,11 +52,18 @@ def test_a_hopper_gemm_is_costed_with_the_hopper_spec() -> None:
     assert hopper["time"] < plain["time"]
 
 
-@pytest.mark.parametrize("dtype, epilogue", [("f16", "residual"), ("f32", "gelu")])
-def test_what_stays_on_sm80_kernels_keeps_the_sm80_spec(dtype, epilogue) -> None:
-    """A bias beside a residual (CUTLASS 3's register epilogue has no column index) and
-    an f32 GEMM (TF32 on Sm80 kernels) cost the same with and without the family."""
-    graph, candidate = _dense(dtype, epilogue)
+def test_a_bias_beside_a_residual_is_a_hopper_gemm() -> None:
+    """A projection back into the residual stream (bias and residual: the tensor-broadcast
+    epilogue) is a Hopper kernel on sm_90a, costed so."""
+    graph, candidate = _dense("f16", "residual")
+    assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
+    plain, hopper = (e.estimate(graph, candidate) for e in _estimators())
+    assert hopper < plain
+
+
+def test_what_stays_on_sm80_kernels_keeps_the_sm80_spec() -> None:
+    """An f32 GEMM (TF32 on Sm80 kernels) costs the same with and without the family."""
+    graph, candidate = _dense("f32", "gelu")
     assert HOPPER_CUTLASS(graph, candidate) == "cutlass"
     plain, hopper = (e.estimate(graph, candidate) for e in _estimators())
     assert hopper == plain

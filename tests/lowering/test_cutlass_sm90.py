@@ -55,12 +55,14 @@ def test_what_the_hopper_kernels_take() -> None:
     assert "M-major A" in why_not_sm90(KernelSpec.batch_matmul(2, None, 16, 8, "float16", transpose_a=True))
     assert "broadcast" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", broadcast_b=True))
     assert "conv2d" in why_not_sm90(KernelSpec.conv2d((1, 8, 8, 16), (16, 3, 3, 16), padding=1))
-    # a residual is C (beta 1); beside a bias it would need a column-indexed (EVT) epilogue
+    # a residual is C (beta 1); beside a bias, the tensor-broadcast epilogue: another type
     residual = KernelSpec.dense(None, 768, 768, "float16", "residual")
     assert why_not_sm90(residual) is None
     assert sm90_type_key(residual, choose_sm90_config(residual)) == \
         sm90_type_key(KernelSpec.dense(None, 768, 768, "float16", "bias"), choose_sm90_config(residual))
-    assert "bias beside the residual" in why_not_sm90(KernelSpec.dense(None, 768, 768, "float16", "bias_residual"))
+    both = KernelSpec.dense(None, 768, 768, "float16", "bias_residual")
+    assert why_not_sm90(both) is None
+    assert sm90_type_key(both, choose_sm90_config(both)) != sm90_type_key(residual, choose_sm90_config(residual))
     with pytest.raises(UnsupportedKernel, match="K must be static"):
         choose_sm90_config(KernelSpec.batch_matmul(2, 8, 8, None, "float16"))
 
@@ -173,3 +175,45 @@ def test_n_major_weights_compile_to_wgmma_too() -> None:
     ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))[entry]))
     assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, ops
     assert read_layout(binary.cubin, source.entries["gemm_tt"].kernel_type)["swizzle_b"] == 3
+
+
+# a pre-norm transformer's projection back into the residual stream, D = (x wᵀ + b) + r
+BIAS_RESIDUAL = KernelSpec.dense(None, 768, 768, "float16", "bias_residual")
+
+
+def test_a_bias_beside_the_residual_is_the_tensor_broadcast_epilogue() -> None:
+    """``bias_residual`` is CUTLASS 3's ``EpilogueTensorBroadcast`` behind the same TMA /
+    wgmma main loop: the residual its source C0, the bias a per-column vector whose pointer
+    the probe places (the other kernels have none); its record states it, and one that does
+    not (or a bias pointer on another epilogue) is refused."""
+    source = emit_sm90_module([("proj", BIAS_RESIDUAL, choose_sm90_config(BIAS_RESIDUAL))])
+    entry = source.entries["proj"]
+    assert "EpilogueTensorBroadcast" in source.code and "/*PerColumnBias=*/true" in source.code
+    assert entry.name.split("_")[-3:-1] == ["bias", "residual"]
+    binary = nvrtc.compile_cuda(source.code, arch="sm_90a")  # cold: about a minute of NVRTC
+    layout = read_layout(binary.cubin, entry.kernel_type)
+    pointers = sorted(layout[f] for f in ("ptr_c", "ptr_d", "ptr_bias"))
+    assert pointers[0] >= 0 and all(b - a >= 8 for a, b in zip(pointers, pointers[1:]))
+    assert pointers[-1] + 8 <= layout["params_size"]
+    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL|HMMA)\b", sass_by_function(sass_of(binary.cubin))[entry.name]))
+    assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == ops["HMMA"] == 0, ops
+
+    record = sm90_record(entry, ("x", "w", "bias", "residual"), layout)
+    assert sm90_from_record(record)[2] == layout
+    from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
+
+    fields = {k: v for k, v in record.data["layout"].data.items() if k != "ptr_bias"}
+    older = DictionaryAttr({**record.data, "layout": DictionaryAttr(fields)})
+    with pytest.raises(ValueError, match="lacks a bias pointer"):
+        sm90_from_record(older)  # a record from before the field: its epilogue had no Hopper kernel
+    plain = KernelSpec.dense(None, 768, 768, "float16", "residual")
+    plain_entry = emit_sm90_module([("p", plain, choose_sm90_config(plain))]).entries["p"]
+    plain_record = sm90_record(plain_entry, ("x", "w", "residual"), {**layout, "ptr_bias": -1})
+    assert sm90_from_record(plain_record)[2]["ptr_bias"] == -1
+    no_field = DictionaryAttr({**plain_record.data, "layout": DictionaryAttr(
+        {k: v for k, v in plain_record.data["layout"].data.items() if k != "ptr_bias"})})
+    assert sm90_from_record(no_field)[2]["ptr_bias"] == -1  # an older record reads as it was written
+    wrong = DictionaryAttr({**plain_record.data, "layout": DictionaryAttr(
+        {**plain_record.data["layout"].data, "ptr_bias": IntegerAttr(layout["ptr_bias"], i64)})})
+    with pytest.raises(ValueError, match="has a bias pointer"):
+        sm90_from_record(wrong)

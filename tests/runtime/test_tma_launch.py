@@ -214,6 +214,18 @@ def test_params_bytes_follow_the_probed_layout() -> None:
     with pytest.raises(ValueError, match="a bias or a residual"):
         sm90_arguments(layout, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers, "shortcut",
                        simulated_tensor_map)
+    # a bias beside the residual (the broadcast epilogue): C0 the residual, the bias where
+    # the probe placed its pointer
+    both = sm90_arguments({**layout, "ptr_bias": 600}, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers,
+                          "residual", simulated_tensor_map)
+    blob, offsets = pack_kernel_args(both.args)
+    assert len(blob) == 640 and struct.unpack_from("<2f", blob, 512) == (1.0, 1.0)
+    assert struct.unpack_from("<Q2q", blob, 552) == (0x50000, 128, 300 * 128)
+    assert struct.unpack_from("<Q", blob, 600)[0] == 0x30000
+    assert offsets[both.index["bias"]] == 600 and offsets[both.index["residual"]] == 552
+    with pytest.raises(ValueError, match="bias beside a residual"):
+        sm90_arguments({**layout, "ptr_bias": 600}, (128, 128, 64), (1, 1, 1), 2, (300, 128, 256, 3), pointers,
+                       "bias", simulated_tensor_map)
     assert sm90_grid((300, 128, 256, 3), (128, 128, 64), (2, 1, 1)) == (4, 1, 3)  # 3 tiles, whole clusters
     # an FP8 main loop's promotion interval, where its probe placed it (and only there)
     fp8 = {**layout, "promotion": 460}
@@ -299,6 +311,67 @@ def test_a_residual_is_the_hopper_epilogue_source(compiled) -> None:
     residual = bound.tensor(runtime.plan.block.args[2]).ptr
     assert struct.unpack_from("<Q", step.params, layout["ptr_c"])[0] == residual
     runtime.close()
+
+
+# a pre-norm transformer's projection back into the residual stream, r + (x wᵀ + b), at
+# a run-time M: the kernel type of test_cutlass_sm90's bias_residual (one compile serves both)
+MODEL_BIAS_RESIDUAL = """
+func.func @main(%x: tensor<?x256xf16>, %w: tensor<128x256xf16>, %b: tensor<128xf16>, %r: tensor<?x128xf16>) -> tensor<?x128xf16> {
+  %0 = nn.dense %x, %w : (tensor<?x256xf16>, tensor<128x256xf16>) -> tensor<?x128xf16>
+  %1 = nn.add %0, %b : (tensor<?x128xf16>, tensor<128xf16>) -> tensor<?x128xf16>
+  %2 = nn.add %r, %1 : (tensor<?x128xf16>, tensor<?x128xf16>) -> tensor<?x128xf16>
+  func.return %2 : tensor<?x128xf16>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bias_residual():
+    exe = partita.compile(MODEL_BIAS_RESIDUAL, TARGETS, partitioner="eager")  # cold: about a minute of NVRTC
+    rng = np.random.default_rng(11)
+    m = 200
+    args = [(rng.standard_normal((m, 256)) * 0.25).astype(np.float16),
+            (rng.standard_normal((128, 256)) * 0.25).astype(np.float16),
+            rng.standard_normal(128).astype(np.float16), rng.standard_normal((m, 128)).astype(np.float16)]
+    x, w, b, r = (a.astype(np.float32) for a in args)
+    return exe, args, (x @ w.T + b) + r
+
+
+def test_a_bias_beside_the_residual_is_one_hopper_kernel(bias_residual) -> None:
+    """``r + (x wᵀ + b)`` on sm_90a is one Hopper launch (the tensor-broadcast epilogue): no
+    Sm80 kernel and no add of its own; its Params hold the residual where C0 goes and the
+    bias at the probe's bias pointer; right on the simulated device."""
+    exe, args, want = bias_residual
+    records = [r for op in exe.module.ops if isinstance(op, byoc.BinaryOp)
+               for r in op.attributes["kernels"].data.values()]
+    assert [(r.data["kind"].data, r.data["spec"].data["epilogue"].data) for r in records] == \
+        [("cutlass_sm90", "bias_residual")]
+    (got,) = Runtime(exe.module, SimulatedDevice()).run(*args)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+
+    drv = RecordingDriver(arch=(9, 0))
+    runtime = Runtime(exe.module, CudaDevice(driver=drv))
+    runtime.run(*args)
+    ((bound, _),) = [(b, k) for k, b in runtime._bound.items()]
+    (step,) = bound.steps
+    layout = next(iter(runtime.plan.handles.values())).layout
+    block = runtime.plan.block.args
+    assert struct.unpack_from("<f", step.params, layout["beta"])[0] == 1.0
+    assert struct.unpack_from("<Q", step.params, layout["ptr_c"])[0] == bound.tensor(block[3]).ptr  # r
+    assert struct.unpack_from("<Q", step.params, layout["ptr_bias"])[0] == bound.tensor(block[2]).ptr  # b
+    assert drv.calls["cuLaunchKernel"] == 0  # cluster launches only (cuLaunchKernelEx)
+    runtime.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
+def test_a_bias_beside_the_residual_on_the_gpu(bias_residual) -> None:
+    exe, args, want = bias_residual
+    device = CudaDevice()
+    if device.arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    (got,) = Runtime(exe.module, device).run(*args)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
 
 
 # an exported MatMul with its weight [K, N] (B N-major) and a bias, at a run-time M
