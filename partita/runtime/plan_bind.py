@@ -18,6 +18,7 @@ values) and binds that stage to them, once per distinct size (``BoundPlan.next_s
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class StageSchedule:
 
     steps: tuple[tuple[Operation, str], ...]
     readers: frozenset[int]
+    consumers: Mapping[SSAValue, tuple[int, ...]]
+    """The stage's ops (their indices in it, ascending) reading each value, their regions'
+    reads included: where a changed shape propagates when a signature binds from another."""
 
 
 class Tensor(NamedTuple):
@@ -226,7 +230,6 @@ class BoundPlan:
         the basis's shapes, checks and workspace sizes (they are functions of the same
         operands)."""
         plan = self.plan
-        facts = plan.facts
         values: dict[SSAValue, Any]  # index values -> int, tensors -> shape
         workspaces: dict[Operation, int] = {}
         changed = self.changed_since(basis)
@@ -243,13 +246,24 @@ class BoundPlan:
             values = {arg: shape for arg, (shape, _) in zip(plan.block.args, self.signature)}
         else:
             values = dict(self.before.shapes)
-        reads = facts.reads
-        for op in self.ops:
-            if dirty is not None and not any(v in dirty for v in reads[op]):
-                continue  # bound by the basis, from the same operands
-            self._bind_op(op, values, workspaces, selected)
-            if dirty is not None:
-                dirty.update(r for r in op.results if values.get(r) != previous.get(r))
+        if dirty is None:
+            for op in self.ops:
+                self._bind_op(op, values, workspaces, selected)
+        else:
+            # Only the ops a changed value reaches, in block order: a worklist of their
+            # indices (a result changes only what follows it); the rest keep the basis's.
+            ops, consumers = self.ops, plan.schedules[self.stage].consumers
+            pending = sorted({k for v in dirty for k in consumers.get(v, ())})
+            queued = set(pending)
+            while pending:
+                op = ops[heapq.heappop(pending)]
+                self._bind_op(op, values, workspaces, selected)
+                for r in op.results:
+                    if values.get(r) != previous.get(r):
+                        for k in consumers.get(r, ()):
+                            if k not in queued:
+                                queued.add(k)
+                                heapq.heappush(pending, k)
         self.shapes = values
         self.workspaces = workspaces
         self._place(workspaces)

@@ -240,7 +240,11 @@ class LaunchPlan:
         # An extern call the host runs reads its inputs in their slots, whichever stage it is in.
         readers.update(arguments[v] for op, call in self.calls.items() if call.prepared is None
                        for v in self.facts.calls[op].inputs if v in arguments)
-        return StageSchedule(tuple(steps), frozenset(readers))
+        consumers: dict[SSAValue, list[int]] = {}
+        for k, op in enumerate(self.stages[stage]):
+            for v in dict.fromkeys(self.facts.reads[op]):
+                consumers.setdefault(v, []).append(k)
+        return StageSchedule(tuple(steps), frozenset(readers), {v: tuple(ks) for v, ks in consumers.items()})
 
     @staticmethod
     def _entry(module: ModuleOp, entry: str) -> func.FuncOp:
