@@ -13,6 +13,9 @@ Every case gets one status:
 * ``pass``: outputs match;
 * ``unsupported``: Partita rejected the model with its own error (``PartitaError``), which
   is the right answer for what it cannot compile; the reason is the error's first line;
+* ``random``: the model draws random values (RandomUniform, Bernoulli...): its outputs have
+  the expected shapes and dtypes, but the values are draws of another generator (the
+  generators' numpy, onnxruntime's), so they are not compared;
 * ``wrong``: it ran and a result differs (shape, dtype or values);
 * ``crash``: any other exception (a bug: an error must be Partita's own);
 * ``timeout``: the case took longer than ``--timeout`` seconds.
@@ -41,7 +44,10 @@ from pathlib import Path
 import numpy as np
 
 EXPECTED = Path(__file__).with_name("onnx_node_expected.txt")
-STATUSES = ("pass", "unsupported", "wrong", "crash", "timeout")
+STATUSES = ("pass", "unsupported", "random", "wrong", "crash", "timeout")
+RANDOM_OPS = frozenset({"RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli",
+                        "Multinomial"})
+"""Operators whose outputs are random draws: a case using one is checked for shapes and dtypes."""
 
 
 @dataclass(frozen=True)
@@ -126,13 +132,23 @@ def run_case(case, timeout: float = 60.0) -> Outcome:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             exe = partita.compile(case.model)
+            random = bool(op_types(case) & RANDOM_OPS)
             for inputs, outputs in case.data_sets:
                 got = exe.run(*[_array(x) for x in inputs])
                 if len(got) != len(outputs):
                     return Outcome(case.name, "wrong", f"{len(got)} results instead of {len(outputs)}")
                 for k, (g, w) in enumerate(zip(got, outputs)):
-                    if (why := _mismatch(g, w, case.rtol, ATOL_OVERRIDES.get(case.name, case.atol))) is not None:
+                    if random:
+                        w = _array(w)
+                        why = (f"shape {g.shape} instead of {w.shape}" if g.shape != w.shape else
+                               f"dtype {g.dtype} instead of {w.dtype}" if g.dtype != w.dtype else None)
+                    else:
+                        why = _mismatch(g, w, case.rtol, ATOL_OVERRIDES.get(case.name, case.atol))
+                    if why is not None:
                         return Outcome(case.name, "wrong", f"output {k}: {why}")
+        if random:
+            return Outcome(case.name, "random", "its outputs are random draws: shapes and dtypes match the "
+                                                "expected ones, values of another generator are not compared")
         return Outcome(case.name, "pass")
     except PartitaError as err:
         return Outcome(case.name, "unsupported", _first_line(str(err)))

@@ -26,6 +26,7 @@ from partita.dialects.nn import (
     indexing,
     linalg,
     normalization,
+    random,
     reduction,
     selection,
     transform,
@@ -39,13 +40,14 @@ from partita.dialects.nn.image import *  # noqa: F403
 from partita.dialects.nn.indexing import *  # noqa: F403
 from partita.dialects.nn.linalg import *  # noqa: F403
 from partita.dialects.nn.normalization import *  # noqa: F403
+from partita.dialects.nn.random import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.selection import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention, dyn, selection)
+            attention, dyn, selection, random)
 """The operator families, in the order the dialect lists their ops."""
 
 

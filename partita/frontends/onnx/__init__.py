@@ -31,6 +31,7 @@ from partita.frontends.onnx import (  # noqa: F401
     loss,
     normalization,
     quantization,
+    random,
     recurrent,
     reduction,
     selection,

@@ -18,6 +18,7 @@ from partita.lowering.cuda.cexpr import (
     SUB_BYTE_INTEGERS,
 )
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
+from partita.lowering.cuda.ops.random import PHILOX
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
 from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper
 
@@ -210,6 +211,8 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     if uses("partita_trunc_i32("):
         head += TRUNCATE_I32
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if uses(f"partita_mma_{t}("))
+    if uses("partita_random_"):
+        head += PHILOX
     if uses("partita_gather_index("):
         head += GATHER_INDEX
     if uses("partita_v16"):

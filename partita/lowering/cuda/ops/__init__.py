@@ -9,6 +9,7 @@ from partita.lowering.cuda.ops import (  # noqa: F401
     indexing,
     linalg,
     normalization,
+    random,
     reduction,
     transform,
 )

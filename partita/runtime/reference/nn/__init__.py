@@ -17,6 +17,7 @@ from partita.runtime.reference.nn import (
     indexing,
     linalg,
     normalization,
+    random,
     reduction,
     selection,
     transform,
@@ -35,7 +36,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention, dyn, selection)
+               attention, dyn, selection, random)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)
