@@ -2,12 +2,14 @@
 random weights, exported to ONNX (the TorchScript exporter, or ``--dynamo``), compiled by
 Partita (``--precision fp16|bf16`` too) and compared with onnxruntime (graph optimizations
 off) on the same inputs. ``--kv`` exports decoders with ``past_key_values`` and checks two
-decode steps of different past lengths.
+decode steps of different past lengths. ``--torch`` gives the module itself to
+``partita.compile`` (``torch.export``, its ATen graph converted without ONNX) and compares
+with the module's own output.
 
 Needs ``transformers`` (not a Partita dependency; pip installs it with ``--no-deps`` beside
 the test extra's torch). Not a test: a sweep to run by hand, one line per model.
 
-    python scripts/sweep_transformers.py [--dynamo] [--precision fp16] [--kv] [name ...]
+    python scripts/sweep_transformers.py [--dynamo | --torch] [--precision fp16] [--kv] [name ...]
 """
 
 from __future__ import annotations
@@ -139,6 +141,18 @@ def sweep_one(name: str, folder: Path, dynamo: bool, precision: str | None) -> s
     return f"{'ok' if error < tolerance else 'MISMATCH'}  relative error {error:.1e}"
 
 
+def sweep_torch(name: str, folder: Path) -> str:
+    """The module through ``torch.export`` (no ONNX), against its own output."""
+    model = LastHidden(ENCODERS[name]().eval())
+    _, inputs = _inputs(name)
+    with torch.no_grad():
+        want = model(*inputs)
+    want = want[0] if isinstance(want, tuple) else want
+    exe = partita.compile(model, example_inputs=tuple(inputs), cache_dir=str(folder / "cache"))
+    error = _compare(exe.run(*[t.numpy() for t in inputs]), [want.numpy()])
+    return f"{'ok' if error < 1e-3 else 'MISMATCH'}  relative error {error:.1e}"
+
+
 def sweep_decoder(name: str, folder: Path) -> str:
     model = ENCODERS[name]().eval()
     config = model.config
@@ -169,6 +183,7 @@ def main() -> None:
     parser.add_argument("--dynamo", action="store_true")
     parser.add_argument("--precision", choices=("fp16", "bf16"))
     parser.add_argument("--kv", action="store_true")
+    parser.add_argument("--torch", action="store_true", help="the module through torch.export, no ONNX")
     args = parser.parse_args()
     torch.manual_seed(0)
     names = args.names or (list(DECODERS) if args.kv else list(ENCODERS))
@@ -176,8 +191,12 @@ def main() -> None:
         for name in names:
             start = time.perf_counter()
             try:
-                line = sweep_decoder(name, Path(tmp)) if args.kv else sweep_one(name, Path(tmp), args.dynamo,
-                                                                               args.precision)
+                if args.kv:
+                    line = sweep_decoder(name, Path(tmp))
+                elif args.torch:
+                    line = sweep_torch(name, Path(tmp))
+                else:
+                    line = sweep_one(name, Path(tmp), args.dynamo, args.precision)
             except PartitaError as err:
                 line = f"PARTITA ERROR  {str(err)[:200]}"
             print(f"{name:12s} {line}  ({time.perf_counter() - start:.0f} s)", flush=True)
