@@ -137,3 +137,49 @@ def test_a_boolean_mask_index_is_a_located_error() -> None:
     with pytest.raises(PartitaError) as caught:
         partita.compile(Masked(), example_inputs=(torch.randn(3, 3), torch.tensor([1, 0, 1])), **HOST)
     assert "torch.export" in str(caught.value) and "Traceback" not in str(caught.value)
+
+
+class Heads(torch.nn.Module):
+    """Attention heads split and merged over a run-time batch and sequence: views to
+    ``[b, n, h, d]`` (two symbolic dims, each sized by the input's), an expand of a mask to
+    ``[b, h, n, n]``, a splat of ``[b, n]``."""
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = x.view(b, n, 2, 4).transpose(1, 2)
+        mask = torch.ones(b, n, dtype=torch.bool)[:, None, None, :].expand(b, 2, n, n)
+        scores = (q @ q.transpose(-1, -2)).masked_fill(~mask, -1e9)
+        return (torch.softmax(scores, -1) @ q).transpose(1, 2).reshape(b, n, 8)
+
+
+@pytest.mark.parametrize("name", ["causal_mask", "rotary", "heads"])
+def test_run_time_batch_and_sequence(name) -> None:
+    """``torch.export.Dim`` batch and sequence: sizes computed from them (``arange(n)``,
+    views, expands, splats, index points) are sized by the input dims they are, and one
+    compile runs every shape."""
+    module = {"causal_mask": CausalMask(), "rotary": Rotary(), "heads": Heads()}[name].eval()
+    batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=64)
+    shapes = {"causal_mask": ({0: batch, 1: seq}, {0: batch, 1: seq}), "rotary": ({1: seq},),
+              "heads": ({0: batch, 1: seq},)}[name]
+
+    def inputs(b: int, n: int):
+        x = torch.randn(b, n, 8) if name != "rotary" else torch.randn(2, n, 8)
+        return (x, (torch.rand(b, n) > 0.3).long()) if name == "causal_mask" else (x,)
+
+    torch.manual_seed(1)
+    exe = partita.compile(module, example_inputs=inputs(2, 5), dynamic_shapes=shapes, **HOST)
+    assert nn_dynamic(exe), "the compiled entry takes run-time dims"
+    for b, n in ((2, 5), (3, 9), (1, 2)):
+        args = inputs(b, n)
+        with torch.no_grad():
+            want = module(*args)
+        (got,) = exe.run(*[t.numpy() for t in args])
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"b={b} n={n}")
+
+
+def nn_dynamic(exe) -> bool:
+    """Whether the entry function has an argument with a ``?`` dim."""
+    from xdsl.dialects import func
+
+    (main,) = [op for op in exe.module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
+    return any(-1 in arg.type.get_shape() or min(arg.type.get_shape(), default=0) < 0 for arg in main.args)

@@ -233,12 +233,14 @@ def _adaptive_avg_pool2d(cx: _Importer, node: Any, args: list[Any], kwargs: dict
 
 
 def _reshape(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-    shape = cx.output_shape(node)
-    if list(args[0].type.get_shape()) == shape and nn.DYN not in shape:
+    """``view`` / ``reshape`` / ``squeeze`` / ``unsqueeze`` / ``flatten`` to the node's
+    shape; its symbolic dims sized by the inputs' dims they are (one compound dim inferred)."""
+    shape, refs = cx.sized_shape(node)
+    if _shape(args[0]) == shape and nn.DYN not in shape:
         return args[0]
-    if shape.count(nn.DYN) > 1:
-        raise NotImplementedError("a reshape with more than one dynamic dimension")
-    return cx.emit(nn.ReshapeOp(args[0], shape))
+    if shape.count(nn.DYN) - len(refs) > 1:
+        raise NotImplementedError("a reshape with more than one dynamic dimension that is no input's")
+    return cx.emit(nn.ReshapeOp(args[0], shape, refs=refs if shape.count(nn.DYN) > 1 else ()))
 
 
 def _permute(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
@@ -383,7 +385,7 @@ def _constant_result(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str
         raise NotImplementedError("a tensor factory of run-time arguments")
     shape = cx.output_shape(node)
     if nn.DYN in shape:
-        raise NotImplementedError("a tensor factory of a run-time size")
+        return _sized_factory(cx, node, args, kwargs)
     op = node.target
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout")}
     with torch.device("cpu"):
@@ -391,14 +393,34 @@ def _constant_result(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str
     return cx.constant(value)
 
 
+def _sized_factory(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """A factory of a symbolic size: ``arange(n)`` of an input's dim (``nn.arange``), or a
+    splat (``zeros`` / ``ones`` / ``full``) broadcast to input dims."""
+    shape, refs = cx.sized_shape(node)
+    if shape.count(nn.DYN) > len(refs):
+        raise NotImplementedError("a tensor factory of a size that is no input's dim")
+    dtype = _out_dtype(node)
+    name = str(node.target)
+    if "arange" in name:
+        numbers = [a for a in args if not isinstance(a, SSAValue)]
+        start, step = (0, 1) if name.endswith("default") else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
+        if step != 1 or not isinstance(start, int):
+            raise NotImplementedError("an arange of a run-time length with a start or step")
+        return cx.emit(nn.ArangeOp(start, 1, nn.DYN, element_type_of(dtype), refs=refs))
+    value = 0 if "zeros" in name else 1 if "ones" in name else args[1]
+    return cx.emit(nn.BroadcastToOp(cx.constant(np.asarray(value, dtype=dtype)), shape, refs=refs))
+
+
 def _like(fill: float | None) -> Converter:
     """``zeros_like`` / ``ones_like`` / ``full_like``: a splat of the input's shape."""
 
     def convert(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-        shape = cx.output_shape(node)
+        shape, refs = cx.sized_shape(node)
         value = args[1] if fill is None else fill
         if nn.DYN in shape:
-            raise NotImplementedError("a splat of a run-time size")
+            if shape.count(nn.DYN) > len(refs):
+                raise NotImplementedError("a splat of a size that is no input's dim")
+            return cx.emit(nn.BroadcastToOp(cx.constant(np.asarray(value, dtype=_out_dtype(node))), shape, refs=refs))
         return cx.constant(np.full(shape, value, dtype=_out_dtype(node)))
 
     return convert
@@ -479,12 +501,12 @@ def _split(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) ->
 
 def _expand(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
     x = args[0]
-    shape = cx.output_shape(node)
+    shape, refs = cx.sized_shape(node)
     if _shape(x) == shape:
         return x
-    if nn.DYN in shape:
-        raise NotImplementedError("an expand to a run-time size")
-    return cx.emit(nn.BroadcastToOp(x, shape))
+    if shape.count(nn.DYN) > len(refs):
+        raise NotImplementedError("an expand to a size that is no input's dim")
+    return cx.emit(nn.BroadcastToOp(x, shape, refs=refs))
 
 
 def _repeat(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
@@ -519,16 +541,16 @@ def _index(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) ->
         return cx.emit(nn.TakeOp(x, indices[given[0]], given[0]))
     import torch
 
-    shapes = [_shape(indices[k]) for k in given]
-    if any(nn.DYN in s for s in shapes):
-        raise NotImplementedError("index tensors of run-time sizes")
-    common = list(torch.broadcast_shapes(*shapes))
+    fakes = [node.args[1][k].meta["val"] for k in given]
+    common, refs = cx.sized_dims(torch.broadcast_shapes(*(f.shape for f in fakes)))
+    if common.count(nn.DYN) > len(refs):
+        raise NotImplementedError("index tensors broadcast to a size that is no input's dim")
     points = []
     for k in given:
         index = _as(cx, indices[k], np.dtype(np.int64))
-        if _shape(index) != common:
-            index = cx.emit(nn.BroadcastToOp(index, common))
-        points.append(cx.emit(nn.ReshapeOp(index, [*common, 1])))
+        if _shape(index) != common or nn.DYN in common:
+            index = cx.emit(nn.BroadcastToOp(index, common, refs=refs))
+        points.append(cx.emit(nn.ReshapeOp(index, [*common, 1], refs=refs if common.count(nn.DYN) > 1 else ())))
     rest = [k for k in range(rank) if k not in given]
     if given != list(range(len(given))):
         x = cx.emit(nn.TransposeOp(x, given + rest))
@@ -601,10 +623,11 @@ def _upsample(mode: str) -> Converter:
         x = args[0]
         align_corners = bool(args[2]) if mode == "linear" and len(args) > 2 else False
         sizes = cx.output_shape(node)
-        if nn.DYN in sizes:
+        if any(o == nn.DYN and i != nn.DYN for o, i in zip(sizes, _shape(x))) or nn.DYN in sizes[2:]:
             raise NotImplementedError("an upsample to a run-time size")
         transform = "align_corners" if align_corners else "half_pixel" if mode == "linear" else "asymmetric"
-        scales = [o / i for o, i in zip(sizes, _shape(x))]
+        scales = [1.0 if o == nn.DYN else o / i for o, i in zip(sizes, _shape(x))]  # a run-time batch copies
+        sizes = [-1 if o == nn.DYN else o for o in sizes]  # Resize's copied run-time dim
         return cx.emit(nn.ResizeOp(x, sizes, scales, mode=mode, coordinate_transformation_mode=transform,
                                    nearest_mode="floor" if mode == "nearest" else None))
 

@@ -10,6 +10,7 @@ An ATen op with no conversion is an error naming it and where it is, not a crash
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ class _Importer:
         self.block = Block()
         self.values: dict[str, Any] = {}
         self.location: NameLoc | None = None
+        self.sym_sources: dict[Any, tuple[SSAValue, int]] = {}
+        """Each symbolic dim of the inputs (a sympy symbol) and the input axis it is."""
 
     def emit(self, op: Operation) -> SSAValue:
         if self.location is not None:
@@ -75,6 +78,29 @@ class _Importer:
     def output_shape(self, node: Any) -> list[int]:
         return static_dims(node.meta["val"].shape)
 
+    def sized_shape(self, node: Any) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
+        """The node's result shape with ``?`` for its symbolic dims, and the shape
+        references that size them (``sized_dims``)."""
+        return self.sized_dims(node.meta["val"].shape)
+
+    def sized_dims(self, dims: Sequence[Any]) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
+        """``dims`` (ints and ``SymInt``s) with ``?`` for the symbolic ones, and the shape
+        references that size them: a dim that is one of the inputs' symbols (a
+        ``torch.export.Dim``) is that input's dim; a compound one (``s0 * s1``) has none
+        (an op infers at most one such)."""
+        shape, refs = [], []
+        for k, d in enumerate(dims):
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if expr is None:
+                shape.append(int(d))
+            elif expr.is_number:
+                shape.append(int(expr))
+            else:
+                shape.append(nn.DYN)
+                if expr in self.sym_sources:
+                    refs.append((*self.sym_sources[expr], k))
+        return shape, refs
+
     def run(self) -> ModuleOp:
         import torch
 
@@ -95,6 +121,10 @@ class _Importer:
                 arg = self.block.insert_arg(typ, len(self.block.args))
                 arg.name_hint = node.name
                 self.values[node.name] = arg
+                for axis, d in enumerate(fake.shape):
+                    expr = getattr(getattr(d, "node", None), "expr", None)
+                    if expr is not None and expr.is_Symbol:
+                        self.sym_sources.setdefault(expr, (arg, axis))
                 user_inputs.append(node.name)
                 arg_types.append(typ)
             else:  # PARAMETER, BUFFER, CONSTANT_TENSOR: weights, folded into the module
@@ -110,6 +140,9 @@ class _Importer:
         for node in program.graph.nodes:
             if node.op == "call_function":
                 self.location = NameLoc(StringAttr(f"{self.source}: {_describe(node)}"), UnknownLoc())
+                if _is_symbolic_scalar(node):  # sizes and their arithmetic: the export's SymInt
+                    self.values[node.name] = node.meta["val"]
+                    continue
                 convert = ATEN_CONVERTERS.get(_target_name(node.target))
                 if convert is None:
                     raise PartitaError(f"ATen op '{_target_name(node.target)}' has no conversion to nn yet",
@@ -130,6 +163,17 @@ class _Importer:
         self.block.add_op(func.ReturnOp(*results))
         function = func.FuncOp("main", (arg_types, [r.type for r in results]), Region(self.block))
         return ModuleOp([function])
+
+
+def _is_symbolic_scalar(node: Any) -> bool:
+    """A node computing a size or a check on sizes (``sym_size``, ``s0 * 4``, ``torch._check``):
+    its value is the fake ``SymInt`` / ``SymBool`` the export recorded (shape rules read the
+    sizes from the tensors' fake shapes, never from these)."""
+    import torch
+
+    val = node.meta.get("val")
+    return isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)) or (
+        val is None and _target_name(node.target) in ("aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default"))
 
 
 def _target_name(target: Any) -> str:
