@@ -100,7 +100,20 @@ class Points(torch.nn.Module):
         return x[:, i, j], x[i, :, j], x[i[:, None], j]
 
 
+class Writes(torch.nn.Module):
+    """In-place writes through views (functionalized: ``slice_scatter``), einsum (the
+    lowering the ONNX frontend shares) and GQA's ``repeat_interleave``."""
+
+    def forward(self, x):
+        y = x * 1.0
+        y[:, 0].mul_(2)
+        z = y.clone()
+        z[:, 1:3] = 0.5
+        return y, z, torch.einsum("bij,bkj->bik", x[None], x[None]), x.repeat_interleave(2, dim=1)
+
+
 CASES = {
+    "writes": (Writes(), lambda: (torch.randn(3, 4),)),
     "points": (Points(), lambda: (torch.randn(3, 4, 5), torch.tensor([0, 2, -1]), torch.tensor([3, 0, 1]))),
     "causal_mask": (CausalMask(), lambda: (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))),
     "rotary": (Rotary(), lambda: (torch.randn(2, 6, 8),)),

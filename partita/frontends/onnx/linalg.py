@@ -4,7 +4,6 @@ Einsum (the contractions of transformers, as transposes, sums and one matmul).""
 from __future__ import annotations
 
 import math
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from partita.dialects import nn
+from partita.frontends.einsum import EinsumError, lower_einsum
 from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import Value, fail, is_const, shape_of
@@ -330,117 +330,15 @@ def _matmul_integer(cx, ins, attrs):
     return integer_matmul(cx, ins[0], ins[1], ins[2], ins[3])
 
 
-def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:
-    """The subscripts of each operand and of the output (implicit output: the letters that
-    occur once, sorted), checked against the operand ranks."""
-    equation = equation.replace(" ", "")
-    lhs, arrow, out = equation.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(ranks):
-        fail(f"Einsum '{equation}' names {len(terms)} operands, the node has {len(ranks)}")
-    # An ellipsis stands for the leading dims an operand's letters leave out, aligned from
-    # the right across operands: spell them with letters the equation does not use.
-    spare = [c for c in string.ascii_letters if c not in equation]
-    counts = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
-    if any(c < 0 for c in counts) or equation.replace("...", "").count("."):
-        fail(f"Einsum '{equation}': malformed ellipsis")
-    dots = "".join(spare[:max(counts, default=0)])
-    terms = [t.replace("...", dots[len(dots) - c:]) for t, c in zip(terms, counts)]
-    if not arrow:
-        letters = "".join(terms)
-        out = dots + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in dots))
-    out = out.replace("...", dots)
-    for term, rank in zip([*terms, out], [*ranks, None]):
-        if not term.isalpha() and term:
-            fail(f"Einsum '{equation}': subscripts must be letters")
-        if rank is None and len(set(term)) != len(term):
-            fail(f"Einsum '{equation}': a repeated subscript in the output")
-        if rank is not None and len(term) != rank:
-            fail(f"Einsum '{equation}': '{term}' does not match an operand of rank {rank}")
-    if set(out) - set("".join(terms)):
-        fail(f"Einsum '{equation}': output subscripts that no operand has")
-    return terms, out
-
-
-def _einsum_diagonal(cx, x: SSAValue, term: str, equation: str) -> tuple[SSAValue, str]:
-    """``x`` with each subscript repeated in ``term`` read once, along its diagonal
-    (``ii->i``): the two axes moved last, flattened, and every ``n + 1``-th element taken."""
-    while len(set(term)) != len(term):
-        c = next(c for c in term if term.count(c) > 1)
-        p, q = [k for k, t in enumerate(term) if t == c][:2]
-        shape = shape_of(x)
-        n = shape[p]
-        if nn.DYN in (n, shape[q]) or n != shape[q]:
-            fail(f"Einsum '{equation}': the diagonal of '{c}' needs two equal static dims, got {n} and {shape[q]}")
-        rest = [k for k in range(len(term)) if k not in (p, q)]
-        x = cx.emit(nn.TransposeOp(x, [*rest, p, q]))
-        x = _reshape(cx, x, [*(shape[k] for k in rest), n * n])
-        x = cx.emit(nn.TakeOp(x, cx.tensor(np.arange(n, dtype=np.int64) * (n + 1)), len(rest)))
-        term = "".join(term[k] for k in rest) + c
-    return x, term
-
-
-def _einsum_prepare(cx, x: SSAValue, term: str, keep: str, order: str):
-    """Sum ``x`` over its subscripts not in ``keep``, then transpose to ``order``."""
-    summed = [k for k, c in enumerate(term) if c not in keep]
-    if summed:
-        x = cx.emit(nn.ReduceSumOp(x, summed, keepdims=False))
-        term = "".join(c for c in term if c in keep)
-    perm = [term.index(c) for c in order]
-    if perm != list(range(len(perm))):
-        x = cx.emit(nn.TransposeOp(x, perm))
-    return x
-
-
 @converter("Einsum")
 def _einsum(cx, ins, attrs):
-    """Einsum as transposes, sums and one matmul (batch dims, then the free dims of each
-    operand flattened to M and N, the contracted ones to K)."""
     xs = [cx.tensor(v) for v in ins]
-    if len(xs) > 2:
-        fail("Einsum with more than two operands is not supported")
     equation = attrs["equation"]
     equation = equation.decode() if isinstance(equation, bytes) else equation
-    terms, out = parse_einsum(equation, [len(shape_of(x)) for x in xs])
-    for k, (x, term) in enumerate(zip(xs, terms)):
-        xs[k], terms[k] = _einsum_diagonal(cx, x, term, equation)
-    if len(xs) == 1:
-        return _einsum_prepare(cx, xs[0], terms[0], out, out)
-    (a, b), (ta, tb) = xs, terms
-    sizes: dict[str, int] = {}
-    for x, term in ((a, ta), (b, tb)):
-        for c, d in zip(term, shape_of(x)):
-            if c in sizes and d != sizes[c] and nn.DYN not in (d, sizes[c]):
-                fail(f"Einsum '{equation}': subscript '{c}' has sizes {sizes[c]} and {d} "
-                     "(broadcasting is not supported)")
-            sizes[c] = d if c not in sizes or sizes[c] == nn.DYN else sizes[c]
-    batch = "".join(c for c in out if c in ta and c in tb)
-    contracted = "".join(c for c in ta if c in tb and c not in out)
-    m = "".join(c for c in out if c in ta and c not in tb)
-    n = "".join(c for c in out if c in tb and c not in ta)
-    keep = out + contracted
-    kept_b = "".join(c for c in tb if c in keep)
-    order = batch + m + n
-    single = len(n) == len(contracted) == 1
-    if single and kept_b == batch + n + contracted and (not batch and m or len(batch) == len(m) == 1):
-        # The forms the GEMM backends take as they are: x[..., K] . w[N, K] (nn.dense) and
-        # [B, M, K] . [B, N, K] (batch_matmul with transpose_b).
-        a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
-        b = _einsum_prepare(cx, b, tb, keep, kept_b)
-        y = cx.emit(nn.BatchMatmulOp(a, b, transpose_a=False, transpose_b=True) if batch
-                    else nn.DenseOp(a, b))
-        perm = [order.index(c) for c in out]
-        return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
-    a = _einsum_prepare(cx, a, ta, keep, batch + m + contracted)
-    b = _einsum_prepare(cx, b, tb, keep, batch + contracted + n)
-    bs = [sizes[c] for c in batch]
-    flat_m, flat_n, flat_k = (_product([sizes[c] for c in g]) for g in (m, n, contracted))
-    a = _reshape(cx, a, [*bs, flat_m, flat_k])
-    b = _reshape(cx, b, [*bs, flat_k, flat_n])
-    y = cx.emit(nn.MatmulOp(a, b))
-    y = _reshape(cx, y, [*bs, *(sizes[c] for c in m + n)])
-    perm = [order.index(c) for c in out]
-    return y if perm == list(range(len(perm))) else cx.emit(nn.TransposeOp(y, perm))
+    try:
+        return lower_einsum(equation, xs, cx.emit, cx.tensor)
+    except EinsumError as err:
+        fail(str(err))
 
 
 @converter("Det")

@@ -18,6 +18,7 @@ from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
 from partita.dialects.nn.base import element_type_of, numpy_dtype
+from partita.frontends.einsum import lower_einsum
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.torch.importer import _Importer
@@ -729,6 +730,84 @@ def _adaptive_avg_pool1d(cx: _Importer, node: Any, args: list[Any], kwargs: dict
     return cx.emit(nn.ReduceMeanOp(x, [len(_shape(x)) - 1], keepdims=True))
 
 
+def _slice_scatter(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """``x`` with ``x[..., start:end, ...]`` (step 1) replaced by ``src``: the slices before
+    and after, concatenated around ``src`` (what a functionalized in-place write is)."""
+    x, src = args[0], args[1]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    start = args[3] if len(args) > 3 else kwargs.get("start")
+    end = args[4] if len(args) > 4 else kwargs.get("end")
+    step = args[5] if len(args) > 5 else kwargs.get("step", 1)
+    shape = _shape(x)
+    dim %= len(shape)
+    size = shape[dim]
+    if size == nn.DYN or step != 1:
+        raise NotImplementedError("a slice_scatter along a run-time dim or with a step")
+    start = 0 if start is None else max(0, min(size, start + size if start < 0 else start))
+    end = size if end is None else max(start, min(size, end + size if end < 0 else end))
+    parts = []
+    for lo, hi in ((0, start), (end, size)):
+        if hi > lo:
+            begin, stop = [0] * len(shape), [d if d != nn.DYN else INT64_MAX for d in shape]
+            begin[dim], stop[dim] = lo, hi
+            part = list(shape)
+            part[dim] = hi - lo
+            parts.append(cx.emit(nn.StridedSliceOp(x, begin, stop, [1] * len(shape),
+                                                   result_type=TensorType(x.type.element_type, part))))
+    src = _as(cx, src, _dtype_of(x))
+    pieces = ([parts[0]] if start > 0 else []) + [src] + ([parts[-1]] if end < size else [])
+    return pieces[0] if len(pieces) == 1 else cx.emit(nn.ConcatenateOp(pieces, dim))
+
+
+def _select_scatter(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """``x`` with ``x[..., index, ...]`` replaced by ``src`` (one axis fewer): a slice scatter
+    of ``src`` with the axis back."""
+    x, src, dim, index = args[0], args[1], args[2], args[3]
+    shape = _shape(x)
+    dim %= len(shape)
+    if shape[dim] == nn.DYN:
+        raise NotImplementedError("a select_scatter along a run-time dim")
+    index %= shape[dim]
+    src = cx.emit(nn.ReshapeOp(src, _shape(src)[:dim] + [1] + _shape(src)[dim:]))
+    return _slice_scatter(cx, node, [x, src, dim, index, index + 1], {})
+
+
+def _fill(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """``x.fill_(v)`` made functional: ``v`` (a number or a 0-d tensor) in ``x``'s shape."""
+    x, value = args[0], args[1]
+    shape, refs = cx.sized_shape(node)
+    if shape.count(nn.DYN) > len(refs):
+        raise NotImplementedError("a fill of a size that is no input's dim")
+    return cx.emit(nn.BroadcastToOp(_as(cx, value, _dtype_of(x)), shape, refs=refs))
+
+
+def _max_pool2d_with_indices(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The pooled values (the indices, for a backward pass, are not computed)."""
+    return [_max_pool2d(cx, node, args, kwargs), None]
+
+
+def _repeat_interleave(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """Each entry along ``dim`` ``repeats`` times in a row (GQA's KV heads): a new axis after
+    ``dim`` broadcast to ``repeats``, merged back."""
+    x, repeats = args[0], args[1]
+    dim = args[2] if len(args) > 2 and args[2] is not None else kwargs.get("dim")
+    if isinstance(repeats, SSAValue) or dim is None:
+        raise NotImplementedError("repeat_interleave by a tensor of counts, or of the flattened tensor")
+    shape = _shape(x)
+    dim %= len(shape)
+    if nn.DYN in shape:
+        raise NotImplementedError("repeat_interleave of a tensor of run-time size")
+    spread = shape[:dim + 1] + [1] + shape[dim + 1:]
+    wide = shape[:dim + 1] + [int(repeats)] + shape[dim + 1:]
+    y = cx.emit(nn.BroadcastToOp(cx.emit(nn.ReshapeOp(x, spread)), wide))
+    return cx.emit(nn.ReshapeOp(y, cx.output_shape(node)))
+
+
+def _einsum(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
+    """``torch.einsum``: the lowering the ONNX frontend shares (``partita.frontends.einsum``)."""
+    return lower_einsum(args[0], list(args[1]), cx.emit, cx.constant)
+
+
 def _no_result(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
     """A check torch.export leaves in the graph (``_assert_tensor_metadata``): nothing to run."""
     return None
@@ -862,6 +941,15 @@ ATEN_CONVERTERS: dict[str, Converter] = {
     "aten.stack.default": _stack,
     "aten.roll.default": _roll,
     "aten.cumsum.default": _cumsum,
+    "aten.einsum.default": _einsum,
+    "aten.repeat_interleave.self_int": _repeat_interleave,
+    "aten.slice_scatter.default": _slice_scatter,
+    "aten.select_scatter.default": _select_scatter,
+    "aten.fill.Scalar": _fill,
+    "aten.fill.Tensor": _fill,
+    "aten.max_pool2d_with_indices.default": _max_pool2d_with_indices,
+    "aten.copy.default": lambda cx, node, args, kwargs: _as(cx, args[1], _dtype_of(args[0])) if _shape(args[1]) == _shape(args[0])
+    else cx.emit(nn.BroadcastToOp(_as(cx, args[1], _dtype_of(args[0])), _shape(args[0]))),
     "aten.log_softmax.int": _log_softmax,
     "aten._log_softmax.default": _log_softmax,
     "aten.linalg_vector_norm.default": _vector_norm,

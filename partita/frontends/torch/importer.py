@@ -143,9 +143,10 @@ class _Importer:
                 if _is_symbolic_scalar(node):  # sizes and their arithmetic: the export's SymInt
                     self.values[node.name] = node.meta["val"]
                     continue
-                convert = ATEN_CONVERTERS.get(_target_name(node.target))
+                name = _target_name(node.target)
+                convert = ATEN_CONVERTERS.get(name)
                 if convert is None:
-                    raise PartitaError(f"ATen op '{_target_name(node.target)}' has no conversion to nn yet",
+                    raise PartitaError(f"ATen op '{name}' has no conversion to nn yet",
                                        f"{self.source}: {_describe(node)}")
                 try:
                     self.values[node.name] = convert(self, node, list(self.arg(node.args)), self.arg(dict(node.kwargs)))
@@ -187,5 +188,15 @@ def _describe(node: Any) -> str:
 
 
 def import_exported_program(program: Any, source: str = "torch.export") -> ModuleOp:
-    """The ``nn`` module of an ``ExportedProgram`` (its entry is ``@main``)."""
+    """The ``nn`` module of an ``ExportedProgram`` (its entry is ``@main``). A program
+    that writes in place (``x[:, 0].mul_(2)``, through a view) is functionalized first
+    (``run_decompositions`` with no decomposition: the writes become ``slice_scatter`` and
+    copies), so every value is computed once."""
+    if any(_mutates(node) for node in program.graph.nodes):
+        program = program.run_decompositions(decomp_table={})
     return _Importer(program, source).run()
+
+
+def _mutates(node: Any) -> bool:
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema is not None and schema.is_mutable
