@@ -112,7 +112,24 @@ class Writes(torch.nn.Module):
         return y, z, torch.einsum("bij,bkj->bik", x[None], x[None]), x.repeat_interleave(2, dim=1)
 
 
+class Pools(torch.nn.Module):
+    """torchvision's blocks: batch norm in eval and an in-place ReLU (torchvision's
+    ``inplace=True``: functionalized, where batch norm's fused form returns three tensors),
+    adaptive average pooling to the input's own size (VGG), to a divisor of it, and to 1x1;
+    ``swapaxes``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = torch.nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        y = torch.relu_(self.bn(x))
+        return (F.adaptive_avg_pool2d(y, 4), F.adaptive_avg_pool2d(y, 2), F.adaptive_avg_pool2d(y, 1),
+                y.swapaxes(1, 3))
+
+
 CASES = {
+    "pools": (Pools(), lambda: (torch.randn(2, 3, 4, 4),)),
     "writes": (Writes(), lambda: (torch.randn(3, 4),)),
     "points": (Points(), lambda: (torch.randn(3, 4, 5), torch.tensor([0, 2, -1]), torch.tensor([3, 0, 1]))),
     "causal_mask": (CausalMask(), lambda: (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))),

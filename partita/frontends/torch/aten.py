@@ -228,9 +228,19 @@ def _avg_pool2d(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any
 
 
 def _adaptive_avg_pool2d(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-    if list(_pair(args[1])) != [1, 1]:
-        raise NotImplementedError("adaptive average pooling to a size other than 1x1")
-    return cx.emit(nn.GlobalAvgPool2DOp(args[0]))
+    """A global average at 1x1; the input itself at its own size (VGG's 7x7 of 7x7); an
+    average pool of ``in / out`` windows where the output size divides the input's."""
+    x, out = args[0], _pair(args[1])
+    if out == [1, 1]:
+        return cx.emit(nn.GlobalAvgPool2DOp(x))
+    h, w = _shape(x)[2:]
+    if [h, w] == out:
+        return x
+    if nn.DYN in (h, w) or h % out[0] or w % out[1]:
+        raise NotImplementedError(f"adaptive average pooling of {h}x{w} to {out[0]}x{out[1]}")
+    kernel = [h // out[0], w // out[1]]
+    return cx.emit(nn.AvgPool2DOp(x, kernel, strides=kernel, padding=[0, 0, 0, 0], ceil_mode=False,
+                                  count_include_pad=True))
 
 
 def _reshape(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
@@ -978,6 +988,7 @@ ATEN_CONVERTERS: dict[str, Converter] = {
     "aten.unsqueeze.default": _reshape,
     "aten.permute.default": _permute,
     "aten.transpose.int": _transpose,
+    "aten.swapaxes.default": _transpose,
     "aten.t.default": _t,
     "aten.unbind.int": _unbind,
     "getitem": _getitem,

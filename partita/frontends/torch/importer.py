@@ -76,12 +76,12 @@ class _Importer:
         return value
 
     def output_shape(self, node: Any) -> list[int]:
-        return static_dims(node.meta["val"].shape)
+        return static_dims(_first(node.meta["val"]).shape)
 
     def sized_shape(self, node: Any) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
         """The node's result shape with ``?`` for its symbolic dims, and the shape
         references that size them (``sized_dims``)."""
-        return self.sized_dims(node.meta["val"].shape)
+        return self.sized_dims(_first(node.meta["val"]).shape)
 
     def sized_dims(self, dims: Sequence[Any]) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
         """``dims`` (ints and ``SymInt``s) with ``?`` for the symbolic ones, and the shape
@@ -152,7 +152,8 @@ class _Importer:
                     self.values[node.name] = convert(self, node, list(self.arg(node.args)), self.arg(dict(node.kwargs)))
                 except PartitaError:
                     raise
-                except (ValueError, TypeError, NotImplementedError, VerifyException) as err:
+                except (ValueError, TypeError, NotImplementedError, VerifyException, AttributeError, IndexError,
+                        KeyError) as err:  # a form of the op its converter does not take
                     raise PartitaError(f"cannot convert '{_target_name(node.target)}': {err}",
                                        f"{self.source}: {_describe(node)}") from None
             elif node.op == "output":
@@ -164,6 +165,11 @@ class _Importer:
         self.block.add_op(func.ReturnOp(*results))
         function = func.FuncOp("main", (arg_types, [r.type for r in results]), Region(self.block))
         return ModuleOp([function])
+
+
+def _first(val: Any) -> Any:
+    """The first result's fake tensor of a node with several (``native_batch_norm``'s)."""
+    return val[0] if isinstance(val, (list, tuple)) else val
 
 
 def _is_symbolic_scalar(node: Any) -> bool:
