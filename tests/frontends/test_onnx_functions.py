@@ -45,7 +45,13 @@ def test_schema_defaults_fill_unset_attributes():
     assert got.dtype == np.float32
 
 
-def test_a_body_that_cannot_import_reports_the_op_and_its_body():
+def test_a_body_that_cannot_import_reports_the_op_and_its_body(monkeypatch):
+    """Bernoulli without its converter, and its body's RandomUniformLike without one too:
+    the error names the op and what of its body failed."""
+    from partita.frontends.onnx.registry import CONVERTERS
+
+    for op in ("Bernoulli", "RandomUniformLike"):
+        monkeypatch.delitem(CONVERTERS, op)
     model = _model([helper.make_node("Bernoulli", ["x"], ["y"], name="coin")], [("x", TensorProto.FLOAT, [4])],
                    [("y", TensorProto.FLOAT)])
     with pytest.raises(PartitaError, match=r"node 0 'coin' \(Bernoulli\): unsupported op type 'Bernoulli' "
