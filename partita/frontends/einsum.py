@@ -28,14 +28,22 @@ def shape_of(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())  # type: ignore[attr-defined]
 
 
-def _reshape(emit: Emit, v: SSAValue, shape) -> SSAValue:
-    """``v`` reshaped to ``shape`` (at most one dynamic dim), or ``v`` if it has it."""
+Source = tuple[SSAValue, int]
+"""An operand and one of its axes: where a subscript's run-time size can be read."""
+
+
+def _reshape(emit: Emit, v: SSAValue, shape, sources: list[Source | None] | None = None) -> SSAValue:
+    """``v`` reshaped to ``shape``, or ``v`` if it has it. A dynamic dim whose ``sources``
+    entry names an operand axis is sized by it (a shape reference); one other is inferred."""
     shape = list(shape)
-    if tuple(shape) == shape_of(v):
+    if tuple(shape) == shape_of(v):  # (the operands are already in the groups' order)
         return v
-    if shape.count(nn.DYN) > 1:
-        raise EinsumError(f"reshaping {list(shape_of(v))} to {shape} needs more than one dynamic dimension")
-    return emit(nn.ReshapeOp(v, shape))
+    sources = sources or [None] * len(shape)
+    refs = [(*src, k) for k, (d, src) in enumerate(zip(shape, sources)) if d == nn.DYN and src is not None]
+    if shape.count(nn.DYN) - len(refs) > 1:
+        raise EinsumError(f"reshaping {list(shape_of(v))} to {shape} needs more than one dynamic dimension "
+                          "that no operand's axis sizes")
+    return emit(nn.ReshapeOp(v, shape, refs=refs if shape.count(nn.DYN) > 1 else ()))
 
 
 def _product(dims) -> int:
@@ -118,12 +126,18 @@ def lower_einsum(equation: str, xs: list[SSAValue], emit: Emit, constant: Consta
         return _prepare(emit, xs[0], terms[0], out, out)
     (a, b), (ta, tb) = xs, terms
     sizes: dict[str, int] = {}
+    sources: dict[str, Source] = {}  # a dynamic subscript: an operand axis holding it
     for x, term in ((a, ta), (b, tb)):
-        for c, d in zip(term, shape_of(x)):
+        for axis, (c, d) in enumerate(zip(term, shape_of(x))):
             if c in sizes and d != sizes[c] and nn.DYN not in (d, sizes[c]):
                 raise EinsumError(f"Einsum '{equation}': subscript '{c}' has sizes {sizes[c]} and {d} "
                                   "(broadcasting is not supported)")
             sizes[c] = d if c not in sizes or sizes[c] == nn.DYN else sizes[c]
+            if d == nn.DYN:
+                sources.setdefault(c, (x, axis))
+
+    def group(letters: str) -> Source | None:  # a flattened group sized by one operand axis
+        return sources.get(letters) if len(letters) == 1 else None
     batch = "".join(c for c in out if c in ta and c in tb)
     contracted = "".join(c for c in ta if c in tb and c not in out)
     m = "".join(c for c in out if c in ta and c not in tb)
@@ -144,9 +158,10 @@ def lower_einsum(equation: str, xs: list[SSAValue], emit: Emit, constant: Consta
     b = _prepare(emit, b, tb, keep, batch + contracted + n)
     bs = [sizes[c] for c in batch]
     flat_m, flat_n, flat_k = (_product([sizes[c] for c in g]) for g in (m, n, contracted))
-    a = _reshape(emit, a, [*bs, flat_m, flat_k])
-    b = _reshape(emit, b, [*bs, flat_k, flat_n])
+    batch_sources = [sources.get(c) for c in batch]
+    a = _reshape(emit, a, [*bs, flat_m, flat_k], [*batch_sources, group(m), group(contracted)])
+    b = _reshape(emit, b, [*bs, flat_k, flat_n], [*batch_sources, group(contracted), group(n)])
     y = emit(nn.MatmulOp(a, b))
-    y = _reshape(emit, y, [*bs, *(sizes[c] for c in m + n)])
+    y = _reshape(emit, y, [*bs, *(sizes[c] for c in m + n)], [*batch_sources, *(sources.get(c) for c in m + n)])
     perm = [order.index(c) for c in out]
     return y if perm == list(range(len(perm))) else emit(nn.TransposeOp(y, perm))

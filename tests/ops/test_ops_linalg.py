@@ -125,6 +125,25 @@ def test_unsupported_einsum_is_a_partita_error(equation, shapes, message):
         import_onnx(model("Einsum", inputs, 1, 12, equation=equation))
 
 
+def test_an_einsum_over_two_run_time_dims_matches_onnxruntime():
+    """Batch and sequence both run-time (Longformer's contraction of heads and head dims):
+    each flattened group a single run-time subscript sizes is a shape reference to the
+    operand axis holding it, so one compile serves every shape."""
+    import onnxruntime as ort
+
+    infos = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["b", "s", 4, 8]) for n in ("a", "c")]
+    graph = helper.make_graph([helper.make_node("Einsum", ["a", "c"], ["y"], equation="bshd,bthd->bst")], "g", infos,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = partita.compile(onnx_model)
+    session = ort.InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for b, n in ((2, 5), (3, 7)):
+        a, c = (rng.standard_normal((b, n, 4, 8)).astype(np.float32) for _ in range(2))
+        (got,) = exe.run(a, c)
+        np.testing.assert_allclose(got, session.run(None, {"a": a, "c": c})[0], rtol=1e-5, atol=1e-5)
+
+
 # -- native kernels ------------------------------------------------------------------------------
 
 GEMMS = """
