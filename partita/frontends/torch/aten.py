@@ -23,7 +23,7 @@ from partita.frontends.einsum import lower_einsum
 if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.torch.importer import _Importer
 
-__all__ = ["ATEN_CONVERTERS", "np_dtype", "static_dims"]
+__all__ = ["ATEN_CONVERTERS", "first_result", "np_dtype", "static_dims"]
 
 Converter = Callable[["_Importer", Any, list[Any], dict[str, Any]], Any]
 
@@ -42,11 +42,15 @@ def static_dims(shape: Sequence[Any]) -> list[int]:
     return [int(d) if isinstance(d, int) or str(d).isdigit() else nn.DYN for d in shape]
 
 
+def first_result(node: Any) -> Any:
+    """The fake tensor of the node's result, the first of several (``native_batch_norm``'s)."""
+    val = node.meta["val"]
+    return val[0] if isinstance(val, (list, tuple)) else val
+
+
 def _out_dtype(node: Any) -> np.dtype:
     """The dtype of the node's (first) result, as torch computed it."""
-    val = node.meta["val"]
-    val = val[0] if isinstance(val, (list, tuple)) else val
-    return np_dtype(val.dtype)
+    return np_dtype(first_result(node).dtype)
 
 
 def _dtype_of(v: SSAValue) -> np.dtype:
@@ -55,6 +59,38 @@ def _dtype_of(v: SSAValue) -> np.dtype:
 
 def _shape(v: SSAValue) -> list[int]:
     return list(v.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _bound(index: int, size: int, low: int = 0) -> int:
+    """A Python slice bound along an axis of ``size``: a negative one counts from the
+    end, and it is clamped into ``[low, size]``."""
+    return max(low, min(size, index + size if index < 0 else index))
+
+
+def _axis_slice(cx: _Importer, x: SSAValue, dim: int, lo: int, hi: int, step: int = 1,
+                shape: list[int] | None = None) -> SSAValue:
+    """``x[..., lo:hi:step, ...]`` along ``dim``, the other axes whole; ``shape`` is the
+    result's (by default the axis ``hi - lo`` long: a unit step between static bounds)."""
+    full = _shape(x)
+    begin, stop, strides = [0] * len(full), [d if d != nn.DYN else INT64_MAX for d in full], [1] * len(full)
+    begin[dim], stop[dim], strides[dim] = lo, hi, step
+    if shape is None:
+        shape = list(full)
+        shape[dim] = hi - lo
+    return cx.emit(nn.StridedSliceOp(x, begin, stop, strides,
+                                     result_type=TensorType(x.type.element_type, shape)))  # type: ignore[attr-defined]
+
+
+def _splat(cx: _Importer, node: Any, value: Any) -> SSAValue:
+    """``value`` in the node's shape and dtype: a constant where the shape is static, else a
+    broadcast to the input dims its run-time dims are."""
+    shape, refs = cx.sized_shape(node)
+    dtype = _out_dtype(node)
+    if nn.DYN not in shape:
+        return cx.constant(np.full(shape, value, dtype=dtype))
+    if shape.count(nn.DYN) > len(refs):
+        raise NotImplementedError("a splat of a size that is no input's dim")
+    return cx.emit(nn.BroadcastToOp(cx.constant(np.asarray(value, dtype=dtype)), shape, refs=refs))
 
 
 def _as(cx: _Importer, v: Any, dtype: np.dtype) -> SSAValue:
@@ -274,16 +310,10 @@ def _t(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSA
 def _unbind(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> list[SSAValue]:
     x = args[0]
     dim = args[1] if len(args) > 1 else 0
-    shape = list(x.type.get_shape())
+    shape = _shape(x)
     dim %= len(shape)
-    pieces = []
-    for index in range(shape[dim]):
-        begin = [0] * len(shape)
-        end = [d if d != nn.DYN else np.iinfo(np.int64).max for d in shape]
-        begin[dim], end[dim] = index, index + 1
-        sliced = cx.emit(nn.StridedSliceOp(x, begin, end, [1] * len(shape)))
-        pieces.append(cx.emit(nn.ReshapeOp(sliced, shape[:dim] + shape[dim + 1:])))
-    return pieces
+    return [cx.emit(nn.ReshapeOp(_axis_slice(cx, x, dim, index, index + 1), shape[:dim] + shape[dim + 1:]))
+            for index in range(shape[dim])]
 
 
 def _getitem(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -354,8 +384,6 @@ def _flatten(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) 
     return _reshape(cx, node, args, kwargs)
 
 
-
-
 def _rsub(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
     """``other - alpha * x`` (``1 - mask``)."""
     dtype = _out_dtype(node)
@@ -418,33 +446,20 @@ def _sized_factory(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, 
         if step != 1 or not isinstance(start, int):
             raise NotImplementedError("an arange of a run-time length with a start or step")
         return cx.emit(nn.ArangeOp(start, 1, nn.DYN, element_type_of(dtype), refs=refs))
-    value = 0 if "zeros" in name else 1 if "ones" in name else args[1]
-    return cx.emit(nn.BroadcastToOp(cx.constant(np.asarray(value, dtype=dtype)), shape, refs=refs))
+    return _splat(cx, node, 0 if "zeros" in name else 1 if "ones" in name else args[1])
 
 
 def _like(fill: float | None) -> Converter:
     """``zeros_like`` / ``ones_like`` / ``full_like``: a splat of the input's shape."""
-
-    def convert(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-        shape, refs = cx.sized_shape(node)
-        value = args[1] if fill is None else fill
-        if nn.DYN in shape:
-            if shape.count(nn.DYN) > len(refs):
-                raise NotImplementedError("a splat of a size that is no input's dim")
-            return cx.emit(nn.BroadcastToOp(cx.constant(np.asarray(value, dtype=_out_dtype(node))), shape, refs=refs))
-        return cx.constant(np.full(shape, value, dtype=_out_dtype(node)))
-
-    return convert
+    return lambda cx, node, args, kwargs: _splat(cx, node, args[1] if fill is None else fill)
 
 
 def _full_tensor(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-    """``new_zeros`` / ``new_ones`` / ``new_full``: a splat of the given size."""
-    shape = cx.output_shape(node)
-    if nn.DYN in shape:
+    """``new_zeros`` / ``new_ones`` / ``new_full``: a splat of the given (static) size."""
+    if nn.DYN in cx.output_shape(node):
         raise NotImplementedError("a splat of a run-time size")
     name = str(node.target)
-    value = 0 if "zeros" in name else 1 if "ones" in name else args[2]
-    return cx.constant(np.full(shape, value, dtype=_out_dtype(node)))
+    return _splat(cx, node, 0 if "zeros" in name else 1 if "ones" in name else args[2])
 
 
 def _slice(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
@@ -458,17 +473,11 @@ def _slice(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) ->
     dim %= len(shape)
     size = shape[dim]
     if size != nn.DYN:
-        start = max(0, min(size, start + size if start < 0 else start))
-        end = max(start, min(size, end + size if end < 0 else end))
+        start = _bound(start, size)
+        end = _bound(end, size, start)
         if (start, end, step) == (0, size, 1):
             return x
-    begin = [0] * len(shape)
-    stop = [d if d != nn.DYN else INT64_MAX for d in shape]
-    strides = [1] * len(shape)
-    begin[dim], stop[dim], strides[dim] = start, end, step
-    out = cx.output_shape(node)
-    return cx.emit(nn.StridedSliceOp(x, begin, stop, strides,
-                                     result_type=TensorType(x.type.element_type, out)))  # type: ignore[attr-defined]
+    return _axis_slice(cx, x, dim, start, end, step, cx.output_shape(node))
 
 
 def _select(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
@@ -481,13 +490,7 @@ def _select(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -
         if size == nn.DYN:
             raise NotImplementedError("a negative index along a run-time dim")
         index += size
-    begin = [0] * len(shape)
-    stop = [d if d != nn.DYN else INT64_MAX for d in shape]
-    begin[dim], stop[dim] = index, index + 1
-    kept = shape[:dim] + [1] + shape[dim + 1:]
-    sliced = cx.emit(nn.StridedSliceOp(x, begin, stop, [1] * len(shape),
-                                       result_type=TensorType(x.type.element_type, kept)))  # type: ignore[attr-defined]
-    return cx.emit(nn.ReshapeOp(sliced, cx.output_shape(node)))
+    return cx.emit(nn.ReshapeOp(_axis_slice(cx, x, dim, index, index + 1), cx.output_shape(node)))
 
 
 def _split(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> list[SSAValue]:
@@ -500,12 +503,7 @@ def _split(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) ->
         size = static_dims(val.shape)[dim]
         if size == nn.DYN:
             raise NotImplementedError("a split of a run-time dim")
-        begin = [0] * len(_shape(x))
-        stop = [d if d != nn.DYN else INT64_MAX for d in _shape(x)]
-        begin[dim], stop[dim] = start, start + size
-        pieces.append(cx.emit(nn.StridedSliceOp(x, begin, stop, [1] * len(begin),
-                                                result_type=TensorType(x.type.element_type,  # type: ignore[attr-defined]
-                                                                          static_dims(val.shape)))))
+        pieces.append(_axis_slice(cx, x, dim, start, start + size, shape=static_dims(val.shape)))
         start += size
     return pieces
 
@@ -671,14 +669,7 @@ def _roll(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> 
         shift %= size
         if shift == 0:
             continue
-        parts = []
-        for lo, hi in ((size - shift, size), (0, size - shift)):
-            begin, stop = [0] * len(shape), list(shape)
-            begin[dim], stop[dim] = lo, hi
-            part_shape = list(shape)
-            part_shape[dim] = hi - lo
-            parts.append(cx.emit(nn.StridedSliceOp(x, begin, stop, [1] * len(shape),
-                                                   result_type=TensorType(x.type.element_type, part_shape))))
+        parts = [_axis_slice(cx, x, dim, lo, hi) for lo, hi in ((size - shift, size), (0, size - shift))]
         x = cx.emit(nn.ConcatenateOp(parts, dim))
     return x
 
@@ -753,19 +744,11 @@ def _slice_scatter(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, 
     size = shape[dim]
     if size == nn.DYN or step != 1:
         raise NotImplementedError("a slice_scatter along a run-time dim or with a step")
-    start = 0 if start is None else max(0, min(size, start + size if start < 0 else start))
-    end = size if end is None else max(start, min(size, end + size if end < 0 else end))
-    parts = []
-    for lo, hi in ((0, start), (end, size)):
-        if hi > lo:
-            begin, stop = [0] * len(shape), [d if d != nn.DYN else INT64_MAX for d in shape]
-            begin[dim], stop[dim] = lo, hi
-            part = list(shape)
-            part[dim] = hi - lo
-            parts.append(cx.emit(nn.StridedSliceOp(x, begin, stop, [1] * len(shape),
-                                                   result_type=TensorType(x.type.element_type, part))))
+    start = 0 if start is None else _bound(start, size)
+    end = size if end is None else _bound(end, size, start)
     src = _as(cx, src, _dtype_of(x))
-    pieces = ([parts[0]] if start > 0 else []) + [src] + ([parts[-1]] if end < size else [])
+    pieces = ([_axis_slice(cx, x, dim, 0, start)] if start > 0 else []) + [src] + \
+        ([_axis_slice(cx, x, dim, end, size)] if end < size else [])
     return pieces[0] if len(pieces) == 1 else cx.emit(nn.ConcatenateOp(pieces, dim))
 
 

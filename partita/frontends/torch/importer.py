@@ -21,7 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.dialects.nn.base import element_type_of, numpy_dtype
-from partita.frontends.torch.aten import ATEN_CONVERTERS, np_dtype, static_dims
+from partita.frontends.torch.aten import ATEN_CONVERTERS, first_result, np_dtype, static_dims
 from partita.ir.budget import charge
 from partita.ir.diagnostics import PartitaError
 
@@ -76,12 +76,12 @@ class _Importer:
         return value
 
     def output_shape(self, node: Any) -> list[int]:
-        return static_dims(_first(node.meta["val"]).shape)
+        return static_dims(first_result(node).shape)
 
     def sized_shape(self, node: Any) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
         """The node's result shape with ``?`` for its symbolic dims, and the shape
         references that size them (``sized_dims``)."""
-        return self.sized_dims(_first(node.meta["val"]).shape)
+        return self.sized_dims(first_result(node).shape)
 
     def sized_dims(self, dims: Sequence[Any]) -> tuple[list[int], list[tuple[SSAValue, int, int]]]:
         """``dims`` (ints and ``SymInt``s) with ``?`` for the symbolic ones, and the shape
@@ -165,11 +165,6 @@ class _Importer:
         self.block.add_op(func.ReturnOp(*results))
         function = func.FuncOp("main", (arg_types, [r.type for r in results]), Region(self.block))
         return ModuleOp([function])
-
-
-def _first(val: Any) -> Any:
-    """The first result's fake tensor of a node with several (``native_batch_norm``'s)."""
-    return val[0] if isinstance(val, (list, tuple)) else val
 
 
 def _is_symbolic_scalar(node: Any) -> bool:
