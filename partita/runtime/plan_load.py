@@ -226,8 +226,6 @@ class LaunchPlan:
                 # An argument written in place (a tied result's outs) is the run's own copy,
                 # in its slot: a user's buffer is never written.
                 readers.update(arguments[root] for v in call.outs if (root := self.alias.get(v, v)) in arguments)
-                if self.calls[op].prepared is None:
-                    readers.update(arguments[v] for v in call.inputs if v in arguments)
                 steps.append((op, LAUNCH if self.calls[op].prepared is not None else EMULATED))
             elif isinstance(op, nn.ReshapeOp):  # a view (``buffer_of``): no step
                 if (root := self.alias.get(op.input, op.input)) in arguments:
@@ -235,9 +233,9 @@ class LaunchPlan:
             elif isinstance(op, nn.NNOp) and not isinstance(op, nn.ConstantOp):
                 readers.update(arguments[v] for v in op.operands if v in arguments)
                 steps.append((op, HOST))
-        if stage == len(self.stages) - 1:
-            readers.update(arguments[v] for v in self.outputs if v in arguments)
-        # An extern call the host runs reads its inputs in their slots, whichever stage it is in.
+        # An argument the plan returns is returned from its slot, and an extern call the host
+        # runs reads its inputs there, whichever stage either is in.
+        readers.update(arguments[v] for v in self.outputs if v in arguments)
         readers.update(arguments[v] for op, call in self.calls.items() if call.prepared is None
                        for v in self.facts.calls[op].inputs if v in arguments)
         consumers: dict[SSAValue, list[int]] = {}
