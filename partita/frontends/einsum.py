@@ -138,6 +138,7 @@ def lower_einsum(equation: str, xs: list[SSAValue], emit: Emit, constant: Consta
 
     def group(letters: str) -> Source | None:  # a flattened group sized by one operand axis
         return sources.get(letters) if len(letters) == 1 else None
+
     batch = "".join(c for c in out if c in ta and c in tb)
     contracted = "".join(c for c in ta if c in tb and c not in out)
     m = "".join(c for c in out if c in ta and c not in tb)

@@ -4,8 +4,8 @@ flattened result is a function of the op's ``seed`` (a key below 2^63) and of ``
 reference and the device kernel draw the same values, and a run draws the same values as
 the run before (an inference graph's random masks and noise are reproducible).
 
-ONNX ``RandomUniform`` / ``RandomNormal`` (and their ``Like`` forms, and ``Bernoulli``
-through its function body) import as this op; its result shape is static or sized by
+ONNX ``RandomUniform`` / ``RandomNormal`` and their ``Like`` forms import as this op
+(``Bernoulli`` as a uniform draw below its probability); its result shape is static or sized by
 ``refs`` (the ``Like`` input's dynamic dims), as ``nn.arange``'s.
 """
 

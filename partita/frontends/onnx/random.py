@@ -19,8 +19,6 @@ from partita.frontends.onnx.elementwise import _cast_to
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.values import ONNX_DTYPES, fail, is_const, shape_of
 
-_FLOAT_DTYPES = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), nn.numpy_dtype(nn.BFloat16Type())}
-
 
 def _seed(cx, attrs) -> int:
     """The generator's key: the seed's float32 bits, else a hash of the node's output."""
@@ -32,7 +30,7 @@ def _seed(cx, attrs) -> int:
 
 def _dtype(attrs, default: np.dtype) -> np.dtype:
     dtype = ONNX_DTYPES.get(attrs["dtype"]) if "dtype" in attrs else default
-    if dtype not in _FLOAT_DTYPES:
+    if dtype is None or nn.element_type_of(dtype) not in nn.RandomOp.ALLOWED_TYPES:
         fail(f"random draws are float16, bfloat16, float or double, not {dtype}")
     return dtype
 
