@@ -182,15 +182,27 @@ class Heads(torch.nn.Module):
         return (torch.softmax(scores, -1) @ q).transpose(1, 2).reshape(b, n, 8)
 
 
-@pytest.mark.parametrize("name", ["causal_mask", "rotary", "heads"])
+class NewSplats(torch.nn.Module):
+    """``new_zeros`` / ``new_ones`` / ``new_full`` of sizes read from a run-time batch and
+    sequence (a padding row, a mask, a bias of the input's dims)."""
+
+    def forward(self, x):
+        b, n, d = x.shape
+        pad = x.new_zeros(b, 1, d)
+        mask = x.new_ones(b, n, 1)
+        bias = x.new_full((b, n, d), 0.5)
+        return torch.cat([pad, x * mask + bias], dim=1)
+
+
+@pytest.mark.parametrize("name", ["causal_mask", "rotary", "heads", "new_splats"])
 def test_run_time_batch_and_sequence(name) -> None:
     """``torch.export.Dim`` batch and sequence: sizes computed from them (``arange(n)``,
     views, expands, splats, index points) are sized by the input dims they are, and one
     compile runs every shape."""
-    module = {"causal_mask": CausalMask(), "rotary": Rotary(), "heads": Heads()}[name].eval()
+    module = {"causal_mask": CausalMask(), "rotary": Rotary(), "heads": Heads(), "new_splats": NewSplats()}[name].eval()
     batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=64)
     shapes = {"causal_mask": ({0: batch, 1: seq}, {0: batch, 1: seq}), "rotary": ({1: seq},),
-              "heads": ({0: batch, 1: seq},)}[name]
+              "heads": ({0: batch, 1: seq},), "new_splats": ({0: batch, 1: seq},)}[name]
 
     def inputs(b: int, n: int):
         x = torch.randn(b, n, 8) if name != "rotary" else torch.randn(2, n, 8)

@@ -455,9 +455,8 @@ def _like(fill: float | None) -> Converter:
 
 
 def _full_tensor(cx: _Importer, node: Any, args: list[Any], kwargs: dict[str, Any]) -> SSAValue:
-    """``new_zeros`` / ``new_ones`` / ``new_full``: a splat of the given (static) size."""
-    if nn.DYN in cx.output_shape(node):
-        raise NotImplementedError("a splat of a run-time size")
+    """``new_zeros`` / ``new_ones`` / ``new_full``: a splat of the given size (run-time dims
+    sized by the input dims they are, as the other factories')."""
     name = str(node.target)
     return _splat(cx, node, 0 if "zeros" in name else 1 if "ones" in name else args[2])
 
