@@ -61,10 +61,21 @@ from partita.dialects.byoc import (
 )
 from partita.ir import symbol_name
 from partita.ir.structural import structural_hash, structurally_equal
-from partita.lowering.cuda.fusion import epilogue_error, is_anchor, is_fusable, is_view, prologue_error, reads_views
+from partita.lowering.cuda.fusion import (
+    computed_operands,
+    epilogue_error,
+    is_anchor,
+    is_fusable,
+    is_view,
+    prologue_error,
+    reads_views,
+)
 from partita.transforms.target_utils import func_target_attr, lowers_on_target
 
-__all__ = ["FuseNativeKernels", "fuse_groups"]
+__all__ = ["MAX_CLONED", "FuseNativeKernels", "clone_computed_operands", "fuse_groups"]
+
+MAX_CLONED = 32
+"""The most injective ops ``clone_computed_operands`` copies for one operand of one anchor."""
 
 
 def _anchor_of(group: list[Operation]) -> Operation | None:
@@ -142,18 +153,68 @@ def _sizes_only(use: Use) -> bool:
 def _views(anchor: Operation, group_of: dict[Operation, list[Operation]]) -> list[Operation]:
     """The groups of index views computing ``anchor``'s operands, when its kernel reads
     through them (``reads_views``: attention reading Q, K and V as head splits of a packed
-    projection, FlashAttention's ``qkvpacked`` form): groups of views only, every value
-    used only inside the group or by the anchor. Else ``[]``."""
+    projection, FlashAttention's ``qkvpacked`` form), and the injective groups computing the
+    operands its rule computes where it reads them (``computed_operands``: a rotary
+    embedding's cos / sin): every value used only inside the group or by the anchor.
+    Else ``[]``."""
     if not reads_views(anchor):
         return []
+    computed = computed_operands(anchor)
     taken: list[Operation] = []
-    for v in anchor.operands:
+    for k, v in enumerate(anchor.operands):
         group = group_of.get(v.op) if isinstance(v, OpResult) else None
-        if group is None or group[0] in taken or not all(is_view(o) for o in group):
+        joins = is_fusable if k in computed else is_view
+        if group is None or group[0] in taken or _anchor_of(group) is not None or not all(joins(o) for o in group):
             continue
         if all(use.operation is anchor or use.operation in group for o in group for r in o.results for use in r.uses):
             taken += group
     return taken
+
+
+def _injective_slice(value: SSAValue, position: dict[Operation, int]) -> list[Operation]:
+    """The injective ops a kernel can compute that ``value`` is made from, back to the
+    first value something else makes (an argument, a constant, another kernel's result),
+    in program order."""
+    ops: list[Operation] = []
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        op = v.owner
+        if isinstance(op, Operation) and op not in ops and is_fusable(op) and not is_anchor(op) \
+                and not isinstance(op, nn.ConstantOp):
+            ops.append(op)
+            pending.extend(op.operands)
+    return sorted(ops, key=position.__getitem__)
+
+
+def clone_computed_operands(block: Block) -> None:
+    """Gives each anchor whose kernel computes some operands where it reads them
+    (``computed_operands``) a copy of its own of the injective ops making them, as MLIR's
+    element-wise fusion duplicates a producer into each consumer: the rotary tables every
+    layer reads are recomputed per element in each layer's rotary kernel instead of being
+    kernels and tables in memory. Slices of more than ``MAX_CLONED`` ops are left shared;
+    originals nothing reads any more are erased."""
+    cloned: list[Operation] = []
+    position = {op: k for k, op in enumerate(block.ops)}
+    for anchor in [op for op in block.ops if computed_operands(op)]:
+        for k in computed_operands(anchor):
+            value = anchor.operands[k]
+            ops = _injective_slice(value, position)
+            if not ops or len(ops) > MAX_CLONED:
+                continue
+            members = {anchor, *ops}
+            if all(use.operation in members for o in ops for r in o.results for use in r.uses) \
+                    and sum(use.operation is anchor for use in value.uses) == 1:
+                continue  # already this operand's alone
+            mapping: dict[SSAValue, SSAValue] = {}
+            for op in ops:
+                copy = op.clone(value_mapper=mapping)
+                Rewriter.insert_op(copy, InsertPoint.before(anchor))
+            anchor.operands[k] = mapping[value]
+            cloned += ops
+    for op in sorted(set(cloned), key=position.__getitem__, reverse=True):
+        if all(not r.uses for r in op.results):
+            Rewriter.erase_op(op)
 
 
 def fuse_groups(block: Block) -> list[list[Operation]]:
@@ -250,6 +311,7 @@ class FuseNativeKernels(ModulePass):
             target = attr.without_host() if attr is not None else TargetAttr(self.target)
             k = 0
             for block in function.body.blocks:
+                clone_computed_operands(block)
                 for group in fuse_groups(block):
                     if all(isinstance(o, nn.ReshapeOp) for o in group):
                         continue

@@ -186,3 +186,55 @@ func.func @main(%x: tensor<2x2x3x8xf32>, %ct: tensor<32x4xf32>, %st: tensor<32x4
     positions = [5, 17, 30]
     want = rotary_embedding(x, cos[None, positions], sin[None, positions], interleaved=False, rotary_dim=0)
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+@pytest.mark.parametrize("interleaved, rotary_dim", [(False, 0), (True, 4)])
+def test_native_kernel_computes_the_tables_from_the_positions(interleaved, rotary_dim, tmp_path):
+    """The exporters' rotary tables, ``cos`` / ``sin`` of ``positions x inv_freq`` (halves
+    concatenated, the first taken), read by two layers' rotary embeddings: each layer's
+    kernel computes the angle, its cos and its sin where it reads them (the tables are no
+    kernels of their own: one kernel per layer, sharing one function), and matches the
+    reference."""
+    r = rotary_dim or 8
+    text = f"""
+func.func @main(%x: tensor<2x2x5x8xf32>, %y: tensor<2x2x5x8xf32>, %pos: tensor<1x5xi64>, %inv: tensor<{r // 2}xf32>) -> (tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>) {{
+  %p = nn.cast %pos : (tensor<1x5xi64>) -> tensor<1x5xf32>
+  %p3 = nn.reshape %p : (tensor<1x5xf32>) -> tensor<1x5x1xf32>
+  %f = nn.multiply %p3, %inv : (tensor<1x5x1xf32>, tensor<{r // 2}xf32>) -> tensor<1x5x{r // 2}xf32>
+  %e = nn.concatenate %f, %f {{axis = -1 : i64}} : (tensor<1x5x{r // 2}xf32>, tensor<1x5x{r // 2}xf32>) -> tensor<1x5x{r}xf32>
+  %ce = nn.cos %e : (tensor<1x5x{r}xf32>) -> tensor<1x5x{r}xf32>
+  %se = nn.sin %e : (tensor<1x5x{r}xf32>) -> tensor<1x5x{r}xf32>
+  %c = nn.strided_slice %ce {{begin = array<i64: 0, 0, 0>, end = array<i64: 1, 5, {r // 2}>, strides = array<i64: 1, 1, 1>}} : (tensor<1x5x{r}xf32>) -> tensor<1x5x{r // 2}xf32>
+  %s = nn.strided_slice %se {{begin = array<i64: 0, 0, 0>, end = array<i64: 1, 5, {r // 2}>, strides = array<i64: 1, 1, 1>}} : (tensor<1x5x{r}xf32>) -> tensor<1x5x{r // 2}xf32>
+  %0 = nn.rotary_embedding %x, %c, %s {{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64}} : (tensor<2x2x5x8xf32>, tensor<1x5x{r // 2}xf32>, tensor<1x5x{r // 2}xf32>) -> tensor<2x2x5x8xf32>
+  %1 = nn.rotary_embedding %y, %c, %s {{interleaved = {str(interleaved).lower()}, rotary_dim = {rotary_dim} : i64}} : (tensor<2x2x5x8xf32>, tensor<1x5x{r // 2}xf32>, tensor<1x5x{r // 2}xf32>) -> tensor<2x2x5x8xf32>
+  func.return %0, %1 : tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>
+}}"""
+    module = fuse(text)
+    (name, function), = fused_functions(module).items()  # both layers call it
+    assert sorted(op.name for op in function.body.ops) == [
+        "func.return", "nn.cast", "nn.cast", "nn.concatenate", "nn.concatenate", "nn.cos", "nn.multiply",
+        "nn.multiply", "nn.reshape", "nn.reshape", "nn.rotary_embedding", "nn.sin", "nn.strided_slice",
+        "nn.strided_slice"]
+    program = program_of(module)
+    assert "cosf(" in program.code and "sinf(" in program.code
+    rec = RECORDS[program.kernels[name].kind].from_attr(fused_record(program.kernels[name]))
+    host = HostKernels(program.code, [rec], tmp_path)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    position = np.array([[0, 3, 17, 250, 4095]], np.int64)
+    inv_freq = (10000.0 ** -(np.arange(0, r, 2) / r)).astype(np.float32)
+    (rotary,) = [op for op in function.body.ops if isinstance(op, nn.RotaryEmbeddingOp)]
+    by_type = {(2, 2, 5, 8): x, (1, 5): position, (r // 2,): inv_freq}
+    inputs = [by_type[tuple(a.type.get_shape())] for a in function.args]  # the kernel's argument order
+    out = np.full((2, 2, 5, 8), 7, np.float32)
+    grid, block = rec.geometry(out.shape)
+    host.launch(rec, grid, block, inputs, out)
+    clone = function.clone()
+    clone.sym_visibility = StringAttr("public")
+    (expected,) = run(ModuleOp([clone]), *inputs, entry=name)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    angle = position[0, :, None].astype(np.float32) * inv_freq
+    want = rotary_embedding(x, np.cos(angle)[None], np.sin(angle)[None], interleaved=interleaved, rotary_dim=rotary_dim)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)

@@ -18,7 +18,7 @@ from partita.ir.slices import producers
 from partita.lowering.cuda.cexpr import DTYPES, FLOAT_DTYPES, _shape
 from partita.lowering.cuda.rules import INJECTIVE, ROWWISE, WINDOW, InPlace, Rule
 
-__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "epilogue_error", "has_in_place_form", "in_place_update", "is_anchor",
+__all__ = ["ANCHOR_OPS", "WINDOW_OPS", "computed_operands", "epilogue_error", "has_in_place_form", "in_place_update", "is_anchor",
            "is_fusable", "is_view", "kernel_function_error", "kernel_kind", "prologue_error", "reads_views"]
 
 _SPELLED_OPS: tuple[type[Operation], ...] = (
@@ -80,6 +80,13 @@ def reads_views(anchor: Operation) -> bool:
     (``Rule.reads_views``), so views computing them join its kernel."""
     rule = _rule_for(anchor, _rules()[1])
     return rule is not None and rule.reads_views and _rule_for(anchor, _rules()[2]) is None
+
+
+def computed_operands(anchor: Operation) -> tuple[int, ...]:
+    """The operands (by index) that ``anchor``'s kernel computes where it reads them
+    (``Rule.computes``), so the injective ops producing them join its kernel."""
+    rule = _rule_for(anchor, _rules()[1]) if reads_views(anchor) else None
+    return rule.computes if rule is not None else ()
 
 
 def _typed(op: Operation, dtypes: Sequence[str] = DTYPES) -> bool:
@@ -193,10 +200,17 @@ def kernel_function_error(function: FuncOp) -> str | None:
     if anchors:
         (anchor,) = anchors
         if reads_views(anchor):
-            # Every operand a kernel argument or an index view of one.
-            prologue = [op for v in anchor.operands for op in producers(v)]
-            if (view := next((op for op in prologue if not is_view(op)), None)) is not None:
-                return f"computes an operand of '{anchor.name}' with '{view.name}' (only index views can be fused)"
+            # Every operand a kernel argument or an index view of one, but those the rule
+            # computes where it reads them (any injective op).
+            computed = computed_operands(anchor)
+            prologue = []
+            for k, v in enumerate(anchor.operands):
+                ops = producers(v)
+                allowed = is_fusable if k in computed else is_view
+                if (bad := next((op for op in ops if not allowed(op) or is_anchor(op)), None)) is not None:
+                    what = "injective ops" if k in computed else "index views"
+                    return f"computes an operand of '{anchor.name}' with '{bad.name}' (only {what} can be fused there)"
+                prologue += ops
         else:
             if not all(isinstance(v, BlockArgument) for v in anchor.operands[1:]):
                 return f"computes an operand of '{anchor.name}' (only its epilogue can be fused)"

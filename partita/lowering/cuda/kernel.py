@@ -371,6 +371,22 @@ class KernelEmitter(ScheduleMixin):
         self.memo[key] = name
         return name
 
+    def computed(self, v: SSAValue, index: Sequence[str]) -> tuple[list[str], str]:
+        """``v`` at ``index`` for a rule that places the computation itself
+        (``Rule.computes``): the C lines computing it (its producers in this kernel, or a
+        load of an argument) and the variable holding it. The lines are the rule's to
+        place, under its own conditions and after the declarations ``index`` uses; nothing
+        here is memoized past them. An argument, or a view of one, is its load alone."""
+        if self.is_argument(v):
+            return [], self.load(v, index)
+        mark, known = len(self.lines), set(self.memo)
+        name = self.value(v, index)
+        lines = self.lines[mark:]
+        del self.lines[mark:]
+        for key in set(self.memo) - known:
+            del self.memo[key]
+        return lines, name
+
     def _chain_first(self, result: SSAValue) -> None:
         """Computes, in block order, every element-wise value ``result`` needs at the output
         index, so that computing ``result`` finds each operand memoized: the emission is a

@@ -93,6 +93,12 @@ class Rule:
     operand may be an index view of a kernel argument (a head split of a packed QKV
     projection: ``nn.strided_slice`` + ``nn.reshape``) that the kernel reads through
     instead of a kernel of its own copying it."""
+    computes: tuple[int, ...] = ()
+    """Window rules that ``reads_views`` only: the operands (by index) the rule reads with
+    ``emitter.computed`` at an index of its own, so injective ops computing one join the
+    kernel and run where it is read (the rotary embedding's cos / sin tables, made from
+    positions and frequencies, are recomputed per element instead of being kernels and a
+    table in memory of their own)."""
     warp: Callable[..., Any] | None = None
     """Window rules only: ``(emitter, op) -> (lines, y) | None``, the warp-per-output
     schedule of a long reduction (a GEMV's dot products): ``lines`` add this lane's share
@@ -216,14 +222,15 @@ class RowReduction:
 
 
 def _register(table: dict[type[Operation], Rule], op_types, supports, dims, elementwise=False,
-              kernel=None, view=None, reads_views=False, in_place=None, warp=None, tiles=None):
+              kernel=None, view=None, reads_views=False, in_place=None, warp=None, tiles=None, computes=()):
     def decorate(fn):
         for t in op_types:
             # An op may have a rowwise rule and a window one (the fallback), nothing else twice.
             anchored = t in WINDOW or t in ROWWISE
             if t in table or (t in INJECTIVE if table is not INJECTIVE else anchored):
                 raise ValueError(f"{t.name} already has a CUDA lowering rule")
-            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views, warp, tiles)
+            table[t] = Rule(fn, supports, dims, elementwise, kernel, view, in_place, reads_views, tuple(computes), warp,
+                            tiles)
         return fn
 
     return decorate
@@ -238,14 +245,16 @@ def injective(*op_types: type[Operation], supports=None, dims=None, elementwise=
 
 
 def window(*op_types: type[Operation], supports=None, dims=None, kernel=None, reads_views=False, in_place=None,
-           warp=None, tiles=None):
+           warp=None, tiles=None, computes=()):
     """Register ``fn(emitter, op) -> lines declaring y`` for ``op_types`` (and, optionally,
     a whole-kernel schedule ``kernel``, see ``Rule.kernel``; a warp-per-output schedule
     ``warp``, see ``Rule.warp``; a tensor-core tile schedule ``tiles``, see ``Rule.tiles``;
-    ``reads_views``, see ``Rule.reads_views``; its ``InPlace`` form when it replaces part of
-    an operand)."""
+    ``reads_views`` and ``computes``, see ``Rule.reads_views`` and ``Rule.computes``; its
+    ``InPlace`` form when it replaces part of an operand)."""
+    if computes and not reads_views:
+        raise ValueError("a rule that computes operands reads the others through views (reads_views=True)")
     return _register(WINDOW, op_types, supports, dims, kernel=kernel, reads_views=reads_views, in_place=in_place,
-                     warp=warp, tiles=tiles)
+                     warp=warp, tiles=tiles, computes=computes)
 
 
 def rowwise(*op_types: type[Operation], supports=None, dims=None):

@@ -38,7 +38,9 @@ decode schedules stop each batch row's keys after its last (``_key_stop``), so t
 after it are never read.
 
 ``nn.rotary_embedding`` is a ``window`` kernel too: each output element reads itself and
-its rotation pair."""
+its rotation pair, and the pair's cos and sin: table loads, or (``computes``) the injective
+ops making the tables run where they are read, as FlashInfer's RoPE computes the angle from
+the position: an exporter's ``cos(positions x inv_freq)`` is no kernel of its own."""
 
 from __future__ import annotations
 
@@ -502,7 +504,7 @@ def _attention_combine(emitter, op: nn.AttentionCombineOp) -> list[str]:
     return [*lines, y_decl(emitter, op, f"undefined ? {rows} : num / den")]
 
 
-@window(nn.RotaryEmbeddingOp, dims=derived_dims, reads_views=True)
+@window(nn.RotaryEmbeddingOp, dims=derived_dims, reads_views=True, computes=(1, 2))
 def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
     """One thread per output element ``out[b, h, s, d]`` (``out[b, s, h, d]`` in BSHD): its
     own value and its pair's (``d +- R / 2``, or ``d +- 1`` interleaved), the pair's cos /
@@ -519,17 +521,17 @@ def _rotary_embedding(emitter, op: nn.RotaryEmbeddingOp) -> list[str]:
         f"    const {T} {half} = {rotated} / 2;",
         f"    float {v} = {x(d)};",
         f"    if ({d} < 2 * {half}) {{",
+        f"      const {T} {i} = {f'{d} / 2' if op.interleaved else f'{d} < {half} ? {d} : {d} - {half}'};",
     ]
+    # cos / sin at the pair's index: loads of the tables, or their producers run here
+    # (``computes``: the angle's cos and sin from the position and frequency).
+    for table, name in ((op.cos, "c"), (op.sin, "sn")):
+        computed, at = emitter.computed(table, [cb, s, i])
+        lines += [*(f"  {line}" for line in computed), f"      const float {name} = {at};"]
     if op.interleaved:
-        lines += [
-            f"      const {T} {i} = {d} / 2;",
-            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
-            f"      {v} = ({d} % 2 == 0) ? {v} * c - {x(f'{d} + 1')} * sn : {v} * c + {x(f'{d} - 1')} * sn;",
-        ]
+        lines.append(f"      {v} = ({d} % 2 == 0) ? {v} * c - {x(f'{d} + 1')} * sn : {v} * c + {x(f'{d} - 1')} * sn;")
     else:
         lines += [
-            f"      const {T} {i} = {d} < {half} ? {d} : {d} - {half};",
-            f"      const float c = {emitter.load(op.cos, [cb, s, i])}, sn = {emitter.load(op.sin, [cb, s, i])};",
             f"      if ({d} < {half}) {v} = {v} * c - {x(f'{d} + {half}')} * sn;",
             f"      else {v} = {v} * c + {x(f'{d} - {half}')} * sn;",
         ]

@@ -405,3 +405,44 @@ func.func @qkv(%x: tensor<2x5x48xf16>, %m: tensor<2x1x1x5xi1>) -> (tensor<2x5x2x
   %b = nn.attention %q2, %u4, %q2 {scale = 0.35 : f64, layout = "BSHD"} : (tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>) -> tensor<2x5x2x8xf16>
   func.return %a, %b, %k4 : tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>, tensor<2x5x2x8xf16>
 }
+
+// -----
+
+// The rotary embedding computes its cos / sin where it reads them (its rule's
+// `computes`): each rotary gets its own copy of the table's injective producers, so the
+// tables of two layers are no kernels of their own and both layers call one function.
+// A table also used elsewhere (%s returned) stays a kernel for that use.
+
+// CHECK-LABEL: func.func private @rope_fused_0(%0: tensor<1x5xi64>, %1: tensor<4xf32>) -> tensor<1x5x4xf32>
+// CHECK-NEXT:    %p = nn.cast %0
+// CHECK-NEXT:    %p3 = nn.reshape %p
+// CHECK-NEXT:    %f = nn.multiply %p3, %1
+// CHECK-NEXT:    %s = nn.sin %f
+// CHECK-NEXT:    func.return %s
+// CHECK-LABEL: func.func private @rope_fused_1(%0: tensor<1x5xi64>, %1: tensor<4xf32>, %2: tensor<2x2x5x8xf32>) -> tensor<2x2x5x8xf32>
+// CHECK-NEXT:    %p = nn.cast %0
+// CHECK-NEXT:    %p3 = nn.reshape %p
+// CHECK-NEXT:    %f = nn.multiply %p3, %1
+// CHECK-NEXT:    %c = nn.cos %f
+// CHECK-NEXT:    %p_1 = nn.cast %0
+// CHECK-NEXT:    %p3_1 = nn.reshape %p_1
+// CHECK-NEXT:    %f_1 = nn.multiply %p3_1, %1
+// CHECK-NEXT:    %s = nn.sin %f_1
+// CHECK-NEXT:    %3 = nn.rotary_embedding %2, %c, %s
+// CHECK-NEXT:    func.return %3
+// CHECK-LABEL: func.func @rope
+// CHECK-NEXT:    %s = func.call @rope_fused_0(%pos, %inv)
+// CHECK-NEXT:    %0 = func.call @rope_fused_1(%pos, %inv, %x)
+// CHECK-NEXT:    %1 = func.call @rope_fused_1(%pos, %inv, %y)
+// CHECK-NEXT:    func.return %0, %1, %s
+
+func.func @rope(%x: tensor<2x2x5x8xf32>, %y: tensor<2x2x5x8xf32>, %pos: tensor<1x5xi64>, %inv: tensor<4xf32>) -> (tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>, tensor<1x5x4xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
+  %p = nn.cast %pos : (tensor<1x5xi64>) -> tensor<1x5xf32>
+  %p3 = nn.reshape %p : (tensor<1x5xf32>) -> tensor<1x5x1xf32>
+  %f = nn.multiply %p3, %inv : (tensor<1x5x1xf32>, tensor<4xf32>) -> tensor<1x5x4xf32>
+  %c = nn.cos %f : (tensor<1x5x4xf32>) -> tensor<1x5x4xf32>
+  %s = nn.sin %f : (tensor<1x5x4xf32>) -> tensor<1x5x4xf32>
+  %0 = nn.rotary_embedding %x, %c, %s : (tensor<2x2x5x8xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x2x5x8xf32>
+  %1 = nn.rotary_embedding %y, %c, %s : (tensor<2x2x5x8xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x2x5x8xf32>
+  func.return %0, %1, %s : tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>, tensor<1x5x4xf32>
+}
