@@ -78,8 +78,8 @@ class LoopOp(NNOp):
     outputs = var_result_def(AnyTensorType)
     body = prop_def(SymbolRefAttr)
     assembly_format = ("$body `(` $trip_count `,` $condition `:` type($trip_count) `,` type($condition) `)` "
-                       "`carried` `(` $carried `:` type($carried) `)` `captured` `(` $captured `:` type($captured) `)` "
-                       "attr-dict `->` type($outputs)")
+                       "(`carried` `(` $carried^ `:` type($carried) `)`)? "
+                       "(`captured` `(` $captured^ `:` type($captured) `)`)? attr-dict `->` type($outputs)")
 
     def __init__(self, body: str | SymbolRefAttr, trip_count: SSAValue, condition: SSAValue,
                  carried: Sequence[SSAValue], captured: Sequence[SSAValue], result_types: Sequence[Attribute]):
