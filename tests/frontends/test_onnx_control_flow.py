@@ -6,6 +6,7 @@ references and compiled end to end, with the located errors for what stays unsup
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -17,6 +18,7 @@ from partita.frontends.onnx import import_onnx
 from partita.frontends.onnx.control_flow import UNROLL_NODE_LIMIT
 from partita.ir import PartitaError
 from partita.runtime.reference import run
+from partita.tools import run as run_tool
 
 ONNX_OPS = ("If", "Loop", "Scan")
 """The op types this file converts (``test_onnx_import`` checks every converter has a test)."""
@@ -285,9 +287,8 @@ def test_a_carried_value_whose_rank_changes_is_a_located_error():
         import_onnx(model)
 
 
-def test_a_loop_of_no_iteration_whose_scan_elements_have_no_static_shape_is_a_located_error():
-    """The elements are ``?``-sized (a slice up to the iteration number): with no iteration
-    run, the empty scan output's shape is unknown."""
+def _slices_model():
+    """A Loop whose scan elements are ``?``-sized (a slice of ``x`` up to the iteration)."""
     body = helper.make_graph(
         [helper.make_node("Unsqueeze", ["i", "zero"], ["end"]),
          helper.make_node("Slice", ["x", "zero", "end"], ["part"]),
@@ -295,14 +296,27 @@ def test_a_loop_of_no_iteration_whose_scan_elements_have_no_static_shape_is_a_lo
         "body", [_info("i", TensorProto.INT64, []), _info("go_in", TensorProto.BOOL, [])],
         [_info("go", TensorProto.BOOL, []), _info("part", F32, None)],
         [helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
-    model = _model([helper.make_node("Loop", ["m", ""], ["parts"], name="slices", body=body)],
-                   [_info("m", TensorProto.INT64, []), _info("x", F32, [4])], [_info("parts")])
-    executable = partita.compile(model)
+    return _model([helper.make_node("Loop", ["m", ""], ["parts"], name="slices", body=body)],
+                  [_info("m", TensorProto.INT64, []), _info("x", F32, [4])], [_info("parts")])
+
+
+def test_a_loop_of_no_iteration_whose_scan_elements_have_no_static_shape_is_a_located_error():
+    """With no iteration run, the empty scan output's shape is unknown."""
+    executable = partita.compile(_slices_model())
     x = np.arange(4, dtype=np.float32)
     assert executable.run(np.array(1, np.int64), x)[0].shape == (1, 0)
     with pytest.raises(PartitaError, match=r"'nn.loop' op ran no iteration, and the elements of scan output #0 "
                                            r"have no static shape \(tensor<\?xf32>\)"):
         executable.run(np.array(0, np.int64), x)
+
+
+def test_partita_run_reports_that_error_and_exits_1(tmp_path, capsys):
+    path, inputs = tmp_path / "slices.onnx", tmp_path / "in.npz"
+    onnx.save(_slices_model(), path)
+    np.savez(inputs, m=np.array(0, np.int64), x=np.arange(4, dtype=np.float32))
+    assert run_tool.main([str(path), "--inputs", str(inputs), "-q", "--cache-dir", str(tmp_path / "cache")]) == 1
+    err = capsys.readouterr().err
+    assert "'nn.loop' op ran no iteration" in err and "slices" in err and "Traceback" not in err
 
 
 def test_an_unroll_past_the_limit_runs_on_the_host_instead():
