@@ -1,6 +1,7 @@
 """ONNX converters of the control-flow ops If, Loop and Scan, by import-time evaluation of
-their control: the bodies are imported in line (``Importer.run_subgraph``), so what they
-compute is ordinary ``nn`` ops that partition, fuse and launch like the rest of the graph.
+their control where it folds: the bodies are imported in line (``Importer.run_subgraph``),
+so what they compute is ordinary ``nn`` ops that partition, fuse and launch like the rest
+of the graph.
 
 - ``If`` with a condition known at import (a constant, or folded from shapes, as exporters
   emit it) imports the branch taken. With a condition computed at run time both branches are
@@ -12,9 +13,17 @@ compute is ordinary ``nn`` ops that partition, fuse and launch like the rest of 
   (each iteration's condition folds, or the trip count bounds it), a Scan over a static
   sequence axis. Scan elements are slices of the scanned tensors read in place (views); the
   per-iteration outputs are concatenated. ``UNROLL_NODE_LIMIT`` bounds the nodes an unroll
-  imports, so a long loop is a located error instead of an import that never ends.
+  imports: a longer Scan is a located error instead of an import that never ends.
+- A ``Loop`` whose trip count or initial condition is a run-time value, one iteration of
+  which computes its condition at run time (the unroll so far is rewound), or whose unroll
+  would pass ``UNROLL_NODE_LIMIT`` runs on the host instead, as TVM's VM and IREE run
+  data-dependent control flow: its body is imported once into a private function
+  (``<caller>_loop_body_<n>``, marked ``byoc.host_body`` so that no pass partitions, lowers,
+  inlines or deletes it), the outer-scope values it reads become arguments, and one
+  ``nn.loop`` calls it per iteration at a stage boundary of the launch plan. A carried value
+  whose shape the body changes (a growing concatenation) is ``?`` in those dims.
 
-A trip count, loop condition or sequence length known only at run time is not supported.
+A Scan's sequence length known only at run time is not supported.
 """
 
 from __future__ import annotations
@@ -40,7 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.onnx.importer import Importer
 
 UNROLL_NODE_LIMIT = 100_000
-"""The most body nodes one Loop or Scan may import when unrolled (iterations x nodes)."""
+"""The most body nodes one Loop or Scan may import when unrolled (iterations x nodes); a
+longer Loop runs on the host (``nn.loop``)."""
 
 
 def _known(v: Value | None) -> bool:
