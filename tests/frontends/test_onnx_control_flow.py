@@ -165,7 +165,7 @@ def test_a_compiled_loop_is_its_iterations_kernels():
 
 
 def _loop(module) -> tuple[nn.LoopOp, object]:
-    """The one ``nn.loop`` of ``module`` and its body function."""
+    """The one ``nn.loop`` of ``module`` (or function) and its body function."""
     (loop,) = [op for op in module.walk() if isinstance(op, nn.LoopOp)]
     return loop, loop.body_function()
 
@@ -249,6 +249,56 @@ def test_an_unroll_whose_condition_turns_out_run_time_is_rewound():
     for n in (0, 2, 10):
         feeds = {"n": np.array(n, np.int64), "v0": v0}
         _compare(executable.run(*feeds.values()), _onnxruntime(model, feeds))
+
+
+def test_a_loop_in_a_host_loop_body_is_a_host_loop_of_its_own():
+    """The inner Loop runs ``i`` times (the outer iteration number): the outer body calls an
+    ``nn.loop`` of its own body; ``x``, read two scopes in, is captured at both levels."""
+    inner = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x"], ["s_out"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "inner", [_info("j", TensorProto.INT64, []), _info("c_in", TensorProto.BOOL, []), _info("s_in", F32, [2])],
+        [_info("c_out", TensorProto.BOOL, []), _info("s_out", F32, [2])])
+    outer = helper.make_graph(
+        [helper.make_node("Loop", ["i", "", "a_in"], ["a_out"], body=inner),
+         helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Identity", ["a_out"], ["scan"])],
+        "outer", [_info("i", TensorProto.INT64, []), _info("c_in", TensorProto.BOOL, []), _info("a_in", F32, [2])],
+        [_info("c_out", TensorProto.BOOL, []), _info("a_out", F32, [2]), _info("scan", F32, [2])])
+    model = _model([helper.make_node("Loop", ["m", "", "a0"], ["a", "scans"], body=outer)],
+                   [_info("m", TensorProto.INT64, []), _info("x", F32, [2]), _info("a0", F32, [2])],
+                   [_info("a"), _info("scans")])
+    module = import_onnx(model)
+    loop, body = _loop(module.ops.first)
+    (inner_loop,) = [op for op in body.walk() if isinstance(op, nn.LoopOp)]
+    assert inner_loop.captured[0] is body.args[3] and loop.captured[0].name_hint == "x"
+    executable = partita.compile(model)
+    for m in (0, 1, 3):
+        feeds = {"m": np.array(m, np.int64), "x": np.array([1, 2], np.float32), "a0": np.zeros(2, np.float32)}
+        want = _onnxruntime(model, feeds)
+        _compare(run(module, *feeds.values()), want)
+        _compare(executable.run(*feeds.values()), want)
+
+
+@pytest.mark.parametrize("options", [dict(partitioner="eager"), dict(partitioner="none"), dict(precision="fp16")],
+                         ids=["eager", "none", "fp16"])
+def test_every_pipeline_keeps_the_body_and_the_file_does_too(options, tmp_path):
+    """No pass partitions, lowers, retypes or deletes the body (the collage pipeline is the
+    tests' above); a saved compiled model runs it after loading."""
+    model = _model([helper.make_node("Loop", ["m", "", "acc0"], ["acc", "scans"], body=_counting_body())],
+                   [_info("m", TensorProto.INT64, []), _info("x", F32, [2, 3]), _info("acc0", F32, [2, 3])],
+                   [_info("acc"), _info("scans")])
+    imported = _loop(import_onnx(model))[1]
+    executable = partita.compile(model, **options)
+    compiled = _loop(executable.module)[1]
+    assert str(compiled) == str(imported)  # attributes included: no target bound
+    executable.save(tmp_path / "loop.partita")
+    loaded = partita.load(tmp_path / "loop.partita")
+    rng = np.random.default_rng(8)
+    x, acc0 = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    for m in (0, 5):
+        feeds = {"m": np.array(m, np.int64), "x": x, "acc0": acc0}
+        want = _onnxruntime(model, feeds)
+        _compare(executable.run(*feeds.values()), want)
+        _compare(loaded.run(*feeds.values()), want)
 
 
 def test_a_carried_value_that_grows_is_dynamic_in_the_body():
