@@ -138,26 +138,34 @@ class Importer:
     @contextmanager
     def emitting_into(self, block: Block) -> Iterator[Block]:
         """Emits into ``block`` instead (a body imported once, into a function of its own);
-        what the caches learn there of dims and their run-time values is forgotten after,
-        since the values they name live in ``block``."""
-        outer = self.block, dict(self.sym_sources), dict(self._materialized), dict(self.sym_labels)
+        what the caches learn there of values' names, dims and their run-time values is
+        forgotten after, since the values they name live in ``block``."""
+        outer = self.block, self._caches()
         self.block = block
         try:
             yield block
         finally:
-            self.block, self.sym_sources, self._materialized, self.sym_labels = outer
+            self.block, caches = outer
+            self._restore(caches)
+
+    def _caches(self) -> tuple:
+        """Copies of what the import remembers about IR values (keyed by them, or by ``id``)."""
+        return dict(self.names), dict(self.sym_sources), dict(self._materialized), dict(self.sym_labels)
+
+    def _restore(self, caches: tuple) -> None:
+        self.names, self.sym_sources, self._materialized, self.sym_labels = caches
 
     def mark(self) -> tuple:
         """Where the import stands, for ``rewind``."""
-        return (self.block.last_op, len(self.functions), dict(self.sym_sources), dict(self._materialized),
-                dict(self.sym_labels))
+        return self.block.last_op, len(self.functions), self._caches()
 
     def rewind(self, mark: tuple) -> None:
         """Drops what the import built since ``mark`` (an unroll given up for a loop the
         host runs): the ops emitted and the functions added, and the caches' entries."""
-        last, functions, self.sym_sources, self._materialized, self.sym_labels = mark
+        last, functions, caches = mark
         erase_ops_after(self.block, last)
         del self.functions[functions:]
+        self._restore(caches)
 
     def _derived_labels(self, op: nn.NNOp) -> list[object] | None:
         """The dynamic dims of ``op``'s result in terms of its operands' (the shape rules of
