@@ -78,6 +78,17 @@ REFERENCE_IMPL = "byoc.reference_impl"
 """On the private sibling ``@<name>_reference`` that keeps an extern function's body: the
 extern function it implements (``= @<name>``). Used to emulate the external code on the
 CPU when no device is present, and to derive shape functions."""
+HOST_BODY = "byoc.host_body"
+"""On a private function the host runs through the reference interpreter as it is: the
+body of an ``nn.loop``, which names it. No pass partitions, fuses, lowers, inlines or
+deletes it (``kept_for_reference``)."""
+
+
+def kept_for_reference(func: FuncOp) -> bool:
+    """Whether ``func`` is a body the reference interpreter runs as it is (an extern
+    function's ``@<name>_reference`` sibling, or a host-run body): no pass compiles it."""
+    return REFERENCE_IMPL in func.attributes or HOST_BODY in func.attributes
+
 
 TIED_OPERAND = "byoc.tied_operand"
 """On a function's result (MLIR's result attributes, IREE's tied operands): the index of
@@ -579,6 +590,7 @@ __all__ = [
     "DIGEST",
     "EXTERN",
     "GLOBAL_SYMBOL",
+    "HOST_BODY",
     "INLINE",
     "PRIMITIVE",
     "REFERENCE_IMPL",
@@ -596,6 +608,7 @@ __all__ = [
     "compiler_functions",
     "is_extern",
     "is_partition_function",
+    "kept_for_reference",
     "partition_attributes",
     "reference_name",
     "register_record_check",

@@ -26,7 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from partita.dialects.byoc import is_extern
+from partita.dialects.byoc import is_extern, kept_for_reference
 from partita.ir import op_error
 from partita.transforms.target_utils import (
     TargetOption,
@@ -65,7 +65,7 @@ class BindTarget(ModulePass):
                 if is_entry(func) and existing.host is None and not existing.same_as(config.host_target):
                     set_func_target(func, existing.with_host(config.host_target))
                 continue
-            if is_extern(func):
+            if is_extern(func) or kept_for_reference(func):  # runs on the host, as it is
                 continue
             compiler = func_compiler(func)
             if compiler is not None:

@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from partita.dialects.byoc import COMPILER, PRIMITIVE, REFERENCE_IMPL, TARGET, OnTargetOp, TargetAttr
+from partita.dialects.byoc import COMPILER, PRIMITIVE, TARGET, OnTargetOp, TargetAttr, kept_for_reference
 from partita.ir import PartitaError, op_error
 from partita.target import CompilationConfig, Target, TargetError, as_target, split_target_list
 
@@ -100,8 +100,9 @@ def func_compiler(func: FuncOp) -> str | None:
 def lowers_on_target(func: FuncOp, kind: str) -> bool:
     """Whether the native codegen of ``kind`` lowers ``func``'s body: a function bound to a
     ``kind`` target, or a public entry without one; never a partition of an external
-    codegen (``byoc.compiler``), an outlined kernel (``byoc.primitive``) or a reference."""
-    if not func.body.blocks or any(a in func.attributes for a in (COMPILER, PRIMITIVE, REFERENCE_IMPL)):
+    codegen (``byoc.compiler``), an outlined kernel (``byoc.primitive``), a reference or a
+    body the host runs (``kept_for_reference``)."""
+    if not func.body.blocks or kept_for_reference(func) or any(a in func.attributes for a in (COMPILER, PRIMITIVE)):
         return False
     target = func_target_attr(func)
     return target.kind.data == kind if target is not None else is_entry(func)

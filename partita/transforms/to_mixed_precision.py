@@ -12,7 +12,8 @@ function's arguments and results keep the model's own types: inputs are cast dow
 entry and outputs back up before return. GEMMs keep accumulating in f32 (the CUTLASS
 and native tensor-core kernels do), so only storage and element-wise math change.
 
-Runs before partitioning, on every function with a body.
+Runs before partitioning, on every function with a body but the ones the host runs as they
+are (``kept_for_reference``: an ``nn.loop``'s body, whose operands keep their types).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from partita.dialects import nn
+from partita.dialects.byoc import kept_for_reference
 from partita.ir import PartitaError
 from partita.ir.constants import constant_values
 from partita.ir.parameters import ParameterAttr, narrowed
@@ -123,7 +125,8 @@ class _Converter:
         if isinstance(op, nn.ConstantOp) or op.regions:
             return
         f32_operands = [v for v in op.operands if _is_f32_tensor(v.type)]
-        lower = op.name.startswith("nn.") and op.name not in KEEP_F32 and not isinstance(op, nn.CastOp) \
+        # An nn.loop keeps its body's types: the host runs that body as it is.
+        lower = op.name.startswith("nn.") and op.name not in KEEP_F32 and not isinstance(op, nn.CastOp | nn.LoopOp) \
             and bool(f32_operands)
         operands = [self.low_value(v) if lower and _is_f32_tensor(v.type) else self.high_value(v)
                     for v in op.operands]
@@ -151,7 +154,7 @@ class ToMixedPrecision(ModulePass):
         if self.dtype not in _LOW:
             raise PartitaError(f"{self.name}: dtype={self.dtype} is not one of f16, bf16")
         low, np_low = _LOW[self.dtype]
-        for function in [f for f in op.ops if isinstance(f, FuncOp) and f.body.blocks]:
+        for function in [f for f in op.ops if isinstance(f, FuncOp) and f.body.blocks and not kept_for_reference(f)]:
             block = function.body.block
             converter = _Converter(block, low, np_low)
             originals = list(block.ops)

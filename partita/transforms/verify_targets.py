@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import CallOp
 from xdsl.passes import ModulePass
 
-from partita.dialects.byoc import REFERENCE_IMPL, TARGET, is_extern
+from partita.dialects.byoc import TARGET, is_extern, kept_for_reference
 from partita.ir import op_error
 from partita.target import DeviceType, Target, is_external_codegen_for
 from partita.transforms.target_utils import (
@@ -56,7 +56,7 @@ class VerifyTargets(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = func_index(op)
         for func in funcs.values():
-            if is_extern(func) or REFERENCE_IMPL in func.attributes:
+            if is_extern(func) or kept_for_reference(func):
                 continue
             if TARGET not in func.attributes:
                 raise op_error(func, "has no target (a 'byoc.target' attribute)")

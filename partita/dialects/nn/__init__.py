@@ -19,6 +19,7 @@ from xdsl.ir import Dialect
 from partita.dialects.nn import (
     attention,
     base,
+    control_flow,
     conv,
     dyn,
     elementwise,
@@ -33,6 +34,7 @@ from partita.dialects.nn import (
 )
 from partita.dialects.nn.attention import *  # noqa: F403
 from partita.dialects.nn.base import *  # noqa: F403
+from partita.dialects.nn.control_flow import *  # noqa: F403
 from partita.dialects.nn.conv import *  # noqa: F403
 from partita.dialects.nn.dyn import *  # noqa: F403
 from partita.dialects.nn.elementwise import *  # noqa: F403
@@ -47,7 +49,7 @@ from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention, dyn, selection, random)
+            attention, dyn, selection, random, control_flow)
 """The operator families, in the order the dialect lists their ops."""
 
 

@@ -450,13 +450,18 @@ class NNOp(IRDLOperation):
             raise VerifyException(f"{what} must be one of {_type_names(allowed)}, "
                                   f"got {element_type}")
 
-    def verify_(self) -> None:
+    def verify_tensors(self) -> None:
+        """Every operand and result is a ranked tensor of an nn element type that fits in
+        memory (the checks every nn op shares)."""
         for v in (*self.operands, *self.results):
             if not isinstance(v.type, TensorType) or v.type.element_type not in ELEMENT_TYPES:
                 raise VerifyException(f"expected a ranked tensor of an nn element type, got "
                                       f"{v.type}")
         for v in (*self.operands, *self.results):
             check_dims_fit(_shape(v), numpy_dtype(v.type.element_type).itemsize, "shape")
+
+    def verify_(self) -> None:
+        self.verify_tensors()
         self.verify_element_types()
         check_compatible_shapes(_shape(self.results[0]), self.infer_shape())
 

@@ -1,6 +1,7 @@
 """ONNX converters of the control-flow ops If, Loop and Scan, by import-time evaluation of
-their control: the bodies are imported in line (``Importer.run_subgraph``), so what they
-compute is ordinary ``nn`` ops that partition, fuse and launch like the rest of the graph.
+their control where it folds: the bodies are imported in line (``Importer.run_subgraph``),
+so what they compute is ordinary ``nn`` ops that partition, fuse and launch like the rest
+of the graph.
 
 - ``If`` with a condition known at import (a constant, or folded from shapes, as exporters
   emit it) imports the branch taken. With a condition computed at run time both branches are
@@ -12,9 +13,17 @@ compute is ordinary ``nn`` ops that partition, fuse and launch like the rest of 
   (each iteration's condition folds, or the trip count bounds it), a Scan over a static
   sequence axis. Scan elements are slices of the scanned tensors read in place (views); the
   per-iteration outputs are concatenated. ``UNROLL_NODE_LIMIT`` bounds the nodes an unroll
-  imports, so a long loop is a located error instead of an import that never ends.
+  imports: a longer Scan is a located error instead of an import that never ends.
+- A ``Loop`` whose trip count or initial condition is a run-time value, one iteration of
+  which computes its condition at run time (the unroll so far is rewound), or whose unroll
+  would pass ``UNROLL_NODE_LIMIT`` runs on the host instead, as TVM's VM and IREE run
+  data-dependent control flow: its body is imported once into a private function
+  (``<caller>_loop_body_<n>``, marked ``byoc.host_body`` so that no pass partitions, lowers,
+  inlines or deletes it), the outer-scope values it reads become arguments, and one
+  ``nn.loop`` calls it per iteration at a stage boundary of the launch plan. A carried value
+  whose shape the body changes (a growing concatenation) is ``?`` in those dims.
 
-A trip count, loop condition or sequence length known only at run time is not supported.
+A Scan's sequence length known only at run time is not supported.
 """
 
 from __future__ import annotations
@@ -23,8 +32,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
+from xdsl.dialects import func
+from xdsl.dialects.builtin import TensorType, UnitAttr
+from xdsl.ir import Block, Region, SSAValue
 
 from partita.dialects import nn
+from partita.dialects.byoc import HOST_BODY
+from partita.dialects.nn.elementwise import BOOL
+from partita.dialects.nn.reduction import INDEX_TYPE
+from partita.frontends.onnx.importer import erase_ops_after
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.transform import drop_axis, reshape_to, slice_axis
 from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
@@ -33,7 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.onnx.importer import Importer
 
 UNROLL_NODE_LIMIT = 100_000
-"""The most body nodes one Loop or Scan may import when unrolled (iterations x nodes)."""
+"""The most body nodes one Loop or Scan may import when unrolled (iterations x nodes); a
+longer Loop runs on the host (``nn.loop``)."""
 
 
 def _known(v: Value | None) -> bool:
@@ -57,9 +74,14 @@ def _count(graph: onnx.GraphProto) -> int:
     return total
 
 
+def _over_limit(body: onnx.GraphProto, iterations: int) -> bool:
+    """Whether unrolling ``iterations`` of ``body`` imports more than ``UNROLL_NODE_LIMIT`` nodes."""
+    return iterations * max(_count(body), 1) > UNROLL_NODE_LIMIT
+
+
 def _check_unroll(body: onnx.GraphProto, iterations: int, op: str) -> None:
     """Refuses an unroll of more than ``UNROLL_NODE_LIMIT`` nodes (before importing any)."""
-    if iterations * max(_count(body), 1) > UNROLL_NODE_LIMIT:
+    if _over_limit(body, iterations):
         fail(f"unrolling this {op} imports more than {UNROLL_NODE_LIMIT} nodes ({iterations} "
              f"iterations of a {_count(body)}-node body)")
 
@@ -103,23 +125,30 @@ def _loop(cx, ins, attrs):
     if len(body.input) != 2 + len(carried) or scanned < 0:
         fail(f"the body takes {len(body.input)} inputs and gives {len(body.output)} outputs for "
              f"{len(carried)} loop-carried values")
-    if trip_count is not None and not _known(trip_count):
-        fail("a trip count computed at run time is not supported (loops unroll at import)")
-    if condition is not None and not _known(condition):
-        fail("a loop condition computed at run time is not supported (loops unroll at import)")
+    if not all(v is None or _known(v) for v in (trip_count, condition)):
+        return _host_loop(cx, body, trip_count, condition, carried, scanned)
     limit = None if trip_count is None else int(_scalar(trip_count, "the trip count"))
     running = True if condition is None else bool(_scalar(condition, "the condition"))
-    if limit is not None:
-        _check_unroll(body, limit, "Loop")
+    if limit is not None and _over_limit(body, limit):
+        return _host_loop(cx, body, trip_count, condition, carried, scanned)
+    unrolled = _unroll(cx, body, limit, running, carried, scanned)
+    return _host_loop(cx, body, trip_count, condition, carried, scanned) if unrolled is None else unrolled
+
+
+def _unroll(cx: Importer, body: onnx.GraphProto, limit: int | None, running: bool, carried: list[Value],
+            scanned: int) -> list[Value] | None:
+    """The Loop's iterations imported in line, each iteration's condition folded; ``None``
+    (and nothing imported) when one is computed at run time or the iterations a condition
+    runs pass ``UNROLL_NODE_LIMIT``: the host runs that loop."""
+    mark = cx.mark()
     per_iteration: list[list[Value]] = [[] for _ in range(scanned)]
     iteration = 0
     while running and (limit is None or iteration < limit):
-        _check_unroll(body, iteration + 1, "Loop")  # a loop its condition ends
-        outs = cx.run_subgraph(body, [np.array(iteration, np.int64), np.array(running), *carried],
-                               f"body (iteration {iteration})")
-        if not _known(outs[0]):
-            fail(f"iteration {iteration} computes the loop condition at run time: not supported "
-                 "(loops unroll at import)")
+        outs = None if _over_limit(body, iteration + 1) else cx.run_subgraph(
+            body, [np.array(iteration, np.int64), np.array(running), *carried], f"body (iteration {iteration})")
+        if outs is None or not _known(outs[0]):
+            cx.rewind(mark)
+            return None
         running = bool(_scalar(outs[0], "the body's condition"))
         carried = outs[1:1 + len(carried)]
         for values, v in zip(per_iteration, outs[1 + len(carried):]):
@@ -128,6 +157,91 @@ def _loop(cx, ins, attrs):
     if scanned and not iteration:
         fail("a Loop that runs no iteration has scan outputs of unknown shape")
     return carried + [_stack(cx, values, 0) for values in per_iteration]
+
+
+def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, condition: Value | None,
+               carried: list[Value], scanned: int) -> list[Value]:
+    """The Loop as one ``nn.loop`` the host runs, its body imported once into a private
+    function (``<caller>_loop_body_<n>``, marked ``byoc.host_body``). A carried value whose
+    shape the body changes enters it with those dims ``?``: the body is imported again
+    until its carried types are stable (each round only adds ``?``s)."""
+    if not carried and not scanned:
+        return []  # ONNX ops have no side effects: a loop with no output computes nothing
+    count = _control(cx, trip_count, np.array(nn.NO_TRIP_COUNT, np.int64), INDEX_TYPE, "trip count")
+    running = _control(cx, condition, np.array(True), BOOL[0], "condition")
+    initial = [cx.tensor(v) for v in carried]
+    types = [v.type for v in initial]
+    while True:
+        mark = len(cx.functions)
+        block, outs = _import_body(cx, body, types)
+        stable = [_join(t, o.type, k) for k, (t, o) in enumerate(zip(types, outs[1:1 + len(carried)]))]
+        if stable == types:
+            break
+        erase_ops_after(block, None)
+        del cx.functions[mark:]
+        types = stable
+    captured = _capture(block)
+    name = f"{cx.function_name}_loop_body_{len(cx.functions)}"
+    fn = func.FuncOp(name, (list(block.arg_types), [v.type for v in block.last_op.operands]), Region(block),
+                     visibility="private")
+    fn.attributes[HOST_BODY] = UnitAttr()
+    if cx.location is not None:
+        fn.location = cx.location
+    cx.functions.append(fn)
+    scans = [TensorType(v.type.element_type, [nn.DYN, *shape_of(v)]) for v in outs[1 + len(carried):]]
+    loop = nn.LoopOp(name, count, running, initial, captured, [*types, *scans])
+    cx.emit_op(loop)
+    return list(loop.outputs)
+
+
+def _control(cx: Importer, v: Value | None, absent: np.ndarray, element, what: str) -> SSAValue:
+    """The trip count or condition operand: the value given, or what its absence means."""
+    value = cx.tensor(absent if v is None else v)
+    if value.type.element_type != element:
+        fail(f"the {what} must be {element}, got {value.type}")
+    if nn.DYN not in shape_of(value) and np.prod(shape_of(value)) != 1:
+        fail(f"the {what} must have one element, got shape {list(shape_of(value))}")
+    return value
+
+
+def _import_body(cx: Importer, body: onnx.GraphProto, carried: list[TensorType]) -> tuple[Block, list[SSAValue]]:
+    """``body`` imported once into a block of its own whose arguments are the iteration,
+    the condition and the carried values (of types ``carried``), ending in a return of the
+    condition (rank 0), the carried values and the scan elements. Values of the enclosing
+    scopes are read where they are (``_capture`` makes them arguments)."""
+    block = Block(arg_types=[TensorType(INDEX_TYPE, []), TensorType(BOOL[0], []), *carried])
+    with cx.emitting_into(block):
+        outs = [cx.tensor(v) for v in cx.run_subgraph(body, list(block.args), "body")]
+        if outs[0].type.element_type != BOOL[0] or nn.DYN in shape_of(outs[0]) or np.prod(shape_of(outs[0])) != 1:
+            fail(f"the body's condition must be one bool, got {outs[0].type}")
+        outs[0] = reshape_to(cx, outs[0], [])
+        block.add_op(func.ReturnOp(*outs))
+    for k, (t, v) in enumerate(zip(carried, outs[1:])):
+        if v.type.element_type != t.element_type:
+            fail(f"loop-carried value {k} enters the body as {t.element_type} and leaves it as "
+                 f"{v.type.element_type}")
+    return block, outs
+
+
+def _join(a: TensorType, b: TensorType, k: int) -> TensorType:
+    """A carried value's type that holds both its type entering the body and leaving it."""
+    if a.get_num_dims() != b.get_num_dims():
+        fail(f"loop-carried value {k} enters the body as {a} and leaves it as {b}: its rank changes")
+    return TensorType(a.element_type, [x if x == y else nn.DYN for x, y in zip(a.get_shape(), b.get_shape())])
+
+
+def _capture(block: Block) -> list[SSAValue]:
+    """The values of enclosing blocks that ``block``'s ops read (ONNX's outer-scope
+    references), each replaced there by a new argument of ``block``, in order of first use."""
+    inside = set(block.args) | {r for op in block.walk() for r in op.results}
+    captured: dict[SSAValue, SSAValue] = {}
+    for op in block.walk():
+        if any(v not in inside for v in op.operands):
+            for v in op.operands:
+                if v not in inside and v not in captured:
+                    captured[v] = block.insert_arg(v.type, len(block.args))
+            op.operands = [captured.get(v, v) for v in op.operands]
+    return list(captured)
 
 
 @converter("Scan")

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -112,19 +113,59 @@ class Importer:
         self.orphans: list[Operation] = []
         """Ops a converter bypassed (a dequantize whose integers it reads instead): erased at
         the end of the import when nothing else reads them."""
+        self.function_name = "main"
+        self.functions: list[func.FuncOp] = []
+        """Functions the module holds besides the imported graph's (the bodies of the loops
+        the host runs, ``nn.loop``)."""
 
     # -- values ------------------------------------------------------------------------
     def emit(self, op: nn.NNOp) -> SSAValue:
-        # Like MLIR's importers: each op is located at the ONNX node it came from.
-        if self.location is not None:
-            op.location = self.location
-        self.block.add_op(op)
+        self.emit_op(op)
         result = op.results[0]
         if nn.DYN in shape_of(result):
             derived = self._derived_labels(op)
             if derived is not None:
                 self.sym_labels[result] = derived
         return result
+
+    def emit_op(self, op: Operation) -> None:
+        """Appends ``op`` to the block being imported (any number of results)."""
+        # Like MLIR's importers: each op is located at the ONNX node it came from.
+        if self.location is not None:
+            op.location = self.location
+        self.block.add_op(op)
+
+    @contextmanager
+    def emitting_into(self, block: Block) -> Iterator[Block]:
+        """Emits into ``block`` instead (a body imported once, into a function of its own);
+        what the caches learn there of values' names, dims and their run-time values is
+        forgotten after, since the values they name live in ``block``."""
+        outer = self.block, self._caches()
+        self.block = block
+        try:
+            yield block
+        finally:
+            self.block, caches = outer
+            self._restore(caches)
+
+    def _caches(self) -> tuple:
+        """Copies of what the import remembers about IR values (keyed by them, or by ``id``)."""
+        return dict(self.names), dict(self.sym_sources), dict(self._materialized), dict(self.sym_labels)
+
+    def _restore(self, caches: tuple) -> None:
+        self.names, self.sym_sources, self._materialized, self.sym_labels = caches
+
+    def mark(self) -> tuple:
+        """Where the import stands, for ``rewind``."""
+        return self.block.last_op, len(self.functions), self._caches()
+
+    def rewind(self, mark: tuple) -> None:
+        """Drops what the import built since ``mark`` (an unroll given up for a loop the
+        host runs): the ops emitted and the functions added, and the caches' entries."""
+        last, functions, caches = mark
+        erase_ops_after(self.block, last)
+        del self.functions[functions:]
+        self._restore(caches)
 
     def _derived_labels(self, op: nn.NNOp) -> list[object] | None:
         """The dynamic dims of ``op``'s result in terms of its operands' (the shape rules of
@@ -259,6 +300,7 @@ class Importer:
 
     # -- driver ------------------------------------------------------------------------
     def run(self, name: str) -> ModuleOp:
+        self.function_name = name
         _check_single_assignment(self.graph)
         for init in self.graph.initializer:
             self.values[init.name] = tensor_array(init, "initializer", self.external_dir)
@@ -310,7 +352,7 @@ class Importer:
         fn = func.FuncOp(name, (arg_types, [r.type for r in results]), Region(self.block),
                          arg_attrs=name_attrs(arg_names),
                          res_attrs=name_attrs([o.name for o in self.graph.output]))
-        return ModuleOp([fn])
+        return ModuleOp([fn, *self.functions])
 
     def _erase_orphans(self) -> None:
         """Erases the bypassed ops nothing reads (the return included), then the constants
@@ -508,12 +550,8 @@ class Importer:
                 values.update(zip(op.results, self.folder.run_op(op, args)))
             return [values[v] if isinstance(v, SSAValue) else v for v in outs]
         finally:
-            op = None if keep else self.block.last_op
-            while op is not None and op is not before:
-                prev = op.prev_op
-                op.detach()
-                op.erase(safe_erase=False)
-                op = prev
+            if not keep:
+                erase_ops_after(self.block, before)
 
     @property
     def folder(self):
@@ -575,6 +613,17 @@ class Importer:
                 return value, axis
         fail(f"{what} depends on a dynamic dimension computed from other dimensions that sizes "
              "no tensor of the graph")
+
+
+def erase_ops_after(block: Block, before: Operation | None) -> None:
+    """Erases the ops of ``block`` after ``before`` (all of them when it is ``None``), last
+    first, so that the values they read lose those uses."""
+    op = block.last_op
+    while op is not None and op is not before:
+        prev = op.prev_op
+        op.detach()
+        op.erase(safe_erase=False)
+        op = prev
 
 
 def _read_names(graph: onnx.GraphProto) -> set[str]:

@@ -10,6 +10,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from partita.runtime.reference.nn import (
     attention,
+    control_flow,
     conv,
     dyn,
     elementwise,
@@ -36,7 +37,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention, dyn, selection, random)
+               attention, dyn, selection, random, control_flow)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)
