@@ -95,3 +95,23 @@ def test_a_mask_constant_past_f16s_range_keeps_the_visible_scores() -> None:
     (got,) = partita.compile(FUNNEL_MASK, precision="fp16").run(s, m)
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-3)
+
+
+RELU = """
+func.func @main(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = nn.relu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  func.return %0 : tensor<?x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_kernel_rounding_through_half_precision_inside_compiles(precision: str) -> None:
+    """A relu over a run-time batch in fp16 / bf16: the casts around it fuse with it, so
+    the kernel takes and gives f32 and the half type lives only inside it; its rounding
+    helpers are still in the program (NVRTC refused ``rn_f16`` before), and it rounds."""
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    exe = partita.compile(RELU, ["cuda -arch=sm_90", "llvm"], precision=precision)
+    (got,) = exe.run(x)
+    np.testing.assert_allclose(got, np.maximum(x, 0), rtol=1e-3 if precision == "fp16" else 8e-3)
+    assert not np.array_equal(got, np.maximum(x, 0))  # rounded through the half type
