@@ -1,11 +1,12 @@
-"""ONNX DFT and STFT: imported as one GEMM by a constant cos / sin matrix
+"""ONNX DFT, STFT and MelWeightMatrix: the transforms imported as one GEMM by a constant cos / sin matrix
 (``partita.frontends.onnx.spectral``), compiled with ``partita.compile`` and checked
 against onnxruntime for every form of the ops: real and complex input, inverse, onesided
 (rfft and irfft), ``dft_length`` padding and truncation, other axes, opset 20's ``axis``
 input, STFT with and without a window. The GEMM widths keep to two CUTLASS kernels that
 every compile shares (through the suite's cubin cache; cold, each takes seconds); the cases
 that would need one of their own (an odd width, a dynamic batch) run the import with the
-references instead."""
+references instead. The mel filter bank from constant inputs, and from inputs given at
+run time (``nn.dyn``), against onnxruntime and ONNX's reference."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from partita.runtime.reference import run
 
 ort = pytest.importorskip("onnxruntime")
 
-ONNX_OPS = ("DFT", "STFT")
+ONNX_OPS = ("DFT", "STFT", "MelWeightMatrix")
 """The op types this file converts (``test_onnx_import`` checks every converter has a test)."""
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -189,3 +190,72 @@ def test_invalid_forms_are_located_errors() -> None:
     feeds = {"signal": _signal(1, 16, 1), "frame_step": _int(4)}
     with pytest.raises(PartitaError, match=r"\(STFT\): frame_step must be a constant"):
         import_onnx(_model("STFT", 17, feeds, ["signal", "frame_step"]))
+
+
+# -- MelWeightMatrix -------------------------------------------------------------------------
+
+MEL_NAMES = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+
+
+def _mel(values: tuple, *, run_time: bool, dtype: int | None = None) -> tuple[onnx.ModelProto, dict]:
+    """A MelWeightMatrix of ``values`` (three int32 counts, two float edges): graph inputs, or
+    initializers."""
+    arrays = {n: np.array(v, np.int32 if k < 3 else np.float32) for k, (n, v) in enumerate(zip(MEL_NAMES, values))}
+    attrs = {} if dtype is None else {"output_datatype": dtype}
+    feeds = arrays if run_time else {}
+    graph = helper.make_graph(
+        [helper.make_node("MelWeightMatrix", list(MEL_NAMES), ["y"], **attrs)], "mel",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), []) for n, v in feeds.items()],
+        [helper.make_tensor_value_info("y", dtype or TensorProto.FLOAT, None)],
+        [] if run_time else [numpy_helper.from_array(v, n) for n, v in arrays.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
+
+
+@pytest.mark.parametrize("values", [(8, 16, 8192, 0.0, 4096.0), (10, 64, 16000, 20.0, 7600.0),
+                                    (4, 400, 16000, 300.0, 3000.0), (40, 512, 16000, 0.0, 8000.0)])
+@pytest.mark.parametrize("run_time", [False, True])
+def test_mel_weight_matrix_matches_onnxruntime(values, run_time) -> None:
+    """Whisper-like and narrow filter banks (some filters' first edges share a bin): a
+    constant at import, or an ``nn.dyn`` the plan builds for the values of a run."""
+    model, feeds = _mel(values, run_time=run_time)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    module = import_onnx(model)
+    ops = {op.name for op in module.walk()}
+    assert ("nn.dyn" in ops) == run_time and ("nn.constant" in ops) == (not run_time)
+    exe = partita.compile(module, ["llvm"])
+    (got,) = exe.run(**feeds)
+    assert got.shape == want.shape == (values[1] // 2 + 1, values[0]) and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    from onnx.reference import ReferenceEvaluator
+
+    (reference,) = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-7)
+    if run_time:  # another run, other values: bound again, another shape
+        other = (6, 32, 8000, 0.0, 4000.0)
+        _, feeds = _mel(other, run_time=True)
+        (got,) = exe.run(**feeds)
+        (want,) = ReferenceEvaluator(_mel(other, run_time=True)[0]).run(None, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_mel_weight_matrix_output_datatype() -> None:
+    model, _ = _mel((8, 16, 8192, 0.0, 4096.0), run_time=False, dtype=TensorProto.DOUBLE)
+    (got,) = run(import_onnx(model))
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mel_weight_matrix_errors_are_located() -> None:
+    """An upper edge past the Nyquist bin, an integer output type: at import for constants,
+    at the run for values given then."""
+    model, _ = _mel((8, 16, 8000, 0.0, 7000.0), run_time=False)
+    with pytest.raises(PartitaError, match=r"\(MelWeightMatrix\): upper_edge_hertz 7000.0 maps past the last of "
+                                           r"the 9 bins"):
+        import_onnx(model)
+    with pytest.raises(PartitaError, match=r"\(MelWeightMatrix\): output_datatype 6 is not a float type"):
+        import_onnx(_mel((8, 16, 8192, 0.0, 4096.0), run_time=False, dtype=TensorProto.INT32)[0])
+    model, feeds = _mel((8, 16, 8000, 0.0, 7000.0), run_time=True)
+    exe = partita.compile(import_onnx(model), ["llvm"])
+    with pytest.raises(PartitaError, match=r"MelWeightMatrix.*upper_edge_hertz 7000.0 maps past"):
+        exe.run(**feeds)

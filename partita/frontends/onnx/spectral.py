@@ -1,4 +1,4 @@
-"""ONNX converters of the spectral ops DFT and STFT, as compositions of nn ops.
+"""ONNX converters of the spectral ops DFT, STFT and MelWeightMatrix, as compositions of nn ops.
 
 A DFT of static length N along one axis is linear in the signal: each output bin is a
 weighted sum of the N samples with weights cos(2πkn/N) and sin(2πkn/N). nn has no FFT, so
@@ -26,6 +26,10 @@ which a reshape splits again. Per the ONNX spec (and its reference implementatio
 STFT gathers its frames with one ``nn.take`` of a constant [frames, frame_length] index
 matrix along the signal axis, then takes every frame's DFT with the same single dense; a
 constant window is folded into the weight's columns, a run-time one multiplies the frames.
+
+MelWeightMatrix, the filter bank that re-weights such a spectrum into mel bins, is a
+constant (``nn.mel_weight_matrix``) when its inputs are, else an ``nn.dyn`` whose result
+the launch plan builds from the values it is given.
 """
 
 from __future__ import annotations
@@ -33,12 +37,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import onnx
 from xdsl.ir import SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
+from partita.frontends.onnx.dyn import dyn
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.transform import reshape_to, slice_axis
-from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import ONNX_DTYPES, Value, fail, is_const, is_symbolic, shape_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.onnx.importer import Importer
@@ -243,3 +250,31 @@ def _stft(cx, ins, attrs):
     rows = reshape_to(cx, framed, [batch, frames, frame * parts])
     y = cx.emit(nn.DenseOp(rows, cx.tensor(weight, rows)))
     return reshape_to(cx, y, [batch, frames, bins, 2])
+
+
+_MEL_INPUTS = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+
+
+@converter("MelWeightMatrix")
+def _mel_weight_matrix(cx, ins, attrs):
+    """The filter bank of an audio front end (``nn.mel_weight_matrix``): a constant built at
+    import from constant inputs; from inputs given at run time, an ``nn.dyn`` the launch plan
+    builds once per distinct value (its shape is theirs)."""
+    if len(ins) != 5 or any(v is None for v in ins):
+        fail("MelWeightMatrix takes five inputs: num_mel_bins, dft_length, sample_rate, lower_edge_hertz, "
+             "upper_edge_hertz")
+    for v, name in zip(ins, _MEL_INPUTS):
+        if is_symbolic(v) or (is_const(v) and np.asarray(v).size != 1) or \
+                (not is_const(v) and nn.DYN not in shape_of(v) and int(np.prod(shape_of(v))) != 1):
+            fail(f"{name} must hold one value")
+    code = attrs.get("output_datatype", onnx.TensorProto.FLOAT)
+    if code not in ONNX_DTYPES or np.dtype(ONNX_DTYPES[code]).kind != "f":
+        # Invalid, not unsupported: a VerifyException is no cue to fold with ONNX's reference.
+        raise VerifyException(f"output_datatype {code} is not a float type")
+    dtype = np.dtype(ONNX_DTYPES[code])
+    if all(is_const(v) for v in ins):  # values out of range raise the same VerifyException
+        counts = [int(np.asarray(v).reshape(-1)[0]) for v in ins[:3]]
+        edges = [float(np.asarray(v).reshape(-1)[0]) for v in ins[3:]]
+        return nn.mel_weight_matrix(*counts, *edges, dtype)
+    return dyn(cx, "mel_weight_matrix", [], dict(zip(_MEL_INPUTS, ins)), 2, nn.element_type_of(dtype),
+               "MelWeightMatrix")
