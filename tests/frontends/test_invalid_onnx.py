@@ -1,6 +1,6 @@
 """Invalid ONNX nodes are located errors, never internal ones: attributes checked against
 the op's ONNX schema (required ones present, each of its type), unknown element types and
-string tensors named."""
+string tensors named; ops and domains Partita leaves alone say why."""
 
 from __future__ import annotations
 
@@ -38,6 +38,14 @@ CASES = {
     "string initializer": (_model([helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", TensorProto.STRING, [1])],
                                   [helper.make_tensor("s", TensorProto.STRING, [1], [b"hi"])]),
                            "initializer 's' has unsupported element type STRING"),
+    "image decoder": (_model([helper.make_node("ImageDecoder", ["b"], ["y"])], [vi("b", TensorProto.UINT8, [64])],
+                             [vi("y", TensorProto.UINT8, None)]),
+                      r"node 0 'y' \(ImageDecoder\): unsupported op type 'ImageDecoder': it decodes image files .* "
+                      r"belongs to the input pipeline"),
+    "classical ML domain only": (
+        helper.make_model(helper.make_graph([helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml")], "g",
+                                            [X], [Y]), opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)]),
+        r"no default-domain \(ai.onnx\) opset, only ai.onnx.ml: classical machine-learning operators"),
 }
 
 

@@ -58,7 +58,13 @@ from partita.frontends.onnx.model import (
     legacy_version_check,
     tensor_array,
 )
-from partita.frontends.onnx.registry import CONVERTERS, DOMAIN_CONVERTERS, SYMBOLIC_CONVERTERS, Converter
+from partita.frontends.onnx.registry import (
+    CONVERTERS,
+    DOMAIN_CONVERTERS,
+    SYMBOLIC_CONVERTERS,
+    UNCONVERTED,
+    Converter,
+)
 from partita.frontends.onnx.values import (
     _SYM_ARITH,
     ONNX_DTYPES,
@@ -492,7 +498,8 @@ class Importer:
         elif foldable and (converter is None or symbolic):
             outs = _fold(self, node, ins, attrs)
         elif converter is None:
-            fail(f"unsupported op type '{node.op_type}'")
+            why = UNCONVERTED.get(node.op_type)
+            fail(f"unsupported op type '{node.op_type}'" + (f": {why}" if why else ""))
         elif foldable:
             try:
                 outs = self.fold_converted(converter, ins, attrs)

@@ -36,7 +36,18 @@ def _default_opset(model: onnx.ModelProto) -> int:
                 raise PartitaError(f"unsupported ONNX opset {version} (supported: "
                                    f"{OLDEST_OPSET} to {MAX_OPSET})")
             return version
-    raise PartitaError("the model imports no default-domain (ai.onnx) opset")
+    domains = sorted({entry.domain for entry in model.opset_import})
+    why = [OTHER_DOMAINS[d] for d in domains if d in OTHER_DOMAINS]
+    raise PartitaError("the model imports no default-domain (ai.onnx) opset"
+                       + (f", only {', '.join(domains)}" if domains else "") + (f": {'; '.join(why)}" if why else ""))
+
+
+OTHER_DOMAINS = {
+    "ai.onnx.ml": "classical machine-learning operators (tree ensembles, label encoders, scalers), which Partita "
+                  "does not compile (onnxruntime or Hummingbird run them)",
+    "ai.onnx.preview.training": "training operators (optimizer steps), and Partita compiles inference",
+}
+"""Why a model of another domain's ops alone is not compiled, by domain."""
 
 
 LEGACY_CONVERTED = {"Scan"}

@@ -37,3 +37,15 @@ def converter(*op_types: str, symbolic: bool = False, domain: str = ""):
     return register
 
 
+
+
+UNCONVERTED: dict[str, str] = {
+    "ImageDecoder": "it decodes image files (JPEG, PNG, BMP, TIFF, WebP) from their bytes, which belongs to the "
+                    "input pipeline (nvJPEG, DALI, PIL) that gives the compiled model a tensor",
+    "StringNormalizer": "it works on strings, which no Partita backend holds",
+    "RegexFullMatch": "it works on strings, which no Partita backend holds",
+    "StringConcat": "it works on strings, which no Partita backend holds",
+    "StringSplit": "it works on strings, which no Partita backend holds",
+}
+"""Op types of the default domain deliberately left without a converter, with the reason an
+import gives for each (every other op without one is just not built yet)."""
