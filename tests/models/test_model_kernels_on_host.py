@@ -18,11 +18,11 @@ import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
 from support.kernel_check import TOLERANCE, build_for_host  # tests/support/kernel_check.py
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 import partita
-from partita.dialects import make_context
+from partita.dialects import make_context, nn
 from partita.frontends.onnx import import_onnx
 from partita.runtime.reference import ReferenceExecutor
 from partita.transforms import get_all_passes
@@ -32,10 +32,10 @@ MODELS = sorted(p.stem for p in EXPORTED.glob("*.onnx"))
 TARGETS = ["cuda -arch=sm_90", "cutlass", "llvm"]
 
 
-def _before_codegen(path: Path, partitioner: str) -> ModuleOp:
+def _before_codegen(path: Path, partitioner: str, precision: str | None = None) -> ModuleOp:
     """The model as ``partita.compile`` has it when the codegens start: its fused
     functions are what ``cuda-codegen`` compiles."""
-    pipeline = partita.compile(path, TARGETS, partitioner=partitioner).pipeline.split(",")
+    pipeline = partita.compile(path, TARGETS, partitioner=partitioner, precision=precision).pipeline.split(",")
     placement = pipeline[:next(k for k, p in enumerate(pipeline) if p.split("{")[0].endswith("-codegen"))]
     module = import_onnx(onnx.load(path))
     PassPipeline.parse_spec(get_all_passes(), ",".join(placement)).apply(make_context(), module)
@@ -58,13 +58,30 @@ def _calls(module: ModuleOp, inputs: list[np.ndarray]) -> Iterator[tuple[str, tu
             yield op.callee.string_value(), args, results[0]
 
 
+CASES = [(name, partitioner, None) for name in MODELS for partitioner in ("collage", "eager")] + [
+    (name, "collage", "fp16") for name in ("bert", "gpt2", "llama", "vit")]
+"""(fixture, partitioner, precision): both partitioners' kernels, and the f16 kernels (flash
+attention on tensor cores, f16 row kernels) of the f32 transformers at ``precision="fp16"``."""
+
+
+def _tolerance(function: func.FuncOp, output: str) -> float | None:
+    """The comparison's tolerance: exact for an integer result, else that of the narrowest
+    float the function computes in (an f32 result of an f16 GEMM is rounded as f16)."""
+    if output not in TOLERANCE:
+        return None
+    types = {nn.type_name(t.element_type) for op in function.body.walk() for r in op.results
+             if isinstance(t := r.type, TensorType)}
+    return max(TOLERANCE[t] for t in types | {output} if t in TOLERANCE)
+
+
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")
-@pytest.mark.parametrize("partitioner", ["collage", "eager"])
-@pytest.mark.parametrize("name", MODELS)
-def test_every_native_kernel_matches_its_reference_on_the_models_activations(name, partitioner, tmp_path) -> None:
+@pytest.mark.parametrize(("name", "partitioner", "precision"), CASES)
+def test_every_native_kernel_matches_its_reference_on_the_models_activations(name, partitioner, precision,
+                                                                             tmp_path) -> None:
     path = EXPORTED / f"{name}.onnx"
-    module = _before_codegen(path, partitioner)
+    module = _before_codegen(path, partitioner, precision)
     program, records, host = build_for_host(module, tmp_path)
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
     sample = list(np.load(path.with_suffix(".npz")).values())
     launched: set[str] = set()
     for callee, args, want in _calls(module, sample):
@@ -74,7 +91,7 @@ def test_every_native_kernel_matches_its_reference_on_the_models_activations(nam
         out = np.full(np.shape(want), 7, np.asarray(want).dtype)  # a cell left unwritten shows
         grid, block = record.geometry(out.shape)
         host.launch(record, grid, block, [np.ascontiguousarray(a) for a in args], out)
-        tolerance = TOLERANCE.get(kernel.output_dtype)
+        tolerance = _tolerance(functions[callee], kernel.output_dtype)
         message = f"@{callee} ({', '.join(kernel.ops)})"
         if tolerance is None:
             np.testing.assert_array_equal(out, want, err_msg=message)
