@@ -14,6 +14,8 @@ of the graph.
   sequence axis. Scan elements are slices of the scanned tensors read in place (views); the
   per-iteration outputs are concatenated. ``UNROLL_NODE_LIMIT`` bounds the nodes an unroll
   imports: a longer Scan is a located error instead of an import that never ends.
+- Sequences (``SequenceValue``, ``sequences``) pass through unrolled bodies as their
+  other values do; a loop the host runs cannot carry one (its length would change at run time).
 - A ``Loop`` whose trip count or initial condition is a run-time value, one iteration of
   which computes its condition at run time (the unroll so far is rewound), or whose unroll
   would pass ``UNROLL_NODE_LIMIT`` runs on the host instead, as TVM's VM and IREE run
@@ -43,7 +45,7 @@ from partita.dialects.nn.reduction import INDEX_TYPE
 from partita.frontends.onnx.importer import erase_ops_after
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.transform import drop_axis, reshape_to, slice_axis
-from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import SequenceValue, Value, fail, is_const, is_symbolic, shape_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.onnx.importer import Importer
@@ -156,7 +158,7 @@ def _unroll(cx: Importer, body: onnx.GraphProto, limit: int | None, running: boo
         iteration += 1
     if scanned and not iteration:
         fail("a Loop that runs no iteration has scan outputs of unknown shape")
-    return carried + [_stack(cx, values, 0) for values in per_iteration]
+    return carried + [stack(cx, values, 0) for values in per_iteration]
 
 
 def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, condition: Value | None,
@@ -167,6 +169,9 @@ def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, co
     until its carried types are stable (each round only adds ``?``s)."""
     if not carried and not scanned:
         return []  # ONNX ops have no side effects: a loop with no output computes nothing
+    if any(isinstance(v, SequenceValue) for v in carried):
+        fail("this Loop runs on the host (its trip count or condition is known only at run time), so it "
+             "cannot carry a sequence: Partita resolves sequences at import, their lengths must be known there")
     count = _control(cx, trip_count, np.array(nn.NO_TRIP_COUNT, np.int64), INDEX_TYPE, "trip count")
     running = _control(cx, condition, np.array(True), BOOL[0], "condition")
     initial = [cx.tensor(v) for v in carried]
@@ -288,7 +293,7 @@ def _scan9(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
         fail("a Scan over an empty axis has scan outputs of unknown shape")
     stacked = []
     for values, axis, reverse in zip(per_iteration, out_axes, out_reverse):
-        stacked.append(_stack(cx, values[::-1] if reverse else values, axis))
+        stacked.append(stack(cx, values[::-1] if reverse else values, axis))
     return states + stacked
 
 
@@ -315,7 +320,7 @@ def _scan8(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
     per_entry: list[list[Value]] = []
     for b in range(batch):
         per_entry.append(_scan9(cx, [_element(cx, v, 0, b) for v in rest], nine))
-    return [_stack(cx, [outs[k] for outs in per_entry], 0) for k in range(len(per_entry[0]))]
+    return [stack(cx, [outs[k] for outs in per_entry], 0) for k in range(len(per_entry[0]))]
 
 
 def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
@@ -325,7 +330,7 @@ def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
     return drop_axis(cx, slice_axis(cx, x, axis, index, index + 1), axis)
 
 
-def _stack(cx: Importer, values: list[Value], axis: int) -> Value:
+def stack(cx: Importer, values: list[Value], axis: int) -> Value:
     """The iterations' values stacked along a new ``axis`` (ONNX's scan outputs)."""
     rank = len(shape_of(values[0]))
     if not -(rank + 1) <= axis <= rank:
