@@ -244,3 +244,18 @@ def test_partita_run_takes_a_sequence_length(tmp_path, capsys):
     assert run_tool.main([str(path), "--partitioner", "eager", "--sequence-length", "xs=3", "-q",
                           "--cache-dir", str(tmp_path)]) == 0
     assert "y: float32[6]" in capsys.readouterr().out
+
+
+def test_if_on_a_run_time_condition_selects_sequences_element_by_element():
+    def branch(name, value):
+        return helper.make_graph(
+            [helper.make_node("Mul", ["x", value], ["m"]), helper.make_node("SequenceConstruct", ["m", "x"], [name])],
+            name, [], [_sequence(name, F32, [2])])
+
+    nodes = [helper.make_node("If", ["c"], ["s"], then_branch=branch("t", "two"), else_branch=branch("e", "three"))]
+    model = _model(nodes, [_tensor("c", TensorProto.BOOL, []), _tensor("x", F32, [2])], [_sequence("s", F32, [2])],
+                   [helper.make_tensor("two", F32, [], [2.0]), helper.make_tensor("three", F32, [], [3.0])])
+    exe = _compile(model)
+    x = np.array([1.0, -1.0], np.float32)
+    for c in (True, False):
+        _check(exe.run(np.array(c), x), _onnxruntime(model, {"c": np.array(c), "x": x}))
