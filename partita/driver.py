@@ -35,6 +35,7 @@ from partita.dialects.nn import (
 from partita.frontends.file_kind import FileKind, file_kind
 from partita.frontends.torch import export_module, is_torch_model, run_on_torch_tensors, torch_device_of
 from partita.ir import PartitaError, parse_module, verify_module
+from partita.ir.abi import flatten, regroup, sequence_spans
 from partita.ir.budget import MemoryBudget
 from partita.lowering import nvrtc
 from partita.lowering.library import LIBRARY_CODEGENS
@@ -66,10 +67,14 @@ def _names_a_file(text: str) -> bool:
         return False
 
 
-def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None) -> ModuleOp:
+def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, dynamic_shapes: Any = None,
+                sequence_lengths: Mapping[str, Any] | None = None) -> ModuleOp:
     """A fresh module from an xDSL module (cloned: the caller's is never changed),
-    textual IR, a model file (ONNX or IR, told apart by content), an ``onnx.ModelProto``,
-    or a PyTorch module / ``ExportedProgram`` (exported on ``example_inputs``)."""
+    textual IR, a model file (ONNX or IR, told apart by content), an ``onnx.ModelProto``
+    (its sequence inputs' ``sequence_lengths``, see ``import_onnx``), or a PyTorch module /
+    ``ExportedProgram`` (exported on ``example_inputs``)."""
+    if sequence_lengths is not None and not _is_onnx(model):
+        raise PartitaError("sequence_lengths apply to ONNX models only")
     if isinstance(model, ModuleOp):
         return model.clone()
     if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model
@@ -80,7 +85,7 @@ def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, 
         if kind is FileKind.ONNX or (kind is None and path.suffix == ".onnx"):
             from partita.frontends.onnx import import_onnx
 
-            return import_onnx(path)
+            return import_onnx(path, sequence_lengths=sequence_lengths)
         try:
             text = path.read_text()
         except OSError as err:
@@ -100,7 +105,7 @@ def load_module(model: ModuleOp | str | Path | Any, example_inputs: Any = None, 
     if type(model).__name__ == "ModelProto":
         from partita.frontends.onnx import import_onnx
 
-        return import_onnx(model)
+        return import_onnx(model, sequence_lengths=sequence_lengths)
     raise PartitaError(f"cannot compile a {type(model).__name__}: pass a module, IR text, a path or an ONNX model")
 
 
@@ -269,6 +274,16 @@ def build_pipeline(
     return placement + codegen
 
 
+def _is_onnx(model: Any) -> bool:
+    """Whether ``model`` is an ONNX model (a proto, or a file holding one)."""
+    if type(model).__name__ == "ModelProto":
+        return True
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and _names_a_file(model)):
+        path = Path(model)
+        return file_kind(path) is FileKind.ONNX if path.is_file() else path.suffix == ".onnx"
+    return False
+
+
 @dataclass
 class Executable:
     """A partitioned, lowered module and the way to run it."""
@@ -343,22 +358,37 @@ class Executable:
         """Runs the entry function on NumPy arrays, CUDA arrays or DLPack tensors
         (positional, a dict, or by name); ``outputs="device"`` leaves the results on the
         device (see ``partita.runtime.interop.DeviceArray``). Torch tensors in give torch
-        tensors out, on the inputs' device (the GPU's stay there)."""
+        tensors out, on the inputs' device (the GPU's stay there). An ONNX sequence input
+        is a list of arrays (of the length it was compiled for), a sequence output a list."""
+        function = self.entry_function()
+        args, named = self._flat_inputs(function, args, named)
         try:
             runtime = self.runtime
             with self.memory_budget.active():  # a new shape signature's buffers charge it
                 torch_device = torch_device_of((*args, *named.values())) if outputs == "host" else None
                 if torch_device is not None:
-                    return run_on_torch_tensors(runtime.run, torch_device, args, named)
-                return runtime.run(*args, outputs=outputs, **named)
+                    results = run_on_torch_tensors(runtime.run, torch_device, args, named)
+                else:
+                    results = runtime.run(*args, outputs=outputs, **named)
         except MemoryError as err:  # a model whose tensors the device cannot hold: the user's to fix
             raise PartitaError(f"@{self.entry}: {err or 'out of memory'}") from None
+        spans = sequence_spans(function, "outputs")
+        return tuple(regroup(results, spans)) if spans else results
+
+    def _flat_inputs(self, function: FuncOp, args: Sequence[Any], named: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """The inputs as the entry function takes them: each sequence's elements apart."""
+        try:
+            return flatten(args, named, sequence_spans(function, "inputs"), len(function.function_type.inputs.data),
+                           f"@{self.entry}")
+        except ValueError as err:
+            raise PartitaError(str(err)) from None
 
     def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
         """Per-step and per-partition device times of runs on these inputs: the launch
         plan run ``warmup`` times, then ``repeat`` times with device events around each
         step (kernel launch, library call, host step); medians per run. On the simulated
         device every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
+        args, named = self._flat_inputs(self.entry_function(), args, named)
         return self.runtime.profile(*args, repeat=repeat, warmup=warmup, **named)
 
     def save(self, path: str | Path) -> None:
@@ -492,12 +522,18 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
     precision: str | None = None,
     memory_budget: int | str | MemoryBudget | None = None,
     verify_each: bool | None = None,
+    sequence_lengths: Mapping[str, Any] | None = None,
 ) -> Executable:
     """Partitions and lowers ``model`` for ``targets``; see the module docstring.
 
     A PyTorch ``nn.Module`` is exported with ``torch.export`` on ``example_inputs``
     (``dynamic_shapes`` as ``torch.export`` takes them: a ``Dim`` becomes a ``?``
     dimension); an ``ExportedProgram`` is taken as it is.
+
+    An ONNX model's sequence inputs (lists of tensors) have no length in the model:
+    ``sequence_lengths={"name": n}`` gives each one's (or ``{"name": [shape, ...]}`` each
+    element's shape where the model gives none, ``None`` for a run-time dim); ``run`` then
+    takes a list of that length there, and returns a list for a sequence output.
 
     ``progress(pass_name, index, count)`` is called before each pass (the CLI shows it,
     since a cold CUTLASS compile takes a while), and by ``cutlass-codegen`` as each of its
@@ -523,7 +559,7 @@ def compile(  # noqa: A001 - the public name, as in tvm.relay.build / torch.comp
                             device=device, max_depth=max_depth, cache_dir=cache_dir, layout=layout,
                             entry=entry, progress=progress)
     with budget.active():  # import folding charges it
-        module = load_module(model, example_inputs, dynamic_shapes)
+        module = load_module(model, example_inputs, dynamic_shapes, sequence_lengths)
     check_entry(module, entry)
     check_calls(module)
     check_ranks(module)

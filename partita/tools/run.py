@@ -71,9 +71,21 @@ def add_compile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-budget", metavar="SIZE",
                         help="host memory import, compile and run may take together, e.g. 4G "
                              "(default: $PARTITA_MEMORY_BUDGET, else half the RAM)")
+    parser.add_argument("--sequence-length", dest="sequence_lengths", metavar="NAME=N", action="append",
+                        type=_sequence_length,
+                        help="the length of an ONNX sequence input (a list of tensors; the model gives none), "
+                             "repeated per sequence input")
 
 
-_COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir", "precision")
+def _sequence_length(text: str) -> tuple[str, int]:
+    name, _, count = text.rpartition("=")
+    if not name or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=N (a sequence input's name and its length)")
+    return name, int(count)
+
+
+_COMPILE_OPTIONS = ("targets", "fallback_device", "partitioner", "cost", "device", "cache_dir", "precision",
+                    "sequence_lengths")
 
 
 def compile_options(args: argparse.Namespace) -> dict[str, object]:
@@ -84,6 +96,7 @@ def compile_options(args: argparse.Namespace) -> dict[str, object]:
             options[name] = default
     options["entry"] = args.entry or "main"
     options["memory_budget"] = args.memory_budget
+    options["sequence_lengths"] = dict(args.sequence_lengths) if args.sequence_lengths else None
     return options
 
 
@@ -101,6 +114,18 @@ def check_output_path(path: str | Path) -> None:
     parent = Path(path).parent
     if not parent.is_dir():
         raise PartitaError(f"cannot write '{path}': the directory '{parent}' does not exist")
+
+
+def flat_outputs(names: Sequence[str], outputs: Sequence[np.ndarray | list[np.ndarray]]) -> tuple[list[str], list]:
+    """Names and arrays with each sequence output's elements apart, as ``seq[k]``."""
+    from partita.ir.abi import element_name
+
+    flat_names, arrays = [], []
+    for name, out in zip(names, outputs):
+        elements = out if isinstance(out, list) else [out]
+        flat_names += [element_name(name, k) for k in range(len(out))] if isinstance(out, list) else [name]
+        arrays += elements
+    return flat_names, arrays
 
 
 def precision_deviation(precision: str, names, outputs, reference) -> list[str]:
@@ -150,8 +175,16 @@ def progress_printer(quiet: bool):
     return show
 
 
-def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
-    """The entry's inputs: from the .npz file, else random of the declared types."""
+def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray | list[np.ndarray]]:
+    """The entry's inputs: from the .npz file, else random of the declared types; a
+    sequence input is a list of its elements (``seq[0]``, ``seq[1]``... in the file)."""
+    from partita.ir.abi import regroup, sequence_spans
+
+    return regroup(_argument_arrays(exe, args), sequence_spans(exe.entry_function(), "inputs"))
+
+
+def _argument_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
+    """One array per argument of the entry."""
     from xdsl.dialects.builtin import TensorType
 
     from partita.dialects.nn import numpy_dtype
@@ -192,6 +225,12 @@ def input_arrays(exe, args: argparse.Namespace) -> list[np.ndarray]:
 
 
 MAX_RANDOM_INPUT_BYTES = 4 << 30
+
+
+def describe_array(out: np.ndarray) -> str:
+    """``f32[2, 3] mean 0.5``: an empty result has no mean (NumPy would warn and print nan)."""
+    summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
+    return f"{out.dtype}{list(out.shape)} {summary}"
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -260,13 +299,14 @@ def _read_npz(path: Path, budget=None) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_outputs(path: Path | str, outputs: Sequence[np.ndarray], names: Sequence[str],
+def write_outputs(path: Path | str, outputs: Sequence[np.ndarray | list[np.ndarray]], names: Sequence[str],
                   protected: Sequence[Path]) -> None:
-    """The outputs as an ``.npz`` keyed by the model's output names."""
+    """The outputs as an ``.npz`` keyed by the model's output names (a sequence output's
+    elements as ``seq[0]``, ``seq[1]``...)."""
     if any(same_file(path, p) for p in protected if p is not None):
         raise PartitaError(f"refusing to write the outputs over an input file '{path}'")
     buffer = io.BytesIO()
-    np.savez(buffer, **dict(zip(names, outputs)))
+    np.savez(buffer, **dict(zip(*flat_outputs(names, outputs))))
     write_atomically(path, buffer.getvalue())
 
 
@@ -314,9 +354,10 @@ def _main(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     outputs = exe.run(*arrays)
     elapsed = time.perf_counter() - start
-    from partita.ir.abi import result_names
+    from partita.ir.abi import grouped_names, result_names, sequence_spans
 
-    output_names = result_names(exe.entry_function())
+    function = exe.entry_function()
+    output_names = grouped_names(result_names(function), sequence_spans(function, "outputs"))
     if args.output is not None:
         write_outputs(args.output, outputs, output_names, [Path(args.model), args.inputs])
     report = exe.report()
@@ -328,14 +369,18 @@ def _main(args: argparse.Namespace) -> int:
     if args.report:
         print(report)
     for name, out in zip(output_names, outputs):
-        # An empty result has no mean (NumPy would warn and print nan).
-        summary = f"mean {float(np.mean(out.astype(np.float64))):.6g}" if out.size else "(empty)"
-        print(f"{name}: {out.dtype}{list(out.shape)} {summary}")
+        if isinstance(out, list):  # a sequence: its length, then each element
+            print(f"{name}: sequence of {len(out)}")
+            for k, element in enumerate(out):
+                print(f"  [{k}] {describe_array(element)}")
+        else:
+            print(f"{name}: {describe_array(out)}")
     if args.profile:
         print(profile.format())
     if args.precision not in (None, "fp32") and not is_compiled_model(args.model):
         reference = partita.compile(Path(args.model), **{**compile_options(args), "precision": "fp32"}).run(*arrays)
-        for line in precision_deviation(args.precision, output_names, outputs, reference):
+        names, flat = flat_outputs(output_names, outputs)
+        for line in precision_deviation(args.precision, names, flat, flat_outputs(output_names, reference)[1]):
             print(line)
     if not args.quiet:
         # The report already says where the plan ran; say it once.

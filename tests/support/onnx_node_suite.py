@@ -117,6 +117,30 @@ ATOL_OVERRIDES = {
 that are zero exactly: the absolute tolerance they are compared with instead of their own."""
 
 
+def sequence_lengths(model, inputs) -> dict:
+    """``partita.compile``'s ``sequence_lengths`` for a case's inputs: each sequence input's
+    length, or its elements' shapes where the model's element type has no shape."""
+    lengths = {}
+    for info, value in zip(model.graph.input, inputs):
+        if info.type.HasField("sequence_type"):
+            shaped = info.type.sequence_type.elem_type.tensor_type.HasField("shape")
+            lengths[info.name] = len(value) if shaped else [list(_array(e).shape) for e in value]
+    return lengths
+
+
+def _flat(got: Sequence, want: Sequence) -> tuple[list, list, str | None]:
+    """Results and expected outputs with each sequence's elements in its place, to compare
+    one by one; the reason when a sequence's length, or whether it is one, differs."""
+    flat_got, flat_want = [], []
+    for k, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, list) != isinstance(g, list) or (isinstance(w, list) and len(w) != len(g)):
+            kind = lambda v: f"a sequence of {len(v)}" if isinstance(v, list) else "a tensor"  # noqa: E731
+            return [], [], f"output {k}: {kind(g)} instead of {kind(w)}"
+        flat_got += g if isinstance(g, list) else [g]
+        flat_want += w if isinstance(w, list) else [w]
+    return flat_got, flat_want, None
+
+
 def _alarm(signum, frame):  # pragma: no cover - only on a slow case
     raise TimeoutError
 
@@ -131,12 +155,21 @@ def run_case(case, timeout: float = 60.0) -> Outcome:
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            exe = partita.compile(case.model)
             random = bool(op_types(case) & RANDOM_OPS)
+            compiled = {}
             for inputs, outputs in case.data_sets:
-                got = exe.run(*[_array(x) for x in inputs])
+                # A sequence input's length is the user's to give (the model has none): the
+                # data set's, with its elements' shapes where the model gives them none.
+                lengths = sequence_lengths(case.model, inputs)
+                key = repr(lengths)
+                if key not in compiled:
+                    compiled[key] = partita.compile(case.model, sequence_lengths=lengths or None)
+                got = compiled[key].run(*[[_array(e) for e in x] if isinstance(x, list) else _array(x) for x in inputs])
                 if len(got) != len(outputs):
                     return Outcome(case.name, "wrong", f"{len(got)} results instead of {len(outputs)}")
+                got, outputs, why = _flat(got, outputs)
+                if why is not None:
+                    return Outcome(case.name, "wrong", why)
                 for k, (g, w) in enumerate(zip(got, outputs)):
                     if random:
                         w = _array(w)

@@ -14,6 +14,7 @@ Converters live in one module per operator family, mirroring ``partita.dialects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
@@ -35,11 +36,12 @@ from partita.frontends.onnx import (  # noqa: F401
     recurrent,
     reduction,
     selection,
+    sequences,
     spectral,
     transform,
 )
 from partita.frontends.onnx.embedded import parse_leaving_weights
-from partita.frontends.onnx.importer import Importer
+from partita.frontends.onnx.importer import Importer, SequenceShapes
 from partita.frontends.onnx.model import MAX_OPSET, MIN_OPSET
 from partita.frontends.onnx.registry import CONVERTERS
 from partita.ir import PartitaError, verify_module
@@ -78,12 +80,19 @@ def load_model(model: onnx.ModelProto | str | Path, *, external_data: bool = Tru
     return proto
 
 
-def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main") -> ModuleOp:
-    """Import an ONNX model as a module with one public ``func.func @name`` of nn ops."""
+def import_onnx(model: onnx.ModelProto | str | Path, *, name: str = "main",
+                sequence_lengths: Mapping[str, SequenceShapes] | None = None) -> ModuleOp:
+    """Import an ONNX model as a module with one public ``func.func @name`` of nn ops.
+
+    A sequence input (a list of tensors) has no length in the model: ``sequence_lengths``
+    gives it by input name, as TVM's ``from_onnx(model, shape=...)`` takes the shapes a model
+    leaves open: an int (each element of the model's element type), or one shape per element
+    (``None`` for a run-time dim) where the model gives the elements none. Each element is an
+    argument of its own, and a sequence output one result per element (``partita.ir.abi``)."""
     proto = load_model(model, external_data=False)
     source = "<onnx>" if isinstance(model, onnx.ModelProto) else str(model)
     folder = None if isinstance(model, onnx.ModelProto) else Path(model).resolve().parent
-    module = Importer(proto, source, external_dir=folder).run(name)
+    module = Importer(proto, source, external_dir=folder, sequence_lengths=sequence_lengths).run(name)
 
     verify_module(module)
     return module

@@ -14,6 +14,8 @@ of the graph.
   sequence axis. Scan elements are slices of the scanned tensors read in place (views); the
   per-iteration outputs are concatenated. ``UNROLL_NODE_LIMIT`` bounds the nodes an unroll
   imports: a longer Scan is a located error instead of an import that never ends.
+- Sequences (``SequenceValue``, ``sequences``) pass through unrolled bodies as their
+  other values do; a loop the host runs cannot carry one (its length would change at run time).
 - A ``Loop`` whose trip count or initial condition is a run-time value, one iteration of
   which computes its condition at run time (the unroll so far is rewound), or whose unroll
   would pass ``UNROLL_NODE_LIMIT`` runs on the host instead, as TVM's VM and IREE run
@@ -43,7 +45,7 @@ from partita.dialects.nn.reduction import INDEX_TYPE
 from partita.frontends.onnx.importer import erase_ops_after
 from partita.frontends.onnx.registry import converter
 from partita.frontends.onnx.transform import drop_axis, reshape_to, slice_axis
-from partita.frontends.onnx.values import Value, fail, is_const, is_symbolic, shape_of
+from partita.frontends.onnx.values import SequenceValue, Value, fail, is_const, is_symbolic, shape_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from partita.frontends.onnx.importer import Importer
@@ -102,18 +104,32 @@ def _if(cx, ins, attrs):
     predicate = reshape_to(cx, condition, [])
     outs = []
     for k, (a, b) in enumerate(zip(on_true, on_false)):
-        if a is b:
-            outs.append(a)
+        if isinstance(a, SequenceValue) or isinstance(b, SequenceValue):
+            # Sequences of one length (known at import): selected element by element.
+            if not (isinstance(a, SequenceValue) and isinstance(b, SequenceValue)) or len(a) != len(b):
+                what = lambda v: v.describe() if isinstance(v, SequenceValue) else "a tensor"  # noqa: E731
+                fail(f"output {k}: the branches give {what(a)} and {what(b)}; a condition computed at run time "
+                     "selects between sequences of one length only (their lengths are known at import)")
+            elements = tuple(_select(cx, predicate, x, y, f"output {k} element {j}")
+                             for j, (x, y) in enumerate(zip(a.elements, b.elements)))
+            outs.append(SequenceValue(elements, a.element_type))
             continue
-        a, b = cx.operands(a, b)
-        if a.type.element_type != b.type.element_type or len(shape_of(a)) != len(shape_of(b)):
-            fail(f"output {k}: the branches give {a.type} and {b.type}; a condition computed at "
-                 "run time selects between branch results of one element type and rank only")
-        if cx.labels(a) == cx.labels(b):
-            outs.append(cx.emit(nn.WhereOp(predicate, a, b)))
-        else:  # the result's shape is the condition's: a stage boundary of the launch plan
-            outs.append(cx.emit(nn.ChooseOp(predicate, a, b)))
+        outs.append(_select(cx, predicate, a, b, f"output {k}"))
     return outs
+
+
+def _select(cx: Importer, predicate: SSAValue, a: Value, b: Value, what: str) -> Value:
+    """``a`` where the run-time ``predicate`` holds, else ``b``."""
+    if a is b:
+        return a
+    a, b = cx.operands(a, b)
+    if a.type.element_type != b.type.element_type or len(shape_of(a)) != len(shape_of(b)):
+        fail(f"{what}: the branches give {a.type} and {b.type}; a condition computed at "
+             "run time selects between branch results of one element type and rank only")
+    if cx.labels(a) == cx.labels(b):
+        return cx.emit(nn.WhereOp(predicate, a, b))
+    # the result's shape is the condition's: a stage boundary of the launch plan
+    return cx.emit(nn.ChooseOp(predicate, a, b))
 
 
 @converter("Loop")
@@ -156,7 +172,7 @@ def _unroll(cx: Importer, body: onnx.GraphProto, limit: int | None, running: boo
         iteration += 1
     if scanned and not iteration:
         fail("a Loop that runs no iteration has scan outputs of unknown shape")
-    return carried + [_stack(cx, values, 0) for values in per_iteration]
+    return carried + [stack(cx, values, 0) for values in per_iteration]
 
 
 def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, condition: Value | None,
@@ -167,6 +183,9 @@ def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, co
     until its carried types are stable (each round only adds ``?``s)."""
     if not carried and not scanned:
         return []  # ONNX ops have no side effects: a loop with no output computes nothing
+    if any(isinstance(v, SequenceValue) for v in carried):
+        fail("this Loop runs on the host (its trip count or condition is known only at run time), so it "
+             "cannot carry a sequence: Partita resolves sequences at import, their lengths must be known there")
     count = _control(cx, trip_count, np.array(nn.NO_TRIP_COUNT, np.int64), INDEX_TYPE, "trip count")
     running = _control(cx, condition, np.array(True), BOOL[0], "condition")
     initial = [cx.tensor(v) for v in carried]
@@ -288,7 +307,7 @@ def _scan9(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
         fail("a Scan over an empty axis has scan outputs of unknown shape")
     stacked = []
     for values, axis, reverse in zip(per_iteration, out_axes, out_reverse):
-        stacked.append(_stack(cx, values[::-1] if reverse else values, axis))
+        stacked.append(stack(cx, values[::-1] if reverse else values, axis))
     return states + stacked
 
 
@@ -315,7 +334,7 @@ def _scan8(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
     per_entry: list[list[Value]] = []
     for b in range(batch):
         per_entry.append(_scan9(cx, [_element(cx, v, 0, b) for v in rest], nine))
-    return [_stack(cx, [outs[k] for outs in per_entry], 0) for k in range(len(per_entry[0]))]
+    return [stack(cx, [outs[k] for outs in per_entry], 0) for k in range(len(per_entry[0]))]
 
 
 def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
@@ -325,7 +344,7 @@ def _element(cx: Importer, x: Value, axis: int, index: int) -> Value:
     return drop_axis(cx, slice_axis(cx, x, axis, index, index + 1), axis)
 
 
-def _stack(cx: Importer, values: list[Value], axis: int) -> Value:
+def stack(cx: Importer, values: list[Value], axis: int) -> Value:
     """The iterations' values stacked along a new ``axis`` (ONNX's scan outputs)."""
     rank = len(shape_of(values[0]))
     if not -(rank + 1) <= axis <= rank:

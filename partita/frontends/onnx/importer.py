@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from partita.frontends.onnx.model import (
     MIN_OPSET,
     _check_attributes,
     _check_inputs,
+    _check_sequence_inputs,
     _check_single_assignment,
     _default_opset,
     _describe,
@@ -69,6 +70,7 @@ from partita.frontends.onnx.values import (
     _SYM_ARITH,
     ONNX_DTYPES,
     QuantizedConstant,
+    SequenceValue,
     SymDim,
     Unsupported,
     UnsupportedVariant,
@@ -82,16 +84,24 @@ from partita.frontends.onnx.values import (
     sym_linear,
 )
 from partita.ir import PartitaError
-from partita.ir.abi import name_attrs
+from partita.ir.abi import SequenceSpan, element_name, name_attrs, set_sequence_spans
 from partita.ir.budget import charge
 from partita.ir.constants import cast
 from partita.runtime.reference.nn import NN_FUNCTIONS
 
 __all__ = ["Importer"]
 
+SequenceShapes = int | Sequence[Sequence[int | None]]
+"""What the user says of a sequence input: its length (each element of the model's element
+type), or each element's shape (``None`` for a run-time dim)."""
+
+
 class Importer:
-    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>", external_dir: Path | None = None):
+    def __init__(self, model: onnx.ModelProto, source: str = "<onnx>", external_dir: Path | None = None,
+                 sequence_lengths: Mapping[str, SequenceShapes] | None = None):
         self.model = model
+        self.sequence_lengths = dict(sequence_lengths or {})
+        """Per sequence graph input, its length or its elements' shapes: the model has no length."""
         self.source = source
         self.external_dir = external_dir  # where external data lives: the model's folder
         self.location: NameLoc | None = None
@@ -239,6 +249,8 @@ class Importer:
             return v
         if v is None:
             fail("a required input is missing")
+        if isinstance(v, SequenceValue):
+            fail(f"{v.describe()} is used where a tensor is needed")
         if is_symbolic(v):
             return self.materialize(v, like)
         array = np.asarray(v)
@@ -312,9 +324,25 @@ class Importer:
             self.values[init.name] = tensor_array(init, "initializer", self.external_dir)
         if self.graph.sparse_initializer:
             raise PartitaError("sparse initializers are not supported")
-        arg_types, arg_names = [], []
+        arg_types, arg_names, input_spans = [], [], []
+        self._check_sequence_lengths()
         for inp in self.graph.input:
             if inp.name in self.values:  # pre-IR-v4 models list initializers as inputs
+                continue
+            if inp.type.HasField("sequence_type"):  # one argument per element
+                elements = []
+                input_spans.append(SequenceSpan(inp.name, len(arg_types), 0))
+                for k, typ in enumerate(self._element_types(inp)):
+                    arg = self.block.insert_arg(typ, len(self.block.args))
+                    label = element_name(inp.name, k)
+                    _set_name(arg, label)
+                    self.names[id(arg)] = label
+                    elements.append(arg)
+                    arg_types.append(typ)
+                    arg_names.append(label)
+                code = inp.type.sequence_type.elem_type.tensor_type.elem_type
+                self.values[inp.name] = SequenceValue(tuple(elements), code)
+                input_spans[-1] = SequenceSpan(inp.name, input_spans[-1].position, len(elements))
                 continue
             typ = _value_type(inp, "graph input")
             arg = self.block.insert_arg(typ, len(self.block.args))
@@ -345,20 +373,88 @@ class Importer:
                 # transpose) is not held twice until the import ends.
                 self.values.pop(done, None)
                 self.dequantized.pop(done, None)
-        results = []
+        results, result_names, output_spans = [], [], []
         for out in self.graph.output:
             if out.name not in self.values:
                 raise PartitaError(f"graph output '{out.name}' is never computed")
+            value = self.values[out.name]
+            declared = out.type.WhichOneof("value")
             try:
-                results.append(self.tensor(self.values[out.name]))
+                if isinstance(value, SequenceValue):  # one result per element
+                    if declared not in (None, "sequence_type"):
+                        fail(f"the model declares it a {declared.removesuffix('_type')}, but it is {value.describe()}")
+                    output_spans.append(SequenceSpan(out.name, len(results), len(value)))
+                    results += [self.tensor(e) for e in value.elements]
+                    result_names += [element_name(out.name, k) for k in range(len(value))]
+                    continue
+                if declared == "sequence_type":
+                    fail("the model declares it a sequence, but it is a tensor")
+                results.append(self.tensor(value))
+                result_names.append(out.name)
             except Unsupported as err:
                 raise PartitaError(f"graph output '{out.name}': {err}") from None
         self.block.add_op(func.ReturnOp(*results))
         self._erase_orphans()
         fn = func.FuncOp(name, (arg_types, [r.type for r in results]), Region(self.block),
                          arg_attrs=name_attrs(arg_names),
-                         res_attrs=name_attrs([o.name for o in self.graph.output]))
+                         res_attrs=name_attrs(result_names))
+        set_sequence_spans(fn, input_spans, output_spans)
         return ModuleOp([fn, *self.functions])
+
+    def _check_sequence_lengths(self) -> None:
+        """``sequence_lengths`` names sequence inputs of the model only."""
+        sequences = [i.name for i in self.graph.input if i.type.HasField("sequence_type")]
+        for name in self.sequence_lengths:
+            if name not in sequences:
+                raise PartitaError(f"sequence_lengths names '{name}', which is not a sequence input of the model "
+                                   f"(its sequence inputs: {', '.join(sequences) or 'none'})")
+
+    def _element_types(self, info: onnx.ValueInfoProto) -> list[TensorType]:
+        """The types of a sequence input's elements: as many as the user's length says, of
+        the model's element type, each shape the user gave filling in what the model leaves
+        open (its ``?`` dims, or the whole shape where it gives none)."""
+        what = f"graph input '{info.name}'"
+        element = info.type.sequence_type.elem_type
+        if not element.HasField("tensor_type"):
+            raise PartitaError(f"{what} is a sequence of {element.WhichOneof('value') or 'untyped values'}; "
+                               "only sequences of tensors are supported")
+        given = self.sequence_lengths.get(info.name)
+        if given is None:
+            raise PartitaError(f"{what} is a sequence, whose length the model does not give: compile with "
+                               f"sequence_lengths={{'{info.name}': n}} (n elements), or a list of the elements' shapes")
+        shapes: list[Sequence[int | None] | None]
+        if isinstance(given, int | np.integer) and not isinstance(given, bool) and given >= 0:
+            shapes = [None] * int(given)
+        elif isinstance(given, Sequence) and not isinstance(given, str) and \
+                all(isinstance(s, Sequence) and not isinstance(s, str) for s in given):
+            shapes = list(given)
+        else:
+            raise PartitaError(f"sequence_lengths['{info.name}'] must be a length (an int >= 0) or a list of the "
+                               f"elements' shapes, not {given!r}")
+        model_shape = element.tensor_type.HasField("shape")
+        types = []
+        for k, shape in enumerate(shapes):
+            proto = onnx.ValueInfoProto(name=element_name(info.name, k))
+            proto.type.CopyFrom(element)
+            if shape is not None:
+                if model_shape and len(shape) != len(element.tensor_type.shape.dim):
+                    raise PartitaError(f"{what}: element {k} given rank {len(shape)}, the model's elements have rank "
+                                       f"{len(element.tensor_type.shape.dim)}")
+                dims = proto.type.tensor_type.shape
+                if not model_shape:
+                    dims.dim.extend([onnx.TensorShapeProto.Dimension() for _ in shape])
+                for d, size in zip(dims.dim, shape):
+                    if size is None:
+                        continue
+                    if d.HasField("dim_value") and d.dim_value != size:
+                        raise PartitaError(f"{what}: element {k} given shape {list(shape)}, the model's elements have "
+                                           f"{d.dim_value} at that dimension")
+                    d.dim_value = int(size)
+            elif not model_shape:
+                raise PartitaError(f"{what}: the model gives its elements no shape: give each element's shape, "
+                                   f"sequence_lengths={{'{info.name}': [shape, ...]}}")
+            types.append(_value_type(proto, f"element {k} of {what}"))
+        return types
 
     def _erase_orphans(self) -> None:
         """Erases the bypassed ops nothing reads (the return included), then the constants
@@ -481,6 +577,7 @@ class Importer:
                 legacy_version_check(node, self.opset)
             _check_attributes(node, self.opset)
             _check_inputs(node, self.opset)
+        _check_sequence_inputs(node, self.opset, [None if v is None else isinstance(v, SequenceValue) for v in ins])
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         present = [v for v in ins if v is not None]
         foldable = bool(present) and all(is_const(v) for v in present) and \

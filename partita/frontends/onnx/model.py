@@ -218,6 +218,37 @@ def _check_inputs(node: onnx.NodeProto, opset: int) -> None:
         fail(f"takes at most {schema.max_input} inputs, got {len(node.input)}")
 
 
+def _takes(schema: onnx.defs.OpSchema, formal: onnx.defs.OpSchema.FormalParameter) -> tuple[bool, bool]:
+    """Whether a formal input of ``schema`` takes a tensor, and whether a sequence."""
+    allowed = next((c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == formal.type_str),
+                   [formal.type_str])
+    kinds = {t.removeprefix("optional(").split("(", 1)[0] for t in allowed}
+    return "tensor" in kinds, "seq" in kinds
+
+
+def _check_sequence_inputs(node: onnx.NodeProto, opset: int, is_sequence: list[bool | None]) -> None:
+    """A sequence given where the node's schema takes a tensor, or a tensor where it takes a
+    sequence, is refused here (converters then read each input as what it is); ``None``
+    marks an input not given."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except onnx.defs.SchemaError:
+        schema = None
+    for i, sequence in enumerate(is_sequence):
+        if sequence is None:
+            continue
+        if schema is None or not schema.inputs:
+            if sequence:
+                fail(f"input #{i} is a sequence; this op takes tensors")
+            continue
+        formal = schema.inputs[min(i, len(schema.inputs) - 1)]  # a variadic last input repeats
+        tensor, seq = _takes(schema, formal)
+        if sequence and not seq:
+            fail(f"input #{i} ('{formal.name}') must be a tensor, got a sequence")
+        if not sequence and not tensor:
+            fail(f"input #{i} ('{formal.name}') must be a sequence, got a tensor")
+
+
 def _check_single_assignment(graph: onnx.GraphProto) -> None:
     """ONNX graphs are in SSA form: every name is defined once (an input listed again as
     an initializer excepted, as pre-IR-v4 models do). Two graph inputs with one name, or

@@ -55,6 +55,35 @@ Value = SSAValue | np.ndarray | None
 
 
 @dataclass(frozen=True)
+class SequenceValue:
+    """An ONNX sequence, resolved at import as TVM's Relay frontend resolves it into a
+    tuple: its elements (each a ``Value``; the compiled program holds only tensors) and
+    their element type (a ``TensorProto`` code), which an empty sequence has too. Sequence
+    ops build new ones: a value is never changed."""
+
+    elements: tuple[Value, ...]
+    element_type: int
+
+    def __len__(self) -> int:
+        return len(self.elements)
+
+    def describe(self) -> str:
+        return f"a sequence of {len(self)} {onnx.TensorProto.DataType.Name(self.element_type)} tensors"
+
+
+def element_type(v: Value) -> int:
+    """The ``TensorProto`` element type of a tensor value (a folded shape is INT64)."""
+    if isinstance(v, SSAValue):
+        dtype = nn.numpy_dtype(v.type.element_type)
+    else:
+        dtype = np.dtype(np.int64) if is_symbolic(v) else np.asarray(v).dtype
+    for code, known in ONNX_DTYPES.items():
+        if known == dtype:
+            return code
+    fail(f"a tensor of element type {dtype} has no ONNX element type")
+
+
+@dataclass(frozen=True)
 class QuantizedConstant:
     """A constant's integers and the DequantizeLinear parameters that made it float:
     ``(values - zero_point) * scale`` along ``axis`` (scale and zero point of one element,
