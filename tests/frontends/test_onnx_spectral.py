@@ -5,8 +5,10 @@ against onnxruntime for every form of the ops: real and complex input, inverse, 
 input, STFT with and without a window. The GEMM widths keep to two CUTLASS kernels that
 every compile shares (through the suite's cubin cache; cold, each takes seconds); the cases
 that would need one of their own (an odd width, a dynamic batch) run the import with the
-references instead. The mel filter bank from constant inputs, and from inputs given at
-run time (``nn.dyn``), against onnxruntime and ONNX's reference."""
+references instead. A DFT axis or length, an STFT frame step or length given at run time
+make an ``nn.dyn`` the plan specializes per run (``nn.dft`` / ``nn.stft``, host steps). The
+mel filter bank from constant inputs, and from inputs given at run time (``nn.dyn``),
+against onnxruntime and ONNX's reference."""
 
 from __future__ import annotations
 
@@ -175,21 +177,75 @@ def test_dynamic_signal_length_is_a_located_error() -> None:
         import_onnx(model)
 
 
-def test_run_time_axis_is_a_located_error() -> None:
-    feeds = {"x": _signal(2, 4, 3, 1), "axis": _int(1)}
-    with pytest.raises(PartitaError, match=r"node 0 'y' \(DFT\): axis must be a constant"):
-        import_onnx(_model("DFT", 20, feeds, ["x", "", "axis"]))
-
-
 def test_invalid_forms_are_located_errors() -> None:
     complex_input = {"x": _signal(2, 4, 3, 2)}
     with pytest.raises(PartitaError, match=r"\(DFT\): a onesided forward DFT \(rfft\) takes a real input"):
         import_onnx(_model("DFT", 17, complex_input, ["x"], axis=1, onesided=1))
     with pytest.raises(PartitaError, match=r"\(DFT\): axis 3 is out of range for an input of rank 4"):
         import_onnx(_model("DFT", 17, complex_input, ["x"], axis=3))
-    feeds = {"signal": _signal(1, 16, 1), "frame_step": _int(4)}
-    with pytest.raises(PartitaError, match=r"\(STFT\): frame_step must be a constant"):
-        import_onnx(_model("STFT", 17, feeds, ["signal", "frame_step"]))
+    signal = {"signal": _signal(1, 16, 1)}
+    with pytest.raises(PartitaError, match=r"\(STFT\): frame_step must be positive, got 0"):
+        import_onnx(_model("STFT", 17, signal, ["signal", "frame_step"], consts={"frame_step": _int(0)}))
+
+
+# -- parameters given at run time -------------------------------------------------------------
+
+
+def _host_run(model: onnx.ModelProto, runs: list[dict[str, np.ndarray]], kind: str) -> None:
+    """``model``'s transform is an ``nn.dyn`` the plan specializes per run (a host step):
+    every run, each with its own parameter values and result shape, matches onnxruntime."""
+    module = import_onnx(model)
+    assert [op.kind for op in module.walk() if isinstance(op, nn.DynOp)] == [kind]
+    exe = partita.compile(module, ["llvm"])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feeds in runs:
+        (want,) = session.run(None, feeds)
+        (got,) = exe.run(**feeds)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, **TOL)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"inverse": 1}, {"onesided": 1}])
+def test_dft_axis_given_at_run_time(attrs) -> None:
+    """Opset 20's axis as a graph input: each value a run gives (negative ones too) is a
+    transform of its own, sized when the plan binds it."""
+    parts = 1 if attrs.get("onesided") else 2
+    x = _signal(2, 4, 6, parts)
+    model = _model("DFT", 20, {"x": x, "axis": _int(1)}, ["x", "", "axis"], **attrs)
+    _host_run(model, [{"x": x, "axis": _int(a)} for a in (1, 2, -2, -3)], "dft")
+
+
+def test_dft_length_given_at_run_time() -> None:
+    x = _signal(2, 6, 3, 1)
+    model = _model("DFT", 17, {"x": x, "n": _int(6)}, ["x", "n"], axis=1, onesided=1)
+    _host_run(model, [{"x": x, "n": _int(n)} for n in (6, 4, 9)], "dft")
+
+
+@pytest.mark.parametrize("window", [False, True])
+def test_stft_frames_given_at_run_time(window) -> None:
+    """frame_step and frame_length as graph inputs, with and without a window (of the
+    frame's length): the frames of each run."""
+    signal = _signal(2, 32, 1)
+    feeds = {"signal": signal, "step": _int(4), "length": _int(8)}
+    if window:
+        feeds["window"] = np.hanning(8).astype(np.float32)
+    model = _model("STFT", 17, feeds, ["signal", "step", "window" if window else "", "length"])
+    runs = [{**feeds, "step": _int(step)} for step in (4, 3, 8)]
+    if not window:
+        runs.append({**feeds, "length": _int(16)})
+    _host_run(model, runs, "stft")
+
+
+def test_run_time_parameters_out_of_range_are_located_errors() -> None:
+    x = _signal(2, 4, 3, 2)
+    exe = partita.compile(import_onnx(_model("DFT", 20, {"x": x, "axis": _int(1)}, ["x", "", "axis"])), ["llvm"])
+    with pytest.raises(PartitaError, match=r"DFT.*axis 3 is out of range for an input of rank 4"):
+        exe.run(x=x, axis=_int(3))
+    signal = _signal(1, 16, 1)
+    feeds = {"signal": signal, "step": _int(4)}
+    exe = partita.compile(import_onnx(_model("STFT", 17, feeds, ["signal", "step", "", ""])), ["llvm"])
+    with pytest.raises(PartitaError, match=r"STFT.*frame_step and frame_length must be positive, got 0"):
+        exe.run(signal=signal, step=_int(0))
 
 
 # -- MelWeightMatrix -------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from partita.dialects.nn.conv import Col2ImOp, MaxUnpoolOp, check_max_unpool_siz
 from partita.dialects.nn.image import AffineGridOp
 from partita.dialects.nn.indexing import ArangeOp, BroadcastToOp, OneHotOp, StridedSliceOp, TileOp
 from partita.dialects.nn.reduction import TopKIndicesOp, TopKValuesOp
+from partita.dialects.nn.spectral import DFTOp, STFTOp, mel_weight_matrix
 from partita.dialects.nn.transform import ConstantOp, PadOp, ReshapeOp
 
 INT64_MAX = 2**63 - 1
@@ -219,49 +220,38 @@ def _max_unpool(inputs, params, options):
     return MaxUnpoolOp(x, indices, default)
 
 
-def mel_weight_matrix(num_mel_bins: int, dft_length: int, sample_rate: int, lower_hz: float, upper_hz: float,
-                      dtype: np.dtype) -> np.ndarray:
-    """ONNX MelWeightMatrix: ``[dft_length // 2 + 1, num_mel_bins]`` triangular filters of peak
-    1 re-weighting a linear spectrum into mel bins, ``mel(f) = 2595 log10(1 + f / 700)``.
-
-    As ONNX's reference and onnxruntime compute it: ``num_mel_bins + 2`` edges from the lower
-    edge's mel in steps of the mel range over ``num_mel_bins + 2``, each mapped back to hertz
-    and to the spectrum bin ``floor((dft_length + 1) * hz / sample_rate)``; filter ``i`` rises
-    from edge ``i`` to 1 at edge ``i + 1`` and falls to edge ``i + 2`` (a filter whose first
-    two edges share a bin is 1 there). Values in float64, then ``dtype``."""
-    if num_mel_bins < 1 or dft_length < 1 or sample_rate < 1:
-        raise VerifyException(f"num_mel_bins, dft_length and sample_rate must be positive, got {num_mel_bins}, "
-                              f"{dft_length} and {sample_rate}")
-    if not 0 <= lower_hz < upper_hz:
-        raise VerifyException(f"the edges must satisfy 0 <= lower_edge_hertz < upper_edge_hertz, got {lower_hz} "
-                              f"and {upper_hz}")
-    spectrum = dft_length // 2 + 1
-    mel_lo, mel_hi = (2595.0 * np.log10(1.0 + f / 700.0) for f in (lower_hz, upper_hz))
-    mels = mel_lo + np.arange(num_mel_bins + 2) * ((mel_hi - mel_lo) / (num_mel_bins + 2))
-    hertz = 700.0 * (10.0 ** (mels / 2595.0) - 1.0)
-    edges = np.floor((dft_length + 1) * hertz / sample_rate).astype(np.int64)
-    if edges.max() >= spectrum:
-        raise VerifyException(f"upper_edge_hertz {upper_hz} maps past the last of the {spectrum} bins of a "
-                              f"{dft_length}-point spectrum at sample rate {sample_rate}")
-    j = np.arange(spectrum)[:, None].astype(np.float64)
-    left, center, right = (edges[k:k + num_mel_bins][None, :].astype(np.float64) for k in range(3))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rising = np.where(center > left, (j - left) / (center - left), 1.0)
-        falling = (right - j) / (right - center)
-    out = np.where((j >= left) & (j <= center), rising, 0.0)
-    out = np.where((j >= center) & (j < right), falling, out)
-    return out.astype(dtype)
-
-
 def _mel_weight_matrix(inputs, params, options):
     names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
     counts, edges = [int(_scalar(params[n])) for n in names[:3]], [float(_scalar(params[n])) for n in names[3:]]
     return ConstantOp(mel_weight_matrix(*counts, *edges, numpy_dtype(options["element_type"])))
 
 
+def _dft(inputs, params, options):
+    (x,) = inputs
+    rank = len(_shape(x))
+    axis = int(_scalar(params["axis"])) if "axis" in params else options["axis"]
+    if not -rank <= axis <= rank - 2:  # the last dim holds (re, im)
+        raise VerifyException(f"axis {axis} is out of range for an input of rank {rank} (accepted: [{-rank}, -2] "
+                              f"and [0, {rank - 2}])")
+    length = int(_scalar(params["dft_length"])) if "dft_length" in params else 0
+    if "dft_length" in params and length < 1:
+        raise VerifyException(f"dft_length must be positive, got {length}")
+    return DFTOp(x, axis=axis % rank, length=length, inverse=options["inverse"], onesided=options["onesided"])
+
+
+def _stft(inputs, params, options):
+    signal, *window = inputs
+    step = int(_scalar(params["frame_step"]))
+    frame = int(_scalar(params["frame_length"])) if "frame_length" in params else \
+        _shape(window[0])[0] if window else _shape(signal)[1]
+    return STFTOp(signal, window[0] if window else None, frame_step=step, frame_length=frame,
+                  onesided=options["onesided"])
+
+
 SPECIALIZERS: dict[str, Specializer] = {
     "affine_grid": _affine_grid,
     "col2im": _col2im,
+    "dft": _dft,
     "max_unpool": _max_unpool,
     "mel_weight_matrix": _mel_weight_matrix,
     "range": _range,
@@ -271,6 +261,7 @@ SPECIALIZERS: dict[str, Specializer] = {
     "squeeze": _squeeze,
     "slice": _slice,
     "split": _split,
+    "stft": _stft,
     "topk_values": _topk(False),
     "topk_indices": _topk(True),
     "pad": _pad,

@@ -181,12 +181,26 @@ def _dft_axis(cx: Importer, ins: list[Value], attrs: dict, rank: int) -> int:
     return axis % rank
 
 
+def _given_at_run_time(v: Value | None) -> bool:
+    return v is not None and not is_const(v)
+
+
 @converter("DFT")
 def _dft(cx, ins, attrs):
     if cx.opset < 17:
         fail(f"DFT is an operator of opset 17 and later; the model imports opset {cx.opset}")
     x, parts = _signal(cx, ins[0], "the input")
     shape = shape_of(x)
+    ins = list(ins) + [None] * (3 - len(ins))
+    if cx.opset >= 20 and "axis" in attrs:
+        fail("axis is an input since opset 20, not an attribute")
+    if _given_at_run_time(ins[1]) or (cx.opset >= 20 and _given_at_run_time(ins[2])):
+        # The transform's shape is the values': the plan specializes it per run (nn.dft).
+        axis = {} if cx.opset >= 20 and ins[2] is not None else {"axis": -2 if cx.opset >= 20 else attrs.get("axis", 1)}
+        params = {"dft_length": ins[1], **({"axis": ins[2]} if not axis else {})}
+        return dyn(cx, "dft", [x], {k: v for k, v in params.items() if v is not None}, len(shape),
+                   x.type.element_type, "DFT", inverse=bool(attrs.get("inverse", 0)),
+                   onesided=bool(attrs.get("onesided", 0)), **axis)
     axis = _dft_axis(cx, ins, attrs, len(shape))
     size = shape[axis]
     if size == nn.DYN:
@@ -219,6 +233,12 @@ def _stft(cx, ins, attrs):
     if len(shape) != 3:
         fail(f"the signal must have shape [batch, length, 1 or 2], got {_show(shape)}")
     size = shape[1]
+    if _given_at_run_time(ins[1]) or _given_at_run_time(ins[3]):
+        # The frames are the values': the plan specializes the transform per run (nn.stft).
+        window = [] if ins[2] is None else [cx.tensor(ins[2], x)]
+        params = {"frame_step": ins[1], "frame_length": ins[3]}
+        return dyn(cx, "stft", [x, *window], {k: v for k, v in params.items() if v is not None}, 4,
+                   x.type.element_type, "STFT", onesided=bool(attrs.get("onesided", 1)))
     if size == nn.DYN:
         fail(f"STFT is built as a gather and a matrix product and needs a static signal length; the signal "
              f"has shape {_show(shape)} with a dynamic one")
