@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.cuda_host import HostKernels, have_gxx  # tests/support/cuda_host.py
-from support.kernel_check import fuse, fused_functions  # tests/support/kernel_check.py
+from support.kernel_check import fuse, fused_functions, launch_beside_reference  # tests/support/kernel_check.py
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
@@ -225,15 +225,9 @@ func.func @main(%x: tensor<2x2x5x8xf32>, %y: tensor<2x2x5x8xf32>, %pos: tensor<1
     x = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
     position = np.array([[0, 3, 17, 250, 4095]], np.int64)
     inv_freq = (10000.0 ** -(np.arange(0, r, 2) / r)).astype(np.float32)
-    (rotary,) = [op for op in function.body.ops if isinstance(op, nn.RotaryEmbeddingOp)]
     by_type = {(2, 2, 5, 8): x, (1, 5): position, (r // 2,): inv_freq}
     inputs = [by_type[tuple(a.type.get_shape())] for a in function.args]  # the kernel's argument order
-    out = np.full((2, 2, 5, 8), 7, np.float32)
-    grid, block = rec.geometry(out.shape)
-    host.launch(rec, grid, block, inputs, out)
-    clone = function.clone()
-    clone.sym_visibility = StringAttr("public")
-    (expected,) = run(ModuleOp([clone]), *inputs, entry=name)
+    out, expected = launch_beside_reference(function, name, rec, host, inputs)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     angle = position[0, :, None].astype(np.float32) * inv_freq
     want = rotary_embedding(x, np.cos(angle)[None], np.sin(angle)[None], interleaved=interleaved, rotary_dim=rotary_dim)
