@@ -57,6 +57,7 @@ ENCODERS: dict[str, Callable[[], torch.nn.Module]] = {
     "phi3": lambda: _text("Phi3Config", "Phi3Model", num_key_value_heads=KV_HEADS, pad_token_id=0),
     "gemma": lambda: _text("GemmaConfig", "GemmaModel", num_key_value_heads=KV_HEADS, head_dim=16),
     "gpt_neox": lambda: _text("GPTNeoXConfig", "GPTNeoXModel"),
+    "longformer": lambda: _text("LongformerConfig", "LongformerModel", attention_window=[4, 4]),
     "funnel": lambda: _vision("FunnelConfig", "FunnelModel", vocab_size=100, d_model=64, n_head=4, d_head=16,
                               d_inner=128, block_sizes=[1, 1], num_decoder_layers=1),
     "vit": lambda: _vision("ViTConfig", "ViTModel", image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
@@ -187,6 +188,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     names = args.names or (list(DECODERS) if args.kv else list(ENCODERS))
+    known = DECODERS if args.kv else tuple(ENCODERS)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)} (choose from {', '.join(known)})")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             start = time.perf_counter()
