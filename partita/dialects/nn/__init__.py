@@ -30,6 +30,7 @@ from partita.dialects.nn import (
     random,
     reduction,
     selection,
+    text,
     transform,
 )
 from partita.dialects.nn.attention import *  # noqa: F403
@@ -45,11 +46,12 @@ from partita.dialects.nn.normalization import *  # noqa: F403
 from partita.dialects.nn.random import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.selection import *  # noqa: F403
+from partita.dialects.nn.text import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention, dyn, selection, random, control_flow)
+            attention, dyn, selection, random, text, control_flow)
 """The operator families, in the order the dialect lists their ops."""
 
 

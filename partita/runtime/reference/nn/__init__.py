@@ -21,6 +21,7 @@ from partita.runtime.reference.nn import (
     random,
     reduction,
     selection,
+    text,
     transform,
 )
 
@@ -37,7 +38,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention, dyn, selection, random, control_flow)
+               attention, dyn, selection, random, text, control_flow)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)
