@@ -15,6 +15,7 @@ n-gram its scan found last, an order this op does not reproduce).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -46,14 +47,14 @@ TFIDF_MODES = ("TF", "IDF", "TFIDF")
 ``TFIDF``: its count times its weight (ONNX's spellings)."""
 
 
+@dataclass(frozen=True)
 class NgramSection:
-    """The n-grams of one length in the pool: ``grams`` (``[count, length]`` int64) and the
-    number ``first`` of the first one among all the pool's n-grams."""
+    """The pool's n-grams of one ``length``: ``grams`` (``[count, length]`` int64), the first
+    of them numbered ``first`` among all the pool's n-grams."""
 
-    __slots__ = ("first", "grams", "length")
-
-    def __init__(self, length: int, first: int, grams: np.ndarray):
-        self.length, self.first, self.grams = length, first, grams
+    length: int
+    first: int
+    grams: np.ndarray
 
 
 def _f32s(values: Sequence[float]) -> DenseArrayBase:
