@@ -448,12 +448,12 @@ def test_a_scan_over_a_dynamic_axis_is_a_located_error():
 
 
 def test_an_error_in_a_body_names_the_body_and_its_node():
-    body = helper.make_graph([helper.make_node("TfIdfVectorizer", ["s_in"], ["s_out"], name="tfidf"),
+    body = helper.make_graph([helper.make_node("ImageDecoder", ["s_in"], ["s_out"], name="decoder"),
                               helper.make_node("Identity", ["u"], ["y"])], "body",
                              [_info("s_in", F32, [2]), _info("u", F32, [2])],
                              [_info("s_out", F32, [2]), _info("y", F32, [2])])
     model = _model([helper.make_node("Scan", ["s0", "us"], ["s", "ys"], name="scan", body=body, num_scan_inputs=1)],
                    [_info("s0", F32, [2]), _info("us", F32, [3, 2])], [_info("s"), _info("ys")])
-    with pytest.raises(PartitaError, match=r"node 0 'scan' \(Scan\): its body \(iteration 0\): node 0 'tfidf' "
-                                           r"\(TfIdfVectorizer\)"):
+    with pytest.raises(PartitaError, match=r"node 0 'scan' \(Scan\): its body \(iteration 0\): node 0 'decoder' "
+                                           r"\(ImageDecoder\): unsupported op type 'ImageDecoder'"):
         import_onnx(model)

@@ -320,13 +320,12 @@ def test_erf_gelu_with_extra_use_is_not_fused():
 
 
 def test_unsupported_op_names_the_node():
-    model = make([node("Relu", ["x"], ["r"]),
-                  helper.make_node("TfIdfVectorizer", ["r"], ["y"], name="tfidf", mode="TF", min_gram_length=1,
-                                   max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[0],
-                                   pool_int64s=[1])],
-                 X, Y3, {}, 17)
-    with pytest.raises(PartitaError, match=r"node 1 'tfidf' \(TfIdfVectorizer\).*"
-                                           "unsupported op type 'TfIdfVectorizer'$"):
+    # ImageDecoder stays unconverted on purpose (registry.UNCONVERTED): its error says why.
+    model = make([node("Cast", ["x"], ["r"], to=TensorProto.UINT8),
+                  helper.make_node("ImageDecoder", ["r"], ["y"], name="decode", pixel_format="RGB")],
+                 X, Y3, {}, 20)
+    with pytest.raises(PartitaError, match=r"node 1 'decode' \(ImageDecoder\).*"
+                                           "unsupported op type 'ImageDecoder': it decodes image files"):
         import_onnx(model)
 
 

@@ -31,6 +31,7 @@ from partita.dialects.nn import (
     reduction,
     selection,
     spectral,
+    text,
     transform,
 )
 from partita.dialects.nn.attention import *  # noqa: F403
@@ -47,11 +48,12 @@ from partita.dialects.nn.random import *  # noqa: F403
 from partita.dialects.nn.reduction import *  # noqa: F403
 from partita.dialects.nn.selection import *  # noqa: F403
 from partita.dialects.nn.spectral import *  # noqa: F403
+from partita.dialects.nn.text import *  # noqa: F403
 from partita.dialects.nn.transform import *  # noqa: F403
 from partita.ir.parameters import ParameterAttr
 
 FAMILIES = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-            attention, dyn, selection, random, control_flow, spectral)
+            attention, dyn, selection, random, text, control_flow, spectral)
 """The operator families, in the order the dialect lists their ops."""
 
 

@@ -38,6 +38,7 @@ from partita.frontends.onnx import (  # noqa: F401
     selection,
     sequences,
     spectral,
+    text,
     transform,
 )
 from partita.frontends.onnx.embedded import parse_leaving_weights

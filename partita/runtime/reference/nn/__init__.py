@@ -22,6 +22,7 @@ from partita.runtime.reference.nn import (
     reduction,
     selection,
     spectral,
+    text,
     transform,
 )
 
@@ -38,7 +39,7 @@ class TensorDimFunctions(InterpreterFunctions):
 def _families() -> tuple[type[InterpreterFunctions], ...]:
     """Every ``InterpreterFunctions`` class defined by a family module of this package."""
     modules = (elementwise, linalg, normalization, reduction, conv, image, transform, indexing,
-               attention, dyn, selection, random, control_flow, spectral)
+               attention, dyn, selection, random, text, control_flow, spectral)
     return tuple(cls for m in modules for cls in vars(m).values()
                  if isinstance(cls, type) and issubclass(cls, InterpreterFunctions)
                  and cls.__module__ == m.__name__)
