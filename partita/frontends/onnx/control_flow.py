@@ -25,11 +25,14 @@ of the graph.
   ``nn.loop`` calls it per iteration at a stage boundary of the launch plan. A carried value
   whose shape the body changes (a growing concatenation) is ``?`` in those dims.
 
-A Scan's sequence length known only at run time is not supported.
+A Scan over an axis whose length is known only at run time runs on the host the same way:
+one ``nn.loop`` iteration per element, each scanned input read at the iteration
+(``_host_scan``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -177,10 +180,8 @@ def _unroll(cx: Importer, body: onnx.GraphProto, limit: int | None, running: boo
 
 def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, condition: Value | None,
                carried: list[Value], scanned: int) -> list[Value]:
-    """The Loop as one ``nn.loop`` the host runs, its body imported once into a private
-    function (``<caller>_loop_body_<n>``, marked ``byoc.host_body``). A carried value whose
-    shape the body changes enters it with those dims ``?``: the body is imported again
-    until its carried types are stable (each round only adds ``?``s)."""
+    """The Loop as one ``nn.loop`` the host runs (``_run_on_host``), the ONNX body called
+    with the iteration, the condition and the carried values."""
     if not carried and not scanned:
         return []  # ONNX ops have no side effects: a loop with no output computes nothing
     if any(isinstance(v, SequenceValue) for v in carried):
@@ -188,11 +189,25 @@ def _host_loop(cx: Importer, body: onnx.GraphProto, trip_count: Value | None, co
              "cannot carry a sequence: Partita resolves sequences at import, their lengths must be known there")
     count = _control(cx, trip_count, np.array(nn.NO_TRIP_COUNT, np.int64), INDEX_TYPE, "trip count")
     running = _control(cx, condition, np.array(True), BOOL[0], "condition")
+    return _run_on_host(cx, count, running, carried, lambda args: cx.run_subgraph(body, args, "body"))
+
+
+BodyBuilder = Callable[[list[SSAValue]], list[Value]]
+"""Imports one iteration: ``(iteration, condition, carried...)`` block arguments to
+``[condition, carried..., scan elements...]``."""
+
+
+def _run_on_host(cx: Importer, count: SSAValue, running: SSAValue, carried: list[Value],
+                 build: BodyBuilder) -> list[SSAValue]:
+    """One ``nn.loop`` the host runs, the iteration ``build`` imports once into a private
+    function (``<caller>_loop_body_<n>``, marked ``byoc.host_body``). A carried value whose
+    shape the body changes enters it with those dims ``?``: the body is imported again
+    until its carried types are stable (each round only adds ``?``s)."""
     initial = [cx.tensor(v) for v in carried]
     types = [v.type for v in initial]
     while True:
         mark = len(cx.functions)
-        block, outs = _import_body(cx, body, types)
+        block, outs = _import_body(cx, build, types)
         stable = [_join(t, o.type, k) for k, (t, o) in enumerate(zip(types, outs[1:1 + len(carried)]))]
         if stable == types:
             break
@@ -223,14 +238,14 @@ def _control(cx: Importer, v: Value | None, absent: np.ndarray, element, what: s
     return value
 
 
-def _import_body(cx: Importer, body: onnx.GraphProto, carried: list[TensorType]) -> tuple[Block, list[SSAValue]]:
-    """``body`` imported once into a block of its own whose arguments are the iteration,
-    the condition and the carried values (of types ``carried``), ending in a return of the
-    condition (rank 0), the carried values and the scan elements. Values of the enclosing
-    scopes are read where they are (``_capture`` makes them arguments)."""
+def _import_body(cx: Importer, build: BodyBuilder, carried: list[TensorType]) -> tuple[Block, list[SSAValue]]:
+    """One iteration (``build``) imported into a block of its own whose arguments are the
+    iteration, the condition and the carried values (of types ``carried``), ending in a
+    return of the condition (rank 0), the carried values and the scan elements. Values of
+    the enclosing scopes are read where they are (``_capture`` makes them arguments)."""
     block = Block(arg_types=[TensorType(INDEX_TYPE, []), TensorType(BOOL[0], []), *carried])
     with cx.emitting_into(block):
-        outs = [cx.tensor(v) for v in cx.run_subgraph(body, list(block.args), "body")]
+        outs = [cx.tensor(v) for v in build(list(block.args))]
         if outs[0].type.element_type != BOOL[0] or nn.DYN in shape_of(outs[0]) or np.prod(shape_of(outs[0])) != 1:
             fail(f"the body's condition must be one bool, got {outs[0].type}")
         outs[0] = reshape_to(cx, outs[0], [])
@@ -290,7 +305,7 @@ def _scan9(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
         in_axes[k] = axis % rank
         lengths.add(shape_of(x)[in_axes[k]])
     if nn.DYN in lengths:
-        fail("a scanned axis of dynamic length is not supported (Scan unrolls at import)")
+        return _host_scan(cx, body, states, sequences, in_axes, in_reverse, out_axes, out_reverse)
     if len(lengths) != 1:
         fail(f"the scanned axes have different lengths {sorted(lengths)}")
     steps = lengths.pop()
@@ -309,6 +324,51 @@ def _scan9(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
     for values, axis, reverse in zip(per_iteration, out_axes, out_reverse):
         stacked.append(stack(cx, values[::-1] if reverse else values, axis))
     return states + stacked
+
+
+def _host_scan(cx: Importer, body: onnx.GraphProto, states: list[Value], sequences: list[Value],
+               in_axes: list[int], in_reverse: list[int], out_axes: list[int], out_reverse: list[int]) -> list[Value]:
+    """A Scan over an axis of run-time length as an ``nn.loop`` the host runs: one iteration
+    per element of the first scanned axis, each scanned input read at the iteration (from
+    the end where reversed; the others must be as long: the body's gather fails on a
+    shorter one), the elements stacked along a new leading axis, then reversed and moved
+    to their ``scan_output_axes``."""
+    if any(isinstance(v, SequenceValue) for v in (*states, *sequences)):
+        fail("a Scan over a run-time length runs on the host and cannot take sequences")
+    sequences = [cx.tensor(v) for v in sequences]
+    count = _dim(cx, sequences[0], in_axes[0])
+    running = cx.tensor(np.array(True))
+
+    def iteration(args: list[SSAValue]) -> list[Value]:
+        i, _, *carried = args
+        elements = []
+        for x, axis, reverse in zip(sequences, in_axes, in_reverse):
+            at = cx.emit(nn.SubtractOp(cx.emit(nn.SubtractOp(_dim(cx, x, axis), i)), cx.tensor(np.array(1, np.int64)))) \
+                if reverse else i
+            elements.append(cx.emit(nn.TakeOp(x, at, axis)))
+        return [np.array(True), *cx.run_subgraph(body, [*carried, *elements], "body")]
+
+    outs = _run_on_host(cx, count, running, states, iteration)
+    finals, scans = outs[:len(states)], outs[len(states):]
+    placed = []
+    for y, axis, reverse in zip(scans, out_axes, out_reverse):
+        rank = len(shape_of(y))
+        if not -rank <= axis < rank:
+            fail(f"scan output axis {axis} is out of range for rank {rank}")
+        if reverse:  # the iterations' elements last to first: a gather at -1, -2, ... (Gather wraps them)
+            backwards = cx.emit(nn.ArangeOp(-1, -1, nn.DYN, INDEX_TYPE, refs=[(y, 0, 0)]))
+            y = cx.emit(nn.TakeOp(y, backwards, 0))
+        axis %= rank
+        if axis:
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+            y = cx.emit(nn.TransposeOp(y, perm))
+        placed.append(y)
+    return [*finals, *placed]
+
+
+def _dim(cx: Importer, x: SSAValue, axis: int) -> SSAValue:
+    """Dim ``axis`` of ``x`` at run time, an ``i64`` scalar."""
+    return cx.emit(nn.TakeOp(cx.emit(nn.ShapeOfOp(x)), cx.tensor(np.array(axis, np.int64)), 0))
 
 
 def _scan8(cx: Importer, ins: list[Value], attrs: dict) -> list[Value]:
