@@ -11,6 +11,14 @@ with the least total cost, as a shortest path over "covered node sets":
   minimum node: candidates are indexed by their minimum node;
 * Dijkstra (costs are non-negative) from the empty set to the full set.
 
+The states can grow combinatorially where many independent chains run side by side and
+candidates reach past the first uncovered node (a detector's per-class post-processing:
+SSDlite's 2,000 nodes reach millions of states). Past ``MAX_EXACT_STATES`` expanded states
+the search starts again as an A* beam search: states in the order of their cost plus a
+lower bound of what covering the rest costs (each uncovered node at the least cost per node
+of a candidate holding it), at most ``BEAM`` of them expanded per first uncovered node, so
+the cover stays valid and near the optimum; ``Plan.exact`` says which search found it.
+
 ``enumerate_native_candidates`` is a simple IR-free generator (for tests, benchmarks and
 the brute-force property tests), as is ``combine_candidates`` of
 :mod:`partita.collage.rules.combine`, the unions of its candidates; the IR partitioner
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -108,6 +117,8 @@ class Plan:
     candidates: tuple[Candidate, ...]
     total_cost: float
     costs: tuple[float, ...]
+    exact: bool = True
+    """Whether the cover is the least-cost one (else the beam search's, see the module)."""
 
     def assignment(self) -> dict[int, Candidate]:
         """Node id -> the candidate covering it."""
@@ -203,12 +214,12 @@ def _usable(graph: DataflowGraph, candidates: Sequence[Candidate], check_convex:
 
 
 def _make_plan(
-    candidates: Sequence[Candidate], chosen: Sequence[int], costs: Sequence[float]
+    candidates: Sequence[Candidate], chosen: Sequence[int], costs: Sequence[float], exact: bool = True
 ) -> Plan:
     order = sorted(range(len(chosen)), key=lambda i: candidates[chosen[i]].min_node)
     cs = tuple(candidates[chosen[i]] for i in order)
     ks = tuple(float(costs[i]) for i in order)
-    return Plan(cs, float(sum(ks)), ks)
+    return Plan(cs, float(sum(ks)), ks, exact)
 
 
 def _check_acyclic(graph: DataflowGraph, plan: Plan) -> None:
@@ -217,6 +228,80 @@ def _check_acyclic(graph: DataflowGraph, plan: Plan) -> None:
             "the cheapest cover contracts to a cyclic graph (each candidate is "
             f"convex but they depend on each other): {plan.summary()}"
         )
+
+
+MAX_EXACT_STATES = 200_000
+"""The states the exact search expands before it starts again as a beam search."""
+BEAM = 32
+"""The beam search's states expanded per first uncovered node."""
+
+
+class _OverBudget(Exception):
+    """The exact search passed ``MAX_EXACT_STATES``."""
+
+
+def _shortest_cover(graph: DataflowGraph, by_min: list[list[tuple[int, int]]], cost: Callable[[int], float], *,
+                    beam: int | None) -> dict[int, tuple[int, int]]:
+    """Dijkstra from the empty cover to the full one: each reached state's predecessor
+    and candidate. Exact (``beam`` None: raises ``_OverBudget`` past ``MAX_EXACT_STATES``),
+    or an A* beam search expanding at most ``beam`` states per first uncovered node, in the
+    order of their cost plus a lower bound of the rest (each uncovered node at the least
+    cost per node of a candidate holding it: every candidate's cost counted up front)."""
+    full = graph.full_mask
+    share = [0.0] * len(graph)  # A*'s per-node lower bound (the beam search only)
+    if beam is not None:
+        share = [math.inf] * len(graph)
+        for cands in by_min:
+            for m, k in cands:
+                per = cost(k) / m.bit_count()
+                for v in bits(m):
+                    share[v] = min(share[v], per)
+        share = [0.0 if x == math.inf else x for x in share]  # a node no candidate holds: the search says so
+    bound = {k: sum(share[v] for v in bits(m)) for cands in by_min for m, k in cands} if beam is not None else {}
+    rest: dict[int, float] = {0: sum(share)}
+    dist: dict[int, float] = {0: 0.0}
+    parent: dict[int, tuple[int, int]] = {}
+    expanded = [0] * len(graph)
+    tie = itertools.count()
+    heap: list[tuple[float, int, int]] = [(rest[0], 0, 0)]
+    furthest = 0
+    states = 0
+    while heap:
+        priority, _, s = heapq.heappop(heap)
+        if s == full:
+            break
+        d = dist[s]
+        if priority > d + rest.get(s, 0.0) + 1e-12 * max(1.0, priority):
+            continue  # reached again more cheaply since it was pushed
+        f = (~s & (s + 1)).bit_length() - 1
+        if f > furthest:
+            furthest = f
+        if beam is not None:
+            expanded[f] += 1
+            if expanded[f] > beam:
+                continue
+        else:
+            states += 1
+            if states > MAX_EXACT_STATES:
+                raise _OverBudget
+        for m, k in by_min[f]:
+            if m & s:
+                continue
+            ns = s | m
+            nd = d + cost(k)
+            old = dist.get(ns)
+            if old is None or nd < old:
+                dist[ns] = nd
+                parent[ns] = (s, k)
+                if beam is not None:
+                    rest[ns] = max(rest[s] - bound[k], 0.0)
+                heapq.heappush(heap, (nd + rest.get(ns, 0.0), next(tie), ns))
+    if full not in dist:
+        raise PartitionError(
+            f"no cover by disjoint candidates: cannot cover node {furthest} "
+            f"({graph.nodes[furthest].op}) without overlapping earlier choices"
+        )
+    return parent
 
 
 def search(
@@ -256,43 +341,17 @@ def search(
             memo[k] = x
         return x
 
-    full = graph.full_mask
-    dist: dict[int, float] = {0: 0.0}
-    parent: dict[int, tuple[int, int]] = {}
-    tie = itertools.count()
-    heap: list[tuple[float, int, int]] = [(0.0, 0, 0)]
-    furthest = 0
-    while heap:
-        d, _, s = heapq.heappop(heap)
-        if s == full:
-            break
-        if d > dist[s]:
-            continue
-        f = (~s & (s + 1)).bit_length() - 1
-        if f > furthest:
-            furthest = f
-        for m, k in by_min[f]:
-            if m & s:
-                continue
-            ns = s | m
-            nd = d + cost(k)
-            old = dist.get(ns)
-            if old is None or nd < old:
-                dist[ns] = nd
-                parent[ns] = (s, k)
-                heapq.heappush(heap, (nd, next(tie), ns))
-    if full not in dist:
-        raise PartitionError(
-            f"no cover by disjoint candidates: cannot cover node {furthest} "
-            f"({graph.nodes[furthest].op}) without overlapping earlier choices"
-        )
+    try:
+        parent, exact = _shortest_cover(graph, by_min, cost, beam=None), True
+    except _OverBudget:
+        parent, exact = _shortest_cover(graph, by_min, cost, beam=BEAM), False
     chosen: list[int] = []
-    s = full
+    s = graph.full_mask
     while s:
         s, k = parent[s]
         chosen.append(k)
     chosen.reverse()
-    plan = _make_plan(candidates, chosen, [memo[k] for k in chosen])
+    plan = _make_plan(candidates, chosen, [memo[k] for k in chosen], exact)
     if check_acyclic:
         _check_acyclic(graph, plan)
     return plan

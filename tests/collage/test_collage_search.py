@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from importlib import import_module
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,8 @@ from partita.collage import (
 )
 
 T = TensorInfo((16, 16), "f32")
+SEARCH = import_module("partita.collage.search")
+"""The search module (``partita.collage.search`` is the function of that name)."""
 
 
 def make_graph(ops: list[str], inputs: list[tuple[int, ...]], outputs=None) -> DataflowGraph:
@@ -316,3 +319,63 @@ def test_scale_1000_block_chain():
     print(f"1000-block chain ({len(g)} nodes, {len(cands)} candidates): {elapsed:.2f}s")
     assert sum(len(c.nodes) for c in plan.candidates) == len(g)
     assert all(c.target == "cuda" for c in plan.candidates)
+
+
+# ------------------------------------------------- the beam past MAX_EXACT_STATES
+def interleaved_chains(chains: int, length: int) -> tuple[DataflowGraph, list[Candidate], dict[str, float]]:
+    """``chains`` independent chains of ``length`` relus, their nodes interleaved in the
+    topological order (a detector's per-class post-processing), each node alone (cost 1)
+    or with its successor (cost 1.5): every pair reaches ``chains`` nodes past the first
+    uncovered one, so the covered sets multiply."""
+    def node(c: int, i: int) -> int:
+        return i * chains + c
+
+    inputs = [() if i == 0 else (node(c, i - 1),) for i in range(length) for c in range(chains)]
+    graph = make_graph(["nn.relu"] * len(inputs), inputs)
+    cands, costs = [], {}
+    for c in range(chains):
+        for i in range(length):
+            for nodes, cost in [({node(c, i)}, 1.0)] + ([({node(c, i), node(c, i + 1)}, 1.5)] if i + 1 < length else []):
+                label = f"c{len(cands)}"
+                cands.append(Candidate(nodes, "cuda", label))
+                costs[label] = cost
+    return graph, cands, costs
+
+
+def test_a_search_past_its_state_budget_finishes_as_a_beam_search(monkeypatch) -> None:
+    """The exact search over 10 interleaved chains expands thousands of states; with the
+    budget below that, the search starts again as a beam search: a valid cover (disjoint,
+    every node, convex) marked not exact, here as cheap as the optimum (pairs along each
+    chain: 3 a chain)."""
+    graph, cands, costs = interleaved_chains(10, 4)
+    exact = search(graph, cands, MockEstimator(costs))
+    assert exact.exact and exact.total_cost == pytest.approx(30.0)
+    monkeypatch.setattr(SEARCH, "MAX_EXACT_STATES", 100)
+    beam = search(graph, cands, MockEstimator(costs))
+    assert not beam.exact
+    seen: set[int] = set()
+    for c in beam.candidates:
+        assert not (c.nodes & seen) and graph.is_convex(c.mask)
+        seen |= c.nodes
+    assert seen == set(range(len(graph)))
+    assert beam.total_cost == pytest.approx(exact.total_cost)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs_and_candidates())
+def test_the_beam_search_gives_a_valid_cover_no_cheaper_than_the_optimum(data) -> None:
+    g, cands, costs = data
+    est = MockEstimator(costs)
+    best = brute_force_search(g, cands, est)
+    budget, SEARCH.MAX_EXACT_STATES = SEARCH.MAX_EXACT_STATES, 0
+    try:
+        plan = search(g, cands, est, check_acyclic=False)
+    finally:
+        SEARCH.MAX_EXACT_STATES = budget
+    assert not plan.exact
+    assert plan.total_cost >= best.total_cost - 1e-9
+    seen: set[int] = set()
+    for c in plan.candidates:
+        assert not (c.nodes & seen)
+        seen |= c.nodes
+    assert seen == set(range(len(g)))

@@ -56,7 +56,7 @@ from partita.collage.rules import (
     backend_rule,
     native_rule,
 )
-from partita.collage.search import Candidate, PartitionError, Plan, search
+from partita.collage.search import MAX_EXACT_STATES, Candidate, PartitionError, Plan, search
 from partita.dialects import make_context
 from partita.dialects.byoc import COMPILER, COMPOSITE, INLINE, PRIMITIVE, PartitionOp
 from partita.ir import PartitaError, op_error
@@ -111,6 +111,9 @@ class FunctionReport:
     total: float
     candidates: int
     eager_total: float | None = None
+    exact: bool = True
+    """Whether the search's cover is the least-cost one (else its beam search's: a graph
+    whose covered sets passed ``MAX_EXACT_STATES``)."""
 
 
 @dataclass
@@ -141,7 +144,8 @@ class CollageReport:
     def format(self) -> str:
         lines = [f"collage: targets={','.join(self.targets)} estimator={self.estimator}"]
         for f in self.functions:
-            lines.append(f"collage: @{f.name}: {f.candidates} candidates, {len(f.groups)} groups")
+            bounded = "" if f.exact else f" (beam search: more than {MAX_EXACT_STATES} covered sets)"
+            lines.append(f"collage: @{f.name}: {f.candidates} candidates, {len(f.groups)} groups{bounded}")
             for g in f.groups:
                 lines.append(f"collage:   {g.describe()}")
             eager = "n/a" if f.eager_total is None else f"{f.eager_total:.6g}s"
@@ -372,6 +376,7 @@ def partition_function(
         plan: Plan = search(graph, cands, cost)
     except PartitionError as err:
         raise op_error(function, f"collage-partition: {err}") from None
+    exact = plan.exact
     if coalesce:
         configs = {t: r.coalesce_config() for t, r in partition_rules(external, native, max_depth, combine).items()}
         natives = set(native)
@@ -390,7 +395,7 @@ def partition_function(
             created[create_partition(members, _partition_attributes(cand))] = group
         else:
             groups.append(_group("native", cand, ops, cost))
-    report = FunctionReport(function.sym_name.data, groups, plan.total_cost, len(cands))
+    report = FunctionReport(function.sym_name.data, groups, plan.total_cost, len(cands), exact=exact)
     return report, created
 
 
