@@ -196,11 +196,13 @@ def _dft(cx, ins, attrs):
         fail("axis is an input since opset 20, not an attribute")
     if _given_at_run_time(ins[1]) or (cx.opset >= 20 and _given_at_run_time(ins[2])):
         # The transform's shape is the values': the plan specializes it per run (nn.dft).
-        axis = {} if cx.opset >= 20 and ins[2] is not None else {"axis": -2 if cx.opset >= 20 else attrs.get("axis", 1)}
-        params = {"dft_length": ins[1], **({"axis": ins[2]} if not axis else {})}
-        return dyn(cx, "dft", [x], {k: v for k, v in params.items() if v is not None}, len(shape),
-                   x.type.element_type, "DFT", inverse=bool(attrs.get("inverse", 0)),
-                   onesided=bool(attrs.get("onesided", 0)), **axis)
+        params: dict[str, Value] = {} if ins[1] is None else {"dft_length": ins[1]}
+        options: dict[str, object] = {"inverse": bool(attrs.get("inverse", 0)), "onesided": bool(attrs.get("onesided", 0))}
+        if cx.opset >= 20 and ins[2] is not None:
+            params["axis"] = ins[2]  # a run-time value, or a constant the plan reads the same way
+        else:
+            options["axis"] = -2 if cx.opset >= 20 else attrs.get("axis", 1)
+        return dyn(cx, "dft", [x], params, len(shape), x.type.element_type, "DFT", **options)
     axis = _dft_axis(cx, ins, attrs, len(shape))
     size = shape[axis]
     if size == nn.DYN:
