@@ -240,6 +240,21 @@ class _OverBudget(Exception):
     """The exact search passed ``MAX_EXACT_STATES``."""
 
 
+def _lower_bounds(graph: DataflowGraph, by_min: list[list[tuple[int, int]]],
+                  cost: Callable[[int], float]) -> tuple[dict[int, float], float]:
+    """Each node's share, the least cost per node of a candidate holding it (0 for a node
+    none holds: the search reports it): per candidate the shares of its nodes, and the
+    shares of all nodes."""
+    share = [math.inf] * len(graph)
+    for cands in by_min:
+        for m, k in cands:
+            per = cost(k) / m.bit_count()
+            for v in bits(m):
+                share[v] = min(share[v], per)
+    share = [0.0 if x == math.inf else x for x in share]
+    return {k: sum(share[v] for v in bits(m)) for cands in by_min for m, k in cands}, sum(share)
+
+
 def _shortest_cover(graph: DataflowGraph, by_min: list[list[tuple[int, int]]], cost: Callable[[int], float], *,
                     beam: int | None) -> dict[int, tuple[int, int]]:
     """Dijkstra from the empty cover to the full one: each reached state's predecessor
@@ -248,17 +263,10 @@ def _shortest_cover(graph: DataflowGraph, by_min: list[list[tuple[int, int]]], c
     order of their cost plus a lower bound of the rest (each uncovered node at the least
     cost per node of a candidate holding it: every candidate's cost counted up front)."""
     full = graph.full_mask
-    share = [0.0] * len(graph)  # A*'s per-node lower bound (the beam search only)
-    if beam is not None:
-        share = [math.inf] * len(graph)
-        for cands in by_min:
-            for m, k in cands:
-                per = cost(k) / m.bit_count()
-                for v in bits(m):
-                    share[v] = min(share[v], per)
-        share = [0.0 if x == math.inf else x for x in share]  # a node no candidate holds: the search says so
-    bound = {k: sum(share[v] for v in bits(m)) for cands in by_min for m, k in cands} if beam is not None else {}
-    rest: dict[int, float] = {0: sum(share)}
+    # A*'s lower bound of what covering the rest costs (the beam search only): the sum of
+    # its nodes' shares, less each chosen candidate's nodes' (``bound``).
+    bound, everything = _lower_bounds(graph, by_min, cost) if beam is not None else ({}, 0.0)
+    rest: dict[int, float] = {0: everything}
     dist: dict[int, float] = {0: 0.0}
     parent: dict[int, tuple[int, int]] = {}
     expanded = [0] * len(graph)
