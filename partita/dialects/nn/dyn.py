@@ -45,7 +45,7 @@ from partita.dialects.nn.conv import Col2ImOp, MaxUnpoolOp, check_max_unpool_siz
 from partita.dialects.nn.image import AffineGridOp
 from partita.dialects.nn.indexing import ArangeOp, BroadcastToOp, OneHotOp, StridedSliceOp, TileOp
 from partita.dialects.nn.reduction import TopKIndicesOp, TopKValuesOp
-from partita.dialects.nn.spectral import DFTOp, STFTOp, mel_weight_matrix
+from partita.dialects.nn.spectral import DFTOp, STFTOp, dft_axis, mel_weight_matrix
 from partita.dialects.nn.transform import ConstantOp, PadOp, ReshapeOp
 
 INT64_MAX = 2**63 - 1
@@ -228,15 +228,11 @@ def _mel_weight_matrix(inputs, params, options):
 
 def _dft(inputs, params, options):
     (x,) = inputs
-    rank = len(_shape(x))
-    axis = int(_scalar(params["axis"])) if "axis" in params else options["axis"]
-    if not -rank <= axis <= rank - 2:  # the last dim holds (re, im)
-        raise VerifyException(f"axis {axis} is out of range for an input of rank {rank} (accepted: [{-rank}, -2] "
-                              f"and [0, {rank - 2}])")
+    axis = dft_axis(int(_scalar(params["axis"])) if "axis" in params else options["axis"], len(_shape(x)))
     length = int(_scalar(params["dft_length"])) if "dft_length" in params else 0
     if "dft_length" in params and length < 1:
         raise VerifyException(f"dft_length must be positive, got {length}")
-    return DFTOp(x, axis=axis % rank, length=length, inverse=options["inverse"], onesided=options["onesided"])
+    return DFTOp(x, axis=axis, length=length, inverse=options["inverse"], onesided=options["onesided"])
 
 
 def _stft(inputs, params, options):

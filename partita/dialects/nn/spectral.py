@@ -43,7 +43,16 @@ from partita.dialects.nn.base import (
     kind_trait,
 )
 
-__all__ = ["DFTOp", "STFTOp", "dft_shape", "mel_weight_matrix"]
+__all__ = ["DFTOp", "STFTOp", "dft_axis", "dft_shape", "mel_weight_matrix"]
+
+
+def dft_axis(axis: int, rank: int) -> int:
+    """ONNX DFT's ``axis`` of an input of ``rank``, negative ones counted from the end, as
+    an index in ``[0, rank - 2]``: the last dim holds (re, im) and is no signal axis."""
+    if not -rank <= axis <= rank - 2:
+        raise VerifyException(f"axis {axis} is out of range for an input of rank {rank} (accepted: [{-rank}, -2] "
+                              f"and [0, {rank - 2}])")
+    return axis % rank
 
 
 def dft_shape(shape: Shape, axis: int, length: int, inverse: bool, onesided: bool) -> Shape:

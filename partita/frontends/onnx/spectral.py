@@ -167,18 +167,6 @@ def _signal(cx: Importer, v: Value, what: str) -> tuple[SSAValue, int]:
     return x, shape[-1]
 
 
-def _dft_axis(cx: Importer, ins: list[Value], attrs: dict, rank: int) -> int:
-    if cx.opset >= 20:
-        if "axis" in attrs:
-            fail("axis is an input since opset 20, not an attribute")
-        axis = -2 if len(ins) < 3 or ins[2] is None else _const_int(ins[2], "axis")
-    else:
-        axis = attrs.get("axis", 1)
-    # The last dim holds (re, im) and is no signal axis.
-    if not (-rank <= axis <= rank - 2):
-        fail(f"axis {axis} is out of range for an input of rank {rank} (accepted: [{-rank}, -2] and "
-             f"[0, {rank - 2}])")
-    return axis % rank
 
 
 def _given_at_run_time(v: Value | None) -> bool:
@@ -194,16 +182,21 @@ def _dft(cx, ins, attrs):
     ins = list(ins) + [None] * (3 - len(ins))
     if cx.opset >= 20 and "axis" in attrs:
         fail("axis is an input since opset 20, not an attribute")
-    if _given_at_run_time(ins[1]) or (cx.opset >= 20 and _given_at_run_time(ins[2])):
+    # Opset 20 gives the axis as an input (default -2), the opsets before as an attribute.
+    axis_input, default_axis = (ins[2], -2) if cx.opset >= 20 else (None, attrs.get("axis", 1))
+    if _given_at_run_time(ins[1]) or _given_at_run_time(axis_input):
         # The transform's shape is the values': the plan specializes it per run (nn.dft).
         params: dict[str, Value] = {} if ins[1] is None else {"dft_length": ins[1]}
         options: dict[str, object] = {"inverse": bool(attrs.get("inverse", 0)), "onesided": bool(attrs.get("onesided", 0))}
-        if cx.opset >= 20 and ins[2] is not None:
-            params["axis"] = ins[2]  # a run-time value, or a constant the plan reads the same way
+        if axis_input is not None:
+            params["axis"] = axis_input  # a run-time value, or a constant the plan reads the same way
         else:
-            options["axis"] = -2 if cx.opset >= 20 else attrs.get("axis", 1)
+            options["axis"] = default_axis
         return dyn(cx, "dft", [x], params, len(shape), x.type.element_type, "DFT", **options)
-    axis = _dft_axis(cx, ins, attrs, len(shape))
+    try:
+        axis = nn.dft_axis(default_axis if axis_input is None else _const_int(axis_input, "axis"), len(shape))
+    except VerifyException as err:
+        fail(str(err))
     size = shape[axis]
     if size == nn.DYN:
         fail(f"DFT is built as a matrix product and needs a static signal length; the input has shape "
