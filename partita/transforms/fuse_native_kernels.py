@@ -196,8 +196,8 @@ def clone_computed_operands(block: Block) -> None:
     originals nothing reads any more are erased."""
     cloned: list[Operation] = []
     position = {op: k for k, op in enumerate(block.ops)}
-    for anchor in [op for op in block.ops if computed_operands(op)]:
-        for k in computed_operands(anchor):
+    for anchor, operands in [(op, computed) for op in block.ops if (computed := computed_operands(op))]:
+        for k in operands:
             value = anchor.operands[k]
             ops = _injective_slice(value, position)
             if not ops or len(ops) > MAX_CLONED:

@@ -330,8 +330,7 @@ class Importer:
             if inp.name in self.values:  # pre-IR-v4 models list initializers as inputs
                 continue
             if inp.type.HasField("sequence_type"):  # one argument per element
-                elements = []
-                input_spans.append(SequenceSpan(inp.name, len(arg_types), 0))
+                elements, position = [], len(arg_types)
                 for k, typ in enumerate(self._element_types(inp)):
                     arg = self.block.insert_arg(typ, len(self.block.args))
                     label = element_name(inp.name, k)
@@ -342,7 +341,7 @@ class Importer:
                     arg_names.append(label)
                 code = inp.type.sequence_type.elem_type.tensor_type.elem_type
                 self.values[inp.name] = SequenceValue(tuple(elements), code)
-                input_spans[-1] = SequenceSpan(inp.name, input_spans[-1].position, len(elements))
+                input_spans.append(SequenceSpan(inp.name, position, len(elements)))
                 continue
             typ = _value_type(inp, "graph input")
             arg = self.block.insert_arg(typ, len(self.block.args))
