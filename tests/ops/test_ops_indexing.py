@@ -310,31 +310,109 @@ def test_expand_shape_from_a_torch_style_where_equal(tmp_path) -> None:
 
 
 def test_slices_of_a_dynamic_axis(tmp_path) -> None:
-    """x[:, 1:] (size seq - 1), x[:, 1:-1] (seq - 2), x[:, -1:] (the last token),
-    x[:, -3:-1] and x[:, 1:3] (static sizes, assuming the axis holds them, which binding
-    checks) on a dynamic sequence axis; a stride is a clear error."""
+    """x[:, 1:] (size seq - 1), x[:, 1:-1] (seq - 2), x[:, 1::2] (every other one from
+    the second), x[:, -1:] (the last token), x[:, -3:-1] and x[:, 1:3] (static sizes,
+    assuming the axis holds them, which binding checks) on a dynamic sequence axis; a
+    stride with an end is a clear error."""
     inits = [("one", np.array([1])), ("big", np.array([2**63 - 1])), ("m1", np.array([-1])),
-             ("m3", np.array([-3])), ("ax", np.array([1])), ("three", np.array([3]))]
+             ("m3", np.array([-3])), ("ax", np.array([1])), ("three", np.array([3])), ("two", np.array([2]))]
     m = make([h.make_node("Slice", ["x", "one", "big", "ax"], ["tail"]),
               h.make_node("Slice", ["x", "m1", "big", "ax"], ["last"]),
               h.make_node("Slice", ["x", "m3", "m1", "ax"], ["mid"]),
               h.make_node("Slice", ["x", "one", "three", "ax"], ["head"]),
-              h.make_node("Slice", ["x", "one", "m1", "ax"], ["inner"])],
-             [("x", np.float32, [2, "seq", 3])], ["tail", "last", "mid", "head", "inner"], inits)
+              h.make_node("Slice", ["x", "one", "m1", "ax"], ["inner"]),
+              h.make_node("Slice", ["x", "one", "big", "ax", "two"], ["every"])],
+             [("x", np.float32, [2, "seq", 3])], ["tail", "last", "mid", "head", "inner", "every"], inits)
     for seq in (3, 6):
         x = data((2, seq, 3), np.float32, seq)
         (tmp_path / str(seq)).mkdir()
-        check(m, [x], tmp_path / str(seq), [x[:, 1:], x[:, -1:], x[:, -3:-1], x[:, 1:3], x[:, 1:-1]])
+        check(m, [x], tmp_path / str(seq), [x[:, 1:], x[:, -1:], x[:, -3:-1], x[:, 1:3], x[:, 1:-1], x[:, 1::2]])
     import partita
 
     head = make([h.make_node("Slice", ["x", "one", "three", "ax"], ["head"])], [("x", np.float32, [2, "seq", 3])],
                 ["head"], inits)
     with pytest.raises(PartitaError, match=r"its result would be 2x1x3 with these inputs, but its type says tensor<2x2x3xf32>"):
         partita.compile(head).run(data((2, 2, 3), np.float32))  # [1:3] of two tokens
-    bad = make([h.make_node("Slice", ["x", "one", "big", "ax", "two"], ["y"])],
-               [("x", np.float32, [2, "seq", 3])], ["y"], [*inits, ("two", np.array([2]))])
-    with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end 9223372036854775807, step 2"):
+    bad = make([h.make_node("Slice", ["x", "one", "three", "ax", "two"], ["y"])],
+               [("x", np.float32, [2, "seq", 3])], ["y"], inits)
+    with pytest.raises(PartitaError, match="slicing dynamic dimension 1 with start 1, end 3, step 2"):
         import_onnx(bad)
+
+
+def test_the_first_k_of_a_data_dependent_axis(tmp_path) -> None:
+    """``keep[:k]`` of what a NonZero (an NMS) kept holds min(kept, k) rows, as ONNX clamps
+    (torchvision's RPN keeps its ``post_nms_top_n`` best proposals this way): the slice of an
+    axis only a run sizes is clamped (``?``), not assumed to hold ``k``. Checked against
+    onnxruntime for fewer and more hits than ``k``, with a [1::2] of the same axis."""
+    import partita
+
+    ort = pytest.importorskip("onnxruntime")
+    inits = [("zero", np.array([0])), ("four", np.array([4])), ("one", np.array([1])), ("two", np.array([2])),
+             ("big", np.array([2**63 - 1]))]
+    m = make([h.make_node("NonZero", ["x"], ["nz"]),
+              h.make_node("Transpose", ["nz"], ["hits"], perm=[1, 0]),
+              h.make_node("Slice", ["hits", "zero", "four", "zero"], ["first"]),
+              h.make_node("Slice", ["hits", "one", "big", "zero", "two"], ["odd"])],
+             [("x", np.float32, [3, 4])], ["first", "odd"], inits)
+    for output in m.graph.output:
+        output.type.tensor_type.elem_type = TP.INT64  # onnxruntime wants them typed
+    sliced = next(op for op in import_onnx(m).walk() if op.name == "nn.strided_slice")
+    assert list(sliced.clamped) == [0] and str(sliced.result.type) == "tensor<?x2xi64>"
+    exe = partita.compile(m, cache_dir=tmp_path)
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for hits in (2, 9):
+        x = np.zeros(12, np.float32)
+        x[np.random.default_rng(hits).choice(12, hits, replace=False)] = 1
+        x = x.reshape(3, 4)
+        got, want = exe.run(x), session.run(None, {"x": x})
+        assert [g.shape for g in got] == [w.shape for w in want] == [(min(hits, 4), 2), (hits // 2, 2)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_slice_and_split_at_offsets_from_run_time_dims(tmp_path) -> None:
+    """A slice starting at ``n - 2`` and a split into ``[n - 1, 1]`` along a dynamic axis of
+    size ``n`` (an RPN cuts its concatenated anchors into levels of H * W * A each): the
+    bounds are computed from the dims and read when the plan binds, as onnxruntime does."""
+    import partita
+
+    ort = pytest.importorskip("onnxruntime")
+    inits = [("one", np.array([1])), ("two", np.array([2])), ("big", np.array([2**63 - 1])), ("ax", np.array([1]))]
+    m = make([h.make_node("Shape", ["x"], ["s"]), h.make_node("Slice", ["s", "one", "two"], ["n"]),
+              h.make_node("Sub", ["n", "two"], ["start"]), h.make_node("Sub", ["n", "one"], ["rest"]),
+              h.make_node("Slice", ["x", "start", "big", "ax"], ["last_two"]),
+              h.make_node("Concat", ["rest", "one"], ["sizes"], axis=0),
+              h.make_node("Split", ["x", "sizes"], ["head", "tail"], axis=1)],
+             [("x", np.float32, [2, "n", 3])], ["last_two", "head", "tail"], inits)
+    for output in m.graph.output:
+        output.type.tensor_type.elem_type = TP.FLOAT
+    exe = partita.compile(m, cache_dir=tmp_path)
+    assert 'kind = "slice"' in str(exe) and 'kind = "split"' in str(exe)
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (3, 6):
+        x = data((2, n, 3), np.float32, n)
+        got, want = exe.run(x), session.run(None, {"x": x})
+        assert [g.shape for g in got] == [w.shape for w in want] == [(2, 2, 3), (2, n - 1, 3), (2, 1, 3)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_clamped_and_strided_slices_of_a_dynamic_axis_on_the_host(tmp_path) -> None:
+    """The kernels of a clamped ``[1:4]`` and a ``[1::2]`` of a dynamic axis, built for the
+    host, against the reference at 3 and 7 rows (below and past the clamp)."""
+    from support.kernel_check import check_kernels, fuse  # tests/support/kernel_check.py
+
+    big = 2**63 - 1
+    text = f"""
+func.func @main(%x: tensor<?x3xf32>) -> (tensor<?x3xf32>, tensor<?x3xf32>) {{
+  %a = nn.strided_slice %x {{begin = array<i64: 1, 0>, end = array<i64: 4, {big}>, strides = array<i64: 1, 1>, clamped = array<i64: 0>}} : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  %b = nn.strided_slice %x {{begin = array<i64: 1, 0>, end = array<i64: {big}, {big}>, strides = array<i64: 2, 1>}} : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  func.return %a, %b : tensor<?x3xf32>, tensor<?x3xf32>
+}}
+"""
+    for rows in (3, 7):
+        (tmp_path / str(rows)).mkdir()
+        assert len(check_kernels(fuse(text), tmp_path / str(rows), dynamic=rows)) == 2  # two kernels, checked
 
 
 @pytest.mark.parametrize("partitioner", ["collage", "eager"])

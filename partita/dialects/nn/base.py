@@ -366,6 +366,8 @@ class ShapeArith:
 
     def floordiv(self, a: Any, b: Any) -> Any: ...  # pragma: no cover - protocol
 
+    def select_ge(self, a: Any, b: Any, then: Any, other: Any) -> Any: ...  # pragma: no cover - protocol
+
 
 class OpKind(IntEnum):
     """An operator's pattern kind (TVM's ``OpPatternKind``). Kinds are ordered: a group of

@@ -74,9 +74,10 @@ def dynamic_slice(begin: int, end: int, step: int) -> str | None:
     ``dim - b - j``), ``last`` (``[-k:]`` or ``[-k:-j]``: a static size, assuming the axis
     holds ``k`` elements) and ``head`` (``[b:e]``, ``0 <= b <= e``: the static size
     ``e - b``, assuming the axis holds ``e``). An assumption is checked when a plan binds
-    the shapes (Longformer slices its chunks all these ways)."""
+    the shapes (Longformer slices its chunks all these ways). With a step ``s > 1`` only
+    ``tail`` (``[b::s]``, size ``ceil((dim - b) / s)``: every s-th box coordinate)."""
     if step != 1:
-        return None
+        return "tail" if step > 1 and begin >= 0 and end >= 2**62 else None
     if begin >= 0 and end >= 2**62:
         return "tail"
     if begin < 0 and (end >= 2**62 or begin < end < 0):
@@ -341,7 +342,11 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
     """``input[begin[0]:end[0]:strides[0], ...]`` with Python / ONNX Slice semantics per
     axis (negative bounds count from the end, out-of-range bounds clamp, negative strides
     walk backwards). A ``targets`` axis ends at the size of its ref's dim (it must start
-    at 0 with stride 1): ``pos_table[:seq]``. A dynamic input axis may only be kept whole."""
+    at 0 with stride 1): ``pos_table[:seq]``. A dynamic input axis is sliced in one of
+    ``dynamic_slice``'s forms; a ``head`` (``[b:e]``) on one is assumed to hold ``e``
+    elements (a static ``e - b``, checked when a plan binds) unless the axis is ``clamped``:
+    then its length is ``?``, ``min(dim, e) - b`` at least 0, as ONNX clamps (the first
+    ``e`` boxes an NMS kept, however many it kept)."""
     traits = kind_trait(OpKind.INJECTIVE)
 
     name = "nn.strided_slice"
@@ -354,17 +359,21 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
     strides_attr = _ints_prop("strides")
     ref_axes_attr = _ints_prop("ref_axes", ())
     targets_attr = _ints_prop("targets", ())
+    clamped_attr = _ints_prop("clamped", ())
     begin = _value("begin")
     end = _value("end")
     strides = _value("strides")
     ref_axes = _value("ref_axes")
     targets = _value("targets")
+    clamped = _value("clamped")
     assembly_format = FORMAT_OPERANDS
 
     def __init__(self, input, begin: Sequence[int], end: Sequence[int],
                  strides: Sequence[int], refs: Sequence[tuple[SSAValue, int, int]] = (),
-                 result_type: Attribute | None = None):
+                 result_type: Attribute | None = None, clamped: Sequence[int] = ()):
         ref_values, props = _refs_props(refs)
+        if clamped:
+            props["clamped"] = list(clamped)
         _init(self, [input, ref_values], result_type, begin=begin, end=end, strides=strides,
               **props)
 
@@ -375,10 +384,14 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
         if 0 in self.strides:
             raise VerifyException("strides must be non-zero")
         out = []
+        for axis in self.clamped:
+            if not 0 <= axis < len(x) or dynamic_slice(
+                    self.begin[axis], self.end[axis], self.strides[axis]) != "head" or axis in self.targets:
+                raise VerifyException(f"clamped axis {axis} must be sliced [b:e] with 0 <= b <= e and stride 1")
         for axis, (d, b, e, s) in enumerate(zip(x, self.begin, self.end, self.strides)):
             if d != DYN:
                 out.append(slice_length(d, b, e, s))
-            elif axis in self.targets or dynamic_slice(b, e, s) in ("tail", "inner"):
+            elif axis in self.targets or axis in self.clamped or dynamic_slice(b, e, s) in ("tail", "inner"):
                 out.append(DYN)
             elif dynamic_slice(b, e, s) == "last":
                 out.append((e if e < 0 else 0) - b)
@@ -407,9 +420,18 @@ class StridedSliceOp(RefDimsMixin, IndexingOp):
 
     def result_dims(self, dims, arith):
         # A '?' that no ref sizes is a dynamic input axis sliced from begin to its end, or
-        # to -j before it.
-        out = [s if s != DYN else arith.add(d, (e if -(2**62) < e < 0 else 0) - b)
-               for s, d, b, e in zip(_shape(self.result), dims(self.input), self.begin, self.end)]
+        # to -j before it, or a clamped [b:e]: e - b, or d - b when d < e, or 0 when d < b.
+        out = []
+        for axis, (s, d, b, e, st) in enumerate(zip(_shape(self.result), dims(self.input), self.begin, self.end,
+                                                    self.strides)):
+            if s != DYN:
+                out.append(s)
+            elif axis in self.clamped:
+                out.append(arith.select_ge(d, e, e - b, arith.select_ge(d, b, arith.add(d, -b), 0)))
+            elif st > 1:  # [b::st]
+                out.append(arith.floordiv(arith.add(d, st - 1 - b), st))
+            else:
+                out.append(arith.add(d, (e if -(2**62) < e < 0 else 0) - b))
         return self.apply_refs(out, dims, arith)
 
 

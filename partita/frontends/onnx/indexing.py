@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import numpy_helper
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, run_time, static_length
@@ -137,8 +137,12 @@ def _slice(cx, ins, attrs):
         return settle(_sym_slice(cx, ins, attrs))
     x = cx.tensor(ins[0])
     rank = len(shape_of(x))
-    if cx.opset >= 10 and any(run_time(v) for v in ins[1:]):
-        params = dict(zip(("starts", "ends", "axes", "steps"), ins[1:]))
+    # Bounds computed at run time, or starts from run-time dims (an RPN's per-level offsets
+    # into its concatenated anchors: sums of H * W * A), sized once the plan reads them.
+    if cx.opset >= 10 and (any(run_time(v) for v in ins[1:]) or any(
+            is_symbolic(v) for v in (ins[1:2] + ins[3:]))):
+        params = {k: cx.tensor(v) if is_symbolic(v) else v
+                  for k, v in zip(("starts", "ends", "axes", "steps"), ins[1:])}
         return dyn(cx, "slice", [x], params, rank, x.type.element_type, "the slice bounds")
     if cx.opset < 10:
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
@@ -168,15 +172,38 @@ def _slice(cx, ins, attrs):
             end[a] = INT64_MAX
         else:
             end[a] = e
+    clamped = []
     for a, d in enumerate(shape_of(x)):
-        if d == nn.DYN and not any(t == a for _, _, t in refs) and \
-                nn.dynamic_slice(begin[a], end[a], strides[a]) is None:
+        if d != nn.DYN or any(t == a for _, _, t in refs):
+            continue
+        form = nn.dynamic_slice(begin[a], end[a], strides[a])
+        if form is None:
             fail(f"slicing dynamic dimension {a} with start {begin[a]}, end {end[a]}, step "
                  f"{strides[a]} is not supported (supported: [b:] and [b:-j] with b >= 0, [-k:], "
                  "[-k:-j], [b:e] with 0 <= b <= e, or up to a dynamic size; step 1)")
+        if form == "head" and data_sized(x):
+            clamped.append(a)  # the first e of however many a run kept: no size to assume
     if not refs and all((b, e, s) == (0, INT64_MAX, 1) for b, e, s in zip(begin, end, strides)):
         return x
-    return cx.emit(nn.StridedSliceOp(x, begin, end, strides, refs))
+    return cx.emit(nn.StridedSliceOp(x, begin, end, strides, refs, clamped=clamped))
+
+
+def data_sized(v: SSAValue) -> bool:
+    """Whether ``v``'s dynamic dims may have any size a run computes: it is computed from
+    a data-dependent op's result (the boxes a NonMaxSuppression kept, a NonZero's hits,
+    the branch a run-time If took, a host loop's carried values) or an ``nn.dyn``'s, not
+    only from the graph inputs' dims."""
+    seen: set[Operation] = set()
+    stack = [v.owner] if isinstance(v.owner, Operation) else []
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if getattr(op, "DATA_DEPENDENT", False) or isinstance(op, nn.DynOp):
+            return True
+        stack.extend(o.owner for o in op.operands if isinstance(o.owner, Operation) and o.owner not in seen)
+    return False
 
 
 @converter("Split")
@@ -187,12 +214,15 @@ def _split(cx, ins, attrs):
     if not -len(dims) <= axis < len(dims):
         fail(f"axis {axis} out of range for rank {len(dims)}")
     axis %= len(dims)
-    if dims[axis] == nn.DYN:
-        fail("splitting a dynamic dimension is not supported")
-    size = dims[axis]
-    if cx.opset >= 13 and _present(ins, 1) and run_time(ins[1]):
-        return [dyn(cx, "split", [x], {"split": ins[1]}, len(dims), x.type.element_type, "split",
+    given = ins[1] if cx.opset >= 13 and _present(ins, 1) else None
+    if given is not None and (run_time(given) or is_symbolic(given) or dims[axis] == nn.DYN):
+        # sizes the plan reads: computed, or run-time dims (an RPN's anchors per level)
+        split = cx.tensor(given) if is_symbolic(given) else given
+        return [dyn(cx, "split", [x], {"split": split}, len(dims), x.type.element_type, "split",
                     axis=axis, index=k) for k in range(len(cx.node.output))]
+    if dims[axis] == nn.DYN:
+        fail("splitting a dynamic dimension into equal parts is not supported (give the split sizes)")
+    size = dims[axis]
     if cx.opset < 13 and "split" in attrs:
         split = list(attrs["split"])
     elif cx.opset >= 13 and _present(ins, 1):

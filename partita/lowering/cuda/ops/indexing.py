@@ -32,6 +32,12 @@ class CArith:
         return a // b if isinstance(a, int) and isinstance(b, int) else \
             f"{_paren(a)} / {_paren(b)}"
 
+    @staticmethod
+    def select_ge(a, b, then, other):
+        if isinstance(a, int) and isinstance(b, int):
+            return then if a >= b else other
+        return f"({_paren(a)} >= {_paren(b)} ? {_paren(then)} : {_paren(other)})"
+
 
 def derived_dims(emitter, op) -> list:
     """``dims=`` of the rules: the op's own result-dims rule over the kernel's dims."""
@@ -119,7 +125,8 @@ def strided_slice_index(emitter, op: nn.StridedSliceOp, index: list[str]) -> lis
         if d == DYNAMIC_INDEX:  # a form of nn.dynamic_slice: no clamping
             dim = emitter.dims[op.input][axis]
             start = b if b >= 0 else f"{_paren(dim)} - {-b}"
-            inner.append(_paren(_add(start, index[axis])) if start != 0 else index[axis])
+            at = index[axis] if s == 1 else _paren(f"{_paren(index[axis])} * {s}")  # s > 1: a [b::s] tail
+            inner.append(_paren(_add(start, at)) if start != 0 else at)
             continue
         start = range(d)[slice(b, e, s)].start if len(range(d)[slice(b, e, s)]) else 0
         step = index[axis] if s == 1 else f"{index[axis]} * {s}" if s > 0 else \

@@ -48,10 +48,19 @@ func.func @slice_zero_stride(%x: tensor<4xf32>) {
 
 // -----
 
-// Every other element of an axis of unknown size: a size the kernels do not compute.
+// Every other element up to 8 of an axis of unknown size: a stride only runs to its end.
 func.func @slice_dynamic_axis(%x: tensor<?xf32>) {
   // expected-error@+1 {{dynamic axis 0 must be sliced with stride 1 (nn.dynamic_slice's forms)}}
-  %0 = nn.strided_slice %x {begin = array<i64: 0>, end = array<i64: 9223372036854775807>, strides = array<i64: 2>} : (tensor<?xf32>) -> tensor<?xf32>
+  %0 = nn.strided_slice %x {begin = array<i64: 0>, end = array<i64: 8>, strides = array<i64: 2>} : (tensor<?xf32>) -> tensor<?xf32>
+  func.return
+}
+
+// -----
+
+// Only a [b:e] is clamped; a tail already has the axis' own size.
+func.func @clamped_tail(%x: tensor<?xf32>) {
+  // expected-error@+1 {{clamped axis 0 must be sliced [b:e] with 0 <= b <= e and stride 1}}
+  %0 = nn.strided_slice %x {begin = array<i64: 2>, end = array<i64: 9223372036854775807>, strides = array<i64: 1>, clamped = array<i64: 0>} : (tensor<?xf32>) -> tensor<?xf32>
   func.return
 }
 

@@ -48,6 +48,17 @@ func.func @head_of_a_dynamic_axis(%x: tensor<?x2xf32>) -> tensor<3x2xf32> {
   func.return %0 : tensor<3x2xf32>
 }
 
+// The first boxes of however many a run kept: a clamped [0:4] has up to 4; and every
+// other one from the second, [1::2].
+// CHECK-LABEL: func.func @clamped_and_strided_dynamic_axes
+// CHECK-NEXT: %0 = nn.strided_slice %x {begin = array<i64: 0, 0>, end = array<i64: 4, 9223372036854775807>, strides = array<i64: 1, 1>, clamped = array<i64: 0>} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+// CHECK-NEXT: %1 = nn.strided_slice %x {begin = array<i64: 1, 0>, end = array<i64: 9223372036854775807, 9223372036854775807>, strides = array<i64: 2, 1>} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+func.func @clamped_and_strided_dynamic_axes(%x: tensor<?x2xf32>) -> tensor<?x2xf32> {
+  %0 = nn.strided_slice %x {begin = array<i64: 0, 0>, end = array<i64: 4, 9223372036854775807>, strides = array<i64: 1, 1>, clamped = array<i64: 0>} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %1 = nn.strided_slice %x {begin = array<i64: 1, 0>, end = array<i64: 9223372036854775807, 9223372036854775807>, strides = array<i64: 2, 1>} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  func.return %0 : tensor<?x2xf32>
+}
+
 // Refs of one target add up: a decoder's key positions, arange(past + seq).
 // CHECK-LABEL: func.func @summed_refs
 // CHECK-NEXT: %0 = nn.arange %past, %ids {start = 0.000000e+00 : f64, delta = 1.000000e+00 : f64, ref_axes = array<i64: 2, 1>, targets = array<i64: 0, 0>} : (tensor<1x2x?x4xf32>, tensor<?x?xi64>) -> tensor<?xi64>
