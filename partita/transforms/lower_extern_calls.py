@@ -141,7 +141,9 @@ class LowerExternCalls(ModulePass):
             raise op_error(call, f"calls @{call.callee.string_value()}, whose result is tied to operand "
                                  f"#{operand}, which is not one of its operands of the result's type {typ}")
         value = call.arguments[operand]
-        if not value.has_one_use():
+        # A tensor.dim reads the buffer's shape (the shape functions' inputs), which the
+        # in-place write keeps: only other reads of its contents forbid writing it.
+        if sum(not isinstance(use.operation, tensor.DimOp) for use in value.uses) != 1:
             raise op_error(call, f"passes operand #{operand} to @{call.callee.string_value()}, which writes its "
                                  f"result into it in place ('{TIED_OPERAND}'), but reads it elsewhere too")
         return value

@@ -144,3 +144,24 @@ func.func @step(%cache: tensor<1x2x16x4xf32>, %u: tensor<1x2x1x4xf32>, %pos: ten
   %0 = func.call @update(%cache, %u, %pos) : (tensor<1x2x16x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>) -> tensor<1x2x16x4xf32>
   func.return %0 : tensor<1x2x16x4xf32>
 }
+
+// -----
+
+// A tied result of dynamic shape (the pooled features of however many boxes a run
+// kept, scattered in place): its shape function reads the operand's dims with tensor.dim,
+// which reads no contents, so the operand still dies at the call and is its outs.
+
+// CHECK-LABEL: func.func @pool(
+// CHECK-NEXT:    %[[K0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[N:.*]] = tensor.dim %d, %[[K0]] : tensor<?x4xf32>
+// CHECK:         %[[R:.*]] = byoc.call_extern @scatter(%d, %i, %u) outs(%d)
+// CHECK-NEXT:    func.return %[[R]] : tensor<?x4xf32>
+func.func private @scatter(tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> (tensor<?x4xf32> {byoc.tied_operand = 0 : i64}) attributes {byoc.extern}
+func.func private @scatter_reference(%d: tensor<?x4xf32>, %i: tensor<?x4xi64>, %u: tensor<?x4xf32>) -> tensor<?x4xf32> attributes {byoc.reference_impl = @scatter} {
+  %0 = nn.scatter_elements %d, %i, %u {axis = 0 : i64} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  func.return %0 : tensor<?x4xf32>
+}
+func.func @pool(%d: tensor<?x4xf32>, %i: tensor<?x4xi64>, %u: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %0 = func.call @scatter(%d, %i, %u) : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  func.return %0 : tensor<?x4xf32>
+}
