@@ -228,10 +228,10 @@ def test_dynamic_batch_resize_and_depth_to_space_end_to_end(tmp_path) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def _interpolate_model(keep: str = "batch") -> onnx.ModelProto:
+def _interpolate_model() -> onnx.ModelProto:
     """``F.interpolate(x, size=(2 * ceil(h / 2), 2 * ceil(w / 2)))`` as the TorchScript
     exporter writes it (MobileViT's unfolding): sizes ``Concat(Shape(x)[:2], ...)``, the
-    batch a dynamic dim. ``keep="other"``: the first size is another input's batch."""
+    batch a dynamic dim."""
     size = lambda i: [  # noqa: E731 - 2 * ceil(Shape(x)[i] / 2), through floats
         helper.make_node("Gather", ["shape", f"i{i}"], [f"d{i}"], axis=0),
         helper.make_node("Cast", [f"d{i}"], [f"f{i}"], to=TensorProto.FLOAT),
@@ -240,7 +240,7 @@ def _interpolate_model(keep: str = "batch") -> onnx.ModelProto:
         helper.make_node("Mul", [f"c{i}", "two"], [f"m{i}"]),
         helper.make_node("Cast", [f"m{i}"], [f"n{i}"], to=TensorProto.INT64)]
     nodes = [helper.make_node("Shape", ["x"], ["shape"]),
-             helper.make_node("Shape", ["other" if keep == "other" else "x"], ["lead_shape"]),
+             helper.make_node("Shape", ["x"], ["lead_shape"]),
              helper.make_node("Slice", ["lead_shape", "zero", "two_i"], ["lead"]),
              *size(2), *size(3),
              helper.make_node("Concat", ["n2", "n3"], ["hw"], axis=0),
@@ -250,8 +250,6 @@ def _interpolate_model(keep: str = "batch") -> onnx.ModelProto:
              numpy_helper.from_array(np.array(2.0, np.float32), "two"), numpy_helper.from_array(np.array([0], np.int64), "zero"),
              numpy_helper.from_array(np.array([2], np.int64), "two_i")]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5, 7])]
-    if keep == "other":
-        inputs.append(helper.make_tensor_value_info("other", TensorProto.FLOAT, ["M", 3]))
     graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -272,9 +270,60 @@ def test_resize_to_sizes_computed_from_the_input_shape(tmp_path) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_resize_to_another_tensors_run_time_size_is_a_located_error() -> None:
-    with pytest.raises(PartitaError, match=r"Resize.*sizes gives axis 0 a run-time size other than the input's"):
-        partita.compile(_interpolate_model(keep="other"))
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_to_run_time_sizes_the_model_does_not_declare(mode, tmp_path) -> None:
+    """Sizes (or scales) read from a tensor the run computes, with no declared output shape
+    (Mask R-CNN pastes each mask at its box's size): an ``nn.dyn`` resize, sized when the
+    plan reads the values, one compile for every size, as onnxruntime computes it."""
+    import onnxruntime as ort
+
+    for given, dtype, values in (("sizes", TensorProto.INT64, ([1, 2, 7, 3], [1, 2, 2, 9])),
+                                 ("scales", TensorProto.FLOAT, ([1.0, 1.0, 1.5, 0.5], [1.0, 1.0, 0.75, 2.0]))):
+        inputs = ["x", "", given] if given == "scales" else ["x", "", "", given]
+        graph = helper.make_graph(
+            [helper.make_node("Abs", ["v"], [given]), helper.make_node("Resize", inputs, ["y"], mode=mode)], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 6]),
+             helper.make_tensor_value_info("v", dtype, [4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        exe = partita.compile(model, cache_dir=tmp_path)
+        assert 'kind = "resize"' in str(exe)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        x = np.random.default_rng(0).standard_normal((1, 2, 4, 6)).astype(np.float32)
+        for v in values:
+            v = np.array(v, np.int64 if dtype == TensorProto.INT64 else np.float32)
+            (got,) = exe.run(x, v)
+            (want,) = session.run(None, {"x": x, "v": v})
+            assert got.shape == want.shape, given
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{given} {v}")
+
+
+def test_resize_to_another_tensors_run_time_size(tmp_path) -> None:
+    """``F.interpolate(top, size=lateral.shape[-2:])``, an FPN's top-down path as torchvision
+    exports it: the sizes are another tensor's run-time dims, read when the plan binds (an
+    ``nn.dyn`` resize), one compile for every pair of sizes, as onnxruntime computes it."""
+    import onnxruntime as ort
+
+    n = helper.make_node
+    nodes = [n("Shape", ["top"], ["top_shape"]), n("Shape", ["lateral"], ["lateral_shape"]),
+             n("Slice", ["top_shape", "zero", "two"], ["lead"]), n("Slice", ["lateral_shape", "two", "four"], ["hw"]),
+             n("Concat", ["lead", "hw"], ["sizes"], axis=0), n("Resize", ["top", "", "", "sizes"], ["up"], mode="nearest"),
+             n("Add", ["up", "lateral"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([k], np.int64), name) for k, name in ((0, "zero"), (2, "two"), (4, "four"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("top", TensorProto.FLOAT, [1, 4, "h", "w"]),
+                                           helper.make_tensor_value_info("lateral", TensorProto.FLOAT, [1, 4, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = partita.compile(model, cache_dir=tmp_path)
+    assert 'kind = "resize"' in str(exe)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for (h, w), (big_h, big_w) in (((3, 4), (6, 8)), ((5, 3), (9, 6))):
+        rng = np.random.default_rng(h)
+        top, lateral = (rng.standard_normal(s).astype(np.float32) for s in ((1, 4, h, w), (1, 4, big_h, big_w)))
+        (got,) = exe.run(top, lateral)
+        (want,) = session.run(None, {"top": top, "lateral": lateral})
+        assert got.shape == want.shape == (1, 4, big_h, big_w)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 # -- RoiAlign ----------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from partita.dialects.nn.base import (
     numpy_dtype,
 )
 from partita.dialects.nn.conv import Col2ImOp, MaxUnpoolOp, check_max_unpool_size, max_unpool_sizes
-from partita.dialects.nn.image import AffineGridOp
+from partita.dialects.nn.image import AffineGridOp, ResizeOp, resize_geometry
 from partita.dialects.nn.indexing import ArangeOp, BroadcastToOp, OneHotOp, StridedSliceOp, TileOp
 from partita.dialects.nn.reduction import TopKIndicesOp, TopKValuesOp
 from partita.dialects.nn.spectral import DFTOp, STFTOp, dft_axis, mel_weight_matrix
@@ -244,6 +244,20 @@ def _stft(inputs, params, options):
                   onesided=options["onesided"])
 
 
+def _resize(inputs, params, options):
+    """A Resize to run-time ``sizes`` or by run-time ``scales`` (Mask R-CNN pastes each
+    mask at its box's size; a detector's transform scales the image to its ``min_size``)."""
+    (x,) = inputs
+    shape = _shape(x)
+    axes = list(options.pop("axes", ())) or list(range(len(shape)))
+    sizes = _ints(params["sizes"]) if "sizes" in params else None
+    scales = [float(v) for v in np.asarray(params["scales"]).reshape(-1)] if sizes is None else None
+    full_sizes, full_scales = resize_geometry(shape, axes, scales, sizes,
+                                              options.pop("keep_aspect_ratio_policy", "stretch"))
+    options.pop("element_type", None)
+    return ResizeOp(x, full_sizes, full_scales, **options)
+
+
 SPECIALIZERS: dict[str, Specializer] = {
     "affine_grid": _affine_grid,
     "col2im": _col2im,
@@ -253,6 +267,7 @@ SPECIALIZERS: dict[str, Specializer] = {
     "range": _range,
     "one_hot": _one_hot,
     "reshape": _reshape,
+    "resize": _resize,
     "unsqueeze": _unsqueeze,
     "squeeze": _squeeze,
     "slice": _slice,

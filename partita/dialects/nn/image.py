@@ -139,6 +139,50 @@ def _floats(values: Sequence[float]) -> DenseArrayBase:
     return DenseArrayBase.from_list(f64, [float(v) for v in values])
 
 
+def resize_geometry(shape: Sequence[int], axes: Sequence[int], scales: Sequence[float] | None,
+                    sizes: Sequence[int] | None, policy: str = "stretch") -> tuple[list[int], list[float]]:
+    """Full-rank ``(sizes, scales)`` of a Resize of ``axes`` by ONNX's rules: ``floor(in *
+    scale)`` from scales; ``out / in`` from sizes, or one scale for every axis and rounded
+    sizes with ``keep_aspect_ratio_policy``. A dynamic dim keeps its size (``-1``): it
+    takes scale 1, or a size of ``-1``."""
+    rank = len(shape)
+    full_scales = [1.0] * rank
+    full_sizes = list(shape)
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            raise VerifyException(f"sizes has {len(sizes)} values for {len(axes)} axes")
+        for a, size in zip(axes, sizes):
+            if shape[a] == DYN:
+                if int(size) != -1:  # -1 is not ONNX; a dynamic dim must keep its size
+                    raise VerifyException("Resize with sizes needs static dimensions on the resized axes")
+                continue
+            if int(size) < 0:
+                raise VerifyException(f"sizes must be non-negative, got {list(sizes)}")
+            full_sizes[a] = int(size)
+            full_scales[a] = int(size) / shape[a] if shape[a] else 1.0
+        if policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            scale = pick(full_scales[a] for a in axes)
+            for a in axes:
+                full_scales[a] = scale
+                full_sizes[a] = int(scale * shape[a] + 0.5)
+        elif policy != "stretch":
+            raise VerifyException(f"unsupported keep_aspect_ratio_policy '{policy}'")
+    else:
+        if scales is None or len(scales) != len(axes):
+            raise VerifyException("Resize needs scales or sizes for every resized axis")
+        for a, scale in zip(axes, scales):
+            if scale <= 0:
+                raise VerifyException(f"scales must be positive, got {list(scales)}")
+            if shape[a] == DYN:
+                if scale != 1.0:
+                    raise VerifyException("a dynamic dimension can only be resized by scale 1")
+                continue
+            full_scales[a] = float(scale)
+            full_sizes[a] = int(math.floor(shape[a] * scale))
+    return [-1 if d == DYN else d for d in full_sizes], full_scales
+
+
 @irdl_op_definition
 class ResizeOp(NNOp):
     """Resize every axis (ONNX Resize without antialias): output cell ``i`` of axis ``a``

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.dialects.builtin import Float32Type
 from xdsl.ir import SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from partita.dialects import nn
 from partita.frontends.onnx.dyn import dyn, static_length
@@ -32,56 +33,53 @@ def _const_floats(v, what: str, runtime: bool = False):
     return values or None
 
 
-def resize_geometry(shape, axes, scales, sizes, policy: str):
-    """Full-rank ``(sizes, scales)`` of a Resize (ONNX's rules: ``floor(in * scale)``
-    from scales; ``out / in`` from sizes, or one scale for every axis and rounded sizes
-    with ``keep_aspect_ratio_policy``); ``-1`` keeps a dynamic dim that is not resized."""
-    rank = len(shape)
-    full_scales = [1.0] * rank
-    full_sizes = [d for d in shape]
-    if sizes is not None:
-        if len(sizes) != len(axes):
-            fail(f"sizes has {len(sizes)} values for {len(axes)} axes")
-        for a, s in zip(axes, sizes):
-            if shape[a] == nn.DYN:
-                if int(s) != -1:  # -1 is not ONNX; a dynamic dim must keep its size
-                    fail("Resize with sizes needs static dimensions on the resized axes")
-                continue
-            full_sizes[a] = int(s)
-            full_scales[a] = int(s) / shape[a]
-        if policy in ("not_larger", "not_smaller"):
-            pick = min if policy == "not_larger" else max
-            scale = pick(full_scales[a] for a in axes)
-            for a in axes:
-                full_scales[a] = scale
-                full_sizes[a] = int(scale * shape[a] + 0.5)
-        elif policy != "stretch":
-            fail(f"unsupported keep_aspect_ratio_policy '{policy}'")
-    else:
-        if scales is None or len(scales) != len(axes):
-            fail("Resize needs scales or sizes for every resized axis")
-        for a, s in zip(axes, scales):
-            if s <= 0:
-                fail(f"scales must be positive, got {scales}")
-            if shape[a] == nn.DYN:
-                if s != 1.0:
-                    fail("a dynamic dimension can only be resized by scale 1")
-                continue
-            full_scales[a] = s
-            full_sizes[a] = int(np.floor(shape[a] * s))
-    return [-1 if d == nn.DYN else d for d in full_sizes], full_scales
+def _resize_geometry(shape, axes, scales, sizes, policy: str):
+    """``nn.resize_geometry``, its refusals import errors."""
+    try:
+        return nn.resize_geometry(shape, axes, scales, sizes, policy)
+    except VerifyException as err:
+        fail(str(err))
 
 
-def _declared_sizes(cx, x, what: str) -> list[float]:
+def _declared_sizes(cx, x) -> list[float] | None:
     """The node's output shape as Resize sizes, when the model declares it (ONNX shape
     inference or value_info): the shape run-time scales / sizes must produce."""
     declared = cx.dim_labels.get(cx.node.output[0], [])
     shape = shape_of(x)
     if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
                                           for d, s in zip(declared, shape)):
-        fail(f"{what} must be a constant (an initializer), or the output shape must be "
-             "declared: its values decide the output shape")
+        return None
     return [float(d) if isinstance(d, int) else -1.0 for d in declared]
+
+
+def _resize_mode(attrs) -> str:
+    mode = _text(attrs, "mode", "nearest")
+    if mode == "bilinear":  # Upsample-7's spelling
+        mode = "linear"
+    if mode not in nn.RESIZE_MODES:
+        fail(f"unsupported Resize mode '{mode}'")
+    return mode
+
+
+def _run_time_resize(cx, x, axes, params: dict[str, SSAValue], attrs, mode: str) -> SSAValue:
+    """A Resize whose output shape only its run-time ``sizes`` or ``scales`` decide (the
+    model declares none): an ``nn.dyn`` the launch plan sizes once it has read them."""
+    coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
+    if coordinate == "tf_crop_and_resize":
+        fail("tf_crop_and_resize to a run-time size the model does not declare is not supported")
+    name = next(iter(params))
+    if static_length(params[name], name) != len(axes):
+        fail(f"{name} has {shape_of(params[name])[0]} values for {len(axes)} axes")
+    options = dict(mode=mode, coordinate_transformation_mode=coordinate,
+                   nearest_mode=_text(attrs, "nearest_mode", "round_prefer_floor"),
+                   cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+                   exclude_outside=bool(attrs.get("exclude_outside", 0)),
+                   extrapolation_value=float(attrs.get("extrapolation_value", 0.0)),
+                   antialias=bool(attrs.get("antialias", 0)) and mode != "nearest",
+                   keep_aspect_ratio_policy=_text(attrs, "keep_aspect_ratio_policy", "stretch"))
+    if axes != list(range(len(shape_of(x)))):
+        options["axes"] = axes
+    return dyn(cx, "resize", [x], params, len(shape_of(x)), x.type.element_type, f"the Resize {name}", **options)
 
 
 def _roi(x, axes, roi):
@@ -123,19 +121,18 @@ def _resize(cx, x, axes, scales, sizes, attrs, roi=None, declared=None):
     """A Resize / Upsample node; run-time scales (and roi) become operands the kernel
     reads, with the declared output shape (``declared``, or the node's)."""
     shape = shape_of(x)
-    mode = _text(attrs, "mode", "nearest")
-    if mode == "bilinear":  # Upsample-7's spelling
-        mode = "linear"
-    if mode not in nn.RESIZE_MODES:
-        fail(f"unsupported Resize mode '{mode}'")
+    mode = _resize_mode(attrs)
     antialias = bool(attrs.get("antialias", 0)) and mode != "nearest"  # nearest has no filter to widen
     if isinstance(scales, SSAValue):
         if shape_of(scales) != (len(axes),) or str(scales.type.element_type) != "f32":
             fail(f"scales must be a tensor of {len(axes)} f32 values")
-        out_sizes = [int(s) for s in (declared or _declared_sizes(cx, x, "scales"))]
+        declared = declared or _declared_sizes(cx, x)
+        if declared is None:
+            return _run_time_resize(cx, x, axes, {"scales": scales}, attrs, mode)
+        out_sizes = [int(s) for s in declared]
         out_scales = scales
     else:
-        out_sizes, out_scales = resize_geometry(
+        out_sizes, out_scales = _resize_geometry(
             shape, axes, scales, sizes, _text(attrs, "keep_aspect_ratio_policy", "stretch"))
     coordinate = _text(attrs, "coordinate_transformation_mode", "half_pixel")
     full_roi = _roi(x, axes, roi) if coordinate == "tf_crop_and_resize" else None
@@ -169,26 +166,31 @@ def _resize_node(cx, ins, attrs):
     scales = _const_floats(ins[2] if len(ins) > 2 else None, "scales", runtime=True)
     given = ins[3] if len(ins) > 3 else None
     if isinstance(given, SSAValue):
-        # Sizes known only at run time: the output shape, which the model declares (ONNX
-        # shape inference or value_info). With a keep_aspect_ratio_policy the one scale
-        # of every axis is computed from them on the device.
+        # Sizes known only at run time: the output shape, when the model declares it (ONNX
+        # shape inference or value_info), with a keep_aspect_ratio_policy's one scale of
+        # every axis computed from them on the device; else the plan sizes it once read.
         policy = _text(attrs, "keep_aspect_ratio_policy", "stretch")
-        declared = _declared_sizes(cx, x, "sizes")
+        declared = _declared_sizes(cx, x)
+        if declared is None:
+            return _run_time_resize(cx, x, axes, {"sizes": given}, attrs, _resize_mode(attrs))
         if policy != "stretch":
             return _resize(cx, x, axes, _policy_scales(cx, x, axes, given, policy), None,
                            attrs, roi, declared)
         sizes = [declared[a] for a in axes]
     elif is_symbolic(given):
         sizes = _folded_sizes(cx, x, axes, given)
+        if sizes is None:  # another tensor's run-time dims (an FPN's upsampling to the next level)
+            return _run_time_resize(cx, x, axes, {"sizes": cx.tensor(given)}, attrs, _resize_mode(attrs))
     else:
         sizes = _const_floats(given, "sizes")
     return _resize(cx, x, axes, scales, sizes, attrs, roi)
 
 
-def _folded_sizes(cx, x: SSAValue, axes: list[int], given) -> list[float]:
+def _folded_sizes(cx, x: SSAValue, axes: list[int], given) -> list[float] | None:
     """Sizes folded from a shape computation that keeps some of ``x``'s dynamic dims
     (``Concat(Shape(x)[:2], [2 * ceil(h / 2), ...])``, F.interpolate to a computed size):
-    a dim that is ``x``'s own on its axis stays (``-1``); every other size is static."""
+    a dim that is ``x``'s own on its axis stays (``-1``); every other size is static.
+    ``None`` when an axis takes another run-time size."""
     values = list(np.asarray(given).reshape(-1))
     if len(values) != len(axes):
         fail(f"sizes has {len(values)} values for {len(axes)} axes")
@@ -197,8 +199,7 @@ def _folded_sizes(cx, x: SSAValue, axes: list[int], given) -> list[float]:
     for a, s in zip(axes, values):
         if isinstance(s, SymDim):
             if labels[a] != s:
-                fail(f"sizes gives axis {a} a run-time size other than the input's: Resize needs a static size "
-                     "there, or the input's own")
+                return None
             sizes.append(-1.0)
         else:
             sizes.append(float(s))
