@@ -360,6 +360,24 @@ func.func @ls(%x: tensor<4x6xf32>, %b: tensor<4x1xf32>) -> tensor<4x1xf32> {
     assert check_kernels(module, tmp_path) == ["nn.reduce_log_sum"]
 
 
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_a_one_element_row_read_in_the_loop_and_the_epilogue(tmp_path):
+    """A detector's transform takes the max of one image's size and subtracts the size: a
+    row of one element whose input the reduction's loop and its epilogue both read. Its
+    index is "0" in each (not the epilogue's "i", undefined in the loop)."""
+    text = """
+func.func @pad_to(%x: tensor<1xi64>) -> tensor<1xi64> {
+  %0 = nn.reshape %x : (tensor<1xi64>) -> tensor<1x1xi64>
+  %1 = nn.cast %0 : (tensor<1x1xi64>) -> tensor<1x1xf32>
+  %2 = nn.reduce_max %1 {axes = array<i64: 1>, keepdims = false} : (tensor<1x1xf32>) -> tensor<1xf32>
+  %3 = nn.cast %2 : (tensor<1xf32>) -> tensor<1xi64>
+  %4 = nn.subtract %3, %x : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  func.return %4 : tensor<1xi64>
+}
+"""
+    assert check_kernels(fuse(text), tmp_path) == ["nn.reduce_max"]
+
+
 # -- end to end ---------------------------------------------------------------------------------
 
 

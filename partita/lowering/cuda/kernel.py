@@ -247,6 +247,10 @@ class KernelEmitter(ScheduleMixin):
         return f"{prefix}{k}"
 
     def _linear(self, dims: Sequence[Dim], index: Sequence[str]) -> str:
+        if all(ix == "0" for ix in index):
+            # the first element: "0" in any scope (a one-element tensor's index is all "0" in
+            # a reduction's loop and its epilogue alike, where "i" and "xi" differ)
+            return "0"
         if list(dims) == self.out_dims and list(index) == self.out_index:
             return "i"
         if (known := self.linear_of.get((tuple(dims), tuple(index)))) is not None:
