@@ -313,7 +313,12 @@ class BoundPlan:
             key = (op.callee.string_value(), args)
             results = facts.shape_calls.get(key)
             if results is None:
-                results = tuple(int(v) for v in plan.interpreter.call_op(plan.symbols[key[0]], args))
+                try:
+                    results = tuple(int(v) for v in plan.interpreter.call_op(plan.symbols[key[0]], args))
+                except (AssertionError, ZeroDivisionError):  # xDSL's arith divisions assert a non-zero divisor
+                    raise op_error(op, f"@{key[0]} cannot size its results from the dims {list(args)} of these "
+                                       "inputs: a dimension would be divided by zero (a reshape's -1 inferred "
+                                       "from an empty tensor)") from None
                 facts.remember(facts.shape_calls, key, results)
             values.update(zip(op.results, results))
         else:  # arith on index values

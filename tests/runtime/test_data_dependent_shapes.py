@@ -168,6 +168,24 @@ def test_a_bad_size_read_back_is_a_located_error():
         exe.run(np.ones((2, 3), np.float32), np.array([2, 1], np.int64))  # repeats -2, -1
 
 
+def test_a_size_divided_by_an_empty_selection_is_a_located_error():
+    """``Reshape(hits, [-1, k])`` of the 2k x 2 rows of k NonZero hits: with none, the -1
+    is 0 / 0, named at the Reshape (not an error from inside the shape arithmetic)."""
+    n = helper.make_node
+    model = _model([n("NonZero", ["x"], ["i"]), n("Transpose", ["i"], ["t"]), n("Concat", ["t", "t"], ["tt"], axis=0),
+                    n("Cast", ["tt"], ["f"], to=F), n("Shape", ["t"], ["s"]), n("Gather", ["s", "zero"], ["k"], axis=0),
+                    n("Unsqueeze", ["k", "axis"], ["k1"]), n("Concat", ["m1", "k1"], ["target"], axis=0),
+                    n("Reshape", ["f", "target"], ["r"]), n("Relu", ["r"], ["y"])],
+                   [("x", F, [3, 4])], [("y", F)])
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(0), "zero"),
+                                    numpy_helper.from_array(np.array([0]), "axis"),
+                                    numpy_helper.from_array(np.array([-1]), "m1")])
+    exe = partita.compile(model)
+    assert exe.run(np.eye(3, 4, dtype=np.float32))[0].shape == (4, 3)
+    with pytest.raises(PartitaError, match=r"node 8 'r' \(Reshape\).*divided by zero"):
+        exe.run(np.zeros((3, 4), np.float32))
+
+
 def _detector(classes: int = 3, seed: int = 0):
     """An SSD-style detector: a strided conv backbone, class and box heads over an 8x8 grid
     of anchors, box decoding, NonMaxSuppression, and the kept boxes, scores and classes
