@@ -236,12 +236,87 @@ def static_cache_decode() -> None:
     print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB")
 
 
+class FirstImage(torch.nn.Module):
+    """A torchvision detector on one image, its detections as a tuple (the exporter
+    traces a list of images to a list of dicts otherwise)."""
+
+    def __init__(self, detector: torch.nn.Module) -> None:
+        super().__init__()
+        self.detector = detector
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        found = self.detector([image])[0]
+        return found["boxes"], found["labels"], found["scores"]
+
+
+def faster_rcnn_tiny() -> None:
+    """``exported_detection/faster_rcnn.onnx``: torchvision's ``FasterRCNN`` (region
+    proposals with NMS per FPN level, multi-scale RoIAlign, box decoding, per-class NMS)
+    over a three-conv backbone with a two-level FPN, the TorchScript exporter at opset 17
+    as torchvision's own ONNX tests export it, torchvision's default 1,000 proposals after
+    NMS, so the proposals a run keeps are fewer than that: once for 64x64 images (its
+    transform's resize to ``min_size`` is then a constant), with three sample images
+    (``image0`` ..), and once with the image's height and width dynamic
+    (``faster_rcnn_dynamic.onnx``: the resize, the FPN's upsampling and the anchors follow
+    the image), with samples of three sizes."""
+    from collections import OrderedDict
+
+    from torchvision.models.detection import FasterRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.ops import MultiScaleRoIAlign
+
+    torch.manual_seed(6)
+    conv = torch.nn.Conv2d
+    body = torch.nn.Sequential(OrderedDict(
+        stem=torch.nn.Sequential(conv(3, 8, 3, 2, 1), torch.nn.ReLU()),
+        layer1=torch.nn.Sequential(conv(8, 16, 3, 2, 1), torch.nn.ReLU()),
+        layer2=torch.nn.Sequential(conv(16, 32, 3, 2, 1), torch.nn.ReLU())))
+    backbone = BackboneWithFPN(body, {"layer1": "0", "layer2": "1"}, [16, 32], 16)
+    model = FasterRCNN(
+        backbone, num_classes=None, min_size=64, max_size=64,
+        rpn_anchor_generator=AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((0.5, 1.0, 2.0),) * 3),
+        box_roi_pool=MultiScaleRoIAlign(featmap_names=["0", "1"], output_size=4, sampling_ratio=2),
+        box_head=TwoMLPHead(16 * 4 * 4, 32), box_predictor=FastRCNNPredictor(32, 3),
+        rpn_pre_nms_top_n_test=64, box_detections_per_img=12, box_score_thresh=0.7).eval()
+    with torch.no_grad():  # confident classes, so that each image keeps its own number of boxes
+        model.roi_heads.box_predictor.cls_score.weight.mul_(30)
+    rng = np.random.default_rng(6)
+    images = {f"image{k}": rng.random((3, 64, 64), dtype=np.float32) for k in range(3)}
+    detector = FirstImage(model).eval()
+    with torch.no_grad():
+        found = [len(detector(torch.from_numpy(v))[0]) for v in images.values()]
+    path = OUT_DETECTION / "faster_rcnn.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(detector, (torch.from_numpy(images["image0"]),), str(path), input_names=["image"],
+                          output_names=["boxes", "labels", "scores"], opset_version=17, dynamo=False)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    np.savez(path.with_suffix(".npz"), **images)
+    print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB, detections per sample {found}")
+    sized = {f"image{k}": rng.random((3, h, w), dtype=np.float32) for k, (h, w) in enumerate([(64, 64), (48, 80), (100, 72)])}
+    path = OUT_DETECTION / "faster_rcnn_dynamic.onnx"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(detector, (torch.from_numpy(sized["image0"]),), str(path), input_names=["image"],
+                          output_names=["boxes", "labels", "scores"], opset_version=17, dynamo=False,
+                          dynamic_axes={"image": {1: "height", 2: "width"}})
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    np.savez(path.with_suffix(".npz"), **sized)
+    with torch.no_grad():
+        found = [len(detector(torch.from_numpy(v))[0]) for v in sized.values()]
+    print(f"{path.name}: {path.stat().st_size / 1024:.0f} KiB, detections per sample {found}")
+
+
 OUT_DECODE = Path(__file__).resolve().parent / "exported_decode"
+OUT_DETECTION = Path(__file__).resolve().parent / "exported_detection"
 EXPORTS: list[Callable[[], None]] = [lambda: bert(17), lambda: bert(14), gpt2, llama, lambda: llama(torch.float16),
-                                     vit, efficientnet_tiny, static_cache_decode]
+                                     vit, efficientnet_tiny, static_cache_decode, faster_rcnn_tiny]
 
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
     OUT_DECODE.mkdir(exist_ok=True)
+    OUT_DETECTION.mkdir(exist_ok=True)
     for make in EXPORTS:
         make()
