@@ -122,13 +122,7 @@ class ShapeBuilder:
         """Output extent of a sliding window (``nn.conv_output_dim``, symbolically)."""
         if not isinstance(kernel, int):
             raise op_error(op, "has a dynamic window size: its output size cannot be derived")
-        span = self.add(size, lo + hi - dilation * (kernel - 1) - 1)
-        if not ceil_mode:
-            return self.add(self.floordiv(span, stride), 1)
-        out = self.add(self.floordiv(self.add(span, stride - 1), stride), 1)
-        # A last window starting in the trailing padding is dropped.
-        last = self.mul(self.sub(out, 1), stride)
-        return self.select_ge(last, self.add(size, lo), self.sub(out, 1), out)
+        return nn.window_extent(self, size, kernel, stride, lo, hi, dilation, ceil_mode)
 
 
 def _layout_axes(layout: str) -> tuple[int, int, int]:

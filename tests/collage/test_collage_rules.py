@@ -181,11 +181,12 @@ def test_native_cuda_rule_rejects_a_tapped_group():
 def test_cuda_kind_follows_the_fusers_predicates(monkeypatch):
     from partita.lowering.cuda import fusion
 
+    # a transposed convolution of run-time height and width: no native kernel takes it
     text = """
-func.func @main(%x: tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32> {
-  %0 = nn.max_pool2d %x {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32>
-  %1 = nn.relu %0 : (tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32>
-  func.return %1 : tensor<1x8x?x?xf32>
+func.func @main(%x: tensor<1x4x?x?xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32> {
+  %0 = nn.conv2d_transpose %x, %w : (tensor<1x4x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32>
+  %1 = nn.relu %0 : (tensor<1x3x?x?xf32>) -> tensor<1x3x?x?xf32>
+  func.return %1 : tensor<1x3x?x?xf32>
 }
 """
     ctx = ir_context(text)
@@ -194,7 +195,7 @@ func.func @main(%x: tensor<1x8x?x?xf32>) -> tensor<1x8x?x?xf32> {
     assert {(tuple(sorted(c.nodes)), c.target) for c in cands} == {((0,), "llvm"), ((1,), "cuda")}
     # An op the fuser learns to anchor becomes a native candidate with its epilogue.
     anchors = fusion.is_anchor
-    monkeypatch.setattr(fusion, "is_anchor", lambda op: isinstance(op, nn.MaxPool2DOp) or anchors(op))
+    monkeypatch.setattr(fusion, "is_anchor", lambda op: isinstance(op, nn.Conv2DTransposeOp) or anchors(op))
     assert cuda_kind(ctx.graph, 0) == OpKind.OUT_EWISE_FUSABLE
     assert {(0,), (1,), (0, 1)} == sets(c for c in cuda_rule(3).candidates(ctx) if c.target == "cuda")
 

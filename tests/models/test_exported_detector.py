@@ -54,9 +54,12 @@ def test_every_image_matches_onnxruntime(exe) -> None:
 def test_images_of_any_size_through_one_compile(kernel_cache: Path) -> None:
     """The transform's resize to ``min_size``, the FPN's upsampling to the next level's size
     and the RPN's per-level split of its anchors follow the image: their sizes are read
-    when the plan binds (``nn.dyn``); 64x64, 48x80 and 100x72 images match onnxruntime."""
+    when the plan binds (``nn.dyn``, host steps); the convolutions after them are kernels
+    of run-time height and width; 64x64, 48x80 and 100x72 images match onnxruntime."""
     exe = partita.compile(str(DYNAMIC), cache_dir=kernel_cache)
     assert {"resize", "split"} <= {op.kind for op in exe.module.walk() if isinstance(op, nn.DynOp)}
+    # the convolutions, pools and RoIAlign read the image's size as run-time dims: kernels
+    assert set(exe.runtime.plan.host_ops) == {"nn.dyn", "nn.nonzero", "nn.non_max_suppression", "nn.choose"}
     found = _matches_onnxruntime(exe, DYNAMIC)
     assert 0 < min(found), f"detections per image {found}"
 

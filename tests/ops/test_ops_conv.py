@@ -365,3 +365,47 @@ def test_max_pool_indices_output(storage_order: int, kernel_cache) -> None:
     want = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+# Images of any size: the batch and spatial dims run-time, as torchvision's detectors and
+# segmenters are exported (dynamic height and width).
+ANY_SIZE = """
+func.func @main(%x: tensor<?x3x?x?xf32>, %w: tensor<4x3x3x3xf32>, %n: tensor<?x?x?x5xf32>, %dw: tensor<10x3x3x1xf32>) -> (tensor<?x4x?x?xf32>, tensor<?x3x?x?xf32>, tensor<?x3x?x?xf32>, tensor<?x?x?x10xf32>) {
+  %0 = nn.conv2d %x, %w {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 2, 1>, dilation = array<i64: 1, 2>} : (tensor<?x3x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<?x4x?x?xf32>
+  %1 = nn.max_pool2d %x {pool_size = array<i64: 3, 2>, strides = array<i64: 2, 2>, padding = array<i64: 1, 0, 0, 1>, ceil_mode = true} : (tensor<?x3x?x?xf32>) -> tensor<?x3x?x?xf32>
+  %2 = nn.avg_pool2d %x {pool_size = array<i64: 2, 3>, strides = array<i64: 1, 2>, padding = array<i64: 1, 1, 1, 1>, count_include_pad = true} : (tensor<?x3x?x?xf32>) -> tensor<?x3x?x?xf32>
+  %3 = nn.conv2d %n, %dw {padding = array<i64: 1, 1, 1, 1>, data_layout = "NHWC", kernel_layout = "OHWI", groups = 5 : i64} : (tensor<?x?x?x5xf32>, tensor<10x3x3x1xf32>) -> tensor<?x?x?x10xf32>
+  func.return %0, %1, %2, %3 : tensor<?x4x?x?xf32>, tensor<?x3x?x?xf32>, tensor<?x3x?x?xf32>, tensor<?x?x?x10xf32>
+}
+"""
+
+ROI_ALIGN_ANY_SIZE = """
+func.func @main(%x: tensor<?x?x?x?xf32>, %rois: tensor<?x4xf32>, %b: tensor<?xi64>) -> tensor<?x?x2x2xf32> {
+  %0 = nn.roi_align %x, %rois, %b {output_height = 2 : i64, output_width = 2 : i64, spatial_scale = 0.5 : f64, sampling_ratio = 2 : i64} : (tensor<?x?x?x?xf32>, tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x?x2x2xf32>
+  func.return %0 : tensor<?x?x2x2xf32>
+}
+"""
+
+
+def test_windows_over_images_of_any_size_on_the_host(tmp_path) -> None:
+    """Convolutions (strided, padded, dilated; depthwise NHWC), max pooling with
+    ``ceil_mode``, average pooling counting the padding, and RoIAlign over regions past the
+    image's edges, read the image's height and width as run-time dims: each kernel, built
+    for the host, against the reference at two sizes."""
+    from support.kernel_check import build_for_host, check_kernels, fuse, fused_functions, launch_beside_reference
+
+    module, roi_module = fuse(ANY_SIZE), fuse(ROI_ALIGN_ANY_SIZE)
+    for size in (7, 12):
+        (tmp_path / str(size)).mkdir()
+        anchors = check_kernels(module, tmp_path / str(size), dynamic=size)
+        assert sorted(anchors) == ["nn.avg_pool2d", "nn.conv2d", "nn.conv2d", "nn.max_pool2d"]
+        (tmp_path / str(size) / "roi").mkdir()
+        _, records, host = build_for_host(roi_module, tmp_path / str(size) / "roi")
+        (name, function), = fused_functions(roi_module).items()
+        rng = np.random.default_rng(size)
+        start = rng.uniform(-4, 2 * size, (6, 2))
+        rois = np.concatenate([start, start + rng.uniform(0.5, size, (6, 2))], axis=1).astype(np.float32)
+        args = [rng.standard_normal((2, 3, size, size + 3)).astype(np.float32), rois, rng.integers(0, 2, 6)]
+        out, expected = launch_beside_reference(function, name, records[name], host, args)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import IntegerType, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -60,6 +60,20 @@ def conv_output_dim(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: in
     if ceil_mode and (out - 1) * stride >= size + pad_lo:
         out -= 1
     return out
+
+
+def window_extent(arith: Any, size: Any, kernel: int, stride: int, pad_lo: int, pad_hi: int, dilation: int,
+                  ceil_mode: bool) -> Any:
+    """:func:`conv_output_dim` of a run-time ``size`` in ``arith`` (a shape function's
+    ``ShapeBuilder``, a kernel's C expressions), the window's span at least 0 (a bound
+    shape that leaves none is refused when the plan binds)."""
+    span = arith.add(size, pad_lo + pad_hi - dilation * (kernel - 1) - 1)
+    if not ceil_mode:
+        return arith.add(arith.floordiv(span, stride), 1)
+    out = arith.add(arith.floordiv(arith.add(span, stride - 1), stride), 1)
+    # A last window starting in the trailing padding is dropped.
+    last = arith.mul(arith.add(out, -1), stride)
+    return arith.select_ge(last, arith.add(size, pad_lo), arith.add(out, -1), out)
 
 
 

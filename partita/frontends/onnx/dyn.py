@@ -21,8 +21,10 @@ def run_time(v: Value) -> bool:
 
 
 def dyn(cx, kind: str, inputs: list[SSAValue], params: dict[str, Value], rank: int,
-        element_type: Attribute, what: str, **options: object) -> SSAValue:
-    """An ``nn.dyn`` of ``kind`` with a ``rank``-D result of ``?`` dims."""
+        element_type: Attribute, what: str, known: list[int] | None = None, **options: object) -> SSAValue:
+    """An ``nn.dyn`` of ``kind`` with a ``rank``-D result of ``?`` dims, but for the static
+    dims in ``known`` (``nn.DYN`` elsewhere: what the model declares; a bound value that
+    contradicts one is an error when the plan binds it)."""
     operands: dict[str, SSAValue] = {}
     for name, v in params.items():
         if v is None:
@@ -30,7 +32,7 @@ def dyn(cx, kind: str, inputs: list[SSAValue], params: dict[str, Value], rank: i
         if is_symbolic(v):
             fail(f"{what} mixing dynamic dimensions and run-time values is not supported")
         operands[name] = cx.emit(nn.ConstantOp(np.asarray(v))) if is_const(v) else v
-    result = TensorType(element_type, (nn.DYN,) * rank)
+    result = TensorType(element_type, tuple(known) if known is not None else (nn.DYN,) * rank)
     return cx.emit(nn.DynOp(kind, inputs, operands, result, **options))
 
 

@@ -79,7 +79,12 @@ def _run_time_resize(cx, x, axes, params: dict[str, SSAValue], attrs, mode: str)
                    keep_aspect_ratio_policy=_text(attrs, "keep_aspect_ratio_policy", "stretch"))
     if axes != list(range(len(shape_of(x)))):
         options["axes"] = axes
-    return dyn(cx, "resize", [x], params, len(shape_of(x)), x.type.element_type, f"the Resize {name}", **options)
+    # The dims the model declares stay static (a detector's batch and channels): the
+    # kernels after it see them so.
+    declared = cx.dim_labels.get(cx.node.output[0], [])
+    known = [d if isinstance(d, int) else nn.DYN for d in declared] if len(declared) == len(shape_of(x)) else None
+    return dyn(cx, "resize", [x], params, len(shape_of(x)), x.type.element_type, f"the Resize {name}", known,
+               **options)
 
 
 def _roi(x, axes, roi):

@@ -20,6 +20,7 @@ from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _paren, _product
+from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.rules import window
 
 
@@ -40,6 +41,14 @@ def static_but_batch(op: Operation) -> bool:
         if DYNAMIC_INDEX in dims:
             return False
     return True
+
+
+def static_weights(op: Operation) -> bool:
+    """A window op whose operands but the data are static (a convolution's weights): the
+    data's dims, and so the result's, may be run-time dims (images of any size), which
+    the kernel reads as such: its loops are bound by the data's dims and its result's come
+    from ``op.result_dims`` (a convolution's channels from its weights)."""
+    return all(DYNAMIC_INDEX not in _shape(v) for v in op.operands[1:])
 
 
 def batch_dims(emitter, op: Operation) -> list:
@@ -92,7 +101,7 @@ def _axes(layout: str, rank: int) -> tuple[int, tuple[int, ...]]:
 
 # -- convolutions ---------------------------------------------------------------------
 
-@window(nn.Conv1DOp, nn.Conv2DOp, nn.Conv3DOp, supports=static_but_batch, dims=batch_dims)
+@window(nn.Conv1DOp, nn.Conv2DOp, nn.Conv3DOp, supports=static_weights, dims=derived_dims)
 def conv(emitter, op: nn.ConvOp) -> list[str]:
     """Direct convolution: output channel ``oc`` reads the ``C_in / groups`` channels of
     its group."""
@@ -341,7 +350,7 @@ def _pool_static(op: Operation) -> bool:
 
 @window(nn.MaxPool1DOp, nn.MaxPool2DOp, nn.MaxPool3DOp, nn.AvgPool1DOp, nn.AvgPool2DOp,
         nn.AvgPool3DOp, nn.LpPool1DOp, nn.LpPool2DOp, nn.LpPool3DOp,
-        supports=_pool_static, dims=batch_dims)
+        supports=static_weights, dims=derived_dims)
 def pool(emitter, op: nn.PoolOp) -> list[str]:
     """Max (cells of the padding never win), average (divided by the cells in the input,
     or in input and declared padding with ``count_include_pad``, never the extra cells

@@ -10,6 +10,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from partita.dialects import nn
+from partita.lowering.cuda.cexpr import _paren
 from partita.lowering.cuda.ops.conv import batch_dims, static_but_batch, y_decl
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.rules import injective, window
@@ -192,25 +193,20 @@ def resize(emitter, op: nn.ResizeOp) -> list[str]:
     return lines
 
 
-def _roi_align_supported(op: nn.RoiAlignOp) -> bool:
-    """Channels and the image size static (the regions and images may be run-time many)."""
-    return DYNAMIC_INDEX not in op.input.type.get_shape()[1:]
-
-
 def _roi_align_dims(emitter, op: nn.RoiAlignOp) -> list:
-    return [emitter.dims[op.rois][0], *op.result.type.get_shape()[1:]]
+    return [emitter.dims[op.rois][0], emitter.dims[op.input][1], op.output_height, op.output_width]
 
 
-@window(nn.RoiAlignOp, supports=_roi_align_supported, dims=_roi_align_dims)
+@window(nn.RoiAlignOp, dims=_roi_align_dims)
 def roi_align(emitter, op: nn.RoiAlignOp) -> list[str]:
     """One output bin per thread: its region's ``gh x gw`` bilinear samples (the grid from
     ``sampling_ratio`` or the region's size, so a loop bound read at run time), in double
     precision like the reference; a batch index out of range reads image 0 (the reference
-    reports it)."""
+    reports it). The regions and images may be run-time many, the images of any size and
+    channels (run-time dims of the kernel)."""
     r, ch, ph, pw = emitter.out_index
     T = emitter.index_type
-    _, _, h, w = op.input.type.get_shape()
-    images = emitter.dims[op.input][0]
+    images, _, h, w = emitter.dims[op.input]
     oh, ow = op.output_height, op.output_width
     offset = op.pixel_offset
     scale = _c(op.spatial_scale)
@@ -232,11 +228,12 @@ def roi_align(emitter, op: nn.RoiAlignOp) -> list[str]:
               "      for (int ix = 0; ix < gw; ++ix) {",
               f"        const double sx = rx1 + {pw} * bw + (ix + 0.5) * bw / gw;",
               "        double v = 0.0;",
-              f"        if (sy >= -1.0 && sy <= {_c(h)} && sx >= -1.0 && sx <= {_c(w)}) {{"]
+              f"        if (sy >= -1.0 && sy <= (double){_paren(h)} && sx >= -1.0 && sx <= (double){_paren(w)}) {{"]
     for axis, size, s in (("y", h, "sy"), ("x", w, "sx")):
+        last = size - 1 if isinstance(size, int) else f"({size} - 1)"
         lines += [f"          double c{axis} = fmax({s}, 0.0);",
                   f"          {T} {axis}0 = ({T})floor(c{axis}), {axis}1;",
-                  f"          if ({axis}0 >= {size - 1}) {{ {axis}0 = {axis}1 = {size - 1}; c{axis} = (double){axis}0; }}",
+                  f"          if ({axis}0 >= {last}) {{ {axis}0 = {axis}1 = {last}; c{axis} = (double){axis}0; }}",
                   f"          else {{ {axis}1 = {axis}0 + 1; }}",
                   f"          const double l{axis} = c{axis} - (double){axis}0, h{axis} = 1.0 - l{axis};"]
     taps = [("hy * hx", "y0", "x0"), ("hy * lx", "y0", "x1"), ("ly * hx", "y1", "x0"), ("ly * lx", "y1", "x1")]

@@ -38,6 +38,11 @@ class CArith:
             return then if a >= b else other
         return f"({_paren(a)} >= {_paren(b)} ? {_paren(then)} : {_paren(other)})"
 
+    def window(self, size, kernel, stride, lo, hi, dilation, ceil_mode, op):
+        """A sliding window's output extent (C division truncates: the span is at least 0,
+        which the bound shapes' check makes sure of)."""
+        return nn.window_extent(self, size, kernel, stride, lo, hi, dilation, ceil_mode)
+
 
 def derived_dims(emitter, op) -> list:
     """``dims=`` of the rules: the op's own result-dims rule over the kernel's dims."""
