@@ -147,15 +147,16 @@ def check_batch_matmul(match: Match) -> bool:
 
 
 def check_conv2d(match: Match) -> bool:
-    """NHWC data, OHWI kernel, not grouped/depthwise (TVM's ``check_conv2d``), static H, W
-    and C (the kernel's implicit GEMM is sized by them; only the batch may be dynamic)."""
+    """NHWC data, OHWI kernel, not grouped/depthwise (TVM's ``check_conv2d``), static C
+    (the alignment of the implicit GEMM's accesses follows it); the batch and the image's
+    height and width may be run-time dims (the kernel takes every problem dim at run time)."""
     conv = match.find("nn.conv2d")
     if conv is None or not _dtypes_ok(match):
         return False
     if op_attr(conv, "data_layout") != "NHWC" or op_attr(conv, "kernel_layout") != "OHWI":
         return False
     x = shape_of(conv.operands[0])
-    if x is None or any(d < 0 for d in x[1:]):
+    if x is None or len(x) != 4 or x[3] < 0:
         return False
     return op_attr(conv, "groups") == 1 and _bias_ok(match, conv, 3)
 

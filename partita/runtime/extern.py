@@ -310,9 +310,10 @@ def runtime_dims(spec: KernelSpec, arrays: dict[str, np.ndarray]) -> dict[str, i
         except UnsupportedKernel as err:
             raise PartitaError(f"{spec.op} kernel: {err}") from None
     else:
-        dims["N"] = arrays["x"].shape[0]
+        dims["N"], dims["H"], dims["W"] = arrays["x"].shape[:3]
+        dims["P"], dims["Q"] = spec.conv_output(dims)
         residual = arrays.get("residual")  # read as C in the output's NHWC layout: its very shape
-        output = (dims["N"], *spec.output_hw, spec.filter_shape[0])  # type: ignore[index]
+        output = (dims["N"], dims["P"], dims["Q"], spec.filter_shape[0])  # type: ignore[index]
         if residual is not None and tuple(residual.shape) != output:
             raise PartitaError(f"conv2d kernel: the residual {list(residual.shape)} is not the output's {list(output)}")
     return {name: dims[name] for name in spec.dynamic_dims}

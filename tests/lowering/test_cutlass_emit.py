@@ -130,6 +130,27 @@ def test_launch_geometry():
                                     -(-64 // ec.config.threadblock[1]))
 
 
+def test_a_convolution_of_run_time_height_and_width():
+    """An image of any size (a detector exported with a dynamic height and width): N, H and
+    W are run-time dims, P and Q follow them, and the launch's grid and arguments are
+    computed from them when a shape is bound; the kernel type is the static one's."""
+    conv = KernelSpec.conv2d((None, None, None, 32), (64, 3, 3, 32), strides=2, padding=(1, 1, 0, 0))
+    static = KernelSpec.conv2d((2, 17, 12, 32), (64, 3, 3, 32), strides=2, padding=(1, 1, 0, 0))
+    assert conv.dynamic_dims == ("N", "H", "W", "P", "Q") and conv.output_hw == (None, None)
+    cfg = choose_config(conv, 80)
+    e = emit_module([("c", conv, cfg)]).entries["c"]
+    es = emit_module([("s", static, cfg)]).entries["s"]
+    assert e.name == es.name  # the entry of a configuration serves every size
+    dims = {"N": 2, "H": 17, "W": 12, "P": 8, "Q": 6}
+    assert static.output_hw == (8, 6) == conv.conv_output(dims)
+    assert e.args({"x": 1, "w": 2, "out": 3}, dims) == es.args({"x": 1, "w": 2, "out": 3})
+    assert e.grid(dims) == es.grid() and e.output_shape(dims) == es.output_shape() == (2, 8, 6, 64)
+    with pytest.raises(ValueError, match=r"missing run-time dims \['H', 'W', 'P', 'Q'\]"):
+        e.grid({"N": 2})
+    with pytest.raises(UnsupportedKernel, match="static input channels"):
+        KernelSpec.conv2d((None, None, None, None), (64, 3, 3, 32))
+
+
 def test_dedup_identical_kernels():
     a = KernelSpec.dense(None, 768, 768, epilogue="bias")
     b = KernelSpec.dense(None, 768, 3072, epilogue="bias")   # same kernel type, other sizes

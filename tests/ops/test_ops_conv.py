@@ -409,3 +409,41 @@ def test_windows_over_images_of_any_size_on_the_host(tmp_path) -> None:
         out, expected = launch_beside_reference(function, name, records[name], host, args)
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
+
+def test_a_cnn_of_any_image_size_runs_its_convolutions_on_the_device(kernel_cache) -> None:
+    """A CNN exported with a dynamic height and width: its convolutions and pooling are
+    kernels (a CUTLASS implicit GEMM where the channels align, the native direct convolution
+    for three input channels), the same compile runs two image sizes as onnxruntime does,
+    and on the recording driver the CUTLASS launch takes each size's H, W, P and Q."""
+    import onnxruntime as ort
+    from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+               for n, s in (("w1", (8, 3, 3, 3)), ("w2", (16, 8, 3, 3)), ("b2", (16,)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = partita.compile(model, cache_dir=kernel_cache)
+    assert exe.runtime.plan.host_ops == []
+    assert sorted(row.target for row in exe.report().rows if "nn.conv2d" in row.ops) == ["cuda", "cutlass"]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    runtime = Runtime(exe.module, CudaDevice(driver=RecordingDriver()), graphs=False)
+    for h, w in ((16, 20), (9, 13)):
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        np.testing.assert_allclose(exe.run(x)[0], session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+        runtime.run(x)
+        (bound,) = [b for b in runtime._bound.values() if b.signature[0][0] == (1, 3, h, w)]
+        (conv,) = [s for s in bound.steps if "fprop" in getattr(getattr(s, "function", None), "name", "")]
+        pooled = (h // 2, w // 2)
+        out = ((pooled[0] - 1) // 2 + 1, (pooled[1] - 1) // 2 + 1)
+        # N, H, W, C, K, R, S, P, Q, the pads, strides and dilations
+        assert [v for kind, v in conv.args if kind == "int"][:9] == [1, *pooled, 8, 16, 3, 3, *out]
+    runtime.close()

@@ -277,13 +277,13 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
             if main.data_layout != "NHWC" or main.kernel_layout != "OHWI" or main.groups != 1:
                 raise op_error(main, "CUTLASS conv2d takes NHWC data, OHWI weights and groups = 1")
             x, w = _shape(main.operands[0]), _shape(main.operands[1])
-            if any(d < 0 for d in x[1:]):
-                raise op_error(main, "CUTLASS conv2d needs static H, W and C")
+            if x[3] < 0:
+                raise op_error(main, "CUTLASS conv2d needs static input channels")
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
             epilogue, bias = _epilogue_with_residual(main, epilogue_ops, function, w[0], 3, roles)
-            spec = KernelSpec.conv2d(
-                (_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding), tuple(main.dilation),
-                _dtype(main), epilogue,
+            spec = KernelSpec.conv2d(  # N, H and W may be run-time dims: the entry takes every dim
+                (_static(x[0]), _static(x[1]), _static(x[2]), x[3]), w, tuple(main.strides), tuple(main.padding),
+                tuple(main.dilation), _dtype(main), epilogue,
             )
         elif isinstance(main, nn.ConvIntegerOp):
             spec, bias = _int8_conv_spec(main, epilogue_ops, function)

@@ -171,8 +171,8 @@ class KernelSpec:
     N: int | None = None
     K: int | None = None
     batch: int | None = None
-    #: conv2d only: (N, H, W, C) input, (K, R, S, C) filter
-    input_shape: tuple[int | None, int, int, int] | None = None
+    #: conv2d only: (N, H, W, C) input (``None``: a run-time N, H or W), (K, R, S, C) filter
+    input_shape: tuple[int | None, int | None, int | None, int] | None = None
     filter_shape: tuple[int, int, int, int] | None = None
     strides: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -260,9 +260,10 @@ class KernelSpec:
             pad = (pad[0], pad[1], pad[0], pad[1])
         elif len(pad) != 4:
             raise UnsupportedKernel(f"padding must have 1, 2 or 4 entries: {padding!r}")
-        n, h, w, c = input_shape
-        return cls(op="conv2d", dtype=dtype, epilogue=epilogue,
-                   input_shape=(None if n is None else int(n), int(h), int(w), int(c)),
+        n, h, w, c = (None if d is None or d < 0 else int(d) for d in input_shape)
+        if c is None:
+            raise UnsupportedKernel("conv2d needs static input channels")
+        return cls(op="conv2d", dtype=dtype, epilogue=epilogue, input_shape=(n, h, w, c),
                    filter_shape=tuple(int(x) for x in filter_shape),
                    strides=_pair(strides, "strides"), padding=pad,  # type: ignore[arg-type]
                    dilation=_pair(dilation, "dilation"), dtype_b="" if dtype_b == dtype else dtype_b)
@@ -284,8 +285,7 @@ class KernelSpec:
                 raise UnsupportedKernel("conv2d needs input_shape and filter_shape")
             if self.input_shape[3] != self.filter_shape[3]:
                 raise UnsupportedKernel("conv2d input channels != filter channels (groups unsupported)")
-            p, q = self.output_hw
-            if p <= 0 or q <= 0:
+            if any(d is not None and d <= 0 for d in self.output_hw):
                 raise UnsupportedKernel("conv2d output is empty")
             if self.padding[0] < 0 or self.padding[1] < 0:
                 raise UnsupportedKernel("negative padding")
@@ -300,14 +300,21 @@ class KernelSpec:
                 raise UnsupportedKernel(why)
 
     @property
-    def output_hw(self) -> tuple[int, int]:
-        """(P, Q) of a conv2d."""
+    def output_hw(self) -> tuple[int | None, int | None]:
+        """(P, Q) of a conv2d (``None`` for a run-time H or W)."""
         assert self.input_shape and self.filter_shape
         _, h, w, _ = self.input_shape
+        return self.conv_output({"H": h, "W": w}) if h is not None and w is not None else (
+            None if h is None else self.conv_output({"H": h, "W": 1})[0],
+            None if w is None else self.conv_output({"H": 1, "W": w})[1])
+
+    def conv_output(self, dims: dict[str, int]) -> tuple[int, int]:
+        """(P, Q) of a conv2d of input height and width ``dims["H"]``, ``dims["W"]``."""
+        assert self.filter_shape
         _, r, s, _ = self.filter_shape
         top, left, bottom, right = self.padding
-        p = (h + top + bottom - self.dilation[0] * (r - 1) - 1) // self.strides[0] + 1
-        q = (w + left + right - self.dilation[1] * (s - 1) - 1) // self.strides[1] + 1
+        p = (dims["H"] + top + bottom - self.dilation[0] * (r - 1) - 1) // self.strides[0] + 1
+        q = (dims["W"] + left + right - self.dilation[1] * (s - 1) - 1) // self.strides[1] + 1
         return p, q
 
     @property
@@ -318,7 +325,9 @@ class KernelSpec:
         if self.op == "batch_matmul":
             return tuple(n for n, v in (("batch", self.batch), ("M", self.M), ("N", self.N), ("K", self.K))
                          if v is None)
-        return ("N",) if self.input_shape[0] is None else ()  # type: ignore[index]
+        n, h, w, _ = self.input_shape  # type: ignore[misc]
+        p, q = self.output_hw
+        return tuple(name for name, v in (("N", n), ("H", h), ("W", w), ("P", p), ("Q", q)) if v is None)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -361,10 +370,10 @@ class KernelSpec:
         """The (implicit) GEMM problem (M, N, K) with run-time dims filled in."""
         d = dict(dims or {})
         if self.op == "conv2d":
-            n = self.input_shape[0] if self.input_shape[0] is not None else d["N"]  # type: ignore[index]
+            n, h, w, _ = self.input_shape  # type: ignore[misc]
             k, r, s, c = self.filter_shape  # type: ignore[misc]
-            p, q = self.output_hw
-            return n * p * q, k, r * s * c
+            p, q = self.conv_output({"H": d["H"] if h is None else h, "W": d["W"] if w is None else w})
+            return (d["N"] if n is None else n) * p * q, k, r * s * c
         def dim(name: str) -> int:
             value = getattr(self, name)
             return value if value is not None else d[name]
