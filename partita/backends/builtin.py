@@ -185,16 +185,16 @@ def check_matmul_integer(match: Match) -> bool:
 
 def check_conv_integer(match: Match) -> bool:
     """``nn.conv_integer`` on int8 tensor cores (CUTLASS's implicit GEMM): s8 / u8 operands,
-    NHWC data and an OHWI weight over 2 spatial dims, not grouped, static H, W and C with
-    C % 16 == 0 (16-channel accesses) and K % 4 == 0, constant-zero zero points, and an i32
-    bias row at most."""
+    NHWC data and an OHWI weight over 2 spatial dims, not grouped, static C (N, H and W
+    may be run-time dims, as for :func:`check_conv2d`) with C % 16 == 0 (16-channel
+    accesses) and K % 4 == 0, constant-zero zero points, and an i32 bias row at most."""
     conv = match.find("nn.conv_integer")
     if conv is None or any(element_type_name(v) not in INT8_TYPES for v in conv.operands[:2]):
         return False
     if conv.data_layout != "NHWC" or conv.kernel_layout != "OHWI" or conv.groups != 1:
         return False
     x, w = shape_of(conv.operands[0]), shape_of(conv.operands[1])
-    if x is None or w is None or len(x) != 4 or min(x[1:]) < 0 or min(w) < 0:
+    if x is None or w is None or len(x) != 4 or x[3] < 0 or min(w) < 0:
         return False
     k, r, s, c = w
     if c % 16 or k % 4 or r * s * c > INT8_GEMM_MAX_K or not all(is_zero_constant(v) for v in conv.operands[2:]):

@@ -157,3 +157,26 @@ def test_qoperator_convolutions_run_on_int8_tensor_cores_too(tmp_path):
     spec.CopyFrom(model)
     spec.opset_import[0].version = 21  # onnx.reference implements DequantizeLinear from opset 19 (same semantics)
     np.testing.assert_array_equal(got, ReferenceEvaluator(spec).run(None, {"x": x})[0])
+
+
+def test_qdq_convolutions_of_any_image_size_run_on_int8_tensor_cores(tmp_path):
+    """The quantized CNN with its input's height and width made run-time dims: its
+    convolutions are still CUTLASS IMMA implicit GEMMs (N, H and W are the kernel's run-time
+    arguments), and one compile runs two image sizes as onnxruntime does."""
+    rng = np.random.default_rng(5)
+    _save_cnn(tmp_path / "f32.onnx", rng)
+    model, _ = _qdq(tmp_path / "f32.onnx", tmp_path / "qdq.onnx", "x", SHAPE, rng, False)
+    for axis, label in ((2, "H"), (3, "W")):
+        model.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = label
+    del model.graph.value_info[:]
+    exe = partita.compile(model, TARGETS, partitioner="eager")
+    assert [row.target for row in exe.partitions if "nn.conv_integer" in row.ops] == ["cutlass"] * 3
+    import onnxruntime as ort
+
+    plain = ort.SessionOptions()  # as written, as the other tests compare
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"])
+    for h, w in ((12, 12), (9, 14)):
+        x = rng.standard_normal((2, 16, h, w)).astype(np.float32)
+        (got,) = exe.run(x)
+        _check_close(got, session.run(None, {"x": x})[0], _output_step(model))

@@ -225,11 +225,11 @@ def _int8_conv_spec(main: nn.ConvIntegerOp, epilogue_ops: Sequence[Operation], f
     if main.SPATIAL != 2 or main.data_layout != "NHWC" or main.kernel_layout != "OHWI" or main.groups != 1:
         raise op_error(main, "an int8 CUTLASS convolution takes NHWC data, OHWI weights and groups = 1")
     x, w = _shape(main.input), _shape(main.weight)
-    if any(d < 0 for d in x[1:]):
-        raise op_error(main, "an int8 CUTLASS convolution needs static H, W and C")
+    if x[3] < 0:
+        raise op_error(main, "an int8 CUTLASS convolution needs static input channels")
     dtype_a, dtype_b, epilogue, bias = _int8_parts(main, epilogue_ops, function, w[0], 3)
-    spec = KernelSpec.conv2d((_static(x[0]), *x[1:]), w, tuple(main.strides), tuple(main.padding),
-                             tuple(main.dilation), dtype_a, epilogue, dtype_b=dtype_b)
+    spec = KernelSpec.conv2d((_static(x[0]), _static(x[1]), _static(x[2]), x[3]), w, tuple(main.strides),
+                             tuple(main.padding), tuple(main.dilation), dtype_a, epilogue, dtype_b=dtype_b)
     return spec, bias
 
 
