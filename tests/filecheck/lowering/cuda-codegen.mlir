@@ -2,7 +2,7 @@
 // RUN: partita-opt %s -t cuda-c | filecheck %s --check-prefix=CUDA
 
 // Fused functions become extern declarations (bodies kept as references) implemented by
-// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (a max pool over dynamic H and W) is left
+// one cubin (injective, GEMM, row-wise and window kernels); a primitive cuda function no kernel computes (a transposed convolution over dynamic H and W) is left
 // alone.
 
 // CHECK-LABEL: func.func private @main_fused_0(tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {byoc.extern}
@@ -16,7 +16,7 @@
 // CHECK-LABEL: func.func private @main_pad(tensor<2x3xf32>) -> tensor<3x6xf32> attributes {byoc.extern}
 // CHECK-LABEL: func.func private @not_a_kernel
 // CHECK-SAME:    byoc.primitive
-// CHECK-NEXT:    nn.max_pool2d
+// CHECK-NEXT:    nn.conv2d_transpose
 // CHECK-LABEL: func.func @main
 // CHECK:         func.call @main_fused_0(%x, %b)
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", sha256 = "{{[0-9a-f]+}}",
@@ -218,9 +218,9 @@ func.func private @main_pad(%0: tensor<2x3xf32>) -> tensor<3x6xf32> attributes {
   %1 = nn.pad %0 {pad_before = array<i64: 1, 2>, pad_after = array<i64: 0, 1>, pad_value = 0.5 : f64} : (tensor<2x3xf32>) -> tensor<3x6xf32>
   func.return %1 : tensor<3x6xf32>
 }
-func.func private @not_a_kernel(%0: tensor<1x4x?x?xf32>) -> tensor<1x4x?x?xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
-  %1 = nn.max_pool2d %0 {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x?x?xf32>) -> tensor<1x4x?x?xf32>
-  func.return %1 : tensor<1x4x?x?xf32>
+func.func private @not_a_kernel(%0: tensor<1x4x?x?xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32> attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}>, byoc.primitive} {
+  %1 = nn.conv2d_transpose %0, %w : (tensor<1x4x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32>
+  func.return %1 : tensor<1x3x?x?xf32>
 }
 func.func @main(%x: tensor<?x64xf16>, %b: tensor<64xf16>, %y: tensor<2x3x4xbf16>, %c: tensor<4xbf16>) -> (tensor<?x64xf16>, tensor<4x6xbf16>) attributes {byoc.target = #byoc.target<"cuda", {arch = "sm_90"}, host = #byoc.target<"llvm">>} {
   %0 = func.call @main_fused_0(%x, %b) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>

@@ -108,7 +108,7 @@ func.func private @g_fused_0() -> ()
 
 // Partition functions and functions on other targets are not fused; a group of
 // reshapes only is a change of metadata and stays where it is; an op no kernel computes
-// (a max pool over dynamic H and W) runs on the host.
+// (a transposed convolution over dynamic H and W) runs on the host.
 
 // CHECK-LABEL: func.func private @part
 // CHECK-NEXT:    nn.relu
@@ -118,7 +118,7 @@ func.func private @g_fused_0() -> ()
 // CHECK-NEXT:    nn.reshape
 // CHECK-NEXT:    nn.reshape
 // CHECK-LABEL: func.func @p
-// CHECK-NEXT:    nn.max_pool2d
+// CHECK-NEXT:    nn.conv2d_transpose
 // CHECK-NOT:   func.call
 
 func.func private @part(%x: tensor<4xf32>) -> tensor<4xf32> attributes {byoc.compiler = "cutlass", byoc.target = #byoc.target<"cutlass">} {
@@ -134,9 +134,9 @@ func.func @k(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>) -> tensor<6x4xf32> {
   %1 = nn.reshape %0 : (tensor<24xf32>) -> tensor<6x4xf32>
   func.return %1 : tensor<6x4xf32>
 }
-func.func @p(%x: tensor<1x4x?x?xf32>) -> tensor<1x4x?x?xf32> {
-  %0 = nn.max_pool2d %x {pool_size = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x?x?xf32>) -> tensor<1x4x?x?xf32>
-  func.return %0 : tensor<1x4x?x?xf32>
+func.func @p(%x: tensor<1x4x?x?xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32> {
+  %0 = nn.conv2d_transpose %x, %w : (tensor<1x4x?x?xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x?x?xf32>
+  func.return %0 : tensor<1x3x?x?xf32>
 }
 
 // -----
@@ -230,8 +230,8 @@ func.func @layers(%x: tensor<4x8xf32>, %y: tensor<2x8xf32>, %b: tensor<8xf32>, %
 
 // Pools anchor window kernels: the relu computing the max pool's operand stays outside,
 // the bias_add and relu after it are its epilogue; a pad and a concatenate are injective
-// and fuse with the element-wise ops around them; a pool over dynamic spatial dims
-// stays on the host.
+// and fuse with the element-wise ops around them; a pool over dynamic spatial dims is a
+// window kernel too (an image of any size: its result dims come from its shape rule).
 
 // CHECK-LABEL: func.func private @cnn_fused_0(%0: tensor<?x8x16x16xf32>) -> tensor<?x8x16x16xf32>
 // CHECK-NEXT:    nn.relu
@@ -249,12 +249,15 @@ func.func @layers(%x: tensor<4x8xf32>, %y: tensor<2x8xf32>, %b: tensor<8xf32>, %
 // CHECK-LABEL: func.func private @cnn_fused_3(%0: tensor<?x10x10x10xf32>) -> tensor<?x10x1x1xf32>
 // CHECK-NEXT:    nn.global_avg_pool2d
 // CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @cnn_fused_4(%0: tensor<1x1x?x?xf32>) -> tensor<1x1x?x?xf32>
+// CHECK-NEXT:    nn.avg_pool2d
+// CHECK-NEXT:    func.return
 // CHECK-LABEL: func.func @cnn
 // CHECK-NEXT:    %0 = func.call @cnn_fused_0(%x)
 // CHECK-NEXT:    %1 = func.call @cnn_fused_1(%0, %b)
 // CHECK-NEXT:    %2 = func.call @cnn_fused_2(%1, %y)
 // CHECK-NEXT:    %3 = func.call @cnn_fused_3(%2)
-// CHECK-NEXT:    %4 = nn.avg_pool2d %z
+// CHECK-NEXT:    %4 = func.call @cnn_fused_4(%z)
 // CHECK-NEXT:    func.return %3, %4
 func.func @cnn(%x: tensor<?x8x16x16xf32>, %b: tensor<8xf32>, %y: tensor<?x2x10x10xf32>, %z: tensor<1x1x?x?xf32>) -> (tensor<?x10x1x1xf32>, tensor<1x1x?x?xf32>) attributes {byoc.target = #byoc.target<"cuda">} {
   %0 = nn.relu %x : (tensor<?x8x16x16xf32>) -> tensor<?x8x16x16xf32>
