@@ -76,7 +76,6 @@ def window_extent(arith: Any, size: Any, kernel: int, stride: int, pad_lo: int, 
     return arith.select_ge(last, arith.add(size, pad_lo), arith.add(out, -1), out)
 
 
-
 SPATIAL_LETTERS = {1: "W", 2: "HW", 3: "DHW"}
 
 

@@ -41,15 +41,22 @@ def _resize_geometry(shape, axes, scales, sizes, policy: str):
         fail(str(err))
 
 
-def _declared_sizes(cx, x) -> list[float] | None:
-    """The node's output shape as Resize sizes, when the model declares it (ONNX shape
-    inference or value_info): the shape run-time scales / sizes must produce."""
+def _declared_dims(cx, x) -> list[int] | None:
+    """The node's output dims the model declares (ONNX shape inference or value_info),
+    ``nn.DYN`` where it gives no size; ``None`` when it declares none of ``x``'s rank."""
     declared = cx.dim_labels.get(cx.node.output[0], [])
-    shape = shape_of(x)
-    if len(declared) != len(shape) or any(not isinstance(d, int) and s != nn.DYN
-                                          for d, s in zip(declared, shape)):
+    if len(declared) != len(shape_of(x)):
         return None
-    return [float(d) if isinstance(d, int) else -1.0 for d in declared]
+    return [d if isinstance(d, int) else nn.DYN for d in declared]
+
+
+def _declared_sizes(cx, x) -> list[float] | None:
+    """The node's output shape as Resize sizes, when the model declares it: the shape
+    run-time scales / sizes must produce (``-1`` keeps a dynamic dim of ``x``)."""
+    declared = _declared_dims(cx, x)
+    if declared is None or any(d == nn.DYN and s != nn.DYN for d, s in zip(declared, shape_of(x))):
+        return None
+    return [-1.0 if d == nn.DYN else float(d) for d in declared]
 
 
 def _resize_mode(attrs) -> str:
@@ -81,10 +88,8 @@ def _run_time_resize(cx, x, axes, params: dict[str, SSAValue], attrs, mode: str)
         options["axes"] = axes
     # The dims the model declares stay static (a detector's batch and channels): the
     # kernels after it see them so.
-    declared = cx.dim_labels.get(cx.node.output[0], [])
-    known = [d if isinstance(d, int) else nn.DYN for d in declared] if len(declared) == len(shape_of(x)) else None
-    return dyn(cx, "resize", [x], params, len(shape_of(x)), x.type.element_type, f"the Resize {name}", known,
-               **options)
+    return dyn(cx, "resize", [x], params, len(shape_of(x)), x.type.element_type, f"the Resize {name}",
+               _declared_dims(cx, x), **options)
 
 
 def _roi(x, axes, roi):

@@ -167,8 +167,6 @@ def _signal(cx: Importer, v: Value, what: str) -> tuple[SSAValue, int]:
     return x, shape[-1]
 
 
-
-
 def _given_at_run_time(v: Value | None) -> bool:
     return v is not None and not is_const(v)
 

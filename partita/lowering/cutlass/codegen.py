@@ -81,10 +81,6 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
 
 
-def _static(dim: int) -> int | None:
-    return None if dim < 0 else dim
-
-
 def _dtype(op: Operation) -> str:
     element = op.results[0].type.element_type  # type: ignore[attr-defined]
     name = str(element)
@@ -228,8 +224,8 @@ def _int8_conv_spec(main: nn.ConvIntegerOp, epilogue_ops: Sequence[Operation], f
     if x[3] < 0:
         raise op_error(main, "an int8 CUTLASS convolution needs static input channels")
     dtype_a, dtype_b, epilogue, bias = _int8_parts(main, epilogue_ops, function, w[0], 3)
-    spec = KernelSpec.conv2d((_static(x[0]), _static(x[1]), _static(x[2]), x[3]), w, tuple(main.strides),
-                             tuple(main.padding), tuple(main.dilation), dtype_a, epilogue, dtype_b=dtype_b)
+    spec = KernelSpec.conv2d(x, w, tuple(main.strides), tuple(main.padding), tuple(main.dilation), dtype_a, epilogue,
+                             dtype_b=dtype_b)  # N, H and W may be run-time dims, as for conv2d
     return spec, bias
 
 
@@ -281,10 +277,8 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
                 raise op_error(main, "CUTLASS conv2d needs static input channels")
             roles = {main.operands[0]: "x", main.operands[1]: "w"}
             epilogue, bias = _epilogue_with_residual(main, epilogue_ops, function, w[0], 3, roles)
-            spec = KernelSpec.conv2d(  # N, H and W may be run-time dims: the entry takes every dim
-                (_static(x[0]), _static(x[1]), _static(x[2]), x[3]), w, tuple(main.strides), tuple(main.padding),
-                tuple(main.dilation), _dtype(main), epilogue,
-            )
+            spec = KernelSpec.conv2d(  # N, H and W may be run-time dims (None): the entry takes every dim
+                x, w, tuple(main.strides), tuple(main.padding), tuple(main.dilation), _dtype(main), epilogue)
         elif isinstance(main, nn.ConvIntegerOp):
             spec, bias = _int8_conv_spec(main, epilogue_ops, function)
             roles = {main.input: "x", main.weight: "w", main.weight_zero_point: "zb", main.input_zero_point: "za"}

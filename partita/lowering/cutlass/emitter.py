@@ -165,9 +165,8 @@ class EntryInfo:
         if s.op in ("dense", "batch_matmul"):
             M, N, _ = s.gemm_problem(d)
             return (M, N) if s.op == "dense" else (s.batch_count(d), M, N)
-        n, h, w, _ = s.input_shape
-        p, q = s.conv_output({"H": d["H"] if h is None else h, "W": d["W"] if w is None else w})
-        return (d["N"] if n is None else n, p, q, s.filter_shape[0])
+        n = s.input_shape[0]
+        return (d["N"] if n is None else n, *s.conv_output(d), s.filter_shape[0])
 
     def problem_values(self, dims: dict[str, int] | None = None) -> dict[str, int]:
         """Every problem dim the entry takes (``GEMM_DIMS``): the spec's static ones and

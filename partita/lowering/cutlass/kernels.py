@@ -260,7 +260,7 @@ class KernelSpec:
             pad = (pad[0], pad[1], pad[0], pad[1])
         elif len(pad) != 4:
             raise UnsupportedKernel(f"padding must have 1, 2 or 4 entries: {padding!r}")
-        n, h, w, c = (None if d is None or d < 0 else int(d) for d in input_shape)
+        n, h, w, c = (None if d is None or d < 0 else int(d) for d in input_shape)  # the IR's ? is negative
         if c is None:
             raise UnsupportedKernel("conv2d needs static input channels")
         return cls(op="conv2d", dtype=dtype, epilogue=epilogue, input_shape=(n, h, w, c),
@@ -302,20 +302,24 @@ class KernelSpec:
     @property
     def output_hw(self) -> tuple[int | None, int | None]:
         """(P, Q) of a conv2d (``None`` for a run-time H or W)."""
-        assert self.input_shape and self.filter_shape
+        assert self.input_shape
         _, h, w, _ = self.input_shape
-        return self.conv_output({"H": h, "W": w}) if h is not None and w is not None else (
-            None if h is None else self.conv_output({"H": h, "W": 1})[0],
-            None if w is None else self.conv_output({"H": 1, "W": w})[1])
+        return None if h is None else self._extent(h, 0), None if w is None else self._extent(w, 1)
 
-    def conv_output(self, dims: dict[str, int]) -> tuple[int, int]:
-        """(P, Q) of a conv2d of input height and width ``dims["H"]``, ``dims["W"]``."""
+    def conv_output(self, dims: dict[str, int] | None = None) -> tuple[int, int]:
+        """(P, Q) of a conv2d, its run-time H and W from ``dims``."""
+        assert self.input_shape
+        _, h, w, _ = self.input_shape
+        d = dims or {}
+        return self._extent(d["H"] if h is None else h, 0), self._extent(d["W"] if w is None else w, 1)
+
+    def _extent(self, size: int, axis: int) -> int:
+        """The output extent of a conv2d's spatial ``axis`` (0: H, 1: W) of input ``size``
+        (``padding`` is top, left, bottom, right)."""
         assert self.filter_shape
-        _, r, s, _ = self.filter_shape
-        top, left, bottom, right = self.padding
-        p = (dims["H"] + top + bottom - self.dilation[0] * (r - 1) - 1) // self.strides[0] + 1
-        q = (dims["W"] + left + right - self.dilation[1] * (s - 1) - 1) // self.strides[1] + 1
-        return p, q
+        kernel = self.filter_shape[1 + axis]
+        span = size + self.padding[axis] + self.padding[axis + 2] - self.dilation[axis] * (kernel - 1) - 1
+        return span // self.strides[axis] + 1
 
     @property
     def dynamic_dims(self) -> tuple[str, ...]:
@@ -370,9 +374,9 @@ class KernelSpec:
         """The (implicit) GEMM problem (M, N, K) with run-time dims filled in."""
         d = dict(dims or {})
         if self.op == "conv2d":
-            n, h, w, _ = self.input_shape  # type: ignore[misc]
+            n = self.input_shape[0]  # type: ignore[index]
             k, r, s, c = self.filter_shape  # type: ignore[misc]
-            p, q = self.conv_output({"H": d["H"] if h is None else h, "W": d["W"] if w is None else w})
+            p, q = self.conv_output(d)
             return (d["N"] if n is None else n) * p * q, k, r * s * c
         def dim(name: str) -> int:
             value = getattr(self, name)
