@@ -340,10 +340,12 @@ class CudaDevice:
     def encode_tensor_map(self, request):
         """``cuTensorMapEncodeTiled`` of a ``partita.runtime.tma.TensorMapRequest``."""
         drv = self.drv
+        # Explicit cuuint32_t / cuuint64_t: cuda-bindings before 13.4 refuses plain ints here
+        u32, u64 = drv.cuuint32_t, drv.cuuint64_t
         encoded = self._call(drv.cuTensorMapEncodeTiled(
-            drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), request.rank, request.address,
-            list(request.dims), list(request.strides), list(request.box),
-            list(request.element_strides or (1,) * request.rank),
+            drv.CUtensorMapDataType(DATA_TYPES[request.dtype]), u32(request.rank), request.address,
+            [u64(d) for d in request.dims], [u64(s) for s in request.strides], [u32(b) for b in request.box],
+            [u32(e) for e in request.element_strides or (1,) * request.rank],
             drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[request.swizzle]),
             drv.CUtensorMapL2promotion(L2_PROMOTION_128B), drv.CUtensorMapFloatOOBfill(0)),
             f"cuTensorMapEncodeTiled(dims {request.dims}, box {request.box})")

@@ -32,7 +32,9 @@ What the real driver refuses, this one refuses too:
   newer, rank 1..5, a known data type, a 16-byte-aligned global address, global strides
   that are multiples of 16 bytes below 2^40, box dims 1..256 whose inner extent is a
   multiple of 16 bytes and fits the swizzle width, element strides 1..8) and returns a
-  descriptor whose bytes name the request (``tensor_maps`` lists what was encoded);
+  descriptor whose bytes name the request (``tensor_maps`` lists what was encoded); its
+  rank and per-dimension lists must be ``cuuint32_t`` / ``cuuint64_t`` (a TypeError for a
+  plain int, as cuda-bindings 13.3 raises on the GPU);
   ``cuLaunchKernelEx`` takes a ``CUlaunchConfig``: grid, block and shared memory as
   ``cuLaunchKernel`` (opt-in above 48 KiB), a cluster-dimension attribute of at most 8
   CTAs (16 with the non-portable opt-in) that divides the grid, only on sm_90 or newer;
@@ -93,6 +95,26 @@ LARGE_SMEM = 48 * 1024
 SMEM_OPT_IN = {(9, 0): 232448, (8, 0): 166912, (8, 6): 101376, (8, 9): 101376, (7, 5): 65536}
 
 
+class _SizedInt(int):
+    """``cuda.bindings``' ``cuuint32_t`` / ``cuuint64_t``: what ``cuTensorMapEncodeTiled``
+    takes for its rank and its per-dimension lists (cuda-bindings 13.3 refuses plain ints
+    there, with a TypeError; 13.4 converts them)."""
+
+
+class cuuint32_t(_SizedInt):  # noqa: N801 - the binding's name
+    pass
+
+
+class cuuint64_t(_SizedInt):  # noqa: N801 - the binding's name
+    pass
+
+
+def _sized(value, kind: type) -> int:
+    if not isinstance(value, kind):
+        raise TypeError(f"Cannot convert {type(value).__name__} to cuda.bindings.driver.{kind.__name__}")
+    return int(value)
+
+
 class RecordingDriver:
     """Counts every call in ``calls``; see the module docstring."""
 
@@ -104,6 +126,7 @@ class RecordingDriver:
     # cuda.bindings' enums are IntEnums called with their value; ints stand in for them
     CUtensorMapDataType = CUtensorMapInterleave = CUtensorMapSwizzle = int
     CUtensorMapL2promotion = CUtensorMapFloatOOBfill = int
+    cuuint32_t, cuuint64_t = cuuint32_t, cuuint64_t
     CUlaunchAttributeID = SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4)
     #: CUtensorMapDataType -> element bytes (UINT8, UINT16, UINT32, INT32, UINT64, INT64,
     #: FLOAT16, FLOAT32, FLOAT64, BFLOAT16, ...)
@@ -555,9 +578,9 @@ class RecordingDriver:
         result = self._call("cuTensorMapEncodeTiled", None)
         if result[0] != SUCCESS:
             return result
-        dtype, rank, address = int(dtype), int(rank), int(address)
-        dims, strides, box = [int(d) for d in dims], [int(s) for s in strides], [int(b) for b in box]
-        element_strides = [int(e) for e in element_strides]
+        dtype, rank, address = int(dtype), _sized(rank, cuuint32_t), int(address)
+        dims, strides = [_sized(d, cuuint64_t) for d in dims], [_sized(s, cuuint64_t) for s in strides]
+        box, element_strides = [_sized(b, cuuint32_t) for b in box], [_sized(e, cuuint32_t) for e in element_strides]
         size = self.TENSOR_MAP_BYTES.get(dtype)
         width = self.TENSOR_MAP_SWIZZLE.get(int(swizzle))
         valid = (
