@@ -57,6 +57,20 @@ _EPILOGUE = {
 }
 """The thread epilogue of each ``KernelSpec.epilogue`` (``{args}``: output type, vector
 width, accumulator and compute types)."""
+_SPLIT_K_EPILOGUE = {
+    "bias_relu": "cutlass::epilogue::thread::LinearCombinationGeneric<cutlass::epilogue::thread::ReLu, {args}>",
+}
+"""Where a serial split-k kernel needs another thread epilogue. LinearCombinationRelu
+turns ReLU off on the partial sums with a NaN threshold, which CUTLASS 4's NaN-propagating
+``ReLu`` passes into every output (all NaN, seen on an H200); LinearCombinationGeneric
+skips its activation on those partitions instead."""
+
+
+def thread_epilogue(spec: KernelSpec, cfg: KernelConfig, args: str) -> str:
+    """The C++ thread epilogue of ``spec`` under ``cfg`` (``args``: output type, vector
+    width, accumulator and compute types)."""
+    table = _SPLIT_K_EPILOGUE if cfg.split_k > 1 else {}
+    return table.get(spec.epilogue, _EPILOGUE[spec.epilogue]).format(args=args)
 _HEADERS = (
     "cutlass/cutlass.h",
     "cutlass/numeric_types.h",
@@ -324,7 +338,7 @@ def _tn_8bit_gemm_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     FP8 one (E4M3 / E5M2, f32 accumulators through CUTLASS's staged accumulation, not the
     fast-accumulate form, an f32 output)."""
     acc, math = ("int32_t", "OpMultiplyAddSaturate") if spec.is_int8 else ("float", "OpMultiplyAdd")
-    epi = _EPILOGUE[spec.epilogue].format(args=f"{acc}, {cfg.alignment_c}, {acc}, {acc}")
+    epi = thread_epilogue(spec, cfg, f"{acc}, {cfg.alignment_c}, {acc}, {acc}")
     return (
         f"using {alias} = typename cutlass::gemm::kernel::DefaultGemm<\n"
         f"    {CTYPES[spec.dtype]}, cutlass::layout::RowMajor, {cfg.alignment_a},\n"
@@ -340,7 +354,7 @@ def _int8_conv_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
     """An Sm80 IMMA implicit-GEMM convolution (fprop, optimized iterators): s8 / u8 NHWC
     data and an OHWI (CUTLASS's KRSC, its "NHWC" filter) s8 / u8 filter, i32 accumulators,
     an i32 linear combination into an i32 NHWC output."""
-    epi = _EPILOGUE[spec.epilogue].format(args=f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
+    epi = thread_epilogue(spec, cfg, f"int32_t, {cfg.alignment_c}, int32_t, int32_t")
     return (
         f"using {alias} = typename cutlass::conv::kernel::DefaultConv2dFprop<\n"
         f"    {CTYPES[spec.dtype]}, cutlass::layout::TensorNHWC, {CTYPES[spec.b_dtype]}, cutlass::layout::TensorNHWC,\n"
@@ -375,7 +389,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: KernelConfig) -> str:
         default = "DefaultConv2dFpropWithBroadcast"
         prefix = f"using {alias}_op = {_residual_block(spec, cfg)};\n"
     else:
-        epi = _EPILOGUE[spec.epilogue].format(args=f"{T}, {cfg.alignment_c}, float, float")
+        epi = thread_epilogue(spec, cfg, f"{T}, {cfg.alignment_c}, float, float")
         default, prefix = "DefaultConv2dFprop", ""
     if spec.op == "conv2d":
         algo = {"optimized": "kOptimized", "analytic": "kAnalytic"}[cfg.iterator_algorithm]
