@@ -357,6 +357,14 @@ def check_cudnn_conv(match: Match) -> bool:
     return _bias_ok(match, conv, 1 if op_attr(conv, "data_layout") == "NCHW" else 3)
 
 
+def check_cudnn_conv_relu(match: Match) -> bool:
+    """``check_cudnn_conv``, NHWC only: for an NCHW convolution + ReLU with no bias, cuDNN
+    9.19 on an H200 proposes no engine (its fused epilogues want NHWC there; with a bias it
+    finds one), so that ReLU is left to another target."""
+    conv = match.find("nn.conv2d")
+    return conv is not None and op_attr(conv, "data_layout") == "NHWC" and check_cudnn_conv(match)
+
+
 def check_attention(match: Match) -> bool:
     """cuDNN's fused attention: f16/bf16, head dim a multiple of 8 up to 128, softmax
     over the keys."""
@@ -386,7 +394,7 @@ def cudnn_patterns() -> list[tuple[str, Pattern, object]]:
         ("sdpa", is_attention(), check_attention),
         ("conv2d_bias_relu", is_op("nn.relu")(_with_bias(_conv2d())), check_cudnn_conv),
         ("conv2d_bias", _with_bias(_conv2d()), check_cudnn_conv),
-        ("conv2d_relu", is_op("nn.relu")(_conv2d()), check_cudnn_conv),
+        ("conv2d_relu", is_op("nn.relu")(_conv2d()), check_cudnn_conv_relu),
         ("conv2d", _conv2d(), check_cudnn_conv),
     ]
 

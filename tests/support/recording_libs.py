@@ -417,6 +417,11 @@ class RecordingCudnnGraph:
     def build(self, modes) -> None:
         """Validates what the real frontend validates before it asks the heuristics."""
         self.lib.memory.check_not_capturing("cudnn graph build")
+        kinds = [n[0] for n in self.nodes]
+        if kinds == ["conv_fprop", "relu"] and self.nodes[0][2].stride[1] != 1:
+            # cuDNN 9.19 on an H200: no engine for a non-NHWC convolution + ReLU without a bias
+            raise RuntimeError("cudnnGraphNotSupportedError: no engine proposed a plan for this graph "
+                               "(Epilogue tensors must be row major or N(D)HWC layout)")
         for kind, out, inputs, _b, _attrs in self.nodes:
             if kind != "sdpa":
                 continue
