@@ -62,8 +62,11 @@ class _Graph:
 
     def model(self, name: str, inputs, outputs, opset: int = OPSET) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                                  producer_name="partita-examples")
+        opsets = [helper.make_opsetid("", opset)]
+        # the lowest IR version these opsets allow (onnx writes its newest by default, which
+        # an older onnxruntime refuses: 1.30 reads IR 13 at most, onnx 1.23 writes 14)
+        model = helper.make_model(graph, opset_imports=opsets, producer_name="partita-examples",
+                                  ir_version=helper.find_min_ir_version_for(opsets))
         onnx.checker.check_model(model, full_check=True)
         return model
 

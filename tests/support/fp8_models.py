@@ -40,4 +40,5 @@ def fp8_linear(*, gemm: bool = False, per_channel: bool = False, x_type: int = E
         shape = [2, rows, k]
     graph = helper.make_graph(nodes, "fp8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*shape[:-1], n])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), shape
+    opsets = [helper.make_opsetid("", 21)]  # IR 10, not onnx's newest: what an older onnxruntime reads too
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets)), shape
