@@ -265,8 +265,9 @@ def test_an_fp8_qdq_model_runs_its_product_on_hopper_wgmma(kernel_cache: Path, t
 def test_fp8_gemms_on_the_gpu(targets, tmp_path: Path):
     """On an sm_89 or newer device: the FP8 QDQ product on FP8 tensor cores (CUTLASS's
     kernel for the device, or cuBLASLt) against onnxruntime. Products of 8-bit floats are
-    exact and the partial sums are promoted into f32, so only the order of the f32 sums
-    differs."""
+    exact, but Hopper's FP8 MMA adds them in an accumulator narrower than f32 before each
+    promotion into f32: on an H200 CUTLASS and cuBLASLt gave the same bits, 25 of 262,144
+    elements beyond 1e-4 of the largest output, the worst at 1.7e-4 of it."""
     from partita.runtime.cuda import CudaDevice, parse_arch
 
     device = CudaDevice()
@@ -281,7 +282,7 @@ def test_fp8_gemms_on_the_gpu(targets, tmp_path: Path):
     x = _input(shape)
     (got,) = exe.run(x)
     want = _onnxruntime(m, x)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=5e-4 * np.abs(want).max())
 
 
 def test_onnxruntimes_fp8_qdq_encoder_runs_its_products_on_fp8_tensor_cores(tmp_path: Path, kernel_cache: Path):

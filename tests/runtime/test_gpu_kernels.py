@@ -91,7 +91,9 @@ def _check(exe, reference, device, dyns, graphs: bool = True) -> Runtime:
         want = run(reference, *args)
         for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape
-            tol = 3e-2 if w.dtype == np.float16 else 1e-3
+            # f32 GEMMs are TF32 by default (10-bit mantissas): the bundled encoder's worst
+            # element is 1.1e-3 off on an H200
+            tol = 3e-2 if w.dtype == np.float16 else 5e-3
             np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=tol, atol=tol)
     return runtime
 
