@@ -22,7 +22,7 @@ There, with no network::
 the cuDNN frontend's CuTe DSL packages (which it declares but Partita's graph calls never
 import) are left out on purpose.
 
-``--warm-cache sm_90`` also compiles every model ``--validate`` checks for that arch here
+``--warm-cache sm_90`` also compiles every model and benchmark ``--validate`` checks for that arch here
 (minutes of NVRTC that would otherwise be spent on the GPU machine's clock) and packs the
 cubin cache as ``cubins-sm_90.tar.xz`` (cubins compress about 25 to 1). There, before
 validating::
@@ -172,13 +172,15 @@ def split(needed: list[tuple[str, str]], present: dict[str, str | None]) -> tupl
 def warm_cache(out: Path, arch: str, jobs: int = 2) -> Path:
     """Compiles the models ``partita-doctor --validate`` checks for ``arch`` into a fresh
     cubin cache and packs it as ``out/cubins-<arch>.tar.xz``."""
-    from partita.tools.validate import model_files, precompile
+    from partita.tools.validate import model_files, precompile, precompile_benchmarks
 
     with tempfile.TemporaryDirectory() as cache:
         previous = os.environ.get("PARTITA_CACHE_DIR")
         os.environ["PARTITA_CACHE_DIR"] = cache  # the compile processes inherit it
         try:
             precompile(model_files(REPO), arch, max(2, jobs))
+            for failure in precompile_benchmarks(arch):
+                print(f"warning: not prepared: {failure}", file=sys.stderr)
         finally:
             if previous is None:
                 del os.environ["PARTITA_CACHE_DIR"]

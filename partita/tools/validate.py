@@ -719,6 +719,38 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
             writer.add(Row("benchmarks", name, status="FAIL", note=f"{type(err).__name__}: {err}"[:300]))
 
 
+def precompile_benchmarks(arch: str) -> list[str]:
+    """Builds every kernel ``benchmarks_step`` compiles on an ``arch`` GPU (the GEMM and
+    reduction candidates, the ``sm_90a`` CUTLASS 3 GEMM of a Hopper, the attention and
+    4-bit models) into the cubin cache, with no GPU: ``--warm-cache`` runs it. Returns what
+    failed to build (each error, one line)."""
+    from types import SimpleNamespace
+
+    import partita
+    from partita.transforms.collage.measure import CandidateTimer
+
+    device = SimpleNamespace(arch=arch)  # only its arch is read while building
+    builds: list[tuple[Callable[[], Any], str]] = [
+        (lambda: CandidateTimer(device).build(_ops(dense_ir(4096, 4096, 4096)), "cutlass"), "GEMM (cutlass)"),
+        (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
+        (lambda: partita.compile(attention_model(8, 16, 1024, 64), model_targets(arch)), "attention"),
+        (lambda: partita.compile(nbits_model(4096, 4096)[0], model_targets(arch)), "4-bit GEMM"),
+    ]
+    if arch in ("sm_90", "sm_90a"):
+        builds.append((lambda: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(4096, 4096, 4096)), "cutlass"),
+                       "GEMM (cutlass sm_90a)"))
+    failed = []
+    for build, name in builds:
+        try:
+            built = build()
+        except Exception as err:  # noqa: BLE001 - reported again when the GPU runs it
+            failed.append(f"{name}: {type(err).__name__}: {err}"[:300])
+            continue
+        if isinstance(built, str):
+            failed.append(f"{name}: {built}")
+    return failed
+
+
 def child_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m partita.tools.validate")
     parser.add_argument("step", choices=[s for s in STEP_NAMES if s != "gpu-tests"])

@@ -149,10 +149,24 @@ class CandidateTimer:
 
     def time(self, ops: Sequence[Operation], target: str) -> float | None:
         """Seconds for ``ops`` (topologically ordered) on ``target``, or ``None``."""
+        built = self.build(ops, target)
+        if isinstance(built, str):
+            return self._skip(built)
+        module, entry = built
+        seconds = self._time_plan(module, entry, target)
+        if seconds is None:
+            return self._skip(f"no {target} library")
+        self.measured += 1
+        return seconds
+
+    def build(self, ops: Sequence[Operation], target: str) -> tuple[ModuleOp, str] | str:
+        """``ops`` compiled for ``target`` as a module whose entry function's launch plan
+        is timed, or why not (the kernels land in the cubin cache: ``--warm-cache`` builds
+        the benchmarks' candidates on a machine without the GPU this way)."""
         if target not in MEASURABLE_TARGETS:
-            return self._skip(f"no codegen for {target}")
+            return f"no codegen for {target}"
         if not ops:
-            return self._skip("empty candidate")
+            return "empty candidate"
         module = candidate_module(ops)
         (function,) = module.ops
         assert isinstance(function, FuncOp)
@@ -163,17 +177,13 @@ class CandidateTimer:
         else:
             why = self._lower_cuda(module, function)
         if why is not None:
-            return self._skip(why)
+            return why
         # A compiler function (cutlass, a library) is called from an entry, as from @main;
         # a cuda candidate's function already calls its fused kernels.
         entry = function if target == "cuda" else _entry_calling(module, function)
         for pass_ in (MarkCompilerFunctionsAsExtern(), LowerExternCalls(), PlanMemory()):
             pass_.apply(self.ctx, module)
-        seconds = self._time_plan(module, entry.sym_name.data, target)
-        if seconds is None:
-            return self._skip(f"no {target} library")
-        self.measured += 1
-        return seconds
+        return module, entry.sym_name.data
 
     # -------------------------------------------------------------------- lowering
     def _skip(self, why: str) -> None:
