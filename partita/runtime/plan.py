@@ -224,10 +224,12 @@ class Runtime:
                 self._capture(bound)  # after the first (warm-up) run of the signature
         return results
 
-    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, burst: int = 1, **named: Any) -> Profile:
         """Runs the plan ``warmup`` times, then ``repeat`` times with device events around
         each step (see ``partita.runtime.profile``): per-step and per-partition times, the
-        median over the timed runs; ``None`` for every step on a device without a clock."""
+        median over the timed runs; ``None`` for every step on a device without a clock.
+        ``burst`` above 1 enqueues each timed step that many times in a row (``StepClock``):
+        for plans whose steps may run again on their own outputs, as a candidate's do."""
         if repeat < 1 or warmup < 0:
             raise PartitaError(f"profile needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
         self.device.make_current()
@@ -244,7 +246,7 @@ class Runtime:
                 stages = [self._bound_for(values, sizing)]
             steps = [step for stage in stages for step in stage.steps]
             step_ops = [op for stage in stages for op in stage.step_ops]
-            clock = StepClock(self.device, len(steps))
+            clock = StepClock(self.device, len(steps), burst)
             try:
                 for _ in range(repeat):
                     self._run(values, "host", clock)

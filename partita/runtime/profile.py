@@ -108,10 +108,19 @@ def _add(a: float | None, b: float | None) -> float | None:
 class StepClock:
     """The run loop with a pair of events around each step (created once, reused by
     every run); ``collect()`` after the run's synchronization reads them. On a device
-    without events it only runs the steps."""
+    without events it only runs the steps.
 
-    def __init__(self, device: Any, count: int):
+    With ``burst`` above 1 each step is enqueued that many times between its events and
+    timed as their mean: the host's work for one copy (a library's Python call, tens of
+    microseconds) then overlaps the device's run of the one before, where with a single
+    copy the device sits idle inside the events for all of it. Only for steps that may
+    run again on their own outputs (a candidate's, a benchmark's kernels)."""
+
+    def __init__(self, device: Any, count: int, burst: int = 1):
+        if burst < 1:
+            raise PartitaError(f"a step clock needs burst >= 1, got {burst}")
         self.device = device
+        self.burst = burst
         self.timing = isinstance(device, TimingDevice)
         self.samples: list[list[float]] = [[] for _ in range(count)]
         self.events: list[tuple[Any, Any]] = []
@@ -138,13 +147,14 @@ class StepClock:
         record = self.device.record_event
         for step, (start, stop) in zip(steps, self.events[first:first + len(steps)], strict=True):
             record(start, stream)
-            step(stream)
+            for _ in range(self.burst):
+                step(stream)
             record(stop, stream)
 
     def collect(self) -> None:
         """Reads the run's events (its stream is synchronized)."""
         for samples, (start, stop) in zip(self.samples, self.events):
-            samples.append(self.device.elapsed_ms(start, stop) / 1e3)
+            samples.append(self.device.elapsed_ms(start, stop) / 1e3 / self.burst)
 
     def seconds(self) -> list[float | None]:
         """Per step, the median of its samples (``None`` without a clock)."""
@@ -180,15 +190,17 @@ class StepClock:
                 self.device.destroy_event(event)
 
 
-def time_steps(device: Any, steps: Sequence[Callable[[Any], None]], *, repeat: int = 10, warmup: int = 2) -> list[float]:
+def time_steps(device: Any, steps: Sequence[Callable[[Any], None]], *, repeat: int = 10, warmup: int = 2,
+               burst: int = 1) -> list[float]:
     """Seconds per run of each of ``steps`` (prepared launches, library calls), the
     median of ``repeat`` runs after ``warmup`` untimed ones, on a stream of their own,
-    with the profile's events: how a benchmark times kernels it launches outside a plan."""
+    with the profile's events (``burst``: see ``StepClock``): how a benchmark times
+    kernels it launches outside a plan."""
     if not isinstance(device, TimingDevice):
         raise PartitaError(NO_CLOCK.format(device=getattr(device, "name", "device")))
     stream = device.create_stream()
     try:
-        clock = StepClock(device, len(steps))
+        clock = StepClock(device, len(steps), burst)
         try:
             for _ in range(warmup):
                 for step in steps:

@@ -95,7 +95,7 @@ def test_candidate_module_takes_outside_values_as_arguments() -> None:
 
 def test_cutlass_and_fused_candidates_are_compiled_and_timed(cubins) -> None:
     drv, device = recording_device({CUTLASS_KERNEL: 250.0, FUSED_KERNEL: 4.0})
-    timer = CandidateTimer(device, cache_dir=cubins, dynamic_dim=16, warmup=1, repeat=3)
+    timer = CandidateTimer(device, cache_dir=cubins, dynamic_dim=16, warmup=1, repeat=3, burst=2)
 
     graph, _, cands = candidates(DENSE, "cuda,cutlass")
     dense_bias = cands[("cutlass.dense_bias", (0, 1))]
@@ -104,8 +104,9 @@ def test_cutlass_and_fused_candidates_are_compiled_and_timed(cubins) -> None:
     (cubin,) = list(cubins.glob("*.cubin"))
     assert drv.images == [cubin.read_bytes()]
     # Whole runs of the candidate's launch plan, one warm-up and three timed, each with
-    # events around the launch; the inputs took M = dynamic_dim.
-    assert [launch["name"] for launch in drv.launches] == [CUTLASS_KERNEL] * 4
+    # events around two launches in a row (the burst), timed as their mean; the inputs
+    # took M = dynamic_dim.
+    assert [launch["name"] for launch in drv.launches] == [CUTLASS_KERNEL] * (1 + 3 * 2)
     assert drv.calls["cuEventRecord"] == 3 * 2
     assert drv.calls["cuMemcpyHtoDAsync:bytes"] == 4 * (16 * 64 + 128 * 64 + 128) * 2
     assert drv.calls["cuMemcpyDtoHAsync:bytes"] == 4 * 16 * 128 * 2
@@ -195,11 +196,11 @@ def test_collage_partition_chooses_by_measured_times(cubins, tmp_path, monkeypat
     assert placement(fast) == {"nn.dense": "cutlass", "nn.bias_add": "cutlass"}
     assert fast.partitions[0].label == "cutlass.dense_bias"
     assert fast.estimator.startswith("measure:Recording GPU:sm_90:h16/roofline:h100:h16")
-    # Measured once each (2 warm-up and 10 timed runs of its plan): cutlass.dense and
-    # cutlass.dense_bias, and native kernels (the bias_add; the native dense too where
-    # cuda-codegen has a GEMM kernel).
+    # Measured once each (2 warm-up and 10 timed runs of its plan, each a burst of 8
+    # launches): cutlass.dense and cutlass.dense_bias, and native kernels (the bias_add;
+    # the native dense too where cuda-codegen has a GEMM kernel).
     timed = [launch["name"] for launch in drv.launches]
-    assert timed.count(CUTLASS_KERNEL) == timed.count(CUTLASS_DENSE) == 12
+    assert timed.count(CUTLASS_KERNEL) == timed.count(CUTLASS_DENSE) == 2 + 10 * 8
     assert set(timed) == {CUTLASS_KERNEL, CUTLASS_DENSE, FUSED_KERNEL}
     # CUTLASS reported slow: the dense goes native.
     slow, _ = partition({CUTLASS_KERNEL: 50.0, CUTLASS_DENSE: 50.0, FUSED_KERNEL: 0.002})

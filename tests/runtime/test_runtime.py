@@ -527,6 +527,11 @@ def test_a_benchmark_times_steps_with_the_profile_clock() -> None:
     assert drv.calls["cuEventDestroy"] == 2 and not drv.events and not drv.streams
     with pytest.raises(PartitaError, match="has no device clock"):
         time_steps(SimulatedDevice(), [launch])
+    # a burst: four launches in a row between each pair of events, timed as their mean
+    (seconds,) = time_steps(device, [launch], repeat=3, warmup=0, burst=4)
+    assert seconds == pytest.approx(12.5e-6) and len(drv.launches) == 7 + 3 * 4
+    with pytest.raises(PartitaError, match="burst >= 1"):
+        time_steps(device, [launch], burst=0)
 
 
 STATIC = """
