@@ -44,12 +44,18 @@ def test_a_hopper_gemm_is_costed_with_the_hopper_spec() -> None:
     graph, candidate = _dense("f16")
     assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
     plain, hopper = (e.breakdown(graph, candidate) for e in _estimators())
+    # the epilogue's cost is the same; the main loop's follows each spec's efficiency
+    # (measured on an H200: the non-persistent Hopper kernel below the Sm80 one)
+    assert plain["compute_time"] - hopper["compute_time"] == pytest.approx(_hopper_saving())
+    assert plain["time"] - hopper["time"] == pytest.approx(_hopper_saving())
+
+
+def _hopper_saving() -> float:
+    """Seconds the Hopper spec takes off (or adds to) a 4096^3 f16 GEMM on an H100."""
     specs = load_devices()
     peak, backends = specs["devices"]["h100"]["tensor_flops"]["f16"], specs["backends"]
     gemm = 2 * 4096**3 / peak
-    saved = gemm / backends["cutlass"]["efficiency"]["gemm"] - gemm / backends["cutlass-sm90a"]["efficiency"]["gemm"]
-    assert plain["compute_time"] - hopper["compute_time"] == pytest.approx(saved)  # the epilogue's cost is the same
-    assert hopper["time"] < plain["time"]
+    return gemm / backends["cutlass"]["efficiency"]["gemm"] - gemm / backends["cutlass-sm90a"]["efficiency"]["gemm"]
 
 
 def test_a_bias_beside_a_residual_is_a_hopper_gemm() -> None:
@@ -58,7 +64,7 @@ def test_a_bias_beside_a_residual_is_a_hopper_gemm() -> None:
     graph, candidate = _dense("f16", "residual")
     assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
     plain, hopper = (e.estimate(graph, candidate) for e in _estimators())
-    assert hopper < plain
+    assert plain - hopper == pytest.approx(_hopper_saving())
 
 
 def test_what_stays_on_sm80_kernels_keeps_the_sm80_spec() -> None:
