@@ -383,13 +383,15 @@ class Executable:
         except ValueError as err:
             raise PartitaError(str(err)) from None
 
-    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, **named: Any) -> Profile:
+    def profile(self, *args: Any, repeat: int = 10, warmup: int = 1, burst: int = 1, **named: Any) -> Profile:
         """Per-step and per-partition device times of runs on these inputs: the launch
         plan run ``warmup`` times, then ``repeat`` times with device events around each
-        step (kernel launch, library call, host step); medians per run. On the simulated
-        device every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
+        step (kernel launch, library call, host step); medians per run. ``burst`` above 1
+        enqueues each timed step that many times in a row, for a model whose steps may run
+        again on their own outputs (no state carried between runs). On the simulated device
+        every time is ``None`` (it has no clock). See ``partita.runtime.profile``."""
         args, named = self._flat_inputs(self.entry_function(), args, named)
-        return self.runtime.profile(*args, repeat=repeat, warmup=warmup, **named)
+        return self.runtime.profile(*args, repeat=repeat, warmup=warmup, burst=burst, **named)
 
     def save(self, path: str | Path) -> None:
         """Writes the compiled model as one file (``partita.load`` reads it back): the

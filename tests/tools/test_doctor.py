@@ -292,6 +292,21 @@ def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> N
     assert (reduction.partita, reduction.reference) == (pytest.approx(1.0), None)
 
 
+def test_device_seconds_are_a_runs_kernels_without_its_host_work() -> None:
+    """The attention and 4-bit rows time Partita as torch is timed: device events around
+    a burst of each step (the recording driver's stand-in clock: 7.5 us a kernel)."""
+    from partita.runtime.cuda import CudaDevice
+
+    exe = partita.compile(validate.attention_model(1, 2, 32, 64), validate.model_targets("sm_90"))
+    drv = RecordingDriver(arch=(9, 0), launch_us=7.5)
+    exe.load(CudaDevice(driver=drv))
+    q = np.zeros((1, 2, 32, 64), np.float16)
+    launches = len(drv.launches)
+    assert validate.device_seconds(exe, q, q, q, repeat=3, burst=4) == pytest.approx(7.5e-6)
+    assert len(drv.launches) - launches == 2 + 3 * 4  # warm-up runs, then the timed bursts
+    exe.close()
+
+
 def test_models_are_compiled_for_the_gpus_arch() -> None:
     assert validate.model_targets("sm_90a") == ["cuda -arch=sm_90a", "cutlass -sm=90", "llvm"]
     assert validate.model_targets("sm_89", "cudnn") == ["cuda -arch=sm_89", "cutlass -sm=89", "cudnn", "llvm"]
