@@ -105,7 +105,7 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
             "int64_t(K), cute::Int<1>{}, int64_t(M) * K"
         stride_b = "int64_t(K), cute::Int<1>{}, int64_t(N) * K" if spec.transpose_b else \
             "cute::Int<1>{}, int64_t(N), int64_t(N) * K"
-        parts.append(decl[: decl.index("__device__ __noinline__")])
+        parts.append(decl[: decl.index("// Inlined into its entry")])  # the types, not the device code
         # the FP8 main loop's promotion interval (what its Arguments default to)
         promotion = '  std::printf("PROMOTION %u\\n", p.mainloop.mma_promotion_interval);\n' if spec.is_fp8 else ""
         parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b)

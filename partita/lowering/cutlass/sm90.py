@@ -290,7 +290,9 @@ static_assert(partita_swizzle_bits<typename Mainloop::SmemLayoutAtomB>::value ==
 static_assert({bk} * sizeof(T) == 128, "one K tile is one 128-byte swizzle row");
 }}  // namespace {alias}_ns
 
-__device__ __noinline__ void {alias}_run(const {alias}_ns::Params& params) {{
+// Inlined into its entry: a wgmma pipeline may not cross a call (ptxas would serialize
+// every wgmma with a warpgroup wait of its own, C7510).
+__device__ __forceinline__ void {alias}_run(const {alias}_ns::Params& params) {{
   extern __shared__ char partita_smem[];
   {alias}_ns::Kernel op;
   op(params, partita_smem);
