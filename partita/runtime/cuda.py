@@ -223,6 +223,13 @@ class CudaDevice:
         return _capability(self.drv, self.device)
 
     @property
+    def multiprocessor_count(self) -> int:
+        """SMs of the device (a persistent kernel's grid is sized by it)."""
+        drv = self.drv
+        attribute = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        return int(_check(drv.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute", drv))
+
+    @property
     def arch(self) -> str:
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"

@@ -24,8 +24,12 @@ from partita.lowering.binaries import cubin_file
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, NUMPY_DTYPES, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
-from partita.runtime.tma import sm90_arguments, sm90_grid, sm90_pieces
+from partita.runtime.tma import persistent_schedule, sm90_arguments, sm90_grid, sm90_pieces
 from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
+
+HOPPER_SMS = 132
+"""SMs of an H100 / H200 SXM: what a persistent kernel's grid is sized for on a device that
+does not say (the simulated one)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class PreparedSm90:
         return [(self.kernel, tuple(kind for kind, *_ in sm90_pieces(self.handle.layout)))]
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
-        return 0  # not split-K, not persistent: no workspace
+        return 0  # not split-K, and the persistent scheduler (not stream-K) keeps no state in memory
 
     def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
         handle, entry = self.handle, self.handle.entry
@@ -105,14 +109,18 @@ class PreparedSm90:
         pointers = {operand[role]: t.ptr for role, t in zip(handle.roles, inputs)}
         pointers["out"] = out.ptr
         cfg = entry.config
+        schedule, sm_count = None, 0
+        if cfg.persistent:  # about one CTA an SM, walking the tiles
+            sm_count = int(getattr(device, "multiprocessor_count", 0) or HOPPER_SMS)
+            schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, sm_count)
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
                               pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
-                              MMA_PROMOTION_INTERVAL)
+                              MMA_PROMOTION_INTERVAL, schedule, sm_count)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
         block = (int(handle.layout["threads"]), 1, 1)
-        grid = sm90_grid(problem, cfg.tile, cfg.cluster)
+        grid = schedule.grid if schedule is not None else sm90_grid(problem, cfg.tile, cfg.cluster)
         launch = device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
                                        cluster=cfg.cluster)
         check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks

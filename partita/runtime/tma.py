@@ -126,7 +126,8 @@ class Sm90Arguments:
 
 def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
                    problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
-                   gemm_layout: str = "tn", promotion_interval: int = 0) -> Sm90Arguments:
+                   gemm_layout: str = "tn", promotion_interval: int = 0,
+                   schedule: PersistentSchedule | None = None, sm_count: int = 0) -> Sm90Arguments:
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
@@ -135,7 +136,8 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     N. ``gemm_layout`` is CUTLASS's letters (``t``: A row-major,
     i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
-    ``promotion_interval``."""
+    ``promotion_interval``; a persistent kernel (its layout has a ``scheduler``) the tile
+    scheduler's ``schedule`` on a device of ``sm_count`` SMs."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -151,6 +153,10 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         if promotion_interval <= 0:
             raise ValueError("an FP8 main loop needs its mma promotion interval")
         struct.pack_into("<I", blob, layout["promotion"], promotion_interval)
+    if layout.get("scheduler"):
+        if schedule is None or sm_count <= 0:
+            raise ValueError("a persistent kernel needs its tile schedule and the device's SM count")
+        pack_schedule(blob, layout["scheduler"], schedule, sm_count)
     struct.pack_into("<f", blob, layout["alpha"], 1.0)
     struct.pack_into("<f", blob, layout["beta"], 1.0 if source else 0.0)
     # C: the bias row broadcast over rows and batches (both strides 0), the residual laid
@@ -223,3 +229,106 @@ def sm90_grid(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cl
     M, N, _, L = problem
     tm, tn = -(-M // tile[0]), -(-N // tile[1])
     return (-(-tm // cluster[0]) * cluster[0], -(-tn // cluster[1]) * cluster[1], L)
+
+
+_U64 = (1 << 64) - 1
+
+
+def fast_divmod_u64(divisor: int) -> tuple[int, int, int, int]:
+    """CUTLASS's ``FastDivmodU64(divisor)``: ``(divisor, multiplier, shift_right,
+    round_up)``, the multiplier a 128-by-64-bit quotient kept to its low 64 bits."""
+    if divisor == 0:
+        return 0, 1, 0, 0
+    shift = divisor.bit_length() - 1
+    if divisor & (divisor - 1) == 0:
+        return divisor, 0, shift, 0
+    power = 1 << shift
+    low = ((power << 64) // divisor) & _U64
+    multiplier = (((power << 64) + power) // divisor) & _U64
+    return divisor, multiplier, shift, int(low == multiplier)
+
+
+ALONG_M, ALONG_N = 0, 1
+"""CUTLASS's ``RasterOrder``: the persistent scheduler walks tiles down M or along N."""
+
+
+@dataclass(frozen=True)
+class PersistentSchedule:
+    """What CUTLASS's ``PersistentTileSchedulerSm90`` computes on the host for a problem
+    (``to_underlying_arguments`` with the default arguments: no swizzle, the heuristic
+    raster order; ``get_grid_shape`` with no occupancy query): its ``Params`` fields and
+    the grid to launch."""
+
+    problem_blocks: tuple[int, int, int]
+    cluster: tuple[int, int]
+    raster: int
+    grid: tuple[int, int, int]
+
+    @property
+    def fields(self) -> dict[str, object]:
+        (pm, pn, pl), (cm, cn) = self.problem_blocks, self.cluster
+        major, minor, blocks_major = (cn, cm, pn // cn) if self.raster == ALONG_N else (cm, cn, pm // cm)
+        return {
+            "divmod_cluster_shape_major": (major, major.bit_length() - 1),
+            "divmod_cluster_shape_minor": (minor, minor.bit_length() - 1),
+            "divmod_batch": fast_divmod_u64(pm * pn),
+            "divmod_cluster_blk_major": fast_divmod_u64(blocks_major),
+            "blocks_per_problem": pm * pn * pl, "log_swizzle_size": 0, "raster_order": self.raster,
+            "problem_tiles_m": pm // cm, "problem_tiles_n": pn // cn, "problem_tiles_l": pl,
+            "cluster_shape_m": cm, "cluster_shape_n": cn,
+        }
+
+
+def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int, int],
+                        cluster: tuple[int, int, int], sm_count: int) -> PersistentSchedule:
+    """The persistent scheduler of a Hopper GEMM on a device of ``sm_count`` SMs."""
+    M, N, _, L = problem
+    cm, cn = cluster[0], cluster[1]
+    def whole_clusters(tiles: int, size: int) -> int:  # CTA tiles, rounded up to whole clusters
+        return -(-tiles // size) * size
+
+    pm = whole_clusters(-(-M // tile[0]), cm)
+    pn = whole_clusters(-(-N // tile[1]), cn)
+    raster = ALONG_M if pn > pm else ALONG_N
+    total = pm * pn * L
+    grid = [cm, 1, 1] if raster == ALONG_N else [1, cn, 1]
+    if cm * cn == 1:
+        grid[1 if raster == ALONG_N else 0] = min(sm_count, total)
+    else:  # GH100's 18 SMs a GPC: whole clusters in each
+        size, per_gpc = cm * cn, 18
+        gpcs = 1 if sm_count < per_gpc else sm_count // per_gpc
+        residual = 0 if sm_count < per_gpc else sm_count % per_gpc
+        ctas = min(sm_count, gpcs * (per_gpc - per_gpc % size) + residual - residual % size)
+        if raster == ALONG_N:
+            grid[1] = min(ctas // cm, total // cm)
+        else:
+            grid[0] = min(ctas // cn, total // cn)
+    return PersistentSchedule((pm, pn, L), (cm, cn), raster, (grid[0], grid[1], grid[2]))
+
+
+def pack_schedule(blob: bytearray, offsets: tuple[int, ...], schedule: PersistentSchedule, sm_count: int) -> None:
+    """Writes ``schedule``'s fields and the hardware info into a ``Params`` blob at the
+    offsets of the kernel's scheduler probe (``partita.lowering.cutlass.sm90.SCHEDULER_FIELDS``)."""
+    at = dict(zip(("sm_count", "max_active_clusters", "divmod_cluster_shape_major", "divmod_cluster_shape_minor",
+                   "divmod_batch", "divmod_cluster_blk_major", "blocks_per_problem", "log_swizzle_size",
+                   "raster_order", "problem_tiles_m", "problem_tiles_n", "problem_tiles_l", "cluster_shape_m",
+                   "cluster_shape_n"), offsets[:14], strict=True))
+    multiplier, shift, round_up, pow2_shift, raster_size = offsets[14:]
+    struct.pack_into("<i", blob, at["sm_count"], sm_count)
+    struct.pack_into("<i", blob, at["max_active_clusters"], 0)  # none queried: the grid is CUTLASS's heuristic
+    fields = schedule.fields
+    for name in ("divmod_cluster_shape_major", "divmod_cluster_shape_minor"):
+        divisor, shift_right = fields[name]
+        struct.pack_into("<Q", blob, at[name], divisor)
+        struct.pack_into("<I", blob, at[name] + pow2_shift, shift_right)
+    for name in ("divmod_batch", "divmod_cluster_blk_major"):
+        divisor, mult, shift_right, up = fields[name]
+        struct.pack_into("<Q", blob, at[name], divisor)
+        struct.pack_into("<Q", blob, at[name] + multiplier, mult)
+        struct.pack_into("<I", blob, at[name] + shift, shift_right)
+        struct.pack_into("<I", blob, at[name] + round_up, up)
+    struct.pack_into("<Q", blob, at["blocks_per_problem"], fields["blocks_per_problem"])
+    struct.pack_into("<i", blob, at["log_swizzle_size"], fields["log_swizzle_size"])
+    struct.pack_into({1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[raster_size], blob, at["raster_order"], fields["raster_order"])
+    for name in ("problem_tiles_m", "problem_tiles_n", "problem_tiles_l", "cluster_shape_m", "cluster_shape_n"):
+        struct.pack_into("<I", blob, at[name], fields[name])

@@ -14,7 +14,9 @@ from partita.lowering import nvrtc
 from partita.lowering.cubin import kernel_max_threads, kernel_params, sass_by_function
 from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel
 from partita.lowering.cutlass.sm90 import (
+    COOPERATIVE,
     LAYOUT_FIELDS,
+    SCHEDULER_FIELDS,
     Sm90Config,
     choose_sm90_config,
     emit_sm90_module,
@@ -68,24 +70,32 @@ def test_what_the_hopper_kernels_take() -> None:
 
 
 def test_the_tuning_table_picks_tiles_by_shape() -> None:
-    assert sm90_tile(None, 768, 768) == ((128, 128, 64), (1, 1, 1))  # run-time M counts as large
-    assert sm90_tile(4096, 4096, 4096)[0] == (128, 128, 64)
+    cooperative = ((128, 256, 64), (1, 1, 1), COOPERATIVE)
+    assert sm90_tile(None, 768, 768) == cooperative  # run-time M counts as large
+    assert sm90_tile(4096, 4096, 4096) == cooperative
+    assert sm90_tile(200, 4096, 4096) == sm90_tile(4096, 128, 4096) == ((128, 128, 64), (1, 1, 1),
+                                                                          "KernelTmaWarpSpecialized")
     assert sm90_tile(64, 4096, 4096)[0] == (64, 128, 64)
-    table = ((0, 1024, (128, 256, 64), (2, 1, 1)),) + SM90_TABLE  # a table is data: a row wins by order
-    assert sm90_tile(256, 2048, 64, table) == ((128, 256, 64), (2, 1, 1))
+    table = ((0, 1024, (128, 256, 64), (2, 1, 1), COOPERATIVE),) + SM90_TABLE  # a table is data: first row wins
+    assert sm90_tile(64, 2048, 64, table) == ((128, 256, 64), (2, 1, 1), COOPERATIVE)
     cfg = choose_sm90_config(KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"))
-    assert cfg.name == "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_gelu"
+    assert cfg.persistent and cfg.name == \
+        "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x256x64_1x1x1_tn_warpspecialized_cooperative_bias_gelu"
+    assert not choose_sm90_config(KernelSpec.dense(64, 768, 768, "float16", "bias")).persistent
     with pytest.raises(UnsupportedKernel, match="not a wgmma tile"):
         Sm90Config(tile=(96, 128, 64))
     with pytest.raises(UnsupportedKernel, match="cluster"):
         Sm90Config(tile=(128, 128, 64), cluster=(4, 4, 1))
+    with pytest.raises(UnsupportedKernel, match="128 or 256 rows"):
+        Sm90Config(tile=(64, 128, 64), schedule=COOPERATIVE)
 
 
 def test_one_instantiation_per_configuration(compiled) -> None:
     source, _ = compiled
     kinds = {e.kernel_type for e in source.entries.values()}
     assert len(kinds) == 2 and source.entries["gemm_a"].kernel_type == source.entries["gemm_c"].kernel_type
-    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 2
+    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 1
+    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecializedCooperative>") == 1
     assert source.code.count("__grid_constant__") == 2  # one entry (Params by value) per kernel type
     assert source.entries["gemm_a"].name == source.entries["gemm_c"].name != source.entries["gemm_b"].name
 
@@ -118,17 +128,25 @@ def test_layout_probe(compiled) -> None:
         assert layout["params_size"] % 64 == 0 and layout["params_align"] == 64
         assert (layout["tma_a"] + layout["tma_desc"]) % 64 == 0 and (layout["tma_b"] + layout["tma_desc"]) % 64 == 0
         assert layout["shape_offsets"] == (0, 4, 8, 12) and layout["stride_offsets"] == (0, 8)
-        assert layout["threads"] == 256 and layout["stages"] >= 4
+        assert layout["stages"] >= 4
         assert 48 * 1024 < layout["smem"] <= 227 * 1024
         assert layout["swizzle_a"] == layout["swizzle_b"] == 3  # 128-byte swizzle
+    # the cooperative kernel: a producer and two consumer warp groups, and its scheduler's
+    # fields (hardware info first, then the scheduler's, in order) and their inner layout
     big = read_layout(binary.cubin, source.entries["gemm_a"].kernel_type)
-    assert big["tx_bytes_value"] == (128 + 128) * 64 * 2  # one stage: A and B tiles of 64 halves
+    assert big["threads"] == 384 and big["tx_bytes_value"] == (128 + 256) * 64 * 2  # one stage of A and B
+    offsets = big["scheduler"]
+    assert len(offsets) == len(SCHEDULER_FIELDS) and offsets[14:] == (8, 16, 20, 8, 4)
+    assert list(offsets[2:14]) == sorted(offsets[2:14]) and offsets[1] == offsets[0] + 4 < offsets[2]
+    assert offsets[13] + 4 <= big["params_size"]
     small = read_layout(binary.cubin, source.entries["gemm_b"].kernel_type)
+    assert small["threads"] == 256 and small["scheduler"] == ()
     assert small["tx_bytes_mk_value"] == 64 * 64 * 2
-    for entry in {e.name for e in source.entries.values()}:
-        (param,) = kernel_params(binary.cubin, entry)
-        assert param.size in (big["params_size"], small["params_size"])  # one parameter: the Params struct
-        assert kernel_max_threads(binary.cubin, entry) == 256
+    for label, entry in source.entries.items():
+        (param,) = kernel_params(binary.cubin, entry.name)
+        layout = read_layout(binary.cubin, entry.kernel_type)
+        assert param.size == layout["params_size"]  # one parameter: the Params struct
+        assert kernel_max_threads(binary.cubin, entry.name) == layout["threads"], label
 
 
 def test_sass_is_wgmma_fed_by_tma(compiled) -> None:
@@ -168,6 +186,12 @@ def test_records_round_trip_and_refuse_bad_layouts(compiled) -> None:
         sm90_from_record(broken(ptr_d=layout["params_size"]))
     with pytest.raises(ValueError, match="smem"):
         sm90_from_record(broken(smem=10**7))
+    from partita.lowering.records import to_attr
+
+    for scheduler, why in (((), "lacks a tile scheduler"), (layout["scheduler"][:5], "not a tile scheduler's layout")):
+        edited = DictionaryAttr({**record.data["layout"].data, "scheduler": to_attr(scheduler)})
+        with pytest.raises(ValueError, match=why):
+            sm90_from_record(DictionaryAttr({**record.data, "layout": edited}))
 
 
 def test_n_major_weights_compile_to_wgmma_too() -> None:

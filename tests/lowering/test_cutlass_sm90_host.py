@@ -11,13 +11,23 @@ from support import cutlass_host
 
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, KernelSpec
 from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, Sm90Config, choose_sm90_config
-from partita.runtime.tma import DATA_TYPES, L2_PROMOTION_128B, SWIZZLES, operand_map, sm90_grid
+from partita.runtime.tma import (
+    DATA_TYPES,
+    L2_PROMOTION_128B,
+    SWIZZLES,
+    operand_map,
+    pack_schedule,
+    persistent_schedule,
+    sm90_grid,
+)
 
 pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
 
 CASES = [
-    # (spec, (M, N, K, L) to run): a 128-row tile, a partial one, and batched 64-row tiles
-    (KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
+    # (spec, (M, N, K, L) to run): a persistent 128x256 tile (a few tiles, more tiles than
+    # SMs, a tile less than one), and batched 64-row tiles
+    (KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1),
+                                                                (4096, 4096, 768, 1), (2000, 768, 768, 3)]),
     (KernelSpec.batch_matmul(12, 64, 200, 64, "bfloat16", "none"), [(64, 200, 64, 12)]),
     # B N-major (x @ w[K,N]): its box is one 128-byte row of N by a K tile
     (KernelSpec.batch_matmul(1, None, 768, 256, "float16", "bias", transpose_b=False), [(300, 768, 256, 2)]),
@@ -39,8 +49,8 @@ def host(tmp_path_factory):
                               tmp_path_factory.mktemp("host"))
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x128", "bf16-64x128-batched", "f16-tt", "bf16-nn",
-                                                       "fp8-64x128x128"])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "bf16-64x128-batched", "f16-tt",
+                                                       "bf16-nn", "fp8-64x128x128"])
 def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
     spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)
@@ -56,9 +66,36 @@ def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
                               "dims": mine.dims, "strides": mine.strides, "box": mine.box,
                               "element_strides": mine.element_strides, "interleave": 0,
                               "swizzle": SWIZZLES[mine.swizzle], "l2_promotion": L2_PROMOTION_128B, "oob_fill": 0}
-        assert reference["grid"] == sm90_grid((M, N, K, L), cfg.tile, cfg.cluster)
+        if cfg.persistent:
+            schedule = persistent_schedule((M, N, K, L), cfg.tile, cfg.cluster, cutlass_host.SMS)
+            assert reference["grid"] == schedule.grid
+            _check_schedule(reference, schedule)
+        else:
+            assert reference["grid"] == sm90_grid((M, N, K, L), cfg.tile, cfg.cluster)
+            assert reference["scheduler"] is None
         assert reference["tx"] == ((bm + bn) * bk * size, bm * bk * size, bn * bk * size)
         assert reference["promotion"] == (MMA_PROMOTION_INTERVAL if spec.is_fp8 else None)
+
+
+def _check_schedule(reference: dict, schedule) -> None:
+    """The scheduler's fields are CUTLASS's, and ``pack_schedule`` writes them where the
+    host compiler lays out ``Params``: the bytes of every field equal CUTLASS's own (the
+    padding between them is not compared)."""
+    flat = []
+    for value in schedule.fields.values():
+        flat.extend(value if isinstance(value, tuple) else (value,))
+    assert reference["scheduler"] == (*flat, cutlass_host.SMS, 0)
+    offsets, params = reference["scheduler_offsets"], reference["params"]
+    blob = bytearray(len(params))
+    pack_schedule(blob, offsets, schedule, cutlass_host.SMS)
+    multiplier, shift, round_up, pow2_shift, raster_size = offsets[14:]
+    spans = [(offsets[0], 4), (offsets[1], 4), (offsets[2], 8), (offsets[2] + pow2_shift, 4), (offsets[3], 8),
+             (offsets[3] + pow2_shift, 4)]
+    for at in offsets[4:6]:  # the two 64-bit divmods
+        spans += [(at, 8), (at + multiplier, 8), (at + shift, 4), (at + round_up, 4)]
+    spans += [(offsets[6], 8), (offsets[7], 4), (offsets[8], raster_size)] + [(at, 4) for at in offsets[9:14]]
+    for at, width in spans:
+        assert blob[at:at + width] == params[at:at + width], (at, width)
 
 
 @pytest.mark.parametrize("case", range(len(CLUSTERS)), ids=["cluster-2x1", "cluster-1x2"])

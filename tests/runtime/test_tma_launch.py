@@ -236,6 +236,74 @@ def test_params_bytes_follow_the_probed_layout() -> None:
     assert struct.unpack_from("<4I", blob, 448) == (32768, 16384, 16384, 4)
 
 
+# A projection large enough for the persistent cooperative kernel (128x256 tiles, two
+# consumer warp groups, one CTA an SM walking the tiles)
+LARGE = """
+func.func @main(%x: tensor<?x512xf16>, %w: tensor<768x512xf16>, %b: tensor<768xf16>) -> tensor<?x768xf16> {
+  %0 = nn.dense %x, %w : (tensor<?x512xf16>, tensor<768x512xf16>) -> tensor<?x768xf16>
+  %1 = nn.bias_add %0, %b : (tensor<?x768xf16>, tensor<768xf16>) -> tensor<?x768xf16>
+  func.return %1 : tensor<?x768xf16>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cooperative():
+    return partita.compile(LARGE, TARGETS, partitioner="eager")
+
+
+def _large_inputs(m: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((m, 512)) * 0.25).astype(np.float16),
+            (rng.standard_normal((768, 512)) * 0.25).astype(np.float16), rng.standard_normal(768).astype(np.float16)]
+
+
+def test_a_persistent_kernel_is_launched_with_its_tile_schedule(cooperative) -> None:
+    """The cooperative kernel on a (recording) H100 of 132 SMs: 384 threads, a grid of one
+    CTA per SM at most (fewer when there are fewer tiles), and the tile scheduler's fields
+    in its Params, where its probe placed them (CUTLASS's own values: the host test)."""
+    from partita.runtime.tma import persistent_schedule
+
+    (handle,) = cooperative.runtime.handles.values()
+    assert handle.entry.config.persistent and handle.layout["threads"] == 384
+    offsets = handle.layout["scheduler"]
+    for m, tiles in ((3000, 24 * 3), (100000, 782 * 3)):
+        drv, launched, (out,) = recorded_run(cooperative.module, "main", _large_inputs(m))
+        ((grid, block, args, _),) = launched.values()
+        assert block == (384, 1, 1) and grid == (1, min(132, tiles), 1)  # along N: 3 tiles of N, M / 128 of M
+        assert grid == persistent_schedule((m, 768, 512, 1), (128, 256, 64), (1, 1, 1), 132).grid
+        blob = pack_kernel_args(args)[0]
+        assert struct.unpack_from("<2i", blob, offsets[0]) == (132, 0)  # hw_info: the SMs, no cluster query
+        assert struct.unpack_from("<Q", blob, offsets[6])[0] == tiles  # blocks_per_problem
+        assert struct.unpack_from("<3I", blob, offsets[9]) == (-(-m // 128), 3, 1)  # tiles of M, N and batches
+        assert drv.launches[-1]["cluster"] == (1, 1, 1)
+
+
+def test_a_persistent_kernel_matches_numpy_on_the_simulated_device(cooperative) -> None:
+    runtime = Runtime(cooperative.module, SimulatedDevice())
+    for m in (1, 300):
+        x, w, b = _large_inputs(m, seed=m)
+        (got,) = runtime.run(x, w, b)
+        want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
+def test_a_persistent_kernel_on_the_gpu(cooperative) -> None:
+    """On an H100/H200: the cooperative kernel against NumPy at a few tiles, more tiles than
+    SMs, and one row (a tile mostly outside the problem)."""
+    device = CudaDevice()
+    if device.arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    runtime = Runtime(cooperative.module, device)
+    for m in (1, 300, 20000):
+        x, w, b = _large_inputs(m, seed=m)
+        (got,) = runtime.run(x, w, b)
+        want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_hopper_gemms_on_the_gpu(exe) -> None:

@@ -56,20 +56,55 @@ static void run_KERNEL(int M, int N, int K, int L) {
   typename Mainloop::StrideB dB{STRIDE_B};
   StrideC dC{int64_t(0), cute::Int<1>{}, int64_t(0)};
   StrideC dD{int64_t(N), cute::Int<1>{}, int64_t(M) * N};
+  cutlass::KernelHardwareInfo hw;
+  hw.sm_count = SMS;  // what a persistent kernel's scheduler and grid are sized by
   typename Kernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},
-      {A, dA, B, dB}, {{1.0f, 1.0f}, C, dC, D, dD}};
+      {A, dA, B, dB}, {{1.0f, 1.0f}, C, dC, D, dD}, hw};
   Params p = Kernel::to_underlying_arguments(args, nullptr);
   auto grid = Kernel::get_grid_shape(p);
   std::printf("GRID %u %u %u\n", grid.x, grid.y, grid.z);
   std::printf("TX %u %u %u\n", p.mainloop.tma_transaction_bytes, p.mainloop.tma_transaction_bytes_mk,
               p.mainloop.tma_transaction_bytes_nk);
-PROMOTION}
+PROMOTION SCHEDULER}
+'''
+
+#: The persistent scheduler's fields, as partita.runtime.tma.PersistentSchedule names them
+_SCHEDULER = r'''  { const auto& s = p.scheduler;
+    std::printf("SCHED %llu %u %llu %u %llu %llu %u %u %llu %llu %u %u %llu %d %d %u %u %u %u %u %d %d\n",
+      (unsigned long long)s.divmod_cluster_shape_major_.divisor, s.divmod_cluster_shape_major_.shift_right,
+      (unsigned long long)s.divmod_cluster_shape_minor_.divisor, s.divmod_cluster_shape_minor_.shift_right,
+      (unsigned long long)s.divmod_batch_.divisor, (unsigned long long)s.divmod_batch_.multiplier,
+      s.divmod_batch_.shift_right, s.divmod_batch_.round_up,
+      (unsigned long long)s.divmod_cluster_blk_major_.divisor, (unsigned long long)s.divmod_cluster_blk_major_.multiplier,
+      s.divmod_cluster_blk_major_.shift_right, s.divmod_cluster_blk_major_.round_up,
+      (unsigned long long)s.blocks_per_problem_, s.log_swizzle_size_, (int)s.raster_order_,
+      s.problem_tiles_m_, s.problem_tiles_n_, s.problem_tiles_l_, s.cluster_shape_m_, s.cluster_shape_n_,
+      p.hw_info.sm_count, p.hw_info.max_active_clusters);
+    std::printf("SCHEDOFF");  // the scheduler probe's offsets, as the host compiler lays Params out
+    for (long long v : {(long long)offsetof(Params, hw_info.sm_count), (long long)offsetof(Params, hw_info.max_active_clusters),
+        (long long)offsetof(Params, scheduler.divmod_cluster_shape_major_), (long long)offsetof(Params, scheduler.divmod_cluster_shape_minor_),
+        (long long)offsetof(Params, scheduler.divmod_batch_), (long long)offsetof(Params, scheduler.divmod_cluster_blk_major_),
+        (long long)offsetof(Params, scheduler.blocks_per_problem_), (long long)offsetof(Params, scheduler.log_swizzle_size_),
+        (long long)offsetof(Params, scheduler.raster_order_), (long long)offsetof(Params, scheduler.problem_tiles_m_),
+        (long long)offsetof(Params, scheduler.problem_tiles_n_), (long long)offsetof(Params, scheduler.problem_tiles_l_),
+        (long long)offsetof(Params, scheduler.cluster_shape_m_), (long long)offsetof(Params, scheduler.cluster_shape_n_),
+        (long long)offsetof(cutlass::FastDivmodU64, multiplier), (long long)offsetof(cutlass::FastDivmodU64, shift_right),
+        (long long)offsetof(cutlass::FastDivmodU64, round_up), (long long)offsetof(cutlass::FastDivmodU64Pow2, shift_right),
+        (long long)sizeof(cutlass::gemm::kernel::detail::RasterOrder)})
+      std::printf(" %lld", v);
+    std::printf("\nPARAMS %zu", sizeof(Params));
+    const unsigned char* raw = reinterpret_cast<const unsigned char*>(&p);
+    for (size_t i = 0; i < sizeof(Params); ++i) std::printf(" %u", raw[i]);
+    std::printf("\n"); }
 '''
 
 _MAIN = r'''
 // the runtime calls the workspace helpers name (never reached for these kernels)
 extern "C" cudaError_t cudaGetLastError() { return cudaSuccess; }
 extern "C" cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t) { return cudaSuccess; }
+// the SM-count query a persistent kernel makes when it is not given one (it is, here)
+extern "C" cudaError_t cudaGetDevice(int*) { return cudaErrorNoDevice; }
+extern "C" cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int) { return cudaErrorNoDevice; }
 
 int main(int argc, char** argv) {
   int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]), which = atoi(argv[5]);
@@ -77,6 +112,10 @@ int main(int argc, char** argv) {
 CASES  }
 }
 '''
+
+
+SMS = 132
+"""The SM count the host code is given (an H100 / H200 SXM's)."""
 
 
 def host_compiler() -> str | None:
@@ -96,6 +135,7 @@ template <class P, class = void> struct IsCutlass3ArrayKernel : cute::false_type
 template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::UnderlyingProblemShape>> : cute::true_type {};
 }
 #include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized.hpp>
+#include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_cooperative.hpp>
 """)
     parts, cases = [], []
     for i, (spec, cfg) in enumerate(kernels):
@@ -109,7 +149,8 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
         # the FP8 main loop's promotion interval (what its Arguments default to)
         promotion = '  std::printf("PROMOTION %u\\n", p.mainloop.mma_promotion_interval);\n' if spec.is_fp8 else ""
         parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b)
-                     .replace("PROMOTION", promotion))
+                     .replace("PROMOTION", promotion).replace("SCHEDULER", _SCHEDULER if cfg.persistent else "")
+                     .replace("SMS", str(SMS)))
         cases.append(f"    case {i}: run_k{i}(M, N, K, L); break;\n")
     source = where / "host.cpp"
     source.write_text(include + "".join(parts) + _MAIN.replace("CASES", "".join(cases)))
@@ -139,4 +180,10 @@ def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
     grid = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("GRID"))
     tx = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("TX"))
     promotion = next((int(line.split()[1]) for line in out.splitlines() if line.startswith("PROMOTION")), None)
-    return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion}
+    def numbers(tag: str) -> tuple[int, ...] | None:
+        return next((tuple(int(v) for v in line.split()[1:]) for line in out.splitlines()
+                     if line.split()[:1] == [tag]), None)
+
+    raw = numbers("PARAMS")
+    return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion, "scheduler": numbers("SCHED"),
+            "scheduler_offsets": numbers("SCHEDOFF"), "params": bytes(raw[1:]) if raw else None}

@@ -120,7 +120,8 @@ class RecordingDriver:
 
     CUresult = CUresult
     CUdevice_attribute = SimpleNamespace(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR=75,
-                                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76)
+                                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76,
+                                         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
     CUstreamCaptureMode = SimpleNamespace(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
     # cuda.bindings' enums are IntEnums called with their value; ints stand in for them
@@ -145,8 +146,9 @@ class RecordingDriver:
             self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0))
 
     def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None,
-                 kernel_us=None, library_us=None, launch_us: float = 5.0, copy_bytes_per_us: float = 1000.0):
-        self.version, self.arch, self.devices = version, arch, devices
+                 kernel_us=None, library_us=None, launch_us: float = 5.0, copy_bytes_per_us: float = 1000.0,
+                 sm_count: int = 132):
+        self.version, self.arch, self.devices, self.sm_count = version, arch, devices, sm_count
         self.calls: Counter[str] = Counter()
         self.images: list[bytes] = []
         self.fail = dict(fail or {})
@@ -303,8 +305,13 @@ class RecordingDriver:
         return result
 
     def cuDeviceGetAttribute(self, attribute, device):
-        major = attribute == self.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-        return self._call("cuDeviceGetAttribute", self.arch[0] if major else self.arch[1])
+        a = self.CUdevice_attribute
+        value = {a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: self.arch[0],
+                 a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: self.arch[1],
+                 a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: self.sm_count}.get(attribute)
+        if value is None:
+            return (INVALID_VALUE, None)
+        return self._call("cuDeviceGetAttribute", value)
 
     def cuDeviceGetName(self, length, device):
         return self._call("cuDeviceGetName", b"Recording GPU\0")

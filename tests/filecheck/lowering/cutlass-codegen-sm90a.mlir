@@ -1,17 +1,23 @@
 // RUN: partita-opt %s --split-input-file -p outline-compiler-functions -t 'cutlass-cpp{sm=90a}' | filecheck %s
 
-// sm_90a: a K-major f16 dense with a bias is a CUTLASS 3 kernel (TMA + wgmma, warp
-// specialized), its Params passed by value, with the layout probe the runtime reads; the
-// unit is the configuration's: one entry named after it, no partition name, no shape.
+// sm_90a: a K-major f16 dense with a bias, 1600 x 2304, is CUTLASS 3's persistent
+// cooperative kernel (TMA + wgmma, a producer and two consumer warp groups on a 128x256
+// tile), its Params passed by value, with the layout probes the runtime reads (the
+// second one: the tile scheduler's fields); the unit is the configuration's: one entry
+// named after it, no partition name, no shape.
 
-// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_f16_128x128x64_1x1x1_tn_identity_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
-// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias (tile 128x128x64, cluster 1x1x1, KernelTmaWarpSpecialized; args (x, w, bias); dims M=1600, N=2304, K=768)
+// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_f16_128x256x64_1x1x1_tn_identity_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x256x64_1x1x1_tn_warpspecialized_cooperative_bias (tile 128x256x64, cluster 1x1x1, KernelTmaWarpSpecializedCooperative; args (x, w, bias); dims M=1600, N=2304, K=768)
 // CHECK-NOT:  {{tvmgen_default_cutlass_main_0|1600|2304|768}}
 // CHECK:      namespace std { using cuda::std::is_pointer_v; using cuda::std::void_t; using cuda::std::is_const_v; }
 // CHECK:      namespace [[K:partita_sm90_k0]]_ns {
-// CHECK:      using TileShape = Shape<_128, _128, _64>;
-// CHECK:      cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp;
+// CHECK:      using TileShape = Shape<_128, _256, _64>;
+// CHECK:      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+// CHECK:      __device__ __forceinline__ void [[K]]_run(
 // CHECK:      extern "C" __device__ const long long [[K]]_layout[] = {
+// CHECK:      extern "C" __device__ const long long [[K]]_sched_layout[] = {
+// CHECK-NEXT:   (long long)offsetof([[K]]_ns::Params, hw_info.sm_count),
+// CHECK:        (long long)offsetof([[K]]_ns::Params, scheduler.divmod_batch_),
 // CHECK:      extern "C" __global__ void __launch_bounds__([[K]]_ns::Kernel::MaxThreadsPerBlock, 1)
 // CHECK-NEXT: [[ENTRY]](const __grid_constant__ [[K]]_ns::Params params) {
 // CHECK:      extern "C" __device__ const unsigned char [[ENTRY]]_contract[32] =
