@@ -334,10 +334,11 @@ static __device__ __forceinline__ void $entry_tile(
                                  : ((long long)b * kv_heads + hk) * (long long)kv_len * D;
   const long long v_base = $BSHD ? (long long)b * kv_len * v_row + (long long)hk * D : k_base;
   if (D < DP) {  // the padding dims are zeros (K's: 0 * garbage could be NaN), never loaded
-    for (int c = threadIdx.x; c < 2 * BN * (DP - D); c += $THREADS) {
-      const int stage = c / (BN * (DP - D)), e = c % (BN * (DP - D));
-      ks[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
-      vs[stage][(e / (DP - D)) * KP + D + e % (DP - D)] = 0;
+    constexpr int PAD = D < DP ? DP - D : 1;  // (1 where this is dead code: no division by zero)
+    for (int c = threadIdx.x; c < 2 * BN * PAD; c += $THREADS) {
+      const int stage = c / (BN * PAD), e = c % (BN * PAD);
+      ks[stage][(e / PAD) * KP + D + e % PAD] = 0;
+      vs[stage][(e / PAD) * KP + D + e % PAD] = 0;
     }
   }
   const int row0 = qtile * BM + warp * 16;         // this warp's first query row
