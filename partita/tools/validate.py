@@ -53,6 +53,10 @@ import numpy as np
 from partita.ir import PartitaError
 
 STEP_NAMES = ("gpu-tests", "benchmarks", "models")
+GEMM_SHAPES = ((4096, 4096, 4096), (192, 4096, 4096))
+"""The f16 GEMMs the benchmarks time (M, N, K): a large square one (on an H100 / H200 the
+persistent cooperative Hopper kernel) and a few rows by a large weight (its 128x128
+one-consumer kernel)."""
 """In the order they run: the models (cold compiles of a dozen models) last, so that a step
 running out of the total budget costs the fewest results."""
 MIN_STEP_SECONDS = 60.0
@@ -728,11 +732,15 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
     if device.arch in ("sm_90", "sm_90a"):
         gemm_timers["cutlass sm_90a"] = CandidateTimer(device, arch="sm_90a", warmup=5, repeat=20)
 
-    def matmul():
-        import torch
+    def matmul(m: int, n: int, k: int) -> Callable[[], Callable[[], Any]]:
+        def make():
+            import torch
 
-        a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
-        return lambda: torch.matmul(a, b.T)
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+            return lambda: torch.matmul(a, b.T)
+
+        return make
 
     def row_sum():
         import torch
@@ -740,7 +748,9 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
         x = torch.randn(8192, 8192, device="cuda", dtype=torch.float32)
         return lambda: torch.sum(x, dim=1, keepdim=True)
 
-    for name, bench in (("gemm", lambda: gemm_rows(writer, gemm_timers, torch_timer(matmul), 4096, 4096, 4096)),
+    gemms = [("gemm", lambda m=m, n=n, k=k: gemm_rows(writer, gemm_timers, torch_timer(matmul(m, n, k)), m, n, k))
+             for m, n, k in GEMM_SHAPES]
+    for name, bench in (*gemms,
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
                         ("attention", lambda: attention_rows(writer, arch)),
                         ("4-bit GEMM", lambda: nbits_rows(writer, arch))):
@@ -762,14 +772,15 @@ def precompile_benchmarks(arch: str) -> list[str]:
 
     device = SimpleNamespace(arch=arch)  # only its arch is read while building
     builds: list[tuple[Callable[[], Any], str]] = [
-        (lambda: CandidateTimer(device).build(_ops(dense_ir(4096, 4096, 4096)), "cutlass"), "GEMM (cutlass)"),
+        *((lambda shape=shape: CandidateTimer(device).build(_ops(dense_ir(*shape)), "cutlass"), f"GEMM {shape} (cutlass)")
+          for shape in GEMM_SHAPES),
         (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
         (lambda: partita.compile(attention_model(8, 16, 1024, 64), model_targets(arch)), "attention"),
         (lambda: partita.compile(nbits_model(4096, 4096)[0], model_targets(arch)), "4-bit GEMM"),
     ]
     if arch in ("sm_90", "sm_90a"):
-        builds.append((lambda: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(4096, 4096, 4096)), "cutlass"),
-                       "GEMM (cutlass sm_90a)"))
+        builds += [(lambda shape=shape: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(*shape)), "cutlass"),
+                    f"GEMM {shape} (cutlass sm_90a)") for shape in GEMM_SHAPES]
     failed = []
     for build, name in builds:
         try:
