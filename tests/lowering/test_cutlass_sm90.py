@@ -29,12 +29,14 @@ from partita.lowering.cutlass.sm90 import (
 )
 from partita.lowering.cutlass.tuning import SM90_TABLE, sm90_tile
 
-# three partitions, two configurations: a BERT FFN dense at a run-time M and at M = 512
-# share one kernel type; a bf16 attention Q·Kᵀ (64 rows) takes 64-row tiles
+# four partitions, three configurations: two BERT dense layers at a run-time M share one
+# kernel type (128x128 tiles); a bf16 attention Q·Kᵀ (64 rows) takes 64-row tiles; the FFN
+# dense at M = 512 the persistent cooperative kernel
 SPECS = [
     ("gemm_a", KernelSpec.dense(None, 768, 768, "float16", "bias_gelu")),
     ("gemm_b", KernelSpec.batch_matmul(12, 64, 64, 64, "bfloat16", "none")),
     ("gemm_c", KernelSpec.dense(512, 3072, 768, "float16", "bias_gelu")),
+    ("gemm_d", KernelSpec.dense(None, 3072, 768, "float16", "bias_gelu")),
 ]
 
 
@@ -71,17 +73,19 @@ def test_what_the_hopper_kernels_take() -> None:
 
 def test_the_tuning_table_picks_tiles_by_shape() -> None:
     cooperative = ((128, 256, 64), (1, 1, 1), COOPERATIVE)
-    assert sm90_tile(None, 768, 768) == cooperative  # run-time M counts as large
-    assert sm90_tile(4096, 4096, 4096) == cooperative
-    assert sm90_tile(200, 4096, 4096) == sm90_tile(4096, 128, 4096) == ((128, 128, 64), (1, 1, 1),
-                                                                          "KernelTmaWarpSpecialized")
+    one_consumer = ((128, 128, 64), (1, 1, 1), "KernelTmaWarpSpecialized")
+    assert sm90_tile(4096, 4096, 4096) == sm90_tile(512, 3072, 768) == cooperative
+    # a run-time M counts as large, but not for the persistent kernel (a decode step's rows)
+    assert sm90_tile(None, 768, 768) == sm90_tile(200, 4096, 4096) == sm90_tile(4096, 128, 4096) == one_consumer
     assert sm90_tile(64, 4096, 4096)[0] == (64, 128, 64)
     table = ((0, 1024, (128, 256, 64), (2, 1, 1), COOPERATIVE),) + SM90_TABLE  # a table is data: first row wins
     assert sm90_tile(64, 2048, 64, table) == ((128, 256, 64), (2, 1, 1), COOPERATIVE)
-    cfg = choose_sm90_config(KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"))
+    cfg = choose_sm90_config(KernelSpec.dense(512, 3072, 768, "float16", "bias_gelu"))
     assert cfg.persistent and cfg.name == \
         "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x256x64_1x1x1_tn_warpspecialized_cooperative_bias_gelu"
-    assert not choose_sm90_config(KernelSpec.dense(64, 768, 768, "float16", "bias")).persistent
+    cfg = choose_sm90_config(KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"))
+    assert not cfg.persistent and \
+        cfg.name == "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_gelu"
     with pytest.raises(UnsupportedKernel, match="not a wgmma tile"):
         Sm90Config(tile=(96, 128, 64))
     with pytest.raises(UnsupportedKernel, match="cluster"):
@@ -93,18 +97,19 @@ def test_the_tuning_table_picks_tiles_by_shape() -> None:
 def test_one_instantiation_per_configuration(compiled) -> None:
     source, _ = compiled
     kinds = {e.kernel_type for e in source.entries.values()}
-    assert len(kinds) == 2 and source.entries["gemm_a"].kernel_type == source.entries["gemm_c"].kernel_type
-    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 1
+    assert len(kinds) == 3 and source.entries["gemm_a"].kernel_type == source.entries["gemm_d"].kernel_type
+    assert source.code.count("cutlass::gemm::KernelTmaWarpSpecialized>") == 2
     assert source.code.count("cutlass::gemm::KernelTmaWarpSpecializedCooperative>") == 1
-    assert source.code.count("__grid_constant__") == 2  # one entry (Params by value) per kernel type
-    assert source.entries["gemm_a"].name == source.entries["gemm_c"].name != source.entries["gemm_b"].name
+    assert source.code.count("__grid_constant__") == 3  # one entry (Params by value) per kernel type
+    assert source.entries["gemm_a"].name == source.entries["gemm_d"].name != source.entries["gemm_b"].name
+    assert source.entries["gemm_c"].name not in (source.entries["gemm_a"].name, source.entries["gemm_b"].name)
 
 
 def test_one_unit_per_configuration_names_no_partition_and_no_shape() -> None:
     """Per kernel type a unit of its own, whose text is the same for every partition, shape,
     epilogue of one activation (none / bias) and GEMM form (dense / batched) using it."""
     units = emit_sm90_units([(name, spec, choose_sm90_config(spec)) for name, spec in SPECS])
-    assert [sorted(u.entries) for u in units] == [["gemm_a", "gemm_c"], ["gemm_b"]]
+    assert [sorted(u.entries) for u in units] == [["gemm_a", "gemm_d"], ["gemm_b"], ["gemm_c"]]
     alike = [("part_x", KernelSpec.dense(None, 1000, 1096, "float16", "bias_gelu")),
              ("part_y", KernelSpec.dense(None, 2008, 3048, "float16", "bias_gelu")),
              # a bf16 dense with a bias at M = 64: gemm_b's kernel (bias or not, dense or batched)
@@ -133,7 +138,9 @@ def test_layout_probe(compiled) -> None:
         assert layout["swizzle_a"] == layout["swizzle_b"] == 3  # 128-byte swizzle
     # the cooperative kernel: a producer and two consumer warp groups, and its scheduler's
     # fields (hardware info first, then the scheduler's, in order) and their inner layout
-    big = read_layout(binary.cubin, source.entries["gemm_a"].kernel_type)
+    plain = read_layout(binary.cubin, source.entries["gemm_a"].kernel_type)
+    assert plain["threads"] == 256 and plain["tx_bytes_value"] == (128 + 128) * 64 * 2 and plain["scheduler"] == ()
+    big = read_layout(binary.cubin, source.entries["gemm_c"].kernel_type)
     assert big["threads"] == 384 and big["tx_bytes_value"] == (128 + 256) * 64 * 2  # one stage of A and B
     offsets = big["scheduler"]
     assert len(offsets) == len(SCHEDULER_FIELDS) and offsets[14:] == (8, 16, 20, 8, 4)
@@ -188,10 +195,17 @@ def test_records_round_trip_and_refuse_bad_layouts(compiled) -> None:
         sm90_from_record(broken(smem=10**7))
     from partita.lowering.records import to_attr
 
-    for scheduler, why in (((), "lacks a tile scheduler"), (layout["scheduler"][:5], "not a tile scheduler's layout")):
-        edited = DictionaryAttr({**record.data["layout"].data, "scheduler": to_attr(scheduler)})
+    # the persistent kernel's record: its scheduler layout round-trips, and is checked
+    coop = source.entries["gemm_c"]
+    coop_layout = read_layout(binary.cubin, coop.kernel_type)
+    coop_record = sm90_record(coop, ("x", "w", "bias"), coop_layout)
+    assert sm90_from_record(coop_record)[2]["scheduler"] == coop_layout["scheduler"] != ()
+    for base, scheduler, why in ((record, (*range(0, 56, 4), 8, 16, 20, 8, 4), "has a tile scheduler"),
+                                 (coop_record, (), "lacks a tile scheduler"),
+                                 (coop_record, coop_layout["scheduler"][:5], "not a tile scheduler's layout")):
+        edited = DictionaryAttr({**base.data["layout"].data, "scheduler": to_attr(scheduler)})
         with pytest.raises(ValueError, match=why):
-            sm90_from_record(DictionaryAttr({**record.data, "layout": edited}))
+            sm90_from_record(DictionaryAttr({**base.data, "layout": edited}))
 
 
 def test_n_major_weights_compile_to_wgmma_too() -> None:

@@ -24,10 +24,12 @@ from partita.runtime.tma import (
 pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
 
 CASES = [
-    # (spec, (M, N, K, L) to run): a persistent 128x256 tile (a few tiles, more tiles than
-    # SMs, a tile less than one), and batched 64-row tiles
-    (KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1),
+    # (spec, (M, N, K, L) to run; the kernel takes any): a persistent 128x256 tile (a few
+    # tiles, more tiles than SMs, one row, batches), a 128-row tile at a run-time M, and
+    # batched 64-row tiles
+    (KernelSpec.dense(4096, 768, 768, "float16", "bias_gelu"), [(300, 768, 768, 1), (1, 768, 768, 1),
                                                                 (4096, 4096, 768, 1), (2000, 768, 768, 3)]),
+    (KernelSpec.dense(None, 768, 768, "float16", "bias"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
     (KernelSpec.batch_matmul(12, 64, 200, 64, "bfloat16", "none"), [(64, 200, 64, 12)]),
     # B N-major (x @ w[K,N]): its box is one 128-byte row of N by a K tile
     (KernelSpec.batch_matmul(1, None, 768, 256, "float16", "bias", transpose_b=False), [(300, 768, 256, 2)]),
@@ -49,8 +51,8 @@ def host(tmp_path_factory):
                               tmp_path_factory.mktemp("host"))
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "bf16-64x128-batched", "f16-tt",
-                                                       "bf16-nn", "fp8-64x128x128"])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "f16-128x128", "bf16-64x128-batched",
+                                                       "f16-tt", "bf16-nn", "fp8-64x128x128"])
 def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
     spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)

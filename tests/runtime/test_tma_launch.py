@@ -237,19 +237,22 @@ def test_params_bytes_follow_the_probed_layout() -> None:
 
 
 # A projection large enough for the persistent cooperative kernel (128x256 tiles, two
-# consumer warp groups, one CTA an SM walking the tiles)
+# consumer warp groups, one CTA an SM walking the tiles): its M is known at compile time
 LARGE = """
-func.func @main(%x: tensor<?x512xf16>, %w: tensor<768x512xf16>, %b: tensor<768xf16>) -> tensor<?x768xf16> {
-  %0 = nn.dense %x, %w : (tensor<?x512xf16>, tensor<768x512xf16>) -> tensor<?x768xf16>
-  %1 = nn.bias_add %0, %b : (tensor<?x768xf16>, tensor<768xf16>) -> tensor<?x768xf16>
-  func.return %1 : tensor<?x768xf16>
-}
+func.func @main(%x: tensor<{M}x512xf16>, %w: tensor<768x512xf16>, %b: tensor<768xf16>) -> tensor<{M}x768xf16> {{
+  %0 = nn.dense %x, %w : (tensor<{M}x512xf16>, tensor<768x512xf16>) -> tensor<{M}x768xf16>
+  %1 = nn.bias_add %0, %b : (tensor<{M}x768xf16>, tensor<768xf16>) -> tensor<{M}x768xf16>
+  func.return %1 : tensor<{M}x768xf16>
+}}
 """
+LARGE_M = (300, 3000, 100000)
+"""A few tiles; more than a wave of one CTA an SM; many waves."""
 
 
 @pytest.fixture(scope="module")
-def cooperative():
-    return partita.compile(LARGE, TARGETS, partitioner="eager")
+def cooperative() -> dict[int, partita.Executable]:
+    # one kernel type for all three (shapes are run-time arguments): one NVRTC program
+    return {m: partita.compile(LARGE.format(M=m), TARGETS, partitioner="eager") for m in LARGE_M}
 
 
 def _large_inputs(m: int, seed: int = 0) -> list[np.ndarray]:
@@ -264,11 +267,11 @@ def test_a_persistent_kernel_is_launched_with_its_tile_schedule(cooperative) -> 
     in its Params, where its probe placed them (CUTLASS's own values: the host test)."""
     from partita.runtime.tma import persistent_schedule
 
-    (handle,) = cooperative.runtime.handles.values()
-    assert handle.entry.config.persistent and handle.layout["threads"] == 384
-    offsets = handle.layout["scheduler"]
     for m, tiles in ((3000, 24 * 3), (100000, 782 * 3)):
-        drv, launched, (out,) = recorded_run(cooperative.module, "main", _large_inputs(m))
+        (handle,) = cooperative[m].runtime.handles.values()
+        assert handle.entry.config.persistent and handle.layout["threads"] == 384
+        offsets = handle.layout["scheduler"]
+        drv, launched, (out,) = recorded_run(cooperative[m].module, "main", _large_inputs(m))
         ((grid, block, args, _),) = launched.values()
         assert block == (384, 1, 1) and grid == (1, min(132, tiles), 1)  # along N: 3 tiles of N, M / 128 of M
         assert grid == persistent_schedule((m, 768, 512, 1), (128, 256, 64), (1, 1, 1), 132).grid
@@ -280,10 +283,9 @@ def test_a_persistent_kernel_is_launched_with_its_tile_schedule(cooperative) -> 
 
 
 def test_a_persistent_kernel_matches_numpy_on_the_simulated_device(cooperative) -> None:
-    runtime = Runtime(cooperative.module, SimulatedDevice())
-    for m in (1, 300):
+    for m in (300, 3000):
         x, w, b = _large_inputs(m, seed=m)
-        (got,) = runtime.run(x, w, b)
+        (got,) = Runtime(cooperative[m].module, SimulatedDevice()).run(x, w, b)
         want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
 
@@ -291,15 +293,14 @@ def test_a_persistent_kernel_matches_numpy_on_the_simulated_device(cooperative) 
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_a_persistent_kernel_on_the_gpu(cooperative) -> None:
-    """On an H100/H200: the cooperative kernel against NumPy at a few tiles, more tiles than
-    SMs, and one row (a tile mostly outside the problem)."""
+    """On an H100/H200: the cooperative kernel against NumPy at a few tiles (a partial one
+    among them), more than a wave of them, and many waves."""
     device = CudaDevice()
     if device.arch not in ("sm_90", "sm_90a"):
         pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
-    runtime = Runtime(cooperative.module, device)
-    for m in (1, 300, 20000):
+    for m in LARGE_M:
         x, w, b = _large_inputs(m, seed=m)
-        (got,) = runtime.run(x, w, b)
+        (got,) = Runtime(cooperative[m].module, device).run(x, w, b)
         want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
 
