@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
+from partita.lowering.cutlass.sm90 import SCHEDULER_FIELDS
+
 #: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
 DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
 DATA_TYPE_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "float16": 2, "bfloat16": 2}
@@ -284,6 +286,7 @@ def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int
     """The persistent scheduler of a Hopper GEMM on a device of ``sm_count`` SMs."""
     M, N, _, L = problem
     cm, cn = cluster[0], cluster[1]
+
     def whole_clusters(tiles: int, size: int) -> int:  # CTA tiles, rounded up to whole clusters
         return -(-tiles // size) * size
 
@@ -309,10 +312,7 @@ def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int
 def pack_schedule(blob: bytearray, offsets: tuple[int, ...], schedule: PersistentSchedule, sm_count: int) -> None:
     """Writes ``schedule``'s fields and the hardware info into a ``Params`` blob at the
     offsets of the kernel's scheduler probe (``partita.lowering.cutlass.sm90.SCHEDULER_FIELDS``)."""
-    at = dict(zip(("sm_count", "max_active_clusters", "divmod_cluster_shape_major", "divmod_cluster_shape_minor",
-                   "divmod_batch", "divmod_cluster_blk_major", "blocks_per_problem", "log_swizzle_size",
-                   "raster_order", "problem_tiles_m", "problem_tiles_n", "problem_tiles_l", "cluster_shape_m",
-                   "cluster_shape_n"), offsets[:14], strict=True))
+    at = dict(zip(SCHEDULER_FIELDS[:14], offsets[:14], strict=True))
     multiplier, shift, round_up, pow2_shift, raster_size = offsets[14:]
     struct.pack_into("<i", blob, at["sm_count"], sm_count)
     struct.pack_into("<i", blob, at["max_active_clusters"], 0)  # none queried: the grid is CUTLASS's heuristic

@@ -10,7 +10,7 @@ import pytest
 from support import cutlass_host
 
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, KernelSpec
-from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, Sm90Config, choose_sm90_config
+from partita.lowering.cutlass.sm90 import COOPERATIVE, MMA_PROMOTION_INTERVAL, Sm90Config, choose_sm90_config
 from partita.runtime.tma import (
     DATA_TYPES,
     L2_PROMOTION_128B,
@@ -45,12 +45,15 @@ CASES = [
 #: shared operand across the cluster, and the grid rounds up to whole clusters
 CLUSTERS = [(KernelSpec.dense(None, 768, 768, "float16", "bias"), Sm90Config(tile=(128, 128, 64), cluster=c))
             for c in ((2, 1, 1), (1, 2, 1))]
+#: a persistent grid of clusters: CUTLASS's per-GPC occupancy heuristic sizes it
+PERSISTENT_CLUSTERS = [(KernelSpec.dense(4096, 768, 768, "float16", "bias"),
+                        Sm90Config(tile=(128, 256, 64), cluster=c, schedule=COOPERATIVE)) for c in ((2, 1, 1), (1, 2, 1))]
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     # one g++ build for every case (about a minute on a busy machine)
-    return cutlass_host.build([(spec, choose_sm90_config(spec)) for spec, _ in CASES] + CLUSTERS,
+    return cutlass_host.build([(spec, choose_sm90_config(spec)) for spec, _ in CASES] + CLUSTERS + PERSISTENT_CLUSTERS,
                               tmp_path_factory.mktemp("host"))
 
 
@@ -114,3 +117,13 @@ def test_multicast_boxes_are_cutlass_s(host, case: int) -> None:
             operand_map(0x20000, N, K, L, 128 // cfg.cluster[0], 64, spec.dtype, 2).box]
     assert boxes == mine
     assert reference["grid"] == sm90_grid((M, N, K, L), cfg.tile, cfg.cluster)
+
+
+@pytest.mark.parametrize("case", range(len(PERSISTENT_CLUSTERS)), ids=["cluster-2x1", "cluster-1x2"])
+def test_persistent_grids_of_clusters_are_cutlass_s(host, case: int) -> None:
+    spec, cfg = PERSISTENT_CLUSTERS[case]
+    for problem in ((4096, 4096, 768, 1), (300, 768, 768, 1), (20000, 768, 768, 2)):
+        reference = cutlass_host.run(host, len(CASES) + len(CLUSTERS) + case, *problem)
+        schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, cutlass_host.SMS)
+        assert reference["grid"] == schedule.grid, problem
+        _check_schedule(reference, schedule)
