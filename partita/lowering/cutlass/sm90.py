@@ -61,7 +61,7 @@ from partita.lowering.cutlass.kernels import (
     entry_contract,
     spec_fields,
 )
-from partita.lowering.cutlass.tuning import SM90_FP8_TABLE, SM90_TABLE, sm90_tile
+from partita.lowering.cutlass.tuning import COOPERATIVE, SM90_FP8_TABLE, SM90_TABLE, WS, sm90_tile
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
@@ -138,12 +138,11 @@ struct partita_swizzle_bits<cute::ComposedLayout<cute::Swizzle<B, M, S>, O, L>> 
 """
 
 
-COOPERATIVE = "KernelTmaWarpSpecializedCooperative"
 #: The kernel schedules built: ``KernelTmaWarpSpecialized`` (a CTA per output tile, one
 #: producer and one consumer warp group) and ``KernelTmaWarpSpecializedCooperative``
 #: (persistent, two consumer warp groups sharing each tile's rows, the next tile's loads
 #: issued while the last one's epilogue runs).
-SCHEDULES = ("KernelTmaWarpSpecialized", COOPERATIVE)
+SCHEDULES = (WS, COOPERATIVE)
 
 
 @dataclass(frozen=True)
