@@ -133,8 +133,7 @@ def test_packed_strides() -> None:
 def test_conv2d_graph_and_result(layout: str, groups: int, dilation: int, epilogue: str, dtype: str) -> None:
     text, shapes = conv_ir(layout, dtype, groups, dilation, epilogue)
     exe = _compile(text)
-    handles = [h for h in kernel_handles(exe.module).values() if h.kind == "cudnn"]
-    (handle,) = handles
+    (handle,) = [h for h in kernel_handles(exe.module).values() if h.kind == "cudnn"]
     r = handle.record
     # an NCHW convolution's ReLU without a bias is left out of the graph (no engine runs it)
     fused = "none" if (layout, epilogue) == ("NCHW", "relu") else epilogue

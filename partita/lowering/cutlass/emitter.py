@@ -71,6 +71,8 @@ def thread_epilogue(spec: KernelSpec, cfg: KernelConfig, args: str) -> str:
     width, accumulator and compute types)."""
     table = _SPLIT_K_EPILOGUE if cfg.split_k > 1 else {}
     return table.get(spec.epilogue, _EPILOGUE[spec.epilogue]).format(args=args)
+
+
 _HEADERS = (
     "cutlass/cutlass.h",
     "cutlass/numeric_types.h",

@@ -344,10 +344,6 @@ _INT_LOWEST = {"i8": "-128", "i16": "-32768", "i32": "(-2147483647 - 1)",
                "ui64": "0ull"}
 
 
-def _pool_static(op: Operation) -> bool:
-    return static_but_batch(op)
-
-
 @window(nn.MaxPool1DOp, nn.MaxPool2DOp, nn.MaxPool3DOp, nn.AvgPool1DOp, nn.AvgPool2DOp,
         nn.AvgPool3DOp, nn.LpPool1DOp, nn.LpPool2DOp, nn.LpPool3DOp,
         supports=static_weights, dims=derived_dims)
@@ -412,7 +408,7 @@ def pool(emitter, op: nn.PoolOp) -> list[str]:
 
 
 @window(nn.MaxPool1DIndicesOp, nn.MaxPool2DIndicesOp, nn.MaxPool3DIndicesOp,
-        supports=_pool_static, dims=batch_dims)
+        supports=static_but_batch, dims=batch_dims)
 def max_pool_indices(emitter, op: nn.MaxPoolIndicesOp) -> list[str]:
     """The channels-first row-major (or column-major spatial) offset of the window's
     first maximum."""
