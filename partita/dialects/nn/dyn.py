@@ -93,6 +93,8 @@ def _unsqueeze(inputs, params, options):
 def _squeeze(inputs, params, options):
     (x,) = inputs
     shape = _shape(x)
+    if "axes" not in params:  # ONNX's default: every dim of 1
+        return ReshapeOp(x, [d for d in shape if d != 1])
     axes = {a % len(shape) for a in _ints(params["axes"])} if shape else set()
     if any(shape[a] != 1 for a in axes):
         raise VerifyException(f"cannot squeeze axes {sorted(axes)} of shape {list(shape)}")

@@ -36,6 +36,24 @@ def dyn(cx, kind: str, inputs: list[SSAValue], params: dict[str, Value], rank: i
     return cx.emit(nn.DynOp(kind, inputs, operands, result, **options))
 
 
+def known_entries(v: SSAValue) -> list[int | None] | None:
+    """The entries of a 1-D run-time integer operand of static length that the graph fixes
+    (``None`` for the others; ``None`` for an operand of another shape): a target shape
+    ``Concat(N, [2, 3])`` whose ``N`` a run reads still says that the result's last two
+    dims are 2 and 3. Follows concatenations of constants."""
+    shape = shape_of(v)
+    if len(shape) != 1 or shape[0] == nn.DYN:
+        return None
+    owner = v.owner
+    if isinstance(owner, nn.ConstantOp):
+        return [int(e) for e in owner.to_numpy().reshape(-1)]
+    if isinstance(owner, nn.ConcatenateOp) and owner.axis == 0:
+        pieces = [known_entries(piece) for piece in owner.inputs]
+        if all(p is not None for p in pieces):
+            return [e for p in pieces for e in p]
+    return [None] * shape[0]
+
+
 def static_length(v: SSAValue, what: str) -> int:
     """The number of values of a 1-D run-time operand (the rank it adds or removes)."""
     shape = shape_of(v)

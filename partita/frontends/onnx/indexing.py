@@ -14,7 +14,7 @@ from onnx import numpy_helper
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.dyn import dyn, run_time, static_length
+from partita.frontends.onnx.dyn import dyn, known_entries, run_time, static_length
 from partita.frontends.onnx.elementwise import _text
 from partita.frontends.onnx.folding import FOLD_LIMIT_BYTES, _sym_slice
 from partita.frontends.onnx.importer import Importer
@@ -274,12 +274,32 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
     return result
 
 
+def _expanded_dims(shape: list[int], target: list[int | None], rank: int) -> list[int]:
+    """The dims an Expand of ``shape`` to a run-time ``target`` (its entries the graph
+    fixes, ``None`` for the others) has whatever the run gives: a fixed entry other than 1,
+    or the input's own dim where the entry is 1, unknown, or the input's dim is not 1."""
+    shape = [1] * (rank - len(shape)) + shape
+    target = [1] * (rank - len(target)) + target if target else [None] * rank
+    dims = []
+    for a, b in zip(shape, target):
+        if b is not None and b != 1:
+            if a not in (1, b, nn.DYN):
+                fail(f"cannot expand a dim of {a} to {b}")
+            dims.append(b)
+        elif b == 1 or a not in (1, nn.DYN):
+            dims.append(a)
+        else:
+            dims.append(nn.DYN)
+    return dims
+
+
 @converter("Expand", symbolic=True)
 def _expand(cx, ins, attrs):
     if run_time(ins[1]) and not is_symbolic(ins[0]):
         x = cx.tensor(ins[0])
         rank = max(len(shape_of(x)), static_length(ins[1], "the shape"))
-        return dyn(cx, "expand", [x], {"shape": ins[1]}, rank, x.type.element_type, "the shape")
+        return dyn(cx, "expand", [x], {"shape": ins[1]}, rank, x.type.element_type, "the shape",
+                   known=_expanded_dims(list(shape_of(x)), known_entries(ins[1]) or [], rank))
     target = _shape_entries(ins[1], "the shape")
     return broadcast_to(cx, cx.tensor(ins[0]), target, "the expanded shape")
 
@@ -290,8 +310,9 @@ def _constant_of_shape(cx, ins, attrs):
         np.zeros(1, np.float32)
     if run_time(ins[0]) and not is_symbolic(ins[0]):  # a shape given at run time: expand the value
         scalar = cx.emit(nn.ConstantOp(value.reshape(())))
-        return dyn(cx, "expand", [scalar], {"shape": ins[0]}, static_length(ins[0], "the shape"),
-                   scalar.type.element_type, "the shape")
+        rank = static_length(ins[0], "the shape")
+        return dyn(cx, "expand", [scalar], {"shape": ins[0]}, rank, scalar.type.element_type, "the shape",
+                   known=[nn.DYN if d is None else d for d in known_entries(ins[0]) or [None] * rank])
     target = _shape_entries(ins[0], "the shape")
     if not any(isinstance(d, SymDim) for d in target):
         return np.broadcast_to(value[0], target)  # stays a splat, however large

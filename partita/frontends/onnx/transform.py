@@ -252,7 +252,10 @@ def _squeeze(cx, ins, attrs):
     labels = cx.labels(x)
     if axes is None:
         if any(isinstance(d, SymDim) for d in labels):
-            fail("Squeeze without axes on a tensor with dynamic dimensions")
+            # Which dims are 1 is known only at run time: the result keeps the dynamic
+            # ones (a run where one is 1 gives another rank: an error when the plan binds).
+            known = [nn.DYN if isinstance(d, SymDim) else d for d in labels if d != 1]
+            return dyn(cx, "squeeze", [x], {}, len(known), x.type.element_type, "the squeezed axes", known=known)
         axes = [i for i, d in enumerate(labels) if d == 1]
     axes = {a % len(labels) for a in axes}
     for a in axes:
