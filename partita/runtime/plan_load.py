@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
-from partita.analysis.bound_shapes import bound_function_shapes
+from partita.analysis.bound_shapes import FunctionShapes
 from partita.analysis.liveness import (
     ARENA_SIZE,
     OFFSET,
@@ -330,7 +330,7 @@ class LaunchPlan:
         key = (call.reference, inputs)
         shapes = self.facts.reference_shapes.get(key)
         if shapes is None:
-            shapes = [tuple(s) for s in bound_function_shapes(call.reference, list(inputs))]
+            shapes = call.reference.bind(inputs)
             self.facts.remember(self.facts.reference_shapes, key, shapes)
         for out, shape in zip(call.outs, shapes):
             if tuple(values[out]) != shape:
@@ -461,9 +461,9 @@ class CallFacts:
     inputs: tuple[SSAValue, ...]
     outs: tuple[SSAValue, ...]
     res: tuple[SSAValue, ...]
-    reference: func.FuncOp | None
-    """The reference body its bound shapes are checked on: only for a call with a dynamic
-    input dim whose body was kept."""
+    reference: FunctionShapes | None
+    """The shape rules of the reference body its bound shapes are checked on: only for a
+    call with a dynamic input dim whose body was kept."""
     reads_arguments: bool
     """Whether an input is an entry-block argument: its launches may be patched to read a
     device input in place, so each bound plan gets copies of them; the others' launches
@@ -503,13 +503,16 @@ class BindFacts:
             if isinstance(value.type, TensorType):
                 self.shapes[value] = tuple(value.type.get_shape())
                 self.dtypes[value] = _dtype(value.type)
+        rules: dict[func.FuncOp, FunctionShapes] = {}
         for op in block.ops:
             if isinstance(op, byoc.CallExternOp):
                 name = op.callee.string_value()
                 inputs = tuple(op.inputs)
                 reference = symbols.get(name + REFERENCE_SUFFIX)
                 dynamic = any(DYNAMIC_INDEX in self.shapes.get(v, ()) for v in inputs)
-                checked = reference if dynamic and reference is not None and reference.body.blocks else None
+                checked = None
+                if dynamic and reference is not None and reference.body.blocks:  # one per function
+                    checked = rules.get(reference) or rules.setdefault(reference, FunctionShapes(reference))
                 self.calls[op] = CallFacts(name, inputs, tuple(op.outs), tuple(op.res), checked,
                                            any(isinstance(v, BlockArgument) and v.owner is block for v in inputs))
             elif isinstance(op, arith.ConstantOp):

@@ -9,7 +9,9 @@ dimension, so importers and shape functions can reuse them without building IR. 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
@@ -331,7 +333,25 @@ def _tensor(value: SSAValue | Operation) -> TensorType:
     return typ
 
 
+_OPERAND_SHAPES: ContextVar[Mapping[SSAValue, Shape] | None] = ContextVar("operand_shapes", default=None)
+
+
+@contextmanager
+def operand_shapes(shapes: Mapping[SSAValue, Shape]) -> Iterator[None]:
+    """Within it, shape rules read ``shapes[v]`` for these values instead of their types'
+    dims (MLIR's ``ValueShapeRange``): an op's own ``infer_shape`` checks it at the shapes a
+    launch plan bound, with no copy of the op built for them."""
+    token = _OPERAND_SHAPES.set(shapes)
+    try:
+        yield
+    finally:
+        _OPERAND_SHAPES.reset(token)
+
+
 def _shape(value: SSAValue) -> Shape:
+    bound = _OPERAND_SHAPES.get()
+    if bound is not None and (shape := bound.get(value)) is not None:  # type: ignore[call-overload]
+        return shape
     return tuple(_tensor(value).get_shape())
 
 
