@@ -3,8 +3,8 @@
 activations by default) at several row counts.
 
 The kernel holds two schedules and its rows choose at launch (``schedules.GEMV_ROWS``): a
-warp per output, which reads each packed weight row once per row of ``x``, or 64x64
-tensor-core tiles, which stage each weight tile once per 64 rows. For each row count it
+warp per output, which reads each packed weight row once per row of ``x``, or 128x128
+tensor-core tiles, which stage each weight tile once per 128 rows. For each row count it
 prints the schedule taken, the FLOPs, the weight bytes each schedule moves (``weight MB``;
 the first pass from DRAM, the rest from L2 when the packed weight fits it) against the
 GEMV-only kernel before the tiles (``GEMV MB``), and, from the sm_90 SASS of the kernel,
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'rows':>5} {'schedule':>9} {'GFLOP':>7} {'weight MB':>16} {'GEMV MB':>16} {'us':>8} {'TFLOP/s':>8}")
     for rows in (int(r) for r in args.rows.split(",")):
         gemv = rows <= record.gemv_rows
-        passes = rows if gemv else -(-rows // 64)
+        passes = rows if gemv else -(-rows // record.tile)
         flops = 2.0 * rows * args.n * args.k
         line = (f"{rows:>5} {'warp' if gemv else 'tiles':>9} {flops / 1e9:>7.2f} {weight_traffic(passes, weight):>16} "
                 f"{weight_traffic(rows, weight):>16}")

@@ -228,10 +228,10 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
     drv, launches, (out,) = recorded_run(module, "mlp_f16", args)
     cubin = handles["mlp_f16_fused_0"].path.read_bytes()
     assert sorted(launches) == ["mlp_f16_fused_0", "mlp_f16_fused_1"]
-    # The f16 GEMM on tensor cores: 4 warps per 64x64 tile, N = 24 -> 1 tile,
+    # The f16 GEMM on tensor cores: 8 warps per 128x128 tile, N = 24 -> 1 tile,
     # M = 5 * 8 = 40 -> 1 tile, no batch.
     grid, block, gemm_args, smem = launches["mlp_f16_fused_0"]
-    assert (grid, block, smem) == ((1, 1, 1), (128, 1, 1), 0)
+    assert (grid, block, smem) == ((1, 1, 1), (256, 1, 1), 0)
     # The layer_norm: short rows, a warp each, four a block of 128 threads (5 * 8 rows).
     grid, block, row_args, smem = launches["mlp_f16_fused_1"]
     assert (grid, block, smem) == ((10, 1, 1), (128, 1, 1), 0)

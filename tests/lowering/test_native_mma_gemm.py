@@ -1,5 +1,6 @@
 """The native GEMM on tensor cores: f16 / bf16 GEMM kernels of ``cuda-codegen`` tile
-64x64 outputs over 4 warps, each a 32x32 register tile of ``mma.sync`` m16n8k16 products.
+128x128 outputs over 8 warps, each a 64x32 register tile of ``mma.sync`` m16n8k16 products,
+K in steps of 32 through two shared-memory stages of the operands' own type.
 
 Checked without a GPU twice over: the kernels built for the host with g++ (where
 ``partita_mma_*`` computes the same fragment product from warp shuffles) match the
@@ -11,9 +12,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support.cuda_host import have_gxx  # tests/support/cuda_host.py
-from support.kernel_check import check_kernels, fuse, host_ops  # tests/support/kernel_check.py
+from support.kernel_check import (  # tests/support/kernel_check.py
+    build_for_host,
+    check_kernels,
+    fuse,
+    fused_functions,
+    host_ops,
+    launch_beside_reference,
+    random_input,
+)
 
 from partita.lowering.cuda.codegen import program_of
 from partita.lowering.cuda.records import RECORDS, fused_record
@@ -61,9 +71,9 @@ def test_f16_and_bf16_gemms_become_mma_kernels() -> None:
         dtype = "bf16" if "bf16" in name else "f16"
         assert f"partita_mma_{dtype}(acc[mi][ni], af[mi], bf[ni]);" in kernel.code, name
         record = RECORDS["gemm"].from_attr(fused_record(kernel))
-        # 64x64 tiles of 128 threads; grid: N tiles, M tiles, batch
+        # 128x128 tiles of 256 threads; grid: N tiles, M tiles, batch
         batch = 3 if record.batch else 1
-        assert record.geometry((3, 70, 90)) == ((2, -(-(210 // batch) // 64), batch), (128, 1, 1))
+        assert record.geometry((3, 170, 290)) == ((3, -(-(510 // batch) // 128), batch), (256, 1, 1))
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in program.code
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in program.code
 
@@ -94,8 +104,12 @@ def test_sm90_cubin_multiplies_with_hmma() -> None:
     for name, kernel in program.kernels.items():
         body = per_function[kernel.entry]
         hmma = len(re.findall(r"\bHMMA\.16816\.F32", body))
-        # 2x4 products per K step, the loop not unrolled further
-        assert hmma >= 8, f"{name}: {hmma} HMMA"
+        # 4x4 products per k16, two k16 a K step of 32, the loop not unrolled further
+        assert hmma == 32, f"{name}: {hmma} HMMA"
+        # the fragments are read from shared memory as pairs of halves: one 32-bit load a
+        # register the MMAs take as it is, 24 for a k16's 16 MMAs (the 64x64 tiles of
+        # floats before read 32 a k16 for 8 MMAs, then packed six registers an MMA)
+        assert len(re.findall(r"\bLDS\b", body)) == 48, name
         # no local-memory traffic in the main loop (the accumulators stay in registers);
         # ptxas may park a few index values across it (bmm_nn: 5 STL before the loop)
         main = body[body.index("BAR.SYNC"):body.rindex("HMMA")]
@@ -113,4 +127,54 @@ def test_records_from_before_gemv_schedules_read_as_tiles_only() -> None:
     record = fused_record(next(iter(program.kernels.values())))
     old = RECORDS["gemm"].from_attr(DictionaryAttr({k: v for k, v in record.data.items() if k != "gemv_rows"}))
     assert old.gemv_rows == 0 and old == RECORDS["gemm"].from_attr(record)
-    assert old.geometry((3, 1, 90)) == ((2, 1, 3), (128, 1, 1))
+    assert old.geometry((3, 1, 290)) == ((3, 1, 3), (256, 1, 1))
+
+
+# K, and the contiguous M or N of the transposed forms, multiples of 8: every operand may
+# be staged 16 bytes a load
+ALIGNED = """
+func.func @dense_v(%x: tensor<?x64xf16>, %w: tensor<72x64xf16>) -> tensor<?x72xf16> {
+  %0 = nn.dense %x, %w : (tensor<?x64xf16>, tensor<72x64xf16>) -> tensor<?x72xf16>
+  func.return %0 : tensor<?x72xf16>
+}
+func.func @bmm_nn_v(%a: tensor<?x24x40xf16>, %b: tensor<?x40x72xf16>) -> tensor<?x24x72xf16> {
+  %0 = nn.batch_matmul %a, %b {transpose_b = false} : (tensor<?x24x40xf16>, tensor<?x40x72xf16>) -> tensor<?x24x72xf16>
+  func.return %0 : tensor<?x24x72xf16>
+}
+func.func @bmm_tn_v(%a: tensor<?x40x24xf16>, %b: tensor<?x40x72xf16>) -> tensor<?x24x72xf16> {
+  %0 = nn.batch_matmul %a, %b {transpose_a = true, transpose_b = false} : (tensor<?x40x24xf16>, tensor<?x40x72xf16>) -> tensor<?x24x72xf16>
+  func.return %0 : tensor<?x24x72xf16>
+}
+"""
+
+
+def _at_offset(array: np.ndarray, offset: int) -> np.ndarray:
+    """``array``'s values in a buffer ``offset`` elements past a fresh allocation's start."""
+    buffer = np.empty(array.size + 8, array.dtype)
+    view = buffer[offset:offset + array.size].reshape(array.shape)
+    view[...] = array
+    return view
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_aligned_and_unaligned_operands_stage_alike(tmp_path: Path) -> None:
+    """Each operand is staged 8 elements a vector along its contiguous axis (K for ``x`` and
+    a dense weight, N for a ``[K, N]`` right operand, M for a transposed left one): one
+    16-byte load where the pointer is 16-byte aligned, 8 element loads where it is not.
+    Built for the host, both paths equal the reference on the same values."""
+    module = fuse(ALIGNED)
+    program, records, host = build_for_host(module, tmp_path)
+    for name, function in fused_functions(module).items():
+        code, rec = program.kernels[name].code, records[name]
+        assert "a_vec && " in code and "b_vec && " in code, name
+        rng = np.random.default_rng(3)
+        values = [random_input(tuple(1 if d < 0 else d for d in shape), t, rng) for shape, t in zip(rec.inputs, rec.dtypes)]
+        outs = []
+        for offset in (0, 1):  # 0: numpy's 16-byte aligned allocation; 1: two bytes past it
+            args = [_at_offset(v, offset) for v in values]
+            assert all((a.ctypes.data % 16 == 0) == (offset == 0) for a in args)
+            out, expected = launch_beside_reference(function, name, rec, host, args)
+            np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=2e-3, atol=2e-3,
+                                       err_msg=f"{name} at offset {offset}")
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0], outs[1], err_msg=name)  # the same products, in the same order

@@ -190,10 +190,10 @@ func.func @nbt16_T(%x: tensor<?x80xT>, %w: tensor<24x40xui8>, %s: tensor<24x5xT>
 def test_prefill_rows_run_on_tiles(tmp_path: Path):
     """A 4-bit GEMM is one ``gemm`` kernel with two schedules, chosen at launch by its rows:
     the warp-per-output GEMV up to ``GEMV_ROWS`` rows, else tiles whose weight tile is
-    dequantized as it is staged: 64x64 tensor-core tiles for f16 / bf16 (``mma.sync``
+    dequantized as it is staged: 128x128 tensor-core tiles for f16 / bf16 (``mma.sync``
     m16n8k16, emulated by fragment exchange on the host), 16x16 SIMT ones for f32. Built
     for the host, each row count launched with its record's geometry (row tiles capped at
-    two blocks, so blocks stride over the rest) equals the reference: several column tiles
+    one block, so it strides over the rest) equals the reference: several column tiles
     with a partial one, a bias and ReLU epilogue, blocks of 16 and 32, every byte value."""
     module = fuse("".join(NBITS_TILES.replace("T", t) for t in ("f16", "bf16", "f32")))
     program, records, host = build_for_host(module, tmp_path)
@@ -202,9 +202,9 @@ def test_prefill_rows_run_on_tiles(tmp_path: Path):
         record, dtype = records[name], name.split("_")[1]
         t, mma = _NP[dtype], dtype != "f32"
         assert record.gemv_rows == GEMV_ROWS and (f"partita_mma_{dtype}(" in program.kernels[name].code) == mma
-        tile, threads = (64, 128) if mma else (16, 256)
+        tile, threads = (128, 256) if mma else (16, 256)
         rows_per = 3 if name.startswith("nbt_") else 1
-        for rows in (1, 2, 45):  # 3 or 6 rows (GEMV, or tiles past 4), 135 or 45 (several row tiles)
+        for rows in (1, 2, 45):  # 3 or 6 rows (GEMV, or tiles past 4), 135 or 45 (135: two row tiles)
             args = _every_byte_arguments(function, t, rng, rows)
             clone = function.clone()
             clone.sym_visibility = StringAttr("public")
@@ -215,15 +215,15 @@ def test_prefill_rows_run_on_tiles(tmp_path: Path):
             assert block == ((threads, 1, 1) if gemv or mma else (16, 16, 1))
             assert grid[1] == (1 if gemv else -(-rows * rows_per // tile))
             assert grid[0] == (-(-rows * rows_per * out.shape[-1] * 32 // threads) if gemv else -(-out.shape[-1] // tile))
-            host.launch(record, (min(grid[0], 4) if gemv else grid[0], min(grid[1], 2), 1), block, args, out)
+            host.launch(record, (min(grid[0], 4) if gemv else grid[0], 1, 1), block, args, out)
             _assert_close(out, expected, t, f"{name} at {rows * rows_per} rows")
 
 
 def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
     """sm_90 SASS of an f16 4-bit GEMM's kernel: the GEMV schedule's 128-bit weight and
-    input loads and five-step shuffle tree; the tiles' 2x4 HMMA per K step, their input tile staged 16 bytes
-    a thread and their weight tile a 32-bit word of 8 codes a thread (one byte load left in
-    each schedule: the block's zero point); no local memory."""
+    input loads and five-step shuffle tree; the tiles' 4x4 HMMA per k16 (two k16 a K step
+    of 32), their input tile staged 16 bytes a vector and their weight tile a 32-bit word of
+    8 codes a vector (byte loads only for the blocks' zero points); no local memory."""
     from support.sass import compiled_sass
 
     from partita.lowering.cuda.codegen import program_of
@@ -233,9 +233,11 @@ def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
     _, sass = compiled_sass(program.code, use_cache=False)
     text = sass[entry]
     # 128-bit loads: the GEMV's weight (32 codes) and input (4 x 8 halves), the tiles' input
-    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 1 + 4 + 1 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
-    assert len(re.findall(r"\bHMMA\.16816\.F32\b", text)) == 8
-    assert len(re.findall(r"\bLDG\.E(?:\.CONSTANT)? ", text)) == 1 and len(re.findall(r"\bLDG\.E\.U8\b", text)) == 2
+    # vectors (a thread's two, in the first step and in the loop)
+    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 1 + 4 + 4 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    assert len(re.findall(r"\bHMMA\.16816\.F32\b", text)) == 32
+    words = len(re.findall(r"\bLDG\.E(?:\.CONSTANT)? ", text))  # the tiles' weight: 32-bit words of 8 codes
+    assert words >= 4 and len(re.findall(r"\bLDG\.E\.U8\b", text)) <= 1 + words  # and the words' zero points
     assert not re.search(r"\b(STL|LDL)\b", text)
 
 
@@ -243,7 +245,7 @@ def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
     """An f16 4-bit GEMM whose rows are known at run time only (a prefill and a decode step
     of one model): equal to the reference at 2 and 100 rows on the simulated device, and on
     the recording driver the same kernel launches with a warp per output for 2 rows and
-    with 64x64 tiles for 100."""
+    with 128x128 tiles for 100."""
     from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
 
     from partita.runtime.cuda import CudaDevice
@@ -266,11 +268,11 @@ def test_a_half_precision_prefill_and_decode_step_launch_their_schedules():
         (launch,) = [launch for launch in drv.launches]
         grids.append((launch["grid"], launch["block"]))
     runtime.close()
-    assert grids == [((2 * 96 * 32 // 128, 1, 1), (128, 1, 1)), ((2, 2, 1), (128, 1, 1))]
+    assert grids == [((2 * 96 * 32 // 256, 1, 1), (256, 1, 1)), ((1, 1, 1), (256, 1, 1))]
     # an f32 model asked to run in f16 gets the same two-schedule kernel
     f32_model, _ = nbits_model(128, 96, 32, rows=("rows",))
     (row,) = [row for row in partita.compile(f32_model, precision="fp16").report().rows if "nn.matmul_nbits" in row.ops]
-    assert "(gemm, 128 threads/block)" in str(row.kernel)
+    assert "(gemm, 256 threads/block)" in str(row.kernel)
 
 
 def test_a_half_precision_matmul_nbits_at_decode_and_prefill_rows_equals_onnxruntime():
@@ -283,7 +285,7 @@ def test_a_half_precision_matmul_nbits_at_decode_and_prefill_rows_equals_onnxrun
     k = 256
     model = matmul_nbits_model(64, k, np.float16, "rows", rng)
     exe = partita.compile(model)
-    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 128 threads/block)"]
+    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 256 threads/block)"]
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for rows in (3, 100):
         x = rng.standard_normal((rows, k)).astype(np.float16)

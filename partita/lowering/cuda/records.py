@@ -18,7 +18,7 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
 * ``kind = "gemm"`` adds ``anchor`` and ``batch`` (leading output axes of the batch; the
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
-  4 warps for a 64x64 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
+  8 warps for a 128x128 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
   min(batch, 65535))``; and ``gemv_rows``: up to that many rows the kernel runs its
   warp-per-output schedule instead (a weight-only quantized GEMV), ``grid =
   (min(ceil(32 numel / block), 65535), 1, 1)``;

@@ -118,6 +118,22 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Staging:
+    """A product's own way to stage an operand's 8-element vectors into the tensor-core
+    tiles (``schedules.MMA_K``-deep K steps): what a thread loads for its vector ``i``
+    (0 or 1) of the step at ``kn`` goes to registers in ``fetch``, issued before the
+    current step's MMAs; ``store`` turns them into ``vec`` (a ``partita_v16`` of 8 elements
+    of the MMA type), written to shared memory after them. ``declare`` declares the
+    registers (arrays indexed by ``i``). ``fetch`` sees the vector's row ``r`` (of the
+    tile's 128) and first K offset ``c`` (0, 8, 16, 24); ``store`` sees ``r``, ``c`` and
+    ``in_range`` (the fetch's)."""
+
+    declare: tuple[str, ...]
+    fetch: tuple[str, ...]
+    store: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TiledProduct:
     """What the tile schedules read of an anchor that is a product ``A[M, K] ·
     B[K, N]`` (its output ``[..., N]``, the rows ``M`` its leading axes): each operand's
@@ -129,21 +145,20 @@ class TiledProduct:
     """A's element type (``f16`` / ``bf16``: the tensor cores take the product)."""
     k: Dim
     a: str
-    """A's element (``""`` with ``stage_a``)."""
     b: str
     """B's element (``""`` with ``stage_b``)."""
     a_rows: bool
     """A's K axis is contiguous (``a[mm, kk]`` row-major), else its M axis."""
     b_rows: bool
     """B's N axis is contiguous (``b[kk, nn]`` row-major), else its K axis."""
-    stage_a: tuple[str, ...] = ()
-    """Tensor-core tiles only: lines that stage A's whole ``64 x 16`` tile of rows ``m0 ..`` and K step ``k0`` into
-    ``As[64][17]`` (floats, zeros past ``M`` and ``K``) with the block's ``tid`` (0 .. 127),
-    in place of the element-wise staging of ``a``: rows read 16 bytes at a time."""
-    stage_b: tuple[str, ...] = ()
-    """Likewise B's ``16 x 64`` tile of K step ``k0`` and columns ``n0 ..`` into
-    ``Bs[16][65]``, in place of ``b``: a packed operand read a word at a time (a 4-bit
-    weight's 8 codes, their block's scale and zero point loaded once)."""
+    a_ptr: str = ""
+    """Tensor-core tiles: A as a pointer of the MMA type, read 16 bytes (8 elements along
+    its contiguous axis) a load where the pointer and K allow; ``""``: element by element."""
+    b_ptr: str = ""
+    """Likewise B."""
+    stage_b: Staging | None = None
+    """Tensor-core tiles: B's own staging, in place of ``b`` (a packed 4-bit weight's 8
+    codes a 32-bit word, dequantized by their block's scale and zero point)."""
 
 
 INJECTIVE: dict[type[Operation], Rule] = {}

@@ -30,18 +30,32 @@ WARP_WINDOW_BLOCK = 256
 """Threads a block of the warp-per-output window schedule: 8 warps, 8 outputs at a time."""
 GEMM_TILE = 16
 """Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
-MMA_TILE = 64
-"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 4 warps, each
-a 32x32 register tile of 2x4 ``mma.sync`` m16n8k16 products per K step of 16."""
-MMA_THREADS = 128
+MMA_TILE = 128
+"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 8 warps, 2 x 4,
+each a 64x32 register tile of 4x4 ``mma.sync`` m16n8k16 products per k16 (CUTLASS's
+128x128 threadblock of 64x32 warp tiles: 24 fragment loads feed 16 MMAs)."""
+MMA_THREADS = 256
+MMA_MIN_BLOCKS = 2
+"""Blocks per SM the tensor-core tiles' registers must allow (``__launch_bounds__``): two
+(16 warps; 40 KiB of shared memory each), which caps them at 128 registers, where the 64
+accumulators, a k16's fragments and the prefetched vectors fit without spilling (ptxas
+chooses 160 for one block)."""
+MMA_K = 32
+"""K per shared-memory stage of the tensor-core tiles: two k16 MMA steps a barrier. Two
+stages, with register prefetch: a step's global loads (and a 4-bit weight's codes) are
+issued before the MMAs of the step before, and written to the other stage after them, so
+one barrier a step separates writes and reads."""
+MMA_PAD = 8
+"""Elements (16 bytes) each shared-memory row of a tile is padded by: rows 80 bytes apart
+put the 8 rows x 4 lanes of a fragment's 32-bit loads in 32 distinct banks."""
 GEMV_ROWS = 4
 """Rows (M, known at launch) up to which a product with both a warp-per-output and a tile
 schedule (``Rule.warp`` and ``Rule.tiles``: a weight-only 4-bit GEMM) runs the former: a
 decode step's few rows read each weight row once per row, 128 bits a load, over a grid of
-an output per warp that fills the device; more rows (a prefill) take the tiles (64x64 on
-tensor cores for f16 / bf16, 16x16 SIMT for f32), each weight tile staged once per tile of
-rows. An estimate (the warp schedule rereads the weight from L2 per row; the tensor-core
-tiles' first 64 rows fill only ``N / 64`` blocks), to be measured on a GPU."""
+an output per warp that fills the device; more rows (a prefill) take the tiles (128x128
+on tensor cores for f16 / bf16, 16x16 SIMT for f32), each weight tile staged once per tile
+of rows. An estimate (the warp schedule rereads the weight from L2 per row; the
+tensor-core tiles' first 128 rows fill only ``N / 128`` blocks), to be measured on a GPU."""
 
 
 ROW_BLOCK_FEW = 1024
@@ -70,37 +84,43 @@ def _row_block(rows: Dim, cols: Dim) -> int:
 
 def _mma_helper(dtype: str) -> str:
     """``partita_mma_<dtype>(c, a, b)``: ``c += A·B`` for one warp's m16n8k16 tile, the
-    fragments in PTX's layout (lane = 4 * group + t: a[0..7] = A[g][2t..2t+1],
-    A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]; b[0..3] = B[2t..2t+1][g], B[2t+8..][g];
-    c[0..3] = C[g][2t..2t+1], C[g+8][2t..]), operands as floats already rounded to the
-    type. sm_80 and later: one ``mma.sync`` (HMMA); elsewhere (and in host builds) the
-    same product from warp shuffles, with f32 accumulation."""
-    ptx, pack = {"f16": ("f16", "__floats2half2_rn"), "bf16": ("bf16", "__floats2bfloat162_rn")}[dtype]
+    fragments in PTX's layout as 32-bit registers of two elements, the lower index in the
+    lower half (lane = 4 * group + t: a[0..3] = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..],
+    A[g+8][2t+8..]; b[0..1] = B[2t..2t+1][g], B[2t+8..][g]; c[0..3] = C[g][2t..2t+1],
+    C[g+8][2t..]). sm_80 and later: one ``mma.sync`` (HMMA). Host builds (and older
+    arches): the warp's lanes exchange their registers through memory between two block
+    barriers (every thread of the block calls it alike), then each lane sums its four
+    outputs over k in order, in f32."""
+    ptx, half = {"f16": ("f16", "__half"), "bf16": ("bf16", "__nv_bfloat16")}[dtype]
     return (
-        f"static __device__ __forceinline__ void partita_mma_{dtype}(float* c, const float* a, const float* b) {{\n"
+        f"static __device__ __forceinline__ void partita_mma_{dtype}(float* c, const unsigned* a, const unsigned* b) {{\n"
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-        "  unsigned r[6];\n"
-        "  #pragma unroll\n"
-        "  for (int j = 0; j < 6; ++j) {\n"
-        "    const float* p = j < 4 ? a + 2 * j : b + 2 * (j - 4);\n"
-        f"    const auto h = {pack}(p[0], p[1]);  // the lower half holds the lower index\n"
-        "    r[j] = *reinterpret_cast<const unsigned*>(&h);\n"
-        "  }\n"
         f'  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "\n'
         '               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"\n'
         '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
-        '               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));\n'
+        '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));\n'
         "#else\n"
-        "  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
-        "  for (int k = 0; k < 16; ++k) {\n"
-        "    const int src = (k & 7) >> 1, ia = (k & 1) + (k >> 3) * 4, ib = (k & 1) + (k >> 3) * 2;\n"
-        "    // every lane shuffles the same registers: A[g][k], A[g+8][k], B[k][2t], B[k][2t+1]\n"
-        "    const float a0 = __shfl_xor_sync(0xffffffffu, a[ia], (g * 4 + src) ^ lane);\n"
-        "    const float a1 = __shfl_xor_sync(0xffffffffu, a[ia + 2], (g * 4 + src) ^ lane);\n"
-        "    const float b0 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t) * 4 + src) ^ lane);\n"
-        "    const float b1 = __shfl_xor_sync(0xffffffffu, b[ib], ((2 * t + 1) * 4 + src) ^ lane);\n"
-        "    c[0] += a0 * b0; c[1] += a0 * b1; c[2] += a1 * b0; c[3] += a1 * b1;\n"
+        "  __shared__ unsigned sa[32][32][4], sb[32][32][2];  // per warp, per lane\n"
+        "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+        "  memcpy(sa[w][lane], a, 16); memcpy(sb[w][lane], b, 8);\n"
+        "  __syncthreads();\n"
+        "  auto element = [](unsigned reg, int k) -> float {\n"
+        f"    const unsigned short bits = (unsigned short)(reg >> (16 * (k & 1))); {half} x; memcpy(&x, &bits, 2);\n"
+        f"    return ld_{dtype}(x);\n"
+        "  };\n"
+        "  float out[4];\n"
+        "  for (int e = 0; e < 4; ++e) {\n"
+        "    const int r = (lane >> 2) + 8 * (e >> 1), n = (lane & 3) * 2 + (e & 1);\n"
+        "    float acc = c[e];\n"
+        "    // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register r / 8 + 2 (k / 8); B[k][n]: lane 4n + (k % 8) / 2,\n"
+        "    // register k / 8; element k % 2 of the register\n"
+        "    for (int k = 0; k < 16; ++k)\n"
+        "      acc += element(sa[w][(r & 7) * 4 + ((k & 7) >> 1)][(r >> 3) + 2 * (k >> 3)], k)\n"
+        "           * element(sb[w][n * 4 + ((k & 7) >> 1)][k >> 3], k);\n"
+        "    out[e] = acc;\n"
         "  }\n"
+        "  __syncthreads();\n"
+        "  memcpy(c, out, 16);\n"
         "#endif\n"
         "}\n"
     )
@@ -533,7 +553,7 @@ class ScheduleMixin:
         at, bt = _dtype(a.type), _dtype(b.type)
         product = TiledProduct(at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
                                b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
-                               a_rows=a_rows, b_rows=b_rows)
+                               a_rows=a_rows, b_rows=b_rows, a_ptr="a", b_ptr="b")
         setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
         return self._tiles(product, self._mma_dtype() is not None, m, n, batch_dims, setup, split, used, store)
 
@@ -542,8 +562,10 @@ class ScheduleMixin:
         """The body of ``product``'s tiles, tensor-core (``_mma_tiles``) or SIMT
         (``_simt_tiles``), and its ``gemm`` record's launch fields."""
         body = (self._mma_tiles if mma else self._simt_tiles)(product, m, n, batch_dims, setup, split, used, store)
-        tile, block = (MMA_TILE, MMA_THREADS) if mma else (GEMM_TILE, GEMM_TILE * GEMM_TILE)
-        return body, {"kind": "gemm", "split": split, "tile": tile, "block": block}
+        if mma:
+            return body, {"kind": "gemm", "split": split, "tile": MMA_TILE, "block": MMA_THREADS,
+                          "min_blocks": MMA_MIN_BLOCKS}
+        return body, {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
 
     def _simt_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
                     split: int, used: str, store: str) -> list[str]:
@@ -551,7 +573,7 @@ class ScheduleMixin:
         operand's element staged by the thread that walks its contiguous axis)."""
         anchor = self.anchor
         assert anchor is not None
-        assert not product.stage_a and not product.stage_b, "staging lines fill the tensor-core tiles' buffers"
+        assert product.stage_b is None, "a product's own staging fills the tensor-core tiles' buffers"
         T, tile = self.index_type, GEMM_TILE
         # Each load walks the operand's contiguous axis with threadIdx.x.
         a_load = ("m0 + ty", "k0 + tx", "As[ty][tx]") if product.a_rows else ("m0 + tx", "k0 + ty", "As[tx][ty]")
@@ -597,73 +619,147 @@ class ScheduleMixin:
         a, b = (_dtype(v.type) for v in anchor.operands[:2])
         return a if a == b and a in MMA_DTYPES else None
 
-    def _mma_staging(self, product: TiledProduct, a_rc: tuple[str, str], b_rc: tuple[str, str]) -> list[str]:
-        """The lines staging a K step's A and B tiles: the product's own (``stage_a`` /
-        ``stage_b``), else one loop of the block's threads over the tiles' elements."""
-        T, tile = self.index_type, MMA_TILE
-        elements = []
-        if not product.stage_a:
-            elements += [f"          {{ const int r = {a_rc[0]}, c = {a_rc[1]}; const {T} mm = m0 + r, kk = k0 + c;",
-                         f"            As[r][c] = mm < M && kk < K ? {product.a} : 0.0f; }}"]
-        if not product.stage_b:
-            elements += [f"          {{ const int r = {b_rc[0]}, c = {b_rc[1]}; const {T} kk = k0 + r, nn = n0 + c;",
-                         f"            Bs[r][c] = kk < K && nn < N ? {product.b} : 0.0f; }}"]
-        loop = [f"        for (int q = tid; q < {tile * 16}; q += {MMA_THREADS}) {{", *elements, "        }"]
-        return [*(loop if elements else []), *(f"        {line}" for line in (*product.stage_a, *product.stage_b))]
+    def _mma_operand(self, name: str, product: TiledProduct) -> tuple[list[str], list[str], list[str]]:
+        """One operand's staging into the tensor-core tiles (``MMA_K`` deep): its declared
+        registers, the lines fetching a thread's vector ``i`` of K step ``kn`` into them, and
+        the lines storing it to stage ``nb`` of ``As`` / ``Bs`` (``[128][MMA_K + MMA_PAD]``,
+        K contiguous). A vector is 8 elements along the operand's contiguous axis: a
+        16-byte load where the pointer is 16-byte aligned and the axis a multiple of 8 long,
+        else 8 bounds-checked element loads (zeros past the edges). A K-contiguous vector
+        is one 16-byte shared store; one along M (N) is 8 stores down a column."""
+        T, ct, dtype = self.index_type, _C_TYPES[product.dtype], product.dtype
+        is_a = name == "a"
+        tile = "As" if is_a else "Bs"
+        staging = None if is_a else product.stage_b
+        if staging is not None:  # the product's own (K-contiguous) vectors
+            rc = f"const int v = tid + i * {MMA_THREADS}, r = v >> 2, c = (v & 3) * 8;"
+            fetch = [f"{{ {rc}", *(f"  {line}" for line in staging.fetch), "}"]
+            store = [f"{{ {rc} partita_v16 vec;", *(f"  {line}" for line in staging.store),
+                     f"  *(partita_v16*)&{tile}[nb][r][c] = vec; }}"]
+            return list(staging.declare), fetch, store
+        rows, extent = ("mm", "M") if is_a else ("nn", "N")
+        k_contiguous = product.a_rows if is_a else not product.b_rows
+        expr, ptr = (product.a, product.a_ptr) if is_a else (product.b, product.b_ptr)
+        reg = f"r{name}"
+        if k_contiguous:  # 4 vectors a row: r = row, c = first k
+            rc = f"const int v = tid + i * {MMA_THREADS}, r = v >> 2, c = (v & 3) * 8;"
+            whole = f"{rows}0 < {extent} && kk0 + 8 <= K"
+            linear, element = f"{rows}0 * K + kk0", (f"{rows}0", "kk0 + j")
+            store = [f"{{ {rc} *(partita_v16*)&{tile}[nb][r][c] = {reg}[i]; }}"]
+        else:  # 16 vectors a k: r = first row, c = k
+            rc = f"const int v = tid + i * {MMA_THREADS}, r = (v & 15) * 8, c = v >> 4;"
+            whole = f"{rows}0 + 8 <= {extent} && kk0 < K"
+            linear, element = f"kk0 * {extent} + {rows}0", (f"{rows}0 + j", "kk0")
+            store = [f"{{ {rc} const {ct}* e = (const {ct}*)&{reg}[i];",
+                     "  #pragma unroll",
+                     f"  for (int j = 0; j < 8; ++j) {tile}[nb][r + j][c] = e[j]; }}"]
+        # Element by element: a pointer of the MMA type is copied from, raw; else the
+        # product's expression is rounded to the MMA type.
+        zero = f"st_{dtype}(0.0f)"
+        value = f"{ptr}[{linear.replace(f'{rows}0', rows).replace('kk0', 'kk')}]" if ptr else f"st_{dtype}({expr})"
+        fetch = [
+            f"{{ {rc}",
+            f"  const {T} {rows}0 = {'m0' if is_a else 'n0'} + r, kk0 = kn + c;",
+            *([f"  if ({name}_vec && {whole}) {reg}[i] = *(const partita_v16*)({ptr} + {linear});",
+               "  else"] if ptr else []),
+            f"  {{ {ct}* e = ({ct}*)&{reg}[i];",
+            "    #pragma unroll",
+            "    for (int j = 0; j < 8; ++j) {",
+            f"      const {T} {rows} = {element[0]}, kk = {element[1]};",
+            f"      e[j] = {rows} < {extent} && kk < K ? {value} : {zero};",
+            "    }",
+            "  }",
+            "}",
+        ]
+        return [f"partita_v16 {reg}[2];"], fetch, store
+
+    @staticmethod
+    def _mma_vector_checks(product: TiledProduct) -> list[str]:
+        """Whether each operand's vectors may be 16-byte loads: its pointer 16-byte aligned
+        and its contiguous axis a multiple of 8 long (the same for every vector)."""
+        lines = []
+        for name, ptr, axis in (("a", product.a_ptr, "K" if product.a_rows else "M"),
+                                ("b", product.b_ptr, "N" if product.b_rows else "K")):
+            if ptr and not (name == "b" and product.stage_b is not None):
+                lines.append(f"const bool {name}_vec = {axis} % 8 == 0 && ((unsigned long long)({ptr}) & 15) == 0;")
+        return lines
 
     def _mma_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str], split: int,
                    used: str, store: str) -> list[str]:
-        """64x64 output tiles on tensor cores: K in steps of 16 through shared memory (each
-        operand staged along its contiguous axis, bounds-checked, so any alignment and
-        layout; ``product`` says how an element is read), then per warp 2x4 ``mma.sync``
-        m16n8k16 with f32 accumulators in registers (``partita_mma_<dtype>``: fragments in
-        PTX's m16n8k16 layout). ``setup`` declares what the loads read at batch ``bz``."""
+        """128x128 output tiles on tensor cores (``MMA_TILE``, ``MMA_K``, ``MMA_PAD``): K in
+        steps of 32 through two shared-memory stages of the MMA type, each operand staged
+        in 8-element vectors along its contiguous axis (``_mma_operand``: bounds-checked, so
+        any alignment and layout; ``product`` says how an element is read), the next step
+        fetched into registers while the current one multiplies; then per warp 4x4
+        ``mma.sync`` m16n8k16 per k16, fragments read as 32-bit pairs (no conversion in the
+        loop), f32 accumulators in registers (``partita_mma_<dtype>``: PTX's m16n8k16
+        layout). ``setup`` declares what the loads read at batch ``bz``."""
         anchor = self.anchor
         assert anchor is not None
-        T, tile, dtype, k = self.index_type, MMA_TILE, product.dtype, product.k
-        # consecutive threads take consecutive addresses of the operand's contiguous axis
-        a_rc = ("q >> 4", "q & 15") if product.a_rows else (f"q & {tile - 1}", "q >> 6")
-        b_rc = ("q >> 6", f"q & {tile - 1}") if product.b_rows else ("q & 15", "q >> 4")
+        T, tile, dtype, k, ct = self.index_type, MMA_TILE, product.dtype, product.k, _C_TYPES[product.dtype]
+        a_declare, a_fetch, a_store = self._mma_operand("a", product)
+        b_declare, b_fetch, b_store = self._mma_operand("b", product)
+
+        def each_vector(lines: list[str], indent: str) -> list[str]:  # a thread's 2 vectors of 512
+            return [f"{indent}#pragma unroll", f"{indent}for (int i = 0; i < 2; ++i) {{",
+                    *(f"{indent}  {line}" for line in lines), f"{indent}}}"]
+
         return [
             f"  const {T} M = {m};",
             f"  const {T} N = {n};",
             f"  const {T} K = {k};",
             f"  const {T} batch = {_product(batch_dims)};",
             f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
-            f"  __shared__ float As[{tile}][17];",
-            f"  __shared__ float Bs[16][{tile + 1}];",
+            f"  alignas(16) __shared__ {ct} As[2][{tile}][{MMA_K + MMA_PAD}];",
+            f"  alignas(16) __shared__ {ct} Bs[2][{tile}][{MMA_K + MMA_PAD}];",
             "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
             "  const int g = lane >> 2, t4 = lane & 3;",
-            "  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;",
+            "  const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
             *(f"    {line}" for line in setup),
+            *(f"    {line}" for line in self._mma_vector_checks(product)),
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
-            "      float acc[2][4][4];",
+            "      float acc[4][4][4];",
             "      #pragma unroll",
-            "      for (int e = 0; e < 32; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
-            f"      for ({T} k0 = 0; k0 < K; k0 += 16) {{",
-            *self._mma_staging(product, a_rc, b_rc),
-            "        __syncthreads();",
-            "        float af[2][8], bf[4][4];",
+            "      for (int e = 0; e < 64; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
+            *(f"      {line}" for line in (*a_declare, *b_declare)),
+            f"      {{ const {T} kn = 0; const int nb = 0;  // the first step, into stage 0",
+            *each_vector([*a_fetch, *b_fetch, *a_store, *b_store], "        "),
+            "      }",
+            "      __syncthreads();",
+            f"      for ({T} k0 = 0; k0 < K; k0 += {MMA_K}) {{",
+            f"        const int cur = (int)((k0 / {MMA_K}) & 1), nb = cur ^ 1;",
+            f"        const {T} kn = k0 + {MMA_K};",
+            "        const bool more = kn < K;",
+            "        if (more) {  // the next step's loads in flight during this one's MMAs",
+            *each_vector([*a_fetch, *b_fetch], "          "),
+            "        }",
             "        #pragma unroll",
-            "        for (int mi = 0; mi < 2; ++mi)",
+            f"        for (int ks = 0; ks < {MMA_K}; ks += 16) {{",
+            "          unsigned af[4][4], bf[4][2];",
             "          #pragma unroll",
-            "          for (int j = 0; j < 8; ++j)",
-            "            af[mi][j] = As[wm + mi * 16 + g + ((j >> 1) & 1) * 8][t4 * 2 + (j & 1) + (j >> 2) * 8];",
-            "        #pragma unroll",
-            "        for (int ni = 0; ni < 4; ++ni)",
+            "          for (int mi = 0; mi < 4; ++mi)",
+            "            #pragma unroll",
+            "            for (int j = 0; j < 4; ++j)",
+            "              af[mi][j] = *(const unsigned*)&As[cur][wm + mi * 16 + g + (j & 1) * 8][ks + t4 * 2 + (j >> 1) * 8];",
             "          #pragma unroll",
-            "          for (int j = 0; j < 4; ++j)",
-            "            bf[ni][j] = Bs[t4 * 2 + (j & 1) + (j >> 1) * 8][wn + ni * 8 + g];",
-            "        #pragma unroll",
-            "        for (int mi = 0; mi < 2; ++mi)",
+            "          for (int ni = 0; ni < 4; ++ni)",
+            "            #pragma unroll",
+            "            for (int j = 0; j < 2; ++j)",
+            "              bf[ni][j] = *(const unsigned*)&Bs[cur][wn + ni * 8 + g][ks + t4 * 2 + j * 8];",
             "          #pragma unroll",
-            "          for (int ni = 0; ni < 4; ++ni) partita_mma_" + dtype + "(acc[mi][ni], af[mi], bf[ni]);",
+            "          for (int mi = 0; mi < 4; ++mi)",
+            "            #pragma unroll",
+            "            for (int ni = 0; ni < 4; ++ni) partita_mma_" + dtype + "(acc[mi][ni], af[mi], bf[ni]);",
+            "        }",
+            "        if (more) {",
+            *each_vector([*a_store, *b_store], "          "),
+            "        }",
             "        __syncthreads();",
             "      }",
             "      #pragma unroll",  # register accumulators: every index must be static
-            "      for (int e = 0; e < 32; ++e) {",
+            "      for (int e = 0; e < 64; ++e) {",
             "        const int mi = e >> 4, ni = (e >> 2) & 3, ce = e & 3;",
             f"        const {T} m = m0 + wm + mi * 16 + g + (ce >> 1) * 8, n = n0 + wn + ni * 8 + t4 * 2 + (ce & 1);",
             "        if (m < M && n < N) {",

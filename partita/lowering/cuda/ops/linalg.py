@@ -11,7 +11,7 @@ from partita.dialects import nn
 from partita.lowering.cuda.cexpr import _C_TYPES, MMA_DTYPES
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
-from partita.lowering.cuda.rules import TiledProduct, window
+from partita.lowering.cuda.rules import Staging, TiledProduct, window
 
 _TILED_DTYPES = ("f16", "bf16", "f32")
 
@@ -153,12 +153,13 @@ def _gemv_nbits(emitter, op: nn.MatmulNBitsOp) -> tuple[list[str], str] | None:
 
 def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     """The tensor-core tiles of a 4-bit GEMM with many rows (a prefill; ``Rule.tiles``):
-    the weight tile dequantized as it is staged, a 32-bit word of 8 codes a thread (each
-    code less its block's zero point, times its scale, rounded to the input's type: what
-    the f16 / bf16 tensor cores take), so each weight byte is read once per 64 rows rather
-    than once per row; the input tile 16 bytes a thread. f32 inputs take 16x16 SIMT tiles
-    instead (exact f32 products: the weight read once per 16 rows, each code dequantized
-    once per 16 rows rather than once per row). The operands must be kernel arguments."""
+    the weight tile staged a 32-bit word of 8 codes a vector (fetched with the step's other
+    loads; each code less its block's zero point, times its scale, rounded to the input's
+    type as it is stored: what the f16 / bf16 tensor cores take), so each weight byte is
+    read once per 128 rows rather than once per row; the input tile 16 bytes a load. f32
+    inputs take 16x16 SIMT tiles instead (exact f32 products: the weight read once per 16
+    rows, each code dequantized once per 16 rows rather than once per row). The operands
+    must be kernel arguments."""
     dtype = str(op.input.type.element_type)
     if not all(isinstance(v, BlockArgument) for v in op.operands):
         return None
@@ -166,46 +167,27 @@ def _tiles_nbits(emitter, op: nn.MatmulNBitsOp) -> TiledProduct | None:
     block = f"(kk / {op.block_size})"
     zero = emitter.load(op.zero_points, ["nn", block])
     scale = emitter.load(op.scales, ["nn", block])
+    x = f"in{op.input.index}[mm * K + kk]"
     if dtype not in MMA_DTYPES:  # f32: 16x16 SIMT tiles, exact f32 products, an element a thread
         code = _code(emitter, op, "nn", "kk")
-        return TiledProduct(dtype, k, a=f"in{op.input.index}[mm * K + kk]", b=f"({code} - (float){zero}) * {scale}",
-                            a_rows=True, b_rows=False)
+        return TiledProduct(dtype, k, a=x, b=f"({code} - (float){zero}) * {scale}", a_rows=True, b_rows=False)
     T = emitter.index_type
-    # The 16 x 64 weight tile of a K step: a thread a column's 8 codes (one aligned 32-bit
-    # word: rows K / 2 bytes apart, a multiple of 8; the step inside one block of >= 16
-    # codes, so one scale and zero point; K a multiple of 16, so no partial word).
-    stage = (
-        "{ const int c = tid >> 1, h = tid & 1;",
-        f"  const {T} nn = n0 + c, kk = k0 + 8 * h;",
-        "  if (nn < N) {",
-        f"    const unsigned word = *(const unsigned*)(in{op.weight.index} + nn * (K / 2) + (kk >> 1));",
-        f"    const float zero = (float){zero}, scale = {scale};",
-        "    #pragma unroll",
-        "    for (int j = 0; j < 8; ++j) Bs[8 * h + j][c] = ((float)((word >> (4 * j)) & 15u) - zero) * scale;",
-        "  } else {",
-        "    #pragma unroll",
-        "    for (int j = 0; j < 8; ++j) Bs[8 * h + j][c] = 0.0f;",
-        "  }",
-        "}",
+    # A vector: column n's 8 codes from k (one aligned 32-bit word: rows K / 2 bytes apart,
+    # a multiple of 8; inside one block of >= 16 codes, so one scale and zero point; K a
+    # multiple of 16, so a word is whole or past K).
+    weight = Staging(
+        declare=("unsigned qw[2];", "float qz[2], qs[2];"),
+        fetch=(f"const {T} nn = n0 + r, kk = kn + c;",
+               "const bool ok = nn < N && kk < K;",
+               f"qw[i] = ok ? *(const unsigned*)(in{op.weight.index} + nn * (K / 2) + (kk >> 1)) : 0u;",
+               f"qz[i] = ok ? (float){zero} : 0.0f;",
+               f"qs[i] = ok ? (float){scale} : 0.0f;"),
+        store=(f"{_C_TYPES[dtype]}* e = ({_C_TYPES[dtype]}*)&vec;",
+               "#pragma unroll",
+               f"for (int j = 0; j < 8; ++j) e[j] = st_{dtype}(((float)((qw[i] >> (4 * j)) & 15u) - qz[i]) * qs[i]);"),
     )
-    # The 64 x 16 input tile: a thread half a row's step, 8 elements in one 16-byte load
-    # (rows K elements apart, a multiple of 16; buffers 256-byte aligned).
-    ct = _C_TYPES[dtype]
-    stage_a = (
-        "{ const int r = tid >> 1, h = tid & 1;",
-        f"  const {T} mm = m0 + r, kk = k0 + 8 * h;",
-        "  if (mm < M) {",
-        f"    const partita_v16 w = *(const partita_v16*)(in{op.input.index} + mm * K + kk);",
-        f"    const {ct}* e = (const {ct}*)&w;",
-        "    #pragma unroll",
-        f"    for (int j = 0; j < 8; ++j) As[r][8 * h + j] = ld_{dtype}(e[j]);",
-        "  } else {",
-        "    #pragma unroll",
-        "    for (int j = 0; j < 8; ++j) As[r][8 * h + j] = 0.0f;",
-        "  }",
-        "}",
-    )
-    return TiledProduct(dtype, k, a="", b="", a_rows=True, b_rows=False, stage_a=stage_a, stage_b=stage)
+    return TiledProduct(dtype, k, a=f"ld_{dtype}({x})", b="", a_rows=True, b_rows=False,
+                        a_ptr=f"in{op.input.index}", stage_b=weight)
 
 
 @window(nn.MatmulNBitsOp, dims=derived_dims, warp=_gemv_nbits, tiles=_tiles_nbits)
