@@ -309,9 +309,10 @@ def check_cublas(match: Match) -> bool:
 @requires_sm(89)
 def check_cublas_float8(match: Match) -> bool:
     """cuBLASLt's FP8 matmul (Ada and Hopper): ``nn.matmul_float8`` of E4M3 / E5M2 operands
-    (not both E5M2) with a static 2-D ``[N, K]`` weight (``transpose_b``: the "TN" form, the
-    only one FP8 takes), N and K multiples of 16, and at most the multiply by one f32 scale
-    (its ``A_SCALE_POINTER``)."""
+    (not both E5M2) with a static 2-D ``[N, K]`` weight, or strided-batched over the lhs's
+    own batch dims (two activations, the rhs ``[..., N, K]``) (``transpose_b``: the "TN"
+    form, the only one FP8 takes), static N and K multiples of 16, and at most the multiply
+    by one f32 scale (its ``A_SCALE_POINTER``)."""
     gemm = match.find("nn.matmul_float8")
     if gemm is None or not op_attr(gemm, "transpose_b"):
         return False
@@ -319,7 +320,8 @@ def check_cublas_float8(match: Match) -> bool:
     if any(t not in FP8_GEMM_TYPES for t in types) or types == ("f8E5M2", "f8E5M2"):
         return False
     lhs, rhs = shape_of(gemm.operands[0]), shape_of(gemm.operands[1])
-    if lhs is None or rhs is None or len(rhs) != 2 or len(lhs) < 2 or min(rhs) < 0 or rhs[0] % 16 or rhs[1] % 16:
+    if lhs is None or rhs is None or len(rhs) < 2 or len(lhs) < 2 or min(rhs[-2:]) < 0 or rhs[-2] % 16 \
+            or rhs[-1] % 16 or len(rhs) > 2 and (len(lhs) != len(rhs) or lhs[:-2] != rhs[:-2]):
         return False
     scale = match.find("nn.multiply")
     if scale is None:

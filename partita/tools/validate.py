@@ -625,7 +625,8 @@ def _ops(text: str) -> list:
 
 def gemm_rows(writer: RowWriter, timers: dict[str, Any], torch_seconds: Callable[[], float | None],
               m: int, n: int, k: int) -> None:
-    """One row per timed column: ``cutlass``, ``cublas``, and on an H100/H200
+    """One row per timed column: ``cutlass``, ``cublas``, ``cuda`` (Partita's native
+    tensor-core tiles, what a product no library takes runs on), and on an H100/H200
     ``cutlass sm_90a`` (the CUTLASS 3 TMA + wgmma kernel ``sm_90a`` builds)."""
     flops = 2.0 * m * n * k
     reference = torch_seconds()
@@ -728,7 +729,7 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
     device = CudaDevice()
     timer = CandidateTimer(device, warmup=5, repeat=20)
-    gemm_timers = {"cutlass": timer, "cublas": timer}
+    gemm_timers = {"cutlass": timer, "cublas": timer, "cuda": timer}
     if device.arch in ("sm_90", "sm_90a"):
         gemm_timers["cutlass sm_90a"] = CandidateTimer(device, arch="sm_90a", warmup=5, repeat=20)
 
@@ -761,8 +762,8 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
 
 def precompile_benchmarks(arch: str) -> list[str]:
-    """Builds every kernel ``benchmarks_step`` compiles on an ``arch`` GPU (the GEMM and
-    reduction candidates, the ``sm_90a`` CUTLASS 3 GEMM of a Hopper, the attention and
+    """Builds every kernel ``benchmarks_step`` compiles on an ``arch`` GPU (the GEMM
+    candidates of CUTLASS and the native tiles, the reduction, the ``sm_90a`` CUTLASS 3 GEMM of a Hopper, the attention and
     4-bit models) into the cubin cache, with no GPU: ``--warm-cache`` runs it. Returns what
     failed to build (each error, one line)."""
     from types import SimpleNamespace
@@ -772,8 +773,8 @@ def precompile_benchmarks(arch: str) -> list[str]:
 
     device = SimpleNamespace(arch=arch)  # only its arch is read while building
     builds: list[tuple[Callable[[], Any], str]] = [
-        *((lambda shape=shape: CandidateTimer(device).build(_ops(dense_ir(*shape)), "cutlass"), f"GEMM {shape} (cutlass)")
-          for shape in GEMM_SHAPES),
+        *((lambda shape=shape, target=target: CandidateTimer(device).build(_ops(dense_ir(*shape)), target),
+           f"GEMM {shape} ({target})") for shape in GEMM_SHAPES for target in ("cutlass", "cuda")),
         (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
         (lambda: partita.compile(attention_model(8, 16, 1024, 64), model_targets(arch)), "attention"),
         (lambda: partita.compile(nbits_model(4096, 4096)[0], model_targets(arch)), "4-bit GEMM"),

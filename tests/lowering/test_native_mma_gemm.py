@@ -178,3 +178,33 @@ def test_aligned_and_unaligned_operands_stage_alike(tmp_path: Path) -> None:
                                        err_msg=f"{name} at offset {offset}")
             outs.append(out)
         np.testing.assert_array_equal(outs[0], outs[1], err_msg=name)  # the same products, in the same order
+
+
+FLOAT8 = """
+func.func @fp8_weight(%x: tensor<?x40xf8E4M3FN>, %w: tensor<72x40xf8E5M2>, %s: tensor<f32>) -> tensor<?x72xf32> {
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<?x40xf8E4M3FN>, tensor<72x40xf8E5M2>) -> tensor<?x72xf32>
+  %1 = nn.multiply %0, %s : (tensor<?x72xf32>, tensor<f32>) -> tensor<?x72xf32>
+  func.return %1 : tensor<?x72xf32>
+}
+func.func @fp8_activations(%q: tensor<?x3x24x40xf8E4M3FN>, %k: tensor<?x3x33x40xf8E4M3FN>) -> tensor<?x3x24x33xf32> {
+  %0 = nn.matmul_float8 %q, %k {transpose_b = true} : (tensor<?x3x24x40xf8E4M3FN>, tensor<?x3x33x40xf8E4M3FN>) -> tensor<?x3x24x33xf32>
+  func.return %0 : tensor<?x3x24x33xf32>
+}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_fp8_products_take_the_tensor_core_tiles(tmp_path: Path) -> None:
+    """``nn.matmul_float8`` where no library takes it (a target without FP8 tensor cores, or
+    operands no library form fits, such as two batched activations): the tensor-core tiles
+    in f16, which holds every E4M3 and E5M2 value exactly, the products summed in f32; its
+    scale fused after. Built for the host they equal the reference (f32 sums of exact
+    products: rounding apart)."""
+    module = fuse(FLOAT8)
+    program = program_of(module)
+    assert program is not None
+    for kernel in program.kernels.values():
+        assert kernel.kind == "gemm" and "partita_mma_f16(acc[mi][ni], af[mi], bf[ni]);" in kernel.code
+        assert "a_vec" not in kernel.code  # 8-bit operands are converted as they are staged
+    anchors = check_kernels(module, tmp_path, dynamic=2)
+    assert anchors == ["nn.matmul_float8"] * 2

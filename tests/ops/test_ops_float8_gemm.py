@@ -289,8 +289,8 @@ def test_onnxruntimes_fp8_qdq_encoder_runs_its_products_on_fp8_tensor_cores(tmp_
     """The bundled encoder quantized by onnxruntime's own ``quantize_static`` to FP8 (E4M3
     activations and weights, QDQ format, its Distribution calibration): every weight product
     is ``nn.matmul_float8`` on CUTLASS's FP8 GEMM (sm_89), the two attention products (both
-    operands activations) stay float, and the result equals onnxruntime's run as written
-    within f32 rounding."""
+    operands activations) too, on the native tensor-core tiles (CUTLASS's FP8 kernel takes a
+    2-D weight), and the result equals onnxruntime's run as written within f32 rounding."""
     import onnxruntime as ort
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -318,12 +318,102 @@ def test_onnxruntimes_fp8_qdq_encoder_runs_its_products_on_fp8_tensor_cores(tmp_
                     calibrate_method=CalibrationMethod.Distribution)
     model = onnx.load(target)
     products = [op.name for op in import_onnx(model).walk() if op.name in ("nn.matmul_float8", "nn.matmul", "nn.dense")]
-    assert sorted(products) == ["nn.matmul"] * 2 + ["nn.matmul_float8"] * 6
+    assert sorted(products) == ["nn.matmul_float8"] * 8
     exe = partita.compile(model, ["cuda -arch=sm_89", "cutlass", "llvm"], partitioner="eager", cache_dir=kernel_cache)
-    assert [row.target for row in exe.partitions if "nn.matmul_float8" in row.ops] == ["cutlass"] * 6
+    assert sorted(row.target for row in exe.partitions if "nn.matmul_float8" in row.ops) == ["cuda"] * 2 + ["cutlass"] * 6
     plain = ort.SessionOptions()
     plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     as_written = ort.InferenceSession(str(target), plain, providers=["CPUExecutionProvider"])
     x = rng.standard_normal(shape).astype(np.float32)
     want = as_written.run(None, {name: x})[0]
     np.testing.assert_allclose(exe.run(x)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def _fp8_attention_scores(heads: int = 4, q_len: int = 24, k_len: int = 48, dim: int = 32) -> onnx.ModelProto:
+    """``DQ(Q(q)) @ DQ(Q(kᵀ))``: attention's scores in an FP8 QDQ export (both operands
+    activations quantized per tensor at run time, E4M3)."""
+    nodes = [helper.make_node("QuantizeLinear", ["q", "sq", "z"], ["qq"]),
+             helper.make_node("DequantizeLinear", ["qq", "sq", "z"], ["qd"]),
+             helper.make_node("QuantizeLinear", ["kt", "sk", "z"], ["kq"]),
+             helper.make_node("DequantizeLinear", ["kq", "sk", "z"], ["kd"]),
+             helper.make_node("MatMul", ["qd", "kd"], ["s"])]
+    inits = [onnx.numpy_helper.from_array(np.float32(0.02), "sq"), onnx.numpy_helper.from_array(np.float32(0.03), "sk"),
+             helper.make_tensor("z", E4M3, [], [0])]
+    graph = helper.make_graph(
+        nodes, "scores", [helper.make_tensor_value_info("q", onnx.TensorProto.FLOAT, [2, heads, q_len, dim]),
+                          helper.make_tensor_value_info("kt", onnx.TensorProto.FLOAT, [2, heads, dim, k_len])],
+        [helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, [2, heads, q_len, k_len])], inits)
+    opsets = [helper.make_opsetid("", 21)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+def _scores_inputs(model: onnx.ModelProto) -> list[np.ndarray]:
+    rng = np.random.default_rng(4)
+    return [rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input]
+
+
+def test_a_product_of_two_fp8_activations_is_one_fp8_gemm():
+    """Both operands run-time FP8 QDQ activations: ``nn.matmul_float8`` of their 8-bit
+    floats (the right one transposed to ``[..., N, K]``), scaled once by ``sq * sk``; with
+    the default targets it runs on the native tensor-core tiles (f16 holds every E4M3
+    value), its scale fused, and equals onnxruntime's run as written within f32 rounding."""
+    import onnxruntime as ort
+
+    model = _fp8_attention_scores()
+    module = import_onnx(model)
+    (product,) = [op for op in module.walk() if op.name in ("nn.matmul_float8", "nn.matmul", "nn.batch_matmul")]
+    assert product.name == "nn.matmul_float8" and product.transpose_b
+    assert product.rhs.owner.name == "nn.transpose" and not any(op.name == "nn.dequantize" for op in module.walk())
+    exe = partita.compile(model)
+    (row,) = [row for row in exe.report().rows if "nn.matmul_float8" in row.ops]
+    assert (row.target, row.ops, "gemm" in str(row.kernel)) == ("cuda", ("nn.matmul_float8", "nn.multiply"), True)
+    q, kt = _scores_inputs(model)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"q": q, "kt": kt})[0]
+    np.testing.assert_allclose(exe.run(q, kt)[0], want, rtol=2e-6, atol=2e-6 * np.abs(want).max())
+
+
+BATCHED_FP8_GEMM = """
+func.func @main(%q: tensor<2x4x24x32xf8E4M3FN>, %k: tensor<2x4x48x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<2x4x24x48xf32> {
+  %0 = nn.matmul_float8 %q, %k {transpose_b = true} : (tensor<2x4x24x32xf8E4M3FN>, tensor<2x4x48x32xf8E4M3FN>) -> tensor<2x4x24x48xf32>
+  %1 = nn.multiply %0, %s : (tensor<2x4x24x48xf32>, tensor<f32>) -> tensor<2x4x24x48xf32>
+  func.return %1 : tensor<2x4x24x48xf32>
+}
+"""
+
+
+def test_cublaslt_runs_a_product_of_two_fp8_activations_strided_batched():
+    """On Hopper with cuBLAS, the scaled product of two FP8 activations (what the import
+    makes of the model above) is one strided-batched cuBLASLt FP8 matmul: 8 = 2 x 4 heads,
+    the TN form, the scale through ``A_SCALE_POINTER``; the recording library computes it
+    from those descriptors (eager, then replayed from a captured graph). A right operand
+    broadcast over the batch is not offered to it."""
+    from support.recording_driver import RecordingDriver
+    from support.recording_libs import RecordingCublasLt
+
+    from partita.dialects import make_context
+    from partita.ir import parse_module
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    exe = partita.compile(BATCHED_FP8_GEMM, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
+    assert [(row.target, row.ops) for row in exe.report().rows] == [("cublas", ("nn.matmul_float8", "nn.multiply"))]
+    drv = RecordingDriver()
+    lt = RecordingCublasLt(drv)
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), libraries={"cublas": lt})
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((2, 4, 24, 32)).astype(ml_dtypes.float8_e4m3fn),
+            (rng.standard_normal((2, 4, 48, 32)) * 4).astype(ml_dtypes.float8_e4m3fn), np.array(0.03, np.float32)]
+    (want,) = run(parse_module(BATCHED_FP8_GEMM, make_context()), *args)
+    for _ in range(3):  # eager, captured, replayed
+        (got,) = runtime.run(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    (_, desc, a, b, d, _) = next(c for c in lt.calls if c[0] == "heuristic")
+    assert (desc.attrs["TRANSA"], desc.attrs["TRANSB"]) == (1, 0) and "A_SCALE_POINTER" in desc.attrs
+    assert [(x.rows, x.cols, x.attrs["BATCH_COUNT"], x.attrs["STRIDED_BATCH_OFFSET"]) for x in (a, b, d)] == \
+        [(32, 48, 8, 48 * 32), (32, 24, 8, 24 * 32), (48, 24, 8, 24 * 48)]
+    runtime.close()
+    broadcast = BATCHED_FP8_GEMM.replace("%k: tensor<2x4x48x32xf8E4M3FN>", "%k: tensor<1x4x48x32xf8E4M3FN>").replace(
+        "tensor<2x4x48x32xf8E4M3FN>) ->", "tensor<1x4x48x32xf8E4M3FN>) ->")
+    exe = partita.compile(broadcast, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
+    assert [row.target for row in exe.report().rows if "nn.matmul_float8" in row.ops] == ["cuda"]

@@ -326,7 +326,7 @@ def test_the_4_bit_benchmark_model_and_its_f16_weight_are_onnxruntimes() -> None
     np.testing.assert_allclose(x.astype(np.float32) @ weight.astype(np.float32).T, want.astype(np.float32),
                                rtol=2e-3, atol=2e-3 * np.abs(want.astype(np.float32)).max())
     exe = partita.compile(model, validate.model_targets("sm_90"))
-    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 128 threads/block)"]
+    assert [str(row.kernel).split(" ", 1)[1] for row in exe.report().rows] == ["(gemm, 256 threads/block)"]
 
 
 def test_attention_model_is_what_exporters_write() -> None:

@@ -162,6 +162,34 @@ def _float8_matmul(cx: Importer, q: QDQOperands, transposed: bool) -> SSAValue |
     return scaled_product(cx, q, product, [-1])
 
 
+def _float8_activation_product(cx: Importer, a: Value, b: Value) -> SSAValue | None:
+    """A MatMul of two run-time FP8 QDQ activations (attention's ``Q·Kᵀ`` and ``P·V`` in an
+    FP8 QDQ export): ``nn.matmul_float8`` of their 8-bit floats, the right one transposed
+    to ``[..., N, K]`` (the "TN" form FP8 GEMMs read), scaled once by ``sa * sb`` (f64,
+    then the activations' float type: one rounding). Both dequantizes per tensor with
+    constant scales, zero points 0 and OCP FP8 types (E4M3FN, E5M2); else None."""
+    dequantizes = [v.owner if isinstance(v, SSAValue) else None for v in (a, b)]
+    if not all(isinstance(dq, nn.DequantizeOp) and not dq.block_size for dq in dequantizes):
+        return None
+    scales = []
+    for dq in dequantizes:
+        scale, zero = _constant(dq.scale), _constant(dq.zero_point)
+        if scale is None or zero is None or scale.size != 1 or zero.astype(np.float32).any() \
+                or dq.input.type.element_type not in nn.FP8_GEMM_TYPES or len(shape_of(dq.input)) < 2:
+            return None
+        scales.append(scale.astype(np.float64).reshape(()))
+    lhs, rhs = (dq.input for dq in dequantizes)
+    rank = len(shape_of(rhs))
+    rhs = cx.emit(nn.TransposeOp(rhs, [*range(rank - 2), rank - 1, rank - 2]))
+    product = cx.emit(nn.MatmulFloat8Op(lhs, rhs, transpose_b=True))
+    cx.orphans.extend(dequantizes)
+    float_type = dequantizes[0].result.type.element_type
+    if product.type.element_type != float_type:
+        product = cx.emit(nn.CastOp(product, float_type))
+    scale = (scales[0] * scales[1]).astype(nn.numpy_dtype(float_type))
+    return cx.emit(nn.MultiplyOp(product, cx.tensor(scale)))
+
+
 def _nbits_matmul(cx: Importer, a: Value, b: Value, weight: str) -> SSAValue | None:
     """A weight-only 4-bit MatMul (``x @ DequantizeLinear(wq)`` with ``wq`` a constant
     ``[K, N]`` INT4 / UINT4 weight quantized in blocks along K, as block-quantized LLM
@@ -249,6 +277,8 @@ def _matmul(cx, ins, attrs):
         return fused
     if (packed := _nbits_matmul(cx, a, b, cx.node.input[1])) is not None:
         return packed
+    if (float8 := _float8_activation_product(cx, a, b)) is not None:
+        return float8
     if isinstance(a, SSAValue) and is_const(b) and np.asarray(b).ndim == 2 and len(shape_of(a)) >= 2:
         return cx.emit(nn.DenseOp(a, transpose_value(cx, b, a)))
     a, b = cx.operands(a, b)

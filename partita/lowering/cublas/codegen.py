@@ -8,8 +8,9 @@ is column-major, so ``D = A·B`` row-major is computed as ``Dᵀ = Bᵀ·Aᵀ``:
 right operand and Lt's "B" our left one, each read in place with a transpose flag
 (:meth:`GemmRecord.layouts` gives rows, columns and leading dimensions for a run-time M).
 
-An FP8 partition is ``nn.matmul_float8`` (8-bit float operands, a ``[N, K]`` weight) and
-the multiply by its one-element f32 dequantize scale: cuBLASLt's FP8 matmul on Ada and
+An FP8 partition is ``nn.matmul_float8`` (8-bit float operands, a ``[N, K]`` weight, or
+two activations batched alike, the right one ``[..., N, K]``) and the multiply by its
+one-element f32 dequantize scale: cuBLASLt's FP8 matmul on Ada and
 Hopper, which reads the scale through its ``A_SCALE_POINTER`` (``D = scale_A · A·B``,
 f32 accumulation) and takes the "TN" form only (Lt's A transposed, its B not: our
 ``[N, K]`` weight and row-major activations).
@@ -152,14 +153,18 @@ def _epilogue(ops: Sequence[Operation], n: int) -> tuple[str, SSAValue | None]:
 
 def _float8_record(function: FuncOp, main: nn.MatmulFloat8Op, rest: Sequence[Operation]) -> GemmRecord:
     """cuBLASLt's FP8 matmul of ``nn.matmul_float8 {transpose_b}`` with a 2-D ``[N, K]``
-    weight, then at most the multiply by its one-element f32 scale."""
+    weight, or strided-batched over equal batch dims (two activations, ``[..., N, K]`` on
+    the right), then at most the multiply by its one-element f32 scale."""
     lhs, rhs = static_shape(main.lhs), static_shape(main.rhs)
     types = (element_type(main.lhs), element_type(main.rhs))
-    if not main.transpose_b or len(rhs) != 2:
-        raise op_error(main, "cuBLASLt's FP8 matmul takes the \"TN\" form only: a 2-D weight stored [N, K] (transpose_b)")
+    if not main.transpose_b:
+        raise op_error(main, "cuBLASLt's FP8 matmul takes the \"TN\" form only: a right operand stored [..., N, K] "
+                             "(transpose_b)")
+    if len(rhs) > 2 and (len(lhs) != len(rhs) or lhs[:-2] != rhs[:-2]):
+        raise op_error(main, "cuBLASLt's batched FP8 matmul needs equal batch dims (no broadcasting)")
     if any(t not in FP8_TYPES for t in types) or types == ("f8E5M2", "f8E5M2"):
         raise op_error(main, f"cuBLASLt's FP8 matmul multiplies E4M3 by E4M3 or E5M2, not {types[0]} by {types[1]}")
-    n, k = rhs
+    n, k = rhs[-2:]
     if n % 16 or k % 16:
         raise op_error(main, f"cuBLASLt's FP8 matmul needs N and K multiples of 16 (16-byte rows), got N={n}, K={k}")
     roles: dict[SSAValue, str] = {main.lhs: "lhs", main.rhs: "rhs"}
@@ -169,9 +174,12 @@ def _float8_record(function: FuncOp, main: nn.MatmulFloat8Op, rest: Sequence[Ope
             raise op_error(op, "is not part of a cuBLASLt FP8 matmul (its one-element f32 scale is)")
         roles[scale] = "scale"
     _check_arguments(function, main, roles)
-    m = -1 if any(d < 0 for d in lhs[:-1]) else prod(lhs[:-1])
+    if len(rhs) == 2:
+        op, batch, m = "dense", 1, -1 if any(d < 0 for d in lhs[:-1]) else prod(lhs[:-1])
+    else:
+        op, batch, m = "matmul", -1 if any(d < 0 for d in lhs[:-2]) else prod(lhs[:-2]), lhs[-2]
     return GemmRecord(
-        KIND, "dense", m, n, k, 1, 0, 1, "f32", "CUDA_R_32F", FP8_TYPES[types[1]], FP8_TYPES[types[0]],
+        KIND, op, m, n, k, batch, 0, 1, "f32", "CUDA_R_32F", FP8_TYPES[types[1]], FP8_TYPES[types[0]],
         "COMPUTE_32F", "CUDA_R_32F", "DEFAULT", tuple(roles[a] for a in function.body.block.args), WORKSPACE_BYTES, 16,
     )
 

@@ -31,7 +31,8 @@ kernel can compute; whether an op is element-wise or injective is its ``OpPatter
 WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.GlobalAvgPool2DOp)
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
 ANCHOR_OPS: tuple[type[Operation], ...] = (
-    nn.SoftmaxOp, nn.LayerNormOp, nn.RMSNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, *WINDOW_OPS,
+    nn.SoftmaxOp, nn.LayerNormOp, nn.RMSNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, nn.MatmulFloat8Op,
+    *WINDOW_OPS,
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
@@ -100,6 +101,8 @@ def is_anchor(op: Operation) -> bool:
     host)."""
     if len(op.results) == 1 and (_rule_for(op, _rules()[2]) or _rule_for(op, _rules()[1])) is not None:
         return True
+    if isinstance(op, nn.MatmulFloat8Op):  # 8-bit float operands, an f32 result
+        return _typed(op)
     if not isinstance(op, ANCHOR_OPS) or not _typed(op, FLOAT_DTYPES):
         return False
     if isinstance(op, nn.Pool2DOp):

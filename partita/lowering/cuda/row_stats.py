@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ONE_PASS_HELPERS", "VECTOR16", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
-           "square_stats", "welford_stats"]
+__all__ = ["ONE_PASS_HELPERS", "ROW_UNROLL", "VECTOR16", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
+           "square_stats", "unroll_row", "welford_stats"]
 
 _NEG_INF = "__int_as_float(0xff800000)"
 
@@ -121,6 +121,11 @@ WARP_ROW_ITERATIONS = 256
 """Rows of at most this many loads (16-byte vectors, or elements for scalar rows: 8 per
 lane) take a warp each; longer rows a block each."""
 WARP_ROWS_PER_BLOCK = 4
+ROW_UNROLL = 4
+"""Iterations of a pass over a row unrolled together (``#pragma unroll``): their loads
+independent, a thread has this many 16-byte vectors in flight rather than one, which a
+bandwidth-bound kernel needs to cover DRAM latency (Apex's and PyTorch's row kernels load
+4 vectors a thread ahead of use)."""
 """Rows (warps) per block of the warp-per-row schedule: 128 threads."""
 
 
@@ -154,7 +159,7 @@ class RowSchedule:
 
     @property
     def stride(self) -> str:
-        return "32" if self.warp else "blockDim.x"
+        return "32" if self.warp else str(self.threads)
 
     @property
     def live(self) -> str:
@@ -202,11 +207,19 @@ class RowElement:
     vector: tuple[str, ...] = ()
 
 
+def unroll_row(x: RowElement) -> list[str]:
+    """``ROW_UNROLL`` for a pass whose elements are plain loads of the row; a row computed
+    by fused producers (gathers, several operands) keeps one iteration at a time, whose
+    registers its expression needs."""
+    return [] if x.lines else [f"    #pragma unroll {ROW_UNROLL}"]
+
+
 def _loop(T: str, x: RowElement, body: list[str], s: RowSchedule) -> list[str]:
     """A pass over the row, ``body`` seeing the element as ``t`` (scalar rows) or the
     iteration's elements as ``f[0..width)`` (vector rows)."""
     if not x.width:
         return [
+            *unroll_row(x),
             f"    for ({T} j = {s.lane}; {s.live}j < cols; j += {s.stride}) {{",
             *(f"      {line}" for line in x.lines),
             f"      const float t = {x.expr};",
@@ -215,6 +228,7 @@ def _loop(T: str, x: RowElement, body: list[str], s: RowSchedule) -> list[str]:
         ]
     w = x.width
     return [
+        *unroll_row(x),
         f"    for ({T} jv = {s.lane}; {s.live}jv < cols / {w}; jv += {s.stride}) {{",
         *(f"      {line}" for line in x.vector),
         f"      float f[{w}];",
@@ -294,6 +308,7 @@ def fold_pass(T: str, x: RowElement, step: list[str], ctype: str, s: RowSchedule
     (a row reduction's fold; ``j`` is the element's index along the row)."""
     if not x.width:
         return [
+            *unroll_row(x),
             f"    for ({T} j = {s.lane}; {s.live}j < cols; j += {s.stride}) {{",
             *(f"      {line}" for line in x.lines),
             f"      const {ctype} v = {x.expr};",
@@ -302,6 +317,7 @@ def fold_pass(T: str, x: RowElement, step: list[str], ctype: str, s: RowSchedule
         ]
     w = x.width
     return [
+        *unroll_row(x),
         f"    for ({T} jv = {s.lane}; {s.live}jv < cols / {w}; jv += {s.stride}) {{",
         *(f"      {line}" for line in x.vector),
         f"      for (int u = 0; u < {w}; ++u) {{",

@@ -20,6 +20,7 @@ from partita.lowering.cuda.row_stats import (
     row_schedule,
     softmax_stats,
     square_stats,
+    unroll_row,
     welford_stats,
 )
 from partita.lowering.cuda.rules import RowReduction, TiledProduct
@@ -309,6 +310,7 @@ class ScheduleMixin:
             y = f"({xj} - mean) / sd * {gj} + {bj}"
         if not width:
             lines += [
+                *unroll_row(element),
                 f"    for ({T} j = {sched.lane}; {sched.live}j < cols; j += {sched.stride}) {{",
                 *(f"      {line}" for line in element.lines),
                 f"      const {T} i = r * cols + j;",
@@ -322,6 +324,7 @@ class ScheduleMixin:
             return lines, sched
         ot = _C_TYPES[out_dtype]
         lines += [
+            *unroll_row(element),
             f"    for ({T} jv = {sched.lane}; {sched.live}jv < cols / {width}; jv += {sched.stride}) {{",
             *(f"      {line}" for line in element.vector),
             "      partita_v16 wo;",
@@ -551,11 +554,13 @@ class ScheduleMixin:
         contiguous axis."""
         a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
         at, bt = _dtype(a.type), _dtype(b.type)
-        product = TiledProduct(at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
+        mma = self._mma_dtype()
+        product = TiledProduct(mma or at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
                                b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
-                               a_rows=a_rows, b_rows=b_rows, a_ptr="a", b_ptr="b")
+                               a_rows=a_rows, b_rows=b_rows,  # copied as they lie when of the MMA type
+                               a_ptr="a" if at == mma else "", b_ptr="b" if bt == mma else "")
         setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
-        return self._tiles(product, self._mma_dtype() is not None, m, n, batch_dims, setup, split, used, store)
+        return self._tiles(product, mma is not None, m, n, batch_dims, setup, split, used, store)
 
     def _tiles(self, product: TiledProduct, mma: bool, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
                split: int, used: str, store: str) -> tuple[list[str], dict]:
@@ -613,10 +618,14 @@ class ScheduleMixin:
         ]
 
     def _mma_dtype(self) -> str | None:
-        """The operand type of a tensor-core GEMM (both operands f16, or both bf16)."""
+        """The operand type of a tensor-core GEMM: both operands f16, or both bf16; f16 for
+        8-bit float operands (``nn.matmul_float8``), which it holds exactly (E4M3 and E5M2
+        values are f16 values), their products exact and summed in f32 as the op says."""
         anchor = self.anchor
         assert anchor is not None
         a, b = (_dtype(v.type) for v in anchor.operands[:2])
+        if isinstance(anchor, nn.MatmulFloat8Op):
+            return "f16"
         return a if a == b and a in MMA_DTYPES else None
 
     def _mma_operand(self, name: str, product: TiledProduct) -> tuple[list[str], list[str], list[str]]:

@@ -27,7 +27,8 @@
 // CUDA-NEXT:    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
 // CUDA-NEXT:      const __half* xr = in0 + r * cols;
 // CUDA-NEXT:      float acc = 0;
-// CUDA-NEXT:      for (long long jv = threadIdx.x; jv < cols / 8; jv += blockDim.x) {
+// CUDA-NEXT:      #pragma unroll 4
+// CUDA-NEXT:      for (long long jv = threadIdx.x; jv < cols / 8; jv += 256) {
 // CUDA-NEXT:        const partita_v16 w = ((const partita_v16*)xr)[jv];
 // CUDA-NEXT:        const __half* e = (const __half*)&w;
 // CUDA-NEXT:        for (int u = 0; u < 8; ++u) {

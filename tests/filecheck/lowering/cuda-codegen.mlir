@@ -130,6 +130,7 @@
 // CUDA-NEXT:     const bool live = r < rows;
 // CUDA-NEXT:     const float* xr = in0 + r * cols;
 // CUDA-NEXT:     float wn = 0.0f, mean = 0.0f, wq = 0.0f;
+// CUDA-NEXT:     #pragma unroll 4
 // CUDA-NEXT:     for (long long jv = lane; live && jv < cols / 4; jv += 32) {
 // CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
 // CUDA-NEXT:       const float* e = (const float*)&w;
@@ -141,6 +142,7 @@
 // CUDA-NEXT:     partita_warp_welford(wn, mean, wq);
 // CUDA-NEXT:     const float var = wq / (float)cols;
 // CUDA-NEXT:     const float sd = sqrtf(var + 1e-05f);
+// CUDA-NEXT:     #pragma unroll 4
 // CUDA-NEXT:     for (long long jv = lane; live && jv < cols / 4; jv += 32) {
 // CUDA-NEXT:       const partita_v16 w = ((const partita_v16*)xr)[jv];
 // CUDA-NEXT:       const float* e = (const float*)&w;

@@ -30,9 +30,18 @@ func.func private @e5m2(%x: tensor<8x16xf8E5M2>, %w: tensor<16x16xf8E5M2>) -> te
 
 // FP8 is the "TN" form only: a weight stored [K, N] is refused.
 func.func private @nn_form(%x: tensor<8x16xf8E4M3FN>, %w: tensor<16x32xf8E4M3FN>) -> tensor<8x32xf32> attributes {byoc.compiler = "cublas"} {
-  // expected-error@+1 {{cuBLASLt's FP8 matmul takes the "TN" form only: a 2-D weight stored [N, K] (transpose_b)}}
+  // expected-error@+1 {{cuBLASLt's FP8 matmul takes the "TN" form only: a right operand stored [..., N, K] (transpose_b)}}
   %0 = nn.matmul_float8 %x, %w : (tensor<8x16xf8E4M3FN>, tensor<16x32xf8E4M3FN>) -> tensor<8x32xf32>
   func.return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+// A batched FP8 product needs equal batch dims: a right operand broadcast over them is refused.
+func.func private @broadcast_batch(%x: tensor<2x8x16xf8E4M3FN>, %w: tensor<1x16x16xf8E4M3FN>) -> tensor<2x8x16xf32> attributes {byoc.compiler = "cublas"} {
+  // expected-error@+1 {{cuBLASLt's batched FP8 matmul needs equal batch dims (no broadcasting)}}
+  %0 = nn.matmul_float8 %x, %w {transpose_b = true} : (tensor<2x8x16xf8E4M3FN>, tensor<1x16x16xf8E4M3FN>) -> tensor<2x8x16xf32>
+  func.return %0 : tensor<2x8x16xf32>
 }
 
 // -----

@@ -1,6 +1,6 @@
 """CUDA lowering rules of the ``nn.linalg`` family beyond the built-in tiled GEMMs (which
-take f16 / bf16 / f32): GEMMs in f64 or integer types, ``nn.matmul_integer``,
-``nn.matmul_float8`` and ``nn.matmul_nbits``, as ``window`` rules (one thread per output element, a loop over K in
+take f16 / bf16 / f32, and ``nn.matmul_float8`` on the tensor-core tiles): GEMMs in f64 or integer types,
+``nn.matmul_integer`` and ``nn.matmul_nbits``, as ``window`` rules (one thread per output element, a loop over K in
 the compute type): what runs where no tensor-core library takes the product."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _operand_indices(emitter, op, k: str) -> tuple[list[str], list[str]]:
         bi[1:] = [o[2], k] if op.transpose_b else [k, o[2]]
         return ai, bi
     ai[-2:] = [o[-2], k]
-    transposed = isinstance(op, nn.MatmulIntegerOp | nn.MatmulFloat8Op) and op.transpose_b
+    transposed = isinstance(op, nn.MatmulIntegerOp) and op.transpose_b
     bi[-2:] = [o[-1], k] if transposed else [k, o[-1]]
     return ai, bi
 
@@ -79,19 +79,6 @@ def _matmul_integer(emitter, op: nn.MatmulIntegerOp) -> list[str]:
         f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
         f"      acc += ((int){emitter.load(op.lhs, ai)} - (int){za}) * ((int){emitter.load(op.rhs, bi)} - (int){zb});",
         "    const int y = acc;",
-    ]
-
-
-@window(nn.MatmulFloat8Op, dims=derived_dims)
-def _matmul_float8(emitter, op: nn.MatmulFloat8Op) -> list[str]:
-    """8-bit floats decoded to f32 (exact) and accumulated in f32."""
-    k = emitter.var("k")
-    ai, bi = _operand_indices(emitter, op, k)
-    return [
-        "    float acc = 0.0f;",
-        f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
-        f"      acc = fmaf({emitter.load(op.lhs, ai)}, {emitter.load(op.rhs, bi)}, acc);",
-        y_decl(emitter, op, "acc"),
     ]
 
 
