@@ -82,34 +82,46 @@ def test_cublaslt_fp8_matmul_descriptors_and_result(weight: str):
     """The scaled FP8 product as one cuBLASLt call: E4M3 / E5M2 layouts, an f32 D, f32
     compute, the TN form, the scale through ``A_SCALE_POINTER``; the recording library
     computes it from those descriptors (eager, then replayed from a captured graph)."""
+    from support.recording_libs import CudaDataType
+
+    text = SCALED_FP8_GEMM.replace("xT>", f"x{weight}>")
+    rng = np.random.default_rng(0)
+    desc, a, b, d = _scaled_fp8_on_recorded_cublaslt(text, [
+        rng.standard_normal((7, 64)).astype(ml_dtypes.float8_e4m3fn),
+        (rng.standard_normal((48, 64)) * 4).astype(nn_dtype(weight)), np.array(0.03, np.float32)])
+    assert (a.type, b.type, d.type) == (CudaDataType[{"f8E4M3FN": "CUDA_R_8F_E4M3", "f8E5M2": "CUDA_R_8F_E5M2"}[weight]],
+                                        CudaDataType.CUDA_R_8F_E4M3, CudaDataType.CUDA_R_32F)
+    assert (desc.attrs["TRANSA"], desc.attrs["TRANSB"]) == (1, 0) and "A_SCALE_POINTER" in desc.attrs
+    assert (a.rows, a.cols, a.ld, b.rows, b.cols, b.ld, d.rows, d.cols, d.ld) == (64, 48, 64, 64, 7, 64, 48, 7, 48)
+
+
+def _scaled_fp8_on_recorded_cublaslt(text: str, args: list[np.ndarray]) -> tuple:
+    """``text`` (a scaled FP8 product) compiled for Hopper with cuBLAS, one cuBLASLt call
+    with its scale, run on the recording library three times (eager, captured, replayed),
+    each equal to the reference; the descriptors of its heuristic query (matmul, A, B, D)."""
     from support.recording_driver import RecordingDriver
-    from support.recording_libs import CudaDataType, RecordingCublasLt
+    from support.recording_libs import RecordingCublasLt
 
     from partita.dialects import make_context
     from partita.ir import parse_module
     from partita.runtime.cuda import CudaDevice
     from partita.runtime.plan import Runtime
 
-    text = SCALED_FP8_GEMM.replace("xT>", f"x{weight}>")
     exe = partita.compile(text, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
     assert [(row.target, row.ops) for row in exe.report().rows] == [("cublas", ("nn.matmul_float8", "nn.multiply"))]
     drv = RecordingDriver()
     lt = RecordingCublasLt(drv)
     runtime = Runtime(exe.module, CudaDevice(driver=drv), libraries={"cublas": lt})
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal((7, 64)).astype(ml_dtypes.float8_e4m3fn),
-            (rng.standard_normal((48, 64)) * 4).astype(nn_dtype(weight)), np.array(0.03, np.float32)]
-    (want,) = run(parse_module(text, make_context()), *args)
-    for _ in range(3):  # eager, captured, replayed
-        (got,) = runtime.run(*args)
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
-    assert [launch["name"] for launch in drv.launches if not launch.get("graph")] == ["cublasLtMatmul"]
+    try:
+        (want,) = run(parse_module(text, make_context()), *args)
+        for _ in range(3):  # eager, captured, replayed
+            (got,) = runtime.run(*args)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+        assert [launch["name"] for launch in drv.launches if not launch.get("graph")] == ["cublasLtMatmul"]
+    finally:
+        runtime.close()
     (_, desc, a, b, d, _) = next(c for c in lt.calls if c[0] == "heuristic")
-    assert (a.type, b.type, d.type) == (CudaDataType[{"f8E4M3FN": "CUDA_R_8F_E4M3", "f8E5M2": "CUDA_R_8F_E5M2"}[weight]],
-                                        CudaDataType.CUDA_R_8F_E4M3, CudaDataType.CUDA_R_32F)
-    assert (desc.attrs["TRANSA"], desc.attrs["TRANSB"]) == (1, 0) and "A_SCALE_POINTER" in desc.attrs
-    assert (a.rows, a.cols, a.ld, b.rows, b.cols, b.ld, d.rows, d.cols, d.ld) == (64, 48, 64, 64, 7, 64, 48, 7, 48)
-    runtime.close()
+    return desc, a, b, d
 
 
 def nn_dtype(name: str):
@@ -388,31 +400,13 @@ def test_cublaslt_runs_a_product_of_two_fp8_activations_strided_batched():
     the TN form, the scale through ``A_SCALE_POINTER``; the recording library computes it
     from those descriptors (eager, then replayed from a captured graph). A right operand
     broadcast over the batch is not offered to it."""
-    from support.recording_driver import RecordingDriver
-    from support.recording_libs import RecordingCublasLt
-
-    from partita.dialects import make_context
-    from partita.ir import parse_module
-    from partita.runtime.cuda import CudaDevice
-    from partita.runtime.plan import Runtime
-
-    exe = partita.compile(BATCHED_FP8_GEMM, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
-    assert [(row.target, row.ops) for row in exe.report().rows] == [("cublas", ("nn.matmul_float8", "nn.multiply"))]
-    drv = RecordingDriver()
-    lt = RecordingCublasLt(drv)
-    runtime = Runtime(exe.module, CudaDevice(driver=drv), libraries={"cublas": lt})
     rng = np.random.default_rng(0)
-    args = [rng.standard_normal((2, 4, 24, 32)).astype(ml_dtypes.float8_e4m3fn),
-            (rng.standard_normal((2, 4, 48, 32)) * 4).astype(ml_dtypes.float8_e4m3fn), np.array(0.03, np.float32)]
-    (want,) = run(parse_module(BATCHED_FP8_GEMM, make_context()), *args)
-    for _ in range(3):  # eager, captured, replayed
-        (got,) = runtime.run(*args)
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
-    (_, desc, a, b, d, _) = next(c for c in lt.calls if c[0] == "heuristic")
+    desc, a, b, d = _scaled_fp8_on_recorded_cublaslt(BATCHED_FP8_GEMM, [
+        rng.standard_normal((2, 4, 24, 32)).astype(ml_dtypes.float8_e4m3fn),
+        (rng.standard_normal((2, 4, 48, 32)) * 4).astype(ml_dtypes.float8_e4m3fn), np.array(0.03, np.float32)])
     assert (desc.attrs["TRANSA"], desc.attrs["TRANSB"]) == (1, 0) and "A_SCALE_POINTER" in desc.attrs
     assert [(x.rows, x.cols, x.attrs["BATCH_COUNT"], x.attrs["STRIDED_BATCH_OFFSET"]) for x in (a, b, d)] == \
         [(32, 48, 8, 48 * 32), (32, 24, 8, 24 * 32), (48, 24, 8, 24 * 48)]
-    runtime.close()
     broadcast = BATCHED_FP8_GEMM.replace("%k: tensor<2x4x48x32xf8E4M3FN>", "%k: tensor<1x4x48x32xf8E4M3FN>").replace(
         "tensor<2x4x48x32xf8E4M3FN>) ->", "tensor<1x4x48x32xf8E4M3FN>) ->")
     exe = partita.compile(broadcast, ["cuda -arch=sm_90", "cublas", "llvm"], partitioner="eager")
