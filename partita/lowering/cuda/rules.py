@@ -124,9 +124,9 @@ class Staging:
     (0 or 1) of the step at ``kn`` goes to registers in ``fetch``, issued before the
     current step's MMAs; ``store`` turns them into ``vec`` (a ``partita_v16`` of 8 elements
     of the MMA type), written to shared memory after them. ``declare`` declares the
-    registers (arrays indexed by ``i``). ``fetch`` sees the vector's row ``r`` (of the
-    tile's 128) and first K offset ``c`` (0, 8, 16, 24); ``store`` sees ``r``, ``c`` and
-    ``in_range`` (the fetch's)."""
+    registers (arrays indexed by ``i``). Both see the vector's row ``r`` (of the tile's
+    128) and first K offset ``c`` (0, 8, 16, 24), its elements K-contiguous; ``fetch``
+    leaves registers that ``store`` turns into zeros past the edges."""
 
     declare: tuple[str, ...]
     fetch: tuple[str, ...]
