@@ -53,12 +53,12 @@ import numpy as np
 from partita.ir import PartitaError
 
 STEP_NAMES = ("gpu-tests", "benchmarks", "models")
+"""In the order they run: the models (cold compiles of a dozen models) last, so that a step
+running out of the total budget costs the fewest results."""
 GEMM_SHAPES = ((4096, 4096, 4096), (192, 4096, 4096))
 """The f16 GEMMs the benchmarks time (M, N, K): a large square one (on an H100 / H200 the
 persistent cooperative Hopper kernel) and a few rows by a large weight (its 128x128
 one-consumer kernel)."""
-"""In the order they run: the models (cold compiles of a dozen models) last, so that a step
-running out of the total budget costs the fewest results."""
 MIN_STEP_SECONDS = 60.0
 """A step is not started with less time than this left in the total budget."""
 
@@ -763,9 +763,9 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
 def precompile_benchmarks(arch: str) -> list[str]:
     """Builds every kernel ``benchmarks_step`` compiles on an ``arch`` GPU (the GEMM
-    candidates of CUTLASS and the native tiles, the reduction, the ``sm_90a`` CUTLASS 3 GEMM of a Hopper, the attention and
-    4-bit models) into the cubin cache, with no GPU: ``--warm-cache`` runs it. Returns what
-    failed to build (each error, one line)."""
+    candidates of CUTLASS and the native tiles, the reduction, the ``sm_90a`` CUTLASS 3 GEMM
+    of a Hopper, the attention and 4-bit models) into the cubin cache, with no GPU:
+    ``--warm-cache`` runs it. Returns what failed to build (each error, one line)."""
     from types import SimpleNamespace
 
     import partita

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ONE_PASS_HELPERS", "ROW_UNROLL", "VECTOR16", "RowElement", "RowSchedule", "fold_pass", "row_schedule", "softmax_stats",
-           "square_stats", "unroll_row", "welford_stats"]
+__all__ = ["ONE_PASS_HELPERS", "ROW_UNROLL", "VECTOR16", "RowElement", "RowSchedule", "fold_pass", "row_schedule",
+           "softmax_stats", "square_stats", "unroll_row", "welford_stats"]
 
 _NEG_INF = "__int_as_float(0xff800000)"
 
@@ -121,12 +121,12 @@ WARP_ROW_ITERATIONS = 256
 """Rows of at most this many loads (16-byte vectors, or elements for scalar rows: 8 per
 lane) take a warp each; longer rows a block each."""
 WARP_ROWS_PER_BLOCK = 4
+"""Rows (warps) per block of the warp-per-row schedule: 128 threads."""
 ROW_UNROLL = 4
 """Iterations of a pass over a row unrolled together (``#pragma unroll``): their loads
 independent, a thread has this many 16-byte vectors in flight rather than one, which a
 bandwidth-bound kernel needs to cover DRAM latency (Apex's and PyTorch's row kernels load
 4 vectors a thread ahead of use)."""
-"""Rows (warps) per block of the warp-per-row schedule: 128 threads."""
 
 
 @dataclass(frozen=True)
