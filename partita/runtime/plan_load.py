@@ -511,8 +511,10 @@ class BindFacts:
                 reference = symbols.get(name + REFERENCE_SUFFIX)
                 dynamic = any(DYNAMIC_INDEX in self.shapes.get(v, ()) for v in inputs)
                 checked = None
-                if dynamic and reference is not None and reference.body.blocks:  # one per function
-                    checked = rules.get(reference) or rules.setdefault(reference, FunctionShapes(reference))
+                if dynamic and reference is not None and reference.body.blocks:
+                    if reference not in rules:  # one per function, whichever calls share it
+                        rules[reference] = FunctionShapes(reference)
+                    checked = rules[reference]
                 self.calls[op] = CallFacts(name, inputs, tuple(op.outs), tuple(op.res), checked,
                                            any(isinstance(v, BlockArgument) and v.owner is block for v in inputs))
             elif isinstance(op, arith.ConstantOp):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from partita.lowering.cutlass.sm90 import SCHEDULER_FIELDS
+from partita.lowering.cutlass.sm90 import SCHEDULER_PARAMS
 
 #: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
 DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
@@ -312,8 +312,9 @@ def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int
 def pack_schedule(blob: bytearray, offsets: tuple[int, ...], schedule: PersistentSchedule, sm_count: int) -> None:
     """Writes ``schedule``'s fields and the hardware info into a ``Params`` blob at the
     offsets of the kernel's scheduler probe (``partita.lowering.cutlass.sm90.SCHEDULER_FIELDS``)."""
-    at = dict(zip(SCHEDULER_FIELDS[:14], offsets[:14], strict=True))
-    multiplier, shift, round_up, pow2_shift, raster_size = offsets[14:]
+    params = len(SCHEDULER_PARAMS)  # the offsets in Params first
+    at = dict(zip(SCHEDULER_PARAMS, offsets[:params], strict=True))
+    multiplier, shift, round_up, pow2_shift, raster_size = offsets[params:]
     struct.pack_into("<i", blob, at["sm_count"], sm_count)
     struct.pack_into("<i", blob, at["max_active_clusters"], 0)  # none queried: the grid is CUTLASS's heuristic
     fields = schedule.fields

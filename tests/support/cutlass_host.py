@@ -177,13 +177,15 @@ def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
                             "dims": tuple(int(v) for v in dims.split()), "strides": tuple(int(v) for v in strides.split()),
                             "box": tuple(int(v) for v in box.split()), "element_strides": tuple(int(v) for v in estr.split()),
                             "interleave": il, "swizzle": sw, "l2_promotion": l2, "oob_fill": oob})
-    grid = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("GRID"))
-    tx = next(tuple(int(v) for v in line.split()[1:]) for line in out.splitlines() if line.startswith("TX"))
-    promotion = next((int(line.split()[1]) for line in out.splitlines() if line.startswith("PROMOTION")), None)
+
     def numbers(tag: str) -> tuple[int, ...] | None:
+        """The integers of the line ``tag`` starts (None when the kernel prints no such line)."""
         return next((tuple(int(v) for v in line.split()[1:]) for line in out.splitlines()
                      if line.split()[:1] == [tag]), None)
 
-    raw = numbers("PARAMS")
-    return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion, "scheduler": numbers("SCHED"),
-            "scheduler_offsets": numbers("SCHEDOFF"), "params": bytes(raw[1:]) if raw else None}
+    grid, tx, promotion, raw = numbers("GRID"), numbers("TX"), numbers("PROMOTION"), numbers("PARAMS")
+    if grid is None or tx is None:  # every kernel prints both
+        raise ValueError(f"CUTLASS's host code printed no GRID or TX line:\n{out}")
+    return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion[0] if promotion else None,
+            "scheduler": numbers("SCHED"), "scheduler_offsets": numbers("SCHEDOFF"),
+            "params": bytes(raw[1:]) if raw else None}

@@ -575,8 +575,8 @@ class KernelEmitter(ScheduleMixin):
             body, extra = self._gemm(0 if isinstance(self.anchor, nn.DenseOp) else rank - 2, used, store)
         if self.anchor is not None:
             extra["anchor"] = self.anchor.name
-        bounds = [extra.get("block", BLOCK_SIZE), *([extra.pop("min_blocks")] if "min_blocks" in extra else [])]
-        head[1] = f'extern "C" __global__ void __launch_bounds__({", ".join(map(str, bounds))})'
+        bounds = (extra.get("block", BLOCK_SIZE), extra.pop("min_blocks", None))  # threads, blocks per SM
+        head[1] = f'extern "C" __global__ void __launch_bounds__({", ".join(str(b) for b in bounds if b is not None)})'
         return self._kernel(result, [*head, *body, "}"], **extra)
 
     def _kernel(self, result: SSAValue, code: list[str], **extra) -> FusedKernel:

@@ -623,9 +623,9 @@ class ScheduleMixin:
         values are f16 values), their products exact and summed in f32 as the op says."""
         anchor = self.anchor
         assert anchor is not None
-        a, b = (_dtype(v.type) for v in anchor.operands[:2])
         if isinstance(anchor, nn.MatmulFloat8Op):
             return "f16"
+        a, b = (_dtype(v.type) for v in anchor.operands[:2])
         return a if a == b and a in MMA_DTYPES else None
 
     def _mma_operand(self, name: str, product: TiledProduct) -> tuple[list[str], list[str], list[str]]:
@@ -640,32 +640,31 @@ class ScheduleMixin:
         is_a = name == "a"
         tile = "As" if is_a else "Bs"
         staging = None if is_a else product.stage_b
-        if staging is not None:  # the product's own (K-contiguous) vectors
-            rc = f"const int v = tid + i * {MMA_THREADS}, r = v >> 2, c = (v & 3) * 8;"
+        k_contiguous = staging is not None or (product.a_rows if is_a else not product.b_rows)
+        rc = (f"const int v = tid + i * {MMA_THREADS}, "  # K-contiguous: 4 vectors a row; else 16 a k
+              + ("r = v >> 2, c = (v & 3) * 8;" if k_contiguous else "r = (v & 15) * 8, c = v >> 4;"))
+        if staging is not None:  # the product's own vectors
             fetch = [f"{{ {rc}", *(f"  {line}" for line in staging.fetch), "}"]
             store = [f"{{ {rc} partita_v16 vec;", *(f"  {line}" for line in staging.store),
                      f"  *(partita_v16*)&{tile}[nb][r][c] = vec; }}"]
             return list(staging.declare), fetch, store
         rows, extent = ("mm", "M") if is_a else ("nn", "N")
-        k_contiguous = product.a_rows if is_a else not product.b_rows
         expr, ptr = (product.a, product.a_ptr) if is_a else (product.b, product.b_ptr)
         reg = f"r{name}"
-        if k_contiguous:  # 4 vectors a row: r = row, c = first k
-            rc = f"const int v = tid + i * {MMA_THREADS}, r = v >> 2, c = (v & 3) * 8;"
+        if k_contiguous:  # r = row, c = first k
             whole = f"{rows}0 < {extent} && kk0 + 8 <= K"
-            linear, element = f"{rows}0 * K + kk0", (f"{rows}0", "kk0 + j")
+            linear, at, element = f"{rows}0 * K + kk0", f"{rows} * K + kk", (f"{rows}0", "kk0 + j")
             store = [f"{{ {rc} *(partita_v16*)&{tile}[nb][r][c] = {reg}[i]; }}"]
-        else:  # 16 vectors a k: r = first row, c = k
-            rc = f"const int v = tid + i * {MMA_THREADS}, r = (v & 15) * 8, c = v >> 4;"
+        else:  # r = first row, c = k
             whole = f"{rows}0 + 8 <= {extent} && kk0 < K"
-            linear, element = f"kk0 * {extent} + {rows}0", (f"{rows}0 + j", "kk0")
+            linear, at, element = f"kk0 * {extent} + {rows}0", f"kk * {extent} + {rows}", (f"{rows}0 + j", "kk0")
             store = [f"{{ {rc} const {ct}* e = (const {ct}*)&{reg}[i];",
                      "  #pragma unroll",
                      f"  for (int j = 0; j < 8; ++j) {tile}[nb][r + j][c] = e[j]; }}"]
         # Element by element: a pointer of the MMA type is copied from, raw; else the
         # product's expression is rounded to the MMA type.
         zero = f"st_{dtype}(0.0f)"
-        value = f"{ptr}[{linear.replace(f'{rows}0', rows).replace('kk0', 'kk')}]" if ptr else f"st_{dtype}({expr})"
+        value = f"{ptr}[{at}]" if ptr else f"st_{dtype}({expr})"
         fetch = [
             f"{{ {rc}",
             f"  const {T} {rows}0 = {'m0' if is_a else 'n0'} + r, kk0 = kn + c;",
@@ -689,7 +688,7 @@ class ScheduleMixin:
         lines = []
         for name, ptr, axis in (("a", product.a_ptr, "K" if product.a_rows else "M"),
                                 ("b", product.b_ptr, "N" if product.b_rows else "K")):
-            if ptr and not (name == "b" and product.stage_b is not None):
+            if ptr:
                 lines.append(f"const bool {name}_vec = {axis} % 8 == 0 && ((unsigned long long)({ptr}) & 15) == 0;")
         return lines
 

@@ -82,14 +82,17 @@ LAYOUT_FIELDS = (
 )
 #: The persistent kernels' second probe (``<kernel_type>_sched_layout``): byte offsets in
 #: ``Params`` of the hardware info and of CUTLASS's ``PersistentTileSchedulerSm90Params``
-#: fields the runtime fills (``partita.runtime.tma.persistent_schedule``), then the offsets
-#: inside a ``FastDivmodU64`` (multiplier, shift, round-up) and a ``FastDivmodU64Pow2``
-#: (shift), and the size of a ``RasterOrder``.
-SCHEDULER_FIELDS = (
+#: fields the runtime fills (``partita.runtime.tma.persistent_schedule``) ...
+SCHEDULER_PARAMS = (
     "sm_count", "max_active_clusters", "divmod_cluster_shape_major", "divmod_cluster_shape_minor", "divmod_batch",
     "divmod_cluster_blk_major", "blocks_per_problem", "log_swizzle_size", "raster_order", "problem_tiles_m",
     "problem_tiles_n", "problem_tiles_l", "cluster_shape_m", "cluster_shape_n",
-    "divmod_multiplier", "divmod_shift_right", "divmod_round_up", "pow2_shift_right", "raster_order_size",
+)
+#: ... then the offsets inside a ``FastDivmodU64`` (multiplier, shift, round-up) and a
+#: ``FastDivmodU64Pow2`` (shift), and the size of a ``RasterOrder``.
+SCHEDULER_FIELDS = (
+    *SCHEDULER_PARAMS, "divmod_multiplier", "divmod_shift_right", "divmod_round_up", "pow2_shift_right",
+    "raster_order_size",
 )
 #: Probe fields a record made before they existed may lack, with the value they had then.
 LAYOUT_DEFAULTS = {"ptr_bias": -1, "scheduler": ()}
@@ -369,7 +372,7 @@ def _scheduler_probe(alias: str) -> str:
     """The persistent kernel's second probe (:data:`SCHEDULER_FIELDS`)."""
     member = {"sm_count": "hw_info.sm_count", "max_active_clusters": "hw_info.max_active_clusters"}
     offsets = [f"  (long long)offsetof({alias}_ns::Params, {member.get(f, f'scheduler.{f}_')}),"
-               for f in SCHEDULER_FIELDS[:14]]
+               for f in SCHEDULER_PARAMS]
     return (f'extern "C" __device__ const long long {alias}_sched_layout[] = {{\n' + "\n".join(offsets) + "\n"
             "  (long long)offsetof(cutlass::FastDivmodU64, multiplier),\n"
             "  (long long)offsetof(cutlass::FastDivmodU64, shift_right),\n"
@@ -534,9 +537,10 @@ def _check_layout(layout: dict) -> None:
                 any(not isinstance(o, int) or o < 0 or o % width or o + width > total for o in offsets):
             raise ValueError(f"'{name}' = {offsets} do not fit {count} fields of {width} bytes in {total}")
     scheduler = layout["scheduler"]
+    params = len(SCHEDULER_PARAMS)  # offsets in Params, then inside its divmods and a RasterOrder's size
     if scheduler and (not isinstance(scheduler, tuple) or len(scheduler) != len(SCHEDULER_FIELDS)
-                      or any(not isinstance(at, int) or not 0 <= at <= size - 4 for at in scheduler[:14])
-                      or any(not isinstance(at, int) or not 0 < at <= 20 for at in scheduler[14:])):
+                      or any(not isinstance(at, int) or not 0 <= at <= size - 4 for at in scheduler[:params])
+                      or any(not isinstance(at, int) or not 0 < at <= 20 for at in scheduler[params:])):
         raise ValueError(f"'scheduler' = {scheduler} is not a tile scheduler's layout in {size} bytes")
     if not 0 < layout["smem"] <= 227 * 1024 or layout["threads"] not in (128, 256, 384):
         raise ValueError(f"smem {layout['smem']} / threads {layout['threads']} are not a Hopper kernel's")
