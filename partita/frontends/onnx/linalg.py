@@ -89,6 +89,19 @@ class QDQOperands:
         return not np.issubdtype(self.weight.dtype, np.integer)
 
 
+def per_tensor_dequantize(v: Value) -> tuple[nn.DequantizeOp, np.ndarray, np.ndarray] | None:
+    """``v``'s producer when it dequantizes a run-time tensor by one constant scale and
+    zero point (an activation's QDQ pair): the op, its scale and its zero point (0-d);
+    else None."""
+    dequantize = v.owner if isinstance(v, SSAValue) else None
+    if not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
+        return None
+    scale, zero = _constant(dequantize.scale), _constant(dequantize.zero_point)
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+        return None
+    return dequantize, scale.reshape(()), zero.reshape(())
+
+
 def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: int,
                  symmetric: bool = False) -> QDQOperands | None:
     """The integer operands of a QDQ product of activation ``a`` and the dequantized
@@ -98,12 +111,12 @@ def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: i
     any weight zero point 0 when ``symmetric``. None for anything else (the float product
     of the dequantized operands stays)."""
     record = cx.dequantized.get(weight)
-    dequantize = a.owner if isinstance(a, SSAValue) else None
-    if record is None or record.block_size or not isinstance(dequantize, nn.DequantizeOp) or dequantize.block_size:
+    activation = per_tensor_dequantize(a)
+    if record is None or record.block_size or activation is None:
         return None
-    sx, zx = _constant(dequantize.scale), _constant(dequantize.zero_point)
+    dequantize, sx, zx = activation
     wq, sw, zw = record.values, record.scale.reshape(-1), record.zero_point.reshape(-1)
-    if sx is None or zx is None or sx.size != 1 or zx.size != 1 or wq.ndim != rank:
+    if wq.ndim != rank:
         return None
     if np.issubdtype(zx.dtype, np.integer) != np.issubdtype(wq.dtype, np.integer):
         return None  # an int8 activation beside an 8-bit float weight: no one product
@@ -112,8 +125,8 @@ def qdq_operands(cx: Importer, a: Value, weight: str, rank: int, channel_axis: i
         return None
     if (zw.size > 1 or symmetric) and zw.any():
         return None
-    scale = (sx.astype(np.float64).reshape(()) * sw.astype(np.float64)).astype(sx.dtype)
-    return QDQOperands(dequantize, zx.reshape(()), wq, zw[:1].reshape(()), scale if per_channel else scale.reshape(()))
+    scale = (sx.astype(np.float64) * sw.astype(np.float64)).astype(sx.dtype)
+    return QDQOperands(dequantize, zx, wq, zw[:1].reshape(()), scale if per_channel else scale.reshape(()))
 
 
 def scaled_product(cx: Importer, q: QDQOperands, product: SSAValue, channel_shape: Sequence[int]) -> SSAValue:
@@ -168,16 +181,16 @@ def _float8_activation_product(cx: Importer, a: Value, b: Value) -> SSAValue | N
     to ``[..., N, K]`` (the "TN" form FP8 GEMMs read), scaled once by ``sa * sb`` (f64,
     then the activations' float type: one rounding). Both dequantizes per tensor with
     constant scales, zero points 0 and OCP FP8 types (E4M3FN, E5M2); else None."""
-    dequantizes = [v.owner if isinstance(v, SSAValue) else None for v in (a, b)]
-    if not all(isinstance(dq, nn.DequantizeOp) and not dq.block_size for dq in dequantizes):
-        return None
-    scales = []
-    for dq in dequantizes:
-        scale, zero = _constant(dq.scale), _constant(dq.zero_point)
-        if scale is None or zero is None or scale.size != 1 or zero.astype(np.float32).any() \
-                or dq.input.type.element_type not in nn.FP8_GEMM_TYPES or len(shape_of(dq.input)) < 2:
+    dequantizes, scales = [], []
+    for v in (a, b):
+        if (operand := per_tensor_dequantize(v)) is None:
             return None
-        scales.append(scale.astype(np.float64).reshape(()))
+        dq, scale, zero = operand
+        if zero.astype(np.float32).any() or dq.input.type.element_type not in nn.FP8_GEMM_TYPES \
+                or len(shape_of(dq.input)) < 2:
+            return None
+        dequantizes.append(dq)
+        scales.append(scale.astype(np.float64))
     lhs, rhs = (dq.input for dq in dequantizes)
     rank = len(shape_of(rhs))
     rhs = cx.emit(nn.TransposeOp(rhs, [*range(rank - 2), rank - 1, rank - 2]))
