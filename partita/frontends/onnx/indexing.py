@@ -274,12 +274,13 @@ def broadcast_to(cx: Importer, x: SSAValue, target: list[object], what: str) -> 
     return result
 
 
-def _expanded_dims(shape: list[int], target: list[int | None], rank: int) -> list[int]:
+def _expanded_dims(shape: list[int], target: list[int | None] | None, rank: int) -> list[int]:
     """The dims an Expand of ``shape`` to a run-time ``target`` (its entries the graph
-    fixes, ``None`` for the others) has whatever the run gives: a fixed entry other than 1,
-    or the input's own dim where the entry is 1, unknown, or the input's dim is not 1."""
+    fixes, ``None`` for the others; ``None``: none known) has whatever the run gives: a
+    fixed entry other than 1, or the input's own dim where the entry is 1, unknown, or the
+    input's dim is not 1."""
     shape = [1] * (rank - len(shape)) + shape
-    target = [1] * (rank - len(target)) + target if target else [None] * rank
+    target = [None] * rank if target is None else [1] * (rank - len(target)) + target
     dims = []
     for a, b in zip(shape, target):
         if b is not None and b != 1:
@@ -299,7 +300,7 @@ def _expand(cx, ins, attrs):
         x = cx.tensor(ins[0])
         rank = max(len(shape_of(x)), static_length(ins[1], "the shape"))
         return dyn(cx, "expand", [x], {"shape": ins[1]}, rank, x.type.element_type, "the shape",
-                   known=_expanded_dims(list(shape_of(x)), known_entries(ins[1]) or [], rank))
+                   known=_expanded_dims(list(shape_of(x)), known_entries(ins[1]), rank))
     target = _shape_entries(ins[1], "the shape")
     return broadcast_to(cx, cx.tensor(ins[0]), target, "the expanded shape")
 
