@@ -204,8 +204,8 @@ class RooflineEstimator:
 
     Compute time sums, per node, ``flops / (peak(dtype) * efficiency(backend,
     op class))``; GEMM-like ops (dense/matmul/conv) of a dtype with tensor-core
-    support on a backend with ``tensor_cores`` use the tensor-core peak, every
-    other op the CUDA-core peak.  Memory time is the candidate's external
+    support on a backend with ``tensor_cores`` (``true``, or the op classes and
+    types it names) use the tensor-core peak, every other op the CUDA-core peak.  Memory time is the candidate's external
     traffic over ``bandwidth * bandwidth_efficiency``.  Each GPU candidate is one
     kernel launch; host (``kind: host``, e.g. ``llvm``) candidates use the
     device's host CPU spec and no launch overhead.  The target of a candidate is
@@ -235,7 +235,10 @@ class RooflineEstimator:
             for name in family.specs:
                 self._backend(name)  # every spec a family names is in the file
         named = "".join(f":{target}={family.name}" for target, family in sorted(self.families.items()))
-        self.name = f"roofline:{device}:h{dynamic_dim_hint}{named}"
+        # the specs' digest: a persistent cost cache keyed by this name forgets estimates
+        # made from other figures
+        digest = hashlib.sha256(json.dumps(self.specs, sort_keys=True).encode()).hexdigest()[:8]
+        self.name = f"roofline:{device}:h{dynamic_dim_hint}{named}:{digest}"
 
     def _backend(self, target: str) -> Mapping[str, Any]:
         be = self.backends.get(target)
@@ -248,10 +251,15 @@ class RooflineEstimator:
         if be.get("kind") == "host":
             table = self.host["flops"]
             return table.get(dtype, table["f32"])
-        if be.get("tensor_cores") and cls in ("gemm", "conv"):
-            # IMMA multiplies u8 and s8 at one rate, FP8 tensor cores E4M3 and E5M2: the
-            # sheets list them as i8 and f8
-            key = "i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype
+        # IMMA multiplies u8 and s8 at one rate, FP8 tensor cores E4M3 and E5M2: the sheets
+        # list them as i8 and f8
+        key = "i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype
+        tensor_cores = be.get("tensor_cores")
+        # true: every GEMM and convolution of a type the device multiplies on tensor cores;
+        # a mapping: only the classes and types it names (the native tiles: f16 / bf16 /
+        # 8-bit GEMMs, not f32 GEMMs nor convolutions)
+        if tensor_cores is True and cls in ("gemm", "conv") or (
+                isinstance(tensor_cores, Mapping) and key in tensor_cores.get(cls, ())):
             # A backend whose kernels run a type on another's units (CUTLASS's Sm89 FP8
             # kernels: f16 HMMA on Hopper) is costed at that type's peak.
             key = be.get("tensor_peak_as", {}).get(key, key)

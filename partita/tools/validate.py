@@ -534,6 +534,16 @@ def dense_ir(m: int, n: int, k: int, dtype: str = "f16") -> str:
             f"  func.return %0 : {t(f'{m}x{n}')}\n}}\n")
 
 
+def int8_gemm_ir(m: int, n: int, k: int) -> str:
+    """``nn.matmul_integer`` of s8 activations by a ``[N, K]`` s8 weight, s32 out:
+    ``torch._int_mm``'s product (timed with zero points of 0, which the native tiles test
+    at run time)."""
+    x, w, y = f"tensor<{m}x{k}xi8>", f"tensor<{n}x{k}xi8>", f"tensor<{m}x{n}xi32>"
+    return (f"func.func @main(%x: {x}, %w: {w}, %z: tensor<i8>) -> {y} {{\n"
+            f"  %0 = nn.matmul_integer %x, %w, %z, %z {{transpose_b = true}} : ({x}, {w}, tensor<i8>, tensor<i8>) -> {y}\n"
+            f"  func.return %0 : {y}\n}}\n")
+
+
 def reduce_sum_ir(rows: int, cols: int, dtype: str = "f32") -> str:
     x, y = f"tensor<{rows}x{cols}x{dtype}>", f"tensor<{rows}x1x{dtype}>"
     return (f"func.func @main(%x: {x}) -> {y} {{\n"
@@ -624,18 +634,22 @@ def _ops(text: str) -> list:
 
 
 def gemm_rows(writer: RowWriter, timers: dict[str, Any], torch_seconds: Callable[[], float | None],
-              m: int, n: int, k: int) -> None:
+              m: int, n: int, k: int, dtype: str = "f16") -> None:
     """One row per timed column: ``cutlass``, ``cublas``, ``cuda`` (Partita's native
     tensor-core tiles, what a product no library takes runs on), and on an H100/H200
-    ``cutlass sm_90a`` (the CUTLASS 3 TMA + wgmma kernel ``sm_90a`` builds)."""
+    ``cutlass sm_90a`` (the CUTLASS 3 TMA + wgmma kernel ``sm_90a`` builds). ``dtype`` f16:
+    ``nn.dense`` against torch.matmul (TFLOP/s); i8: ``nn.matmul_integer`` against
+    ``torch._int_mm`` (TOP/s)."""
     flops = 2.0 * m * n * k
     reference = torch_seconds()
-    ref_tflops = flops / reference / 1e12 if reference else None
+    ref_rate = flops / reference / 1e12 if reference else None
+    ir, metric, torch_name = ((int8_gemm_ir(m, n, k), "TOP/s", "torch._int_mm") if dtype == "i8"
+                              else (dense_ir(m, n, k), "TFLOP/s", "torch.matmul"))
     for column, timer in timers.items():
-        seconds = timer.time(_ops(dense_ir(m, n, k)), column.split()[0])
-        writer.add(Row("benchmarks", f"GEMM f16 {m}x{n}x{k} ({column})", "TFLOP/s",
-                       flops / seconds / 1e12 if seconds else "n/a", ref_tflops,
-                       "info" if seconds else "skipped", "reference: torch.matmul" if seconds else
+        seconds = timer.time(_ops(ir), column.split()[0])
+        writer.add(Row("benchmarks", f"GEMM {dtype} {m}x{n}x{k} ({column})", metric,
+                       flops / seconds / 1e12 if seconds else "n/a", ref_rate,
+                       "info" if seconds else "skipped", f"reference: {torch_name}" if seconds else
                        f"not measured: {dict(timer.unmeasured)}"))
 
 
@@ -743,6 +757,16 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
         return make
 
+    def int_mm(m: int, n: int, k: int) -> Callable[[], Callable[[], Any]]:
+        def make():
+            import torch
+
+            a = torch.randint(-128, 128, (m, k), device="cuda", dtype=torch.int8)
+            b = torch.randint(-128, 128, (n, k), device="cuda", dtype=torch.int8)
+            return lambda: torch._int_mm(a, b.T)
+
+        return make
+
     def row_sum():
         import torch
 
@@ -751,6 +775,12 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
     gemms = [("gemm", lambda m=m, n=n, k=k: gemm_rows(writer, gemm_timers, torch_timer(matmul(m, n, k)), m, n, k))
              for m, n, k in GEMM_SHAPES]
+    # the native IMMA tiles (a candidate shows CUTLASS's int8 kernel no constant zero
+    # points, which it needs; cuBLASLt's integer GEMM is not wired)
+    int8_timers = {"cuda": timer}
+    gemms += [("int8 GEMM", lambda m=m, n=n, k=k: gemm_rows(writer, int8_timers, torch_timer(int_mm(m, n, k)), m, n, k,
+                                                          "i8"))
+              for m, n, k in GEMM_SHAPES[:1]]
     for name, bench in (*gemms,
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
                         ("attention", lambda: attention_rows(writer, arch)),
@@ -775,6 +805,8 @@ def precompile_benchmarks(arch: str) -> list[str]:
     builds: list[tuple[Callable[[], Any], str]] = [
         *((lambda shape=shape, target=target: CandidateTimer(device).build(_ops(dense_ir(*shape)), target),
            f"GEMM {shape} ({target})") for shape in GEMM_SHAPES for target in ("cutlass", "cuda")),
+        (lambda: CandidateTimer(device).build(_ops(int8_gemm_ir(*GEMM_SHAPES[0])), "cuda"),
+         f"int8 GEMM {GEMM_SHAPES[0]} (cuda)"),
         (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
         (lambda: partita.compile(attention_model(8, 16, 1024, 64), model_targets(arch)), "attention"),
         (lambda: partita.compile(nbits_model(4096, 4096)[0], model_targets(arch)), "4-bit GEMM"),

@@ -70,11 +70,19 @@ def test_flop_formulas():
     assert node_flops(dyn, dynamic_dim_hint=32) == 320
 
 
-def test_gemm_cheaper_on_cutlass_than_native_cuda():
+def test_gemm_cheaper_on_libraries_than_native_cuda():
+    """The native f16 tiles multiply on tensor cores, below CUTLASS's pipelined kernels and
+    cuBLASLt; its f32 GEMM is 16x16 SIMT tiles on CUDA cores, far below TF32 libraries."""
     g = gemm_gelu()
     est = RooflineEstimator("h100")
-    assert est.estimate(g, C({0}, "cutlass")) * 3 < est.estimate(g, C({0}, "cuda"))
-    assert est.estimate(g, C({0}, "cublas")) < est.estimate(g, C({0}, "cuda"))
+    cuda = est.breakdown(g, C({0}, "cuda"))
+    assert est.estimate(g, C({0}, "cutlass")) < cuda["time"]
+    assert est.estimate(g, C({0}, "cublas")) * 2 < cuda["time"]
+    flops = 2 * 4096**3
+    assert cuda["compute_time"] == pytest.approx(flops / (989.4e12 * 0.3))  # the f16 tensor peak
+    f32 = gemm_gelu(dt="f32")
+    assert est.breakdown(f32, C({0}, "cuda"))["compute_time"] == pytest.approx(flops / (66.9e12 * 0.3))
+    assert est.estimate(f32, C({0}, "cutlass")) * 3 < est.estimate(f32, C({0}, "cuda"))
     # newer GPU is faster for the same GEMM
     assert est.estimate(g, C({0}, "cutlass")) < RooflineEstimator("a100").estimate(g, C({0}, "cutlass"))
 
@@ -107,6 +115,17 @@ def test_memory_bound_op_follows_bandwidth():
     t200 = RooflineEstimator("h200").breakdown(g, C({1}, "cuda"))
     assert t100["memory_time"] > t100["compute_time"]
     assert t100["memory_time"] / t200["memory_time"] == pytest.approx(4.8 / 3.35)
+
+
+def test_roofline_name_follows_its_figures():
+    """A persistent cost cache keys estimates by the estimator's name: other figures (an
+    edited devices.json, a new release's efficiencies) give another name."""
+    specs = load_devices()
+    same = RooflineEstimator("h100", specs=json.loads(json.dumps(specs)))
+    assert same.name == RooflineEstimator("h100").name
+    edited = json.loads(json.dumps(specs))
+    edited["backends"]["cuda"]["efficiency"]["gemm"] = 0.5
+    assert RooflineEstimator("h100", specs=edited).name != same.name
 
 
 def test_roofline_deterministic_and_unknown_backend():

@@ -1,6 +1,8 @@
 """The native GEMM on tensor cores: f16 / bf16 GEMM kernels of ``cuda-codegen`` tile
 128x128 outputs over 8 warps, each a 64x32 register tile of ``mma.sync`` m16n8k16 products,
-K in steps of 32 through two shared-memory stages of the operands' own type.
+K in steps of 32 through two shared-memory stages of the operands' own type; the integer
+product ``nn.matmul_integer`` (i8 / u8) the same tiles of m16n8k32 products, K in steps of
+64, exact s32 sums with its zero points applied in the epilogue.
 
 Checked without a GPU twice over: the kernels built for the host with g++ (where
 ``partita_mma_*`` computes the same fragment product from warp shuffles) match the
@@ -79,7 +81,7 @@ def test_f16_and_bf16_gemms_become_mma_kernels() -> None:
 
 
 def test_f32_gemms_keep_the_simt_kernel() -> None:
-    """f32 (exact, like the reference) and integer GEMMs stay on the 16x16 SIMT loop."""
+    """f32 GEMMs (exact, like the reference) stay on the 16x16 SIMT tiles."""
     program = program_of(_module(("f32",)))
     assert program is not None and "partita_mma" not in program.code
     record = RECORDS["gemm"].from_attr(fused_record(next(iter(program.kernels.values()))))
@@ -208,3 +210,86 @@ def test_fp8_products_take_the_tensor_core_tiles(tmp_path: Path) -> None:
         assert "a_vec" not in kernel.code  # 8-bit operands are converted as they are staged
     anchors = check_kernels(module, tmp_path, dynamic=2)
     assert anchors == ["nn.matmul_float8"] * 2
+
+
+# i8 / u8 either side; K past one 64-deep stage and not a multiple of 16 (element loads),
+# or a multiple (16-byte loads); a [K, N] right operand (staged down columns); rows past
+# one tile; the dequantizing scale fused after the s32 sums
+INTEGER = """
+func.func @mi_tn(%a: tensor<?x150xui8>, %w: tensor<90x150xi8>, %za: tensor<ui8>, %zb: tensor<i8>, %s: tensor<f32>) -> tensor<?x90xf32> {
+  %0 = nn.matmul_integer %a, %w, %za, %zb {transpose_b = true} : (tensor<?x150xui8>, tensor<90x150xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x90xi32>
+  %1 = nn.cast %0 : (tensor<?x90xi32>) -> tensor<?x90xf32>
+  %2 = nn.multiply %1, %s : (tensor<?x90xf32>, tensor<f32>) -> tensor<?x90xf32>
+  func.return %2 : tensor<?x90xf32>
+}
+func.func @mi_aligned(%a: tensor<?x160xi8>, %w: tensor<72x160xi8>, %za: tensor<1xi8>, %zb: tensor<i8>) -> tensor<?x72xi32> {
+  %0 = nn.matmul_integer %a, %w, %za, %zb {transpose_b = true} : (tensor<?x160xi8>, tensor<72x160xi8>, tensor<1xi8>, tensor<i8>) -> tensor<?x72xi32>
+  func.return %0 : tensor<?x72xi32>
+}
+func.func @mi_nn(%a: tensor<?x2x37x70xi8>, %b: tensor<?x2x70x48xui8>, %za: tensor<i8>, %zb: tensor<ui8>) -> tensor<?x2x37x48xi32> {
+  %0 = nn.matmul_integer %a, %b, %za, %zb : (tensor<?x2x37x70xi8>, tensor<?x2x70x48xui8>, tensor<i8>, tensor<ui8>) -> tensor<?x2x37x48xi32>
+  func.return %0 : tensor<?x2x37x48xi32>
+}
+"""
+
+
+def _full_range(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Every value of an 8-bit type (u8 above 127 reads differently as s8); f32 scales as
+    they come."""
+    if dtype == "f32":
+        return rng.standard_normal(shape).astype(np.float32)
+    np_dtype = {"i8": np.int8, "ui8": np.uint8}[dtype]
+    info = np.iinfo(np_dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(np_dtype)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_integer_products_take_the_int8_tensor_core_tiles(tmp_path: Path) -> None:
+    """``nn.matmul_integer`` where no library takes it (a right operand that is an
+    activation, a batched product): the 128x128 tiles with m16n8k32 s8 / u8 products and
+    exact s32 sums, the zero points subtracted in the epilogue through the tile's row sums.
+    Built for the host, equal to the reference on full-range values with non-zero zero
+    points, and with zero ones (whose row sums are skipped)."""
+    module = fuse(INTEGER)
+    assert host_ops(module) == []
+    program, records, host = build_for_host(module, tmp_path)
+    helpers = {"mi_tn": "partita_mma_ui8_i8", "mi_aligned": "partita_mma_i8_i8", "mi_nn": "partita_mma_i8_ui8"}
+    for name, function in fused_functions(module).items():
+        code, rec = program.kernels[name].code, records[name]
+        base = name.split("_fused")[0]
+        assert rec.anchor == "nn.matmul_integer" and f"{helpers[base]}(acc[mi][ni], af[mi], bf[ni]);" in code, name
+        assert "int acc[4][4][4];" in code and "- zr[mi][ce >> 1] - zc[ni][ce & 1]" in code, name
+        rng = np.random.default_rng(5)
+        values = [_full_range(tuple(130 if d < 0 else d for d in shape), t, rng) for shape, t in zip(rec.inputs, rec.dtypes)]
+        for zero in (False, True):
+            args = [np.zeros_like(v) if zero and v.size == 1 and v.dtype != np.float32 else v for v in values]
+            out, expected = launch_beside_reference(function, name, rec, host, args)
+            if expected.dtype == np.int32:
+                np.testing.assert_array_equal(out, expected, err_msg=f"{name}, zero points 0: {zero}")
+            else:  # the same s32 sums, then one f32 multiply
+                np.testing.assert_allclose(out, expected, rtol=1e-6, err_msg=f"{name}, zero points 0: {zero}")
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32" in program.code
+
+
+def test_sm90_integer_cubin_multiplies_with_imma() -> None:
+    """The integer tiles' sm_90 SASS: 32 IMMA m16n8k32 a 64-deep K stage (4x4 a warp, two
+    instructions a stage), fed by the same 48 32-bit fragment loads as the f16 tiles; the
+    zero points' row sums as 4-way dot products (IDP.4A) of 16-byte shared loads; the s32
+    accumulators in registers (no local memory in the main loop)."""
+    from support.sass import sass_by_function, sass_of
+
+    from partita.lowering import nvrtc
+
+    program = program_of(fuse(INTEGER))
+    assert program is not None
+    binary = nvrtc.compile_cuda(program, arch="sm_90", name="partita_fused.cu")
+    per_function = sass_by_function(sass_of(binary.path))
+    for name, kernel in program.kernels.items():
+        body = per_function[kernel.entry]
+        assert len(re.findall(r"\bIMMA\.16832\.[SU]8\.[SU]8\b", body)) == 32, name
+        # a row of A or of B a thread, 64 bytes: 4 loads, 16 dot products (either branch)
+        assert len(re.findall(r"\bLDS\.128\b", body)) == 8, name
+        assert len(re.findall(r"\bIDP\.4A\b", body)) == 32, name
+        main = body[body.index("BAR.SYNC"):body.rindex("IMMA")]
+        assert len(re.findall(r"\bLDS\b", main)) == 48, name
+        assert "STL" not in main and "LDL" not in main, f"{name} spills in its main loop"

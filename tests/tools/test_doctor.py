@@ -274,7 +274,7 @@ class _Timer:
         self.seconds, self.unmeasured = seconds, {"no cublas library": 1}
 
     def time(self, ops, backend):
-        assert [op.name for op in ops] in (["nn.dense"], ["nn.reduce_sum"])
+        assert [op.name for op in ops] in (["nn.dense"], ["nn.reduce_sum"], ["nn.matmul_integer"])
         return self.seconds.get(backend)
 
 
@@ -290,6 +290,11 @@ def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> N
     assert cublas.status == "skipped" and "no cublas library" in cublas.note
     assert sm90a.item == "GEMM f16 1000x1000x1000 (cutlass sm_90a)" and sm90a.partita == pytest.approx(2.0)
     assert (reduction.partita, reduction.reference) == (pytest.approx(1.0), None)
+    validate.gemm_rows(writer, {"cuda": _Timer({"cuda": 4e-3})}, lambda: 1e-3, 1000, 1000, 1000, "i8")
+    int8 = writer.rows[-1]
+    assert int8.item == "GEMM i8 1000x1000x1000 (cuda)" and int8.metric == "TOP/s"
+    assert (int8.partita, int8.reference) == (pytest.approx(0.5), pytest.approx(2.0))
+    assert int8.note == "reference: torch._int_mm"
 
 
 def test_device_seconds_are_a_runs_kernels_without_its_host_work() -> None:

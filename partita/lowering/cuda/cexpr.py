@@ -51,6 +51,9 @@ GATHER_INDEX = (
 lines: view reads sit inside loops and conditions)."""
 MMA_DTYPES = ("f16", "bf16")
 """Operand types of the native tensor-core (``mma.sync`` m16n8k16) GEMM tiles."""
+MMA_INT_DTYPES = ("i8", "ui8")
+"""Operand types of the native integer tensor-core (``mma.sync`` m16n8k32, s32 sums)
+tiles of ``nn.matmul_integer``, either on either side."""
 _C_COMPUTE = {
     "f32": "float", "f16": "float", "bf16": "float", "f64": "double", "i1": "bool",
     "i8": "int", "i16": "int", "i32": "int", "i64": "long long",

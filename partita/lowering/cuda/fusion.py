@@ -32,7 +32,7 @@ WINDOW_OPS: tuple[type[Operation], ...] = (nn.MaxPool2DOp, nn.AvgPool2DOp, nn.Gl
 """Pools (``window`` kernels: one thread per output element loops over its window)."""
 ANCHOR_OPS: tuple[type[Operation], ...] = (
     nn.SoftmaxOp, nn.LayerNormOp, nn.RMSNormOp, nn.DenseOp, nn.MatmulOp, nn.BatchMatmulOp, nn.MatmulFloat8Op,
-    *WINDOW_OPS,
+    nn.MatmulIntegerOp, *WINDOW_OPS,
 )
 """Reductions (``rowwise`` kernels), GEMMs (``gemm``) and pools (``window``) that anchor a
 kernel."""
@@ -101,7 +101,7 @@ def is_anchor(op: Operation) -> bool:
     host)."""
     if len(op.results) == 1 and (_rule_for(op, _rules()[2]) or _rule_for(op, _rules()[1])) is not None:
         return True
-    if isinstance(op, nn.MatmulFloat8Op):  # 8-bit float operands, an f32 result
+    if isinstance(op, nn.MatmulFloat8Op | nn.MatmulIntegerOp):  # 8-bit operands, an f32 / i32 result
         return _typed(op)
     if not isinstance(op, ANCHOR_OPS) or not _typed(op, FLOAT_DTYPES):
         return False

@@ -206,7 +206,7 @@ class KernelEmitter(ScheduleMixin):
             return rule.dims(self, op)
         if isinstance(op, nn.DenseOp):
             return self.dims[op.input][:-1] + [self.dims[op.weight][0]]
-        if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp | nn.MatmulFloat8Op):
+        if isinstance(op, nn.MatmulOp | nn.BatchMatmulOp | nn.MatmulFloat8Op | nn.MatmulIntegerOp):
             a, b = self.dims[op.lhs], self.dims[op.rhs]
             (m, _), (_, n) = self._gemm_axes(op)
             return self._broadcast_dims(a[:-2], b[:-2]) + [a[m], b[n]]
@@ -238,7 +238,7 @@ class KernelEmitter(ScheduleMixin):
             return (-2, -1), (-1, -2)
         if isinstance(op, nn.BatchMatmulOp):
             return ((-1, -2) if op.transpose_a else (-2, -1)), ((-1, -2) if op.transpose_b else (-2, -1))
-        if isinstance(op, nn.MatmulFloat8Op):
+        if isinstance(op, nn.MatmulFloat8Op | nn.MatmulIntegerOp):
             return (-2, -1), ((-1, -2) if op.transpose_b else (-2, -1))
         return (-2, -1), (-2, -1)
 

@@ -14,13 +14,14 @@ from partita.lowering.cuda.cexpr import (
     FLOAT8_FORMATS,
     GATHER_INDEX,
     MMA_DTYPES,
+    MMA_INT_DTYPES,
     NARROW_FLOATS,
     SUB_BYTE_INTEGERS,
 )
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
 from partita.lowering.cuda.ops.random import PHILOX
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
-from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper
+from partita.lowering.cuda.schedules import _REDUCE_HELPERS, _mma_helper, _row_sum_helper
 
 __all__ = ["FLOAT8_HELPERS", "NARROW_HELPERS", "CudaProgram", "emit_program"]
 
@@ -215,12 +216,15 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
     if uses("partita_trunc_i32("):
         head += TRUNCATE_I32
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if uses(f"partita_mma_{t}("))
+    head += "".join(_mma_helper(a, b) for a in MMA_INT_DTYPES for b in MMA_INT_DTYPES
+                    if uses(f"partita_mma_{a}_{b}("))
     if uses("partita_random_"):
         head += PHILOX
     if uses("partita_gather_index("):
         head += GATHER_INDEX
     if uses("partita_v16"):
         head += VECTOR16
+    head += "".join(_row_sum_helper(t) for t in MMA_INT_DTYPES if uses(f"partita_row_sum_{t}("))
     if any(k.kind == "rowwise" for k in kernels.values()):
         head += _REDUCE_HELPERS + ONE_PASS_HELPERS
     parts = [head]

@@ -142,7 +142,8 @@ class TiledProduct:
     of each is contiguous in memory, so the threads staging a tile walk it."""
 
     dtype: str
-    """A's element type (``f16`` / ``bf16``: the tensor cores take the product)."""
+    """A's element type (``f16`` / ``bf16``, ``i8`` / ``ui8``: the tensor cores take the
+    product)."""
     k: Dim
     a: str
     b: str
@@ -159,6 +160,16 @@ class TiledProduct:
     stage_b: Staging | None = None
     """Tensor-core tiles: B's own staging, in place of ``b`` (a packed 4-bit weight's 8
     codes a 32-bit word, dequantized by their block's scale and zero point)."""
+    b_dtype: str = ""
+    """B's element type where it is not A's (an integer product of u8 by s8)."""
+    zero_points: tuple[str, ...] = ()
+    """An integer product's zero points of A and B (``int`` C expressions): the tiles
+    multiply the raw 8-bit values and subtract the zero points' terms in the epilogue
+    (``(a - za)(b - zb)`` summed over K is ``ab - zb·Σa - za·Σb + K·za·zb``)."""
+
+    @property
+    def b_type(self) -> str:
+        return self.b_dtype or self.dtype
 
 
 INJECTIVE: dict[type[Operation], Rule] = {}

@@ -8,6 +8,8 @@ tensor-core (``mma.sync``) GEMM tiles, and pool windows, with the device helpers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from partita.dialects import nn
@@ -32,9 +34,10 @@ WARP_WINDOW_BLOCK = 256
 GEMM_TILE = 16
 """Output tile edge (and K step) of the SIMT GEMM kernels: 16x16 threads per block."""
 MMA_TILE = 128
-"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands): 8 warps, 2 x 4,
-each a 64x32 register tile of 4x4 ``mma.sync`` m16n8k16 products per k16 (CUTLASS's
-128x128 threadblock of 64x32 warp tiles: 24 fragment loads feed 16 MMAs)."""
+"""Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands; i8 / u8 ones
+alike, with m16n8k32 products: ``MmaFamily``): 8 warps, 2 x 4, each a 64x32 register tile
+of 4x4 ``mma.sync`` m16n8k16 products per k16 (CUTLASS's 128x128 threadblock of 64x32
+warp tiles: 24 fragment loads feed 16 MMAs)."""
 MMA_THREADS = 256
 MMA_MIN_BLOCKS = 2
 """Blocks per SM the tensor-core tiles' registers must allow (``__launch_bounds__``): two
@@ -42,13 +45,15 @@ MMA_MIN_BLOCKS = 2
 accumulators, a k16's fragments and the prefetched vectors fit without spilling (ptxas
 chooses 160 for one block)."""
 MMA_K = 32
-"""K per shared-memory stage of the tensor-core tiles: two k16 MMA steps a barrier. Two
+"""K per shared-memory stage of the 16-bit tensor-core tiles (64 bytes a tile row; 8-bit
+operands take 64, ``MmaFamily.stage_k``): two k16 MMA steps a barrier. Two
 stages, with register prefetch: a step's global loads (and a 4-bit weight's codes) are
 issued before the MMAs of the step before, and written to the other stage after them, so
 one barrier a step separates writes and reads."""
 MMA_PAD = 8
-"""Elements (16 bytes) each shared-memory row of a tile is padded by: rows 80 bytes apart
-put the 8 rows x 4 lanes of a fragment's 32-bit loads in 32 distinct banks."""
+"""Elements (16 bytes; 16 of 8-bit operands) each shared-memory row of a tile is padded
+by: rows 80 bytes apart put the 8 rows x 4 lanes of a fragment's 32-bit loads in 32
+distinct banks."""
 GEMV_ROWS = 4
 """Rows (M, known at launch) up to which a product with both a warp-per-output and a tile
 schedule (``Rule.warp`` and ``Rule.tiles``: a weight-only 4-bit GEMM) runs the former: a
@@ -83,46 +88,133 @@ def _row_block(rows: Dim, cols: Dim) -> int:
     return min(BLOCK_SIZE, max(32, 1 << (cols - 1).bit_length()))
 
 
-def _mma_helper(dtype: str) -> str:
-    """``partita_mma_<dtype>(c, a, b)``: ``c += A·B`` for one warp's m16n8k16 tile, the
-    fragments in PTX's layout as 32-bit registers of two elements, the lower index in the
-    lower half (lane = 4 * group + t: a[0..3] = A[g][2t..2t+1], A[g+8][2t..], A[g][2t+8..],
-    A[g+8][2t+8..]; b[0..1] = B[2t..2t+1][g], B[2t+8..][g]; c[0..3] = C[g][2t..2t+1],
-    C[g+8][2t..]). sm_80 and later: one ``mma.sync`` (HMMA). Host builds (and older
-    arches): the warp's lanes exchange their registers through memory between two block
-    barriers (every thread of the block calls it alike), then each lane sums its four
-    outputs over k in order, in f32."""
-    ptx, half = {"f16": ("f16", "__half"), "bf16": ("bf16", "__nv_bfloat16")}[dtype]
+@dataclass(frozen=True)
+class MmaFamily:
+    """The ``mma.sync`` the tensor-core tiles issue for one operand width, and what their
+    staging follows from it: every family reads 32 bytes of K an instruction and stages 64
+    bytes of K a tile row (two instructions a barrier), in 16-byte vectors."""
+
+    bytes: int
+    """Bytes an operand element."""
+    k: int
+    """K of one instruction: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones."""
+    acc: str
+    """The accumulators' C type: f32 for float products, s32 (exact) for integer ones."""
+
+    @property
+    def stage_k(self) -> int:
+        """K of a shared-memory stage: ``MMA_K``'s 64 bytes of a tile row."""
+        return MMA_K * 2 // self.bytes
+
+    @property
+    def pad(self) -> int:
+        """Elements a tile row is padded by: ``MMA_PAD``'s 16 bytes."""
+        return MMA_PAD * 2 // self.bytes
+
+    @property
+    def vector(self) -> int:
+        """Elements a 16-byte vector of the staging."""
+        return 16 // self.bytes
+
+    @property
+    def per_register(self) -> int:
+        """Elements a 32-bit fragment register."""
+        return 4 // self.bytes
+
+    def helper(self, a: str, b: str) -> str:
+        """The device function of one instruction for A's and B's types (``_mma_helper``)."""
+        return f"partita_mma_{a}" if self.bytes == 2 else f"partita_mma_{a}_{b}"
+
+
+MMA_FAMILIES = {"f16": MmaFamily(2, 16, "float"), "bf16": MmaFamily(2, 16, "float"),
+                "i8": MmaFamily(1, 32, "int"), "ui8": MmaFamily(1, 32, "int")}
+"""The tensor-core family of each operand type the tiles take (``MMA_DTYPES`` and
+``MMA_INT_DTYPES``)."""
+_PTX_TYPES = {"f16": "f16", "bf16": "bf16", "i8": "s8", "ui8": "u8"}
+
+
+def _mma_helper(a: str, b: str | None = None) -> str:
+    """``partita_mma_<a>[_<b>](c, a, b)``: ``c += A·B`` for one warp's m16n8k16 tile (16-bit
+    operands, f32 ``c``) or m16n8k32 tile (8-bit ones, s8 / u8 on either side, exact s32
+    ``c``), the fragments in PTX's layout as 32-bit registers of 2 (4) elements, the lower
+    index in the lower bits. With ``h`` = K / 2 and ``p`` the elements a register, lane =
+    4 * group + t: a[0..3] = A[g][p*t..], A[g+8][p*t..], A[g][h+p*t..], A[g+8][h+p*t..];
+    b[0..1] = B[p*t..][g], B[h+p*t..][g]; c[0..3] = C[g][2t..2t+1], C[g+8][2t..]. sm_80 and
+    later: one ``mma.sync`` (HMMA / IMMA). Host builds (and older arches): the warp's lanes
+    exchange their registers through memory between two block barriers (every thread of
+    the block calls it alike), then each lane sums its four outputs over k in order (f32,
+    or s32)."""
+    b = b or a
+    family = MMA_FAMILIES[a]
+    ta, tb, acc = _PTX_TYPES[a], _PTX_TYPES[b], family.acc
+    h, p, k = family.k // 2, family.per_register, family.k
+    tc = "f32" if acc == "float" else "s32"
+    shape = f"m16n8k{k}.row.col.{tc}.{ta}.{tb}.{tc}"
+    c = "f" if acc == "float" else "r"
+    if family.bytes == 2:
+        half = _C_TYPES[a]
+        element = ("  auto element = [](unsigned reg, int e, bool) -> float {\n"
+                   f"    const unsigned short bits = (unsigned short)(reg >> (16 * e)); {half} x; memcpy(&x, &bits, 2);\n"
+                   f"    return ld_{a}(x);\n"
+                   "  };\n")
+    else:
+        element = ("  auto element = [](unsigned reg, int e, bool is_signed) -> int {\n"
+                   "    const unsigned byte = (reg >> (8 * e)) & 255u;\n"
+                   "    return is_signed ? (int)(signed char)byte : (int)byte;\n"
+                   "  };\n")
     return (
-        f"static __device__ __forceinline__ void partita_mma_{dtype}(float* c, const unsigned* a, const unsigned* b) {{\n"
+        f"static __device__ __forceinline__ void {family.helper(a, b)}({acc}* c, const unsigned* a, const unsigned* b) {{\n"
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
-        f'  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "\n'
+        f'  asm volatile("mma.sync.aligned.{shape} "\n'
         '               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"\n'
-        '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+        f'               : "+{c}"(c[0]), "+{c}"(c[1]), "+{c}"(c[2]), "+{c}"(c[3])\n'
         '               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));\n'
         "#else\n"
         "  __shared__ unsigned sa[32][32][4], sb[32][32][2];  // per warp, per lane\n"
         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
         "  memcpy(sa[w][lane], a, 16); memcpy(sb[w][lane], b, 8);\n"
         "  __syncthreads();\n"
-        "  auto element = [](unsigned reg, int k) -> float {\n"
-        f"    const unsigned short bits = (unsigned short)(reg >> (16 * (k & 1))); {half} x; memcpy(&x, &bits, 2);\n"
-        f"    return ld_{dtype}(x);\n"
-        "  };\n"
-        "  float out[4];\n"
+        f"{element}"
+        f"  {acc} out[4];\n"
         "  for (int e = 0; e < 4; ++e) {\n"
         "    const int r = (lane >> 2) + 8 * (e >> 1), n = (lane & 3) * 2 + (e & 1);\n"
-        "    float acc = c[e];\n"
-        "    // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register r / 8 + 2 (k / 8); B[k][n]: lane 4n + (k % 8) / 2,\n"
-        "    // register k / 8; element k % 2 of the register\n"
-        "    for (int k = 0; k < 16; ++k)\n"
-        "      acc += element(sa[w][(r & 7) * 4 + ((k & 7) >> 1)][(r >> 3) + 2 * (k >> 3)], k)\n"
-        "           * element(sb[w][n * 4 + ((k & 7) >> 1)][k >> 3], k);\n"
+        f"    {acc} acc = c[e];\n"
+        f"    // A[r][k]: lane (r % 8) * 4 + (k % {h}) / {p}, register r / 8 + 2 (k / {h}); B[k][n]: lane 4n + (k % {h}) / {p},\n"
+        f"    // register k / {h}; element k % {p} of the register\n"
+        f"    for (int k = 0; k < {k}; ++k)\n"
+        f"      acc += element(sa[w][(r & 7) * 4 + (k % {h}) / {p}][(r >> 3) + 2 * (k / {h})], k % {p}, {str(a == 'i8').lower()})\n"
+        f"           * element(sb[w][n * 4 + (k % {h}) / {p}][k / {h}], k % {p}, {str(b == 'i8').lower()});\n"
         "    out[e] = acc;\n"
         "  }\n"
         "  __syncthreads();\n"
         "  memcpy(c, out, 16);\n"
         "#endif\n"
+        "}\n"
+    )
+
+
+def _row_sum_helper(dtype: str) -> str:
+    """``partita_row_sum_<dtype>(row)``: the sum of a tile row's 64 8-bit elements (one K
+    stage), for the zero-point terms of an integer product: four 16-byte shared loads, a
+    4-way dot product with ones a word (``dp4a``, sm_61 and later)."""
+    signed = dtype == "i8"
+    t = "int" if signed else "unsigned"
+    return (
+        f"static __device__ __forceinline__ int partita_row_sum_{dtype}(const void* row) {{\n"
+        f"  {t} s = 0;\n"
+        "  #pragma unroll\n"
+        "  for (int q = 0; q < 4; ++q) {\n"
+        "    const partita_v16 v = ((const partita_v16*)row)[q];\n"
+        "    #pragma unroll\n"
+        "    for (int e = 0; e < 4; ++e) {\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610\n"
+        f"      s = __dp4a(({t})v.w[e], ({t})0x01010101, s);\n"
+        "#else\n"
+        f"      for (int j = 0; j < 4; ++j) s += ({t})({'(signed char)' if signed else ''}(v.w[e] >> (8 * j) & 255u));\n"
+        "#endif\n"
+        "    }\n"
+        "  }\n"
+        "  return (int)s;\n"
         "}\n"
     )
 
@@ -552,13 +644,20 @@ class ScheduleMixin:
         """The tiles of an ``nn`` GEMM anchor (``_tiles``; tensor-core ones when
         ``_mma_dtype`` says so): each operand read at its batch's pointer along its
         contiguous axis."""
+        anchor = self.anchor
         a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
         at, bt = _dtype(a.type), _dtype(b.type)
-        mma = self._mma_dtype()
-        product = TiledProduct(mma or at, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
+        mma = self._mma_dtypes()
+        ma, mb = mma or (at, bt)
+        zero_points: tuple[str, ...] = ()
+        if isinstance(anchor, nn.MatmulIntegerOp):  # one element each, read once a batch
+            zero_points = tuple(f"(int){self._load(f'in{self._arg(z).index}[0]', _dtype(z.type))}"
+                                for z in (anchor.lhs_zero_point, anchor.rhs_zero_point))
+        product = TiledProduct(ma, k, a=self._load("a[mm * K + kk]" if a_rows else "a[kk * M + mm]", at),
                                b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
                                a_rows=a_rows, b_rows=b_rows,  # copied as they lie when of the MMA type
-                               a_ptr="a" if at == mma else "", b_ptr="b" if bt == mma else "")
+                               a_ptr="a" if mma and at == ma else "", b_ptr="b" if mma and bt == mb else "",
+                               b_dtype=mb if mb != ma else "", zero_points=zero_points)
         setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
         return self._tiles(product, mma is not None, m, n, batch_dims, setup, split, used, store)
 
@@ -617,32 +716,42 @@ class ScheduleMixin:
             "  }",
         ]
 
-    def _mma_dtype(self) -> str | None:
-        """The operand type of a tensor-core GEMM: both operands f16, or both bf16; f16 for
+    def _mma_dtypes(self) -> tuple[str, str] | None:
+        """A's and B's types on the tensor cores: both operands f16, or both bf16; f16 for
         8-bit float operands (``nn.matmul_float8``), which it holds exactly (E4M3 and E5M2
-        values are f16 values), their products exact and summed in f32 as the op says."""
+        values are f16 values), their products exact and summed in f32 as the op says; i8 /
+        u8 as they are for ``nn.matmul_integer`` (exact s32 sums, either signedness on
+        either side)."""
         anchor = self.anchor
         assert anchor is not None
         if isinstance(anchor, nn.MatmulFloat8Op):
-            return "f16"
+            return "f16", "f16"
         a, b = (_dtype(v.type) for v in anchor.operands[:2])
-        return a if a == b and a in MMA_DTYPES else None
+        if isinstance(anchor, nn.MatmulIntegerOp):
+            return a, b
+        return (a, b) if a == b and a in MMA_DTYPES else None
 
     def _mma_operand(self, name: str, product: TiledProduct) -> tuple[list[str], list[str], list[str]]:
-        """One operand's staging into the tensor-core tiles (``MMA_K`` deep): its declared
-        registers, the lines fetching a thread's vector ``i`` of K step ``kn`` into them, and
-        the lines storing it to stage ``nb`` of ``As`` / ``Bs`` (``[128][MMA_K + MMA_PAD]``,
-        K contiguous). A vector is 8 elements along the operand's contiguous axis: a
-        16-byte load where the pointer is 16-byte aligned and the axis a multiple of 8 long,
-        else 8 bounds-checked element loads (zeros past the edges). A K-contiguous vector
-        is one 16-byte shared store; one along M (N) is 8 stores down a column."""
-        T, ct, dtype = self.index_type, _C_TYPES[product.dtype], product.dtype
+        """One operand's staging into the tensor-core tiles (a stage ``stage_k`` deep, 64
+        bytes a row): its declared registers, the lines fetching a thread's vector ``i`` of K
+        step ``kn`` into them, and the lines storing it to stage ``nb`` of ``As`` / ``Bs``
+        (``[128][stage_k + pad]``, K contiguous). A vector is 16 bytes along the operand's
+        contiguous axis (8 halves, 16 bytes): a 16-byte load where the pointer is 16-byte
+        aligned and the axis a multiple of the vector long, else bounds-checked element
+        loads (zeros past the edges). A K-contiguous vector is one 16-byte shared store; one
+        along M (N), one store a row down a column."""
+        T = self.index_type
         is_a = name == "a"
+        dtype = product.dtype if is_a else product.b_type
+        ct, family = _C_TYPES[dtype], MMA_FAMILIES[dtype]
+        vec = family.vector
         tile = "As" if is_a else "Bs"
         staging = None if is_a else product.stage_b
         k_contiguous = staging is not None or (product.a_rows if is_a else not product.b_rows)
-        rc = (f"const int v = tid + i * {MMA_THREADS}, "  # K-contiguous: 4 vectors a row; else 16 a k
-              + ("r = v >> 2, c = (v & 3) * 8;" if k_contiguous else "r = (v & 15) * 8, c = v >> 4;"))
+        per_k = MMA_TILE // vec  # vectors down a column of the tile
+        rc = (f"const int v = tid + i * {MMA_THREADS}, "  # K-contiguous: 4 vectors a row; else a column's a k
+              + (f"r = v >> 2, c = (v & 3) * {vec};" if k_contiguous
+                 else f"r = (v & {per_k - 1}) * {vec}, c = v >> {per_k.bit_length() - 1};"))
         if staging is not None:  # the product's own vectors
             fetch = [f"{{ {rc}", *(f"  {line}" for line in staging.fetch), "}"]
             store = [f"{{ {rc} partita_v16 vec;", *(f"  {line}" for line in staging.store),
@@ -652,18 +761,18 @@ class ScheduleMixin:
         expr, ptr = (product.a, product.a_ptr) if is_a else (product.b, product.b_ptr)
         reg = f"r{name}"
         if k_contiguous:  # r = row, c = first k
-            whole = f"{rows}0 < {extent} && kk0 + 8 <= K"
+            whole = f"{rows}0 < {extent} && kk0 + {vec} <= K"
             linear, at, element = f"{rows}0 * K + kk0", f"{rows} * K + kk", (f"{rows}0", "kk0 + j")
             store = [f"{{ {rc} *(partita_v16*)&{tile}[nb][r][c] = {reg}[i]; }}"]
         else:  # r = first row, c = k
-            whole = f"{rows}0 + 8 <= {extent} && kk0 < K"
+            whole = f"{rows}0 + {vec} <= {extent} && kk0 < K"
             linear, at, element = f"kk0 * {extent} + {rows}0", f"kk * {extent} + {rows}", (f"{rows}0 + j", "kk0")
             store = [f"{{ {rc} const {ct}* e = (const {ct}*)&{reg}[i];",
                      "  #pragma unroll",
-                     f"  for (int j = 0; j < 8; ++j) {tile}[nb][r + j][c] = e[j]; }}"]
+                     f"  for (int j = 0; j < {vec}; ++j) {tile}[nb][r + j][c] = e[j]; }}"]
         # Element by element: a pointer of the MMA type is copied from, raw; else the
         # product's expression is rounded to the MMA type.
-        zero = f"st_{dtype}(0.0f)"
+        zero = f"st_{dtype}(0.0f)" if family.acc == "float" else "0"
         value = f"{ptr}[{at}]" if ptr else f"st_{dtype}({expr})"
         fetch = [
             f"{{ {rc}",
@@ -672,7 +781,7 @@ class ScheduleMixin:
                "  else"] if ptr else []),
             f"  {{ {ct}* e = ({ct}*)&{reg}[i];",
             "    #pragma unroll",
-            "    for (int j = 0; j < 8; ++j) {",
+            f"    for (int j = 0; j < {vec}; ++j) {{",
             f"      const {T} {rows} = {element[0]}, kk = {element[1]};",
             f"      e[j] = {rows} < {extent} && kk < K ? {value} : {zero};",
             "    }",
@@ -684,29 +793,67 @@ class ScheduleMixin:
     @staticmethod
     def _mma_vector_checks(product: TiledProduct) -> list[str]:
         """Whether each operand's vectors may be 16-byte loads: its pointer 16-byte aligned
-        and its contiguous axis a multiple of 8 long (the same for every vector)."""
+        and its contiguous axis a multiple of the vector long (the same for every vector)."""
         lines = []
-        for name, ptr, axis in (("a", product.a_ptr, "K" if product.a_rows else "M"),
-                                ("b", product.b_ptr, "N" if product.b_rows else "K")):
+        for name, ptr, axis, dtype in (("a", product.a_ptr, "K" if product.a_rows else "M", product.dtype),
+                                       ("b", product.b_ptr, "N" if product.b_rows else "K", product.b_type)):
             if ptr:
-                lines.append(f"const bool {name}_vec = {axis} % 8 == 0 && ((unsigned long long)({ptr}) & 15) == 0;")
+                lines.append(f"const bool {name}_vec = {axis} % {MMA_FAMILIES[dtype].vector} == 0 "
+                             f"&& ((unsigned long long)({ptr}) & 15) == 0;")
         return lines
+
+    @staticmethod
+    def _zero_point_terms(product: TiledProduct) -> tuple[list[str], list[str], list[str], str]:
+        """An integer product's zero points (``TiledProduct.zero_points``): the lines
+        declaring them; the lines adding this thread's tile row of the current stage to
+        ``zsum`` (threads 0-127 sum A's rows when B's zero point is not 0, threads 128-255
+        B's when A's is not: a warp-uniform branch, no MMA spent); the lines reading, after
+        the main loop, the terms of this thread's 8 rows (``zr``) and 8 columns (``zc``)
+        from the tile's sums (``zs``); and what the epilogue subtracts from an
+        accumulator."""
+        if not product.zero_points:
+            return [], [], [], ""
+        za, zb = product.zero_points
+        declare = [f"const int za = {za}, zb = {zb};"]
+        add = [f"if (tid < {MMA_TILE}) {{ if (zb != 0) zsum += partita_row_sum_{product.dtype}(&As[cur][tid][0]); }}",
+               f"else if (za != 0) zsum += partita_row_sum_{product.b_type}(&Bs[cur][tid - {MMA_TILE}][0]);"]
+        terms = [
+            "zs[tid] = zsum;",
+            "__syncthreads();",
+            "int zr[4][2], zc[4][2];  // zb * (row sum of A) - K * za * zb; za * (row sum of B)",
+            "#pragma unroll",
+            "for (int q = 0; q < 8; ++q) {",
+            "  zr[q >> 1][q & 1] = zb * zs[wm + (q >> 1) * 16 + g + (q & 1) * 8] - za * zb * (int)K;",
+            f"  zc[q >> 1][q & 1] = za * zs[{MMA_TILE} + wn + (q >> 1) * 8 + t4 * 2 + (q & 1)];",
+            "}",
+        ]
+        return declare, add, terms, " - zr[mi][ce >> 1] - zc[ni][ce & 1]"
 
     def _mma_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str], split: int,
                    used: str, store: str) -> list[str]:
-        """128x128 output tiles on tensor cores (``MMA_TILE``, ``MMA_K``, ``MMA_PAD``): K in
-        steps of 32 through two shared-memory stages of the MMA type, each operand staged
-        in 8-element vectors along its contiguous axis (``_mma_operand``: bounds-checked, so
-        any alignment and layout; ``product`` says how an element is read), the next step
+        """128x128 output tiles on tensor cores (``MMA_TILE``, ``MMA_K``, ``MMA_PAD``; per
+        operand width, ``MmaFamily``): K in stages of 64 bytes a row through two
+        shared-memory stages of the operands' own types, each operand staged in 16-byte
+        vectors along its contiguous axis (``_mma_operand``: bounds-checked, so any
+        alignment and layout; ``product`` says how an element is read), the next stage
         fetched into registers while the current one multiplies; then per warp 4x4
-        ``mma.sync`` m16n8k16 per k16, fragments read as 32-bit pairs (no conversion in the
-        loop), f32 accumulators in registers (``partita_mma_<dtype>``: PTX's m16n8k16
-        layout). ``setup`` declares what the loads read at batch ``bz``."""
+        ``mma.sync`` (m16n8k16 for halves, m16n8k32 for 8-bit integers) per instruction
+        step, fragments read as 32-bit registers (no conversion in the loop), f32 or s32
+        accumulators in registers (``partita_mma_*``: PTX's fragment layout). An integer
+        product's zero points are applied in the epilogue (``_zero_point_terms``).
+        ``setup`` declares what the loads read at batch ``bz``."""
         anchor = self.anchor
         assert anchor is not None
-        T, tile, dtype, k, ct = self.index_type, MMA_TILE, product.dtype, product.k, _C_TYPES[product.dtype]
+        T, tile, k = self.index_type, MMA_TILE, product.k
+        family = MMA_FAMILIES[product.dtype]
+        stage, step, acc_t = family.stage_k, family.k, family.acc
         a_declare, a_fetch, a_store = self._mma_operand("a", product)
         b_declare, b_fetch, b_store = self._mma_operand("b", product)
+        z_declare, z_add, z_read, z_terms = self._zero_point_terms(product)
+        p, h = family.per_register, family.k // 2
+        result = _dtype(anchor.results[0].type)
+        y = (f"{self._round('acc[mi][ni][ce]', result)}" if not z_terms
+             else f"acc[mi][ni][ce]{z_terms}")
 
         def each_vector(lines: list[str], indent: str) -> list[str]:  # a thread's 2 vectors of 512
             return [f"{indent}#pragma unroll", f"{indent}for (int i = 0; i < 2; ++i) {{",
@@ -718,54 +865,59 @@ class ScheduleMixin:
             f"  const {T} K = {k};",
             f"  const {T} batch = {_product(batch_dims)};",
             f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
-            f"  alignas(16) __shared__ {ct} As[2][{tile}][{MMA_K + MMA_PAD}];",
-            f"  alignas(16) __shared__ {ct} Bs[2][{tile}][{MMA_K + MMA_PAD}];",
+            f"  alignas(16) __shared__ {_C_TYPES[product.dtype]} As[2][{tile}][{stage + family.pad}];",
+            f"  alignas(16) __shared__ {_C_TYPES[product.b_type]} Bs[2][{tile}][{stage + family.pad}];",
+            *([f"  __shared__ int zs[{2 * tile}];  // the tile's row sums of A, then of B"] if z_terms else []),
             "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
             "  const int g = lane >> 2, t4 = lane & 3;",
             "  const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;",
             f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
             *(f"    {line}" for line in setup),
             *(f"    {line}" for line in self._mma_vector_checks(product)),
+            *(f"    {line}" for line in z_declare),
             f"    for ({T} mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {{",
             f"      const {T} m0 = mt * {tile}, n0 = ({T})blockIdx.x * {tile};",
-            "      float acc[4][4][4];",
+            f"      {acc_t} acc[4][4][4];",
             "      #pragma unroll",
-            "      for (int e = 0; e < 64; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0.0f;",
+            "      for (int e = 0; e < 64; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0;",
+            *(["      int zsum = 0;"] if z_terms else []),
             *(f"      {line}" for line in (*a_declare, *b_declare)),
             f"      {{ const {T} kn = 0; const int nb = 0;  // the first step, into stage 0",
             *each_vector([*a_fetch, *b_fetch, *a_store, *b_store], "        "),
             "      }",
             "      __syncthreads();",
-            f"      for ({T} k0 = 0; k0 < K; k0 += {MMA_K}) {{",
-            f"        const int cur = (int)((k0 / {MMA_K}) & 1), nb = cur ^ 1;",
-            f"        const {T} kn = k0 + {MMA_K};",
+            f"      for ({T} k0 = 0; k0 < K; k0 += {stage}) {{",
+            f"        const int cur = (int)((k0 / {stage}) & 1), nb = cur ^ 1;",
+            f"        const {T} kn = k0 + {stage};",
             "        const bool more = kn < K;",
             "        if (more) {  // the next step's loads in flight during this one's MMAs",
             *each_vector([*a_fetch, *b_fetch], "          "),
             "        }",
             "        #pragma unroll",
-            f"        for (int ks = 0; ks < {MMA_K}; ks += 16) {{",
+            f"        for (int ks = 0; ks < {stage}; ks += {step}) {{",
             "          unsigned af[4][4], bf[4][2];",
             "          #pragma unroll",
             "          for (int mi = 0; mi < 4; ++mi)",
             "            #pragma unroll",
             "            for (int j = 0; j < 4; ++j)",
-            "              af[mi][j] = *(const unsigned*)&As[cur][wm + mi * 16 + g + (j & 1) * 8][ks + t4 * 2 + (j >> 1) * 8];",
+            f"              af[mi][j] = *(const unsigned*)&As[cur][wm + mi * 16 + g + (j & 1) * 8][ks + t4 * {p} + (j >> 1) * {h}];",
             "          #pragma unroll",
             "          for (int ni = 0; ni < 4; ++ni)",
             "            #pragma unroll",
             "            for (int j = 0; j < 2; ++j)",
-            "              bf[ni][j] = *(const unsigned*)&Bs[cur][wn + ni * 8 + g][ks + t4 * 2 + j * 8];",
+            f"              bf[ni][j] = *(const unsigned*)&Bs[cur][wn + ni * 8 + g][ks + t4 * {p} + j * {h}];",
             "          #pragma unroll",
             "          for (int mi = 0; mi < 4; ++mi)",
             "            #pragma unroll",
-            "            for (int ni = 0; ni < 4; ++ni) partita_mma_" + dtype + "(acc[mi][ni], af[mi], bf[ni]);",
+            f"            for (int ni = 0; ni < 4; ++ni) {family.helper(product.dtype, product.b_type)}(acc[mi][ni], af[mi], bf[ni]);",
             "        }",
+            *(f"        {line}" for line in z_add),
             "        if (more) {",
             *each_vector([*a_store, *b_store], "          "),
             "        }",
             "        __syncthreads();",
             "      }",
+            *(f"      {line}" for line in z_read),
             "      #pragma unroll",  # register accumulators: every index must be static
             "      for (int e = 0; e < 64; ++e) {",
             "        const int mi = e >> 4, ni = (e >> 2) & 3, ce = e & 3;",
@@ -775,7 +927,7 @@ class ScheduleMixin:
             *self._axis_lines("bz", range(split), used, "          "),
             *self._axis_lines("m", range(split, len(self.out_dims) - 1), used, "          "),
             *self._axis_lines("n", [len(self.out_dims) - 1], used, "          "),
-            f"          const float y = {self._round('acc[mi][ni][ce]', _dtype(anchor.results[0].type))};",
+            f"          const {acc_t} y = {y};",
             *self._epilogue("          ", store),
             "        }",
             "      }",

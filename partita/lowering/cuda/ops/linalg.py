@@ -1,7 +1,8 @@
 """CUDA lowering rules of the ``nn.linalg`` family beyond the built-in tiled GEMMs (which
-take f16 / bf16 / f32, and ``nn.matmul_float8`` on the tensor-core tiles): GEMMs in f64 or integer types,
-``nn.matmul_integer`` and ``nn.matmul_nbits``, as ``window`` rules (one thread per output element, a loop over K in
-the compute type): what runs where no tensor-core library takes the product."""
+take f16 / bf16 / f32, and ``nn.matmul_float8`` and ``nn.matmul_integer`` on the tensor-core
+tiles): GEMMs in f64 or integer types as a ``window`` rule (one thread per output element, a
+loop over K in the compute type), and ``nn.matmul_nbits``'s GEMV and tile schedules: what
+runs where no tensor-core library takes the product."""
 
 from __future__ import annotations
 
@@ -33,8 +34,7 @@ def _operand_indices(emitter, op, k: str) -> tuple[list[str], list[str]]:
         bi[1:] = [o[2], k] if op.transpose_b else [k, o[2]]
         return ai, bi
     ai[-2:] = [o[-2], k]
-    transposed = isinstance(op, nn.MatmulIntegerOp) and op.transpose_b
-    bi[-2:] = [o[-1], k] if transposed else [k, o[-1]]
+    bi[-2:] = [k, o[-1]]
     return ai, bi
 
 
@@ -65,20 +65,6 @@ def _gemm(emitter, op) -> list[str]:
         f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
         f"      acc += ({A}){emitter.load(a, ai)} * ({A}){emitter.load(b, bi)};",
         y_decl(emitter, op, "acc"),
-    ]
-
-
-@window(nn.MatmulIntegerOp, dims=derived_dims)
-def _matmul_integer(emitter, op: nn.MatmulIntegerOp) -> list[str]:
-    k = emitter.var("k")
-    ai, bi = _operand_indices(emitter, op, k)
-    za = emitter.load(op.lhs_zero_point, ["0"] * len(op.lhs_zero_point.type.get_shape()))
-    zb = emitter.load(op.rhs_zero_point, ["0"] * len(op.rhs_zero_point.type.get_shape()))
-    return [
-        "    int acc = 0;",
-        f"    for ({emitter.index_type} {k} = 0; {k} < {_k_dim(emitter, op)}; ++{k})",
-        f"      acc += ((int){emitter.load(op.lhs, ai)} - (int){za}) * ((int){emitter.load(op.rhs, bi)} - (int){zb});",
-        "    const int y = acc;",
     ]
 
 
