@@ -5,7 +5,7 @@ activations by default) at several row counts.
 The kernel holds two schedules and its rows choose at launch (``schedules.GEMV_ROWS``): a
 warp per output, which reads each packed weight row once per row of ``x``, or 128x128
 tensor-core tiles, which stage each weight tile once per 128 rows. For each row count it
-prints the schedule taken, the FLOPs, the weight bytes each schedule moves (``weight MB``;
+prints the schedule taken (``tiles/8K``: the tiles in 8 K slices, split-K), the FLOPs, the weight bytes each schedule moves (``weight MB``;
 the first pass from DRAM, the rest from L2 when the packed weight fits it) against the
 GEMV-only kernel before the tiles (``GEMV MB``), and, from the sm_90 SASS of the kernel,
 its HMMA, 128-bit load and spill counts. With a CUDA device each launch is also timed with
@@ -95,12 +95,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.n}x{args.k} 4-bit weight, blocks of {args.block}, {args.dtype} activations; "
           f"{kernel.kind} kernel, warp per output up to {record.gemv_rows} rows; {sass_counts(program.code, kernel.entry)}")
     weight = args.n * args.k // 2
-    print(f"{'rows':>5} {'schedule':>9} {'GFLOP':>7} {'weight MB':>16} {'GEMV MB':>16} {'us':>8} {'TFLOP/s':>8}")
+    print(f"{'rows':>5} {'schedule':>12} {'GFLOP':>7} {'weight MB':>16} {'GEMV MB':>16} {'us':>8} {'TFLOP/s':>8}")
     for rows in (int(r) for r in args.rows.split(",")):
         gemv = rows <= record.gemv_rows
         passes = rows if gemv else -(-rows // record.tile)
         flops = 2.0 * rows * args.n * args.k
-        line = (f"{rows:>5} {'warp' if gemv else 'tiles':>9} {flops / 1e9:>7.2f} {weight_traffic(passes, weight):>16} "
+        slices = record.slices([(rows, args.k)], (rows, args.n))  # split-K: K slices, then their sum
+        schedule = "warp" if gemv else "tiles" if slices == 1 else f"tiles/{slices}K"
+        line = (f"{rows:>5} {schedule:>12} {flops / 1e9:>7.2f} {weight_traffic(passes, weight):>16} "
                 f"{weight_traffic(rows, weight):>16}")
         if device is not None:
             seconds = measure(device, kernel, module, rows, args)

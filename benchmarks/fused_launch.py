@@ -19,8 +19,8 @@ def time_fused_kernel(device, module: ModuleOp, kernel, inputs: list[np.ndarray]
                       repeat: int) -> tuple[np.ndarray, np.ndarray, float]:
     """``(want, got, seconds)``: the reference executor's output of ``kernel``'s fused
     function of ``module`` on ``inputs``, the kernel's own (compiled for the device, launched
-    with its record's geometry) as f32, and its seconds per launch by the plan's step clock
-    (``time_steps``, 3 warm-up launches)."""
+    as its record says: one launch, or a split-K GEMM's two) as f32, and its seconds per
+    call by the plan's step clock (``time_steps``, 3 warm-up launches)."""
     from partita.lowering import nvrtc
 
     (fn,) = [f for f in module.ops if isinstance(f, FuncOp) and f.sym_name.data == kernel.function]
@@ -34,10 +34,17 @@ def time_fused_kernel(device, module: ModuleOp, kernel, inputs: list[np.ndarray]
         with tempfile.TemporaryDirectory() as cache:
             loaded = device.load_module(nvrtc.compile_cuda(program_of(module).code, arch=device.arch,
                                                            cache_dir=cache).cubin)
-            grid, block = record.geometry(want.shape)
-            launch_args = record.args([int(b) for b in bufs], int(out), record.runtime_dims([a.shape for a in inputs]))
-            launch = device.prepare_launch(loaded.kernel(record.entry), grid, block, 0, launch_args)
-            (seconds,) = time_steps(device, [launch], repeat=repeat, warmup=3)
+            shapes = [a.shape for a in inputs]
+            dims = record.runtime_dims(shapes)
+            # its record's launches: two for a split-K GEMM (the K slices, then their sum)
+            workspace = record.workspace_bytes(shapes, want.shape)
+            if workspace:
+                bufs.append(device.alloc(workspace))
+            launches = [device.prepare_launch(loaded.kernel(record.entry), grid, block, 0,
+                                              record.args([int(b) for b in bufs[:len(inputs)]], int(out), dims,
+                                                          int(bufs[-1]) if workspace else 0, k_slices))
+                        for grid, block, k_slices in record.launches(shapes, want.shape)]
+            seconds = sum(time_steps(device, launches, repeat=repeat, warmup=3))
             got = device.from_device(out, want.shape, want.dtype).astype(np.float32)
             loaded.unload()
     finally:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from math import prod
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -205,7 +206,9 @@ class RooflineEstimator:
     Compute time sums, per node, ``flops / (peak(dtype) * efficiency(backend,
     op class))``; GEMM-like ops (dense/matmul/conv) of a dtype with tensor-core
     support on a backend with ``tensor_cores`` (``true``, or the op classes and
-    types it names) use the tensor-core peak, every other op the CUDA-core peak.  Memory time is the candidate's external
+    types it names) use the tensor-core peak, every other op the CUDA-core peak;
+    a backend of fixed GEMM tiles (``gemm_tile``) reaches only the share of the
+    device its tiles fill (``_filled``: wave quantization).  Memory time is the candidate's external
     traffic over ``bandwidth * bandwidth_efficiency``.  Each GPU candidate is one
     kernel launch; host (``kind: host``, e.g. ``llvm``) candidates use the
     device's host CPU spec and no launch overhead.  The target of a candidate is
@@ -247,10 +250,36 @@ class RooflineEstimator:
         return be
 
     def _peak(self, be: Mapping[str, Any], node: NodeInfo, cls: str) -> float:
+        return self._rate(be, node, cls)[0]
+
+    def _filled(self, be: Mapping[str, Any], node: NodeInfo, flops: float) -> tuple[float, int, int]:
+        """The share of the device a backend's fixed GEMM tiles keep busy (``gemm_tile``
+        outputs a side, ``gemm_blocks_per_sm`` of them an SM), the K slices it splits them
+        into and the tiles: a product of few tiles takes up to ``gemm_split_k`` slices of
+        at least ``gemm_split_min_k`` (as ``records.GemmRecord.slices`` chooses them at
+        launch), then the blocks over the slots of the waves they take. (1, 1, 0) for a
+        backend without fixed tiles."""
+        tile, per_sm, sms = be.get("gemm_tile"), be.get("gemm_blocks_per_sm", 1), self.dev.get("sms")
+        out = node.out_type.concrete_shape(self.dynamic_dim_hint)
+        if not tile or not sms or len(out) < 2 or not prod(out):
+            return 1.0, 1, 0
+        # nn.dense flattens its leading axes into rows; the others batch them
+        batch, rows = (1, prod(out[:-1])) if node.op == "nn.dense" else (prod(out[:-2]), out[-2])
+        tiles = batch * -(-rows // tile) * -(-out[-1] // tile)
+        slots = sms * per_sm
+        k = flops / (2 * prod(out))  # a GEMM's 2 M N K
+        slices = 1
+        if 2 * tiles <= slots:
+            slices = max(1, min(be.get("gemm_split_k", 1), slots // tiles, int(k) // be.get("gemm_split_min_k", 1)))
+        blocks = tiles * slices
+        return blocks / (-(-blocks // slots) * slots), slices, tiles
+
+    def _rate(self, be: Mapping[str, Any], node: NodeInfo, cls: str) -> tuple[float, bool]:
+        """The peak FLOP/s ``node`` runs at on backend ``be``, and whether on tensor cores."""
         dtype = (node.in_types[0].dtype if node.in_types else node.out_type.dtype)
         if be.get("kind") == "host":
             table = self.host["flops"]
-            return table.get(dtype, table["f32"])
+            return table.get(dtype, table["f32"]), False
         # IMMA multiplies u8 and s8 at one rate, FP8 tensor cores E4M3 and E5M2: the sheets
         # list them as i8 and f8
         key = "i8" if dtype == "ui8" else "f8" if dtype.startswith("f8") else dtype
@@ -265,9 +294,9 @@ class RooflineEstimator:
             key = be.get("tensor_peak_as", {}).get(key, key)
             peak = self.dev["tensor_flops"].get(key)
             if peak is not None:
-                return peak
+                return peak, True
         table = self.dev["cuda_core_flops"]
-        return table.get(dtype, table["f32"])
+        return table.get(dtype, table["f32"]), False
 
     def breakdown(self, graph: DataflowGraph, candidate: Candidate) -> dict[str, float]:
         """flops, bytes, compute/memory/launch times and the total time. Reshapes alone
@@ -279,18 +308,26 @@ class RooflineEstimator:
         h = self.dynamic_dim_hint
         eff = be["efficiency"]
         flops = compute = 0.0
+        split_bytes, split_launches = 0.0, 0
         for v in sorted(candidate.nodes):
             node = graph.nodes[v]
             f = node_flops(node, h)
             if f:
                 cls = op_class(node)
                 flops += f
-                compute += f / (self._peak(be, node, cls) * eff.get(cls, eff["other"]))
-        nbytes = _candidate_bytes(graph, candidate.mask, h)
+                peak, tensor = self._rate(be, node, cls)
+                if tensor and cls == "gemm":
+                    filled, slices, tiles = self._filled(be, node, f)
+                    peak *= filled
+                    if slices > 1:  # the partial tiles (f32) written and read again, a launch more
+                        split_bytes += 2 * 4 * tiles * slices * be["gemm_tile"] ** 2
+                        split_launches += 1
+                compute += f / (peak * eff.get(cls, eff["other"]))
+        nbytes = _candidate_bytes(graph, candidate.mask, h) + split_bytes
         host = be.get("kind") == "host"
         bw = (self.host if host else self.dev)["mem_bandwidth"] * be.get("bandwidth_efficiency", 1.0)
         memory = nbytes / bw
-        launch = be.get("launch_overhead", 0.0 if host else self.dev["launch_overhead"])
+        launch = be.get("launch_overhead", 0.0 if host else self.dev["launch_overhead"]) * (1 + split_launches)
         return {
             "flops": flops,
             "bytes": nbytes,

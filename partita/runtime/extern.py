@@ -15,8 +15,10 @@ extern function's record in a ``byoc.binary`` (``kind`` in the record; none mean
   through ``device.prepare_launch`` and that launch's parameter kinds, known from the
   record alone: the launch plan builds every argument layout at load from them and
   checks it against the kernel's cubin, so a bind only looks layouts up;
-* ``prepared.workspace_bytes(input_shapes) -> int``: scratch memory per call (zeroed once
-  when the shape signature is first bound; kernels leave it zeroed);
+* ``prepared.workspace_bytes(input_shapes, output_shapes) -> int``: scratch memory per call
+  (zeroed once when the shape signature is first bound, and left zeroed by a kernel that
+  counts on zeros, as a serial split-K semaphore does; the native split-K GEMM's partial
+  tiles are scratch, written by one pass and read by the next);
 * ``prepared.bind(device, inputs, outputs, workspace) -> [launch, ...]``, called once per
   input-shape signature with ``Tensor(ptr, shape, dtype)`` operands at their planned
   addresses: check the operands, pack the arguments, and return callables
@@ -141,7 +143,7 @@ class PreparedCutlass:
         """The kernel this call launches and its parameter kinds, from the record alone."""
         return [(self.kernel, self.handle.entry.arg_kinds)]
 
-    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
         dims = runtime_dims(self.handle.entry.spec, {r: _Shaped(s) for r, s in zip(self.handle.roles, shapes)})
         return self.handle.entry.workspace_bytes(dims)
 
@@ -203,8 +205,9 @@ class PreparedFused:
         """The kernel this call launches and its parameter kinds, from the record alone."""
         return [(self.kernel, self.handle.record.arg_kinds)]
 
-    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
-        return 0
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
+        # a split-K GEMM's partial tiles (scratch: each pass writes what the next reads)
+        return self.handle.record.workspace_bytes(shapes, outputs[0]) if outputs else 0
 
     def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
         rec = self.handle.record
@@ -215,16 +218,21 @@ class PreparedFused:
             raise PartitaError(f"@{self.handle.function}: {why}")
         if prod(out.shape) == 0:
             return []
-        args = rec.args([t.ptr for t in inputs], out.ptr, rec.runtime_dims(shapes))
-        grid, block = rec.geometry(tuple(out.shape))
+        dims = rec.runtime_dims(shapes)
         operands = [Operand(i, tuple(t.shape), np.dtype(t.dtype)) for i, t in enumerate(inputs)]
         operands.append(Operand(len(inputs), tuple(out.shape), np.dtype(out.dtype), output=True))
-        launch = device.prepare_launch(self.kernel, grid, block, 0, args, operands)
+        passes = rec.launches(shapes, tuple(out.shape))  # two for a split-K GEMM: its slices, then their sum
+        if len(passes) > 1 and not workspace:
+            raise PartitaError(f"@{self.handle.function}: its K slices need a workspace, and the call has none")
+        launches = [device.prepare_launch(self.kernel, grid, block, 0,
+                                          rec.args([t.ptr for t in inputs], out.ptr, dims, workspace or 0, k_slices),
+                                          operands)
+                    for grid, block, k_slices in passes]
         if self.checked is not None:  # after the geometry and layout checks, before any run
             handle = self.handle
             self.checked.check_contract(rec.entry, contract_symbol(rec.entry),
                                         lambda: contract_digest(handle.function, handle.kind, rec), handle.function)
-        return [launch]
+        return launches
 
 
 @dataclass(frozen=True)

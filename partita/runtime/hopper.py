@@ -95,7 +95,7 @@ class PreparedSm90:
         """The kernel and the pieces of its ``Params``, from the probe's recorded layout."""
         return [(self.kernel, tuple(kind for kind, *_ in sm90_pieces(self.handle.layout)))]
 
-    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
         return 0  # not split-K, and the persistent scheduler (not stream-K) keeps no state in memory
 
     def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:

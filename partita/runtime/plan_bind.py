@@ -287,7 +287,7 @@ class BoundPlan:
             prepared = plan.calls[op].prepared
             workspaces.pop(op, None)
             if prepared is not None and call.outs:
-                size = prepared.workspace_bytes([values[v] for v in call.inputs])
+                size = prepared.workspace_bytes([values[v] for v in call.inputs], [values[v] for v in call.outs])
                 if size:
                     workspaces[op] = size
         elif isinstance(op, byoc.AllocTensorOp):

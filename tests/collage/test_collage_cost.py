@@ -79,7 +79,8 @@ def test_gemm_cheaper_on_libraries_than_native_cuda():
     assert est.estimate(g, C({0}, "cutlass")) < cuda["time"]
     assert est.estimate(g, C({0}, "cublas")) * 2 < cuda["time"]
     flops = 2 * 4096**3
-    assert cuda["compute_time"] == pytest.approx(flops / (989.4e12 * 0.3))  # the f16 tensor peak
+    # the f16 tensor peak, in 4 waves of 264 tiles for 1024 (wave quantization)
+    assert cuda["compute_time"] == pytest.approx(flops / (989.4e12 * 0.3) * (4 * 264 / 1024))
     f32 = gemm_gelu(dt="f32")
     assert est.breakdown(f32, C({0}, "cuda"))["compute_time"] == pytest.approx(flops / (66.9e12 * 0.3))
     assert est.estimate(f32, C({0}, "cutlass")) * 3 < est.estimate(f32, C({0}, "cuda"))
@@ -248,3 +249,27 @@ def test_element_sizes_come_from_the_dialects_dtype_table(dtype: str, size: int)
     """The cost model sizes tensors with the nn dialect's one dtype table (a table of its
     own had costed float8 and ui64 as 4 bytes)."""
     assert TensorInfo((3, 5), dtype).nbytes() == 15 * size
+
+
+def test_native_gemm_tiles_cost_the_device_they_leave_idle():
+    """The native tiles are 128x128, two an SM: a product of few tiles splits K into at
+    most 8 slices of at least 256 (two launches, the partial tiles written and read), and
+    still runs on a few SMs (wave quantization), which cuBLASLt's kernel choice avoids; a
+    large one fills whole waves. What Collage weighs when the native kernel could also
+    fuse the epilogue."""
+    est = RooflineEstimator("h100")
+    small, large = gemm_gelu(128, 1024, 1024), gemm_gelu()
+    flops = 2 * 128 * 1024 * 1024
+    # 8 tiles in 4 slices of 256: 32 blocks in one wave of 264 slots
+    cuda = est.breakdown(small, C({0}, "cuda"))
+    assert cuda["compute_time"] == pytest.approx(flops / (989.4e12 * 0.3) * 264 / 32)
+    assert cuda["launch_overhead"] == pytest.approx(2 * 3e-6)
+    plain = est.breakdown(small, C({0}, "cutlass"))
+    assert cuda["bytes"] - plain["bytes"] == pytest.approx(2 * 4 * 32 * 128 * 128)  # the f32 partial tiles
+    assert est.estimate(small, C({0}, "cublas")) * 3 < est.estimate(small, C({0}, "cuda"))
+    # 32 x 32 tiles: 1024 of 4 waves of 264 (97% of the slots), not split
+    big = est.breakdown(large, C({0}, "cuda"))
+    assert big["compute_time"] == pytest.approx(2 * 4096**3 / (989.4e12 * 0.3) * (4 * 264 / 1024))
+    assert big["launch_overhead"] == pytest.approx(3e-6)
+    f32 = gemm_gelu(128, 1024, 1024, dt="f32")  # 16x16 SIMT tiles: no such term
+    assert est.breakdown(f32, C({0}, "cuda"))["compute_time"] == pytest.approx(flops / (66.9e12 * 0.3))

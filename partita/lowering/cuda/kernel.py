@@ -144,12 +144,19 @@ class FusedKernel:
     gemv_rows: int = 0
     """Rows (M) up to which a ``gemm`` kernel runs its warp-per-output schedule instead of
     its tiles (``schedules.GEMV_ROWS``; 0: tiles only); the grid follows the choice."""
+    split_k: int = 0
+    """K slices at most a ``gemm`` kernel's tensor-core tiles take (``schedules.SPLIT_K_MAX``;
+    0: none): its last two parameters are then the slices' workspace and ``k_slices``."""
+    k_source: tuple[int, ...] = ()
+    """Where a split-K ``gemm`` kernel's K is read at launch: ``(input, axis)``, or ``(-1,
+    K)`` when static."""
 
     @property
     def params(self) -> tuple[str, ...]:
         """``name:kind:size`` of each kernel parameter (as the CUTLASS records spell them)."""
         ptrs = [f"in{k}:ptr:8" for k in range(len(self.inputs))] + ["out:ptr:8"]
-        return tuple(ptrs + [f"dim{k}:int:4" for k in range(len(self.dims))])
+        split = ["ws:ptr:8", "k_slices:int:4"] if self.split_k else []
+        return tuple(ptrs + [f"dim{k}:int:4" for k in range(len(self.dims))] + split)
 
 
 class KernelEmitter(ScheduleMixin):
@@ -577,6 +584,8 @@ class KernelEmitter(ScheduleMixin):
             extra["anchor"] = self.anchor.name
         bounds = (extra.get("block", BLOCK_SIZE), extra.pop("min_blocks", None))  # threads, blocks per SM
         head[1] = f'extern "C" __global__ void __launch_bounds__({", ".join(str(b) for b in bounds if b is not None)})'
+        if extra.get("split_k"):  # the K slices' workspace and which pass this launch is
+            head[2] = f"{self.entry}({', '.join([*params, 'void* __restrict__ ws', 'int k_slices'])}) {{"
         return self._kernel(result, [*head, *body, "}"], **extra)
 
     def _kernel(self, result: SSAValue, code: list[str], **extra) -> FusedKernel:

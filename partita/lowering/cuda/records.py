@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import DictionaryAttr
 
 from partita.dialects import nn
 from partita.lowering.cuda.kernel import FusedKernel
+from partita.lowering.cuda.schedules import SPLIT_K_MAX, SPLIT_K_MIN_K, SPLIT_K_SLOT_WORDS, SPLIT_K_SLOTS
 from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "ScatterRecord", "WindowRecord",
@@ -103,6 +104,9 @@ class FusedRecord:
             if not isinstance(value, int) or not 1 <= value <= 1024:
                 raise ValueError(f"'{name}' = {value} is not a block size (1..1024)")
 
+    def _split_args(self, workspace: int, k_slices: int) -> list[int]:
+        return []
+
     def check_inputs(self, shapes, dtypes) -> str | None:
         """Why these input arrays do not fit the kernel (``None`` when they do)."""
         if len(shapes) != len(self.inputs):
@@ -129,14 +133,25 @@ class FusedRecord:
         """``(grid, block)`` of a launch writing an output of ``out_shape``."""
         return self.grid(prod(out_shape)), (self.block, 1, 1)
 
+    def launches(self, shapes, out_shape) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
+        """``(grid, block, k_slices)`` of each launch of a call at these input shapes
+        writing ``out_shape``: one, but for a split-K GEMM (``GemmRecord``)."""
+        return [(*self.geometry(out_shape), 1)]
+
+    def workspace_bytes(self, shapes, out_shape) -> int:
+        """Device scratch a call at these shapes takes (a split-K GEMM's partial tiles)."""
+        return 0
+
     @property
     def arg_kinds(self) -> tuple[str, ...]:
         """The kernel's parameter kinds, known without a launch: what ``args`` packs."""
         return ("ptr",) * (len(self.inputs) + 1) + ("int",) * len(self.dims)
 
-    def args(self, inputs: list[int], out: int, dims: list[int]) -> list[tuple[str, int]]:
-        """Kernel arguments for ``CudaModule.launch``: input pointers, output, int dims."""
-        values = [*inputs, out, *dims]
+    def args(self, inputs: list[int], out: int, dims: list[int], workspace: int = 0,
+             k_slices: int = 1) -> list[tuple[str, int]]:
+        """Kernel arguments for ``CudaModule.launch``: input pointers, output, int dims (and
+        a split-K GEMM's workspace and ``k_slices``)."""
+        values = [*inputs, out, *dims, *self._split_args(workspace, k_slices)]
         if len(values) != len(self.arg_kinds):
             raise ValueError(f"{len(values)} arguments for the kernel's {len(self.arg_kinds)} parameters")
         return list(zip(self.arg_kinds, values))
@@ -181,13 +196,70 @@ class GemmRecord(FusedRecord):
     batch: int
     tile: int
     gemv_rows: int
+    split_k: int
+    k_source: tuple[int, ...]
 
-    OLDER: ClassVar[dict[str, object]] = {"gemv_rows": 0}  # before a gemm kernel could hold a GEMV
+    # before a gemm kernel could hold a GEMV, and before split-K
+    OLDER: ClassVar[dict[str, object]] = {"gemv_rows": 0, "split_k": 0, "k_source": ()}
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.gemv_rows, int) or self.gemv_rows < 0:
             raise ValueError(f"'gemv_rows' = {self.gemv_rows} is not a row count")
+        if not isinstance(self.split_k, int) or not 0 <= self.split_k <= SPLIT_K_MAX:
+            raise ValueError(f"'split_k' = {self.split_k} is not a slice count (0..{SPLIT_K_MAX})")
+        if self.split_k and not self._names_k():
+            raise ValueError(f"'k_source' = {self.k_source} names no input axis nor a static K")
+
+    def _names_k(self) -> bool:
+        """Whether ``k_source`` is ``(input, axis)`` of an input, or ``(-1, K)``."""
+        if len(self.k_source) != 2:
+            return False
+        source, axis = self.k_source
+        if source == -1:
+            return axis > 0
+        return 0 <= source < len(self.inputs) and 0 <= axis < len(self.inputs[source])
+
+    @property
+    def arg_kinds(self) -> tuple[str, ...]:
+        return super().arg_kinds + (("ptr", "int") if self.split_k else ())
+
+    def _split_args(self, workspace: int, k_slices: int) -> list[int]:
+        return [workspace, k_slices] if self.split_k else []
+
+    def _tiles(self, out_shape) -> tuple[int, int, int]:
+        """The output's batch, and its tiles along M and along N."""
+        batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+        return batch, -(-m // self.tile), -(-n // self.tile)
+
+    def slices(self, shapes, out_shape) -> int:
+        """K slices of a call at these input shapes (split-K, ``schedules.SPLIT_K_MAX``): as
+        many as fill ``SPLIT_K_SLOTS`` tiles, each at least ``SPLIT_K_MIN_K`` deep, when the
+        output's tiles fill less than half of them; 1 otherwise (and for a GEMV's rows)."""
+        if not self.split_k:
+            return 1
+        batch, m = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1])
+        if batch * m <= self.gemv_rows:
+            return 1
+        tiles = prod(self._tiles(out_shape))
+        if not tiles or 2 * tiles > SPLIT_K_SLOTS:
+            return 1
+        source, axis = self.k_source
+        k = axis if source < 0 else shapes[source][axis]
+        slices = min(self.split_k, SPLIT_K_SLOTS // tiles, k // SPLIT_K_MIN_K)
+        return slices if slices > 1 and batch * slices <= MAX_GRID else 1
+
+    def launches(self, shapes, out_shape) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
+        grid, block = self.geometry(out_shape)
+        slices = self.slices(shapes, out_shape)
+        if slices == 1:
+            return [(grid, block, 1)]
+        # the slices' pass over grid z = batch x slices, then the pass adding them
+        return [((grid[0], grid[1], grid[2] * slices), block, slices), (grid, block, -slices)]
+
+    def workspace_bytes(self, shapes, out_shape) -> int:
+        slices = self.slices(shapes, out_shape)
+        return 0 if slices == 1 else prod(self._tiles(out_shape)) * slices * SPLIT_K_SLOT_WORDS * 4
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]

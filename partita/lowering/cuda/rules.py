@@ -167,6 +167,10 @@ class TiledProduct:
     multiply the raw 8-bit values and subtract the zero points' terms in the epilogue
     (``(a - za)(b - zb)`` summed over K is ``ab - zb·Σa - za·Σb + K·za·zb``)."""
 
+    k_source: tuple[int, int] | None = None
+    """The kernel input and axis K is read from at launch (split-K chooses its slices by
+    it); ``None``: ``k`` itself, when static."""
+
     @property
     def b_type(self) -> str:
         return self.b_dtype or self.dtype

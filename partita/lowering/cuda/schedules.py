@@ -37,7 +37,7 @@ MMA_TILE = 128
 """Output tile edge of the tensor-core GEMM kernels (f16 / bf16 operands; i8 / u8 ones
 alike, with m16n8k32 products: ``MmaFamily``): 8 warps, 2 x 4, each a 64x32 register tile
 of 4x4 ``mma.sync`` m16n8k16 products per k16 (CUTLASS's 128x128 threadblock of 64x32
-warp tiles: 24 fragment loads feed 16 MMAs)."""
+warp tiles: 6 ``ldmatrix`` fragment loads feed 16 MMAs)."""
 MMA_THREADS = 256
 MMA_MIN_BLOCKS = 2
 """Blocks per SM the tensor-core tiles' registers must allow (``__launch_bounds__``): two
@@ -54,6 +54,23 @@ MMA_PAD = 8
 """Elements (16 bytes; 16 of 8-bit operands) each shared-memory row of a tile is padded
 by: rows 80 bytes apart put the 8 rows x 4 lanes of a fragment's 32-bit loads in 32
 distinct banks."""
+SPLIT_K_MAX = 8
+"""K slices at most of a tensor-core tile GEMM (split-K): a product of few 128x128 tiles (a
+short prefill, a batched decode step's rows) runs its K range in up to this many slices,
+each a block writing its partial tile to a workspace (``k_slices > 1``), then one block a
+tile adds the slices in order and runs the epilogue (``k_slices < 0``): two launches, no
+atomics, the same sums at any schedule. ``records.GemmRecord.slices`` chooses the count at
+launch."""
+SPLIT_K_SLOTS = 264
+"""Tiles an H100 / H200 runs at once (132 SMs, ``MMA_MIN_BLOCKS`` each): split-K fills up
+to this many; products of at least half as many tiles are not split."""
+SPLIT_K_MIN_K = 256
+"""K a slice takes at least (8 stages of halves, 4 of bytes): shorter slices cost more in
+partial tiles written and read than their MMAs save."""
+SPLIT_K_SLOT_WORDS = 64 * 256 + 256
+"""32-bit words a slice's partial tile takes in the workspace: each thread's 64
+accumulators (element ``e`` of thread ``t`` at ``e * 256 + t``: coalesced), then its zero
+point row sum (integer products)."""
 GEMV_ROWS = 4
 """Rows (M, known at launch) up to which a product with both a warp-per-output and a tile
 schedule (``Rule.warp`` and ``Rule.tiles``: a weight-only 4-bit GEMM) runs the former: a
@@ -191,6 +208,32 @@ def _mma_helper(a: str, b: str | None = None) -> str:
         "#endif\n"
         "}\n"
     )
+
+
+LDMATRIX_HELPER = (
+    "// partita_ldmatrix_x4(r, row): four 8x8 matrices of 16-bit pairs from shared memory, lane\n"
+    "// l giving the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); register j\n"
+    "// of lane l is matrix j's row l / 4, pair l % 4: the mma.sync fragments of 16-bit (and, a\n"
+    "// pair a register, 8-bit) operands. Host builds: the lanes exchange row addresses through\n"
+    "// memory between two block barriers (every thread of the block calls it alike).\n"
+    "static __device__ __forceinline__ void partita_ldmatrix_x4(unsigned* r, const void* row) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750\n"
+    "  const unsigned address = (unsigned)__cvta_generic_to_shared(row);\n"
+    '  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n"\n'
+    '               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));\n'
+    "#else\n"
+    "  __shared__ const void* rows[32][32];  // per warp, per lane\n"
+    "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+    "  rows[w][lane] = row;\n"
+    "  __syncthreads();\n"
+    "  for (int j = 0; j < 4; ++j) memcpy(&r[j], (const char*)rows[w][j * 8 + (lane >> 2)] + (lane & 3) * 4, 4);\n"
+    "  __syncthreads();\n"
+    "#endif\n"
+    "}\n"
+)
+"""The fragment loads of the tensor-core tiles (``ldmatrix``, sm_75 and later): one
+instruction for a 16x16 A fragment or two n8 B ones, in place of four 32-bit shared loads
+each; the padded tile rows (80 bytes apart) keep its 8 row reads a matrix conflict-free."""
 
 
 def _row_sum_helper(dtype: str) -> str:
@@ -657,7 +700,8 @@ class ScheduleMixin:
                                b=self._load("b[kk * N + nn]" if b_rows else "b[nn * K + kk]", bt),
                                a_rows=a_rows, b_rows=b_rows,  # copied as they lie when of the MMA type
                                a_ptr="a" if mma and at == ma else "", b_ptr="b" if mma and bt == mb else "",
-                               b_dtype=mb if mb != ma else "", zero_points=zero_points)
+                               b_dtype=mb if mb != ma else "", zero_points=zero_points,
+                               k_source=(a.index, len(self.dims[a]) + self._gemm_axes(anchor)[0][1]))
         setup = [f"const {_C_TYPES[at]}* a = {a_ptr};", f"const {_C_TYPES[bt]}* b = {b_ptr};"]
         return self._tiles(product, mma is not None, m, n, batch_dims, setup, split, used, store)
 
@@ -666,9 +710,11 @@ class ScheduleMixin:
         """The body of ``product``'s tiles, tensor-core (``_mma_tiles``) or SIMT
         (``_simt_tiles``), and its ``gemm`` record's launch fields."""
         body = (self._mma_tiles if mma else self._simt_tiles)(product, m, n, batch_dims, setup, split, used, store)
-        if mma:
+        if mma:  # split-K: K read at launch from an input's axis, or (-1, K) when static
+            source = product.k_source or ((-1, product.k) if isinstance(product.k, int) else ())
             return body, {"kind": "gemm", "split": split, "tile": MMA_TILE, "block": MMA_THREADS,
-                          "min_blocks": MMA_MIN_BLOCKS}
+                          "min_blocks": MMA_MIN_BLOCKS, "split_k": SPLIT_K_MAX if source else 0,
+                          "k_source": source}
         return body, {"kind": "gemm", "split": split, "tile": GEMM_TILE, "block": GEMM_TILE * GEMM_TILE}
 
     def _simt_tiles(self, product: TiledProduct, m: Dim, n: Dim, batch_dims: list[Dim], setup: list[str],
@@ -776,7 +822,7 @@ class ScheduleMixin:
         value = f"{ptr}[{at}]" if ptr else f"st_{dtype}({expr})"
         fetch = [
             f"{{ {rc}",
-            f"  const {T} {rows}0 = {'m0' if is_a else 'n0'} + r, kk0 = kn + c;",
+            f"  const {T} {rows}0 = {'m0' if is_a else 'n0'} + r; const int kk0 = kn + c;",
             *([f"  if ({name}_vec && {whole}) {reg}[i] = *(const partita_v16*)({ptr} + {linear});",
                "  else"] if ptr else []),
             f"  {{ {ct}* e = ({ct}*)&{reg}[i];",
@@ -838,10 +884,14 @@ class ScheduleMixin:
         alignment and layout; ``product`` says how an element is read), the next stage
         fetched into registers while the current one multiplies; then per warp 4x4
         ``mma.sync`` (m16n8k16 for halves, m16n8k32 for 8-bit integers) per instruction
-        step, fragments read as 32-bit registers (no conversion in the loop), f32 or s32
+        step, fragments read with ``ldmatrix`` (no conversion in the loop), f32 or s32
         accumulators in registers (``partita_mma_*``: PTX's fragment layout). An integer
         product's zero points are applied in the epilogue (``_zero_point_terms``).
-        ``setup`` declares what the loads read at batch ``bz``."""
+        ``setup`` declares what the loads read at batch ``bz``. Split-K (``SPLIT_K_MAX``):
+        the kernel's ``k_slices`` parameter is 1 for the whole K range, ``s > 1`` for the
+        pass of ``s`` slices (grid z = batch x s; each block's partial tile, and its zero
+        point row sum, stored to ``ws``), ``-s`` for the pass adding them (in slice order)
+        and running the epilogue."""
         anchor = self.anchor
         assert anchor is not None
         T, tile, k = self.index_type, MMA_TILE, product.k
@@ -850,7 +900,7 @@ class ScheduleMixin:
         a_declare, a_fetch, a_store = self._mma_operand("a", product)
         b_declare, b_fetch, b_store = self._mma_operand("b", product)
         z_declare, z_add, z_read, z_terms = self._zero_point_terms(product)
-        p, h = family.per_register, family.k // 2
+        h = family.k // 2  # elements of a K half (16 bytes)
         result = _dtype(anchor.results[0].type)
         y = (f"{self._round('acc[mi][ni][ce]', result)}" if not z_terms
              else f"acc[mi][ni][ce]{z_terms}")
@@ -859,10 +909,32 @@ class ScheduleMixin:
             return [f"{indent}#pragma unroll", f"{indent}for (int i = 0; i < 2; ++i) {{",
                     *(f"{indent}  {line}" for line in lines), f"{indent}}}"]
 
+        accumulators = "acc[e >> 4][(e >> 2) & 3][e & 3]"
+        zsum_slot = f"((int*)slot)[{64 * MMA_THREADS} + tid]"
+        # what is not needed in the main loop is computed after it, from the loop indices
+        # (registers: the 64 accumulators leave none to keep it)
+        slices = [  # the partial pass stores its tile; the adding pass reads the slices'
+            f"      const {T} bz = k_slices > 1 ? z / k_slices : z;  // again: not kept through the loop",
+            "      const int slices = k_slices < 0 ? -k_slices : k_slices;",
+            f"      const {T} tile = (bz * mtiles + mt) * gridDim.x + blockIdx.x;  // its slices' place in ws",
+            "      if (k_slices > 1) {",
+            f"        {acc_t}* slot = ({acc_t}*)ws + (tile * slices + z % slices) * {SPLIT_K_SLOT_WORDS};",
+            "        #pragma unroll",
+            f"        for (int e = 0; e < 64; ++e) slot[e * {MMA_THREADS} + tid] = {accumulators};",
+            *([f"        {zsum_slot} = zsum;"] if z_terms else []),
+            "        continue;",
+            "      }",
+            "      for (int s = 0; k_slices < 0 && s < slices; ++s) {",
+            f"        const {acc_t}* slot = (const {acc_t}*)ws + (tile * slices + s) * {SPLIT_K_SLOT_WORDS};",
+            "        #pragma unroll",
+            f"        for (int e = 0; e < 64; ++e) {accumulators} += slot[e * {MMA_THREADS} + tid];",
+            *([f"        zsum += (({'const int'}*)slot)[{64 * MMA_THREADS} + tid];"] if z_terms else []),
+            "      }",
+        ]
+
         return [
             f"  const {T} M = {m};",
-            f"  const {T} N = {n};",
-            f"  const {T} K = {k};",
+            f"  const int N = {n}, K = {k};  // one dim each (int parameters): 32-bit registers",
             f"  const {T} batch = {_product(batch_dims)};",
             f"  const {T} mtiles = (M + {tile - 1}) / {tile};",
             f"  alignas(16) __shared__ {_C_TYPES[product.dtype]} As[2][{tile}][{stage + family.pad}];",
@@ -871,7 +943,12 @@ class ScheduleMixin:
             "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;",
             "  const int g = lane >> 2, t4 = lane & 3;",
             "  const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;",
-            f"  for ({T} bz = blockIdx.z; bz < batch; bz += gridDim.z) {{",
+            f"  for ({T} z = blockIdx.z; z < batch * (k_slices > 1 ? k_slices : 1); z += gridDim.z) {{",
+            f"    const {T} bz = k_slices > 1 ? z / k_slices : z;",
+            "    // this block's K: a slice of whole stages, or all of it (none: the adding pass)",
+            f"    const int chunk = k_slices > 1 ? ((K + {stage - 1}) / {stage} + k_slices - 1) / k_slices * {stage} : K;",
+            "    const int kb = k_slices > 1 ? (int)(z % k_slices) * chunk : 0;",
+            "    const int ke = k_slices < 0 ? 0 : (kb + chunk < K ? kb + chunk : K);",
             *(f"    {line}" for line in setup),
             *(f"    {line}" for line in self._mma_vector_checks(product)),
             *(f"    {line}" for line in z_declare),
@@ -882,34 +959,30 @@ class ScheduleMixin:
             "      for (int e = 0; e < 64; ++e) acc[e >> 4][(e >> 2) & 3][e & 3] = 0;",
             *(["      int zsum = 0;"] if z_terms else []),
             *(f"      {line}" for line in (*a_declare, *b_declare)),
-            f"      {{ const {T} kn = 0; const int nb = 0;  // the first step, into stage 0",
+            f"      if (kb < ke) {{ const int kn = kb, nb = (kb / {stage}) & 1;  // the first step",
             *each_vector([*a_fetch, *b_fetch, *a_store, *b_store], "        "),
+            "        __syncthreads();",
             "      }",
-            "      __syncthreads();",
-            f"      for ({T} k0 = 0; k0 < K; k0 += {stage}) {{",
-            f"        const int cur = (int)((k0 / {stage}) & 1), nb = cur ^ 1;",
-            f"        const {T} kn = k0 + {stage};",
-            "        const bool more = kn < K;",
+            f"      for (int k0 = kb; k0 < ke; k0 += {stage}) {{",
+            f"        const int cur = (k0 / {stage}) & 1, nb = cur ^ 1;  // kb is whole stages",
+            f"        const int kn = k0 + {stage};",
+            "        const bool more = kn < ke;",
             "        if (more) {  // the next step's loads in flight during this one's MMAs",
             *each_vector([*a_fetch, *b_fetch], "          "),
             "        }",
             "        #pragma unroll",
             f"        for (int ks = 0; ks < {stage}; ks += {step}) {{",
-            "          unsigned af[4][4], bf[4][2];",
+            "          unsigned af[4][4], bf[2][4];  // bf[q]: n8 blocks 2q and 2q + 1, two K halves each",
+            "          #pragma unroll",  # matrices: rows 0-7 and 8-15 of the K half lane / 16
+            "          for (int mi = 0; mi < 4; ++mi)",
+            f"            partita_ldmatrix_x4(af[mi], &As[cur][wm + mi * 16 + (lane & 15)][ks + (lane >> 4) * {h}]);",
+            "          #pragma unroll",  # matrices: both K halves of block 2q, then of block 2q + 1
+            "          for (int q = 0; q < 2; ++q)",
+            f"            partita_ldmatrix_x4(bf[q], &Bs[cur][wn + (2 * q + (lane >> 4)) * 8 + (lane & 7)][ks + ((lane >> 3) & 1) * {h}]);",
             "          #pragma unroll",
             "          for (int mi = 0; mi < 4; ++mi)",
             "            #pragma unroll",
-            "            for (int j = 0; j < 4; ++j)",
-            f"              af[mi][j] = *(const unsigned*)&As[cur][wm + mi * 16 + g + (j & 1) * 8][ks + t4 * {p} + (j >> 1) * {h}];",
-            "          #pragma unroll",
-            "          for (int ni = 0; ni < 4; ++ni)",
-            "            #pragma unroll",
-            "            for (int j = 0; j < 2; ++j)",
-            f"              bf[ni][j] = *(const unsigned*)&Bs[cur][wn + ni * 8 + g][ks + t4 * {p} + j * {h}];",
-            "          #pragma unroll",
-            "          for (int mi = 0; mi < 4; ++mi)",
-            "            #pragma unroll",
-            f"            for (int ni = 0; ni < 4; ++ni) {family.helper(product.dtype, product.b_type)}(acc[mi][ni], af[mi], bf[ni]);",
+            f"            for (int ni = 0; ni < 4; ++ni) {family.helper(product.dtype, product.b_type)}(acc[mi][ni], af[mi], &bf[ni >> 1][(ni & 1) * 2]);",
             "        }",
             *(f"        {line}" for line in z_add),
             "        if (more) {",
@@ -917,6 +990,7 @@ class ScheduleMixin:
             "        }",
             "        __syncthreads();",
             "      }",
+            *slices,
             *(f"      {line}" for line in z_read),
             "      #pragma unroll",  # register accumulators: every index must be static
             "      for (int e = 0; e < 64; ++e) {",

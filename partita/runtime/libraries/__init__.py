@@ -166,7 +166,7 @@ class PreparedLibraryCall:
         no cubin's kernel); on a GPU the library call launches nothing of ours."""
         return [(None, ("ptr",) * self.operands)] if self.simulated else []
 
-    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]]) -> int:
+    def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
         if self.simulated:
             return 0
         return max(int(self.handle.workspace_bytes(self.plan(shapes))), 0)

@@ -22,7 +22,7 @@
 // CHECK:       byoc.binary @cuda_sm90 attributes {format = "cubin", target = #byoc.target<"cuda", {arch = "sm_90"}>, arch = "sm_90", key = "{{[0-9a-f]+}}", sha256 = "{{[0-9a-f]+}}",
 // CHECK-SAME:    kernels = {main_fused_0 = {kind = "fused", entry = "main_fused_0", block = 256 : i64, inputs = {{\[\[}}-1 : i64, 64 : i64], [64 : i64]], dtypes = ["f16", "f16"], output = [-1 : i64, 64 : i64], output_dtype = "f16", dims = {{\[\[}}0 : i64, 0 : i64]], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8", "dim0:int:4"], ops = ["nn.relu", "nn.add", "nn.gelu"]},
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
-// CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 128 : i64, gemv_rows = 0 : i64},
+// CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} params = ["in0:ptr:8", "in1:ptr:8", "in2:ptr:8", "out:ptr:8", "dim0:int:4", "ws:ptr:8", "k_slices:int:4"], ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 128 : i64, gemv_rows = 0 : i64, split_k = 8 : i64, k_source = {{\[}}0 : i64, 1 : i64]},
 // CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 128 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
 // CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d", threads_per_output = 1 : i64},
 // CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
@@ -92,24 +92,27 @@
 
 // CUDA:      // @main_gemm: nn.dense, nn.bias_add, nn.relu
 // CUDA-NEXT: extern "C" __global__ void __launch_bounds__(256, 2)
-// CUDA-NEXT: main_gemm(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out, int dim0) {
+// CUDA-NEXT: main_gemm(const __half* __restrict__ in0, const __half* __restrict__ in1, const __half* __restrict__ in2, __half* __restrict__ out, int dim0, void* __restrict__ ws, int k_slices) {
 // CUDA-NEXT:   const long long d0 = dim0;
 // CUDA-NEXT:   const long long M = d0;
-// CUDA-NEXT:   const long long N = 48;
-// CUDA-NEXT:   const long long K = 32;
+// CUDA-NEXT:   const int N = 48, K = 32;
 // CUDA:        alignas(16) __shared__ __half As[2][128][40];
 // CUDA-NEXT:   alignas(16) __shared__ __half Bs[2][128][40];
+// CUDA:          const int ke = k_slices < 0 ? 0 : (kb + chunk < K ? kb + chunk : K);
 // CUDA:          const bool a_vec = K % 8 == 0 && ((unsigned long long)(a) & 15) == 0;
 // CUDA-NEXT:     const bool b_vec = K % 8 == 0 && ((unsigned long long)(b) & 15) == 0;
 // CUDA:                if (a_vec && mm0 < M && kk0 + 8 <= K) ra[i] = *(const partita_v16*)(a + mm0 * K + kk0);
 // CUDA:                    e[j] = mm < M && kk < K ? a[mm * K + kk] : st_f16(0.0f);
 // CUDA:                if (b_vec && nn0 < N && kk0 + 8 <= K) rb[i] = *(const partita_v16*)(b + nn0 * K + kk0);
 // CUDA:              { const int v = tid + i * 256, r = v >> 2, c = (v & 3) * 8; *(partita_v16*)&As[nb][r][c] = ra[i]; }
-// CUDA:        for (long long k0 = 0; k0 < K; k0 += 32) {
-// CUDA:                af[mi][j] = *(const unsigned*)&As[cur][wm + mi * 16 + g + (j & 1) * 8][ks + t4 * 2 + (j >> 1) * 8];
-// CUDA:                bf[ni][j] = *(const unsigned*)&Bs[cur][wn + ni * 8 + g][ks + t4 * 2 + j * 8];
-// CUDA:              for (int ni = 0; ni < 4; ++ni) partita_mma_f16(acc[mi][ni], af[mi], bf[ni]);
+// CUDA:        for (int k0 = kb; k0 < ke; k0 += 32) {
+// CUDA:              partita_ldmatrix_x4(af[mi], &As[cur][wm + mi * 16 + (lane & 15)][ks + (lane >> 4) * 8]);
+// CUDA:              partita_ldmatrix_x4(bf[q], &Bs[cur][wn + (2 * q + (lane >> 4)) * 8 + (lane & 7)][ks + ((lane >> 3) & 1) * 8]);
+// CUDA:              for (int ni = 0; ni < 4; ++ni) partita_mma_f16(acc[mi][ni], af[mi], &bf[ni >> 1][(ni & 1) * 2]);
 // CUDA:          __syncthreads();
+// CUDA:          if (k_slices > 1) {
+// CUDA-NEXT:       float* slot = (float*)ws + (tile * slices + z % slices) * 16640;
+// CUDA:          for (int s = 0; k_slices < 0 && s < slices; ++s) {
 // CUDA:            const float y = rn_f16(acc[mi][ni][ce]);
 // CUDA-NEXT:       const float v0 = ld_f16(in2[o1]);
 // CUDA-NEXT:       const float v1 = rn_f16(y + v0);
