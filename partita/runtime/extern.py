@@ -15,10 +15,11 @@ extern function's record in a ``byoc.binary`` (``kind`` in the record; none mean
   through ``device.prepare_launch`` and that launch's parameter kinds, known from the
   record alone: the launch plan builds every argument layout at load from them and
   checks it against the kernel's cubin, so a bind only looks layouts up;
-* ``prepared.workspace_bytes(input_shapes, output_shapes) -> int``: scratch memory per call
-  (zeroed once when the shape signature is first bound, and left zeroed by a kernel that
-  counts on zeros, as a serial split-K semaphore does; the native split-K GEMM's partial
-  tiles are scratch, written by one pass and read by the next);
+* ``prepared.workspace_bytes(input_shapes, output_shapes) -> int``: memory per call, live
+  at the call: scratch (the native split-K GEMM's partial tiles, written by one pass and
+  read by the next; a library's), or, where ``prepared.zeroes_workspace``, memory the
+  kernel finds zeroed and leaves so (serial split-K semaphores): zeroed once when the
+  signature is first bound, and given to no other buffer;
 * ``prepared.bind(device, inputs, outputs, workspace) -> [launch, ...]``, called once per
   input-shape signature with ``Tensor(ptr, shape, dtype)`` operands at their planned
   addresses: check the operands, pack the arguments, and return callables
@@ -138,6 +139,10 @@ class PreparedCutlass:
     smem: int
     checked: CheckedModule | None = None
     """The cubin's checked module, whose launch contract the record must match."""
+
+    zeroes_workspace: ClassVar[bool] = True
+    """Its workspace is serial split-K semaphores, which the kernel finds zeroed and leaves
+    so: the plan zeroes it once and places nothing else in it."""
 
     def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
         """The kernel this call launches and its parameter kinds, from the record alone."""

@@ -348,10 +348,15 @@ class BoundPlan:
         roots: list[Any] = [value for value, _, _ in buffers]
         sizes = [prod(shapes[value]) * itemsize for value, _, itemsize in buffers]
         ranges = [span for _, span, _ in buffers]
+        # A workspace is live at its call, but one its kernel counts on finding zeroed (a
+        # serial split-K semaphore, zeroed once) shares its bytes with nothing: a buffer
+        # placed there at another time would leave its values in it for the next run.
+        zeroed = self._zeroed(workspaces)
+        whole = (0, len(index))
         for op, size in workspaces.items():
             roots.append(op)
             sizes.append(size)
-            ranges.append((index[op], index[op]))
+            ranges.append(whole if op in zeroed else (index[op], index[op]))
         if self.pool is not None:
             self._share(roots, sizes, ranges)
             return
@@ -377,7 +382,13 @@ class BoundPlan:
         if self.before is not None:  # an earlier stage's buffers stay where it placed them
             self.pointers = {**self.before.pointers, **self.pointers}
         # Zeroed once; the kernels leave their workspace zeroed again.
-        self._zero([(self.pointers[op], size) for op, size in workspaces.items()])
+        self._zero([(self.pointers[op], size) for op, size in workspaces.items() if op in zeroed])
+
+    def _zeroed(self, workspaces: Mapping[Operation, int]) -> set[Operation]:
+        """The calls among ``workspaces`` whose kernels count on a zeroed workspace
+        (``prepared.zeroes_workspace``); the others' is scratch."""
+        calls = self.plan.calls
+        return {op for op in workspaces if getattr(calls[op].prepared, "zeroes_workspace", False)}
 
     def _zero(self, regions: Sequence[tuple[int, int]]) -> None:
         """``(address, bytes)`` regions set to zero (workspaces, once), on a stream of their own."""
@@ -412,8 +423,9 @@ class BoundPlan:
             raise op_error(self.plan.function, f"{err.message}, for the buffers of this shape bucket") from None
         arena.users.add(self)
         self.reuse_from, arena.latest = arena.latest, self
-        if not arena.zeroed:  # a new arena: its workspaces zeroed once, at their reserved sizes
-            self._zero([(arena.pointers[r], n) for r, n in zip(roots, reserved) if isinstance(r, Operation) and n])
+        if not arena.zeroed:  # a new arena: its zeroed workspaces zeroed once, at their reserved sizes
+            zeroed = self._zeroed({r: n for r, n in zip(roots, reserved) if isinstance(r, Operation)})
+            self._zero([(arena.pointers[r], n) for r, n in zip(roots, reserved) if r in zeroed and n])
             arena.zeroed = True
         self.shared = arena
         self.arena_bytes = arena.size
