@@ -117,3 +117,37 @@ def test_mixed_precision_encoder(device, tmp_path, precision: str) -> None:
                           precision=precision).run(**sample)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=5e-2, atol=5e-2 * float(np.abs(w).max()))
+
+
+# the native tiles' other forms: integer products (u8 x s8 with zero points, an s8 [K, N]
+# activation) and few tiles of a long K (split-K: two launches through a workspace)
+NATIVE = """
+func.func @main(%a: tensor<?x300xui8>, %w: tensor<70x300xi8>, %za: tensor<ui8>, %zb: tensor<i8>, %c: tensor<?x3x40x96xi8>, %d: tensor<?x3x96x24xi8>, %z: tensor<i8>, %x: tensor<?x2048xf16>, %v: tensor<96x2048xf16>) -> (tensor<?x70xi32>, tensor<?x3x40x24xi32>, tensor<?x96xf16>) {
+  %0 = nn.matmul_integer %a, %w, %za, %zb {transpose_b = true} : (tensor<?x300xui8>, tensor<70x300xi8>, tensor<ui8>, tensor<i8>) -> tensor<?x70xi32>
+  %1 = nn.matmul_integer %c, %d, %z, %z : (tensor<?x3x40x96xi8>, tensor<?x3x96x24xi8>, tensor<i8>, tensor<i8>) -> tensor<?x3x40x24xi32>
+  %2 = nn.dense %x, %v : (tensor<?x2048xf16>, tensor<96x2048xf16>) -> tensor<?x96xf16>
+  func.return %0, %1, %2 : tensor<?x70xi32>, tensor<?x3x40x24xi32>, tensor<?x96xf16>
+}
+"""
+
+
+def test_native_integer_and_split_k_tiles(device, tmp_path) -> None:
+    """The IMMA tiles equal the reference exactly (s32 sums, full-range operands and
+    zero points); the split-K dense (40 rows, K = 2048: 8 slices) within f16 rounding."""
+    exe = partita.compile(NATIVE, [f"cuda -arch={device.arch}", "llvm"], partitioner="eager", cache_dir=tmp_path)
+    reference = parse_module(NATIVE, make_context(), "m")
+    runtime = Runtime(exe.module, device)
+    function = exe.entry_function()
+    rng = np.random.default_rng(4)
+    args = []
+    for t in function.function_type.inputs.data:
+        shape, dtype = [40 if d < 0 else d for d in t.get_shape()], numpy_dtype(t.element_type)
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            args.append(rng.integers(info.min, info.max + 1, shape).astype(dtype))
+        else:
+            args.append((rng.standard_normal(shape) * 0.25).astype(dtype))
+    got, want = runtime.run(*args), run(reference, *args)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[2].astype(np.float32), want[2].astype(np.float32), rtol=3e-2, atol=3e-2)

@@ -19,9 +19,13 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
   axes up to the last are M, the last is N) and ``tile``: blocks of ``tile x tile``
   threads (SIMT), or of ``block`` threads when that is not ``tile * tile`` (tensor cores:
   8 warps for a 128x128 tile), ``grid = (ceil(N / tile), min(ceil(M / tile), 65535),
-  min(batch, 65535))``; and ``gemv_rows``: up to that many rows the kernel runs its
+  min(batch, 65535))``; ``gemv_rows``: up to that many rows the kernel runs its
   warp-per-output schedule instead (a weight-only quantized GEMV), ``grid =
-  (min(ceil(32 numel / block), 65535), 1, 1)``;
+  (min(ceil(32 numel / block), 65535), 1, 1)``; and ``split_k`` (tensor-core tiles: the
+  most K slices, 0 for none) with ``k_source`` (``[input, axis]`` of K, or ``[-1, K]``):
+  a call of few tiles launches twice (``GemmRecord.launches``), its slices (``k_slices =
+  s``, grid z times ``s``) into a workspace and then their sum (``k_slices = -s``); the
+  kernel's last parameters are the workspace and ``k_slices``;
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
   over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``;
