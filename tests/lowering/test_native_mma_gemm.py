@@ -178,14 +178,18 @@ def _at_offset(array: np.ndarray, offset: int) -> np.ndarray:
 @pytest.mark.skipif(not have_gxx(), reason="needs g++ to build the kernels for the host")
 def test_aligned_and_unaligned_operands_stage_alike(tmp_path: Path) -> None:
     """Each operand is staged 8 elements a vector along its contiguous axis (K for ``x`` and
-    a dense weight, N for a ``[K, N]`` right operand, M for a transposed left one): one
-    16-byte load where the pointer is 16-byte aligned, 8 element loads where it is not.
-    Built for the host, both paths equal the reference on the same values."""
+    a dense weight, N for a ``[K, N]`` right operand, M for a transposed left one): where
+    the pointer is 16-byte aligned, one cp.async global -> shared along K or one 16-byte
+    load along M or N, 8 element loads where it is not. Built for the host, both paths
+    equal the reference on the same values."""
     module = fuse(ALIGNED)
     program, records, host = build_for_host(module, tmp_path)
     for name, function in fused_functions(module).items():
         code, rec = program.kernels[name].code, records[name]
-        assert "a_vec && " in code and "b_vec && " in code, name
+        # a K-contiguous vector by cp.async (x, a dense weight, a [.., M, K] left operand),
+        # one along M or N by a 16-byte load into registers
+        assert "if (a_vec) {" in code or "a_vec && " in code, name
+        assert "if (b_vec) {" in code or "b_vec && " in code, name
         rng = np.random.default_rng(3)
         values = [random_input(tuple(1 if d < 0 else d for d in shape), t, rng) for shape, t in zip(rec.inputs, rec.dtypes)]
         outs = []
@@ -424,3 +428,24 @@ def test_records_from_before_split_k_launch_once_and_bad_slices_are_refused() ->
                               ("k_source", (0, 2), "names no input axis"), ("k_source", (-1, 0), "names no input")):
         with pytest.raises(ValueError, match=why):
             RECORDS["gemm"].from_attr(DictionaryAttr({**record.data, field: to_attr(value)}))
+
+
+def test_sm90_aligned_k_vectors_are_copied_by_cp_async() -> None:
+    """K-contiguous vectors of an aligned operand go global -> shared with cp.async
+    (LDGSTS: a thread's 2 vectors an operand, in the first stage and in the loop; a wait
+    before each barrier that publishes a stage); one along N (a ``[K, N]`` right operand)
+    stays a 16-byte load into registers, stored after the MMAs."""
+    from support.sass import sass_by_function, sass_of
+
+    from partita.lowering import nvrtc
+
+    program = program_of(fuse(ALIGNED))
+    assert program is not None
+    binary = nvrtc.compile_cuda(program, arch="sm_90", name="partita_fused.cu")
+    per_function = sass_by_function(sass_of(binary.path))
+    copies = {"dense_v_fused_0": (8, 0), "bmm_nn_v_fused_0": (4, 4)}  # (LDGSTS, LDG.E.128): x and w; a
+    for name, (async_copies, loads) in copies.items():
+        body = per_function[program.kernels[name].entry]
+        assert len(re.findall(r"\bLDGSTS\.E\.BYPASS\.128\b", body)) == async_copies, name
+        assert len(re.findall(r"\bLDG\.E\.128\b", body)) == loads, name
+        assert len(re.findall(r"\bDEPBAR\b", body)) == 2, name

@@ -232,9 +232,11 @@ def test_one_kernel_holds_the_gemv_and_the_tensor_core_tiles():
     (entry,) = [k.entry for k in program.kernels.values()]
     _, sass = compiled_sass(program.code, use_cache=False)
     text = sass[entry]
-    # 128-bit loads: the GEMV's weight (32 codes) and input (4 x 8 halves), the tiles' input
-    # vectors (a thread's two, in the first step and in the loop)
-    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 1 + 4 + 4 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    # 128-bit loads: the GEMV's weight (32 codes) and input (4 x 8 halves); the tiles' input
+    # vectors go global -> shared by cp.async (a thread's two, in the first step and in
+    # the loop)
+    assert len(re.findall(r"\bLDG\.E\.128\b", text)) == 1 + 4 and len(re.findall(r"\bSHFL\.BFLY\b", text)) == 5
+    assert len(re.findall(r"\bLDGSTS\.E\.BYPASS\.128\b", text)) == 4
     assert len(re.findall(r"\bHMMA\.16816\.F32\b", text)) == 32
     words = len(re.findall(r"\bLDG\.E(?:\.CONSTANT)? ", text))  # the tiles' weight: 32-bit words of 8 codes
     assert words >= 4 and len(re.findall(r"\bLDG\.E\.U8\b", text)) <= 1 + words  # and the words' zero points

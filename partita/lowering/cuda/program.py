@@ -21,7 +21,13 @@ from partita.lowering.cuda.cexpr import (
 from partita.lowering.cuda.kernel import FusedKernel, _entry_name, emit_kernel
 from partita.lowering.cuda.ops.random import PHILOX
 from partita.lowering.cuda.row_stats import ONE_PASS_HELPERS, VECTOR16
-from partita.lowering.cuda.schedules import _REDUCE_HELPERS, LDMATRIX_HELPER, _mma_helper, _row_sum_helper
+from partita.lowering.cuda.schedules import (
+    _REDUCE_HELPERS,
+    ASYNC_COPY_HELPER,
+    LDMATRIX_HELPER,
+    _mma_helper,
+    _row_sum_helper,
+)
 
 __all__ = ["FLOAT8_HELPERS", "NARROW_HELPERS", "CudaProgram", "emit_program"]
 
@@ -220,6 +226,8 @@ def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
                     if uses(f"partita_mma_{a}_{b}("))
     if uses("partita_ldmatrix_x4("):
         head += LDMATRIX_HELPER
+    if uses("partita_cp_async16("):
+        head += ASYNC_COPY_HELPER
     if uses("partita_random_"):
         head += PHILOX
     if uses("partita_gather_index("):

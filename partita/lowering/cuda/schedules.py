@@ -47,9 +47,11 @@ chooses 160 for one block)."""
 MMA_K = 32
 """K per shared-memory stage of the 16-bit tensor-core tiles (64 bytes a tile row; 8-bit
 operands take 64, ``MmaFamily.stage_k``): two k16 MMA steps a barrier. Two
-stages, with register prefetch: a step's global loads (and a 4-bit weight's codes) are
-issued before the MMAs of the step before, and written to the other stage after them, so
-one barrier a step separates writes and reads."""
+stages: a step's copies are issued before the MMAs of the step before, into the other
+stage (aligned K-contiguous vectors by ``cp.async``, ``ASYNC_COPY_HELPER``), or into
+registers written to it after them (vectors along M or N, unaligned ones, and a 4-bit
+weight's codes, dequantized as they are stored); one barrier a step separates writes and
+reads."""
 MMA_PAD = 8
 """Elements (16 bytes; 16 of 8-bit operands) each shared-memory row of a tile is padded
 by: rows 80 bytes apart put the 8 rows x 4 lanes of a fragment's 32-bit loads in 32
@@ -234,6 +236,29 @@ LDMATRIX_HELPER = (
 """The fragment loads of the tensor-core tiles (``ldmatrix``, sm_75 and later): one
 instruction for a 16x16 A fragment or two n8 B ones, in place of four 32-bit shared loads
 each; the padded tile rows (80 bytes apart) keep its 8 row reads a matrix conflict-free."""
+
+
+ASYNC_COPY_HELPER = (
+    "// partita_cp_async16(dst, src, bytes): 16 bytes global -> shared without registers (cp.async,\n"
+    "// LDGSTS, sm_80 and later), zero-filled when bytes is 0; partita_cp_async_wait(): this\n"
+    "// thread's copies have landed (a barrier then publishes them). Host builds: at once.\n"
+    "static __device__ __forceinline__ void partita_cp_async16(void* dst, const void* src, int bytes) {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "  const unsigned address = (unsigned)__cvta_generic_to_shared(dst);\n"
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(address), "l"(src), "r"(bytes));\n'
+    "#else\n"
+    "  if (bytes) memcpy(dst, src, 16); else memset(dst, 0, 16);\n"
+    "#endif\n"
+    "}\n"
+    "static __device__ __forceinline__ void partita_cp_async_wait() {\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    '  asm volatile("cp.async.wait_all;\\n" ::);\n'
+    "#endif\n"
+    "}\n"
+)
+"""The tensor-core tiles' staging of aligned K-contiguous vectors (an operand read as it
+lies): the next stage's copies are in flight during this one's MMAs, as the register
+prefetch's loads are, without the registers or the store after them."""
 
 
 def _row_sum_helper(dtype: str) -> str:
@@ -820,11 +845,22 @@ class ScheduleMixin:
         # product's expression is rounded to the MMA type.
         zero = f"st_{dtype}(0.0f)" if family.acc == "float" else "0"
         value = f"{ptr}[{at}]" if ptr else f"st_{dtype}({expr})"
+        if ptr and k_contiguous:
+            # 16-byte vectors go global -> shared with cp.async (no registers, zero-filled
+            # past M or K: K a multiple of the vector, so a vector is whole or past it);
+            # the register path stays for what is not aligned
+            vector = [f"  if ({name}_vec) {{ const bool inside = {rows}0 < {extent} && kk0 < K;",
+                      f"    partita_cp_async16(&{tile}[nb][r][c], {ptr} + (inside ? {linear} : 0), inside ? 16 : 0); }}",
+                      "  else"]
+            store = [f"{{ {rc} if (!{name}_vec) *(partita_v16*)&{tile}[nb][r][c] = {reg}[i]; }}"]
+        elif ptr:
+            vector = [f"  if ({name}_vec && {whole}) {reg}[i] = *(const partita_v16*)({ptr} + {linear});", "  else"]
+        else:
+            vector = []
         fetch = [
             f"{{ {rc}",
             f"  const {T} {rows}0 = {'m0' if is_a else 'n0'} + r; const int kk0 = kn + c;",
-            *([f"  if ({name}_vec && {whole}) {reg}[i] = *(const partita_v16*)({ptr} + {linear});",
-               "  else"] if ptr else []),
+            *vector,
             f"  {{ {ct}* e = ({ct}*)&{reg}[i];",
             "    #pragma unroll",
             f"    for (int j = 0; j < {vec}; ++j) {{",
@@ -900,6 +936,7 @@ class ScheduleMixin:
         a_declare, a_fetch, a_store = self._mma_operand("a", product)
         b_declare, b_fetch, b_store = self._mma_operand("b", product)
         z_declare, z_add, z_read, z_terms = self._zero_point_terms(product)
+        asynchronous = any("partita_cp_async16(" in line for line in (*a_fetch, *b_fetch))
         h = family.k // 2  # elements of a K half (16 bytes)
         result = _dtype(anchor.results[0].type)
         y = (f"{self._round('acc[mi][ni][ce]', result)}" if not z_terms
@@ -961,6 +998,7 @@ class ScheduleMixin:
             *(f"      {line}" for line in (*a_declare, *b_declare)),
             f"      if (kb < ke) {{ const int kn = kb, nb = (kb / {stage}) & 1;  // the first step",
             *each_vector([*a_fetch, *b_fetch, *a_store, *b_store], "        "),
+            *(["        partita_cp_async_wait();"] if asynchronous else []),
             "        __syncthreads();",
             "      }",
             f"      for (int k0 = kb; k0 < ke; k0 += {stage}) {{",
@@ -988,6 +1026,7 @@ class ScheduleMixin:
             "        if (more) {",
             *each_vector([*a_store, *b_store], "          "),
             "        }",
+            *(["        partita_cp_async_wait();  // this thread's copies of the next stage landed"] if asynchronous else []),
             "        __syncthreads();",
             "      }",
             *slices,

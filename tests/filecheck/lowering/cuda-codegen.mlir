@@ -101,10 +101,13 @@
 // CUDA:          const int ke = k_slices < 0 ? 0 : (kb + chunk < K ? kb + chunk : K);
 // CUDA:          const bool a_vec = K % 8 == 0 && ((unsigned long long)(a) & 15) == 0;
 // CUDA-NEXT:     const bool b_vec = K % 8 == 0 && ((unsigned long long)(b) & 15) == 0;
-// CUDA:                if (a_vec && mm0 < M && kk0 + 8 <= K) ra[i] = *(const partita_v16*)(a + mm0 * K + kk0);
+// CUDA:                if (a_vec) { const bool inside = mm0 < M && kk0 < K;
+// CUDA-NEXT:               partita_cp_async16(&As[nb][r][c], a + (inside ? mm0 * K + kk0 : 0), inside ? 16 : 0); }
 // CUDA:                    e[j] = mm < M && kk < K ? a[mm * K + kk] : st_f16(0.0f);
-// CUDA:                if (b_vec && nn0 < N && kk0 + 8 <= K) rb[i] = *(const partita_v16*)(b + nn0 * K + kk0);
-// CUDA:              { const int v = tid + i * 256, r = v >> 2, c = (v & 3) * 8; *(partita_v16*)&As[nb][r][c] = ra[i]; }
+// CUDA:                if (b_vec) { const bool inside = nn0 < N && kk0 < K;
+// CUDA:              { const int v = tid + i * 256, r = v >> 2, c = (v & 3) * 8; if (!a_vec) *(partita_v16*)&As[nb][r][c] = ra[i]; }
+// CUDA:              partita_cp_async_wait();
+// CUDA-NEXT:         __syncthreads();
 // CUDA:        for (int k0 = kb; k0 < ke; k0 += 32) {
 // CUDA:              partita_ldmatrix_x4(af[mi], &As[cur][wm + mi * 16 + (lane & 15)][ks + (lane >> 4) * 8]);
 // CUDA:              partita_ldmatrix_x4(bf[q], &Bs[cur][wn + (2 * q + (lane >> 4)) * 8 + (lane & 7)][ks + ((lane >> 3) & 1) * 8]);
