@@ -689,7 +689,8 @@ def _pointer_slots(launches: Sequence[Any], ins: Sequence[Tensor], outs: Sequenc
         args = getattr(launch, "args", None)
         if not args or any(kind not in _PLAIN_KINDS for kind, _ in args):
             return None
-        pointers = {i for i, (kind, _) in enumerate(args) if kind == "ptr"}
+        # a null pointer (a split-K GEMM's workspace, not taken at this call) holds no tensor
+        pointers = {i for i, (kind, value) in enumerate(args) if kind == "ptr" and value}
         if pointers != {o.arg for o in getattr(launch, "operands", ()) if o.arg is not None}:
             return None
         own = [(i, where.get(int(args[i][1]), -1)) for i in sorted(pointers)]

@@ -2,7 +2,8 @@
 bytes with buffers live at other times; a workspace its kernel counts on finding zeroed
 (CUTLASS's serial split-K semaphores, zeroed once) shares them with nothing, or an input
 uploaded there (or any buffer written there) would leave its values in it for the next
-run."""
+run. A call that takes no workspace passes a null pointer, which keeps its launches
+shareable with the next call of its kernel."""
 
 from __future__ import annotations
 
@@ -63,4 +64,26 @@ def test_a_split_k_semaphore_workspace_shares_no_bytes(tmp_path) -> None:
     (bound,) = exe.runtime._bound.values()
     assert bound.shared is not None and len(bound._zeroed(bound.workspaces)) == 2
     assert _overlaps(bound) == []
+    exe.close()
+
+
+def test_calls_of_a_gemm_kernel_without_its_workspace_share_launches(tmp_path) -> None:
+    """A native GEMM kernel has a workspace parameter for its K slices; a call that does
+    not split passes a null pointer there, which holds no tensor: the next call of the
+    same kernel at the same shapes (the next layer's) still copies the first's launches
+    with its own pointers patched in, instead of binding its own."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array((rng.standard_normal((64, 64)) / 8).astype(np.float16), f"w{i}") for i in range(3)]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w0"], ["a"]), helper.make_node("MatMul", ["a", "w1"], ["b"]),
+         helper.make_node("MatMul", ["b", "w2"], ["y"])], "layers",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["rows", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)], weights)
+    exe = partita.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                          ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path / "cache")
+    assert [row.kernel.split()[0] for row in exe.report().rows] == ["main_fused_0"]  # one kernel, three calls
+    exe.load(CudaDevice(driver=RecordingDriver()))
+    for rows in (3, 5):
+        exe.run(rng.standard_normal((rows, 64)).astype(np.float16))
+    assert exe.runtime.stats["launches_patched"] == 2 * 2, dict(exe.runtime.stats)
     exe.close()
