@@ -27,6 +27,7 @@ from partita.collage.kinds import node_kind, op_family
 from partita.collage.search import Candidate
 from partita.dialects.nn import OpKind
 from partita.files import write_atomically
+from partita.lowering.cuda.records import split_k_slices
 
 __all__ = [
     "CostCache",
@@ -255,10 +256,10 @@ class RooflineEstimator:
     def _filled(self, be: Mapping[str, Any], node: NodeInfo, flops: float) -> tuple[float, int, int]:
         """The share of the device a backend's fixed GEMM tiles keep busy (``gemm_tile``
         outputs a side, ``gemm_blocks_per_sm`` of them an SM), the K slices it splits them
-        into and the tiles: a product of few tiles takes up to ``gemm_split_k`` slices of
-        at least ``gemm_split_min_k`` (as ``records.GemmRecord.slices`` chooses them at
-        launch), then the blocks over the slots of the waves they take. (1, 1, 0) for a
-        backend without fixed tiles."""
+        into and the tiles: a product of few tiles takes up to ``gemm_split_k`` slices,
+        chosen as the kernel's record chooses them at launch (``split_k_slices``, on this
+        device's slots), then the blocks over the slots of the waves they take. (1, 1, 0)
+        for a backend without fixed tiles."""
         tile, per_sm, sms = be.get("gemm_tile"), be.get("gemm_blocks_per_sm", 1), self.dev.get("sms")
         out = node.out_type.concrete_shape(self.dynamic_dim_hint)
         if not tile or not sms or len(out) < 2 or not prod(out):
@@ -267,10 +268,8 @@ class RooflineEstimator:
         batch, rows = (1, prod(out[:-1])) if node.op == "nn.dense" else (prod(out[:-2]), out[-2])
         tiles = batch * -(-rows // tile) * -(-out[-1] // tile)
         slots = sms * per_sm
-        k = flops / (2 * prod(out))  # a GEMM's 2 M N K
-        slices = 1
-        if 2 * tiles <= slots:
-            slices = max(1, min(be.get("gemm_split_k", 1), slots // tiles, int(k) // be.get("gemm_split_min_k", 1)))
+        k = int(flops / (2 * prod(out)))  # a GEMM's 2 M N K
+        slices = split_k_slices(tiles, k, slots, be.get("gemm_split_k", 1))
         blocks = tiles * slices
         return blocks / (-(-blocks // slots) * slots), slices, tiles
 

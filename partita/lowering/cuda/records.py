@@ -52,7 +52,7 @@ from partita.lowering.cuda.schedules import SPLIT_K_MAX, SPLIT_K_MIN_K, SPLIT_K_
 from partita.lowering.records import dataclass_from, register_record_kind, to_attr
 
 __all__ = ["KIND", "KINDS", "MAX_GRID", "FusedRecord", "GemmRecord", "RowwiseRecord", "ScatterRecord", "WindowRecord",
-           "fused_record"]
+           "fused_record", "split_k_slices"]
 
 KIND = "fused"
 KINDS = ("fused", "rowwise", "gemm", "window", "scatter")
@@ -61,6 +61,16 @@ MAX_GRID = 65535
 """Blocks per launch at most; the grid-stride loop covers the rest."""
 NUMPY_DTYPES = {name: dtype.name for name, dtype in nn.NUMPY_DTYPES.items()}
 """NumPy dtype name of each element type, by its MLIR spelling (``i1`` is ``bool``)."""
+
+
+def split_k_slices(tiles: int, k: int, slots: int = SPLIT_K_SLOTS, most: int = SPLIT_K_MAX) -> int:
+    """K slices of a tensor-core tile GEMM of ``tiles`` output tiles and depth ``k`` on a
+    device that runs ``slots`` tiles at once: when the tiles fill less than half of the
+    slots, as many as fill them, each at least ``SPLIT_K_MIN_K`` deep, at most ``most``;
+    else 1. What ``GemmRecord.slices`` launches and the roofline prices."""
+    if not tiles or 2 * tiles > slots:
+        return 1
+    return max(1, min(most, slots // tiles, k // SPLIT_K_MIN_K))
 
 
 def fused_record(kernel: FusedKernel) -> DictionaryAttr:
@@ -237,21 +247,18 @@ class GemmRecord(FusedRecord):
         return batch, -(-m // self.tile), -(-n // self.tile)
 
     def slices(self, shapes, out_shape) -> int:
-        """K slices of a call at these input shapes (split-K, ``schedules.SPLIT_K_MAX``): as
-        many as fill ``SPLIT_K_SLOTS`` tiles, each at least ``SPLIT_K_MIN_K`` deep, when the
-        output's tiles fill less than half of them; 1 otherwise (and for a GEMV's rows)."""
+        """K slices of a call at these input shapes (split-K: ``split_k_slices`` on an
+        H100's ``SPLIT_K_SLOTS``, at most ``split_k``); 1 for a GEMV's rows, and where the
+        slices' grid would pass ``MAX_GRID``."""
         if not self.split_k:
             return 1
         batch, m = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1])
         if batch * m <= self.gemv_rows:
             return 1
-        tiles = prod(self._tiles(out_shape))
-        if not tiles or 2 * tiles > SPLIT_K_SLOTS:
-            return 1
         source, axis = self.k_source
         k = axis if source < 0 else shapes[source][axis]
-        slices = min(self.split_k, SPLIT_K_SLOTS // tiles, k // SPLIT_K_MIN_K)
-        return slices if slices > 1 and batch * slices <= MAX_GRID else 1
+        slices = split_k_slices(prod(self._tiles(out_shape)), k, most=self.split_k)
+        return slices if batch * slices <= MAX_GRID else 1
 
     def launches(self, shapes, out_shape) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
         grid, block = self.geometry(out_shape)

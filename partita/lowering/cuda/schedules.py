@@ -710,7 +710,7 @@ class ScheduleMixin:
 
     def _gemm(self, split: int, used: str, store: str) -> tuple[list[str], dict]:
         """The tiles of an ``nn`` GEMM anchor (``_tiles``; tensor-core ones when
-        ``_mma_dtype`` says so): each operand read at its batch's pointer along its
+        ``_mma_dtypes`` says so): each operand read at its batch's pointer along its
         contiguous axis."""
         anchor = self.anchor
         a, b, a_rows, b_rows, m, n, k, batch_dims, a_ptr, b_ptr = self._gemm_problem(split)
@@ -807,10 +807,11 @@ class ScheduleMixin:
         bytes a row): its declared registers, the lines fetching a thread's vector ``i`` of K
         step ``kn`` into them, and the lines storing it to stage ``nb`` of ``As`` / ``Bs``
         (``[128][stage_k + pad]``, K contiguous). A vector is 16 bytes along the operand's
-        contiguous axis (8 halves, 16 bytes): a 16-byte load where the pointer is 16-byte
-        aligned and the axis a multiple of the vector long, else bounds-checked element
-        loads (zeros past the edges). A K-contiguous vector is one 16-byte shared store; one
-        along M (N), one store a row down a column."""
+        contiguous axis (8 halves, 16 bytes). Where the pointer is 16-byte aligned and the
+        axis a multiple of the vector long, a K-contiguous vector goes global -> shared by
+        ``cp.async`` (nothing to store after the MMAs) and one along M (N) is a 16-byte
+        load, stored a row down a column; else bounds-checked element loads (zeros past the
+        edges), stored as the vector lies."""
         T = self.index_type
         is_a = name == "a"
         dtype = product.dtype if is_a else product.b_type
@@ -832,7 +833,6 @@ class ScheduleMixin:
         expr, ptr = (product.a, product.a_ptr) if is_a else (product.b, product.b_ptr)
         reg = f"r{name}"
         if k_contiguous:  # r = row, c = first k
-            whole = f"{rows}0 < {extent} && kk0 + {vec} <= K"
             linear, at, element = f"{rows}0 * K + kk0", f"{rows} * K + kk", (f"{rows}0", "kk0 + j")
             store = [f"{{ {rc} *(partita_v16*)&{tile}[nb][r][c] = {reg}[i]; }}"]
         else:  # r = first row, c = k
@@ -918,7 +918,7 @@ class ScheduleMixin:
         shared-memory stages of the operands' own types, each operand staged in 16-byte
         vectors along its contiguous axis (``_mma_operand``: bounds-checked, so any
         alignment and layout; ``product`` says how an element is read), the next stage
-        fetched into registers while the current one multiplies; then per warp 4x4
+        fetched (``cp.async``, or into registers) while the current one multiplies; then per warp 4x4
         ``mma.sync`` (m16n8k16 for halves, m16n8k32 for 8-bit integers) per instruction
         step, fragments read with ``ldmatrix`` (no conversion in the loop), f32 or s32
         accumulators in registers (``partita_mma_*``: PTX's fragment layout). An integer
@@ -947,7 +947,7 @@ class ScheduleMixin:
                     *(f"{indent}  {line}" for line in lines), f"{indent}}}"]
 
         accumulators = "acc[e >> 4][(e >> 2) & 3][e & 3]"
-        zsum_slot = f"((int*)slot)[{64 * MMA_THREADS} + tid]"
+        zsum_at = f"[{64 * MMA_THREADS} + tid]"  # after the accumulators in a slot
         # what is not needed in the main loop is computed after it, from the loop indices
         # (registers: the 64 accumulators leave none to keep it)
         slices = [  # the partial pass stores its tile; the adding pass reads the slices'
@@ -958,14 +958,14 @@ class ScheduleMixin:
             f"        {acc_t}* slot = ({acc_t}*)ws + (tile * slices + z % slices) * {SPLIT_K_SLOT_WORDS};",
             "        #pragma unroll",
             f"        for (int e = 0; e < 64; ++e) slot[e * {MMA_THREADS} + tid] = {accumulators};",
-            *([f"        {zsum_slot} = zsum;"] if z_terms else []),
+            *([f"        ((int*)slot){zsum_at} = zsum;"] if z_terms else []),
             "        continue;",
             "      }",
             "      for (int s = 0; k_slices < 0 && s < slices; ++s) {",
             f"        const {acc_t}* slot = (const {acc_t}*)ws + (tile * slices + s) * {SPLIT_K_SLOT_WORDS};",
             "        #pragma unroll",
             f"        for (int e = 0; e < 64; ++e) {accumulators} += slot[e * {MMA_THREADS} + tid];",
-            *([f"        zsum += (({'const int'}*)slot)[{64 * MMA_THREADS} + tid];"] if z_terms else []),
+            *([f"        zsum += ((const int*)slot){zsum_at};"] if z_terms else []),
             "      }",
         ]
 
