@@ -11,8 +11,8 @@ The decoder step is the one-layer attention step of ``tests/frontends/test_kv_ca
 With exact signatures every new past length binds (allocates) a plan and instantiates a
 graph. With ``buckets="pow2"`` (``partita.runtime.arenas``) the lengths of one power-of-two
 bucket share two arenas (the step alternates between them, reading the cache in place) and
-their graphs, updated in place per token: a handful of allocations and instantiations for
-the whole loop.
+their graphs, updated in place per token (only the kernel nodes whose launch changed are
+set): a handful of allocations and instantiations for the whole loop.
 
 The fixed-capacity form (``tests/ops/test_ops_kv_cache.py``: TensorScatter writes each
 step's row at its position) has one shape for every step: no bind and one graph for the
@@ -156,7 +156,8 @@ def run(exe: partita.Executable, tokens: int, buckets: str | None = None, loop=d
           f"{calls['cuMemcpyDtoDAsync'] / n:.1f} device copies ({calls['cuMemcpyDtoDAsync:bytes'] / n:.0f} B), "
           f"{calls['cuMemAlloc'] / n:.1f} allocations, "
           f"{(stats['binds'] - before['binds']) / n:.1f} binds, {calls['cuGraphInstantiate'] / n:.2f} graph "
-          f"instantiations, {calls['cuGraphExecUpdate'] / n:.2f} graph updates; over all {tokens} tokens: "
+          f"instantiations, {calls['cuGraphExecUpdate'] / n:.2f} whole-graph updates, "
+          f"{calls['cuGraphExecKernelNodeSetParams'] / n:.1f} kernel nodes set; over all {tokens} tokens: "
           f"{stats['allocations']} allocations, {stats['captures']} graphs instantiated")
     exe.close()
 

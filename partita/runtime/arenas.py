@@ -9,9 +9,11 @@ the model says (no padding, no masking), but it *reserves* each dynamically size
 its dims rounded up to the bucket's edge (powers of two by default): every signature whose
 rounded sizes agree shares an ``Arena``, placed by the same liveness planner at the
 reserved sizes. What changes between those signatures is only dims and grid sizes, so the
-arena's one instantiated graph is updated in place (``cuGraphExecUpdate``: a capture of
-the new launches, no instantiation, no allocation), as TensorRT-LLM and vLLM reuse
-graphs across shapes.
+arena's one instantiated graph is updated in place, as TensorRT-LLM and vLLM reuse graphs
+across shapes: only the kernel nodes whose launch changed are set
+(``cuGraphExecKernelNodeSetParams``: a decode step's few kernels that read the grown
+cache) when every other step is the same work, else a capture of the new launches is
+applied with ``cuGraphExecUpdate``; no instantiation, no allocation either way.
 
 An arena is never both read and written by one run: a device input inside the arena a run
 would write (the previous decode step's ``present`` key/values, fed back as ``past``) makes

@@ -98,7 +98,9 @@ class Device(Protocol):
         """A TMA descriptor (``partita.runtime.tma.TensorMap``) for a Hopper kernel's operand."""
         ...
 
-    def capture(self, stream: Any, record: Callable[[Any], None]) -> CapturedGraph: ...
+    def capture(self, stream: Any, steps: Sequence[Callable[[Any], None]]) -> CapturedGraph:
+        """What ``steps`` (each called with the stream) enqueue, recorded as a graph."""
+        ...
 
 
 @runtime_checkable

@@ -359,13 +359,18 @@ class CudaDevice:
         return TensorMap(request, struct.pack("<16Q", *(int(w) for w in encoded.opaque)))
 
     # -- CUDA graphs ------------------------------------------------------------
-    def _record(self, stream, record):
-        """The graph (not instantiated) of what ``record(stream)`` enqueues on ``stream``."""
+    def _record(self, stream, steps: Sequence) -> tuple[object, list]:
+        """The graph (not instantiated) of what ``steps`` enqueue on ``stream``, and per
+        step the kernel node it added when it is a plain kernel launch (``CudaLaunch``
+        without a cluster: the one node the stream then depends on), else None."""
         drv = self.drv
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         self._call(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+        nodes: list = []
         try:
-            record(stream)
+            for step in steps:
+                step(stream)
+                nodes.append(self._captured_node(stream) if _plain_kernel(step) else None)
         except BaseException:
             # Leave the stream usable (out of capture mode); the first error wins, and a
             # graph the driver still made is destroyed.
@@ -373,32 +378,54 @@ class CudaDevice:
             if isinstance(ended, tuple) and len(ended) > 1 and ended[0] == drv.CUresult.CUDA_SUCCESS and ended[1]:
                 drv.cuGraphDestroy(ended[1])
             raise
-        return self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        return self._call(drv.cuStreamEndCapture(stream), "cuStreamEndCapture"), nodes
 
-    def capture(self, stream, record) -> CudaGraph:
-        """Captures what ``record(stream)`` enqueues on ``stream`` into an instantiated graph."""
+    def _captured_node(self, stream):
+        """The node the capture of ``stream`` added last (what its next work would depend
+        on), when that is exactly one node; None otherwise (no per-node update for it)."""
         drv = self.drv
-        graph = self._record(stream, record)
+        # (result, status, id, graph, dependencies, [edge data,] count)
+        info = drv.cuStreamGetCaptureInfo(stream)
+        if info[0] != drv.CUresult.CUDA_SUCCESS or \
+                info[1] != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE or info[-1] != 1:
+            return None
+        return info[4][0]
+
+    def capture(self, stream, steps: Sequence) -> CudaGraph:
+        """Captures what ``steps`` enqueue on ``stream`` into an instantiated graph."""
+        drv = self.drv
+        graph, nodes = self._record(stream, steps)
         try:
             executable = self._call(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         except BaseException:
             drv.cuGraphDestroy(graph)
             raise
-        return CudaGraph(self, graph, executable)
+        return CudaGraph(self, graph, executable, list(steps), nodes)
 
-    def update_graph(self, graph: CudaGraph, stream, record) -> bool:
-        """Points ``graph``'s executable at what ``record(stream)`` enqueues now: a capture
-        (no instantiation) applied with ``cuGraphExecUpdate``, which keeps the executable
-        when the topology is the same (new dims, grids and pointers). True when updated in
-        place; False when the driver refused and the executable was instantiated again."""
+    def update_graph(self, graph: CudaGraph, stream, steps: Sequence) -> str:
+        """Points ``graph``'s executable at what ``steps`` enqueue now, the cheapest way
+        that is exact:
+
+        * ``"nodes"``: every step but plain kernel launches is the work the executable
+          holds, so only the launches whose function, geometry or packed arguments
+          changed are set (``cuGraphExecKernelNodeSetParams``; a decode step whose past
+          length grew changes the few kernels that read the cache);
+        * ``"graph"``: a capture (no instantiation) applied with ``cuGraphExecUpdate``,
+          which keeps the executable when the topology is the same;
+        * ``"instantiated"``: the driver refused the update (a library chose another
+          plan) and the capture was instantiated again."""
+        if graph.set_launches(steps):
+            return "nodes"
         drv = self.drv
-        fresh = self._record(stream, record)
+        fresh, nodes = self._record(stream, steps)
         result = drv.cuGraphExecUpdate(graph.executable, fresh)
         err = result[0] if isinstance(result, tuple) else result
         if err == drv.CUresult.CUDA_SUCCESS:
-            drv.cuGraphDestroy(graph.graph)
-            graph.graph = fresh
-            return True
+            # The executable's nodes are still named by the graph it was instantiated
+            # from, which stays; the capture only carried the new parameters.
+            drv.cuGraphDestroy(fresh)
+            graph.holds(steps)
+            return "graph"
         try:  # another topology (a library chose another plan): instantiated again
             executable = self._call(drv.cuGraphInstantiate(fresh, 0), "cuGraphInstantiate")
         except BaseException:
@@ -406,7 +433,8 @@ class CudaDevice:
             raise
         graph.destroy()
         graph.graph, graph.executable = fresh, executable
-        return False
+        graph.instantiated(list(steps), nodes)
+        return "instantiated"
 
     # -- modules and events ------------------------------------------------
     def load_module(self, cubin: bytes) -> CudaModule:
@@ -618,13 +646,73 @@ class CudaLaunch:
             self.device._call(result, f"cuLaunchKernel({self.function.name})")
 
 
-@dataclass
-class CudaGraph:
-    """An instantiated CUDA graph: ``launch(stream)`` replays it with one call."""
+def _plain_kernel(step) -> bool:
+    """A step that is one kernel node whose parameters can be set in an executable graph."""
+    return type(step) is CudaLaunch and step._cluster is None
 
-    device: CudaDevice
-    graph: object
-    executable: object
+
+def _kernel_params(step) -> tuple | None:
+    """What a kernel node holds of a launch (function, geometry, argument bytes); None
+    for any other step."""
+    if type(step) is not CudaLaunch:
+        return None
+    return step.function.module, step.function.name, step.grid, step.block, step.smem, step.buffer.raw
+
+
+class CudaGraph:
+    """An instantiated CUDA graph: ``launch(stream)`` replays it with one call.
+
+    It keeps the steps it was instantiated from (``origin``), the kernel node of each
+    plain launch among them (``nodes``: handles of the graph instantiated, the ones
+    ``cuGraphExecKernelNodeSetParams`` names) and what each kernel node of the
+    executable holds now (``params``), so an update can set only the launches that
+    changed."""
+
+    def __init__(self, device: CudaDevice, graph: object, executable: object, steps: list, nodes: list):
+        self.device, self.graph, self.executable = device, graph, executable
+        self.instantiated(steps, nodes)
+
+    def instantiated(self, steps: list, nodes: list) -> None:
+        self.origin, self.nodes = steps, nodes
+        self.holds(steps)
+
+    def holds(self, steps: Sequence) -> None:
+        """The executable now runs ``steps`` (after an update of every node)."""
+        self.current = list(steps)
+        self.params = [_kernel_params(step) for step in steps]
+
+    def set_launches(self, steps: Sequence) -> bool:
+        """Sets the kernel nodes whose launch changed, when every other step is the work
+        the executable holds as instantiated (library calls, copies and cluster launches
+        the same objects, packed alike): their nodes, and so the pairing of each plain
+        launch with its node, are unchanged. False (nothing set) otherwise."""
+        if len(steps) != len(self.origin):
+            return False
+        changed = []
+        for i, step in enumerate(steps):
+            params = _kernel_params(step)
+            if self.nodes[i] is None:
+                if step is not self.origin[i] or self.current[i] is not step or params != self.params[i]:
+                    return False
+            elif not _plain_kernel(step):
+                return False
+            elif params != self.params[i]:
+                changed.append((i, step, params))
+        drv = self.device.drv
+        for i, launch, params in changed:
+            node = drv.CUDA_KERNEL_NODE_PARAMS()
+            node.func = launch.function.handle
+            node.gridDimX, node.gridDimY, node.gridDimZ = launch.grid
+            node.blockDimX, node.blockDimY, node.blockDimZ = launch.block
+            node.sharedMemBytes = launch.smem
+            node.kernelParams = launch._address  # the driver copies the arguments now
+            node.extra = 0
+            result = drv.cuGraphExecKernelNodeSetParams(self.executable, self.nodes[i], node)
+            if (result[0] if isinstance(result, tuple) else result) != drv.CUresult.CUDA_SUCCESS:
+                return False  # a refused node (a function it cannot take): a whole update instead
+            self.params[i] = params
+        self.current = list(steps)
+        return True
 
     def launch(self, stream) -> None:
         self.device._call(self.device.drv.cuGraphLaunch(self.executable, stream), "cuGraphLaunch")

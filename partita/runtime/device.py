@@ -11,9 +11,10 @@ needs, and nothing more:
 * kernels: ``load_module(cubin).kernel(entry, smem, emulation)`` at load, then
   ``prepare_launch(kernel, grid, block, smem, args, operands)`` once per shape signature,
   which packs the C-ABI argument buffer and returns a callable ``launch(stream)``;
-* graphs: ``capture(stream, record) -> graph`` with ``graph.launch(stream)``, and
-  ``update_graph(graph, stream, record) -> bool`` (the graph replays a new record; True
-  when updated in place, False when made again).
+* graphs: ``capture(stream, steps) -> graph`` (what the steps, each called with the
+  stream, enqueue) with ``graph.launch(stream)``, and ``update_graph(graph, stream,
+  steps)`` (the graph replays other steps from now on; it says how: ``"nodes"``,
+  ``"graph"`` or ``"instantiated"``, see ``CudaDevice.update_graph``).
 
 Here memory is host byte arenas at made-up device addresses, and a launch decodes the
 pointers from the packed argument buffer it was given (the bytes a GPU would receive),
@@ -292,18 +293,23 @@ class SimulatedDevice:
         self.counts["encode_tensor_map"] += 1
         return simulated_tensor_map(request)
 
-    def capture(self, stream, record) -> SimulatedGraph:
-        launches: list = []
-        record(_Recorder(launches))
-        return SimulatedGraph(self, launches)
+    def capture(self, stream, steps: Sequence[Callable[[Any], None]]) -> SimulatedGraph:
+        return SimulatedGraph(self, _recorded(steps))
 
-    def update_graph(self, graph: SimulatedGraph, stream, record) -> bool:
-        """``graph`` replays what ``record`` enqueues now (always in place here)."""
-        launches: list = []
-        record(_Recorder(launches))
+    def update_graph(self, graph: SimulatedGraph, stream, steps: Sequence[Callable[[Any], None]]) -> str:
+        """``graph`` replays what ``steps`` enqueue now (a whole update, always in place here)."""
         self.counts["graph_update"] += 1
-        graph.launches = launches
-        return True
+        graph.launches = _recorded(steps)
+        return "graph"
+
+
+def _recorded(steps: Sequence[Callable[[Any], None]]) -> list:
+    """The launches ``steps`` enqueue, collected instead of run (a capture)."""
+    launches: list = []
+    recorder = _Recorder(launches)
+    for step in steps:
+        step(recorder)
+    return launches
 
 
 class _Recorder:

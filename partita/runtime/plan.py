@@ -84,8 +84,9 @@ class Runtime:
     after every step so a fault names its step (also ``PARTITA_CUDA_DEBUG=1``).
     ``buckets`` (``"pow2"``, a ``ShapeBuckets`` or a function of a dim; see
     ``partita.runtime.arenas``): signatures whose dynamic dims round up to the same bucket
-    share one arena and one graph, updated in place (``cuGraphExecUpdate``) for each
-    signature's dims and device-input pointers. In either mode a run never writes the
+    share one arena and one graph, updated in place for each signature's dims and
+    device-input pointers (only the kernel launches that changed when nothing else did:
+    ``cuGraphExecKernelNodeSetParams``; else a capture applied with ``cuGraphExecUpdate``). In either mode a run never writes the
     arena a device input lies in (an output fed back): the signature is bound a second
     time, its twin, and the two alternate; an input already at its own slot (a result
     written in place there: ``byoc.tied_operand``) stays where it is, copied nowhere.
@@ -302,12 +303,13 @@ class Runtime:
         if bound.runs == 0 and bound.warms_up:
             return None
         try:
-            in_place = self.device.update_graph(arena.graph, self.stream, bound.record)
+            how = self.device.update_graph(arena.graph, self.stream, bound.steps)
         except Exception as err:  # noqa: BLE001 - any refusal: the eager steps still run
             bound.eager_reason = str(err) or type(err).__name__
             self.stats["capture_fallbacks"] += 1
             return None
-        self.stats["graph_updates" if in_place else "captures"] += 1
+        self.stats["captures" if how == "instantiated" else "graph_updates"] += 1
+        self.stats["graph_node_updates"] += how == "nodes"
         arena.graph_key = key
         return arena.graph
 

@@ -628,13 +628,8 @@ class BoundPlan:
             if self.patches[index] is not None and self.bound_inputs[index] != slot.ptr:
                 self.point_input(index, slot.ptr)
 
-    def record(self, stream) -> None:
-        """Enqueues every step on ``stream`` (what a graph capture records)."""
-        for step in self.steps:
-            step(stream)
-
     def capture(self, stream) -> None:
-        self.graph = self.device.capture(stream, self.record)
+        self.graph = self.device.capture(stream, self.steps)
 
     def release_host_buffers(self, synchronized: bool = True) -> None:
         """Gives back what this run's host steps charged."""

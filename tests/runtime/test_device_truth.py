@@ -82,10 +82,10 @@ def test_the_stand_in_refuses_synchronous_work_inside_a_capture() -> None:
     device = CudaDevice(driver=drv)
     stream = device.create_stream()
     with pytest.raises(CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
-        device.capture(stream, lambda s: device.alloc(64))
+        device.capture(stream, [lambda s: device.alloc(64)])
     assert not drv.capturing() and not drv.live().get("graphs")
     buf = device.alloc(64)  # the stream and the context are usable again
-    graph = device.capture(stream, lambda s: device.memset(buf.ptr, 64, s))
+    graph = device.capture(stream, [lambda s: device.memset(buf.ptr, 64, s)])
     graph.destroy()
     buf.free()
     device.destroy_stream(stream)
@@ -353,11 +353,8 @@ def test_plans_are_never_made_inside_a_capture() -> None:
     lib = RecordingCublasLt(drv)
     stream = device.create_stream()
 
-    def record(s) -> None:
-        lib.create()
-
     with pytest.raises(RuntimeError, match="STREAM_CAPTURE_UNSUPPORTED"):
-        device.capture(stream, record)
+        device.capture(stream, [lambda s: lib.create()])
     assert drv.cuStreamBeginCapture(stream, 1)[0] == 0
     assert drv.cuMemAlloc(16)[0] == CAPTURE_UNSUPPORTED
     drv.cuStreamEndCapture(stream)

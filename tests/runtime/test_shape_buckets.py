@@ -5,6 +5,7 @@ and matches onnxruntime step by step."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import partita
 from partita.ir import PartitaError
 from partita.runtime import plan_bind
 from partita.runtime.arenas import ShapeBuckets
-from partita.runtime.cuda import CudaDevice
+from partita.runtime.cuda import CudaDevice, cuda_available
 from partita.runtime.device import SimulatedDevice
 from partita.runtime.plan import Runtime
 
@@ -90,11 +91,15 @@ def test_bucketed_decode_on_a_gpu_copies_and_allocates_nothing_per_token(decoder
     assert calls["cuMemcpyHtoDAsync"] == 8 and calls["cuMemcpyHtoDAsync:bytes"] == 8 * D * 4  # x only
     assert calls["cuMemcpyDtoDAsync"] == 0 and calls["cuMemcpyDtoHAsync"] == 0  # the cache read in place
     assert calls["cuMemAlloc"] == 0 and calls["cuGraphInstantiate"] == 0
-    assert calls["cuGraphExecUpdate"] == 8 and calls["cuGraphLaunch"] == 8
+    # Per token the graph sets the kernel nodes of the 5 launches bound again (below):
+    # no capture, no whole-graph update.
+    assert calls["cuGraphExecKernelNodeSetParams"] == 8 * 5 and calls["cuGraphLaunch"] == 8
+    assert calls["cuStreamBeginCapture"] == 0 and calls["cuGraphExecUpdate"] == 0
     # 8 kernels a token: two GEMMs, two embedding kernels, two cache concatenations, the
     # mask and one attention (masked_fill's -1e9 fused, Q read in place; was 11).
     assert len(drv.launches) == 8 * 8 and all(launch.get("graph") for launch in drv.launches)  # no eager launch
     assert stats["graph_updates"] - before["graph_updates"] == 8
+    assert stats["graph_node_updates"] - before["graph_node_updates"] == 8
     # Binding a new past length copies the launches whose tensors did not change (the two
     # GEMMs and the token embedding: 3 a token); the 5 that read the cache or its length
     # are bound again.
@@ -222,9 +227,67 @@ def test_an_output_fed_back_is_read_from_the_twin_arena(feedback) -> None:
     runtime.close()
 
 
+def _exec_launches(drv: RecordingDriver, runtime: Runtime, bound) -> list[tuple]:
+    """What the executable of ``bound``'s arena graph launches, per kernel node: its kernel,
+    grid, block, shared memory and argument bytes (read through its ``kernelParams``, the
+    length of the step at the same place), beside the same of ``bound``'s steps."""
+    records = drv._execs[bound.shared.graph.executable[1]]
+    assert len(records) == len(bound.steps)
+    held, want = [], []
+    for record, step in zip(records, bound.steps):
+        base = ctypes.c_void_p.from_address(record["params"]).value - step.offsets[0]
+        held.append((record["name"], record["grid"], record["block"], record["smem"],
+                     ctypes.string_at(base, len(step.buffer))))
+        want.append((step.function.name, step.grid, step.block, step.smem, step.buffer.raw))
+    return held, want
+
+
+def test_a_graph_set_node_by_node_launches_what_the_signature_binds(decoder) -> None:
+    """After per-node updates the executable launches exactly the steps of the signature
+    that runs: every kernel, grid and argument byte, those set and those kept."""
+    _, exe = decoder
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
+    rng = np.random.default_rng(4)
+    past = np.zeros((1, H, 0, HD), np.float32)
+    key, value = past, past
+    for t in range(7):  # past lengths 0..6: one bucket, twin arenas alternating
+        before = drv.calls["cuGraphExecKernelNodeSetParams"]
+        x = rng.standard_normal((1, 1, D)).astype(np.float32)
+        _, key, value = runtime.run(x=x, past_key=key, past_value=value, outputs="device")
+        bound = next(reversed(runtime._bound.values()))
+        if bound.shared.graph is not None and runtime.stats["graph_node_updates"]:
+            held, want = _exec_launches(drv, runtime, bound)
+            assert held == want, f"token {t}"
+    assert runtime.stats["graph_node_updates"] >= 3 and drv.calls["cuGraphExecKernelNodeSetParams"] > before
+    runtime.close()
+    assert set(drv.live()) <= {"contexts"}
+
+
+def test_a_refused_node_update_updates_the_whole_graph(decoder) -> None:
+    _, exe = decoder
+    drv = RecordingDriver(fail={"cuGraphExecKernelNodeSetParams": 1})
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
+    _, cache = _decode(runtime, 6)
+    assert drv.calls["cuGraphExecKernelNodeSetParams"] >= 4 and runtime.stats["graph_node_updates"] == 0
+    assert drv.calls["cuGraphExecUpdate"] == runtime.stats["graph_updates"] >= 4
+    bound = next(reversed(runtime._bound.values()))
+    held, want = _exec_launches(drv, runtime, bound)
+    assert held == want
+    # Once the driver takes them again, nodes are set in the executables the whole updates
+    # kept: still named by the graphs they were instantiated from.
+    drv.fail.clear()
+    _decode(runtime, 4, seed=1, cache=cache)
+    assert runtime.stats["graph_node_updates"] == 4
+    held, want = _exec_launches(drv, runtime, next(reversed(runtime._bound.values())))
+    assert held == want
+    runtime.close()
+    assert set(drv.live()) <= {"contexts"}
+
+
 def test_a_refused_graph_update_instantiates_again(decoder) -> None:
     _, exe = decoder
-    drv = RecordingDriver(fail={"cuGraphExecUpdate": 910})
+    drv = RecordingDriver(fail={"cuGraphExecKernelNodeSetParams": 1, "cuGraphExecUpdate": 910})
     runtime = Runtime(exe.module, CudaDevice(driver=drv), buckets="pow2")
     _decode(runtime, 6)
     assert drv.calls["cuGraphExecUpdate"] >= 4 and runtime.stats["graph_updates"] == 0
@@ -306,4 +369,21 @@ def test_an_output_fed_back_into_its_own_signature_runs_in_the_twin(tmp_path: Pa
     runtime.run(state=after, x=x, outputs="device")  # back to the first
     assert first.holds(after.ptr) is False and after.ptr in first.bound_inputs
     assert runtime.stats["binds"] == 2
+    runtime.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+def test_a_bucketed_decode_loop_on_the_gpu_sets_kernel_nodes_and_matches_the_simulated_device(decoder) -> None:
+    """On the device: kernel nodes set in the arena graphs per token, results those of the
+    simulated device's run of the same plan."""
+    _, exe = decoder
+    simulated = Runtime(exe.module, "simulated", buckets="pow2")
+    want, _ = _decode(simulated, 24)
+    simulated.close()
+    runtime = Runtime(exe.module, "cuda", buckets="pow2")
+    got, _ = _decode(runtime, 24)
+    for t, ((_, a), (_, b)) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"token {t}")
+    assert runtime.stats["graph_node_updates"] >= 16, dict(runtime.stats)
     runtime.close()

@@ -28,6 +28,11 @@ What the real driver refuses, this one refuses too:
   that reads bytes another stream wrote, with no event wait or synchronization ordering
   it after that write, is a race, listed in ``races`` (the hardware would read stale
   bytes without a word);
+* graph nodes: ``cuStreamGetCaptureInfo`` names the node a capture added last;
+  ``cuGraphExecKernelNodeSetParams`` takes only a kernel node of the graph the executable
+  was instantiated from, while that graph lives (the driver's rule: a node of a graph
+  later applied with ``cuGraphExecUpdate``, or of a destroyed graph, names nothing), and
+  checks the new launch's limits as a launch would;
 * TMA and clusters (Hopper): ``cuTensorMapEncodeTiled`` checks the driver's rules (sm_90 or
   newer, rank 1..5, a known data type, a 16-byte-aligned global address, global strides
   that are multiples of 16 bytes below 2^40, box dims 1..256 whose inner extent is a
@@ -124,6 +129,8 @@ class RecordingDriver:
                                          CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
     CUstreamCaptureMode = SimpleNamespace(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
+    CUstreamCaptureStatus = SimpleNamespace(CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1,
+                                            CU_STREAM_CAPTURE_STATUS_INVALIDATED=2)
     # cuda.bindings' enums are IntEnums called with their value; ints stand in for them
     CUtensorMapDataType = CUtensorMapInterleave = CUtensorMapSwizzle = int
     CUtensorMapL2promotion = CUtensorMapFloatOOBfill = int
@@ -144,6 +151,13 @@ class RecordingDriver:
         def __init__(self):
             self.id = 0
             self.value = SimpleNamespace(clusterDim=SimpleNamespace(x=0, y=0, z=0))
+
+    class CUDA_KERNEL_NODE_PARAMS:  # noqa: N801 - the binding's name
+        def __init__(self):
+            self.func = self.kern = self.ctx = None
+            self.gridDimX = self.gridDimY = self.gridDimZ = 0
+            self.blockDimX = self.blockDimY = self.blockDimZ = 0
+            self.sharedMemBytes, self.kernelParams, self.extra = 0, 0, 0
 
     def __init__(self, *, version: int = 13000, arch: tuple[int, int] = (9, 0), devices: int = 1, fail=None,
                  kernel_us=None, library_us=None, launch_us: float = 5.0, copy_bytes_per_us: float = 1000.0,
@@ -173,6 +187,7 @@ class RecordingDriver:
         self._seen: dict[int, dict] = {}  # stream -> {stream: operations it is ordered after}
         self._writes: list[tuple] = []  # (start, end, stream, operation number) not yet synchronized
         self._capturing: dict[int, list] = {}
+        self._capture_graph: dict[int, int] = {}  # capturing stream -> the graph it records into
         self._capture_thread: dict[int, int] = {}
         self._invalidated: set[int] = set()
         self._graphs: dict[int, list] = {}
@@ -670,18 +685,34 @@ class RecordingDriver:
                 return (INVALID_VALUE,)  # the legacy stream cannot be captured
             self._capturing[stream] = []
             self._capture_thread[stream] = threading.get_ident()
+            self._capture_graph[stream] = self._handle()
         return result
+
+    def cuStreamGetCaptureInfo(self, stream):
+        """(result, status, capture id, graph, the nodes the next work would depend on,
+        their edge data, how many): a capture's last node, one ``("node", graph, index)``."""
+        result = self._call("cuStreamGetCaptureInfo")
+        if result[0] != SUCCESS:
+            return result[0], None, None, None, [], [], 0
+        status = self.CUstreamCaptureStatus
+        if stream not in self._capturing:
+            return SUCCESS, status.CU_STREAM_CAPTURE_STATUS_NONE, 0, None, [], [], 0
+        if stream in self._invalidated:
+            return SUCCESS, status.CU_STREAM_CAPTURE_STATUS_INVALIDATED, 0, None, [], [], 0
+        graph, records = self._capture_graph[stream], self._capturing[stream]
+        nodes = [("node", graph, len(records) - 1)] if records else []
+        return SUCCESS, status.CU_STREAM_CAPTURE_STATUS_ACTIVE, graph, graph, nodes, [], len(nodes)
 
     def cuStreamEndCapture(self, stream):
         self.calls["cuStreamEndCapture"] += 1
         records = self._capturing.pop(stream, None)
         self._capture_thread.pop(stream, None)
+        graph = self._capture_graph.pop(stream, None)
         if records is None:
             return INVALID_VALUE, None
         if stream in self._invalidated:
             self._invalidated.discard(stream)
             return CAPTURE_INVALIDATED, None
-        graph = self._handle()
         self._graphs[graph] = records
         return SUCCESS, graph
 
@@ -726,6 +757,31 @@ class RecordingDriver:
         if len(old) != len(new) or any(kind(a) != kind(b) for a, b in zip(old, new)):
             return GRAPH_EXEC_UPDATE_FAILURE, None
         self._execs[executable[1]] = list(new)
+        return result
+
+    def cuGraphExecKernelNodeSetParams(self, executable, node, params):
+        """Sets the kernel node ``node`` of ``executable`` to ``params`` (later replays
+        launch it so); ``node`` must be a kernel node of the graph the executable was
+        instantiated from, and that graph must still exist."""
+        result = self._call("cuGraphExecKernelNodeSetParams")
+        if result[0] != SUCCESS:
+            return result
+        source = executable[1]
+        if source not in self._execs or source not in self._graphs or node[0] != "node" or node[1] != source:
+            return (INVALID_VALUE,)
+        records = self._execs[source]
+        index = node[2]
+        if not 0 <= index < len(records) or records[index].get("copy") or records[index].get("library"):
+            return (INVALID_VALUE,)
+        name = params.func[1]
+        grid = (params.gridDimX, params.gridDimY, params.gridDimZ)
+        block = (params.blockDimX, params.blockDimY, params.blockDimZ)
+        err = self._launch_error(name, grid, block, int(params.sharedMemBytes))
+        if err or params.extra:
+            return (err or INVALID_VALUE,)
+        records[index] = {**records[index], "name": name, "grid": grid, "block": block,
+                          "smem": int(params.sharedMemBytes), "params": params.kernelParams,
+                          "misaligned": self._misaligned(name, params.kernelParams)}
         return result
 
     def cuGraphExecDestroy(self, executable):
