@@ -112,7 +112,7 @@ def test_an_if_on_a_run_time_condition_needs_branches_of_one_rank():
                          [helper.make_node("ReduceSum", ["x"], ["e"], keepdims=0)], _info("e"))
     model = _model([helper.make_node("If", ["c"], ["y"], name="choose", **branches)],
                    [_info("c", TensorProto.BOOL, [1]), _info("x", F32, [3])], [_info("y")])
-    with pytest.raises(PartitaError, match=r"node 0 'choose' \(If\): output 0: the branches give "
+    with pytest.raises(PartitaError, match=r"node 0 'choose' \(If\): output 0: the choices are "
                                            r"tensor<3xf32> and tensor<f32>"):
         import_onnx(model)
 

@@ -99,6 +99,34 @@ def test_insert_erase_at_with_negative_positions():
     assert [float(e[0]) for e in got[1]] == [0.0, 1.0, 2.0]
 
 
+@pytest.mark.parametrize("position", [-3, -1, 0, 1, 2, 3])
+def test_run_time_positions_select_element_by_element(position):
+    """SequenceAt, SequenceInsert and SequenceErase at a position known only at run time:
+    the sequence's length is known at import, each element chosen on the device (``nn.where``)
+    between elements of one shape, and whole (``nn.choose``) where shapes differ."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+        helper.make_node("SequenceAt", ["s", "at"], ["picked"]),
+        helper.make_node("SequenceErase", ["s", "at"], ["erased"]),
+        helper.make_node("SequenceInsert", ["s", "d", "where"], ["inserted"]),
+        helper.make_node("SequenceConstruct", ["a", "w"], ["mixed"]),  # lengths 2 and 3
+        helper.make_node("SequenceInsert", ["mixed", "d", "where_mixed"], ["grown"]),
+    ]
+    inputs = [_tensor(n, F32, [2]) for n in "abcd"] + [_tensor("w", F32, [3]), _tensor("at", I64, []),
+                                                        _tensor("where", I64, [1]), _tensor("where_mixed", I64, [])]
+    model = _model(nodes, inputs, [_tensor("picked", F32, [2]), _sequence("erased"), _sequence("inserted"),
+                                   _sequence("grown")])
+    imported = str(import_onnx(model))
+    assert "nn.where" in imported and "nn.choose" in imported
+    exe = _compile(model)
+    feeds = {n: np.full(2, k, np.float32) for k, n in enumerate("abcd")}
+    feeds["w"] = np.full(3, 7, np.float32)
+    feeds["at"] = np.array(max(min(position, 2), -3), np.int64)  # in [-3, 2]: an element of s
+    feeds["where"] = np.array([position], np.int64)  # in [-3, 3]: an insertion may append
+    feeds["where_mixed"] = np.array(max(min(position, 2), -2), np.int64)  # the mixed sequence has 2
+    _check(exe.run(**feeds), _onnxruntime(model, feeds))
+
+
 def test_sequence_map_with_a_tensor_and_a_sequence_input():
     body = helper.make_graph(
         [helper.make_node("Add", ["e", "f"], ["s"]), helper.make_node("Mul", ["s", "t"], ["y"])],
@@ -154,8 +182,8 @@ def test_sequence_input_errors():
 
 
 @pytest.mark.parametrize("node, inputs, message", [
-    (helper.make_node("SequenceAt", ["s", "p"], ["y"]), [_tensor("p", I64, [])],
-     r"node 1 'y' \(SequenceAt\): the position is computed at run time"),
+    (helper.make_node("SequenceAt", ["s", "p"], ["y"]), [_tensor("p", I64, [2])],
+     r"node 1 'y' \(SequenceAt\): the position must have one element, got shape \[2\]"),
     (helper.make_node("SequenceAt", ["s", "five"], ["y"]), [],
      r"the position 5 is out of range for a sequence of 2 tensors \(accepted: -2 to 1\)"),
     (helper.make_node("SequenceInsert", ["s", "p"], ["y"]), [_tensor("p", I64, [])],

@@ -113,22 +113,24 @@ def _if(cx, ins, attrs):
                 what = lambda v: v.describe() if isinstance(v, SequenceValue) else "a tensor"  # noqa: E731
                 fail(f"output {k}: the branches give {what(a)} and {what(b)}; a condition computed at run time "
                      "selects between sequences of one length only (their lengths are known at import)")
-            elements = tuple(_select(cx, predicate, x, y, f"output {k} element {j}")
+            elements = tuple(select(cx, predicate, x, y, f"output {k} element {j}")
                              for j, (x, y) in enumerate(zip(a.elements, b.elements)))
             outs.append(SequenceValue(elements, a.element_type))
             continue
-        outs.append(_select(cx, predicate, a, b, f"output {k}"))
+        outs.append(select(cx, predicate, a, b, f"output {k}"))
     return outs
 
 
-def _select(cx: Importer, predicate: SSAValue, a: Value, b: Value, what: str) -> Value:
-    """``a`` where the run-time ``predicate`` holds, else ``b``."""
+def select(cx: Importer, predicate: SSAValue, a: Value, b: Value, what: str) -> Value:
+    """``a`` where the run-time ``predicate`` holds, else ``b``: element-wise (``nn.where``)
+    between values of one shape, else whole (``nn.choose``, whose result's shape is known once
+    the predicate is)."""
     if a is b:
         return a
     a, b = cx.operands(a, b)
     if a.type.element_type != b.type.element_type or len(shape_of(a)) != len(shape_of(b)):
-        fail(f"{what}: the branches give {a.type} and {b.type}; a condition computed at "
-             "run time selects between branch results of one element type and rank only")
+        fail(f"{what}: the choices are {a.type} and {b.type}; a condition computed at "
+             "run time selects between values of one element type and rank only")
     if cx.labels(a) == cx.labels(b):
         return cx.emit(nn.WhereOp(predicate, a, b))
     # the result's shape is the condition's: a stage boundary of the launch plan

@@ -5,9 +5,12 @@ type, as TVM's Relay frontend makes ONNX sequences tuples. Every sequence op the
 works on the list at import and the compiled program holds only the elements' tensors;
 what that needs is known at import, and its absence is a located error:
 
-- positions (``SequenceAt``, ``SequenceInsert``, ``SequenceErase``) are constants, negative
-  ones counting from the end as the ONNX spec says; a position computed at run time cannot
-  pick an element the program has no list of;
+- positions (``SequenceAt``, ``SequenceInsert``, ``SequenceErase``) count from the end when
+  negative, as the ONNX spec says. A constant one picks at import; one computed at run time
+  selects each element of the result with a chain of choices on the position (the
+  sequence's length stays known; ``nn.where`` between elements of one shape, ``nn.choose``
+  where their shapes differ); an out-of-range run-time position is not reported (the
+  chain's last choice is taken);
 - ``SplitToSequence`` splits a static axis by constant sizes (the count of elements is the
   sequence's length);
 - ``SequenceMap`` imports its body once per element (``Importer.run_subgraph``), as Loop
@@ -20,14 +23,18 @@ A sequence at the graph boundary is one argument or result per element (``Import
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
+from xdsl.ir import SSAValue
 
 from partita.dialects import nn
-from partita.frontends.onnx.control_flow import stack
+from partita.frontends.onnx.control_flow import select, stack
 from partita.frontends.onnx.dyn import dyn, run_time
+from partita.frontends.onnx.importer import Importer
 from partita.frontends.onnx.registry import converter
-from partita.frontends.onnx.transform import drop_axis, slice_axis
+from partita.frontends.onnx.transform import drop_axis, reshape_to, slice_axis
 from partita.frontends.onnx.values import (
     SequenceValue,
     Value,
@@ -47,6 +54,11 @@ def _sequence(v: Value | SequenceValue, what: str) -> SequenceValue:
 
 def _type_name(code: int) -> str:
     return onnx.TensorProto.DataType.Name(code)
+
+
+def _computed(v: Value | None) -> bool:
+    """Whether a position is known only at run time (data, or computed from dynamic dims)."""
+    return v is not None and (not is_const(v) or is_symbolic(v))
 
 
 def _position(v: Value, what: str) -> int:
@@ -96,19 +108,65 @@ def _sequence_length(cx, ins, attrs):
     return np.array(len(_sequence(ins[0], "the input")), dtype=np.int64)
 
 
+class _RunTimePosition:
+    """A position computed at run time, as a rank-0 ``i64`` index from the front, and the
+    choices it makes, one per element of the result (``control_flow.select`` on a
+    comparison of the index with the element's: ``nn.where`` between tensors of one
+    shape, ``nn.choose`` between tensors of one rank whose shapes differ)."""
+
+    def __init__(self, cx: Importer, position: Value, length: int, what: str):
+        if len(shape_of(position)) > 1 or math.prod(shape_of(position)) != 1:
+            fail(f"the {what} must have one element, got shape {list(shape_of(position))}")
+        self.cx, self.what = cx, what
+        at = reshape_to(cx, cx.tensor(position), [])
+        if at.type.element_type != nn.element_type_of(np.dtype(np.int64)):
+            at = cx.emit(nn.CastOp(at, nn.element_type_of(np.dtype(np.int64))))
+        negative = self._compare(nn.LessOp, at, 0)
+        self.index = cx.emit(nn.WhereOp(negative, cx.emit(nn.AddOp(at, self._constant(length))), at))
+
+    def _constant(self, k: int) -> SSAValue:
+        return self.cx.tensor(np.array(k, np.int64))
+
+    def _compare(self, op: type, a: SSAValue, k: int) -> SSAValue:
+        return self.cx.emit(op(a, self._constant(k)))
+
+    def choose(self, op: type, k: int, a: Value, b: Value) -> Value:
+        """``a`` where ``op(index, k)`` holds, else ``b``."""
+        return select(self.cx, self._compare(op, self.index, k), a, b, f"the {self.what}'s element {k}")
+
+
 @converter("SequenceAt")
 def _sequence_at(cx, ins, attrs):
     seq = _sequence(ins[0], "the input")
-    return seq.elements[_index(_position(ins[1], "position"), len(seq), "position")]
+    if not _computed(ins[1]):
+        return seq.elements[_index(_position(ins[1], "position"), len(seq), "position")]
+    if not len(seq):
+        fail("cannot take an element of an empty sequence")
+    at = _RunTimePosition(cx, ins[1], len(seq), "position")
+    out = seq.elements[-1]
+    for j in range(len(seq) - 2, -1, -1):
+        out = at.choose(nn.EqualOp, j, seq.elements[j], out)
+    return out
 
 
 @converter("SequenceInsert")
 def _sequence_insert(cx, ins, attrs):
     seq = _sequence(ins[0], "the input")
-    _check_element(seq, ins[1], "the tensor inserted")
-    at = len(seq) if len(ins) < 3 or ins[2] is None else \
-        _index(_position(ins[2], "position"), len(seq), "position", end=True)
-    return SequenceValue((*seq.elements[:at], ins[1], *seq.elements[at:]), seq.element_type)
+    tensor = ins[1]
+    _check_element(seq, tensor, "the tensor inserted")
+    if len(ins) < 3 or not _computed(ins[2]):
+        at = len(seq) if len(ins) < 3 or ins[2] is None else \
+            _index(_position(ins[2], "position"), len(seq), "position", end=True)
+        return SequenceValue((*seq.elements[:at], tensor, *seq.elements[at:]), seq.element_type)
+    # Element j of the result: the old j before the position, the tensor at it, the old
+    # j - 1 after it.
+    at = _RunTimePosition(cx, ins[2], len(seq), "position")
+    old = seq.elements
+    out = []
+    for j in range(len(old) + 1):
+        shifted = at.choose(nn.EqualOp, j, tensor, old[j - 1]) if j else tensor
+        out.append(at.choose(nn.GreaterOp, j, old[j], shifted) if j < len(old) else shifted)
+    return SequenceValue(tuple(out), seq.element_type)
 
 
 @converter("SequenceErase")
@@ -116,8 +174,15 @@ def _sequence_erase(cx, ins, attrs):
     seq = _sequence(ins[0], "the input")
     if not len(seq):
         fail("cannot erase from an empty sequence")
-    at = len(seq) - 1 if len(ins) < 2 or ins[1] is None else _index(_position(ins[1], "position"), len(seq), "position")
-    return SequenceValue(seq.elements[:at] + seq.elements[at + 1:], seq.element_type)
+    if len(ins) < 2 or not _computed(ins[1]):
+        at = len(seq) - 1 if len(ins) < 2 or ins[1] is None else \
+            _index(_position(ins[1], "position"), len(seq), "position")
+        return SequenceValue(seq.elements[:at] + seq.elements[at + 1:], seq.element_type)
+    # Element j of the result: the old j before the position, the old j + 1 from it on.
+    at = _RunTimePosition(cx, ins[1], len(seq), "position")
+    old = seq.elements
+    return SequenceValue(tuple(at.choose(nn.GreaterOp, j, old[j], old[j + 1]) for j in range(len(old) - 1)),
+                         seq.element_type)
 
 
 @converter("ConcatFromSequence")
