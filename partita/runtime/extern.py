@@ -59,6 +59,7 @@ from partita.lowering.cuda.records import (
     ScatterRecord,
     WindowRecord,
 )
+from partita.lowering.cuda.schedules import SPLIT_K_SLOTS, split_k_slots
 from partita.lowering.cutlass.emitter import EntryInfo
 from partita.lowering.cutlass.kernels import NUMPY_DTYPES, KernelSpec, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.records import entry_from_record
@@ -197,7 +198,9 @@ class FusedKernelHandle:
     def prepare(self, loader: Any) -> PreparedFused:
         module = loader.module(self)
         kernel = module.kernel(self.record.entry, 0, loader.emulation)
-        return PreparedFused(self, kernel, as_checked(module))
+        sms = loader.multiprocessor_count
+        return PreparedFused(self, kernel, as_checked(module), split_k_slots(sms) if sms else SPLIT_K_SLOTS)
+
 
 @dataclass(frozen=True)
 class PreparedFused:
@@ -205,6 +208,8 @@ class PreparedFused:
     kernel: Any
     checked: CheckedModule | None = None
     """The cubin's checked module, whose launch contract the record must match."""
+    slots: int = SPLIT_K_SLOTS
+    """Tensor-core tiles the device runs at once: how far a split-K GEMM splits."""
 
     def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
         """The kernel this call launches and its parameter kinds, from the record alone."""
@@ -212,7 +217,7 @@ class PreparedFused:
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
         # a split-K GEMM's partial tiles (scratch: each pass writes what the next reads)
-        return self.handle.record.workspace_bytes(shapes, outputs[0]) if outputs else 0
+        return self.handle.record.workspace_bytes(shapes, outputs[0], self.slots) if outputs else 0
 
     def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
         rec = self.handle.record
@@ -226,7 +231,7 @@ class PreparedFused:
         dims = rec.runtime_dims(shapes)
         operands = [Operand(i, tuple(t.shape), np.dtype(t.dtype)) for i, t in enumerate(inputs)]
         operands.append(Operand(len(inputs), tuple(out.shape), np.dtype(out.dtype), output=True))
-        passes = rec.launches(shapes, tuple(out.shape))  # two for a split-K GEMM: its slices, then their sum
+        passes = rec.launches(shapes, tuple(out.shape), self.slots)  # two for a split-K GEMM: its slices, then their sum
         if len(passes) > 1 and not workspace:
             raise PartitaError(f"@{self.handle.function}: its K slices need a workspace, and the call has none")
         launches = [device.prepare_launch(self.kernel, grid, block, 0,

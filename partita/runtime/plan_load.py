@@ -5,6 +5,7 @@ one parameter buffer, the static arena ``plan-memory`` sized allocated once."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,11 @@ class _Loader:
         self.emulation: Callable | None = None
         self.operands: list[tuple[tuple[int, ...], np.dtype]] = []
         self.results = 0  # the call's outputs
+
+    @functools.cached_property
+    def multiprocessor_count(self) -> int:
+        """SMs of the device (0 where it has none to say: the simulated device), asked once."""
+        return int(getattr(self.device, "multiprocessor_count", 0) or 0)
 
     def library(self, handle: Any) -> Any:
         """The binding of ``handle``'s library (a stand-in when the runtime was given one)."""

@@ -378,7 +378,8 @@ def test_split_k_passes_add_up_to_the_whole_product(tmp_path: Path) -> None:
 def test_a_short_product_runs_in_k_slices_through_the_plan(tmp_path: Path) -> None:
     """Through compile, bind and the recording driver: a 40-row product with K = 2048 (one
     tile) is two launches, 8 slices of 256 then their sum, into a workspace the plan
-    places; 20,000 rows (157 tiles, over half the device's 264) run unsplit, one launch.
+    places; 20,000 rows (157 tiles, over half the H100's 264 slots) run unsplit, one
+    launch, and 11,520 (90 tiles) in 2 slices there, unsplit on a GPU of 58 SMs.
     The simulated device's run equals the product."""
     from onnx import TensorProto, helper, numpy_helper
     from support.recording_driver import RecordingDriver
@@ -401,10 +402,15 @@ def test_a_short_product_runs_in_k_slices_through_the_plan(tmp_path: Path) -> No
     np.testing.assert_allclose(y.astype(np.float32), want, rtol=2e-2, atol=2e-2)
     driver = RecordingDriver()
     exe.load(CudaDevice(driver=driver))
-    for rows, grids in ((40, [(1, 1, 8), (1, 1, 1)]), (20000, [(1, 157, 1)])):
+    for rows, grids in ((40, [(1, 1, 8), (1, 1, 1)]), (20000, [(1, 157, 1)]), (11520, [(1, 90, 2), (1, 90, 1)])):
         driver.reset()
         exe.run(rng.standard_normal((rows, k)).astype(np.float16))
         assert [launch["grid"] for launch in driver.launches] == grids, rows
+    # The device's own SMs: 90 tiles fill over half of a 58-SM GPU's 116 slots, unsplit there.
+    driver = RecordingDriver(sm_count=58)
+    exe.load(CudaDevice(driver=driver))
+    exe.run(rng.standard_normal((11520, k)).astype(np.float16))
+    assert [launch["grid"] for launch in driver.launches] == [(1, 90, 1)]
     exe.close()
 
 

@@ -147,12 +147,14 @@ class FusedRecord:
         """``(grid, block)`` of a launch writing an output of ``out_shape``."""
         return self.grid(prod(out_shape)), (self.block, 1, 1)
 
-    def launches(self, shapes, out_shape) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
+    def launches(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS
+                 ) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
         """``(grid, block, k_slices)`` of each launch of a call at these input shapes
-        writing ``out_shape``: one, but for a split-K GEMM (``GemmRecord``)."""
+        writing ``out_shape`` on a device running ``slots`` tensor-core tiles at once
+        (``schedules.split_k_slots``): one, but for a split-K GEMM (``GemmRecord``)."""
         return [(*self.geometry(out_shape), 1)]
 
-    def workspace_bytes(self, shapes, out_shape) -> int:
+    def workspace_bytes(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS) -> int:
         """Device scratch a call at these shapes takes (a split-K GEMM's partial tiles)."""
         return 0
 
@@ -246,10 +248,10 @@ class GemmRecord(FusedRecord):
         batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
         return batch, -(-m // self.tile), -(-n // self.tile)
 
-    def slices(self, shapes, out_shape) -> int:
-        """K slices of a call at these input shapes (split-K: ``split_k_slices`` on an
-        H100's ``SPLIT_K_SLOTS``, at most ``split_k``); 1 for a GEMV's rows, and where the
-        slices' grid would pass ``MAX_GRID``."""
+    def slices(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS) -> int:
+        """K slices of a call at these input shapes (split-K: ``split_k_slices`` on a
+        device of ``slots`` tiles at once, an H100's by default, at most ``split_k``); 1 for
+        a GEMV's rows, and where the slices' grid would pass ``MAX_GRID``."""
         if not self.split_k:
             return 1
         batch, m = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1])
@@ -257,19 +259,20 @@ class GemmRecord(FusedRecord):
             return 1
         source, axis = self.k_source
         k = axis if source < 0 else shapes[source][axis]
-        slices = split_k_slices(prod(self._tiles(out_shape)), k, most=self.split_k)
+        slices = split_k_slices(prod(self._tiles(out_shape)), k, slots, self.split_k)
         return slices if batch * slices <= MAX_GRID else 1
 
-    def launches(self, shapes, out_shape) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
+    def launches(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS
+                 ) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
         grid, block = self.geometry(out_shape)
-        slices = self.slices(shapes, out_shape)
+        slices = self.slices(shapes, out_shape, slots)
         if slices == 1:
             return [(grid, block, 1)]
         # the slices' pass over grid z = batch x slices, then the pass adding them
         return [((grid[0], grid[1], grid[2] * slices), block, slices), (grid, block, -slices)]
 
-    def workspace_bytes(self, shapes, out_shape) -> int:
-        slices = self.slices(shapes, out_shape)
+    def workspace_bytes(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS) -> int:
+        slices = self.slices(shapes, out_shape, slots)
         return 0 if slices == 1 else prod(self._tiles(out_shape)) * slices * SPLIT_K_SLOT_WORDS * 4
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

@@ -63,9 +63,17 @@ each a block writing its partial tile to a workspace (``k_slices > 1``), then on
 tile adds the slices in order and runs the epilogue (``k_slices < 0``): two launches, no
 atomics, the same sums at any schedule. ``records.GemmRecord.slices`` chooses the count at
 launch."""
-SPLIT_K_SLOTS = 264
-"""Tiles an H100 / H200 runs at once (132 SMs, ``MMA_MIN_BLOCKS`` each): split-K fills up
-to this many; products of at least half as many tiles are not split."""
+
+
+def split_k_slots(sms: int) -> int:
+    """Tensor-core tiles a device of ``sms`` SMs runs at once (``MMA_MIN_BLOCKS`` each):
+    split-K fills up to this many; products of at least half as many tiles are not split."""
+    return sms * MMA_MIN_BLOCKS
+
+
+SPLIT_K_SLOTS = split_k_slots(132)
+"""An H100 / H200's slots (132 SMs): the default where the device is not known (the
+simulated device, a record read alone); a plan loaded on a GPU counts its own SMs."""
 SPLIT_K_MIN_K = 256
 """K a slice takes at least (8 stages of halves, 4 of bytes): shorter slices cost more in
 partial tiles written and read than their MMAs save."""
