@@ -250,9 +250,6 @@ class RooflineEstimator:
             raise ValueError(f"unknown backend {target!r}; known: {sorted(self.backends)}")
         return be
 
-    def _peak(self, be: Mapping[str, Any], node: NodeInfo, cls: str) -> float:
-        return self._rate(be, node, cls)[0]
-
     def _filled(self, be: Mapping[str, Any], node: NodeInfo, flops: float) -> tuple[float, int, int]:
         """The share of the device a backend's fixed GEMM tiles keep busy (``gemm_tile``
         outputs a side, ``gemm_blocks_per_sm`` of them an SM), the K slices it splits them

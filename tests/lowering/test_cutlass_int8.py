@@ -216,7 +216,7 @@ def test_collage_prices_int8_tensor_cores(tmp_path) -> None:
     from partita.collage.cost import RooflineEstimator
 
     estimator = RooflineEstimator(device="h100")
-    assert estimator._peak({"tensor_cores": True}, _Node("ui8"), "gemm") == estimator.dev["tensor_flops"]["i8"]
+    assert estimator._rate({"tensor_cores": True}, _Node("ui8"), "gemm") == (estimator.dev["tensor_flops"]["i8"], True)
     m = _matmul_integer_model(1024, 1024)
     text = str(import_onnx(m)).replace("?x5x1024", "2048x5x1024").replace("tensor<?x", "tensor<2048x")
     exe = partita.compile(text, ["cuda -arch=sm_90", "cutlass", "llvm"], partitioner="collage",
@@ -226,7 +226,7 @@ def test_collage_prices_int8_tensor_cores(tmp_path) -> None:
 
 
 class _Node:
-    """What ``RooflineEstimator._peak`` reads of a node."""
+    """What ``RooflineEstimator._rate`` reads of a node."""
 
     def __init__(self, dtype: str):
         self.in_types = [type("T", (), {"dtype": dtype})()]
