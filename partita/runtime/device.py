@@ -116,7 +116,9 @@ class SimulatedLaunch:
 
     def __call__(self, stream) -> None:
         if type(stream) is _Recorder:  # being captured into a graph
-            stream.launches.append(self)
+            # as the driver copies a kernel node's arguments: a later patch of this launch
+            # reaches the graph only through an update
+            stream.launches.append(self.clone())
             return
         device = self.device
         device.counts["launch"] += 1

@@ -18,7 +18,7 @@ from partita.runtime.contracts import (
     TimingDevice,
 )
 from partita.runtime.cuda import CudaDevice, CudaModule
-from partita.runtime.device import SimulatedDevice
+from partita.runtime.device import Operand, SimulatedDevice
 from partita.runtime.libraries import handle_class
 
 
@@ -79,3 +79,22 @@ def test_simulated_launches_and_graphs_keep_the_contract() -> None:
 def test_library_handles_keep_the_contract(kind: str) -> None:
     cls = handle_class(kind)
     assert _members(LibraryHandle) <= set(dir(cls)) | set(getattr(cls, "__dataclass_fields__", {}))
+
+
+def test_a_simulated_graph_keeps_the_arguments_it_captured() -> None:
+    """As the driver copies a kernel node's arguments at capture: a launch patched after
+    the capture (another input pointer) reaches the graph only through an update."""
+    device = SimulatedDevice()
+    kernel = device.load_module(b"cubin").kernel("fill", 0, lambda inputs, outputs: outputs[0].fill(1.0))
+    first, second = device.alloc(16), device.alloc(16)
+    launch = device.prepare_launch(kernel, (1, 1, 1), (4, 1, 1), 0, [("ptr", first)],
+                                   [Operand(0, (4,), np.dtype(np.float32), output=True)])
+    stream = device.create_stream()
+    graph = device.capture(stream, [launch])
+    launch.set_pointer(0, second)
+    graph.launch(stream)
+    assert device.view(first, (4,), np.float32).tolist() == [1.0] * 4
+    assert device.view(second, (4,), np.float32).tolist() == [0.0] * 4  # the graph's copy is unpatched
+    assert device.update_graph(graph, stream, [launch]) == "graph"
+    graph.launch(stream)
+    assert device.view(second, (4,), np.float32).tolist() == [1.0] * 4
