@@ -5,7 +5,6 @@ and matches onnxruntime step by step."""
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from pathlib import Path
 
@@ -229,16 +228,16 @@ def test_an_output_fed_back_is_read_from_the_twin_arena(feedback) -> None:
 
 def _exec_launches(drv: RecordingDriver, runtime: Runtime, bound) -> list[tuple]:
     """What the executable of ``bound``'s arena graph launches, per kernel node: its kernel,
-    grid, block, shared memory and argument bytes (read through its ``kernelParams``, the
-    length of the step at the same place), beside the same of ``bound``'s steps."""
+    grid, block, shared memory and the argument bytes the node copied (at the capture or
+    when it was set), beside the same of ``bound``'s steps now."""
     records = drv._execs[bound.shared.graph.executable[1]]
     assert len(records) == len(bound.steps)
     held, want = [], []
     for record, step in zip(records, bound.steps):
-        base = ctypes.c_void_p.from_address(record["params"]).value - step.offsets[0]
-        held.append((record["name"], record["grid"], record["block"], record["smem"],
-                     ctypes.string_at(base, len(step.buffer))))
-        want.append((step.function.name, step.grid, step.block, step.smem, step.buffer.raw))
+        assert record["arguments"] is not None  # the cubins' parameters are known
+        held.append((record["name"], record["grid"], record["block"], record["smem"], record["arguments"]))
+        want.append((step.function.name, step.grid, step.block, step.smem,
+                     drv.arguments(step.function.name, step._address)))
     return held, want
 
 

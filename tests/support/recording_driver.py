@@ -4,7 +4,9 @@ as the driver where the driver is strict.
 
 Device memory is real host memory (its addresses are the "device pointers"), so copies
 move real bytes; kernels do not run (their outputs keep what the memory held), launches
-are recorded with their stream and argument-buffer address. Stream capture records
+are recorded with their stream, argument-buffer address and, for a kernel of a real cubin
+(its parameters' sizes read from it), the bytes of each argument at the launch or capture
+(``arguments``: what the driver copies then; a later change to the buffer is not seen). Stream capture records
 launches and asynchronous copies into a graph instead of running them; ``cuGraphLaunch``
 replays the record. ``fail`` makes the named call return an error (``{"cuLaunchKernel": 719}``).
 
@@ -63,6 +65,8 @@ from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
+
+from partita.lowering.cubin import CubinError, kernel_params
 
 SUCCESS = 0
 INVALID_VALUE = 1
@@ -173,6 +177,8 @@ class RecordingDriver:
         self.func_attributes: dict[tuple[str, int], int] = {}
         self.static_smem: dict[str, int] = {}
         self.alignment: dict[str, dict[int, int]] = {}
+        self.param_sizes: dict[str, list[int]] = {}  # kernel -> its parameters' sizes, from its cubin
+        self._images: dict[int, bytes] = {}  # module -> the image it was loaded from
         self.tensor_maps: list[dict] = []  # cuTensorMapEncodeTiled requests that succeeded
         self.non_portable_clusters: set[str] = set()  # kernels opted in to 16-CTA clusters
         self.sticky: int | None = None
@@ -533,6 +539,7 @@ class RecordingDriver:
         self.images.append(bytes(image))  # what reached the driver
         module = self._handle()
         self.modules.add(module)
+        self._images[module] = bytes(image)
         return SUCCESS, ("module", len(image), module)
 
     def cuModuleUnload(self, module):
@@ -541,10 +548,29 @@ class RecordingDriver:
             if module[2] not in self.modules:
                 return (INVALID_VALUE,)
             self.modules.discard(module[2])
+            self._images.pop(module[2], None)
         return result
 
     def cuModuleGetFunction(self, module, name):
-        return self._call("cuModuleGetFunction", ("function", name.decode()))
+        result = self._call("cuModuleGetFunction", ("function", name.decode()))
+        if result[0] == SUCCESS and name.decode() not in self.param_sizes:
+            try:  # a real cubin (not a test's placeholder bytes) says each parameter's size
+                sizes = [p.size for p in kernel_params(self._images.get(module[2], b""), name.decode())]
+            except CubinError:
+                sizes = []
+            if sizes:
+                self.param_sizes[name.decode()] = sizes
+        return result
+
+    def arguments(self, name: str, params: int) -> tuple[bytes, ...] | None:
+        """The bytes of each argument ``params`` (a ``kernelParams`` array) points at, read
+        now, as a launch or a kernel node copies them; None for a kernel of unknown
+        parameters (no cubin to read them from)."""
+        sizes = self.param_sizes.get(name)
+        if sizes is None or not params:
+            return None
+        return tuple(ctypes.string_at(ctypes.c_void_p.from_address(int(params) + 8 * i).value, size)
+                     for i, size in enumerate(sizes))
 
     def cuFuncSetAttribute(self, function, attribute, value):
         result = self._call("cuFuncSetAttribute")
@@ -587,6 +613,7 @@ class RecordingDriver:
         if stream in self._invalidated:
             return (CAPTURE_INVALIDATED,)
         record["misaligned"] = self._misaligned(f[1], params)
+        record["arguments"] = self.arguments(f[1], params)
         self.log.append(("cuLaunchKernel", stream, f[1]))
         if stream in self._capturing:
             self._capturing[stream].append(record)
@@ -631,7 +658,8 @@ class RecordingDriver:
                 d = attribute.value.clusterDim
                 cluster = (int(d.x), int(d.y), int(d.z))
         record = {"name": f[1], "grid": grid, "block": block, "smem": int(config.sharedMemBytes),
-                  "stream": config.hStream, "params": params, "cluster": cluster}
+                  "stream": config.hStream, "params": params, "cluster": cluster,
+                  "arguments": self.arguments(f[1], params)}
         result = self._call("cuLaunchKernelEx")
         if result[0] != SUCCESS:
             return result
@@ -781,7 +809,8 @@ class RecordingDriver:
             return (err or INVALID_VALUE,)
         records[index] = {**records[index], "name": name, "grid": grid, "block": block,
                           "smem": int(params.sharedMemBytes), "params": params.kernelParams,
-                          "misaligned": self._misaligned(name, params.kernelParams)}
+                          "misaligned": self._misaligned(name, params.kernelParams),
+                          "arguments": self.arguments(name, params.kernelParams)}
         return result
 
     def cuGraphExecDestroy(self, executable):
