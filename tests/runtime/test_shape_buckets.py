@@ -237,7 +237,7 @@ def _exec_launches(drv: RecordingDriver, runtime: Runtime, bound) -> list[tuple]
         assert record["arguments"] is not None  # the cubins' parameters are known
         held.append((record["name"], record["grid"], record["block"], record["smem"], record["arguments"]))
         want.append((step.function.name, step.grid, step.block, step.smem,
-                     drv.arguments(step.function.name, step._address)))
+                     drv.arguments(step.function.handle, step._address)))
     return held, want
 
 

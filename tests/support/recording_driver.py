@@ -177,7 +177,7 @@ class RecordingDriver:
         self.func_attributes: dict[tuple[str, int], int] = {}
         self.static_smem: dict[str, int] = {}
         self.alignment: dict[str, dict[int, int]] = {}
-        self.param_sizes: dict[str, list[int]] = {}  # kernel -> its parameters' sizes, from its cubin
+        self.param_sizes: dict[tuple, list[int]] = {}  # function -> its parameters' sizes, from its cubin
         self._images: dict[int, bytes] = {}  # module -> the image it was loaded from
         self.tensor_maps: list[dict] = []  # cuTensorMapEncodeTiled requests that succeeded
         self.non_portable_clusters: set[str] = set()  # kernels opted in to 16-CTA clusters
@@ -549,24 +549,27 @@ class RecordingDriver:
                 return (INVALID_VALUE,)
             self.modules.discard(module[2])
             self._images.pop(module[2], None)
+            self.param_sizes = {f: sizes for f, sizes in self.param_sizes.items() if f[2] != module[2]}
         return result
 
     def cuModuleGetFunction(self, module, name):
-        result = self._call("cuModuleGetFunction", ("function", name.decode()))
-        if result[0] == SUCCESS and name.decode() not in self.param_sizes:
+        # the handle names its module: kernels of one name in two cubins are two functions
+        function = ("function", name.decode(), module[2])
+        result = self._call("cuModuleGetFunction", function)
+        if result[0] == SUCCESS and function not in self.param_sizes:
             try:  # a real cubin (not a test's placeholder bytes) says each parameter's size
                 sizes = [p.size for p in kernel_params(self._images.get(module[2], b""), name.decode())]
             except CubinError:
                 sizes = []
             if sizes:
-                self.param_sizes[name.decode()] = sizes
+                self.param_sizes[function] = sizes
         return result
 
-    def arguments(self, name: str, params: int) -> tuple[bytes, ...] | None:
+    def arguments(self, function, params: int) -> tuple[bytes, ...] | None:
         """The bytes of each argument ``params`` (a ``kernelParams`` array) points at, read
         now, as a launch or a kernel node copies them; None for a kernel of unknown
         parameters (no cubin to read them from)."""
-        sizes = self.param_sizes.get(name)
+        sizes = self.param_sizes.get(tuple(function))
         if sizes is None or not params:
             return None
         return tuple(ctypes.string_at(ctypes.c_void_p.from_address(int(params) + 8 * i).value, size)
@@ -613,7 +616,7 @@ class RecordingDriver:
         if stream in self._invalidated:
             return (CAPTURE_INVALIDATED,)
         record["misaligned"] = self._misaligned(f[1], params)
-        record["arguments"] = self.arguments(f[1], params)
+        record["arguments"] = self.arguments(f, params)
         self.log.append(("cuLaunchKernel", stream, f[1]))
         if stream in self._capturing:
             self._capturing[stream].append(record)
@@ -659,7 +662,7 @@ class RecordingDriver:
                 cluster = (int(d.x), int(d.y), int(d.z))
         record = {"name": f[1], "grid": grid, "block": block, "smem": int(config.sharedMemBytes),
                   "stream": config.hStream, "params": params, "cluster": cluster,
-                  "arguments": self.arguments(f[1], params)}
+                  "arguments": self.arguments(f, params)}
         result = self._call("cuLaunchKernelEx")
         if result[0] != SUCCESS:
             return result
@@ -810,7 +813,7 @@ class RecordingDriver:
         records[index] = {**records[index], "name": name, "grid": grid, "block": block,
                           "smem": int(params.sharedMemBytes), "params": params.kernelParams,
                           "misaligned": self._misaligned(name, params.kernelParams),
-                          "arguments": self.arguments(name, params.kernelParams)}
+                          "arguments": self.arguments(params.func, params.kernelParams)}
         return result
 
     def cuGraphExecDestroy(self, executable):
