@@ -148,14 +148,18 @@ def test_causal_rows_before_every_key_are_nan_without_the_guard(host):
     assert np.isnan(got[0, 0, :8]).all() and np.isfinite(got[0, 0, 8:]).all()
 
 
-def test_nan_score_makes_its_row_undefined_only(host):
+@pytest.mark.parametrize("dtype, head_dim, sq, row", [("f16", 96, 9, 4), ("bf16", 64, 140, 21)])
+def test_nan_score_makes_its_row_undefined_only(host, dtype, head_dim, sq, row):
+    """The undefined row is NaN, or 0 with ``zero_undefined_rows``. At D = 64 a warp holds
+    two m-tiles (32 rows): row 21 is in the second of warp 0's."""
     lib, configs = host
     rng = np.random.default_rng(4)
-    q, k, v = _inputs(rng, "f16", 1, 2, 2, 9, 20, 96)
-    q[0, 1, 4, 7] = np.nan
-    got = _check(lib, configs["f16", 96], q, k, v)
-    assert np.isnan(got[0, 1, 4]).all()
-    assert np.isfinite(np.delete(got[0, 1], 4, axis=0)).all() and np.isfinite(got[0, 0]).all()
+    q, k, v = _inputs(rng, dtype, 1, 2, 2, sq, 20, head_dim)
+    q[0, 1, row, 7] = np.nan
+    config = configs[dtype, head_dim]
+    got = _check(lib, config, q, k, v)
+    assert (got[0, 1, row] == 0).all() if config.zero_undefined_rows else np.isnan(got[0, 1, row]).all()
+    assert np.isfinite(np.delete(got[0, 1], row, axis=0)).all() and np.isfinite(got[0, 0]).all()
 
 
 def test_head_dim_256(host):
@@ -233,25 +237,29 @@ def test_split_kv_decode_reads_a_static_cache_up_to_its_last_key(layout, tmp_pat
 
 def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256),
-               FlashConfig("f16", 64, causal=True, mask_fill=float(np.finfo(np.float32).min))]
+               FlashConfig("f16", 64, causal=True, mask_fill=float(np.finfo(np.float32).min)), FlashConfig("f16", 64)]
+    assert [c.m_tiles for c in configs] == [1, 1, 1, 2, 2]
     binary, sass = compiled_sass(flash_attention_source(configs), options=["--ptxas-options=-v"], use_cache=False)
     for c in configs:
         text = sass[c.entry]
         # the block's vote on visiting the tiles past the causal frontier: a finite fill's only
         assert ("BAR.RED.OR" in text) == (c.mask_fill != -np.inf)
         k_steps, n_tiles, d_tiles = c.head_dim // 16, c.block_n // 8, c.head_dim // 8
-        # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles),
-        # in two loops: the tiles whole for every row of the block, then the masked ones.
-        per_tile = n_tiles * k_steps + (c.block_n // 16) * d_tiles
+        # One key tile: S = Q K^T (n_tiles x k_steps MMAs) and O += P V (block_n / 16 x d_tiles)
+        # for each of a warp's m-tiles, in two loops: the tiles whole for every row of the
+        # block, then the masked ones.
+        per_tile = c.m_tiles * (n_tiles * k_steps + (c.block_n // 16) * d_tiles)
         assert text.count("HMMA.16816.F32") == 2 * per_tile
         whole, masked = sorted((loop for loop in sass_loops(text) if any("HMMA" in x for x in loop)), key=len)
         assert sum("HMMA" in x for x in whole) == sum("HMMA" in x for x in masked) == per_tile
+        # Each ldmatrix.x4 (two k-steps of K, two d-tiles of V) feeds every m-tile's MMAs.
+        assert sum("LDSM" in x for x in whole) == (n_tiles * k_steps + (c.block_n // 16) * d_tiles) // 2
         # The whole tiles read no key mask and test no score (the masked loop does both); a
-        # score is one MUFU.EX2 (log2 domain): the lane's 2 rows are tested for -inf, not
-        # each score, and their two rescale factors are the other 2 EX2s.
+        # score is one MUFU.EX2 (log2 domain): a lane's 2 rows an m-tile are tested for -inf,
+        # not each score, and their two rescale factors are the other 2 EX2s.
         assert not any("LDG.E.U8" in x for x in whole) and any("LDG.E.U8" in x for x in masked)
-        assert sum("FSETP" in x for x in whole) == 2
-        assert sum("MUFU.EX2" in x for x in whole) == c.block_n // 2 + 2
+        assert sum("FSETP" in x for x in whole) == 2 * c.m_tiles
+        assert sum("MUFU.EX2" in x for x in whole) == c.m_tiles * (c.block_n // 2 + 2)
         assert ".BF16" in text if c.dtype == "bf16" else ".BF16" not in text
         assert "LDGSTS.E.BYPASS.128" in text and "LDG.E.128" not in text  # K / V tiles by cp.async, not registers
         assert "LDGDEPBAR" in text and "DEPBAR.LE SB0, 0x1" in text  # commit, wait for all but the newest tile

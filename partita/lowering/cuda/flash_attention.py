@@ -1,10 +1,17 @@
 """Partita's fused attention kernel, FlashAttention-2 style, as CUDA C for NVRTC.
 
 One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of its
-``WARPS`` warps owns 16 rows. The schedule, as named choices:
+``WARPS`` warps owns ``16 * MT`` rows (``FlashConfig.m_tiles``: two m16 tiles up to D = 64,
+one above). The schedule, as named choices:
 
-- **Q in registers**: a warp loads its 16 x D query tile once, as ``mma.sync`` A fragments
-  (``D / 16`` k-steps x 4 registers of two halves).
+- **Q in registers**: a warp loads its query rows once, as ``mma.sync`` A fragments
+  (per m-tile ``D / 16`` k-steps x 4 registers of two halves).
+- **Two m-tiles a warp** (FlashAttention-2's 128-row block at D = 64): every K and V
+  fragment a warp loads from shared memory feeds the MMAs of both, which halves the
+  shared-memory reads per MMA, and each key tile copied serves twice the query rows, which
+  halves the K / V traffic from L2. Above D = 64 the second tile's registers (Q, S and O)
+  would spill, and Q from shared memory, FlashAttention-2's form there, needs more than the
+  48 KiB of static shared memory.
 - **K / V streamed through shared memory, double-buffered**: tiles of ``BLOCK_N`` keys x D
   copied by the whole block with ``cp.async`` (16 bytes a copy, global to shared without
   registers: LDGSTS; a fixed, unrolled count of copies a thread, at the same offsets every
@@ -114,12 +121,21 @@ class FlashConfig:
 
     @property
     def warps(self) -> int:
-        """Warps per block (16 query rows each)."""
+        """Warps per block."""
         return 4
 
     @property
+    def m_tiles(self) -> int:
+        """m16 tiles of query rows a warp holds: 2 (32 rows, FlashAttention-2's 128-row
+        block) up to D = 64, where the Q fragments, S and O accumulators of both (``MT *
+        (D / 4 + block_n / 2 + D / 2)`` registers a lane) fit without spilling; each K and
+        V fragment a warp loads from shared memory then feeds two MMAs, and each key tile
+        serves twice the rows. 1 (16 rows) above."""
+        return 2 if self.padded_dim <= 64 else 1
+
+    @property
     def block_m(self) -> int:
-        return 16 * self.warps
+        return 16 * self.m_tiles * self.warps
 
     @property
     def block_n(self) -> int:
@@ -310,7 +326,9 @@ static __device__ __forceinline__ void $entry_tile(
     int heads, int kv_heads, int q_len, int kv_len, float scale, int qtile, int bh,
     long long mask_batch_stride, int mask_key_stride, long long q_row, long long k_row, long long v_row) {
   // D: the stored head dim; DP: the one the MMAs run at (D rounded up to 32, zero-padded).
-  constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, KS = DP / 16, NT = BN / 8, DT = DP / 8;
+  // MT: the m16 tiles of query rows a warp holds (16 * MT rows): each K and V fragment a
+  // warp loads from shared memory feeds MT MMAs.
+  constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, MT = $MT, KS = DP / 16, NT = BN / 8, DT = DP / 8;
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
@@ -341,21 +359,34 @@ static __device__ __forceinline__ void $entry_tile(
       vs[stage][(e / PAD) * KP + D + e % PAD] = 0;
     }
   }
-  const int row0 = qtile * BM + warp * 16;         // this warp's first query row
-  const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;   // the two rows this lane holds
+  const int row0 = qtile * BM + warp * 16 * MT;  // this warp's first query row
+  // The two rows this lane holds in m-tile i: r_lo[i] and r_hi[i] = r_lo[i] + 8.
+  int r_lo[MT], r_hi[MT];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) { r_lo[i] = row0 + 16 * i + lane / 4; r_hi[i] = r_lo[i] + 8; }
   const unsigned short* qb = (const unsigned short*)q + q_base;
   // Q tile in registers (A fragments); rows past q_len read as 0.
-  unsigned qa[KS][4];
-  for (int s = 0; s < KS; ++s)
-    for (int r = 0; r < 4; ++r) {
-      const int row = (r % 2) ? r_hi : r_lo, col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
-      unsigned word = 0;
-      if (row < q_len && col < D) memcpy(&word, qb + (long long)row * q_stride + col, 4);
-      qa[s][r] = word;
-    }
-  float acc[DT][4];
-  for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
-  float m_lo = __int_as_float(0xff800000), m_hi = m_lo, l_lo = 0.0f, l_hi = 0.0f;
+  unsigned qa[MT][KS][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+    for (int s = 0; s < KS; ++s)
+      for (int r = 0; r < 4; ++r) {
+        const int row = (r % 2) ? r_hi[i] : r_lo[i], col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
+        unsigned word = 0;
+        if (row < q_len && col < D) memcpy(&word, qb + (long long)row * q_stride + col, 4);
+        qa[i][s][r] = word;
+      }
+  float acc[MT][DT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+    for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) acc[i][t][e] = 0.0f;
+  // Per row: the running max m (log2 domain) and sum l.
+  float m_lo[MT], m_hi[MT], l_lo[MT], l_hi[MT];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    m_lo[i] = m_hi[i] = __int_as_float(0xff800000);
+    l_lo[i] = l_hi[i] = 0.0f;
+  }
   const int shift = kv_len - q_len;  // causal frontier: key j <= row + shift
   const int tiles_all = (kv_len + BN - 1) / BN;
   int tiles = tiles_all;
@@ -406,83 +437,104 @@ static __device__ __forceinline__ void $entry_tile(
     if (tile + 1 < tiles) load_tile(tile + 1); else fa_cp_async_commit();
     fa_cp_async_wait_one();  // this thread's copies of tile have landed
     __syncthreads();         // and every thread's
-    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles), scaled into the log2 domain.
-    float s[NT][4];
+    // S = Q K^T for this tile (f32 accumulators, NT n8 tiles an m-tile), scaled into the
+    // log2 domain. Each ldmatrix.x4 of K feeds the MMAs of every m-tile.
+    float s[MT][NT][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      float c0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float c0[MT][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) c0[i][0] = c0[i][1] = c0[i][2] = c0[i][3] = 0.0f;
 #pragma unroll
       for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
         unsigned r[4];
         fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        $MMA(c0, qa[st], b0, c0);
-        $MMA(c0, qa[st + 1], b1, c0);
-      }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = c0[e] * scale2;
-        if (MASKED) {
-          const int row = (e < 2) ? r_lo : r_hi, key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
-          bool keep = key < kv_len;
-          if ($CAUSAL) keep = keep && key <= row + shift;
-          if (key_mask != 0 && key < kv_len)  // strides 0: a mask broadcast over batch / keys
-            keep = keep && key_mask[(long long)b * mask_batch_stride + (long long)key * mask_key_stride] != 0;
-          if (!keep) s[n][e] = key < kv_len ? fill2 : __int_as_float(0xff800000);
+        for (int i = 0; i < MT; ++i) {
+          $MMA(c0[i], qa[i][st], b0, c0[i]);
+          $MMA(c0[i], qa[i][st + 1], b1, c0[i]);
         }
       }
-    }
-    // Online softmax: the tile's row max, then rescale what came before.
-    float t_lo = __int_as_float(0xff800000), t_hi = t_lo;
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      t_lo = fmaxf(t_lo, fmaxf(s[n][0], s[n][1]));
-      t_hi = fmaxf(t_hi, fmaxf(s[n][2], s[n][3]));
-    }
+      for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int off = 1; off < 4; off *= 2) {
-      t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
-      t_hi = fmaxf(t_hi, __shfl_xor_sync(0xffffffffu, t_hi, off));
+        for (int e = 0; e < 4; ++e) {
+          s[i][n][e] = c0[i][e] * scale2;
+          if (MASKED) {
+            const int row = (e < 2) ? r_lo[i] : r_hi[i], key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
+            bool keep = key < kv_len;
+            if ($CAUSAL) keep = keep && key <= row + shift;
+            if (key_mask != 0 && key < kv_len)  // strides 0: a mask broadcast over batch / keys
+              keep = keep && key_mask[(long long)b * mask_batch_stride + (long long)key * mask_key_stride] != 0;
+            if (!keep) s[i][n][e] = key < kv_len ? fill2 : __int_as_float(0xff800000);
+          }
+        }
     }
-    const float n_lo = fmaxf(m_lo, t_lo), n_hi = fmaxf(m_hi, t_hi);
-    // A row with no key yet has max -inf: it subtracts 0 instead (-inf - -inf is NaN), so
-    // its -inf scores still give 0, with no test per score; its state (zeros) is kept.
-    const float z_lo = n_lo == __int_as_float(0xff800000) ? 0.0f : n_lo;
-    const float z_hi = n_hi == __int_as_float(0xff800000) ? 0.0f : n_hi;
-    const float f_lo = fa_exp2(m_lo - z_lo), f_hi = fa_exp2(m_hi - z_hi);
-    m_lo = n_lo; m_hi = n_hi;
-    float p_lo = 0.0f, p_hi = 0.0f;
+    // Online softmax, per m-tile: the tile's row max, then rescale what came before.
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      s[n][0] = fa_exp2(s[n][0] - z_lo); s[n][1] = fa_exp2(s[n][1] - z_lo);
-      s[n][2] = fa_exp2(s[n][2] - z_hi); s[n][3] = fa_exp2(s[n][3] - z_hi);
-      p_lo += s[n][0] + s[n][1];
-      p_hi += s[n][2] + s[n][3];
-    }
+    for (int i = 0; i < MT; ++i) {
+      float t_lo = __int_as_float(0xff800000), t_hi = t_lo;
 #pragma unroll
-    for (int off = 1; off < 4; off *= 2) {
-      p_lo += __shfl_xor_sync(0xffffffffu, p_lo, off);
-      p_hi += __shfl_xor_sync(0xffffffffu, p_hi, off);
-    }
-    l_lo = l_lo * f_lo + p_lo;
-    l_hi = l_hi * f_hi + p_hi;
+      for (int n = 0; n < NT; ++n) {
+        t_lo = fmaxf(t_lo, fmaxf(s[i][n][0], s[i][n][1]));
+        t_hi = fmaxf(t_hi, fmaxf(s[i][n][2], s[i][n][3]));
+      }
 #pragma unroll
-    for (int t = 0; t < DTU; ++t) {
-      acc[t][0] *= f_lo; acc[t][1] *= f_lo; acc[t][2] *= f_hi; acc[t][3] *= f_hi;
+      for (int off = 1; off < 4; off *= 2) {
+        t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
+        t_hi = fmaxf(t_hi, __shfl_xor_sync(0xffffffffu, t_hi, off));
+      }
+      const float n_lo = fmaxf(m_lo[i], t_lo), n_hi = fmaxf(m_hi[i], t_hi);
+      // A row with no key yet has max -inf: it subtracts 0 instead (-inf - -inf is NaN), so
+      // its -inf scores still give 0, with no test per score; its state (zeros) is kept.
+      const float z_lo = n_lo == __int_as_float(0xff800000) ? 0.0f : n_lo;
+      const float z_hi = n_hi == __int_as_float(0xff800000) ? 0.0f : n_hi;
+      const float f_lo = fa_exp2(m_lo[i] - z_lo), f_hi = fa_exp2(m_hi[i] - z_hi);
+      m_lo[i] = n_lo; m_hi[i] = n_hi;
+      float p_lo = 0.0f, p_hi = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        s[i][n][0] = fa_exp2(s[i][n][0] - z_lo); s[i][n][1] = fa_exp2(s[i][n][1] - z_lo);
+        s[i][n][2] = fa_exp2(s[i][n][2] - z_hi); s[i][n][3] = fa_exp2(s[i][n][3] - z_hi);
+        p_lo += s[i][n][0] + s[i][n][1];
+        p_hi += s[i][n][2] + s[i][n][3];
+      }
+#pragma unroll
+      for (int off = 1; off < 4; off *= 2) {
+        p_lo += __shfl_xor_sync(0xffffffffu, p_lo, off);
+        p_hi += __shfl_xor_sync(0xffffffffu, p_hi, off);
+      }
+      l_lo[i] = l_lo[i] * f_lo + p_lo;
+      l_hi[i] = l_hi[i] * f_hi + p_hi;
+#pragma unroll
+      for (int t = 0; t < DTU; ++t) {
+        acc[i][t][0] *= f_lo; acc[i][t][1] *= f_lo; acc[i][t][2] *= f_hi; acc[i][t][3] *= f_hi;
+      }
     }
-    // O += P V: two n8 tiles of P are one k16 A fragment, in registers.
+    // O += P V: two n8 tiles of P are one k16 A fragment, in registers; each ldmatrix.x4
+    // of V feeds the MMAs of every m-tile.
 #pragma unroll
     for (int j = 0; j < NT / 2; ++j) {
-      unsigned pa[4] = {$PACK(s[2 * j][0], s[2 * j][1]), $PACK(s[2 * j][2], s[2 * j][3]),
-                        $PACK(s[2 * j + 1][0], s[2 * j + 1][1]), $PACK(s[2 * j + 1][2], s[2 * j + 1][3])};
+      unsigned pa[MT][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        pa[i][0] = $PACK(s[i][2 * j][0], s[i][2 * j][1]);
+        pa[i][1] = $PACK(s[i][2 * j][2], s[i][2 * j][3]);
+        pa[i][2] = $PACK(s[i][2 * j + 1][0], s[i][2 * j + 1][1]);
+        pa[i][3] = $PACK(s[i][2 * j + 1][2], s[i][2 * j + 1][3]);
+      }
 #pragma unroll
       for (int t = 0; t < DTU; t += 2) {  // one ldmatrix.x4: B fragments of two d-tiles
         unsigned r[4];
         // matrix lane / 8: keys + 8 * (its bit 0), d-tile t + (its bit 1); rows are keys
         fa_ldsm_x4_trans(r, vtile + (j * 16 + ((lane / 8) % 2) * 8 + lane % 8) * KP + (t + lane / 16) * 8, KP);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        $MMA(acc[t], pa, b0, acc[t]);
-        $MMA(acc[t + 1], pa, b1, acc[t + 1]);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          $MMA(acc[i][t], pa[i], b0, acc[i][t]);
+          $MMA(acc[i][t + 1], pa[i], b1, acc[i][t + 1]);
+        }
       }
     }
   };
@@ -503,8 +555,10 @@ static __device__ __forceinline__ void $entry_tile(
       // usual case (finfo.min); the block visits them only when some row's is not (a row
       // the padding mask hides wholly, a row before every key, a fill near the scores).
       if (!$CAUSAL || tiles == tiles_all || $FILL == __int_as_float(0xff800000)) break;
-      const bool open = (r_lo < q_len && fa_exp2(fill2 - m_lo) != 0.0f) ||
-                        (r_hi < q_len && fa_exp2(fill2 - m_hi) != 0.0f);
+      bool open = false;
+      for (int i = 0; i < MT; ++i)
+        open = open || (r_lo[i] < q_len && fa_exp2(fill2 - m_lo[i]) != 0.0f) ||
+               (r_hi[i] < q_len && fa_exp2(fill2 - m_hi[i]) != 0.0f);
       if (!__syncthreads_or(open)) break;  // uniform: the stage of tile - 2 is free
       tiles = tiles_all;
       load_tile(tile);
@@ -514,20 +568,25 @@ static __device__ __forceinline__ void $entry_tile(
   // Epilogue: O / l, or the undefined-row value. A NaN or +inf score makes some
   // exp(s - m) NaN (fmaxf skips NaN; inf - inf is NaN), so l (quad-reduced) is NaN.
   const float undefined_value = $ZERO ? 0.0f : __int_as_float(0x7fc00000);
-  const bool dead_lo = l_lo != l_lo || m_lo == __int_as_float(0xff800000);
-  const bool dead_hi = l_hi != l_hi || m_hi == __int_as_float(0xff800000);
   unsigned short* ob = (unsigned short*)o + o_base;
-  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;  // one division per row
-  for (int t = 0; t < DT; ++t) {
-    const int col = t * 8 + (lane % 4) * 2;
-    if (col >= D) break;  // the padding dims
-    if (r_lo < q_len) {
-      const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][0] * inv_lo, acc[t][1] * inv_lo);
-      memcpy(ob + (long long)r_lo * o_stride + col, &w, 4);
-    }
-    if (r_hi < q_len) {
-      const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value) : $PACK(acc[t][2] * inv_hi, acc[t][3] * inv_hi);
-      memcpy(ob + (long long)r_hi * o_stride + col, &w, 4);
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    const bool dead_lo = l_lo[i] != l_lo[i] || m_lo[i] == __int_as_float(0xff800000);
+    const bool dead_hi = l_hi[i] != l_hi[i] || m_hi[i] == __int_as_float(0xff800000);
+    const float inv_lo = 1.0f / l_lo[i], inv_hi = 1.0f / l_hi[i];  // one division per row
+    for (int t = 0; t < DT; ++t) {
+      const int col = t * 8 + (lane % 4) * 2;
+      if (col >= D) break;  // the padding dims
+      if (r_lo[i] < q_len) {
+        const unsigned w = dead_lo ? $PACK(undefined_value, undefined_value)
+                                   : $PACK(acc[i][t][0] * inv_lo, acc[i][t][1] * inv_lo);
+        memcpy(ob + (long long)r_lo[i] * o_stride + col, &w, 4);
+      }
+      if (r_hi[i] < q_len) {
+        const unsigned w = dead_hi ? $PACK(undefined_value, undefined_value)
+                                   : $PACK(acc[i][t][2] * inv_hi, acc[i][t][3] * inv_hi);
+        memcpy(ob + (long long)r_hi[i] * o_stride + col, &w, 4);
+      }
     }
   }
 }
@@ -825,7 +884,7 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
         text = _KERNEL
         for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$DP", str(c.padded_dim)),
                            ("$D", str(c.head_dim)), ("$BSHD", "true" if c.layout == "BSHD" else "false"),
-                           ("$BM", str(c.block_m)), ("$BN", str(c.block_n)),
+                           ("$BM", str(c.block_m)), ("$BN", str(c.block_n)), ("$MT", str(c.m_tiles)),
                            ("$MINBLOCKS", str(c.min_blocks)),
                            ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),
                            ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
