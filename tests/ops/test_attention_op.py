@@ -336,6 +336,29 @@ def test_small_head_dim_bshd_with_a_batch_broadcast_mask_takes_the_flash_kernel(
     assert (out[:, 0] != 0).any() and np.isfinite(out).all()
 
 
+def test_attention_launches_a_block_per_query_tile():
+    """The flash and rows schedules stride their blocks over (query tile, batch x head)
+    pairs, and their record sizes the grid by those tiles (``block_rows``): 128 rows a
+    flash block at D <= 64, 8 or 4 a rows block. By output elements it would launch 64
+    times as many blocks as flash tiles, the rest exiting at once. A record written before
+    ``block_rows`` reads as the window geometry."""
+    from xdsl.dialects.builtin import DictionaryAttr
+
+    for q, k, dtype, attrs, rows, blocks in [
+        ((2, 3, 300, 64), (2, 3, 300, 64), "f16", "{scale = 0.1 : f64}", (2, 128), 2 * 3 * 3),
+        ((2, 300, 3, 128), (2, 300, 3, 128), "bf16", '{scale = 0.1 : f64, layout = "BSHD"}', (1, 64), 2 * 3 * 5),
+        ((1, 2, 70, 32), (1, 2, 70, 32), "f32", "{scale = 0.5 : f64}", (2, 8), 2 * 9),
+    ]:
+        (kernel,) = program_of(fuse(_module(q, k, k, None, dtype, attrs))).kernels.values()
+        record = RECORDS[kernel.kind].from_attr(fused_record(kernel))
+        assert record.block_rows == rows
+        grid, block = record.geometry(q)
+        assert grid == (blocks, 1, 1) and block == (kernel.block, 1, 1)
+        older = DictionaryAttr({k: v for k, v in fused_record(kernel).data.items() if k != "block_rows"})
+        old = RECORDS[kernel.kind].from_attr(older)
+        assert old.block_rows == () and old.geometry(q)[0][0] == min(65535, -(-int(np.prod(q)) // kernel.block))
+
+
 def test_other_forms_take_the_rows_schedule():
     """f32, a full [B, 1, Sq, Skv] mask, or a head dim that is not a multiple of 8: a warp
     per query row, the block's rows sharing each key tile in shared memory (no score is

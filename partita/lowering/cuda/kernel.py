@@ -141,6 +141,11 @@ class FusedKernel:
     threads_per_output: int = 1
     """Threads a ``window`` kernel gives each output element (32: the warp-per-output
     schedule of a GEMV); the grid is sized by their count."""
+    block_rows: tuple[int, ...] = ()
+    """``(axis, rows)`` of a ``window`` kernel whose whole-kernel schedule gives each block
+    ``rows`` output rows along ``axis`` at every index of the axes before the last
+    (attention's query tiles of one batch and head): the grid is sized by those tiles
+    instead of by output elements. Empty for every other kernel."""
     gemv_rows: int = 0
     """Rows (M) up to which a ``gemm`` kernel runs its warp-per-output schedule instead of
     its tiles (``schedules.GEMV_ROWS``; 0: tiles only); the grid follows the choice."""
@@ -547,8 +552,8 @@ class KernelEmitter(ScheduleMixin):
                 "  }",
             ]
         elif (whole := self._whole_kernel(result)) is not None:
-            body, block = whole
-            extra = {"kind": "window", "block": block}
+            body, block, *rows = whole
+            extra = {"kind": "window", "block": block, "block_rows": tuple(rows[0]) if rows else ()}
         elif kernel_kind(self.anchor) == "window" and (tiled := self._tiled_window(numel, used, store)) is not None:
             body, extra = tiled
         elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:

@@ -289,20 +289,31 @@ class GemmRecord(FusedRecord):
 class WindowRecord(FusedRecord):
     """A ``window`` kernel (a pool and its epilogue): one thread per output element, the
     launch geometry of a ``fused`` kernel; or, with the warp-per-output schedule
-    (``Rule.warp``, a GEMV), ``threads_per_output`` of 32, the grid sized by their count."""
+    (``Rule.warp``, a GEMV), ``threads_per_output`` of 32, the grid sized by their count;
+    or, with a whole-kernel schedule of row tiles (``block_rows``: attention's query tiles),
+    a block per tile."""
 
     anchor: str
     threads_per_output: int
+    block_rows: tuple[int, ...]
 
-    OLDER: ClassVar[dict[str, object]] = {"threads_per_output": 1}  # before the warp-per-output schedule
+    # before the warp-per-output schedule; before tile-sized grids
+    OLDER: ClassVar[dict[str, object]] = {"threads_per_output": 1, "block_rows": ()}
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.threads_per_output, int) or not 1 <= self.threads_per_output <= self.block:
             raise ValueError(f"'threads_per_output' = {self.threads_per_output} does not fit a block of "
                              f"{self.block} threads")
+        rows = self.block_rows
+        if rows and (len(rows) != 2 or not 0 <= rows[0] < len(self.output) - 1 or rows[1] < 1):
+            raise ValueError(f"'block_rows' = {rows} is not (an output axis before the last, rows >= 1)")
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        if self.block_rows:  # a block per tile of rows: every index of the other axes but the last
+            axis, rows = self.block_rows
+            tiles = prod(d for k, d in enumerate(out_shape[:-1]) if k != axis) * -(-out_shape[axis] // rows)
+            return self.grid(tiles * self.block), (self.block, 1, 1)
         return self.grid(prod(out_shape) * self.threads_per_output), (self.block, 1, 1)
 
 

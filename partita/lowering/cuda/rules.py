@@ -77,10 +77,13 @@ class Rule:
     """Injective rules only: the op reads each operand at the (broadcast) output index,
     so it may follow an anchor in its epilogue."""
     kernel: Callable[..., Any] | None = None
-    """Window rules only: ``(emitter, op) -> (body lines, threads per block) | None``, a
-    whole-kernel schedule used instead of the per-element loop when the kernel is the
-    anchor alone (no epilogue) and it returns one. Its blocks must stride over the tiles:
-    the launch geometry stays the window one (``ceil(numel / block)`` blocks, capped)."""
+    """Window rules only: ``(emitter, op) -> (body lines, threads per block[, (axis,
+    rows)]) | None``, a whole-kernel schedule used instead of the per-element loop when the
+    kernel is the anchor alone (no epilogue) and it returns one. Its blocks must stride
+    over its tiles. With ``(axis, rows)`` a tile is ``rows`` output rows along ``axis`` at
+    one index of the other axes but the last, and the launch has a block per tile
+    (``WindowRecord.block_rows``); without, the window geometry (``ceil(numel / block)``
+    blocks, capped)."""
     view: Callable[..., Any] | None = None
     """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
     that only remaps the indices of its first operand (its other operands give shapes, or,

@@ -600,7 +600,7 @@ class ScheduleMixin:
             "  }",
         ], f"n / {width} * {width}"
 
-    def _whole_kernel(self, result: SSAValue) -> tuple[list[str], int] | None:
+    def _whole_kernel(self, result: SSAValue) -> tuple | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
         if self.anchor is None or result is not self.anchor.results[0]:
             return None

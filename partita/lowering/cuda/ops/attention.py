@@ -67,12 +67,12 @@ def _p(d) -> str:
     return f"({d})"
 
 
-def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
+def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
     """The flash attention kernel (``partita.lowering.cuda.flash_attention``) for a kernel
     that is the op alone: f16 / bf16, BHSD or BSHD (read through its strides), a head dim
     that is a multiple of 8 (below 32: zero-padded in registers), no mask or a boolean
     key padding mask ``[B | 1, 1, 1, Skv | 1]``. Its blocks stride over the (query tile,
-    batch x head) pairs."""
+    batch x head) pairs, and it launches one for each (``WindowRecord.block_rows``)."""
     dtype = str(op.result.type.element_type)
     head_dim = op.query.type.get_shape()[3]
     if dtype not in ("f16", "bf16") or not head_dim_supported(head_dim):
@@ -103,7 +103,7 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles), {strides}, {q_row}, {k_row}, {v_row});",
     ]
     emitter.prelude.append(flash_attention_source(config))
-    return lines, config.block[0]
+    return lines, config.block[0], (_query_axis(op), config.block_m)  # a block per query tile
 
 
 def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
@@ -237,7 +237,7 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     return lines
 
 
-def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
+def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
     """The rows schedule (see the module docstring): ``warps`` query rows of one (batch,
     head) a block, keys staged ``tile`` at a time. Every thread of the block runs every
     loop (rows past the sequence compute on a clamped row and store nothing), so the
@@ -339,10 +339,15 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
         "    }",
         "  }",
     ]
-    return lines, 32 * warps
+    return lines, 32 * warps, (_query_axis(op), warps)  # a block per group of rows
 
 
-def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int] | None:
+def _query_axis(op: nn.AttentionOp) -> int:
+    """The query rows' axis of the result: ``[B, H, Sq, Dv]`` or, BSHD, ``[B, Sq, H, Dv]``."""
+    return 1 if op.layout == "BSHD" else 2
+
+
+def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
     """The op alone in its kernel: flash where it applies, else the rows schedule."""
     return _flash(emitter, op) or _rows(emitter, op)
 
