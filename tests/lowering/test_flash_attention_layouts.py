@@ -132,8 +132,10 @@ def test_sm90_sass_of_the_small_bshd_kernel(tmp_path):
     # S at the padded dim (2 k-steps); P V only into the n8 d-tile holding the 8 real dims
     # (ptxas drops the MMAs whose accumulators are never stored).
     k_steps, n_tiles, d_tiles = config.padded_dim // 16, config.block_n // 8, config.head_dim // 8
-    # twice: the loop over the tiles whole for the block, then the masked one
-    assert text.count("HMMA.16816.F32") == 2 * (n_tiles * k_steps + (config.block_n // 16) * d_tiles)
+    # for each of a warp's m-tiles (two at D = 8), twice: the loop over the tiles whole for
+    # the block, then the masked one
+    assert config.m_tiles == 2
+    assert text.count("HMMA.16816.F32") == 2 * config.m_tiles * (n_tiles * k_steps + (config.block_n // 16) * d_tiles)
     assert "LDGSTS.E.BYPASS.128" in text  # one 16-byte K / V row per cp.async at D = 8
     assert "LDL" not in text and "STL" not in text
     report = binary.log.split(f"Function properties for {config.entry}")[1]
