@@ -86,10 +86,11 @@ class Runtime:
     ``partita.runtime.arenas``): signatures whose dynamic dims round up to the same bucket
     share one arena and one graph, updated in place for each signature's dims and
     device-input pointers (only the kernel launches that changed when nothing else did:
-    ``cuGraphExecKernelNodeSetParams``; else a capture applied with ``cuGraphExecUpdate``). In either mode a run never writes the
-    arena a device input lies in (an output fed back): the signature is bound a second
-    time, its twin, and the two alternate; an input already at its own slot (a result
-    written in place there: ``byoc.tied_operand``) stays where it is, copied nowhere.
+    ``cuGraphExecKernelNodeSetParams``; else a capture applied with
+    ``cuGraphExecUpdate``). In either mode a run never writes the arena a device input lies
+    in (an output fed back): the signature is bound a second time, its twin, and the two
+    alternate; an input already at its own slot (a result written in place there:
+    ``byoc.tied_operand``) stays where it is, copied nowhere.
 
     The CUDA context is made current in whatever thread loads, runs, reads a device output
     or closes (it is per thread in the driver). ``close()`` releases everything the plan

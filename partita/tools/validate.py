@@ -777,10 +777,9 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
              for m, n, k in GEMM_SHAPES]
     # the native IMMA tiles (a candidate shows CUTLASS's int8 kernel no constant zero
     # points, which it needs; cuBLASLt's integer GEMM is not wired)
-    int8_timers = {"cuda": timer}
-    gemms += [("int8 GEMM", lambda m=m, n=n, k=k: gemm_rows(writer, int8_timers, torch_timer(int_mm(m, n, k)), m, n, k,
-                                                          "i8"))
-              for m, n, k in GEMM_SHAPES[:1]]
+    int8_shape = GEMM_SHAPES[0]
+    gemms.append(("int8 GEMM", lambda: gemm_rows(writer, {"cuda": timer}, torch_timer(int_mm(*int8_shape)), *int8_shape,
+                                                 "i8")))
     for name, bench in (*gemms,
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
                         ("attention", lambda: attention_rows(writer, arch)),

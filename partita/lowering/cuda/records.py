@@ -243,9 +243,13 @@ class GemmRecord(FusedRecord):
     def _split_args(self, workspace: int, k_slices: int) -> list[int]:
         return [workspace, k_slices] if self.split_k else []
 
+    def _problem(self, out_shape) -> tuple[int, int, int]:
+        """The output's batch, M (its axes between the batch and the last) and N."""
+        return prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+
     def _tiles(self, out_shape) -> tuple[int, int, int]:
         """The output's batch, and its tiles along M and along N."""
-        batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+        batch, m, n = self._problem(out_shape)
         return batch, -(-m // self.tile), -(-n // self.tile)
 
     def slices(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS) -> int:
@@ -254,7 +258,7 @@ class GemmRecord(FusedRecord):
         a GEMV's rows, and where the slices' grid would pass ``MAX_GRID``."""
         if not self.split_k:
             return 1
-        batch, m = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1])
+        batch, m, _ = self._problem(out_shape)
         if batch * m <= self.gemv_rows:
             return 1
         source, axis = self.k_source
@@ -276,7 +280,7 @@ class GemmRecord(FusedRecord):
         return 0 if slices == 1 else prod(self._tiles(out_shape)) * slices * SPLIT_K_SLOT_WORDS * 4
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        batch, m, n = prod(out_shape[: self.batch]), prod(out_shape[self.batch : -1]), out_shape[-1]
+        batch, m, n = self._problem(out_shape)
         if batch * m <= self.gemv_rows:  # the kernel's branch: a warp per output
             return self.grid(32 * batch * m * n), (self.block, 1, 1)
         tiles = (max(1, -(-n // self.tile)), max(1, min(MAX_GRID, -(-m // self.tile))), max(1, min(MAX_GRID, batch)))
