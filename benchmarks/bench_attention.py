@@ -84,7 +84,9 @@ def measure(config: FlashConfig, batch: int, heads: int, seq: int) -> float | No
     args = [("ptr", int(b)) for b in bufs] + [("ptr", 0), ("ptr", int(out)), ("i32", heads), ("i32", heads),
                                               ("i32", seq), ("i32", seq), ("f32", config.head_dim ** -0.5),
                                               ("i64", 0), ("i64", 0), ("i64", 0)]  # row strides: BSHD only
-    launch = device.prepare_launch(module.kernel(config.entry), config.grid(batch, heads, seq), config.block, 0, args)
+    smem = config.dynamic_smem  # Q's rows and the K / V stages past D = 64: opted in past 48 KiB
+    launch = device.prepare_launch(module.kernel(config.entry, smem), config.grid(batch, heads, seq), config.block,
+                                   smem, args)
     (seconds,) = time_steps(device, [launch], repeat=10, warmup=2)
     ms = seconds * 1e3
     flop = 4 * batch * heads * seq * seq * config.head_dim * (0.5 if config.causal else 1.0)

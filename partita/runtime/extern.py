@@ -197,7 +197,7 @@ class FusedKernelHandle:
 
     def prepare(self, loader: Any) -> PreparedFused:
         module = loader.module(self)
-        kernel = module.kernel(self.record.entry, 0, loader.emulation)
+        kernel = module.kernel(self.record.entry, self.record.dynamic_smem, loader.emulation)
         sms = loader.multiprocessor_count
         return PreparedFused(self, kernel, as_checked(module), split_k_slots(sms) if sms else SPLIT_K_SLOTS)
 
@@ -234,7 +234,7 @@ class PreparedFused:
         passes = rec.launches(shapes, tuple(out.shape), self.slots)  # two for a split-K GEMM: its slices, then their sum
         if len(passes) > 1 and not workspace:
             raise PartitaError(f"@{self.handle.function}: its K slices need a workspace, and the call has none")
-        launches = [device.prepare_launch(self.kernel, grid, block, 0,
+        launches = [device.prepare_launch(self.kernel, grid, block, rec.dynamic_smem,
                                           rec.args([t.ptr for t in inputs], out.ptr, dims, workspace or 0, k_slices),
                                           operands)
                     for grid, block, k_slices in passes]

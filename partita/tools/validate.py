@@ -59,6 +59,10 @@ GEMM_SHAPES = ((4096, 4096, 4096), (192, 4096, 4096))
 """The f16 GEMMs the benchmarks time (M, N, K): a large square one (on an H100 / H200 the
 persistent cooperative Hopper kernel) and a few rows by a large weight (its 128x128
 one-consumer kernel)."""
+ATTENTION_SHAPES = ((8, 16, 1024, 64), (1, 32, 2048, 128))
+"""The f16 attentions the benchmarks time (batch, heads, sequence, head dim): Q in
+registers at head dim 64, and a LLaMA layer's 32 heads of 128 at 2048 tokens (Q in shared
+memory, FlashAttention-2's form there)."""
 MIN_STEP_SECONDS = 60.0
 """A step is not started with less time than this left in the total budget."""
 
@@ -782,7 +786,8 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
                                                  "i8")))
     for name, bench in (*gemms,
                         ("reduction", lambda: reduction_rows(writer, timer, torch_timer(row_sum), 8192, 8192)),
-                        ("attention", lambda: attention_rows(writer, arch)),
+                        *((f"attention {shape}", lambda shape=shape: attention_rows(writer, arch, *shape))
+                          for shape in ATTENTION_SHAPES),
                         ("4-bit GEMM", lambda: nbits_rows(writer, arch))):
         try:
             bench()
@@ -807,7 +812,8 @@ def precompile_benchmarks(arch: str) -> list[str]:
         (lambda: CandidateTimer(device).build(_ops(int8_gemm_ir(*GEMM_SHAPES[0])), "cuda"),
          f"int8 GEMM {GEMM_SHAPES[0]} (cuda)"),
         (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
-        (lambda: partita.compile(attention_model(8, 16, 1024, 64), model_targets(arch)), "attention"),
+        *((lambda shape=shape: partita.compile(attention_model(*shape), model_targets(arch)), f"attention {shape}")
+          for shape in ATTENTION_SHAPES),
         (lambda: partita.compile(nbits_model(4096, 4096)[0], model_targets(arch)), "4-bit GEMM"),
     ]
     if arch in ("sm_90", "sm_90a"):

@@ -148,10 +148,12 @@ def test_causal_rows_before_every_key_are_nan_without_the_guard(host):
     assert np.isnan(got[0, 0, :8]).all() and np.isfinite(got[0, 0, 8:]).all()
 
 
-@pytest.mark.parametrize("dtype, head_dim, sq, row", [("f16", 96, 9, 4), ("bf16", 64, 140, 21)])
+@pytest.mark.parametrize("dtype, head_dim, sq, row",
+                         [("f16", 96, 9, 4), ("bf16", 64, 140, 21), ("f16", 96, 150, 120)])
 def test_nan_score_makes_its_row_undefined_only(host, dtype, head_dim, sq, row):
-    """The undefined row is NaN, or 0 with ``zero_undefined_rows``. At D = 64 a warp holds
-    two m-tiles (32 rows): row 21 is in the second of warp 0's."""
+    """The undefined row is NaN, or 0 with ``zero_undefined_rows``. Up to D = 128 a warp
+    holds two m-tiles (32 rows): row 21 is in the second of warp 0's, row 120 in the second
+    of warp 3's (Q from shared memory at D = 96)."""
     lib, configs = host
     rng = np.random.default_rng(4)
     q, k, v = _inputs(rng, dtype, 1, 2, 2, sq, 20, head_dim)
@@ -160,6 +162,21 @@ def test_nan_score_makes_its_row_undefined_only(host, dtype, head_dim, sq, row):
     got = _check(lib, config, q, k, v)
     assert (got[0, 1, row] == 0).all() if config.zero_undefined_rows else np.isnan(got[0, 1, row]).all()
     assert np.isfinite(np.delete(got[0, 1], row, axis=0)).all() and np.isfinite(got[0, 0]).all()
+
+
+def test_q_in_shared_memory_across_query_tiles(host):
+    """D = 128 stages the block's 128 query rows in (dynamic) shared memory and loads each
+    k-step's A fragments from there: causal over three query tiles, the last partial
+    (rows past q_len zero-filled by the copy), with Skv > Sq, GQA and a padding mask."""
+    lib, configs = host
+    config = configs["f16", 128]
+    assert config.q_in_smem and config.block_m == 128 and config.dynamic_smem > 48 * 1024
+    rng = np.random.default_rng(12)
+    q, k, v = _inputs(rng, "f16", 2, 4, 2, 260, 300, 128)
+    key_mask = np.ones((2, 300), np.uint8)
+    key_mask[1, 250:] = 0
+    got = _check(lib, config, q, k, v, key_mask, scale=128 ** -0.5)
+    assert np.isfinite(got).all()
 
 
 def test_head_dim_256(host):
@@ -238,7 +255,8 @@ def test_split_kv_decode_reads_a_static_cache_up_to_its_last_key(layout, tmp_pat
 def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256),
                FlashConfig("f16", 64, causal=True, mask_fill=float(np.finfo(np.float32).min)), FlashConfig("f16", 64)]
-    assert [c.m_tiles for c in configs] == [1, 1, 1, 2, 2]
+    assert [c.m_tiles for c in configs] == [2, 2, 1, 2, 2]
+    assert [c.q_in_smem for c in configs] == [True, True, False, False, False]
     binary, sass = compiled_sass(flash_attention_source(configs), options=["--ptxas-options=-v"], use_cache=False)
     for c in configs:
         text = sass[c.entry]
@@ -252,8 +270,10 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         assert text.count("HMMA.16816.F32") == 2 * per_tile
         whole, masked = sorted((loop for loop in sass_loops(text) if any("HMMA" in x for x in loop)), key=len)
         assert sum("HMMA" in x for x in whole) == sum("HMMA" in x for x in masked) == per_tile
-        # Each ldmatrix.x4 (two k-steps of K, two d-tiles of V) feeds every m-tile's MMAs.
-        assert sum("LDSM" in x for x in whole) == (n_tiles * k_steps + (c.block_n // 16) * d_tiles) // 2
+        # Each ldmatrix.x4 (two k-steps of K, two d-tiles of V) feeds every m-tile's MMAs;
+        # Q from shared memory adds one per k-step and m-tile, loaded once a key tile.
+        q_loads = c.m_tiles * k_steps if c.q_in_smem else 0
+        assert sum("LDSM" in x for x in whole) == (n_tiles * k_steps + (c.block_n // 16) * d_tiles) // 2 + q_loads
         # The whole tiles read no key mask and test no score (the masked loop does both); a
         # score is one MUFU.EX2 (log2 domain): a lane's 2 rows an m-tile are tested for -inf,
         # not each score, and their two rescale factors are the other 2 EX2s.
@@ -265,8 +285,12 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         assert "LDGDEPBAR" in text and "DEPBAR.LE SB0, 0x1" in text  # commit, wait for all but the newest tile
         assert "LDSM.16.MT88.4" in text  # V's B fragments by ldmatrix.trans
         assert "LDL" not in text and "STL" not in text  # nothing spilled to local memory
-        report = binary.log.split(f"Function properties for {c.entry}")[1]
-        assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report.split("Compile time")[0])
+        report = binary.log.split(f"Function properties for {c.entry}")[1].split("Compile time")[0]
+        assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report)
+        # Q's rows and the K / V stages in dynamic shared memory (past 48 KiB), else all static
+        static = re.search(r"(\d+) bytes smem", report)
+        assert (int(static.group(1)) if static else 0) == (0 if c.q_in_smem else c.shared_bytes)
+        assert c.dynamic_smem == (c.shared_bytes if c.q_in_smem else 0) and c.shared_bytes <= 227 * 1024
 
 
 # -- GPU -----------------------------------------------------------------------------------
@@ -294,7 +318,8 @@ def test_gpu_matches_torch_sdpa(dtype, causal):
     module.launch(config.entry, config.grid(b, h, sq), config.block,
                   [("ptr", int(bufs[0])), ("ptr", int(bufs[1])), ("ptr", int(bufs[2])), ("ptr", 0),
                    ("ptr", int(out)), ("i32", h), ("i32", hkv), ("i32", sq), ("i32", skv), ("f32", scale),
-                   ("i64", 0), ("i64", 0), ("i64", 0)])  # token row strides: BSHD only
+                   ("i64", 0), ("i64", 0), ("i64", 0)],  # token row strides: BSHD only
+                  smem=config.dynamic_smem)  # Q in shared memory at D = 128: past 48 KiB, opted in
     got = device.from_device(out, q.shape, q.dtype).astype(np.float32)
     tt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     tq, tk, tv = (torch.from_numpy(a.astype(np.float32)).to(tt) for a in (q, k, v))

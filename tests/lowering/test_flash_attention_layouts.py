@@ -20,7 +20,8 @@ from partita.runtime.reference.nn.attention import attention
 
 CONFIGS = [FlashConfig("f16", 8, causal=True, layout="BSHD"), FlashConfig("f16", 8, causal=True),
            FlashConfig("bf16", 16, layout="BSHD", zero_undefined_rows=False), FlashConfig("f16", 24),
-           FlashConfig("f16", 40, causal=True, layout="BSHD"), FlashConfig("f16", 64, layout="BSHD")]
+           FlashConfig("f16", 40, causal=True, layout="BSHD"), FlashConfig("f16", 64, layout="BSHD"),
+           FlashConfig("bf16", 72, causal=True, layout="BSHD")]
 TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}
 
 
@@ -106,6 +107,23 @@ def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(lib):
                          causal=config.causal, zero_undefined_rows=config.zero_undefined_rows)
         want = want.swapaxes(1, 2).astype(t).astype(np.float64)
         np.testing.assert_allclose(got, want, rtol=TOLERANCE[config.dtype], atol=TOLERANCE[config.dtype])
+
+
+def test_q_in_shared_memory_padded_and_read_in_place(lib):
+    """D = 72 runs at 96 with Q in shared memory: its 24 padding dims zeroed there, its
+    rows read in place from a packed QKV projection (tokens 3 * H * D apart), two query
+    tiles (the second partial), causal with more keys than queries, GQA."""
+    config = CONFIGS[6]
+    assert config.q_in_smem and config.padded_dim == 96
+    b, s, h, d = 1, 150, 2, config.head_dim
+    packed = np.random.default_rng(7).standard_normal((b, s, 3, h, d)).astype(np.dtype("bfloat16"))
+    q, k, v = (packed[:, :, n] for n in range(3))
+    got = launch(lib, config, q[:, 20:], k, v, None, 0.35).astype(np.float64)
+    want = attention(*(x.swapaxes(1, 2).astype(np.float32) for x in (q[:, 20:], k, v)), None, scale=0.35,
+                     causal=True, zero_undefined_rows=True)
+    want = want.swapaxes(1, 2).astype(np.dtype("bfloat16")).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE["bf16"], atol=TOLERANCE["bf16"])
+    _run(lib, config, 2, 4, 2, 131, 131, seed=8)
 
 
 def test_bshd_q_and_k_read_as_head_slices_of_one_merged_rotation(lib):

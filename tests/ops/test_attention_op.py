@@ -16,6 +16,7 @@ from xdsl.utils.test_value import create_ssa_value
 
 from partita.dialects import nn
 from partita.lowering.cuda.codegen import program_of
+from partita.lowering.cuda.flash_attention import FlashConfig
 from partita.lowering.cuda.records import RECORDS, fused_record
 from partita.runtime.reference import run
 from partita.runtime.reference.nn.attention import attention
@@ -339,24 +340,30 @@ def test_small_head_dim_bshd_with_a_batch_broadcast_mask_takes_the_flash_kernel(
 def test_attention_launches_a_block_per_query_tile():
     """The flash and rows schedules stride their blocks over (query tile, batch x head)
     pairs, and their record sizes the grid by those tiles (``block_rows``): 128 rows a
-    flash block at D <= 64, 8 or 4 a rows block. By output elements it would launch 64
-    times as many blocks as flash tiles, the rest exiting at once. A record written before
-    ``block_rows`` reads as the window geometry."""
+    flash block up to D = 128, 8 or 4 a rows block. By output elements it would launch 64
+    times as many blocks as flash tiles, the rest exiting at once. At D = 128 the flash
+    block stages Q in dynamic shared memory, which the record asks for (``smem``). A
+    record written before ``block_rows`` reads as the window geometry, one written before
+    ``smem`` as none."""
     from xdsl.dialects.builtin import DictionaryAttr
 
-    for q, k, dtype, attrs, rows, blocks in [
-        ((2, 3, 300, 64), (2, 3, 300, 64), "f16", "{scale = 0.1 : f64}", (2, 128), 2 * 3 * 3),
-        ((2, 300, 3, 128), (2, 300, 3, 128), "bf16", '{scale = 0.1 : f64, layout = "BSHD"}', (1, 64), 2 * 3 * 5),
-        ((1, 2, 70, 32), (1, 2, 70, 32), "f32", "{scale = 0.5 : f64}", (2, 8), 2 * 9),
+    d128 = FlashConfig("bf16", 128, layout="BSHD").dynamic_smem
+    assert d128 > 48 * 1024
+    for q, k, dtype, attrs, rows, blocks, smem in [
+        ((2, 3, 300, 64), (2, 3, 300, 64), "f16", "{scale = 0.1 : f64}", (2, 128), 2 * 3 * 3, 0),
+        ((2, 300, 3, 128), (2, 300, 3, 128), "bf16", '{scale = 0.1 : f64, layout = "BSHD"}', (1, 128), 2 * 3 * 3,
+         d128),
+        ((1, 2, 70, 32), (1, 2, 70, 32), "f32", "{scale = 0.5 : f64}", (2, 8), 2 * 9, 0),
     ]:
         (kernel,) = program_of(fuse(_module(q, k, k, None, dtype, attrs))).kernels.values()
         record = RECORDS[kernel.kind].from_attr(fused_record(kernel))
-        assert record.block_rows == rows
+        assert record.block_rows == rows and record.dynamic_smem == smem
         grid, block = record.geometry(q)
         assert grid == (blocks, 1, 1) and block == (kernel.block, 1, 1)
-        older = DictionaryAttr({k: v for k, v in fused_record(kernel).data.items() if k != "block_rows"})
+        older = DictionaryAttr({k: v for k, v in fused_record(kernel).data.items() if k not in ("block_rows", "smem")})
         old = RECORDS[kernel.kind].from_attr(older)
         assert old.block_rows == () and old.geometry(q)[0][0] == min(65535, -(-int(np.prod(q)) // kernel.block))
+        assert old.dynamic_smem == 0
 
 
 def test_other_forms_take_the_rows_schedule():
@@ -590,3 +597,44 @@ func.func @main(%r: {r}, %v: {v}) -> {out} {{
     got, want = _launch(module, inputs, tmp_path)
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_head_dim_128_flash_stages_q_in_dynamic_shared_memory(tmp_path):
+    """At D = 128 the flash block's 128 query rows wait in shared memory beside the K / V
+    stages, 68 KiB, past the 48 KiB static shared memory holds: the fused kernel declares
+    it dynamic and its record asks for it. On the host the kernel matches the reference
+    (two query tiles, the second partial; causal with more keys than queries; GQA).
+    Compiled for sm_90 and run on the recording driver (which refuses a launch past 48 KiB
+    not opted in), the kernel is opted in at load and launched with those bytes."""
+    from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+
+    import partita
+    from partita.dialects import byoc
+    from partita.lowering.binaries import cubin_file
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    q, k = (1, 2, 150, 128), (1, 1, 170, 128)
+    text = _module(q, k, k, None, "f16", "{scale = 0.088 : f64, causal = true}")
+    module = fuse(text)
+    (kernel,) = program_of(module).kernels.values()
+    config = FlashConfig("f16", 128, causal=True, zero_undefined_rows=False)
+    assert kernel.smem == config.dynamic_smem > 48 * 1024
+    assert f"FA_DYNAMIC_SHARED({config.entry}_smem" in kernel.code
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
+    out, want = _launch(module, inputs, tmp_path)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3, atol=4e-3)
+
+    exe = partita.compile(text, ["cuda -arch=sm_90", "llvm"], cache_dir=tmp_path)
+    images = {op.sym_name.data: cubin_file(op, tmp_path).read_bytes() for op in exe.module.walk()
+              if isinstance(op, byoc.BinaryOp) and not op.is_inline}
+    drv = RecordingDriver()
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False, embedded=images)
+    runtime.run(*inputs)
+    runtime.close()
+    (launch,) = drv.launches
+    assert launch["smem"] == config.dynamic_smem and launch["grid"] == (2 * 2, 1, 1)
+    opt_in = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert drv.func_attributes[(launch["name"], opt_in)] == config.dynamic_smem

@@ -1,17 +1,22 @@
 """Partita's fused attention kernel, FlashAttention-2 style, as CUDA C for NVRTC.
 
 One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of its
-``WARPS`` warps owns ``16 * MT`` rows (``FlashConfig.m_tiles``: two m16 tiles up to D = 64,
+``WARPS`` warps owns ``16 * MT`` rows (``FlashConfig.m_tiles``: two m16 tiles up to D = 128,
 one above). The schedule, as named choices:
 
-- **Q in registers**: a warp loads its query rows once, as ``mma.sync`` A fragments
-  (per m-tile ``D / 16`` k-steps x 4 registers of two halves).
-- **Two m-tiles a warp** (FlashAttention-2's 128-row block at D = 64): every K and V
-  fragment a warp loads from shared memory feeds the MMAs of both, which halves the
-  shared-memory reads per MMA, and each key tile copied serves twice the query rows, which
-  halves the K / V traffic from L2. Above D = 64 the second tile's registers (Q, S and O)
-  would spill, and Q from shared memory, FlashAttention-2's form there, needs more than the
-  48 KiB of static shared memory.
+- **Q in registers** up to D = 64: a warp loads its query rows once, as ``mma.sync`` A
+  fragments (per m-tile ``D / 16`` k-steps x 4 registers of two halves); and above D = 128.
+- **Q in shared memory** from D = 65 to 128 (``FlashConfig.q_in_smem``, FlashAttention-2's
+  form there): the block's query rows are copied once (``cp.async``, with key tile 0), and
+  each pair of k-steps' A fragments is loaded per key tile (``ldmatrix.x4``) just before the
+  MMAs using it: held in registers, two m-tiles' Q fragments would spill. Q and two stages
+  of K and V (68 KiB at D = 128) pass the 48 KiB of static shared memory, so they are one
+  dynamic array the launch gives and the kernel is opted in to at load
+  (``FlashConfig.dynamic_smem``, ``WindowRecord.smem``).
+- **Two m-tiles a warp** (FlashAttention-2's 128-row block): every K and V fragment a warp
+  loads from shared memory feeds the MMAs of both, which halves the shared-memory reads
+  per MMA, and each key tile copied serves twice the query rows, which halves the K / V
+  traffic from L2. Above D = 128 the second tile's S and O accumulators would spill.
 - **K / V streamed through shared memory, double-buffered**: tiles of ``BLOCK_N`` keys x D
   copied by the whole block with ``cp.async`` (16 bytes a copy, global to shared without
   registers: LDGSTS; a fixed, unrolled count of copies a thread, at the same offsets every
@@ -127,11 +132,21 @@ class FlashConfig:
     @property
     def m_tiles(self) -> int:
         """m16 tiles of query rows a warp holds: 2 (32 rows, FlashAttention-2's 128-row
-        block) up to D = 64, where the Q fragments, S and O accumulators of both (``MT *
-        (D / 4 + block_n / 2 + D / 2)`` registers a lane) fit without spilling; each K and
-        V fragment a warp loads from shared memory then feeds two MMAs, and each key tile
-        serves twice the rows. 1 (16 rows) above."""
-        return 2 if self.padded_dim <= 64 else 1
+        block) up to D = 128, where the S and O accumulators of both (``MT * (block_n / 2 +
+        D / 2)`` registers a lane, plus ``MT * D / 4`` of Q fragments up to D = 64, Q from
+        shared memory above: ``q_in_smem``) fit without spilling; each K and V fragment a
+        warp loads from shared memory then feeds two MMAs, and each key tile serves twice
+        the rows. 1 (16 rows) above."""
+        return 2 if self.padded_dim <= 128 else 1
+
+    @property
+    def q_in_smem(self) -> bool:
+        """Whether Q is staged in shared memory (FlashAttention-2's form above D = 64): with
+        two m-tiles past D = 64 the Q fragments held in registers (``MT * D / 4`` a lane)
+        would spill, so a warp loads each k-step's from shared memory instead (``ldmatrix``,
+        once a key tile). The block's Q rows and two stages of K and V then pass the 48 KiB
+        of static shared memory: dynamic, opted in at load (``dynamic_smem``)."""
+        return self.m_tiles == 2 and self.padded_dim > 64
 
     @property
     def block_m(self) -> int:
@@ -140,9 +155,9 @@ class FlashConfig:
     @property
     def block_n(self) -> int:
         """Keys per shared-memory tile: 64 up to D = 64, 32 up to D = 128, 16 above, so
-        that two stages of K and V stay within the 48 KiB of static shared memory (34 KiB
-        at D = 128) and the Q fragments, S and O accumulators (``D / 4 + block_n / 2 +
-        D / 2`` registers a lane) within 255 registers without spilling."""
+        that the registers of a warp's m-tiles (see ``m_tiles``) stay within 255 without
+        spilling (64 keys at D = 128 spill 16 bytes) and, above D = 128, two stages of K
+        and V within the 48 KiB of static shared memory."""
         return 64 if self.padded_dim <= 64 else 32 if self.padded_dim <= 128 else 16
 
     @property
@@ -160,7 +175,15 @@ class FlashConfig:
 
     @property
     def shared_bytes(self) -> int:
-        return 2 * 2 * 2 * self.block_n * (self.padded_dim + 8)  # 2 stages of K and V, halves
+        """Shared memory per block: two stages of K and V (and the block's Q rows), halves,
+        rows padded by 8."""
+        rows = 4 * self.block_n + (self.block_m if self.q_in_smem else 0)
+        return 2 * rows * (self.padded_dim + 8)
+
+    @property
+    def dynamic_smem(self) -> int:
+        """Bytes of dynamic shared memory the launch gives (0: all of it static)."""
+        return self.shared_bytes if self.q_in_smem else 0
 
     def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
         return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
@@ -280,6 +303,9 @@ static void fa_cp_async16(void* dst, const void* src, int src_bytes) {
 }
 static void fa_cp_async_commit() {}
 static void fa_cp_async_wait_one() {}
+static void fa_cp_async_wait_all() {}
+// Dynamic shared memory: one static array of the size the launch would give.
+#define FA_DYNAMIC_SHARED(name, halves) static unsigned short name[halves] __attribute__((aligned(16)))
 #define FA_MMA_F16(d, a, b, c) fa_mma<false>(d, a, b, c)
 #define FA_MMA_BF16(d, a, b, c) fa_mma<true>(d, a, b, c)
 #else
@@ -301,6 +327,9 @@ static __device__ __forceinline__ void fa_cp_async16(void* dst, const void* src,
 static __device__ __forceinline__ void fa_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Every group but the newest has landed (the tile being computed, not the one in flight).
 static __device__ __forceinline__ void fa_cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+static __device__ __forceinline__ void fa_cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+// The block's dynamic shared memory (the launch's sharedMemBytes, opted in past 48 KiB).
+#define FA_DYNAMIC_SHARED(name, halves) extern __shared__ __align__(16) unsigned short name[]
 #define FA_MMA_F16(d, a, b, c) asm volatile( \
   "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n" \
   : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) \
@@ -327,17 +356,17 @@ static __device__ __forceinline__ void $entry_tile(
     long long mask_batch_stride, int mask_key_stride, long long q_row, long long k_row, long long v_row) {
   // D: the stored head dim; DP: the one the MMAs run at (D rounded up to 32, zero-padded).
   // MT: the m16 tiles of query rows a warp holds (16 * MT rows): each K and V fragment a
-  // warp loads from shared memory feeds MT MMAs.
+  // warp loads from shared memory feeds MT MMAs. QS: Q is staged in shared memory and its
+  // A fragments loaded per k-step (ldmatrix), instead of held in registers throughout.
   constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, MT = $MT, KS = DP / 16, NT = BN / 8, DT = DP / 8;
+  constexpr bool QS = $QSMEM;
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
   constexpr int KP = DP + 8;
   // Two stages of K and V tiles, both [key][dim]: tile t + 1 streams in (cp.async) while
   // tile t is computed; V's B fragments come from ldmatrix.trans.
-  __shared__ __align__(16) unsigned short ks[2][BN * KP];
-  __shared__ __align__(16) unsigned short vs[2][BN * KP];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+$SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int b = bh / heads, h = bh % heads;
   const int hk = h / (heads / kv_heads);
   // Row strides and (batch, head) bases of Q, K, V and O in the layout. BSHD rows are
@@ -365,17 +394,20 @@ static __device__ __forceinline__ void $entry_tile(
 #pragma unroll
   for (int i = 0; i < MT; ++i) { r_lo[i] = row0 + 16 * i + lane / 4; r_hi[i] = r_lo[i] + 8; }
   const unsigned short* qb = (const unsigned short*)q + q_base;
-  // Q tile in registers (A fragments); rows past q_len read as 0.
-  unsigned qa[MT][KS][4];
+  // Q tile in registers (A fragments); rows past q_len read as 0. (With QS: in shared
+  // memory, copied with tile 0's group below.)
+  unsigned qa[QS ? 1 : MT][QS ? 1 : KS][4];
+  if constexpr (!QS) {
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
-    for (int s = 0; s < KS; ++s)
-      for (int r = 0; r < 4; ++r) {
-        const int row = (r % 2) ? r_hi[i] : r_lo[i], col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
-        unsigned word = 0;
-        if (row < q_len && col < D) memcpy(&word, qb + (long long)row * q_stride + col, 4);
-        qa[i][s][r] = word;
-      }
+    for (int i = 0; i < MT; ++i)
+      for (int s = 0; s < KS; ++s)
+        for (int r = 0; r < 4; ++r) {
+          const int row = (r % 2) ? r_hi[i] : r_lo[i], col = s * 16 + (r / 2) * 8 + (lane % 4) * 2;
+          unsigned word = 0;
+          if (row < q_len && col < D) memcpy(&word, qb + (long long)row * q_stride + col, 4);
+          qa[i][s][r] = word;
+        }
+  }
   float acc[MT][DT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -419,6 +451,25 @@ static __device__ __forceinline__ void $entry_tile(
     }
     fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
   };
+  // QS: the block's BM query rows into shared memory, 16 bytes a copy, rows past q_len
+  // zero-filled; uncommitted, so they join the first group (tile 0's), and the first
+  // step's wait covers them.
+  if constexpr (QS) {
+    constexpr int QCHUNKS = BM * D / 8, QCOPIES = (QCHUNKS + $THREADS - 1) / $THREADS;
+#pragma unroll
+    for (int i = 0; i < QCOPIES; ++i) {
+      const unsigned c = threadIdx.x + i * $THREADS;
+      if (QCHUNKS % $THREADS != 0 && c >= (unsigned)QCHUNKS) break;
+      const unsigned row = c * 8 / D, dim = c * 8 % D;
+      const int qrow = qtile * BM + (int)row;
+      const bool real = qrow < q_len;
+      fa_cp_async16(qs + row * KP + dim, qb + (real ? (long long)qrow * q_stride + dim : 0), real ? 16 : 0);
+    }
+    if (D < DP) {
+      constexpr int PAD = D < DP ? DP - D : 1;
+      for (int c = threadIdx.x; c < BM * PAD; c += $THREADS) qs[(c / PAD) * KP + D + c % PAD] = 0;
+    }
+  }
   // Scores live in the log2 domain (s * scale * log2 e): p = 2^(s - m) is one subtraction
   // and one MUFU.EX2 a score. A masked score is the fill in that domain, saturated to
   // -FLT_MAX (finfo.min * log2 e would overflow to -inf, and a row the mask hides wholly
@@ -438,29 +489,51 @@ static __device__ __forceinline__ void $entry_tile(
     fa_cp_async_wait_one();  // this thread's copies of tile have landed
     __syncthreads();         // and every thread's
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles an m-tile), scaled into the
-    // log2 domain. Each ldmatrix.x4 of K feeds the MMAs of every m-tile.
+    // log2 domain. Each ldmatrix.x4 of K (two k-steps of one key n8 tile) feeds the MMAs of
+    // every m-tile. With two m-tiles the pairs of k-steps are the outer loop (KO), so a Q
+    // fragment from shared memory is loaded once a tile (and ptxas schedules the register
+    // form better too); with one, the key tiles (shorter live ranges at D = 256).
+    constexpr bool KO = MT > 1;
     float s[MT][NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      float c0[MT][4];
+    for (int i = 0; i < MT; ++i)
+      for (int n = 0; n < NT; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < MT; ++i) c0[i][0] = c0[i][1] = c0[i][2] = c0[i][3] = 0.0f;
+    for (int x = 0; x < (KO ? KS / 2 : NT); ++x) {
+      unsigned a[MT][2][4];  // the A fragments of k-steps st and st + 1
+      if constexpr (QS) {    // matrix lane / 8 of an A fragment: rows + 8 * (bit 0), dims + 8 * (bit 1)
 #pragma unroll
-      for (int st = 0; st < KS; st += 2) {  // one ldmatrix.x4: B fragments of two k-steps
+        for (int i = 0; i < MT; ++i) {
+          const unsigned short* qf = qs + (warp * 16 * MT + 16 * i + lane % 16) * KP + x * 32 + (lane / 16) * 8;
+          fa_ldsm_x4(a[i][0], qf);
+          fa_ldsm_x4(a[i][1], qf + 16);
+        }
+      }
+#pragma unroll
+      for (int y = 0; y < (KO ? NT : KS / 2); ++y) {
+        const int st = 2 * (KO ? x : y), n = KO ? y : x;
+        if constexpr (!QS) {
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+            for (int r = 0; r < 4; ++r) { a[i][0][r] = qa[i][st][r]; a[i][1][r] = qa[i][st + 1][r]; }
+        }
         unsigned r[4];
         fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
         const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-          $MMA(c0[i], qa[i][st], b0, c0[i]);
-          $MMA(c0[i], qa[i][st + 1], b1, c0[i]);
+          $MMA(s[i][n], a[i][0], b0, s[i][n]);
+          $MMA(s[i][n], a[i][1], b1, s[i][n]);
         }
       }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[i][n][e] = c0[i][e] * scale2;
+          s[i][n][e] *= scale2;
           if (MASKED) {
             const int row = (e < 2) ? r_lo[i] : r_hi[i], key = key0 + n * 8 + (lane % 4) * 2 + (e % 2);
             bool keep = key < kv_len;
@@ -565,6 +638,7 @@ static __device__ __forceinline__ void $entry_tile(
     }
     step(tile, fa_bool<true>());
   }
+  if constexpr (QS) fa_cp_async_wait_all();  // Q's copies, when no tile waited for them
   // Epilogue: O / l, or the undefined-row value. A NaN or +inf score makes some
   // exp(s - m) NaN (fmaxf skips NaN; inf - inf is NaN), so l (quad-reduced) is NaN.
   const float undefined_value = $ZERO ? 0.0f : __int_as_float(0x7fc00000);
@@ -875,6 +949,19 @@ def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
     return "\n".join(parts)
 
 
+def _shared_declarations(c: FlashConfig) -> str:
+    """The tile function's shared arrays: ``ks`` and ``vs`` ``[2][BN * KP]`` (static), or,
+    with Q in shared memory, ``qs`` ``[BM * KP]`` and both in the dynamic shared memory."""
+    if not c.q_in_smem:
+        return ("  __shared__ __align__(16) unsigned short ks[2][BN * KP];\n"
+                "  __shared__ __align__(16) unsigned short vs[2][BN * KP];\n"
+                "  unsigned short* const qs = nullptr;  // Q in registers\n")
+    return (f"  FA_DYNAMIC_SHARED({c.entry}_smem, {c.dynamic_smem // 2});\n"
+            f"  unsigned short* const qs = {c.entry}_smem;  // [BM][KP], then K's and V's stages\n"
+            "  unsigned short (*const ks)[BN * KP] = reinterpret_cast<unsigned short (*)[BN * KP]>(qs + BM * KP);\n"
+            "  unsigned short (*const vs)[BN * KP] = ks + 2;\n")
+
+
 def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
     """The CUDA C of the given instantiations (one ``extern "C"`` entry each)."""
     if isinstance(configs, FlashConfig):
@@ -885,7 +972,8 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
         for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$DP", str(c.padded_dim)),
                            ("$D", str(c.head_dim)), ("$BSHD", "true" if c.layout == "BSHD" else "false"),
                            ("$BM", str(c.block_m)), ("$BN", str(c.block_n)), ("$MT", str(c.m_tiles)),
-                           ("$MINBLOCKS", str(c.min_blocks)),
+                           ("$MINBLOCKS", str(c.min_blocks)), ("$QSMEM", "true" if c.q_in_smem else "false"),
+                           ("$SHARED", _shared_declarations(c)),
                            ("$T", "__half" if c.dtype == "f16" else "__nv_bfloat16"),
                            ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
                            ("$PACK", f"fa_pack_{c.dtype}"),

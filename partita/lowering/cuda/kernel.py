@@ -146,6 +146,10 @@ class FusedKernel:
     ``rows`` output rows along ``axis`` at every index of the axes before the last
     (attention's query tiles of one batch and head): the grid is sized by those tiles
     instead of by output elements. Empty for every other kernel."""
+    smem: int = 0
+    """Bytes of dynamic shared memory a block of a ``window`` kernel's whole-kernel schedule
+    takes (``WholeKernel.smem``: the flash attention's Q and K / V tiles past 48 KiB); 0 for
+    every other kernel."""
     gemv_rows: int = 0
     """Rows (M) up to which a ``gemm`` kernel runs its warp-per-output schedule instead of
     its tiles (``schedules.GEMV_ROWS``; 0: tiles only); the grid follows the choice."""
@@ -552,8 +556,9 @@ class KernelEmitter(ScheduleMixin):
                 "  }",
             ]
         elif (whole := self._whole_kernel(result)) is not None:
-            body, block, *rows = whole
-            extra = {"kind": "window", "block": block, "block_rows": tuple(rows[0]) if rows else ()}
+            body = whole.lines
+            extra = {"kind": "window", "block": whole.block, "block_rows": tuple(whole.block_rows),
+                     "smem": whole.smem}
         elif kernel_kind(self.anchor) == "window" and (tiled := self._tiled_window(numel, used, store)) is not None:
             body, extra = tiled
         elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:

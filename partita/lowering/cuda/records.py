@@ -29,6 +29,9 @@ Anchored kernels add their schedule's launch geometry, computed from the output 
 * ``kind = "window"`` adds ``anchor`` (``nn.max_pool2d`` / ``nn.avg_pool2d`` /
   ``nn.global_avg_pool2d``): one thread per output element like ``fused`` (each loops
   over its window), ``grid = (min(ceil(numel / block), 65535), 1, 1)``;
+  ``threads_per_output`` (32: a warp per output), ``block_rows`` (``[axis, rows]``: a
+  block per tile of rows, attention's query tiles) and ``smem``, the bytes of dynamic
+  shared memory each block takes (opted in at load past 48 KiB);
 * ``kind = "scatter"`` adds ``source``, the shape of what the kernel stores into the
   argument its result is tied to (``byoc.tied_operand``): one thread per element of it,
   ``grid = (min(ceil(numel(source) / block), 65535), 1, 1)`` (the output's numel when a
@@ -146,6 +149,12 @@ class FusedRecord:
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` of a launch writing an output of ``out_shape``."""
         return self.grid(prod(out_shape)), (self.block, 1, 1)
+
+    @property
+    def dynamic_smem(self) -> int:
+        """Bytes of dynamic shared memory each launch gives a block: none, but where a
+        ``window`` kernel's record asks (``WindowRecord.smem``)."""
+        return 0
 
     def launches(self, shapes, out_shape, slots: int = SPLIT_K_SLOTS
                  ) -> list[tuple[tuple[int, int, int], tuple[int, int, int], int]]:
@@ -295,14 +304,15 @@ class WindowRecord(FusedRecord):
     launch geometry of a ``fused`` kernel; or, with the warp-per-output schedule
     (``Rule.warp``, a GEMV), ``threads_per_output`` of 32, the grid sized by their count;
     or, with a whole-kernel schedule of row tiles (``block_rows``: attention's query tiles),
-    a block per tile."""
+    a block per tile, with ``smem`` bytes of dynamic shared memory a block."""
 
     anchor: str
     threads_per_output: int
     block_rows: tuple[int, ...]
+    smem: int
 
-    # before the warp-per-output schedule; before tile-sized grids
-    OLDER: ClassVar[dict[str, object]] = {"threads_per_output": 1, "block_rows": ()}
+    # before the warp-per-output schedule; before tile-sized grids; before dynamic shared memory
+    OLDER: ClassVar[dict[str, object]] = {"threads_per_output": 1, "block_rows": (), "smem": 0}
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -312,6 +322,12 @@ class WindowRecord(FusedRecord):
         rows = self.block_rows
         if rows and (len(rows) != 2 or not 0 <= rows[0] < len(self.output) - 1 or rows[1] < 1):
             raise ValueError(f"'block_rows' = {rows} is not (an output axis before the last, rows >= 1)")
+        if not isinstance(self.smem, int) or self.smem < 0:  # the device's limit is checked at load
+            raise ValueError(f"'smem' = {self.smem} is not a byte count")
+
+    @property
+    def dynamic_smem(self) -> int:
+        return self.smem
 
     def geometry(self, out_shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         if self.block_rows:  # a block per tile of rows: every index of the other axes but the last

@@ -40,8 +40,27 @@ if TYPE_CHECKING:  # pragma: no cover
     from partita.lowering.cuda.cexpr import Dim
     from partita.lowering.cuda.kernel import KernelEmitter
 
-__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", "Rule", "TiledProduct", "injective",
-           "rowwise", "window"]
+__all__ = ["INJECTIVE", "ROWWISE", "WINDOW", "Fold", "InPlace", "RowReduction", "Rule", "TiledProduct", "WholeKernel",
+           "injective", "rowwise", "window"]
+
+
+@dataclass(frozen=True)
+class WholeKernel:
+    """A window rule's whole-kernel schedule (``Rule.kernel``): the kernel's body and its
+    launch. Its blocks must stride over its tiles."""
+
+    lines: list[str]
+    """The body: every statement of the kernel after its run-time dims."""
+    block: int
+    """Threads per block."""
+    block_rows: tuple[int, ...] = ()
+    """``(axis, rows)``: a tile is ``rows`` output rows along ``axis`` at one index of the
+    other axes but the last, and the launch has a block per tile
+    (``WindowRecord.block_rows``); empty: the window geometry (``ceil(numel / block)``
+    blocks, capped)."""
+    smem: int = 0
+    """Bytes of dynamic shared memory a block takes (the body's ``extern __shared__``
+    array): past 48 KiB the kernel is opted in at load (``WindowRecord.smem``)."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +96,9 @@ class Rule:
     """Injective rules only: the op reads each operand at the (broadcast) output index,
     so it may follow an anchor in its epilogue."""
     kernel: Callable[..., Any] | None = None
-    """Window rules only: ``(emitter, op) -> (body lines, threads per block[, (axis,
-    rows)]) | None``, a whole-kernel schedule used instead of the per-element loop when the
-    kernel is the anchor alone (no epilogue) and it returns one. Its blocks must stride
-    over its tiles. With ``(axis, rows)`` a tile is ``rows`` output rows along ``axis`` at
-    one index of the other axes but the last, and the launch has a block per tile
-    (``WindowRecord.block_rows``); without, the window geometry (``ceil(numel / block)``
-    blocks, capped)."""
+    """Window rules only: ``(emitter, op) -> WholeKernel | None``, a whole-kernel schedule
+    used instead of the per-element loop when the kernel is the anchor alone (no epilogue)
+    and it returns one."""
     view: Callable[..., Any] | None = None
     """Injective rules only: ``(emitter, op, index) -> index into operand 0``, for an op
     that only remaps the indices of its first operand (its other operands give shapes, or,

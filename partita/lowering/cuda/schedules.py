@@ -25,7 +25,7 @@ from partita.lowering.cuda.row_stats import (
     unroll_row,
     welford_stats,
 )
-from partita.lowering.cuda.rules import RowReduction, TiledProduct
+from partita.lowering.cuda.rules import RowReduction, TiledProduct, WholeKernel
 
 BLOCK_SIZE = 256
 """Threads per block of every fused kernel."""
@@ -600,7 +600,7 @@ class ScheduleMixin:
             "  }",
         ], f"n / {width} * {width}"
 
-    def _whole_kernel(self, result: SSAValue) -> tuple | None:
+    def _whole_kernel(self, result: SSAValue) -> WholeKernel | None:
         """A window rule's whole-kernel schedule, when the kernel is its anchor alone."""
         if self.anchor is None or result is not self.anchor.results[0]:
             return None

@@ -11,7 +11,7 @@
 // CHECK-SAME:    kernels = {rms_stats = {kind = "rowwise", entry = "rms_stats", block = 256 : i64, {{.*}} ops = ["nn.reduce_mean", "nn.add", "nn.sqrt"], anchor = "nn.reduce_mean", rows = 2 : i64, rows_per_block = 1 : i64, schedule = "block-per-row"},
 // CHECK-SAME:    gap = {kind = "rowwise", entry = "gap", block = 128 : i64, {{.*}} ops = ["nn.reduce_mean"], anchor = "nn.reduce_mean", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
 // CHECK-SAME:    pick = {kind = "rowwise", entry = "pick", block = 128 : i64, {{.*}} ops = ["nn.argmax"], anchor = "nn.argmax", rows = 1 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
-// CHECK-SAME:    middle = {kind = "window", entry = "middle", block = 256 : i64, {{.*}} ops = ["nn.reduce_sum"], anchor = "nn.reduce_sum", threads_per_output = 1 : i64, block_rows = []}}
+// CHECK-SAME:    middle = {kind = "window", entry = "middle", block = 256 : i64, {{.*}} ops = ["nn.reduce_sum"], anchor = "nn.reduce_sum", threads_per_output = 1 : i64, block_rows = [], smem = 0 : i64}}
 
 // RMSNorm's statistics: threads stride along the row (coalesced, 16 bytes per load where
 // the row's length allows), one xor-shuffle / shared-memory tree per block, thread 0 runs

@@ -24,7 +24,7 @@
 // CHECK-SAME:    main_fused_1 = {kind = "fused", entry = "main_fused_1", {{.*}} dims = [], params = ["in0:ptr:8", "in1:ptr:8", "out:ptr:8"], ops = ["nn.reshape", "nn.add", "nn.transpose", "nn.clip"]},
 // CHECK-SAME:    main_gemm = {kind = "gemm", entry = "main_gemm", block = 256 : i64, {{.*}} params = ["in0:ptr:8", "in1:ptr:8", "in2:ptr:8", "out:ptr:8", "dim0:int:4", "ws:ptr:8", "k_slices:int:4"], ops = ["nn.dense", "nn.bias_add", "nn.relu"], anchor = "nn.dense", batch = 0 : i64, tile = 128 : i64, gemv_rows = 0 : i64, split_k = 8 : i64, k_source = {{\[}}0 : i64, 1 : i64]},
 // CHECK-SAME:    main_rows = {kind = "rowwise", entry = "main_rows", block = 128 : i64, {{.*}} ops = ["nn.layer_norm", "nn.sigmoid"], anchor = "nn.layer_norm", rows = 2 : i64, rows_per_block = 4 : i64, schedule = "warp-per-row"},
-// CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d", threads_per_output = 1 : i64, block_rows = []},
+// CHECK-SAME:    main_pool = {kind = "window", entry = "main_pool", block = 256 : i64, {{.*}} ops = ["nn.avg_pool2d", "nn.bias_add"], anchor = "nn.avg_pool2d", threads_per_output = 1 : i64, block_rows = [], smem = 0 : i64},
 // CHECK-SAME:    main_pad = {kind = "fused", {{.*}} ops = ["nn.pad"]}}}
 
 // CUDA:      #include <cuda_fp16.h>

@@ -57,7 +57,7 @@ from partita.lowering.cuda.flash_attention import (
 )
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
-from partita.lowering.cuda.rules import window
+from partita.lowering.cuda.rules import WholeKernel, window
 
 _NEG_INF = "__int_as_float(0xff800000)"
 _POS_INF = "__int_as_float(0x7f800000)"
@@ -67,12 +67,13 @@ def _p(d) -> str:
     return f"({d})"
 
 
-def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
+def _flash(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     """The flash attention kernel (``partita.lowering.cuda.flash_attention``) for a kernel
     that is the op alone: f16 / bf16, BHSD or BSHD (read through its strides), a head dim
     that is a multiple of 8 (below 32: zero-padded in registers), no mask or a boolean
     key padding mask ``[B | 1, 1, 1, Skv | 1]``. Its blocks stride over the (query tile,
-    batch x head) pairs, and it launches one for each (``WindowRecord.block_rows``)."""
+    batch x head) pairs, and it launches one for each (``WindowRecord.block_rows``), with
+    the dynamic shared memory of Q in shared memory past D = 64 (``FlashConfig.dynamic_smem``)."""
     dtype = str(op.result.type.element_type)
     head_dim = op.query.type.get_shape()[3]
     if dtype not in ("f16", "bf16") or not head_dim_supported(head_dim):
@@ -103,7 +104,8 @@ def _flash(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]
         f"        {_c_float(op.scale)}, (int)(t % q_tiles), (int)(t / q_tiles), {strides}, {q_row}, {k_row}, {v_row});",
     ]
     emitter.prelude.append(flash_attention_source(config))
-    return lines, config.block[0], (_query_axis(op), config.block_m)  # a block per query tile
+    # a block per query tile
+    return WholeKernel(lines, config.block[0], (_query_axis(op), config.block_m), config.dynamic_smem)
 
 
 def _token_rows(emitter, value, layout: str) -> tuple[str, str] | None:
@@ -237,7 +239,7 @@ def _mask_lines(emitter, op: nn.AttentionOp, b: str, h: str, i: str, j: str, ind
     return lines
 
 
-def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
+def _rows(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     """The rows schedule (see the module docstring): ``warps`` query rows of one (batch,
     head) a block, keys staged ``tile`` at a time. Every thread of the block runs every
     loop (rows past the sequence compute on a clamped row and store nothing), so the
@@ -339,7 +341,7 @@ def _rows(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]]
         "    }",
         "  }",
     ]
-    return lines, 32 * warps, (_query_axis(op), warps)  # a block per group of rows
+    return WholeKernel(lines, 32 * warps, (_query_axis(op), warps))  # a block per group of rows
 
 
 def _query_axis(op: nn.AttentionOp) -> int:
@@ -347,7 +349,7 @@ def _query_axis(op: nn.AttentionOp) -> int:
     return 1 if op.layout == "BSHD" else 2
 
 
-def _schedule(emitter, op: nn.AttentionOp) -> tuple[list[str], int, tuple[int, int]] | None:
+def _schedule(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     """The op alone in its kernel: flash where it applies, else the rows schedule."""
     return _flash(emitter, op) or _rows(emitter, op)
 
@@ -403,7 +405,7 @@ def _mask_strides(emitter, op) -> str | None:
     return f"({mb} == 1 ? 0LL : (long long){mk}), ({mk} == 1 ? 0 : 1)"
 
 
-def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
+def _decode(emitter, op: nn.AttentionPartialOp) -> WholeKernel | None:
     """Split-KV pass 1 (``partita.lowering.cuda.flash_attention.DecodeConfig``) for a
     kernel that is the op alone: f16 / bf16 / f32, either layout, ``D == Dv`` a multiple
     of 8 up to 256, no mask, a key padding mask (boolean or additive) ``[B | 1, 1, 1,
@@ -436,7 +438,7 @@ def _decode(emitter, op: nn.AttentionPartialOp) -> tuple[list[str], int] | None:
         f"        {q_stride}, {_c_float(op.mask_fill)});",
     ]
     emitter.prelude.append(flash_decode_source(config))
-    return lines, config.block[0]
+    return WholeKernel(lines, config.block[0])
 
 
 @window(nn.AttentionPartialOp, dims=derived_dims, kernel=_decode, reads_views=True)
