@@ -245,6 +245,11 @@ def _pipeline_stages(
     placement, steps = steps, []
     cache = f" cache-dir={_quote(cache_dir)}" if cache_dir else ""
     if "cutlass" in external:
+        if cost == "measure":
+            # Measuring on the GPU: each CUTLASS problem's kernel is timed among the tiles,
+            # clusters and pipelines the codegen builds (TVM's tune_cutlass_kernels), the
+            # winners kept in the cache directory's tuning record.
+            steps.append(f"tune-cutlass-kernels{{sm={cutlass_sm(config)}{cache}}}")
         steps.append(f"cutlass-codegen{{sm={cutlass_sm(config)}{cache}}}")
     # Library partitions: records of library calls (cuBLASLt, cuDNN) and ONNX sub-models
     # (TensorRT), built into plans at load.

@@ -275,8 +275,12 @@ def compiler_functions(module: Operation, compiler: str) -> list[FuncOp]:
 
 
 def partition_attributes(op: Operation) -> dict[str, Attribute]:
-    """The ``byoc.*`` attributes of a partition function or region, in a fresh dict."""
-    return {k: v for k, v in op.attributes.items() if k.startswith("byoc.")}
+    """The ``byoc.*`` attributes of a partition function or region, and those of its
+    compiler's own namespace (``cutlass.kernel`` for ``byoc.compiler = "cutlass"``), in a
+    fresh dict: what outlining and inlining carry between the two."""
+    compiler = op.attributes.get(COMPILER)
+    own = f"{compiler.data}." if isinstance(compiler, StringAttr) else "byoc."
+    return {k: v for k, v in op.attributes.items() if k.startswith("byoc.") or k.startswith(own)}
 
 
 # --------------------------------------------------------------------------------------

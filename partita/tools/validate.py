@@ -657,6 +657,53 @@ def gemm_rows(writer: RowWriter, timers: dict[str, Any], torch_seconds: Callable
                        f"not measured: {dict(timer.unmeasured)}"))
 
 
+def tuning_module(m: int, n: int, k: int) -> Any:
+    """``dense_ir``'s product as a ``cutlass`` partition function: what
+    ``tune-cutlass-kernels`` tunes."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from partita.dialects import byoc
+    from partita.transforms.collage.measure import candidate_module
+
+    module = candidate_module(_ops(dense_ir(m, n, k)))
+    module.ops.first.attributes[byoc.COMPILER] = StringAttr("cutlass")
+    return module
+
+
+def tuning_labels(m: int, n: int, k: int, sm: int, hopper: bool) -> list[str]:
+    """The kernel configurations ``tune-cutlass-kernels`` times for the f16 GEMM."""
+    from partita.lowering.cutlass.codegen import kernel_candidates, partition_kernel
+    from partita.lowering.cutlass.options import CutlassOptions
+
+    return kernel_candidates(partition_kernel(tuning_module(m, n, k).ops.first), CutlassOptions(sm=sm), hopper)
+
+
+def tuning_rows(writer: RowWriter, device: Any, sm: str, torch_seconds: Callable[[], float | None],
+                m: int, n: int, k: int) -> None:
+    """``tune-cutlass-kernels`` on the f16 GEMM: every candidate timed on the device, the
+    fastest against torch.matmul, the table's choice and each candidate in the note (the
+    measured tuning table the heuristic rows are checked against)."""
+    from partita.dialects import make_context
+    from partita.transforms.tune_cutlass_kernels import TuneCutlassKernels
+
+    flops = 2.0 * m * n * k
+    reference = torch_seconds()
+    with tempfile.TemporaryDirectory() as tmp:  # a fresh record: every candidate is timed
+        tune = TuneCutlassKernels(sm=sm, record=str(Path(tmp) / "record.json"), measure_device=device)
+        tune.apply(make_context(), tuning_module(m, n, k))
+    name = f"GEMM f16 {m}x{n}x{k} tuned (cutlass sm_{sm})"
+    if not tune.reports[0]:
+        writer.add(Row("benchmarks", name, status="skipped", note="no candidate built and ran"))
+        return
+    (choice,) = tune.reports[0]
+    rates = {label: flops / s / 1e12 for label, s in choice.seconds.items() if s}
+    table = next(iter(choice.seconds))  # kernel_candidates gives the table's choice first
+    writer.add(Row("benchmarks", name, "TFLOP/s", rates[choice.kernel], flops / reference / 1e12 if reference else None,
+                   "info", f"reference: torch.matmul; fastest {choice.kernel}, the table's {table}; "
+                   + ", ".join(f"{label} {rates[label]:.0f}" if label in rates else f"{label} failed"
+                               for label in choice.seconds)))
+
+
 def reduction_rows(writer: RowWriter, timer: Any, torch_seconds: Callable[[], float | None], rows: int, cols: int) -> None:
     nbytes = 4.0 * rows * cols
     seconds = timer.time(_ops(reduce_sum_ir(rows, cols)), "cuda")
@@ -779,6 +826,12 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
 
     gemms = [("gemm", lambda m=m, n=n, k=k: gemm_rows(writer, gemm_timers, torch_timer(matmul(m, n, k)), m, n, k))
              for m, n, k in GEMM_SHAPES]
+    # the measured tuning table: every CUTLASS candidate of each shape (the Hopper kernels
+    # on an H100 / H200, their cubins built by --warm-cache)
+    sm = "90a" if device.arch in ("sm_90", "sm_90a") else device.arch.removeprefix("sm_")
+    gemms += [(f"GEMM tuning {shape}", lambda shape=shape: tuning_rows(writer, device, sm, torch_timer(matmul(*shape)),
+                                                                      *shape))
+              for shape in GEMM_SHAPES]
     # the native IMMA tiles (a candidate shows CUTLASS's int8 kernel no constant zero
     # points, which it needs; cuBLASLt's integer GEMM is not wired)
     int8_shape = GEMM_SHAPES[0]
@@ -819,6 +872,12 @@ def precompile_benchmarks(arch: str) -> list[str]:
     if arch in ("sm_90", "sm_90a"):
         builds += [(lambda shape=shape: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(*shape)), "cutlass"),
                     f"GEMM {shape} (cutlass sm_90a)") for shape in GEMM_SHAPES]
+        # every Hopper candidate tune-cutlass-kernels times (one kernel per configuration,
+        # whatever the shape: the set of the shapes' labels)
+        labels = sorted({label for shape in GEMM_SHAPES for label in tuning_labels(*shape, sm=90, hopper=True)})
+        builds += [(lambda label=label: CandidateTimer(device, arch="sm_90a").build(
+                        _ops(dense_ir(*GEMM_SHAPES[0])), "cutlass", label), f"GEMM candidate {label} (cutlass sm_90a)")
+                   for label in labels]
     failed = []
     for build, name in builds:
         try:

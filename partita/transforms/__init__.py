@@ -50,6 +50,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "fuse-native-kernels": ("partita.transforms.fuse_native_kernels", "FuseNativeKernels"),
     "tie-in-place-updates": ("partita.transforms.tie_in_place_updates", "TieInPlaceUpdates"),
     "cuda-codegen": ("partita.lowering.cuda.codegen", "CudaCodegen"),
+    "tune-cutlass-kernels": ("partita.transforms.tune_cutlass_kernels", "TuneCutlassKernels"),
     "cutlass-codegen": ("partita.lowering.cutlass.codegen", "CutlassCodegen"),
     "cublas-codegen": ("partita.lowering.cublas.codegen", "CublasCodegen"),
     "cudnn-codegen": ("partita.lowering.cudnn.codegen", "CudnnCodegen"),

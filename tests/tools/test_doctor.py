@@ -297,6 +297,30 @@ def test_benchmark_rows_compute_rates_against_the_reference(tmp_path: Path) -> N
     assert int8.note == "reference: torch._int_mm"
 
 
+def test_the_tuning_rows_time_every_cutlass_candidate() -> None:
+    """The measured tuning table: tune-cutlass-kernels on the GEMM, every candidate timed
+    (the recording driver's clock: 20 us each, 10 us for the 256x128 tile), the fastest
+    against torch, the table's choice and every candidate's rate in the note."""
+    from partita.lowering.cutlass import KernelSpec, choose_config
+    from partita.lowering.cutlass.emitter import entry_name
+    from partita.runtime.cuda import CudaDevice
+
+    m, n, k = 256, 1024, 512
+    labels = validate.tuning_labels(m, n, k, 90, hopper=False)
+    spec = KernelSpec.dense(m, n, k, "float16")
+    times = {entry_name(spec, choose_config(spec, 90, kernel=label)): 20.0 for label in labels}
+    times[entry_name(spec, choose_config(spec, 90, kernel="256x128x32_4x2x1_3"))] = 10.0
+    writer = validate.RowWriter(None)
+    validate.tuning_rows(writer, CudaDevice(driver=RecordingDriver(kernel_us=times)), "90", lambda: 1e-3, m, n, k)
+    (row,) = writer.rows
+    flops = 2.0 * m * n * k
+    assert row.item == f"GEMM f16 {m}x{n}x{k} tuned (cutlass sm_90)" and row.metric == "TFLOP/s"
+    assert (row.partita, row.reference) == (pytest.approx(flops / 10e-6 / 1e12), pytest.approx(flops / 1e-3 / 1e12))
+    assert row.note.startswith("reference: torch.matmul; fastest 256x128x32_4x2x1_3, the table's 128x128x32_2x2x1_3; ")
+    rates = row.note.split("; ")[2].split(", ")  # each candidate's TFLOP/s: 26.8 at 10 us, 13.4 at 20
+    assert sorted(rates) == sorted(f"{label} {27 if label == '256x128x32_4x2x1_3' else 13}" for label in labels)
+
+
 def test_device_seconds_are_a_runs_kernels_without_its_host_work() -> None:
     """The attention and 4-bit rows time Partita as torch is timed: device events around
     a burst of each step (the recording driver's stand-in clock: 7.5 us a kernel)."""

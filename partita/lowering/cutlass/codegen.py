@@ -10,6 +10,9 @@
    per function naming the entry it launches and holding its static dims;
 5. marks the functions extern (their semantics stay in a reference sibling).
 
+A function may pin its kernel configuration: ``cutlass.kernel = "<label>"`` (what
+``tune-cutlass-kernels`` measured fastest, ``tuning.py``), in place of the tuning table's.
+
 Partitions of one configuration share one instantiation and one cubin, whatever their
 shapes; a configuration another module (or shape) compiled before is a cache hit.
 """
@@ -44,6 +47,7 @@ from partita.lowering.cutlass import (
     emit_module,
 )
 from partita.lowering.cutlass.emitter import emit_units, problem_values
+from partita.lowering.cutlass.kernels import pin_config, tunable
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.cutlass.sm90 import (
@@ -56,6 +60,13 @@ from partita.lowering.cutlass.sm90 import (
     sm90_from_record,
     sm90_record,
     why_not_sm90,
+)
+from partita.lowering.cutlass.tuning import (
+    KERNEL_ATTR,
+    SM80_CANDIDATES,
+    SM90_CANDIDATES,
+    sm80_label,
+    sm90_label,
 )
 from partita.lowering.functions import mark_compiler_functions, outline_compiler_partitions
 from partita.target import Target as PartitaTarget
@@ -294,6 +305,16 @@ def partition_kernel(function: FuncOp) -> PartitionKernel:
     return PartitionKernel(function, spec, _argument_roles(function, roles))
 
 
+def pinned_kernel(function: FuncOp) -> str:
+    """The kernel label ``function`` pins (``cutlass.kernel``), or ``""``."""
+    attr = function.attributes.get(KERNEL_ATTR)
+    if attr is None:
+        return ""
+    if not isinstance(attr, StringAttr):
+        raise op_error(function, f"'{KERNEL_ATTR}' must be a string, a kernel label such as \"128x128x32_2x2x1_3\"")
+    return attr.data
+
+
 def cutlass_functions(module: ModuleOp) -> list[FuncOp]:
     """Functions with a body whose compiler is cutlass, in module order."""
     return byoc.compiler_functions(module, COMPILER)
@@ -313,7 +334,8 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: boo
     configs = []
     for k in kernels.values():
         try:
-            cfg = choose_config(k.spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
+            cfg = choose_config(k.spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices,
+                                kernel=pinned_kernel(k.function))
         except UnsupportedKernel as err:
             raise op_error(k.function, str(err)) from None
         configs.append((k.name, k.spec, cfg))
@@ -325,11 +347,47 @@ def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Sourc
     configuration, with one source per group: each group is its own NVRTC program (about
     a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
     kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if why_not_sm90(k.spec) is None}
-    units = emit_sm90_units([(k.name, k.spec, choose_sm90_config(k.spec)) for k in kernels.values()])
+    configs = []
+    for k in kernels.values():
+        try:
+            configs.append((k.name, k.spec, choose_sm90_config(k.spec, pinned_kernel(k.function))))
+        except UnsupportedKernel as err:
+            raise op_error(k.function, str(err)) from None
+    units = emit_sm90_units(configs)
     return [([kernels[name] for name in unit.entries], unit) for unit in units]
 
 
-def _sm_option(owner: str, sm: int | str) -> tuple[int, str]:
+def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: bool) -> list[str]:
+    """Labels of the configurations ``tune-cutlass-kernels`` times for ``kernel``: the
+    tuning table's first, then every other the codegen builds for its spec on
+    ``options.sm`` (``hopper``: the sm_90a kernels where they apply); empty when the spec
+    has one kernel only (FP8, int8, f32, convolutions, narrow alignments)."""
+    spec = kernel.spec
+    try:
+        if hopper and why_not_sm90(spec) is None:
+            if spec.is_fp8:
+                return []
+            table = choose_sm90_config(spec)
+            first = sm90_label(table.tile, table.cluster, table.schedule)
+            return [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
+        cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
+    except UnsupportedKernel as err:
+        raise op_error(kernel.function, str(err)) from None
+    if not tunable(spec, cfg):
+        return []
+    first = sm80_label(cfg.threadblock, cfg.warp_count, cfg.stages)
+    labels = [first] + [label for c in SM80_CANDIDATES if (label := sm80_label(*c)) != first]
+    fits = []
+    for label in labels:
+        try:
+            pin_config(spec, cfg, options.sm, label)
+        except UnsupportedKernel:  # stages past the arch's shared memory
+            continue
+        fits.append(label)
+    return fits
+
+
+def sm_option(owner: str, sm: int | str) -> tuple[int, str]:
     """``90`` -> (90, ""), ``"90a"`` / ``"sm_90a"`` -> (90, "a"); an error naming the
     option and its ``owner`` (``pass 'cutlass-codegen'``, ``target 'cutlass-cpp'``) for
     anything else."""
@@ -358,7 +416,7 @@ class CutlassCodegen(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         outline_compiler_partitions(op, COMPILER)
-        number, suffix = _sm_option(f"pass '{self.name}'", self.sm)
+        number, suffix = sm_option(f"pass '{self.name}'", self.sm)
         options = function_options(cutlass_functions(op), number)
         sm = f"{options.sm}{suffix}"  # kernels are chosen by the number, built for the arch
         try:
@@ -424,7 +482,7 @@ class CutlassCppTarget(Target):
     sm: int | str = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        number, suffix = _sm_option(f"target '{self.name}'", self.sm)
+        number, suffix = sm_option(f"target '{self.name}'", self.sm)
         options = function_options(cutlass_functions(module), number)
         sm = f"{options.sm}{suffix}"
         hopper = suffix == "a" and options.sm == 90

@@ -59,6 +59,8 @@ from cutlass_library.library import (
 
 from partita.backends.gemm_forms import why_not_int8_gemm
 from partita.lowering.contracts import digest_fields
+from partita.lowering.cutlass.tuning import SM80_CANDIDATES, parse_sm80_label, sm80_label
+from partita.target.arch import max_dynamic_smem
 
 OPS = ("dense", "batch_matmul", "conv2d")
 DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "float_e4m3", "float_e5m2")
@@ -508,7 +510,7 @@ F32_MATH = ("tf32", "3xtf32", "ffma")
 
 
 def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
-                  split_k_slices: int = 1) -> KernelConfig:
+                  split_k_slices: int = 1, kernel: str = "") -> KernelConfig:
     """Pick a CUTLASS 2.x configuration for ``spec`` on compute capability ``sm``.
 
     ``f32_math`` says how f32 problems multiply (the ``cutlass`` target's ``use_tf32`` /
@@ -533,6 +535,10 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
       for small ones or for f16 alignment < 8;
     * serial split-k for static dense problems where K >= 4*max(M,N) and the
       output covers fewer than 32 tiles.
+
+    ``kernel``, a label of ``tuning.SM80_CANDIDATES`` (what ``tune-cutlass-kernels``
+    measured fastest), replaces the tile, warps and stages of an f16 / bf16 multistage
+    tensor-core GEMM (:func:`pin_config`).
     """
     if sm < 50:
         raise UnsupportedKernel(f"sm_{sm} is not supported")
@@ -650,7 +656,39 @@ def choose_config(spec: KernelSpec, sm: int = 80, *, f32_math: str = "ffma",
         iterator_algorithm="optimized" if spec.op == "conv2d" else "",
         math=math_kind,
     )
+    if kernel:
+        return pin_config(spec, cfg, sm, kernel)
     return KernelConfig(**{**cfg.__dict__, "name": procedural_name(spec, cfg)})
+
+
+def tunable(spec: KernelSpec, cfg: KernelConfig) -> bool:
+    """Whether ``cfg`` (``choose_config``'s for ``spec``) may take another tile of
+    ``SM80_CANDIDATES``: an f16 / bf16 GEMM on the multistage tensor-core path with 16-byte
+    operand accesses."""
+    return (spec.op in ("dense", "batch_matmul") and cfg.opcode_class == "tensorop" and cfg.math in ("f16", "bf16")
+            and cfg.stages >= 3 and min(cfg.alignment_a, cfg.alignment_b) == 8)
+
+
+def pin_config(spec: KernelSpec, cfg: KernelConfig, sm: int, kernel: str) -> KernelConfig:
+    """``cfg`` with the threadblock tile, warps and stages of the label ``kernel`` (one of
+    ``SM80_CANDIDATES``); :class:`UnsupportedKernel` saying why when ``cfg`` takes none, the
+    label is not a candidate or its stages pass the shared memory of ``sm``."""
+    if not tunable(spec, cfg):
+        raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but only f16 / bf16 tensor-core GEMMs with 16-byte "
+                                "accesses take a pinned configuration")
+    try:
+        threadblock, warps, stages = parse_sm80_label(kernel)
+    except ValueError as err:
+        raise UnsupportedKernel(str(err)) from None
+    if (threadblock, warps, stages) not in SM80_CANDIDATES:
+        known = ", ".join(sm80_label(*c) for c in SM80_CANDIDATES)
+        raise UnsupportedKernel(f"kernel '{kernel}' is not an Sm80 configuration built here ({known})")
+    smem = (threadblock[0] + threadblock[1]) * threadblock[2] * 2 * stages
+    if smem > max_dynamic_smem(sm):
+        raise UnsupportedKernel(f"kernel '{kernel}' stages {smem} bytes of shared memory; sm_{sm} has "
+                                f"{max_dynamic_smem(sm)}")
+    cfg = dataclasses.replace(cfg, threadblock=threadblock, warp_count=warps, stages=stages)
+    return dataclasses.replace(cfg, name=procedural_name(spec, cfg))
 
 
 # -- naming --------------------------------------------------------------------

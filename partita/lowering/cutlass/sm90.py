@@ -61,7 +61,16 @@ from partita.lowering.cutlass.kernels import (
     entry_contract,
     spec_fields,
 )
-from partita.lowering.cutlass.tuning import COOPERATIVE, SM90_FP8_TABLE, SM90_TABLE, WS, sm90_tile
+from partita.lowering.cutlass.tuning import (
+    COOPERATIVE,
+    SM90_CANDIDATES,
+    SM90_FP8_TABLE,
+    SM90_TABLE,
+    WS,
+    parse_sm90_label,
+    sm90_label,
+    sm90_tile,
+)
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
@@ -201,13 +210,25 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
     return None
 
 
-def choose_sm90_config(spec: KernelSpec) -> Sm90Config:
-    """The Hopper configuration of ``spec`` from the sm_90 tuning table; an
+def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
+    """The Hopper configuration of ``spec`` from the sm_90 tuning table, or the label
+    ``kernel`` of ``SM90_CANDIDATES`` (what ``tune-cutlass-kernels`` measured fastest); an
     :class:`UnsupportedKernel` saying why when it has none."""
     why = why_not_sm90(spec)
     if why is not None:
         raise UnsupportedKernel(why)
-    tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
+    if kernel:
+        if spec.is_fp8:
+            raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but FP8 Hopper GEMMs take their table's only")
+        try:
+            tile, cluster, schedule = parse_sm90_label(kernel)
+        except ValueError as err:
+            raise UnsupportedKernel(str(err)) from None
+        if (tile, cluster, schedule) not in SM90_CANDIDATES:
+            known = ", ".join(sm90_label(*c) for c in SM90_CANDIDATES)
+            raise UnsupportedKernel(f"kernel '{kernel}' is not a Hopper configuration built here ({known})")
+    else:
+        tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
     cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule)
     return Sm90Config(tile=tile, cluster=cluster, schedule=schedule, name=sm90_name(spec, cfg))
 

@@ -46,3 +46,81 @@ def sm90_tile(M: int | None, N: int | None, K: int | None,
         if m >= min_m and n >= min_n:
             return tile, cluster, schedule
     raise ValueError(f"no row of the sm90 table takes M={M}, N={N}")
+
+
+# -- measured choice ------------------------------------------------------------------
+#
+# What ``tune-cutlass-kernels`` times on a GPU, per problem, as CUTLASS's profiler and TVM's
+# ``tune_cutlass_kernels`` do: the table's choice and the alternatives below, each a
+# configuration the codegen builds. The fastest is pinned on the partition function
+# (``KERNEL_ATTR``, a kernel label) and kept in the tuning cache for the next compile.
+
+KERNEL_ATTR = "cutlass.kernel"
+"""Function attribute pinning a partition's kernel configuration (a label below)."""
+
+#: sm_90a f16 / bf16 alternatives, (tile, cluster, schedule): the table's rows, their
+#: 2-CTA clusters (TMA multicast: each CTA loads half of the operand tile the pair shares),
+#: and the 256-row and 128-row persistent tiles.
+SM90_CANDIDATES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], str], ...] = (
+    ((128, 256, 64), (1, 1, 1), COOPERATIVE),
+    ((128, 256, 64), (2, 1, 1), COOPERATIVE),
+    ((256, 128, 64), (1, 2, 1), COOPERATIVE),
+    ((128, 128, 64), (1, 1, 1), COOPERATIVE),
+    ((128, 128, 64), (1, 1, 1), WS),
+    ((128, 128, 64), (2, 1, 1), WS),
+    ((128, 128, 64), (1, 2, 1), WS),
+    ((64, 128, 64), (1, 1, 1), WS),
+    ((64, 256, 64), (1, 1, 1), WS),
+)
+
+#: Sm80 (and Hopper without ``sm_90a``) f16 / bf16 multistage tensor-op alternatives,
+#: (threadblock, warps, stages): the table's three tiles, wide 8-warp tiles, and deeper
+#: K tiles or pipelines; each warp tile a multiple of the 16x8x16 mma.
+SM80_CANDIDATES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], int], ...] = (
+    ((128, 128, 32), (2, 2, 1), 3),
+    ((128, 64, 32), (2, 2, 1), 3),
+    ((64, 64, 32), (2, 2, 1), 3),
+    ((128, 256, 32), (2, 4, 1), 3),
+    ((256, 128, 32), (4, 2, 1), 3),
+    ((128, 128, 64), (2, 2, 1), 4),
+    ((128, 128, 32), (2, 2, 1), 5),
+    ((64, 128, 32), (2, 2, 1), 4),
+    ((128, 64, 64), (2, 2, 1), 3),
+)
+
+
+def _dims(text: str) -> tuple[int, int, int]:
+    parts = text.split("x")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"'{text}' is not three sizes MxNxK")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _shape(dims: tuple[int, ...]) -> str:
+    return "x".join(map(str, dims))
+
+
+def sm90_label(tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str) -> str:
+    """``128x256x64_2x1x1_cooperative``: tile, cluster and schedule of a Hopper kernel."""
+    return f"{_shape(tile)}_{_shape(cluster)}_{'cooperative' if schedule == COOPERATIVE else 'ws'}"
+
+
+def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], str]:
+    """``(tile, cluster, schedule)`` of a :func:`sm90_label`; ValueError if it is none."""
+    parts = label.split("_")
+    if len(parts) != 3 or parts[2] not in ("ws", "cooperative"):
+        raise ValueError(f"'{label}' is not a Hopper kernel label (tile_cluster_ws|cooperative)")
+    return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS
+
+
+def sm80_label(threadblock: tuple[int, int, int], warps: tuple[int, int, int], stages: int) -> str:
+    """``128x128x32_2x2x1_3``: threadblock tile, warps and stages of an Sm80 kernel."""
+    return f"{_shape(threadblock)}_{_shape(warps)}_{stages}"
+
+
+def parse_sm80_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """``(threadblock, warps, stages)`` of an :func:`sm80_label`; ValueError if it is none."""
+    parts = label.split("_")
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise ValueError(f"'{label}' is not an Sm80 kernel label (threadblock_warps_stages)")
+    return _dims(parts[0]), _dims(parts[1]), int(parts[2])

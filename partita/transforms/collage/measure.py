@@ -53,6 +53,7 @@ from partita.dialects import byoc, make_context, nn
 from partita.ir import PartitaError
 from partita.lowering.cuda.codegen import CudaCodegen, fused_functions
 from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
+from partita.lowering.cutlass.tuning import KERNEL_ATTR
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.runtime.contracts import TimingDevice
 from partita.runtime.cuda import parse_arch
@@ -151,9 +152,10 @@ class CandidateTimer:
             return self._skip("graph not built from IR")
         return self.time([ops[v] for v in sorted(candidate.nodes)], candidate.target)
 
-    def time(self, ops: Sequence[Operation], target: str) -> float | None:
-        """Seconds for ``ops`` (topologically ordered) on ``target``, or ``None``."""
-        built = self.build(ops, target)
+    def time(self, ops: Sequence[Operation], target: str, kernel: str = "") -> float | None:
+        """Seconds for ``ops`` (topologically ordered) on ``target``, or ``None``;
+        ``kernel``: a ``cutlass`` candidate's pinned configuration (``cutlass.kernel``)."""
+        built = self.build(ops, target, kernel)
         if isinstance(built, str):
             return self._skip(built)
         module, entry = built
@@ -163,7 +165,7 @@ class CandidateTimer:
         self.measured += 1
         return seconds
 
-    def build(self, ops: Sequence[Operation], target: str) -> tuple[ModuleOp, str] | str:
+    def build(self, ops: Sequence[Operation], target: str, kernel: str = "") -> tuple[ModuleOp, str] | str:
         """``ops`` compiled for ``target`` as a module whose entry function's launch plan
         is timed, or why not (the kernels land in the cubin cache: ``--warm-cache`` builds
         the benchmarks' candidates on a machine without the GPU this way)."""
@@ -177,7 +179,7 @@ class CandidateTimer:
         if target in LIBRARY_TARGETS:
             why = lower_library_candidate(self.ctx, module, function, target)
         elif target == "cutlass":
-            why = self._lower_cutlass(module, function)
+            why = self._lower_cutlass(module, function, kernel)
         else:
             why = self._lower_cuda(module, function)
         if why is not None:
@@ -199,11 +201,14 @@ class CandidateTimer:
             self._ctx = make_context()
         return self._ctx
 
-    def _lower_cutlass(self, module: ModuleOp, function: FuncOp) -> str | None:
-        """``cutlass-codegen`` on the function (a reason string if it would not take it)."""
+    def _lower_cutlass(self, module: ModuleOp, function: FuncOp, kernel: str = "") -> str | None:
+        """``cutlass-codegen`` on the function (a reason string if it would not take it),
+        with ``kernel`` pinned when given."""
         if len(function.function_type.outputs) != 1:
             return "cutlass candidate with several results"
         function.attributes[byoc.COMPILER] = StringAttr("cutlass")
+        if kernel:
+            function.attributes[KERNEL_ATTR] = StringAttr(kernel)
         try:
             partition_kernel(function)  # what the codegen checks first; rejecting is not an error here
         except PartitaError:

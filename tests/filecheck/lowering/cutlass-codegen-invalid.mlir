@@ -61,3 +61,41 @@ func.func @main(%x: tensor<8x64xf8E4M3FN>, %w: tensor<16x64xf8E4M3FN>, %s: tenso
   }) : (tensor<8x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<f32>) -> tensor<8x16xf32>
   func.return %0 : tensor<8x16xf32>
 }
+
+// -----
+
+// A pinned kernel (tune-cutlass-kernels' choice) must be one the codegen builds.
+func.func @main(%x: tensor<256x64xf16>, %w: tensor<128x64xf16>) -> tensor<256x128xf16> {
+  // expected-error@+1 {{kernel '96x96x32_2x2x1_3' is not an Sm80 configuration built here (128x128x32_2x2x1_3, }}
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "pinned_0", cutlass.kernel = "96x96x32_2x2x1_3"} ({
+  ^bb0(%a: tensor<256x64xf16>, %b: tensor<128x64xf16>):
+    %1 = nn.dense %a, %b : (tensor<256x64xf16>, tensor<128x64xf16>) -> tensor<256x128xf16>
+    byoc.yield %1 : tensor<256x128xf16>
+  }) : (tensor<256x64xf16>, tensor<128x64xf16>) -> tensor<256x128xf16>
+  func.return %0 : tensor<256x128xf16>
+}
+
+// -----
+
+func.func @main(%x: tensor<256x64xf16>, %w: tensor<128x64xf16>) -> tensor<256x128xf16> {
+  // expected-error@+1 {{'cutlass.kernel' must be a string, a kernel label such as "128x128x32_2x2x1_3"}}
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "pinned_1", cutlass.kernel = 3 : i64} ({
+  ^bb0(%a: tensor<256x64xf16>, %b: tensor<128x64xf16>):
+    %1 = nn.dense %a, %b : (tensor<256x64xf16>, tensor<128x64xf16>) -> tensor<256x128xf16>
+    byoc.yield %1 : tensor<256x128xf16>
+  }) : (tensor<256x64xf16>, tensor<128x64xf16>) -> tensor<256x128xf16>
+  func.return %0 : tensor<256x128xf16>
+}
+
+// -----
+
+// f32 on exact SIMT FFMA kernels has one configuration: nothing to pin.
+func.func @main(%x: tensor<256x64xf32>, %w: tensor<128x64xf32>) -> tensor<256x128xf32> {
+  // expected-error@+1 {{kernel '128x128x32_2x2x1_3' is pinned, but only f16 / bf16 tensor-core GEMMs with 16-byte accesses take a pinned configuration}}
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "pinned_2", cutlass.kernel = "128x128x32_2x2x1_3"} ({
+  ^bb0(%a: tensor<256x64xf32>, %b: tensor<128x64xf32>):
+    %1 = nn.dense %a, %b : (tensor<256x64xf32>, tensor<128x64xf32>) -> tensor<256x128xf32>
+    byoc.yield %1 : tensor<256x128xf32>
+  }) : (tensor<256x64xf32>, tensor<128x64xf32>) -> tensor<256x128xf32>
+  func.return %0 : tensor<256x128xf32>
+}

@@ -83,3 +83,24 @@ func.func @main(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<128xf16
   }) : (tensor<?x32xf16>, tensor<256x32xf16>, tensor<256xf16>) -> tensor<?x256xf16>
   func.return %0, %4 : tensor<?x128xf16>, tensor<?x256xf16>
 }
+
+// -----
+
+// A pinned kernel (cutlass.kernel, tune-cutlass-kernels' choice) replaces the table's tile:
+// the same problem on the 64x128 tile with 4 stages instead of 128x128 with 3. Outlining
+// keeps the attribute (the compiler's own namespace) on the function.
+
+// CHECK-LABEL: func.func private @tvmgen_default_cutlass_main_3(tensor<1600x768xf16>, tensor<2304x768xf16>) -> tensor<1600x2304xf16> attributes {byoc.extern}
+// CHECK:       byoc.binary @cutlass_sm90
+// CHECK-SAME:    kernels = {tvmgen_default_cutlass_main_3 = {entry = "cutlass_tensorop_f16_s16816gemm_f16_64x128_32x4_tn_align8_{{[0-9a-f]+}}", kernel = "cutlass_tensorop_f16_s16816gemm_f16_64x128_32x4_tn_align8"
+
+// CPP:      // @tvmgen_default_cutlass_main_3: cutlass_tensorop_f16_s16816gemm_f16_64x128_32x4_tn_align8 (dense, float16, epilogue none; threadblock 64x128x32, 4 stages, warps 2x2x1,
+
+func.func @main(%x: tensor<1600x768xf16>, %w: tensor<2304x768xf16>) -> tensor<1600x2304xf16> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_3", cutlass.kernel = "64x128x32_2x2x1_4"} ({
+  ^bb0(%a: tensor<1600x768xf16>, %b: tensor<2304x768xf16>):
+    %1 = nn.dense %a, %b : (tensor<1600x768xf16>, tensor<2304x768xf16>) -> tensor<1600x2304xf16>
+    byoc.yield %1 : tensor<1600x2304xf16>
+  }) : (tensor<1600x768xf16>, tensor<2304x768xf16>) -> tensor<1600x2304xf16>
+  func.return %0 : tensor<1600x2304xf16>
+}

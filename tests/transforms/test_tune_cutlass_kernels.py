@@ -1,0 +1,184 @@
+"""``tune-cutlass-kernels``: each CUTLASS partition's candidate kernels built with real
+NVRTC and timed through their launch plans on a CUDA device driven by the recording
+driver (whose stand-in clock gives each kernel the time the test says), the fastest
+pinned (``cutlass.kernel``) and built by ``cutlass-codegen``, the times kept in the
+tuning record so that the next compile times nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+from xdsl.dialects.builtin import StringAttr
+
+from partita.dialects import byoc, make_context
+from partita.ir import PartitaError, parse_module
+from partita.lowering import nvrtc
+from partita.lowering.cutlass import KernelSpec, choose_config
+from partita.lowering.cutlass.codegen import CutlassCodegen, cutlass_functions, kernel_candidates, partition_kernel
+from partita.lowering.cutlass.emitter import entry_name
+from partita.lowering.cutlass.options import CutlassOptions
+from partita.lowering.cutlass.tuning import KERNEL_ATTR, SM80_CANDIDATES, SM90_CANDIDATES
+from partita.lowering.functions import outline_compiler_partitions
+from partita.runtime.cuda import CudaDevice
+from partita.transforms.tune_cutlass_kernels import TUNING_FILE, TuneCutlassKernels
+
+
+def _dense(m: int, n: int, k: int, dtype: str = "f16") -> str:
+    x, w, y = f"tensor<{m}x{k}x{dtype}>", f"tensor<{n}x{k}x{dtype}>", f"tensor<{m}x{n}x{dtype}>"
+    return f"""
+func.func @main(%x: {x}, %w: {w}) -> {y} {{
+  %0 = byoc.partition(%x, %w) {{byoc.compiler = "cutlass", byoc.global_symbol = "dense_0"}} ({{
+  ^bb0(%a: {x}, %b: {w}):
+    %1 = nn.dense %a, %b : ({x}, {w}) -> {y}
+    byoc.yield %1 : {y}
+  }}) : ({x}, {w}) -> {y}
+  func.return %0 : {y}
+}}"""
+
+
+DENSE = _dense(256, 1024, 512)
+SPEC = KernelSpec.dense(256, 1024, 512, "float16")
+
+
+def _module(text: str = DENSE):
+    return parse_module(text, make_context(), "tune.mlir")
+
+
+def _kernel(text: str = DENSE):
+    module = _module(text)
+    outline_compiler_partitions(module, "cutlass")
+    (function,) = cutlass_functions(module)
+    return partition_kernel(function)
+
+
+def _entry(label: str) -> str:
+    """The entry the recording driver sees launched for the candidate ``label``."""
+    return entry_name(SPEC, choose_config(SPEC, 90, kernel=label))
+
+
+def test_candidates_are_the_tables_choice_then_the_others_the_arch_holds() -> None:
+    kernel = _kernel()
+    labels = kernel_candidates(kernel, CutlassOptions(sm=90), hopper=False)
+    assert labels[0] == "128x128x32_2x2x1_3"  # choose_config's tile for a big f16 problem
+    assert len(labels) == len(set(labels)) == len(SM80_CANDIDATES)
+    # 128x128x64 in 4 stages stages 128 KiB: past the 99 KiB of an sm_86 block
+    on_86 = kernel_candidates(kernel, CutlassOptions(sm=86), hopper=False)
+    assert "128x128x64_2x2x1_4" in labels and "128x128x64_2x2x1_4" not in on_86 and on_86[0] == labels[0]
+    # sm_90a: the Hopper kernels, the table's persistent 128x256 first, then 2-CTA clusters and the rest
+    hopper = kernel_candidates(kernel, CutlassOptions(sm=90), hopper=True)
+    assert hopper[0] == "128x256x64_1x1x1_cooperative" and "128x256x64_2x1x1_cooperative" in hopper
+    assert len(hopper) == len(SM90_CANDIDATES)
+    # f32 (TF32 by default) and exact f32 have one kernel each: nothing to time
+    assert kernel_candidates(_kernel(_dense(256, 1024, 512, "f32")), CutlassOptions(sm=90), hopper=False) == []
+
+
+def test_the_fastest_candidate_is_pinned_built_and_recorded(kernel_cache, tmp_path, monkeypatch) -> None:
+    labels = kernel_candidates(_kernel(), CutlassOptions(sm=90), hopper=False)
+    fastest = "64x128x32_2x2x1_4"
+    times = {_entry(label): 40.0 + i for i, label in enumerate(labels)}
+    times[_entry(fastest)] = 7.0
+    drv = RecordingDriver(kernel_us=times)
+    device = CudaDevice(driver=drv)
+    module = _module()
+    record = tmp_path / "tuning.json"
+    tune = TuneCutlassKernels(sm=90, cache_dir=str(kernel_cache), record=str(record), measure_device=device)
+    tune.apply(make_context(), module)
+    (function,) = cutlass_functions(module)
+    assert function.attributes[KERNEL_ATTR] == StringAttr(fastest)
+    ((choice,),) = tune.reports
+    assert choice.function == "dense_0" and choice.kernel == fastest and choice.measured
+    assert choice.seconds[fastest] == pytest.approx(7e-6) and len(choice.seconds) == len(labels)
+    # every candidate ran (warm-up and timed runs, bursts of 8 launches)
+    assert {launch["name"] for launch in drv.launches} == set(times)
+    # cutlass-codegen builds the pinned kernel
+    CutlassCodegen(sm=90, cache_dir=str(kernel_cache)).apply(make_context(), module)
+    (binary,) = [op for op in module.walk() if isinstance(op, byoc.BinaryOp)]
+    assert binary.attributes["kernels"].data["dense_0"].data["entry"].data == _entry(fastest)
+    (problem,) = json.loads(record.read_text())["problems"].values()
+    assert problem["kernel"] == fastest and set(problem["seconds"]) == set(labels)
+
+    # The next compile of the problem (any model) reads the record: nothing compiled or run.
+    def no_nvrtc(*args, **kwargs):
+        raise AssertionError("a tuned problem was compiled again")
+
+    monkeypatch.setattr(nvrtc, "_nvrtc_compile", no_nvrtc)
+    drv = RecordingDriver(kernel_us={name: 1.0 for name in times})
+    module = _module()
+    tune = TuneCutlassKernels(sm=90, cache_dir=str(kernel_cache), record=str(record),
+                              measure_device=CudaDevice(driver=drv))
+    tune.apply(make_context(), module)
+    assert drv.launches == [] and not tune.reports[0][0].measured
+    assert cutlass_functions(module)[0].attributes[KERNEL_ATTR] == StringAttr(fastest)
+    # measure=false pins what the record holds, and nothing where it holds nothing
+    module = _module()
+    TuneCutlassKernels(sm=90, record=str(record), measure=False).apply(make_context(), module)
+    assert cutlass_functions(module)[0].attributes[KERNEL_ATTR] == StringAttr(fastest)
+    module = _module()
+    empty = tmp_path / "empty"
+    TuneCutlassKernels(sm=90, cache_dir=str(empty), measure=False).apply(make_context(), module)
+    assert KERNEL_ATTR not in cutlass_functions(module)[0].attributes and not (empty / TUNING_FILE).exists()
+
+
+def test_a_candidate_that_fails_to_build_is_left_out(tmp_path, monkeypatch) -> None:
+    """NVRTC refusing one candidate leaves it unmeasured (null in the record), and the
+    fastest of the rest is pinned; a kernel pinned by hand is kept untimed. (A private
+    cubin cache: the refused kernel must reach NVRTC.)"""
+    compile_ = nvrtc._nvrtc_compile
+
+    def refuse_wide(source, name, options):
+        if "GemmShape<128, 256, 32>" in source:
+            return None, "error: injected for the test"
+        return compile_(source, name, options)
+
+    monkeypatch.setattr(nvrtc, "_nvrtc_compile", refuse_wide)
+    labels = kernel_candidates(_kernel(), CutlassOptions(sm=90), hopper=False)
+    times = {_entry(label): 30.0 for label in labels}
+    times[_entry("128x256x32_2x4x1_3")] = 1.0  # would win, if it built
+    times[_entry("128x64x32_2x2x1_3")] = 9.0
+    module = _module()
+    tune = TuneCutlassKernels(sm=90, cache_dir=str(tmp_path),
+                              measure_device=CudaDevice(driver=RecordingDriver(kernel_us=times)))
+    tune.apply(make_context(), module)
+    ((choice,),) = tune.reports
+    assert choice.kernel == "128x64x32_2x2x1_3" and choice.seconds["128x256x32_2x4x1_3"] is None
+
+    module = _module(DENSE.replace('byoc.global_symbol = "dense_0"',
+                                   'byoc.global_symbol = "dense_0", cutlass.kernel = "64x64x32_2x2x1_3"'))
+    tune = TuneCutlassKernels(sm=90, cache_dir=str(tmp_path / "other"),
+                              measure_device=CudaDevice(driver=RecordingDriver()))
+    tune.apply(make_context(), module)
+    assert tune.reports == [[]]
+    assert cutlass_functions(module)[0].attributes[KERNEL_ATTR] == StringAttr("64x64x32_2x2x1_3")
+
+
+def test_options_are_checked_and_timing_needs_a_device(tmp_path, monkeypatch) -> None:
+    from partita.transforms import tune_cutlass_kernels as tck
+
+    with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
+        TuneCutlassKernels(dynamic_dim=0, cache_dir=str(tmp_path)).apply(make_context(), _module())
+    with pytest.raises(PartitaError, match="option 'sm' of pass 'tune-cutlass-kernels' takes a compute capability"):
+        TuneCutlassKernels(sm="ampere", cache_dir=str(tmp_path)).apply(make_context(), _module())
+    monkeypatch.setattr(tck, "cuda_available", lambda: False)
+    with pytest.raises(PartitaError, match="timing kernels needs a CUDA device and none is available; measure=false"):
+        TuneCutlassKernels(sm=90, cache_dir=str(tmp_path)).apply(make_context(), _module())
+
+
+def test_compile_tunes_cutlass_kernels_when_it_measures() -> None:
+    from partita.driver import build_pipeline
+    from partita.target import CompilationConfig
+
+    config = CompilationConfig.parse(["cuda -arch=sm_90a", "cutlass", "llvm"])
+    for cost, tuned in (("measure", True), ("roofline", False)):
+        model = _module("""
+func.func @main(%x: tensor<256x512xf16>, %w: tensor<1024x512xf16>) -> tensor<256x1024xf16> {
+  %0 = nn.dense %x, %w : (tensor<256x512xf16>, tensor<1024x512xf16>) -> tensor<256x1024xf16>
+  func.return %0 : tensor<256x1024xf16>
+}""")
+        steps = build_pipeline(model, config, partitioner="collage", cost=cost, device="h100", max_depth=3,
+                               cache_dir=None, layout="auto")
+        codegen = steps.index("cutlass-codegen{sm=90a}")
+        assert ("tune-cutlass-kernels{sm=90a}" in steps) == tuned
+        if tuned:
+            assert steps.index("tune-cutlass-kernels{sm=90a}") == codegen - 1
