@@ -261,3 +261,25 @@ def test_a_bias_beside_the_residual_is_the_tensor_broadcast_epilogue() -> None:
         {**plain_record.data["layout"].data, "ptr_bias": IntegerAttr(layout["ptr_bias"], i64)})})
     with pytest.raises(ValueError, match="has a bias pointer"):
         sm90_from_record(wrong)
+
+
+def test_every_tuning_candidate_builds_to_wgmma_without_spills() -> None:
+    """What ``tune-cutlass-kernels`` times on an H100 beyond the table's rows (2-CTA
+    clusters, the 256x128 and 128x128 persistent tiles, 64x256): one NVRTC program of the
+    candidates' entries, each HGMMA fed by TMA, nothing spilled, a pinned label giving its
+    tile and cluster."""
+    from partita.lowering.cutlass.tuning import SM90_CANDIDATES, sm90_label
+
+    spec = KernelSpec.dense(None, 4096, 4096, "float16", "bias")
+    table = {(tile, cluster, schedule) for _, _, tile, cluster, schedule in SM90_TABLE}
+    labels = [sm90_label(*c) for c in SM90_CANDIDATES if c not in table]
+    configs = [choose_sm90_config(spec, label) for label in labels]
+    assert [(c.tile, c.cluster, c.schedule) for c in configs] == [c for c in SM90_CANDIDATES if c not in table]
+    source = emit_sm90_module([(f"tuned_{i}", spec, cfg) for i, cfg in enumerate(configs)])
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about 15 s a configuration
+    functions = sass_by_function(sass_of(binary.cubin))
+    for i, label in enumerate(labels):
+        ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", functions[source.entries[f"tuned_{i}"].name]))
+        assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, (label, ops)
+    with pytest.raises(UnsupportedKernel, match="not a Hopper configuration built here"):
+        choose_sm90_config(spec, "128x128x64_4x1x1_ws")
