@@ -180,9 +180,13 @@ def test_q_in_shared_memory_across_query_tiles(host):
 
 
 def test_head_dim_256(host):
+    """One m-tile a warp (64-row blocks), Q from shared memory: two query tiles, the second
+    partial, and three 32-key tiles, the last partial."""
     lib, configs = host
+    config = configs["bf16", 256]
+    assert config.q_in_smem and config.block_m == 64 and config.block_n == 32
     rng = np.random.default_rng(5)
-    _check(lib, configs["bf16", 256], *_inputs(rng, "bf16", 1, 2, 1, 19, 45, 256), scale=0.0625)
+    _check(lib, config, *_inputs(rng, "bf16", 1, 2, 1, 70, 75, 256), scale=0.0625)
 
 
 def test_configs_reject_what_the_kernel_does_not_take():
@@ -256,7 +260,7 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
     configs = [FlashConfig("f16", 128), FlashConfig("bf16", 128, causal=True), FlashConfig("f16", 256),
                FlashConfig("f16", 64, causal=True, mask_fill=float(np.finfo(np.float32).min)), FlashConfig("f16", 64)]
     assert [c.m_tiles for c in configs] == [2, 2, 1, 2, 2]
-    assert [c.q_in_smem for c in configs] == [True, True, False, False, False]
+    assert [c.q_in_smem for c in configs] == [True, True, True, False, False]
     binary, sass = compiled_sass(flash_attention_source(configs), options=["--ptxas-options=-v"], use_cache=False)
     for c in configs:
         text = sass[c.entry]

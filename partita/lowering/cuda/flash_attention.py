@@ -5,13 +5,14 @@ One thread block computes ``BLOCK_M`` query rows of one (batch, head); each of i
 one above). The schedule, as named choices:
 
 - **Q in registers** up to D = 64: a warp loads its query rows once, as ``mma.sync`` A
-  fragments (per m-tile ``D / 16`` k-steps x 4 registers of two halves); and above D = 128.
-- **Q in shared memory** from D = 65 to 128 (``FlashConfig.q_in_smem``, FlashAttention-2's
-  form there): the block's query rows are copied once (``cp.async``, with key tile 0), and
-  each pair of k-steps' A fragments is loaded per key tile (``ldmatrix.x4``) just before the
-  MMAs using it: held in registers, two m-tiles' Q fragments would spill. Q and two stages
-  of K and V (68 KiB at D = 128) pass the 48 KiB of static shared memory, so they are one
-  dynamic array the launch gives and the kernel is opted in to at load
+  fragments (per m-tile ``D / 16`` k-steps x 4 registers of two halves).
+- **Q in shared memory** above (``FlashConfig.q_in_smem``, FlashAttention-2's form there):
+  the block's query rows are copied once (``cp.async``, with key tile 0), and each pair of
+  k-steps' A fragments is loaded per key tile (``ldmatrix.x4``) just before the MMAs using
+  it: held in registers, two m-tiles' Q fragments would spill up to D = 128, and above
+  they would leave room for 16-key tiles only. Q and two stages of K and V (68 KiB at
+  D = 128, 99 KiB at 256) pass the 48 KiB of static shared memory, so they are one dynamic
+  array the launch gives and the kernel is opted in to at load
   (``FlashConfig.dynamic_smem``, ``WindowRecord.smem``).
 - **Two m-tiles a warp** (FlashAttention-2's 128-row block): every K and V fragment a warp
   loads from shared memory feeds the MMAs of both, which halves the shared-memory reads
@@ -142,11 +143,12 @@ class FlashConfig:
     @property
     def q_in_smem(self) -> bool:
         """Whether Q is staged in shared memory (FlashAttention-2's form above D = 64): with
-        two m-tiles past D = 64 the Q fragments held in registers (``MT * D / 4`` a lane)
-        would spill, so a warp loads each k-step's from shared memory instead (``ldmatrix``,
-        once a key tile). The block's Q rows and two stages of K and V then pass the 48 KiB
-        of static shared memory: dynamic, opted in at load (``dynamic_smem``)."""
-        return self.m_tiles == 2 and self.padded_dim > 64
+        two m-tiles up to D = 128 the Q fragments held in registers (``MT * D / 4`` a lane)
+        would spill, and above, with one, they would leave room for 16-key tiles only; so a
+        warp loads each k-step's from shared memory instead (``ldmatrix``, once a key tile).
+        The block's Q rows and two stages of K and V then pass the 48 KiB of static shared
+        memory: dynamic, opted in at load (``dynamic_smem``)."""
+        return self.padded_dim > 64
 
     @property
     def block_m(self) -> int:
@@ -154,11 +156,12 @@ class FlashConfig:
 
     @property
     def block_n(self) -> int:
-        """Keys per shared-memory tile: 64 up to D = 64, 32 up to D = 128, 16 above, so
-        that the registers of a warp's m-tiles (see ``m_tiles``) stay within 255 without
-        spilling (64 keys at D = 128 spill 16 bytes) and, above D = 128, two stages of K
-        and V within the 48 KiB of static shared memory."""
-        return 64 if self.padded_dim <= 64 else 32 if self.padded_dim <= 128 else 16
+        """Keys per shared-memory tile: 64 up to D = 64, 32 above, so that the registers of
+        a warp's m-tiles (see ``m_tiles``) stay within 255 without spilling (64 keys spill
+        16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
+        barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
+        against 66% for 32 with Q in shared memory)."""
+        return 64 if self.padded_dim <= 64 else 32
 
     @property
     def min_blocks(self) -> int:
@@ -490,10 +493,10 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     __syncthreads();         // and every thread's
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles an m-tile), scaled into the
     // log2 domain. Each ldmatrix.x4 of K (two k-steps of one key n8 tile) feeds the MMAs of
-    // every m-tile. With two m-tiles the pairs of k-steps are the outer loop (KO), so a Q
-    // fragment from shared memory is loaded once a tile (and ptxas schedules the register
-    // form better too); with one, the key tiles (shorter live ranges at D = 256).
-    constexpr bool KO = MT > 1;
+    // every m-tile. With two m-tiles or Q in shared memory the pairs of k-steps are the
+    // outer loop (KO), so a Q fragment from shared memory is loaded once a tile (and ptxas
+    // schedules the two-tile register form better too); else the key tiles.
+    constexpr bool KO = MT > 1 || QS;
     float s[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
