@@ -19,7 +19,7 @@ from partita.lowering.cutlass import KernelSpec, choose_config
 from partita.lowering.cutlass.codegen import CutlassCodegen, cutlass_functions, kernel_candidates, partition_kernel
 from partita.lowering.cutlass.emitter import entry_name
 from partita.lowering.cutlass.options import CutlassOptions
-from partita.lowering.cutlass.tuning import KERNEL_ATTR, SM80_CANDIDATES, SM90_CANDIDATES
+from partita.lowering.cutlass.tuning import KERNEL_ATTR, SM80_CANDIDATES, SM90_CANDIDATES, sm90_label
 from partita.lowering.functions import outline_compiler_partitions
 from partita.runtime.cuda import CudaDevice
 from partita.transforms.tune_cutlass_kernels import TUNING_FILE, TuneCutlassKernels
@@ -62,16 +62,27 @@ def test_candidates_are_the_tables_choice_then_the_others_the_arch_holds() -> No
     kernel = _kernel()
     labels = kernel_candidates(kernel, CutlassOptions(sm=90), hopper=False)
     assert labels[0] == "128x128x32_2x2x1_3"  # choose_config's tile for a big f16 problem
-    assert len(labels) == len(set(labels)) == len(SM80_CANDIDATES)
+    assert len(labels) == len(set(labels))
     # 128x128x64 in 4 stages stages 128 KiB: past the 99 KiB of an sm_86 block
     on_86 = kernel_candidates(kernel, CutlassOptions(sm=86), hopper=False)
     assert "128x128x64_2x2x1_4" in labels and "128x128x64_2x2x1_4" not in on_86 and on_86[0] == labels[0]
-    # sm_90a: the Hopper kernels, the table's persistent 128x256 first, then 2-CTA clusters and the rest
+    # 16 128x128 tiles (64 of 64x64) fill less than a wave: those two tiles split 2 and 4 ways
+    # too (8 would leave a slice one 32-deep K tile of 512)
+    splits = ["128x128x32_2x2x1_3_k2", "128x128x32_2x2x1_3_k4", "64x64x32_2x2x1_3_k2", "64x64x32_2x2x1_3_k4"]
+    assert labels[len(SM80_CANDIDATES):] == splits
+    # sm_90a: the Hopper kernels, the table's persistent 128x256 first, then 2-CTA clusters and the
+    # rest, then the Sm80 ones
     hopper = kernel_candidates(kernel, CutlassOptions(sm=90), hopper=True)
     assert hopper[0] == "128x256x64_1x1x1_cooperative" and "128x256x64_2x1x1_cooperative" in hopper
-    assert len(hopper) == len(SM90_CANDIDATES)
+    assert hopper == [sm90_label(*c) for c in SM90_CANDIDATES] + labels
     # f32 (TF32 by default) and exact f32 have one kernel each: nothing to time
     assert kernel_candidates(_kernel(_dense(256, 1024, 512, "f32")), CutlassOptions(sm=90), hopper=False) == []
+    # a decode step's row: the table's 64x64 tile first, split 2, 4 and 8 ways (K = 4096 keeps
+    # 4 K tiles a slice at 8), the 64-key tile of 512 only 2 and 4 ways
+    one_row = kernel_candidates(_kernel(_dense(1, 4096, 4096)), CutlassOptions(sm=90), hopper=False)
+    assert one_row[0] == "64x64x32_2x2x1_3" and one_row[-3:] == [f"64x64x32_2x2x1_3_k{s}" for s in (2, 4, 8)]
+    short_k = kernel_candidates(_kernel(_dense(1, 4096, 512)), CutlassOptions(sm=90), hopper=False)
+    assert [label for label in short_k if "_k" in label] == ["64x64x32_2x2x1_3_k2", "64x64x32_2x2x1_3_k4"]
 
 
 def test_the_fastest_candidate_is_pinned_built_and_recorded(kernel_cache, tmp_path, monkeypatch) -> None:
@@ -182,3 +193,25 @@ func.func @main(%x: tensor<256x512xf16>, %w: tensor<1024x512xf16>) -> tensor<256
         assert ("tune-cutlass-kernels{sm=90a}" in steps) == tuned
         if tuned:
             assert steps.index("tune-cutlass-kernels{sm=90a}") == codegen - 1
+
+
+def test_a_pinned_split_k_kernel_and_an_sm80_kernel_on_sm90a(kernel_cache) -> None:
+    """A decode step's row pinned to 4 split-K slices builds the serial split-K kernel (its
+    semaphore workspace a parameter); on sm_90a a problem the Hopper kernels take still
+    builds the Sm80 kernel its pin names (what tuning found faster), for the arch."""
+    for sm, tag in ((90, "cutlass_sm90"), ("90a", "cutlass_sm90a")):
+        module = _module(_dense(1, 4096, 4096).replace('byoc.global_symbol = "dense_0"',
+                                                       'byoc.global_symbol = "dense_0", cutlass.kernel = '
+                                                       '"64x64x32_2x2x1_3_k4"'))
+        CutlassCodegen(sm=sm, cache_dir=str(kernel_cache)).apply(make_context(), module)
+        (binary,) = [op for op in module.walk() if isinstance(op, byoc.BinaryOp)]
+        assert binary.sym_name.data == tag  # no "_tma": not a CUTLASS 3 kernel
+        record = binary.attributes["kernels"].data["dense_0"].data
+        spec = KernelSpec.dense(1, 4096, 4096, "float16")
+        assert record["entry"].data == entry_name(spec, choose_config(spec, 90, kernel="64x64x32_2x2x1_3_k4"))
+        assert "workspace:ptr:8" in [p.data for p in record["params"].data]
+    with pytest.raises(PartitaError, match="splits K, which only a dense product of static M"):
+        module = _module(_dense(256, 1024, 512).replace('byoc.global_symbol = "dense_0"',
+                                                        'byoc.global_symbol = "dense_0", cutlass.kernel = '
+                                                        '"64x64x32_2x2x1_3_k4"').replace("256x", "?x"))
+        CutlassCodegen(sm=90, cache_dir=str(kernel_cache)).apply(make_context(), module)

@@ -47,7 +47,7 @@ from partita.lowering.cutlass import (
     emit_module,
 )
 from partita.lowering.cutlass.emitter import emit_units, problem_values
-from partita.lowering.cutlass.kernels import pin_config, tunable
+from partita.lowering.cutlass.kernels import pin_config, splittable, tunable
 from partita.lowering.cutlass.options import CutlassOptions, function_options
 from partita.lowering.cutlass.records import entry_from_record, entry_record
 from partita.lowering.cutlass.sm90 import (
@@ -64,7 +64,10 @@ from partita.lowering.cutlass.sm90 import (
 from partita.lowering.cutlass.tuning import (
     KERNEL_ATTR,
     SM80_CANDIDATES,
+    SM80_SPLITS,
     SM90_CANDIDATES,
+    SPLIT_K_WAVE,
+    is_sm90_label,
     sm80_label,
     sm90_label,
 )
@@ -330,7 +333,7 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: boo
         options = CutlassOptions(sm=options)
     kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module))}
     if hopper:
-        kernels = {name: k for name, k in kernels.items() if why_not_sm90(k.spec) is not None}
+        kernels = {name: k for name, k in kernels.items() if not on_hopper(k)}
     configs = []
     for k in kernels.values():
         try:
@@ -346,7 +349,7 @@ def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Sourc
     """The cutlass functions that have a CUTLASS 3 Hopper kernel, grouped by kernel
     configuration, with one source per group: each group is its own NVRTC program (about
     a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
-    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if why_not_sm90(k.spec) is None}
+    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if on_hopper(k)}
     configs = []
     for k in kernels.values():
         try:
@@ -357,34 +360,51 @@ def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Sourc
     return [([kernels[name] for name in unit.entries], unit) for unit in units]
 
 
+def on_hopper(kernel: PartitionKernel) -> bool:
+    """Whether, on ``sm_90a``, ``kernel`` runs a CUTLASS 3 Hopper kernel: its spec has one
+    and it pins no Sm80 configuration (which a tuning may find faster: split-K for a few
+    rows)."""
+    pinned = pinned_kernel(kernel.function)
+    return why_not_sm90(kernel.spec) is None and (not pinned or is_sm90_label(pinned))
+
+
 def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: bool) -> list[str]:
     """Labels of the configurations ``tune-cutlass-kernels`` times for ``kernel``: the
     tuning table's first, then every other the codegen builds for its spec on
-    ``options.sm`` (``hopper``: the sm_90a kernels where they apply); empty when the spec
-    has one kernel only (FP8, int8, f32, convolutions, narrow alignments)."""
+    ``options.sm``: with ``hopper`` the sm_90a kernels where they apply, then the Sm80 ones;
+    for a static dense product of less than a wave of tiles, split-K ones too (the table's
+    tile and the smallest, ``SM80_SPLITS``). Empty when the spec has one kernel only (FP8,
+    int8, f32, convolutions, narrow alignments)."""
     spec = kernel.spec
+    labels = []
     try:
         if hopper and why_not_sm90(spec) is None:
             if spec.is_fp8:
                 return []
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule)
-            return [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
+            labels = [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
         cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
     except UnsupportedKernel as err:
         raise op_error(kernel.function, str(err)) from None
     if not tunable(spec, cfg):
-        return []
-    first = sm80_label(cfg.threadblock, cfg.warp_count, cfg.stages)
-    labels = [first] + [label for c in SM80_CANDIDATES if (label := sm80_label(*c)) != first]
-    fits = []
-    for label in labels:
+        return labels
+    first = sm80_label(cfg.threadblock, cfg.warp_count, cfg.stages, cfg.split_k)
+    sm80 = [first] + [label for c in SM80_CANDIDATES if (label := sm80_label(*c)) != first]
+    if splittable(spec):
+        M, N, K = spec.gemm_problem()
+        for tile in (cfg.threadblock, min(c[0] for c in SM80_CANDIDATES)):
+            warps, stages = next((w, s) for t, w, s in SM80_CANDIDATES if t == tile)
+            if -(-M // tile[0]) * -(-N // tile[1]) < SPLIT_K_WAVE:
+                sm80 += [sm80_label(tile, warps, stages, split) for split in SM80_SPLITS
+                         if K // split >= 4 * tile[2] and sm80_label(tile, warps, stages, split) not in sm80]
+    for label in sm80:
         try:
             pin_config(spec, cfg, options.sm, label)
         except UnsupportedKernel:  # stages past the arch's shared memory
             continue
-        fits.append(label)
-    return fits
+        labels.append(label)
+    return labels
 
 
 def sm_option(owner: str, sm: int | str) -> tuple[int, str]:

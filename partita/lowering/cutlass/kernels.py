@@ -59,7 +59,7 @@ from cutlass_library.library import (
 
 from partita.backends.gemm_forms import why_not_int8_gemm
 from partita.lowering.contracts import digest_fields
-from partita.lowering.cutlass.tuning import SM80_CANDIDATES, parse_sm80_label, sm80_label
+from partita.lowering.cutlass.tuning import SM80_CANDIDATES, SM80_SPLITS, parse_sm80_label, sm80_label
 from partita.target.arch import max_dynamic_smem
 
 OPS = ("dense", "batch_matmul", "conv2d")
@@ -669,25 +669,36 @@ def tunable(spec: KernelSpec, cfg: KernelConfig) -> bool:
             and cfg.stages >= 3 and min(cfg.alignment_a, cfg.alignment_b) == 8)
 
 
+def splittable(spec: KernelSpec) -> bool:
+    """Whether ``spec`` may run serial split-K (a static dense product whose epilogue each
+    slice can apply to the partial sum: not a bias beside the residual)."""
+    return spec.op == "dense" and spec.M is not None and not spec.broadcast_epilogue
+
+
 def pin_config(spec: KernelSpec, cfg: KernelConfig, sm: int, kernel: str) -> KernelConfig:
-    """``cfg`` with the threadblock tile, warps and stages of the label ``kernel`` (one of
-    ``SM80_CANDIDATES``); :class:`UnsupportedKernel` saying why when ``cfg`` takes none, the
-    label is not a candidate or its stages pass the shared memory of ``sm``."""
+    """``cfg`` with the threadblock tile, warps, stages and split-K slices of the label
+    ``kernel`` (one of ``SM80_CANDIDATES``, split by one of ``SM80_SPLITS`` or not);
+    :class:`UnsupportedKernel` saying why when ``cfg`` takes none, the label is not a
+    candidate, its stages pass the shared memory of ``sm`` or ``spec`` cannot split."""
     if not tunable(spec, cfg):
         raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but only f16 / bf16 tensor-core GEMMs with 16-byte "
                                 "accesses take a pinned configuration")
     try:
-        threadblock, warps, stages = parse_sm80_label(kernel)
+        threadblock, warps, stages, split = parse_sm80_label(kernel)
     except ValueError as err:
         raise UnsupportedKernel(str(err)) from None
-    if (threadblock, warps, stages) not in SM80_CANDIDATES:
+    if (threadblock, warps, stages) not in SM80_CANDIDATES or split not in (1, *SM80_SPLITS):
         known = ", ".join(sm80_label(*c) for c in SM80_CANDIDATES)
-        raise UnsupportedKernel(f"kernel '{kernel}' is not an Sm80 configuration built here ({known})")
+        raise UnsupportedKernel(f"kernel '{kernel}' is not an Sm80 configuration built here ({known}; split-K "
+                                f"_k{', _k'.join(map(str, SM80_SPLITS))})")
+    if split > 1 and not splittable(spec):
+        raise UnsupportedKernel(f"kernel '{kernel}' splits K, which only a dense product of static M without a bias "
+                                "beside the residual does")
     smem = (threadblock[0] + threadblock[1]) * threadblock[2] * 2 * stages
     if smem > max_dynamic_smem(sm):
         raise UnsupportedKernel(f"kernel '{kernel}' stages {smem} bytes of shared memory; sm_{sm} has "
                                 f"{max_dynamic_smem(sm)}")
-    cfg = dataclasses.replace(cfg, threadblock=threadblock, warp_count=warps, stages=stages)
+    cfg = dataclasses.replace(cfg, threadblock=threadblock, warp_count=warps, stages=stages, split_k=split)
     return dataclasses.replace(cfg, name=procedural_name(spec, cfg))
 
 

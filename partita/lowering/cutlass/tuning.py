@@ -88,6 +88,13 @@ SM80_CANDIDATES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], int], .
     ((128, 64, 64), (2, 2, 1), 3),
 )
 
+SM80_SPLITS = (2, 4, 8)
+"""Serial split-K slices timed for a static dense product whose tiles fill less than a wave
+(a decode step's GEMV-like rows: its few tiles would leave most SMs idle, and the weight
+bandwidth with them), with the table's tile and the smallest."""
+SPLIT_K_WAVE = 132
+"""Output tiles below which split-K candidates are timed: an H100's SMs."""
+
 
 def _dims(text: str) -> tuple[int, int, int]:
     parts = text.split("x")
@@ -113,14 +120,22 @@ def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, 
     return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS
 
 
-def sm80_label(threadblock: tuple[int, int, int], warps: tuple[int, int, int], stages: int) -> str:
-    """``128x128x32_2x2x1_3``: threadblock tile, warps and stages of an Sm80 kernel."""
-    return f"{_shape(threadblock)}_{_shape(warps)}_{stages}"
+def sm80_label(threadblock: tuple[int, int, int], warps: tuple[int, int, int], stages: int, split: int = 1) -> str:
+    """``128x128x32_2x2x1_3``: threadblock tile, warps and stages of an Sm80 kernel, and
+    ``_k4`` for 4 serial split-K slices."""
+    return f"{_shape(threadblock)}_{_shape(warps)}_{stages}" + (f"_k{split}" if split > 1 else "")
 
 
-def parse_sm80_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """``(threadblock, warps, stages)`` of an :func:`sm80_label`; ValueError if it is none."""
+def parse_sm80_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], int, int]:
+    """``(threadblock, warps, stages, split)`` of an :func:`sm80_label`; ValueError if it
+    is none."""
     parts = label.split("_")
-    if len(parts) != 3 or not parts[2].isdigit():
-        raise ValueError(f"'{label}' is not an Sm80 kernel label (threadblock_warps_stages)")
-    return _dims(parts[0]), _dims(parts[1]), int(parts[2])
+    split = parts.pop() if len(parts) == 4 else "k1"
+    if len(parts) != 3 or not parts[2].isdigit() or not split.startswith("k") or not split[1:].isdigit():
+        raise ValueError(f"'{label}' is not an Sm80 kernel label (threadblock_warps_stages[_kSPLIT])")
+    return _dims(parts[0]), _dims(parts[1]), int(parts[2]), int(split[1:])
+
+
+def is_sm90_label(label: str) -> bool:
+    """A Hopper kernel's label (its schedule last), not an Sm80 one."""
+    return label.endswith(("_ws", "_cooperative"))
