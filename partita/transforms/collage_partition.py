@@ -53,28 +53,12 @@ from xdsl.passes import ModulePass
 from partita.collage.cost import CostCache, CostEstimator, KernelFamily, MockEstimator, RooflineEstimator
 from partita.ir import PartitaError
 from partita.runtime.contracts import TimingDevice
-from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
 from partita.transforms.collage.families import kernel_families
-from partita.transforms.collage.measure import CandidateTimer, measuring_estimator
+from partita.transforms.collage.measure import CandidateTimer, measuring_estimator, open_timing_device
 from partita.transforms.collage.partitioner import CollageReport, collage_partition, parse_config
 from partita.transforms.partition_utils import func_bodies
 
 __all__ = ["CollagePartition", "make_estimator"]
-
-
-def _open_measure_device(stack: ExitStack) -> TimingDevice:
-    """The first CUDA device, closed when ``stack`` closes."""
-
-    if not cuda_available():
-        raise PartitaError(
-            "collage-partition: cost=measure needs a CUDA device and none is available; use cost=roofline"
-        )
-    try:
-        device = CudaDevice()
-    except CudaError as err:
-        raise PartitaError(f"collage-partition: cost=measure cannot open the CUDA device: {err}") from None
-    stack.callback(device.close)
-    return device
 
 
 def _items(value: str | tuple[str, ...] | None) -> list[str]:
@@ -186,7 +170,7 @@ class CollagePartition(ModulePass):
         device = self.measure_device
         if self.cost == "measure" and device is None:
             _roofline(self.device, self.dynamic_dim)  # the options are checked before the device is opened
-            device = _open_measure_device(stack)
+            device = open_timing_device(stack, "collage-partition: cost=measure", "use cost=roofline")
         config = parse_config(_items(self.targets), self.fallback_device or None)
         estimator = make_estimator(
             self.cost, self.device, self.costs, self.cache or None,

@@ -48,8 +48,8 @@ from partita.lowering.cutlass.tuning import KERNEL_ATTR
 from partita.lowering.functions import outline_compiler_partitions
 from partita.lowering.nvrtc import default_cache_dir
 from partita.runtime.contracts import TimingDevice
-from partita.runtime.cuda import CudaDevice, CudaError, cuda_available
-from partita.transforms.collage.measure import CandidateTimer
+from partita.runtime.cuda import CudaError
+from partita.transforms.collage.measure import CandidateTimer, open_timing_device
 
 __all__ = ["TUNING_FILE", "TuneCutlassKernels", "TuningChoice"]
 
@@ -121,7 +121,8 @@ class TuneCutlassKernels(ModulePass):
                     seconds, measured = known["seconds"], False
                 elif self.measure:
                     if timer is None:
-                        device = self.measure_device or _open_device(stack, self.name)
+                        device = self.measure_device or open_timing_device(
+                            stack, f"{self.name}: timing kernels", "measure=false pins the recorded winners only")
                         timer = CandidateTimer(device, arch=arch, cache_dir=self.cache_dir,
                                                dynamic_dim=self.dynamic_dim)
                     ops = [o for o in function.body.block.ops if not isinstance(o, ReturnOp)]
@@ -146,18 +147,6 @@ def _time(timer: CandidateTimer, ops: list[Any], label: str) -> float | None:
         return timer.time(ops, "cutlass", label)
     except (PartitaError, CudaError):
         return None
-
-
-def _open_device(stack: ExitStack, owner: str) -> TimingDevice:
-    if not cuda_available():
-        raise PartitaError(f"{owner}: timing kernels needs a CUDA device and none is available; "
-                           "measure=false pins the recorded winners only")
-    try:
-        device = CudaDevice()
-    except CudaError as err:
-        raise PartitaError(f"{owner}: cannot open the CUDA device: {err}") from None
-    stack.callback(device.close)
-    return device
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -165,13 +165,13 @@ def test_a_candidate_that_fails_to_build_is_left_out(tmp_path, monkeypatch) -> N
 
 
 def test_options_are_checked_and_timing_needs_a_device(tmp_path, monkeypatch) -> None:
-    from partita.transforms import tune_cutlass_kernels as tck
+    from partita.transforms.collage import measure
 
     with pytest.raises(PartitaError, match="dynamic-dim must be >= 1"):
         TuneCutlassKernels(dynamic_dim=0, cache_dir=str(tmp_path)).apply(make_context(), _module())
     with pytest.raises(PartitaError, match="option 'sm' of pass 'tune-cutlass-kernels' takes a compute capability"):
         TuneCutlassKernels(sm="ampere", cache_dir=str(tmp_path)).apply(make_context(), _module())
-    monkeypatch.setattr(tck, "cuda_available", lambda: False)
+    monkeypatch.setattr(measure, "cuda_available", lambda: False)
     with pytest.raises(PartitaError, match="timing kernels needs a CUDA device and none is available; measure=false"):
         TuneCutlassKernels(sm=90, cache_dir=str(tmp_path)).apply(make_context(), _module())
 

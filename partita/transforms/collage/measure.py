@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,14 @@ from partita.lowering.cutlass.codegen import CutlassCodegen, partition_kernel
 from partita.lowering.cutlass.tuning import KERNEL_ATTR
 from partita.lowering.library import LIBRARY_CODEGENS
 from partita.runtime.contracts import TimingDevice
-from partita.runtime.cuda import parse_arch
+from partita.runtime.cuda import CudaDevice, CudaError, cuda_available, parse_arch
 from partita.runtime.plan import Runtime
 from partita.transforms.fuse_native_kernels import FuseNativeKernels
 from partita.transforms.lower_extern_calls import LowerExternCalls
 from partita.transforms.mark_compiler_functions_as_extern import MarkCompilerFunctionsAsExtern
 from partita.transforms.plan_memory import PlanMemory
 
-__all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator"]
+__all__ = ["MEASURABLE_TARGETS", "CandidateTimer", "candidate_module", "measuring_estimator", "open_timing_device"]
 
 LIBRARY_TARGETS: frozenset[str] = frozenset({"cublas", "cudnn", "tensorrt"})
 """Targets whose candidates are library calls (their codegen's record, a library step of the plan)."""
@@ -74,6 +75,20 @@ FUNCTION = "collage_measure"
 """Name of the candidate function (fixed, so equal candidates give equal C++ and hit the
 cubin cache across runs)."""
 
+
+
+def open_timing_device(stack: ExitStack, what: str, instead: str) -> TimingDevice:
+    """The first CUDA device, closed when ``stack`` closes; a PartitaError saying that
+    ``what`` (``collage-partition: cost=measure``) needs one, and what to do ``instead``,
+    when there is none."""
+    if not cuda_available():
+        raise PartitaError(f"{what} needs a CUDA device and none is available; {instead}")
+    try:
+        device = CudaDevice()
+    except CudaError as err:
+        raise PartitaError(f"{what} cannot open the CUDA device: {err}") from None
+    stack.callback(device.close)
+    return device
 
 
 def candidate_module(ops: Sequence[Operation], name: str = FUNCTION) -> ModuleOp:
