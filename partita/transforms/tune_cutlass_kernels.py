@@ -158,7 +158,17 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("problems"), dict):
         return {}
-    return {k: v for k, v in data["problems"].items() if isinstance(v, dict) and isinstance(v.get("seconds"), dict)}
+    return {key: problem for key, problem in data["problems"].items() if _well_formed(problem)}
+
+
+def _well_formed(problem: Any) -> bool:
+    """``{"kernel": label, "seconds": {label: seconds or null}}`` (a problem otherwise is
+    tuned again)."""
+    if not isinstance(problem, dict) or not isinstance(problem.get("kernel"), str):
+        return False
+    seconds = problem.get("seconds")
+    return isinstance(seconds, dict) and all(s is None or isinstance(s, int | float) and not isinstance(s, bool)
+                                             for s in seconds.values())
 
 
 def _write(path: Path, problems: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ tuning record so that the next compile times nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -215,3 +216,26 @@ def test_a_pinned_split_k_kernel_and_an_sm80_kernel_on_sm90a(kernel_cache) -> No
                                                         'byoc.global_symbol = "dense_0", cutlass.kernel = '
                                                         '"64x64x32_2x2x1_3_k4"').replace("256x", "?x"))
         CutlassCodegen(sm=90, cache_dir=str(kernel_cache)).apply(make_context(), module)
+
+
+def test_a_damaged_record_is_tuned_again(tmp_path) -> None:
+    """A record of another version, or a problem whose entry is not a kernel and numbers,
+    pins nothing (measure=false) rather than failing the compile."""
+    record = tmp_path / "tuning.json"
+    for text in ("not json", json.dumps({"version": 0, "problems": {}}),
+                 json.dumps({"version": 1, "problems": {"x": {"kernel": 3, "seconds": {}}}})):
+        record.write_text(text)
+        module = _module()
+        TuneCutlassKernels(sm=90, record=str(record), measure=False).apply(make_context(), module)
+        assert KERNEL_ATTR not in cutlass_functions(module)[0].attributes
+    # the real key with a damaged entry: not pinned either
+    module = _module()
+    key = json.dumps(["sm_90", 1, dataclasses.asdict(SPEC)], sort_keys=True)
+    record.write_text(json.dumps({"version": 1, "problems": {key: {"kernel": "64x64x32_2x2x1_3",
+                                                                   "seconds": {"64x64x32_2x2x1_3": "fast"}}}}))
+    TuneCutlassKernels(sm=90, record=str(record), measure=False).apply(make_context(), module)
+    assert KERNEL_ATTR not in cutlass_functions(module)[0].attributes
+    record.write_text(json.dumps({"version": 1, "problems": {key: {"kernel": "64x64x32_2x2x1_3",
+                                                                   "seconds": {"64x64x32_2x2x1_3": 1e-5}}}}))
+    TuneCutlassKernels(sm=90, record=str(record), measure=False).apply(make_context(), module)
+    assert cutlass_functions(module)[0].attributes[KERNEL_ATTR] == StringAttr("64x64x32_2x2x1_3")
