@@ -239,3 +239,17 @@ def test_a_damaged_record_is_tuned_again(tmp_path) -> None:
                                                                    "seconds": {"64x64x32_2x2x1_3": 1e-5}}}}))
     TuneCutlassKernels(sm=90, record=str(record), measure=False).apply(make_context(), module)
     assert cutlass_functions(module)[0].attributes[KERNEL_ATTR] == StringAttr("64x64x32_2x2x1_3")
+
+
+def test_a_pinned_hopper_cluster_is_built_by_the_codegen(kernel_cache) -> None:
+    """A 2-CTA cluster pinned on sm_90a (what tuning may choose) reaches the Hopper codegen:
+    the CUTLASS 3 binary's record names that tile and cluster, so the runtime launches it in
+    clusters of two."""
+    module = _module(DENSE.replace('byoc.global_symbol = "dense_0"',
+                                   'byoc.global_symbol = "dense_0", cutlass.kernel = "128x128x64_2x1x1_ws"'))
+    CutlassCodegen(sm="90a", cache_dir=str(kernel_cache)).apply(make_context(), module)
+    (binary,) = [op for op in module.walk() if isinstance(op, byoc.BinaryOp)]
+    assert binary.sym_name.data == "cutlass_sm90a_tma"
+    config = binary.attributes["kernels"].data["dense_0"].data["config"].data
+    assert [a.value.data for a in config["tile"].data] == [128, 128, 64]
+    assert [a.value.data for a in config["cluster"].data] == [2, 1, 1]
