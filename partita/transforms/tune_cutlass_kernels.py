@@ -9,9 +9,11 @@ a machine with the GPU, times the alternatives instead:
    its problem (``kernel_candidates``: the table's, then the others of
    ``SM90_CANDIDATES`` on ``sm=90a`` or of ``SM80_CANDIDATES``: tiles, 2-CTA clusters,
    schedules, pipeline depths);
-2. each is compiled and its launch plan timed on the device (``CandidateTimer``, as
-   ``collage-partition{cost=measure}`` times candidates; run-time dims take
-   ``dynamic-dim``); a candidate that fails to build or run is left out;
+2. every candidate of every partition is compiled at once (one ``cutlass-codegen`` run:
+   its NVRTC programs side by side, into the cubin cache), then each one's launch plan is
+   timed on the device (``CandidateTimer``, as ``collage-partition{cost=measure}`` times
+   candidates; run-time dims take ``dynamic-dim``); a candidate that fails to build or run
+   is left out;
 3. the fastest is pinned on the function (``cutlass.kernel = "<label>"``), which
    ``cutlass-codegen`` then builds.
 
@@ -32,12 +34,15 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.dialects.func import ReturnOp
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from partita.dialects import byoc
 from partita.ir import PartitaError
 from partita.lowering.cutlass.codegen import (
     COMPILER,
+    CutlassCodegen,
     cutlass_functions,
     kernel_candidates,
     partition_kernel,
@@ -49,7 +54,7 @@ from partita.lowering.functions import outline_compiler_partitions
 from partita.lowering.nvrtc import default_cache_dir
 from partita.runtime.contracts import TimingDevice
 from partita.runtime.cuda import CudaError
-from partita.transforms.collage.measure import CandidateTimer, open_timing_device
+from partita.transforms.collage.measure import CandidateTimer, candidate_module, open_timing_device
 
 __all__ = ["TUNING_FILE", "TuneCutlassKernels", "TuningChoice"]
 
@@ -105,30 +110,31 @@ class TuneCutlassKernels(ModulePass):
         arch = f"sm_{options.sm}{'a' if hopper else ''}"
         path = Path(self.record) if self.record else Path(self.cache_dir or default_cache_dir()) / TUNING_FILE
         record = _read(path)
+        work = []  # (function, its candidates, record key, the record's entry or None)
+        for function in functions:
+            if KERNEL_ATTR in function.attributes:  # pinned by hand: kept
+                continue
+            kernel = partition_kernel(function)
+            labels = kernel_candidates(kernel, options, hopper)
+            key = json.dumps([arch, self.dynamic_dim, asdict(kernel.spec)], sort_keys=True)
+            known = record.get(key)
+            known = known if known is not None and known["kernel"] in labels else None
+            if len(labels) > 1 and (known is not None or self.measure):
+                work.append((function, labels, key, known))
+        to_time = [(_body(function), labels) for function, labels, _, known in work if known is None]
         choices: list[TuningChoice] = []
         with ExitStack() as stack:
-            timer: CandidateTimer | None = None
-            for function in functions:
-                if KERNEL_ATTR in function.attributes:  # pinned by hand: kept
-                    continue
-                kernel = partition_kernel(function)
-                labels = kernel_candidates(kernel, options, hopper)
-                if len(labels) < 2:
-                    continue
-                key = json.dumps([arch, self.dynamic_dim, asdict(kernel.spec)], sort_keys=True)
-                known = record.get(key)
-                if known is not None and known.get("kernel") in labels:
+            if to_time:  # the device first: without one, nothing is compiled in vain
+                device = self.measure_device or open_timing_device(
+                    stack, f"{self.name}: timing kernels", "measure=false pins the recorded winners only")
+                timer = CandidateTimer(device, arch=arch, cache_dir=self.cache_dir, dynamic_dim=self.dynamic_dim)
+                self._prebuild(ctx, to_time, f"{options.sm}a" if hopper else options.sm)
+            for function, labels, key, known in work:
+                if known is not None:
                     seconds, measured = known["seconds"], False
-                elif self.measure:
-                    if timer is None:
-                        device = self.measure_device or open_timing_device(
-                            stack, f"{self.name}: timing kernels", "measure=false pins the recorded winners only")
-                        timer = CandidateTimer(device, arch=arch, cache_dir=self.cache_dir,
-                                               dynamic_dim=self.dynamic_dim)
-                    ops = [o for o in function.body.block.ops if not isinstance(o, ReturnOp)]
-                    seconds, measured = {label: _time(timer, ops, label) for label in labels}, True
                 else:
-                    continue
+                    ops = _body(function)
+                    seconds, measured = {label: _time(timer, ops, label) for label in labels}, True
                 timed = {label: s for label, s in seconds.items() if s is not None and label in labels}
                 if not timed:
                     continue
@@ -139,6 +145,29 @@ class TuneCutlassKernels(ModulePass):
         if any(c.measured for c in choices):
             _write(path, record)
         self.reports.append(choices)
+
+    def _prebuild(self, ctx: Context, work: list[tuple[list[Operation], list[str]]], sm: int | str) -> None:
+        """Compiles every candidate kernel of ``work`` (each partition's ops and labels)
+        in one ``cutlass-codegen`` run, whose NVRTC programs build side by side into the
+        cubin cache, so each candidate timed after finds its cubin. A program that fails
+        leaves the others built; its candidates fail again, alone, when timed."""
+        module = ModuleOp([])
+        for i, (ops, labels) in enumerate(work):
+            for j, label in enumerate(labels):
+                (function,) = candidate_module(ops, f"tune_{i}_{j}").ops
+                function.detach()
+                function.attributes[byoc.COMPILER] = StringAttr(COMPILER)
+                function.attributes[KERNEL_ATTR] = StringAttr(label)
+                module.body.block.add_op(function)
+        try:
+            CutlassCodegen(sm=sm, cache_dir=self.cache_dir).apply(ctx, module)
+        except PartitaError:
+            pass
+
+
+def _body(function: FuncOp) -> list[Operation]:
+    """A partition function's ops, its return left out: what a candidate clones."""
+    return [o for o in function.body.block.ops if not isinstance(o, ReturnOp)]
 
 
 def _time(timer: CandidateTimer, ops: list[Any], label: str) -> float | None:

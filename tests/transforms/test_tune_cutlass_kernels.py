@@ -145,6 +145,14 @@ def test_a_candidate_that_fails_to_build_is_left_out(tmp_path, monkeypatch) -> N
         return compile_(source, name, options)
 
     monkeypatch.setattr(nvrtc, "_nvrtc_compile", refuse_wide)
+    batches = []
+    compile_many = nvrtc.compile_many
+
+    def count(sources, **kwargs):
+        batches.append(len(sources))
+        return compile_many(sources, **kwargs)
+
+    monkeypatch.setattr(nvrtc, "compile_many", count)
     labels = kernel_candidates(_kernel(), CutlassOptions(sm=90), hopper=False)
     times = {_entry(label): 30.0 for label in labels}
     times[_entry("128x256x32_2x4x1_3")] = 1.0  # would win, if it built
@@ -155,6 +163,8 @@ def test_a_candidate_that_fails_to_build_is_left_out(tmp_path, monkeypatch) -> N
     tune.apply(make_context(), module)
     ((choice,),) = tune.reports
     assert choice.kernel == "128x64x32_2x2x1_3" and choice.seconds["128x256x32_2x4x1_3"] is None
+    # every candidate compiled in one batch of NVRTC programs, side by side (one a configuration)
+    assert batches[0] == len(labels)
 
     module = _module(DENSE.replace('byoc.global_symbol = "dense_0"',
                                    'byoc.global_symbol = "dense_0", cutlass.kernel = "64x64x32_2x2x1_3"'))
