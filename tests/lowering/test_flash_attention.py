@@ -301,8 +301,11 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, causal", [("f16", False), ("f16", True), ("bf16", False)])
-def test_gpu_matches_torch_sdpa(dtype, causal):
+@pytest.mark.parametrize("dtype, causal, d", [("f16", False, 128), ("f16", True, 128), ("bf16", False, 128),
+                                              ("f16", True, 64), ("bf16", True, 256)])
+def test_gpu_matches_torch_sdpa(dtype, causal, d):
+    """Each form of the kernel on the device: Q in registers with two m-tiles (D = 64), Q in
+    dynamic shared memory with two (128) and with one (256)."""
     from partita.runtime.cuda import CudaDevice, cuda_status
 
     if cuda_status() is not None:
@@ -311,10 +314,10 @@ def test_gpu_matches_torch_sdpa(dtype, causal):
     from partita.lowering.nvrtc import compile_cuda
 
     device = CudaDevice()
-    config = FlashConfig(dtype, 128, causal=causal)
+    config = FlashConfig(dtype, d, causal=causal)
     module = device.load_module(compile_cuda(flash_attention_source(config), arch=device.arch).cubin)
     rng = np.random.default_rng(6)
-    b, h, hkv, sq, skv, d = 2, 8, 2, 300, 300, 128
+    b, h, hkv, sq, skv = 2, 8, 2, 300, 300
     q, k, v = _inputs(rng, dtype, b, h, hkv, sq, skv, d)
     bufs = [device.to_device(a) for a in (q, k, v)]
     out = device.alloc(q.nbytes)
