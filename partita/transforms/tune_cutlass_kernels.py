@@ -110,7 +110,7 @@ class TuneCutlassKernels(ModulePass):
         arch = f"sm_{options.sm}{'a' if hopper else ''}"
         path = Path(self.record) if self.record else Path(self.cache_dir or default_cache_dir()) / TUNING_FILE
         record = _read(path)
-        work = []  # (function, its candidates, record key, the record's entry or None)
+        work = []  # (function, its ops, its candidates, record key, the record's entry or None)
         for function in functions:
             if KERNEL_ATTR in function.attributes:  # pinned by hand: kept
                 continue
@@ -120,8 +120,8 @@ class TuneCutlassKernels(ModulePass):
             known = record.get(key)
             known = known if known is not None and known["kernel"] in labels else None
             if len(labels) > 1 and (known is not None or self.measure):
-                work.append((function, labels, key, known))
-        to_time = [(_body(function), labels) for function, labels, _, known in work if known is None]
+                work.append((function, _body(function), labels, key, known))
+        to_time = [(ops, labels) for _, ops, labels, _, known in work if known is None]
         choices: list[TuningChoice] = []
         with ExitStack() as stack:
             if to_time:  # the device first: without one, nothing is compiled in vain
@@ -129,11 +129,10 @@ class TuneCutlassKernels(ModulePass):
                     stack, f"{self.name}: timing kernels", "measure=false pins the recorded winners only")
                 timer = CandidateTimer(device, arch=arch, cache_dir=self.cache_dir, dynamic_dim=self.dynamic_dim)
                 self._prebuild(ctx, to_time, f"{options.sm}a" if hopper else options.sm)
-            for function, labels, key, known in work:
+            for function, ops, labels, key, known in work:
                 if known is not None:
                     seconds, measured = known["seconds"], False
                 else:
-                    ops = _body(function)
                     seconds, measured = {label: _time(timer, ops, label) for label in labels}, True
                 timed = {label: s for label, s in seconds.items() if s is not None and label in labels}
                 if not timed:

@@ -557,8 +557,7 @@ class KernelEmitter(ScheduleMixin):
             ]
         elif (whole := self._whole_kernel(result)) is not None:
             body = whole.lines
-            extra = {"kind": "window", "block": whole.block, "block_rows": tuple(whole.block_rows),
-                     "smem": whole.smem}
+            extra = {"kind": "window", "block": whole.block, "block_rows": whole.block_rows, "smem": whole.smem}
         elif kernel_kind(self.anchor) == "window" and (tiled := self._tiled_window(numel, used, store)) is not None:
             body, extra = tiled
         elif kernel_kind(self.anchor) == "window" and (warp := self._warp_window(numel, used, store)) is not None:

@@ -393,8 +393,8 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     sm80 = [first] + [label for c in SM80_CANDIDATES if (label := sm80_label(*c)) != first]
     if splittable(spec):
         M, N, K = spec.gemm_problem()
-        for tile in (cfg.threadblock, min(c[0] for c in SM80_CANDIDATES)):
-            warps, stages = next((w, s) for t, w, s in SM80_CANDIDATES if t == tile)
+        # the table's kernel and the smallest tile
+        for tile, warps, stages in ((cfg.threadblock, cfg.warp_count, cfg.stages), min(SM80_CANDIDATES)):
             if -(-M // tile[0]) * -(-N // tile[1]) < SPLIT_K_WAVE:
                 sm80 += [sm80_label(tile, warps, stages, split) for split in SM80_SPLITS
                          if K // split >= 4 * tile[2] and sm80_label(tile, warps, stages, split) not in sm80]

@@ -72,6 +72,7 @@ from partita.lowering.cutlass.tuning import (
     sm90_tile,
 )
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
+from partita.target.arch import max_dynamic_smem
 
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
 #: The FP8 main loop's promotion interval (K-blocks of wgmma accumulated before they are
@@ -563,7 +564,7 @@ def _check_layout(layout: dict) -> None:
                       or any(not isinstance(at, int) or not 0 <= at <= size - 4 for at in scheduler[:params])
                       or any(not isinstance(at, int) or not 0 < at <= 20 for at in scheduler[params:])):
         raise ValueError(f"'scheduler' = {scheduler} is not a tile scheduler's layout in {size} bytes")
-    if not 0 < layout["smem"] <= 227 * 1024 or layout["threads"] not in (128, 256, 384):
+    if not 0 < layout["smem"] <= max_dynamic_smem("sm_90a") or layout["threads"] not in (128, 256, 384):
         raise ValueError(f"smem {layout['smem']} / threads {layout['threads']} are not a Hopper kernel's")
 
 
