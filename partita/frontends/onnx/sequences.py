@@ -62,10 +62,7 @@ def _computed(v: Value | None) -> bool:
 
 
 def _position(v: Value, what: str) -> int:
-    """A position input's value, which the import must know (the sequence is a list here)."""
-    if not is_const(v) or is_symbolic(v):
-        fail(f"the {what} is computed at run time; Partita resolves sequences at import, so it must be "
-             "a constant (or computed from constants and static shapes)")
+    """A constant position input's value (one computed at run time is a ``_RunTimePosition``)."""
     array = np.asarray(v)
     if array.size != 1:
         fail(f"the {what} must have one element, got shape {list(array.shape)}")
