@@ -262,6 +262,10 @@ class SimulatedDevice:
         self.view(dst, (nbytes,), np.uint8)[...] = self.view(src, (nbytes,), np.uint8)
 
     def memset(self, ptr: int, nbytes: int, stream) -> None:
+        if type(stream) is _Recorder:  # captured: a memset node, run when the graph is
+            stream.launches.append(lambda replay: self.memset(ptr, nbytes, replay))
+            return
+        self.counts["memset"] += 1
         self.view(ptr, (nbytes,), np.uint8)[...] = 0
 
     def fill(self, ptr: int, element: np.ndarray, count: int, stream) -> None:

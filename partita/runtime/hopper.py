@@ -4,7 +4,9 @@ At load the cubin is loaded and the kernel opted in to its shared memory (over 2
 the mainloop's stages); when a shape signature is bound, the operands' TMA descriptors are
 encoded (``device.encode_tensor_map``) and the kernel's ``Params`` packed once from the
 layout its probe recorded (``partita.runtime.tma``); a run is then one cluster launch
-(``cuLaunchKernelEx``) per call, or its replay in a CUDA graph.
+(``cuLaunchKernelEx``) per call, or its replay in a CUDA graph. A split-K kernel takes a
+workspace from the plan (its f32 partials, then its reduction barriers) and a memset of the
+barriers before each launch, which the kernel leaves counted up.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from partita.lowering.binaries import cubin_file
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, NUMPY_DTYPES, UnsupportedKernel, problem_dims
 from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
-from partita.runtime.tma import persistent_schedule, sm90_arguments, sm90_grid, sm90_pieces
+from partita.runtime.tma import (
+    SplitKSchedule,
+    persistent_schedule,
+    sm90_arguments,
+    sm90_grid,
+    sm90_pieces,
+    split_k_schedule,
+)
 from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
 
 HOPPER_SMS = 132
@@ -65,6 +74,16 @@ class Sm90KernelHandle:
         kernel = module.kernel(self.entry.name, self.smem, loader.emulation)
         return PreparedSm90(self, kernel, as_checked(module))
 
+    def problem_of(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
+        """(M, N, K, batch) of a call on inputs of these shapes; a located error when they
+        do not fit the kernel."""
+        spec = self.entry.spec
+        try:
+            dims = problem_dims(spec, {role: tuple(shape) for role, shape in zip(self.roles, shapes)})
+        except UnsupportedKernel as err:
+            raise PartitaError(f"@{self.function}: {spec.op} kernel: {err}") from None
+        return dims["M"], dims["N"], dims["K"], dims.get("batch", 1)
+
     def problem(self, inputs: Sequence[tuple[tuple[int, ...], np.dtype]], out: tuple[tuple[int, ...], np.dtype]
                 ) -> tuple[int, int, int, int]:
         """(M, N, K, batch) of a call on operands of these (shape, dtype); a located error
@@ -72,12 +91,7 @@ class Sm90KernelHandle:
         spec = self.entry.spec
         check_operand_dtypes(self.function, self.roles, inputs, out, NUMPY_DTYPES[spec.out_dtype],
                              {role: NUMPY_DTYPES[spec.role_dtype(role)] for role in self.roles})
-        shapes = {role: tuple(shape) for role, (shape, _) in zip(self.roles, inputs)}
-        try:
-            dims = problem_dims(spec, shapes)
-        except UnsupportedKernel as err:
-            raise PartitaError(f"@{self.function}: {spec.op} kernel: {err}") from None
-        problem = (dims["M"], dims["N"], dims["K"], dims.get("batch", 1))
+        problem = self.problem_of([shape for shape, _ in inputs])
         if prod(problem[:2]) * problem[3] != prod(out[0]):
             raise PartitaError(f"@{self.function}: output of {tuple(out[0])} does not fit the kernel's "
                                f"{problem[3]} x {problem[0]} x {problem[1]}")
@@ -95,8 +109,23 @@ class PreparedSm90:
         """The kernel and the pieces of its ``Params``, from the probe's recorded layout."""
         return [(self.kernel, tuple(kind for kind, *_ in sm90_pieces(self.handle.layout)))]
 
+    zeroes_workspace: ClassVar[bool] = False
+    """A split-K kernel's workspace is scratch to the plan: the call zeroes its barriers
+    itself before each launch (the kernel leaves them counted up)."""
+
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
-        return 0  # not split-K, and the persistent scheduler (not stream-K) keeps no state in memory
+        """A split-K kernel's partials and barriers; none for the others (the persistent
+        data-parallel scheduler keeps no state in memory)."""
+        if not self.handle.entry.config.split_k:
+            return 0
+        return self.split_k(self.handle.problem_of(shapes), HOPPER_SMS).workspace_bytes
+
+    def split_k(self, problem: tuple[int, int, int, int], sm_count: int) -> SplitKSchedule:
+        cfg = self.handle.entry.config
+        try:
+            return split_k_schedule(problem, cfg.tile, cfg.cluster, sm_count, cfg.splits)
+        except ValueError as err:
+            raise PartitaError(f"@{self.handle.function}: {err}") from None
 
     def bind(self, device: Any, inputs: Sequence[Any], outputs: Sequence[Any], workspace: int | None) -> list:
         handle, entry = self.handle, self.handle.entry
@@ -110,18 +139,42 @@ class PreparedSm90:
         pointers["out"] = out.ptr
         cfg = entry.config
         schedule, sm_count = None, 0
+        split: SplitKSchedule | None = None
         if cfg.persistent:  # about one CTA an SM, walking the tiles
             sm_count = int(getattr(device, "multiprocessor_count", 0) or HOPPER_SMS)
-            schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, sm_count)
+            if cfg.split_k:
+                split = self.split_k(problem, sm_count)
+                if not workspace:
+                    raise PartitaError(f"@{handle.function}: its split-K partials need a workspace, and the call "
+                                       "has none")
+            else:
+                schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, sm_count)
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
                               pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
-                              MMA_PROMOTION_INTERVAL, schedule, sm_count)
+                              MMA_PROMOTION_INTERVAL, schedule, sm_count,
+                              split.fields(workspace or 0, sm_count) if split else None)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
         block = (int(handle.layout["threads"]), 1, 1)
-        grid = schedule.grid if schedule is not None else sm90_grid(problem, cfg.tile, cfg.cluster)
+        grid = split.grid if split else schedule.grid if schedule else sm90_grid(problem, cfg.tile, cfg.cluster)
         launch = device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
                                        cluster=cfg.cluster)
         check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks
-        return [launch]
+        if split is None:
+            return [launch]
+        # the reduction barriers after the partials start at zero each run
+        return [ZeroFill(device, int(workspace or 0) + split.reduction_bytes, split.barrier_bytes), launch]
+
+
+@dataclass(frozen=True)
+class ZeroFill:
+    """A launch-plan step zeroing ``nbytes`` at ``ptr`` on the stream (a memset node in a
+    graph): a split-K kernel's reduction barriers before it runs."""
+
+    device: Any
+    ptr: int
+    nbytes: int
+
+    def __call__(self, stream: Any) -> None:
+        self.device.memset(self.ptr, self.nbytes, stream)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from partita.lowering.cutlass.sm90 import SCHEDULER_PARAMS
+from partita.lowering.cutlass.sm90 import SCHEDULER_PARAMS, STREAM_K_PARAMS
 
 #: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
 DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
@@ -129,7 +129,8 @@ class Sm90Arguments:
 def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int, int, int], element_bytes: int,
                    problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
                    gemm_layout: str = "tn", promotion_interval: int = 0,
-                   schedule: PersistentSchedule | None = None, sm_count: int = 0) -> Sm90Arguments:
+                   schedule: PersistentSchedule | None = None, sm_count: int = 0,
+                   split_k: dict[str, object] | None = None) -> Sm90Arguments:
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
@@ -139,7 +140,8 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
     ``promotion_interval``; a persistent kernel (its layout has a ``scheduler``) the tile
-    scheduler's ``schedule`` on a device of ``sm_count`` SMs."""
+    scheduler's ``schedule`` on a device of ``sm_count`` SMs; a split-K kernel (its layout
+    has a ``stream_k`` probe) its :meth:`SplitKSchedule.fields`."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -159,6 +161,10 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
         if schedule is None or sm_count <= 0:
             raise ValueError("a persistent kernel needs its tile schedule and the device's SM count")
         pack_schedule(blob, layout["scheduler"], schedule, sm_count)
+    if layout.get("stream_k"):
+        if split_k is None:
+            raise ValueError("a split-K kernel needs its stream-K scheduler's fields")
+        pack_stream_k(blob, layout["stream_k"], split_k)
     struct.pack_into("<f", blob, layout["alpha"], 1.0)
     struct.pack_into("<f", blob, layout["beta"], 1.0 if source else 0.0)
     # C: the bias row broadcast over rows and batches (both strides 0), the residual laid
@@ -282,8 +288,10 @@ class PersistentSchedule:
 
 
 def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int, int],
-                        cluster: tuple[int, int, int], sm_count: int) -> PersistentSchedule:
-    """The persistent scheduler of a Hopper GEMM on a device of ``sm_count`` SMs."""
+                        cluster: tuple[int, int, int], sm_count: int, truncate: bool = True) -> PersistentSchedule:
+    """The persistent scheduler of a Hopper GEMM on a device of ``sm_count`` SMs; with
+    ``truncate`` (the data-parallel scheduler's choice) a grid of no more CTAs than tiles,
+    without (the stream-K scheduler's, whose work units outnumber the tiles) a full one."""
     M, N, _, L = problem
     cm, cn = cluster[0], cluster[1]
 
@@ -295,17 +303,20 @@ def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int
     raster = ALONG_M if pn > pm else ALONG_N
     total = pm * pn * L
     grid = [cm, 1, 1] if raster == ALONG_N else [1, cn, 1]
+    def fit(ctas: int, tiles: int) -> int:
+        return min(ctas, tiles) if truncate else ctas
+
     if cm * cn == 1:
-        grid[1 if raster == ALONG_N else 0] = min(sm_count, total)
+        grid[1 if raster == ALONG_N else 0] = fit(sm_count, total)
     else:  # GH100's 18 SMs a GPC: whole clusters in each
         size, per_gpc = cm * cn, 18
         gpcs = 1 if sm_count < per_gpc else sm_count // per_gpc
         residual = 0 if sm_count < per_gpc else sm_count % per_gpc
         ctas = min(sm_count, gpcs * (per_gpc - per_gpc % size) + residual - residual % size)
         if raster == ALONG_N:
-            grid[1] = min(ctas // cm, total // cm)
+            grid[1] = fit(ctas // cm, total // cm)
         else:
-            grid[0] = min(ctas // cn, total // cn)
+            grid[0] = fit(ctas // cn, total // cn)
     return PersistentSchedule((pm, pn, L), (cm, cn), raster, (grid[0], grid[1], grid[2]))
 
 
@@ -333,3 +344,129 @@ def pack_schedule(blob: bytearray, offsets: tuple[int, ...], schedule: Persisten
     struct.pack_into({1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[raster_size], blob, at["raster_order"], fields["raster_order"])
     for name in ("problem_tiles_m", "problem_tiles_n", "problem_tiles_l", "cluster_shape_m", "cluster_shape_n"):
         struct.pack_into("<I", blob, at[name], fields[name])
+
+
+def fast_divmod(divisor: int) -> tuple[int, int, int]:
+    """CUTLASS's 32-bit ``FastDivmod(divisor)``: ``(divisor, multiplier, shift_right)``."""
+    if divisor == 1:
+        return 1, 0, 0
+    p = 31 + (divisor - 1).bit_length()  # log2 rounded up (``find_log2``)
+    return divisor, ((1 << p) + divisor - 1) // divisor & 0xFFFFFFFF, p - 32
+
+
+def _round_up(value: int, to: int) -> int:
+    return -(-value // to) * to
+
+
+#: CUTLASS's ``ReductionMode::Deterministic``: each split adds its partials in K order.
+DETERMINISTIC = 0
+#: Consumer warp groups of the cooperative kernel, one reduction barrier each per tile.
+COOPERATIVE_MMA_WARP_GROUPS = 2
+
+
+@dataclass(frozen=True)
+class SplitKSchedule:
+    """What CUTLASS's ``PersistentTileSchedulerSm90StreamK`` computes on the host for its
+    split-K decomposition (``DecompositionMode::SplitK``, deterministic reduction, no
+    swizzle, the heuristic raster order): each output tile's ``k_tiles`` K tiles cut into
+    ``splits`` work units (the first ``k_tiles % splits`` one K tile longer), a full
+    persistent grid walking them. Its workspace is the f32 partials of every output tile,
+    then one 32-bit barrier per tile and consumer warp group, which must read zero when the
+    kernel starts: the kernel counts K tiles into them and leaves them so."""
+
+    tiles: PersistentSchedule
+    tile: tuple[int, int, int]
+    k_tiles: int
+    splits: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return self.tiles.grid
+
+    @property
+    def output_tiles(self) -> int:
+        pm, pn, pl = self.tiles.problem_blocks
+        return pm * pn * pl
+
+    @property
+    def reduction_bytes(self) -> int:
+        """The f32 partial tiles, 128-byte aligned (``get_reduction_workspace_size``)."""
+        return _round_up(4 * self.tile[0] * self.tile[1] * self.output_tiles, 128)
+
+    @property
+    def barrier_bytes(self) -> int:
+        """The reduction barriers after the partials (``get_barrier_workspace_size``)."""
+        return _round_up(4 * COOPERATIVE_MMA_WARP_GROUPS * self.output_tiles, 128)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The kernel's whole workspace (its scheduler's, 16-byte aligned; the epilogue
+        takes none)."""
+        return _round_up(self.reduction_bytes + self.barrier_bytes, 16)
+
+    def fields(self, workspace: int, sm_count: int) -> dict[str, object]:
+        """The scheduler's ``Params`` fields (and the hardware info and workspace pointer)
+        with the workspace at ``workspace``, by :data:`STREAM_K_PARAMS` name."""
+        (pm, pn, pl), (cm, cn) = self.tiles.problem_blocks, self.tiles.cluster
+        base = self.tiles.fields
+        units = pm * pn * pl
+        return {
+            "sm_count": sm_count, "max_active_clusters": 0,
+            "divmod_cluster_shape_major": base["divmod_cluster_shape_major"],
+            "divmod_cluster_shape_minor": base["divmod_cluster_shape_minor"],
+            "divmod_batch": fast_divmod_u64(pm * pn), "divmod_cluster_blk_major": base["divmod_cluster_blk_major"],
+            "divmod_clusters_mnl": fast_divmod_u64(units // (cm * cn)), "divmod_sk_groups": fast_divmod_u64(1),
+            "divmod_sk_units_per_group": fast_divmod_u64(1), "units_per_problem": units,
+            "divmod_tiles_per_output_tile": fast_divmod(self.k_tiles), "log_swizzle_size": 0,
+            "raster_order": base["raster_order"], "divmod_splits": fast_divmod(self.splits),
+            "big_units": self.k_tiles % self.splits, "big_groups": 0, "reduction_workspace": workspace,
+            "sk_tiles": 0, "sk_units": 0, "divmod_k_tiles_per_sk_unit": fast_divmod(self.k_tiles // self.splits),
+            "divmod_k_tiles_per_sk_big_unit": fast_divmod(self.k_tiles // self.splits + 1),
+            "reduction_mode": DETERMINISTIC, "divmod_epilogue_subtile": (0, 0, 0, 0),  # FastDivmodU64{}
+            "separate_reduction_units": 0, "ktile_start_alignment_count": 1, "workspace": workspace,
+        }
+
+
+def split_k_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cluster: tuple[int, int, int],
+                     sm_count: int, splits: int) -> SplitKSchedule:
+    """The split-K schedule of a Hopper GEMM: ``splits`` clamped as CUTLASS does
+    (``adjust_split_count``: to the SMs and to the K tiles); a ValueError when fewer than
+    two remain (CUTLASS would then fall back to another decomposition, not built here)."""
+    k_tiles = -(-problem[2] // tile[2])
+    adjusted = min(splits, sm_count, k_tiles)
+    if adjusted < 2:
+        raise ValueError(f"split-K of {splits} slices needs at least 2 K tiles of {tile[2]} and 2 SMs: K = "
+                         f"{problem[2]} has {k_tiles}")
+    return SplitKSchedule(persistent_schedule(problem, tile, cluster, sm_count, truncate=False), tile, k_tiles,
+                          adjusted)
+
+
+_INTS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
+
+
+def pack_stream_k(blob: bytearray, offsets: tuple[int, ...], fields: dict[str, object]) -> None:
+    """Writes a split-K schedule's :meth:`SplitKSchedule.fields` into a ``Params`` blob at
+    the offsets of the kernel's stream-K probe (``partita.lowering.cutlass.sm90.STREAM_K_FIELDS``)."""
+    count = len(STREAM_K_PARAMS)
+    mult64, shift64, round64, shift_pow2, mult32, shift32, raster_size, reduction_size = offsets[count:]
+    for (name, kind), at in zip(STREAM_K_PARAMS, offsets[:count], strict=True):
+        value = fields[name]
+        if kind == "pow2":
+            divisor, shift = value  # type: ignore[misc]
+            struct.pack_into("<Q", blob, at, divisor)
+            struct.pack_into("<I", blob, at + shift_pow2, shift)
+        elif kind == "divmod64":
+            divisor, mult, shift, up = value  # type: ignore[misc]
+            struct.pack_into("<Q", blob, at, divisor)
+            struct.pack_into("<Q", blob, at + mult64, mult)
+            struct.pack_into("<I", blob, at + shift64, shift)
+            struct.pack_into("<I", blob, at + round64, up)
+        elif kind == "divmod":
+            divisor, mult, shift = value  # type: ignore[misc]
+            struct.pack_into("<i", blob, at, divisor)
+            struct.pack_into("<I", blob, at + mult32, mult)
+            struct.pack_into("<I", blob, at + shift32, shift)
+        elif kind == "enum":
+            struct.pack_into(_INTS[raster_size if name == "raster_order" else reduction_size], blob, at, value)
+        else:
+            struct.pack_into({"i32": "<i", "u32": "<I", "u64": "<Q", "ptr": "<Q"}[kind], blob, at, value)

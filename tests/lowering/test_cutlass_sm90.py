@@ -200,8 +200,8 @@ def test_records_round_trip_and_refuse_bad_layouts(compiled) -> None:
     coop_layout = read_layout(binary.cubin, coop.kernel_type)
     coop_record = sm90_record(coop, ("x", "w", "bias"), coop_layout)
     assert sm90_from_record(coop_record)[2]["scheduler"] == coop_layout["scheduler"] != ()
-    for base, scheduler, why in ((record, (*range(0, 56, 4), 8, 16, 20, 8, 4), "has a tile scheduler"),
-                                 (coop_record, (), "lacks a tile scheduler"),
+    for base, scheduler, why in ((record, (*range(0, 56, 4), 8, 16, 20, 8, 4), "has a persistent tile scheduler"),
+                                 (coop_record, (), "lacks a persistent tile scheduler"),
                                  (coop_record, coop_layout["scheduler"][:5], "not a tile scheduler's layout")):
         edited = DictionaryAttr({**base.data["layout"].data, "scheduler": to_attr(scheduler)})
         with pytest.raises(ValueError, match=why):
@@ -283,3 +283,25 @@ def test_every_tuning_candidate_builds_to_wgmma_without_spills() -> None:
         assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, (label, ops)
     with pytest.raises(UnsupportedKernel, match="not a Hopper configuration built here"):
         choose_sm90_config(spec, "128x128x64_4x1x1_ws")
+
+
+def test_split_k_labels_pin_the_stream_k_scheduler_where_it_applies() -> None:
+    """``_kN`` on a persistent tile's label: the same kernel type for every N (a run-time
+    value of Params), built only for a dense product whose static K has N K tiles, on the
+    128-row cooperative tiles, N one of 2, 4, 8."""
+    row = KernelSpec.dense(1, 4096, 4096, "float16", "bias")
+    configs = [choose_sm90_config(row, f"128x128x64_1x1x1_cooperative_k{n}") for n in (2, 4, 8)]
+    assert [c.splits for c in configs] == [2, 4, 8] and all(c.split_k and c.persistent for c in configs)
+    assert len({sm90_type_key(row, c) for c in configs}) == 1
+    assert sm90_type_key(row, configs[0]) != sm90_type_key(row, choose_sm90_config(row, "128x128x64_1x1x1_cooperative"))
+    assert configs[1].name.endswith("_cooperative_splitk4_bias")
+    for spec, label, why in (
+            (row, "128x128x64_1x1x1_ws_k2", "Hopper split-K is built for"),
+            (row, "128x128x64_1x1x1_cooperative_k3", "Hopper split-K is built for"),
+            (KernelSpec.dense(1, 4096, 128, "float16"), "128x128x64_1x1x1_cooperative_k4", "fewer than 4 K tiles"),
+            (KernelSpec.batch_matmul(8, 1, 4096, 4096, "float16", "none"), "128x128x64_1x1x1_cooperative_k2",
+             "batch_matmul .* is not split on Hopper")):
+        with pytest.raises(UnsupportedKernel, match=why):
+            choose_sm90_config(spec, label)
+    with pytest.raises(UnsupportedKernel, match="only on the persistent cooperative schedule"):
+        Sm90Config(tile=(128, 128, 64), splits=2)

@@ -6,19 +6,31 @@ FP8 main loop's promotion interval, the value the runtime writes)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 from support import cutlass_host
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr
 
 from partita.lowering.cutlass.kernels import DTYPE_BYTES, KernelSpec
-from partita.lowering.cutlass.sm90 import COOPERATIVE, MMA_PROMOTION_INTERVAL, Sm90Config, choose_sm90_config
+from partita.lowering.cutlass.sm90 import (
+    COOPERATIVE,
+    MMA_PROMOTION_INTERVAL,
+    STREAM_K_PARAMS,
+    Sm90Config,
+    choose_sm90_config,
+)
 from partita.runtime.tma import (
     DATA_TYPES,
     L2_PROMOTION_128B,
     SWIZZLES,
     operand_map,
     pack_schedule,
+    pack_stream_k,
     persistent_schedule,
     sm90_grid,
+    split_k_schedule,
 )
 
 pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
@@ -49,12 +61,19 @@ CLUSTERS = [(KernelSpec.dense(None, 768, 768, "float16", "bias"), Sm90Config(til
 PERSISTENT_CLUSTERS = [(KernelSpec.dense(4096, 768, 768, "float16", "bias"),
                         Sm90Config(tile=(128, 256, 64), cluster=c, schedule=COOPERATIVE)) for c in ((2, 1, 1), (1, 2, 1))]
 
+#: split-K kernels (CUTLASS's stream-K scheduler cutting each tile's K range): a decode
+#: step's few rows by a large weight, on 128x128 and 128x256 tiles and a 2-CTA cluster
+SPLIT_K = [(KernelSpec.dense(None, 4096, 4096, "float16", "bias"), Sm90Config(tile=(128, 128, 64), schedule=COOPERATIVE,
+                                                                             splits=4)),
+           (KernelSpec.dense(None, 4096, 4096, "bfloat16", "none"), Sm90Config(tile=(128, 256, 64), cluster=(2, 1, 1),
+                                                                              schedule=COOPERATIVE, splits=2))]
+
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     # one g++ build for every case (about a minute on a busy machine)
-    return cutlass_host.build([(spec, choose_sm90_config(spec)) for spec, _ in CASES] + CLUSTERS + PERSISTENT_CLUSTERS,
-                              tmp_path_factory.mktemp("host"))
+    return cutlass_host.build([(spec, choose_sm90_config(spec)) for spec, _ in CASES] + CLUSTERS + PERSISTENT_CLUSTERS
+                              + SPLIT_K, tmp_path_factory.mktemp("host"))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "f16-128x128", "bf16-64x128-batched",
@@ -127,3 +146,70 @@ def test_persistent_grids_of_clusters_are_cutlass_s(host, case: int) -> None:
         schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, cutlass_host.SMS)
         assert reference["grid"] == schedule.grid, problem
         _check_schedule(reference, schedule)
+
+
+@pytest.mark.parametrize("case", range(len(SPLIT_K)), ids=["f16-128x128-splitk", "bf16-128x256-2x1-splitk"])
+def test_split_k_schedules_are_cutlass_s(host, case: int) -> None:
+    """A split-K kernel's stream-K scheduler: the same grid (a full persistent one), the
+    same workspace size, and every field of its ``Params`` (the divmods, the K tiles a
+    unit, the big units, the workspace pointer) byte for byte CUTLASS's, written at the
+    offsets CUTLASS's host code lays them out at; split counts past the K tiles clamped as
+    CUTLASS clamps them."""
+    spec, cfg = SPLIT_K[case]
+    which = len(CASES) + len(CLUSTERS) + len(PERSISTENT_CLUSTERS) + case
+    for problem, splits in (((1, 4096, 4096, 1), cfg.splits), ((16, 4096, 4096, 1), 3), ((300, 4096, 4096, 1), 8),
+                            ((8, 4096, 320, 2), 7), ((1, 4096, 128, 1), 16)):
+        reference = cutlass_host.run(host, which, *problem, splits=splits)
+        schedule = split_k_schedule(problem, cfg.tile, cfg.cluster, cutlass_host.SMS, splits)
+        assert schedule.splits == min(splits, -(-problem[2] // cfg.tile[2]))
+        assert reference["grid"] == schedule.grid, problem
+        assert reference["workspace"] == schedule.workspace_bytes, problem
+        offsets, params = reference["stream_k_offsets"], reference["params"]
+        blob = bytearray(len(params))
+        pack_stream_k(blob, offsets, schedule.fields(0x50000, cutlass_host.SMS))
+        count = len(STREAM_K_PARAMS)
+        mult64, shift64, round64, shift_pow2, mult32, shift32, raster_size, reduction_size = offsets[count:]
+        widths = {"i32": [(0, 4)], "u32": [(0, 4)], "u64": [(0, 8)], "ptr": [(0, 8)],
+                  "pow2": [(0, 8), (shift_pow2, 4)], "divmod64": [(0, 8), (mult64, 8), (shift64, 4), (round64, 4)],
+                  "divmod": [(0, 4), (mult32, 4), (shift32, 4)]}
+        for (name, kind), at in zip(STREAM_K_PARAMS, offsets[:count], strict=True):
+            spans = widths.get(kind) or [(0, raster_size if name == "raster_order" else reduction_size)]
+            for inner, width in spans:
+                assert blob[at + inner:at + inner + width] == params[at + inner:at + inner + width], (problem, name)
+
+
+def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_them_out(host) -> None:
+    """NVRTC's build of the split-K kernel: HGMMA fed by TMA, nothing spilled; its probe (what the runtime packs by) places every
+    scheduler field where CUTLASS's host code does; its record round-trips, and a record
+    whose layout contradicts its configuration is refused."""
+    from collections import Counter
+
+    from support.sass import sass_of
+
+    from partita.lowering import nvrtc
+    from partita.lowering.cubin import sass_by_function
+    from partita.lowering.cutlass.sm90 import emit_sm90_module, read_layout, sm90_from_record, sm90_name, sm90_record
+
+    spec, cfg = SPLIT_K[0]
+    cfg = dataclasses.replace(cfg, name=sm90_name(spec, cfg))
+    source = emit_sm90_module([("split", spec, cfg)])
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about 15 s of NVRTC
+    entry = source.entries["split"]
+    ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL|HMMA)\b",
+                             sass_by_function(sass_of(binary.cubin))[entry.name]))
+    assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == ops["HMMA"] == 0, ops
+    layout = read_layout(binary.cubin, entry.kernel_type)
+    reference = cutlass_host.run(host, len(CASES) + len(CLUSTERS) + len(PERSISTENT_CLUSTERS), 1, 4096, 4096, 1,
+                                 splits=4)
+    # the host's Params is larger before the scheduler (its TMA objects hold more), so the
+    # fields sit at one shift: the same order, spacing and inner layout
+    mine, theirs, count = layout["stream_k"], reference["stream_k_offsets"], len(STREAM_K_PARAMS)
+    assert [at - mine[0] for at in mine[:count]] == [at - theirs[0] for at in theirs[:count]]
+    assert mine[count:] == theirs[count:] and layout["scheduler"] == () and layout["threads"] == 384
+    assert mine[count - 1] + 8 <= layout["params_size"]
+    record = sm90_record(entry, ("x", "w", "bias"), layout)
+    assert sm90_from_record(record)[0].config == cfg
+    broken = DictionaryAttr({**record.data, "layout": DictionaryAttr({**record.data["layout"].data,
+                                                                      "stream_k": ArrayAttr([])})})
+    with pytest.raises(ValueError, match="lacks a stream-K tile scheduler"):
+        sm90_from_record(broken)

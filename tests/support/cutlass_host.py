@@ -15,7 +15,7 @@ from pathlib import Path
 
 from partita.lowering import nvrtc
 from partita.lowering.cutlass.kernels import KernelSpec
-from partita.lowering.cutlass.sm90 import PREAMBLE, Sm90Config, _kernel_decl
+from partita.lowering.cutlass.sm90 import PREAMBLE, STREAM_K_PARAMS, Sm90Config, _kernel_decl
 
 _STUBS = r'''#include <cstdio>
 #include <cstring>
@@ -48,7 +48,7 @@ extern "C" CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType
 '''
 
 _RUN = r'''
-static void run_KERNEL(int M, int N, int K, int L) {
+static void run_KERNEL(int M, int N, int K, int L, int splits) {
   using namespace KERNEL_ns;
   auto* A = reinterpret_cast<T*>(0x10000); auto* B = reinterpret_cast<TB*>(0x20000);
   auto* C = reinterpret_cast<TD*>(0x30000); auto* D = reinterpret_cast<TD*>(0x40000);
@@ -60,7 +60,7 @@ static void run_KERNEL(int M, int N, int K, int L) {
   hw.sm_count = SMS;  // what a persistent kernel's scheduler and grid are sized by
   typename Kernel::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},
       {A, dA, B, dB}, {{1.0f, 1.0f}, C, dC, D, dD}, hw};
-  Params p = Kernel::to_underlying_arguments(args, nullptr);
+SPLITS  Params p = Kernel::to_underlying_arguments(args, WORKSPACE);
   auto grid = Kernel::get_grid_shape(p);
   std::printf("GRID %u %u %u\n", grid.x, grid.y, grid.z);
   std::printf("TX %u %u %u\n", p.mainloop.tma_transaction_bytes, p.mainloop.tma_transaction_bytes_mk,
@@ -98,6 +98,22 @@ _SCHEDULER = r'''  { const auto& s = p.scheduler;
     std::printf("\n"); }
 '''
 
+#: A split-K kernel: the stream-K scheduler's split-K decomposition of ``splits`` slices,
+#: its workspace at 0x50000, and what it is given: the workspace size and the scheduler's fields
+_SPLIT_K_ARGS = r'''  args.scheduler.splits = splits;
+  args.scheduler.decomposition_mode = cutlass::gemm::kernel::detail::DecompositionMode::SplitK;
+  std::printf("WORKSPACE %zu\n", Kernel::get_workspace_size(args));
+'''
+
+_STREAM_K = r'''  { std::printf("SKOFF");  // the stream-K probe's offsets, as the host compiler lays Params out
+    for (long long v : {OFFSETS})
+      std::printf(" %lld", v);
+    std::printf("\nPARAMS %zu", sizeof(Params));
+    const unsigned char* raw = reinterpret_cast<const unsigned char*>(&p);
+    for (size_t i = 0; i < sizeof(Params); ++i) std::printf(" %u", raw[i]);
+    std::printf("\n"); }
+'''
+
 _MAIN = r'''
 // the runtime calls the workspace helpers name (never reached for these kernels)
 extern "C" cudaError_t cudaGetLastError() { return cudaSuccess; }
@@ -108,6 +124,7 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int) { retur
 
 int main(int argc, char** argv) {
   int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), L = atoi(argv[4]), which = atoi(argv[5]);
+  int splits = argc > 6 ? atoi(argv[6]) : 1;
   switch (which) {
 CASES  }
 }
@@ -136,6 +153,7 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
 }
 #include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized.hpp>
 #include <cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_cooperative.hpp>
+#include <cutlass/gemm/kernel/sm90_tile_scheduler_stream_k.hpp>
 """)
     parts, cases = [], []
     for i, (spec, cfg) in enumerate(kernels):
@@ -148,10 +166,13 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
         parts.append(decl[: decl.index("// Inlined into its entry")])  # the types, not the device code
         # the FP8 main loop's promotion interval (what its Arguments default to)
         promotion = '  std::printf("PROMOTION %u\\n", p.mainloop.mma_promotion_interval);\n' if spec.is_fp8 else ""
+        scheduler = _stream_k(f"k{i}") if cfg.split_k else _SCHEDULER if cfg.persistent else ""
         parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b)
-                     .replace("PROMOTION", promotion).replace("SCHEDULER", _SCHEDULER if cfg.persistent else "")
+                     .replace("PROMOTION", promotion).replace("SCHEDULER", scheduler)
+                     .replace("WORKSPACE", "reinterpret_cast<void*>(0x50000)" if cfg.split_k else "nullptr")
+                     .replace("SPLITS", _SPLIT_K_ARGS if cfg.split_k else "")
                      .replace("SMS", str(SMS)))
-        cases.append(f"    case {i}: run_k{i}(M, N, K, L); break;\n")
+        cases.append(f"    case {i}: run_k{i}(M, N, K, L, splits); break;\n")
     source = where / "host.cpp"
     source.write_text(include + "".join(parts) + _MAIN.replace("CASES", "".join(cases)))
     binary = where / "host"
@@ -162,11 +183,25 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
     return binary
 
 
-def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
+def _stream_k(alias: str) -> str:
+    """The split-K kernel's fields in the order of its probe (``STREAM_K_FIELDS``)."""
+    member = {"sm_count": "hw_info.sm_count", "max_active_clusters": "hw_info.max_active_clusters",
+              "workspace": "workspace"}
+    offsets = [f"(long long)offsetof(Params, {member.get(f, f'scheduler.{f}_')})" for f, _ in STREAM_K_PARAMS]
+    inner = ["(long long)offsetof(cutlass::FastDivmodU64, multiplier)", "(long long)offsetof(cutlass::FastDivmodU64, shift_right)",
+             "(long long)offsetof(cutlass::FastDivmodU64, round_up)", "(long long)offsetof(cutlass::FastDivmodU64Pow2, shift_right)",
+             "(long long)offsetof(cutlass::FastDivmod, multiplier)", "(long long)offsetof(cutlass::FastDivmod, shift_right)",
+             "(long long)sizeof(cutlass::gemm::kernel::detail::RasterOrder)",
+             "(long long)sizeof(cutlass::gemm::kernel::detail::ReductionMode)"]
+    return _STREAM_K.replace("OFFSETS", ", ".join(offsets + inner))
+
+
+def run(binary: Path, which: int, M: int, N: int, K: int, L: int, splits: int = 1) -> dict:
     """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk), "promotion": n}`` of
-    kernel ``which`` (``promotion``: an FP8 main loop's interval, else None)."""
-    out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which)], check=True, capture_output=True,
-                         text=True, timeout=60).stdout
+    kernel ``which`` (``promotion``: an FP8 main loop's interval, else None); a split-K kernel
+    cut in ``splits`` also gives ``workspace`` (bytes) and ``stream_k_offsets``."""
+    out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which), str(splits)], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
     encodes = []
     for line in out.splitlines():
         if line.startswith("ENCODE "):
@@ -188,4 +223,5 @@ def run(binary: Path, which: int, M: int, N: int, K: int, L: int) -> dict:
         raise ValueError(f"CUTLASS's host code printed no GRID or TX line:\n{out}")
     return {"encodes": encodes, "grid": grid, "tx": tx, "promotion": promotion[0] if promotion else None,
             "scheduler": numbers("SCHED"), "scheduler_offsets": numbers("SCHEDOFF"),
+            "stream_k_offsets": numbers("SKOFF"), "workspace": (numbers("WORKSPACE") or (None,))[0],
             "params": bytes(raw[1:]) if raw else None}

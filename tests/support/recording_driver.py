@@ -838,6 +838,7 @@ def recorded_run(module, entry: str, args, arch: tuple[int, int] = (9, 0)):
     runtime = Runtime(module, CudaDevice(driver=drv), entry=entry, graphs=False)
     outs = runtime.run(*args)
     (bound,) = runtime._bound.values()
-    launched = {s.function.name: (s.grid, s.block, list(s.args), s.smem) for s in bound.steps}
+    launched = {s.function.name: (s.grid, s.block, list(s.args), s.smem) for s in bound.steps
+                if hasattr(s, "function")}  # kernel launches (not a split-K kernel's barrier memset)
     drv.runtime = runtime  # its memory stays allocated (readable with drv.read) while drv lives
     return drv, launched, outs

@@ -75,7 +75,10 @@ def test_candidates_are_the_tables_choice_then_the_others_the_arch_holds() -> No
     # rest, then the Sm80 ones
     hopper = kernel_candidates(kernel, CutlassOptions(sm=90), hopper=True)
     assert hopper[0] == "128x256x64_1x1x1_cooperative" and "128x256x64_2x1x1_cooperative" in hopper
-    assert hopper == [sm90_label(*c) for c in SM90_CANDIDATES] + labels
+    # and, the 16 tiles filling less than a wave, the persistent 128x128 and 128x256 tiles
+    # split 2 ways (4 would leave a slice one 64-deep K tile of 512)
+    hopper_splits = ["128x128x64_1x1x1_cooperative_k2", "128x256x64_1x1x1_cooperative_k2"]
+    assert hopper == [sm90_label(*c) for c in SM90_CANDIDATES] + hopper_splits + labels
     # f32 (TF32 by default) and exact f32 have one kernel each: nothing to time
     assert kernel_candidates(_kernel(_dense(256, 1024, 512, "f32")), CutlassOptions(sm=90), hopper=False) == []
     # a decode step's row: the table's 64x64 tile first, split 2, 4 and 8 ways (K = 4096 keeps

@@ -60,12 +60,16 @@ from partita.lowering.cutlass.sm90 import (
     sm90_from_record,
     sm90_record,
     why_not_sm90,
+    why_not_split_k,
 )
 from partita.lowering.cutlass.tuning import (
+    COOPERATIVE,
     KERNEL_ATTR,
     SM80_CANDIDATES,
     SM80_SPLITS,
     SM90_CANDIDATES,
+    SM90_SPLIT_TILES,
+    SM90_SPLITS,
     SPLIT_K_WAVE,
     is_sm90_label,
     sm80_label,
@@ -372,9 +376,10 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     """Labels of the configurations ``tune-cutlass-kernels`` times for ``kernel``: the
     tuning table's first, then every other the codegen builds for its spec on
     ``options.sm``: with ``hopper`` the sm_90a kernels where they apply, then the Sm80 ones;
-    for a static dense product of less than a wave of tiles, split-K ones too (the table's
-    tile and the smallest, ``SM80_SPLITS``). Empty when the spec has one kernel only (FP8,
-    int8, f32, convolutions, narrow alignments)."""
+    for a static dense product of less than a wave of tiles, split-K ones too (on sm_90a the
+    persistent tiles' ``SM90_SPLITS``; the Sm80 table's tile and the smallest,
+    ``SM80_SPLITS``). Empty when the spec has one kernel only (FP8, int8, f32, convolutions,
+    narrow alignments)."""
     spec = kernel.spec
     labels = []
     try:
@@ -384,6 +389,15 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule)
             labels = [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
+            if splittable(spec):  # few tiles: the persistent kernels' split-K
+                M, N, _ = spec.gemm_problem()
+                for tile in SM90_SPLIT_TILES:
+                    if -(-M // tile[0]) * -(-N // tile[1]) >= SPLIT_K_WAVE:
+                        continue
+                    # at least 4 K tiles a slice, as for the Sm80 split-K kernels
+                    labels += [sm90_label(tile, (1, 1, 1), COOPERATIVE, split) for split in SM90_SPLITS
+                               if why_not_split_k(spec, tile, (1, 1, 1), COOPERATIVE, split) is None
+                               and spec.K // split >= 4 * tile[2]]
         cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
     except UnsupportedKernel as err:
         raise op_error(kernel.function, str(err)) from None

@@ -88,6 +88,13 @@ SM80_CANDIDATES: tuple[tuple[tuple[int, int, int], tuple[int, int, int], int], .
     ((128, 64, 64), (2, 2, 1), 3),
 )
 
+SM90_SPLITS = (2, 4, 8)
+"""Split-K slices of the Hopper persistent kernels (CUTLASS's stream-K scheduler in its
+split-K decomposition) timed for the same few-tile products, on the cooperative tiles of
+:data:`SM90_SPLIT_TILES`."""
+SM90_SPLIT_TILES = ((128, 128, 64), (128, 256, 64))
+"""The cooperative tiles (one CTA, no cluster) split-K is timed on."""
+
 SM80_SPLITS = (2, 4, 8)
 """Serial split-K slices timed for a static dense product whose tiles fill less than a wave
 (a decode step's GEMV-like rows: its few tiles would leave most SMs idle, and the weight
@@ -107,17 +114,22 @@ def _shape(dims: tuple[int, ...]) -> str:
     return "x".join(map(str, dims))
 
 
-def sm90_label(tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str) -> str:
-    """``128x256x64_2x1x1_cooperative``: tile, cluster and schedule of a Hopper kernel."""
-    return f"{_shape(tile)}_{_shape(cluster)}_{'cooperative' if schedule == COOPERATIVE else 'ws'}"
+def sm90_label(tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str, split: int = 1) -> str:
+    """``128x256x64_2x1x1_cooperative``: tile, cluster and schedule of a Hopper kernel, and
+    ``_k4`` for 4 split-K slices."""
+    label = f"{_shape(tile)}_{_shape(cluster)}_{'cooperative' if schedule == COOPERATIVE else 'ws'}"
+    return label + (f"_k{split}" if split > 1 else "")
 
 
-def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], str]:
-    """``(tile, cluster, schedule)`` of a :func:`sm90_label`; ValueError if it is none."""
+def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], str, int]:
+    """``(tile, cluster, schedule, split)`` of a :func:`sm90_label`; ValueError if it is
+    none."""
     parts = label.split("_")
-    if len(parts) != 3 or parts[2] not in ("ws", "cooperative"):
-        raise ValueError(f"'{label}' is not a Hopper kernel label (tile_cluster_ws|cooperative)")
-    return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS
+    split = parts.pop() if len(parts) == 4 else "k1"
+    if len(parts) != 3 or parts[2] not in ("ws", "cooperative") or not split.startswith("k") \
+            or not split[1:].isdigit():
+        raise ValueError(f"'{label}' is not a Hopper kernel label (tile_cluster_ws|cooperative[_kSPLIT])")
+    return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS, int(split[1:])
 
 
 def sm80_label(threadblock: tuple[int, int, int], warps: tuple[int, int, int], stages: int, split: int = 1) -> str:
@@ -137,5 +149,5 @@ def parse_sm80_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, 
 
 
 def is_sm90_label(label: str) -> bool:
-    """A Hopper kernel's label (its schedule last), not an Sm80 one."""
-    return label.endswith(("_ws", "_cooperative"))
+    """A Hopper kernel's label (its schedule last, or before its split), not an Sm80 one."""
+    return label.endswith(("_ws", "_cooperative")) or "_cooperative_k" in label

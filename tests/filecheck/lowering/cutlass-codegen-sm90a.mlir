@@ -49,3 +49,28 @@ func.func @main(%x: tensor<64x7xf16>, %w: tensor<32x7xf16>) -> tensor<64x32xf16>
   }) : (tensor<64x7xf16>, tensor<32x7xf16>) -> tensor<64x32xf16>
   func.return %0 : tensor<64x32xf16>
 }
+
+// -----
+
+// A decode step's row pinned to split-K (tune-cutlass-kernels' choice for few tiles): the
+// cooperative kernel with CUTLASS's stream-K tile scheduler, whose probe lists that
+// scheduler's fields; one entry serves every split count (a run-time value of Params).
+
+// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_f16_128x128x64_1x1x1_tn_identity_streamk_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_cooperative_splitk4_bias
+// CHECK:      using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue, cutlass::gemm::StreamKScheduler>;
+// CHECK-NOT:  _sched_layout
+// CHECK:      extern "C" __device__ const long long [[K:partita_sm90_k0]]_stream_k_layout[] = {
+// CHECK:        (long long)offsetof([[K]]_ns::Params, scheduler.divmod_splits_),
+// CHECK:        (long long)offsetof([[K]]_ns::Params, workspace),
+// CHECK:      [[ENTRY]](const __grid_constant__ [[K]]_ns::Params params) {
+
+func.func @main(%x: tensor<1x4096xf16>, %w: tensor<1024x4096xf16>, %b: tensor<1024xf16>) -> tensor<1x1024xf16> {
+  %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline, cutlass.kernel = "128x128x64_1x1x1_cooperative_k4"} ({
+  ^bb0(%a: tensor<1x4096xf16>, %c: tensor<1024x4096xf16>, %d: tensor<1024xf16>):
+    %1 = nn.dense %a, %c : (tensor<1x4096xf16>, tensor<1024x4096xf16>) -> tensor<1x1024xf16>
+    %2 = nn.bias_add %1, %d : (tensor<1x1024xf16>, tensor<1024xf16>) -> tensor<1x1024xf16>
+    byoc.yield %2 : tensor<1x1024xf16>
+  }) : (tensor<1x4096xf16>, tensor<1024x4096xf16>, tensor<1024xf16>) -> tensor<1x1024xf16>
+  func.return %0 : tensor<1x1024xf16>
+}
