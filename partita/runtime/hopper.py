@@ -4,7 +4,7 @@ At load the cubin is loaded and the kernel opted in to its shared memory (over 2
 the mainloop's stages); when a shape signature is bound, the operands' TMA descriptors are
 encoded (``device.encode_tensor_map``) and the kernel's ``Params`` packed once from the
 layout its probe recorded (``partita.runtime.tma``); a run is then one cluster launch
-(``cuLaunchKernelEx``) per call, or its replay in a CUDA graph. A split-K kernel takes a
+(``cuLaunchKernelEx``) per call, or its replay in a CUDA graph. A split-K or stream-K kernel takes a
 workspace from the plan (its f32 partials, then its reduction barriers) and a memset of the
 barriers before each launch, which the kernel leaves counted up.
 """
@@ -27,12 +27,12 @@ from partita.lowering.cutlass.kernels import DTYPE_BYTES, NUMPY_DTYPES, Unsuppor
 from partita.lowering.cutlass.sm90 import MMA_PROMOTION_INTERVAL, RECORD_KIND, Sm90Entry, sm90_from_record
 from partita.runtime.device import Operand, check_operand_dtypes
 from partita.runtime.tma import (
-    SplitKSchedule,
+    StreamKSchedule,
     persistent_schedule,
     sm90_arguments,
     sm90_grid,
     sm90_pieces,
-    split_k_schedule,
+    stream_k_schedule,
 )
 from partita.runtime.validate import CheckedModule, as_checked, check_cutlass_contract
 
@@ -110,20 +110,22 @@ class PreparedSm90:
         return [(self.kernel, tuple(kind for kind, *_ in sm90_pieces(self.handle.layout)))]
 
     zeroes_workspace: ClassVar[bool] = False
-    """A split-K kernel's workspace is scratch to the plan: the call zeroes its barriers
-    itself before each launch (the kernel leaves them counted up)."""
+    """A split-K / stream-K kernel's workspace is scratch to the plan: the call zeroes its
+    barriers itself before each launch (the kernel leaves them counted up)."""
 
     def workspace_bytes(self, shapes: Sequence[tuple[int, ...]], outputs: Sequence[tuple[int, ...]] = ()) -> int:
-        """A split-K kernel's partials and barriers; none for the others (the persistent
-        data-parallel scheduler keeps no state in memory)."""
-        if not self.handle.entry.config.split_k:
+        """A split-K / stream-K kernel's partials and barriers; none for the others (the
+        persistent data-parallel scheduler keeps no state in memory)."""
+        if not self.handle.entry.config.stream_k_scheduler:
             return 0
-        return self.split_k(self.handle.problem_of(shapes), HOPPER_SMS).workspace_bytes
+        return self.stream_k(self.handle.problem_of(shapes), HOPPER_SMS).workspace_bytes
 
-    def split_k(self, problem: tuple[int, int, int, int], sm_count: int) -> SplitKSchedule:
+    def stream_k(self, problem: tuple[int, int, int, int], sm_count: int) -> StreamKSchedule:
+        """The stream-K scheduler's schedule of ``problem``: its split-K decomposition, or its
+        heuristic one (``decomposition = "stream_k"``, one split)."""
         cfg = self.handle.entry.config
         try:
-            return split_k_schedule(problem, cfg.tile, cfg.cluster, sm_count, cfg.splits)
+            return stream_k_schedule(problem, cfg.tile, cfg.cluster, sm_count, cfg.splits)
         except ValueError as err:
             raise PartitaError(f"@{self.handle.function}: {err}") from None
 
@@ -139,14 +141,14 @@ class PreparedSm90:
         pointers["out"] = out.ptr
         cfg = entry.config
         schedule, sm_count = None, 0
-        split: SplitKSchedule | None = None
+        split: StreamKSchedule | None = None
         if cfg.persistent:  # about one CTA an SM, walking the tiles
             sm_count = int(getattr(device, "multiprocessor_count", 0) or HOPPER_SMS)
-            if cfg.split_k:
-                split = self.split_k(problem, sm_count)
-                if not workspace:
-                    raise PartitaError(f"@{handle.function}: its split-K partials need a workspace, and the call "
-                                       "has none")
+            if cfg.stream_k_scheduler:
+                split = self.stream_k(problem, sm_count)
+                if split.workspace_bytes and not workspace:
+                    raise PartitaError(f"@{handle.function}: its {split.mode} partials need a workspace, and the "
+                                       "call has none")
             else:
                 schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, sm_count)
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
@@ -161,7 +163,7 @@ class PreparedSm90:
         launch = device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
                                        cluster=cfg.cluster)
         check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks
-        if split is None:
+        if split is None or not split.barrier_bytes:
             return [launch]
         # the reduction barriers after the partials start at zero each run
         return [ZeroFill(device, int(workspace or 0) + split.reduction_bytes, split.barrier_bytes), launch]
@@ -170,7 +172,7 @@ class PreparedSm90:
 @dataclass(frozen=True)
 class ZeroFill:
     """A launch-plan step zeroing ``nbytes`` at ``ptr`` on the stream (a memset node in a
-    graph): a split-K kernel's reduction barriers before it runs."""
+    graph): a split-K or stream-K kernel's reduction barriers before it runs."""
 
     device: Any
     ptr: int

@@ -141,7 +141,7 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
     ``promotion_interval``; a persistent kernel (its layout has a ``scheduler``) the tile
     scheduler's ``schedule`` on a device of ``sm_count`` SMs; a split-K kernel (its layout
-    has a ``stream_k`` probe) its :meth:`SplitKSchedule.fields`."""
+    has a ``stream_k`` probe) its :meth:`StreamKSchedule.fields`."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -362,22 +362,42 @@ def _round_up(value: int, to: int) -> int:
 DETERMINISTIC = 0
 #: Consumer warp groups of the cooperative kernel, one reduction barrier each per tile.
 COOPERATIVE_MMA_WARP_GROUPS = 2
+#: CUTLASS's ``min_iters_per_sk_unit_`` and ``max_sk_groups_``: the fewest K tiles a
+#: stream-K unit computes, the most groups of units.
+MIN_ITERS_PER_SK_UNIT, MAX_SK_GROUPS = 8, 8
 
 
 @dataclass(frozen=True)
-class SplitKSchedule:
-    """What CUTLASS's ``PersistentTileSchedulerSm90StreamK`` computes on the host for its
-    split-K decomposition (``DecompositionMode::SplitK``, deterministic reduction, no
-    swizzle, the heuristic raster order): each output tile's ``k_tiles`` K tiles cut into
-    ``splits`` work units (the first ``k_tiles % splits`` one K tile longer), a full
-    persistent grid walking them. Its workspace is the f32 partials of every output tile,
-    then one 32-bit barrier per tile and consumer warp group, which must read zero when the
+class StreamKSchedule:
+    """What CUTLASS's ``PersistentTileSchedulerSm90StreamK`` computes on the host for a
+    problem (deterministic reduction, no swizzle, the heuristic raster order, one epilogue
+    subtile, no separate reduction): its decomposition (``mode``), the counts its
+    ``Params`` hold, its grid (a full persistent one) and its workspace.
+
+    * ``"split_k"``: each output tile's ``k_tiles`` K tiles cut into ``splits`` units (the
+      first ``k_tiles % splits`` one K tile longer);
+    * ``"stream_k"``: the ``sk_tiles`` tiles of the last two waves cut into ``sk_units``
+      units of about equal K ranges, in ``groups`` groups, the other ``dp_units`` tiles a
+      unit each;
+    * ``"data_parallel"``: a unit a tile.
+
+    The workspace is the f32 partials of ``reduction_tiles`` tiles, then one 32-bit barrier
+    per tile of ``barrier_tiles`` and consumer warp group, which must read zero when the
     kernel starts: the kernel counts K tiles into them and leaves them so."""
 
     tiles: PersistentSchedule
     tile: tuple[int, int, int]
     k_tiles: int
-    splits: int
+    mode: str
+    splits: int = 1
+    sk_tiles: int = 0
+    sk_units: int = 0
+    groups: int = 1
+    big_groups: int = 0
+    k_tiles_per_group: int = 0
+    k_tiles_per_sk_unit: int = 0
+    reduction_tiles: int = 0
+    barrier_tiles: int = 0
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -391,12 +411,12 @@ class SplitKSchedule:
     @property
     def reduction_bytes(self) -> int:
         """The f32 partial tiles, 128-byte aligned (``get_reduction_workspace_size``)."""
-        return _round_up(4 * self.tile[0] * self.tile[1] * self.output_tiles, 128)
+        return _round_up(4 * self.tile[0] * self.tile[1] * self.reduction_tiles, 128)
 
     @property
     def barrier_bytes(self) -> int:
         """The reduction barriers after the partials (``get_barrier_workspace_size``)."""
-        return _round_up(4 * COOPERATIVE_MMA_WARP_GROUPS * self.output_tiles, 128)
+        return _round_up(4 * COOPERATIVE_MMA_WARP_GROUPS * self.barrier_tiles, 128)
 
     @property
     def workspace_bytes(self) -> int:
@@ -409,43 +429,113 @@ class SplitKSchedule:
         with the workspace at ``workspace``, by :data:`STREAM_K_PARAMS` name."""
         (pm, pn, pl), (cm, cn) = self.tiles.problem_blocks, self.tiles.cluster
         base = self.tiles.fields
-        units = pm * pn * pl
-        return {
+        cluster_size, units = cm * cn, pm * pn * pl
+        fields: dict[str, object] = {
             "sm_count": sm_count, "max_active_clusters": 0,
             "divmod_cluster_shape_major": base["divmod_cluster_shape_major"],
             "divmod_cluster_shape_minor": base["divmod_cluster_shape_minor"],
             "divmod_batch": fast_divmod_u64(pm * pn), "divmod_cluster_blk_major": base["divmod_cluster_blk_major"],
-            "divmod_clusters_mnl": fast_divmod_u64(units // (cm * cn)), "divmod_sk_groups": fast_divmod_u64(1),
-            "divmod_sk_units_per_group": fast_divmod_u64(1), "units_per_problem": units,
             "divmod_tiles_per_output_tile": fast_divmod(self.k_tiles), "log_swizzle_size": 0,
-            "raster_order": base["raster_order"], "divmod_splits": fast_divmod(self.splits),
-            "big_units": self.k_tiles % self.splits, "big_groups": 0, "reduction_workspace": workspace,
-            "sk_tiles": 0, "sk_units": 0, "divmod_k_tiles_per_sk_unit": fast_divmod(self.k_tiles // self.splits),
-            "divmod_k_tiles_per_sk_big_unit": fast_divmod(self.k_tiles // self.splits + 1),
-            "reduction_mode": DETERMINISTIC, "divmod_epilogue_subtile": (0, 0, 0, 0),  # FastDivmodU64{}
-            "separate_reduction_units": 0, "ktile_start_alignment_count": 1, "workspace": workspace,
+            "raster_order": base["raster_order"], "big_groups": 0, "reduction_workspace": workspace,
+            "reduction_mode": DETERMINISTIC, "separate_reduction_units": 0, "ktile_start_alignment_count": 1,
+            "workspace": workspace,
         }
+        if self.mode == "stream_k":  # set_params_stream_k
+            per_unit = self.k_tiles_per_sk_unit
+            return {**fields, "divmod_clusters_mnl": fast_divmod_u64(self.sk_units // cluster_size),
+                    "divmod_sk_groups": fast_divmod_u64(self.groups),
+                    "divmod_sk_units_per_group": fast_divmod_u64(self.sk_units // self.groups),
+                    "units_per_problem": units - self.sk_tiles + self.sk_units, "divmod_splits": fast_divmod(1),
+                    "big_units": self.k_tiles_per_group % self.sk_units // cluster_size,
+                    "big_groups": self.big_groups, "sk_tiles": self.sk_tiles, "sk_units": self.sk_units,
+                    "divmod_k_tiles_per_sk_unit": fast_divmod(per_unit),
+                    "divmod_k_tiles_per_sk_big_unit": fast_divmod(per_unit + 1),
+                    "divmod_epilogue_subtile": fast_divmod_u64(1)}
+        # set_params_basic: split-K, or data-parallel as one split
+        return {**fields, "divmod_clusters_mnl": fast_divmod_u64(units // cluster_size),
+                "divmod_sk_groups": fast_divmod_u64(1), "divmod_sk_units_per_group": fast_divmod_u64(1),
+                "units_per_problem": units, "divmod_splits": fast_divmod(self.splits),
+                "big_units": self.k_tiles % self.splits, "sk_tiles": 0, "sk_units": 0,
+                "divmod_k_tiles_per_sk_unit": fast_divmod(self.k_tiles // self.splits),
+                "divmod_k_tiles_per_sk_big_unit": fast_divmod(self.k_tiles // self.splits + 1),
+                "divmod_epilogue_subtile": (0, 0, 0, 0)}  # FastDivmodU64{}, left unset
 
 
-def split_k_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cluster: tuple[int, int, int],
-                     sm_count: int, splits: int) -> SplitKSchedule:
-    """The split-K schedule of a Hopper GEMM: ``splits`` clamped as CUTLASS does
-    (``adjust_split_count``: to the SMs and to the K tiles); a ValueError when fewer than
-    two remain (CUTLASS would then fall back to another decomposition, not built here)."""
+def stream_k_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int, int], cluster: tuple[int, int, int],
+                      sm_count: int, splits: int = 1) -> StreamKSchedule:
+    """The stream-K scheduler's schedule of a Hopper GEMM on ``sm_count`` SMs: with
+    ``splits`` above 1 its split-K decomposition (``DecompositionMode::SplitK``, the count
+    clamped as CUTLASS clamps it: to the SMs and the K tiles; a ValueError when fewer than
+    two remain, where CUTLASS would fall back to another decomposition), else its
+    heuristic one (``DecompositionMode::Heuristic``)."""
+    tiles = persistent_schedule(problem, tile, cluster, sm_count, truncate=False)
     k_tiles = -(-problem[2] // tile[2])
-    adjusted = min(splits, sm_count, k_tiles)
-    if adjusted < 2:
-        raise ValueError(f"split-K of {splits} slices needs at least 2 K tiles of {tile[2]} and 2 SMs: K = "
-                         f"{problem[2]} has {k_tiles}")
-    return SplitKSchedule(persistent_schedule(problem, tile, cluster, sm_count, truncate=False), tile, k_tiles,
-                          adjusted)
+    (pm, pn, pl), (cm, cn) = tiles.problem_blocks, tiles.cluster
+    output_tiles, cluster_size = pm * pn * pl, cm * cn
+    if splits > 1:
+        adjusted = min(splits, sm_count, k_tiles)
+        if adjusted < 2:
+            raise ValueError(f"split-K of {splits} slices needs at least 2 K tiles of {tile[2]} and 2 SMs: K = "
+                             f"{problem[2]} has {k_tiles}")
+        return StreamKSchedule(tiles, tile, k_tiles, "split_k", adjusted, reduction_tiles=output_tiles,
+                               barrier_tiles=output_tiles)
+    # select_decomposition_mode, its heuristic branch
+    wave = tiles.grid[0] * tiles.grid[1]
+    wave_in_clusters = wave // cluster_size * cluster_size
+    sk_tiles = _stream_k_tiles(output_tiles, wave, cluster_size, k_tiles)
+    # enough units that each computes MIN_ITERS_PER_SK_UNIT K tiles, up to a wave, whole clusters
+    sk_units = min(wave_in_clusters, k_tiles * sk_tiles // MIN_ITERS_PER_SK_UNIT // cluster_size * cluster_size)
+    # the workspace is sized for the stream-K tiles whatever is chosen, but for split-K
+    sizes = {"reduction_tiles": sk_tiles, "barrier_tiles": sk_tiles}
+    if sk_tiles == 0 or sk_units == 0:
+        return StreamKSchedule(tiles, tile, k_tiles, "data_parallel", **sizes)
+    if sk_tiles < sk_units and sk_units % sk_tiles == 0:  # the stream-K tiles split evenly: split-K
+        return StreamKSchedule(tiles, tile, k_tiles, "split_k", sk_units // sk_tiles, reduction_tiles=output_tiles,
+                               barrier_tiles=output_tiles)
+    sk_cluster_tiles = sk_tiles // cluster_size
+    blocks_major = pm // cm if tiles.raster == ALONG_M else pn // cn
+    groups = _stream_k_groups(min(blocks_major, MAX_SK_GROUPS), sk_units, sk_cluster_tiles, cluster_size, k_tiles)
+    k_tiles_per_group = k_tiles * (sk_cluster_tiles // groups * cluster_size)
+    return StreamKSchedule(tiles, tile, k_tiles, "stream_k", 1, sk_tiles, sk_units, groups, sk_cluster_tiles % groups,
+                           k_tiles_per_group, k_tiles_per_group // (sk_units // groups), **sizes)
+
+
+def _stream_k_tiles(output_tiles: int, wave: int, cluster_size: int, k_tiles: int) -> int:
+    """``get_num_sk_tiles`` (heuristic): the tiles of the last two waves when the last is
+    less than half full (and tiles have more than ``MIN_ITERS_PER_SK_UNIT`` K tiles), in
+    whole clusters; none otherwise."""
+    full_waves, total_waves = output_tiles // wave, -(-output_tiles // wave)
+    if full_waves == total_waves or k_tiles <= MIN_ITERS_PER_SK_UNIT:
+        return 0
+    if 2 * (output_tiles - full_waves * wave) >= wave:
+        return 0
+    dp_tiles = (full_waves - 1 if full_waves > 1 else 0) * wave
+    return (output_tiles - dp_tiles) // cluster_size * cluster_size
+
+
+def _stream_k_groups(groups: int, sk_units: int, sk_cluster_tiles: int, cluster_size: int, k_tiles: int) -> int:
+    """``calculate_groups``: the most groups (from ``groups`` down) that divide the stream-K
+    units and tiles evenly and leave every unit ``MIN_ITERS_PER_SK_UNIT`` K tiles; else the
+    most that divide the units; else one."""
+    cluster_units = sk_units // cluster_size
+
+    def too_small(g: int) -> bool:
+        units = sk_units // g
+        return units == 0 or sk_cluster_tiles // g * cluster_size * k_tiles // units < MIN_ITERS_PER_SK_UNIT
+
+    fallback = 0
+    while groups > 1 and not (cluster_units % groups == 0 and sk_cluster_tiles % groups == 0 and not too_small(groups)):
+        if fallback == 0 and cluster_units % groups == 0 and not too_small(groups):
+            fallback = groups
+        groups -= 1
+    return fallback if groups == 1 and fallback > 0 else groups
 
 
 _INTS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
 def pack_stream_k(blob: bytearray, offsets: tuple[int, ...], fields: dict[str, object]) -> None:
-    """Writes a split-K schedule's :meth:`SplitKSchedule.fields` into a ``Params`` blob at
+    """Writes a stream-K schedule's :meth:`StreamKSchedule.fields` into a ``Params`` blob at
     the offsets of the kernel's stream-K probe (``partita.lowering.cutlass.sm90.STREAM_K_FIELDS``)."""
     count = len(STREAM_K_PARAMS)
     mult64, shift64, round64, shift_pow2, mult32, shift32, raster_size, reduction_size = offsets[count:]

@@ -285,23 +285,31 @@ def test_every_tuning_candidate_builds_to_wgmma_without_spills() -> None:
         choose_sm90_config(spec, "128x128x64_4x1x1_ws")
 
 
-def test_split_k_labels_pin_the_stream_k_scheduler_where_it_applies() -> None:
-    """``_kN`` on a persistent tile's label: the same kernel type for every N (a run-time
-    value of Params), built only for a dense product whose static K has N K tiles, on the
-    128-row cooperative tiles, N one of 2, 4, 8."""
+def test_split_k_and_stream_k_labels_pin_the_stream_k_scheduler_where_it_applies() -> None:
+    """``_kN`` (split-K in N) and ``_streamk`` (CUTLASS's heuristic) on a persistent tile's
+    label: one kernel type for both and every N (run-time values of Params), built only for
+    a dense product whose static K has N K tiles, on the 128-row cooperative tiles, N one of
+    2, 4, 8."""
     row = KernelSpec.dense(1, 4096, 4096, "float16", "bias")
     configs = [choose_sm90_config(row, f"128x128x64_1x1x1_cooperative_k{n}") for n in (2, 4, 8)]
-    assert [c.splits for c in configs] == [2, 4, 8] and all(c.split_k and c.persistent for c in configs)
+    configs.append(choose_sm90_config(row, "128x128x64_1x1x1_cooperative_streamk"))
+    assert [(c.decomposition, c.splits) for c in configs] == [("split_k", 2), ("split_k", 4), ("split_k", 8),
+                                                             ("stream_k", 1)]
+    assert all(c.stream_k_scheduler and c.persistent for c in configs)
     assert len({sm90_type_key(row, c) for c in configs}) == 1
     assert sm90_type_key(row, configs[0]) != sm90_type_key(row, choose_sm90_config(row, "128x128x64_1x1x1_cooperative"))
-    assert configs[1].name.endswith("_cooperative_splitk4_bias")
+    assert configs[1].name.endswith("_cooperative_splitk4_bias") and configs[3].name.endswith("_cooperative_streamk_bias")
     for spec, label, why in (
-            (row, "128x128x64_1x1x1_ws_k2", "Hopper split-K is built for"),
-            (row, "128x128x64_1x1x1_cooperative_k3", "Hopper split-K is built for"),
+            (row, "128x128x64_1x1x1_ws_k2", "Hopper split-K and stream-K are built for"),
+            (row, "128x128x64_2x1x1_ws_streamk", "Hopper split-K and stream-K are built for"),
+            (row, "128x128x64_1x1x1_cooperative_k3", "Hopper split-K and stream-K are built for"),
+            (row, "128x128x64_1x1x1_cooperative_kk", "is not a Hopper kernel label"),
             (KernelSpec.dense(1, 4096, 128, "float16"), "128x128x64_1x1x1_cooperative_k4", "fewer than 4 K tiles"),
-            (KernelSpec.batch_matmul(8, 1, 4096, 4096, "float16", "none"), "128x128x64_1x1x1_cooperative_k2",
+            (KernelSpec.batch_matmul(8, 1, 4096, 4096, "float16", "none"), "128x128x64_1x1x1_cooperative_streamk",
              "batch_matmul .* is not split on Hopper")):
         with pytest.raises(UnsupportedKernel, match=why):
             choose_sm90_config(spec, label)
     with pytest.raises(UnsupportedKernel, match="only on the persistent cooperative schedule"):
-        Sm90Config(tile=(128, 128, 64), splits=2)
+        Sm90Config(tile=(128, 128, 64), splits=2, decomposition="split_k")
+    with pytest.raises(UnsupportedKernel, match="2 to 16 in the split_k decomposition, 1 otherwise"):
+        Sm90Config(tile=(128, 128, 64), schedule=COOPERATIVE, splits=4, decomposition="stream_k")

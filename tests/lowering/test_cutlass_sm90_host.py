@@ -30,7 +30,7 @@ from partita.runtime.tma import (
     pack_stream_k,
     persistent_schedule,
     sm90_grid,
-    split_k_schedule,
+    stream_k_schedule,
 )
 
 pytestmark = pytest.mark.skipif(cutlass_host.host_compiler() is None, reason="needs g++ for CUTLASS's host code")
@@ -61,12 +61,24 @@ CLUSTERS = [(KernelSpec.dense(None, 768, 768, "float16", "bias"), Sm90Config(til
 PERSISTENT_CLUSTERS = [(KernelSpec.dense(4096, 768, 768, "float16", "bias"),
                         Sm90Config(tile=(128, 256, 64), cluster=c, schedule=COOPERATIVE)) for c in ((2, 1, 1), (1, 2, 1))]
 
-#: split-K kernels (CUTLASS's stream-K scheduler cutting each tile's K range): a decode
-#: step's few rows by a large weight, on 128x128 and 128x256 tiles and a 2-CTA cluster
-SPLIT_K = [(KernelSpec.dense(None, 4096, 4096, "float16", "bias"), Sm90Config(tile=(128, 128, 64), schedule=COOPERATIVE,
-                                                                             splits=4)),
-           (KernelSpec.dense(None, 4096, 4096, "bfloat16", "none"), Sm90Config(tile=(128, 256, 64), cluster=(2, 1, 1),
-                                                                              schedule=COOPERATIVE, splits=2))]
+#: kernels over CUTLASS's stream-K scheduler (split-K, or its heuristic decomposition: one
+#: kernel): a decode step's few rows by a large weight and wave-quantized products, on
+#: 128x128 and 128x256 tiles and a 2-CTA cluster
+SPLIT_K = [(KernelSpec.dense(None, 4096, 4096, "float16", "bias"),
+            Sm90Config(tile=(128, 128, 64), schedule=COOPERATIVE, splits=4, decomposition="split_k")),
+           (KernelSpec.dense(None, 4096, 4096, "bfloat16", "none"),
+            Sm90Config(tile=(128, 256, 64), cluster=(2, 1, 1), schedule=COOPERATIVE, decomposition="stream_k"))]
+#: (problem, splits: 1 for the heuristic) and the decomposition CUTLASS's host code takes
+STREAM_K_PROBLEMS = [
+    (((1, 4096, 4096, 1), 4), "split_k"), (((16, 4096, 4096, 1), 3), "split_k"), (((300, 4096, 4096, 1), 8), "split_k"),
+    (((8, 4096, 320, 2), 7), "split_k"), (((1, 4096, 128, 1), 16), "split_k"),
+    # the heuristic: a row's 32 tiles cut across the 132 SMs (stream-K); 8 tiles whose 32
+    # units split them evenly (split-K); 294 tiles, two waves and a short third (stream-K
+    # for the last two, in groups); a full last wave or too few K tiles (data-parallel)
+    (((1, 4096, 4096, 1), 1), "stream_k"), (((1, 1024, 2048, 1), 1), "split_k"),
+    (((896, 5376, 4096, 1), 1), "stream_k"), (((2048, 4096, 4096, 1), 1), "data_parallel"),
+    (((1, 4096, 512, 1), 1), "data_parallel"), (((300, 4096, 4096, 2), 1), None),
+]
 
 
 @pytest.fixture(scope="module")
@@ -148,20 +160,24 @@ def test_persistent_grids_of_clusters_are_cutlass_s(host, case: int) -> None:
         _check_schedule(reference, schedule)
 
 
-@pytest.mark.parametrize("case", range(len(SPLIT_K)), ids=["f16-128x128-splitk", "bf16-128x256-2x1-splitk"])
-def test_split_k_schedules_are_cutlass_s(host, case: int) -> None:
-    """A split-K kernel's stream-K scheduler: the same grid (a full persistent one), the
-    same workspace size, and every field of its ``Params`` (the divmods, the K tiles a
-    unit, the big units, the workspace pointer) byte for byte CUTLASS's, written at the
+@pytest.mark.parametrize("case", range(len(SPLIT_K)), ids=["f16-128x128", "bf16-128x256-2x1"])
+def test_stream_k_schedules_are_cutlass_s(host, case: int) -> None:
+    """A stream-K scheduler's kernel, split-K or by its heuristic (data-parallel, split-K or
+    stream-K per problem): the same grid (a full persistent one), the same workspace size,
+    and every field of its ``Params`` (the divmods, units, groups, K tiles a unit, big
+    units and groups, the workspace pointer) byte for byte CUTLASS's, written at the
     offsets CUTLASS's host code lays them out at; split counts past the K tiles clamped as
     CUTLASS clamps them."""
     spec, cfg = SPLIT_K[case]
     which = len(CASES) + len(CLUSTERS) + len(PERSISTENT_CLUSTERS) + case
-    for problem, splits in (((1, 4096, 4096, 1), cfg.splits), ((16, 4096, 4096, 1), 3), ((300, 4096, 4096, 1), 8),
-                            ((8, 4096, 320, 2), 7), ((1, 4096, 128, 1), 16)):
+    modes = set()
+    for (problem, splits), mode in STREAM_K_PROBLEMS:
         reference = cutlass_host.run(host, which, *problem, splits=splits)
-        schedule = split_k_schedule(problem, cfg.tile, cfg.cluster, cutlass_host.SMS, splits)
-        assert schedule.splits == min(splits, -(-problem[2] // cfg.tile[2]))
+        schedule = stream_k_schedule(problem, cfg.tile, cfg.cluster, cutlass_host.SMS, splits)
+        assert mode is None or cfg.tile[1] == 256 or schedule.mode == mode, (problem, schedule)
+        modes.add(schedule.mode)
+        if splits > 1:
+            assert schedule.splits == min(splits, -(-problem[2] // cfg.tile[2]))
         assert reference["grid"] == schedule.grid, problem
         assert reference["workspace"] == schedule.workspace_bytes, problem
         offsets, params = reference["stream_k_offsets"], reference["params"]
@@ -176,6 +192,7 @@ def test_split_k_schedules_are_cutlass_s(host, case: int) -> None:
             spans = widths.get(kind) or [(0, raster_size if name == "raster_order" else reduction_size)]
             for inner, width in spans:
                 assert blob[at + inner:at + inner + width] == params[at + inner:at + inner + width], (problem, name)
+    assert modes == {"split_k", "stream_k", "data_parallel"}
 
 
 def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_them_out(host) -> None:
@@ -191,7 +208,7 @@ def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_t
     from partita.lowering.cutlass.sm90 import emit_sm90_module, read_layout, sm90_from_record, sm90_name, sm90_record
 
     spec, cfg = SPLIT_K[0]
-    cfg = dataclasses.replace(cfg, name=sm90_name(spec, cfg))
+    cfg = dataclasses.replace(cfg, name=sm90_name(spec, cfg))  # 4 split-K slices
     source = emit_sm90_module([("split", spec, cfg)])
     binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about 15 s of NVRTC
     entry = source.entries["split"]
@@ -211,5 +228,5 @@ def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_t
     assert sm90_from_record(record)[0].config == cfg
     broken = DictionaryAttr({**record.data, "layout": DictionaryAttr({**record.data["layout"].data,
                                                                       "stream_k": ArrayAttr([])})})
-    with pytest.raises(ValueError, match="lacks a stream-K tile scheduler"):
+    with pytest.raises(ValueError, match="lacks a stream-K tile scheduler, but the kernel's decomposition is split_k"):
         sm90_from_record(broken)

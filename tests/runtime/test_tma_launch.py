@@ -34,7 +34,7 @@ from partita.runtime.tma import (
     simulated_tensor_map,
     sm90_arguments,
     sm90_grid,
-    split_k_schedule,
+    stream_k_schedule,
 )
 from partita.transforms.tune_cutlass_kernels import TUNING_FILE
 
@@ -357,48 +357,56 @@ def test_graph_replays_and_repointed_operands_re_encode(exe) -> None:
     assert struct.unpack_from("<Q", launch.params, 64)[0] == 0x50000
 
 
-# A decode step's row by a large weight: 8 output tiles of 128x128 for 132 SMs, unless each
-# tile's K range is split (CUTLASS's stream-K scheduler in its split-K decomposition), as a
-# tuning record found fastest
+# A decode step's row by a large weight: 32 output tiles of 128x128 for 132 SMs, unless
+# each tile's K range is cut (CUTLASS's stream-K scheduler: split-K in 4, or its heuristic,
+# which takes stream-K here: 132 units of 15 or 16 of the row's 2048 K tiles), as a tuning
+# record found fastest
 DECODE = """
-func.func @main(%x: tensor<1x2048xf16>, %w: tensor<1024x2048xf16>, %b: tensor<1024xf16>) -> tensor<1x1024xf16> {
-  %0 = nn.dense %x, %w : (tensor<1x2048xf16>, tensor<1024x2048xf16>) -> tensor<1x1024xf16>
-  %1 = nn.bias_add %0, %b : (tensor<1x1024xf16>, tensor<1024xf16>) -> tensor<1x1024xf16>
-  func.return %1 : tensor<1x1024xf16>
+func.func @main(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>, %b: tensor<4096xf16>) -> tensor<1x4096xf16> {
+  %0 = nn.dense %x, %w : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16>
+  %1 = nn.bias_add %0, %b : (tensor<1x4096xf16>, tensor<4096xf16>) -> tensor<1x4096xf16>
+  func.return %1 : tensor<1x4096xf16>
 }
 """
-SPLIT_K_LABEL = "128x128x64_1x1x1_cooperative_k4"
+DECOMPOSED = {"split_k": "128x128x64_1x1x1_cooperative_k4", "stream_k": "128x128x64_1x1x1_cooperative_streamk"}
 
 
 @pytest.fixture(scope="module")
-def split_k(tmp_path_factory) -> partita.Executable:
+def decomposed(tmp_path_factory) -> dict[str, partita.Executable]:
     # the record a tuning on an H100 would leave; the compile times nothing (no GPU) and
-    # pins its winner. A cold cache: about 15 s of NVRTC for the split-K kernel type
-    cache = tmp_path_factory.mktemp("tuned")
-    key = json.dumps(["sm_90a", 1, dataclasses.asdict(KernelSpec.dense(1, 1024, 2048, "float16", "bias"))],
+    # pins its winner. A cold cache: about 15 s of NVRTC for the one kernel type of both
+    key = json.dumps(["sm_90a", 1, dataclasses.asdict(KernelSpec.dense(1, 4096, 4096, "float16", "bias"))],
                      sort_keys=True)
-    (cache / TUNING_FILE).write_text(json.dumps({"version": 1, "problems": {
-        key: {"kernel": SPLIT_K_LABEL, "seconds": {SPLIT_K_LABEL: 4e-6, "128x256x64_1x1x1_cooperative": 9e-6}}}}))
-    return partita.compile(DECODE, TARGETS, partitioner="eager", cost="measure", cache_dir=cache)
+    exes = {}
+    cache = tmp_path_factory.mktemp("tuned")
+    for mode, label in DECOMPOSED.items():
+        (cache / TUNING_FILE).write_text(json.dumps({"version": 1, "problems": {
+            key: {"kernel": label, "seconds": {label: 4e-6, "128x256x64_1x1x1_cooperative": 9e-6}}}}))
+        exes[mode] = partita.compile(DECODE, TARGETS, partitioner="eager", cost="measure", cache_dir=cache)
+    return exes
 
 
 def _decode_inputs(seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((1, 2048)) * 0.25).astype(np.float16),
-            (rng.standard_normal((1024, 2048)) * 0.25).astype(np.float16), rng.standard_normal(1024).astype(np.float16)]
+    return [(rng.standard_normal((1, 4096)) * 0.25).astype(np.float16),
+            (rng.standard_normal((4096, 4096)) * 0.25).astype(np.float16), rng.standard_normal(4096).astype(np.float16)]
 
 
-def test_a_split_k_kernel_zeroes_its_barriers_every_run(split_k) -> None:
-    """The pinned split-K kernel: a full persistent grid (132 CTAs for 8 tiles x 4 slices),
-    its Params holding the split count and the workspace the plan placed, and before each
-    launch a memset of the reduction barriers behind the partials, which the kernel leaves
-    counted up. A graph replay zeroes them too (the memset is a node of the graph)."""
-    (handle,) = split_k.runtime.handles.values()
+@pytest.mark.parametrize("mode", DECOMPOSED)
+def test_a_decomposed_kernel_zeroes_its_barriers_every_run(decomposed, mode: str) -> None:
+    """The pinned split-K or stream-K kernel (one kernel type): a full persistent grid (132
+    CTAs), its Params holding the decomposition's counts and the workspace the plan placed,
+    and before each launch a memset of the reduction barriers behind the partials, which the
+    kernel leaves counted up. A graph replay zeroes them too (the memset is a node)."""
+    (handle,) = decomposed[mode].runtime.handles.values()
     cfg = handle.entry.config
-    assert (cfg.tile, cfg.splits, cfg.split_k) == ((128, 128, 64), 4, True) and handle.layout["stream_k"]
-    schedule = split_k_schedule((1, 1024, 2048, 1), (128, 128, 64), (1, 1, 1), 132, 4)
+    assert (cfg.tile, cfg.decomposition, cfg.splits) == ((128, 128, 64), mode, 4 if mode == "split_k" else 1)
+    (split,) = decomposed["split_k"].runtime.handles.values()
+    assert handle.layout["stream_k"] and handle.entry.name == split.entry.name  # one kernel for both
+    schedule = stream_k_schedule((1, 4096, 4096, 1), (128, 128, 64), (1, 1, 1), 132, cfg.splits)
+    assert schedule.mode == mode
     drv = RecordingDriver(arch=(9, 0))
-    runtime = Runtime(split_k.module, CudaDevice(driver=drv))
+    runtime = Runtime(decomposed[mode].module, CudaDevice(driver=drv))
     args = _decode_inputs()
     runtime.run(*args)
     (bound,) = runtime._bound.values()
@@ -408,38 +416,44 @@ def test_a_split_k_kernel_zeroes_its_barriers_every_run(split_k) -> None:
     at = dict(zip((name for name, _ in STREAM_K_PARAMS), handle.layout["stream_k"]))
     workspace = struct.unpack_from("<Q", blob, at["reduction_workspace"])[0]
     assert workspace and struct.unpack_from("<Q", blob, at["workspace"])[0] == workspace
-    assert struct.unpack_from("<i", blob, at["divmod_splits"])[0] == 4  # FastDivmod's divisor first
-    assert struct.unpack_from("<i", blob, at["divmod_k_tiles_per_sk_unit"])[0] == 32 // 4
+    # FastDivmod's divisor first: 4 slices of 64 K tiles, or 132 units of 15 (+1) K tiles
+    assert struct.unpack_from("<i", blob, at["divmod_splits"])[0] == cfg.splits
+    assert struct.unpack_from("<i", blob, at["divmod_k_tiles_per_sk_unit"])[0] == (16 if mode == "split_k" else 15)
+    assert struct.unpack_from("<I", blob, at["sk_units"])[0] == (0 if mode == "split_k" else 132)
     assert (zero.ptr, zero.nbytes) == (workspace + schedule.reduction_bytes, schedule.barrier_bytes)
     for _ in range(2):  # the second run captured into a graph and launched, the third a replay
-        ctypes.memmove(zero.ptr, b"\x07" * zero.nbytes, zero.nbytes)  # what a finished split-K run leaves
+        ctypes.memmove(zero.ptr, b"\x07" * zero.nbytes, zero.nbytes)  # what a finished run leaves
         runtime.run(*args)
         assert drv.read(zero.ptr, zero.nbytes) == bytes(zero.nbytes)
     assert drv.calls["cuGraphLaunch"] == 2
     runtime.close()
 
 
-def test_a_split_k_kernel_matches_numpy_on_the_simulated_device(split_k) -> None:
+@pytest.mark.parametrize("mode", DECOMPOSED)
+def test_a_decomposed_kernel_matches_numpy_on_the_simulated_device(decomposed, mode: str) -> None:
     x, w, b = _decode_inputs(seed=1)
-    (got,) = Runtime(split_k.module, SimulatedDevice()).run(x, w, b)
+    (got,) = Runtime(decomposed[mode].module, SimulatedDevice()).run(x, w, b)
     want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
-def test_a_split_k_kernel_on_the_gpu(split_k) -> None:
-    """On an H100/H200: the split-K kernel against NumPy, run after run (the third a graph
-    replay: a barrier left counted up by the run before would hang or corrupt it)."""
+@pytest.mark.parametrize("mode", DECOMPOSED)
+def test_a_decomposed_kernel_on_the_gpu(decomposed, mode: str) -> None:
+    """On an H100/H200: the split-K and stream-K kernels against NumPy, run after run (the
+    third a graph replay: a barrier left counted up by the run before would hang it or
+    corrupt its sums)."""
     device = CudaDevice()
     if device.arch not in ("sm_90", "sm_90a"):
         pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
-    runtime = Runtime(split_k.module, device)
+    runtime = Runtime(decomposed[mode].module, device)
     for seed in (1, 2, 3):
         x, w, b = _decode_inputs(seed=seed)
         (got,) = runtime.run(x, w, b)
         want = x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32)
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+    runtime.close()
 
 
 # a bf16 projection back into a residual stream, (x @ wᵀ) + r: 64 rows take the 64x128

@@ -98,10 +98,10 @@ _SCHEDULER = r'''  { const auto& s = p.scheduler;
     std::printf("\n"); }
 '''
 
-#: A split-K kernel: the stream-K scheduler's split-K decomposition of ``splits`` slices,
+#: A stream-K scheduler's kernel: its split-K decomposition of ``splits`` slices (else its heuristic),
 #: its workspace at 0x50000, and what it is given: the workspace size and the scheduler's fields
-_SPLIT_K_ARGS = r'''  args.scheduler.splits = splits;
-  args.scheduler.decomposition_mode = cutlass::gemm::kernel::detail::DecompositionMode::SplitK;
+_SPLIT_K_ARGS = r'''  args.scheduler.splits = splits;  // 1: the heuristic decomposition (stream-K)
+  if (splits > 1) args.scheduler.decomposition_mode = cutlass::gemm::kernel::detail::DecompositionMode::SplitK;
   std::printf("WORKSPACE %zu\n", Kernel::get_workspace_size(args));
 '''
 
@@ -166,11 +166,11 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
         parts.append(decl[: decl.index("// Inlined into its entry")])  # the types, not the device code
         # the FP8 main loop's promotion interval (what its Arguments default to)
         promotion = '  std::printf("PROMOTION %u\\n", p.mainloop.mma_promotion_interval);\n' if spec.is_fp8 else ""
-        scheduler = _stream_k(f"k{i}") if cfg.split_k else _SCHEDULER if cfg.persistent else ""
+        scheduler = _stream_k(f"k{i}") if cfg.stream_k_scheduler else _SCHEDULER if cfg.persistent else ""
         parts.append(_RUN.replace("KERNEL", f"k{i}").replace("STRIDE_A", stride_a).replace("STRIDE_B", stride_b)
                      .replace("PROMOTION", promotion).replace("SCHEDULER", scheduler)
-                     .replace("WORKSPACE", "reinterpret_cast<void*>(0x50000)" if cfg.split_k else "nullptr")
-                     .replace("SPLITS", _SPLIT_K_ARGS if cfg.split_k else "")
+                     .replace("WORKSPACE", "reinterpret_cast<void*>(0x50000)" if cfg.stream_k_scheduler else "nullptr")
+                     .replace("SPLITS", _SPLIT_K_ARGS if cfg.stream_k_scheduler else "")
                      .replace("SMS", str(SMS)))
         cases.append(f"    case {i}: run_k{i}(M, N, K, L, splits); break;\n")
     source = where / "host.cpp"
@@ -198,8 +198,9 @@ def _stream_k(alias: str) -> str:
 
 def run(binary: Path, which: int, M: int, N: int, K: int, L: int, splits: int = 1) -> dict:
     """``{"encodes": [request dicts], "grid": (x, y, z), "tx": (all, mk, nk), "promotion": n}`` of
-    kernel ``which`` (``promotion``: an FP8 main loop's interval, else None); a split-K kernel
-    cut in ``splits`` also gives ``workspace`` (bytes) and ``stream_k_offsets``."""
+    kernel ``which`` (``promotion``: an FP8 main loop's interval, else None); a stream-K
+    scheduler's kernel (cut in ``splits``, or by its heuristic at 1) also gives ``workspace``
+    (bytes) and ``stream_k_offsets``."""
     out = subprocess.run([str(binary), str(M), str(N), str(K), str(L), str(which), str(splits)], check=True,
                          capture_output=True, text=True, timeout=60).stdout
     encodes = []

@@ -59,8 +59,8 @@ from partita.lowering.cutlass.sm90 import (
     read_layout,
     sm90_from_record,
     sm90_record,
+    why_not_decomposed,
     why_not_sm90,
-    why_not_split_k,
 )
 from partita.lowering.cutlass.tuning import (
     COOPERATIVE,
@@ -71,6 +71,7 @@ from partita.lowering.cutlass.tuning import (
     SM90_SPLIT_TILES,
     SM90_SPLITS,
     SPLIT_K_WAVE,
+    STREAM_K_MIN_K_TILES,
     is_sm90_label,
     sm80_label,
     sm90_label,
@@ -377,9 +378,9 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     tuning table's first, then every other the codegen builds for its spec on
     ``options.sm``: with ``hopper`` the sm_90a kernels where they apply, then the Sm80 ones;
     for a static dense product of less than a wave of tiles, split-K ones too (on sm_90a the
-    persistent tiles' ``SM90_SPLITS``; the Sm80 table's tile and the smallest,
-    ``SM80_SPLITS``). Empty when the spec has one kernel only (FP8, int8, f32, convolutions,
-    narrow alignments)."""
+    persistent tiles' ``SM90_SPLITS``, and their stream-K where the last wave is less than
+    half full; the Sm80 table's tile and the smallest, ``SM80_SPLITS``). Empty when the spec
+    has one kernel only (FP8, int8, f32, convolutions, narrow alignments)."""
     spec = kernel.spec
     labels = []
     try:
@@ -389,15 +390,7 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule)
             labels = [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
-            if splittable(spec):  # few tiles: the persistent kernels' split-K
-                M, N, _ = spec.gemm_problem()
-                for tile in SM90_SPLIT_TILES:
-                    if -(-M // tile[0]) * -(-N // tile[1]) >= SPLIT_K_WAVE:
-                        continue
-                    # at least 4 K tiles a slice, as for the Sm80 split-K kernels
-                    labels += [sm90_label(tile, (1, 1, 1), COOPERATIVE, split) for split in SM90_SPLITS
-                               if why_not_split_k(spec, tile, (1, 1, 1), COOPERATIVE, split) is None
-                               and spec.K // split >= 4 * tile[2]]
+            labels += _sm90_decomposed(spec)
         cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
     except UnsupportedKernel as err:
         raise op_error(kernel.function, str(err)) from None
@@ -418,6 +411,27 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
         except UnsupportedKernel:  # stages past the arch's shared memory
             continue
         labels.append(label)
+    return labels
+
+
+def _sm90_decomposed(spec: KernelSpec) -> list[str]:
+    """The Hopper persistent kernels cutting ``spec``'s K ranges, for a static dense
+    product: split-K when its tiles fill less than a wave (at least 4 K tiles a slice, as
+    for Sm80), stream-K where CUTLASS's heuristic takes it (a last wave less than half full,
+    tiles of more K tiles than it leaves unsplit)."""
+    if not splittable(spec):
+        return []
+    M, N, K = spec.gemm_problem()
+    labels = []
+    for tile in SM90_SPLIT_TILES:
+        if why_not_decomposed(spec, tile, (1, 1, 1), COOPERATIVE, "stream_k") is not None:
+            continue
+        tiles = -(-M // tile[0]) * -(-N // tile[1])
+        if tiles < SPLIT_K_WAVE:
+            labels += [sm90_label(tile, (1, 1, 1), COOPERATIVE, "split_k", split) for split in SM90_SPLITS
+                       if K // split >= 4 * tile[2]]
+        if 0 < 2 * (tiles % SPLIT_K_WAVE) < SPLIT_K_WAVE and K > STREAM_K_MIN_K_TILES * tile[2]:
+            labels.append(sm90_label(tile, (1, 1, 1), COOPERATIVE, "stream_k"))
     return labels
 
 

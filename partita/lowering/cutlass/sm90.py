@@ -6,9 +6,9 @@ collective builder with one of two schedules (:data:`SCHEDULES`): ``KernelTmaWar
 per output tile) or, for large problems, ``KernelTmaWarpSpecializedCooperative``
 (persistent: about one CTA per SM walks the tiles with CUTLASS's
 ``PersistentTileSchedulerSm90``, two consumer warp groups share each tile's rows; for a
-few tiles with a long K, split-K: the same kernel over CUTLASS's ``StreamKScheduler`` in its
-split-K decomposition, each tile's K range cut into work units whose f32 partials meet in a
-workspace, ``Sm90Config.splits``), and
+few tiles with a long K or a partial last wave, the same kernel over CUTLASS's
+``StreamKScheduler``: split-K or stream-K, K ranges of tiles cut into work units whose f32
+partials meet in a workspace, ``Sm90Config.decomposition``), and
 the register epilogue (``DefaultEpilogue`` in the warp-specialized adapter) with
 Partita's bias/activation thread op. Such a kernel takes ONE parameter, its ``Params`` by
 value (``__grid_constant__``): the TMA descriptors must live in parameter space. Its
@@ -46,6 +46,7 @@ output.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 from dataclasses import dataclass
@@ -131,6 +132,8 @@ STREAM_K_FIELDS = (
     *(name for name, _ in STREAM_K_PARAMS), "divmod_multiplier", "divmod_shift_right", "divmod_round_up",
     "pow2_shift_right", "divmod32_multiplier", "divmod32_shift_right", "raster_order_size", "reduction_mode_size",
 )
+#: A persistent kernel's work decompositions (:attr:`Sm90Config.decomposition`).
+DECOMPOSITIONS = ("", "split_k", "stream_k")
 #: The most split-K slices a Hopper kernel is built for (CUTLASS clamps a count to the SMs
 #: and to the K tiles; more slices than 16 only add partials to reduce).
 MAX_SPLITS = 16
@@ -197,10 +200,17 @@ class Sm90Config:
     schedule: str = "KernelTmaWarpSpecialized"
     name: str = ""
     splits: int = 1
-    """Split-K slices (above 1: CUTLASS's ``StreamKScheduler`` in its split-K decomposition,
-    each output tile's K range cut into ``splits`` work units whose f32 partials meet in a
-    workspace, the last unit running the epilogue: a few-row product's tiles then fill the
-    SMs). The count is a run-time value of ``Params``: every count shares one kernel."""
+    """Split-K slices of the ``split_k`` decomposition (a run-time value of ``Params``:
+    every count shares one kernel)."""
+    decomposition: str = ""
+    """How a persistent kernel cuts its work (:data:`DECOMPOSITIONS`): ``""`` a CTA's work
+    unit is an output tile (CUTLASS's ``PersistentTileSchedulerSm90``); else CUTLASS's
+    ``StreamKScheduler``, its Params holding that scheduler's state and the kernel taking a
+    workspace for f32 partials: ``"split_k"`` each tile's K range cut into ``splits`` units,
+    the last one running the epilogue (a few-row product's tiles then fill the SMs), or
+    ``"stream_k"`` CUTLASS's heuristic choice per problem: data-parallel, split-K, or
+    stream-K (the tiles of the last two waves cut into equal K ranges across a wave of SMs,
+    so a partial last wave does not idle them)."""
 
     def __post_init__(self) -> None:
         bm, bn, bk = self.tile
@@ -214,9 +224,12 @@ class Sm90Config:
         if self.persistent and bm not in (128, 256):
             raise UnsupportedKernel(f"a cooperative tile splits its {bm} rows between two consumer warp groups: "
                                     "128 or 256 rows")
-        if self.splits < 1 or self.splits > MAX_SPLITS or (self.split_k and not self.persistent):
-            raise UnsupportedKernel(f"sm90 split-K of {self.splits} slices: 1 to {MAX_SPLITS}, and only on the "
-                                    "persistent cooperative schedule (CUTLASS's stream-K scheduler)")
+        if self.decomposition not in DECOMPOSITIONS or (self.stream_k_scheduler and not self.persistent):
+            raise UnsupportedKernel(f"sm90 decomposition {self.decomposition!r}: one of {DECOMPOSITIONS}, and "
+                                    "split-K / stream-K only on the persistent cooperative schedule")
+        if not (2 <= self.splits <= MAX_SPLITS if self.decomposition == "split_k" else self.splits == 1):
+            raise UnsupportedKernel(f"sm90 split-K of {self.splits} slices: 2 to {MAX_SPLITS} in the split_k "
+                                    "decomposition, 1 otherwise")
 
     @property
     def persistent(self) -> bool:
@@ -225,10 +238,10 @@ class Sm90Config:
         return self.schedule == COOPERATIVE
 
     @property
-    def split_k(self) -> bool:
-        """Built with CUTLASS's ``StreamKScheduler`` (split-K): its ``Params`` hold that
-        scheduler's state and it takes a workspace (:data:`STREAM_K_FIELDS`)."""
-        return self.splits > 1
+    def stream_k_scheduler(self) -> bool:
+        """Built with CUTLASS's ``StreamKScheduler``: its ``Params`` hold that scheduler's
+        state (:data:`STREAM_K_FIELDS`) and it takes a workspace."""
+        return self.decomposition != ""
 
 
 def why_not_sm90(spec: KernelSpec) -> str | None:
@@ -266,32 +279,34 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
         if spec.is_fp8:
             raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but FP8 Hopper GEMMs take their table's only")
         try:
-            tile, cluster, schedule, splits = parse_sm90_label(kernel)
+            tile, cluster, schedule, decomposition, splits = parse_sm90_label(kernel)
         except ValueError as err:
             raise UnsupportedKernel(str(err)) from None
         if (tile, cluster, schedule) not in SM90_CANDIDATES:
             known = ", ".join(sm90_label(*c) for c in SM90_CANDIDATES)
             raise UnsupportedKernel(f"kernel '{kernel}' is not a Hopper configuration built here ({known})")
-        if splits > 1:
-            why = why_not_split_k(spec, tile, cluster, schedule, splits)
+        if decomposition:
+            why = why_not_decomposed(spec, tile, cluster, schedule, decomposition, splits)
             if why:
                 raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {why}")
     else:
         tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
-        splits = 1
-    cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule, splits=splits)
-    return Sm90Config(tile=tile, cluster=cluster, schedule=schedule, name=sm90_name(spec, cfg), splits=splits)
+        decomposition, splits = "", 1
+    cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule, splits=splits, decomposition=decomposition)
+    return dataclasses.replace(cfg, name=sm90_name(spec, cfg))
 
 
-def why_not_split_k(spec: KernelSpec, tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str,
-                    splits: int) -> str | None:
-    """Why ``spec`` takes no Hopper split-K kernel of this tile, cluster and split count
-    (``None`` when it does): a dense product of a static K of at least ``splits`` K tiles on
-    one of :data:`SM90_SPLIT_TILES`, split by one of :data:`SM90_SPLITS`."""
-    if (tile, cluster, schedule) not in ((t, (1, 1, 1), COOPERATIVE) for t in SM90_SPLIT_TILES) \
-            or splits not in SM90_SPLITS:
-        built = [sm90_label(t, (1, 1, 1), COOPERATIVE, s) for t in SM90_SPLIT_TILES for s in SM90_SPLITS]
-        return f"Hopper split-K is built for {', '.join(built)}"
+def why_not_decomposed(spec: KernelSpec, tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str,
+                       decomposition: str, splits: int = 1) -> str | None:
+    """Why ``spec`` takes no Hopper split-K (``splits`` slices) or stream-K kernel of this
+    tile, cluster and schedule (``None`` when it does): a dense product of a static K (of at
+    least ``splits`` K tiles) on one of :data:`SM90_SPLIT_TILES`, split by one of
+    :data:`SM90_SPLITS`."""
+    built = [(t, (1, 1, 1), COOPERATIVE) for t in SM90_SPLIT_TILES]
+    if (tile, cluster, schedule) not in built or (decomposition == "split_k" and splits not in SM90_SPLITS):
+        labels = [sm90_label(*c, "split_k", s) for c in built for s in SM90_SPLITS]
+        labels += [sm90_label(*c, "stream_k") for c in built]
+        return f"Hopper split-K and stream-K are built for {', '.join(labels)}"
     if spec.op != "dense" or spec.broadcast_epilogue:
         return f"a {spec.op} with a {spec.epilogue} epilogue is not split on Hopper (a dense product's is)"
     if spec.K is None or spec.K // tile[2] < splits:
@@ -305,7 +320,8 @@ def sm90_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     kind = "gemm_batched" if spec.op == "batch_matmul" else "gemm"
     name = (f"cutlass3x_sm90_tensorop_{kind}_{a}_{b}_f32_{'x'.join(map(str, cfg.tile))}_"
             f"{'x'.join(map(str, cfg.cluster))}_{spec.layout}_warpspecialized"
-            f"{'_cooperative' if cfg.persistent else ''}{f'_splitk{cfg.splits}' if cfg.split_k else ''}")
+            f"{'_cooperative' if cfg.persistent else ''}"
+            f"{ {'': '', 'split_k': f'_splitk{cfg.splits}', 'stream_k': '_streamk'}[cfg.decomposition]}")
     return name + ("_" + spec.epilogue if spec.epilogue != "none" else "")
 
 
@@ -316,7 +332,8 @@ def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     act = _ACTIVATION[spec.epilogue]
     key = (spec.dtype, act, cfg.tile, cfg.cluster, cfg.schedule, spec.layout)
     key = key + (spec.dtype_b,) if spec.dtype_b else key  # (f16 / bf16 keys read as before)
-    key = key + ("stream_k",) if cfg.split_k else key  # one kernel for every split count
+    # one kernel for both decompositions and every split count (run-time values of Params)
+    key = key + ("stream_k",) if cfg.stream_k_scheduler else key
     return key + ("tensor_broadcast",) if spec.broadcast_epilogue else key
 
 
@@ -326,7 +343,7 @@ def sm90_entry_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     t = _SHORT[spec.dtype] + (f"_{_SHORT[spec.dtype_b]}" if spec.dtype_b else "")
     act = "bias_residual" if spec.broadcast_epilogue else _ACTIVATION[spec.epilogue].lower()
     return (f"cutlass3x_sm90_tensorop_gemm_{t}_{'x'.join(map(str, cfg.tile))}_{'x'.join(map(str, cfg.cluster))}_"
-            f"{spec.layout}_{act}{'_streamk' if cfg.split_k else ''}_{key_digest(sm90_type_key(spec, cfg))}")
+            f"{spec.layout}_{act}{'_streamk' if cfg.stream_k_scheduler else ''}_{key_digest(sm90_type_key(spec, cfg))}")
 
 
 #: The ABI of every Hopper entry: one parameter, the kernel's ``Params`` by value.
@@ -385,7 +402,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     layout_a = "ColumnMajor" if spec.transpose_a else "RowMajor"
     layout_b = "ColumnMajor" if spec.transpose_b else "RowMajor"
     # a split-K kernel: CUTLASS's stream-K tile scheduler (in its split-K decomposition)
-    scheduler = ", cutlass::gemm::StreamKScheduler" if cfg.split_k else ""
+    scheduler = ", cutlass::gemm::StreamKScheduler" if cfg.stream_k_scheduler else ""
     # the broadcast epilogue's headers only where it is used: the other units read as before
     includes = ("#include <cutlass/epilogue/collective/epilogue_tensor_broadcast.hpp>\n"
                 "#include <cutlass/epilogue/thread/linear_combination_tensor_broadcast.hpp>\n"
@@ -454,7 +471,7 @@ extern "C" __device__ const long long {alias}_layout[] = {{
 // Sentinels: how a (M, N, K, L) shape and a (row, 1, batch) stride are laid out in bytes.
 extern "C" __device__ const decltype({alias}_ns::Params::problem_shape) {alias}_probe_shape{{0x11, 0x22, 0x33, 0x44}};
 extern "C" __device__ const {alias}_ns::StrideC {alias}_probe_stride{{int64_t(0x55), cute::Int<1>{{}}, int64_t(0x66)}};
-{_stream_k_probe(alias) if cfg.split_k else _scheduler_probe(alias) if cfg.persistent else ""}
+{_stream_k_probe(alias) if cfg.stream_k_scheduler else _scheduler_probe(alias) if cfg.persistent else ""}
 """
 
 
@@ -596,8 +613,8 @@ def sm90_from_record(record: DictionaryAttr) -> tuple[Sm90Entry, tuple[str, ...]
         spec_record = DictionaryAttr({**spec_record.data, "dtype_b": StringAttr("")})  # one operand type
     spec = dataclass_from(KernelSpec, spec_record)
     config_record = data["config"]
-    if isinstance(config_record, DictionaryAttr) and "splits" not in config_record.data:  # before split-K
-        config_record = DictionaryAttr({**config_record.data, "splits": to_attr(1)})
+    if isinstance(config_record, DictionaryAttr) and "decomposition" not in config_record.data:  # before split-K
+        config_record = DictionaryAttr({**config_record.data, "splits": to_attr(1), "decomposition": to_attr("")})
     config = dataclass_from(Sm90Config, config_record)
     why = why_not_sm90(spec)
     if why is not None:
@@ -611,12 +628,12 @@ def sm90_from_record(record: DictionaryAttr) -> tuple[Sm90Entry, tuple[str, ...]
                          "type; compile the model again")
     layout = {**LAYOUT_DEFAULTS, **{k: from_attr(v) for k, v in data["layout"].data.items()}}
     _check_layout(layout)
-    if bool(layout["scheduler"]) != (config.persistent and not config.split_k):
+    if bool(layout["scheduler"]) != (config.persistent and not config.stream_k_scheduler):
         raise ValueError(f"the layout {'has' if layout['scheduler'] else 'lacks'} a persistent tile scheduler, but "
-                         f"the schedule is {config.schedule}{' split-K' if config.split_k else ''}")
-    if bool(layout["stream_k"]) != config.split_k:
+                         f"the schedule is {config.schedule} {config.decomposition}".rstrip())
+    if bool(layout["stream_k"]) != config.stream_k_scheduler:
         raise ValueError(f"the layout {'has' if layout['stream_k'] else 'lacks'} a stream-K tile scheduler, but the "
-                         f"kernel {'is' if config.split_k else 'is not'} split-K")
+                         f"kernel's decomposition is {config.decomposition or 'none'}")
     if (layout["ptr_bias"] >= 0) != spec.broadcast_epilogue:
         raise ValueError(f"the layout {'lacks' if spec.broadcast_epilogue else 'has'} a bias pointer, but the "
                          f"epilogue is {spec.epilogue!r}")

@@ -93,12 +93,17 @@ SM90_SPLITS = (2, 4, 8)
 split-K decomposition) timed for the same few-tile products, on the cooperative tiles of
 :data:`SM90_SPLIT_TILES`."""
 SM90_SPLIT_TILES = ((128, 128, 64), (128, 256, 64))
-"""The cooperative tiles (one CTA, no cluster) split-K is timed on."""
+"""The cooperative tiles (one CTA, no cluster) split-K and stream-K are timed on; stream-K
+(CUTLASS's heuristic decomposition) for every static dense product whose last wave of
+tiles is partial."""
 
 SM80_SPLITS = (2, 4, 8)
 """Serial split-K slices timed for a static dense product whose tiles fill less than a wave
 (a decode step's GEMV-like rows: its few tiles would leave most SMs idle, and the weight
 bandwidth with them), with the table's tile and the smallest."""
+STREAM_K_MIN_K_TILES = 8
+"""CUTLASS's ``min_iters_per_sk_unit_``: a tile of no more K tiles is never cut by its
+stream-K heuristic (the kernel would run data-parallel: nothing to time)."""
 SPLIT_K_WAVE = 132
 """Output tiles below which split-K candidates are timed: an H100's SMs."""
 
@@ -114,22 +119,26 @@ def _shape(dims: tuple[int, ...]) -> str:
     return "x".join(map(str, dims))
 
 
-def sm90_label(tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str, split: int = 1) -> str:
-    """``128x256x64_2x1x1_cooperative``: tile, cluster and schedule of a Hopper kernel, and
-    ``_k4`` for 4 split-K slices."""
+def sm90_label(tile: tuple[int, int, int], cluster: tuple[int, int, int], schedule: str, decomposition: str = "",
+               splits: int = 1) -> str:
+    """``128x256x64_2x1x1_cooperative``: tile, cluster and schedule of a Hopper kernel, then
+    ``_k4`` for the split-K decomposition in 4 slices or ``_streamk`` for CUTLASS's
+    stream-K heuristic."""
     label = f"{_shape(tile)}_{_shape(cluster)}_{'cooperative' if schedule == COOPERATIVE else 'ws'}"
-    return label + (f"_k{split}" if split > 1 else "")
+    return label + {"": "", "split_k": f"_k{splits}", "stream_k": "_streamk"}[decomposition]
 
 
-def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], str, int]:
-    """``(tile, cluster, schedule, split)`` of a :func:`sm90_label`; ValueError if it is
-    none."""
+def parse_sm90_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, int], str, str, int]:
+    """``(tile, cluster, schedule, decomposition, splits)`` of a :func:`sm90_label`;
+    ValueError if it is none."""
     parts = label.split("_")
-    split = parts.pop() if len(parts) == 4 else "k1"
-    if len(parts) != 3 or parts[2] not in ("ws", "cooperative") or not split.startswith("k") \
-            or not split[1:].isdigit():
-        raise ValueError(f"'{label}' is not a Hopper kernel label (tile_cluster_ws|cooperative[_kSPLIT])")
-    return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS, int(split[1:])
+    last = parts.pop() if len(parts) == 4 else ""
+    decomposition = "stream_k" if last == "streamk" else "split_k" if last else ""
+    if len(parts) != 3 or parts[2] not in ("ws", "cooperative") or \
+            (decomposition == "split_k" and not (last.startswith("k") and last[1:].isdigit())):
+        raise ValueError(f"'{label}' is not a Hopper kernel label (tile_cluster_ws|cooperative[_kSPLIT|_streamk])")
+    splits = int(last[1:]) if decomposition == "split_k" else 1
+    return _dims(parts[0]), _dims(parts[1]), COOPERATIVE if parts[2] == "cooperative" else WS, decomposition, splits
 
 
 def sm80_label(threadblock: tuple[int, int, int], warps: tuple[int, int, int], stages: int, split: int = 1) -> str:
@@ -150,4 +159,4 @@ def parse_sm80_label(label: str) -> tuple[tuple[int, int, int], tuple[int, int, 
 
 def is_sm90_label(label: str) -> bool:
     """A Hopper kernel's label (its schedule last, or before its split), not an Sm80 one."""
-    return label.endswith(("_ws", "_cooperative")) or "_cooperative_k" in label
+    return label.endswith(("_ws", "_cooperative", "_cooperative_streamk")) or "_cooperative_k" in label
