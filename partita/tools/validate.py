@@ -55,10 +55,11 @@ from partita.ir import PartitaError
 STEP_NAMES = ("gpu-tests", "benchmarks", "models")
 """In the order they run: the models (cold compiles of a dozen models) last, so that a step
 running out of the total budget costs the fewest results."""
-GEMM_SHAPES = ((4096, 4096, 4096), (192, 4096, 4096))
+GEMM_SHAPES = ((4096, 4096, 4096), (192, 4096, 4096), (1, 4096, 4096))
 """The f16 GEMMs the benchmarks time (M, N, K): a large square one (on an H100 / H200 the
-persistent cooperative Hopper kernel) and a few rows by a large weight (its 128x128
-one-consumer kernel)."""
+persistent cooperative Hopper kernel), a few rows by a large weight (its 128x128
+one-consumer kernel) and a decode step's row (the persistent kernel in CUTLASS's stream-K
+heuristic: its tuning rows time that default against the 64-row tiles and split-K)."""
 ATTENTION_SHAPES = ((8, 16, 1024, 64), (1, 32, 2048, 128))
 """The f16 attentions the benchmarks time (batch, heads, sequence, head dim): Q in
 registers at head dim 64, and a LLaMA layer's 32 heads of 128 at 2048 tokens (Q in shared

@@ -86,6 +86,14 @@ def test_the_tuning_table_picks_tiles_by_shape() -> None:
     cfg = choose_sm90_config(KernelSpec.dense(None, 768, 768, "float16", "bias_gelu"))
     assert not cfg.persistent and \
         cfg.name == "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_gelu"
+    # a few static rows by a large weight: the 128x128 persistent kernel, its K ranges cut
+    # by CUTLASS's stream-K heuristic; not with a short K, many tiles or a run-time M
+    row = choose_sm90_config(KernelSpec.dense(1, 4096, 4096, "float16", "bias"))
+    assert (row.tile, row.decomposition, row.splits) == ((128, 128, 64), "stream_k", 1)
+    assert choose_sm90_config(KernelSpec.dense(64, 8192, 1024, "bfloat16")).decomposition == "stream_k"
+    for M, N, K in ((1, 4096, 512), (1, 16384, 4096), (128, 4096, 4096), (None, 4096, 4096)):
+        assert choose_sm90_config(KernelSpec.dense(M, N, K, "float16")).decomposition == "", (M, N, K)
+    assert choose_sm90_config(KernelSpec.batch_matmul(8, 1, 4096, 4096, "float16", "none")).decomposition == ""
     with pytest.raises(UnsupportedKernel, match="not a wgmma tile"):
         Sm90Config(tile=(96, 128, 64))
     with pytest.raises(UnsupportedKernel, match="cluster"):

@@ -85,11 +85,14 @@ def test_candidates_are_the_tables_choice_then_the_others_the_arch_holds() -> No
     # 4 K tiles a slice at 8), the 64-key tile of 512 only 2 and 4 ways
     one_row = kernel_candidates(_kernel(_dense(1, 4096, 4096)), CutlassOptions(sm=90), hopper=False)
     assert one_row[0] == "64x64x32_2x2x1_3" and one_row[-3:] == [f"64x64x32_2x2x1_3_k{s}" for s in (2, 4, 8)]
-    # on sm_90a the persistent tiles cut along K: split 2, 4, 8 ways, and CUTLASS's stream-K
-    # heuristic (a partial wave of tiles, more than 8 K tiles each)
+    # on sm_90a the table's choice for the row is the 128x128 persistent kernel in CUTLASS's
+    # stream-K heuristic; then the others, and the persistent tiles cut along K: split 2, 4,
+    # 8 ways, and stream-K (a partial wave of tiles, more than 8 K tiles each)
     hopper_row = kernel_candidates(_kernel(_dense(1, 4096, 4096)), CutlassOptions(sm=90), hopper=True)
-    assert [label for label in hopper_row if "cooperative_" in label] == [
-        f"{tile}_1x1x1_cooperative_{cut}" for tile in ("128x128x64", "128x256x64") for cut in ("k2", "k4", "k8", "streamk")]
+    assert hopper_row[0] == "128x128x64_1x1x1_cooperative_streamk" and "64x128x64_1x1x1_ws" in hopper_row
+    assert [label for label in hopper_row if "cooperative_" in label] == [hopper_row[0]] + [
+        f"{tile}_1x1x1_cooperative_{cut}" for tile in ("128x128x64", "128x256x64") for cut in ("k2", "k4", "k8", "streamk")
+        if f"{tile}_{cut}" != "128x128x64_streamk"]
     short_k = kernel_candidates(_kernel(_dense(1, 4096, 512)), CutlassOptions(sm=90), hopper=False)
     assert [label for label in short_k if "_k" in label] == ["64x64x32_2x2x1_3_k2", "64x64x32_2x2x1_3_k4"]
 

@@ -388,9 +388,9 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
             if spec.is_fp8:
                 return []
             table = choose_sm90_config(spec)
-            first = sm90_label(table.tile, table.cluster, table.schedule)
+            first = sm90_label(table.tile, table.cluster, table.schedule, table.decomposition, table.splits)
             labels = [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
-            labels += _sm90_decomposed(spec)
+            labels += [label for label in _sm90_decomposed(spec) if label != first]
         cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
     except UnsupportedKernel as err:
         raise op_error(kernel.function, str(err)) from None

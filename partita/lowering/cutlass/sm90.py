@@ -75,6 +75,7 @@ from partita.lowering.cutlass.tuning import (
     WS,
     parse_sm90_label,
     sm90_label,
+    sm90_streams_k,
     sm90_tile,
 )
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
@@ -269,8 +270,9 @@ def why_not_sm90(spec: KernelSpec) -> str | None:
 
 
 def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
-    """The Hopper configuration of ``spec`` from the sm_90 tuning table, or the label
-    ``kernel`` of ``SM90_CANDIDATES`` (what ``tune-cutlass-kernels`` measured fastest); an
+    """The Hopper configuration of ``spec`` from the sm_90 tuning table (a few rows by a large
+    weight: the stream-K kernel, ``sm90_streams_k``), or the label ``kernel`` of
+    ``SM90_CANDIDATES`` (what ``tune-cutlass-kernels`` measured fastest); an
     :class:`UnsupportedKernel` saying why when it has none."""
     why = why_not_sm90(spec)
     if why is not None:
@@ -292,6 +294,10 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
     else:
         tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
         decomposition, splits = "", 1
+        streamed = ((128, 128, 64), (1, 1, 1), COOPERATIVE)
+        if not spec.is_fp8 and sm90_streams_k(spec.M, spec.N, spec.K) and \
+                why_not_decomposed(spec, *streamed, "stream_k") is None:  # a few rows by a large weight
+            (tile, cluster, schedule), decomposition = streamed, "stream_k"
     cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule, splits=splits, decomposition=decomposition)
     return dataclasses.replace(cfg, name=sm90_name(spec, cfg))
 

@@ -106,6 +106,23 @@ STREAM_K_MIN_K_TILES = 8
 stream-K heuristic (the kernel would run data-parallel: nothing to time)."""
 SPLIT_K_WAVE = 132
 """Output tiles below which split-K candidates are timed: an H100's SMs."""
+SM90_STREAM_K_MAX_ROWS = 64
+"""sm_90a default for a static dense product of at most this many rows (a decode step's, a
+small batch's) by a weight of few 128x128 tiles (at most half a wave) and more than
+:data:`STREAM_K_MIN_K_TILES` K tiles: the persistent 128x128 kernel in CUTLASS's stream-K
+heuristic, which cuts the tiles' K ranges across a wave of SMs (stream-K, or split-K where
+its units divide the tiles evenly). The table's 64x128 tiles would put such a product (a
+weight streamed once, bound by HBM bandwidth) on a quarter of the SMs: 32 CTAs for a
+4096-wide weight. Not yet timed on an H100 (the doctor's tuning rows time it against the
+table's tile)."""
+
+
+def sm90_streams_k(M: int | None, N: int | None, K: int | None) -> bool:
+    """Whether a static dense product takes :data:`SM90_STREAM_K_MAX_ROWS`' stream-K kernel
+    by default."""
+    if M is None or N is None or K is None or M > SM90_STREAM_K_MAX_ROWS:
+        return False
+    return 2 * -(-M // 128) * -(-N // 128) <= SPLIT_K_WAVE and K > STREAM_K_MIN_K_TILES * 64
 
 
 def _dims(text: str) -> tuple[int, int, int]:
