@@ -15,6 +15,12 @@ key tile per warp:
 - A tile costs ``max(hmma * 4 / MMA_SYNC_SHARE, hmma + other)`` clocks when the
   sub-partition has at least two warps to overlap them (the occupancy from ptxas's
   registers and shared memory says how many), else their sum.
+- The wgmma form (``--wgmma``, sm_90a): an ``HGMMA.64xNx16`` of a warpgroup spreads its
+  ``2 * 64 * N * 16`` FLOP over the four sub-partitions, ``N / 2`` clocks each at the peak;
+  each of the warpgroup's warps issues it once. The kernel waits for each GEMM before the
+  phase after it, and the block's barriers keep its two warpgroups in the same phase, so
+  no overlap is modeled: a tile costs ``tensor + hgmma + other`` clocks (FlashAttention-3's
+  ping-pong of the warpgroups and its softmax overlapping the next GEMM would hide some).
 
     python benchmarks/bench_attention.py [--dtype f16] [--head-dim 128] [--seq 2048]
 """
@@ -40,25 +46,30 @@ the estimate, not a measurement here)."""
 
 
 def sass_estimate(config: FlashConfig) -> dict:
-    binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90",
+    binary = nvrtc.compile_cuda(flash_attention_source(config), arch="sm_90a" if config.wgmma else "sm_90",
                                 options=["--ptxas-options=-v"], use_cache=False)
     text = sass_by_function(sass_listing(binary.cubin))[config.entry].split(".section")[0]
     # The key-tile loops: those holding HMMAs. The kernel has two (FlashAttention-2's): the
     # tiles whole for every row of the block, then the masked ones (a partial last tile,
     # the causal diagonal, a key mask). Long sequences spend nearly all their tiles in the
     # first, the shorter body, which is the one estimated.
-    tile = min((loop for loop in sass_loops(text) if any("HMMA" in line for line in loop)), key=len)
+    tile = min((loop for loop in sass_loops(text) if any("MMA" in line for line in loop)), key=len)
     report = binary.log.split(f"Function properties for {config.entry}")[1].split("Compile time")[0]
     regs = int(re.search(r"Used (\d+) registers", report).group(1))
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report).groups()
     threads = 32 * config.warps
     blocks = min(REGISTERS // (regs * threads), SMEM // config.shared_bytes, MAX_WARPS // config.warps, 32)
     warps_per_subpartition = blocks * config.warps / 4
-    n_hmma = sum("HMMA" in line for line in tile)
+    widths = [int(n) for line in tile for n in re.findall(r"HGMMA\.64x(\d+)x16", line)]
+    n_hmma = len(widths) or sum("HMMA" in line for line in tile)
     other = len(tile) - n_hmma
-    mma_clocks = n_hmma * 4 / MMA_SYNC_SHARE
-    clocks = max(mma_clocks, n_hmma + other) if warps_per_subpartition >= 2 else mma_clocks + other
-    flop = n_hmma * 4096
+    if widths:  # a sub-partition's share of each warpgroup MMA, not overlapped
+        flop = sum(2 * 64 * n * 16 / 4 for n in widths)
+        clocks = sum(n / 2 for n in widths) + n_hmma + other
+    else:
+        mma_clocks = n_hmma * 4 / MMA_SYNC_SHARE
+        flop = n_hmma * 4096
+        clocks = max(mma_clocks, n_hmma + other) if warps_per_subpartition >= 2 else mma_clocks + other
     share = flop / clocks / 1024
     return {"entry": config.entry, "registers": regs, "spill_bytes": spills, "blocks_per_sm": blocks,
             "warps_per_subpartition": warps_per_subpartition, "hmma_per_tile": n_hmma,
@@ -74,7 +85,8 @@ def measure(config: FlashConfig, batch: int, heads: int, seq: int) -> float | No
     import ml_dtypes
 
     device = CudaDevice()
-    module = device.load_module(nvrtc.compile_cuda(flash_attention_source(config), arch=device.arch).cubin)
+    arch = "sm_90a" if config.wgmma else device.arch
+    module = device.load_module(nvrtc.compile_cuda(flash_attention_source(config), arch=arch).cubin)
     dtype = np.float16 if config.dtype == "f16" else ml_dtypes.bfloat16
     rng = np.random.default_rng(0)
     shape = (batch, heads, seq, config.head_dim)
@@ -103,14 +115,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--wgmma", action="store_true", help="the sm_90a wgmma form (head dims up to 128)")
     args = parser.parse_args(argv)
-    dims = [args.head_dim] if args.head_dim else [64, 128, 256]
+    dims = [args.head_dim] if args.head_dim else [64, 128] if args.wgmma else [64, 128, 256]
     for d in dims:
-        config = FlashConfig(args.dtype, d, causal=args.causal)
+        config = FlashConfig(args.dtype, d, causal=args.causal, wgmma=args.wgmma)
         est = sass_estimate(config)
         print(f"{est['entry']}: {est['registers']} registers, spills {est['spill_bytes']}, "
               f"{est['blocks_per_sm']} blocks/SM ({est['warps_per_subpartition']:g} warps per sub-partition), "
-              f"{est['hmma_per_tile']} HMMA + {est['other_per_tile']} other instructions per key tile, "
+              f"{est['hmma_per_tile']} {'HGMMA' if config.wgmma else 'HMMA'} + {est['other_per_tile']} other "
+              "instructions per key tile, "
               f"{est['ldg128']} LDG.E.128 -> est. {100 * est['est_share_of_peak']:.0f}% of the H100 f16 peak "
               f"(estimate from SASS, sequences long enough that the key loop dominates)")
         measure(config, args.batch, args.heads, args.seq)

@@ -55,18 +55,22 @@ def _inputs(rng, dtype, b, h, hkv, sq, skv, d):
             rng.standard_normal((b, hkv, skv, d)).astype(t))
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["mma", "wgmma"])
+def host(request, tmp_path_factory):
+    """Every case twice: the mma.sync kernel, and the wgmma one (sm_90a: two warpgroups,
+    Q, K and V in shared memory as core matrices read through descriptors; up to D = 128,
+    D = 256 staying on mma.sync), whose wgmma the emulation computes by those descriptors."""
     if not have_gxx():
         pytest.skip("needs g++")
-    configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z)
+    wg = request.param
+    configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z, wgmma=wg and d <= 128)
                for t, d, c, z in [("f16", 32, False, True), ("f16", 64, True, True), ("bf16", 64, False, True),
                                   ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False)]]
     # masked_fill's finite value (DistilBERT's finfo.min) for the keys a padding mask hides;
     # with causal too (GPT-2's eager where(causal, s, finfo.min)), and a fill near the scores
-    configs += [FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min)),
-                FlashConfig("bf16", 32, causal=True, mask_fill=float(np.finfo(np.float32).min)),
-                FlashConfig("f16", 48, causal=True, mask_fill=-1.0)]
+    configs += [FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min), wgmma=wg),
+                FlashConfig("bf16", 32, causal=True, mask_fill=float(np.finfo(np.float32).min), wgmma=wg),
+                FlashConfig("f16", 48, causal=True, mask_fill=-1.0, wgmma=wg)]
     return build(configs, tmp_path_factory.mktemp("flash")), {(c.dtype, c.head_dim): c for c in configs}
 
 
@@ -194,6 +198,8 @@ def test_configs_reject_what_the_kernel_does_not_take():
         FlashConfig("f32", 64)
     with pytest.raises(ValueError, match="head dim"):
         FlashConfig("f16", 12)
+    with pytest.raises(ValueError, match="wgmma flash attention takes head dims up to 128"):
+        FlashConfig("f16", 136, wgmma=True)
     assert HEAD_DIMS[0] == 32 and HEAD_DIMS[-1] == 256
 
 
@@ -297,15 +303,56 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
         assert c.dynamic_smem == (c.shared_bytes if c.q_in_smem else 0) and c.shared_bytes <= 227 * 1024
 
 
+def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
+    """The wgmma form (sm_90a): per key tile and m64 tile, one HGMMA a k-step of S = Q K^T
+    (N = 128 keys) and one a 16 keys of O += P V (N = the padded head dim), each GEMM
+    fenced (WARPGROUP.ARRIVE) and waited for (WARPGROUP.DEPBAR) once; no mma.sync and no
+    ldmatrix left (the tensor cores read Q, K and V from shared memory), the cp.async copies
+    fenced for them (FENCE.VIEW.ASYNC.S); nothing spilled, everything in dynamic shared
+    memory; V's B operand transposed (MN-major), K's not."""
+    configs = [FlashConfig("f16", 64, wgmma=True), FlashConfig("bf16", 128, causal=True, wgmma=True),
+               FlashConfig("f16", 96, wgmma=True), FlashConfig("f16", 40, causal=True, mask_fill=-1.0, wgmma=True)]
+    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(8, 1, 128, 128, True)] * 4
+    source = flash_attention_source(configs)
+    # S = Q K^T's A and B both K-major (SS form: trans-a 0, trans-b 0); O += P V's B
+    # transposed (RS form: trans-b 1)
+    functions = [c for c in source.split("static __device__ __forceinline__ void fa_wgmma_")[1:] if c[:3] in ("qk_", "pv_")]
+    assert len(functions) == 8  # each config's two, behind include guards
+    for chunk in functions:
+        asm = chunk.split("wgmma.mma_async")[1].split("\\n")[0]
+        assert asm.endswith("p, 1, 1, 0, 0;" if chunk.startswith("qk_") else "p, 1, 1, 1;"), asm
+    binary, sass = compiled_sass(source, options=["--ptxas-options=-v"], use_cache=False, arch="sm_90a")
+    for c in configs:
+        text = sass[c.entry]
+        k_steps, pv_steps = c.padded_dim // 16, c.block_n // 16
+        assert f"HGMMA.64x{c.block_n}x16.F32" in text and f"HGMMA.64x{c.padded_dim}x16.F32" in text
+        whole, masked = sorted((loop for loop in sass_loops(text) if any("HGMMA" in x for x in loop)), key=len)
+        assert sum("HGMMA" in x for x in whole) == sum("HGMMA" in x for x in masked) == k_steps + pv_steps
+        for loop in (whole, masked):
+            assert sum("WARPGROUP.ARRIVE" in x for x in loop) == sum("WARPGROUP.DEPBAR" in x for x in loop) == 2
+            assert sum("FENCE.VIEW.ASYNC.S" in x for x in loop) == 1
+        assert sum("MUFU.EX2" in x for x in whole) == c.block_n // 2 + 2 and sum("FSETP" in x for x in whole) == 2
+        assert "HMMA" not in text and "LDSM" not in text and "LDGSTS.E.BYPASS.128" in text
+        assert "LDL" not in text and "STL" not in text
+        report = binary.log.split(f"Function properties for {c.entry}")[1].split("Compile time")[0]
+        assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report)
+        assert not re.search(r"[1-9]\d* bytes smem", report)  # no static shared memory: one dynamic array
+        assert c.dynamic_smem == c.shared_bytes == 2 * (4 * 128 + 128) * c.padded_dim <= 227 * 1024
+
+
 # -- GPU -----------------------------------------------------------------------------------
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, causal, d", [("f16", False, 128), ("f16", True, 128), ("bf16", False, 128),
-                                              ("f16", True, 64), ("bf16", True, 256)])
-def test_gpu_matches_torch_sdpa(dtype, causal, d):
+@pytest.mark.parametrize("dtype, causal, d, wgmma", [("f16", False, 128, False), ("f16", True, 128, False),
+                                                     ("bf16", False, 128, False), ("f16", True, 64, False),
+                                                     ("bf16", True, 256, False), ("f16", False, 128, True),
+                                                     ("bf16", True, 128, True), ("f16", True, 64, True),
+                                                     ("f16", False, 40, True)])
+def test_gpu_matches_torch_sdpa(dtype, causal, d, wgmma):
     """Each form of the kernel on the device: Q in registers with two m-tiles (D = 64), Q in
-    dynamic shared memory with two (128) and with one (256)."""
+    dynamic shared memory with two (128) and with one (256); and on an H100 / H200 the
+    wgmma form (sm_90a) at 128, 64 and a padded 40."""
     from partita.runtime.cuda import CudaDevice, cuda_status
 
     if cuda_status() is not None:
@@ -314,8 +361,11 @@ def test_gpu_matches_torch_sdpa(dtype, causal, d):
     from partita.lowering.nvrtc import compile_cuda
 
     device = CudaDevice()
-    config = FlashConfig(dtype, d, causal=causal)
-    module = device.load_module(compile_cuda(flash_attention_source(config), arch=device.arch).cubin)
+    if wgmma and device.arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the wgmma form needs an H100 / H200, not {device.arch}")
+    config = FlashConfig(dtype, d, causal=causal, wgmma=wgmma)
+    arch = "sm_90a" if wgmma else device.arch
+    module = device.load_module(compile_cuda(flash_attention_source(config), arch=arch).cubin)
     rng = np.random.default_rng(6)
     b, h, hkv, sq, skv = 2, 8, 2, 300, 300
     q, k, v = _inputs(rng, dtype, b, h, hkv, sq, skv, d)
@@ -326,7 +376,7 @@ def test_gpu_matches_torch_sdpa(dtype, causal, d):
                   [("ptr", int(bufs[0])), ("ptr", int(bufs[1])), ("ptr", int(bufs[2])), ("ptr", 0),
                    ("ptr", int(out)), ("i32", h), ("i32", hkv), ("i32", sq), ("i32", skv), ("f32", scale),
                    ("i64", 0), ("i64", 0), ("i64", 0)],  # token row strides: BSHD only
-                  smem=config.dynamic_smem)  # Q in shared memory at D = 128: past 48 KiB, opted in
+                  smem=config.dynamic_smem)  # Q in shared memory past D = 64, or wgmma's: past 48 KiB, opted in
     got = device.from_device(out, q.shape, q.dtype).astype(np.float32)
     tt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     tq, tk, tv = (torch.from_numpy(a.astype(np.float32)).to(tt) for a in (q, k, v))

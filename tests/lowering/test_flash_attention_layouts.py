@@ -7,6 +7,7 @@ instantiation: 128-bit loads, the padded MMA count, no spills."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -25,11 +26,14 @@ CONFIGS = [FlashConfig("f16", 8, causal=True, layout="BSHD"), FlashConfig("f16",
 TOLERANCE = {"f16": 4e-3, "bf16": 3e-2}
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+@pytest.fixture(scope="module", params=[False, True], ids=["mma", "wgmma"])
+def built(request, tmp_path_factory):
+    """The kernels and their configs: the mma.sync forms, and the wgmma ones (sm_90a; Q, K
+    and V as core matrices in shared memory, padding dims zeroed there too)."""
     if not have_gxx():
         pytest.skip("needs g++")
-    return build(CONFIGS, tmp_path_factory.mktemp("flash_layouts"))
+    configs = [dataclasses.replace(c, wgmma=request.param) for c in CONFIGS]
+    return build(configs, tmp_path_factory.mktemp("flash_layouts")), configs
 
 
 def _run(lib, config: FlashConfig, b, h, hkv, sq, skv, key_mask=None, seed=0, scale=0.35):
@@ -60,43 +64,49 @@ def test_head_dims_accepted():
         FlashConfig("f16", 8, layout="SBHD")
 
 
-def test_d8_bshd_causal_with_key_padding_gqa(lib):
+def test_d8_bshd_causal_with_key_padding_gqa(built):
     """The exported LLaMA's attention: D = 8, causal, a key padding mask padding the end
     of the second row, 4 query heads on 2 KV heads, in BSHD."""
+    lib, configs = built
     key_mask = np.ones((2, 7), np.uint8)
     key_mask[1, 4:] = 0
-    _run(lib, CONFIGS[0], 2, 4, 2, 7, 7, key_mask)
+    _run(lib, configs[0], 2, 4, 2, 7, 7, key_mask)
 
 
-def test_d8_bhsd_causal_left_padding_rows_are_zero(lib):
+def test_d8_bhsd_causal_left_padding_rows_are_zero(built):
+    lib, configs = built
     key_mask = np.ones((2, 70), np.uint8)
     key_mask[1, :3] = 0  # left padding: queries 0..2 of batch 1 see no key
-    got = _run(lib, CONFIGS[1], 2, 2, 2, 70, 70, key_mask, seed=1)
+    got = _run(lib, configs[1], 2, 2, 2, 70, 70, key_mask, seed=1)
     assert (got[1, :, :3] == 0).all() and np.abs(got[1, :, 3:]).sum() > 0
 
 
-def test_small_dims_odd_lengths(lib):
-    _run(lib, CONFIGS[2], 1, 3, 1, 5, 130, seed=2)   # bf16 D = 16, MQA, BSHD, many key tiles
-    _run(lib, CONFIGS[3], 2, 2, 2, 65, 9, seed=3)    # D = 24, two query tiles
-    _run(lib, CONFIGS[4], 1, 4, 2, 33, 40, seed=4)   # D = 40 padded to 64, causal Sq != Skv
+def test_small_dims_odd_lengths(built):
+    lib, configs = built
+    _run(lib, configs[2], 1, 3, 1, 5, 130, seed=2)   # bf16 D = 16, MQA, BSHD, many key tiles
+    _run(lib, configs[3], 2, 2, 2, 65, 9, seed=3)    # D = 24, two query tiles
+    _run(lib, configs[4], 1, 4, 2, 33, 40, seed=4)   # D = 40 padded to 64, causal Sq != Skv
 
 
-def test_undefined_rows_without_the_guard_are_nan(lib):
+def test_undefined_rows_without_the_guard_are_nan(built):
+    lib, configs = built
     key_mask = np.zeros((1, 6), np.uint8)
-    got = _run(lib, CONFIGS[2], 1, 2, 1, 3, 6, key_mask, seed=5)
+    got = _run(lib, configs[2], 1, 2, 1, 3, 6, key_mask, seed=5)
     assert np.isnan(got).all()
 
 
-def test_bshd_at_a_native_head_dim(lib):
-    _run(lib, CONFIGS[5], 2, 2, 2, 17, 80, seed=6)
+def test_bshd_at_a_native_head_dim(built):
+    lib, configs = built
+    _run(lib, configs[5], 2, 2, 2, 17, 80, seed=6)
 
 
-def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(lib):
+def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(built):
     """GPT-2's attention: Q, K and V are head views of one ``[B, S, 3 * H * D]``
     projection, tokens ``3 * H * D`` apart; the kernel reads them in place (the harness
     passes the views' pointers and row strides, no copies) and matches the reference."""
+    lib, configs = built
     import ml_dtypes  # noqa: F401  (bf16 arrays for the bf16 config)
-    for config in (CONFIGS[0], CONFIGS[2]):
+    for config in (configs[0], configs[2]):
         t = np.float16 if config.dtype == "f16" else np.dtype("bfloat16")
         b, s, h, d = 2, 13, 3, config.head_dim
         packed = np.random.default_rng(4).standard_normal((b, s, 3, h, d)).astype(t)
@@ -109,11 +119,12 @@ def test_bshd_heads_read_in_place_from_a_packed_qkv_projection(lib):
         np.testing.assert_allclose(got, want, rtol=TOLERANCE[config.dtype], atol=TOLERANCE[config.dtype])
 
 
-def test_q_in_shared_memory_padded_and_read_in_place(lib):
+def test_q_in_shared_memory_padded_and_read_in_place(built):
     """D = 72 runs at 96 with Q in shared memory: its 24 padding dims zeroed there, its
     rows read in place from a packed QKV projection (tokens 3 * H * D apart), two query
     tiles (the second partial), causal with more keys than queries, GQA."""
-    config = CONFIGS[6]
+    lib, configs = built
+    config = configs[6]
     assert config.q_in_smem and config.padded_dim == 96
     b, s, h, d = 1, 150, 2, config.head_dim
     packed = np.random.default_rng(7).standard_normal((b, s, 3, h, d)).astype(np.dtype("bfloat16"))
@@ -126,10 +137,11 @@ def test_q_in_shared_memory_padded_and_read_in_place(lib):
     _run(lib, config, 2, 4, 2, 131, 131, seed=8)
 
 
-def test_bshd_q_and_k_read_as_head_slices_of_one_merged_rotation(lib):
+def test_bshd_q_and_k_read_as_head_slices_of_one_merged_rotation(built):
     """LLaMA after merge-rotary-embeddings: Q (4 heads) and K (2) are head slices of one
     [B, S, 6, D] rotation, tokens 6 * D apart; V is contiguous (GQA)."""
-    config = CONFIGS[0]
+    lib, configs = built
+    config = configs[0]
     b, s, hq, hk, d = 2, 11, 4, 2, config.head_dim
     rng = np.random.default_rng(5)
     rotated = rng.standard_normal((b, s, hq + hk, d)).astype(np.float16)

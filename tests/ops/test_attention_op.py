@@ -638,3 +638,43 @@ def test_head_dim_128_flash_stages_q_in_dynamic_shared_memory(tmp_path):
     assert launch["smem"] == config.dynamic_smem and launch["grid"] == (2 * 2, 1, 1)
     opt_in = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     assert drv.func_attributes[(launch["name"], opt_in)] == config.dynamic_smem
+
+
+def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
+    """Compiled for sm_90a (an H100 / H200), the flash kernel is its wgmma form: two
+    warpgroups (256 threads), Q, K and V in dynamic shared memory as core matrices (160 KiB
+    at D = 128, opted in at load), HGMMA in its SASS; a D = 256 attention keeps mma.sync. On
+    the recording driver it is launched with that geometry."""
+    import re
+
+    from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
+    from support.sass import sass_of
+
+    import partita
+    from partita.dialects import byoc
+    from partita.lowering.binaries import cubin_file
+    from partita.runtime.cuda import CudaDevice
+    from partita.runtime.plan import Runtime
+
+    q, k = (1, 2, 150, 128), (1, 1, 170, 128)
+    text = _module(q, k, k, None, "f16", "{scale = 0.088 : f64, causal = true}")
+    exe = partita.compile(text, ["cuda -arch=sm_90a", "llvm"], cache_dir=tmp_path)
+    (binary,) = [op for op in exe.module.walk() if isinstance(op, byoc.BinaryOp) and not op.is_inline]
+    image = cubin_file(binary, tmp_path).read_bytes()
+    config = FlashConfig("f16", 128, causal=True, zero_undefined_rows=False, wgmma=True)
+    assert config.dynamic_smem == 160 * 1024
+    sass = sass_of(image)
+    assert re.search(r"HGMMA\.64x128x16\.F32", sass) and "HMMA" not in sass
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
+    drv = RecordingDriver(arch=(9, 0))
+    runtime = Runtime(exe.module, CudaDevice(driver=drv), graphs=False, embedded={binary.sym_name.data: image})
+    runtime.run(*inputs)
+    runtime.close()
+    (launch,) = drv.launches
+    assert launch["block"] == (256, 1, 1) and launch["smem"] == config.dynamic_smem and launch["grid"] == (2 * 2, 1, 1)
+    # past D = 128 the wgmma form's registers would not hold a thread's tile: mma.sync
+    wide = partita.compile(_module((1, 2, 70, 256), (1, 1, 70, 256), (1, 1, 70, 256), None, "bf16",
+                                   "{scale = 0.0625 : f64}"), ["cuda -arch=sm_90a", "llvm"], cache_dir=tmp_path)
+    (binary,) = [op for op in wide.module.walk() if isinstance(op, byoc.BinaryOp) and not op.is_inline]
+    assert "HMMA.16816" in sass_of(cubin_file(binary, tmp_path).read_bytes())

@@ -39,6 +39,7 @@ from partita.lowering import nvrtc
 from partita.lowering.binaries import cache_attributes, fresh_symbol
 from partita.lowering.cuda.contracts import with_contracts
 from partita.lowering.cuda.fusion import kernel_function_error
+from partita.lowering.cuda.kernel import function_arch
 from partita.lowering.cuda.program import CudaProgram, emit_program
 from partita.lowering.cuda.records import KINDS, fused_record
 from partita.lowering.functions import mark_extern
@@ -65,11 +66,7 @@ def target_arch(functions: list[FuncOp], override: str = "") -> str:
     """The arch to compile for: the pass option, else the functions' cuda target's."""
     if override:
         return override if override.startswith("sm_") else f"sm_{override}"
-    found = set()
-    for function in functions:
-        attr = function.attributes[byoc.TARGET]
-        assert isinstance(attr, byoc.TargetAttr)
-        found.add(str(attr.to_target().get("arch")))
+    found = {function_arch(function) for function in functions} - {""}  # "": no cuda target
     if len(found) > 1:
         raise PartitaError(f"fused cuda functions disagree on the target arch ({', '.join(sorted(found))})")
     return found.pop() if found else str(PartitaTarget(TARGET_KIND).get("arch"))
@@ -99,7 +96,7 @@ class CudaCodegen(ModulePass):
         if not functions:
             return
         arch = target_arch(functions, self.arch)
-        program = with_contracts(emit_program(functions))
+        program = with_contracts(emit_program(functions, arch))
         try:
             binary = nvrtc.compile_cuda(program, arch=arch, name="partita_fused.cu", cache_dir=self.cache_dir)
         except nvrtc.NvrtcError as err:

@@ -56,6 +56,18 @@ one above). The schedule, as named choices:
   wholly then averages every value). With causal and a finite fill, the tiles past the
   frontier are still skipped when they add exactly nothing (every row's max far above the
   fill, ``__syncthreads_or`` of the block), else visited with every key filled.
+- **wgmma** (``FlashConfig.wgmma``, ``sm_90a``, up to D = 128: FlashAttention-3's
+  instruction): two warpgroups (8 warps) of 64 query rows each share 128-key tiles. Q, K
+  and V wait in one dynamic shared array as 8x8 core matrices (8 rows of 16 bytes, 128
+  contiguous bytes, no swizzle), ordered ``[row / 8][dim / 8]``, which the copies fill 16
+  bytes a thread in order; the tensor cores read them through matrix descriptors (Q and K
+  K-major, V transposed: MN-major). S = Q K^T is one ``wgmma.mma_async`` m64n128k16 a
+  k-step, O += P V one m64nDk16 a 16 keys with P's fragments from registers (the m16k16
+  fragment of mma.sync, so the softmax code is the same); each GEMM is fenced
+  (``wgmma.fence``), committed and waited for before its accumulators are read, and the
+  ``cp.async`` copies are made visible to the tensor cores (``fence.proxy.async``) before
+  the block barrier. The host emulation computes each wgmma from its descriptors and the
+  fragment layouts (checked against CuTe's in ``tests/lowering/test_flash_wgmma_layouts.py``).
 - **GQA / MQA**: query head ``h`` reads KV head ``h / (H / Hkv)``.
 - **Decode (split-KV)**: ``DecodeConfig`` / ``flash_decode_source``, pass 1 of
   ``nn.attention_partial``: one block per (split, batch x head) pair streams the split's
@@ -76,7 +88,7 @@ stored at their own size. Built by a host compiler (``PARTITA_HOST_EMULATION``, 
 neither NVRTC nor nvcc compiles it), the same kernel runs on the host
 (``tests/support/cuda_host.py``'s shim): each ``mma.sync`` is emulated by the warp's lanes
 exchanging fragments through shared memory between two block barriers, which is exact in
-f32 accumulation order per k-step.
+f32 accumulation order per k-step (each wgmma likewise, by its warpgroup).
 """
 
 from __future__ import annotations
@@ -88,7 +100,7 @@ from dataclasses import dataclass
 from partita.lowering.cuda.cexpr import _c_float
 
 __all__ = ["HEAD_DIMS", "DecodeConfig", "FlashConfig", "flash_attention_source", "flash_decode_source",
-           "head_dim_supported"]
+           "head_dim_supported", "wgmma_takes"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
 """Head dims the kernel computes at their own size (multiples of 32 from 32 to 256)."""
@@ -98,6 +110,18 @@ def head_dim_supported(head_dim: int) -> bool:
     """Any multiple of 8 up to 256: the others are padded to the next of ``HEAD_DIMS`` in
     registers and shared memory (zeros), and loaded and stored at their own size."""
     return head_dim % 8 == 0 and 8 <= head_dim <= 256
+
+
+def wgmma_takes(head_dim: int) -> bool:
+    """Whether the wgmma form (``FlashConfig.wgmma``) computes this head dim: up to 128
+    (padded to a multiple of 32), where a thread's S, P and O of one m64 tile and 128
+    keys fit its registers."""
+    return head_dim_supported(head_dim) and _padded(head_dim) <= 128
+
+
+def _padded(head_dim: int) -> int:
+    """The head dim the MMAs run at: rounded up to a multiple of 32 (two k16 steps)."""
+    return -(-head_dim // 32) * 32
 
 
 @dataclass(frozen=True)
@@ -110,6 +134,11 @@ class FlashConfig:
     zero_undefined_rows: bool = True
     layout: str = "BHSD"  # or "BSHD": [batch, seq, heads, dim], read through its strides
     mask_fill: float = -math.inf  # the score of a key the mask hides (nn.attention's mask_fill)
+    wgmma: bool = False
+    """Hopper's warpgroup MMA (``sm_90a``, FlashAttention-3's instruction; up to D = 128):
+    two warpgroups of 64 rows, each GEMM of a key tile one ``wgmma.mma_async`` a k16 step,
+    Q, K and V read by the tensor cores from shared memory through descriptors (the
+    module's **wgmma**)."""
 
     def __post_init__(self):
         if self.dtype not in ("f16", "bf16"):
@@ -118,17 +147,20 @@ class FlashConfig:
             raise ValueError(f"flash attention head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
         if self.layout not in ("BHSD", "BSHD"):
             raise ValueError(f"flash attention layout must be BHSD or BSHD, got {self.layout}")
+        if self.wgmma and not wgmma_takes(self.head_dim):
+            raise ValueError(f"the wgmma flash attention takes head dims up to 128, not {self.head_dim}")
 
     @property
     def padded_dim(self) -> int:
         """The head dim the MMAs run at: ``head_dim`` rounded up to a multiple of 32 (two
         k16 steps per ``ldmatrix.x4``)."""
-        return -(-self.head_dim // 32) * 32
+        return _padded(self.head_dim)
 
     @property
     def warps(self) -> int:
-        """Warps per block."""
-        return 4
+        """Warps per block: 4, or with wgmma 8 (two warpgroups of 64 rows each, sharing
+        every K and V tile)."""
+        return 8 if self.wgmma else 4
 
     @property
     def m_tiles(self) -> int:
@@ -137,8 +169,9 @@ class FlashConfig:
         D / 2)`` registers a lane, plus ``MT * D / 4`` of Q fragments up to D = 64, Q from
         shared memory above: ``q_in_smem``) fit without spilling; each K and V fragment a
         warp loads from shared memory then feeds two MMAs, and each key tile serves twice
-        the rows. 1 (16 rows) above."""
-        return 2 if self.padded_dim <= 128 else 1
+        the rows. 1 (16 rows) above, and with wgmma (a warp's 16 rows of its warpgroup's
+        m64 tile)."""
+        return 2 if self.padded_dim <= 128 and not self.wgmma else 1
 
     @property
     def q_in_smem(self) -> bool:
@@ -147,8 +180,9 @@ class FlashConfig:
         would spill, and above, with one, they would leave room for 16-key tiles only; so a
         warp loads each k-step's from shared memory instead (``ldmatrix``, once a key tile).
         The block's Q rows and two stages of K and V then pass the 48 KiB of static shared
-        memory: dynamic, opted in at load (``dynamic_smem``)."""
-        return self.padded_dim > 64
+        memory: dynamic, opted in at load (``dynamic_smem``). With wgmma always: S = Q K^T
+        reads both operands from shared memory (its A from registers would spill)."""
+        return self.padded_dim > 64 or self.wgmma
 
     @property
     def block_m(self) -> int:
@@ -160,7 +194,11 @@ class FlashConfig:
         a warp's m-tiles (see ``m_tiles``) stay within 255 without spilling (64 keys spill
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
-        against 66% for 32 with Q in shared memory)."""
+        against 66% for 32 with Q in shared memory). With wgmma 128, FlashAttention-3's: a
+        thread holds one m64 tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 200
+        in all at D = 128, no spills)."""
+        if self.wgmma:
+            return 128
         return 64 if self.padded_dim <= 64 else 32
 
     @property
@@ -174,19 +212,20 @@ class FlashConfig:
         mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
         layout = "_bshd" if self.layout == "BSHD" else ""
         fill = "" if self.mask_fill == -math.inf else f"_f{struct.unpack('<I', struct.pack('<f', self.mask_fill))[0]:08x}"
-        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}{fill}"
+        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}{fill}{'_wg' if self.wgmma else ''}"
 
     @property
     def shared_bytes(self) -> int:
         """Shared memory per block: two stages of K and V (and the block's Q rows), halves,
-        rows padded by 8."""
+        rows padded by 8 (wgmma: unpadded 8x8 core matrices)."""
         rows = 4 * self.block_n + (self.block_m if self.q_in_smem else 0)
-        return 2 * rows * (self.padded_dim + 8)
+        return 2 * rows * (self.padded_dim + (0 if self.wgmma else 8))
 
     @property
     def dynamic_smem(self) -> int:
-        """Bytes of dynamic shared memory the launch gives (0: all of it static)."""
-        return self.shared_bytes if self.q_in_smem else 0
+        """Bytes of dynamic shared memory the launch gives (0: all of it static). With wgmma
+        always: one array, whose offsets the descriptors' start addresses are."""
+        return self.shared_bytes if self.q_in_smem or self.wgmma else 0
 
     def grid(self, batch: int, heads: int, q_len: int) -> tuple[int, int, int]:
         return ((q_len + self.block_m - 1) // self.block_m, batch * heads, 1)
@@ -344,6 +383,123 @@ static __device__ __forceinline__ void fa_cp_async_wait_all() { asm volatile("cp
   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), \
     "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]))
 #endif
+// -- wgmma (sm_90a) ------------------------------------------------------------------
+// The element (row, dim) of a tile of ``ck`` 16-byte chunks a row, as 8x8 core matrices
+// ordered [row / 8][dim / 8], each 8 rows of 16 bytes (64 halves).
+static __device__ __forceinline__ unsigned fa_core_offset(unsigned row, unsigned dim, unsigned ck) {
+  return ((row / 8) * ck + dim / 8) * 64 + (row % 8) * 8 + dim % 8;
+}
+// A shared-memory matrix descriptor with no swizzle: the matrix is 8x8 core matrices, each
+// 8 rows of 16 bytes (128 contiguous bytes); the start address, the leading byte offset
+// (between core matrices adjacent along K for a K-major operand, along K's groups of 8 for
+// an MN-major one) and the stride byte offset (along M / N), each in 16-byte units.
+#ifdef PARTITA_HOST_EMULATION
+// The emulation's addresses are byte offsets in the block's shared array.
+static const unsigned short* fa_wg_base;
+static unsigned long long fa_gmma_desc(const unsigned short* p, const unsigned short* base, unsigned lbo,
+                                       unsigned sbo) {
+  fa_wg_base = base;
+  const unsigned start = (unsigned)((p - base) * 2);
+  return (unsigned long long)((start & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32);
+}
+static void fa_wg_fence() {}
+static void fa_wg_commit() {}
+static void fa_wg_wait0() {}
+static void fa_fence_proxy_async() {}
+static void fa_wg_fence_acc(float&) {}
+// One warpgroup's wgmma.mma_async m64nNk16, f32 accumulation: the threads publish their A
+// registers (the RS form) between two block barriers, then each computes the D elements it
+// holds (row 16 * warp + lane / 4, + 8 for v / 2 odd; column 8 * (v / 4) + 2 * (lane % 4) +
+// v % 2), reading A from the registers of the row's warp (the m16k16 fragment layout) or
+// from shared memory (K-major), and B from shared memory (K-major, or MN-major transposed)
+// by the canonical layouts of their descriptors.
+static unsigned fa_wg_field(unsigned long long desc, int at) { return (unsigned)((desc >> at) & 0x3FFFu) << 4; }
+// The byte (from the shared array) of a K-major operand's (row of M or N, k) and of an
+// MN-major one's (k, column of N): the canonical no-swizzle layouts a descriptor names.
+static unsigned fa_wg_k_major(unsigned long long desc, int row, int k) {
+  return fa_wg_field(desc, 0) + (row % 8) * 16 + (row / 8) * fa_wg_field(desc, 32) + (k / 8) * fa_wg_field(desc, 16) +
+         (k % 8) * 2;
+}
+static unsigned fa_wg_mn_major(unsigned long long desc, int k, int col) {
+  return fa_wg_field(desc, 0) + (k % 8) * 16 + (k / 8) * fa_wg_field(desc, 16) + (col / 8) * fa_wg_field(desc, 32) +
+         (col % 8) * 2;
+}
+// The accumulator element v of warpgroup thread t: (row, column) of the m64nN tile.
+static void fa_wg_c_coord(int t, int v, int& row, int& col) {
+  row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((v / 2) % 2);
+  col = 8 * (v / 4) + 2 * (t % 4) + v % 2;
+}
+// Which thread of the warpgroup holds A's (row, k) in its registers, and as which half
+// (register v / 2, half v % 2): the m16k16 fragment of the row's warp.
+static void fa_wg_a_owner(int row, int k, int& t, int& v) {
+  t = (row / 16) * 32 + (row % 8) * 4 + (k % 8) / 2;
+  v = 2 * ((row % 16) / 8 + 2 * (k / 8)) + k % 2;
+}
+static unsigned fa_wg_stage[1024][4];
+template <bool BF16>
+static void fa_wgmma(float* d, int n, const unsigned* a, unsigned long long desc_a, unsigned long long desc_b,
+                     bool trans_b, bool accumulate) {
+  const unsigned group = threadIdx.x / 128 * 128, t = threadIdx.x % 128;
+  if (a) memcpy(fa_wg_stage[group + t], a, 16);
+  __syncthreads();
+  auto elem = [](unsigned byte) {
+    unsigned short bits;
+    memcpy(&bits, (const char*)fa_wg_base + byte, 2);
+    return BF16 ? fa_bf16(bits) : fa_f16(bits);
+  };
+  auto A = [&](int row, int k) -> float {
+    if (!a) return elem(fa_wg_k_major(desc_a, row, k));
+    int owner, v;
+    fa_wg_a_owner(row, k, owner, v);
+    const unsigned reg = fa_wg_stage[group + owner][v / 2];
+    const unsigned short bits = (unsigned short)(v % 2 ? reg >> 16 : reg & 0xffffu);
+    return BF16 ? fa_bf16(bits) : fa_f16(bits);
+  };
+  auto B = [&](int k, int col) {
+    return elem(trans_b ? fa_wg_mn_major(desc_b, k, col) : fa_wg_k_major(desc_b, col, k));
+  };
+  float out[128];
+  for (int v = 0; v < n / 2; ++v) {
+    int row, col;
+    fa_wg_c_coord((int)t, v, row, col);
+    float acc = accumulate ? d[v] : 0.0f;
+    for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
+    out[v] = acc;
+  }
+  __syncthreads();
+  memcpy(d, out, sizeof(float) * (n / 2));
+}
+#else
+static __device__ __forceinline__ unsigned long long fa_gmma_desc(const unsigned short* p, const unsigned short*,
+                                                                  unsigned lbo, unsigned sbo) {
+  const unsigned start = (unsigned)__cvta_generic_to_shared(p);
+  return (unsigned long long)((start & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32);
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Registers a wgmma reads or writes are settled before it (fence), its group is closed
+// (commit), and the thread waits for every group before reading its accumulators.
+static __device__ __forceinline__ void fa_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void fa_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void fa_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+#else
+static __device__ __forceinline__ void fa_wg_fence() { __trap(); }
+static __device__ __forceinline__ void fa_wg_commit() { __trap(); }
+static __device__ __forceinline__ void fa_wg_wait0() { __trap(); }
+#endif
+// The cp.async copies (generic proxy) made visible to the tensor cores' reads (async proxy).
+static __device__ __forceinline__ void fa_fence_proxy_async() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// An accumulator the compiler must not read or write across the wgmma's asynchronous update.
+static __device__ __forceinline__ void fa_wg_fence_acc(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+#endif
+// What a kernel without wgmma names in its (never taken) wgmma branch.
+static __device__ __forceinline__ void fa_wgmma_none(float*, const unsigned*, unsigned long long, unsigned long long,
+                                                     int) {}
 #endif
 """
 
@@ -363,10 +519,29 @@ static __device__ __forceinline__ void $entry_tile(
   // A fragments loaded per k-step (ldmatrix), instead of held in registers throughout.
   constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, MT = $MT, KS = DP / 16, NT = BN / 8, DT = DP / 8;
   constexpr bool QS = $QSMEM;
+  // WG: wgmma (sm_90a). The block's four warps are one warpgroup computing the block's
+  // MT m64 tiles of rows; warp w holds rows 16 w .. 16 w + 15 of each (lane / 4 and + 8).
+  constexpr bool WG = $WG;
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
   // different bank groups, and every row start stays 16-byte aligned for uint4 stores.
-  constexpr int KP = DP + 8;
+  // With wgmma no padding: tiles are 8x8 core matrices (8 rows of 16 bytes, 128 contiguous
+  // bytes, conflict-free for the tensor cores) ordered [row / 8][dim / 8], which K's and
+  // Q's K-major descriptors and V's MN-major one all read.
+  constexpr int KP = WG ? DP : DP + 8, CK = DP / 8;
+  auto at = [](unsigned row, unsigned dim) -> unsigned { return WG ? fa_core_offset(row, dim, CK) : row * KP + dim; };
+  // A thread's c-th 16-byte copy of a tile of D real dims a row: (row, dim). With wgmma in
+  // the core matrices' order (consecutive threads, consecutive 16 bytes of shared memory).
+  auto chunk = [](unsigned c, unsigned& row, unsigned& dim) {
+    if (WG) {
+      constexpr unsigned CD = D / 8;
+      row = c / (8 * CD) * 8 + c % 8;
+      dim = c / 8 % CD * 8;
+    } else {
+      row = c * 8 / D;
+      dim = c * 8 % D;
+    }
+  };
   // Two stages of K and V tiles, both [key][dim]: tile t + 1 streams in (cp.async) while
   // tile t is computed; V's B fragments come from ldmatrix.trans.
 $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -387,15 +562,18 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     constexpr int PAD = D < DP ? DP - D : 1;  // (1 where this is dead code: no division by zero)
     for (int c = threadIdx.x; c < 2 * BN * PAD; c += $THREADS) {
       const int stage = c / (BN * PAD), e = c % (BN * PAD);
-      ks[stage][(e / PAD) * KP + D + e % PAD] = 0;
-      vs[stage][(e / PAD) * KP + D + e % PAD] = 0;
+      ks[stage][at(e / PAD, D + e % PAD)] = 0;
+      vs[stage][at(e / PAD, D + e % PAD)] = 0;
     }
   }
   const int row0 = qtile * BM + warp * 16 * MT;  // this warp's first query row
   // The two rows this lane holds in m-tile i: r_lo[i] and r_hi[i] = r_lo[i] + 8.
   int r_lo[MT], r_hi[MT];
 #pragma unroll
-  for (int i = 0; i < MT; ++i) { r_lo[i] = row0 + 16 * i + lane / 4; r_hi[i] = r_lo[i] + 8; }
+  for (int i = 0; i < MT; ++i) {
+    r_lo[i] = WG ? qtile * BM + 64 * (MT * (warp / 4) + i) + 16 * (warp % 4) + lane / 4 : row0 + 16 * i + lane / 4;
+    r_hi[i] = r_lo[i] + 8;
+  }
   const unsigned short* qb = (const unsigned short*)q + q_base;
   // Q tile in registers (A fragments); rows past q_len read as 0. (With QS: in shared
   // memory, copied with tile 0's group below.)
@@ -446,11 +624,12 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int i = 0; i < COPIES; ++i) {
       const unsigned c = threadIdx.x + i * $THREADS;
       if (CHUNKS % $THREADS != 0 && c >= (unsigned)CHUNKS) break;
-      const unsigned row = c * 8 / D, dim = c * 8 % D;
+      unsigned row, dim;
+      chunk(c, row, dim);
       const bool real = (int)row < keys;
       const int bytes = real ? 16 : 0;
-      fa_cp_async16(kd + row * KP + dim, kg + (real ? row * k_stride + dim : 0), bytes);
-      fa_cp_async16(vd + row * KP + dim, vg + (real ? row * v_stride + dim : 0), bytes);
+      fa_cp_async16(kd + at(row, dim), kg + (real ? row * k_stride + dim : 0), bytes);
+      fa_cp_async16(vd + at(row, dim), vg + (real ? row * v_stride + dim : 0), bytes);
     }
     fa_cp_async_commit();  // one group a tile (empty past the last: the wait stays uniform)
   };
@@ -463,14 +642,15 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int i = 0; i < QCOPIES; ++i) {
       const unsigned c = threadIdx.x + i * $THREADS;
       if (QCHUNKS % $THREADS != 0 && c >= (unsigned)QCHUNKS) break;
-      const unsigned row = c * 8 / D, dim = c * 8 % D;
+      unsigned row, dim;
+      chunk(c, row, dim);
       const int qrow = qtile * BM + (int)row;
       const bool real = qrow < q_len;
-      fa_cp_async16(qs + row * KP + dim, qb + (real ? (long long)qrow * q_stride + dim : 0), real ? 16 : 0);
+      fa_cp_async16(qs + at(row, dim), qb + (real ? (long long)qrow * q_stride + dim : 0), real ? 16 : 0);
     }
     if (D < DP) {
       constexpr int PAD = D < DP ? DP - D : 1;
-      for (int c = threadIdx.x; c < BM * PAD; c += $THREADS) qs[(c / PAD) * KP + D + c % PAD] = 0;
+      for (int c = threadIdx.x; c < BM * PAD; c += $THREADS) qs[at(c / PAD, D + c % PAD)] = 0;
     }
   }
   // Scores live in the log2 domain (s * scale * log2 e): p = 2^(s - m) is one subtraction
@@ -490,6 +670,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     __syncthreads();  // every warp is done with tile - 1, whose stage the next copy reuses
     if (tile + 1 < tiles) load_tile(tile + 1); else fa_cp_async_commit();
     fa_cp_async_wait_one();  // this thread's copies of tile have landed
+    if (WG) fa_fence_proxy_async();  // visible to the tensor cores' reads
     __syncthreads();         // and every thread's
     // S = Q K^T for this tile (f32 accumulators, NT n8 tiles an m-tile), scaled into the
     // log2 domain. Each ldmatrix.x4 of K (two k-steps of one key n8 tile) feeds the MMAs of
@@ -498,6 +679,25 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     // schedules the two-tile register form better too); else the key tiles.
     constexpr bool KO = MT > 1 || QS;
     float s[MT][NT][4];
+    if constexpr (WG) {
+      // One wgmma a k-step and m64 tile (N = BN keys), the first overwriting S: A = the
+      // warpgroup's Q rows, B = K, both K-major in shared memory. Core matrices along K are
+      // 128 bytes apart (LBO), along the rows CK * 128 (SBO).
+      fa_wg_fence();
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int st = 0; st < KS; ++st) {
+          const unsigned short* qt = qs + (MT * (warp / 4) + i) * 8 * CK * 64 + st * 128;
+          $WGQK(&s[i][0][0], nullptr, fa_gmma_desc(qt, smem, 128, CK * 128),
+                fa_gmma_desc(kt + st * 128, smem, 128, CK * 128), st);
+        }
+      fa_wg_commit();
+      fa_wg_wait0();
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+        for (int n = 0; n < NT; ++n) for (int e = 0; e < 4; ++e) fa_wg_fence_acc(s[i][n][e]);
+    } else {
 #pragma unroll
     for (int i = 0; i < MT; ++i)
       for (int n = 0; n < NT; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
@@ -529,6 +729,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
           $MMA(s[i][n], a[i][1], b1, s[i][n]);
         }
       }
+    }
     }
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
@@ -589,7 +790,37 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       }
     }
     // O += P V: two n8 tiles of P are one k16 A fragment, in registers; each ldmatrix.x4
-    // of V feeds the MMAs of every m-tile.
+    // of V feeds the MMAs of every m-tile. With wgmma: one wgmma a k16 step of keys and m64
+    // tile (N = DP), A = P's fragments, all packed first (a wgmma reads its A registers
+    // until it completes); B = V, MN-major: core matrices along the keys CK * 128 bytes
+    // apart (LBO), along the dims 128 (SBO).
+    if constexpr (WG) {
+      unsigned pa[MT][NT / 2][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) {
+          pa[i][j][0] = $PACK(s[i][2 * j][0], s[i][2 * j][1]);
+          pa[i][j][1] = $PACK(s[i][2 * j][2], s[i][2 * j][3]);
+          pa[i][j][2] = $PACK(s[i][2 * j + 1][0], s[i][2 * j + 1][1]);
+          pa[i][j][3] = $PACK(s[i][2 * j + 1][2], s[i][2 * j + 1][3]);
+        }
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+        for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) fa_wg_fence_acc(acc[i][t][e]);
+      fa_wg_fence();
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j)
+          $WGPV(&acc[i][0][0], pa[i][j], 0, fa_gmma_desc(vtile + j * 2 * CK * 64, smem, CK * 128, 128), 1);
+      fa_wg_commit();
+      fa_wg_wait0();
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+        for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) fa_wg_fence_acc(acc[i][t][e]);
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < NT / 2; ++j) {
       unsigned pa[MT][4];
@@ -952,14 +1183,79 @@ def flash_decode_source(configs: list[DecodeConfig] | DecodeConfig) -> str:
     return "\n".join(parts)
 
 
+def _wgmma_function(name: str, dtype: str, n: int, a_in_smem: bool, trans_b: bool) -> str:
+    """``name(d, a, desc_a, desc_b, accumulate)``: one ``wgmma.mma_async`` m64 x ``n`` x k16
+    in f32 of the warpgroup, A from registers (``a``, four of the m16k16 fragment) or from
+    shared memory (``desc_a``, K-major), B through ``desc_b`` (K-major, or MN-major with
+    ``trans_b``); ``accumulate`` 0 overwrites ``d``."""
+    t = "bf16" if dtype == "bf16" else "f16"
+    acc = n // 2
+    d = ", ".join(f"%{i}" for i in range(acc))
+    if a_in_smem:
+        a_ops, a_in, rest = f"%{acc}", '"l"(desc_a), ', f"%{acc + 1}, p, 1, 1, 0, {int(trans_b)}"
+        scale = acc + 2
+    else:
+        a_ops = "{" + ", ".join(f"%{acc + i}" for i in range(4)) + "}"
+        a_in, rest = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), ', f"%{acc + 4}, p, 1, 1, {int(trans_b)}"
+        scale = acc + 5
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
+    emulated = "nullptr" if a_in_smem else "a"
+    return f"""#ifndef {name}_DEFINED
+#define {name}_DEFINED
+static __device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long desc_a,
+                                              unsigned long long desc_b, int accumulate) {{
+#if defined(PARTITA_HOST_EMULATION)
+  (void)desc_a;
+  fa_wgmma<{'true' if t == 'bf16' else 'false'}>(d, {n}, {emulated}, desc_a, desc_b, {'true' if trans_b else 'false'}, accumulate != 0);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  (void)a; (void)desc_a;
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{scale}, 0;\\n"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{d}}}, {a_ops}, {rest};\\n}}\\n"
+               : {outs}
+               : {a_in}"l"(desc_b), "r"(accumulate));
+#else
+  __trap();
+#endif
+}}
+#endif
+"""
+
+
+def _wgmma_functions(c: FlashConfig) -> str:
+    """The two wgmma shapes of a key tile: S = Q K^T (N = ``block_n`` keys, A = Q and B = K
+    from shared memory, K-major) and O += P V (N = the padded head dim, A = P from
+    registers, B = V, MN-major)."""
+    if not c.wgmma:
+        return ""
+    qk = _wgmma_function(_wgmma_qk(c), c.dtype, c.block_n, True, False)
+    return qk + _wgmma_function(_wgmma_pv(c), c.dtype, c.padded_dim, False, True)
+
+
+def _wgmma_qk(c: FlashConfig) -> str:
+    return f"fa_wgmma_qk_{c.dtype}_n{c.block_n}" if c.wgmma else "fa_wgmma_none"
+
+
+def _wgmma_pv(c: FlashConfig) -> str:
+    return f"fa_wgmma_pv_{c.dtype}_n{c.padded_dim}" if c.wgmma else "fa_wgmma_none"
+
+
 def _shared_declarations(c: FlashConfig) -> str:
     """The tile function's shared arrays: ``ks`` and ``vs`` ``[2][BN * KP]`` (static), or,
     with Q in shared memory, ``qs`` ``[BM * KP]`` and both in the dynamic shared memory."""
+    if c.wgmma:  # one dynamic array: the descriptors' start addresses are offsets in it
+        return (f"  FA_DYNAMIC_SHARED({c.entry}_smem, {c.dynamic_smem // 2});\n"
+                f"  unsigned short* const smem = {c.entry}_smem;  // [BM][DP] of Q with QS, then K's and V's stages\n"
+                f"  unsigned short* const qs = {'smem' if c.q_in_smem else 'nullptr'};\n"
+                "  unsigned short (*const ks)[BN * KP] = reinterpret_cast<unsigned short (*)[BN * KP]>"
+                "(smem + (QS ? BM * KP : 0));\n"
+                "  unsigned short (*const vs)[BN * KP] = ks + 2;\n")
     if not c.q_in_smem:
         return ("  __shared__ __align__(16) unsigned short ks[2][BN * KP];\n"
                 "  __shared__ __align__(16) unsigned short vs[2][BN * KP];\n"
-                "  unsigned short* const qs = nullptr;  // Q in registers\n")
+                "  unsigned short* const qs = nullptr;  // Q in registers\n"
+                "  unsigned short* const smem = nullptr;\n")
     return (f"  FA_DYNAMIC_SHARED({c.entry}_smem, {c.dynamic_smem // 2});\n"
+            f"  unsigned short* const smem = {c.entry}_smem;\n"
             f"  unsigned short* const qs = {c.entry}_smem;  // [BM][KP], then K's and V's stages\n"
             "  unsigned short (*const ks)[BN * KP] = reinterpret_cast<unsigned short (*)[BN * KP]>(qs + BM * KP);\n"
             "  unsigned short (*const vs)[BN * KP] = ks + 2;\n")
@@ -971,6 +1267,7 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
         configs = [configs]
     parts = [_PRELUDE]
     for c in configs:
+        parts.append(_wgmma_functions(c))
         text = _KERNEL
         for key, value in (("$entry", c.entry), ("$THREADS", str(32 * c.warps)), ("$DP", str(c.padded_dim)),
                            ("$D", str(c.head_dim)), ("$BSHD", "true" if c.layout == "BSHD" else "false"),
@@ -981,7 +1278,8 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
                            ("$MMA", "FA_MMA_F16" if c.dtype == "f16" else "FA_MMA_BF16"),
                            ("$PACK", f"fa_pack_{c.dtype}"),
                            ("$CAUSAL", "true" if c.causal else "false"), ("$FILL", _c_float(c.mask_fill)),
-                           ("$ZERO", "true" if c.zero_undefined_rows else "false")):
+                           ("$ZERO", "true" if c.zero_undefined_rows else "false"),
+                           ("$WGQK", _wgmma_qk(c)), ("$WGPV", _wgmma_pv(c)), ("$WG", "true" if c.wgmma else "false")):
             text = text.replace(key, value)
         parts.append(text)
     return "\n".join(parts)

@@ -174,9 +174,11 @@ class KernelEmitter(ScheduleMixin):
     index view of one, at an index), ``stored`` (a value as its storage type holds it),
     ``ctype``, ``var``, ``dims``, ``out_index``, ``index_type`` and ``lines``."""
 
-    def __init__(self, function: FuncOp, entry: str):
+    def __init__(self, function: FuncOp, entry: str, arch: str = ""):
         self.function = function
         self.entry = entry
+        self.arch = arch or function_arch(function)
+        """The arch the kernel is compiled for (``sm_90a``): a rule may build for it (wgmma)."""
         self.block = function.body.block
         self.lines: list[str] = []
         self.prelude: list[str] = []  # device code a whole-kernel schedule calls (before the entry)
@@ -670,8 +672,15 @@ def _entry_name(name: str, taken: set[str]) -> str:
     return entry
 
 
-def emit_kernel(function: FuncOp, entry: str | None = None) -> FusedKernel:
-    """The kernel of one fused function (located error if its body cannot be one)."""
+def emit_kernel(function: FuncOp, entry: str | None = None, arch: str = "") -> FusedKernel:
+    """The kernel of one fused function (located error if its body cannot be one), for
+    ``arch`` (default: the function's cuda target's)."""
     if (why := kernel_function_error(function)) is not None:
         raise op_error(function, f"cannot become a CUDA kernel: it {why}")
-    return KernelEmitter(function, entry or _entry_name(function.sym_name.data, set())).emit()
+    return KernelEmitter(function, entry or _entry_name(function.sym_name.data, set()), arch).emit()
+
+
+def function_arch(function: FuncOp) -> str:
+    """The arch of the function's cuda target (``""`` without one)."""
+    attr = function.attributes.get(byoc.TARGET)
+    return str(attr.to_target().get("arch")) if isinstance(attr, byoc.TargetAttr) else ""

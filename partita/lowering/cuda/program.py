@@ -197,10 +197,11 @@ class CudaProgram:
         return [name for name, (lo, hi) in self.lines.items() if lo <= line <= hi]
 
 
-def emit_program(functions: Sequence[FuncOp]) -> CudaProgram:
-    """One translation unit with the kernel of every function, entries named after them."""
+def emit_program(functions: Sequence[FuncOp], arch: str = "") -> CudaProgram:
+    """One translation unit with the kernel of every function, entries named after them,
+    for ``arch`` (default: each function's cuda target's)."""
     taken: set[str] = set()
-    kernels = {f.sym_name.data: emit_kernel(f, _entry_name(f.sym_name.data, taken)) for f in functions}
+    kernels = {f.sym_name.data: emit_kernel(f, _entry_name(f.sym_name.data, taken), arch) for f in functions}
     dtypes = {k.output_dtype for k in kernels.values()} | {t for k in kernels.values() for t in k.dtypes}
     codes = [k.code for k in kernels.values()]
 
