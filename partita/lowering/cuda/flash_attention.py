@@ -408,6 +408,7 @@ static void fa_wg_commit() {}
 static void fa_wg_wait0() {}
 static void fa_fence_proxy_async() {}
 static void fa_wg_fence_acc(float&) {}
+static void fa_wg_fence_a(unsigned&) {}
 // One warpgroup's wgmma.mma_async m64nNk16, f32 accumulation: the threads publish their A
 // registers (the RS form) between two block barriers, then each computes the D elements it
 // holds (row 16 * warp + lane / 4, + 8 for v / 2 odd; column 8 * (v / 4) + 2 * (lane % 4) +
@@ -496,6 +497,8 @@ static __device__ __forceinline__ void fa_fence_proxy_async() {
 }
 // An accumulator the compiler must not read or write across the wgmma's asynchronous update.
 static __device__ __forceinline__ void fa_wg_fence_acc(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+// An A register a wgmma reads until it completes: live past the wait, so not reused before.
+static __device__ __forceinline__ void fa_wg_fence_a(unsigned& r) { asm volatile("" : "+r"(r) :: "memory"); }
 #endif
 // What a kernel without wgmma names in its (never taken) wgmma branch.
 static __device__ __forceinline__ void fa_wgmma_none(float*, const unsigned*, unsigned long long, unsigned long long,
@@ -817,8 +820,10 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       fa_wg_commit();
       fa_wg_wait0();
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+      for (int i = 0; i < MT; ++i) {
         for (int t = 0; t < DT; ++t) for (int e = 0; e < 4; ++e) fa_wg_fence_acc(acc[i][t][e]);
+        for (int j = 0; j < NT / 2; ++j) for (int r = 0; r < 4; ++r) fa_wg_fence_a(pa[i][j][r]);
+      }
       return;
     }
 #pragma unroll
