@@ -72,7 +72,7 @@ class Sm90KernelHandle:
     def prepare(self, loader: Any) -> PreparedSm90:
         module = loader.module(self)
         kernel = module.kernel(self.entry.name, self.smem, loader.emulation)
-        return PreparedSm90(self, kernel, as_checked(module))
+        return PreparedSm90(self, kernel, as_checked(module), loader.multiprocessor_count or HOPPER_SMS)
 
     def problem_of(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
         """(M, N, K, batch) of a call on inputs of these shapes; a located error when they
@@ -104,6 +104,9 @@ class PreparedSm90:
     kernel: Any
     checked: CheckedModule | None = None
     """The cubin's checked module, whose launch contract the record must match."""
+    sm_count: int = HOPPER_SMS
+    """The device's SMs, which size a persistent kernel's grid and a stream-K kernel's
+    decomposition (and so its workspace)."""
 
     def argument_kinds(self) -> list[tuple[Any, tuple[str, ...]]]:
         """The kernel and the pieces of its ``Params``, from the probe's recorded layout."""
@@ -118,14 +121,14 @@ class PreparedSm90:
         persistent data-parallel scheduler keeps no state in memory)."""
         if not self.handle.entry.config.stream_k_scheduler:
             return 0
-        return self.stream_k(self.handle.problem_of(shapes), HOPPER_SMS).workspace_bytes
+        return self.stream_k(self.handle.problem_of(shapes)).workspace_bytes
 
-    def stream_k(self, problem: tuple[int, int, int, int], sm_count: int) -> StreamKSchedule:
+    def stream_k(self, problem: tuple[int, int, int, int]) -> StreamKSchedule:
         """The stream-K scheduler's schedule of ``problem``: its split-K decomposition, or its
         heuristic one (``decomposition = "stream_k"``, one split)."""
         cfg = self.handle.entry.config
         try:
-            return stream_k_schedule(problem, cfg.tile, cfg.cluster, sm_count, cfg.splits)
+            return stream_k_schedule(problem, cfg.tile, cfg.cluster, self.sm_count, cfg.splits)
         except ValueError as err:
             raise PartitaError(f"@{self.handle.function}: {err}") from None
 
@@ -141,32 +144,32 @@ class PreparedSm90:
         pointers["out"] = out.ptr
         cfg = entry.config
         schedule, sm_count = None, 0
-        split: StreamKSchedule | None = None
+        stream_k: StreamKSchedule | None = None
         if cfg.persistent:  # about one CTA an SM, walking the tiles
-            sm_count = int(getattr(device, "multiprocessor_count", 0) or HOPPER_SMS)
+            sm_count = self.sm_count
             if cfg.stream_k_scheduler:
-                split = self.stream_k(problem, sm_count)
-                if split.workspace_bytes and not workspace:
-                    raise PartitaError(f"@{handle.function}: its {split.mode} partials need a workspace, and the "
+                stream_k = self.stream_k(problem)
+                if stream_k.workspace_bytes and not workspace:
+                    raise PartitaError(f"@{handle.function}: its {stream_k.mode} partials need a workspace, and the "
                                        "call has none")
             else:
                 schedule = persistent_schedule(problem, cfg.tile, cfg.cluster, sm_count)
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
                               pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
                               MMA_PROMOTION_INTERVAL, schedule, sm_count,
-                              split.fields(workspace or 0, sm_count) if split else None)
+                              stream_k.fields(workspace or 0, sm_count) if stream_k else None)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
         block = (int(handle.layout["threads"]), 1, 1)
-        grid = split.grid if split else schedule.grid if schedule else sm90_grid(problem, cfg.tile, cfg.cluster)
+        grid = stream_k.grid if stream_k else schedule.grid if schedule else sm90_grid(problem, cfg.tile, cfg.cluster)
         launch = device.prepare_launch(self.kernel, grid, block, handle.smem, list(args.args), operands,
                                        cluster=cfg.cluster)
         check_cutlass_contract(self.checked, entry, handle.function)  # after the geometry and layout checks
-        if split is None or not split.barrier_bytes:
+        if stream_k is None or not stream_k.barrier_bytes:
             return [launch]
         # the reduction barriers after the partials start at zero each run
-        return [ZeroFill(device, int(workspace or 0) + split.reduction_bytes, split.barrier_bytes), launch]
+        return [ZeroFill(device, int(workspace or 0) + stream_k.reduction_bytes, stream_k.barrier_bytes), launch]
 
 
 @dataclass(frozen=True)

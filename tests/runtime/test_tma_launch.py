@@ -429,6 +429,28 @@ def test_a_decomposed_kernel_zeroes_its_barriers_every_run(decomposed, mode: str
     runtime.close()
 
 
+def test_a_stream_k_kernel_is_sized_by_the_devices_sms(decomposed) -> None:
+    """On an H100 PCIe (114 SMs) the stream-K decomposition is that device's: a grid of 114
+    CTAs, 114 units, and the workspace the plan places sized for them (its barriers right
+    behind its partials)."""
+    schedule = stream_k_schedule((1, 4096, 4096, 1), (128, 128, 64), (1, 1, 1), 114)
+    assert schedule.mode == "stream_k" and schedule.sk_units == 114
+    drv = RecordingDriver(arch=(9, 0), sm_count=114)
+    runtime = Runtime(decomposed["stream_k"].module, CudaDevice(driver=drv))
+    runtime.run(*_decode_inputs())
+    (bound,) = runtime._bound.values()
+    zero, launch = bound.steps
+    (handle,) = decomposed["stream_k"].runtime.handles.values()
+    at = dict(zip((name for name, _ in STREAM_K_PARAMS), handle.layout["stream_k"]))
+    blob = pack_kernel_args(launch.args)[0]
+    assert launch.grid == schedule.grid == (114, 1, 1) and struct.unpack_from("<I", blob, at["sk_units"])[0] == 114
+    workspace = struct.unpack_from("<Q", blob, at["reduction_workspace"])[0]
+    assert (zero.ptr - workspace, zero.nbytes) == (schedule.reduction_bytes, schedule.barrier_bytes)
+    (size,) = bound.workspaces.values()
+    assert size == schedule.workspace_bytes
+    runtime.close()
+
+
 @pytest.mark.parametrize("mode", DECOMPOSED)
 def test_a_decomposed_kernel_matches_numpy_on_the_simulated_device(decomposed, mode: str) -> None:
     x, w, b = _decode_inputs(seed=1)
