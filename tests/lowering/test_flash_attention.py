@@ -311,13 +311,14 @@ def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
     fenced for them (FENCE.VIEW.ASYNC.S); nothing spilled, everything in dynamic shared
     memory; V's B operand transposed (MN-major), K's not."""
     configs = [FlashConfig("f16", 64, wgmma=True), FlashConfig("bf16", 128, causal=True, wgmma=True),
-               FlashConfig("f16", 96, wgmma=True), FlashConfig("f16", 40, causal=True, mask_fill=-1.0, wgmma=True)]
-    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(8, 1, 128, 128, True)] * 4
+               FlashConfig("f16", 96, wgmma=True), FlashConfig("f16", 40, causal=True, mask_fill=-1.0, wgmma=True),
+               FlashConfig("f16", 8, causal=True, layout="BSHD", wgmma=True)]  # the fixtures' D = 8, at 32
+    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(8, 1, 128, 128, True)] * 5
     source = flash_attention_source(configs)
     # S = Q K^T's A and B both K-major (SS form: trans-a 0, trans-b 0); O += P V's B
     # transposed (RS form: trans-b 1)
     functions = [c for c in source.split("static __device__ __forceinline__ void fa_wgmma_")[1:] if c[:3] in ("qk_", "pv_")]
-    assert len(functions) == 8  # each config's two, behind include guards
+    assert len(functions) == 10  # each config's two, behind include guards
     for chunk in functions:
         asm = chunk.split("wgmma.mma_async")[1].split("\\n")[0]
         assert asm.endswith("p, 1, 1, 0, 0;" if chunk.startswith("qk_") else "p, 1, 1, 1;"), asm
