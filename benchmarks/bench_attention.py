@@ -12,15 +12,14 @@ key tile per warp:
 - ``other``: the other instructions of the tile, one issue slot each: the body of the
   loop over the tiles whole for every row of the block (the kernel's shorter HMMA loop;
   the masked tiles, a partial last one or the causal diagonal, run another).
-- A tile costs ``max(hmma * 4 / MMA_SYNC_SHARE, hmma + other)`` clocks when the
-  sub-partition has at least two warps to overlap them (the occupancy from ptxas's
-  registers and shared memory says how many), else their sum.
 - The wgmma form (``--wgmma``, sm_90a): an ``HGMMA.64xNx16`` of a warpgroup spreads its
   ``2 * 64 * N * 16`` FLOP over the four sub-partitions, ``N / 2`` clocks each at the peak;
-  each of the warpgroup's warps issues it once. The kernel waits for each GEMM before the
-  phase after it, and the block's barriers keep its two warpgroups in the same phase, so
-  no overlap is modeled: a tile costs ``tensor + hgmma + other`` clocks (FlashAttention-3's
-  ping-pong of the warpgroups and its softmax overlapping the next GEMM would hide some).
+  each of the warpgroup's warps issues it once.
+- ``mufu``: ``MUFU.EX2`` runs at 16 results a clock an SM, 8 clocks a warp instruction.
+- A block's warps run each phase of a tile together (its barriers), so the tensor work,
+  the issue slots (``mma + other``) and the MUFU pipe overlap only across blocks: with two
+  blocks or more an SM (the occupancy from ptxas's registers and shared memory) a tile
+  costs the largest of the three, else their sum (less the MMAs' own issue).
 
     python benchmarks/bench_attention.py [--dtype f16] [--head-dim 128] [--seq 2048]
 """
@@ -63,13 +62,14 @@ def sass_estimate(config: FlashConfig) -> dict:
     widths = [int(n) for line in tile for n in re.findall(r"HGMMA\.64x(\d+)x16", line)]
     n_hmma = len(widths) or sum("HMMA" in line for line in tile)
     other = len(tile) - n_hmma
-    if widths:  # a sub-partition's share of each warpgroup MMA, not overlapped
+    if widths:  # a sub-partition's share of each warpgroup MMA
         flop = sum(2 * 64 * n * 16 / 4 for n in widths)
-        clocks = sum(n / 2 for n in widths) + n_hmma + other
+        mma_clocks = sum(n / 2 for n in widths)
     else:
-        mma_clocks = n_hmma * 4 / MMA_SYNC_SHARE
         flop = n_hmma * 4096
-        clocks = max(mma_clocks, n_hmma + other) if warps_per_subpartition >= 2 else mma_clocks + other
+        mma_clocks = n_hmma * 4 / MMA_SYNC_SHARE
+    mufu_clocks = 8 * sum("MUFU" in line for line in tile)
+    clocks = max(mma_clocks, n_hmma + other, mufu_clocks) if blocks >= 2 else mma_clocks + other + mufu_clocks
     share = flop / clocks / 1024
     return {"entry": config.entry, "registers": regs, "spill_bytes": spills, "blocks_per_sm": blocks,
             "warps_per_subpartition": warps_per_subpartition, "hmma_per_tile": n_hmma,

@@ -57,7 +57,7 @@ def _inputs(rng, dtype, b, h, hkv, sq, skv, d):
 
 @pytest.fixture(scope="module", params=[False, True], ids=["mma", "wgmma"])
 def host(request, tmp_path_factory):
-    """Every case twice: the mma.sync kernel, and the wgmma one (sm_90a: two warpgroups,
+    """Every case twice: the mma.sync kernel, and the wgmma one (sm_90a: a warpgroup a block,
     Q, K and V in shared memory as core matrices read through descriptors; up to D = 128,
     D = 256 staying on mma.sync), whose wgmma the emulation computes by those descriptors."""
     if not have_gxx():
@@ -169,12 +169,13 @@ def test_nan_score_makes_its_row_undefined_only(host, dtype, head_dim, sq, row):
 
 
 def test_q_in_shared_memory_across_query_tiles(host):
-    """D = 128 stages the block's 128 query rows in (dynamic) shared memory and loads each
+    """D = 128 stages the block's query rows in (dynamic) shared memory and loads each
     k-step's A fragments from there: causal over three query tiles, the last partial
     (rows past q_len zero-filled by the copy), with Skv > Sq, GQA and a padding mask."""
     lib, configs = host
     config = configs["f16", 128]
-    assert config.q_in_smem and config.block_m == 128 and config.dynamic_smem > 48 * 1024
+    # 128 rows a block (two m-tiles a warp), or with wgmma 64 (a warpgroup's m64 tile)
+    assert config.q_in_smem and config.block_m == (64 if config.wgmma else 128) and config.dynamic_smem > 48 * 1024
     rng = np.random.default_rng(12)
     q, k, v = _inputs(rng, "f16", 2, 4, 2, 260, 300, 128)
     key_mask = np.ones((2, 300), np.uint8)
@@ -305,7 +306,7 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
 
 def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
     """The wgmma form (sm_90a): per key tile and m64 tile, one HGMMA a k-step of S = Q K^T
-    (N = 128 keys) and one a 16 keys of O += P V (N = the padded head dim), each GEMM
+    (N = 64 keys) and one a 16 keys of O += P V (N = the padded head dim), each GEMM
     fenced (WARPGROUP.ARRIVE) and waited for (WARPGROUP.DEPBAR) once; no mma.sync and no
     ldmatrix left (the tensor cores read Q, K and V from shared memory), the cp.async copies
     fenced for them (FENCE.VIEW.ASYNC.S); nothing spilled, everything in dynamic shared
@@ -313,7 +314,7 @@ def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
     configs = [FlashConfig("f16", 64, wgmma=True), FlashConfig("bf16", 128, causal=True, wgmma=True),
                FlashConfig("f16", 96, wgmma=True), FlashConfig("f16", 40, causal=True, mask_fill=-1.0, wgmma=True),
                FlashConfig("f16", 8, causal=True, layout="BSHD", wgmma=True)]  # the fixtures' D = 8, at 32
-    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(8, 1, 128, 128, True)] * 5
+    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(4, 1, 64, 64, True)] * 5
     source = flash_attention_source(configs)
     # S = Q K^T's A and B both K-major (SS form: trans-a 0, trans-b 0); O += P V's B
     # transposed (RS form: trans-b 1)
@@ -338,7 +339,8 @@ def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
         report = binary.log.split(f"Function properties for {c.entry}")[1].split("Compile time")[0]
         assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report)
         assert not re.search(r"[1-9]\d* bytes smem", report)  # no static shared memory: one dynamic array
-        assert c.dynamic_smem == c.shared_bytes == 2 * (4 * 128 + 128) * c.padded_dim <= 227 * 1024
+        # Q's 64 rows and two stages of K and V: two blocks an SM fit (80 KiB at D = 128)
+        assert c.dynamic_smem == c.shared_bytes == 2 * (4 * 64 + 64) * c.padded_dim <= 227 * 1024 // 2
 
 
 # -- GPU -----------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def _desc(lbo: int, sbo: int) -> int:
 
 @pytest.mark.parametrize("ck", CHUNKS)
 def test_q_and_k_tiles_are_canonical_k_major_layouts(cute, emulation, ck: int) -> None:
-    """Q's m64 slices and K's 128-key tiles, one k-step (16 dims) of a tile of ``ck``
+    """Q's m64 tiles and K's 64-key tiles (and 128-row ones), one k-step (16 dims) of a tile of ``ck``
     chunks a row: CuTe takes the kernel's core-matrix order as its canonical K-major form,
     with the offsets the kernel encodes (LBO 128 bytes, SBO ``ck * 128``), and the
     emulation reads each (row, k) where CuTe's layout (and the kernel's copies) put it."""

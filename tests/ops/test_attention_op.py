@@ -641,10 +641,10 @@ def test_head_dim_128_flash_stages_q_in_dynamic_shared_memory(tmp_path):
 
 
 def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
-    """Compiled for sm_90a (an H100 / H200), the flash kernel is its wgmma form: two
-    warpgroups (256 threads), Q, K and V in dynamic shared memory as core matrices (160 KiB
-    at D = 128, opted in at load), HGMMA in its SASS; a D = 256 attention keeps mma.sync. On
-    the recording driver it is launched with that geometry."""
+    """Compiled for sm_90a (an H100 / H200), the flash kernel is its wgmma form: a
+    warpgroup of 64 query rows a block (128 threads), Q, K and V in dynamic shared memory as
+    core matrices (80 KiB at D = 128, opted in at load), HGMMA in its SASS; a D = 256
+    attention keeps mma.sync. On the recording driver it is launched with that geometry."""
     import re
 
     from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
@@ -662,9 +662,9 @@ def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
     (binary,) = [op for op in exe.module.walk() if isinstance(op, byoc.BinaryOp) and not op.is_inline]
     image = cubin_file(binary, tmp_path).read_bytes()
     config = FlashConfig("f16", 128, causal=True, zero_undefined_rows=False, wgmma=True)
-    assert config.dynamic_smem == 160 * 1024
+    assert config.dynamic_smem == 80 * 1024
     sass = sass_of(image)
-    assert re.search(r"HGMMA\.64x128x16\.F32", sass) and "HMMA" not in sass
+    assert re.search(r"HGMMA\.64x64x16\.F32", sass) and re.search(r"HGMMA\.64x128x16\.F32", sass) and "HMMA" not in sass
     rng = np.random.default_rng(11)
     inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
     drv = RecordingDriver(arch=(9, 0))
@@ -672,7 +672,8 @@ def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
     runtime.run(*inputs)
     runtime.close()
     (launch,) = drv.launches
-    assert launch["block"] == (256, 1, 1) and launch["smem"] == config.dynamic_smem and launch["grid"] == (2 * 2, 1, 1)
+    # a block per 64-row query tile: 3 of 150 rows, 2 heads
+    assert launch["block"] == (128, 1, 1) and launch["smem"] == config.dynamic_smem and launch["grid"] == (3 * 2, 1, 1)
     # past D = 128 the wgmma form's registers would not hold a thread's tile: mma.sync
     wide = partita.compile(_module((1, 2, 70, 256), (1, 1, 70, 256), (1, 1, 70, 256), None, "bf16",
                                    "{scale = 0.0625 : f64}"), ["cuda -arch=sm_90a", "llvm"], cache_dir=tmp_path)

@@ -57,11 +57,13 @@ one above). The schedule, as named choices:
   frontier are still skipped when they add exactly nothing (every row's max far above the
   fill, ``__syncthreads_or`` of the block), else visited with every key filled.
 - **wgmma** (``FlashConfig.wgmma``, ``sm_90a``, up to D = 128: FlashAttention-3's
-  instruction): two warpgroups (8 warps) of 64 query rows each share 128-key tiles. Q, K
-  and V wait in one dynamic shared array as 8x8 core matrices (8 rows of 16 bytes, 128
+  instruction): a block is one warpgroup (4 warps) of 64 query rows streaming 64-key
+  tiles, two or more blocks an SM (one's GEMMs run while another's softmax does: the
+  overlap FlashAttention-3 gets from its warpgroups' ping-pong). Q, K and V wait in one
+  dynamic shared array as 8x8 core matrices (8 rows of 16 bytes, 128
   contiguous bytes, no swizzle), ordered ``[row / 8][dim / 8]``, which the copies fill 16
   bytes a thread in order; the tensor cores read them through matrix descriptors (Q and K
-  K-major, V transposed: MN-major). S = Q K^T is one ``wgmma.mma_async`` m64n128k16 a
+  K-major, V transposed: MN-major). S = Q K^T is one ``wgmma.mma_async`` m64n64k16 a
   k-step, O += P V one m64nDk16 a 16 keys with P's fragments from registers (the m16k16
   fragment of mma.sync, so the softmax code is the same); each GEMM is fenced
   (``wgmma.fence``), committed and waited for before its accumulators are read, and the
@@ -136,7 +138,7 @@ class FlashConfig:
     mask_fill: float = -math.inf  # the score of a key the mask hides (nn.attention's mask_fill)
     wgmma: bool = False
     """Hopper's warpgroup MMA (``sm_90a``, FlashAttention-3's instruction; up to D = 128):
-    two warpgroups of 64 rows, each GEMM of a key tile one ``wgmma.mma_async`` a k16 step,
+    a warpgroup of 64 rows a block, each GEMM of a key tile one ``wgmma.mma_async`` a k16 step,
     Q, K and V read by the tensor cores from shared memory through descriptors (the
     module's **wgmma**)."""
 
@@ -158,9 +160,8 @@ class FlashConfig:
 
     @property
     def warps(self) -> int:
-        """Warps per block: 4, or with wgmma 8 (two warpgroups of 64 rows each, sharing
-        every K and V tile)."""
-        return 8 if self.wgmma else 4
+        """Warps per block: 4 (with wgmma, one warpgroup)."""
+        return 4
 
     @property
     def m_tiles(self) -> int:
@@ -194,11 +195,13 @@ class FlashConfig:
         a warp's m-tiles (see ``m_tiles``) stay within 255 without spilling (64 keys spill
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
-        against 66% for 32 with Q in shared memory). With wgmma 128, FlashAttention-3's: a
-        thread holds one m64 tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 200
-        in all at D = 128, no spills)."""
+        against 66% for 32 with Q in shared memory). With wgmma 64: a thread holds one m64
+        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 185 in all at D = 128, no
+        spills), and a block's Q and two stages of K and V (80 KiB at D = 128) leave room for
+        a second block on an SM (two warpgroups of 128 keys a block: 200 registers, 160 KiB,
+        one block an SM whose warpgroups run each phase together)."""
         if self.wgmma:
-            return 128
+            return 64
         return 64 if self.padded_dim <= 64 else 32
 
     @property
