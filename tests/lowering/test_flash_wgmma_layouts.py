@@ -129,8 +129,8 @@ def test_q_and_k_tiles_are_canonical_k_major_layouts(cute, emulation, ck: int) -
     with the offsets the kernel encodes (LBO 128 bytes, SBO ``ck * 128``), and the
     emulation reads each (row, k) where CuTe's layout (and the kernel's copies) put it."""
     lib, source = emulation
-    assert "fa_gmma_desc(qt, smem, 128, CK * 128)" in source and "fa_gmma_desc(kt + st * 128, smem, 128, CK * 128)" \
-        in source
+    assert "fa_gmma_desc(qs + MT * (warp / 4) * 8 * CK * 64, smem, 128, CK * 128)" in source
+    assert "fa_gmma_desc(ks[0], smem, 128, CK * 128)" in source and "fa_gmma_desc(ks[1], smem, 128, CK * 128)" in source
     for rows in (64, 128):
         lbo, sbo, kind, offsets = cute["K", rows, ck]
         assert (lbo * 16, sbo * 16, kind) == (128, ck * 128, 0)
@@ -151,7 +151,7 @@ def test_v_tiles_are_canonical_mn_major_layouts(cute, emulation, ck: int) -> Non
     128 (between groups of 8 dims), as the kernel encodes; the emulation reads (key, dim)
     where CuTe's layout and the kernel's copies put it."""
     lib, source = emulation
-    assert "fa_gmma_desc(vtile + j * 2 * CK * 64, smem, CK * 128, 128)" in source
+    assert "fa_gmma_desc(vs[0], smem, CK * 128, 128)" in source and "fa_gmma_desc(vs[1], smem, CK * 128, 128)" in source
     lbo, sbo, kind, offsets = cute["MN", ck]
     assert (lbo * 16, sbo * 16, kind) == (ck * 128, 128, 0)
     for n in range(ck * 8):

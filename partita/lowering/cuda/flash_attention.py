@@ -196,7 +196,7 @@ class FlashConfig:
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
         against 66% for 32 with Q in shared memory). With wgmma 64: a thread holds one m64
-        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 185 in all at D = 128, no
+        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 186 in all at D = 128, no
         spills), and a block's Q and two stages of K and V (80 KiB at D = 128) leave room for
         a second block on an SM (two warpgroups of 128 keys a block: 200 registers, 160 KiB,
         one block an SM whose warpgroups run each phase together)."""
@@ -664,6 +664,20 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // -FLT_MAX (finfo.min * log2 e would overflow to -inf, and a row the mask hides wholly
   // must still average every value).
   const float scale2 = scale * 1.4426950408889634f;
+  // wgmma: the descriptors of the warpgroup's Q rows and of each stage's K and V tiles, made
+  // once (a k-step's or 16 keys' adds its byte offset / 16 to the start address). Q and K
+  // are K-major: core matrices along K 128 bytes apart (LBO), along the rows CK * 128
+  // (SBO); V is MN-major (N = its dims): along the keys CK * 128 (LBO), the dims 128 (SBO).
+  // (Scalars, selected by the stage's parity: an array indexed at run time would live in
+  // local memory.)
+  unsigned long long q_desc = 0, k_desc0 = 0, k_desc1 = 0, v_desc0 = 0, v_desc1 = 0;
+  if constexpr (WG) {
+    q_desc = fa_gmma_desc(qs + MT * (warp / 4) * 8 * CK * 64, smem, 128, CK * 128);
+    k_desc0 = fa_gmma_desc(ks[0], smem, 128, CK * 128);
+    k_desc1 = fa_gmma_desc(ks[1], smem, 128, CK * 128);
+    v_desc0 = fa_gmma_desc(vs[0], smem, CK * 128, 128);
+    v_desc1 = fa_gmma_desc(vs[1], smem, CK * 128, 128);
+  }
   const float fill2 = $FILL == __int_as_float(0xff800000) ? $FILL : fmaxf($FILL * 1.4426950408889634f, -3.402823466e38f);
   // One key tile: wait for its copy, start the next one, S = Q K^T, the online softmax and
   // O += P V. MASKED (a compile-time tag) applies kv_len, the causal frontier and the key
@@ -686,18 +700,15 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     constexpr bool KO = MT > 1 || QS;
     float s[MT][NT][4];
     if constexpr (WG) {
-      // One wgmma a k-step and m64 tile (N = BN keys), the first overwriting S: A = the
-      // warpgroup's Q rows, B = K, both K-major in shared memory. Core matrices along K are
-      // 128 bytes apart (LBO), along the rows CK * 128 (SBO).
+      // One wgmma a k-step (256 bytes of each row) and m64 tile (N = BN keys), the first
+      // overwriting S: A = the warpgroup's Q rows, B = K, both K-major in shared memory.
       fa_wg_fence();
+      const unsigned long long kd = tile % 2 ? k_desc1 : k_desc0;
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int st = 0; st < KS; ++st) {
-          const unsigned short* qt = qs + (MT * (warp / 4) + i) * 8 * CK * 64 + st * 128;
-          $WGQK(&s[i][0][0], nullptr, fa_gmma_desc(qt, smem, 128, CK * 128),
-                fa_gmma_desc(kt + st * 128, smem, 128, CK * 128), st);
-        }
+        for (int st = 0; st < KS; ++st)
+          $WGQK(&s[i][0][0], nullptr, q_desc + (i * 8 * CK * 128 + st * 256) / 16, kd + st * 256 / 16, st);
       fa_wg_commit();
       fa_wg_wait0();
 #pragma unroll
@@ -796,10 +807,9 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       }
     }
     // O += P V: two n8 tiles of P are one k16 A fragment, in registers; each ldmatrix.x4
-    // of V feeds the MMAs of every m-tile. With wgmma: one wgmma a k16 step of keys and m64
-    // tile (N = DP), A = P's fragments, all packed first (a wgmma reads its A registers
-    // until it completes); B = V, MN-major: core matrices along the keys CK * 128 bytes
-    // apart (LBO), along the dims 128 (SBO).
+    // of V feeds the MMAs of every m-tile. With wgmma: one wgmma a k16 step of keys (two
+    // groups of 8: 2 * CK * 128 bytes) and m64 tile (N = DP), A = P's fragments, all packed
+    // first (a wgmma reads its A registers until it completes); B = V, MN-major.
     if constexpr (WG) {
       unsigned pa[MT][NT / 2][4];
 #pragma unroll
@@ -819,7 +829,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < NT / 2; ++j)
-          $WGPV(&acc[i][0][0], pa[i][j], 0, fa_gmma_desc(vtile + j * 2 * CK * 64, smem, CK * 128, 128), 1);
+          $WGPV(&acc[i][0][0], pa[i][j], 0, (tile % 2 ? v_desc1 : v_desc0) + j * 2 * CK * 128 / 16, 1);
       fa_wg_commit();
       fa_wg_wait0();
 #pragma unroll
