@@ -716,37 +716,37 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         for (int n = 0; n < NT; ++n) for (int e = 0; e < 4; ++e) fa_wg_fence_acc(s[i][n][e]);
     } else {
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
-      for (int n = 0; n < NT; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
+      for (int i = 0; i < MT; ++i)
+        for (int n = 0; n < NT; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
 #pragma unroll
-    for (int x = 0; x < (KO ? KS / 2 : NT); ++x) {
-      unsigned a[MT][2][4];  // the A fragments of k-steps st and st + 1
-      if constexpr (QS) {    // matrix lane / 8 of an A fragment: rows + 8 * (bit 0), dims + 8 * (bit 1)
+      for (int x = 0; x < (KO ? KS / 2 : NT); ++x) {
+        unsigned a[MT][2][4];  // the A fragments of k-steps st and st + 1
+        if constexpr (QS) {    // matrix lane / 8 of an A fragment: rows + 8 * (bit 0), dims + 8 * (bit 1)
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          const unsigned short* qf = qs + (warp * 16 * MT + 16 * i + lane % 16) * KP + x * 32 + (lane / 16) * 8;
-          fa_ldsm_x4(a[i][0], qf);
-          fa_ldsm_x4(a[i][1], qf + 16);
+          for (int i = 0; i < MT; ++i) {
+            const unsigned short* qf = qs + (warp * 16 * MT + 16 * i + lane % 16) * KP + x * 32 + (lane / 16) * 8;
+            fa_ldsm_x4(a[i][0], qf);
+            fa_ldsm_x4(a[i][1], qf + 16);
+          }
+        }
+#pragma unroll
+        for (int y = 0; y < (KO ? NT : KS / 2); ++y) {
+          const int st = 2 * (KO ? x : y), n = KO ? y : x;
+          if constexpr (!QS) {
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+              for (int r = 0; r < 4; ++r) { a[i][0][r] = qa[i][st][r]; a[i][1][r] = qa[i][st + 1][r]; }
+          }
+          unsigned r[4];
+          fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
+          const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            $MMA(s[i][n], a[i][0], b0, s[i][n]);
+            $MMA(s[i][n], a[i][1], b1, s[i][n]);
+          }
         }
       }
-#pragma unroll
-      for (int y = 0; y < (KO ? NT : KS / 2); ++y) {
-        const int st = 2 * (KO ? x : y), n = KO ? y : x;
-        if constexpr (!QS) {
-#pragma unroll
-          for (int i = 0; i < MT; ++i)
-            for (int r = 0; r < 4; ++r) { a[i][0][r] = qa[i][st][r]; a[i][1][r] = qa[i][st + 1][r]; }
-        }
-        unsigned r[4];
-        fa_ldsm_x4(r, kt + (n * 8 + lane % 8) * KP + st * 16 + (lane / 8) * 8);
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          $MMA(s[i][n], a[i][0], b0, s[i][n]);
-          $MMA(s[i][n], a[i][1], b1, s[i][n]);
-        }
-      }
-    }
     }
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
