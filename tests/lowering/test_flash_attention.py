@@ -194,6 +194,22 @@ def test_head_dim_256(host):
     _check(lib, config, *_inputs(rng, "bf16", 1, 2, 1, 70, 75, 256), scale=0.0625)
 
 
+def test_whole_tiles_scale_after_the_max_only_for_a_positive_scale(tmp_path):
+    """A positive scale (the usual 1 / sqrt(D)) lets the whole tiles keep their scores
+    unscaled, the max scaled after and each probability one FFMA: the same results. A
+    negative scale reverses the order of the scores, so its kernel (``positive_scale``
+    false, the rule's choice for such an op) scales them first, as the masked tiles do."""
+    if not have_gxx():
+        pytest.skip("needs g++")
+    configs = [FlashConfig("f16", 64, positive_scale=False), FlashConfig("f16", 64, positive_scale=False, wgmma=True),
+               FlashConfig("bf16", 32, causal=True), FlashConfig("bf16", 32, causal=True, wgmma=True)]
+    assert configs[0].entry.endswith("_ns") and configs[1].entry.endswith("_ns_wg")
+    lib = build(configs, tmp_path)
+    rng = np.random.default_rng(9)
+    for config, scale in zip(configs, (-0.2, -0.2, 0.3, 0.3), strict=True):
+        _check(lib, config, *_inputs(rng, config.dtype, 1, 2, 1, 150, 200, config.head_dim), scale=scale)
+
+
 def test_configs_reject_what_the_kernel_does_not_take():
     with pytest.raises(ValueError, match="f16 or bf16"):
         FlashConfig("f32", 64)

@@ -136,6 +136,12 @@ class FlashConfig:
     zero_undefined_rows: bool = True
     layout: str = "BHSD"  # or "BSHD": [batch, seq, heads, dim], read through its strides
     mask_fill: float = -math.inf  # the score of a key the mask hides (nn.attention's mask_fill)
+    positive_scale: bool = True
+    """The op's scale is positive (as 1 / sqrt(D) is): the whole tiles' scores stay
+    unscaled, their row max is scaled after (a positive factor keeps the order) and each
+    probability is one FFMA and one EX2, ``2^(s * scale * log2 e - m)``, where a product, a
+    difference and an EX2 were (FlashAttention's ``softmax_scale_log2``). A kernel of this
+    form must be called with a positive scale."""
     wgmma: bool = False
     """Hopper's warpgroup MMA (``sm_90a``, FlashAttention-3's instruction; up to D = 128):
     a warpgroup of 64 rows a block, each GEMM of a key tile one ``wgmma.mma_async`` a k16 step,
@@ -196,7 +202,7 @@ class FlashConfig:
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
         against 66% for 32 with Q in shared memory). With wgmma 64: a thread holds one m64
-        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 186 in all at D = 128, no
+        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 188 in all at D = 128, no
         spills), and a block's Q and two stages of K and V (80 KiB at D = 128) leave room for
         a second block on an SM (two warpgroups of 128 keys a block: 200 registers, 160 KiB,
         one block an SM whose warpgroups run each phase together)."""
@@ -215,7 +221,8 @@ class FlashConfig:
         mode = ("c" if self.causal else "n") + ("z" if self.zero_undefined_rows else "u")
         layout = "_bshd" if self.layout == "BSHD" else ""
         fill = "" if self.mask_fill == -math.inf else f"_f{struct.unpack('<I', struct.pack('<f', self.mask_fill))[0]:08x}"
-        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}{fill}{'_wg' if self.wgmma else ''}"
+        sign = "" if self.positive_scale else "_ns"
+        return f"flash_attention_{self.dtype}_d{self.head_dim}_{mode}{layout}{fill}{sign}{'_wg' if self.wgmma else ''}"
 
     @property
     def shared_bytes(self) -> int:
@@ -748,8 +755,10 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         }
       }
     }
+    // RAW: a whole tile with a positive scale keeps its scores unscaled (see below).
+    constexpr bool RAW = !MASKED && $POSITIVE;
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
+    for (int n = 0; n < (RAW ? 0 : NT); ++n) {
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -779,6 +788,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         t_lo = fmaxf(t_lo, __shfl_xor_sync(0xffffffffu, t_lo, off));
         t_hi = fmaxf(t_hi, __shfl_xor_sync(0xffffffffu, t_hi, off));
       }
+      if (RAW) { t_lo *= scale2; t_hi *= scale2; }  // the max of the scaled scores
       const float n_lo = fmaxf(m_lo[i], t_lo), n_hi = fmaxf(m_hi[i], t_hi);
       // A row with no key yet has max -inf: it subtracts 0 instead (-inf - -inf is NaN), so
       // its -inf scores still give 0, with no test per score; its state (zeros) is kept.
@@ -789,8 +799,13 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
       float p_lo = 0.0f, p_hi = 0.0f;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        s[i][n][0] = fa_exp2(s[i][n][0] - z_lo); s[i][n][1] = fa_exp2(s[i][n][1] - z_lo);
-        s[i][n][2] = fa_exp2(s[i][n][2] - z_hi); s[i][n][3] = fa_exp2(s[i][n][3] - z_hi);
+        if constexpr (RAW) {  // 2^(s scale2 - z): one FFMA
+          s[i][n][0] = fa_exp2(fmaf(s[i][n][0], scale2, -z_lo)); s[i][n][1] = fa_exp2(fmaf(s[i][n][1], scale2, -z_lo));
+          s[i][n][2] = fa_exp2(fmaf(s[i][n][2], scale2, -z_hi)); s[i][n][3] = fa_exp2(fmaf(s[i][n][3], scale2, -z_hi));
+        } else {
+          s[i][n][0] = fa_exp2(s[i][n][0] - z_lo); s[i][n][1] = fa_exp2(s[i][n][1] - z_lo);
+          s[i][n][2] = fa_exp2(s[i][n][2] - z_hi); s[i][n][3] = fa_exp2(s[i][n][3] - z_hi);
+        }
         p_lo += s[i][n][0] + s[i][n][1];
         p_hi += s[i][n][2] + s[i][n][3];
       }
@@ -1297,7 +1312,8 @@ def flash_attention_source(configs: list[FlashConfig] | FlashConfig) -> str:
                            ("$PACK", f"fa_pack_{c.dtype}"),
                            ("$CAUSAL", "true" if c.causal else "false"), ("$FILL", _c_float(c.mask_fill)),
                            ("$ZERO", "true" if c.zero_undefined_rows else "false"),
-                           ("$WGQK", _wgmma_qk(c)), ("$WGPV", _wgmma_pv(c)), ("$WG", "true" if c.wgmma else "false")):
+                           ("$WGQK", _wgmma_qk(c)), ("$WGPV", _wgmma_pv(c)), ("$WG", "true" if c.wgmma else "false"),
+                           ("$POSITIVE", "true" if c.positive_scale else "false")):
             text = text.replace(key, value)
         parts.append(text)
     return "\n".join(parts)

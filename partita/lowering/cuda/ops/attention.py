@@ -97,7 +97,7 @@ def _flash(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     batch, heads, q_len = (_p(dq[a]) for a in axes)
     kv_heads, kv_len = _p(dk[axes[1]]), _p(dk[axes[2]])
     config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows,
-                         layout=op.layout, mask_fill=op.mask_fill,
+                         layout=op.layout, mask_fill=op.mask_fill, positive_scale=op.scale > 0,
                          wgmma=emitter.arch == "sm_90a" and wgmma_takes(head_dim))  # FlashAttention-3's instruction
     lines = [
         f"  const int q_tiles = ({q_len} + {config.block_m - 1}) / {config.block_m};",
