@@ -679,3 +679,18 @@ def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
                                    "{scale = 0.0625 : f64}"), ["cuda -arch=sm_90a", "llvm"], cache_dir=tmp_path)
     (binary,) = [op for op in wide.module.walk() if isinstance(op, byoc.BinaryOp) and not op.is_inline]
     assert "HMMA.16816" in sass_of(cubin_file(binary, tmp_path).read_bytes())
+
+
+@pytest.mark.skipif(not have_gxx(), reason="needs g++")
+def test_a_negative_scale_takes_the_flash_kernel_that_scales_first(tmp_path):
+    """The flash kernel's whole tiles scale the row max after it (a positive scale keeps
+    the order); an op whose scale is negative reverses it, so the rule builds the form that
+    scales each score first (``_ns``), and it matches the reference."""
+    q, k = (1, 2, 70, 32), (1, 2, 75, 32)
+    module = fuse(_module(q, k, k, None, "f16", "{scale = -0.2 : f64}"))
+    (kernel,) = program_of(module).kernels.values()
+    assert "flash_attention_f16_d32_nu_ns_tile(" in kernel.code
+    rng = np.random.default_rng(8)
+    inputs = [rng.standard_normal(s).astype(np.float16) for s in (q, k, k)]
+    out, want = _launch(module, inputs, tmp_path)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3, atol=4e-3)
