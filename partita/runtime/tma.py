@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from partita.lowering.cutlass.sm90 import SCHEDULER_PARAMS, STREAM_K_PARAMS
+from partita.lowering.cutlass.sm90 import PERSISTENT_PROBE, STREAM_K_PROBE, SchedulerProbe
 
 #: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
 DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
@@ -130,7 +130,7 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
                    problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
                    gemm_layout: str = "tn", promotion_interval: int = 0,
                    schedule: PersistentSchedule | None = None, sm_count: int = 0,
-                   split_k: dict[str, object] | None = None) -> Sm90Arguments:
+                   stream_k: dict[str, object] | None = None) -> Sm90Arguments:
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
@@ -140,8 +140,8 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     i.e. K-major; ``n``: B column-major, i.e. K-major). ``encode(request) -> TensorMap`` is
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
     ``promotion_interval``; a persistent kernel (its layout has a ``scheduler``) the tile
-    scheduler's ``schedule`` on a device of ``sm_count`` SMs; a split-K kernel (its layout
-    has a ``stream_k`` probe) its :meth:`StreamKSchedule.fields`."""
+    scheduler's ``schedule`` on a device of ``sm_count`` SMs; a stream-K scheduler's kernel
+    (its layout has a ``stream_k`` probe) its :meth:`StreamKSchedule.fields` as ``stream_k``."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -162,9 +162,9 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
             raise ValueError("a persistent kernel needs its tile schedule and the device's SM count")
         pack_schedule(blob, layout["scheduler"], schedule, sm_count)
     if layout.get("stream_k"):
-        if split_k is None:
-            raise ValueError("a split-K kernel needs its stream-K scheduler's fields")
-        pack_stream_k(blob, layout["stream_k"], split_k)
+        if stream_k is None:
+            raise ValueError("a stream-K scheduler's kernel needs that scheduler's fields")
+        pack_stream_k(blob, layout["stream_k"], stream_k)
     struct.pack_into("<f", blob, layout["alpha"], 1.0)
     struct.pack_into("<f", blob, layout["beta"], 1.0 if source else 0.0)
     # C: the bias row broadcast over rows and batches (both strides 0), the residual laid
@@ -322,28 +322,9 @@ def persistent_schedule(problem: tuple[int, int, int, int], tile: tuple[int, int
 
 def pack_schedule(blob: bytearray, offsets: tuple[int, ...], schedule: PersistentSchedule, sm_count: int) -> None:
     """Writes ``schedule``'s fields and the hardware info into a ``Params`` blob at the
-    offsets of the kernel's scheduler probe (``partita.lowering.cutlass.sm90.SCHEDULER_FIELDS``)."""
-    params = len(SCHEDULER_PARAMS)  # the offsets in Params first
-    at = dict(zip(SCHEDULER_PARAMS, offsets[:params], strict=True))
-    multiplier, shift, round_up, pow2_shift, raster_size = offsets[params:]
-    struct.pack_into("<i", blob, at["sm_count"], sm_count)
-    struct.pack_into("<i", blob, at["max_active_clusters"], 0)  # none queried: the grid is CUTLASS's heuristic
-    fields = schedule.fields
-    for name in ("divmod_cluster_shape_major", "divmod_cluster_shape_minor"):
-        divisor, shift_right = fields[name]
-        struct.pack_into("<Q", blob, at[name], divisor)
-        struct.pack_into("<I", blob, at[name] + pow2_shift, shift_right)
-    for name in ("divmod_batch", "divmod_cluster_blk_major"):
-        divisor, mult, shift_right, up = fields[name]
-        struct.pack_into("<Q", blob, at[name], divisor)
-        struct.pack_into("<Q", blob, at[name] + multiplier, mult)
-        struct.pack_into("<I", blob, at[name] + shift, shift_right)
-        struct.pack_into("<I", blob, at[name] + round_up, up)
-    struct.pack_into("<Q", blob, at["blocks_per_problem"], fields["blocks_per_problem"])
-    struct.pack_into("<i", blob, at["log_swizzle_size"], fields["log_swizzle_size"])
-    struct.pack_into({1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[raster_size], blob, at["raster_order"], fields["raster_order"])
-    for name in ("problem_tiles_m", "problem_tiles_n", "problem_tiles_l", "cluster_shape_m", "cluster_shape_n"):
-        struct.pack_into("<I", blob, at[name], fields[name])
+    offsets of the kernel's scheduler probe (``partita.lowering.cutlass.sm90.PERSISTENT_PROBE``)."""
+    # no cluster count queried: the grid is CUTLASS's heuristic
+    pack_scheduler(blob, PERSISTENT_PROBE, offsets, {**schedule.fields, "sm_count": sm_count, "max_active_clusters": 0})
 
 
 def fast_divmod(divisor: int) -> tuple[int, int, int]:
@@ -426,7 +407,7 @@ class StreamKSchedule:
 
     def fields(self, workspace: int, sm_count: int) -> dict[str, object]:
         """The scheduler's ``Params`` fields (and the hardware info and workspace pointer)
-        with the workspace at ``workspace``, by :data:`STREAM_K_PARAMS` name."""
+        with the workspace at ``workspace``, by the names of ``STREAM_K_PROBE.params``."""
         (pm, pn, pl), (cm, cn) = self.tiles.problem_blocks, self.tiles.cluster
         base = self.tiles.fields
         cluster_size, units = cm * cn, pm * pn * pl
@@ -536,27 +517,37 @@ _INTS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 def pack_stream_k(blob: bytearray, offsets: tuple[int, ...], fields: dict[str, object]) -> None:
     """Writes a stream-K schedule's :meth:`StreamKSchedule.fields` into a ``Params`` blob at
-    the offsets of the kernel's stream-K probe (``partita.lowering.cutlass.sm90.STREAM_K_FIELDS``)."""
-    count = len(STREAM_K_PARAMS)
-    mult64, shift64, round64, shift_pow2, mult32, shift32, raster_size, reduction_size = offsets[count:]
-    for (name, kind), at in zip(STREAM_K_PARAMS, offsets[:count], strict=True):
+    the offsets of the kernel's stream-K probe (``partita.lowering.cutlass.sm90.STREAM_K_PROBE``)."""
+    pack_scheduler(blob, STREAM_K_PROBE, offsets, fields)
+
+
+def pack_scheduler(blob: bytearray, probe: SchedulerProbe, offsets: tuple[int, ...], fields: dict[str, object]) -> None:
+    """Writes a tile scheduler's ``fields`` (by the names of ``probe.params``) into a
+    ``Params`` blob at the ``offsets`` its probe read, each as its kind says: a
+    ``FastDivmodU64Pow2`` (``pow2``: divisor, shift), ``FastDivmodU64`` (``divmod64``:
+    divisor, multiplier, shift, round-up), ``FastDivmod`` (``divmod``: divisor, multiplier,
+    shift), an enum of its probed size, or an integer or pointer."""
+    count, tail = len(probe.params), len(probe.params) + len(probe.inner)
+    inner = dict(zip((name for name, _, _ in probe.inner), offsets[count:tail], strict=True))
+    sizes = dict(zip((name for name, _ in probe.sizes), offsets[tail:], strict=True))
+    for (name, kind), at in zip(probe.params, offsets[:count], strict=True):
         value = fields[name]
         if kind == "pow2":
             divisor, shift = value  # type: ignore[misc]
             struct.pack_into("<Q", blob, at, divisor)
-            struct.pack_into("<I", blob, at + shift_pow2, shift)
+            struct.pack_into("<I", blob, at + inner["pow2_shift_right"], shift)
         elif kind == "divmod64":
             divisor, mult, shift, up = value  # type: ignore[misc]
             struct.pack_into("<Q", blob, at, divisor)
-            struct.pack_into("<Q", blob, at + mult64, mult)
-            struct.pack_into("<I", blob, at + shift64, shift)
-            struct.pack_into("<I", blob, at + round64, up)
+            struct.pack_into("<Q", blob, at + inner["divmod_multiplier"], mult)
+            struct.pack_into("<I", blob, at + inner["divmod_shift_right"], shift)
+            struct.pack_into("<I", blob, at + inner["divmod_round_up"], up)
         elif kind == "divmod":
             divisor, mult, shift = value  # type: ignore[misc]
             struct.pack_into("<i", blob, at, divisor)
-            struct.pack_into("<I", blob, at + mult32, mult)
-            struct.pack_into("<I", blob, at + shift32, shift)
+            struct.pack_into("<I", blob, at + inner["divmod32_multiplier"], mult)
+            struct.pack_into("<I", blob, at + inner["divmod32_shift_right"], shift)
         elif kind == "enum":
-            struct.pack_into(_INTS[raster_size if name == "raster_order" else reduction_size], blob, at, value)
+            struct.pack_into(_INTS[sizes[f"{name}_size"]], blob, at, value)
         else:
             struct.pack_into({"i32": "<i", "u32": "<I", "u64": "<Q", "ptr": "<Q"}[kind], blob, at, value)

@@ -16,7 +16,7 @@ from partita.lowering.cutlass.kernels import KernelSpec, UnsupportedKernel
 from partita.lowering.cutlass.sm90 import (
     COOPERATIVE,
     LAYOUT_FIELDS,
-    SCHEDULER_FIELDS,
+    PERSISTENT_PROBE,
     Sm90Config,
     choose_sm90_config,
     emit_sm90_module,
@@ -151,7 +151,7 @@ def test_layout_probe(compiled) -> None:
     big = read_layout(binary.cubin, source.entries["gemm_c"].kernel_type)
     assert big["threads"] == 384 and big["tx_bytes_value"] == (128 + 256) * 64 * 2  # one stage of A and B
     offsets = big["scheduler"]
-    assert len(offsets) == len(SCHEDULER_FIELDS) and offsets[14:] == (8, 16, 20, 8, 4)
+    assert len(offsets) == len(PERSISTENT_PROBE.fields) and offsets[14:] == (8, 16, 20, 8, 4)
     assert list(offsets[2:14]) == sorted(offsets[2:14]) and offsets[1] == offsets[0] + 4 < offsets[2]
     assert offsets[13] + 4 <= big["params_size"]
     small = read_layout(binary.cubin, source.entries["gemm_b"].kernel_type)

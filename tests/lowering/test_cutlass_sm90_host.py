@@ -17,7 +17,7 @@ from partita.lowering.cutlass.kernels import DTYPE_BYTES, KernelSpec
 from partita.lowering.cutlass.sm90 import (
     COOPERATIVE,
     MMA_PROMOTION_INTERVAL,
-    STREAM_K_PARAMS,
+    STREAM_K_PROBE,
     Sm90Config,
     choose_sm90_config,
 )
@@ -183,12 +183,12 @@ def test_stream_k_schedules_are_cutlass_s(host, case: int) -> None:
         offsets, params = reference["stream_k_offsets"], reference["params"]
         blob = bytearray(len(params))
         pack_stream_k(blob, offsets, schedule.fields(0x50000, cutlass_host.SMS))
-        count = len(STREAM_K_PARAMS)
+        count = len(STREAM_K_PROBE.params)
         mult64, shift64, round64, shift_pow2, mult32, shift32, raster_size, reduction_size = offsets[count:]
         widths = {"i32": [(0, 4)], "u32": [(0, 4)], "u64": [(0, 8)], "ptr": [(0, 8)],
                   "pow2": [(0, 8), (shift_pow2, 4)], "divmod64": [(0, 8), (mult64, 8), (shift64, 4), (round64, 4)],
                   "divmod": [(0, 4), (mult32, 4), (shift32, 4)]}
-        for (name, kind), at in zip(STREAM_K_PARAMS, offsets[:count], strict=True):
+        for (name, kind), at in zip(STREAM_K_PROBE.params, offsets[:count], strict=True):
             spans = widths.get(kind) or [(0, raster_size if name == "raster_order" else reduction_size)]
             for inner, width in spans:
                 assert blob[at + inner:at + inner + width] == params[at + inner:at + inner + width], (problem, name)
@@ -196,9 +196,10 @@ def test_stream_k_schedules_are_cutlass_s(host, case: int) -> None:
 
 
 def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_them_out(host) -> None:
-    """NVRTC's build of the split-K kernel: HGMMA fed by TMA, nothing spilled; its probe (what the runtime packs by) places every
-    scheduler field where CUTLASS's host code does; its record round-trips, and a record
-    whose layout contradicts its configuration is refused."""
+    """NVRTC's build of the split-K kernel: HGMMA fed by TMA, nothing spilled; its probe
+    (what the runtime packs by) places every scheduler field where CUTLASS's host code does;
+    its record round-trips, and a record whose layout contradicts its configuration is
+    refused."""
     from collections import Counter
 
     from support.sass import sass_of
@@ -220,7 +221,7 @@ def test_the_split_k_kernel_builds_to_wgmma_and_probes_params_as_the_host_lays_t
                                  splits=4)
     # the host's Params is larger before the scheduler (its TMA objects hold more), so the
     # fields sit at one shift: the same order, spacing and inner layout
-    mine, theirs, count = layout["stream_k"], reference["stream_k_offsets"], len(STREAM_K_PARAMS)
+    mine, theirs, count = layout["stream_k"], reference["stream_k_offsets"], len(STREAM_K_PROBE.params)
     assert [at - mine[0] for at in mine[:count]] == [at - theirs[0] for at in theirs[:count]]
     assert mine[count:] == theirs[count:] and layout["scheduler"] == () and layout["threads"] == 384
     assert mine[count - 1] + 8 <= layout["params_size"]

@@ -23,7 +23,7 @@ from partita.dialects import byoc
 from partita.dialects.nn import numpy_dtype
 from partita.ir import PartitaError
 from partita.lowering.cutlass.kernels import KernelSpec
-from partita.lowering.cutlass.sm90 import STREAM_K_PARAMS
+from partita.lowering.cutlass.sm90 import STREAM_K_PROBE
 from partita.runtime.arguments import pack_kernel_args
 from partita.runtime.cuda import CudaDevice, CudaError, cuda_status
 from partita.runtime.device import SimulatedDevice
@@ -413,7 +413,7 @@ def test_a_decomposed_kernel_zeroes_its_barriers_every_run(decomposed, mode: str
     zero, launch = bound.steps
     assert launch.grid == schedule.grid == (132, 1, 1) and launch.block == (384, 1, 1)
     blob = pack_kernel_args(launch.args)[0]
-    at = dict(zip((name for name, _ in STREAM_K_PARAMS), handle.layout["stream_k"]))
+    at = dict(zip((name for name, _ in STREAM_K_PROBE.params), handle.layout["stream_k"]))
     workspace = struct.unpack_from("<Q", blob, at["reduction_workspace"])[0]
     assert workspace and struct.unpack_from("<Q", blob, at["workspace"])[0] == workspace
     # FastDivmod's divisor first: 4 slices of 64 K tiles, or 132 units of 15 (+1) K tiles
@@ -441,7 +441,7 @@ def test_a_stream_k_kernel_is_sized_by_the_devices_sms(decomposed) -> None:
     (bound,) = runtime._bound.values()
     zero, launch = bound.steps
     (handle,) = decomposed["stream_k"].runtime.handles.values()
-    at = dict(zip((name for name, _ in STREAM_K_PARAMS), handle.layout["stream_k"]))
+    at = dict(zip((name for name, _ in STREAM_K_PROBE.params), handle.layout["stream_k"]))
     blob = pack_kernel_args(launch.args)[0]
     assert launch.grid == schedule.grid == (114, 1, 1) and struct.unpack_from("<I", blob, at["sk_units"])[0] == 114
     workspace = struct.unpack_from("<Q", blob, at["reduction_workspace"])[0]

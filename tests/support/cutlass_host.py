@@ -15,7 +15,7 @@ from pathlib import Path
 
 from partita.lowering import nvrtc
 from partita.lowering.cutlass.kernels import KernelSpec
-from partita.lowering.cutlass.sm90 import PREAMBLE, STREAM_K_PARAMS, Sm90Config, _kernel_decl
+from partita.lowering.cutlass.sm90 import PREAMBLE, STREAM_K_PROBE, Sm90Config, _kernel_decl
 
 _STUBS = r'''#include <cstdio>
 #include <cstring>
@@ -184,16 +184,15 @@ template <class P> struct IsCutlass3ArrayKernel<P, cute::void_t<typename P::Unde
 
 
 def _stream_k(alias: str) -> str:
-    """The split-K kernel's fields in the order of its probe (``STREAM_K_FIELDS``)."""
+    """The stream-K scheduler's kernel's probe values as the host compiler lays ``Params``
+    out (``STREAM_K_PROBE``: its fields' offsets, then inside its types, then their sizes)."""
     member = {"sm_count": "hw_info.sm_count", "max_active_clusters": "hw_info.max_active_clusters",
               "workspace": "workspace"}
-    offsets = [f"(long long)offsetof(Params, {member.get(f, f'scheduler.{f}_')})" for f, _ in STREAM_K_PARAMS]
-    inner = ["(long long)offsetof(cutlass::FastDivmodU64, multiplier)", "(long long)offsetof(cutlass::FastDivmodU64, shift_right)",
-             "(long long)offsetof(cutlass::FastDivmodU64, round_up)", "(long long)offsetof(cutlass::FastDivmodU64Pow2, shift_right)",
-             "(long long)offsetof(cutlass::FastDivmod, multiplier)", "(long long)offsetof(cutlass::FastDivmod, shift_right)",
-             "(long long)sizeof(cutlass::gemm::kernel::detail::RasterOrder)",
-             "(long long)sizeof(cutlass::gemm::kernel::detail::ReductionMode)"]
-    return _STREAM_K.replace("OFFSETS", ", ".join(offsets + inner))
+    probe = STREAM_K_PROBE
+    values = [f"(long long)offsetof(Params, {member.get(f, f'scheduler.{f}_')})" for f, _ in probe.params]
+    values += [f"(long long)offsetof({t}, {m})" for _, t, m in probe.inner]
+    values += [f"(long long)sizeof({t})" for _, t in probe.sizes]
+    return _STREAM_K.replace("OFFSETS", ", ".join(values))
 
 
 def run(binary: Path, which: int, M: int, N: int, K: int, L: int, splits: int = 1) -> dict:

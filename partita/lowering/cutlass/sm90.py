@@ -18,7 +18,7 @@ CUTLASS builds ``Params`` on the host (``to_underlying_arguments``, which encode
 descriptors); NVRTC compiles no host code, so Partita builds those bytes itself. The
 NVRTC program carries a *layout probe* beside each kernel: ``__device__`` constants
 holding ``sizeof``/``offsetof`` of every field the runtime fills
-(:data:`LAYOUT_FIELDS`, and for a persistent kernel :data:`SCHEDULER_FIELDS`: the tile
+(:data:`LAYOUT_FIELDS`, and for a persistent kernel its :data:`SCHEDULER_PROBES`: the tile
 scheduler's, which ``partita.runtime.tma.persistent_schedule`` computes as CUTLASS's host
 code does), read back from the cubin's initialized data
 (:func:`read_layout`); the TMA descriptors are encoded when a launch is bound
@@ -97,42 +97,64 @@ LAYOUT_FIELDS = (
     "alpha", "beta", "ptr_c", "stride_c", "ptr_d", "stride_d",
     "smem", "threads", "stages", "swizzle_a", "swizzle_b", "promotion", "ptr_bias",
 )
-#: The persistent kernels' second probe (``<kernel_type>_sched_layout``): byte offsets in
-#: ``Params`` of the hardware info and of CUTLASS's ``PersistentTileSchedulerSm90Params``
-#: fields the runtime fills (``partita.runtime.tma.persistent_schedule``) ...
-SCHEDULER_PARAMS = (
-    "sm_count", "max_active_clusters", "divmod_cluster_shape_major", "divmod_cluster_shape_minor", "divmod_batch",
-    "divmod_cluster_blk_major", "blocks_per_problem", "log_swizzle_size", "raster_order", "problem_tiles_m",
-    "problem_tiles_n", "problem_tiles_l", "cluster_shape_m", "cluster_shape_n",
-)
-#: ... then the offsets inside a ``FastDivmodU64`` (multiplier, shift, round-up) and a
-#: ``FastDivmodU64Pow2`` (shift), and the size of a ``RasterOrder``.
-SCHEDULER_FIELDS = (
-    *SCHEDULER_PARAMS, "divmod_multiplier", "divmod_shift_right", "divmod_round_up", "pow2_shift_right",
-    "raster_order_size",
-)
-#: A split-K kernel's probe (``<kernel_type>_stream_k_layout``) instead: the byte offset in
-#: ``Params`` of each field of CUTLASS's ``PersistentTileSchedulerSm90StreamKParams`` (and
-#: of the hardware info and the kernel's workspace pointer), with its kind, which says how
-#: ``partita.runtime.tma.pack_stream_k`` writes it ...
-STREAM_K_PARAMS: tuple[tuple[str, str], ...] = (
-    ("sm_count", "i32"), ("max_active_clusters", "i32"),
-    ("divmod_cluster_shape_major", "pow2"), ("divmod_cluster_shape_minor", "pow2"),
-    ("divmod_batch", "divmod64"), ("divmod_cluster_blk_major", "divmod64"), ("divmod_clusters_mnl", "divmod64"),
-    ("divmod_sk_groups", "divmod64"), ("divmod_sk_units_per_group", "divmod64"), ("units_per_problem", "u64"),
-    ("divmod_tiles_per_output_tile", "divmod"), ("log_swizzle_size", "i32"), ("raster_order", "enum"),
-    ("divmod_splits", "divmod"), ("big_units", "u32"), ("big_groups", "u32"), ("reduction_workspace", "ptr"),
-    ("sk_tiles", "u32"), ("sk_units", "u32"), ("divmod_k_tiles_per_sk_unit", "divmod"),
-    ("divmod_k_tiles_per_sk_big_unit", "divmod"), ("reduction_mode", "enum"), ("divmod_epilogue_subtile", "divmod64"),
-    ("separate_reduction_units", "u32"), ("ktile_start_alignment_count", "u32"), ("workspace", "ptr"),
-)
-#: ... then the offsets inside a ``FastDivmodU64`` (multiplier, shift, round-up), a
-#: ``FastDivmodU64Pow2`` (shift) and a ``FastDivmod`` (multiplier, shift), and the size of
-#: the scheduler's enums (``RasterOrder``, ``ReductionMode``).
-STREAM_K_FIELDS = (
-    *(name for name, _ in STREAM_K_PARAMS), "divmod_multiplier", "divmod_shift_right", "divmod_round_up",
-    "pow2_shift_right", "divmod32_multiplier", "divmod32_shift_right", "raster_order_size", "reduction_mode_size",
-)
+@dataclass(frozen=True)
+class SchedulerProbe:
+    """A tile scheduler's probe, the kernel's second one (``<kernel_type><symbol>``): the
+    byte offset in ``Params`` of each field of ``params`` (``(name, kind)``: the kind says
+    how ``partita.runtime.tma.pack_scheduler`` writes it), then the offsets inside the
+    types of ``inner`` (``(name, C type, member)``) and the sizes of the enums of ``sizes``
+    (``(name, C type)``). The layout keeps them under ``key``."""
+
+    key: str
+    symbol: str
+    what: str
+    params: tuple[tuple[str, str], ...]
+    inner: tuple[tuple[str, str, str], ...]
+    sizes: tuple[tuple[str, str], ...]
+    reach: int
+    """Bytes from a field's offset to the end of ``Params`` at least (its check)."""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The probe's values by name, in order."""
+        return (*(name for name, _ in self.params), *(name for name, _, _ in self.inner),
+                *(name for name, _ in self.sizes))
+
+
+_DIVMOD64 = (("divmod_multiplier", "cutlass::FastDivmodU64", "multiplier"),
+             ("divmod_shift_right", "cutlass::FastDivmodU64", "shift_right"),
+             ("divmod_round_up", "cutlass::FastDivmodU64", "round_up"),
+             ("pow2_shift_right", "cutlass::FastDivmodU64Pow2", "shift_right"))
+_RASTER_ORDER = ("raster_order_size", "cutlass::gemm::kernel::detail::RasterOrder")
+#: The persistent kernels' probe: the hardware info and CUTLASS's
+#: ``PersistentTileSchedulerSm90Params`` fields the runtime fills
+#: (``partita.runtime.tma.persistent_schedule``).
+PERSISTENT_PROBE = SchedulerProbe(
+    "scheduler", "_sched_layout", "tile scheduler",
+    (("sm_count", "i32"), ("max_active_clusters", "i32"), ("divmod_cluster_shape_major", "pow2"),
+     ("divmod_cluster_shape_minor", "pow2"), ("divmod_batch", "divmod64"), ("divmod_cluster_blk_major", "divmod64"),
+     ("blocks_per_problem", "u64"), ("log_swizzle_size", "i32"), ("raster_order", "enum"),
+     ("problem_tiles_m", "u32"), ("problem_tiles_n", "u32"), ("problem_tiles_l", "u32"), ("cluster_shape_m", "u32"),
+     ("cluster_shape_n", "u32")),
+    _DIVMOD64, (_RASTER_ORDER,), 4)
+#: A stream-K scheduler's kernel's probe: every field of CUTLASS's
+#: ``PersistentTileSchedulerSm90StreamKParams``, the hardware info and the kernel's
+#: workspace pointer (``partita.runtime.tma.stream_k_schedule``).
+STREAM_K_PROBE = SchedulerProbe(
+    "stream_k", "_stream_k_layout", "stream-K tile scheduler",
+    (("sm_count", "i32"), ("max_active_clusters", "i32"),
+     ("divmod_cluster_shape_major", "pow2"), ("divmod_cluster_shape_minor", "pow2"),
+     ("divmod_batch", "divmod64"), ("divmod_cluster_blk_major", "divmod64"), ("divmod_clusters_mnl", "divmod64"),
+     ("divmod_sk_groups", "divmod64"), ("divmod_sk_units_per_group", "divmod64"), ("units_per_problem", "u64"),
+     ("divmod_tiles_per_output_tile", "divmod"), ("log_swizzle_size", "i32"), ("raster_order", "enum"),
+     ("divmod_splits", "divmod"), ("big_units", "u32"), ("big_groups", "u32"), ("reduction_workspace", "ptr"),
+     ("sk_tiles", "u32"), ("sk_units", "u32"), ("divmod_k_tiles_per_sk_unit", "divmod"),
+     ("divmod_k_tiles_per_sk_big_unit", "divmod"), ("reduction_mode", "enum"), ("divmod_epilogue_subtile", "divmod64"),
+     ("separate_reduction_units", "u32"), ("ktile_start_alignment_count", "u32"), ("workspace", "ptr")),
+    (*_DIVMOD64, ("divmod32_multiplier", "cutlass::FastDivmod", "multiplier"),
+     ("divmod32_shift_right", "cutlass::FastDivmod", "shift_right")),
+    (_RASTER_ORDER, ("reduction_mode_size", "cutlass::gemm::kernel::detail::ReductionMode")), 8)
+SCHEDULER_PROBES = (PERSISTENT_PROBE, STREAM_K_PROBE)
 #: A persistent kernel's work decompositions (:attr:`Sm90Config.decomposition`).
 DECOMPOSITIONS = ("", "split_k", "stream_k")
 #: The most split-K slices a Hopper kernel is built for (CUTLASS clamps a count to the SMs
@@ -241,7 +263,7 @@ class Sm90Config:
     @property
     def stream_k_scheduler(self) -> bool:
         """Built with CUTLASS's ``StreamKScheduler``: its ``Params`` hold that scheduler's
-        state (:data:`STREAM_K_FIELDS`) and it takes a workspace."""
+        state (:data:`STREAM_K_PROBE`) and it takes a workspace."""
         return self.decomposition != ""
 
 
@@ -407,7 +429,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     # A [M,K] row-major is K-major; B [N,K] (CUTLASS column-major) is K-major too
     layout_a = "ColumnMajor" if spec.transpose_a else "RowMajor"
     layout_b = "ColumnMajor" if spec.transpose_b else "RowMajor"
-    # a split-K kernel: CUTLASS's stream-K tile scheduler (in its split-K decomposition)
+    # split-K or stream-K: CUTLASS's stream-K tile scheduler
     scheduler = ", cutlass::gemm::StreamKScheduler" if cfg.stream_k_scheduler else ""
     # the broadcast epilogue's headers only where it is used: the other units read as before
     includes = ("#include <cutlass/epilogue/collective/epilogue_tensor_broadcast.hpp>\n"
@@ -477,36 +499,19 @@ extern "C" __device__ const long long {alias}_layout[] = {{
 // Sentinels: how a (M, N, K, L) shape and a (row, 1, batch) stride are laid out in bytes.
 extern "C" __device__ const decltype({alias}_ns::Params::problem_shape) {alias}_probe_shape{{0x11, 0x22, 0x33, 0x44}};
 extern "C" __device__ const {alias}_ns::StrideC {alias}_probe_stride{{int64_t(0x55), cute::Int<1>{{}}, int64_t(0x66)}};
-{_stream_k_probe(alias) if cfg.stream_k_scheduler else _scheduler_probe(alias) if cfg.persistent else ""}
+{_scheduler_probe(alias, STREAM_K_PROBE if cfg.stream_k_scheduler else PERSISTENT_PROBE) if cfg.persistent else ""}
 """
 
 
-def _scheduler_probe(alias: str) -> str:
-    """The persistent kernel's second probe (:data:`SCHEDULER_FIELDS`)."""
-    member = {"sm_count": "hw_info.sm_count", "max_active_clusters": "hw_info.max_active_clusters"}
-    offsets = [f"  (long long)offsetof({alias}_ns::Params, {member.get(f, f'scheduler.{f}_')}),"
-               for f in SCHEDULER_PARAMS]
-    return (f'extern "C" __device__ const long long {alias}_sched_layout[] = {{\n' + "\n".join(offsets) + "\n"
-            "  (long long)offsetof(cutlass::FastDivmodU64, multiplier),\n"
-            "  (long long)offsetof(cutlass::FastDivmodU64, shift_right),\n"
-            "  (long long)offsetof(cutlass::FastDivmodU64, round_up),\n"
-            "  (long long)offsetof(cutlass::FastDivmodU64Pow2, shift_right),\n"
-            "  (long long)sizeof(cutlass::gemm::kernel::detail::RasterOrder),\n};\n")
-
-
-def _stream_k_probe(alias: str) -> str:
-    """A split-K kernel's scheduler probe (:data:`STREAM_K_FIELDS`)."""
+def _scheduler_probe(alias: str, probe: SchedulerProbe) -> str:
+    """The kernel's scheduler probe (:class:`SchedulerProbe`)."""
     member = {"sm_count": "hw_info.sm_count", "max_active_clusters": "hw_info.max_active_clusters",
               "workspace": "workspace"}
     offsets = [f"  (long long)offsetof({alias}_ns::Params, {member.get(f, f'scheduler.{f}_')}),"
-               for f, _ in STREAM_K_PARAMS]
-    inner = [("cutlass::FastDivmodU64", "multiplier"), ("cutlass::FastDivmodU64", "shift_right"),
-             ("cutlass::FastDivmodU64", "round_up"), ("cutlass::FastDivmodU64Pow2", "shift_right"),
-             ("cutlass::FastDivmod", "multiplier"), ("cutlass::FastDivmod", "shift_right")]
-    return (f'extern "C" __device__ const long long {alias}_stream_k_layout[] = {{\n' + "\n".join(offsets) + "\n"
-            + "".join(f"  (long long)offsetof({t}, {m}),\n" for t, m in inner)
-            + "  (long long)sizeof(cutlass::gemm::kernel::detail::RasterOrder),\n"
-            "  (long long)sizeof(cutlass::gemm::kernel::detail::ReductionMode),\n};\n")
+               for f, _ in probe.params]
+    return (f'extern "C" __device__ const long long {alias}{probe.symbol}[] = {{\n' + "\n".join(offsets) + "\n"
+            + "".join(f"  (long long)offsetof({t}, {m}),\n" for _, t, m in probe.inner)
+            + "".join(f"  (long long)sizeof({t}),\n" for _, t in probe.sizes) + "};\n")
 
 
 def _entry(entry: Sm90Entry) -> str:
@@ -561,20 +566,14 @@ def read_layout(cubin: bytes | Cubin, kernel_type: str) -> dict[str, int]:
     layout["shape_offsets"] = tuple(_find(shape, struct.pack("<i", v), 4) for v in (0x11, 0x22, 0x33, 0x44))
     layout["stride_offsets"] = tuple(_find(stride, struct.pack("<q", v), 8) for v in (0x55, 0x66))
     layout["shape_size"], layout["stride_size"] = len(shape), len(stride)
-    layout["scheduler"] = ()
-    if f"{kernel_type}_sched_layout" in cubin.data_objects:  # a persistent kernel
-        raw = cubin.read_global(f"{kernel_type}_sched_layout")
-        layout["scheduler"] = struct.unpack(f"<{len(raw) // 8}q", raw)
-        if len(layout["scheduler"]) != len(SCHEDULER_FIELDS):
-            raise ValueError(f"{kernel_type}: scheduler probe has {len(layout['scheduler'])} values, expected "
-                             f"{len(SCHEDULER_FIELDS)}")
-    layout["stream_k"] = ()
-    if f"{kernel_type}_stream_k_layout" in cubin.data_objects:  # a split-K kernel
-        raw = cubin.read_global(f"{kernel_type}_stream_k_layout")
-        layout["stream_k"] = struct.unpack(f"<{len(raw) // 8}q", raw)
-        if len(layout["stream_k"]) != len(STREAM_K_FIELDS):
-            raise ValueError(f"{kernel_type}: stream-K probe has {len(layout['stream_k'])} values, expected "
-                             f"{len(STREAM_K_FIELDS)}")
+    for probe in SCHEDULER_PROBES:  # a persistent kernel's scheduler
+        layout[probe.key] = ()
+        if f"{kernel_type}{probe.symbol}" in cubin.data_objects:
+            raw = cubin.read_global(f"{kernel_type}{probe.symbol}")
+            layout[probe.key] = struct.unpack(f"<{len(raw) // 8}q", raw)
+            if len(layout[probe.key]) != len(probe.fields):
+                raise ValueError(f"{kernel_type}: {probe.what} probe has {len(layout[probe.key])} values, expected "
+                                 f"{len(probe.fields)}")
     return layout
 
 
@@ -678,18 +677,12 @@ def _check_layout(layout: dict) -> None:
         if not isinstance(offsets, tuple) or len(offsets) != count or \
                 any(not isinstance(o, int) or o < 0 or o % width or o + width > total for o in offsets):
             raise ValueError(f"'{name}' = {offsets} do not fit {count} fields of {width} bytes in {total}")
-    scheduler = layout["scheduler"]
-    params = len(SCHEDULER_PARAMS)  # offsets in Params, then inside its divmods and a RasterOrder's size
-    if scheduler and (not isinstance(scheduler, tuple) or len(scheduler) != len(SCHEDULER_FIELDS)
-                      or any(not isinstance(at, int) or not 0 <= at <= size - 4 for at in scheduler[:params])
-                      or any(not isinstance(at, int) or not 0 < at <= 20 for at in scheduler[params:])):
-        raise ValueError(f"'scheduler' = {scheduler} is not a tile scheduler's layout in {size} bytes")
-    stream_k = layout["stream_k"]
-    params = len(STREAM_K_PARAMS)
-    if stream_k and (not isinstance(stream_k, tuple) or len(stream_k) != len(STREAM_K_FIELDS)
-                     or any(not isinstance(at, int) or not 0 <= at <= size - 8 for at in stream_k[:params])
-                     or any(not isinstance(at, int) or not 0 < at <= 20 for at in stream_k[params:])):
-        raise ValueError(f"'stream_k' = {stream_k} is not a stream-K tile scheduler's layout in {size} bytes")
+    for probe in SCHEDULER_PROBES:  # offsets in Params, then inside its types and their sizes
+        offsets, params = layout[probe.key], len(probe.params)
+        if offsets and (not isinstance(offsets, tuple) or len(offsets) != len(probe.fields)
+                        or any(not isinstance(at, int) or not 0 <= at <= size - probe.reach for at in offsets[:params])
+                        or any(not isinstance(at, int) or not 0 < at <= 20 for at in offsets[params:])):
+            raise ValueError(f"'{probe.key}' = {offsets} is not a {probe.what}'s layout in {size} bytes")
     if not 0 < layout["smem"] <= max_dynamic_smem("sm_90a") or layout["threads"] not in (128, 256, 384):
         raise ValueError(f"smem {layout['smem']} / threads {layout['threads']} are not a Hopper kernel's")
 
