@@ -66,7 +66,8 @@ def target_arch(functions: list[FuncOp], override: str = "") -> str:
     """The arch to compile for: the pass option, else the functions' cuda target's."""
     if override:
         return override if override.startswith("sm_") else f"sm_{override}"
-    found = {function_arch(function) for function in functions} - {""}  # "": no cuda target
+    found = {function_arch(function) for function in functions}
+    assert "" not in found, "a fused cuda function carries its cuda target"
     if len(found) > 1:
         raise PartitaError(f"fused cuda functions disagree on the target arch ({', '.join(sorted(found))})")
     return found.pop() if found else str(PartitaTarget(TARGET_KIND).get("arch"))

@@ -202,7 +202,7 @@ class FlashConfig:
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
         against 66% for 32 with Q in shared memory). With wgmma 64: a thread holds one m64
-        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 188 in all at D = 128, no
+        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 173 in all at D = 128, no
         spills), and a block's Q and two stages of K and V (80 KiB at D = 128) leave room for
         a second block on an SM (two warpgroups of 128 keys a block: 200 registers, 160 KiB,
         one block an SM whose warpgroups run each phase together)."""
@@ -399,19 +399,12 @@ static __device__ __forceinline__ void fa_cp_async_wait_all() { asm volatile("cp
 static __device__ __forceinline__ unsigned fa_core_offset(unsigned row, unsigned dim, unsigned ck) {
   return ((row / 8) * ck + dim / 8) * 64 + (row % 8) * 8 + dim % 8;
 }
-// A shared-memory matrix descriptor with no swizzle: the matrix is 8x8 core matrices, each
-// 8 rows of 16 bytes (128 contiguous bytes); the start address, the leading byte offset
-// (between core matrices adjacent along K for a K-major operand, along K's groups of 8 for
-// an MN-major one) and the stride byte offset (along M / N), each in 16-byte units.
 #ifdef PARTITA_HOST_EMULATION
-// The emulation's addresses are byte offsets in the block's shared array.
+// The emulation's shared addresses are byte offsets in the block's shared array.
 static const unsigned short* fa_wg_base;
-static unsigned long long fa_gmma_desc(const unsigned short* p, const unsigned short* base, unsigned lbo,
-                                       unsigned sbo) {
+static unsigned fa_shared_address(const unsigned short* p, const unsigned short* base) {
   fa_wg_base = base;
-  const unsigned start = (unsigned)((p - base) * 2);
-  return (unsigned long long)((start & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32);
+  return (unsigned)((p - base) * 2);
 }
 static void fa_wg_fence() {}
 static void fa_wg_commit() {}
@@ -482,11 +475,8 @@ static void fa_wgmma(float* d, int n, const unsigned* a, unsigned long long desc
   memcpy(d, out, sizeof(float) * (n / 2));
 }
 #else
-static __device__ __forceinline__ unsigned long long fa_gmma_desc(const unsigned short* p, const unsigned short*,
-                                                                  unsigned lbo, unsigned sbo) {
-  const unsigned start = (unsigned)__cvta_generic_to_shared(p);
-  return (unsigned long long)((start & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32);
+static __device__ __forceinline__ unsigned fa_shared_address(const unsigned short* p, const unsigned short*) {
+  return (unsigned)__cvta_generic_to_shared(p);
 }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Registers a wgmma reads or writes are settled before it (fence), its group is closed
@@ -510,6 +500,16 @@ static __device__ __forceinline__ void fa_wg_fence_acc(float& r) { asm volatile(
 // An A register a wgmma reads until it completes: live past the wait, so not reused before.
 static __device__ __forceinline__ void fa_wg_fence_a(unsigned& r) { asm volatile("" : "+r"(r) :: "memory"); }
 #endif
+// A shared-memory matrix descriptor with no swizzle: the matrix is 8x8 core matrices, each
+// 8 rows of 16 bytes (128 contiguous bytes); the start address, the leading byte offset
+// (between core matrices adjacent along K for a K-major operand, along K's groups of 8 for
+// an MN-major one) and the stride byte offset (along M / N), each in 16-byte units.
+static __device__ __forceinline__ unsigned long long fa_gmma_desc(const unsigned short* p, const unsigned short* base,
+                                                                  unsigned lbo, unsigned sbo) {
+  const unsigned start = fa_shared_address(p, base);
+  return (unsigned long long)((start & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32);
+}
 // What a kernel without wgmma names in its (never taken) wgmma branch.
 static __device__ __forceinline__ void fa_wgmma_none(float*, const unsigned*, unsigned long long, unsigned long long,
                                                      int) {}
@@ -533,7 +533,7 @@ static __device__ __forceinline__ void $entry_tile(
   constexpr int D = $D, DP = $DP, BM = $BM, BN = $BN, MT = $MT, KS = DP / 16, NT = BN / 8, DT = DP / 8;
   constexpr bool QS = $QSMEM;
   // WG: wgmma (sm_90a). The block's four warps are one warpgroup computing the block's
-  // MT m64 tiles of rows; warp w holds rows 16 w .. 16 w + 15 of each (lane / 4 and + 8).
+  // MT m64 tiles of rows (one); warp w holds rows 16 w .. 16 w + 15 of each (lane / 4 and + 8).
   constexpr bool WG = $WG;
   constexpr int DTU = (D + 15) / 16 * 2;  // output d-tiles holding real dims (pairs of n8 tiles)
   // Rows padded by 8 halves (16 bytes): the 8 rows a fragment load touches fall in 8
@@ -584,7 +584,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int r_lo[MT], r_hi[MT];
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
-    r_lo[i] = WG ? qtile * BM + 64 * (MT * (warp / 4) + i) + 16 * (warp % 4) + lane / 4 : row0 + 16 * i + lane / 4;
+    r_lo[i] = WG ? qtile * BM + 64 * i + 16 * warp + lane / 4 : row0 + 16 * i + lane / 4;
     r_hi[i] = r_lo[i] + 8;
   }
   const unsigned short* qb = (const unsigned short*)q + q_base;
@@ -679,7 +679,7 @@ $SHARED  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // local memory.)
   unsigned long long q_desc = 0, k_desc0 = 0, k_desc1 = 0, v_desc0 = 0, v_desc1 = 0;
   if constexpr (WG) {
-    q_desc = fa_gmma_desc(qs + MT * (warp / 4) * 8 * CK * 64, smem, 128, CK * 128);
+    q_desc = fa_gmma_desc(qs, smem, 128, CK * 128);
     k_desc0 = fa_gmma_desc(ks[0], smem, 128, CK * 128);
     k_desc1 = fa_gmma_desc(ks[1], smem, 128, CK * 128);
     v_desc0 = fa_gmma_desc(vs[0], smem, CK * 128, 128);

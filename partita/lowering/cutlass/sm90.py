@@ -71,6 +71,7 @@ from partita.lowering.cutlass.tuning import (
     SM90_FP8_TABLE,
     SM90_SPLIT_TILES,
     SM90_SPLITS,
+    SM90_STREAM_K_DEFAULT,
     SM90_TABLE,
     WS,
     parse_sm90_label,
@@ -316,10 +317,9 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
     else:
         tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
         decomposition, splits = "", 1
-        streamed = ((128, 128, 64), (1, 1, 1), COOPERATIVE)
         if not spec.is_fp8 and sm90_streams_k(spec.M, spec.N, spec.K) and \
-                why_not_decomposed(spec, *streamed, "stream_k") is None:  # a few rows by a large weight
-            (tile, cluster, schedule), decomposition = streamed, "stream_k"
+                why_not_decomposed(spec, *SM90_STREAM_K_DEFAULT, "stream_k") is None:  # a few rows, a large weight
+            (tile, cluster, schedule), decomposition = SM90_STREAM_K_DEFAULT, "stream_k"
     cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule, splits=splits, decomposition=decomposition)
     return dataclasses.replace(cfg, name=sm90_name(spec, cfg))
 

@@ -117,12 +117,17 @@ weight streamed once, bound by HBM bandwidth) on a quarter of the SMs: 32 CTAs f
 table's tile)."""
 
 
+SM90_STREAM_K_DEFAULT = ((128, 128, 64), (1, 1, 1), COOPERATIVE)
+"""(tile, cluster, schedule) of :data:`SM90_STREAM_K_MAX_ROWS`' stream-K kernel."""
+
+
 def sm90_streams_k(M: int | None, N: int | None, K: int | None) -> bool:
     """Whether a static dense product takes :data:`SM90_STREAM_K_MAX_ROWS`' stream-K kernel
     by default."""
     if M is None or N is None or K is None or M > SM90_STREAM_K_MAX_ROWS:
         return False
-    return 2 * -(-M // 128) * -(-N // 128) <= SPLIT_K_WAVE and K > STREAM_K_MIN_K_TILES * 64
+    (bm, bn, bk), _, _ = SM90_STREAM_K_DEFAULT
+    return 2 * -(-M // bm) * -(-N // bn) <= SPLIT_K_WAVE and K > STREAM_K_MIN_K_TILES * bk
 
 
 def _dims(text: str) -> tuple[int, int, int]:
