@@ -157,13 +157,14 @@ static __device__ __forceinline__ float rn_f8E8M0FNU(float x) { return ld_f8E8M0
 """,
 }
 """Decoding and encoding of FP4 and E8M0 (``NARROW_FLOATS``), by type."""
-TRUNCATE_I32 = r"""
-// A float into a sub-byte integer as ml_dtypes converts it (the reference): truncated
-// through a 32-bit int, NaN, infinities and values past its range being INT_MIN (x86's
-// cvttss2si; CUDA's conversion would saturate instead), whose low bits are zero.
+TRUNCATE_IN_RANGE = r"""
+// A float into a sub-byte integer as the reference defines it (ml_dtypes >= 0.7, ONNX's
+// reference with it): truncated toward zero, and 0 where that is outside [lo, hi] (NaN
+// and infinities too). Compared in the float's own type before any conversion, so the
+// host's x86 and the GPU, whose out-of-range conversions differ, agree.
 template <class T>
-static __device__ __forceinline__ int partita_trunc_i32(T f) {
-  return f > (T)-2147483649.0 && f < (T)2147483648.0 ? (int)f : (int)0x80000000u;
+static __device__ __forceinline__ int partita_trunc_in(T f, int lo, int hi) {
+  return f > (T)(lo - 1) && f < (T)(hi + 1) ? (int)f : 0;
 }
 """
 
@@ -220,8 +221,8 @@ def emit_program(functions: Sequence[FuncOp], arch: str = "") -> CudaProgram:
         head += FLOAT8_HELPERS + "".join(_float8_helpers(t) for t in float8)
     head += "".join(_sub_byte_helpers(t) for t in SUB_BYTE_INTEGERS if uses(f"_{t}("))
     head += "".join(NARROW_HELPERS[t] for t in NARROW_FLOATS if uses(f"_{t}("))
-    if uses("partita_trunc_i32("):
-        head += TRUNCATE_I32
+    if uses("partita_trunc_in("):
+        head += TRUNCATE_IN_RANGE
     head += "".join(_mma_helper(t) for t in MMA_DTYPES if uses(f"partita_mma_{t}("))
     head += "".join(_mma_helper(a, b) for a in MMA_INT_DTYPES for b in MMA_INT_DTYPES
                     if uses(f"partita_mma_{a}_{b}("))

@@ -244,7 +244,9 @@ def _cast(e, op, x):
     if to == "f8E8M0FNU":  # from f32, as ONNX's reference reads an f64 (rn_ then keeps it)
         return f"ld_{to}(partita_e8m0_encode((float){x}, {_E8M0_ROUNDING[op.round_mode]}, {str(op.saturate).lower()}))"
     if to in SUB_BYTE_INTEGERS and e.ctype(op.input) in ("float", "double"):
-        return f"({e.ctype(op.result)})partita_trunc_i32({x})"  # rn_ wraps it into the bits
+        bits, signed = SUB_BYTE_INTEGERS[to]
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        return f"({e.ctype(op.result)})partita_trunc_in({x}, {lo}, {hi})"
     return f"({e.ctype(op.result)}){x}"
 
 

@@ -80,19 +80,40 @@ def _clip(op: nn.ClipOp, x: np.ndarray) -> np.ndarray:
 
 
 def _cast(op: nn.CastOp, x: np.ndarray) -> np.ndarray:
-    to = nn.numpy_dtype(op.result.type.element_type)
-    if to.name in ("float16", "bfloat16") and x.dtype != np.float32:
-        x = x.astype(np.float32)  # kernels round to f16 / bf16 from float
-    if op.result.type.element_type == nn.Float8E8M0FNUType():
-        return _to_e8m0(x, op.saturate, op.round_mode)
-    if op.result.type.element_type in nn.FLOAT8_TYPES:
-        # ml_dtypes rounds to nearest even and overflows like a non-saturating cast.
-        x = x.astype(np.float32)
-        if op.saturate:
-            largest = float(ml_dtypes.finfo(to).max)
-            x = np.clip(x, -largest, largest)  # infinities too; NaN stays NaN
+    """``x`` converted as the kernels' C converts it. Where ``ml_dtypes`` decides otherwise
+    (its releases differ on out-of-range values), the conversion goes through f32 or is
+    written out here, so the reference does not change with the installed version."""
+    element = op.result.type.element_type
+    to = nn.numpy_dtype(element)
     with np.errstate(invalid="ignore", over="ignore"):
+        if element == nn.Float8E8M0FNUType():
+            return _to_e8m0(x, op.saturate, op.round_mode)
+        if element in nn.FLOAT8_TYPES or element == nn.Float4E2M1FNType() \
+                or to.name in ("float16", "bfloat16") and x.dtype != np.float32:
+            # Kernels round to these from a float: an f64 rounds through f32 (as ONNX's
+            # reference does for FP4); ml_dtypes rounds to nearest even, FP4 saturating
+            # and float8 overflowing like a non-saturating cast.
+            x = x.astype(np.float32)
+            if element in nn.FLOAT8_TYPES and op.saturate:
+                largest = float(ml_dtypes.finfo(to).max)
+                x = np.clip(x, -largest, largest)  # infinities too; NaN stays NaN
+        if x.dtype.kind == "V" and (np.issubdtype(to, np.integer) or to == np.bool_):
+            x = x.astype(np.float32)  # bf16 / float8 / FP4 / E8M0, exact in f32, convert as an f32 does
+        if element in nn.SUB_BYTE_INTEGERS and x.dtype.kind == "f":
+            return _to_sub_byte_integer(x, to)
         return x.astype(to)
+
+
+def _to_sub_byte_integer(x: np.ndarray, to: np.dtype) -> np.ndarray:
+    """A float into int4 / uint4 / int2 / uint2: truncated toward zero, and 0 where that is
+    outside the type's range (NaN and infinities too). ONNX leaves an out-of-range float's
+    conversion undefined; this is what its reference and node cases compute with ml_dtypes
+    0.7 (0.6 wrapped the truncated value into the bits), written out so that it does not
+    change with the installed version."""
+    info = ml_dtypes.iinfo(to)
+    wide = x.astype(np.float64)
+    inside = (wide > info.min - 1) & (wide < info.max + 1)  # False for NaN
+    return np.where(inside, np.trunc(np.where(inside, wide, 0.0)), 0.0).astype(np.int8).astype(to)
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
