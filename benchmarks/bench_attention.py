@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--wgmma", action="store_true", help="the sm_90a wgmma form (head dims up to 128)")
+    parser.add_argument("--wgmma", action="store_true", help="the sm_90a wgmma form")
     args = parser.parse_args(argv)
-    dims = [args.head_dim] if args.head_dim else [64, 128] if args.wgmma else [64, 128, 256]
+    dims = [args.head_dim] if args.head_dim else [64, 128, 256]
     for d in dims:
         config = FlashConfig(args.dtype, d, causal=args.causal, wgmma=args.wgmma)
         est = sass_estimate(config)

@@ -19,7 +19,7 @@ timeout 330 python3 -m partita.tools.doctor --validate --json "$out/validation.j
   --total-timeout 320 2>&1 | tee "$out/validate.txt" || status=1
 timeout 240 python3 -m pytest -q -m gpu -n 12 -p no:cacheprovider tests 2>&1 | tail -40 | tee "$out/gpu-tests.txt" \
   || status=1
-for d in 64 128; do  # the mma.sync form, then the wgmma one (sm_90a)
+for d in 64 128 256; do  # the mma.sync form, then the wgmma one (sm_90a)
   timeout 90 python3 benchmarks/bench_attention.py --head-dim "$d" 2>&1 | tee -a "$out/attention.txt" || status=1
   timeout 90 python3 benchmarks/bench_attention.py --head-dim "$d" --wgmma 2>&1 | tee -a "$out/attention.txt" \
     || status=1

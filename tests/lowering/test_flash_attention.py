@@ -58,14 +58,15 @@ def _inputs(rng, dtype, b, h, hkv, sq, skv, d):
 @pytest.fixture(scope="module", params=[False, True], ids=["mma", "wgmma"])
 def host(request, tmp_path_factory):
     """Every case twice: the mma.sync kernel, and the wgmma one (sm_90a: a warpgroup a block,
-    Q, K and V in shared memory as core matrices read through descriptors; up to D = 128,
-    D = 256 staying on mma.sync), whose wgmma the emulation computes by those descriptors."""
+    Q, K and V in shared memory as core matrices read through descriptors; 32-key tiles at
+    D = 256), whose wgmma the emulation computes by those descriptors."""
     if not have_gxx():
         pytest.skip("needs g++")
     wg = request.param
-    configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z, wgmma=wg and d <= 128)
+    configs = [FlashConfig(t, d, causal=c, zero_undefined_rows=z, wgmma=wg)
                for t, d, c, z in [("f16", 32, False, True), ("f16", 64, True, True), ("bf16", 64, False, True),
-                                  ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False)]]
+                                  ("f16", 128, True, False), ("bf16", 256, False, True), ("f16", 96, False, False),
+                                  ("f16", 256, True, True)]]
     # masked_fill's finite value (DistilBERT's finfo.min) for the keys a padding mask hides;
     # with causal too (GPT-2's eager where(causal, s, finfo.min)), and a fill near the scores
     configs += [FlashConfig("f16", 40, mask_fill=float(np.finfo(np.float16).min), wgmma=wg),
@@ -185,13 +186,18 @@ def test_q_in_shared_memory_across_query_tiles(host):
 
 
 def test_head_dim_256(host):
-    """One m-tile a warp (64-row blocks), Q from shared memory: two query tiles, the second
-    partial, and three 32-key tiles, the last partial."""
+    """One m-tile a warp (64-row blocks; with wgmma the warpgroup's m64 tile), Q from shared
+    memory: two query tiles, the second partial, and three 32-key tiles, the last partial;
+    then causal with more keys than queries, GQA and a padding mask."""
     lib, configs = host
     config = configs["bf16", 256]
     assert config.q_in_smem and config.block_m == 64 and config.block_n == 32
     rng = np.random.default_rng(5)
     _check(lib, config, *_inputs(rng, "bf16", 1, 2, 1, 70, 75, 256), scale=0.0625)
+    q, k, v = _inputs(rng, "f16", 2, 4, 2, 90, 130, 256)
+    key_mask = np.ones((2, 130), np.uint8)
+    key_mask[0, 100:] = 0
+    _check(lib, configs["f16", 256], q, k, v, key_mask, scale=0.0625)
 
 
 def test_whole_tiles_scale_after_the_max_only_for_a_positive_scale(tmp_path):
@@ -215,8 +221,6 @@ def test_configs_reject_what_the_kernel_does_not_take():
         FlashConfig("f32", 64)
     with pytest.raises(ValueError, match="head dim"):
         FlashConfig("f16", 12)
-    with pytest.raises(ValueError, match="wgmma flash attention takes head dims up to 128"):
-        FlashConfig("f16", 136, wgmma=True)
     assert HEAD_DIMS[0] == 32 and HEAD_DIMS[-1] == 256
 
 
@@ -322,20 +326,23 @@ def test_sm90_sass_has_the_mma_schedule_and_no_spills(tmp_path):
 
 def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
     """The wgmma form (sm_90a): per key tile and m64 tile, one HGMMA a k-step of S = Q K^T
-    (N = 64 keys) and one a 16 keys of O += P V (N = the padded head dim), each GEMM
+    (N = 64 keys, 32 past D = 128) and one a 16 keys of O += P V (N = the padded head dim,
+    up to wgmma's 256), each GEMM
     fenced (WARPGROUP.ARRIVE) and waited for (WARPGROUP.DEPBAR) once; no mma.sync and no
     ldmatrix left (the tensor cores read Q, K and V from shared memory), the cp.async copies
     fenced for them (FENCE.VIEW.ASYNC.S); nothing spilled, everything in dynamic shared
     memory; V's B operand transposed (MN-major), K's not."""
     configs = [FlashConfig("f16", 64, wgmma=True), FlashConfig("bf16", 128, causal=True, wgmma=True),
                FlashConfig("f16", 96, wgmma=True), FlashConfig("f16", 40, causal=True, mask_fill=-1.0, wgmma=True),
-               FlashConfig("f16", 8, causal=True, layout="BSHD", wgmma=True)]  # the fixtures' D = 8, at 32
-    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == [(4, 1, 64, 64, True)] * 5
+               FlashConfig("f16", 8, causal=True, layout="BSHD", wgmma=True),  # the fixtures' D = 8, at 32
+               FlashConfig("f16", 160, wgmma=True), FlashConfig("bf16", 256, causal=True, wgmma=True)]
+    assert [(c.warps, c.m_tiles, c.block_m, c.block_n, c.q_in_smem) for c in configs] == \
+        [(4, 1, 64, 64, True)] * 5 + [(4, 1, 64, 32, True)] * 2
     source = flash_attention_source(configs)
     # S = Q K^T's A and B both K-major (SS form: trans-a 0, trans-b 0); O += P V's B
     # transposed (RS form: trans-b 1)
     functions = [c for c in source.split("static __device__ __forceinline__ void fa_wgmma_")[1:] if c[:3] in ("qk_", "pv_")]
-    assert len(functions) == 10  # each config's two, behind include guards
+    assert len(functions) == 14  # each config's two, behind include guards
     for chunk in functions:
         asm = chunk.split("wgmma.mma_async")[1].split("\\n")[0]
         assert asm.endswith("p, 1, 1, 0, 0;" if chunk.startswith("qk_") else "p, 1, 1, 1;"), asm
@@ -355,8 +362,8 @@ def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
         report = binary.log.split(f"Function properties for {c.entry}")[1].split("Compile time")[0]
         assert re.search(r"0 bytes spill stores, 0 bytes spill loads", report)
         assert not re.search(r"[1-9]\d* bytes smem", report)  # no static shared memory: one dynamic array
-        # Q's 64 rows and two stages of K and V: two blocks an SM fit (80 KiB at D = 128)
-        assert c.dynamic_smem == c.shared_bytes == 2 * (4 * 64 + 64) * c.padded_dim <= 227 * 1024 // 2
+        # Q's 64 rows and two stages of K and V: two blocks an SM fit (80 KiB at D = 128, 96 at 256)
+        assert c.dynamic_smem == c.shared_bytes == 2 * (4 * c.block_n + 64) * c.padded_dim <= 227 * 1024 // 2
 
 
 # -- GPU -----------------------------------------------------------------------------------
@@ -367,11 +374,12 @@ def test_sm90a_sass_has_the_wgmma_schedule_and_no_spills():
                                                      ("bf16", False, 128, False), ("f16", True, 64, False),
                                                      ("bf16", True, 256, False), ("f16", False, 128, True),
                                                      ("bf16", True, 128, True), ("f16", True, 64, True),
-                                                     ("f16", False, 40, True)])
+                                                     ("f16", False, 40, True), ("bf16", True, 256, True),
+                                                     ("f16", False, 192, True)])
 def test_gpu_matches_torch_sdpa(dtype, causal, d, wgmma):
     """Each form of the kernel on the device: Q in registers with two m-tiles (D = 64), Q in
     dynamic shared memory with two (128) and with one (256); and on an H100 / H200 the
-    wgmma form (sm_90a) at 128, 64 and a padded 40."""
+    wgmma form (sm_90a) at 128, 64, a padded 40 and on 32-key tiles at 192 and 256."""
     from partita.runtime.cuda import CudaDevice, cuda_status
 
     if cuda_status() is not None:

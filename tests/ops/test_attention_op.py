@@ -643,8 +643,9 @@ def test_head_dim_128_flash_stages_q_in_dynamic_shared_memory(tmp_path):
 def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
     """Compiled for sm_90a (an H100 / H200), the flash kernel is its wgmma form: a
     warpgroup of 64 query rows a block (128 threads), Q, K and V in dynamic shared memory as
-    core matrices (80 KiB at D = 128, opted in at load), HGMMA in its SASS; a D = 256
-    attention keeps mma.sync. On the recording driver it is launched with that geometry."""
+    core matrices (80 KiB at D = 128, opted in at load), HGMMA in its SASS, a D = 256
+    attention's too (32-key tiles). On the recording driver it is launched with that
+    geometry."""
     import re
 
     from support.recording_driver import RecordingDriver  # tests/support/recording_driver.py
@@ -674,11 +675,13 @@ def test_sm90a_takes_the_wgmma_flash_kernel(tmp_path):
     (launch,) = drv.launches
     # a block per 64-row query tile: 3 of 150 rows, 2 heads
     assert launch["block"] == (128, 1, 1) and launch["smem"] == config.dynamic_smem and launch["grid"] == (3 * 2, 1, 1)
-    # past D = 128 the wgmma form's registers would not hold a thread's tile: mma.sync
+    # past D = 128 on 32-key tiles: S = Q K^T 64x32x16, O += P V 64x256x16
     wide = partita.compile(_module((1, 2, 70, 256), (1, 1, 70, 256), (1, 1, 70, 256), None, "bf16",
                                    "{scale = 0.0625 : f64}"), ["cuda -arch=sm_90a", "llvm"], cache_dir=tmp_path)
     (binary,) = [op for op in wide.module.walk() if isinstance(op, byoc.BinaryOp) and not op.is_inline]
-    assert "HMMA.16816" in sass_of(cubin_file(binary, tmp_path).read_bytes())
+    sass = sass_of(cubin_file(binary, tmp_path).read_bytes())
+    assert re.search(r"HGMMA\.64x32x16\.F32\.BF16", sass) and re.search(r"HGMMA\.64x256x16\.F32\.BF16", sass)
+    assert "HMMA" not in sass
 
 
 @pytest.mark.skipif(not have_gxx(), reason="needs g++")

@@ -56,15 +56,16 @@ one above). The schedule, as named choices:
   wholly then averages every value). With causal and a finite fill, the tiles past the
   frontier are still skipped when they add exactly nothing (every row's max far above the
   fill, ``__syncthreads_or`` of the block), else visited with every key filled.
-- **wgmma** (``FlashConfig.wgmma``, ``sm_90a``, up to D = 128: FlashAttention-3's
+- **wgmma** (``FlashConfig.wgmma``, ``sm_90a``, every head dim: FlashAttention-3's
   instruction): a block is one warpgroup (4 warps) of 64 query rows streaming 64-key
-  tiles, two or more blocks an SM (one's GEMMs run while another's softmax does: the
+  tiles (32 past D = 128, so a thread's O, S and P stay in its registers), two or more
+  blocks an SM (one's GEMMs run while another's softmax does: the
   overlap FlashAttention-3 gets from its warpgroups' ping-pong). Q, K and V wait in one
   dynamic shared array as 8x8 core matrices (8 rows of 16 bytes, 128
   contiguous bytes, no swizzle), ordered ``[row / 8][dim / 8]``, which the copies fill 16
   bytes a thread in order; the tensor cores read them through matrix descriptors (Q and K
-  K-major, V transposed: MN-major). S = Q K^T is one ``wgmma.mma_async`` m64n64k16 a
-  k-step, O += P V one m64nDk16 a 16 keys with P's fragments from registers (the m16k16
+  K-major, V transposed: MN-major). S = Q K^T is one ``wgmma.mma_async`` m64nBNk16 a
+  k-step, O += P V one m64nDk16 a 16 keys (N = D up to wgmma's 256) with P's fragments from registers (the m16k16
   fragment of mma.sync, so the softmax code is the same); each GEMM is fenced
   (``wgmma.fence``), committed and waited for before its accumulators are read, and the
   ``cp.async`` copies are made visible to the tensor cores (``fence.proxy.async``) before
@@ -102,7 +103,7 @@ from dataclasses import dataclass
 from partita.lowering.cuda.cexpr import _c_float
 
 __all__ = ["HEAD_DIMS", "DecodeConfig", "FlashConfig", "flash_attention_source", "flash_decode_source",
-           "head_dim_supported", "wgmma_takes"]
+           "head_dim_supported"]
 
 HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
 """Head dims the kernel computes at their own size (multiples of 32 from 32 to 256)."""
@@ -112,13 +113,6 @@ def head_dim_supported(head_dim: int) -> bool:
     """Any multiple of 8 up to 256: the others are padded to the next of ``HEAD_DIMS`` in
     registers and shared memory (zeros), and loaded and stored at their own size."""
     return head_dim % 8 == 0 and 8 <= head_dim <= 256
-
-
-def wgmma_takes(head_dim: int) -> bool:
-    """Whether the wgmma form (``FlashConfig.wgmma``) computes this head dim: up to 128
-    (padded to a multiple of 32), where a thread's S, P and O of one m64 tile and 128
-    keys fit its registers."""
-    return head_dim_supported(head_dim) and _padded(head_dim) <= 128
 
 
 def _padded(head_dim: int) -> int:
@@ -143,7 +137,7 @@ class FlashConfig:
     difference and an EX2 were (FlashAttention's ``softmax_scale_log2``). A kernel of this
     form must be called with a positive scale."""
     wgmma: bool = False
-    """Hopper's warpgroup MMA (``sm_90a``, FlashAttention-3's instruction; up to D = 128):
+    """Hopper's warpgroup MMA (``sm_90a``, FlashAttention-3's instruction; every head dim):
     a warpgroup of 64 rows a block, each GEMM of a key tile one ``wgmma.mma_async`` a k16 step,
     Q, K and V read by the tensor cores from shared memory through descriptors (the
     module's **wgmma**)."""
@@ -155,8 +149,6 @@ class FlashConfig:
             raise ValueError(f"flash attention head dim must be a multiple of 8 from 8 to 256, got {self.head_dim}")
         if self.layout not in ("BHSD", "BSHD"):
             raise ValueError(f"flash attention layout must be BHSD or BSHD, got {self.layout}")
-        if self.wgmma and not wgmma_takes(self.head_dim):
-            raise ValueError(f"the wgmma flash attention takes head dims up to 128, not {self.head_dim}")
 
     @property
     def padded_dim(self) -> int:
@@ -201,13 +193,15 @@ class FlashConfig:
         a warp's m-tiles (see ``m_tiles``) stay within 255 without spilling (64 keys spill
         16 bytes at D = 128, 36 at D = 256). Fewer keys a tile would mean more block
         barriers a key (16-key tiles at D = 256 with Q in registers: est. 60% of the peak,
-        against 66% for 32 with Q in shared memory). With wgmma 64: a thread holds one m64
-        tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 173 in all at D = 128, no
-        spills), and a block's Q and two stages of K and V (80 KiB at D = 128) leave room for
-        a second block on an SM (two warpgroups of 128 keys a block: 200 registers, 160 KiB,
-        one block an SM whose warpgroups run each phase together)."""
+        against 66% for 32 with Q in shared memory). With wgmma 64 up to D = 128: a thread
+        holds one m64 tile's S, P and O (``BN / 2 + BN / 4 + D / 2`` registers; 173 in all
+        at D = 128, no spills), and a block's Q and two stages of K and V (80 KiB at D = 128)
+        leave room for a second block on an SM (two warpgroups of 128 keys a block: 200
+        registers, 160 KiB, one block an SM whose warpgroups run each phase together); 32
+        above, where O alone is up to 128 registers a thread (193 in all at D = 256, no
+        spills; 96 KiB, two blocks an SM)."""
         if self.wgmma:
-            return 64
+            return 64 if self.padded_dim <= 128 else 32
         return 64 if self.padded_dim <= 64 else 32
 
     @property

@@ -54,7 +54,6 @@ from partita.lowering.cuda.flash_attention import (
     flash_attention_source,
     flash_decode_source,
     head_dim_supported,
-    wgmma_takes,
 )
 from partita.lowering.cuda.ops.indexing import derived_dims
 from partita.lowering.cuda.ops.reduction import y_decl
@@ -75,7 +74,7 @@ def _flash(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     key padding mask ``[B | 1, 1, 1, Skv | 1]``. Its blocks stride over the (query tile,
     batch x head) pairs, and it launches one for each (``WindowRecord.block_rows``), with
     the dynamic shared memory of Q in shared memory past D = 64 (``FlashConfig.dynamic_smem``).
-    Compiled for ``sm_90a``, up to D = 128, it is the wgmma form (``FlashConfig.wgmma``)."""
+    Compiled for ``sm_90a`` it is the wgmma form (``FlashConfig.wgmma``)."""
     dtype = str(op.result.type.element_type)
     head_dim = op.query.type.get_shape()[3]
     if dtype not in ("f16", "bf16") or not head_dim_supported(head_dim):
@@ -98,7 +97,7 @@ def _flash(emitter, op: nn.AttentionOp) -> WholeKernel | None:
     kv_heads, kv_len = _p(dk[axes[1]]), _p(dk[axes[2]])
     config = FlashConfig(dtype, head_dim, causal=op.causal, zero_undefined_rows=op.zero_undefined_rows,
                          layout=op.layout, mask_fill=op.mask_fill, positive_scale=op.scale > 0,
-                         wgmma=emitter.arch == "sm_90a" and wgmma_takes(head_dim))  # FlashAttention-3's instruction
+                         wgmma=emitter.arch == "sm_90a")  # FlashAttention-3's instruction
     lines = [
         f"  const int q_tiles = ({q_len} + {config.block_m - 1}) / {config.block_m};",
         f"  const {T} tiles = ({T})q_tiles * {batch} * {heads};",
