@@ -157,7 +157,7 @@ class PreparedSm90:
         args = sm90_arguments(handle.layout, cfg.tile, cfg.cluster, DTYPE_BYTES[entry.spec.dtype], problem,
                               pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
                               MMA_PROMOTION_INTERVAL, schedule, sm_count,
-                              stream_k.fields(workspace or 0, sm_count) if stream_k else None)
+                              stream_k.fields(workspace or 0, sm_count) if stream_k else None, entry.spec.dtype)
         operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))

@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 
 from partita.lowering.cutlass.sm90 import PERSISTENT_PROBE, STREAM_K_PROBE, SchedulerProbe
 
-#: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to)
-DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9}
-DATA_TYPE_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "float16": 2, "bfloat16": 2}
+#: CUtensorMapDataType values (what CUTLASS's TmaInternalType maps 16- and 8-bit types to,
+#: and the TF32 main loop's f32 operands: TFLOAT32, which the copy rounds to TF32)
+DATA_TYPES = {"uint8": 0, "uint16": 1, "uint32": 2, "float16": 6, "bfloat16": 9, "tfloat32": 11}
+DATA_TYPE_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "float16": 2, "bfloat16": 2, "tfloat32": 4}
 #: CUtensorMapSwizzle values by swizzle width in bytes
 SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
 L2_PROMOTION_128B = 2  # what cute::make_tma_copy asks for
@@ -104,9 +105,10 @@ def operand_map(address: int, rows: int, k: int, batch: int, box_rows: int, box_
     """The descriptor of an operand ``[batch, rows, K]`` (K-major) or ``[batch, K, rows]``
     (rows-major), contiguous, as CUTLASS's ``make_tma_copy`` encodes it: the contiguous dim
     first; the box is one K tile by the tile's rows, except that a rows-major box spans one
-    128-byte swizzle row of rows (the kernel issues one copy per such slice)."""
-    tma_type = {1: "uint8", 2: "uint16", 4: "uint32"}[element_bytes]
-    del dtype  # CUTLASS moves 16-bit floats as uint16 (no arithmetic in a plain load)
+    128-byte swizzle row of rows (the kernel issues one copy per such slice). CUTLASS moves
+    16- and 8-bit floats as unsigned integers (no arithmetic in a plain load), and the f32
+    operands of its TF32 main loop as TFLOAT32."""
+    tma_type = "tfloat32" if dtype == "float32" else {1: "uint8", 2: "uint16", 4: "uint32"}[element_bytes]
     if k_major:
         dims, box = (k, rows, batch), (box_k, box_rows, 1)
     else:
@@ -130,7 +132,7 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
                    problem: tuple[int, int, int, int], pointers: dict[str, int], source: str, encode,
                    gemm_layout: str = "tn", promotion_interval: int = 0,
                    schedule: PersistentSchedule | None = None, sm_count: int = 0,
-                   stream_k: dict[str, object] | None = None) -> Sm90Arguments:
+                   stream_k: dict[str, object] | None = None, dtype: str = "") -> Sm90Arguments:
     """The ``Params`` of a Hopper GEMM ``out[L,M,N] = act(op(a) @ op(b) + C)`` as launch
     argument pieces, C (``beta = 1``) being the ``source`` operand: ``"bias"`` (a row
     broadcast over rows and batches), ``"residual"`` (a tensor of the output's shape) or
@@ -141,7 +143,8 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     the device's encoder. An FP8 main loop (its layout places ``promotion``) takes its
     ``promotion_interval``; a persistent kernel (its layout has a ``scheduler``) the tile
     scheduler's ``schedule`` on a device of ``sm_count`` SMs; a stream-K scheduler's kernel
-    (its layout has a ``stream_k`` probe) its :meth:`StreamKSchedule.fields` as ``stream_k``."""
+    (its layout has a ``stream_k`` probe) its :meth:`StreamKSchedule.fields` as ``stream_k``;
+    ``dtype`` is the operands' element type (``float32``: TF32 descriptors)."""
     if source not in ("", "bias", "residual"):
         raise ValueError(f"a Hopper GEMM's source C is a bias or a residual, not {source!r}")
     M, N, K, L = problem
@@ -179,8 +182,8 @@ def sm90_arguments(layout: dict, tile: tuple[int, int, int], cluster: tuple[int,
     if (not a_k_major or not b_k_major) and cluster != (1, 1, 1):
         raise ValueError("multicast boxes of rows-major operands are not encoded: use clusters of 1")
     maps = {
-        "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, "", element_bytes, a_k_major)),
-        "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, "", element_bytes, b_k_major)),
+        "a": encode(operand_map(pointers["a"], M, K, L, bm // cluster[1], bk, dtype, element_bytes, a_k_major)),
+        "b": encode(operand_map(pointers["b"], N, K, L, bn // cluster[0], bk, dtype, element_bytes, b_k_major)),
     }
     values = {"a": maps["a"], "b": maps["b"], "c": pointers[source] if source else pointers["out"],
               "out": pointers["out"]}

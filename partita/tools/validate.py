@@ -643,13 +643,14 @@ def gemm_rows(writer: RowWriter, timers: dict[str, Any], torch_seconds: Callable
     """One row per timed column: ``cutlass``, ``cublas``, ``cuda`` (Partita's native
     tensor-core tiles, what a product no library takes runs on), and on an H100/H200
     ``cutlass sm_90a`` (the CUTLASS 3 TMA + wgmma kernel ``sm_90a`` builds). ``dtype`` f16:
-    ``nn.dense`` against torch.matmul (TFLOP/s); i8: ``nn.matmul_integer`` against
+    ``nn.dense`` against torch.matmul (TFLOP/s); f32: the same in TF32 (the cutlass
+    target's default math, torch's ``allow_tf32``); i8: ``nn.matmul_integer`` against
     ``torch._int_mm`` (TOP/s)."""
     flops = 2.0 * m * n * k
     reference = torch_seconds()
     ref_rate = flops / reference / 1e12 if reference else None
     ir, metric, torch_name = ((int8_gemm_ir(m, n, k), "TOP/s", "torch._int_mm") if dtype == "i8"
-                              else (dense_ir(m, n, k), "TFLOP/s", "torch.matmul"))
+                              else (dense_ir(m, n, k, dtype), "TFLOP/s", "torch.matmul"))
     for column, timer in timers.items():
         seconds = timer.time(_ops(ir), column.split()[0])
         writer.add(Row("benchmarks", f"GEMM {dtype} {m}x{n}x{k} ({column})", metric,
@@ -799,12 +800,14 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
     if device.arch in ("sm_90", "sm_90a"):
         gemm_timers["cutlass sm_90a"] = CandidateTimer(device, arch="sm_90a", warmup=5, repeat=20)
 
-    def matmul(m: int, n: int, k: int) -> Callable[[], Callable[[], Any]]:
+    def matmul(m: int, n: int, k: int, tf32: bool = False) -> Callable[[], Callable[[], Any]]:
         def make():
             import torch
 
-            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-            b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+            dtype = torch.float32 if tf32 else torch.float16
+            torch.backends.cuda.matmul.allow_tf32 = tf32  # f32 as TF32, as the cutlass target multiplies it
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(n, k, device="cuda", dtype=dtype)
             return lambda: torch.matmul(a, b.T)
 
         return make
@@ -836,6 +839,9 @@ def benchmarks_step(writer: RowWriter, *, arch: str) -> None:
     # the native IMMA tiles (a candidate shows CUTLASS's int8 kernel no constant zero
     # points, which it needs; cuBLASLt's integer GEMM is not wired)
     int8_shape = GEMM_SHAPES[0]
+    # f32 as TF32 (the Hopper TF32 kernel on an H100 / H200, the Sm80 one elsewhere)
+    gemms.append(("tf32 GEMM", lambda: gemm_rows(writer, gemm_timers, torch_timer(matmul(*int8_shape, tf32=True)),
+                                                 *int8_shape, "f32")))
     gemms.append(("int8 GEMM", lambda: gemm_rows(writer, {"cuda": timer}, torch_timer(int_mm(*int8_shape)), *int8_shape,
                                                  "i8")))
     for name, bench in (*gemms,
@@ -863,6 +869,8 @@ def precompile_benchmarks(arch: str) -> list[str]:
     builds: list[tuple[Callable[[], Any], str]] = [
         *((lambda shape=shape, target=target: CandidateTimer(device).build(_ops(dense_ir(*shape)), target),
            f"GEMM {shape} ({target})") for shape in GEMM_SHAPES for target in ("cutlass", "cuda")),
+        *((lambda target=target: CandidateTimer(device).build(_ops(dense_ir(*GEMM_SHAPES[0], "f32")), target),
+           f"GEMM f32 {GEMM_SHAPES[0]} ({target})") for target in ("cutlass", "cuda")),
         (lambda: CandidateTimer(device).build(_ops(int8_gemm_ir(*GEMM_SHAPES[0])), "cuda"),
          f"int8 GEMM {GEMM_SHAPES[0]} (cuda)"),
         (lambda: CandidateTimer(device).build(_ops(reduce_sum_ir(8192, 8192)), "cuda"), "reduce_sum (cuda)"),
@@ -873,6 +881,9 @@ def precompile_benchmarks(arch: str) -> list[str]:
     if arch in ("sm_90", "sm_90a"):
         builds += [(lambda shape=shape: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(*shape)), "cutlass"),
                     f"GEMM {shape} (cutlass sm_90a)") for shape in GEMM_SHAPES]
+        builds.append((lambda: CandidateTimer(device, arch="sm_90a").build(_ops(dense_ir(*GEMM_SHAPES[0], "f32")),
+                                                                          "cutlass"),
+                       f"GEMM f32 {GEMM_SHAPES[0]} (cutlass sm_90a)"))
         # every Hopper candidate tune-cutlass-kernels times (one kernel per configuration,
         # whatever the shape: the set of the shapes' labels)
         labels = sorted({label for shape in GEMM_SHAPES for label in tuning_labels(*shape, sm=90, hopper=True)})

@@ -1,7 +1,7 @@
 """Kernel families in the roofline: on ``sm_90a`` a cutlass candidate is costed with the
 Hopper spec (``cutlass-sm90a``) where its kernel spec has a CUTLASS 3 kernel (a bias beside a
-residual too: the tensor-broadcast epilogue) and with the Sm80 one elsewhere (TF32); FP8 on the Sm80 / Sm89 kernels is costed at
-the f16 peak (Hopper emulates their 8-bit ``mma.sync`` with f16 HMMA)."""
+residual too: the tensor-broadcast epilogue, and f32 as TF32) and with the Sm80 one elsewhere
+(3xTF32, exact f32); FP8 on the Sm80 / Sm89 kernels is costed at the f16 peak (Hopper emulates their 8-bit ``mma.sync`` with f16 HMMA)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from partita.collage.ir_graph import function_candidate
 from partita.dialects import make_context
 from partita.ir import parse_module
 from partita.target import CompilationConfig
-from partita.transforms.collage.families import HOPPER_CUTLASS, kernel_families
+from partita.transforms.collage.families import HOPPER_CUTLASS, HOPPER_FAMILIES, kernel_families
 
 HOPPER = CompilationConfig(["cuda -arch=sm_90a", "cutlass", "llvm"])
 SM90 = CompilationConfig(["cuda -arch=sm_90", "cutlass", "llvm"])
@@ -68,11 +68,17 @@ def test_a_bias_beside_a_residual_is_a_hopper_gemm() -> None:
 
 
 def test_what_stays_on_sm80_kernels_keeps_the_sm80_spec() -> None:
-    """An f32 GEMM (TF32 on Sm80 kernels) costs the same with and without the family."""
+    """An f32 GEMM is a TF32 Hopper kernel in the target's default math; in 3xTF32 or
+    exact f32 it stays on the Sm80 kernels, and costs the same with and without the family."""
     graph, candidate = _dense("f32", "gelu")
-    assert HOPPER_CUTLASS(graph, candidate) == "cutlass"
+    assert HOPPER_CUTLASS(graph, candidate) == "cutlass-sm90a"
+    for math in ("3xtf32", "ffma"):
+        assert HOPPER_FAMILIES[math](graph, candidate) == "cutlass"
+    exact = kernel_families(CompilationConfig(["cuda -arch=sm_90a", "cutlass -use_3xtf32=1", "llvm"]))
+    assert exact == {"cutlass": HOPPER_FAMILIES["3xtf32"]} and exact["cutlass"].name != HOPPER_CUTLASS.name
     plain, hopper = (e.estimate(graph, candidate) for e in _estimators())
-    assert hopper == plain
+    sm80 = RooflineEstimator("h100", families=exact).estimate(graph, candidate)
+    assert sm80 == plain and hopper < plain  # TF32 wgmma: the Hopper spec's efficiency
 
 
 def test_fp8_is_costed_by_the_units_that_run_it() -> None:

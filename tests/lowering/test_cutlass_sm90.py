@@ -51,7 +51,14 @@ def compiled():
 def test_what_the_hopper_kernels_take() -> None:
     assert why_not_sm90(KernelSpec.dense(None, 768, 768, "float16")) is None
     assert why_not_sm90(KernelSpec.batch_matmul(None, None, None, 64, "bfloat16", "bias")) is None
-    assert "float32" in why_not_sm90(KernelSpec.dense(8, 16, 16, "float32"))
+    # f32 as TF32 (the target's default math), K-major operands only; 3xTF32 and exact
+    # f32 stay on the Sm80 kernels
+    assert why_not_sm90(KernelSpec.dense(8, 16, 20, "float32")) is None
+    assert "3xtf32 math" in why_not_sm90(KernelSpec.dense(8, 16, 16, "float32"), "3xtf32")
+    assert "ffma math" in why_not_sm90(KernelSpec.dense(8, 16, 16, "float32"), "ffma")
+    assert "K-major operands only" in why_not_sm90(KernelSpec.batch_matmul(1, 8, 16, 16, "float32", transpose_b=False))
+    assert "multiple of 4" in why_not_sm90(KernelSpec.dense(8, 16, 18, "float32"))
+    assert "int8" in why_not_sm90(KernelSpec.dense(8, 16, 16, "int8"))
     assert "multiple of 8" in why_not_sm90(KernelSpec.dense(8, 16, 20, "float16"))
     assert "run-time" not in (why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, None, "float16")) or "run-time")
     assert why_not_sm90(KernelSpec.batch_matmul(2, 8, 16, 8, "float16", transpose_b=False)) is None  # x @ w[K,N]
@@ -227,6 +234,32 @@ def test_n_major_weights_compile_to_wgmma_too() -> None:
     ops = Counter(re.findall(r"\b(HGMMA|UTMALDG|STL|LDL)\b", sass_by_function(sass_of(binary.cubin))[entry]))
     assert ops["HGMMA"] >= 8 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == 0, ops
     assert read_layout(binary.cubin, source.entries["gemm_tt"].kernel_type)["swizzle_b"] == 3
+
+
+def test_f32_products_are_tf32_wgmma() -> None:
+    """An f32 dense is a Hopper kernel on TF32 (the target's default math): the f16 table's
+    tiles with K tiles of 32 floats (a 128-byte swizzle row), HGMMA on TF32 fed by TMA,
+    nothing spilled; its one configuration per shape is the table's (nothing to tune)."""
+    specs = [("tf32_a", KernelSpec.dense(None, 768, 768, "float32", "bias_gelu")),
+             ("tf32_c", KernelSpec.dense(4096, 1024, 512, "float32", "bias_residual"))]
+    configs = [choose_sm90_config(spec) for _, spec in specs]
+    assert [(c.tile, c.schedule) for c in configs] == [((128, 128, 32), "KernelTmaWarpSpecialized"),
+                                                        ((128, 256, 32), COOPERATIVE)]
+    with pytest.raises(UnsupportedKernel, match="TF32 Hopper GEMMs take their table's only"):
+        choose_sm90_config(specs[0][1], "128x128x64_1x1x1_ws")
+    source = emit_sm90_module([(name, spec, cfg) for (name, spec), cfg in zip(specs, configs, strict=True)])
+    assert "using T = float;" in source.code and "static_assert(32 * sizeof(T) == 128" in source.code
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about a minute
+    functions = sass_by_function(sass_of(binary.cubin))
+    for (name, _), cfg in zip(specs, configs, strict=True):
+        entry = source.entries[name]
+        ops = Counter(re.findall(r"\b(HGMMA\.64x\d+x8\.F32\.TF32|HGMMA|UTMALDG|STL|LDL|HMMA)\b", functions[entry.name]))
+        wgmma = f"HGMMA.64x{cfg.tile[1]}x8.F32.TF32"  # one k8 step per instruction: 4 a K tile per m64
+        assert ops[wgmma] >= 4 and ops["UTMALDG"] >= 2 and ops["STL"] == ops["LDL"] == ops["HMMA"] == 0, (name, ops)
+        layout = read_layout(binary.cubin, entry.kernel_type)
+        assert layout["tx_bytes_value"] == (cfg.tile[0] + cfg.tile[1]) * 32 * 4 and layout["swizzle_a"] == 3
+        back, _, _ = sm90_from_record(sm90_record(entry, entry.spec.input_names, layout))
+        assert back == entry
 
 
 # a pre-norm transformer's projection back into the residual stream, D = (x wᵀ + b) + r

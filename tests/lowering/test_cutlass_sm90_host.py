@@ -52,6 +52,9 @@ CASES = [
     # the cooperative kernel's 256-wide B tile N-major, and its A M-major
     (KernelSpec.batch_matmul(1, 512, 768, 256, "float16", "bias", transpose_b=False), [(512, 768, 256, 2)]),
     (KernelSpec.batch_matmul(4, 256, 256, 128, "bfloat16", "none", transpose_a=True), [(256, 256, 128, 4)]),
+    # f32 as TF32: TFLOAT32 descriptors of 32-float K tiles, a 128-row and a persistent tile
+    (KernelSpec.dense(None, 768, 768, "float32", "bias"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
+    (KernelSpec.dense(4096, 1024, 512, "float32", "none"), [(4096, 1024, 512, 1), (2000, 1024, 512, 2)]),
 ]
 #: clusters the table does not pick yet (not timed on an H100): multicast boxes split the
 #: shared operand across the cluster, and the grid rounds up to whole clusters
@@ -90,7 +93,8 @@ def host(tmp_path_factory):
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "f16-128x128", "bf16-64x128-batched",
                                                        "f16-tt", "bf16-nn", "fp8-64x128x128",
-                                                       "f16-tt-cooperative", "bf16-nn-cooperative"])
+                                                       "f16-tt-cooperative", "bf16-nn-cooperative", "tf32-128x128",
+                                                       "tf32-128x256-cooperative"])
 def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
     spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)

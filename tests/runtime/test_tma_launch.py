@@ -631,3 +631,68 @@ def test_a_params_size_the_cubin_contradicts_is_refused_at_load(exe, tmp_path) -
     with pytest.raises(PartitaError, match=r"'byoc.call_extern' op kernel '\w+' of @\w+: its record packs arguments "
                                            r"as \(offset, size\) \[\(\d+, 704\)\], but the kernel takes \[\(\d+, 640\)\]"):
         loaded.load(SimulatedDevice())
+
+
+# An f32 model on an H100: its dense (bias + GELU, a run-time M) multiplies as TF32 on
+# Hopper's wgmma (the cutlass target's default use_tf32), K tiles of 32 floats
+MODEL_TF32 = """
+func.func @main(%x: tensor<?x256xf32>, %w: tensor<128x256xf32>, %b: tensor<128xf32>) -> tensor<?x128xf32> {
+  %0 = nn.dense %x, %w : (tensor<?x256xf32>, tensor<128x256xf32>) -> tensor<?x128xf32>
+  %1 = nn.add %0, %b : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %2 = nn.gelu %1 : (tensor<?x128xf32>) -> tensor<?x128xf32>
+  func.return %2 : tensor<?x128xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tf32() -> partita.Executable:
+    return partita.compile(MODEL_TF32, TARGETS, partitioner="eager")  # cold: about a minute of NVRTC
+
+
+def _tf32_inputs(m: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(s) * 0.25).astype(np.float32) for s in ((m, 256), (128, 256))] + \
+        [rng.standard_normal(128).astype(np.float32)]
+
+
+def _gelu_dense(x, w, b) -> np.ndarray:
+    h = x @ w.T + b
+    return 0.5 * h * (1 + np.vectorize(math.erf)(h / np.sqrt(2)))
+
+
+def test_an_f32_dense_is_a_tf32_hopper_kernel(tf32) -> None:
+    """On sm_90a an f32 dense is the TF32 Hopper kernel (its record names it), launched with
+    TFLOAT32 descriptors of 32-float K tiles (CUTLASS's own, ``test_cutlass_sm90_host``), and
+    its reference semantics match NumPy on the simulated device."""
+    (binary,) = [op for op in tf32.module.ops if isinstance(op, byoc.BinaryOp) and "cutlass" in op.sym_name.data]
+    assert "_tma" in binary.sym_name.data
+    (record,) = binary.attributes["kernels"].data.values()
+    assert record.data["kernel"].data == \
+        "cutlass3x_sm90_tensorop_gemm_tf32_tf32_f32_128x128x32_1x1x1_tn_warpspecialized_bias_gelu"
+    args = _tf32_inputs(200, 0)
+    drv, launched, outputs = recorded_run(tf32.module, "main", args)
+    assert drv.calls["cuTensorMapEncodeTiled"] == 2 and drv.calls["cuLaunchKernelEx"] == 1
+    maps = {m["dims"]: m for m in drv.tensor_maps}
+    x_map, w_map = maps[(256, 200, 1)], maps[(256, 128, 1)]
+    assert x_map["dtype"] == w_map["dtype"] == 11  # TFLOAT32: the copy rounds to TF32
+    assert x_map["box"] == w_map["box"] == (32, 128, 1) and x_map["strides"] == (1024, 200 * 1024)
+    runtime = Runtime(tf32.module, SimulatedDevice())
+    for m in (1, 130):
+        args = _tf32_inputs(m, m)
+        (got,) = runtime.run(*args)
+        np.testing.assert_allclose(got, _gelu_dense(*args), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
+def test_a_tf32_hopper_kernel_on_the_gpu(tf32) -> None:
+    """On an H100/H200: the TF32 kernel against NumPy's f32 (TF32's 10-bit mantissa)."""
+    device = CudaDevice()
+    if device.arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    runtime = Runtime(tf32.module, device)
+    for m in (1, 77, 1000):
+        args = _tf32_inputs(m, m)
+        (got,) = runtime.run(*args)
+        np.testing.assert_allclose(got, _gelu_dense(*args), rtol=1e-2, atol=1e-2)

@@ -338,7 +338,7 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: boo
         options = CutlassOptions(sm=options)
     kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module))}
     if hopper:
-        kernels = {name: k for name, k in kernels.items() if not on_hopper(k)}
+        kernels = {name: k for name, k in kernels.items() if not on_hopper(k, options.f32_math)}
     configs = []
     for k in kernels.values():
         try:
@@ -350,27 +350,28 @@ def emit_cutlass(module: ModuleOp, options: CutlassOptions | int, *, hopper: boo
     return [([kernels[name] for name in unit.entries], unit) for unit in emit_units(configs)]
 
 
-def emit_hopper(module: ModuleOp) -> list[tuple[list[PartitionKernel], Sm90Source]]:
-    """The cutlass functions that have a CUTLASS 3 Hopper kernel, grouped by kernel
-    configuration, with one source per group: each group is its own NVRTC program (about
-    a minute of NVRTC each), so the groups compile in parallel and are cached apart."""
-    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if on_hopper(k)}
+def emit_hopper(module: ModuleOp, f32_math: str = "tf32") -> list[tuple[list[PartitionKernel], Sm90Source]]:
+    """The cutlass functions that have a CUTLASS 3 Hopper kernel (f32 ones when the target's
+    ``f32_math`` is TF32), grouped by kernel configuration, with one source per group: each
+    group is its own NVRTC program (about a minute of NVRTC each), so the groups compile in
+    parallel and are cached apart."""
+    kernels = {k.name: k for k in map(partition_kernel, cutlass_functions(module)) if on_hopper(k, f32_math)}
     configs = []
     for k in kernels.values():
         try:
-            configs.append((k.name, k.spec, choose_sm90_config(k.spec, pinned_kernel(k.function))))
+            configs.append((k.name, k.spec, choose_sm90_config(k.spec, pinned_kernel(k.function), f32_math)))
         except UnsupportedKernel as err:
             raise op_error(k.function, str(err)) from None
     units = emit_sm90_units(configs)
     return [([kernels[name] for name in unit.entries], unit) for unit in units]
 
 
-def on_hopper(kernel: PartitionKernel) -> bool:
+def on_hopper(kernel: PartitionKernel, f32_math: str = "tf32") -> bool:
     """Whether, on ``sm_90a``, ``kernel`` runs a CUTLASS 3 Hopper kernel: its spec has one
-    and it pins no Sm80 configuration (which a tuning may find faster: split-K for a few
-    rows)."""
+    (in the target's ``f32_math``) and it pins no Sm80 configuration (which a tuning may
+    find faster: split-K for a few rows)."""
     pinned = pinned_kernel(kernel.function)
-    return why_not_sm90(kernel.spec) is None and (not pinned or is_sm90_label(pinned))
+    return why_not_sm90(kernel.spec, f32_math) is None and (not pinned or is_sm90_label(pinned))
 
 
 def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: bool) -> list[str]:
@@ -384,8 +385,8 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     spec = kernel.spec
     labels = []
     try:
-        if hopper and why_not_sm90(spec) is None:
-            if spec.is_fp8:
+        if hopper and why_not_sm90(spec, options.f32_math) is None:
+            if spec.is_fp8 or spec.dtype == "float32":
                 return []
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule, table.decomposition, table.splits)
@@ -475,7 +476,7 @@ class CutlassCodegen(ModulePass):
         # one NVRTC program per kernel configuration, compiled side by side
         hopper = suffix == "a" and options.sm == 90
         groups = emit_cutlass(op, options, hopper=hopper)
-        hopper_groups = emit_hopper(op) if hopper else []
+        hopper_groups = emit_hopper(op, options.f32_math) if hopper else []
         sources = [unit for _, unit in groups] + [unit for _, unit in hopper_groups]
         if not sources:
             return
@@ -535,7 +536,7 @@ class CutlassCppTarget(Target):
         sm = f"{options.sm}{suffix}"
         hopper = suffix == "a" and options.sm == 90
         groups = emit_cutlass(module, options, hopper=hopper)
-        hopper_groups = emit_hopper(module) if hopper else []
+        hopper_groups = emit_hopper(module, options.f32_math) if hopper else []
         for sm90_kernels, sm90_source in hopper_groups:
             entry = next(iter(sm90_source.entries.values()))
             output.write(f"// CUTLASS 3 Hopper kernel {entry.name} for sm_{sm}, one translation unit per configuration\n")

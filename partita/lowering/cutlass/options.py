@@ -7,7 +7,8 @@ TVM's cutlass target kind has ``sm``, ``use_3xtf32``, ``split_k_slices``,
 * ``sm``: the architecture compiled for and the kernel configurations chosen;
 * ``use_tf32`` (default on, as cuBLAS and PyTorch do for convolutions): f32 GEMMs and
   convolutions run on tensor cores in TF32 (inputs rounded to a 10-bit mantissa,
-  f32 accumulation); off, they run exact f32 SIMT FFMA kernels;
+  f32 accumulation; on ``sm_90a`` K-major GEMMs on Hopper's TF32 wgmma); off, they run
+  exact f32 SIMT FFMA kernels;
 * ``use_3xtf32``: f32 on tensor cores with CUTLASS's fast-accurate 3xTF32
   (``OpMultiplyAddFastF32``: each operand split into a big and a small TF32 part, three
   MMAs), about f32 accuracy at tensor-core speed; wins over ``use_tf32``;

@@ -37,7 +37,10 @@ contiguous extents are static multiples of 8 (TMA needs 16-byte strides), epilog
 none / bias / bias_relu / bias_gelu / bias_gelu_tanh / residual (dense: the residual is C,
 laid out as D, ``beta = 1``) / bias_residual (dense, a projection back into a transformer's
 residual stream: CUTLASS 3's ``EpilogueTensorBroadcast``, the bias a per-column vector
-beside the residual C0, ``D = (acc + bias) + C0``) and none / bias (batched). FP8 (E4M3 / E5M2, a mix too) dense
+beside the residual C0, ``D = (acc + bias) + C0``) and none / bias (batched). f32 operands
+multiply as TF32 (the ``cutlass`` target's ``use_tf32``, its default: wgmma on TF32, f32
+accumulation, an f32 output), whose wgmma reads K-major operands only (``x[M,K]`` times
+``w[N,K]``), on K tiles of 32 elements (one 128-byte row). FP8 (E4M3 / E5M2, a mix too) dense
 TN GEMMs with no epilogue are built the same way: the collective builder's FP8 main loop
 (wgmma on 8-bit floats, its accumulators promoted into f32 every ``mma_promotion_interval``
 K-blocks, not the fast-accumulate form), K tiles of 128 elements (one 128-byte row), an f32
@@ -73,6 +76,7 @@ from partita.lowering.cutlass.tuning import (
     SM90_SPLITS,
     SM90_STREAM_K_DEFAULT,
     SM90_TABLE,
+    SM90_TF32_TABLE,
     WS,
     parse_sm90_label,
     sm90_label,
@@ -82,7 +86,7 @@ from partita.lowering.cutlass.tuning import (
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 from partita.target.arch import max_dynamic_smem
 
-_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
 #: The FP8 main loop's promotion interval (K-blocks of wgmma accumulated before they are
 #: added into the f32 accumulators): CUTLASS's default, a multiple of the 4 K-blocks of a
 #: 128-element K tile (its ``can_implement`` rule)
@@ -268,41 +272,50 @@ class Sm90Config:
         return self.decomposition != ""
 
 
-def why_not_sm90(spec: KernelSpec) -> str | None:
-    """Why ``spec`` has no Hopper kernel (``None`` when it has one)."""
+def why_not_sm90(spec: KernelSpec, f32_math: str = "tf32") -> str | None:
+    """Why ``spec`` has no Hopper kernel (``None`` when it has one); ``f32_math`` is how
+    the target multiplies f32 (``CutlassOptions.f32_math``): Hopper's f32 kernels are TF32."""
     if spec.op not in ("dense", "batch_matmul"):
         return f"{spec.op} has no CUTLASS 3 kernel here"
     if spec.is_fp8:
         # KernelSpec admits FP8 only as a dense TN GEMM with no epilogue and K a multiple of
         # 16: TMA's 16-byte rows
         return None
-    if spec.dtype not in HALF_DTYPES:
+    if spec.dtype == "float32":
+        if f32_math != "tf32":
+            return f"f32 GEMMs in {f32_math} math are built on Sm80 kernels (Hopper's f32 kernels are TF32)"
+        if spec.transpose_a or not spec.transpose_b:
+            return "TF32 wgmma reads K-major operands only (x[M,K] times w[N,K]): this layout is built on Sm80 kernels"
+    elif spec.dtype not in HALF_DTYPES:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:
         return "an operand broadcast over the batch (batch stride 0) is not encoded for TMA here"
     if spec.broadcast_epilogue and spec.epilogue not in _ACTIVATION:
         return f"a {spec.epilogue} epilogue (a bias beside the residual) is built on Sm80 kernels"
     # TMA needs 16-byte strides: the contiguous extent of each operand a multiple of 8
-    if spec.K is None or spec.K % 8:
-        return "TMA needs 16-byte row strides: K must be static and a multiple of 8"
-    if spec.transpose_a and (spec.M is None or spec.M % 8):
-        return "TMA needs 16-byte row strides: an M-major A needs a static M, a multiple of 8"
-    if not spec.transpose_b and (spec.N is None or spec.N % 8):
-        return "TMA needs 16-byte row strides: an N-major B needs a static N, a multiple of 8"
+    # halves (4 floats)
+    per_16 = 16 // DTYPE_BYTES[spec.dtype]
+    if spec.K is None or spec.K % per_16:
+        return f"TMA needs 16-byte row strides: K must be static and a multiple of {per_16}"
+    if spec.transpose_a and (spec.M is None or spec.M % per_16):
+        return f"TMA needs 16-byte row strides: an M-major A needs a static M, a multiple of {per_16}"
+    if not spec.transpose_b and (spec.N is None or spec.N % per_16):
+        return f"TMA needs 16-byte row strides: an N-major B needs a static N, a multiple of {per_16}"
     return None
 
 
-def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
+def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32") -> Sm90Config:
     """The Hopper configuration of ``spec`` from the sm_90 tuning table (a few rows by a large
     weight: the stream-K kernel, ``sm90_streams_k``), or the label ``kernel`` of
     ``SM90_CANDIDATES`` (what ``tune-cutlass-kernels`` measured fastest); an
     :class:`UnsupportedKernel` saying why when it has none."""
-    why = why_not_sm90(spec)
+    why = why_not_sm90(spec, f32_math)
     if why is not None:
         raise UnsupportedKernel(why)
     if kernel:
-        if spec.is_fp8:
-            raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but FP8 Hopper GEMMs take their table's only")
+        if spec.is_fp8 or spec.dtype == "float32":
+            raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {'FP8' if spec.is_fp8 else 'TF32'} Hopper "
+                                    "GEMMs take their table's only")
         try:
             tile, cluster, schedule, decomposition, splits = parse_sm90_label(kernel)
         except ValueError as err:
@@ -315,9 +328,10 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "") -> Sm90Config:
             if why:
                 raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {why}")
     else:
-        tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, SM90_FP8_TABLE if spec.is_fp8 else SM90_TABLE)
+        table = SM90_FP8_TABLE if spec.is_fp8 else SM90_TF32_TABLE if spec.dtype == "float32" else SM90_TABLE
+        tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, table)
         decomposition, splits = "", 1
-        if not spec.is_fp8 and sm90_streams_k(spec.M, spec.N, spec.K) and \
+        if spec.dtype in HALF_DTYPES and sm90_streams_k(spec.M, spec.N, spec.K) and \
                 why_not_decomposed(spec, *SM90_STREAM_K_DEFAULT, "stream_k") is None:  # a few rows, a large weight
             (tile, cluster, schedule), decomposition = SM90_STREAM_K_DEFAULT, "stream_k"
     cfg = Sm90Config(tile=tile, cluster=cluster, schedule=schedule, splits=splits, decomposition=decomposition)

@@ -37,6 +37,16 @@ SM90_FP8_TABLE: tuple[Row, ...] = (
 )
 
 
+#: sm_90a f32 GEMMs on TF32 wgmma: the f16 table's rows with K tiles of 32 floats (one
+#: 128-byte swizzle row, the 64-half K tile's bytes), so each stage holds as many bytes
+#: (CUTLASS's Hopper TF32 default is 128x128x32).
+SM90_TF32_TABLE: tuple[Row, ...] = (
+    (256, 256, (128, 256, 32), (1, 1, 1), COOPERATIVE),
+    (128, 0, (128, 128, 32), (1, 1, 1), WS),
+    (0, 0, (64, 128, 32), (1, 1, 1), WS),
+)
+
+
 def sm90_tile(M: int | None, N: int | None, K: int | None,
               table: tuple[Row, ...] = SM90_TABLE) -> tuple[tuple[int, int, int], tuple[int, int, int], str]:
     """(tile, cluster, schedule) of the first row of ``table`` the problem meets."""

@@ -74,3 +74,44 @@ func.func @main(%x: tensor<1x4096xf16>, %w: tensor<1024x4096xf16>, %b: tensor<10
   }) : (tensor<1x4096xf16>, tensor<1024x4096xf16>, tensor<1024xf16>) -> tensor<1x1024xf16>
   func.return %0 : tensor<1x1024xf16>
 }
+
+// -----
+
+// An f32 dense multiplies as TF32 (the cutlass target's default use_tf32): the Hopper
+// kernel over f32 operands, whose collective builder runs wgmma on TF32, on K tiles of 32
+// floats (one 128-byte swizzle row).
+
+// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_tf32_128x256x32_1x1x1_tn_relu_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_tf32_tf32_f32_128x256x32_1x1x1_tn_warpspecialized_cooperative_bias_relu (tile 128x256x32, cluster 1x1x1, KernelTmaWarpSpecializedCooperative; args (x, w, bias); dims M=300, N=1024, K=768)
+// CHECK:      using T = float;
+// CHECK:      using TileShape = Shape<_128, _256, _32>;
+// CHECK:      T, cutlass::layout::RowMajor, 4, TB, cutlass::layout::ColumnMajor, 4, float,
+// CHECK:      static_assert(32 * sizeof(T) == 128, "one K tile is one 128-byte swizzle row");
+// CHECK:      {{^// [-]+$}}
+
+func.func @main(%x: tensor<300x768xf32>, %w: tensor<1024x768xf32>, %b: tensor<1024xf32>) -> tensor<300x1024xf32> {
+  %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<300x768xf32>, %c: tensor<1024x768xf32>, %d: tensor<1024xf32>):
+    %1 = nn.dense %a, %c : (tensor<300x768xf32>, tensor<1024x768xf32>) -> tensor<300x1024xf32>
+    %2 = nn.bias_add %1, %d : (tensor<300x1024xf32>, tensor<1024xf32>) -> tensor<300x1024xf32>
+    %3 = nn.relu %2 : (tensor<300x1024xf32>) -> tensor<300x1024xf32>
+    byoc.yield %3 : tensor<300x1024xf32>
+  }) : (tensor<300x768xf32>, tensor<1024x768xf32>, tensor<1024xf32>) -> tensor<300x1024xf32>
+  func.return %0 : tensor<300x1024xf32>
+}
+
+// -----
+
+// TF32 wgmma reads K-major operands only: an f32 x @ w[K,N] (B N-major) stays on the Sm80
+// TF32 kernels.
+
+// CHECK-NEXT: // CUTLASS kernel cutlass_tensorop_s1688tf32gemm_batched_128x128_16x3_tt_align4_{{[0-9a-f]+}} for sm_90a, one translation unit per configuration
+
+func.func @main(%x: tensor<300x768xf32>, %w: tensor<768x1024xf32>) -> tensor<300x1024xf32> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<300x768xf32>, %c: tensor<768x1024xf32>):
+    %1 = nn.matmul %a, %c : (tensor<300x768xf32>, tensor<768x1024xf32>) -> tensor<300x1024xf32>
+    byoc.yield %1 : tensor<300x1024xf32>
+  }) : (tensor<300x768xf32>, tensor<768x1024xf32>) -> tensor<300x1024xf32>
+  func.return %0 : tensor<300x1024xf32>
+}
