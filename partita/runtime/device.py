@@ -55,6 +55,10 @@ class Operand:
     shape: tuple[int, ...]
     dtype: np.dtype
     output: bool = False
+    ptr: int = 0
+    """Where an operand the kernel takes no pointer for lies, when the launch's emulation
+    reads it (a Hopper int8 GEMM's zero points: constants the codegen proved zeros, which
+    the reference body takes and the kernel's ``Params`` have no room for)."""
 
 
 def check_operand_dtypes(function: str, roles: Sequence[str], inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
@@ -126,8 +130,9 @@ class SimulatedLaunch:
             return
         if self.function.emulation is None:
             raise RuntimeError(f"simulated kernel {self.function.name} has no emulation")
-        views = [device.view(self.pointer(o.arg), o.shape, o.dtype) for o in self.operands if o.arg is not None]
-        flags = [o.output for o in self.operands if o.arg is not None]
+        read = [o for o in self.operands if o.arg is not None or o.ptr]
+        views = [device.view(o.ptr if o.arg is None else self.pointer(o.arg), o.shape, o.dtype) for o in read]
+        flags = [o.output for o in read]
         self.function.emulation(
             [v for v, out in zip(views, flags) if not out], [v for v, out in zip(views, flags) if out]
         )

@@ -158,7 +158,9 @@ class PreparedSm90:
                               pointers, entry.spec.source, device.encode_tensor_map, entry.spec.layout,
                               MMA_PROMOTION_INTERVAL, schedule, sm_count,
                               stream_k.fields(workspace or 0, sm_count) if stream_k else None, entry.spec.dtype)
-        operands = [Operand(args.index[operand[role]], tuple(t.shape), np.dtype(t.dtype))
+        # an int8 GEMM's zero points (proven zeros) are no argument: its emulation reads them
+        operands = [Operand(args.index.get(operand[role]), tuple(t.shape), np.dtype(t.dtype),
+                            ptr=0 if operand[role] in args.index else t.ptr)
                     for role, t in zip(handle.roles, inputs)]
         operands.append(Operand(args.index["out"], tuple(out.shape), np.dtype(out.dtype), output=True))
         block = (int(handle.layout["threads"]), 1, 1)

@@ -278,3 +278,71 @@ def test_codegen_refuses_zero_points_it_cannot_prove_zero(text, what) -> None:
     with pytest.raises(PartitaError, match=f"int8 CUTLASS {what} takes zero points that are constant zeros"):
         partition_kernel(function)
     assert check_matmul_integer is not None  # the pattern predicate the partitioners ask
+
+
+# -- Hopper (sm_90a): CUTLASS 3 TMA + wgmma on 8-bit integers ---------------------------------
+
+
+def test_hopper_int8_gemms_are_igmma_without_spills() -> None:
+    """On sm_90a an int8 dense is a CUTLASS 3 kernel: IGMMA on s8 (or u8 x s8) fed by TMA,
+    K tiles of 128 bytes (the f16 table's tiles), i32 accumulation and an i32 epilogue
+    adding the bias row exactly (``PartitaAddSourceI32``); nothing spilled."""
+    from collections import Counter
+
+    from support.sass import sass_of
+
+    from partita.lowering import nvrtc
+    from partita.lowering.cubin import sass_by_function
+    from partita.lowering.cutlass.sm90 import choose_sm90_config, emit_sm90_module, read_layout, why_not_sm90
+
+    specs = [("s8_bias", KernelSpec.dense(None, 768, 768, "int8", "bias")),
+             ("u8_s8_big", KernelSpec.dense(4096, 1024, 512, "uint8", dtype_b="int8"))]
+    assert all(why_not_sm90(spec) is None for _, spec in specs)
+    configs = [choose_sm90_config(spec) for _, spec in specs]
+    assert [c.tile for c in configs] == [(128, 128, 128), (128, 256, 128)] and configs[1].persistent
+    with pytest.raises(UnsupportedKernel, match="int8 Hopper GEMMs take their table's only"):
+        choose_sm90_config(specs[0][1], "128x128x64_1x1x1_ws")
+    source = emit_sm90_module([(name, spec, cfg) for (name, spec), cfg in zip(specs, configs, strict=True)])
+    binary = nvrtc.compile_cuda(source, arch="sm_90a")  # cold: about half a minute; one unit, two int8 types
+    functions = sass_by_function(sass_of(binary.cubin))
+    for (name, _), cfg, want in zip(specs, configs, ("S8.S8", "U8.S8"), strict=True):
+        entry = source.entries[name]
+        assert entry.config.name.startswith(f"cutlass3x_sm90_tensorop_gemm_{want[:2].lower()}_s8_s32_")
+        ops = Counter(re.findall(r"\b(IGMMA\.64x\d+x32\.\w+\.\w+|UTMALDG|STL|LDL|IMMA|HGMMA)\b", functions[entry.name]))
+        assert ops[f"IGMMA.64x{cfg.tile[1]}x32.{want}"] >= 4 and ops["UTMALDG"] >= 2, (name, ops)
+        assert ops["STL"] == ops["LDL"] == ops["IMMA"] == ops["HGMMA"] == 0, (name, ops)
+        assert read_layout(binary.cubin, entry.kernel_type)["tx_bytes_value"] == (cfg.tile[0] + cfg.tile[1]) * 128
+
+
+@pytest.mark.parametrize("a_type, za", [(np.uint8, 128), (np.int8, 0)], ids=["u8_s8_zero_point_128", "s8_s8"])
+def test_hopper_int8_gemm_equals_the_reference(tmp_path, a_type, za) -> None:
+    """MatMulInteger compiled for sm_90a: the Hopper int8 kernel (a nonzero activation zero
+    point folded into its bias row), launched on a recording H100 with UINT8 descriptors of
+    128-byte K tiles, and exactly the reference on the simulated device (its zero points,
+    which its Params have no room for, read by the emulation where they lie)."""
+    from support.recording_driver import recorded_run
+
+    from partita.dialects import byoc
+
+    m = _matmul_integer_model(256, 48, a_type, za)
+    exe = partita.compile(m, ["cuda -arch=sm_90a", "cutlass", "llvm"], partitioner="eager",
+                          cache_dir=tmp_path / "cache")
+    (binary,) = [op for op in exe.module.ops if isinstance(op, byoc.BinaryOp) and "cutlass" in op.sym_name.data]
+    assert "_tma" in binary.sym_name.data
+    (record,) = binary.attributes["kernels"].data.values()
+    kind = "u8_s8" if a_type == np.uint8 else "s8_s8"
+    assert record.data["kernel"].data == \
+        f"cutlass3x_sm90_tensorop_gemm_{kind}_s32_128x128x128_1x1x1_tn_warpspecialized{'_bias' if za else ''}"
+    module = import_onnx(m)
+    info = np.iinfo(a_type)
+    a = np.random.default_rng(3).integers(info.min, info.max + 1, (7, 5, 256), dtype=a_type)
+    drv, _, (got,) = recorded_run(exe.module, "main", [a])
+    maps = {m["dims"]: m for m in drv.tensor_maps}
+    assert maps[(256, 35, 1)]["dtype"] == maps[(256, 48, 1)]["dtype"] == 0  # UINT8
+    assert maps[(256, 35, 1)]["box"] == (128, 128, 1) and drv.calls["cuLaunchKernelEx"] == 1
+    for batch in (1, 7):
+        a = np.random.default_rng(batch).integers(info.min, info.max + 1, (batch, 5, 256), dtype=a_type)
+        (got,) = exe.run(a)
+        (want,) = run(module, a)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)

@@ -55,6 +55,9 @@ CASES = [
     # f32 as TF32: TFLOAT32 descriptors of 32-float K tiles, a 128-row and a persistent tile
     (KernelSpec.dense(None, 768, 768, "float32", "bias"), [(300, 768, 768, 1), (1, 768, 768, 1)]),
     (KernelSpec.dense(4096, 1024, 512, "float32", "none"), [(4096, 1024, 512, 1), (2000, 1024, 512, 2)]),
+    # int8 (s8, and u8 x s8): UINT8 descriptors of 128-byte K tiles, an i32 epilogue
+    (KernelSpec.dense(None, 768, 768, "int8", "bias"), [(300, 768, 768, 1), (1, 768, 256, 1)]),
+    (KernelSpec.dense(4096, 1024, 512, "uint8", dtype_b="int8"), [(4096, 1024, 512, 1)]),
 ]
 #: clusters the table does not pick yet (not timed on an H100): multicast boxes split the
 #: shared operand across the cluster, and the grid rounds up to whole clusters
@@ -94,7 +97,7 @@ def host(tmp_path_factory):
 @pytest.mark.parametrize("case", range(len(CASES)), ids=["f16-128x256-cooperative", "f16-128x128", "bf16-64x128-batched",
                                                        "f16-tt", "bf16-nn", "fp8-64x128x128",
                                                        "f16-tt-cooperative", "bf16-nn-cooperative", "tf32-128x128",
-                                                       "tf32-128x256-cooperative"])
+                                                       "tf32-128x256-cooperative", "s8-128x128", "u8s8-cooperative"])
 def test_descriptors_and_grid_are_cutlass_s(host, case: int) -> None:
     spec, problems = CASES[case]
     cfg = choose_sm90_config(spec)

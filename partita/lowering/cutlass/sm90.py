@@ -40,7 +40,10 @@ residual stream: CUTLASS 3's ``EpilogueTensorBroadcast``, the bias a per-column 
 beside the residual C0, ``D = (acc + bias) + C0``) and none / bias (batched). f32 operands
 multiply as TF32 (the ``cutlass`` target's ``use_tf32``, its default: wgmma on TF32, f32
 accumulation, an f32 output), whose wgmma reads K-major operands only (``x[M,K]`` times
-``w[N,K]``), on K tiles of 32 elements (one 128-byte row). FP8 (E4M3 / E5M2, a mix too) dense
+``w[N,K]``), on K tiles of 32 elements (one 128-byte row). int8 dense TN GEMMs (s8, or u8 x
+s8; ``nn.matmul_integer`` with zero points proven zeros) run wgmma on 8-bit integers, i32
+accumulation and an i32 epilogue (``D = acc + C``, C the bias row: every sum exact), on K
+tiles of 128 bytes. FP8 (E4M3 / E5M2, a mix too) dense
 TN GEMMs with no epilogue are built the same way: the collective builder's FP8 main loop
 (wgmma on 8-bit floats, its accumulators promoted into f32 every ``mma_promotion_interval``
 K-blocks, not the fast-accumulate form), K tiles of 128 elements (one 128-byte row), an f32
@@ -72,6 +75,7 @@ from partita.lowering.cutlass.tuning import (
     COOPERATIVE,
     SM90_CANDIDATES,
     SM90_FP8_TABLE,
+    SM90_INT8_TABLE,
     SM90_SPLIT_TILES,
     SM90_SPLITS,
     SM90_STREAM_K_DEFAULT,
@@ -86,7 +90,8 @@ from partita.lowering.cutlass.tuning import (
 from partita.lowering.records import dataclass_from, fields_attr, from_attr, register_record_kind, to_attr
 from partita.target.arch import max_dynamic_smem
 
-_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float_e4m3": "e4m3", "float_e5m2": "e5m2"}
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float_e4m3": "e4m3", "float_e5m2": "e5m2",
+          "int8": "s8", "uint8": "u8"}
 #: The FP8 main loop's promotion interval (K-blocks of wgmma accumulated before they are
 #: added into the f32 accumulators): CUTLASS's default, a multiple of the 4 K-blocks of a
 #: 128-element K tile (its ``can_implement`` rule)
@@ -212,6 +217,29 @@ struct partita_swizzle_bits<cute::ComposedLayout<cute::Swizzle<B, M, S>, O, L>> 
 """
 
 
+#: An int8 kernel's epilogue thread op (in its unit only, so the others read as before):
+#: ``D = acc + C`` in i32, so every sum stays exact (no f32 scaling); ``alpha`` / ``beta``
+#: are where the runtime writes them for every kernel, ``beta`` != 0 saying C is read.
+INT8_EPILOGUE = """\
+#ifndef PARTITA_ADD_SOURCE_I32  // once per unit, whatever its int8 kernels
+#define PARTITA_ADD_SOURCE_I32
+class PartitaAddSourceI32 {
+ public:
+  using ElementOutput = int32_t; using ElementD = int32_t; using ElementC = int32_t; using ElementSource = int32_t;
+  using ElementAccumulator = int32_t; using ElementCompute = int32_t; using ElementScalar = int32_t;
+  static int const kCount = 1;
+  struct Params { float alpha = 1.f, beta = 0.f; };
+  CUTLASS_HOST_DEVICE explicit PartitaAddSourceI32(Params const& p) : beta_(p.beta) {}
+  CUTLASS_HOST_DEVICE bool is_source_needed() const { return beta_ != 0.f; }
+  CUTLASS_HOST_DEVICE void set_k_partition(int, int) {}
+  CUTLASS_HOST_DEVICE int32_t operator()(int32_t acc, int32_t src) const { return acc + src; }
+  CUTLASS_HOST_DEVICE int32_t operator()(int32_t acc) const { return acc; }
+ private:
+  float beta_;
+};
+#endif
+"""
+
 #: The kernel schedules built: ``KernelTmaWarpSpecialized`` (a CTA per output tile, one
 #: producer and one consumer warp group) and ``KernelTmaWarpSpecializedCooperative``
 #: (persistent, two consumer warp groups sharing each tile's rows, the next tile's loads
@@ -277,9 +305,10 @@ def why_not_sm90(spec: KernelSpec, f32_math: str = "tf32") -> str | None:
     the target multiplies f32 (``CutlassOptions.f32_math``): Hopper's f32 kernels are TF32."""
     if spec.op not in ("dense", "batch_matmul"):
         return f"{spec.op} has no CUTLASS 3 kernel here"
-    if spec.is_fp8:
+    if spec.is_fp8 or spec.is_int8:
         # KernelSpec admits FP8 only as a dense TN GEMM with no epilogue and K a multiple of
-        # 16: TMA's 16-byte rows
+        # 16: TMA's 16-byte rows; int8 as a dense TN GEMM of K a multiple of 16 with an i32
+        # bias row at most (its zero points proven zeros)
         return None
     if spec.dtype == "float32":
         if f32_math != "tf32":
@@ -313,9 +342,9 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32
     if why is not None:
         raise UnsupportedKernel(why)
     if kernel:
-        if spec.is_fp8 or spec.dtype == "float32":
-            raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {'FP8' if spec.is_fp8 else 'TF32'} Hopper "
-                                    "GEMMs take their table's only")
+        if spec.is_fp8 or spec.is_int8 or spec.dtype == "float32":
+            kind = "FP8" if spec.is_fp8 else "int8" if spec.is_int8 else "TF32"
+            raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {kind} Hopper GEMMs take their table's only")
         try:
             tile, cluster, schedule, decomposition, splits = parse_sm90_label(kernel)
         except ValueError as err:
@@ -328,7 +357,8 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32
             if why:
                 raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {why}")
     else:
-        table = SM90_FP8_TABLE if spec.is_fp8 else SM90_TF32_TABLE if spec.dtype == "float32" else SM90_TABLE
+        table = SM90_FP8_TABLE if spec.is_fp8 else SM90_INT8_TABLE if spec.is_int8 else \
+            SM90_TF32_TABLE if spec.dtype == "float32" else SM90_TABLE
         tile, cluster, schedule = sm90_tile(spec.M, spec.N, spec.K, table)
         decomposition, splits = "", 1
         if spec.dtype in HALF_DTYPES and sm90_streams_k(spec.M, spec.N, spec.K) and \
@@ -360,7 +390,8 @@ def sm90_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     """CUTLASS 3 style name, e.g. ``cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized``."""
     a, b = _SHORT[spec.dtype], _SHORT[spec.b_dtype]
     kind = "gemm_batched" if spec.op == "batch_matmul" else "gemm"
-    name = (f"cutlass3x_sm90_tensorop_{kind}_{a}_{b}_f32_{'x'.join(map(str, cfg.tile))}_"
+    accumulator = "s32" if spec.is_int8 else "f32"
+    name = (f"cutlass3x_sm90_tensorop_{kind}_{a}_{b}_{accumulator}_{'x'.join(map(str, cfg.tile))}_"
             f"{'x'.join(map(str, cfg.cluster))}_{spec.layout}_warpspecialized"
             f"{'_cooperative' if cfg.persistent else ''}"
             f"{ {'': '', 'split_k': f'_splitk{cfg.splits}', 'stream_k': '_streamk'}[cfg.decomposition]}")
@@ -427,6 +458,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
         else "-1LL"
     bm, bn, bk = cfg.tile
     cm, cn, ck = cfg.cluster
+    accumulator = "int32_t" if spec.is_int8 else "float"
     act = f"cutlass::epilogue::thread::{_ACTIVATION[spec.epilogue]}"
     if spec.broadcast_epilogue:
         # D = (alpha * acc + bias[n]) + beta * C0: the bias a per-column vector (stride
@@ -436,6 +468,10 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
                     f"            {act}, cutlass::plus>,\n"
                     "        cutlass::gemm::EpilogueDefault, /*PerColumnBias=*/true>")
         ptr_c, ptr_bias = "ptr_C0", f"(long long)offsetof({alias}_ns::Params, epilogue.ptr_Bias)"
+    elif spec.is_int8:  # D = acc + C in i32: every sum exact (C the bias row, or none)
+        epilogue = ("cutlass::epilogue::collective::DefaultEpilogue<TD, StrideC, StrideC, PartitaAddSourceI32,\n"
+                    "                                                   cutlass::gemm::EpilogueDefault>")
+        ptr_c, ptr_bias = "ptr_C", "-1LL"
     else:
         epilogue = (f"cutlass::epilogue::collective::DefaultEpilogue<TD, StrideC, StrideC, PartitaLinCombAct<TD, {act}>,\n"
                     "                                                   cutlass::gemm::EpilogueDefault>")
@@ -448,7 +484,7 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     # the broadcast epilogue's headers only where it is used: the other units read as before
     includes = ("#include <cutlass/epilogue/collective/epilogue_tensor_broadcast.hpp>\n"
                 "#include <cutlass/epilogue/thread/linear_combination_tensor_broadcast.hpp>\n"
-                if spec.broadcast_epilogue else "")
+                if spec.broadcast_epilogue else INT8_EPILOGUE if spec.is_int8 else "")
     return f"""\
 {includes}namespace {alias}_ns {{
 using namespace cute;
@@ -462,7 +498,7 @@ using Epilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAd
     {epilogue}>;
 using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-    T, cutlass::layout::{layout_a}, {align}, TB, cutlass::layout::{layout_b}, {align}, float,
+    T, cutlass::layout::{layout_a}, {align}, TB, cutlass::layout::{layout_b}, {align}, {accumulator},
     TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
     cutlass::gemm::{cfg.schedule}>::CollectiveOp;

@@ -47,6 +47,15 @@ SM90_TF32_TABLE: tuple[Row, ...] = (
 )
 
 
+#: sm_90a int8 GEMMs (s8 / u8 in, s32 accumulation and out) on wgmma: the f16 table's rows
+#: with K tiles of 128 bytes; an s32 accumulator takes a register as an f32 one does.
+SM90_INT8_TABLE: tuple[Row, ...] = (
+    (256, 256, (128, 256, 128), (1, 1, 1), COOPERATIVE),
+    (128, 0, (128, 128, 128), (1, 1, 1), WS),
+    (0, 0, (64, 128, 128), (1, 1, 1), WS),
+)
+
+
 def sm90_tile(M: int | None, N: int | None, K: int | None,
               table: tuple[Row, ...] = SM90_TABLE) -> tuple[tuple[int, int, int], tuple[int, int, int], str]:
     """(tile, cluster, schedule) of the first row of ``table`` the problem meets."""
