@@ -21,6 +21,7 @@ from partita.lowering.cutlass.sm90 import (
     choose_sm90_config,
     emit_sm90_module,
     emit_sm90_units,
+    hopper_spec,
     read_layout,
     sm90_from_record,
     sm90_record,
@@ -66,6 +67,17 @@ def test_what_the_hopper_kernels_take() -> None:
     assert "M-major A" in why_not_sm90(KernelSpec.batch_matmul(2, None, 16, 8, "float16", transpose_a=True))
     assert "broadcast" in why_not_sm90(KernelSpec.batch_matmul(2, 8, 8, 8, "float16", broadcast_b=True))
     assert "conv2d" in why_not_sm90(KernelSpec.conv2d((1, 8, 8, 16), (16, 3, 3, 16), padding=1))
+    # a pointwise convolution is the GEMM of its pixels by its filter (the same bytes);
+    # strided, padded or dilated 1x1 ones are not
+    pointwise = KernelSpec.conv2d((None, 14, 14, 256), (64, 1, 1, 256), dtype="bfloat16", epilogue="bias_residual")
+    assert hopper_spec(pointwise) == KernelSpec.dense(None, 64, 256, "bfloat16", "bias_residual")
+    assert hopper_spec(KernelSpec.conv2d((2, 7, 7, 32), (16, 1, 1, 32), dtype="int8")) == \
+        KernelSpec.dense(98, 16, 32, "int8")
+    assert why_not_sm90(pointwise) is None and choose_sm90_config(pointwise).name.startswith(
+        "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_128x128x64_")
+    for other in (dict(strides=(2, 2)), dict(padding=1), dict(dilation=(2, 2)), dict(epilogue="bias_residual_relu")):
+        conv = KernelSpec.conv2d((1, 8, 8, 16), (16, 1, 1, 16), **other)
+        assert hopper_spec(conv) == conv and why_not_sm90(conv) is not None, other
     # a residual is C (beta 1); beside a bias, the tensor-broadcast epilogue: another type
     residual = KernelSpec.dense(None, 768, 768, "float16", "residual")
     assert why_not_sm90(residual) is None

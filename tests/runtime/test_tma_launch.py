@@ -696,3 +696,40 @@ def test_a_tf32_hopper_kernel_on_the_gpu(tf32) -> None:
         args = _tf32_inputs(m, m)
         (got,) = runtime.run(*args)
         np.testing.assert_allclose(got, _gelu_dense(*args), rtol=1e-2, atol=1e-2)
+
+
+# A ResNet bottleneck's pointwise convolution (1x1, unit strides, no padding), NHWC with a
+# run-time batch: on sm_90a the Hopper dense kernel over its pixels, [N*H*W, C] x [K, C]^T
+MODEL_POINTWISE = """
+func.func @main(%x: tensor<?x14x14x256xf16>, %w: tensor<64x1x1x256xf16>, %b: tensor<64xf16>) -> tensor<?x14x14x64xf16> {
+  %0 = nn.conv2d %x, %w {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<?x14x14x256xf16>, tensor<64x1x1x256xf16>) -> tensor<?x14x14x64xf16>
+  %1 = nn.bias_add %0, %b {axis = 3 : i64} : (tensor<?x14x14x64xf16>, tensor<64xf16>) -> tensor<?x14x14x64xf16>
+  %2 = nn.relu %1 : (tensor<?x14x14x64xf16>) -> tensor<?x14x14x64xf16>
+  func.return %2 : tensor<?x14x14x64xf16>
+}
+"""
+
+
+def test_a_pointwise_convolution_is_a_hopper_gemm() -> None:
+    """The convolution's partition (its bias and ReLU in the epilogue) launches the Hopper
+    dense kernel: the recording driver sees the pixels as the GEMM's rows and the filter
+    as its [K, C] weight, and the simulated device matches NumPy at two batch sizes."""
+    exe = partita.compile(MODEL_POINTWISE, TARGETS, partitioner="eager")  # cold: about a minute of NVRTC
+    (binary,) = [op for op in exe.module.ops if isinstance(op, byoc.BinaryOp) and "cutlass" in op.sym_name.data]
+    (record,) = binary.attributes["kernels"].data.values()
+    assert "_tma" in binary.sym_name.data and record.data["kernel"].data == \
+        "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_relu"
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((64, 1, 1, 256)) * 0.1).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16)
+    x = (rng.standard_normal((3, 14, 14, 256)) * 0.5).astype(np.float16)
+    drv, _, _ = recorded_run(exe.module, "main", [x, w, b])
+    maps = {m["dims"]: m for m in drv.tensor_maps}
+    assert set(maps) == {(256, 3 * 14 * 14, 1), (256, 64, 1)} and drv.calls["cuLaunchKernelEx"] == 1
+    runtime = Runtime(exe.module, SimulatedDevice())
+    for batch in (1, 3):
+        x = (rng.standard_normal((batch, 14, 14, 256)) * 0.5).astype(np.float16)
+        (got,) = runtime.run(x, w, b)
+        want = np.maximum(x.astype(np.float32).reshape(-1, 256) @ w.astype(np.float32).reshape(64, 256).T
+                          + b.astype(np.float32), 0)
+        np.testing.assert_allclose(got.astype(np.float32).reshape(-1, 64), want, rtol=2e-2, atol=2e-2)

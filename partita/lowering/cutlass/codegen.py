@@ -56,6 +56,7 @@ from partita.lowering.cutlass.sm90 import (
     choose_sm90_config,
     emit_sm90_module,
     emit_sm90_units,
+    hopper_spec,
     read_layout,
     sm90_from_record,
     sm90_record,
@@ -359,7 +360,8 @@ def emit_hopper(module: ModuleOp, f32_math: str = "tf32") -> list[tuple[list[Par
     configs = []
     for k in kernels.values():
         try:
-            configs.append((k.name, k.spec, choose_sm90_config(k.spec, pinned_kernel(k.function), f32_math)))
+            # a pointwise convolution is built as its GEMM (hopper_spec)
+            configs.append((k.name, hopper_spec(k.spec), choose_sm90_config(k.spec, pinned_kernel(k.function), f32_math)))
         except UnsupportedKernel as err:
             raise op_error(k.function, str(err)) from None
     units = emit_sm90_units(configs)
@@ -386,12 +388,12 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     labels = []
     try:
         if hopper and why_not_sm90(spec, options.f32_math) is None:
-            if spec.is_fp8 or spec.dtype == "float32":
+            if spec.is_fp8 or spec.is_int8 or spec.dtype == "float32":
                 return []
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule, table.decomposition, table.splits)
             labels = [first] + [label for c in SM90_CANDIDATES if (label := sm90_label(*c)) != first]
-            labels += [label for label in _sm90_decomposed(spec) if label != first]
+            labels += [label for label in _sm90_decomposed(hopper_spec(spec)) if label != first]
         cfg = choose_config(spec, options.sm, f32_math=options.f32_math, split_k_slices=options.split_k_slices)
     except UnsupportedKernel as err:
         raise op_error(kernel.function, str(err)) from None

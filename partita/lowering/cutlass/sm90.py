@@ -65,6 +65,7 @@ from partita.lowering.cutlass.kernels import (
     CTYPES,
     DTYPE_BYTES,
     HALF_DTYPES,
+    SUPPORTED_EPILOGUES,
     KernelSpec,
     UnsupportedKernel,
     by_kernel_type,
@@ -300,9 +301,33 @@ class Sm90Config:
         return self.decomposition != ""
 
 
+def hopper_spec(spec: KernelSpec) -> KernelSpec:
+    """The spec a Hopper kernel computes for ``spec``: a pointwise convolution (a 1x1
+    filter, unit strides and dilation, no padding: NHWC ``x`` by OHWI ``w``) is the dense
+    GEMM of its pixels by its filter, ``[N*H*W, C] x [K, C]^T``, which reads and writes the
+    same bytes (IREE's 1x1-filter conv to matmul, at the kernel: the partition, its
+    patterns and its epilogue stay the convolution's); any other spec is itself."""
+    if spec.op != "conv2d" or spec.epilogue not in SUPPORTED_EPILOGUES["dense"]:
+        return spec
+    k, r, s, c = spec.filter_shape  # type: ignore[misc]
+    if (r, s) != (1, 1) or spec.strides != (1, 1) or spec.dilation != (1, 1) or any(spec.padding):
+        return spec
+    n, h, w, _ = spec.input_shape  # type: ignore[misc]
+    pixels = None if None in (n, h, w) else n * h * w  # type: ignore[operator]
+    try:
+        return KernelSpec.dense(pixels, k, c, spec.dtype, spec.epilogue, spec.dtype_b)
+    except UnsupportedKernel:  # a dense's own limits (none known past the convolution's): as it is
+        return spec
+
+
 def why_not_sm90(spec: KernelSpec, f32_math: str = "tf32") -> str | None:
     """Why ``spec`` has no Hopper kernel (``None`` when it has one); ``f32_math`` is how
-    the target multiplies f32 (``CutlassOptions.f32_math``): Hopper's f32 kernels are TF32."""
+    the target multiplies f32 (``CutlassOptions.f32_math``): Hopper's f32 kernels are TF32.
+    A pointwise convolution is asked as its GEMM (:func:`hopper_spec`)."""
+    spec = hopper_spec(spec)
+    if spec.op == "conv2d":
+        return ("a conv2d other than a pointwise one (1x1, unit strides and dilation, no padding: a GEMM) has no "
+                "CUTLASS 3 kernel here")
     if spec.op not in ("dense", "batch_matmul"):
         return f"{spec.op} has no CUTLASS 3 kernel here"
     if spec.is_fp8 or spec.is_int8:
@@ -341,6 +366,7 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32
     why = why_not_sm90(spec, f32_math)
     if why is not None:
         raise UnsupportedKernel(why)
+    spec = hopper_spec(spec)
     if kernel:
         if spec.is_fp8 or spec.is_int8 or spec.dtype == "float32":
             kind = "FP8" if spec.is_fp8 else "int8" if spec.is_int8 else "TF32"

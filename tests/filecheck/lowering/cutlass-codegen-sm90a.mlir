@@ -115,3 +115,39 @@ func.func @main(%x: tensor<300x768xf32>, %w: tensor<768x1024xf32>) -> tensor<300
   }) : (tensor<300x768xf32>, tensor<768x1024xf32>) -> tensor<300x1024xf32>
   func.return %0 : tensor<300x1024xf32>
 }
+
+// -----
+
+// A pointwise convolution (1x1, unit strides, no padding) is the GEMM of its pixels by its
+// filter, [N*H*W, C] x [K, C]^T over the same NHWC / OHWI bytes: the Hopper dense kernel, its
+// partition and epilogue the convolution's.
+
+// CHECK:      // CUTLASS 3 Hopper kernel [[ENTRY:cutlass3x_sm90_tensorop_gemm_f16_128x128x64_1x1x1_tn_relu_[0-9a-f]{8}]] for sm_90a, one translation unit per configuration
+// CHECK-NEXT: // @tvmgen_default_cutlass_main_0: cutlass3x_sm90_tensorop_gemm_f16_f16_f32_128x128x64_1x1x1_tn_warpspecialized_bias_relu (tile 128x128x64, cluster 1x1x1, KernelTmaWarpSpecialized; args (x, w, bias); dims N=2, H=14, W=14, C=256, K=64, R=1, S=1, P=14, Q=14,
+// CHECK:      {{^// [-]+$}}
+
+func.func @main(%x: tensor<2x14x14x256xf16>, %w: tensor<64x1x1x256xf16>, %b: tensor<64xf16>) -> tensor<2x14x14x64xf16> {
+  %0 = byoc.partition(%x, %w, %b) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<2x14x14x256xf16>, %c: tensor<64x1x1x256xf16>, %d: tensor<64xf16>):
+    %1 = nn.conv2d %a, %c {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<2x14x14x256xf16>, tensor<64x1x1x256xf16>) -> tensor<2x14x14x64xf16>
+    %2 = nn.bias_add %1, %d {axis = 3 : i64} : (tensor<2x14x14x64xf16>, tensor<64xf16>) -> tensor<2x14x14x64xf16>
+    %3 = nn.relu %2 : (tensor<2x14x14x64xf16>) -> tensor<2x14x14x64xf16>
+    byoc.yield %3 : tensor<2x14x14x64xf16>
+  }) : (tensor<2x14x14x256xf16>, tensor<64x1x1x256xf16>, tensor<64xf16>) -> tensor<2x14x14x64xf16>
+  func.return %0 : tensor<2x14x14x64xf16>
+}
+
+// -----
+
+// A 3x3 convolution has no CUTLASS 3 kernel here: the Sm80 implicit GEMM.
+
+// CHECK-NEXT: // CUTLASS kernel cutlass_tensorop_f16_s16816fprop_optimized_f16_{{[0-9a-z_]+}} for sm_90a, one translation unit per configuration
+
+func.func @main(%x: tensor<2x14x14x256xf16>, %w: tensor<64x3x3x256xf16>) -> tensor<2x14x14x64xf16> {
+  %0 = byoc.partition(%x, %w) {byoc.compiler = "cutlass", byoc.global_symbol = "tvmgen_default_cutlass_main_0", byoc.primitive, byoc.inline} ({
+  ^bb0(%a: tensor<2x14x14x256xf16>, %c: tensor<64x3x3x256xf16>):
+    %1 = nn.conv2d %a, %c {data_layout = "NHWC", kernel_layout = "OHWI", padding = array<i64: 1, 1, 1, 1>} : (tensor<2x14x14x256xf16>, tensor<64x3x3x256xf16>) -> tensor<2x14x14x64xf16>
+    byoc.yield %1 : tensor<2x14x14x64xf16>
+  }) : (tensor<2x14x14x256xf16>, tensor<64x3x3x256xf16>) -> tensor<2x14x14x64xf16>
+  func.return %0 : tensor<2x14x14x64xf16>
+}
