@@ -75,7 +75,12 @@ def test_what_the_hopper_kernels_take() -> None:
         KernelSpec.dense(98, 16, 32, "int8")
     assert why_not_sm90(pointwise) is None and choose_sm90_config(pointwise).name.startswith(
         "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_128x128x64_")
-    for other in (dict(strides=(2, 2)), dict(padding=1), dict(dilation=(2, 2)), dict(epilogue="bias_residual_relu")):
+    # a ResNet block's last: relu((acc + bias) + shortcut), a kernel type of its own
+    block_end = hopper_spec(KernelSpec.conv2d((None, 14, 14, 256), (1024, 1, 1, 256), epilogue="bias_residual_relu"))
+    assert block_end == KernelSpec.dense(None, 1024, 256, "float16", "bias_residual_relu") and why_not_sm90(block_end) is None
+    residual = KernelSpec.dense(None, 1024, 256, "float16", "bias_residual")
+    assert sm90_type_key(block_end, choose_sm90_config(block_end)) != sm90_type_key(residual, choose_sm90_config(residual))
+    for other in (dict(strides=(2, 2)), dict(padding=1), dict(dilation=(2, 2))):
         conv = KernelSpec.conv2d((1, 8, 8, 16), (16, 1, 1, 16), **other)
         assert hopper_spec(conv) == conv and why_not_sm90(conv) is not None, other
     # a residual is C (beta 1); beside a bias, the tensor-broadcast epilogue: another type

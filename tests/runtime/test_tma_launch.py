@@ -733,3 +733,38 @@ def test_a_pointwise_convolution_is_a_hopper_gemm() -> None:
         want = np.maximum(x.astype(np.float32).reshape(-1, 256) @ w.astype(np.float32).reshape(64, 256).T
                           + b.astype(np.float32), 0)
         np.testing.assert_allclose(got.astype(np.float32).reshape(-1, 64), want, rtol=2e-2, atol=2e-2)
+
+
+# A ResNet bottleneck's last convolution: pointwise, its batch norm folded into the bias,
+# the shortcut added and the block's ReLU, relu((x wᵀ + b) + r): the Hopper kernel's tensor-
+# broadcast epilogue with the ReLU after the add
+MODEL_BLOCK_END = """
+func.func @main(%x: tensor<2x7x7x128xf16>, %w: tensor<256x1x1x128xf16>, %b: tensor<256xf16>, %r: tensor<2x7x7x256xf16>) -> tensor<2x7x7x256xf16> {
+  %0 = nn.conv2d %x, %w {data_layout = "NHWC", kernel_layout = "OHWI"} : (tensor<2x7x7x128xf16>, tensor<256x1x1x128xf16>) -> tensor<2x7x7x256xf16>
+  %1 = nn.bias_add %0, %b {axis = 3 : i64} : (tensor<2x7x7x256xf16>, tensor<256xf16>) -> tensor<2x7x7x256xf16>
+  %2 = nn.add %1, %r : (tensor<2x7x7x256xf16>, tensor<2x7x7x256xf16>) -> tensor<2x7x7x256xf16>
+  %3 = nn.relu %2 : (tensor<2x7x7x256xf16>) -> tensor<2x7x7x256xf16>
+  func.return %3 : tensor<2x7x7x256xf16>
+}
+"""
+
+
+def test_a_resnet_blocks_last_convolution_is_one_hopper_kernel() -> None:
+    """``relu((conv1x1(x) + b) + r)`` is one Hopper launch (UnaryOp ReLU after the tensor-
+    broadcast epilogue's add) whose result matches NumPy on the simulated device, negative
+    sums clamped after the shortcut, not before."""
+    exe = partita.compile(MODEL_BLOCK_END, TARGETS, partitioner="eager")  # cold: about a minute of NVRTC
+    (binary,) = [op for op in exe.module.ops if isinstance(op, byoc.BinaryOp) and "cutlass" in op.sym_name.data]
+    (record,) = binary.attributes["kernels"].data.values()
+    assert record.data["kernel"].data.endswith("_tn_warpspecialized_bias_residual_relu")
+    assert record.data["entry"].data.startswith("cutlass3x_sm90_tensorop_gemm_f16_64x128x64_1x1x1_tn_bias_residual_relu_")
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((2, 7, 7, 128)) * 0.5).astype(np.float16)
+    w = (rng.standard_normal((256, 1, 1, 128)) * 0.1).astype(np.float16)
+    b = rng.standard_normal(256).astype(np.float16)
+    r = rng.standard_normal((2, 7, 7, 256)).astype(np.float16)
+    (got,) = Runtime(exe.module, SimulatedDevice()).run(x, w, b, r)
+    acc = x.astype(np.float32).reshape(-1, 128) @ w.astype(np.float32).reshape(256, 128).T + b.astype(np.float32)
+    want = np.maximum(acc + r.astype(np.float32).reshape(-1, 256), 0)
+    assert (acc < 0).any() and (want > 0).any()  # some sums change sign with the shortcut
+    np.testing.assert_allclose(got.astype(np.float32).reshape(-1, 256), want, rtol=2e-2, atol=2e-2)

@@ -82,7 +82,10 @@ EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residu
 #: ``bias_residual_relu`` its ReLU, ``relu((acc + bias) + C)``: a ResNet block's second
 #: convolution with its batch norm folded, the shortcut and the block's ReLU
 SUPPORTED_EPILOGUES = {
-    "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual"),
+    # bias_residual_relu: a pointwise convolution's GEMM view on Hopper (sm90.hopper_spec);
+    # no dense pattern makes one
+    "dense": ("none", "bias", "bias_relu", "bias_gelu", "bias_gelu_tanh", "residual", "bias_residual",
+              "bias_residual_relu"),
     "batch_matmul": ("none", "bias"),
     "conv2d": ("none", "bias", "bias_relu", "bias_residual", "bias_residual_relu"),
 }

@@ -98,7 +98,8 @@ _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float_e4m3":
 #: 128-element K tile (its ``can_implement`` rule)
 MMA_PROMOTION_INTERVAL = 4
 _ACTIVATION = {"none": "Identity", "bias": "Identity", "bias_relu": "ReLu", "bias_gelu": "GELU",
-               "bias_gelu_tanh": "GELU_taylor", "residual": "Identity", "bias_residual": "Identity"}
+               "bias_gelu_tanh": "GELU_taylor", "residual": "Identity", "bias_residual": "Identity",
+               "bias_residual_relu": "Identity"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The probe's fields, in order: what the runtime needs to fill ``Params`` and launch.
@@ -344,8 +345,6 @@ def why_not_sm90(spec: KernelSpec, f32_math: str = "tf32") -> str | None:
         return f"{spec.dtype} GEMMs are built on Sm80 kernels"
     if spec.broadcast:
         return "an operand broadcast over the batch (batch stride 0) is not encoded for TMA here"
-    if spec.broadcast_epilogue and spec.epilogue not in _ACTIVATION:
-        return f"a {spec.epilogue} epilogue (a bias beside the residual) is built on Sm80 kernels"
     # TMA needs 16-byte strides: the contiguous extent of each operand a multiple of 8
     # halves (4 floats)
     per_16 = 16 // DTYPE_BYTES[spec.dtype]
@@ -433,6 +432,8 @@ def sm90_type_key(spec: KernelSpec, cfg: Sm90Config) -> tuple:
     key = key + (spec.dtype_b,) if spec.dtype_b else key  # (f16 / bf16 keys read as before)
     # one kernel for both decompositions and every split count (run-time values of Params)
     key = key + ("stream_k",) if cfg.stream_k_scheduler else key
+    if spec.epilogue == "bias_residual_relu":
+        return key + ("tensor_broadcast", "relu")
     return key + ("tensor_broadcast",) if spec.broadcast_epilogue else key
 
 
@@ -440,7 +441,7 @@ def sm90_entry_name(spec: KernelSpec, cfg: Sm90Config) -> str:
     """The C name of the entry of (spec, cfg)'s kernel type: what its key holds and 8 hex
     digits of the key, the same for every partition (and shape) of the type."""
     t = _SHORT[spec.dtype] + (f"_{_SHORT[spec.dtype_b]}" if spec.dtype_b else "")
-    act = "bias_residual" if spec.broadcast_epilogue else _ACTIVATION[spec.epilogue].lower()
+    act = spec.epilogue if spec.broadcast_epilogue else _ACTIVATION[spec.epilogue].lower()
     return (f"cutlass3x_sm90_tensorop_gemm_{t}_{'x'.join(map(str, cfg.tile))}_{'x'.join(map(str, cfg.cluster))}_"
             f"{spec.layout}_{act}{'_streamk' if cfg.stream_k_scheduler else ''}_{key_digest(sm90_type_key(spec, cfg))}")
 
@@ -488,10 +489,14 @@ def _kernel_decl(alias: str, spec: KernelSpec, cfg: Sm90Config) -> str:
     act = f"cutlass::epilogue::thread::{_ACTIVATION[spec.epilogue]}"
     if spec.broadcast_epilogue:
         # D = (alpha * acc + bias[n]) + beta * C0: the bias a per-column vector (stride
-        # (0, 1, 0)), the residual C0 laid out as D, no C1; f32 math, TD stored
+        # (0, 1, 0)), the residual C0 laid out as D, no C1; f32 math, TD stored; with
+        # bias_residual_relu (a ResNet block's last, pointwise, convolution) the ReLU of all
+        # that, as the op after the add (UnaryOp)
+        unary = (", cutlass::epilogue::thread::detail::NoOp, cutlass::epilogue::thread::ReLu"
+                 if spec.epilogue == "bias_residual_relu" else "")
         epilogue = ("cutlass::epilogue::collective::EpilogueTensorBroadcast<StrideC, StrideC,\n"
                     "        cutlass::epilogue::thread::LinearCombinationTensorBroadcast<TD, float, float, TD,\n"
-                    f"            {act}, cutlass::plus>,\n"
+                    f"            {act}, cutlass::plus{unary}>,\n"
                     "        cutlass::gemm::EpilogueDefault, /*PerColumnBias=*/true>")
         ptr_c, ptr_bias = "ptr_C0", f"(long long)offsetof({alias}_ns::Params, epilogue.ptr_Bias)"
     elif spec.is_int8:  # D = acc + C in i32: every sum exact (C the bias row, or none)
