@@ -103,3 +103,23 @@ def test_only_an_sm_90a_cutlass_target_has_a_family() -> None:
     assert kernel_families(HOPPER) == {"cutlass": HOPPER_CUTLASS}
     plain, hopper = _estimators()
     assert plain.name != hopper.name  # a persistent cost cache keeps their estimates apart
+
+
+def _conv(kernel: int) -> tuple:
+    x, w, y = "tensor<8x28x28x256xf16>", f"tensor<256x{kernel}x{kernel}x256xf16>", "tensor<8x28x28x256xf16>"
+    pad = kernel // 2
+    body = (f"  %0 = nn.conv2d %x, %w {{data_layout = \"NHWC\", kernel_layout = \"OHWI\", "
+            f"padding = array<i64: {pad}, {pad}, {pad}, {pad}>}} : ({x}, {w}) -> {y}\n  func.return %0 : {y}")
+    return _candidate(body, f"%x: {x}, %w: {w}", y)
+
+
+def test_a_pointwise_convolution_is_costed_as_the_hopper_gemm_it_runs() -> None:
+    """A 1x1 convolution is its GEMM's Hopper kernel, costed at that spec's GEMM efficiency;
+    a 3x3 one stays an Sm80 implicit GEMM, costed as before."""
+    pointwise, wide = _conv(1), _conv(3)
+    assert HOPPER_CUTLASS(*pointwise) == "cutlass-sm90a" and HOPPER_CUTLASS(*wide) == "cutlass"
+    plain, hopper = _estimators()
+    assert hopper.estimate(*pointwise) < plain.estimate(*pointwise)
+    assert hopper.estimate(*wide) == plain.estimate(*wide)
+    specs = load_devices()["backends"]
+    assert specs["cutlass-sm90a"]["efficiency"]["conv"] == specs["cutlass-sm90a"]["efficiency"]["gemm"]
