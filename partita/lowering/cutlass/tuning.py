@@ -37,23 +37,18 @@ SM90_FP8_TABLE: tuple[Row, ...] = (
 )
 
 
-#: sm_90a f32 GEMMs on TF32 wgmma: the f16 table's rows with K tiles of 32 floats (one
-#: 128-byte swizzle row, the 64-half K tile's bytes), so each stage holds as many bytes
-#: (CUTLASS's Hopper TF32 default is 128x128x32).
-SM90_TF32_TABLE: tuple[Row, ...] = (
-    (256, 256, (128, 256, 32), (1, 1, 1), COOPERATIVE),
-    (128, 0, (128, 128, 32), (1, 1, 1), WS),
-    (0, 0, (64, 128, 32), (1, 1, 1), WS),
-)
+def _k_tiles_of(table: tuple[Row, ...], k: int) -> tuple[Row, ...]:
+    """``table``'s rows with K tiles of ``k`` elements."""
+    return tuple((m, n, (bm, bn, k), cluster, schedule) for m, n, (bm, bn, _), cluster, schedule in table)
 
 
-#: sm_90a int8 GEMMs (s8 / u8 in, s32 accumulation and out) on wgmma: the f16 table's rows
-#: with K tiles of 128 bytes; an s32 accumulator takes a register as an f32 one does.
-SM90_INT8_TABLE: tuple[Row, ...] = (
-    (256, 256, (128, 256, 128), (1, 1, 1), COOPERATIVE),
-    (128, 0, (128, 128, 128), (1, 1, 1), WS),
-    (0, 0, (64, 128, 128), (1, 1, 1), WS),
-)
+SM90_TF32_TABLE = _k_tiles_of(SM90_TABLE, 32)
+"""sm_90a f32 GEMMs on TF32 wgmma: the f16 table's rows with K tiles of 32 floats (one
+128-byte swizzle row, the 64-half K tile's bytes), so each stage holds as many bytes
+(CUTLASS's Hopper TF32 default is 128x128x32)."""
+SM90_INT8_TABLE = _k_tiles_of(SM90_TABLE, 128)
+"""sm_90a int8 GEMMs (s8 / u8 in, s32 accumulation and out) on wgmma: the f16 table's rows
+with K tiles of 128 bytes; an s32 accumulator takes a register as an f32 one does."""
 
 
 def sm90_tile(M: int | None, N: int | None, K: int | None,
