@@ -7,13 +7,14 @@ For every GPU kernel of the compiled model (CUTLASS entries and ``cuda-codegen``
 kernels), from its cubin alone (no GPU): registers per thread, static shared memory
 (plus the dynamic shared memory the CUTLASS record asks for), spill traffic (STL / LDL),
 the instruction mix from ``nvdisasm`` (HMMA: mma.sync tensor cores, HGMMA: Hopper wgmma,
-their 8-bit forms IMMA (int8 mma.sync), QMMA (FP8 mma.sync, Ada) and QGMMA (FP8 wgmma),
+their 8-bit forms IMMA (int8 mma.sync), IGMMA (int8 wgmma), QMMA (FP8 mma.sync, Ada) and
+QGMMA (FP8 wgmma),
 UTMALDG: TMA loads, LDGSTS: cp.async, 128-bit global / shared loads, FFMA), the
 theoretical occupancy on an H100 (sm_90 limits) and an *estimate* of the share of the
 H100's dense peak the kernel can reach, with the basis of that estimate:
 
 * the ceiling of the pipe its main loop uses, relative to the dense tensor peak of its
-  data type (989 TFLOP/s f16/bf16, 495 TF32, 1979 FP8 / int8): HGMMA and QGMMA ~0.8
+  data type (989 TFLOP/s f16/bf16, 495 TF32, 1979 FP8 / int8): HGMMA, IGMMA and QGMMA ~0.8
   (cuBLAS-class Hopper GEMMs measure ~750-800 of 989), HMMA, IMMA and QMMA ~0.6 (mma.sync
   cannot keep Hopper's tensor cores fed: published sm_80-style CUTLASS kernels reach ~60%
   of the wgmma ones on H100; an FP8 kernel built for sm_90 without wgmma converts to f16
@@ -40,8 +41,9 @@ EIATTR_REGCOUNT = 0x2F
 # sm_90 limits per SM (CUDA occupancy calculator data)
 H100 = {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 228 * 1024, "smem_per_block_reserved": 1024,
         "reg_granularity": 256, "warps": 64}
-PIPE_CEILING = {"HGMMA": 0.8, "QGMMA": 0.8, "HMMA": 0.6, "IMMA": 0.6, "QMMA": 0.6, "FFMA": 0.135}
-COUNTED = ("HGMMA", "QGMMA", "HMMA", "IMMA", "QMMA", "UTMALDG", "LDGSTS", "LDG128", "LDS128", "FFMA", "STL", "LDL")
+PIPE_CEILING = {"HGMMA": 0.8, "IGMMA": 0.8, "QGMMA": 0.8, "HMMA": 0.6, "IMMA": 0.6, "QMMA": 0.6, "FFMA": 0.135}
+COUNTED = ("HGMMA", "IGMMA", "QGMMA", "HMMA", "IMMA", "QMMA", "UTMALDG", "LDGSTS", "LDG128", "LDS128", "FFMA", "STL",
+           "LDL")
 
 
 @dataclass
@@ -127,7 +129,7 @@ def instruction_mix(cubin: Path) -> dict[str, dict[str, int]]:
 
     def count(body: str) -> dict[str, int]:
         return {
-            **{op: len(re.findall(rf"\b{op}\b", body)) for op in ("HGMMA", "QGMMA", "HMMA", "IMMA", "QMMA")},
+            **{op: len(re.findall(rf"\b{op}\b", body)) for op in ("HGMMA", "IGMMA", "QGMMA", "HMMA", "IMMA", "QMMA")},
             "UTMALDG": len(re.findall(r"\bUTMALDG\b", body)),
             "LDGSTS": len(re.findall(r"\bLDGSTS\b", body)),
             "LDG128": len(re.findall(r"\bLDG\.E\.128\b|\bLDG\.E\.\S*128\b", body)),

@@ -64,3 +64,13 @@ def test_fp8_kernels_count_on_their_own_pipes() -> None:
     assert gemm.mix["QMMA"] > 0 and gemm.mix["HMMA"] == 0
     share, basis = gemm.estimate()
     assert share.startswith("~") and "QMMA ceiling" in basis
+
+
+def test_hopper_int8_kernels_count_on_the_wgmma_pipe() -> None:
+    """An int8 Hopper kernel's main loop is IGMMA (wgmma on 8-bit integers): the wgmma pipe's
+    ceiling, one CTA an SM by design; its count is a column of the table."""
+    s = kernel_report.KernelStats("k", "f", registers=168, static_smem=0, dynamic_smem=229504, threads=256,
+                                  mix={"IGMMA": 16, "UTMALDG": 2}, kind="cutlass_sm90")
+    share, basis = s.estimate()
+    assert share == "~80%" and basis == "IGMMA ceiling 80%, 1 CTA/SM by design"
+    assert "IGMMA" in kernel_report.format_table([s]).splitlines()[0]
