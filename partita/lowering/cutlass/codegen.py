@@ -60,6 +60,7 @@ from partita.lowering.cutlass.sm90 import (
     read_layout,
     sm90_from_record,
     sm90_record,
+    sm90_tunable,
     why_not_decomposed,
     why_not_sm90,
 )
@@ -388,7 +389,7 @@ def kernel_candidates(kernel: PartitionKernel, options: CutlassOptions, hopper: 
     labels = []
     try:
         if hopper and why_not_sm90(spec, options.f32_math) is None:
-            if spec.is_fp8 or spec.is_int8 or spec.dtype == "float32":
+            if not sm90_tunable(spec):
                 return []
             table = choose_sm90_config(spec)
             first = sm90_label(table.tile, table.cluster, table.schedule, table.decomposition, table.splits)

@@ -357,6 +357,12 @@ def why_not_sm90(spec: KernelSpec, f32_math: str = "tf32") -> str | None:
     return None
 
 
+def sm90_tunable(spec: KernelSpec) -> bool:
+    """Whether ``spec``'s Hopper kernel is one of ``SM90_CANDIDATES`` (f16 / bf16), which
+    a tuning may pin; FP8, int8 and TF32 products take their table's configuration only."""
+    return hopper_spec(spec).dtype in HALF_DTYPES
+
+
 def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32") -> Sm90Config:
     """The Hopper configuration of ``spec`` from the sm_90 tuning table (a few rows by a large
     weight: the stream-K kernel, ``sm90_streams_k``), or the label ``kernel`` of
@@ -367,7 +373,7 @@ def choose_sm90_config(spec: KernelSpec, kernel: str = "", f32_math: str = "tf32
         raise UnsupportedKernel(why)
     spec = hopper_spec(spec)
     if kernel:
-        if spec.is_fp8 or spec.is_int8 or spec.dtype == "float32":
+        if not sm90_tunable(spec):
             kind = "FP8" if spec.is_fp8 else "int8" if spec.is_int8 else "TF32"
             raise UnsupportedKernel(f"kernel '{kernel}' is pinned, but {kind} Hopper GEMMs take their table's only")
         try:

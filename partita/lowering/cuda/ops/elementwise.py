@@ -18,6 +18,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 from xdsl.ir import Operation, SSAValue
 
 from partita.dialects import nn
@@ -64,6 +65,13 @@ def _is_float(v: SSAValue) -> bool:
 
 def _is_unsigned(v: SSAValue) -> bool:
     return ctype(v).startswith("unsigned")
+
+
+def _integer_range(v: SSAValue) -> tuple[int, int]:
+    """(min, max) of ``v``'s integer element type, the sub-byte ones too, from the nn dtype
+    table (what the reference saturates and range-checks with)."""
+    info = ml_dtypes.iinfo(nn.numpy_dtype(v.type.element_type))  # type: ignore[attr-defined]
+    return int(info.min), int(info.max)
 
 
 def _temp(e: KernelEmitter, v: SSAValue, expr: str) -> str:
@@ -244,8 +252,7 @@ def _cast(e, op, x):
     if to == "f8E8M0FNU":  # from f32, as ONNX's reference reads an f64 (rn_ then keeps it)
         return f"ld_{to}(partita_e8m0_encode((float){x}, {_E8M0_ROUNDING[op.round_mode]}, {str(op.saturate).lower()}))"
     if to in SUB_BYTE_INTEGERS and e.ctype(op.input) in ("float", "double"):
-        bits, signed = SUB_BYTE_INTEGERS[to]
-        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        lo, hi = _integer_range(op.result)
         return f"({e.ctype(op.result)})partita_trunc_in({x}, {lo}, {hi})"
     return f"({e.ctype(op.result)}){x}"
 
@@ -454,10 +461,8 @@ def _quantize(e: KernelEmitter, op: nn.QuantizeOp, index: list[str]) -> str:
     to = str(op.result.type.element_type)
     if to in (*FLOAT8_FORMATS, "f4E2M1FN"):  # saturated into the format, rounded to nearest even
         return f"sat_{to}((float){x} / {scale} + (float){zp})"
-    bits = op.result.type.element_type.width.data
-    info = (0, (1 << bits) - 1) if _is_unsigned(op.result) else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     q = _temp_typed(e, "float", f"rintf((float){x} / {scale}) + (float){zp}")
-    lo, hi = (_c_float(float(b)) for b in info)
+    lo, hi = (_c_float(float(b)) for b in _integer_range(op.result))
     return f"({e.ctype(op.result)})({q} < {lo} ? {lo} : ({q} > {hi} ? {hi} : {q}))"
 
 
