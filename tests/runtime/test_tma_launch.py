@@ -52,6 +52,15 @@ TARGETS = ["cuda -arch=sm_90a", "cutlass", "llvm"]
 bf16_type = BFloat16Type()
 
 
+def _hopper() -> CudaDevice:
+    """The CUDA device when it is an H100 / H200 (what the sm_90a kernels run on); else the
+    test is skipped."""
+    device = CudaDevice()
+    if device.arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    return device
+
+
 def _inputs(m: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     bf16 = numpy_dtype(bf16_type)
@@ -308,9 +317,7 @@ def test_a_persistent_kernel_matches_numpy_on_the_simulated_device(cooperative) 
 def test_a_persistent_kernel_on_the_gpu(cooperative) -> None:
     """On an H100/H200: the cooperative kernel against NumPy at a few tiles (a partial one
     among them), more than a wave of them, and many waves."""
-    device = CudaDevice()
-    if device.arch not in ("sm_90", "sm_90a"):
-        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    device = _hopper()
     for m in LARGE_M:
         x, w, b = _large_inputs(m, seed=m)
         (got,) = Runtime(cooperative[m].module, device).run(x, w, b)
@@ -322,9 +329,7 @@ def test_a_persistent_kernel_on_the_gpu(cooperative) -> None:
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_hopper_gemms_on_the_gpu(exe) -> None:
     """On an H100/H200: both Hopper kernels against NumPy (f16/bf16 inputs, f32 accumulation)."""
-    device = CudaDevice()
-    if device.arch not in ("sm_90", "sm_90a"):
-        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    device = _hopper()
     runtime = Runtime(exe.module, device)
     for m in (1, 77, 1000):
         args = _inputs(m, seed=m)
@@ -466,9 +471,7 @@ def test_a_decomposed_kernel_on_the_gpu(decomposed, mode: str) -> None:
     """On an H100/H200: the split-K and stream-K kernels against NumPy, run after run (the
     third a graph replay: a barrier left counted up by the run before would hang it or
     corrupt its sums)."""
-    device = CudaDevice()
-    if device.arch not in ("sm_90", "sm_90a"):
-        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    device = _hopper()
     runtime = Runtime(decomposed[mode].module, device)
     for seed in (1, 2, 3):
         x, w, b = _decode_inputs(seed=seed)
@@ -570,9 +573,7 @@ def test_a_bias_beside_the_residual_is_one_hopper_kernel(bias_residual) -> None:
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_a_bias_beside_the_residual_on_the_gpu(bias_residual) -> None:
     exe, args, want = bias_residual
-    device = CudaDevice()
-    if device.arch not in ("sm_90", "sm_90a"):
-        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    device = _hopper()
     (got,) = Runtime(exe.module, device).run(*args)
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
 
@@ -688,9 +689,7 @@ def test_an_f32_dense_is_a_tf32_hopper_kernel(tf32) -> None:
 @pytest.mark.skipif(cuda_status() is not None, reason=f"needs a CUDA device ({cuda_status()})")
 def test_a_tf32_hopper_kernel_on_the_gpu(tf32) -> None:
     """On an H100/H200: the TF32 kernel against NumPy's f32 (TF32's 10-bit mantissa)."""
-    device = CudaDevice()
-    if device.arch not in ("sm_90", "sm_90a"):
-        pytest.skip(f"the sm_90a kernels need an H100/H200, not {device.arch}")
+    device = _hopper()
     runtime = Runtime(tf32.module, device)
     for m in (1, 77, 1000):
         args = _tf32_inputs(m, m)
